@@ -1,0 +1,172 @@
+//===- AttnOps.td - attn dialect ops ------------------------*- tablegen -*-===//
+
+#ifndef ATTN_OPS_TD
+#define ATTN_OPS_TD
+
+include "attn/AttnBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+// Attributes shared by every op that evaluates scores.
+defvar AttnScoreAttrs = (ins
+    OptionalAttr<F32Attr>:$scale,
+    DefaultValuedAttr<Attn_MaskKindAttr, "::mlir::fa::attn::MaskKind::None">:$mask,
+    OptionalAttr<I64Attr>:$window_left,
+    OptionalAttr<I64Attr>:$window_right);
+
+def Attn_AttentionOp : Attn_Op<"attention", [
+    RecursiveMemoryEffects]> {
+  let summary = "scaled dot-product attention with its log-sum-exp";
+  let description = [{
+    O = softmax(mask(score_mod(Q·Kᵀ·scale)))·V and LSE = log Σ_j exp(s_ij) per row.
+    Q is [B,H,Nq,D], K [B,Hkv,Nk,D], V [B,Hkv,Nk,Dv], with H a multiple of Hkv:
+    query head h reads key/value head h / (H / Hkv). Accumulation is in f32.
+    `scale` defaults to 1/sqrt(D). The optional `score_mod` region maps
+    (score : f32, b, h, q_idx, kv_idx : index) to a new score, after scaling.
+    A row whose keys are all masked out gives O = 0 and LSE = -inf.
+
+    ```mlir
+    %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
+        : tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16>
+        -> tensor<2x8x128x64xbf16>, tensor<2x8x128xf32>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                            AnyRankedTensor:$value), AttnScoreAttrs);
+  let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict (`score_mod` $score_mod^)?
+    `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::fa::attn::ScoreSpec getScoreSpec();
+  }];
+}
+
+def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
+    RecursiveMemoryEffects]> {
+  let summary = "gradients of attn.attention";
+  let description = [{
+    Given Q, K, V, the forward output O, the output gradient dO and the saved
+    LSE, computes dQ, dK, dV of the attention with the same scale, mask and
+    score_mod. dK and dV are summed over the query heads that share a key head.
+
+    ```mlir
+    %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>}
+        : tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>,
+          tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64xf32>
+        -> tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                            AnyRankedTensor:$value, AnyRankedTensor:$output,
+                            AnyRankedTensor:$grad_output, AnyRankedTensor:$lse),
+                       AttnScoreAttrs);
+  let results = (outs AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
+                      AnyRankedTensor:$grad_value);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse attr-dict
+    (`score_mod` $score_mod^)?
+    `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
+        type($grad_output) `,` type($lse)
+    `->` type($grad_query) `,` type($grad_key) `,` type($grad_value)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::fa::attn::ScoreSpec getScoreSpec();
+  }];
+}
+
+def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
+    RecursiveMemoryEffects, AttrSizedOperandSegments]> {
+  let summary = "online-softmax update of (acc, max, sum) by a block of keys";
+  let description = [{
+    The running form of attention (seed 4.2.2). For the scores
+    s = mask(score_mod(Q·Kᵀ·scale)) of this key block, in base-2 units
+    t = s·log2(e):
+      m_new = max(m, rowmax(t))
+      α     = 2^(m − m_new)
+      P     = 2^(t − m_new)
+      l_new = α·l + rowsum(P)
+      acc'  = α·acc + P·V
+    `max` is kept in base-2 units so that scale·log2(e) folds into one multiply
+    when there is no score_mod. A row with nothing unmasked keeps m = -inf and
+    takes α = P = 0 instead of NaN.
+
+    `at [b, h, q, kv]` gives the position of this block in the whole problem
+    and `of [nq, nk]` the whole problem's lengths, so masks and score_mod see
+    absolute indices. Without `apply_mask` the block is known to lie inside
+    the mask and no mask is evaluated.
+  }];
+  let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                            AnyRankedTensor:$value, AnyRankedTensor:$acc,
+                            AnyRankedTensor:$max, AnyRankedTensor:$sum,
+                            Variadic<Index>:$offsets, Variadic<Index>:$lengths,
+                            UnitAttr:$apply_mask),
+                       AttnScoreAttrs);
+  let results = (outs AnyRankedTensor:$new_acc, AnyRankedTensor:$new_max,
+                      AnyRankedTensor:$new_sum);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $acc `,` $max `,` $sum
+    `at` `[` $offsets `]` `of` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
+    `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
+    `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::fa::attn::ScoreSpec getScoreSpec();
+  }];
+}
+
+def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
+    RecursiveMemoryEffects, AttrSizedOperandSegments]> {
+  let summary = "recomputed gradient contribution of one (query, key) block pair";
+  let description = [{
+    Seed 4.3: from Q_i, K_j, V_j, dO_i, the saved LSE_i and D_i = rowsum(dO_i∘O_i),
+    recompute S_ij and P_ij = exp(S_ij − LSE_i), then
+      dV_j += P_ijᵀ·dO_i,   dP_ij = dO_i·V_jᵀ,   dS_ij = P_ij∘(dP_ij − D_i),
+      dK_j += dS_ijᵀ·Q_i·scale,   dQ_i += dS_ij·K_j·scale.
+    With a score_mod, dS is multiplied by the region's derivative. Rows with
+    LSE = -inf contribute nothing. Operands are single-head blocks
+    [1,1,rows,D]; `at`/`of` are as in attn.online_attention.
+  }];
+  let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                            AnyRankedTensor:$value, AnyRankedTensor:$grad_output,
+                            AnyRankedTensor:$lse, AnyRankedTensor:$delta,
+                            AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
+                            AnyRankedTensor:$grad_value,
+                            Variadic<Index>:$offsets, Variadic<Index>:$lengths,
+                            UnitAttr:$apply_mask),
+                       AttnScoreAttrs);
+  let results = (outs AnyRankedTensor:$new_grad_query,
+                      AnyRankedTensor:$new_grad_key,
+                      AnyRankedTensor:$new_grad_value);
+  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad_output `,` $lse `,` $delta `into`
+    $grad_query `,` $grad_key `,` $grad_value
+    `at` `[` $offsets `]` `of` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
+    `:` type($query) `,` type($key) `,` type($value) `,` type($grad_output) `,`
+        type($lse) `,` type($delta) `,` type($grad_query) `,` type($grad_key) `,`
+        type($grad_value)
+    `->` type($new_grad_query) `,` type($new_grad_key) `,` type($new_grad_value)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::fa::attn::ScoreSpec getScoreSpec();
+  }];
+}
+
+def Attn_YieldOp : Attn_Op<"yield", [Pure, ReturnLike, Terminator,
+    ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp",
+                 "BackwardTileOp"]>]> {
+  let summary = "yields the modified score of a score_mod region";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+#endif // ATTN_OPS_TD

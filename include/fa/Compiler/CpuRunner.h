@@ -1,0 +1,77 @@
+//===- CpuRunner.h - compile and run attn IR on the host --------*- C++ -*-===//
+
+#ifndef FA_COMPILER_CPURUNNER_H
+#define FA_COMPILER_CPURUNNER_H
+
+#include "fa/Pipelines/Pipelines.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ExecutionEngine;
+} // namespace mlir
+
+namespace mlir::fa {
+
+/// A host array in f64, whatever the element type of the argument it feeds;
+/// values are rounded to that type on the way in.
+struct HostTensor {
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+  int64_t numElements() const;
+};
+
+/// Element kinds the runner converts to and from.
+enum class ElemKind { F16, BF16, F32, F64 };
+
+/// Rounds `v` to `kind` and back (what the kernel sees of an input).
+double roundTo(ElemKind kind, double v);
+
+/// One entry function of a module, lowered with fa-lower-to-llvm and JIT
+/// compiled by MLIR's ExecutionEngine.
+class CpuFunction {
+public:
+  struct Signature {
+    std::vector<std::vector<int64_t>> argShapes, resultShapes; // -1: dynamic
+    std::vector<ElemKind> argKinds, resultKinds;
+  };
+
+  /// Compiles `entry` of `module` (which is lowered in place). On failure the
+  /// diagnostics have been reported and `error` says what failed.
+  static std::unique_ptr<CpuFunction> compile(ModuleOp module, StringRef entry,
+                                              const LowerToLLVMOptions &options,
+                                              std::string &error);
+  ~CpuFunction();
+
+  const Signature &signature() const { return sig; }
+
+  /// Checks `inputs` against the signature, runs, and returns the results
+  /// (converted to f64). Returns false with `error` set on bad inputs.
+  bool run(const std::vector<HostTensor> &inputs,
+           std::vector<HostTensor> &results, std::string &error);
+
+private:
+  CpuFunction() = default;
+  std::string entry;
+  Signature sig;
+  std::unique_ptr<ExecutionEngine> engine;
+};
+
+/// Parses `source` as a module in a context set up with fa's dialects.
+OwningOpRef<ModuleOp> parseModule(MLIRContext &context, StringRef source,
+                                  StringRef bufferName = "<input>");
+
+/// Reads a NumPy .npy file (f16, f32 or f64, little-endian, C order).
+bool readNpy(const std::string &path, HostTensor &out, std::string &error);
+/// Writes `t` as an f32 .npy file.
+bool writeNpy(const std::string &path, const HostTensor &t, std::string &error);
+
+} // namespace mlir::fa
+
+#endif // FA_COMPILER_CPURUNNER_H

@@ -1,0 +1,53 @@
+//===- Attn.h - attn dialect ------------------------------------*- C++ -*-===//
+
+#ifndef FA_DIALECT_ATTN_IR_ATTN_H
+#define FA_DIALECT_ATTN_IR_ATTN_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "attn/AttnDialect.h.inc"
+#include "attn/AttnEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "attn/AttnAttrs.h.inc"
+
+namespace mlir::fa::attn {
+
+/// How scores are formed and masked; shared by every op that evaluates scores.
+struct ScoreSpec {
+  double scale = 1.0;
+  MaskKind mask = MaskKind::None;
+  int64_t windowLeft = 0;
+  int64_t windowRight = 0;
+  /// The score_mod region, or null.
+  Region *scoreMod = nullptr;
+
+  bool hasMask() const { return mask != MaskKind::None; }
+  /// Whether the band's diagonal is aligned to the bottom-right corner
+  /// (offset Nk - Nq) rather than the top-left (offset 0).
+  bool bottomRight() const {
+    return mask == MaskKind::CausalBottomRight || mask == MaskKind::Window;
+  }
+  /// Keys allowed left of the diagonal (-1: unbounded).
+  int64_t left() const { return mask == MaskKind::Window ? windowLeft : -1; }
+  /// Keys allowed right of the diagonal (-1: unbounded).
+  int64_t right() const {
+    return mask == MaskKind::None ? -1
+           : mask == MaskKind::Window ? windowRight
+                                       : 0;
+  }
+};
+
+} // namespace mlir::fa::attn
+
+#define GET_OP_CLASSES
+#include "attn/AttnOps.h.inc"
+
+#endif // FA_DIALECT_ATTN_IR_ATTN_H

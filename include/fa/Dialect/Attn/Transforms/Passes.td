@@ -1,0 +1,100 @@
+//===- Passes.td - attn transformation passes ---------------*- tablegen -*-===//
+
+#ifndef FA_DIALECT_ATTN_TRANSFORMS_PASSES
+#define FA_DIALECT_ATTN_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def AttnOnlineSoftmaxPass : Pass<"attn-online-softmax", "func::FuncOp"> {
+  let summary = "Rewrite attn.attention into the online-softmax form";
+  let description = [{
+    Seed 4.2.2. The softmax over a whole row becomes a running (max, sum, acc)
+    triple updated by attn.online_attention, so the key reduction can be split
+    into blocks. The row is finalised as O = acc / l and LSE = m + log l
+    (m in base-2 units: LSE = ln2·(m + log2 l)); l = 0 gives O = 0, LSE = -inf.
+
+    Before:
+    ```mlir
+    %o, %lse = attn.attention %q, %k, %v : ... -> ...
+    ```
+    After:
+    ```mlir
+    %acc0 = linalg.fill ins(%zero) ...   %m0 = linalg.fill ins(%ninf) ...
+    %acc, %m, %l = attn.online_attention %q, %k, %v, %acc0, %m0, %l0
+        at [%c0, %c0, %c0, %c0] of [%nq, %nk] {apply_mask} : ...
+    %o, %lse = linalg.generic ... // acc / l, ln2 * (m + log2 l)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
+  let summary = "Tile attn.online_attention into Q blocks and a KV-block loop";
+  let description = [{
+    Seed 4.2.1/4.2.4. A parallel scf.forall over (batch, head, query block)
+    and, inside it, an scf.for over key blocks carrying (acc, m, l). Query head
+    h reads key head h / (H / Hkv). With a mask, the key loop only visits
+    blocks that intersect the band of the query block; blocks wholly inside
+    the band run without a mask, boundary blocks with one (scf.if). Ragged
+    tails use dynamically sized slices. No Nq×Nk value remains.
+  }];
+  let options = [
+    Option<"blockQ", "block-q", "int64_t", "64", "query rows per tile">,
+    Option<"blockKV", "block-kv", "int64_t", "64", "key rows per tile">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def AttnRecomputeBackwardPass : Pass<"attn-recompute-backward", "func::FuncOp"> {
+  let summary = "Lower attn.attention_backward to the recompute backward";
+  let description = [{
+    Seed 4.3. D = rowsum(dO∘O) per query row first. Then, for each
+    (batch, key head) in parallel, an outer loop over key blocks and an inner
+    loop over (query head of the group, query block): S and P are recomputed
+    from Q, K and the saved LSE by attn.backward_tile, dK_j and dV_j are
+    carried by the inner loop, and dQ is accumulated across key blocks.
+
+    dQ strategy: the key-block loop is sequential per (batch, key head) and
+    carries dQ of the group's heads, so every dQ element is summed in a fixed
+    order (bit-identical run to run). With `deterministic=false` the key
+    blocks form an scf.forall and each writes a partial dQ slab
+    [key block, ...] that is summed afterwards: more parallelism, more memory;
+    the sum is still in a fixed order on the CPU, while the GPU lowering may
+    use atomics instead.
+  }];
+  let options = [
+    Option<"blockQ", "block-q", "int64_t", "64", "query rows per tile">,
+    Option<"blockKV", "block-kv", "int64_t", "64", "key rows per tile">,
+    Option<"deterministic", "deterministic", "bool", "true",
+           "accumulate dQ in a fixed order over key blocks">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def AttnDecomposePass : Pass<"attn-decompose", "func::FuncOp"> {
+  let summary = "Decompose attn tile ops into linalg / arith / math";
+  let description = [{
+    attn.online_attention becomes: S = Q·Kᵀ (f32 accumulation), scaled and
+    score-modded and masked scores in base-2 units, rowmax, the α rescale,
+    P = exp2(t − m), rowsum, acc = α·acc + P·V. attn.backward_tile becomes the
+    recomputation of P from LSE and the five gradient products of seed 4.3.
+    A score_mod region is inlined into the element-wise body; in the backward
+    it is also differentiated.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+#endif // FA_DIALECT_ATTN_TRANSFORMS_PASSES

@@ -1,0 +1,85 @@
+//===- Transforms.h - attn rewrites as functions ----------------*- C++ -*-===//
+//
+// The algorithms behind the passes, callable on one op so that other drivers
+// (the GPU lowering, tests) can apply them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H
+#define FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H
+
+#include "fa/Dialect/Attn/IR/Attn.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::fa::attn {
+
+/// attn.attention → init + attn.online_attention + finalisation (seed 4.2.2).
+LogicalResult rewriteToOnlineSoftmax(RewriterBase &rewriter, AttentionOp op);
+
+/// attn.online_attention → forall over (b, h, Q block) × for over KV blocks.
+LogicalResult tileOnlineAttention(RewriterBase &rewriter, OnlineAttentionOp op,
+                                  int64_t blockQ, int64_t blockKV);
+
+struct RecomputeBackwardOptions {
+  int64_t blockQ = 64;
+  int64_t blockKV = 64;
+  bool deterministic = true;
+};
+/// attn.attention_backward → D = rowsum(dO∘O), KV-outer / Q-inner loops of
+/// attn.backward_tile (seed 4.3).
+LogicalResult lowerAttentionBackward(RewriterBase &rewriter,
+                                     AttentionBackwardOp op,
+                                     const RecomputeBackwardOptions &options);
+
+/// attn.online_attention / attn.backward_tile → linalg, arith, math.
+LogicalResult decomposeOnlineAttention(RewriterBase &rewriter,
+                                       OnlineAttentionOp op);
+LogicalResult decomposeBackwardTile(RewriterBase &rewriter, BackwardTileOp op);
+
+//===----------------------------------------------------------------------===//
+// Score evaluation shared by the rewrites (ScoreBuilder.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Absolute indices of one score element and the problem's lengths.
+struct ScorePosition {
+  Value b, h, q, kv; // index
+  Value nq, nk;      // index
+};
+
+/// i1: whether key `kv` is visible from query `q` under `spec`'s mask.
+Value buildMaskPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                         const ScorePosition &pos);
+
+/// The score after scaling and score_mod, in natural units, for the raw dot
+/// product `dot`. When `derivative` is non-null it receives d(score)/d(dot).
+Value buildScore(OpBuilder &b, Location loc, const ScoreSpec &spec, Value dot,
+                 const ScorePosition &pos, Value *derivative = nullptr);
+
+/// Fails, naming the op, when the score_mod region holds an op the backward
+/// cannot differentiate with respect to the score.
+LogicalResult verifyDifferentiable(const ScoreSpec &spec, Operation *diagOp);
+
+/// Lowest and one-past-highest key index (absolute) that query rows
+/// [qBegin, qEnd) can see; unbounded sides return null.
+std::pair<Value, Value> buildKeyBand(OpBuilder &b, Location loc,
+                                     const ScoreSpec &spec, Value qBegin,
+                                     Value qEnd, Value nq, Value nk);
+
+/// Lowest and one-past-highest query index (absolute) that can see some key
+/// in [kBegin, kEnd); unbounded sides return null.
+std::pair<Value, Value> buildQueryBand(OpBuilder &b, Location loc,
+                                       const ScoreSpec &spec, Value kBegin,
+                                       Value kEnd, Value nq, Value nk);
+
+/// i1: whether every (q, kv) in [qBegin, qEnd) × [kBegin, kEnd) is visible, so
+/// the block needs no mask.
+Value buildBlockInsideMask(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                           Value qBegin, Value qEnd, Value kBegin, Value kEnd,
+                           Value nq, Value nk);
+
+/// Copies the score attributes and score_mod region of `from` onto `to`.
+void copyScoreAttrs(Operation *from, Operation *to);
+
+} // namespace mlir::fa::attn
+
+#endif // FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H

@@ -1,0 +1,308 @@
+//===- CpuRunner.cpp - JIT attn IR on the host ------------------*- C++ -*-===//
+
+#include "fa/Compiler/CpuRunner.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::fa;
+
+#ifndef FA_C_RUNNER_UTILS
+#define FA_C_RUNNER_UTILS "libmlir_c_runner_utils.so"
+#endif
+
+int64_t HostTensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+static uint16_t toBF16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f))
+    return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+static float fromBF16Bits(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+static size_t elemBytes(ElemKind k) {
+  switch (k) {
+  case ElemKind::F16:
+  case ElemKind::BF16:
+    return 2;
+  case ElemKind::F32:
+    return 4;
+  case ElemKind::F64:
+    return 8;
+  }
+  return 0;
+}
+
+static void store(ElemKind k, double v, void *dst) {
+  switch (k) {
+  case ElemKind::F16: {
+    _Float16 h = static_cast<_Float16>(static_cast<float>(v));
+    std::memcpy(dst, &h, 2);
+    return;
+  }
+  case ElemKind::BF16: {
+    uint16_t b = toBF16Bits(static_cast<float>(v));
+    std::memcpy(dst, &b, 2);
+    return;
+  }
+  case ElemKind::F32: {
+    float f = static_cast<float>(v);
+    std::memcpy(dst, &f, 4);
+    return;
+  }
+  case ElemKind::F64:
+    std::memcpy(dst, &v, 8);
+    return;
+  }
+}
+
+static double load(ElemKind k, const void *src) {
+  switch (k) {
+  case ElemKind::F16: {
+    _Float16 h;
+    std::memcpy(&h, src, 2);
+    return static_cast<double>(static_cast<float>(h));
+  }
+  case ElemKind::BF16: {
+    uint16_t b;
+    std::memcpy(&b, src, 2);
+    return fromBF16Bits(b);
+  }
+  case ElemKind::F32: {
+    float f;
+    std::memcpy(&f, src, 4);
+    return f;
+  }
+  case ElemKind::F64: {
+    double d;
+    std::memcpy(&d, src, 8);
+    return d;
+  }
+  }
+  return 0;
+}
+
+double mlir::fa::roundTo(ElemKind kind, double v) {
+  alignas(8) unsigned char buf[8];
+  store(kind, v, buf);
+  return load(kind, buf);
+}
+
+static std::optional<ElemKind> kindOf(Type t) {
+  if (t.isF16())
+    return ElemKind::F16;
+  if (t.isBF16())
+    return ElemKind::BF16;
+  if (t.isF32())
+    return ElemKind::F32;
+  if (t.isF64())
+    return ElemKind::F64;
+  return std::nullopt;
+}
+
+static std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
+  return r + "]";
+}
+
+OwningOpRef<ModuleOp> mlir::fa::parseModule(MLIRContext &context,
+                                            StringRef source,
+                                            StringRef bufferName) {
+  llvm::SourceMgr mgr;
+  mgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, bufferName),
+                         llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(mgr, &context);
+}
+
+CpuFunction::~CpuFunction() = default;
+
+std::unique_ptr<CpuFunction>
+CpuFunction::compile(ModuleOp module, StringRef entry,
+                     const LowerToLLVMOptions &options, std::string &error) {
+  auto func = module.lookupSymbol<func::FuncOp>(entry);
+  if (!func) {
+    error = ("no function named '" + entry + "' in the module").str();
+    return nullptr;
+  }
+  std::unique_ptr<CpuFunction> fn(new CpuFunction());
+  fn->entry = entry.str();
+  auto addType = [&](Type t, std::vector<std::vector<int64_t>> &shapes,
+                     std::vector<ElemKind> &kinds, const char *what,
+                     unsigned i) -> bool {
+    auto shaped = dyn_cast<ShapedType>(t);
+    std::optional<ElemKind> k =
+        shaped && shaped.hasRank() ? kindOf(shaped.getElementType())
+                                   : std::nullopt;
+    if (!k || !isa<RankedTensorType, MemRefType>(t)) {
+      llvm::raw_string_ostream os(error);
+      os << "entry " << what << " #" << i << " has type " << t
+         << "; expected a ranked tensor or memref of f16, bf16, f32 or f64";
+      return false;
+    }
+    std::vector<int64_t> s;
+    for (int64_t d : shaped.getShape())
+      s.push_back(ShapedType::isDynamic(d) ? -1 : d);
+    shapes.push_back(std::move(s));
+    kinds.push_back(*k);
+    return true;
+  };
+  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+    if (!addType(t, fn->sig.argShapes, fn->sig.argKinds, "argument", i))
+      return nullptr;
+  for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
+    if (!addType(t, fn->sig.resultShapes, fn->sig.resultKinds, "result", i))
+      return nullptr;
+  func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                UnitAttr::get(module.getContext()));
+
+  PassManager pm(module.getContext());
+  buildLowerToLLVMPipeline(pm, options);
+  if (failed(pm.run(module))) {
+    error = "lowering with fa-lower-to-llvm failed";
+    return nullptr;
+  }
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  ExecutionEngineOptions eo;
+  // eo.transformer is a function_ref: keep the callable alive.
+  std::function<llvm::Error(llvm::Module *)> optimize =
+      makeOptimizingTransformer(2, 0, nullptr);
+  eo.transformer = optimize;
+  SmallVector<StringRef> libs{FA_C_RUNNER_UTILS};
+  eo.sharedLibPaths = libs;
+  auto engine = ExecutionEngine::create(module, eo);
+  if (!engine) {
+    error = "JIT compilation failed: " + llvm::toString(engine.takeError());
+    return nullptr;
+  }
+  fn->engine = std::move(*engine);
+  return fn;
+}
+
+bool CpuFunction::run(const std::vector<HostTensor> &inputs,
+                      std::vector<HostTensor> &results, std::string &error) {
+  if (inputs.size() != sig.argShapes.size()) {
+    error = "entry '" + entry + "' takes " + std::to_string(sig.argShapes.size()) +
+            " inputs, got " + std::to_string(inputs.size());
+    return false;
+  }
+  // Descriptors {allocated, aligned, offset, sizes..., strides...}.
+  std::vector<std::vector<char>> storage(inputs.size());
+  std::vector<std::vector<int64_t>> descs(inputs.size());
+  std::vector<void *> descPtrs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<int64_t> &want = sig.argShapes[i];
+    const HostTensor &in = inputs[i];
+    bool ok = in.shape.size() == want.size();
+    for (size_t d = 0; ok && d < want.size(); ++d)
+      ok = in.shape[d] >= 0 && (want[d] < 0 || want[d] == in.shape[d]);
+    if (!ok) {
+      error = "input #" + std::to_string(i) + " has shape " + shapeStr(in.shape) +
+              "; entry '" + entry + "' expects " + shapeStr(want);
+      return false;
+    }
+    if (static_cast<int64_t>(in.data.size()) != in.numElements()) {
+      error = "input #" + std::to_string(i) + " holds " +
+              std::to_string(in.data.size()) + " values for shape " +
+              shapeStr(in.shape);
+      return false;
+    }
+    ElemKind k = sig.argKinds[i];
+    size_t eb = elemBytes(k);
+    storage[i].resize(std::max<size_t>(1, in.data.size()) * eb + 64);
+    char *base = storage[i].data();
+    char *aligned = base + ((64 - reinterpret_cast<uintptr_t>(base) % 64) % 64);
+    for (size_t e = 0; e < in.data.size(); ++e)
+      store(k, in.data[e], aligned + e * eb);
+    std::vector<int64_t> &desc = descs[i];
+    desc.push_back(reinterpret_cast<int64_t>(aligned));
+    desc.push_back(reinterpret_cast<int64_t>(aligned));
+    desc.push_back(0);
+    for (int64_t s : in.shape)
+      desc.push_back(s);
+    int64_t stride = 1;
+    std::vector<int64_t> strides(in.shape.size());
+    for (size_t d = in.shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= in.shape[d];
+    }
+    desc.insert(desc.end(), strides.begin(), strides.end());
+    descPtrs[i] = desc.data();
+  }
+  size_t resultWords = 0;
+  for (const auto &s : sig.resultShapes)
+    resultWords += 3 + 2 * s.size();
+  std::vector<int64_t> resultDescs(std::max<size_t>(1, resultWords), 0);
+  void *resultPtr = resultDescs.data();
+  SmallVector<void *> args;
+  if (resultWords)
+    args.push_back(&resultPtr);
+  for (void *&p : descPtrs)
+    args.push_back(&p);
+  if (llvm::Error err = engine->invokePacked("_mlir_ciface_" + entry, args)) {
+    error = "invocation failed: " + llvm::toString(std::move(err));
+    return false;
+  }
+  results.clear();
+  size_t w = 0;
+  for (size_t r = 0; r < sig.resultShapes.size(); ++r) {
+    size_t rank = sig.resultShapes[r].size();
+    void *alloc = reinterpret_cast<void *>(resultDescs[w]);
+    char *aligned = reinterpret_cast<char *>(resultDescs[w + 1]);
+    int64_t offset = resultDescs[w + 2];
+    HostTensor t;
+    t.shape.assign(resultDescs.begin() + w + 3, resultDescs.begin() + w + 3 + rank);
+    std::vector<int64_t> strides(resultDescs.begin() + w + 3 + rank,
+                                 resultDescs.begin() + w + 3 + 2 * rank);
+    ElemKind k = sig.resultKinds[r];
+    size_t eb = elemBytes(k);
+    int64_t n = t.numElements();
+    t.data.resize(n);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t lin = offset;
+      for (size_t d = 0; d < rank; ++d)
+        lin += idx[d] * strides[d];
+      t.data[e] = load(k, aligned + lin * eb);
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < t.shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    // Returned buffers are owned by the caller after buffer deallocation.
+    std::free(alloc);
+    results.push_back(std::move(t));
+    w += 3 + 2 * rank;
+  }
+  return true;
+}

@@ -1,0 +1,327 @@
+//===- AttnOps.cpp - attn dialect ops and verifiers -------------*- C++ -*-===//
+
+#include "fa/Dialect/Attn/IR/Attn.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa::attn;
+
+#include "attn/AttnDialect.cpp.inc"
+#include "attn/AttnEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "attn/AttnAttrs.cpp.inc"
+
+void AttnDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "attn/AttnOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "attn/AttnAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared verification
+//===----------------------------------------------------------------------===//
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (ShapedType::isDynamic(d))
+          os << "?";
+        else
+          os << d;
+      },
+      ", ");
+  os << "]";
+  return s;
+}
+
+/// True when both extents are known and differ.
+static bool differ(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+}
+
+/// Checks `type` against an expected shape (dynamic entries match anything)
+/// and element type.
+static LogicalResult expectTensor(Operation *op, StringRef name, Type type,
+                                  ArrayRef<int64_t> shape, Type elemType) {
+  auto t = cast<RankedTensorType>(type);
+  bool bad = t.getRank() != static_cast<int64_t>(shape.size());
+  for (int64_t i = 0; !bad && i < t.getRank(); ++i)
+    bad = differ(t.getDimSize(i), shape[i]);
+  if (bad)
+    return op->emitOpError("expected ")
+           << name << " shape " << shapeStr(shape) << ", got "
+           << shapeStr(t.getShape());
+  if (t.getElementType() != elemType)
+    return op->emitOpError("expected ")
+           << name << " element type " << elemType << ", got "
+           << t.getElementType();
+  return success();
+}
+
+namespace {
+/// Extents of one attention problem, read off Q, K and V.
+struct Dims {
+  int64_t b, h, hkv, nq, nk, d, dv;
+  Type elem;
+};
+} // namespace
+
+static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
+  auto qt = cast<RankedTensorType>(q.getType());
+  auto kt = cast<RankedTensorType>(k.getType());
+  auto vt = cast<RankedTensorType>(v.getType());
+  for (auto [name, t] : {std::pair<StringRef, RankedTensorType>{"query", qt},
+                         {"key", kt},
+                         {"value", vt}}) {
+    if (t.getRank() != 4)
+      return op->emitOpError("expected ")
+             << name << " to have rank 4 [batch, heads, seq, head_dim], got rank "
+             << t.getRank();
+  }
+  Type elem = qt.getElementType();
+  if (!(elem.isF16() || elem.isBF16() || elem.isF32()))
+    return op->emitOpError("expected query element type f16, bf16 or f32, got ")
+           << elem;
+  for (auto [name, t] : {std::pair<StringRef, RankedTensorType>{"key", kt},
+                         {"value", vt}})
+    if (t.getElementType() != elem)
+      return op->emitOpError("expected ")
+             << name << " element type to match query element type, got "
+             << t.getElementType() << " and " << elem;
+  Dims d{qt.getDimSize(0), qt.getDimSize(1), kt.getDimSize(1), qt.getDimSize(2),
+         kt.getDimSize(2), qt.getDimSize(3), vt.getDimSize(3), elem};
+  for (auto [name, t] : {std::pair<StringRef, RankedTensorType>{"query", qt},
+                         {"key", kt},
+                         {"value", vt}}) {
+    int64_t hd = t.getDimSize(3);
+    if (ShapedType::isDynamic(hd))
+      return op->emitOpError("expected static head dim of ") << name;
+    if (hd < 1 || hd > 256)
+      return op->emitOpError("expected ")
+             << name << " head dim in [1, 256], got " << hd;
+  }
+  if (differ(kt.getDimSize(0), d.b) || differ(vt.getDimSize(0), d.b))
+    return op->emitOpError("expected key and value batch size to equal query "
+                           "batch size, got ")
+           << kt.getDimSize(0) << ", " << vt.getDimSize(0) << " and " << d.b;
+  if (differ(vt.getDimSize(1), d.hkv))
+    return op->emitOpError("expected value head count to equal key head "
+                           "count, got ")
+           << vt.getDimSize(1) << " and " << d.hkv;
+  if (!ShapedType::isDynamic(d.h) && !ShapedType::isDynamic(d.hkv) &&
+      (d.hkv == 0 || d.h % d.hkv != 0))
+    return op->emitOpError("expected key head count to divide query head "
+                           "count, got ")
+           << d.hkv << " and " << d.h;
+  if (differ(vt.getDimSize(2), d.nk))
+    return op->emitOpError("expected value sequence length to equal key "
+                           "sequence length, got ")
+           << vt.getDimSize(2) << " and " << d.nk;
+  if (kt.getDimSize(3) != d.d)
+    return op->emitOpError("expected key head dim to equal query head dim, got ")
+           << kt.getDimSize(3) << " and " << d.d;
+  return d;
+}
+
+static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
+                                      MaskKind mask, std::optional<int64_t> left,
+                                      std::optional<int64_t> right,
+                                      Region &scoreMod) {
+  if (scale && (!std::isfinite(*scale) || *scale == 0.0f))
+    return op->emitOpError("expected scale to be finite and non-zero, got ")
+           << *scale;
+  if (mask == MaskKind::Window) {
+    if (!left || !right)
+      return op->emitOpError(
+          "expected window_left and window_right with mask window");
+    if (*left < 0 || *right < 0)
+      return op->emitOpError("expected non-negative window sizes, got ")
+             << *left << " and " << *right;
+  } else if (left || right) {
+    return op->emitOpError("window_left/window_right apply only to mask "
+                           "window, got mask ")
+           << stringifyMaskKind(mask);
+  }
+  if (scoreMod.empty())
+    return success();
+  if (!scoreMod.hasOneBlock())
+    return op->emitOpError("expected score_mod to have one block");
+  Block &block = scoreMod.front();
+  Builder b(op->getContext());
+  SmallVector<Type> expected{b.getF32Type(), b.getIndexType(),
+                             b.getIndexType(), b.getIndexType(),
+                             b.getIndexType()};
+  if (TypeRange(block.getArgumentTypes()) != TypeRange(expected))
+    return op->emitOpError("expected score_mod arguments (f32, index, index, "
+                           "index, index) for (score, b, h, q_idx, kv_idx), got ")
+           << block.getNumArguments() << " arguments";
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield || yield.getValues().size() != 1 ||
+      !yield.getValues()[0].getType().isF32())
+    return op->emitOpError("expected score_mod to end in attn.yield of one f32");
+  return success();
+}
+
+template <typename OpTy>
+static ScoreSpec buildScoreSpec(OpTy op) {
+  ScoreSpec s;
+  int64_t d = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(3);
+  s.scale = op.getScale() ? op.getScale()->convertToDouble()
+                          : 1.0 / std::sqrt(static_cast<double>(d));
+  s.mask = op.getMask();
+  s.windowLeft = op.getWindowLeft().value_or(0);
+  s.windowRight = op.getWindowRight().value_or(0);
+  s.scoreMod = op.getScoreMod().empty() ? nullptr : &op.getScoreMod();
+  return s;
+}
+
+template <typename OpTy>
+static LogicalResult verifyScoreAttrs(OpTy op) {
+  return verifyScoreAttrs(op, op.getScale() ? std::optional<float>(
+                                                  op.getScale()->convertToFloat())
+                                            : std::nullopt,
+                          op.getMask(), op.getWindowLeft(),
+                          op.getWindowRight(), op.getScoreMod());
+}
+
+/// The tile ops locate their block with offsets [b, h, q, kv] and lengths
+/// [nq, nk] of the whole problem.
+static LogicalResult verifyPosition(Operation *op, ValueRange offsets,
+                                    ValueRange lengths) {
+  if (offsets.size() != 4 || lengths.size() != 2)
+    return op->emitOpError("expected 4 offsets [b, h, q, kv] and 2 lengths "
+                           "[nq, nk], got ")
+           << offsets.size() << " and " << lengths.size();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  FailureOr<Dims> d = verifyQKV(*this, getQuery(), getKey(), getValue());
+  if (failed(d) || failed(verifyScoreAttrs(*this)))
+    return failure();
+  Type f32 = Float32Type::get(getContext());
+  if (failed(expectTensor(*this, "output", getOutput().getType(),
+                          {d->b, d->h, d->nq, d->dv}, d->elem)) ||
+      failed(expectTensor(*this, "lse", getLse().getType(),
+                          {d->b, d->h, d->nq}, f32)))
+    return failure();
+  return success();
+}
+
+ScoreSpec AttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
+
+//===----------------------------------------------------------------------===//
+// AttentionBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionBackwardOp::verify() {
+  FailureOr<Dims> d = verifyQKV(*this, getQuery(), getKey(), getValue());
+  if (failed(d) || failed(verifyScoreAttrs(*this)))
+    return failure();
+  Type f32 = Float32Type::get(getContext());
+  SmallVector<int64_t> oShape{d->b, d->h, d->nq, d->dv};
+  if (failed(expectTensor(*this, "output", getOutput().getType(), oShape,
+                          d->elem)) ||
+      failed(expectTensor(*this, "grad_output", getGradOutput().getType(),
+                          oShape, d->elem)) ||
+      failed(expectTensor(*this, "lse", getLse().getType(),
+                          {d->b, d->h, d->nq}, f32)))
+    return failure();
+  for (auto [name, res, in] :
+       {std::tuple<StringRef, Value, Value>{"grad_query", getGradQuery(),
+                                            getQuery()},
+        {"grad_key", getGradKey(), getKey()},
+        {"grad_value", getGradValue(), getValue()}}) {
+    auto it = cast<RankedTensorType>(in.getType());
+    if (failed(expectTensor(*this, name, res.getType(), it.getShape(),
+                            it.getElementType())))
+      return failure();
+  }
+  return success();
+}
+
+ScoreSpec AttentionBackwardOp::getScoreSpec() { return buildScoreSpec(*this); }
+
+//===----------------------------------------------------------------------===//
+// OnlineAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnlineAttentionOp::verify() {
+  FailureOr<Dims> d = verifyQKV(*this, getQuery(), getKey(), getValue());
+  if (failed(d) || failed(verifyScoreAttrs(*this)) ||
+      failed(verifyPosition(*this, getOffsets(), getLengths())))
+    return failure();
+  Type f32 = Float32Type::get(getContext());
+  SmallVector<int64_t> rows{d->b, d->h, d->nq};
+  if (failed(expectTensor(*this, "acc", getAcc().getType(),
+                          {d->b, d->h, d->nq, d->dv}, f32)) ||
+      failed(expectTensor(*this, "max", getMax().getType(), rows, f32)) ||
+      failed(expectTensor(*this, "sum", getSum().getType(), rows, f32)))
+    return failure();
+  if (getNewAcc().getType() != getAcc().getType() ||
+      getNewMax().getType() != getMax().getType() ||
+      getNewSum().getType() != getSum().getType())
+    return emitOpError("expected result types to equal the (acc, max, sum) "
+                       "operand types");
+  return success();
+}
+
+ScoreSpec OnlineAttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
+
+//===----------------------------------------------------------------------===//
+// BackwardTileOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BackwardTileOp::verify() {
+  FailureOr<Dims> d = verifyQKV(*this, getQuery(), getKey(), getValue());
+  if (failed(d) || failed(verifyScoreAttrs(*this)) ||
+      failed(verifyPosition(*this, getOffsets(), getLengths())))
+    return failure();
+  if (differ(d->h, d->hkv))
+    return emitOpError("expected one key head per query head in a tile, got ")
+           << d->hkv << " and " << d->h;
+  Type f32 = Float32Type::get(getContext());
+  SmallVector<int64_t> rows{d->b, d->h, d->nq};
+  if (failed(expectTensor(*this, "grad_output", getGradOutput().getType(),
+                          {d->b, d->h, d->nq, d->dv}, d->elem)) ||
+      failed(expectTensor(*this, "lse", getLse().getType(), rows, f32)) ||
+      failed(expectTensor(*this, "delta", getDelta().getType(), rows, f32)))
+    return failure();
+  for (auto [name, acc, in] :
+       {std::tuple<StringRef, Value, Value>{"grad_query", getGradQuery(),
+                                            getQuery()},
+        {"grad_key", getGradKey(), getKey()},
+        {"grad_value", getGradValue(), getValue()}})
+    if (failed(expectTensor(*this, name, acc.getType(),
+                            cast<RankedTensorType>(in.getType()).getShape(),
+                            f32)))
+      return failure();
+  if (getNewGradQuery().getType() != getGradQuery().getType() ||
+      getNewGradKey().getType() != getGradKey().getType() ||
+      getNewGradValue().getType() != getGradValue().getType())
+    return emitOpError("expected result types to equal the gradient "
+                       "accumulator types");
+  return success();
+}
+
+ScoreSpec BackwardTileOp::getScoreSpec() { return buildScoreSpec(*this); }
+
+#define GET_OP_CLASSES
+#include "attn/AttnOps.cpp.inc"

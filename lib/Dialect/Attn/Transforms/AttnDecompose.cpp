@@ -1,0 +1,310 @@
+//===- AttnDecompose.cpp - attn tile ops → linalg ---------------*- C++ -*-===//
+//
+// The arithmetic of one tile, written as linalg.generic ops: the matmuls
+// accumulate in f32, scores are kept in base-2 units so scale·log2(e) is one
+// multiply, and the running max is subtracted before every exp2.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "Utils.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir::fa::attn {
+#define GEN_PASS_DEF_ATTNDECOMPOSEPASS
+#include "fa/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace mlir::fa::attn
+
+using namespace mlir;
+using namespace mlir::fa::attn;
+using namespace mlir::fa::attn::detail;
+
+static const double kInf = std::numeric_limits<double>::infinity();
+
+namespace {
+/// Dimensions of a tile op and the maps shared by its products.
+struct TileShape {
+  SmallVector<OpFoldResult> b, h, m, n; // single-entry lists, for concat
+  OpFoldResult d, dv;
+  int64_t group = 1;
+};
+
+/// Generic with `ins`/`outs`, maps given as projections of `nLoops` dims.
+linalg::GenericOp generic(OpBuilder &b, Location loc, ValueRange ins,
+                          ValueRange outs, unsigned nLoops,
+                          ArrayRef<SmallVector<unsigned>> dims,
+                          unsigned reductions,
+                          function_ref<void(OpBuilder &, Location, ValueRange)> body,
+                          int64_t group = 1, int keyOperand = -1) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineMap> maps;
+  for (auto [i, ds] : llvm::enumerate(dims)) {
+    AffineMap map = projection(ctx, nLoops, ds);
+    // The key/value operand reads head h / group.
+    if (static_cast<int>(i) == keyOperand && group != 1) {
+      SmallVector<AffineExpr> e(map.getResults());
+      e[1] = e[1].floorDiv(group);
+      map = AffineMap::get(nLoops, 0, e, ctx);
+    }
+    maps.push_back(map);
+  }
+  SmallVector<Type> types;
+  for (Value o : outs)
+    types.push_back(o.getType());
+  return linalg::GenericOp::create(b, loc, types, ins, outs, maps,
+                                   iterators(nLoops - reductions, reductions),
+                                   body);
+}
+
+/// Absolute position of the element at loop indices (0..3) of a generic body.
+ScorePosition positionAt(OpBuilder &b, Location loc, ValueRange offsets,
+                         ValueRange lengths) {
+  auto at = [&](unsigned dim) -> Value {
+    Value i = linalg::IndexOp::create(b, loc, dim);
+    return arith::AddIOp::create(b, loc, offsets[dim], i);
+  };
+  return {at(0), at(1), at(2), at(3), lengths[0], lengths[1]};
+}
+
+FailureOr<int64_t> headGroup(Operation *op, Value q, Value k) {
+  int64_t h = cast<RankedTensorType>(q.getType()).getDimSize(1);
+  int64_t hkv = cast<RankedTensorType>(k.getType()).getDimSize(1);
+  if (h == hkv)
+    return 1;
+  if (ShapedType::isDynamic(h) || ShapedType::isDynamic(hkv))
+    return op->emitOpError("decomposition needs static head counts when they "
+                           "differ, got ")
+           << hkv << " and " << h;
+  return h / hkv;
+}
+
+/// S[b,h,i,j] = Σ_d Q[b,h,i,d]·K[b,h/g,j,d] in f32.
+Value buildScores(OpBuilder &b, Location loc, Value q, Value k, int64_t group) {
+  SmallVector<OpFoldResult> sizes{tensor::getMixedSize(b, loc, q, 0),
+                                  tensor::getMixedSize(b, loc, q, 1),
+                                  tensor::getMixedSize(b, loc, q, 2),
+                                  tensor::getMixedSize(b, loc, k, 2)};
+  Value init = filledF32(b, loc, sizes, 0.0);
+  return generic(b, loc, {q, k}, {init}, 5, {{0, 1, 2, 4}, {0, 1, 3, 4}, {0, 1, 2, 3}}, 1,
+                 [](OpBuilder &b, Location l, ValueRange a) {
+                   Value p = arith::MulFOp::create(b, l, toF32(b, l, a[0]),
+                                                   toF32(b, l, a[1]));
+                   linalg::YieldOp::create(b, l,
+                                           ValueRange{arith::AddFOp::create(b, l, a[2], p)});
+                 },
+                 group, /*keyOperand=*/1)
+      .getResult(0);
+}
+} // namespace
+
+LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
+                                                       OnlineAttentionOp op) {
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  FailureOr<int64_t> group = headGroup(op, op.getQuery(), op.getKey());
+  if (failed(group))
+    return failure();
+  ScoreSpec spec = op.getScoreSpec();
+  bool masked = op.getApplyMask() && spec.hasMask();
+  ValueRange offsets = op.getOffsets(), lengths = op.getLengths();
+  Value max = op.getMax(), sum = op.getSum(), acc = op.getAcc();
+  SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rw, loc, max);
+
+  // Scores in base-2 units: t = score·log2(e), masked entries -inf.
+  Value s = buildScores(rw, loc, op.getQuery(), op.getKey(), *group);
+  Value t = generic(rw, loc, {}, {s}, 4, {{0, 1, 2, 3}}, 0,
+                    [&](OpBuilder &b, Location l, ValueRange a) {
+                      ScorePosition pos = positionAt(b, l, offsets, lengths);
+                      Value r;
+                      if (!spec.scoreMod) {
+                        r = arith::MulFOp::create(
+                            b, l, a[0], cF32(b, l, spec.scale * M_LOG2E));
+                      } else {
+                        r = buildScore(b, l, spec, a[0], pos);
+                        r = arith::MulFOp::create(b, l, r, cF32(b, l, M_LOG2E));
+                      }
+                      if (masked)
+                        r = arith::SelectOp::create(
+                            b, l, buildMaskPredicate(b, l, spec, pos), r,
+                            cF32(b, l, -kInf));
+                      linalg::YieldOp::create(b, l, r);
+                    })
+                .getResult(0);
+  // m_new = max(m, rowmax(t))
+  Value maxNew =
+      generic(rw, loc, {t}, {max}, 4, {{0, 1, 2, 3}, {0, 1, 2}}, 1,
+              [](OpBuilder &b, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    b, l, ValueRange{arith::MaximumFOp::create(b, l, a[1], a[0])});
+              })
+          .getResult(0);
+  // A row with nothing visible yet keeps m = -inf; subtract 0 there so that
+  // 2^(-inf - -inf) never appears.
+  auto safe = [](OpBuilder &b, Location l, Value m) -> Value {
+    Value none = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, m,
+                                       cF32(b, l, -kInf));
+    return arith::SelectOp::create(b, l, none, cF32(b, l, 0.0), m);
+  };
+  // P = 2^(t − m_new), in place of t.
+  Value p = generic(rw, loc, {maxNew}, {t}, 4, {{0, 1, 2}, {0, 1, 2, 3}}, 0,
+                    [&](OpBuilder &b, Location l, ValueRange a) {
+                      Value x = arith::SubFOp::create(b, l, a[1], safe(b, l, a[0]));
+                      linalg::YieldOp::create(
+                          b, l, ValueRange{math::Exp2Op::create(b, l, x)});
+                    })
+                .getResult(0);
+  // α = 2^(m − m_new); l_new = α·l + rowsum(P).
+  Value rowInit = tensor::EmptyOp::create(rw, loc, rowSizes, rw.getF32Type());
+  Value alpha =
+      generic(rw, loc, {max, maxNew}, {rowInit}, 3, {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}}, 0,
+              [&](OpBuilder &b, Location l, ValueRange a) {
+                Value x = arith::SubFOp::create(b, l, a[0], safe(b, l, a[1]));
+                linalg::YieldOp::create(b, l,
+                                        ValueRange{math::Exp2Op::create(b, l, x)});
+              })
+          .getResult(0);
+  auto mulRows = [](OpBuilder &b, Location l, ValueRange a) {
+    linalg::YieldOp::create(b, l, ValueRange{arith::MulFOp::create(b, l, a[0], a[1])});
+  };
+  Value sumScaled = generic(rw, loc, {alpha, sum}, {rowInit}, 3,
+                            {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}}, 0, mulRows)
+                        .getResult(0);
+  Value sumNew =
+      generic(rw, loc, {p}, {sumScaled}, 4, {{0, 1, 2, 3}, {0, 1, 2}}, 1,
+              [](OpBuilder &b, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    b, l, ValueRange{arith::AddFOp::create(b, l, a[1], a[0])});
+              })
+          .getResult(0);
+  // acc_new = α·acc + P·V
+  Value accInit = tensor::EmptyOp::create(
+      rw, loc, tensor::getMixedSizes(rw, loc, acc), rw.getF32Type());
+  Value accScaled = generic(rw, loc, {alpha, acc}, {accInit}, 4,
+                            {{0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3}}, 0, mulRows)
+                        .getResult(0);
+  Value accNew =
+      generic(rw, loc, {p, op.getValue()}, {accScaled}, 5,
+              {{0, 1, 2, 4}, {0, 1, 4, 3}, {0, 1, 2, 3}}, 1,
+              [](OpBuilder &b, Location l, ValueRange a) {
+                Value x = arith::MulFOp::create(b, l, a[0], toF32(b, l, a[1]));
+                linalg::YieldOp::create(b, l,
+                                        ValueRange{arith::AddFOp::create(b, l, a[2], x)});
+              },
+              *group, /*keyOperand=*/1)
+          .getResult(0);
+  rw.replaceOp(op, ValueRange{accNew, maxNew, sumNew});
+  return success();
+}
+
+LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
+                                                    BackwardTileOp op) {
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  ScoreSpec spec = op.getScoreSpec();
+  bool masked = op.getApplyMask() && spec.hasMask();
+  ValueRange offsets = op.getOffsets(), lengths = op.getLengths();
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  Value dO = op.getGradOutput();
+
+  // Recompute S and P = exp(score − LSE); keep d(score)/d(S) beside it.
+  Value s = buildScores(rw, loc, q, k, 1);
+  SmallVector<Value> pOuts{s};
+  if (spec.scoreMod)
+    pOuts.push_back(tensor::EmptyOp::create(
+        rw, loc, tensor::getMixedSizes(rw, loc, s), rw.getF32Type()));
+  SmallVector<SmallVector<unsigned>> pDims{{0, 1, 2}, {0, 1, 2, 3}};
+  if (spec.scoreMod)
+    pDims.push_back({0, 1, 2, 3});
+  auto pOp = generic(
+      rw, loc, {op.getLse()}, pOuts, 4, pDims, 0,
+      [&](OpBuilder &b, Location l, ValueRange a) {
+        ScorePosition pos = positionAt(b, l, offsets, lengths);
+        Value deriv;
+        Value score = buildScore(b, l, spec, a[1], pos,
+                                 spec.scoreMod ? &deriv : nullptr);
+        Value pv = math::ExpOp::create(
+            b, l, arith::SubFOp::create(b, l, score, a[0]));
+        Value dead = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
+                                           a[0], cF32(b, l, -kInf));
+        if (masked)
+          dead = arith::OrIOp::create(
+              b, l, dead,
+              arith::XOrIOp::create(b, l, buildMaskPredicate(b, l, spec, pos),
+                                    arith::ConstantIntOp::create(b, l, 1, 1)));
+        pv = arith::SelectOp::create(b, l, dead, cF32(b, l, 0.0), pv);
+        SmallVector<Value> ys{pv};
+        if (deriv)
+          ys.push_back(deriv);
+        linalg::YieldOp::create(b, l, ys);
+      });
+  Value p = pOp.getResult(0);
+  Value chain = spec.scoreMod ? pOp.getResult(1) : Value();
+
+  auto mulAcc = [](OpBuilder &b, Location l, ValueRange a) {
+    Value x = arith::MulFOp::create(b, l, toF32(b, l, a[0]), toF32(b, l, a[1]));
+    linalg::YieldOp::create(b, l, ValueRange{arith::AddFOp::create(b, l, a[2], x)});
+  };
+  // dV_j += P_ijᵀ·dO_i   loops (b, h, j, e, i)
+  Value dv = generic(rw, loc, {p, dO}, {op.getGradValue()}, 5,
+                     {{0, 1, 4, 2}, {0, 1, 4, 3}, {0, 1, 2, 3}}, 1, mulAcc)
+                 .getResult(0);
+  // dP_ij = dO_i·V_jᵀ   loops (b, h, i, j, e)
+  Value dpInit = filledF32(rw, loc, tensor::getMixedSizes(rw, loc, s), 0.0);
+  Value dp = generic(rw, loc, {dO, v}, {dpInit}, 5,
+                     {{0, 1, 2, 4}, {0, 1, 3, 4}, {0, 1, 2, 3}}, 1, mulAcc)
+                 .getResult(0);
+  // dS_ij = P_ij∘(dP_ij − D_i)·d(score)/d(S), in place of dP.
+  SmallVector<Value> dsIns{p, op.getDelta()};
+  SmallVector<SmallVector<unsigned>> dsDims{{0, 1, 2, 3}, {0, 1, 2}};
+  if (chain) {
+    dsIns.push_back(chain);
+    dsDims.push_back({0, 1, 2, 3});
+  }
+  dsDims.push_back({0, 1, 2, 3});
+  Value ds = generic(rw, loc, dsIns, {dp}, 4, dsDims, 0,
+                     [&](OpBuilder &b, Location l, ValueRange a) {
+                       Value g = arith::SubFOp::create(b, l, a.back(), a[1]);
+                       g = arith::MulFOp::create(b, l, a[0], g);
+                       Value c = chain ? a[2] : cF32(b, l, spec.scale);
+                       linalg::YieldOp::create(
+                           b, l, ValueRange{arith::MulFOp::create(b, l, g, c)});
+                     })
+                 .getResult(0);
+  // dK_j += dS_ijᵀ·Q_i   loops (b, h, j, d, i)
+  Value dk = generic(rw, loc, {ds, q}, {op.getGradKey()}, 5,
+                     {{0, 1, 4, 2}, {0, 1, 4, 3}, {0, 1, 2, 3}}, 1, mulAcc)
+                 .getResult(0);
+  // dQ_i += dS_ij·K_j   loops (b, h, i, d, j)
+  Value dq = generic(rw, loc, {ds, k}, {op.getGradQuery()}, 5,
+                     {{0, 1, 2, 4}, {0, 1, 4, 3}, {0, 1, 2, 3}}, 1, mulAcc)
+                 .getResult(0);
+  rw.replaceOp(op, ValueRange{dq, dk, dv});
+  return success();
+}
+
+namespace {
+struct AttnDecomposePass final
+    : mlir::fa::attn::impl::AttnDecomposePassBase<AttnDecomposePass> {
+  void runOnOperation() override {
+    SmallVector<Operation *> ops;
+    getOperation().walk([&](Operation *op) {
+      if (isa<OnlineAttentionOp, BackwardTileOp>(op))
+        ops.push_back(op);
+    });
+    IRRewriter rw(&getContext());
+    for (Operation *op : ops) {
+      LogicalResult r =
+          isa<OnlineAttentionOp>(op)
+              ? decomposeOnlineAttention(rw, cast<OnlineAttentionOp>(op))
+              : decomposeBackwardTile(rw, cast<BackwardTileOp>(op));
+      if (failed(r))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace

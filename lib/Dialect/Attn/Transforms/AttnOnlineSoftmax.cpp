@@ -1,0 +1,103 @@
+//===- AttnOnlineSoftmax.cpp - attention → online softmax -------*- C++ -*-===//
+//
+// Seed 4.2.2: the row softmax becomes a running (m, l, acc) triple so the key
+// reduction can be split; the row is finalised once all keys are seen.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "Utils.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir::fa::attn {
+#define GEN_PASS_DEF_ATTNONLINESOFTMAXPASS
+#include "fa/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace mlir::fa::attn
+
+using namespace mlir;
+using namespace mlir::fa::attn;
+using namespace mlir::fa::attn::detail;
+
+LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
+                                                     AttentionOp op) {
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  MLIRContext *ctx = op.getContext();
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rw, loc, q);
+  SmallVector<OpFoldResult> accSizes{qSizes[0], qSizes[1], qSizes[2],
+                                     tensor::getMixedSize(rw, loc, v, 3)};
+  SmallVector<OpFoldResult> rowSizes{qSizes[0], qSizes[1], qSizes[2]};
+  const double inf = std::numeric_limits<double>::infinity();
+  Value acc0 = filledF32(rw, loc, accSizes, 0.0);
+  Value max0 = filledF32(rw, loc, rowSizes, -inf);
+  Value sum0 = filledF32(rw, loc, rowSizes, 0.0);
+  Value zero = cIndex(rw, loc, 0);
+  Value nq = dimValue(rw, loc, q, 2), nk = dimValue(rw, loc, k, 2);
+
+  auto online = OnlineAttentionOp::create(
+      rw, loc, TypeRange{acc0.getType(), max0.getType(), sum0.getType()}, q, k,
+      v, acc0, max0, sum0, ValueRange{zero, zero, zero, zero}, ValueRange{nq, nk},
+      op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
+      op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
+      op.getWindowRightAttr());
+  // The default scale depends on D, which the tile ops keep, so it need not
+  // be materialised; score_mod moves over unchanged.
+  if (!op.getScoreMod().empty())
+    rw.inlineRegionBefore(op.getScoreMod(), online.getScoreMod(),
+                          online.getScoreMod().end());
+
+  // O = acc / l and LSE = ln2·(m + log2 l); l = 0 means no visible key.
+  auto oType = cast<RankedTensorType>(op.getOutput().getType());
+  auto lseType = cast<RankedTensorType>(op.getLse().getType());
+  AffineMap id4 = rw.getMultiDimIdentityMap(4);
+  AffineMap rows4 = projection(ctx, 4, {0, 1, 2});
+  Value oInit = tensor::EmptyOp::create(rw, loc, accSizes, oType.getElementType());
+  auto out = linalg::GenericOp::create(
+      rw, loc, oType, ValueRange{online.getNewAcc(), online.getNewSum()},
+      ValueRange{oInit}, ArrayRef<AffineMap>{id4, rows4, id4}, iterators(4),
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
+                                            args[1], cF32(b, l, 0.0));
+        Value o = arith::DivFOp::create(b, l, args[0], args[1]);
+        o = arith::SelectOp::create(b, l, empty, cF32(b, l, 0.0), o);
+        if (oType.getElementType() != o.getType())
+          o = arith::TruncFOp::create(b, l, oType.getElementType(), o);
+        linalg::YieldOp::create(b, l, o);
+      });
+  AffineMap id3 = rw.getMultiDimIdentityMap(3);
+  Value lseInit = tensor::EmptyOp::create(rw, loc, rowSizes, rw.getF32Type());
+  auto lse = linalg::GenericOp::create(
+      rw, loc, lseType, ValueRange{online.getNewMax(), online.getNewSum()},
+      ValueRange{lseInit}, ArrayRef<AffineMap>{id3, id3, id3}, iterators(3),
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
+                                            args[1], cF32(b, l, 0.0));
+        Value log2l = math::Log2Op::create(b, l, args[1]);
+        Value r = arith::AddFOp::create(b, l, args[0], log2l);
+        r = arith::MulFOp::create(b, l, r, cF32(b, l, M_LN2));
+        r = arith::SelectOp::create(b, l, empty, cF32(b, l, -inf), r);
+        linalg::YieldOp::create(b, l, r);
+      });
+  rw.replaceOp(op, ValueRange{out.getResult(0), lse.getResult(0)});
+  return success();
+}
+
+namespace {
+struct AttnOnlineSoftmaxPass final
+    : mlir::fa::attn::impl::AttnOnlineSoftmaxPassBase<AttnOnlineSoftmaxPass> {
+  void runOnOperation() override {
+    SmallVector<AttentionOp> ops;
+    getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
+    IRRewriter rw(&getContext());
+    for (AttentionOp op : ops)
+      if (failed(rewriteToOnlineSoftmax(rw, op)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,345 @@
+//===- AttnRecomputeBackward.cpp - the recompute backward -------*- C++ -*-===//
+//
+// Seed 4.3: nothing of size Nq×Nk is kept from the forward. The backward
+// recomputes S and P per (key block, query block) pair from Q, K and the
+// saved LSE. Key blocks are the outer loop so dK_j and dV_j stay local to one
+// iteration; dQ_i is accumulated across key blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "Utils.h"
+
+namespace mlir::fa::attn {
+#define GEN_PASS_DEF_ATTNRECOMPUTEBACKWARDPASS
+#include "fa/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace mlir::fa::attn
+
+using namespace mlir;
+using namespace mlir::fa::attn;
+using namespace mlir::fa::attn::detail;
+
+namespace {
+/// Builds the loops of one backward; values are those of the op being lowered.
+struct BackwardBuilder {
+  RewriterBase &rw;
+  Location loc;
+  AttentionBackwardOp op;
+  const RecomputeBackwardOptions &opt;
+  ScoreSpec spec;
+  Value q, k, v, dO, lse, delta;
+  Value nq, nk, group;
+  int64_t nqStatic, nkStatic, d, dv;
+  OpFoldResult one, zero;
+
+  Value slice(Value src, ArrayRef<OpFoldResult> offs,
+              ArrayRef<OpFoldResult> sizes) {
+    SmallVector<OpFoldResult> strides(offs.size(), one);
+    return tensor::ExtractSliceOp::create(rw, loc, src, offs, sizes, strides);
+  }
+  Value insert(Value src, Value dest, ArrayRef<OpFoldResult> offs,
+               ArrayRef<OpFoldResult> sizes) {
+    SmallVector<OpFoldResult> strides(offs.size(), one);
+    return tensor::InsertSliceOp::create(rw, loc, src, dest, offs, sizes,
+                                         strides);
+  }
+
+  /// One key block j of key head `hk`: the loop over the group's query heads
+  /// and over the query blocks that can see block j. `dqGroup` is the f32 dQ
+  /// of the group's heads [1, G, Nq, D]. Returns (dqGroup', dK_j, dV_j).
+  SmallVector<Value> keyBlock(Value b, Value hk, Value kb, Value dqGroup) {
+    Value bkv = cIndex(rw, loc, opt.blockKV), bq = cIndex(rw, loc, opt.blockQ);
+    Value k0 = arith::MulIOp::create(rw, loc, kb, bkv);
+    OpFoldResult ks = blockExtent(rw, loc, nk, nkStatic, opt.blockKV, k0);
+    Value kEnd = arith::AddIOp::create(rw, loc, k0,
+                                       getValueOrCreateConstantIndexOp(rw, loc, ks));
+    SmallVector<OpFoldResult> kOffs{b, hk, k0, zero};
+    Value kTile = slice(k, kOffs, {one, one, ks, rw.getIndexAttr(d)});
+    Value vTile = slice(v, kOffs, {one, one, ks, rw.getIndexAttr(dv)});
+    Value dk0 = filledF32(rw, loc, {one, one, ks, rw.getIndexAttr(d)}, 0.0);
+    Value dv0 = filledF32(rw, loc, {one, one, ks, rw.getIndexAttr(dv)}, 0.0);
+
+    // Query blocks with some row that sees a key of block j.
+    Value c0 = cIndex(rw, loc, 0);
+    Value qbBegin = c0;
+    Value qbEnd = arith::CeilDivUIOp::create(rw, loc, nq, bq);
+    bool masked = spec.hasMask();
+    if (masked) {
+      auto [lo, hi] = buildQueryBand(rw, loc, spec, k0, kEnd, nq, nk);
+      if (lo)
+        qbBegin = arith::FloorDivSIOp::create(
+            rw, loc, arith::MaxSIOp::create(rw, loc, lo, c0), bq);
+      if (hi)
+        qbEnd = arith::CeilDivSIOp::create(
+            rw, loc, arith::MinSIOp::create(rw, loc, hi, nq), bq);
+    }
+
+    auto headLoop = scf::ForOp::create(
+        rw, loc, c0, group, cIndex(rw, loc, 1), ValueRange{dqGroup, dk0, dv0},
+        [&](OpBuilder &, Location, Value g, ValueRange gIter) {
+          Value h = arith::AddIOp::create(
+              rw, loc, arith::MulIOp::create(rw, loc, hk, group), g);
+          auto qLoop = scf::ForOp::create(
+              rw, loc, qbBegin, qbEnd, cIndex(rw, loc, 1), gIter,
+              [&](OpBuilder &, Location, Value qb, ValueRange it) {
+                Value q0 = arith::MulIOp::create(rw, loc, qb, bq);
+                OpFoldResult qs =
+                    blockExtent(rw, loc, nq, nqStatic, opt.blockQ, q0);
+                Value qEnd = arith::AddIOp::create(
+                    rw, loc, q0, getValueOrCreateConstantIndexOp(rw, loc, qs));
+                SmallVector<OpFoldResult> qOffs{b, h, q0, zero};
+                SmallVector<OpFoldResult> rowOffs{b, h, q0};
+                SmallVector<OpFoldResult> rowSizes{one, one, qs};
+                Value qTile = slice(q, qOffs, {one, one, qs, rw.getIndexAttr(d)});
+                Value doTile =
+                    slice(dO, qOffs, {one, one, qs, rw.getIndexAttr(dv)});
+                Value lseTile = slice(lse, rowOffs, rowSizes);
+                Value deltaTile = slice(delta, rowOffs, rowSizes);
+                SmallVector<OpFoldResult> dqOffs{zero, g, q0, zero};
+                SmallVector<OpFoldResult> dqSizes{one, one, qs,
+                                                  rw.getIndexAttr(d)};
+                Value dqTile = slice(it[0], dqOffs, dqSizes);
+                SmallVector<Value> tileOffsets{b, h, q0, k0};
+                auto makeTile = [&](OpBuilder &tb, bool applyMask) {
+                  auto tile = BackwardTileOp::create(
+                      tb, loc, TypeRange{dqTile.getType(), it[1].getType(),
+                                         it[2].getType()},
+                      qTile, kTile, vTile, doTile, lseTile, deltaTile, dqTile,
+                      it[1], it[2], tileOffsets, ValueRange{nq, nk},
+                      applyMask ? tb.getUnitAttr() : nullptr,
+                      op.getScaleAttr(), op.getMaskAttr(),
+                      op.getWindowLeftAttr(), op.getWindowRightAttr());
+                  if (!op.getScoreMod().empty()) {
+                    IRMapping map;
+                    op.getScoreMod().cloneInto(&tile.getScoreMod(), map);
+                  }
+                  return tile;
+                };
+                SmallVector<Value> r;
+                if (!masked) {
+                  r = makeTile(rw, false).getResults();
+                } else {
+                  Value inside = buildBlockInsideMask(rw, loc, spec, q0, qEnd,
+                                                      k0, kEnd, nq, nk);
+                  r = scf::IfOp::create(
+                          rw, loc, inside,
+                          [&](OpBuilder &ib, Location il) {
+                            scf::YieldOp::create(
+                                ib, il, makeTile(ib, false).getResults());
+                          },
+                          [&](OpBuilder &ib, Location il) {
+                            scf::YieldOp::create(
+                                ib, il, makeTile(ib, true).getResults());
+                          })
+                          .getResults();
+                }
+                Value dq = insert(r[0], it[0], dqOffs, dqSizes);
+                scf::YieldOp::create(rw, loc, ValueRange{dq, r[1], r[2]});
+              });
+          scf::YieldOp::create(rw, loc, qLoop.getResults());
+        });
+    return headLoop.getResults();
+  }
+};
+} // namespace
+
+/// Casts an f32 gradient to the element type of `like`.
+static Value castLike(RewriterBase &rw, Location loc, Value grad, Value like) {
+  auto type = cast<RankedTensorType>(like.getType());
+  if (type.getElementType().isF32())
+    return grad;
+  Value init = tensor::EmptyOp::create(
+      rw, loc, tensor::getMixedSizes(rw, loc, grad), type.getElementType());
+  AffineMap id = rw.getMultiDimIdentityMap(4);
+  return linalg::GenericOp::create(
+             rw, loc, type, ValueRange{grad}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id}, iterators(4),
+             [&](OpBuilder &b, Location l, ValueRange a) {
+               linalg::YieldOp::create(
+                   b, l,
+                   ValueRange{arith::TruncFOp::create(
+                       b, l, type.getElementType(), a[0])});
+             })
+      .getResult(0);
+}
+
+LogicalResult mlir::fa::attn::lowerAttentionBackward(
+    RewriterBase &rw, AttentionBackwardOp op,
+    const RecomputeBackwardOptions &opt) {
+  if (opt.blockQ <= 0 || opt.blockKV <= 0)
+    return op.emitOpError("expected positive block sizes, got block-q ")
+           << opt.blockQ << " and block-kv " << opt.blockKV;
+  ScoreSpec spec = op.getScoreSpec();
+  if (failed(verifyDifferentiable(spec, op)))
+    return failure();
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  auto qType = cast<RankedTensorType>(op.getQuery().getType());
+  auto kType = cast<RankedTensorType>(op.getKey().getType());
+  BackwardBuilder bb{rw, loc, op, opt, spec};
+  bb.q = op.getQuery();
+  bb.k = op.getKey();
+  bb.v = op.getValue();
+  bb.dO = op.getGradOutput();
+  bb.lse = op.getLse();
+  bb.nqStatic = qType.getDimSize(2);
+  bb.nkStatic = kType.getDimSize(2);
+  bb.d = qType.getDimSize(3);
+  bb.dv = cast<RankedTensorType>(bb.v.getType()).getDimSize(3);
+  bb.one = rw.getIndexAttr(1);
+  bb.zero = rw.getIndexAttr(0);
+  Value batch = dimValue(rw, loc, bb.q, 0), heads = dimValue(rw, loc, bb.q, 1);
+  Value kvHeads = dimValue(rw, loc, bb.k, 1);
+  bb.nq = dimValue(rw, loc, bb.q, 2);
+  bb.nk = dimValue(rw, loc, bb.k, 2);
+  bb.group = arith::DivUIOp::create(rw, loc, heads, kvHeads);
+
+  // D_i = rowsum(dO_i ∘ O_i)
+  SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rw, loc, bb.q);
+  SmallVector<OpFoldResult> rowSizes{qSizes[0], qSizes[1], qSizes[2]};
+  MLIRContext *ctx = rw.getContext();
+  AffineMap id4 = rw.getMultiDimIdentityMap(4);
+  bb.delta = linalg::GenericOp::create(
+                 rw, loc, TypeRange{RankedTensorType::get(
+                              cast<RankedTensorType>(bb.lse.getType()).getShape(),
+                              rw.getF32Type())},
+                 ValueRange{bb.dO, op.getOutput()},
+                 ValueRange{filledF32(rw, loc, rowSizes, 0.0)},
+                 ArrayRef<AffineMap>{id4, id4, projection(ctx, 4, {0, 1, 2})},
+                 iterators(3, 1),
+                 [&](OpBuilder &b, Location l, ValueRange a) {
+                   Value x = arith::MulFOp::create(b, l, toF32(b, l, a[0]),
+                                                   toF32(b, l, a[1]));
+                   linalg::YieldOp::create(
+                       b, l, ValueRange{arith::AddFOp::create(b, l, a[2], x)});
+                 })
+                 .getResult(0);
+
+  SmallVector<OpFoldResult> kSizes = tensor::getMixedSizes(rw, loc, bb.k);
+  SmallVector<OpFoldResult> vSizes = tensor::getMixedSizes(rw, loc, bb.v);
+  Value dq0 = filledF32(rw, loc, qSizes, 0.0);
+  Value dk0 = filledF32(rw, loc, kSizes, 0.0);
+  Value dv0 = filledF32(rw, loc, vSizes, 0.0);
+  Value keyBlocks = arith::CeilDivUIOp::create(rw, loc, bb.nk,
+                                               cIndex(rw, loc, opt.blockKV));
+  OpFoldResult one = bb.one, zero = bb.zero;
+  OpFoldResult groupOfr = getAsOpFoldResult(bb.group);
+  SmallVector<OpFoldResult> dqGroupSizes{one, groupOfr, qSizes[2],
+                                         rw.getIndexAttr(bb.d)};
+  Value dq, dk, dv;
+  if (opt.deterministic) {
+    // Per (b, key head): key blocks in order, carrying the group's dQ.
+    auto forall = scf::ForallOp::create(
+        rw, loc, SmallVector<OpFoldResult>{batch, kvHeads},
+        ValueRange{dq0, dk0, dv0}, std::nullopt);
+    rw.setInsertionPointToStart(forall.getBody());
+    Value b = forall.getInductionVars()[0], hk = forall.getInductionVars()[1];
+    ValueRange outs = forall.getRegionIterArgs();
+    Value h0 = arith::MulIOp::create(rw, loc, hk, bb.group);
+    SmallVector<OpFoldResult> dqOffs{b, h0, zero, zero};
+    SmallVector<OpFoldResult> headOffs{b, hk, zero, zero};
+    SmallVector<OpFoldResult> dkSizes{one, one, kSizes[2], rw.getIndexAttr(bb.d)};
+    SmallVector<OpFoldResult> dvSizes{one, one, kSizes[2], rw.getIndexAttr(bb.dv)};
+    Value dqG = bb.slice(outs[0], dqOffs, dqGroupSizes);
+    Value dkH = bb.slice(outs[1], headOffs, dkSizes);
+    Value dvH = bb.slice(outs[2], headOffs, dvSizes);
+    auto kvLoop = scf::ForOp::create(
+        rw, loc, cIndex(rw, loc, 0), keyBlocks, cIndex(rw, loc, 1),
+        ValueRange{dqG, dkH, dvH},
+        [&](OpBuilder &, Location, Value kb, ValueRange it) {
+          SmallVector<Value> r = bb.keyBlock(b, hk, kb, it[0]);
+          Value k0 = arith::MulIOp::create(rw, loc, kb,
+                                           cIndex(rw, loc, opt.blockKV));
+          SmallVector<OpFoldResult> bOffs{zero, zero, k0, zero};
+          Value dkN = bb.insert(r[1], it[1], bOffs,
+                                tensor::getMixedSizes(rw, loc, r[1]));
+          Value dvN = bb.insert(r[2], it[2], bOffs,
+                                tensor::getMixedSizes(rw, loc, r[2]));
+          scf::YieldOp::create(rw, loc, ValueRange{r[0], dkN, dvN});
+        });
+    rw.setInsertionPointToStart(forall.getTerminator().getBody());
+    auto pinsert = [&](Value src, Value dest, ArrayRef<OpFoldResult> offs,
+                       ArrayRef<OpFoldResult> sizes) {
+      SmallVector<OpFoldResult> strides(offs.size(), one);
+      tensor::ParallelInsertSliceOp::create(rw, loc, src, dest, offs, sizes,
+                                            strides);
+    };
+    pinsert(kvLoop.getResult(0), outs[0], dqOffs, dqGroupSizes);
+    pinsert(kvLoop.getResult(1), outs[1], headOffs, dkSizes);
+    pinsert(kvLoop.getResult(2), outs[2], headOffs, dvSizes);
+    rw.setInsertionPointAfter(forall);
+    dq = forall.getResult(0);
+    dk = forall.getResult(1);
+    dv = forall.getResult(2);
+  } else {
+    // Every (b, key head, key block) in parallel; each writes its own dQ
+    // partial [kb, b, heads of the group, Nq, D], summed in order afterwards.
+    SmallVector<OpFoldResult> slabSizes{keyBlocks, qSizes[0], qSizes[1],
+                                        qSizes[2], rw.getIndexAttr(bb.d)};
+    Value slab0 = filledF32(rw, loc, slabSizes, 0.0);
+    auto forall = scf::ForallOp::create(
+        rw, loc, SmallVector<OpFoldResult>{batch, kvHeads, keyBlocks},
+        ValueRange{slab0, dk0, dv0}, std::nullopt);
+    rw.setInsertionPointToStart(forall.getBody());
+    ValueRange ivs = forall.getInductionVars();
+    Value b = ivs[0], hk = ivs[1], kb = ivs[2];
+    ValueRange outs = forall.getRegionIterArgs();
+    Value h0 = arith::MulIOp::create(rw, loc, hk, bb.group);
+    SmallVector<OpFoldResult> slabOffs{kb, b, h0, zero, zero};
+    SmallVector<OpFoldResult> slabTile{one, one, groupOfr, qSizes[2],
+                                       rw.getIndexAttr(bb.d)};
+    SmallVector<OpFoldResult> strides5(5, one);
+    auto groupType = tensor::ExtractSliceOp::inferCanonicalRankReducedResultType(
+        4, cast<RankedTensorType>(slab0.getType()), slabTile);
+    Value dqG = tensor::ExtractSliceOp::create(rw, loc, groupType, outs[0],
+                                               slabOffs, slabTile, strides5);
+    SmallVector<Value> r = bb.keyBlock(b, hk, kb, dqG);
+    Value k0 = arith::MulIOp::create(rw, loc, kb, cIndex(rw, loc, opt.blockKV));
+    SmallVector<OpFoldResult> blockOffs{b, hk, k0, zero};
+    SmallVector<OpFoldResult> dkSizes = tensor::getMixedSizes(rw, loc, r[1]);
+    SmallVector<OpFoldResult> dvSizes = tensor::getMixedSizes(rw, loc, r[2]);
+    rw.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(rw, loc, r[0], outs[0], slabOffs,
+                                          slabTile, strides5);
+    SmallVector<OpFoldResult> strides4(4, one);
+    tensor::ParallelInsertSliceOp::create(rw, loc, r[1], outs[1], blockOffs,
+                                          dkSizes, strides4);
+    tensor::ParallelInsertSliceOp::create(rw, loc, r[2], outs[2], blockOffs,
+                                          dvSizes, strides4);
+    rw.setInsertionPointAfter(forall);
+    dq = linalg::GenericOp::create(
+             rw, loc, TypeRange{dq0.getType()}, ValueRange{forall.getResult(0)},
+             ValueRange{dq0},
+             ArrayRef<AffineMap>{projection(ctx, 5, {4, 0, 1, 2, 3}),
+                                 projection(ctx, 5, {0, 1, 2, 3})},
+             iterators(4, 1),
+             [](OpBuilder &b, Location l, ValueRange a) {
+               linalg::YieldOp::create(
+                   b, l, ValueRange{arith::AddFOp::create(b, l, a[1], a[0])});
+             })
+             .getResult(0);
+    dk = forall.getResult(1);
+    dv = forall.getResult(2);
+  }
+  rw.replaceOp(op, ValueRange{castLike(rw, loc, dq, bb.q),
+                              castLike(rw, loc, dk, bb.k),
+                              castLike(rw, loc, dv, bb.v)});
+  return success();
+}
+
+namespace {
+struct AttnRecomputeBackwardPass final
+    : mlir::fa::attn::impl::AttnRecomputeBackwardPassBase<AttnRecomputeBackwardPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<AttentionBackwardOp> ops;
+    getOperation().walk([&](AttentionBackwardOp op) { ops.push_back(op); });
+    IRRewriter rw(&getContext());
+    RecomputeBackwardOptions opt{blockQ, blockKV, deterministic};
+    for (AttentionBackwardOp op : ops)
+      if (failed(lowerAttentionBackward(rw, op, opt)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,179 @@
+//===- AttnTile.cpp - tile attn.online_attention ----------------*- C++ -*-===//
+//
+// Seed 4.2.1: Q is cut into blocks of block-q rows, each owned by one
+// iteration of a parallel loop; K/V into blocks of block-kv rows visited in
+// order by a loop that carries the running (acc, m, l) of the Q block.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "Utils.h"
+
+namespace mlir::fa::attn {
+#define GEN_PASS_DEF_ATTNTILEPASS
+#include "fa/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace mlir::fa::attn
+
+using namespace mlir;
+using namespace mlir::fa::attn;
+using namespace mlir::fa::attn::detail;
+
+static SmallVector<OpFoldResult> ofrs(OpBuilder &b, ArrayRef<Value> vals,
+                                      ArrayRef<OpFoldResult> more = {}) {
+  SmallVector<OpFoldResult> r(vals.begin(), vals.end());
+  r.append(more.begin(), more.end());
+  return r;
+}
+
+LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
+                                                  OnlineAttentionOp op,
+                                                  int64_t blockQ,
+                                                  int64_t blockKV) {
+  if (blockQ <= 0 || blockKV <= 0)
+    return op.emitOpError("expected positive block sizes, got block-q ")
+           << blockQ << " and block-kv " << blockKV;
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  ScoreSpec spec = op.getScoreSpec();
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto kType = cast<RankedTensorType>(k.getType());
+  int64_t d = qType.getDimSize(3);
+  int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(3);
+  Value batch = dimValue(rw, loc, q, 0), heads = dimValue(rw, loc, q, 1);
+  Value nq = dimValue(rw, loc, q, 2), nk = dimValue(rw, loc, k, 2);
+  Value group = arith::DivUIOp::create(rw, loc, heads, dimValue(rw, loc, k, 1));
+  Value qBlocks = arith::CeilDivUIOp::create(rw, loc, nq, cIndex(rw, loc, blockQ));
+  ValueRange offsets = op.getOffsets(), lengths = op.getLengths();
+  Value nqAll = lengths[0], nkAll = lengths[1];
+  bool masked = op.getApplyMask() && spec.hasMask();
+
+  auto forall = scf::ForallOp::create(
+      rw, loc, ofrs(rw, {batch, heads, qBlocks}),
+      ValueRange{op.getAcc(), op.getMax(), op.getSum()}, std::nullopt);
+  rw.setInsertionPointToStart(forall.getBody());
+  ValueRange ivs = forall.getInductionVars();
+  Value b = ivs[0], h = ivs[1], qb = ivs[2];
+  ValueRange outs = forall.getRegionIterArgs();
+  Value q0 = arith::MulIOp::create(rw, loc, qb, cIndex(rw, loc, blockQ));
+  OpFoldResult qs = blockExtent(rw, loc, nq, qType.getDimSize(2), blockQ, q0);
+  Value hk = arith::DivUIOp::create(rw, loc, h, group);
+  OpFoldResult one = rw.getIndexAttr(1), zeroA = rw.getIndexAttr(0);
+  auto slice = [&](Value src, ArrayRef<OpFoldResult> offs,
+                   ArrayRef<OpFoldResult> sizes) -> Value {
+    SmallVector<OpFoldResult> strides(offs.size(), one);
+    return tensor::ExtractSliceOp::create(rw, loc, src, offs, sizes, strides);
+  };
+  SmallVector<OpFoldResult> accOffs = ofrs(rw, {b, h, q0}, {zeroA});
+  SmallVector<OpFoldResult> accSizes{one, one, qs, rw.getIndexAttr(dv)};
+  SmallVector<OpFoldResult> rowOffs = ofrs(rw, {b, h, q0});
+  SmallVector<OpFoldResult> rowSizes{one, one, qs};
+  Value qTile = slice(q, accOffs, {one, one, qs, rw.getIndexAttr(d)});
+  Value acc0 = slice(outs[0], accOffs, accSizes);
+  Value max0 = slice(outs[1], rowOffs, rowSizes);
+  Value sum0 = slice(outs[2], rowOffs, rowSizes);
+
+  // Absolute positions of this Q block, and the range of key blocks whose
+  // keys some of its rows can see.
+  Value qAbs = arith::AddIOp::create(rw, loc, offsets[2], q0);
+  Value qAbsEnd = arith::AddIOp::create(
+      rw, loc, qAbs, getValueOrCreateConstantIndexOp(rw, loc, qs));
+  Value zero = cIndex(rw, loc, 0), bkv = cIndex(rw, loc, blockKV);
+  Value kbBegin = zero;
+  Value kbEnd = arith::CeilDivUIOp::create(rw, loc, nk, bkv);
+  if (masked) {
+    auto [lo, hi] = buildKeyBand(rw, loc, spec, qAbs, qAbsEnd, nqAll, nkAll);
+    if (lo) {
+      Value local = arith::SubIOp::create(rw, loc, lo, offsets[3]);
+      local = arith::MaxSIOp::create(rw, loc, local, zero);
+      kbBegin = arith::FloorDivSIOp::create(rw, loc, local, bkv);
+    }
+    if (hi) {
+      Value local = arith::SubIOp::create(rw, loc, hi, offsets[3]);
+      local = arith::MinSIOp::create(rw, loc, local, nk);
+      kbEnd = arith::CeilDivSIOp::create(rw, loc, local, bkv);
+    }
+  }
+
+  auto loop = scf::ForOp::create(
+      rw, loc, kbBegin, kbEnd, cIndex(rw, loc, 1),
+      ValueRange{acc0, max0, sum0},
+      [&](OpBuilder &fb, Location l, Value kb, ValueRange iter) {
+        OpBuilder::InsertionGuard g(rw);
+        rw.setInsertionPointToStart(fb.getInsertionBlock());
+        Value k0 = arith::MulIOp::create(rw, l, kb, bkv);
+        OpFoldResult ks =
+            blockExtent(rw, l, nk, kType.getDimSize(2), blockKV, k0);
+        SmallVector<OpFoldResult> kOffs = ofrs(rw, {b, hk, k0}, {zeroA});
+        Value kTile = slice(k, kOffs, {one, one, ks, rw.getIndexAttr(d)});
+        Value vTile = slice(v, kOffs, {one, one, ks, rw.getIndexAttr(dv)});
+        Value kAbs = arith::AddIOp::create(rw, l, offsets[3], k0);
+        SmallVector<Value> tileOffsets{
+            arith::AddIOp::create(rw, l, offsets[0], b),
+            arith::AddIOp::create(rw, l, offsets[1], h), qAbs, kAbs};
+        auto makeTile = [&](OpBuilder &tb, bool applyMask) {
+          auto tile = OnlineAttentionOp::create(
+              tb, l, iter.getTypes(), qTile, kTile, vTile, iter[0], iter[1],
+              iter[2], tileOffsets, ValueRange{nqAll, nkAll},
+              applyMask ? tb.getUnitAttr() : nullptr, op.getScaleAttr(),
+              op.getMaskAttr(), op.getWindowLeftAttr(),
+              op.getWindowRightAttr());
+          if (!op.getScoreMod().empty()) {
+            IRMapping map;
+            op.getScoreMod().cloneInto(&tile.getScoreMod(), map);
+          }
+          return tile;
+        };
+        SmallVector<Value> results;
+        if (!masked) {
+          results = makeTile(rw, false).getResults();
+        } else {
+          Value kAbsEnd = arith::AddIOp::create(
+              rw, l, kAbs, getValueOrCreateConstantIndexOp(rw, l, ks));
+          Value inside = buildBlockInsideMask(rw, l, spec, qAbs, qAbsEnd, kAbs,
+                                              kAbsEnd, nqAll, nkAll);
+          auto ifOp = scf::IfOp::create(
+              rw, l, inside,
+              [&](OpBuilder &ib, Location il) {
+                scf::YieldOp::create(ib, il, makeTile(ib, false).getResults());
+              },
+              [&](OpBuilder &ib, Location il) {
+                scf::YieldOp::create(ib, il, makeTile(ib, true).getResults());
+              });
+          results = ifOp.getResults();
+        }
+        scf::YieldOp::create(rw, l, results);
+      });
+
+  rw.setInsertionPointToStart(forall.getTerminator().getBody());
+  auto insert = [&](Value src, Value dest, ArrayRef<OpFoldResult> offs,
+                    ArrayRef<OpFoldResult> sizes) {
+    SmallVector<OpFoldResult> strides(offs.size(), one);
+    tensor::ParallelInsertSliceOp::create(rw, loc, src, dest, offs, sizes,
+                                          strides);
+  };
+  insert(loop.getResult(0), outs[0], accOffs, accSizes);
+  insert(loop.getResult(1), outs[1], rowOffs, rowSizes);
+  insert(loop.getResult(2), outs[2], rowOffs, rowSizes);
+  rw.replaceOp(op, forall.getResults());
+  return success();
+}
+
+namespace {
+struct AttnTilePass final : mlir::fa::attn::impl::AttnTilePassBase<AttnTilePass> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<OnlineAttentionOp> ops;
+    // Only whole problems are tiled; tiles already inside a loop stay.
+    getOperation().walk([&](OnlineAttentionOp op) {
+      if (!op->getParentOfType<scf::ForallOp>())
+        ops.push_back(op);
+    });
+    IRRewriter rw(&getContext());
+    for (OnlineAttentionOp op : ops)
+      if (failed(tileOnlineAttention(rw, op, blockQ, blockKV)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,268 @@
+//===- ScoreBuilder.cpp - scores, masks and their derivatives ---*- C++ -*-===//
+//
+// One place that knows how a score is formed (scale, score_mod) and which
+// (q, kv) pairs a mask keeps; the forward, the backward and the tiling all
+// use it so they agree on the band.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa::attn;
+
+static Value cIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Offset of the band's diagonal: key kv = q + off is the diagonal.
+static Value diagonalOffset(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                            Value nq, Value nk) {
+  if (spec.bottomRight())
+    return arith::SubIOp::create(b, loc, nk, nq);
+  return cIndex(b, loc, 0);
+}
+
+Value mlir::fa::attn::buildMaskPredicate(OpBuilder &b, Location loc,
+                                         const ScoreSpec &spec,
+                                         const ScorePosition &pos) {
+  Value diag = arith::AddIOp::create(
+      b, loc, pos.q, diagonalOffset(b, loc, spec, pos.nq, pos.nk));
+  Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
+  if (spec.left() >= 0) {
+    Value lo = arith::SubIOp::create(b, loc, diag, cIndex(b, loc, spec.left()));
+    Value c = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, pos.kv, lo);
+    ok = arith::AndIOp::create(b, loc, ok, c);
+  }
+  if (spec.right() >= 0) {
+    Value hi = arith::AddIOp::create(b, loc, diag, cIndex(b, loc, spec.right()));
+    Value c = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, pos.kv, hi);
+    ok = arith::AndIOp::create(b, loc, ok, c);
+  }
+  return ok;
+}
+
+std::pair<Value, Value> mlir::fa::attn::buildKeyBand(OpBuilder &b, Location loc,
+                                                     const ScoreSpec &spec,
+                                                     Value qBegin, Value qEnd,
+                                                     Value nq, Value nk) {
+  Value off = diagonalOffset(b, loc, spec, nq, nk);
+  Value lo, hi;
+  if (spec.left() >= 0)
+    lo = arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, qBegin, off),
+                               cIndex(b, loc, spec.left()));
+  if (spec.right() >= 0)
+    hi = arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, qEnd, off),
+                               cIndex(b, loc, spec.right()));
+  return {lo, hi};
+}
+
+std::pair<Value, Value> mlir::fa::attn::buildQueryBand(OpBuilder &b,
+                                                       Location loc,
+                                                       const ScoreSpec &spec,
+                                                       Value kBegin, Value kEnd,
+                                                       Value nq, Value nk) {
+  Value off = diagonalOffset(b, loc, spec, nq, nk);
+  Value lo, hi;
+  if (spec.right() >= 0)
+    lo = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, kBegin, off),
+                               cIndex(b, loc, spec.right()));
+  if (spec.left() >= 0)
+    hi = arith::AddIOp::create(b, loc, arith::SubIOp::create(b, loc, kEnd, off),
+                               cIndex(b, loc, spec.left()));
+  return {lo, hi};
+}
+
+Value mlir::fa::attn::buildBlockInsideMask(OpBuilder &b, Location loc,
+                                           const ScoreSpec &spec, Value qBegin,
+                                           Value qEnd, Value kBegin, Value kEnd,
+                                           Value nq, Value nk) {
+  Value one = cIndex(b, loc, 1);
+  Value off = diagonalOffset(b, loc, spec, nq, nk);
+  Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
+  // The corner farthest from the diagonal decides each side.
+  if (spec.left() >= 0) {
+    // kBegin >= (qEnd - 1) + off - left
+    Value lastQ = arith::SubIOp::create(b, loc, qEnd, one);
+    Value lo = arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, lastQ, off),
+                                     cIndex(b, loc, spec.left()));
+    ok = arith::AndIOp::create(
+        b, loc, ok,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, kBegin, lo));
+  }
+  if (spec.right() >= 0) {
+    // kEnd - 1 <= qBegin + off + right
+    Value lastK = arith::SubIOp::create(b, loc, kEnd, one);
+    Value hi = arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, qBegin, off),
+                                     cIndex(b, loc, spec.right()));
+    ok = arith::AndIOp::create(
+        b, loc, ok,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lastK, hi));
+  }
+  return ok;
+}
+
+//===----------------------------------------------------------------------===//
+// score_mod: inlining and forward-mode differentiation
+//===----------------------------------------------------------------------===//
+
+/// Ops whose derivative the backward knows. Ops outside this list are allowed
+/// in score_mod as long as they do not depend on the score.
+static bool isDifferentiable(Operation *op) {
+  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::SelectOp, arith::MaximumFOp,
+             arith::MinimumFOp, arith::MaxNumFOp, arith::MinNumFOp,
+             arith::CmpFOp, math::TanhOp, math::ExpOp, math::Exp2Op,
+             math::LogOp, math::SqrtOp, math::AbsFOp, YieldOp>(op);
+}
+
+LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
+                                                   Operation *diagOp) {
+  if (!spec.scoreMod)
+    return success();
+  Block &block = spec.scoreMod->front();
+  llvm::DenseSet<Value> depends{block.getArgument(0)};
+  for (Operation &op : block) {
+    bool dep = llvm::any_of(op.getOperands(),
+                            [&](Value v) { return depends.contains(v); });
+    if (!dep)
+      continue;
+    if (!isDifferentiable(&op))
+      return diagOp->emitOpError("cannot differentiate score_mod op '")
+             << op.getName() << "' with respect to the score";
+    for (Value r : op.getResults())
+      depends.insert(r);
+  }
+  return success();
+}
+
+Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
+                                 const ScoreSpec &spec, Value dot,
+                                 const ScorePosition &pos, Value *derivative) {
+  auto cst = [&](double v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  };
+  Value score = arith::MulFOp::create(b, loc, dot, cst(spec.scale));
+  if (!spec.scoreMod) {
+    if (derivative)
+      *derivative = cst(spec.scale);
+    return score;
+  }
+  Block &block = spec.scoreMod->front();
+  IRMapping map;
+  map.map(block.getArgument(0), score);
+  map.map(block.getArgument(1), pos.b);
+  map.map(block.getArgument(2), pos.h);
+  map.map(block.getArgument(3), pos.q);
+  map.map(block.getArgument(4), pos.kv);
+  // Tangents w.r.t. the scaled score; a missing entry is zero.
+  llvm::DenseMap<Value, Value> tangent;
+  if (derivative)
+    tangent[score] = cst(1.0);
+  auto t = [&](Value v) -> Value { return tangent.lookup(map.lookupOrDefault(v)); };
+  auto zeroIfNull = [&](Value v) { return v ? v : cst(0.0); };
+  Value result;
+  for (Operation &op : block) {
+    if (auto yield = dyn_cast<YieldOp>(op)) {
+      result = map.lookup(yield.getValues()[0]);
+      break;
+    }
+    Operation *clone = b.clone(op, map);
+    if (!derivative || clone->getNumResults() != 1 ||
+        !isa<FloatType>(clone->getResult(0).getType()))
+      continue;
+    bool anyTangent = llvm::any_of(op.getOperands(), [&](Value v) { return t(v); });
+    if (!anyTangent)
+      continue;
+    Value y = clone->getResult(0);
+    auto operand = [&](unsigned i) { return map.lookup(op.getOperand(i)); };
+    auto ta = [&]() { return zeroIfNull(t(op.getOperand(0))); };
+    auto tb = [&]() { return zeroIfNull(t(op.getOperand(1))); };
+    Value d =
+        llvm::TypeSwitch<Operation *, Value>(&op)
+            .Case<arith::AddFOp>([&](auto) {
+              return arith::AddFOp::create(b, loc, ta(), tb());
+            })
+            .Case<arith::SubFOp>([&](auto) {
+              return arith::SubFOp::create(b, loc, ta(), tb());
+            })
+            .Case<arith::MulFOp>([&](auto) -> Value {
+              Value l = arith::MulFOp::create(b, loc, ta(), operand(1));
+              Value r = arith::MulFOp::create(b, loc, operand(0), tb());
+              return arith::AddFOp::create(b, loc, l, r);
+            })
+            .Case<arith::DivFOp>([&](auto) -> Value {
+              // (ta - y·tb) / b
+              Value yt = arith::MulFOp::create(b, loc, y, tb());
+              Value num = arith::SubFOp::create(b, loc, ta(), yt);
+              return arith::DivFOp::create(b, loc, num, operand(1));
+            })
+            .Case<arith::NegFOp>(
+                [&](auto) { return arith::NegFOp::create(b, loc, ta()); })
+            .Case<arith::SelectOp>([&](auto) -> Value {
+              Value tt = zeroIfNull(t(op.getOperand(1)));
+              Value tf = zeroIfNull(t(op.getOperand(2)));
+              return arith::SelectOp::create(b, loc, operand(0), tt, tf);
+            })
+            .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](auto) -> Value {
+              Value c = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE,
+                                              operand(0), operand(1));
+              return arith::SelectOp::create(b, loc, c, ta(), tb());
+            })
+            .Case<arith::MinimumFOp, arith::MinNumFOp>([&](auto) -> Value {
+              Value c = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
+                                              operand(0), operand(1));
+              return arith::SelectOp::create(b, loc, c, ta(), tb());
+            })
+            .Case<math::TanhOp>([&](auto) -> Value {
+              Value y2 = arith::MulFOp::create(b, loc, y, y);
+              Value g = arith::SubFOp::create(b, loc, cst(1.0), y2);
+              return arith::MulFOp::create(b, loc, g, ta());
+            })
+            .Case<math::ExpOp>(
+                [&](auto) { return arith::MulFOp::create(b, loc, y, ta()); })
+            .Case<math::Exp2Op>([&](auto) -> Value {
+              Value g = arith::MulFOp::create(b, loc, y, cst(M_LN2));
+              return arith::MulFOp::create(b, loc, g, ta());
+            })
+            .Case<math::LogOp>([&](auto) {
+              return arith::DivFOp::create(b, loc, ta(), operand(0));
+            })
+            .Case<math::SqrtOp>([&](auto) -> Value {
+              Value twoY = arith::MulFOp::create(b, loc, y, cst(2.0));
+              return arith::DivFOp::create(b, loc, ta(), twoY);
+            })
+            .Case<math::AbsFOp>([&](auto) -> Value {
+              Value neg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                                operand(0), cst(0.0));
+              return arith::SelectOp::create(
+                  b, loc, neg, arith::NegFOp::create(b, loc, ta()), ta());
+            })
+            .Default([&](Operation *) { return Value(); });
+    if (d)
+      tangent[y] = d;
+  }
+  if (derivative) {
+    Value dScore = zeroIfNull(tangent.lookup(result));
+    *derivative = arith::MulFOp::create(b, loc, dScore, cst(spec.scale));
+  }
+  return result;
+}
+
+void mlir::fa::attn::copyScoreAttrs(Operation *from, Operation *to) {
+  for (StringRef name : {"scale", "mask", "window_left", "window_right"})
+    if (Attribute a = from->getAttr(name))
+      to->setAttr(name, a);
+  if (from->getNumRegions() == 1 && to->getNumRegions() == 1 &&
+      !from->getRegion(0).empty()) {
+    IRMapping map;
+    from->getRegion(0).cloneInto(&to->getRegion(0), map);
+  }
+}
