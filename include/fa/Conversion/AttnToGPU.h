@@ -1,0 +1,82 @@
+//===- AttnToGPU.h - attn → gpu kernels, as functions -----------*- C++ -*-===//
+//
+// The kernel shapes (tile sizes, warps, shared memory) and the builders that
+// emit the kernels of docs/ABI.md; the pass and the compiler API share them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_CONVERSION_ATTNTOGPU_H
+#define FA_CONVERSION_ATTNTOGPU_H
+
+#include "fa/Dialect/Attn/IR/Attn.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <string>
+
+namespace mlir::fa {
+
+/// How the tensor-core products are issued. mma.sync (sm_80+) is the only
+/// strategy today; a Hopper wgmma/TMA strategy is meant to sit beside it.
+enum class MmaStrategy { MmaSync };
+
+/// The tiling of one kernel. Zero fields mean "the default for the head dim".
+struct GpuTileOptions {
+  int64_t blockQ = 0;
+  int64_t blockKV = 0;
+  int64_t warps = 0;
+  int64_t stages = 2;
+  std::string target = "sm_90a";
+};
+
+/// A fully resolved kernel plan: what the builders emit and what the bundle
+/// manifest describes.
+struct KernelPlan {
+  bool backward = false;
+  Type elemType;            // f16 or bf16
+  int64_t headDim = 0;      // D
+  int64_t headDimV = 0;     // Dv
+  int64_t blockQ = 0;
+  int64_t blockKV = 0;
+  int64_t warps = 0;
+  int64_t stages = 2;
+  std::string target;
+  MmaStrategy strategy = MmaStrategy::MmaSync;
+  attn::ScoreSpec spec;
+
+  int64_t threads() const { return warps * 32; }
+  /// Whether Q fragments stay in registers for the whole KV loop (they are
+  /// re-read from shared memory for large head dims to avoid spills).
+  bool keepQInRegisters() const { return headDim <= 128; }
+  /// Padded row strides (elements) of the shared tiles: +16 B per row makes
+  /// the eight row addresses of an ldmatrix fall in distinct bank groups.
+  int64_t strideQK() const { return headDim + 8; }
+  int64_t strideV() const { return headDimV + 8; }
+  /// Dynamic shared memory of the forward kernel, in bytes.
+  int64_t forwardSharedBytes() const;
+  /// Dynamic shared memory of the main backward kernel, in bytes.
+  int64_t backwardSharedBytes() const;
+  /// "fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a".
+  std::string tag() const;
+  /// The mask name of the manifest: none, causal, causal_bottom_right, window.
+  std::string maskName() const;
+};
+
+/// Resolves defaults and checks a plan; the error names the offending field.
+FailureOr<KernelPlan> resolveKernelPlan(bool backward, Type elemType,
+                                        int64_t headDim, int64_t headDimV,
+                                        const attn::ScoreSpec &spec,
+                                        const GpuTileOptions &options,
+                                        std::string &error);
+
+/// Emits `fa_fwd_<tag>` into `module` (docs/ABI.md).
+gpu::GPUFuncOp buildForwardKernel(OpBuilder &b, Location loc,
+                                  gpu::GPUModuleOp module,
+                                  const KernelPlan &plan);
+
+/// Emits `fa_bwd_pre_<tag>`, `fa_bwd_<tag>` and `fa_bwd_post_<tag>`.
+void buildBackwardKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                          const KernelPlan &plan);
+
+} // namespace mlir::fa
+
+#endif // FA_CONVERSION_ATTNTOGPU_H

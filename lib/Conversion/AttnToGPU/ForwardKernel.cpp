@@ -1,0 +1,221 @@
+//===- ForwardKernel.cpp - the FlashAttention-2 forward kernel --*- C++ -*-===//
+//
+// One CTA per (query block, head, batch); warp w owns query rows
+// [16w, 16w + 16) of the block. K and V tiles stream through two shared
+// buffers each, in separate cp.async groups so the load of V(j) overlaps
+// S(j) = Q·K(j)ᵀ and the softmax, and K(j+1) overlaps P·V(j).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragments.h"
+
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+/// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf.
+static void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
+                       const attn::ScorePosition &tile, Value rowBase) {
+  OpBuilder &b = kb.b;
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, (i / 2) * 8)));
+      pos.kv = kb.add(tile.kv, kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + i % 2));
+      Value ok = kb.lt(pos.kv, tile.nk);
+      if (kb.plan.spec.hasMask())
+        ok = arith::AndIOp::create(
+            b, kb.loc, ok, attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
+    }
+}
+
+gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
+                                            gpu::GPUModuleOp module,
+                                            const KernelPlan &plan) {
+  const int64_t d = plan.headDim, dv = plan.headDimV;
+  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto flat = [](Type t) { return MemRefType::get({kFlatExtent}, t); };
+  FunctionType fnTy = b.getFunctionType(
+      {flat(elem), flat(elem), flat(elem), flat(elem), flat(f32), i32, i32, i32,
+       i32, i32, f32},
+      {});
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = gpu::GPUFuncOp::create(b, loc, "fa_fwd_" + plan.tag(), fnTy);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
+  func->setAttr("fa.shared_bytes",
+                b.getI64IntegerAttr(plan.forwardSharedBytes()));
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  Value qMem = arg(0), kMem = arg(1), vMem = arg(2), oMem = arg(3),
+        lseMem = arg(4), scale = arg(10);
+
+  KernelBuilder kb(b, loc, plan);
+  kb.setupThreadIds();
+  Value heads = kb.toIndex(arg(6)), kvHeads = kb.toIndex(arg(7));
+  Value nq = kb.toIndex(arg(8)), nk = kb.toIndex(arg(9));
+  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  // GQA: query head h reads key/value head h / (H / Hkv).
+  Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
+  Value kvHead = arith::DivUIOp::create(b, loc, head, group);
+  Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  Value kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
+  Value qBase = kb.mul(qRowsBase, d), oBase = kb.mul(qRowsBase, dv);
+  Value kBase = kb.mul(kvRowsBase, d), vBase = kb.mul(kvRowsBase, dv);
+  Value qBegin = kb.mul(qBlock, bq);
+
+  // Shared memory: Q | K stage 0, 1 | V stage 0, 1 (rows padded by 16 B).
+  const int64_t qElems = bq * plan.strideQK(), kElems = bkv * plan.strideQK(),
+                vElems = bkv * plan.strideV();
+  kb.setupSharedMemory(module, qElems + 2 * kElems + 2 * vElems);
+  SharedTile qTile{kb.idx(0), bq, d, plan.strideQK()};
+  auto kTile = [&](Value stage) {
+    return SharedTile{kb.add(kb.mul(stage, kElems), qElems), bkv, d,
+                      plan.strideQK()};
+  };
+  auto vTile = [&](Value stage) {
+    return SharedTile{kb.add(kb.mul(stage, vElems), qElems + 2 * kElems), bkv,
+                      dv, plan.strideV()};
+  };
+
+  // Key tiles that intersect the band of this query block.
+  Value qEnd = kb.minsi(kb.add(qBegin, bq), nq);
+  auto [bandLo, bandHi] =
+      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
+  Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
+  Value kHi = bandHi ? kb.minsi(bandHi, nk) : nk;
+  Value jBegin = kb.divui(kLo, bkv);
+  Value jEnd = kb.maxsi(kb.ceilDiv(kHi, bkv), jBegin);
+
+  Value qTok = kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
+  kb.copyTileAsync(kMem, kBase, kb.mul(jBegin, bkv), nk, kTile(kb.idx(0)));
+  Value vTok =
+      kb.copyTileAsync(vMem, vBase, kb.mul(jBegin, bkv), nk, vTile(kb.idx(0)));
+  kb.waitAsync(qTok, 2);
+  gpu::BarrierOp::create(b, loc);
+  Value rowBase = kb.mul(kb.warp, 16);
+  SmallVector<SmallVector<Value, 4>> qFrags;
+  if (plan.keepQInRegisters())
+    for (int64_t ks = 0; ks < d / 16; ++ks)
+      qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
+  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+
+  // Loop state: row max ×2, row sum ×2, O accumulator (dv/8 n-tiles × 4).
+  const int64_t accN = dv / 8 * 4, sN = bkv / 8 * 4;
+  SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
+  init.append(accN, kb.f32(0));
+  auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j = loop.getInductionVar();
+    ValueRange it = loop.getRegionIterArgs();
+    SoftmaxState state{{it[0], it[1]}, {it[2], it[3]}};
+    SmallVector<Value> acc(it.begin() + 4, it.end());
+    Value stage = kb.remui(kb.sub(j, jBegin), 2);
+    Value next = kb.sub(kb.idx(1), stage);
+    Value kBegin = kb.mul(j, bkv);
+
+    // S = Q·K(j)ᵀ once K(j) has landed (V(j) may still be in flight).
+    kb.waitAsync(vTok, 1);
+    gpu::BarrierOp::create(b, loc);
+    SmallVector<Value> s(sN, kb.f32(0));
+    SharedTile kt = kTile(stage);
+    for (int64_t ks = 0; ks < d / 16; ++ks) {
+      SmallVector<Value, 4> a = plan.keepQInRegisters()
+                                    ? qFrags[ks]
+                                    : kb.loadA(qTile, rowBase, ks * 16);
+      for (int64_t np = 0; np < bkv / 16; ++np) {
+        SmallVector<Value, 4> bf = kb.loadBFromNMajor(kt, kb.idx(np * 16), ks * 16);
+        kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(s).slice(np * 8, 4));
+        kb.mma(a, {bf[2], bf[3]}, MutableArrayRef<Value>(s).slice(np * 8 + 4, 4));
+      }
+    }
+    // K(j+1) streams in while the softmax and P·V(j) run.
+    kb.copyTileAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next));
+
+    // Only tiles crossing the band's edge or Nk evaluate a mask.
+    Value kEnd = kb.add(kBegin, bkv);
+    Value inside = arith::AndIOp::create(
+        b, loc,
+        attn::buildBlockInsideMask(b, loc, plan.spec, qBegin, kb.add(qBegin, bq),
+                                   kBegin, kEnd, nq, nk),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      scf::YieldOp::create(b, loc, s);
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      SmallVector<Value> masked(s);
+      maskScores(kb, masked, {batch, head, qBegin, kBegin, nq, nk}, rowBase);
+      scf::YieldOp::create(b, loc, masked);
+    }
+    s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+
+    onlineSoftmaxUpdate(kb, s, acc, state, scaleLog2);
+
+    // O += P·V(j); P goes from accumulator layout to A fragments in registers.
+    kb.waitAsync(vTok, 1);
+    gpu::BarrierOp::create(b, loc);
+    SharedTile vt = vTile(stage);
+    for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+      ArrayRef<Value> p0 = ArrayRef<Value>(s).slice(kk * 8, 4);
+      ArrayRef<Value> p1 = ArrayRef<Value>(s).slice(kk * 8 + 4, 4);
+      SmallVector<Value, 4> a{kb.pack(p0[0], p0[1]), kb.pack(p0[2], p0[3]),
+                              kb.pack(p1[0], p1[1]), kb.pack(p1[2], p1[3])};
+      for (int64_t dp = 0; dp < dv / 16; ++dp) {
+        SmallVector<Value, 4> bf = kb.loadBFromKMajor(vt, kk * 16, kb.idx(dp * 16));
+        kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(acc).slice(dp * 8, 4));
+        kb.mma(a, {bf[2], bf[3]}, MutableArrayRef<Value>(acc).slice(dp * 8 + 4, 4));
+      }
+    }
+    kb.copyTileAsync(vMem, vBase, kb.add(kBegin, bkv), nk, vTile(next));
+
+    SmallVector<Value> yield{state.rowMax[0], state.rowMax[1], state.rowSum[0],
+                             state.rowSum[1]};
+    yield.append(acc);
+    scf::YieldOp::create(b, loc, yield);
+  }
+  kb.waitAsync(vTok, 0);
+
+  // Epilogue: O = acc / l, LSE = ln2·(m + log2 l); empty rows give 0 and -inf.
+  ValueRange res = loop.getResults();
+  SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
+  Value invSum[2], lse[2];
+  finalizeSoftmax(kb, state, invSum, lse);
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+    auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value rowOff = kb.add(oBase, kb.mul(row, dv));
+    for (int64_t n = 0; n < dv / 8; ++n) {
+      Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
+      Value hi = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);
+      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+      kb.storePair(kb.truncPair(lo, hi), oMem, kb.add(rowOff, col));
+    }
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        kb.threadInGroup, kb.idx(0));
+    auto lseIf = scf::IfOp::create(b, loc, first, false);
+    b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+    memref::StoreOp::create(b, loc, lse[r], lseMem,
+                            ValueRange{kb.add(qRowsBase, row)});
+  }
+  gpu::ReturnOp::create(b, loc);
+  return func;
+}

@@ -1,0 +1,239 @@
+//===- Fragments.cpp - registers, shared tiles, tensor-core ops -*- C++ -*-===//
+//
+// The lane-to-element maps of mma.sync m16n8k16 and ldmatrix, 16-byte
+// cp.async tile copies, and the scalar helpers the mainloops use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragments.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+Value KernelBuilder::idx(int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value KernelBuilder::f32(double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+Value KernelBuilder::add(Value x, Value y) {
+  return arith::AddIOp::create(b, loc, x, y);
+}
+Value KernelBuilder::sub(Value x, Value y) {
+  return arith::SubIOp::create(b, loc, x, y);
+}
+Value KernelBuilder::mul(Value x, Value y) {
+  return arith::MulIOp::create(b, loc, x, y);
+}
+Value KernelBuilder::divui(Value x, int64_t y) {
+  return arith::DivUIOp::create(b, loc, x, idx(y));
+}
+Value KernelBuilder::remui(Value x, int64_t y) {
+  return arith::RemUIOp::create(b, loc, x, idx(y));
+}
+Value KernelBuilder::ceilDiv(Value x, int64_t y) {
+  return divui(add(x, y - 1), y);
+}
+Value KernelBuilder::minsi(Value x, Value y) {
+  return arith::MinSIOp::create(b, loc, x, y);
+}
+Value KernelBuilder::maxsi(Value x, Value y) {
+  return arith::MaxSIOp::create(b, loc, x, y);
+}
+Value KernelBuilder::lt(Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
+}
+Value KernelBuilder::select(Value c, Value x, Value y) {
+  return arith::SelectOp::create(b, loc, c, x, y);
+}
+Value KernelBuilder::toIndex(Value i32) {
+  return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), i32);
+}
+
+void KernelBuilder::setupThreadIds() {
+  tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  warp = divui(tid, 32);
+  lane = remui(tid, 32);
+  groupId = divui(lane, 4);
+  threadInGroup = remui(lane, 4);
+}
+
+void KernelBuilder::setupSharedMemory(gpu::GPUModuleOp module, int64_t elems) {
+  // gpu.dynamic_shared_memory becomes a 1-byte static symbol that can overlap
+  // other shared memory; a size-0 public global gives `.extern .shared`.
+  std::string name = "fa_smem_" + std::to_string(plan.elemType.getIntOrFloatBitWidth()) +
+                     (plan.elemType.isBF16() ? "bf" : "f");
+  auto gTy = MemRefType::get({0}, plan.elemType, MemRefLayoutAttrInterface(),
+                             b.getI64IntegerAttr(3));
+  if (!module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(module.getBody());
+    memref::GlobalOp::create(b, loc, name, b.getStringAttr("public"), gTy,
+                             Attribute(), /*constant=*/false,
+                             b.getI64IntegerAttr(1024));
+  }
+  Value g = memref::GetGlobalOp::create(b, loc, gTy, name);
+  auto ty = MemRefType::get({elems}, plan.elemType, MemRefLayoutAttrInterface(),
+                            b.getI64IntegerAttr(3));
+  smem = memref::ReinterpretCastOp::create(b, loc, ty, g, /*offset=*/0,
+                                           ArrayRef<int64_t>{elems},
+                                           ArrayRef<int64_t>{1});
+}
+
+Value KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
+                                   Value rowLimit, const SharedTile &tile) {
+  const int64_t chunksPerRow = tile.cols / 8; // 8 elements = 16 bytes
+  const int64_t chunks = tile.rows * chunksPerRow;
+  const int64_t threads = plan.threads();
+  auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  SmallVector<Value> tokens;
+  for (int64_t first = 0; first < chunks; first += threads) {
+    Value c = add(tid, first);
+    auto emit = [&]() {
+      Value row = divui(c, chunksPerRow);
+      Value col = mul(remui(c, chunksPerRow), 8);
+      Value grow = add(rowBegin, row);
+      Value valid = lt(grow, rowLimit);
+      // Rows past the end read nothing (src-size 0 zero-fills); their
+      // address is clamped to the first row so it stays in the allocation.
+      Value srcRow = select(valid, grow, idx(0));
+      Value srcElems = select(valid, idx(8), idx(0));
+      Value src = add(gBase, add(mul(srcRow, tile.cols), col));
+      Value dst = add(tile.base, add(mul(row, tile.stride), col));
+      return nvgpu::DeviceAsyncCopyOp::create(
+                 b, loc, tokTy, smem, ValueRange{dst}, gmem, ValueRange{src},
+                 b.getIndexAttr(8), srcElems, b.getUnitAttr())
+          .getAsyncToken();
+    };
+    if (first + threads <= chunks) {
+      tokens.push_back(emit());
+      continue;
+    }
+    auto ifOp = scf::IfOp::create(b, loc, lt(c, idx(chunks)),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    emit();
+  }
+  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, tokens);
+}
+
+void KernelBuilder::waitAsync(Value token, int64_t pending) {
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, token,
+                                   b.getI32IntegerAttr(pending));
+}
+
+Type KernelBuilder::fragType() {
+  if (plan.elemType.isBF16())
+    return b.getI32Type();
+  return VectorType::get({2}, plan.elemType);
+}
+
+SmallVector<Value, 4> KernelBuilder::ldmatrixX4(Value offset, bool transpose) {
+  auto vecTy = VectorType::get({4, 2}, plan.elemType);
+  Value m = nvgpu::LdMatrixOp::create(b, loc, vecTy, smem, ValueRange{offset},
+                                      transpose, 4);
+  SmallVector<Value, 4> regs;
+  for (int64_t i = 0; i < 4; ++i) {
+    Value v = vector::ExtractOp::create(b, loc, m, ArrayRef<int64_t>{i});
+    if (plan.elemType.isBF16()) {
+      v = vector::BitCastOp::create(
+          b, loc, VectorType::get({1}, b.getI32Type()), v);
+      v = vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
+    }
+    regs.push_back(v);
+  }
+  return regs;
+}
+
+SmallVector<Value, 4> KernelBuilder::loadA(const SharedTile &t, Value row0,
+                                           int64_t k0) {
+  // Lanes 0-15 address rows 0-15 at k0, lanes 16-31 the same rows at k0+8.
+  Value row = add(row0, remui(lane, 16));
+  Value col = add(mul(divui(lane, 16), 8), k0);
+  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), false);
+}
+
+SmallVector<Value, 4> KernelBuilder::loadBFromNMajor(const SharedTile &t,
+                                                     Value n0, int64_t k0) {
+  // Matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+  Value row = add(n0, add(remui(lane, 8), mul(divui(lane, 16), 8)));
+  Value col = add(mul(remui(divui(lane, 8), 2), 8), k0);
+  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), false);
+}
+
+SmallVector<Value, 4> KernelBuilder::loadBFromKMajor(const SharedTile &t,
+                                                     int64_t k0, Value n0) {
+  // Matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15),
+  // each transposed so a lane holds two consecutive k of one n.
+  Value row = add(add(remui(lane, 8), mul(remui(divui(lane, 8), 2), 8)), k0);
+  Value col = add(n0, mul(divui(lane, 16), 8));
+  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), true);
+}
+
+void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                        MutableArrayRef<Value> c) {
+  // nvgpu.mma.sync cannot deduce bf16 PTX types in MLIR 22: use NVVM directly.
+  Type f32Ty = b.getF32Type();
+  auto resTy = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), {f32Ty, f32Ty, f32Ty, f32Ty});
+  NVVM::MMATypes ty = plan.elemType.isBF16() ? NVVM::MMATypes::bf16
+                                             : NVVM::MMATypes::f16;
+  std::array<NVVM::MMATypes, 2> types{ty, ty};
+  std::array<NVVM::MMALayout, 2> layouts{NVVM::MMALayout::row,
+                                         NVVM::MMALayout::col};
+  Value r = NVVM::MmaOp::create(b, loc, resTy, a, bFrag, c,
+                                ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+                                std::nullopt, types, layouts);
+  for (int64_t i = 0; i < 4; ++i)
+    c[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
+}
+
+Value KernelBuilder::truncPair(Value lo, Value hi) {
+  Value v = vector::FromElementsOp::create(
+      b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
+  return arith::TruncFOp::create(b, loc, VectorType::get({2}, plan.elemType),
+                                 v);
+}
+
+Value KernelBuilder::pack(Value lo, Value hi) {
+  Value v = truncPair(lo, hi);
+  if (!plan.elemType.isBF16())
+    return v;
+  v = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
+                                v);
+  return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
+}
+
+Value KernelBuilder::exp2(Value x) {
+  // ex2.approx.ftz directly: libdevice's exp2f adds non-ftz fixups.
+  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
+                                       ValueRange{x})
+      .getResult(0);
+}
+
+Value KernelBuilder::log2(Value x) {
+  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"),
+                                       ValueRange{x})
+      .getResult(0);
+}
+
+Value KernelBuilder::shuffleXor(Value x, int64_t mask) {
+  return gpu::ShuffleOp::create(b, loc, x, static_cast<int32_t>(mask), 32,
+                                gpu::ShuffleMode::XOR)
+      .getShuffleResult();
+}
+
+Value KernelBuilder::maxf(Value x, Value y) {
+  return arith::MaxNumFOp::create(b, loc, x, y);
+}
+
+void KernelBuilder::storePair(Value vec, Value mem, Value index) {
+  vector::StoreOp::create(b, loc, vec, mem, ValueRange{index},
+                          /*nontemporal=*/false, llvm::MaybeAlign(4));
+}

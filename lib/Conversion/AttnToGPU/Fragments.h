@@ -1,0 +1,139 @@
+//===- Fragments.h - registers, shared tiles, tensor-core ops ---*- C++ -*-===//
+//
+// The layout level of the GPU lowering. A warp's share of an mma.sync
+// m16n8k16 is a handful of scalar SSA values (a "fragment"); shared tiles are
+// row-padded regions of one dynamic shared buffer. Every lane-to-element map
+// of the kernels lives here, so the mainloops read as tile algebra.
+//
+// m16n8k16 register layouts (g = lane / 4, t = lane % 4):
+//   A (16×16, row):  a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+//   B (16×8,  col):  b0 (k 2t..2t+1, n g)  b1 (k 2t+8.., n g)
+//   C (16×8, f32):   c0,c1 (g, 2t..2t+1)   c2,c3 (g+8, 2t..2t+1)
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H
+#define FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H
+
+#include "fa/Conversion/AttnToGPU.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+namespace mlir::fa::gpu_lowering {
+
+/// Static extent of the flat global memrefs of the ABI: the bare-pointer
+/// calling convention needs static shapes; sizes come in as i32 params.
+constexpr int64_t kFlatExtent = int64_t(1) << 40;
+
+/// A row-padded tile inside the dynamic shared buffer.
+struct SharedTile {
+  Value base;     // index: element offset of row 0 (may select a stage)
+  int64_t rows;
+  int64_t cols;
+  int64_t stride; // elements between rows
+};
+
+/// Emits the index arithmetic, data movement and tensor-core ops of one
+/// kernel; the mainloops are written against it.
+class KernelBuilder {
+public:
+  KernelBuilder(OpBuilder &b, Location loc, const KernelPlan &plan)
+      : b(b), loc(loc), plan(plan) {}
+
+  OpBuilder &b;
+  Location loc;
+  const KernelPlan &plan;
+  Value tid, warp, lane, groupId, threadInGroup; // index
+  Value smem;                                    // memref<N x elem, 3>
+
+  // Scalars.
+  Value idx(int64_t v);
+  Value f32(double v);
+  Value add(Value x, Value y);
+  Value sub(Value x, Value y);
+  Value mul(Value x, Value y);
+  Value mul(Value x, int64_t y) { return mul(x, idx(y)); }
+  Value add(Value x, int64_t y) { return add(x, idx(y)); }
+  Value divui(Value x, int64_t y);
+  Value remui(Value x, int64_t y);
+  Value ceilDiv(Value x, int64_t y);
+  Value minsi(Value x, Value y);
+  Value maxsi(Value x, Value y);
+  Value lt(Value x, Value y);
+  Value select(Value c, Value x, Value y);
+  Value toIndex(Value i32);
+
+  /// Thread, warp and lane ids; `threads` is the CTA size.
+  void setupThreadIds();
+  /// The dynamic shared buffer as memref<elems x elem, 3>, backed by a
+  /// size-0 public global so PTX gets a real `.extern .shared`.
+  void setupSharedMemory(gpu::GPUModuleOp module, int64_t elems);
+
+  /// Copies rows [rowBegin, rowBegin + tile.rows) of a row-major global
+  /// matrix (row length `cols`, rows at or past `rowLimit` zero-filled) into
+  /// `tile` with 16-byte cp.async; all threads take part. Returns the token
+  /// of the committed group.
+  Value copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
+                      const SharedTile &tile);
+  /// Waits until at most `pending` cp.async groups are in flight.
+  void waitAsync(Value token, int64_t pending);
+
+  /// ldmatrix .x4 at element offset `offset` of the shared buffer: four 8×8
+  /// matrices addressed by lanes 0-7, 8-15, 16-23, 24-31, as packed registers.
+  SmallVector<Value, 4> ldmatrixX4(Value offset, bool transpose);
+  /// A fragment (16 rows × 16 k) of a row-major tile at (row0, k0).
+  SmallVector<Value, 4> loadA(const SharedTile &t, Value row0, int64_t k0);
+  /// B fragments of two n8 tiles from a tile stored n-major (K for Q·Kᵀ):
+  /// rows n0..n0+15, k0..k0+15 → {b0,b1} of n-tile 0, {b0,b1} of n-tile 1.
+  SmallVector<Value, 4> loadBFromNMajor(const SharedTile &t, Value n0,
+                                        int64_t k0);
+  /// B fragments of two n8 tiles from a tile stored k-major (V for P·V):
+  /// rows k0..k0+15, columns n0..n0+15, through ldmatrix .trans.
+  SmallVector<Value, 4> loadBFromKMajor(const SharedTile &t, int64_t k0,
+                                        Value n0);
+
+  /// c += a·b for one m16n8k16 tile (4 f32 accumulators).
+  void mma(ArrayRef<Value> a, ArrayRef<Value> bFrag, MutableArrayRef<Value> c);
+  /// Two f32 → one packed register of the element type (A/B operand).
+  Value pack(Value lo, Value hi);
+  /// Two f32 → vector<2 x elem>, for stores.
+  Value truncPair(Value lo, Value hi);
+
+  Value exp2(Value x);
+  Value log2(Value x);
+  Value shuffleXor(Value x, int64_t mask);
+  Value maxf(Value x, Value y);
+  Value negInf() { return f32(-INFINITY); }
+
+  /// The type of one packed operand register (i32 for bf16, vector<2xf16>).
+  Type fragType();
+  /// vector<4 x elem> stores / loads of 2 elements with 4-byte alignment.
+  void storePair(Value vec, Value mem, Value index);
+};
+
+/// Online-softmax state of one warp's 16 rows as held by one lane: rows g and
+/// g+8 (see Fragments.h).
+struct SoftmaxState {
+  Value rowMax[2]; // base-2 units, -inf before any key
+  Value rowSum[2]; // lane-local partial sums; reduced in finalize
+};
+
+/// Rescales `acc` and turns the scores `s` (n8 tiles × 4, raw Q·Kᵀ) into P in
+/// place, updating `state`; `scaleLog2` is scale·log2(e).
+void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
+                         MutableArrayRef<Value> acc, SoftmaxState &state,
+                         Value scaleLog2);
+
+/// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)
+/// per row and LSE = ln2·(m + log2 l) (−inf where l = 0).
+void finalizeSoftmax(KernelBuilder &kb, SoftmaxState &state, Value invSum[2],
+                     Value lse[2]);
+
+} // namespace mlir::fa::gpu_lowering
+
+#endif // FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H

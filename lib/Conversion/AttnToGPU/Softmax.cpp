@@ -1,0 +1,85 @@
+//===- Softmax.cpp - the online softmax in registers ------------*- C++ -*-===//
+//
+// Seed 4.2.2 on mma.sync accumulators: each lane holds two rows (g, g+8) of
+// its warp's 16, spread over the 4 lanes of a quad, so a row reduction is a
+// lane-local reduction plus two xor shuffles. Maxima are kept in base-2
+// units so scale·log2(e) folds into one FMA before exp2.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragments.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa::gpu_lowering;
+
+/// Max (or sum) over the 4 lanes sharing a row.
+static Value quadReduce(KernelBuilder &kb, Value v, bool isMax) {
+  for (int64_t m : {1, 2}) {
+    Value other = kb.shuffleXor(v, m);
+    v = isMax ? kb.maxf(v, other)
+              : arith::AddFOp::create(kb.b, kb.loc, v, other).getResult();
+  }
+  return v;
+}
+
+void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
+                                                 MutableArrayRef<Value> s,
+                                                 MutableArrayRef<Value> acc,
+                                                 SoftmaxState &state,
+                                                 Value scaleLog2) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t sTiles = s.size() / 4, accTiles = acc.size() / 4;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value tileMax = kb.negInf();
+    for (int64_t n = 0; n < sTiles; ++n)
+      for (int64_t c = 0; c < 2; ++c)
+        tileMax = kb.maxf(tileMax, s[n * 4 + 2 * r + c]);
+    tileMax = quadReduce(kb, tileMax, /*isMax=*/true);
+    Value newMax = kb.maxf(state.rowMax[r],
+                           arith::MulFOp::create(b, loc, tileMax, scaleLog2));
+    // A row with nothing visible yet keeps m = -inf; subtracting 0 instead
+    // makes both α and P exactly 0 rather than NaN.
+    Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                          newMax, kb.negInf());
+    Value base = kb.select(isEmpty, kb.f32(0.0), newMax);
+    Value negBase = arith::NegFOp::create(b, loc, base);
+    Value alpha =
+        kb.exp2(arith::SubFOp::create(b, loc, state.rowMax[r], base));
+    Value sum = arith::MulFOp::create(b, loc, state.rowSum[r], alpha);
+    for (int64_t n = 0; n < sTiles; ++n)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value &e = s[n * 4 + 2 * r + c];
+        e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negBase));
+        sum = arith::AddFOp::create(b, loc, sum, e);
+      }
+    for (int64_t n = 0; n < accTiles; ++n)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value &e = acc[n * 4 + 2 * r + c];
+        e = arith::MulFOp::create(b, loc, e, alpha);
+      }
+    state.rowMax[r] = newMax;
+    state.rowSum[r] = sum;
+  }
+}
+
+void mlir::fa::gpu_lowering::finalizeSoftmax(KernelBuilder &kb,
+                                             SoftmaxState &state,
+                                             Value invSum[2], Value lse[2]) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value l = quadReduce(kb, state.rowSum[r], /*isMax=*/false);
+    Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l,
+                                        kb.f32(0.0));
+    Value inv = arith::DivFOp::create(b, loc, kb.f32(1.0), l);
+    invSum[r] = kb.select(empty, kb.f32(0.0), inv);
+    Value lse2 = arith::AddFOp::create(b, loc, state.rowMax[r], kb.log2(l));
+    Value natural = arith::MulFOp::create(b, loc, lse2, kb.f32(M_LN2));
+    lse[r] = kb.select(empty, kb.negInf(), natural);
+  }
+}

@@ -1,0 +1,108 @@
+//===- Internal.h - fa runtime internals ------------------------*- C++ -*-===//
+//
+// Types shared by the manifest parser, the argument validation and the
+// launcher. None of this needs a GPU except Runtime.cpp's CUDA calls.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_RUNTIME_INTERNAL_H
+#define FA_LIB_RUNTIME_INTERNAL_H
+
+#include "fa/Runtime/fa_runtime.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fa::runtime {
+
+/// One launchable entry point of a kernel (fwd, bwd_pre, bwd, bwd_post).
+struct Entry {
+  std::string name;
+  unsigned threads = 0;
+  unsigned sharedBytes = 0;
+};
+
+/// A target such as "sm_90a": compute capability 90, arch-specific.
+struct Target {
+  int cc = 0;
+  bool archSpecific = false;
+};
+
+/// Parses "sm_<digits>[a]"; false if malformed.
+bool parseTarget(const std::string &text, Target &out);
+
+struct KernelConfig {
+  std::string tag;
+  fa_direction direction = FA_DIRECTION_FWD;
+  fa_dtype dtype = FA_DTYPE_BF16;
+  int headDim = 0, headDimV = 0;
+  int blockQ = 0, blockKV = 0, warps = 0, stages = 0;
+  fa_mask mask = FA_MASK_NONE;
+  int windowLeft = -1, windowRight = -1;
+  std::string targetName;
+  Target target;
+  Entry fwd, bwdPre, bwd, bwdPost;
+  std::string ptxPath, cubinPath; // absolute-ish (bundle dir joined); may be empty
+};
+
+/// A module loaded into one context, shared by the kernels of a bundle that
+/// name the same file.
+struct LoadedModule {
+  CUcontext ctx = nullptr;
+  std::string path;
+  CUmodule module = nullptr;
+};
+
+} // namespace fa::runtime
+
+struct fa_kernel {
+  fa::runtime::KernelConfig config;
+  fa_bundle *bundle = nullptr;
+};
+
+struct fa_bundle {
+  std::string dir;
+  std::vector<std::unique_ptr<fa_kernel>> kernels;
+  std::mutex mutex; // guards modules
+  std::vector<fa::runtime::LoadedModule> modules;
+  ~fa_bundle();
+};
+
+namespace fa::runtime {
+
+/// Records `message` as the thread's last error and returns `status`.
+fa_status fail(fa_status status, std::string message);
+/// Clears the thread's last error and returns FA_SUCCESS.
+fa_status succeed();
+
+/// Parses a manifest's text; `dir` is joined to the module file names.
+/// On failure returns FA_ERROR_BAD_MANIFEST with the reason in `error`.
+fa_status parseManifest(const std::string &text, const std::string &dir,
+                        std::vector<std::unique_ptr<fa_kernel>> &kernels,
+                        std::string &error);
+
+/// Whether a kernel built for `target` can run on a device of compute
+/// capability `cc`, and how well (higher is better; 0 = cannot run).
+int targetRank(const KernelConfig &config, int cc);
+
+/// GPU-free checks of the launch arguments; "" if they are valid.
+std::string checkForward(const KernelConfig &config,
+                         const fa_attention_args &args);
+std::string checkBackward(const KernelConfig &config,
+                          const fa_attention_backward_args &args);
+
+/// The named tensors of an argument struct, for the device-side checks.
+using NamedTensor = std::pair<const char *, const fa_tensor *>;
+std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
+std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
+
+/// Bytes of a tensor (shape product times element size); 0 if malformed.
+uint64_t tensorBytes(const fa_tensor &t);
+
+} // namespace fa::runtime
+
+#endif // FA_LIB_RUNTIME_INTERNAL_H

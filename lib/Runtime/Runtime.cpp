@@ -1,0 +1,637 @@
+//===- Runtime.cpp - fa runtime C ABI: bundles, modules, launches ----------===//
+//
+// Everything here that touches the GPU goes through the CUDA driver API, so a
+// deployment needs libcuda and the bundle only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+using namespace fa::runtime;
+
+namespace {
+
+thread_local std::string lastError;
+
+/// Kernels use the default 48 KiB of dynamic shared memory unless raised.
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+std::string hex(uint64_t x) {
+  std::ostringstream os;
+  os << "0x" << std::hex << x;
+  return os.str();
+}
+
+std::string cuMessage(const char *call, CUresult r) {
+  const char *name = nullptr, *text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  std::ostringstream os;
+  os << call << " failed: " << (name ? name : "CUDA error") << " ("
+     << static_cast<int>(r) << ")";
+  if (text)
+    os << ": " << text;
+  return os.str();
+}
+
+fa_status cuFail(const char *call, CUresult r) {
+  return fail(FA_ERROR_CUDA, cuMessage(call, r));
+}
+
+fa_status initDriver() {
+  static CUresult initResult = cuInit(0);
+  if (initResult != CUDA_SUCCESS)
+    return cuFail("cuInit", initResult);
+  return FA_SUCCESS;
+}
+
+fa_status readFile(const std::string &path, std::string &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return fail(FA_ERROR_NOT_FOUND,
+                "cannot open '" + path + "': " + std::strerror(errno));
+  out.assign(std::istreambuf_iterator<char>(in), {});
+  if (in.bad())
+    return fail(FA_ERROR_IO, "cannot read '" + path + "'");
+  return FA_SUCCESS;
+}
+
+fa_status deviceCC(CUdevice dev, int &cc) {
+  int major = 0, minor = 0;
+  CUresult r = cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (r == CUDA_SUCCESS)
+    r = cuDeviceGetAttribute(&minor,
+                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (r != CUDA_SUCCESS)
+    return cuFail("cuDeviceGetAttribute(compute capability)", r);
+  cc = major * 10 + minor;
+  return FA_SUCCESS;
+}
+
+/// Loads PTX (text) or a cubin/fatbin image into the current context. PTX is
+/// JIT-compiled by the driver; its log is kept for the error message.
+fa_status loadImage(const std::string &image, const std::string &what,
+                    CUmodule &out) {
+  bool binary = image.size() >= 4 && (std::memcmp(image.data(), "\x7f" "ELF", 4) == 0 ||
+                                      std::memcmp(image.data(), "\x50\xed\x55\xba", 4) == 0);
+  std::string text = image;
+  if (!binary && (text.empty() || text.back() != '\0'))
+    text.push_back('\0'); // the driver reads PTX as a C string
+  char log[8192] = {0};
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *vals[] = {log, reinterpret_cast<void *>(sizeof(log) - 1)};
+  CUresult r = cuModuleLoadDataEx(&out, text.data(), 2, opts, vals);
+  if (r != CUDA_SUCCESS) {
+    std::string msg = cuMessage("cuModuleLoadDataEx", r) + " loading " + what;
+    if (log[0])
+      msg += "; JIT log: " + std::string(log);
+    return fail(FA_ERROR_CUDA, msg);
+  }
+  return FA_SUCCESS;
+}
+
+/// Makes a context current for the duration of a call: the caller's, else
+/// the one that owns `owner` (PyTorch's autograd threads may have none).
+class ContextScope {
+public:
+  fa_status enter(CUdeviceptr owner) {
+    if (fa_status s = initDriver())
+      return s;
+    CUresult r = cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS)
+      return cuFail("cuCtxGetCurrent", r);
+    if (!ctx) {
+      r = cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, owner);
+      if (r != CUDA_SUCCESS || !ctx)
+        return fail(FA_ERROR_INVALID_ARGUMENT,
+                    "no CUDA context is current and q.data " + hex(owner) +
+                        " is not device memory of any context");
+      if ((r = cuCtxPushCurrent(ctx)) != CUDA_SUCCESS)
+        return cuFail("cuCtxPushCurrent", r);
+      pushed = true;
+    }
+    if ((r = cuCtxGetDevice(&device)) != CUDA_SUCCESS)
+      return cuFail("cuCtxGetDevice", r);
+    return FA_SUCCESS;
+  }
+  ~ContextScope() {
+    if (pushed) {
+      CUcontext popped;
+      cuCtxPopCurrent(&popped);
+    }
+  }
+  CUcontext ctx = nullptr;
+  CUdevice device = 0;
+
+private:
+  bool pushed = false;
+};
+
+/// Each pointer must be device memory of the context's device and hold the
+/// whole tensor; a host or foreign-device pointer would fault in the kernel.
+fa_status checkPointers(const std::vector<NamedTensor> &tensors,
+                        CUdevice device) {
+  for (auto &[name, t] : tensors) {
+    unsigned memType = 0;
+    int ordinal = -1;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *vals[] = {&memType, &ordinal, &start, &size};
+    CUresult r = cuPointerGetAttributes(4, attrs, vals, t->data);
+    if (r != CUDA_SUCCESS)
+      return cuFail("cuPointerGetAttributes", r);
+    std::string what = std::string(name) + ".data " + hex(t->data);
+    if (memType != CU_MEMORYTYPE_DEVICE)
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  what + (memType == CU_MEMORYTYPE_HOST
+                              ? " is host memory"
+                              : " is not CUDA device memory") +
+                      "; expected memory on device " + std::to_string(device));
+    if (ordinal != static_cast<int>(device))
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  what + " is on device " + std::to_string(ordinal) +
+                      ", but the current context is on device " +
+                      std::to_string(device));
+    uint64_t bytes = tensorBytes(*t);
+    if (size && t->data + bytes > start + size)
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  what + " needs " + std::to_string(bytes) +
+                      " bytes, but its allocation [" + hex(start) + ", +" +
+                      std::to_string(size) + ") ends " +
+                      std::to_string(start + size - t->data) +
+                      " bytes after it");
+  }
+  return FA_SUCCESS;
+}
+
+fa_status checkStream(CUstream stream, CUcontext ctx) {
+  // The null and the special default-stream handles follow the current
+  // context; only a created stream has its own.
+  if (stream == nullptr || stream == CU_STREAM_LEGACY ||
+      stream == CU_STREAM_PER_THREAD)
+    return FA_SUCCESS;
+  CUcontext owner = nullptr;
+  CUresult r = cuStreamGetCtx(stream, &owner);
+  if (r != CUDA_SUCCESS)
+    return cuFail("cuStreamGetCtx (is the stream valid?)", r);
+  if (owner != ctx)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "stream belongs to another CUDA context than the tensors'");
+  return FA_SUCCESS;
+}
+
+/// Looks up an entry of `kernel` in context `ctx`, loading the module once
+/// per (context, file) and raising the shared-memory limit when needed.
+fa_status getFunction(const fa_kernel &kernel, const Entry &entry,
+                      CUcontext ctx, CUdevice device, CUfunction &out) {
+  const KernelConfig &c = kernel.config;
+  fa_bundle &bundle = *kernel.bundle;
+  int cc = 0;
+  if (fa_status s = deviceCC(device, cc))
+    return s;
+  bool useCubin = !c.cubinPath.empty() && c.target.cc == cc;
+  if (!useCubin && (c.ptxPath.empty() || (c.target.archSpecific
+                                              ? c.target.cc != cc
+                                              : c.target.cc > cc)))
+    return fail(FA_ERROR_UNSUPPORTED, "kernel '" + c.tag + "' (target " +
+                                          c.targetName +
+                                          ") cannot run on sm_" +
+                                          std::to_string(cc));
+  const std::string &path = useCubin ? c.cubinPath : c.ptxPath;
+
+  std::lock_guard<std::mutex> lock(bundle.mutex);
+  CUmodule module = nullptr;
+  for (const LoadedModule &m : bundle.modules)
+    if (m.ctx == ctx && m.path == path)
+      module = m.module;
+  if (!module) {
+    std::string image;
+    if (fa_status s = readFile(path, image))
+      return s;
+    if (fa_status s = loadImage(image, "'" + path + "'", module))
+      return s;
+    bundle.modules.push_back({ctx, path, module});
+  }
+  CUresult r = cuModuleGetFunction(&out, module, entry.name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return fail(FA_ERROR_NOT_FOUND, "entry '" + entry.name + "' of kernel '" +
+                                        c.tag + "' is not in '" + path + "'");
+  if (r != CUDA_SUCCESS)
+    return cuFail("cuModuleGetFunction", r);
+  if (entry.sharedBytes > kDefaultSharedLimit) {
+    int optin = 0;
+    cuDeviceGetAttribute(&optin,
+                         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                         device);
+    if (entry.sharedBytes > static_cast<unsigned>(optin))
+      return fail(FA_ERROR_UNSUPPORTED,
+                  "entry '" + entry.name + "' needs " +
+                      std::to_string(entry.sharedBytes) +
+                      " bytes of shared memory; the device allows " +
+                      std::to_string(optin));
+    r = cuFuncSetAttribute(out, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           static_cast<int>(entry.sharedBytes));
+    if (r != CUDA_SUCCESS)
+      return cuFail("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", r);
+  }
+  return FA_SUCCESS;
+}
+
+fa_status launch(CUfunction f, const Entry &entry, unsigned gx, unsigned gy,
+                 unsigned gz, CUstream stream, void **params) {
+  CUresult r = cuLaunchKernel(f, gx, gy, gz, entry.threads, 1, 1,
+                              entry.sharedBytes, stream, params, nullptr);
+  if (r != CUDA_SUCCESS)
+    return fail(FA_ERROR_CUDA,
+                cuMessage("cuLaunchKernel", r) + " for '" + entry.name + "'");
+  return FA_SUCCESS;
+}
+
+unsigned ceilDiv(int64_t a, int64_t b) {
+  return static_cast<unsigned>((a + b - 1) / b);
+}
+
+const char *maskName(fa_mask m) {
+  switch (m) {
+  case FA_MASK_NONE:
+    return "none";
+  case FA_MASK_CAUSAL:
+    return "causal";
+  case FA_MASK_CAUSAL_BOTTOM_RIGHT:
+    return "causal_bottom_right";
+  case FA_MASK_WINDOW:
+    return "window";
+  }
+  return "<invalid mask>";
+}
+
+std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
+                     fa_mask mask, int wl, int wr) {
+  std::ostringstream os;
+  os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' '
+     << fa_dtype_name(dtype) << " d=" << d << " dv=" << dv
+     << " mask=" << maskName(mask);
+  if (mask == FA_MASK_WINDOW)
+    os << '(' << wl << ',' << wr << ')';
+  return os.str();
+}
+
+} // namespace
+
+namespace fa::runtime {
+
+fa_status fail(fa_status status, std::string message) {
+  lastError = std::move(message);
+  return status;
+}
+
+fa_status succeed() {
+  lastError.clear();
+  return FA_SUCCESS;
+}
+
+} // namespace fa::runtime
+
+fa_bundle::~fa_bundle() {
+  // Unloading needs the context alive; a context already destroyed took its
+  // modules with it, so failures here are harmless.
+  for (const LoadedModule &m : modules)
+    cuModuleUnload(m.module);
+}
+
+struct fa_module {
+  CUmodule module = nullptr;
+};
+
+extern "C" {
+
+const char *fa_last_error(void) { return lastError.c_str(); }
+
+const char *fa_status_string(fa_status status) {
+  switch (status) {
+  case FA_SUCCESS:
+    return "success";
+  case FA_ERROR_INVALID_ARGUMENT:
+    return "invalid argument";
+  case FA_ERROR_NOT_FOUND:
+    return "not found";
+  case FA_ERROR_IO:
+    return "I/O error";
+  case FA_ERROR_BAD_MANIFEST:
+    return "bad manifest";
+  case FA_ERROR_CUDA:
+    return "CUDA error";
+  case FA_ERROR_UNSUPPORTED:
+    return "unsupported";
+  }
+  return "unknown status";
+}
+
+const char *fa_dtype_name(fa_dtype dtype) {
+  switch (dtype) {
+  case FA_DTYPE_F16:
+    return "f16";
+  case FA_DTYPE_BF16:
+    return "bf16";
+  case FA_DTYPE_F32:
+    return "f32";
+  }
+  return "<invalid dtype>";
+}
+
+fa_status fa_bundle_load(const char *dir, fa_bundle **out) {
+  if (!dir || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_bundle_load: null argument");
+  *out = nullptr;
+  std::string path = std::string(dir) + "/manifest.json", text;
+  if (fa_status s = readFile(path, text))
+    return s;
+  auto bundle = std::make_unique<fa_bundle>();
+  bundle->dir = dir;
+  std::string error;
+  if (parseManifest(text, dir, bundle->kernels, error) != FA_SUCCESS)
+    return fail(FA_ERROR_BAD_MANIFEST, path + ": " + error);
+  for (auto &k : bundle->kernels)
+    k->bundle = bundle.get();
+  *out = bundle.release();
+  return succeed();
+}
+
+void fa_bundle_free(fa_bundle *bundle) { delete bundle; }
+
+int32_t fa_bundle_kernel_count(const fa_bundle *bundle) {
+  return bundle ? static_cast<int32_t>(bundle->kernels.size()) : 0;
+}
+
+const fa_kernel *fa_bundle_kernel_at(const fa_bundle *bundle, int32_t index) {
+  if (!bundle || index < 0 ||
+      index >= static_cast<int32_t>(bundle->kernels.size()))
+    return nullptr;
+  return bundle->kernels[index].get();
+}
+
+fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
+  if (!kernel || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_get_info: null argument");
+  const KernelConfig &c = kernel->config;
+  *out = {c.tag.c_str(), c.targetName.c_str(), c.direction, c.dtype, c.mask,
+          c.headDim,     c.headDimV,           c.blockQ,    c.blockKV, c.warps,
+          c.stages,      c.windowLeft,         c.windowRight,
+          !c.cubinPath.empty()};
+  return succeed();
+}
+
+fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
+                         const fa_kernel **out) {
+  if (!bundle || !query || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
+  *out = nullptr;
+  const fa_kernel_query &q = *query;
+  int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
+  int cc = q.compute_capability;
+  if (cc == 0) {
+    if (fa_status s = initDriver())
+      return s;
+    CUdevice dev;
+    CUresult r = cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS)
+      return fail(FA_ERROR_CUDA,
+                  cuMessage("cuCtxGetDevice", r) +
+                      "; make a context current or set compute_capability");
+    if (fa_status s = deviceCC(dev, cc))
+      return s;
+  }
+  const fa_kernel *best = nullptr;
+  int bestRank = 0;
+  std::vector<std::string> matchingTargets;
+  for (const auto &k : bundle->kernels) {
+    const KernelConfig &c = k->config;
+    if (c.direction != q.direction || c.dtype != q.dtype ||
+        c.headDim != q.head_dim || c.headDimV != dv || c.mask != q.mask)
+      continue;
+    if (q.mask == FA_MASK_WINDOW &&
+        (c.windowLeft != q.window_left || c.windowRight != q.window_right))
+      continue;
+    matchingTargets.push_back(c.targetName);
+    int rank = targetRank(c, cc);
+    if (rank > bestRank) {
+      best = k.get();
+      bestRank = rank;
+    }
+  }
+  std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
+                              q.window_left, q.window_right);
+  if (best) {
+    *out = best;
+    return succeed();
+  }
+  if (!matchingTargets.empty()) {
+    std::string targets;
+    for (const std::string &t : matchingTargets)
+      targets += (targets.empty() ? "" : ", ") + t;
+    return fail(FA_ERROR_UNSUPPORTED,
+                "bundle '" + bundle->dir + "' has " + want +
+                    " only for targets " + targets +
+                    ", none of which runs on sm_" + std::to_string(cc));
+  }
+  std::string have;
+  for (const auto &k : bundle->kernels) {
+    const KernelConfig &c = k->config;
+    have += "\n  " + describe(c.direction, c.dtype, c.headDim, c.headDimV,
+                              c.mask, c.windowLeft, c.windowRight) +
+            " (" + c.targetName + ")";
+  }
+  return fail(FA_ERROR_NOT_FOUND, "bundle '" + bundle->dir +
+                                      "' has no kernel for " + want +
+                                      "; it has:" +
+                                      (have.empty() ? " none" : have));
+}
+
+fa_status fa_attention_forward_check(const fa_kernel *kernel,
+                                     const fa_attention_args *args) {
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_forward: kernel or args is null");
+  std::string err = checkForward(kernel->config, *args);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_forward: " + err);
+  return succeed();
+}
+
+fa_status fa_attention_backward_check(const fa_kernel *kernel,
+                                      const fa_attention_backward_args *args) {
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_backward: kernel or args is null");
+  std::string err = checkBackward(kernel->config, *args);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_backward: " + err);
+  return succeed();
+}
+
+fa_status fa_attention_forward(const fa_kernel *kernel,
+                               const fa_attention_args *args, CUstream stream) {
+  if (fa_status s = fa_attention_forward_check(kernel, args))
+    return s;
+  const fa_attention_args &a = *args;
+  ContextScope scope;
+  if (fa_status s = scope.enter(a.q.data))
+    return s;
+  if (fa_status s = checkPointers(tensorsOf(a), scope.device))
+    return fail(s, "fa_attention_forward: " + lastError);
+  if (fa_status s = checkStream(stream, scope.ctx))
+    return fail(s, "fa_attention_forward: " + lastError);
+  const KernelConfig &c = kernel->config;
+  CUfunction f;
+  if (fa_status s = getFunction(*kernel, c.fwd, scope.ctx, scope.device, f))
+    return s;
+  int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1],
+          nq = a.q.shape[2], nk = a.k.shape[2];
+  float scale = a.scale;
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              lse = a.lse.data;
+  void *params[] = {&q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
+  if (fa_status s = launch(f, c.fwd, ceilDiv(nq, c.blockQ), h, b, stream,
+                           params))
+    return s;
+  return succeed();
+}
+
+fa_status fa_attention_backward(const fa_kernel *kernel,
+                                const fa_attention_backward_args *args,
+                                CUstream stream) {
+  if (fa_status s = fa_attention_backward_check(kernel, args))
+    return s;
+  const fa_attention_backward_args &a = *args;
+  ContextScope scope;
+  if (fa_status s = scope.enter(a.q.data))
+    return s;
+  if (fa_status s = checkPointers(tensorsOf(a), scope.device))
+    return fail(s, "fa_attention_backward: " + lastError);
+  if (fa_status s = checkStream(stream, scope.ctx))
+    return fail(s, "fa_attention_backward: " + lastError);
+  const KernelConfig &c = kernel->config;
+  CUfunction pre, main, post;
+  if (fa_status s =
+          getFunction(*kernel, c.bwdPre, scope.ctx, scope.device, pre))
+    return s;
+  if (fa_status s = getFunction(*kernel, c.bwd, scope.ctx, scope.device, main))
+    return s;
+  if (fa_status s =
+          getFunction(*kernel, c.bwdPost, scope.ctx, scope.device, post))
+    return s;
+  int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1],
+          nq = a.q.shape[2], nk = a.k.shape[2];
+  float scale = a.scale;
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              dO = a.d_o.data, lse = a.lse.data, delta = a.delta.data,
+              dqAccum = a.dq_accum.data, dq = a.dq.data, dk = a.dk.data,
+              dv = a.dv.data;
+  void *preParams[] = {&o, &dO, &delta, &dqAccum, &b, &h, &nq};
+  void *mainParams[] = {&q,  &k,  &v, &dO, &lse, &delta, &dqAccum, &dk,
+                        &dv, &b,  &h, &hkv, &nq, &nk,    &scale};
+  void *postParams[] = {&dqAccum, &dq, &b, &h, &nq};
+  if (fa_status s = launch(pre, c.bwdPre, ceilDiv(nq, c.blockQ), h, b, stream,
+                           preParams))
+    return s;
+  if (fa_status s = launch(main, c.bwd, ceilDiv(nk, c.blockKV), hkv, b, stream,
+                           mainParams))
+    return s;
+  if (fa_status s = launch(post, c.bwdPost, ceilDiv(nq, c.blockQ), h, b,
+                           stream, postParams))
+    return s;
+  return succeed();
+}
+
+fa_status fa_module_load_data(const void *image, size_t size,
+                              fa_module **out) {
+  if (!image || !size || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_module_load_data: null or empty argument");
+  *out = nullptr;
+  if (fa_status s = initDriver())
+    return s;
+  CUcontext ctx = nullptr;
+  cuCtxGetCurrent(&ctx);
+  if (!ctx)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_module_load_data: no CUDA context is current");
+  auto module = std::make_unique<fa_module>();
+  std::string bytes(static_cast<const char *>(image), size);
+  if (fa_status s = loadImage(bytes, "a module image", module->module))
+    return s;
+  *out = module.release();
+  return succeed();
+}
+
+fa_status fa_module_load_file(const char *path, fa_module **out) {
+  if (!path || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_module_load_file: null argument");
+  *out = nullptr;
+  std::string image;
+  if (fa_status s = readFile(path, image))
+    return s;
+  if (image.empty())
+    return fail(FA_ERROR_IO, "'" + std::string(path) + "' is empty");
+  fa_status s = fa_module_load_data(image.data(), image.size(), out);
+  if (s != FA_SUCCESS)
+    return fail(s, lastError + " (from '" + path + "')");
+  return s;
+}
+
+fa_status fa_module_get_function(fa_module *module, const char *name,
+                                 CUfunction *out) {
+  if (!module || !name || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_module_get_function: null argument");
+  CUresult r = cuModuleGetFunction(out, module->module, name);
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return fail(FA_ERROR_NOT_FOUND,
+                "no entry '" + std::string(name) + "' in the module");
+  if (r != CUDA_SUCCESS)
+    return cuFail("cuModuleGetFunction", r);
+  return succeed();
+}
+
+fa_status fa_module_launch(CUfunction function, const unsigned grid[3],
+                           const unsigned block[3], unsigned shared_bytes,
+                           CUstream stream, void **params) {
+  if (!function || !grid || !block)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_module_launch: null argument");
+  if (shared_bytes > kDefaultSharedLimit) {
+    CUresult r =
+        cuFuncSetAttribute(function,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           static_cast<int>(shared_bytes));
+    if (r != CUDA_SUCCESS)
+      return cuFail("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", r);
+  }
+  CUresult r = cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
+                              block[1], block[2], shared_bytes, stream, params,
+                              nullptr);
+  if (r != CUDA_SUCCESS)
+    return cuFail("cuLaunchKernel", r);
+  return succeed();
+}
+
+void fa_module_free(fa_module *module) {
+  if (module && module->module)
+    cuModuleUnload(module->module);
+  delete module;
+}
+
+} // extern "C"

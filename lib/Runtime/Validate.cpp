@@ -1,0 +1,314 @@
+//===- Validate.cpp - GPU-free checks of attention arguments ---------------===//
+//
+// A kernel trusts its arguments: a wrong shape reads out of bounds, a wrong
+// stride silently mixes heads. These checks run before every launch and name
+// the argument and the values that are wrong.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <climits>
+#include <cmath>
+#include <sstream>
+
+namespace fa::runtime {
+namespace {
+
+/// Grid y and z are limited to 65535 blocks.
+constexpr int64_t kMaxGridYZ = 65535;
+
+int64_t elementSize(fa_dtype dtype) {
+  switch (dtype) {
+  case FA_DTYPE_F16:
+  case FA_DTYPE_BF16:
+    return 2;
+  case FA_DTYPE_F32:
+    return 4;
+  }
+  return 0;
+}
+
+bool validDtype(fa_dtype dtype) { return elementSize(dtype) != 0; }
+
+std::string join(const int64_t *xs, int n) {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < n; ++i)
+    os << (i ? "," : "") << xs[i];
+  os << ']';
+  return os.str();
+}
+
+std::string join(const std::vector<int64_t> &xs) {
+  return join(xs.data(), static_cast<int>(xs.size()));
+}
+
+std::string dtypeText(fa_dtype dtype) {
+  if (validDtype(dtype))
+    return fa_dtype_name(dtype);
+  return "<invalid dtype " + std::to_string(static_cast<int>(dtype)) + ">";
+}
+
+/// Checks what a tensor must satisfy on its own: non-null, dtype, rank,
+/// positive 32-bit sizes, contiguous row-major strides, 16-byte alignment,
+/// element count within 32 bits (the kernels take i32 sizes and index with
+/// 32-bit offsets).
+std::string checkTensor(const char *name, const fa_tensor &t, fa_dtype dtype,
+                        int rank) {
+  std::ostringstream os;
+  if (t.data == 0) {
+    os << name << ".data is null";
+    return os.str();
+  }
+  if (t.dtype != dtype) {
+    os << name << ".dtype is " << dtypeText(t.dtype) << ", expected "
+       << fa_dtype_name(dtype);
+    return os.str();
+  }
+  if (t.rank != rank) {
+    os << name << ".rank is " << t.rank << ", expected " << rank;
+    return os.str();
+  }
+  int64_t count = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (t.shape[i] <= 0 || t.shape[i] > INT32_MAX) {
+      os << name << ".shape " << join(t.shape, rank) << " has size "
+         << t.shape[i] << " in dimension " << i
+         << "; sizes must be in [1, 2^31-1]";
+      return os.str();
+    }
+    count *= t.shape[i]; // at most 4 factors < 2^31 each: checked below
+    if (count > INT32_MAX) {
+      os << name << ".shape " << join(t.shape, rank)
+         << " has more than 2^31-1 elements, which the kernels' 32-bit "
+            "indexing cannot address";
+      return os.str();
+    }
+  }
+  int64_t expect = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    if (t.strides[i] != expect) {
+      std::vector<int64_t> want(rank);
+      int64_t s = 1;
+      for (int j = rank - 1; j >= 0; --j) {
+        want[j] = s;
+        s *= t.shape[j];
+      }
+      os << name << ".strides are " << join(t.strides, rank) << " for shape "
+         << join(t.shape, rank) << ", expected " << join(want)
+         << " (contiguous row-major)";
+      return os.str();
+    }
+    expect *= t.shape[i];
+  }
+  if (t.data % 16 != 0) {
+    os << name << ".data 0x" << std::hex << t.data << std::dec
+       << " is not 16-byte aligned";
+    return os.str();
+  }
+  return "";
+}
+
+std::string checkShape(const char *name, const fa_tensor &t,
+                       const std::vector<int64_t> &want, const char *meaning) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (t.shape[i] != want[i]) {
+      std::ostringstream os;
+      os << name << ".shape is " << join(t.shape, t.rank) << ", expected "
+         << join(want) << " (" << meaning << ")";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+std::string checkScale(float scale) {
+  if (!std::isfinite(scale) || scale == 0.0f) {
+    std::ostringstream os;
+    os << "scale is " << scale << "; it must be finite and non-zero";
+    return os.str();
+  }
+  return "";
+}
+
+/// The problem sizes, read from q and k.
+struct Sizes {
+  int64_t b, h, hkv, nq, nk, d, dv;
+};
+
+/// Checks q, k, v against each other and the kernel's config.
+std::string checkQKV(const KernelConfig &c, const fa_tensor &q,
+                     const fa_tensor &k, const fa_tensor &v, Sizes &s) {
+  std::string err;
+  if (!(err = checkTensor("q", q, c.dtype, 4)).empty() ||
+      !(err = checkTensor("k", k, c.dtype, 4)).empty() ||
+      !(err = checkTensor("v", v, c.dtype, 4)).empty())
+    return err;
+  s = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+       k.shape[2], q.shape[3], v.shape[3]};
+  std::ostringstream os;
+  if (s.d != c.headDim) {
+    os << "q.shape " << join(q.shape, 4) << " has head dim " << s.d
+       << ", but kernel '" << c.tag << "' was built for head dim "
+       << c.headDim;
+    return os.str();
+  }
+  if (!(err = checkShape("k", k, {s.b, k.shape[1], k.shape[2], s.d},
+                         "[B,Hkv,Nk,D] with B and D of q"))
+           .empty())
+    return err;
+  if (s.h % s.hkv != 0) {
+    os << "q has " << s.h << " heads and k has " << s.hkv
+       << "; the query head count must be a multiple of the key head count";
+    return os.str();
+  }
+  if (!(err = checkShape("v", v, {s.b, s.hkv, s.nk, v.shape[3]},
+                         "[B,Hkv,Nk,Dv] with B, Hkv, Nk of k"))
+           .empty())
+    return err;
+  if (s.dv != c.headDimV) {
+    os << "v.shape " << join(v.shape, 4) << " has value head dim " << s.dv
+       << ", but kernel '" << c.tag << "' was built for " << c.headDimV;
+    return os.str();
+  }
+  if (s.b > kMaxGridYZ || s.h > kMaxGridYZ) {
+    os << "batch " << s.b << " or heads " << s.h
+       << " exceeds the grid limit of " << kMaxGridYZ;
+    return os.str();
+  }
+  return "";
+}
+
+struct Range {
+  const char *name;
+  uint64_t begin, end;
+};
+
+/// Outputs must not overlap any other tensor: the kernels read inputs while
+/// writing outputs, and two outputs in one buffer race.
+std::string checkOverlap(const std::vector<NamedTensor> &all,
+                         const std::vector<const char *> &outputs) {
+  std::vector<Range> ranges;
+  for (auto &[name, t] : all)
+    ranges.push_back({name, t->data, t->data + tensorBytes(*t)});
+  for (const Range &a : ranges) {
+    bool isOutput = false;
+    for (const char *o : outputs)
+      isOutput |= std::string(o) == a.name;
+    if (!isOutput)
+      continue;
+    for (const Range &b : ranges) {
+      if (a.name == b.name || a.begin >= b.end || b.begin >= a.end)
+        continue;
+      std::ostringstream os;
+      os << "output " << a.name << " [0x" << std::hex << a.begin << ", 0x"
+         << a.end << ") overlaps " << b.name << " [0x" << b.begin << ", 0x"
+         << b.end << ")";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+} // namespace
+
+uint64_t tensorBytes(const fa_tensor &t) {
+  if (t.rank < 0 || t.rank > FA_MAX_RANK || !validDtype(t.dtype))
+    return 0;
+  uint64_t n = static_cast<uint64_t>(elementSize(t.dtype));
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.shape[i] <= 0)
+      return 0;
+    n *= static_cast<uint64_t>(t.shape[i]);
+  }
+  return n;
+}
+
+std::vector<NamedTensor> tensorsOf(const fa_attention_args &a) {
+  return {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"lse", &a.lse}};
+}
+
+std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &a) {
+  return {{"q", &a.q},   {"k", &a.k},         {"v", &a.v},
+          {"o", &a.o},   {"d_o", &a.d_o},     {"lse", &a.lse},
+          {"dq", &a.dq}, {"dk", &a.dk},       {"dv", &a.dv},
+          {"delta", &a.delta}, {"dq_accum", &a.dq_accum}};
+}
+
+std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
+  if (c.direction != FA_DIRECTION_FWD)
+    return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
+  Sizes s;
+  std::string err;
+  if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty() ||
+      !(err = checkTensor("o", a.o, c.dtype, 4)).empty() ||
+      !(err = checkShape("o", a.o, {s.b, s.h, s.nq, s.dv},
+                         "[B,H,Nq,Dv] from q and v"))
+           .empty() ||
+      !(err = checkTensor("lse", a.lse, FA_DTYPE_F32, 3)).empty() ||
+      !(err = checkShape("lse", a.lse, {s.b, s.h, s.nq}, "[B,H,Nq] from q"))
+           .empty() ||
+      !(err = checkScale(a.scale)).empty() ||
+      !(err = checkOverlap(tensorsOf(a), {"o", "lse"})).empty())
+    return err;
+  return "";
+}
+
+std::string checkBackward(const KernelConfig &c,
+                          const fa_attention_backward_args &a) {
+  if (c.direction != FA_DIRECTION_BWD)
+    return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
+  Sizes s;
+  std::string err;
+  if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
+    return err;
+  std::vector<int64_t> qShape{s.b, s.h, s.nq, s.d},
+      oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
+  if (!(err = checkTensor("o", a.o, c.dtype, 4)).empty() ||
+      !(err = checkShape("o", a.o, oShape, "[B,H,Nq,Dv] from q and v"))
+           .empty() ||
+      !(err = checkTensor("d_o", a.d_o, c.dtype, 4)).empty() ||
+      !(err = checkShape("d_o", a.d_o, oShape, "[B,H,Nq,Dv] from q and v"))
+           .empty() ||
+      !(err = checkTensor("lse", a.lse, FA_DTYPE_F32, 3)).empty() ||
+      !(err = checkShape("lse", a.lse, rowShape, "[B,H,Nq] from q")).empty() ||
+      !(err = checkTensor("dq", a.dq, c.dtype, 4)).empty() ||
+      !(err = checkShape("dq", a.dq, qShape, "the shape of q")).empty() ||
+      !(err = checkTensor("dk", a.dk, c.dtype, 4)).empty() ||
+      !(err = checkShape("dk", a.dk, {s.b, s.hkv, s.nk, s.d},
+                         "the shape of k"))
+           .empty() ||
+      !(err = checkTensor("dv", a.dv, c.dtype, 4)).empty() ||
+      !(err = checkShape("dv", a.dv, {s.b, s.hkv, s.nk, s.dv},
+                         "the shape of v"))
+           .empty() ||
+      !(err = checkTensor("delta", a.delta, FA_DTYPE_F32, 3)).empty() ||
+      !(err = checkShape("delta", a.delta, rowShape,
+                         "workspace [B,H,Nq] from q"))
+           .empty() ||
+      !(err = checkTensor("dq_accum", a.dq_accum, FA_DTYPE_F32, 4)).empty() ||
+      !(err = checkShape("dq_accum", a.dq_accum, qShape,
+                         "workspace [B,H,Nq,D] from q"))
+           .empty() ||
+      !(err = checkScale(a.scale)).empty() ||
+      !(err = checkOverlap(tensorsOf(a),
+                           {"dq", "dk", "dv", "delta", "dq_accum"}))
+           .empty())
+    return err;
+  return "";
+}
+
+int targetRank(const KernelConfig &c, int cc) {
+  const Target &t = c.target;
+  bool exact = t.cc == cc;
+  if (exact && !c.cubinPath.empty())
+    return 3000 + t.cc; // native code: no JIT
+  if (c.ptxPath.empty())
+    return 0;
+  if (t.archSpecific ? exact : t.cc <= cc)
+    return 1000 + t.cc; // JIT; prefer the newest target
+  return 0;
+}
+
+} // namespace fa::runtime

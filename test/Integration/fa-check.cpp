@@ -1,0 +1,589 @@
+//===- fa-check.cpp - randomised differential tests on the CPU --*- C++ -*-===//
+//
+// Draws random attention problems (shapes with ragged tails, GQA/MQA, every
+// mask, score_mod, f16/bf16/f32, random block sizes), runs them through
+// fa-lower-to-llvm and the ExecutionEngine, and compares with a float64
+// reference. Pass rule (as the flash-attn suite): the error of fa against
+// f64 is at most 2× the error of a naive implementation in the input
+// precision, + 1e-5. The backward also gets float64 finite differences and a
+// bit-identical rerun in deterministic mode.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Compiler/CpuRunner.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+
+using namespace mlir::fa;
+using llvm::outs;
+
+static llvm::cl::opt<int> numCases("cases", llvm::cl::desc("random cases"),
+                                   llvm::cl::init(50));
+static llvm::cl::opt<unsigned> seed("seed", llvm::cl::init(1));
+static llvm::cl::opt<std::string>
+    direction("direction", llvm::cl::desc("fwd or bwd"), llvm::cl::init("fwd"));
+static llvm::cl::opt<int> fdCases("fd-cases",
+                                  llvm::cl::desc("finite-difference cases"),
+                                  llvm::cl::init(0));
+static llvm::cl::opt<bool> verbose("v", llvm::cl::desc("print every case"));
+
+namespace {
+enum class Mask { None, Causal, CausalBR, Window };
+enum class Mod { None, Alibi, Softcap };
+
+struct Case {
+  ElemKind dtype;
+  int64_t b, h, hkv, nq, nk, d, dv;
+  Mask mask;
+  int64_t left = 0, right = 0;
+  Mod mod;
+  double scale;
+  int64_t blockQ, blockKV;
+  bool deterministic = true;
+};
+
+const char *dtypeName(ElemKind k) {
+  return k == ElemKind::F16 ? "f16" : k == ElemKind::BF16 ? "bf16" : "f32";
+}
+const char *maskName(Mask m) {
+  switch (m) {
+  case Mask::None: return "none";
+  case Mask::Causal: return "causal";
+  case Mask::CausalBR: return "causal_bottom_right";
+  case Mask::Window: return "window";
+  }
+  return "";
+}
+const char *modName(Mod m) {
+  return m == Mod::None ? "none" : m == Mod::Alibi ? "alibi" : "softcap";
+}
+constexpr double kSoftcap = 2.0;
+
+std::string describe(const Case &c) {
+  std::ostringstream os;
+  os << dtypeName(c.dtype) << " B" << c.b << " H" << c.h << "/" << c.hkv
+     << " Nq" << c.nq << " Nk" << c.nk << " D" << c.d << " Dv" << c.dv
+     << " mask=" << maskName(c.mask);
+  if (c.mask == Mask::Window)
+    os << "(" << c.left << "," << c.right << ")";
+  os << " mod=" << modName(c.mod) << " bq" << c.blockQ << " bkv" << c.blockKV;
+  if (!c.deterministic)
+    os << " parallel-dq";
+  return os.str();
+}
+
+//===--------------------------------------------------------------------===//
+// IR for a case
+//===--------------------------------------------------------------------===//
+
+std::string tensorType(std::vector<int64_t> shape, const std::string &elem) {
+  std::string s = "tensor<";
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + elem + ">";
+}
+
+/// A float literal MLIR parses as such (always with an exponent).
+std::string floatLit(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9e", v);
+  return buf;
+}
+
+std::string attrsAndRegion(const Case &c) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "{mask = #attn.mask<" << maskName(c.mask)
+     << ">, scale = " << floatLit(c.scale) << " : f32";
+  if (c.mask == Mask::Window)
+    os << ", window_left = " << c.left << " : i64, window_right = " << c.right
+       << " : i64";
+  os << "}";
+  if (c.mod == Mod::Alibi) {
+    // slope_h = 2^(-8(h+1)/H); bias = slope_h · (kv - q)
+    os << " score_mod {\n^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):\n"
+       << "  %c1 = arith.constant 1 : index\n"
+       << "  %h1 = arith.addi %h, %c1 : index\n"
+       << "  %hi = arith.index_cast %h1 : index to i64\n"
+       << "  %hf = arith.sitofp %hi : i64 to f32\n"
+       << "  %m8 = arith.constant " << floatLit(-8.0 / c.h) << " : f32\n"
+       << "  %e = arith.mulf %hf, %m8 : f32\n"
+       << "  %slope = math.exp2 %e : f32\n"
+       << "  %ii = arith.index_cast %i : index to i64\n"
+       << "  %ji = arith.index_cast %j : index to i64\n"
+       << "  %dist = arith.subi %ji, %ii : i64\n"
+       << "  %df = arith.sitofp %dist : i64 to f32\n"
+       << "  %bias = arith.mulf %slope, %df : f32\n"
+       << "  %r = arith.addf %s, %bias : f32\n"
+       << "  attn.yield %r : f32\n}";
+  } else if (c.mod == Mod::Softcap) {
+    os << " score_mod {\n^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):\n"
+       << "  %cap = arith.constant " << floatLit(kSoftcap) << " : f32\n"
+       << "  %x = arith.divf %s, %cap : f32\n"
+       << "  %t = math.tanh %x : f32\n"
+       << "  %r = arith.mulf %t, %cap : f32\n"
+       << "  attn.yield %r : f32\n}";
+  }
+  return os.str();
+}
+
+std::string forwardIR(const Case &c) {
+  std::string e = dtypeName(c.dtype);
+  std::string q = tensorType({c.b, c.h, c.nq, c.d}, e);
+  std::string k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
+  std::string v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
+  std::string o = tensorType({c.b, c.h, c.nq, c.dv}, e);
+  std::string l = tensorType({c.b, c.h, c.nq}, "f32");
+  return "func.func @fwd(%q: " + q + ", %k: " + k + ", %v: " + v + ") -> (" +
+         o + ", " + l + ") {\n  %o, %lse = attn.attention %q, %k, %v " +
+         attrsAndRegion(c) + " : " + q + ", " + k + ", " + v + " -> " + o +
+         ", " + l + "\n  return %o, %lse : " + o + ", " + l + "\n}\n";
+}
+
+std::string backwardIR(const Case &c) {
+  std::string e = dtypeName(c.dtype);
+  std::string q = tensorType({c.b, c.h, c.nq, c.d}, e);
+  std::string k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
+  std::string v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
+  std::string o = tensorType({c.b, c.h, c.nq, c.dv}, e);
+  std::string l = tensorType({c.b, c.h, c.nq}, "f32");
+  return "func.func @bwd(%q: " + q + ", %k: " + k + ", %v: " + v + ", %o: " +
+         o + ", %do: " + o + ", %lse: " + l + ") -> (" + q + ", " + k + ", " +
+         v + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, "
+                 "%do, %lse " +
+         attrsAndRegion(c) + " : " + q + ", " + k + ", " + v + ", " + o +
+         ", " + o + ", " + l + " -> " + q + ", " + k + ", " + v +
+         "\n  return %dq, %dk, %dv : " + q + ", " + k + ", " + v + "\n}\n";
+}
+
+//===--------------------------------------------------------------------===//
+// Float64 reference and the naive same-precision implementation
+//===--------------------------------------------------------------------===//
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+bool visible(const Case &c, int64_t i, int64_t j) {
+  int64_t off = (c.mask == Mask::CausalBR || c.mask == Mask::Window) ? c.nk - c.nq : 0;
+  switch (c.mask) {
+  case Mask::None: return true;
+  case Mask::Causal:
+  case Mask::CausalBR: return j <= i + off;
+  case Mask::Window: return j >= i + off - c.left && j <= i + off + c.right;
+  }
+  return true;
+}
+
+/// score_mod and its derivative, on the scaled score x.
+double scoreMod(const Case &c, double x, int64_t h, int64_t i, int64_t j,
+                double *deriv) {
+  switch (c.mod) {
+  case Mod::None:
+    *deriv = 1;
+    return x;
+  case Mod::Alibi: {
+    double slope = std::exp2(-8.0 * (h + 1) / c.h);
+    *deriv = 1;
+    return x + slope * double(j - i);
+  }
+  case Mod::Softcap: {
+    double t = std::tanh(x / kSoftcap);
+    *deriv = 1 - t * t;
+    return kSoftcap * t;
+  }
+  }
+  return x;
+}
+
+struct Problem {
+  HostTensor q, k, v, dO;
+};
+
+/// Rounding applied to every intermediate by the naive implementation; the
+/// identity for the f64 reference.
+using Round = std::function<double(double)>;
+
+/// acc += x, in f32 for the naive implementation (which, like a framework's
+/// matmuls, accumulates in f32 whatever the input type) and in f64 for the
+/// reference.
+void accumulate(double &acc, double x, bool naive) {
+  acc = naive ? double(float(acc) + float(x)) : acc + x;
+}
+
+struct Forward {
+  std::vector<double> o, lse;
+  std::vector<double> p; // [b][h][i][j], for the backward reference
+};
+
+size_t idx4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t B, int64_t C,
+            int64_t D) {
+  return ((size_t(a) * B + b) * C + c) * D + d;
+}
+
+Forward forward(const Case &c, const Problem &p, const Round &rd,
+                bool naive) {
+  Forward f;
+  f.o.assign(c.b * c.h * c.nq * c.dv, 0.0);
+  f.lse.assign(c.b * c.h * c.nq, -kInf);
+  f.p.assign(c.b * c.h * c.nq * c.nk, 0.0);
+  int64_t g = c.h / c.hkv;
+  std::vector<double> s(c.nk);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t i = 0; i < c.nq; ++i) {
+        int64_t hk = h / g;
+        double m = -kInf;
+        for (int64_t j = 0; j < c.nk; ++j) {
+          if (!visible(c, i, j)) {
+            s[j] = -kInf;
+            continue;
+          }
+          double dot = 0;
+          for (int64_t d = 0; d < c.d; ++d)
+            accumulate(dot,
+                       p.q.data[idx4(b, h, i, d, c.h, c.nq, c.d)] *
+                           p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
+                       naive);
+          double der;
+          s[j] = rd(scoreMod(c, rd(rd(dot) * c.scale), h, i, j, &der));
+          m = std::max(m, s[j]);
+        }
+        if (m == -kInf)
+          continue;
+        double l = 0;
+        for (int64_t j = 0; j < c.nk; ++j)
+          l += s[j] == -kInf ? 0 : std::exp(s[j] - m);
+        size_t row = (size_t(b) * c.h + h) * c.nq + i;
+        f.lse[row] = m + std::log(l);
+        for (int64_t j = 0; j < c.nk; ++j) {
+          double pij = s[j] == -kInf ? 0 : rd(std::exp(s[j] - m) / l);
+          f.p[row * c.nk + j] = pij;
+          if (pij == 0)
+            continue;
+          for (int64_t e = 0; e < c.dv; ++e)
+            accumulate(f.o[row * c.dv + e],
+                       pij * p.v.data[idx4(b, hk, j, e, c.hkv, c.nk, c.dv)], naive);
+        }
+        for (int64_t e = 0; e < c.dv; ++e)
+          f.o[row * c.dv + e] = rd(f.o[row * c.dv + e]);
+      }
+  return f;
+}
+
+struct Grads {
+  std::vector<double> dq, dk, dv;
+};
+
+/// Analytic gradients; `oIn` is the O given to the backward (for D).
+Grads backward(const Case &c, const Problem &p, const Forward &f,
+               const std::vector<double> &oIn, const Round &rd, bool naive) {
+  Grads gr;
+  gr.dq.assign(c.b * c.h * c.nq * c.d, 0.0);
+  gr.dk.assign(c.b * c.hkv * c.nk * c.d, 0.0);
+  gr.dv.assign(c.b * c.hkv * c.nk * c.dv, 0.0);
+  int64_t g = c.h / c.hkv;
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t i = 0; i < c.nq; ++i) {
+        int64_t hk = h / g;
+        size_t row = (size_t(b) * c.h + h) * c.nq + i;
+        double delta = 0;
+        for (int64_t e = 0; e < c.dv; ++e)
+          accumulate(delta, p.dO.data[row * c.dv + e] * oIn[row * c.dv + e], naive);
+        for (int64_t j = 0; j < c.nk; ++j) {
+          double pij = f.p[row * c.nk + j];
+          if (pij == 0)
+            continue;
+          double dp = 0;
+          for (int64_t e = 0; e < c.dv; ++e) {
+            double dov = p.dO.data[row * c.dv + e];
+            accumulate(dp, dov * p.v.data[idx4(b, hk, j, e, c.hkv, c.nk, c.dv)], naive);
+            accumulate(gr.dv[idx4(b, hk, j, e, c.hkv, c.nk, c.dv)], pij * dov, naive);
+          }
+          double dot = 0;
+          for (int64_t d = 0; d < c.d; ++d)
+            accumulate(dot, p.q.data[row * c.d + d] *
+                                p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
+                       naive);
+          double der;
+          scoreMod(c, dot * c.scale, h, i, j, &der);
+          double ds = rd(pij * (rd(dp) - delta) * der * c.scale);
+          for (int64_t d = 0; d < c.d; ++d) {
+            accumulate(gr.dq[row * c.d + d],
+                       ds * p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)], naive);
+            accumulate(gr.dk[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
+                       ds * p.q.data[row * c.d + d], naive);
+          }
+        }
+      }
+  for (auto *v : {&gr.dq, &gr.dk, &gr.dv})
+    for (double &x : *v)
+      x = rd(x);
+  return gr;
+}
+
+/// Max |a - ref|, with matching infinities counted as equal and any NaN or
+/// mismatched infinity as an infinite error.
+double maxError(const std::vector<double> &a, const std::vector<double> &ref) {
+  double err = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(ref[i]))
+      return kInf;
+    if (std::isinf(a[i]) || std::isinf(ref[i])) {
+      if (a[i] != ref[i])
+        return kInf;
+      continue;
+    }
+    err = std::max(err, std::fabs(a[i] - ref[i]));
+  }
+  return err;
+}
+
+//===--------------------------------------------------------------------===//
+// Case generation and checking
+//===--------------------------------------------------------------------===//
+
+struct Checker {
+  mlir::MLIRContext &ctx;
+  std::mt19937_64 rng;
+  int passed = 0, failed = 0;
+
+  int64_t uniform(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  }
+  template <typename T> T pick(std::initializer_list<T> xs) {
+    return *(xs.begin() + uniform(0, xs.size() - 1));
+  }
+
+  Case draw(int n, bool bwd) {
+    Case c;
+    c.dtype = pick({ElemKind::F16, ElemKind::BF16, ElemKind::F32});
+    c.d = pick<int64_t>({32, 64, 80, 96, 128, 256});
+    c.dv = uniform(0, 3) == 0 ? pick<int64_t>({16, 32, 64, 80}) : c.d;
+    c.b = uniform(1, 2);
+    c.hkv = uniform(1, 2);
+    c.h = c.hkv * pick<int64_t>({1, 2, 4}); // MHA, GQA, MQA-like groups
+    int64_t maxN = c.d >= 128 ? 96 : 160;
+    if (bwd)
+      maxN = c.d >= 128 ? 64 : 96;
+    c.nq = uniform(0, 7) == 0 ? 1 : uniform(1, maxN);
+    c.nk = uniform(0, 7) == 0 ? uniform(1, 8) : uniform(1, maxN);
+    c.mask = static_cast<Mask>(n % 4);
+    if (c.mask == Mask::Window) {
+      c.left = uniform(0, 40);
+      c.right = uniform(0, 20);
+    }
+    c.mod = static_cast<Mod>((n / 4) % 3);
+    c.scale = uniform(0, 1) ? 1.0 / std::sqrt(double(c.d)) : 0.5 / std::sqrt(double(c.d));
+    c.blockQ = pick<int64_t>({16, 32, 64});
+    c.blockKV = pick<int64_t>({16, 32, 64});
+    c.deterministic = !bwd || uniform(0, 3) != 0;
+    return c;
+  }
+
+  HostTensor randomTensor(std::vector<int64_t> shape, ElemKind k) {
+    HostTensor t;
+    t.shape = shape;
+    std::normal_distribution<double> nd(0.0, 1.0);
+    t.data.resize(t.numElements());
+    for (double &x : t.data)
+      x = roundTo(k, nd(rng));
+    return t;
+  }
+
+  Problem problem(const Case &c) {
+    Problem p;
+    p.q = randomTensor({c.b, c.h, c.nq, c.d}, c.dtype);
+    p.k = randomTensor({c.b, c.hkv, c.nk, c.d}, c.dtype);
+    p.v = randomTensor({c.b, c.hkv, c.nk, c.dv}, c.dtype);
+    p.dO = randomTensor({c.b, c.h, c.nq, c.dv}, c.dtype);
+    return p;
+  }
+
+  std::unique_ptr<CpuFunction> compile(const Case &c, const std::string &ir,
+                                       const char *entry, std::string &err) {
+    auto module = parseModule(ctx, ir);
+    if (!module) {
+      err = "IR did not parse";
+      return nullptr;
+    }
+    LowerToLLVMOptions opt;
+    opt.blockQ = c.blockQ;
+    opt.blockKV = c.blockKV;
+    opt.deterministic = c.deterministic;
+    return CpuFunction::compile(*module, entry, opt, err);
+  }
+
+  void report(bool ok, const Case &c, const std::string &what) {
+    ok ? ++passed : ++failed;
+    if (!ok || verbose)
+      outs() << (ok ? "PASS " : "FAIL ") << describe(c) << ": " << what << "\n";
+  }
+
+  Round rounder(ElemKind k) {
+    return [k](double x) { return std::isinf(x) ? x : roundTo(k, x); };
+  }
+
+  /// Compares one output with the rule; appends a note to `what`.
+  bool within(const char *name, const std::vector<double> &fa,
+              const std::vector<double> &naive, const std::vector<double> &ref,
+              std::string &what) {
+    double eFa = maxError(fa, ref), eNaive = maxError(naive, ref);
+    bool ok = eFa <= 2 * eNaive + 1e-5;
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%s err %.3g (naive %.3g) ", name, eFa, eNaive);
+    what += buf;
+    return ok;
+  }
+
+  void checkForward(const Case &c) {
+    std::string err;
+    auto fn = compile(c, forwardIR(c), "fwd", err);
+    if (!fn)
+      return report(false, c, "compile: " + err);
+    Problem p = problem(c);
+    std::vector<HostTensor> res;
+    if (!fn->run({p.q, p.k, p.v}, res, err))
+      return report(false, c, "run: " + err);
+    Forward ref = forward(c, p, [](double x) { return x; }, false);
+    Forward naive = forward(c, p, rounder(c.dtype), true);
+    std::string what;
+    bool ok = within("O", res[0].data, naive.o, ref.o, what);
+    ok &= within("LSE", res[1].data, naive.lse, ref.lse, what);
+    report(ok, c, what);
+  }
+
+  bool runBackward(CpuFunction &fn, const Case &c, const Problem &p,
+                   const std::vector<double> &o, const std::vector<double> &lse,
+                   std::vector<HostTensor> &res, std::string &err) {
+    HostTensor ot{{c.b, c.h, c.nq, c.dv}, o};
+    HostTensor lt{{c.b, c.h, c.nq}, lse};
+    return fn.run({p.q, p.k, p.v, ot, p.dO, lt}, res, err);
+  }
+
+  void checkBackward(const Case &c) {
+    std::string err;
+    auto fn = compile(c, backwardIR(c), "bwd", err);
+    if (!fn)
+      return report(false, c, "compile: " + err);
+    Problem p = problem(c);
+    Forward ref = forward(c, p, [](double x) { return x; }, false);
+    // The backward sees O as the forward stores it (rounded to the dtype).
+    std::vector<double> oIn = ref.o;
+    for (double &x : oIn)
+      x = roundTo(c.dtype, x);
+    std::vector<double> lseIn = ref.lse;
+    for (double &x : lseIn)
+      x = std::isinf(x) ? x : roundTo(ElemKind::F32, x);
+    std::vector<HostTensor> res;
+    if (!runBackward(*fn, c, p, oIn, lseIn, res, err))
+      return report(false, c, "run: " + err);
+    Grads exact = backward(c, p, ref, ref.o, [](double x) { return x; }, false);
+    Forward naiveF = forward(c, p, rounder(c.dtype), true);
+    Grads naive = backward(c, p, naiveF, oIn, rounder(c.dtype), true);
+    std::string what;
+    bool ok = within("dQ", res[0].data, naive.dq, exact.dq, what);
+    ok &= within("dK", res[1].data, naive.dk, exact.dk, what);
+    ok &= within("dV", res[2].data, naive.dv, exact.dv, what);
+    if (c.deterministic) {
+      std::vector<HostTensor> again;
+      if (!runBackward(*fn, c, p, oIn, lseIn, again, err))
+        return report(false, c, "rerun: " + err);
+      bool same = true;
+      for (size_t t = 0; t < 3; ++t)
+        same &= std::memcmp(res[t].data.data(), again[t].data.data(),
+                            res[t].data.size() * sizeof(double)) == 0;
+      what += same ? "bit-identical rerun " : "RERUN DIFFERS ";
+      ok &= same;
+    }
+    report(ok, c, what);
+  }
+
+  /// Central differences of L = Σ O∘dO in float64 against the f64 analytic
+  /// gradients and against fa's f32 gradients.
+  void checkFiniteDifferences(Case c) {
+    c.dtype = ElemKind::F32;
+    std::string err;
+    auto fn = compile(c, backwardIR(c), "bwd", err);
+    if (!fn)
+      return report(false, c, "compile: " + err);
+    Problem p = problem(c);
+    Forward ref = forward(c, p, [](double x) { return x; }, false);
+    Grads exact = backward(c, p, ref, ref.o, [](double x) { return x; }, false);
+    std::vector<HostTensor> res;
+    if (!runBackward(*fn, c, p, ref.o, ref.lse, res, err))
+      return report(false, c, "run: " + err);
+    auto loss = [&](Problem &pp) {
+      Forward f = forward(c, pp, [](double x) { return x; }, false);
+      double l = 0;
+      for (size_t i = 0; i < f.o.size(); ++i)
+        l += f.o[i] * pp.dO.data[i];
+      return l;
+    };
+    bool ok = true;
+    double worstRef = 0, worstFa = 0;
+    HostTensor Problem::*which[3] = {&Problem::q, &Problem::k, &Problem::v};
+    const std::vector<double> *analytic[3] = {&exact.dq, &exact.dk, &exact.dv};
+    for (int t = 0; t < 3; ++t)
+      for (int n = 0; n < 6; ++n) {
+        HostTensor &x = p.*which[t];
+        size_t e = uniform(0, x.data.size() - 1);
+        double h = 1e-5, saved = x.data[e];
+        x.data[e] = saved + h;
+        double lp = loss(p);
+        x.data[e] = saved - h;
+        double lm = loss(p);
+        x.data[e] = saved;
+        double fd = (lp - lm) / (2 * h);
+        double scaleRef = std::max(1.0, std::fabs(fd));
+        worstRef = std::max(worstRef, std::fabs((*analytic[t])[e] - fd) / scaleRef);
+        worstFa = std::max(worstFa, std::fabs(res[t].data[e] - fd) / scaleRef);
+      }
+    ok = worstRef < 1e-6 && worstFa < 1e-3;
+    char buf[128];
+    std::snprintf(buf, sizeof(buf),
+                  "finite differences: f64 analytic %.2g, fa f32 %.2g", worstRef,
+                  worstFa);
+    report(ok, c, buf);
+  }
+};
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::cl::ParseCommandLineOptions(argc, argv, "fa randomised CPU checks\n");
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  Checker chk{ctx, std::mt19937_64(seed)};
+  bool bwd = direction == "bwd";
+  if (!bwd && direction != "fwd") {
+    llvm::errs() << "fa-check: error: --direction must be fwd or bwd, got '"
+                 << direction << "'\n";
+    return 2;
+  }
+  for (int n = 0; n < numCases; ++n) {
+    Case c = chk.draw(n, bwd);
+    bwd ? chk.checkBackward(c) : chk.checkForward(c);
+  }
+  for (int n = 0; n < fdCases; ++n) {
+    Case c = chk.draw(n, true);
+    c.b = 1;
+    c.nq = chk.uniform(1, 12);
+    c.nk = chk.uniform(1, 12);
+    c.d = 32;
+    c.dv = 16;
+    chk.checkFiniteDifferences(c);
+  }
+  outs() << chk.passed << " passed, " << chk.failed << " failed\n";
+  return chk.failed ? 1 : 0;
+}
