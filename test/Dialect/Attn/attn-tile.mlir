@@ -1,0 +1,81 @@
+// RUN: fa-opt %s -split-input-file -attn-tile="block-q=64 block-kv=32" -canonicalize | FileCheck %s
+// RUN: fa-opt %s -split-input-file -attn-tile="block-q=128 block-kv=128" -canonicalize | FileCheck %s --check-prefix=BIG
+
+// No mask, blocks divide the lengths: static tiles, one KV loop over every
+// key block, no masking anywhere.
+// CHECK-LABEL: func @nomask
+// CHECK: scf.forall (%[[B:.+]], %[[H:.+]], %[[QB:.+]]) in (2, 4, 2) shared_outs(%[[ACC:.+]] = %{{.+}}, %[[M:.+]] = %{{.+}}, %[[L:.+]] = %{{.+}})
+// CHECK:   %[[Q0:.+]] = arith.muli %[[QB]], %c64
+// CHECK:   %[[HK:.+]] = arith.divui %[[H]], %c2
+// CHECK:   %[[QT:.+]] = tensor.extract_slice %{{.+}}[%[[B]], %[[H]], %[[Q0]], 0] [1, 1, 64, 32]
+// CHECK:   scf.for %[[KB:.+]] = %c0 to %c4 step %c1 iter_args({{.+}}) -> (tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64xf32>)
+// CHECK:     %[[K0:.+]] = arith.muli %[[KB]], %c32
+// CHECK:     tensor.extract_slice %{{.+}}[%[[B]], %[[HK]], %[[K0]], 0] [1, 1, 32, 32]
+// CHECK-NOT: scf.if
+// CHECK:     attn.online_attention %[[QT]], {{.+}} at[%[[B]], %[[H]], %[[Q0]], %[[K0]]] of[%c128, %c128]
+// CHECK-NOT: apply_mask
+// CHECK:   scf.forall.in_parallel
+// CHECK:     tensor.parallel_insert_slice %{{.+}} into %[[ACC]][%[[B]], %[[H]], %[[Q0]], 0] [1, 1, 64, 32]
+// BIG-LABEL: func @nomask
+// BIG: scf.forall (%{{.+}}, %{{.+}}) in (2, 4)
+// BIG: tensor<1x1x128x32xbf16>
+func.func @nomask(%q: tensor<2x4x128x32xbf16>, %k: tensor<2x2x128x32xbf16>, %v: tensor<2x2x128x32xbf16>,
+                  %acc: tensor<2x4x128x32xf32>, %m: tensor<2x4x128xf32>, %l: tensor<2x4x128xf32>) -> (tensor<2x4x128x32xf32>, tensor<2x4x128xf32>, tensor<2x4x128xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 128 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%n, %n]
+      : tensor<2x4x128x32xbf16>, tensor<2x2x128x32xbf16>, tensor<2x2x128x32xbf16>, tensor<2x4x128x32xf32>, tensor<2x4x128xf32>, tensor<2x4x128xf32>
+      -> tensor<2x4x128x32xf32>, tensor<2x4x128xf32>, tensor<2x4x128xf32>
+  return %a, %mm, %ll : tensor<2x4x128x32xf32>, tensor<2x4x128xf32>, tensor<2x4x128xf32>
+}
+
+// -----
+
+// Causal with ragged tails: the key loop stops at the last block a row of the
+// Q block can see; blocks inside the band run unmasked, boundary blocks masked.
+// CHECK-LABEL: func @causal_ragged
+// CHECK: scf.forall (%[[QB:.+]]) in (2)
+// CHECK:   %[[Q0:.+]] = arith.muli %[[QB]], %c64
+// CHECK:   %[[QS:.+]] = arith.minsi %{{.+}}, %c64
+// CHECK:   tensor.extract_slice {{.+}} [1, 1, %[[QS]], 16] {{.+}} to tensor<1x1x?x16xf16>
+// CHECK:   %[[QEND:.+]] = arith.addi %[[Q0]], %[[QS]]
+// CHECK:   %[[HI:.+]] = arith.minsi %[[QEND]], %c90
+// CHECK:   %[[KBEND:.+]] = arith.ceildivsi %[[HI]], %c32
+// CHECK:   scf.for %[[KB:.+]] = %c0 to %[[KBEND]] step %c1
+// CHECK:     %[[INSIDE:.+]] = arith.cmpi sle
+// CHECK:     scf.if %[[INSIDE]]
+// CHECK:       attn.online_attention {{.+}} {mask = #attn.mask<causal>}
+// CHECK:     } else {
+// CHECK:       attn.online_attention {{.+}} {apply_mask, mask = #attn.mask<causal>}
+func.func @causal_ragged(%q: tensor<1x1x100x16xf16>, %k: tensor<1x1x90x16xf16>, %v: tensor<1x1x90x16xf16>,
+                         %acc: tensor<1x1x100x16xf32>, %m: tensor<1x1x100xf32>, %l: tensor<1x1x100xf32>) -> (tensor<1x1x100x16xf32>, tensor<1x1x100xf32>, tensor<1x1x100xf32>) {
+  %c0 = arith.constant 0 : index
+  %nq = arith.constant 100 : index
+  %nk = arith.constant 90 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%nq, %nk] {apply_mask, mask = #attn.mask<causal>}
+      : tensor<1x1x100x16xf16>, tensor<1x1x90x16xf16>, tensor<1x1x90x16xf16>, tensor<1x1x100x16xf32>, tensor<1x1x100xf32>, tensor<1x1x100xf32>
+      -> tensor<1x1x100x16xf32>, tensor<1x1x100xf32>, tensor<1x1x100xf32>
+  return %a, %mm, %ll : tensor<1x1x100x16xf32>, tensor<1x1x100xf32>, tensor<1x1x100xf32>
+}
+
+// -----
+
+// A sliding window also skips the key blocks left of the band.
+// CHECK-LABEL: func @window
+// CHECK: %[[LO:.+]] = arith.maxsi %{{.+}}, %c0
+// CHECK: %[[KBBEGIN:.+]] = arith.floordivsi %[[LO]], %c32
+// CHECK: %[[KBEND:.+]] = arith.ceildivsi
+// CHECK: scf.for %{{.+}} = %[[KBBEGIN]] to %[[KBEND]]
+// CHECK:   arith.cmpi sge
+// CHECK:   arith.cmpi sle
+// CHECK:   scf.if
+func.func @window(%q: tensor<1x1x256x16xf32>, %k: tensor<1x1x256x16xf32>, %v: tensor<1x1x256x16xf32>,
+                  %acc: tensor<1x1x256x16xf32>, %m: tensor<1x1x256xf32>, %l: tensor<1x1x256xf32>) -> (tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 256 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%n, %n]
+      {apply_mask, mask = #attn.mask<window>, window_left = 64, window_right = 0}
+      : tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+      -> tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+  return %a, %mm, %ll : tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+}

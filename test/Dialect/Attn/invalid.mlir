@@ -1,0 +1,208 @@
+// RUN: fa-opt %s -split-input-file -verify-diagnostics
+
+func.func @gqa_heads(%q: tensor<1x32x8x16xf16>, %k: tensor<1x5x8x16xf16>, %v: tensor<1x5x8x16xf16>) {
+  // expected-error @+1 {{expected key head count to divide query head count, got 5 and 32}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x32x8x16xf16>, tensor<1x5x8x16xf16>, tensor<1x5x8x16xf16> -> tensor<1x32x8x16xf16>, tensor<1x32x8xf32>
+  return
+}
+
+// -----
+
+func.func @rank(%q: tensor<4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected query to have rank 4 [batch, heads, seq, head_dim], got rank 3}}
+  %o, %l = attn.attention %q, %k, %v : tensor<4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @elem(%q: tensor<1x4x8x16xi8>, %k: tensor<1x4x8x16xi8>, %v: tensor<1x4x8x16xi8>) {
+  // expected-error @+1 {{expected query element type f16, bf16 or f32, got 'i8'}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xi8>, tensor<1x4x8x16xi8>, tensor<1x4x8x16xi8> -> tensor<1x4x8x16xi8>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @mixed(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xbf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected key element type to match query element type, got 'bf16' and 'f16'}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x16xbf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @head_dim(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x32xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected key head dim to equal query head dim, got 32 and 16}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x32xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @head_dim_big(%q: tensor<1x4x8x512xf16>, %k: tensor<1x4x8x512xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected query head dim in [1, 256], got 512}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x512xf16>, tensor<1x4x8x512xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_head_dim(%q: tensor<1x4x8x?xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected static head dim of query}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x?xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @batch(%q: tensor<2x4x8x16xf16>, %k: tensor<3x4x8x16xf16>, %v: tensor<3x4x8x16xf16>) {
+  // expected-error @+1 {{expected key and value batch size to equal query batch size, got 3, 3 and 2}}
+  %o, %l = attn.attention %q, %k, %v : tensor<2x4x8x16xf16>, tensor<3x4x8x16xf16>, tensor<3x4x8x16xf16> -> tensor<2x4x8x16xf16>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @kv_heads(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x2x8x16xf16>) {
+  // expected-error @+1 {{expected value head count to equal key head count, got 2 and 4}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x2x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @kv_len(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x9x16xf16>) {
+  // expected-error @+1 {{expected value sequence length to equal key sequence length, got 9 and 8}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x9x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @out_shape(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x32xf16>) {
+  // expected-error @+1 {{expected output shape [1, 4, 8, 32], got [1, 4, 8, 16]}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x32xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @out_type(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected output element type 'f16', got 'f32'}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf32>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @lse_type(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected lse element type 'f32', got 'f16'}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf16>
+  return
+}
+
+// -----
+
+func.func @scale(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected scale to be finite and non-zero, got 0}}
+  %o, %l = attn.attention %q, %k, %v {scale = 0.0 : f32} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_missing(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected window_left and window_right with mask window}}
+  %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = 4} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_negative(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected non-negative window sizes, got -1 and 0}}
+  %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = -1, window_right = 0} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_on_causal(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{window_left/window_right apply only to mask window, got mask causal}}
+  %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<causal>, window_left = 4, window_right = 0} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_args(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected score_mod arguments (f32, index, index, index, index) for (score, b, h, q_idx, kv_idx), got 1 arguments}}
+  %o, %l = attn.attention %q, %k, %v score_mod {
+  ^bb0(%s: f32):
+    attn.yield %s : f32
+  } : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_yield(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected score_mod to end in attn.yield of one f32}}
+  %o, %l = attn.attention %q, %k, %v score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    attn.yield %i : index
+  } : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @bwd_grad_type(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>, %o: tensor<1x4x8x16xf16>, %lse: tensor<1x4x8xf32>) {
+  // expected-error @+1 {{expected grad_key shape [1, 4, 8, 16], got [1, 2, 8, 16]}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse
+      : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+      -> tensor<1x4x8x16xf16>, tensor<1x2x8x16xf16>, tensor<1x4x8x16xf16>
+  return
+}
+
+// -----
+
+func.func @bwd_lse(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>, %o: tensor<1x4x8x16xf16>, %lse: tensor<1x4x9xf32>) {
+  // expected-error @+1 {{expected lse shape [1, 4, 8], got [1, 4, 9]}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse
+      : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x9xf32>
+      -> tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>
+  return
+}
+
+// -----
+
+func.func @online_acc(%q: tensor<1x1x16x32xbf16>, %acc: tensor<1x1x16x32xbf16>, %m: tensor<1x1x16xf32>, %i: index) {
+  // expected-error @+1 {{expected acc element type 'f32', got 'bf16'}}
+  %a, %mm, %ll = attn.online_attention %q, %q, %q, %acc, %m, %m at [%i, %i, %i, %i] of [%i, %i]
+      : tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+      -> tensor<1x1x16x32xbf16>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @online_position(%q: tensor<1x1x16x32xbf16>, %acc: tensor<1x1x16x32xf32>, %m: tensor<1x1x16xf32>, %i: index) {
+  // expected-error @+1 {{expected 4 offsets [b, h, q, kv] and 2 lengths [nq, nk], got 2 and 2}}
+  %a, %mm, %ll = attn.online_attention %q, %q, %q, %acc, %m, %m at [%i, %i] of [%i, %i]
+      : tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+      -> tensor<1x1x16x32xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @tile_heads(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %acc: tensor<1x2x16x32xf32>, %kacc: tensor<1x1x16x32xf32>, %m: tensor<1x2x16xf32>, %i: index) {
+  // expected-error @+1 {{expected one key head per query head in a tile, got 1 and 2}}
+  %dq, %dk, %dv = attn.backward_tile %q, %k, %k, %q, %m, %m into %acc, %kacc, %kacc at [%i, %i, %i, %i] of [%i, %i]
+      : tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16xf32>, tensor<1x2x16xf32>,
+        tensor<1x2x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>
+      -> tensor<1x2x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>
+  return
+}

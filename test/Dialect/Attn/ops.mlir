@@ -1,0 +1,62 @@
+// RUN: fa-opt %s -split-input-file | fa-opt | FileCheck %s
+// RUN: fa-opt %s -split-input-file -mlir-print-op-generic | fa-opt | FileCheck %s
+
+// CHECK-LABEL: func @attention_gqa_causal
+// CHECK: attn.attention %{{.*}}, %{{.*}}, %{{.*}} {mask = #attn.mask<causal>, scale = 1.250000e-01 : f32}
+// CHECK-SAME: tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16> -> tensor<2x8x128x64xbf16>, tensor<2x8x128xf32>
+func.func @attention_gqa_causal(%q: tensor<2x8x128x64xbf16>, %k: tensor<2x2x128x64xbf16>, %v: tensor<2x2x128x64xbf16>) -> (tensor<2x8x128x64xbf16>, tensor<2x8x128xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>, scale = 0.125 : f32}
+      : tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16> -> tensor<2x8x128x64xbf16>, tensor<2x8x128xf32>
+  return %o, %lse : tensor<2x8x128x64xbf16>, tensor<2x8x128xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @attention_window_softcap
+// CHECK: attn.attention {{.*}} {mask = #attn.mask<window>, window_left = 16 : i64, window_right = 0 : i64} score_mod {
+// CHECK: ^bb0(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index):
+// CHECK:   math.tanh
+// CHECK:   attn.yield %{{.*}} : f32
+// CHECK: } : tensor<1x4x?x32xf16>
+func.func @attention_window_softcap(%q: tensor<1x4x?x32xf16>, %k: tensor<1x4x?x32xf16>, %v: tensor<1x4x?x16xf16>) -> (tensor<1x4x?x16xf16>, tensor<1x4x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = 16, window_right = 0} score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 30.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %r = arith.mulf %t, %cap : f32
+    attn.yield %r : f32
+  } : tensor<1x4x?x32xf16>, tensor<1x4x?x32xf16>, tensor<1x4x?x16xf16> -> tensor<1x4x?x16xf16>, tensor<1x4x?xf32>
+  return %o, %lse : tensor<1x4x?x16xf16>, tensor<1x4x?xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @attention_backward
+// CHECK: attn.attention_backward {{.*}} {mask = #attn.mask<causal_bottom_right>}
+// CHECK-SAME: -> tensor<1x4x64x32xf32>, tensor<1x1x80x32xf32>, tensor<1x1x80x16xf32>
+func.func @attention_backward(%q: tensor<1x4x64x32xf32>, %k: tensor<1x1x80x32xf32>, %v: tensor<1x1x80x16xf32>,
+                              %o: tensor<1x4x64x16xf32>, %do: tensor<1x4x64x16xf32>, %lse: tensor<1x4x64xf32>)
+    -> (tensor<1x4x64x32xf32>, tensor<1x1x80x32xf32>, tensor<1x1x80x16xf32>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal_bottom_right>}
+      : tensor<1x4x64x32xf32>, tensor<1x1x80x32xf32>, tensor<1x1x80x16xf32>, tensor<1x4x64x16xf32>, tensor<1x4x64x16xf32>, tensor<1x4x64xf32>
+      -> tensor<1x4x64x32xf32>, tensor<1x1x80x32xf32>, tensor<1x1x80x16xf32>
+  return %dq, %dk, %dv : tensor<1x4x64x32xf32>, tensor<1x1x80x32xf32>, tensor<1x1x80x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @tile_ops
+// CHECK: attn.online_attention {{.*}} at[{{.*}}] of[{{.*}}] {apply_mask, mask = #attn.mask<causal>}
+// CHECK: attn.backward_tile {{.*}} into {{.*}} at[{{.*}}] of[{{.*}}]
+func.func @tile_ops(%q: tensor<1x1x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %v: tensor<1x1x16x32xbf16>,
+                    %acc: tensor<1x1x16x32xf32>, %m: tensor<1x1x16xf32>, %l: tensor<1x1x16xf32>, %i: index, %n: index) -> tensor<1x1x16x32xf32> {
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%i, %i, %i, %i] of [%n, %n] {apply_mask, mask = #attn.mask<causal>}
+      : tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+      -> tensor<1x1x16x32xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+  %dq, %dk, %dv = attn.backward_tile %q, %k, %v, %q, %m, %l into %acc, %acc, %acc at [%i, %i, %i, %i] of [%n, %n]
+      : tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16xf32>, tensor<1x1x16xf32>,
+        tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>
+      -> tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>
+  return %a : tensor<1x1x16x32xf32>
+}
