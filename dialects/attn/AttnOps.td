@@ -112,7 +112,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
   let regions = (region MaxSizedRegion<1>:$score_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $acc `,` $max `,` $sum
-    `at` `[` $offsets `]` `of` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
+    `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
   }];
@@ -149,7 +149,7 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad_output `,` $lse `,` $delta `into`
     $grad_query `,` $grad_key `,` $grad_value
-    `at` `[` $offsets `]` `of` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
+    `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($grad_output) `,`
         type($lse) `,` type($delta) `,` type($grad_query) `,` type($grad_key) `,`
         type($grad_value)

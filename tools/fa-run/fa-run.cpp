@@ -17,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <random>
 
 using namespace llvm;
 
@@ -28,6 +29,11 @@ static cl::list<std::string> inputs("input",
                                     cl::desc("argument .npy, in order"));
 static cl::list<std::string> outputs("output",
                                      cl::desc("result .npy (f32), in order"));
+static cl::opt<int> randomInputs(
+    "random-inputs",
+    cl::desc("instead of --input, feed N(0,1) values drawn with this seed "
+             "(static shapes only)"),
+    cl::init(-1));
 static cl::opt<int64_t> blockQ("block-q", cl::desc("query rows per tile"),
                                cl::init(64));
 static cl::opt<int64_t> blockKV("block-kv", cl::desc("key rows per tile"),
@@ -72,6 +78,25 @@ int main(int argc, char **argv) {
     return fail("entry '" + entry + "' has " +
                 std::to_string(fn->signature().resultShapes.size()) +
                 " results, got " + std::to_string(outputs.size()) + " --output");
+  if (randomInputs >= 0) {
+    if (!inputs.empty())
+      return fail("--random-inputs and --input are exclusive");
+    std::mt19937_64 rng(randomInputs);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    const auto &sig = fn->signature();
+    for (size_t i = 0; i < sig.argShapes.size(); ++i) {
+      mlir::fa::HostTensor t;
+      t.shape = sig.argShapes[i];
+      for (int64_t d : t.shape)
+        if (d < 0)
+          return fail("--random-inputs needs static shapes; argument #" +
+                      std::to_string(i) + " has a dynamic dimension");
+      t.data.resize(t.numElements());
+      for (double &x : t.data)
+        x = normal(rng);
+      args.push_back(std::move(t));
+    }
+  }
   std::vector<mlir::fa::HostTensor> results;
   if (!fn->run(args, results, error))
     return fail(error);

@@ -12,7 +12,7 @@
 // CHECK:     %[[K0:.+]] = arith.muli %[[KB]], %c32
 // CHECK:     tensor.extract_slice %{{.+}}[%[[B]], %[[HK]], %[[K0]], 0] [1, 1, 32, 32]
 // CHECK-NOT: scf.if
-// CHECK:     attn.online_attention %[[QT]], {{.+}} at[%[[B]], %[[H]], %[[Q0]], %[[K0]]] of[%c128, %c128]
+// CHECK:     attn.online_attention %[[QT]], {{.+}} at [%[[B]], %[[H]], %[[Q0]], %[[K0]]] of [%c128, %c128]
 // CHECK-NOT: apply_mask
 // CHECK:   scf.forall.in_parallel
 // CHECK:     tensor.parallel_insert_slice %{{.+}} into %[[ACC]][%[[B]], %[[H]], %[[Q0]], 0] [1, 1, 64, 32]

@@ -47,8 +47,8 @@ func.func @attention_backward(%q: tensor<1x4x64x32xf32>, %k: tensor<1x1x80x32xf3
 // -----
 
 // CHECK-LABEL: func @tile_ops
-// CHECK: attn.online_attention {{.*}} at[{{.*}}] of[{{.*}}] {apply_mask, mask = #attn.mask<causal>}
-// CHECK: attn.backward_tile {{.*}} into {{.*}} at[{{.*}}] of[{{.*}}]
+// CHECK: attn.online_attention {{.*}} at [{{.*}}] of [{{.*}}] {apply_mask, mask = #attn.mask<causal>}
+// CHECK: attn.backward_tile {{.*}} into {{.*}} at [{{.*}}] of [{{.*}}]
 func.func @tile_ops(%q: tensor<1x1x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %v: tensor<1x1x16x32xbf16>,
                     %acc: tensor<1x1x16x32xf32>, %m: tensor<1x1x16xf32>, %l: tensor<1x1x16xf32>, %i: index, %n: index) -> tensor<1x1x16x32xf32> {
   %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%i, %i, %i, %i] of [%n, %n] {apply_mask, mask = #attn.mask<causal>}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The one command for the H200 machine (no MLIR there): builds libfa_runtime
+# on its own, then runs the example, the GPU differential tests, the
+# compute-sanitizer checks and the benchmark. Logs and JSON go to $OUT
+# (at most 8 files).
+#
+# Expects, made on the development machine and carried:
+#   out/include/nlohmann/   the nlohmann JSON headers (cp -r /usr/include/nlohmann out/include/)
+#   out/bundle/             a bundle written by fa-aot (optional: without it only the
+#                           test fixture bundle of test/Runtime/fixture is run)
+# Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
+#   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
+#   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_SAN_TIMEOUT / FA_BENCH_TIMEOUT
+#   (seconds per step). The whole command must end within the device's 600 s per call.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out/device}
+mkdir -p "$OUT"
+LOG=$OUT/device-run.log
+exec > >(tee "$LOG") 2>&1
+export PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+BUNDLE=${FA_BUNDLE:-out/bundle}
+CASES=${FA_CASES:-120}
+FIXTURE_CASES=${FA_FIXTURE_CASES:-100}
+T_DIFF=${FA_DIFF_TIMEOUT:-150}
+T_SAN=${FA_SAN_TIMEOUT:-120}
+T_BENCH=${FA_BENCH_TIMEOUT:-400}
+WORK=$(mktemp -d)
+FIXTURE=$WORK/fixture-bundle
+LIB=$WORK/build-rt/lib/libfa_runtime.so
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+fail() { echo "FAILED: $*"; status=1; }
+
+step "device"
+nvidia-smi -L; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'
+
+step "build libfa_runtime standalone"
+cmake -G Ninja -S lib/Runtime -B "$WORK/build-rt" -DFA_JSON_INCLUDE_DIR="$PWD/out/include" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C "$WORK/build-rt" || { fail "runtime build"; exit 1; }
+python3 test/Runtime/check_deps.py "$LIB" || fail "runtime dependencies"
+
+step "test fixture bundle (naive kernels, bf16 as sm_90 cubin, f16 as sm_80 PTX)"
+python3 test/Runtime/fixture/make_fixture_bundle.py --out "$FIXTURE" --nvcc nvcc --cubin-arch sm_90 \
+  || fail "fixture bundle"
+
+step "example (C, runtime only)"
+cmake -G Ninja -S examples -B "$WORK/build-example" -DFA_RUNTIME_LIBRARY="$LIB" >/dev/null &&
+  ninja -C "$WORK/build-example" >/dev/null || fail "example build"
+"$WORK/build-example/fa-example-forward" "$FIXTURE" || fail "example on the fixture bundle"
+HAVE_BUNDLE=0
+if [ -f "$BUNDLE/manifest.json" ]; then
+  HAVE_BUNDLE=1
+  "$WORK/build-example/fa-example-forward" "$BUNDLE" || fail "example on $BUNDLE"
+else
+  echo "no bundle at $BUNDLE: running the fixture bundle only"
+fi
+
+step "differential tests: fixture bundle"
+timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$FIXTURE" --lib "$LIB" --cases "$FIXTURE_CASES" \
+  --json "$OUT/diff_fixture.json" || fail "differential tests (fixture)"
+if [ $HAVE_BUNDLE = 1 ]; then
+  step "differential tests: $BUNDLE"
+  timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$BUNDLE" --lib "$LIB" --cases "$CASES" \
+    --json "$OUT/diff_bundle.json" || fail "differential tests ($BUNDLE)"
+fi
+
+step "compute-sanitizer"
+SAN_BUNDLE=$FIXTURE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
+for tool in memcheck racecheck; do
+  timeout $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
+    python3 test/gpu/sanitize_case.py --bundle "$SAN_BUNDLE" --lib "$LIB" >"$OUT/sanitizer_$tool.log" 2>&1
+  rc=$?; tail -n 15 "$OUT/sanitizer_$tool.log"
+  [ $rc = 0 ] && echo "$tool: clean" || fail "compute-sanitizer $tool (exit $rc)"
+done
+
+step "benchmark"
+MODE=${FA_BENCH:-$([ $HAVE_BUNDLE = 1 ] && echo full || echo quick)}
+if [ $HAVE_BUNDLE = 1 ] && [ "$MODE" != none ]; then
+  timeout $T_BENCH python3 bench/bench.py --bundle "$BUNDLE" --lib "$LIB" \
+    $([ "$MODE" = quick ] && echo --quick) --json "$OUT/bench.json" || fail "bench"
+elif [ "$MODE" != none ]; then
+  # The fixture's naive kernels: checks the harness, not a performance number.
+  timeout $T_BENCH python3 bench/bench.py --bundle "$FIXTURE" --lib "$LIB" --quick --tokens 8192 \
+    --budget-ms 1500 --fa-directions fwd --json "$OUT/bench_fixture.json" || fail "bench (fixture)"
+fi
+
+step "done"
+[ $status = 0 ] && echo "DEVICE RUN: PASS" || echo "DEVICE RUN: FAIL"
+rm -rf "$WORK"
+exit $status
