@@ -18,7 +18,7 @@ OUT=${OUT:-$PWD/out/device}
 mkdir -p "$OUT"
 LOG=$OUT/device-run.log
 exec > >(tee "$LOG") 2>&1
-export PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PATH=/usr/local/cuda/bin:$PATH
 BUNDLE=${FA_BUNDLE:-out/bundle}
 CASES=${FA_CASES:-120}
 FIXTURE_CASES=${FA_FIXTURE_CASES:-100}
@@ -39,6 +39,8 @@ step "build libfa_runtime standalone"
 cmake -G Ninja -S lib/Runtime -B "$WORK/build-rt" -DFA_JSON_INCLUDE_DIR="$PWD/out/include" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C "$WORK/build-rt" || { fail "runtime build"; exit 1; }
 python3 test/Runtime/check_deps.py "$LIB" || fail "runtime dependencies"
+echo "toolchain: $(c++ --version | head -1); CXXFLAGS='${CXXFLAGS:-}' LDFLAGS='${LDFLAGS:-}'"
+ninja -C "$WORK/build-rt" -t commands | tail -1
 
 step "test fixture bundle (naive kernels, bf16 as sm_90 cubin, f16 as sm_80 PTX)"
 python3 test/Runtime/fixture/make_fixture_bundle.py --out "$FIXTURE" --nvcc nvcc --cubin-arch sm_90 \
@@ -55,6 +57,10 @@ if [ -f "$BUNDLE/manifest.json" ]; then
 else
   echo "no bundle at $BUNDLE: running the fixture bundle only"
 fi
+
+step "Python smoke test (no PyTorch / PyTorch first / runtime first)"
+python3 test/gpu/smoke.py --bundle "$FIXTURE" --lib "$LIB" || fail "smoke"
+[ $HAVE_BUNDLE = 1 ] && { python3 test/gpu/smoke.py --bundle "$BUNDLE" --lib "$LIB" || fail "smoke ($BUNDLE)"; }
 
 step "differential tests: fixture bundle"
 timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$FIXTURE" --lib "$LIB" --cases "$FIXTURE_CASES" \

@@ -46,7 +46,8 @@ struct KernelConfig {
   std::string targetName;
   Target target;
   Entry fwd, bwdPre, bwd, bwdPost;
-  std::string ptxPath, cubinPath; // absolute-ish (bundle dir joined); may be empty
+  std::string ptxPath,
+      cubinPath; // absolute-ish (bundle dir joined); may be empty
 };
 
 /// A module loaded into one context, shared by the kernels of a bundle that

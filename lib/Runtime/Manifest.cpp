@@ -1,4 +1,5 @@
-//===- Manifest.cpp - Parse an fa bundle's manifest.json -------------------===//
+//===- Manifest.cpp - Parse an fa bundle's manifest.json
+//-------------------===//
 //
 // The manifest format is docs/ABI.md's. Every field is checked here so that a
 // malformed bundle fails at load time with the kernel and field named, not at
@@ -60,8 +61,8 @@ std::string stringField(const json &obj, const char *key,
                         const std::string &where) {
   const json &v = field(obj, key, where);
   if (!v.is_string())
-    bad(where, std::string("field '") + key + "' must be a string, got " +
-                   v.dump());
+    bad(where,
+        std::string("field '") + key + "' must be a string, got " + v.dump());
   return v.get<std::string>();
 }
 
@@ -69,8 +70,8 @@ int intField(const json &obj, const char *key, const std::string &where,
              long long lo, long long hi) {
   const json &v = field(obj, key, where);
   if (!v.is_number_integer())
-    bad(where, std::string("field '") + key + "' must be an integer, got " +
-                   v.dump());
+    bad(where,
+        std::string("field '") + key + "' must be an integer, got " + v.dump());
   long long x = v.get<long long>();
   if (x < lo || x > hi)
     bad(where, std::string("field '") + key + "' = " + std::to_string(x) +

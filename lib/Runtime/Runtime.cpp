@@ -1,4 +1,5 @@
-//===- Runtime.cpp - fa runtime C ABI: bundles, modules, launches ----------===//
+//===- Runtime.cpp - fa runtime C ABI: bundles, modules, launches
+//----------===//
 //
 // Everything here that touches the GPU goes through the CUDA driver API, so a
 // deployment needs libcuda and the bundle only.
@@ -79,8 +80,12 @@ fa_status deviceCC(CUdevice dev, int &cc) {
 /// JIT-compiled by the driver; its log is kept for the error message.
 fa_status loadImage(const std::string &image, const std::string &what,
                     CUmodule &out) {
-  bool binary = image.size() >= 4 && (std::memcmp(image.data(), "\x7f" "ELF", 4) == 0 ||
-                                      std::memcmp(image.data(), "\x50\xed\x55\xba", 4) == 0);
+  bool binary = image.size() >= 4 &&
+                (std::memcmp(image.data(),
+                             "\x7f"
+                             "ELF",
+                             4) == 0 ||
+                 std::memcmp(image.data(), "\x50\xed\x55\xba", 4) == 0);
   std::string text = image;
   if (!binary && (text.empty() || text.back() != '\0'))
     text.push_back('\0'); // the driver reads PTX as a C string
@@ -144,20 +149,22 @@ fa_status checkPointers(const std::vector<NamedTensor> &tensors,
     int ordinal = -1;
     CUdeviceptr start = 0;
     size_t size = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     void *vals[] = {&memType, &ordinal, &start, &size};
     CUresult r = cuPointerGetAttributes(4, attrs, vals, t->data);
-    if (r != CUDA_SUCCESS)
-      return cuFail("cuPointerGetAttributes", r);
     std::string what = std::string(name) + ".data " + hex(t->data);
+    if (r != CUDA_SUCCESS)
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  what + " is not CUDA device memory (" +
+                      cuMessage("cuPointerGetAttributes", r) + ")");
     if (memType != CU_MEMORYTYPE_DEVICE)
       return fail(FA_ERROR_INVALID_ARGUMENT,
-                  what + (memType == CU_MEMORYTYPE_HOST
-                              ? " is host memory"
-                              : " is not CUDA device memory") +
+                  what +
+                      (memType == CU_MEMORYTYPE_HOST
+                           ? " is host memory"
+                           : " is not CUDA device memory") +
                       "; expected memory on device " + std::to_string(device));
     if (ordinal != static_cast<int>(device))
       return fail(FA_ERROR_INVALID_ARGUMENT,
@@ -202,12 +209,11 @@ fa_status getFunction(const fa_kernel &kernel, const Entry &entry,
   if (fa_status s = deviceCC(device, cc))
     return s;
   bool useCubin = !c.cubinPath.empty() && c.target.cc == cc;
-  if (!useCubin && (c.ptxPath.empty() || (c.target.archSpecific
-                                              ? c.target.cc != cc
-                                              : c.target.cc > cc)))
+  if (!useCubin &&
+      (c.ptxPath.empty() ||
+       (c.target.archSpecific ? c.target.cc != cc : c.target.cc > cc)))
     return fail(FA_ERROR_UNSUPPORTED, "kernel '" + c.tag + "' (target " +
-                                          c.targetName +
-                                          ") cannot run on sm_" +
+                                          c.targetName + ") cannot run on sm_" +
                                           std::to_string(cc));
   const std::string &path = useCubin ? c.cubinPath : c.ptxPath;
 
@@ -232,9 +238,8 @@ fa_status getFunction(const fa_kernel &kernel, const Entry &entry,
     return cuFail("cuModuleGetFunction", r);
   if (entry.sharedBytes > kDefaultSharedLimit) {
     int optin = 0;
-    cuDeviceGetAttribute(&optin,
-                         CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                         device);
+    cuDeviceGetAttribute(
+        &optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
     if (entry.sharedBytes > static_cast<unsigned>(optin))
       return fail(FA_ERROR_UNSUPPORTED,
                   "entry '" + entry.name + "' needs " +
@@ -280,9 +285,8 @@ const char *maskName(fa_mask m) {
 std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
                      fa_mask mask, int wl, int wr) {
   std::ostringstream os;
-  os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' '
-     << fa_dtype_name(dtype) << " d=" << d << " dv=" << dv
-     << " mask=" << maskName(mask);
+  os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' ' << fa_dtype_name(dtype)
+     << " d=" << d << " dv=" << dv << " mask=" << maskName(mask);
   if (mask == FA_MASK_WINDOW)
     os << '(' << wl << ',' << wr << ')';
   return os.str();
@@ -386,10 +390,13 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
   if (!kernel || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_get_info: null argument");
   const KernelConfig &c = kernel->config;
-  *out = {c.tag.c_str(), c.targetName.c_str(), c.direction, c.dtype, c.mask,
-          c.headDim,     c.headDimV,           c.blockQ,    c.blockKV, c.warps,
-          c.stages,      c.windowLeft,         c.windowRight,
-          !c.cubinPath.empty()};
+  *out = {c.tag.c_str(), c.targetName.c_str(),
+          c.direction,   c.dtype,
+          c.mask,        c.headDim,
+          c.headDimV,    c.blockQ,
+          c.blockKV,     c.warps,
+          c.stages,      c.windowLeft,
+          c.windowRight, !c.cubinPath.empty()};
   return succeed();
 }
 
@@ -449,14 +456,14 @@ fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
   std::string have;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
-    have += "\n  " + describe(c.direction, c.dtype, c.headDim, c.headDimV,
-                              c.mask, c.windowLeft, c.windowRight) +
+    have += "\n  " +
+            describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
+                     c.windowLeft, c.windowRight) +
             " (" + c.targetName + ")";
   }
-  return fail(FA_ERROR_NOT_FOUND, "bundle '" + bundle->dir +
-                                      "' has no kernel for " + want +
-                                      "; it has:" +
-                                      (have.empty() ? " none" : have));
+  return fail(FA_ERROR_NOT_FOUND,
+              "bundle '" + bundle->dir + "' has no kernel for " + want +
+                  "; it has:" + (have.empty() ? " none" : have));
 }
 
 fa_status fa_attention_forward_check(const fa_kernel *kernel,
@@ -466,8 +473,7 @@ fa_status fa_attention_forward_check(const fa_kernel *kernel,
                 "fa_attention_forward: kernel or args is null");
   std::string err = checkForward(kernel->config, *args);
   if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT,
-                "fa_attention_forward: " + err);
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
   return succeed();
 }
 
@@ -478,8 +484,7 @@ fa_status fa_attention_backward_check(const fa_kernel *kernel,
                 "fa_attention_backward: kernel or args is null");
   std::string err = checkBackward(kernel->config, *args);
   if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT,
-                "fa_attention_backward: " + err);
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_backward: " + err);
   return succeed();
 }
 
@@ -505,8 +510,8 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
   void *params[] = {&q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
-  if (fa_status s = launch(f, c.fwd, ceilDiv(nq, c.blockQ), h, b, stream,
-                           params))
+  if (fa_status s =
+          launch(f, c.fwd, ceilDiv(nq, c.blockQ), h, b, stream, params))
     return s;
   return succeed();
 }
@@ -542,23 +547,22 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
               dqAccum = a.dq_accum.data, dq = a.dq.data, dk = a.dk.data,
               dv = a.dv.data;
   void *preParams[] = {&o, &dO, &delta, &dqAccum, &b, &h, &nq};
-  void *mainParams[] = {&q,  &k,  &v, &dO, &lse, &delta, &dqAccum, &dk,
-                        &dv, &b,  &h, &hkv, &nq, &nk,    &scale};
+  void *mainParams[] = {&q,  &k, &v, &dO,  &lse, &delta, &dqAccum, &dk,
+                        &dv, &b, &h, &hkv, &nq,  &nk,    &scale};
   void *postParams[] = {&dqAccum, &dq, &b, &h, &nq};
-  if (fa_status s = launch(pre, c.bwdPre, ceilDiv(nq, c.blockQ), h, b, stream,
-                           preParams))
+  if (fa_status s =
+          launch(pre, c.bwdPre, ceilDiv(nq, c.blockQ), h, b, stream, preParams))
     return s;
   if (fa_status s = launch(main, c.bwd, ceilDiv(nk, c.blockKV), hkv, b, stream,
                            mainParams))
     return s;
-  if (fa_status s = launch(post, c.bwdPost, ceilDiv(nq, c.blockQ), h, b,
-                           stream, postParams))
+  if (fa_status s = launch(post, c.bwdPost, ceilDiv(nq, c.blockQ), h, b, stream,
+                           postParams))
     return s;
   return succeed();
 }
 
-fa_status fa_module_load_data(const void *image, size_t size,
-                              fa_module **out) {
+fa_status fa_module_load_data(const void *image, size_t size, fa_module **out) {
   if (!image || !size || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "fa_module_load_data: null or empty argument");
@@ -580,7 +584,8 @@ fa_status fa_module_load_data(const void *image, size_t size,
 
 fa_status fa_module_load_file(const char *path, fa_module **out) {
   if (!path || !out)
-    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_module_load_file: null argument");
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_module_load_file: null argument");
   *out = nullptr;
   std::string image;
   if (fa_status s = readFile(path, image))
@@ -613,16 +618,15 @@ fa_status fa_module_launch(CUfunction function, const unsigned grid[3],
   if (!function || !grid || !block)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_module_launch: null argument");
   if (shared_bytes > kDefaultSharedLimit) {
-    CUresult r =
-        cuFuncSetAttribute(function,
-                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                           static_cast<int>(shared_bytes));
+    CUresult r = cuFuncSetAttribute(
+        function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        static_cast<int>(shared_bytes));
     if (r != CUDA_SUCCESS)
       return cuFail("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", r);
   }
-  CUresult r = cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
-                              block[1], block[2], shared_bytes, stream, params,
-                              nullptr);
+  CUresult r =
+      cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
+                     block[2], shared_bytes, stream, params, nullptr);
   if (r != CUDA_SUCCESS)
     return cuFail("cuLaunchKernel", r);
   return succeed();

@@ -1,4 +1,5 @@
-//===- Validate.cpp - GPU-free checks of attention arguments ---------------===//
+//===- Validate.cpp - GPU-free checks of attention arguments
+//---------------===//
 //
 // A kernel trusts its arguments: a wrong shape reads out of bounds, a wrong
 // stride silently mixes heads. These checks run before every launch and name
@@ -150,8 +151,7 @@ std::string checkQKV(const KernelConfig &c, const fa_tensor &q,
   std::ostringstream os;
   if (s.d != c.headDim) {
     os << "q.shape " << join(q.shape, 4) << " has head dim " << s.d
-       << ", but kernel '" << c.tag << "' was built for head dim "
-       << c.headDim;
+       << ", but kernel '" << c.tag << "' was built for head dim " << c.headDim;
     return os.str();
   }
   if (!(err = checkShape("k", k, {s.b, k.shape[1], k.shape[2], s.d},
@@ -230,10 +230,17 @@ std::vector<NamedTensor> tensorsOf(const fa_attention_args &a) {
 }
 
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &a) {
-  return {{"q", &a.q},   {"k", &a.k},         {"v", &a.v},
-          {"o", &a.o},   {"d_o", &a.d_o},     {"lse", &a.lse},
-          {"dq", &a.dq}, {"dk", &a.dk},       {"dv", &a.dv},
-          {"delta", &a.delta}, {"dq_accum", &a.dq_accum}};
+  return {{"q", &a.q},
+          {"k", &a.k},
+          {"v", &a.v},
+          {"o", &a.o},
+          {"d_o", &a.d_o},
+          {"lse", &a.lse},
+          {"dq", &a.dq},
+          {"dk", &a.dk},
+          {"dv", &a.dv},
+          {"delta", &a.delta},
+          {"dq_accum", &a.dq_accum}};
 }
 
 std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
@@ -276,24 +283,23 @@ std::string checkBackward(const KernelConfig &c,
       !(err = checkTensor("dq", a.dq, c.dtype, 4)).empty() ||
       !(err = checkShape("dq", a.dq, qShape, "the shape of q")).empty() ||
       !(err = checkTensor("dk", a.dk, c.dtype, 4)).empty() ||
-      !(err = checkShape("dk", a.dk, {s.b, s.hkv, s.nk, s.d},
-                         "the shape of k"))
+      !(err = checkShape("dk", a.dk, {s.b, s.hkv, s.nk, s.d}, "the shape of k"))
            .empty() ||
       !(err = checkTensor("dv", a.dv, c.dtype, 4)).empty() ||
-      !(err = checkShape("dv", a.dv, {s.b, s.hkv, s.nk, s.dv},
-                         "the shape of v"))
+      !(err =
+            checkShape("dv", a.dv, {s.b, s.hkv, s.nk, s.dv}, "the shape of v"))
            .empty() ||
       !(err = checkTensor("delta", a.delta, FA_DTYPE_F32, 3)).empty() ||
-      !(err = checkShape("delta", a.delta, rowShape,
-                         "workspace [B,H,Nq] from q"))
+      !(err =
+            checkShape("delta", a.delta, rowShape, "workspace [B,H,Nq] from q"))
            .empty() ||
       !(err = checkTensor("dq_accum", a.dq_accum, FA_DTYPE_F32, 4)).empty() ||
       !(err = checkShape("dq_accum", a.dq_accum, qShape,
                          "workspace [B,H,Nq,D] from q"))
            .empty() ||
       !(err = checkScale(a.scale)).empty() ||
-      !(err = checkOverlap(tensorsOf(a),
-                           {"dq", "dk", "dv", "delta", "dq_accum"}))
+      !(err =
+            checkOverlap(tensorsOf(a), {"dq", "dk", "dv", "delta", "dq_accum"}))
            .empty())
     return err;
   return "";

@@ -98,7 +98,7 @@ typedef struct fa_kernel_query {
   fa_direction direction;
   fa_dtype dtype;
   int32_t head_dim;
-  int32_t head_dim_v;   /* 0: same as head_dim */
+  int32_t head_dim_v; /* 0: same as head_dim */
   fa_mask mask;
   int32_t window_left;  /* FA_MASK_WINDOW only */
   int32_t window_right; /* FA_MASK_WINDOW only */
@@ -133,43 +133,49 @@ FA_API const char *fa_dtype_name(fa_dtype dtype);
 FA_API fa_status fa_bundle_load(const char *dir, fa_bundle **out);
 FA_API void fa_bundle_free(fa_bundle *bundle);
 FA_API int32_t fa_bundle_kernel_count(const fa_bundle *bundle);
-FA_API const fa_kernel *fa_bundle_kernel_at(const fa_bundle *bundle, int32_t index);
-FA_API fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out);
+FA_API const fa_kernel *fa_bundle_kernel_at(const fa_bundle *bundle,
+                                            int32_t index);
+FA_API fa_status fa_kernel_get_info(const fa_kernel *kernel,
+                                    fa_kernel_info *out);
 
 /* Picks the kernel of the bundle that matches the query and runs on its
  * device: a cubin built for exactly that compute capability first, then PTX
  * the driver can JIT (sm_XY on any device >= XY; sm_XYa only on XY). */
-FA_API fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
-                         const fa_kernel **out);
+FA_API fa_status fa_kernel_find(const fa_bundle *bundle,
+                                const fa_kernel_query *query,
+                                const fa_kernel **out);
 
 /* Argument checks that need no GPU: shapes against the kernel's config,
  * dtypes, contiguity, alignment, scale, 32-bit size limits, overlap of
  * outputs with other tensors. The launch functions run these first. */
 FA_API fa_status fa_attention_forward_check(const fa_kernel *kernel,
-                                     const fa_attention_args *args);
-FA_API fa_status fa_attention_backward_check(const fa_kernel *kernel,
-                                      const fa_attention_backward_args *args);
+                                            const fa_attention_args *args);
+FA_API fa_status fa_attention_backward_check(
+    const fa_kernel *kernel, const fa_attention_backward_args *args);
 
 /* Validate (above, plus: every pointer is device memory of the context's
  * device holding the whole tensor, and the stream belongs to the context),
  * then launch asynchronously on `stream`. */
 FA_API fa_status fa_attention_forward(const fa_kernel *kernel,
-                               const fa_attention_args *args, CUstream stream);
+                                      const fa_attention_args *args,
+                                      CUstream stream);
 /* Launches bwd_pre, bwd and bwd_post in order on `stream`. */
 FA_API fa_status fa_attention_backward(const fa_kernel *kernel,
-                                const fa_attention_backward_args *args,
-                                CUstream stream);
+                                       const fa_attention_backward_args *args,
+                                       CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);
-FA_API fa_status fa_module_load_data(const void *image, size_t size, fa_module **out);
+FA_API fa_status fa_module_load_data(const void *image, size_t size,
+                                     fa_module **out);
 FA_API fa_status fa_module_get_function(fa_module *module, const char *name,
-                                 CUfunction *out);
+                                        CUfunction *out);
 /* Raises the function's dynamic shared-memory limit when shared_bytes exceeds
  * the 48 KiB default, then launches it. */
 FA_API fa_status fa_module_launch(CUfunction function, const unsigned grid[3],
-                           const unsigned block[3], unsigned shared_bytes,
-                           CUstream stream, void **params);
+                                  const unsigned block[3],
+                                  unsigned shared_bytes, CUstream stream,
+                                  void **params);
 FA_API void fa_module_free(fa_module *module);
 
 #ifdef __cplusplus

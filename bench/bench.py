@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""TFLOP/s of fa next to PyTorch SDPA's flash and cuDNN backends, measured in
+one process with CUDA events (median of many runs), bf16, B*N tokens fixed
+(64k by default), hidden 2048 (H = 2048/d), d in {64,128},
+N in {512..16k}, causal on and off, forward and backward.
+
+FLOPs: 4*B*H*N^2*D forward, half of that when causal; backward 2.5x forward.
+Backward times cover only the backward (fa: bwd_pre + bwd + bwd_post; SDPA:
+autograd.grad of a saved forward).
+
+    python3 bench/bench.py --bundle out/bundle --lib <libfa_runtime.so> [--quick] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fa  # noqa: E402
+
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+def time_ms(fn, runs, budget_ms):
+    """Median milliseconds of fn() over up to `runs` runs after warm-up,
+    fewer when one run is slow (so a slow backend cannot stall the table)."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    first = start.elapsed_time(end)
+    n = max(1, min(runs, int(budget_ms / max(first, 1e-3))))
+    times = []
+    for _ in range(n):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times), n
+
+
+def flops(b, h, n, d, causal, direction):
+    f = 4.0 * b * h * n * n * d
+    if causal:
+        f /= 2
+    return f * (2.5 if direction == "bwd" else 1.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", default=None, help="fa bundle (omit to time SDPA only)")
+    ap.add_argument("--lib", default=None, help="libfa_runtime.so")
+    ap.add_argument("--quick", action="store_true", help="N in {1k, 4k} only, fewer runs")
+    ap.add_argument("--tokens", type=int, default=65536, help="B*N")
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--budget-ms", type=float, default=3000,
+                    help="time cap per measurement (limits slow kernels' runs)")
+    ap.add_argument("--fa-directions", default="fwd,bwd",
+                    help="directions to time for fa (the SDPA baselines always run both)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    dev = torch.device("cuda")
+    bundle = fa.load(args.bundle, args.lib) if args.bundle else None
+    dims = [64, 128]
+    seqs = [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384]
+    runs = 10 if args.quick else args.runs
+    rows = []
+    print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
+    for d in dims:
+        h = args.hidden // d
+        for n in seqs:
+            b = max(1, args.tokens // n)
+            q, k, v, do = (torch.randn(b, h, n, d, device=dev, dtype=torch.bfloat16)
+                           for _ in range(4))
+            for causal in (False, True):
+                for direction in ("fwd", "bwd"):
+                    row = {"d": d, "n": n, "b": b, "h": h, "causal": causal,
+                           "direction": direction}
+                    f = flops(b, h, n, d, causal, direction)
+                    for name, backend in BACKENDS.items():
+                        try:
+                            with sdpa_kernel(backend):
+                                if direction == "fwd":
+                                    fn = lambda: F.scaled_dot_product_attention(  # noqa
+                                        q, k, v, is_causal=causal)
+                                else:
+                                    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+                                    og = F.scaled_dot_product_attention(qg, kg, vg,
+                                                                        is_causal=causal)
+                                    fn = lambda: torch.autograd.grad(  # noqa
+                                        og, (qg, kg, vg), do, retain_graph=True)
+                                ms, nruns = time_ms(fn, runs, args.budget_ms)
+                            row[name] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
+                        except Exception as e:  # backend unavailable for this shape
+                            row[name] = {"error": str(e).splitlines()[0][:200]}
+                    if bundle is not None and direction in args.fa_directions.split(","):
+                        try:
+                            o = torch.empty_like(q)
+                            lse = torch.empty(b, h, n, device=dev, dtype=torch.float32)
+                            fa.forward_into(q, k, v, o, lse, causal=causal)
+                            if direction == "fwd":
+                                fn = lambda: fa.forward_into(q, k, v, o, lse,  # noqa
+                                                             causal=causal)
+                            else:
+                                dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+                                delta = torch.empty(b, h, n, device=dev, dtype=torch.float32)
+                                acc = torch.empty(b, h, n, d, device=dev, dtype=torch.float32)
+                                fn = lambda: fa.backward_into(  # noqa
+                                    q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal)
+                            ms, nruns = time_ms(fn, runs, args.budget_ms)
+                            row["fa"] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
+                        except fa.FaError as e:
+                            row["fa"] = {"error": str(e).splitlines()[0][:200]}
+                    rows.append(row)
+                    print_row(row)
+            del q, k, v, do
+            torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as fjson:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "date": time.strftime("%Y-%m-%d %H:%M:%S"), "tokens": args.tokens,
+                       "hidden": args.hidden, "bundle": args.bundle, "rows": rows},
+                      fjson, indent=1)
+    return 0
+
+
+_header_done = False
+
+
+def print_row(row):
+    global _header_done
+    if not _header_done:
+        print("%4s %6s %3s %3s %-6s %-4s | %8s %8s %8s | %9s %9s" %
+              ("d", "N", "B", "H", "causal", "dir", "fa", "flash", "cudnn", "fa/flash",
+               "fa/cudnn"))
+        _header_done = True
+
+    def tf(name):
+        r = row.get(name)
+        return r["tflops"] if r and "tflops" in r else None
+
+    def fmt(x):
+        return "%8.1f" % x if x is not None else "%8s" % "n/a"
+
+    fa_, fl, cu = tf("fa"), tf("flash"), tf("cudnn")
+    ratio = lambda a, b: "%9.2f" % (a / b) if a and b else "%9s" % "-"  # noqa: E731
+    print("%4d %6d %3d %3d %-6s %-4s | %s %s %s | %s %s" %
+          (row["d"], row["n"], row["b"], row["h"], "yes" if row["causal"] else "no",
+           row["direction"], fmt(fa_), fmt(fl), fmt(cu), ratio(fa_, fl), ratio(fa_, cu)),
+          flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

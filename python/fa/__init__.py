@@ -1,0 +1,243 @@
+"""fa: FlashAttention kernels from an fa bundle, on PyTorch CUDA tensors.
+
+    import fa
+    fa.load("out/bundle")                    # manifest + libfa_runtime.so
+    o = fa.attention(q, k, v, causal=True)   # q [B,H,Nq,D], k/v [B,Hkv,Nk,D]
+    o.sum().backward()                       # backward kernels of the bundle
+
+Pure Python over the C ABI of libfa_runtime (ctypes); no compiled extension.
+Tensors must be contiguous: the runtime rejects other strides rather than
+copying. Launches go on PyTorch's current stream of the tensors' device.
+"""
+import ctypes
+import math
+import sys
+
+from ._runtime import (BWD, DTYPE_NAMES, FWD, MASK_NAMES, MASKS, FaError, BackwardArgs,
+                       ForwardArgs, KernelInfo, KernelQuery, Tensor, check, open_library)
+
+__all__ = ["load", "attention", "forward_into", "backward_into", "Bundle", "FaError"]
+
+_default = None
+
+
+class Bundle:
+    """A loaded bundle. Kernel lookups are cached per configuration."""
+
+    def __init__(self, bundle_dir, lib_path=None):
+        # Let PyTorch create its CUDA context before the driver is touched
+        # through this library, so both use the device's primary context.
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.init()
+        self.lib = open_library(lib_path)
+        self.dir = str(bundle_dir)
+        handle = ctypes.c_void_p()
+        check(self.lib, self.lib.fa_bundle_load(self.dir.encode(), ctypes.byref(handle)))
+        self._handle = handle
+        self._cache = {}
+
+    def __del__(self):
+        # Interpreter shutdown may have torn down CUDA already; the process
+        # exit releases the modules anyway.
+        handle = getattr(self, "_handle", None)
+        if handle and not _shutting_down():
+            self.lib.fa_bundle_free(handle)
+            self._handle = None
+
+    def kernels(self):
+        """Every kernel's configuration, as dicts."""
+        out = []
+        for i in range(self.lib.fa_bundle_kernel_count(self._handle)):
+            info = KernelInfo()
+            check(self.lib, self.lib.fa_kernel_get_info(
+                self.lib.fa_bundle_kernel_at(self._handle, i), ctypes.byref(info)))
+            out.append({
+                "tag": info.tag.decode(), "target": info.target.decode(),
+                "direction": "fwd" if info.direction == FWD else "bwd",
+                "dtype": DTYPE_NAMES[info.dtype], "mask": MASK_NAMES[info.mask],
+                "head_dim": info.head_dim, "head_dim_v": info.head_dim_v,
+                "block_q": info.block_q, "block_kv": info.block_kv, "warps": info.warps,
+                "stages": info.stages, "window_left": info.window_left,
+                "window_right": info.window_right, "has_cubin": bool(info.has_cubin)})
+        return out
+
+    def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability):
+        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability)
+        kernel = self._cache.get(key)
+        if kernel is None:
+            q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
+                            window[0], window[1], capability)
+            out = ctypes.c_void_p()
+            check(self.lib, self.lib.fa_kernel_find(self._handle, ctypes.byref(q),
+                                                    ctypes.byref(out)))
+            kernel = self._cache[key] = out
+        return kernel
+
+
+def _shutting_down():
+    return sys.is_finalizing()
+
+
+def load(bundle_dir, lib_path=None):
+    """Loads a bundle and makes it the default for attention()."""
+    global _default
+    _default = Bundle(bundle_dir, lib_path)
+    return _default
+
+
+def _bundle(bundle):
+    if bundle is not None:
+        return bundle
+    if _default is None:
+        raise FaError(1, "fa: no bundle loaded; call fa.load(bundle_dir) first")
+    return _default
+
+
+def _dtype_code(dtype):
+    import torch
+    codes = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+    if dtype not in codes:
+        raise FaError(1, "fa: unsupported dtype %s (expected float16 or bfloat16)" % dtype)
+    return codes[dtype]
+
+
+def _tensor(t):
+    """Describes a torch tensor for the runtime, strides as they are."""
+    if t.dim() > 4:
+        raise FaError(1, "fa: tensor of rank %d; expected at most 4" % t.dim())
+    d = Tensor()
+    d.data = t.data_ptr()
+    d.dtype = _dtype_code(t.dtype)
+    d.rank = t.dim()
+    for i in range(t.dim()):
+        d.shape[i] = t.shape[i]
+        d.strides[i] = t.stride(i)
+    return d
+
+
+def _mask(causal, causal_bottom_right, window):
+    chosen = sum([bool(causal), bool(causal_bottom_right), window is not None])
+    if chosen > 1:
+        raise FaError(1, "fa: choose at most one of causal, causal_bottom_right, window")
+    if window is not None:
+        left, right = window
+        return "window", (int(left), int(right))
+    if causal:
+        return "causal", (-1, -1)
+    if causal_bottom_right:
+        return "causal_bottom_right", (-1, -1)
+    return "none", (-1, -1)
+
+
+def _capability(t):
+    import torch
+    dev = t.device if t.is_cuda else torch.device("cuda", torch.cuda.current_device())
+    major, minor = torch.cuda.get_device_capability(dev)
+    return major * 10 + minor
+
+
+def _stream(t):
+    import torch
+    dev = t.device if t.is_cuda else torch.device("cuda", torch.cuda.current_device())
+    return ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream), dev
+
+
+def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
+                 scale=None, bundle=None):
+    """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
+    [B,H,Nq] (float32). Every argument is validated by the runtime."""
+    import torch
+    b = _bundle(bundle)
+    mask, win = _mask(causal, causal_bottom_right, window)
+    d, dv = q.shape[-1], v.shape[-1]
+    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q))
+    args = ForwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(lse),
+                       1.0 / math.sqrt(d) if scale is None else float(scale))
+    stream, dev = _stream(q)
+    with torch.cuda.device(dev):
+        check(b.lib, b.lib.fa_attention_forward(kernel, ctypes.byref(args), stream))
+
+
+def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
+                  causal_bottom_right=False, window=None, scale=None, bundle=None):
+    """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
+    workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
+    not given."""
+    import torch
+    b = _bundle(bundle)
+    mask, win = _mask(causal, causal_bottom_right, window)
+    d, dv_dim = q.shape[-1], v.shape[-1]
+    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q))
+    if delta is None:
+        delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    if dq_accum is None:
+        dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
+                                                  dq_accum)],
+                        1.0 / math.sqrt(d) if scale is None else float(scale))
+    stream, dev = _stream(q)
+    with torch.cuda.device(dev):
+        check(b.lib, b.lib.fa_attention_backward(kernel, ctypes.byref(args), stream))
+
+
+def _forward(q, k, v, opts):
+    import torch
+    shape = (q.shape[0], q.shape[1], q.shape[2])
+    o = torch.empty(shape + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    forward_into(q, k, v, o, lse, **opts)
+    return o, lse
+
+
+def _make_function():
+    import torch
+
+    class AttentionFunction(torch.autograd.Function):
+        """O, LSE = attention(Q, K, V); gradients through the bundle's bwd
+        kernels. LSE is not differentiable."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, opts):
+            o, lse = _forward(q, k, v, opts)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.opts = opts
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, do, _dlse):
+            q, k, v, o, lse = ctx.saved_tensors
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, **ctx.opts)
+            return dq, dk, dv, None
+
+    return AttentionFunction
+
+
+_function = None
+
+
+def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
+              return_lse=False, bundle=None):
+    """Scaled dot-product attention with the bundle's kernels.
+
+    q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] contiguous CUDA tensors of
+    one dtype (float16 or bfloat16), H a multiple of Hkv. `causal` aligns the
+    diagonal top-left, `causal_bottom_right` bottom-right; `window=(left,
+    right)` keeps keys i+off-left <= j <= i+off+right with off = Nk-Nq.
+    `scale` defaults to 1/sqrt(D). Returns O, or (O, LSE) with LSE the f32
+    natural-log sum of exponentials per row (-inf for fully masked rows).
+    Differentiable in q, k, v when they require grad.
+    """
+    import torch
+    global _function
+    opts = dict(causal=causal, causal_bottom_right=causal_bottom_right, window=window,
+                scale=scale, bundle=_bundle(bundle))
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        if _function is None:
+            _function = _make_function()
+        o, lse = _function.apply(q, k, v, opts)
+    else:
+        o, lse = _forward(q, k, v, opts)
+    return (o, lse) if return_lse else o

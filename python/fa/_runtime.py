@@ -1,0 +1,105 @@
+"""ctypes mirror of include/fa/Runtime/fa_runtime.h. Keep the two in step."""
+import ctypes
+import glob
+import os
+
+FA_SUCCESS = 0
+STATUS_NAMES = {0: "success", 1: "invalid argument", 2: "not found", 3: "I/O error",
+                4: "bad manifest", 5: "CUDA error", 6: "unsupported"}
+DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+MASKS = {"none": 0, "causal": 1, "causal_bottom_right": 2, "window": 3}
+MASK_NAMES = {v: k for k, v in MASKS.items()}
+FWD, BWD = 0, 1
+MAX_RANK = 4
+
+
+class FaError(RuntimeError):
+    """A failure reported by libfa_runtime; `status` is the fa_status code."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_uint64), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int32), ("shape", ctypes.c_int64 * MAX_RANK),
+                ("strides", ctypes.c_int64 * MAX_RANK)]
+
+
+class ForwardArgs(ctypes.Structure):
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "lse")] + [
+        ("scale", ctypes.c_float)]
+
+
+class BackwardArgs(ctypes.Structure):
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "d_o", "lse", "dq", "dk", "dv",
+                                      "delta", "dq_accum")] + [("scale", ctypes.c_float)]
+
+
+class KernelQuery(ctypes.Structure):
+    _fields_ = [("direction", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
+                ("mask", ctypes.c_int), ("window_left", ctypes.c_int32),
+                ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32)]
+
+
+class KernelInfo(ctypes.Structure):
+    _fields_ = [("tag", ctypes.c_char_p), ("target", ctypes.c_char_p),
+                ("direction", ctypes.c_int), ("dtype", ctypes.c_int), ("mask", ctypes.c_int),
+                ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
+                ("block_q", ctypes.c_int32), ("block_kv", ctypes.c_int32),
+                ("warps", ctypes.c_int32), ("stages", ctypes.c_int32),
+                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("has_cubin", ctypes.c_int32)]
+
+
+def _candidates():
+    env = os.environ.get("FA_RUNTIME_LIB")
+    if env:
+        yield env
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for pattern in ("build*/lib/libfa_runtime.so", "build*/lib/Runtime/libfa_runtime.so"):
+        yield from sorted(glob.glob(os.path.join(root, pattern)))
+    yield "libfa_runtime.so"
+
+
+def open_library(path=None):
+    """Loads libfa_runtime.so: `path`, else $FA_RUNTIME_LIB, else a build
+    directory of this checkout, else the loader's search path."""
+    errors = []
+    for p in ([path] if path else _candidates()):
+        try:
+            lib = ctypes.CDLL(p)
+            break
+        except OSError as e:
+            errors.append("%s: %s" % (p, e))
+    else:
+        raise FaError(2, "cannot load libfa_runtime.so (set FA_RUNTIME_LIB or pass "
+                         "lib_path):\n  " + "\n  ".join(errors))
+    vp, st = ctypes.c_void_p, ctypes.c_int
+    sigs = {
+        "fa_last_error": ([], ctypes.c_char_p),
+        "fa_bundle_load": ([ctypes.c_char_p, ctypes.POINTER(vp)], st),
+        "fa_bundle_free": ([vp], None),
+        "fa_bundle_kernel_count": ([vp], ctypes.c_int32),
+        "fa_bundle_kernel_at": ([vp, ctypes.c_int32], vp),
+        "fa_kernel_get_info": ([vp, ctypes.POINTER(KernelInfo)], st),
+        "fa_kernel_find": ([vp, ctypes.POINTER(KernelQuery), ctypes.POINTER(vp)], st),
+        "fa_attention_forward_check": ([vp, ctypes.POINTER(ForwardArgs)], st),
+        "fa_attention_backward_check": ([vp, ctypes.POINTER(BackwardArgs)], st),
+        "fa_attention_forward": ([vp, ctypes.POINTER(ForwardArgs), vp], st),
+        "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
+    return lib
+
+
+def check(lib, status):
+    if status != FA_SUCCESS:
+        raise FaError(status, "fa: %s: %s" % (STATUS_NAMES.get(status, status),
+                                             lib.fa_last_error().decode()))

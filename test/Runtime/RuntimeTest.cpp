@@ -1,0 +1,573 @@
+//===- RuntimeTest.cpp - GPU-free tests of libfa_runtime
+//-------------------===//
+//
+// Manifest parsing, kernel selection and argument validation through the
+// public C API, with fake device addresses: nothing here calls the driver.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Runtime/fa_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace {
+
+std::string tempDir(const std::string &name) {
+  std::string dir = ::testing::TempDir() + "fa_runtime_" + name;
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+void writeFile(const std::string &path, const std::string &text) {
+  std::ofstream(path) << text;
+}
+
+/// A kernel object of the manifest, with fields overridable by `extra`
+/// (JSON members appended after the defaults; later keys win in nlohmann).
+std::string kernelJson(const std::string &tag, const std::string &direction,
+                       const std::string &dtype, int d, const std::string &mask,
+                       const std::string &target, bool cubin,
+                       const std::string &extra = "") {
+  std::string entries =
+      direction == "fwd"
+          ? R"({"fwd": {"name": "fa_fwd_)" + tag +
+                R"(", "threads": 128, "shared_bytes": 49152}})"
+          : R"({"bwd_pre": {"name": "a", "threads": 128, "shared_bytes": 0},
+               "bwd": {"name": "b", "threads": 256, "shared_bytes": 65536},
+               "bwd_post": {"name": "c", "threads": 128, "shared_bytes": 0}})";
+  std::string s =
+      R"({"tag": ")" + tag + R"(", "direction": ")" + direction +
+      R"(", "dtype": ")" + dtype + R"(", "head_dim": )" + std::to_string(d) +
+      R"(, "head_dim_v": )" + std::to_string(d) +
+      R"(, "block_q": 64, "block_kv": 64, "warps": 4, "stages": 2,
+      "mask": ")" +
+      mask + R"(", "window_left": )" + (mask == "window" ? "16" : "-1") +
+      R"(, "window_right": )" + (mask == "window" ? "0" : "-1") +
+      R"(, "score_mod": null, "target": ")" + target + R"(", "entries": )" +
+      entries + R"(, "ptx": ")" + tag + R"(.ptx")";
+  if (cubin)
+    s += R"(, "cubin": ")" + tag + R"(.cubin")";
+  return s + extra + "}";
+}
+
+std::string manifest(const std::vector<std::string> &kernels,
+                     const std::string &version = "1") {
+  std::string list;
+  for (const std::string &k : kernels)
+    list += (list.empty() ? "" : ",") + k;
+  return R"({"format": "fa-bundle", "version": )" + version +
+         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+}
+
+/// Loads a bundle from manifest text; returns the status.
+fa_status loadText(const std::string &name, const std::string &text,
+                   fa_bundle **out) {
+  std::string dir = tempDir(name);
+  writeFile(dir + "/manifest.json", text);
+  return fa_bundle_load(dir.c_str(), out);
+}
+
+std::string lastError() { return fa_last_error(); }
+
+//===----------------------------------------------------------------------===//
+// Manifest parsing
+//===----------------------------------------------------------------------===//
+
+TEST(Manifest, MissingFile) {
+  fa_bundle *b = nullptr;
+  std::string dir = tempDir("missing") + "/nowhere";
+  EXPECT_EQ(fa_bundle_load(dir.c_str(), &b), FA_ERROR_NOT_FOUND);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_NE(lastError().find(dir + "/manifest.json"), std::string::npos)
+      << lastError();
+}
+
+TEST(Manifest, BadJson) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(loadText("badjson", R"({"format": "fa-bundle", "version": 1,)", &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("invalid JSON"), std::string::npos) << lastError();
+}
+
+TEST(Manifest, WrongVersion) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(loadText("version", manifest({}, "2"), &b), FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("version 2 is not supported"), std::string::npos)
+      << lastError();
+}
+
+TEST(Manifest, WrongFormat) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(
+      loadText("format", R"({"format": "x", "version": 1, "kernels": []})", &b),
+      FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("format is 'x'"), std::string::npos)
+      << lastError();
+}
+
+TEST(Manifest, UnknownDtype) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(loadText("dtype",
+                     manifest({kernelJson("k0", "fwd", "f8", 64, "none",
+                                          "sm_90a", true)}),
+                     &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("kernels[0] ('k0'): unknown dtype 'f8'"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST(Manifest, FieldErrorsNameTheField) {
+  struct Case {
+    std::string kernel, expect;
+  } cases[] = {
+      {kernelJson("k", "fwd", "bf16", 64, "diagonal", "sm_90a", true),
+       "unknown mask 'diagonal'"},
+      {kernelJson("k", "sideways", "bf16", 64, "none", "sm_90a", true),
+       "unknown direction 'sideways'"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "gfx90a", true),
+       "malformed target 'gfx90a'"},
+      {kernelJson("k", "fwd", "bf16", 0, "none", "sm_90a", true),
+       "field 'head_dim' = 0 is outside"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "block_q": "64")"),
+       "field 'block_q' must be an integer"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "entries": {})"),
+       "entries: missing field 'fwd'"},
+      {kernelJson("k", "bwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "entries": {"bwd": {"name": "b", "threads": 1,
+                      "shared_bytes": 0}})"),
+       "missing field 'bwd_pre'"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "entries": {"fwd": {"name": "f", "threads": 2048,
+                      "shared_bytes": 0}})"),
+       "field 'threads' = 2048 is outside [1, 1024]"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", false,
+                  R"(, "ptx": "../../etc/passwd")"),
+       "must be a path inside the bundle"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", false,
+                  R"(, "ptx": null)"),
+       "neither 'ptx' nor 'cubin' is given"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "score_mod": "softcap")"),
+       "score_mod kernels are not supported"},
+  };
+  for (const Case &c : cases) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("fields", manifest({c.kernel}), &b),
+              FA_ERROR_BAD_MANIFEST)
+        << c.expect;
+    EXPECT_NE(lastError().find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << lastError();
+    fa_bundle_free(b);
+  }
+}
+
+TEST(Manifest, DuplicateTag) {
+  fa_bundle *b = nullptr;
+  std::string k = kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true);
+  EXPECT_EQ(loadText("dup", manifest({k, k}), &b), FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("duplicate tag 'k'"), std::string::npos)
+      << lastError();
+}
+
+TEST(Manifest, ValidBundleInfo) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("valid",
+                     manifest({kernelJson("f", "fwd", "bf16", 128, "causal",
+                                          "sm_90a", true),
+                               kernelJson("w", "bwd", "f16", 64, "window",
+                                          "sm_80", false)}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_bundle_kernel_count(b), 2);
+  EXPECT_EQ(fa_bundle_kernel_at(b, 2), nullptr);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "f");
+  EXPECT_STREQ(info.target, "sm_90a");
+  EXPECT_EQ(info.direction, FA_DIRECTION_FWD);
+  EXPECT_EQ(info.dtype, FA_DTYPE_BF16);
+  EXPECT_EQ(info.mask, FA_MASK_CAUSAL);
+  EXPECT_EQ(info.head_dim, 128);
+  EXPECT_EQ(info.block_q, 64);
+  EXPECT_EQ(info.has_cubin, 1);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 1), &info), FA_SUCCESS);
+  EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
+  EXPECT_EQ(info.mask, FA_MASK_WINDOW);
+  EXPECT_EQ(info.window_left, 16);
+  EXPECT_EQ(info.window_right, 0);
+  EXPECT_EQ(info.has_cubin, 0);
+  fa_bundle_free(b);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel selection
+//===----------------------------------------------------------------------===//
+
+class Find : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(loadText("find",
+                       manifest({kernelJson("hopper", "fwd", "bf16", 128,
+                                            "none", "sm_90a", true),
+                                 kernelJson("ampere", "fwd", "bf16", 128,
+                                            "none", "sm_80", true),
+                                 kernelJson("win", "fwd", "bf16", 64, "window",
+                                            "sm_80", false),
+                                 kernelJson("only90a", "fwd", "f16", 64,
+                                            "causal", "sm_90a", true)}),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  std::string find(fa_kernel_query q, fa_status expect = FA_SUCCESS) {
+    const fa_kernel *k = nullptr;
+    EXPECT_EQ(fa_kernel_find(bundle, &q, &k), expect) << lastError();
+    if (!k)
+      return "";
+    fa_kernel_info info;
+    fa_kernel_get_info(k, &info);
+    return info.tag;
+  }
+  fa_bundle *bundle = nullptr;
+};
+
+fa_kernel_query query(fa_dtype dtype, int d, fa_mask mask, int cc) {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = dtype;
+  q.head_dim = d;
+  q.mask = mask;
+  q.compute_capability = cc;
+  return q;
+}
+
+TEST_F(Find, PrefersNativeCubin) {
+  EXPECT_EQ(find(query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 90)), "hopper");
+  EXPECT_EQ(find(query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 80)), "ampere");
+  // sm_90a code runs on sm_90 only; sm_80 PTX runs on anything newer.
+  EXPECT_EQ(find(query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 100)), "ampere");
+  EXPECT_EQ(find(query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 86)), "ampere");
+}
+
+TEST_F(Find, ArchSpecificTargetIsNotPortable) {
+  find(query(FA_DTYPE_F16, 64, FA_MASK_CAUSAL, 80), FA_ERROR_UNSUPPORTED);
+  EXPECT_NE(lastError().find("only for targets sm_90a"), std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("sm_80"), std::string::npos) << lastError();
+  EXPECT_EQ(find(query(FA_DTYPE_F16, 64, FA_MASK_CAUSAL, 90)), "only90a");
+}
+
+TEST_F(Find, NoMatchListsTheBundle) {
+  find(query(FA_DTYPE_BF16, 96, FA_MASK_NONE, 90), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("no kernel for fwd bf16 d=96 dv=96 mask=none"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("fwd bf16 d=128 dv=128 mask=none (sm_90a)"),
+            std::string::npos)
+      << lastError();
+  fa_kernel_query bwd = query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 90);
+  bwd.direction = FA_DIRECTION_BWD;
+  find(bwd, FA_ERROR_NOT_FOUND);
+}
+
+TEST_F(Find, WindowMustMatch) {
+  fa_kernel_query q = query(FA_DTYPE_BF16, 64, FA_MASK_WINDOW, 90);
+  q.window_left = 16;
+  q.window_right = 0;
+  EXPECT_EQ(find(q), "win");
+  q.window_left = 8;
+  find(q, FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("mask=window(8,0)"), std::string::npos)
+      << lastError();
+}
+
+//===----------------------------------------------------------------------===//
+// Argument validation
+//===----------------------------------------------------------------------===//
+
+/// Fake, well-separated device addresses: validation never dereferences.
+uint64_t addr(int i) { return 0x7f0000000000ull + (uint64_t(i) << 32); }
+
+fa_tensor tensor(uint64_t data, fa_dtype dtype, std::vector<int64_t> shape) {
+  fa_tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int32_t>(shape.size());
+  int64_t stride = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return t;
+}
+
+class Validate : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300, D = 64;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("validate",
+                       manifest({kernelJson("f", "fwd", "bf16", 64, "none",
+                                            "sm_90a", true),
+                                 kernelJson("b", "bwd", "bf16", 64, "none",
+                                            "sm_90a", true)}),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fwdKernel = fa_bundle_kernel_at(bundle, 0);
+    bwdKernel = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    fwd.q = tensor(addr(0), bf, {B, H, Nq, D});
+    fwd.k = tensor(addr(1), bf, {B, Hkv, Nk, D});
+    fwd.v = tensor(addr(2), bf, {B, Hkv, Nk, D});
+    fwd.o = tensor(addr(3), bf, {B, H, Nq, D});
+    fwd.lse = tensor(addr(4), f32, {B, H, Nq});
+    fwd.scale = 0.125f;
+    bwd.q = fwd.q;
+    bwd.k = fwd.k;
+    bwd.v = fwd.v;
+    bwd.o = fwd.o;
+    bwd.lse = fwd.lse;
+    bwd.d_o = tensor(addr(5), bf, {B, H, Nq, D});
+    bwd.dq = tensor(addr(6), bf, {B, H, Nq, D});
+    bwd.dk = tensor(addr(7), bf, {B, Hkv, Nk, D});
+    bwd.dv = tensor(addr(8), bf, {B, Hkv, Nk, D});
+    bwd.delta = tensor(addr(9), f32, {B, H, Nq});
+    bwd.dq_accum = tensor(addr(10), f32, {B, H, Nq, D});
+    bwd.scale = 0.125f;
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  /// Expects the forward check to fail with `expect` in the message.
+  void rejectFwd(const fa_attention_args &a, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_check(fwdKernel, &a),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+  void rejectBwd(const fa_attention_backward_args &a,
+                 const std::string &expect) {
+    EXPECT_EQ(fa_attention_backward_check(bwdKernel, &a),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *fwdKernel = nullptr, *bwdKernel = nullptr;
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+};
+
+TEST_F(Validate, ValidArgumentsPass) {
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, &fwd), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(lastError(), "");
+  EXPECT_EQ(fa_attention_backward_check(bwdKernel, &bwd), FA_SUCCESS)
+      << lastError();
+  // MQA and Nq = 1 are valid shapes.
+  fa_attention_args a = fwd;
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {B, 1, Nk, D});
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {B, 1, Nk, D});
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {B, H, 1, D});
+  a.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, 1, D});
+  a.lse = tensor(addr(4), FA_DTYPE_F32, {B, H, 1});
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, &a), FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(Validate, NullArguments) {
+  EXPECT_EQ(fa_attention_forward_check(nullptr, &fwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  fa_attention_args a = fwd;
+  a.v.data = 0;
+  rejectFwd(a, "v.data is null");
+}
+
+TEST_F(Validate, WrongDirection) {
+  EXPECT_EQ(fa_attention_forward_check(bwdKernel, &fwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("is a backward kernel"), std::string::npos);
+  EXPECT_EQ(fa_attention_backward_check(fwdKernel, &bwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("is a forward kernel"), std::string::npos);
+}
+
+TEST_F(Validate, Dtypes) {
+  fa_attention_args a = fwd;
+  a.k.dtype = FA_DTYPE_F16;
+  rejectFwd(a, "k.dtype is f16, expected bf16");
+  a = fwd;
+  a.lse.dtype = FA_DTYPE_BF16;
+  rejectFwd(a, "lse.dtype is bf16, expected f32");
+  a = fwd;
+  a.q.dtype = static_cast<fa_dtype>(7);
+  rejectFwd(a, "q.dtype is <invalid dtype 7>");
+  fa_attention_backward_args b = bwd;
+  b.dq_accum.dtype = FA_DTYPE_BF16;
+  rejectBwd(b, "dq_accum.dtype is bf16, expected f32");
+}
+
+TEST_F(Validate, ShapesAgainstConfig) {
+  fa_attention_args a = fwd;
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {B, H, Nq, 128});
+  rejectFwd(a, "has head dim 128, but kernel 'f' was built for head dim 64");
+  a = fwd;
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {B, Hkv, Nk, 128});
+  a.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, Nq, 128});
+  rejectFwd(a, "has value head dim 128, but kernel 'f' was built for 64");
+  a = fwd;
+  a.q.rank = 3;
+  rejectFwd(a, "q.rank is 3, expected 4");
+}
+
+TEST_F(Validate, ShapesAgainstEachOther) {
+  fa_attention_args a = fwd;
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {B, 3, Nk, D});
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {B, 3, Nk, D});
+  rejectFwd(a, "q has 8 heads and k has 3");
+  a = fwd;
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {B + 1, Hkv, Nk, D});
+  rejectFwd(a, "k.shape is [3,2,300,64], expected [2,2,300,64]");
+  a = fwd;
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {B, Hkv, Nk - 1, D});
+  rejectFwd(a, "v.shape is [2,2,299,64], expected [2,2,300,64]");
+  a = fwd;
+  a.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, Nk, D});
+  rejectFwd(a, "o.shape is [2,8,300,64], expected [2,8,100,64]");
+  a = fwd;
+  a.lse = tensor(addr(4), FA_DTYPE_F32, {B, Hkv, Nq});
+  rejectFwd(a, "lse.shape is [2,2,100], expected [2,8,100]");
+  fa_attention_backward_args b = bwd;
+  b.dk = tensor(addr(7), FA_DTYPE_BF16, {B, H, Nk, D});
+  rejectBwd(b, "dk.shape is [2,8,300,64], expected [2,2,300,64]");
+  b = bwd;
+  b.delta = tensor(addr(9), FA_DTYPE_F32, {B, H, Nk});
+  rejectBwd(b, "delta.shape is [2,8,300], expected [2,8,100]");
+  b = bwd;
+  b.d_o = tensor(addr(5), FA_DTYPE_BF16, {B, H, Nq, 32});
+  rejectBwd(b, "d_o.shape is [2,8,100,32], expected [2,8,100,64]");
+}
+
+TEST_F(Validate, SizesPositiveAndWithin32Bits) {
+  fa_attention_args a = fwd;
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {B, H, 0, D});
+  rejectFwd(a, "has size 0 in dimension 2");
+  a = fwd;
+  a.q.shape[0] = -1;
+  rejectFwd(a, "has size -1 in dimension 0");
+  a = fwd;
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {B, Hkv, int64_t(1) << 31, D});
+  rejectFwd(a, "has size 2147483648 in dimension 2");
+  a = fwd;
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {B, Hkv, int64_t(1) << 24, D});
+  rejectFwd(a, "more than 2^31-1 elements");
+  a = fwd;
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {70000, H, 1, D});
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {70000, Hkv, 1, D});
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {70000, Hkv, 1, D});
+  rejectFwd(a, "exceeds the grid limit of 65535");
+}
+
+TEST_F(Validate, Contiguity) {
+  fa_attention_args a = fwd;
+  // A transposed [B,Nq,H,D] view of q.
+  a.q.strides[1] = D;
+  a.q.strides[2] = H * D;
+  rejectFwd(a, "q.strides are [51200,64,512,1] for shape [2,8,100,64], "
+               "expected [51200,6400,64,1] (contiguous row-major)");
+  a = fwd;
+  a.lse.strides[2] = 2;
+  rejectFwd(a, "lse.strides are");
+}
+
+TEST_F(Validate, Alignment) {
+  fa_attention_args a = fwd;
+  a.k.data += 8;
+  rejectFwd(a, "k.data 0x7f0100000008 is not 16-byte aligned");
+  fa_attention_backward_args b = bwd;
+  b.dq_accum.data += 4;
+  rejectBwd(b, "dq_accum.data");
+}
+
+TEST_F(Validate, Scale) {
+  for (float s : {0.0f, std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::infinity()}) {
+    fa_attention_args a = fwd;
+    a.scale = s;
+    rejectFwd(a, "must be finite and non-zero");
+  }
+  fa_attention_args a = fwd;
+  a.scale = -0.5f; // negative scales are legal
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, &a), FA_SUCCESS);
+}
+
+TEST_F(Validate, OutputsMustNotOverlap) {
+  fa_attention_args a = fwd;
+  a.o.data = a.q.data + 64; // inside q
+  rejectFwd(a, "output o");
+  EXPECT_NE(lastError().find("overlaps q"), std::string::npos) << lastError();
+  fa_attention_backward_args b = bwd;
+  b.dk.data = b.dv.data;
+  rejectBwd(b, "overlaps");
+  // Inputs may share memory (e.g. K and V views of one buffer are separate
+  // tensors here, but the same q passed twice is harmless).
+  b = bwd;
+  b.d_o.data = b.o.data;
+  EXPECT_EQ(fa_attention_backward_check(bwdKernel, &b), FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(Validate, BackwardWorkspaces) {
+  fa_attention_backward_args b = bwd;
+  b.dq_accum = tensor(addr(10), FA_DTYPE_F32, {B, H, Nq});
+  rejectBwd(b, "dq_accum.rank is 3, expected 4");
+  b = bwd;
+  b.delta.data = 0;
+  rejectBwd(b, "delta.data is null");
+}
+
+//===----------------------------------------------------------------------===//
+// The test fixture bundle built from test/Runtime/fixture (when nvcc exists)
+//===----------------------------------------------------------------------===//
+
+#ifdef FA_FIXTURE_BUNDLE
+TEST(FixtureBundle, LoadsAndSelects) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(fa_bundle_load(FA_FIXTURE_BUNDLE, &b), FA_SUCCESS) << lastError();
+  EXPECT_EQ(fa_bundle_kernel_count(b), 32);
+  for (fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_F16})
+    for (int d : {64, 128})
+      for (fa_direction dir : {FA_DIRECTION_FWD, FA_DIRECTION_BWD}) {
+        fa_kernel_query q = query(dt, d, FA_MASK_CAUSAL, 90);
+        q.direction = dir;
+        const fa_kernel *k = nullptr;
+        ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+        fa_kernel_info info;
+        fa_kernel_get_info(k, &info);
+        EXPECT_EQ(std::string(info.tag).rfind("fixture_", 0), 0u);
+      }
+  fa_bundle_free(b);
+}
+#endif
+
+} // namespace

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Differential GPU test of an fa bundle against PyTorch (H200 only, never CI).
+
+For random cases over the bundle's kernels (B, H, Hkv with GQA/MQA, Nq != Nk
+with ragged tails, Nq = 1, every head dim, mask and dtype the bundle has) it
+runs fa's forward and backward and compares with a float64 PyTorch reference.
+Pass rule (the flash-attn suite's): max|fa - ref64| <= 2 * max|math - ref64|
++ 1e-5, where `math` is the same reference run in the inputs' precision.
+Outputs and workspaces are NaN-poisoned before every launch, so anything a
+kernel fails to write shows up. Bad launches must be rejected with a message
+and must leave the outputs untouched.
+
+    python3 test/gpu/test_attention.py --bundle out/bundle --lib build/lib/libfa_runtime.so
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import fa  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def allowed_mask(mask, window, nq, nk, device):
+    """[Nq, Nk] bool: which keys each query row may see (docs/ABI.md)."""
+    i = torch.arange(nq, device=device).unsqueeze(1)
+    j = torch.arange(nk, device=device).unsqueeze(0)
+    off = nk - nq
+    if mask == "none":
+        return torch.ones(nq, nk, dtype=torch.bool, device=device)
+    if mask == "causal":
+        return j <= i
+    if mask == "causal_bottom_right":
+        return j <= i + off
+    left, right = window
+    ok = torch.ones(nq, nk, dtype=torch.bool, device=device)
+    if left >= 0:
+        ok &= j >= i + off - left
+    if right >= 0:
+        ok &= j <= i + off + right
+    return ok
+
+
+def reference(q, k, v, allowed, scale):
+    """Attention in the inputs' dtype (differentiable): O and LSE, with O = 0 and
+    LSE = -inf on rows whose keys are all masked."""
+    g = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(g, dim=1)
+    v = v.repeat_interleave(g, dim=1)
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    s = s.masked_fill(~allowed, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
+    p = torch.exp(s - m)
+    l = p.sum(-1, keepdim=True)
+    o = torch.matmul(p / torch.where(l > 0, l, torch.ones_like(l)), v)
+    lse = torch.where(l > 0, torch.log(l) + m, torch.full_like(l, float("-inf")))
+    return o, lse.squeeze(-1)
+
+
+def max_err(got, ref):
+    """max |got - ref| in float64; inf when got has NaN (poison left) or the
+    infinities disagree."""
+    got, ref = got.double(), ref.double()
+    if torch.isnan(got).any():
+        return float("inf")
+    both_inf = torch.isinf(got) & torch.isinf(ref) & (got == ref)
+    if (torch.isinf(got) ^ torch.isinf(ref)).any():
+        return float("inf")
+    d = (got - ref).abs().masked_fill(both_inf, 0)
+    return d.max().item() if d.numel() else 0.0
+
+
+def judge(name, got, low, ref64, results):
+    e, base = max_err(got, ref64), max_err(low, ref64)
+    if math.isinf(base):
+        base = 0.0  # low precision overflowed; hold fa to the absolute slack
+    ok = e <= 2 * base + 1e-5
+    results.append({"what": name, "err": e, "math_err": base, "ok": ok})
+    return ok
+
+
+def poisoned(*shape, dtype, device):
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def random_case(rng, cfg, has_bwd):
+    d = cfg["head_dim"]
+    hkv = rng.choice([1, 1, 2, 3, 4])
+    h = hkv * rng.choice([1, 2, 3, 4]) if rng.random() < 0.8 else hkv  # GQA/MQA/MHA
+    r = rng.random()
+    if r < 0.15:
+        nq = 1
+    elif r < 0.3:
+        nq = rng.choice([63, 64, 65, 127, 128, 129])
+    else:
+        nq = rng.randint(2, 300)
+    nk = rng.randint(1, 320) if rng.random() < 0.7 else nq
+    return {"dtype": cfg["dtype"], "d": d, "dv": cfg["head_dim_v"], "mask": cfg["mask"],
+            "window": (cfg["window_left"], cfg["window_right"]),
+            "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
+            "scale": rng.choice([None, 0.5 / math.sqrt(d), 1.3]),
+            "bwd": has_bwd, "autograd": rng.random() < 0.15}
+
+
+def mask_kwargs(case):
+    m = case["mask"]
+    return {"causal": m == "causal", "causal_bottom_right": m == "causal_bottom_right",
+            "window": case["window"] if m == "window" else None}
+
+
+def run_case(case, gen, dev):
+    dt = DTYPES[case["dtype"]]
+    b, h, hkv, nq, nk, d, dv = (case[x] for x in ("b", "h", "hkv", "nq", "nk", "d", "dv"))
+    q = torch.randn(b, h, nq, d, generator=gen, device=dev).to(dt)
+    k = torch.randn(b, hkv, nk, d, generator=gen, device=dev).to(dt)
+    v = torch.randn(b, hkv, nk, dv, generator=gen, device=dev).to(dt)
+    do = torch.randn(b, h, nq, dv, generator=gen, device=dev).to(dt)
+    scale = case["scale"] if case["scale"] is not None else 1.0 / math.sqrt(d)
+    allowed = allowed_mask(case["mask"], case["window"], nq, nk, dev)
+    kw = mask_kwargs(case)
+    results = []
+
+    # References: float64 and the same math in the inputs' precision.
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    o64, lse64 = reference(q64, k64, v64, allowed, scale)
+    ql, kl, vl = (t.clone().requires_grad_() for t in (q, k, v))
+    ol, lsel = reference(ql, kl, vl, allowed, scale)
+
+    o = poisoned(b, h, nq, dv, dtype=dt, device=dev)
+    lse = poisoned(b, h, nq, dtype=torch.float32, device=dev)
+    fa.forward_into(q, k, v, o, lse, scale=case["scale"], **kw)
+    torch.cuda.synchronize()
+    judge("o", o, ol, o64, results)
+    judge("lse", lse, lsel, lse64, results)
+
+    if case["bwd"]:
+        o64.backward(do.double())
+        ol.backward(do)
+        if case["autograd"]:
+            qa, ka, va = (t.clone().requires_grad_() for t in (q, k, v))
+            oa = fa.attention(qa, ka, va, scale=case["scale"], **kw)
+            oa.backward(do)
+            dq, dk, dvv = qa.grad, ka.grad, va.grad
+        else:
+            dq = poisoned(*q.shape, dtype=dt, device=dev)
+            dk = poisoned(*k.shape, dtype=dt, device=dev)
+            dvv = poisoned(*v.shape, dtype=dt, device=dev)
+            delta = poisoned(b, h, nq, dtype=torch.float32, device=dev)
+            acc = poisoned(b, h, nq, d, dtype=torch.float32, device=dev)
+            fa.backward_into(q, k, v, o, do, lse, dq, dk, dvv, delta, acc,
+                             scale=case["scale"], **kw)
+        torch.cuda.synchronize()
+        judge("dq", dq, ql.grad, q64.grad, results)
+        judge("dk", dk, kl.grad, k64.grad, results)
+        judge("dv", dvv, vl.grad, v64.grad, results)
+    return results
+
+
+def expect_rejected(label, fn, expect, untouched, log):
+    """fn must raise fa.FaError whose message contains `expect`, leaving the
+    tensors in `untouched` all NaN (nothing was launched)."""
+    try:
+        fn()
+    except fa.FaError as e:
+        torch.cuda.synchronize()
+        ok = expect in str(e) and all(torch.isnan(t).all().item() for t in untouched)
+        log.append({"what": label, "ok": ok, "message": str(e)})
+        return ok
+    log.append({"what": label, "ok": False, "message": "accepted"})
+    return False
+
+
+def bad_launches(cfg, dev):
+    dt = DTYPES[cfg["dtype"]]
+    d = cfg["head_dim"]
+    kw = {"causal": cfg["mask"] == "causal",
+          "causal_bottom_right": cfg["mask"] == "causal_bottom_right",
+          "window": (cfg["window_left"], cfg["window_right"])
+          if cfg["mask"] == "window" else None}
+    B, H, Hkv, N = 2, 4, 2, 96
+
+    def t(*s, dtype=dt, device=dev):
+        return torch.randn(*s, device=device).to(dtype)
+
+    q, k, v = t(B, H, N, d), t(B, Hkv, N, d), t(B, Hkv, N, d)
+    o = poisoned(B, H, N, d, dtype=dt, device=dev)
+    lse = poisoned(B, H, N, dtype=torch.float32, device=dev)
+    log = []
+    fwd = lambda *a, **x: fa.forward_into(*a, **{**kw, **x})  # noqa: E731
+    expect_rejected("wrong k shape", lambda: fwd(q, t(B + 1, Hkv, N, d), v, o, lse),
+                    "k.shape is", [o, lse], log)
+    expect_rejected("v length differs from k", lambda: fwd(q, t(B, Hkv, N + 1, d), v, o, lse),
+                    "v.shape is", [o, lse], log)
+    expect_rejected("H % Hkv", lambda: fwd(q, t(B, 3, N, d), t(B, 3, N, d), o, lse),
+                    "multiple of the key head count", [o, lse], log)
+    expect_rejected("wrong o shape", lambda: fwd(q, k, v, poisoned(B, H, N - 1, d, dtype=dt,
+                                                                   device=dev), lse),
+                    "o.shape is", [o, lse], log)
+    flat = t(B * H * N * d + 8)
+    misaligned = flat[1:1 + B * H * N * d].view(B, H, N, d)
+    expect_rejected("misaligned q", lambda: fwd(misaligned, k, v, o, lse),
+                    "is not 16-byte aligned", [o, lse], log)
+    expect_rejected("CPU tensor", lambda: fwd(q, k.cpu(), v, o, lse),
+                    "k.data", [o, lse], log)
+    expect_rejected("non-contiguous q", lambda: fwd(
+        q.transpose(1, 2).contiguous().transpose(1, 2), k, v, o, lse),
+        "contiguous row-major", [o, lse], log)
+    other = torch.float16 if dt == torch.bfloat16 else torch.bfloat16
+    expect_rejected("mixed dtype", lambda: fwd(q, k.to(other), v, o, lse),
+                    "k.dtype is", [o, lse], log)
+    expect_rejected("lse dtype", lambda: fwd(q, k, v, o, poisoned(B, H, N, dtype=dt,
+                                                                   device=dev)),
+                    "lse.dtype is", [o, lse], log)
+    expect_rejected("zero scale", lambda: fwd(q, k, v, o, lse, scale=0.0),
+                    "finite and non-zero", [o, lse], log)
+    expect_rejected("nan scale", lambda: fwd(q, k, v, o, lse, scale=float("nan")),
+                    "finite and non-zero", [o, lse], log)
+    expect_rejected("o aliases q", lambda: fwd(q, k, v, q, lse), "overlaps q", [o, lse], log)
+    expect_rejected("no such kernel", lambda: fa.attention(t(1, 1, 8, 40), t(1, 1, 8, 40),
+                                                           t(1, 1, 8, 40)),
+                    "has no kernel for", [], log)
+    return log
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--lib", default=None, help="libfa_runtime.so")
+    ap.add_argument("--cases", type=int, default=120)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="write results here")
+    args = ap.parse_args()
+
+    dev = torch.device("cuda")
+    torch.cuda.init()
+    bundle = fa.load(args.bundle, args.lib)
+    kernels = bundle.kernels()
+    fwd_cfgs = [k for k in kernels if k["direction"] == "fwd"]
+    bwd_keys = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
+                 k["window_right"]) for k in kernels if k["direction"] == "bwd"}
+    if not fwd_cfgs:
+        print("FAIL: the bundle has no forward kernels")
+        return 1
+    # One entry per distinct configuration (several targets may share one).
+    seen, cfgs = set(), []
+    for c in fwd_cfgs:
+        key = (c["dtype"], c["head_dim"], c["head_dim_v"], c["mask"], c["window_left"],
+               c["window_right"])
+        if key not in seen:
+            seen.add(key)
+            cfgs.append((c, key in bwd_keys))
+    print("bundle %s: %d kernels, %d forward configs (%d with backward)" %
+          (args.bundle, len(kernels), len(cfgs), sum(b for _, b in cfgs)))
+
+    rng = random.Random(args.seed)
+    gen = torch.Generator(device=dev).manual_seed(args.seed)
+    report = {"bundle": args.bundle, "cases": [], "bad_launches": []}
+    failures = 0
+    t0 = time.time()
+    for i in range(max(args.cases, len(cfgs))):
+        cfg, has_bwd = cfgs[i % len(cfgs)]  # round-robin covers every config
+        case = random_case(rng, cfg, has_bwd)
+        try:
+            res = run_case(case, gen, dev)
+        except Exception as e:  # a kernel error is a failed case, not a crash
+            res = [{"what": "exception", "ok": False, "message": str(e)}]
+        ok = all(r["ok"] for r in res)
+        failures += not ok
+        report["cases"].append({"case": case, "results": res, "ok": ok})
+        if not ok:
+            print("FAIL case %d %s: %s" % (i, case, [r for r in res if not r["ok"]]))
+    n = len(report["cases"])
+    print("differential: %d/%d cases passed in %.1f s" % (n - failures, n, time.time() - t0))
+    worst = {}
+    for c in report["cases"]:
+        for r in c["results"]:
+            if "err" in r and r["math_err"] > 0:
+                worst[r["what"]] = max(worst.get(r["what"], 0), r["err"] / r["math_err"])
+    print("worst err / math_err per output: " +
+          ", ".join("%s %.2f" % kv for kv in sorted(worst.items())))
+
+    for cfg, _ in cfgs[:1]:
+        log = bad_launches(cfg, dev)
+        report["bad_launches"] += log
+        for r in log:
+            print("%s bad launch '%s': %s" % ("ok  " if r["ok"] else "FAIL", r["what"],
+                                               r["message"].splitlines()[0][:160]))
+            failures += not r["ok"]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+    print("RESULT: %s" % ("PASS" if failures == 0 else "FAIL (%d)" % failures))
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
