@@ -101,7 +101,8 @@ struct BackwardBuilder {
                                                   rw.getIndexAttr(d)};
                 Value dqTile = slice(it[0], dqOffs, dqSizes);
                 SmallVector<Value> tileOffsets{b, h, q0, k0};
-                auto makeTile = [&](OpBuilder &tb, bool applyMask) {
+                auto makeTile = [&](OpBuilder &tb,
+                                    bool applyMask) -> Operation * {
                   auto tile = BackwardTileOp::create(
                       tb, loc, TypeRange{dqTile.getType(), it[1].getType(),
                                          it[2].getType()},
@@ -110,30 +111,15 @@ struct BackwardBuilder {
                       applyMask ? tb.getUnitAttr() : nullptr,
                       op.getScaleAttr(), op.getMaskAttr(),
                       op.getWindowLeftAttr(), op.getWindowRightAttr());
-                  if (!op.getScoreMod().empty()) {
-                    IRMapping map;
-                    op.getScoreMod().cloneInto(&tile.getScoreMod(), map);
-                  }
+                  cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
                   return tile;
                 };
-                SmallVector<Value> r;
-                if (!masked) {
-                  r = makeTile(rw, false).getResults();
-                } else {
-                  Value inside = buildBlockInsideMask(rw, loc, spec, q0, qEnd,
-                                                      k0, kEnd, nq, nk);
-                  r = scf::IfOp::create(
-                          rw, loc, inside,
-                          [&](OpBuilder &ib, Location il) {
-                            scf::YieldOp::create(
-                                ib, il, makeTile(ib, false).getResults());
-                          },
-                          [&](OpBuilder &ib, Location il) {
-                            scf::YieldOp::create(
-                                ib, il, makeTile(ib, true).getResults());
-                          })
-                          .getResults();
-                }
+                Value inside =
+                    masked ? buildBlockInsideMask(rw, loc, spec, q0, qEnd, k0,
+                                                  kEnd, nq, nk)
+                           : Value();
+                SmallVector<Value> r =
+                    buildMaskDispatch(rw, loc, inside, makeTile);
                 Value dq = insert(r[0], it[0], dqOffs, dqSizes);
                 scf::YieldOp::create(rw, loc, ValueRange{dq, r[1], r[2]});
               });

@@ -19,7 +19,7 @@ using namespace mlir;
 using namespace mlir::fa::attn;
 using namespace mlir::fa::attn::detail;
 
-static SmallVector<OpFoldResult> ofrs(OpBuilder &b, ArrayRef<Value> vals,
+static SmallVector<OpFoldResult> ofrs(ArrayRef<Value> vals,
                                       ArrayRef<OpFoldResult> more = {}) {
   SmallVector<OpFoldResult> r(vals.begin(), vals.end());
   r.append(more.begin(), more.end());
@@ -50,7 +50,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   bool masked = op.getApplyMask() && spec.hasMask();
 
   auto forall = scf::ForallOp::create(
-      rw, loc, ofrs(rw, {batch, heads, qBlocks}),
+      rw, loc, ofrs({batch, heads, qBlocks}),
       ValueRange{op.getAcc(), op.getMax(), op.getSum()}, std::nullopt);
   rw.setInsertionPointToStart(forall.getBody());
   ValueRange ivs = forall.getInductionVars();
@@ -65,9 +65,9 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
     SmallVector<OpFoldResult> strides(offs.size(), one);
     return tensor::ExtractSliceOp::create(rw, loc, src, offs, sizes, strides);
   };
-  SmallVector<OpFoldResult> accOffs = ofrs(rw, {b, h, q0}, {zeroA});
+  SmallVector<OpFoldResult> accOffs = ofrs({b, h, q0}, {zeroA});
   SmallVector<OpFoldResult> accSizes{one, one, qs, rw.getIndexAttr(dv)};
-  SmallVector<OpFoldResult> rowOffs = ofrs(rw, {b, h, q0});
+  SmallVector<OpFoldResult> rowOffs = ofrs({b, h, q0});
   SmallVector<OpFoldResult> rowSizes{one, one, qs};
   Value qTile = slice(q, accOffs, {one, one, qs, rw.getIndexAttr(d)});
   Value acc0 = slice(outs[0], accOffs, accSizes);
@@ -105,44 +105,31 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
         Value k0 = arith::MulIOp::create(rw, l, kb, bkv);
         OpFoldResult ks =
             blockExtent(rw, l, nk, kType.getDimSize(2), blockKV, k0);
-        SmallVector<OpFoldResult> kOffs = ofrs(rw, {b, hk, k0}, {zeroA});
+        SmallVector<OpFoldResult> kOffs = ofrs({b, hk, k0}, {zeroA});
         Value kTile = slice(k, kOffs, {one, one, ks, rw.getIndexAttr(d)});
         Value vTile = slice(v, kOffs, {one, one, ks, rw.getIndexAttr(dv)});
         Value kAbs = arith::AddIOp::create(rw, l, offsets[3], k0);
         SmallVector<Value> tileOffsets{
             arith::AddIOp::create(rw, l, offsets[0], b),
             arith::AddIOp::create(rw, l, offsets[1], h), qAbs, kAbs};
-        auto makeTile = [&](OpBuilder &tb, bool applyMask) {
+        auto makeTile = [&](OpBuilder &tb, bool applyMask) -> Operation * {
           auto tile = OnlineAttentionOp::create(
               tb, l, iter.getTypes(), qTile, kTile, vTile, iter[0], iter[1],
               iter[2], tileOffsets, ValueRange{nqAll, nkAll},
               applyMask ? tb.getUnitAttr() : nullptr, op.getScaleAttr(),
               op.getMaskAttr(), op.getWindowLeftAttr(),
               op.getWindowRightAttr());
-          if (!op.getScoreMod().empty()) {
-            IRMapping map;
-            op.getScoreMod().cloneInto(&tile.getScoreMod(), map);
-          }
+          cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
           return tile;
         };
-        SmallVector<Value> results;
-        if (!masked) {
-          results = makeTile(rw, false).getResults();
-        } else {
+        Value inside;
+        if (masked) {
           Value kAbsEnd = arith::AddIOp::create(
               rw, l, kAbs, getValueOrCreateConstantIndexOp(rw, l, ks));
-          Value inside = buildBlockInsideMask(rw, l, spec, qAbs, qAbsEnd, kAbs,
-                                              kAbsEnd, nqAll, nkAll);
-          auto ifOp = scf::IfOp::create(
-              rw, l, inside,
-              [&](OpBuilder &ib, Location il) {
-                scf::YieldOp::create(ib, il, makeTile(ib, false).getResults());
-              },
-              [&](OpBuilder &ib, Location il) {
-                scf::YieldOp::create(ib, il, makeTile(ib, true).getResults());
-              });
-          results = ifOp.getResults();
+          inside = buildBlockInsideMask(rw, l, spec, qAbs, qAbsEnd, kAbs,
+                                        kAbsEnd, nqAll, nkAll);
         }
+        SmallVector<Value> results = buildMaskDispatch(rw, l, inside, makeTile);
         scf::YieldOp::create(rw, l, results);
       });
 

@@ -255,14 +255,3 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
   }
   return result;
 }
-
-void mlir::fa::attn::copyScoreAttrs(Operation *from, Operation *to) {
-  for (StringRef name : {"scale", "mask", "window_left", "window_right"})
-    if (Attribute a = from->getAttr(name))
-      to->setAttr(name, a);
-  if (from->getNumRegions() == 1 && to->getNumRegions() == 1 &&
-      !from->getRegion(0).empty()) {
-    IRMapping map;
-    from->getRegion(0).cloneInto(&to->getRegion(0), map);
-  }
-}

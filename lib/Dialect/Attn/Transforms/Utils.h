@@ -5,8 +5,10 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace mlir::fa::attn::detail {
 
@@ -66,6 +68,33 @@ inline OpFoldResult blockExtent(OpBuilder &b, Location loc, Value n,
   }
   Value rest = arith::SubIOp::create(b, loc, n, start);
   return arith::MinSIOp::create(b, loc, cIndex(b, loc, block), rest).getResult();
+}
+
+/// Copies a score_mod region (possibly empty) into the empty region `to`.
+inline void cloneScoreMod(Region &from, Region &to) {
+  if (from.empty())
+    return;
+  IRMapping map;
+  from.cloneInto(&to, map);
+}
+
+/// The boundary-block dispatch of the tiled loops: the tile built by
+/// `makeTile(b, /*applyMask=*/false)` when `inside` holds, the masked one
+/// otherwise. Without a mask (`inside` null) only the unmasked tile is built.
+inline SmallVector<Value>
+buildMaskDispatch(OpBuilder &b, Location loc, Value inside,
+                  function_ref<Operation *(OpBuilder &, bool)> makeTile) {
+  if (!inside)
+    return makeTile(b, false)->getResults();
+  auto ifOp = scf::IfOp::create(
+      b, loc, inside,
+      [&](OpBuilder &ib, Location il) {
+        scf::YieldOp::create(ib, il, makeTile(ib, false)->getResults());
+      },
+      [&](OpBuilder &ib, Location il) {
+        scf::YieldOp::create(ib, il, makeTile(ib, true)->getResults());
+      });
+  return ifOp.getResults();
 }
 
 } // namespace mlir::fa::attn::detail

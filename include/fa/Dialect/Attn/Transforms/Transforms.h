@@ -77,9 +77,6 @@ Value buildBlockInsideMask(OpBuilder &b, Location loc, const ScoreSpec &spec,
                            Value qBegin, Value qEnd, Value kBegin, Value kEnd,
                            Value nq, Value nk);
 
-/// Copies the score attributes and score_mod region of `from` onto `to`.
-void copyScoreAttrs(Operation *from, Operation *to);
-
 } // namespace mlir::fa::attn
 
 #endif // FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H
