@@ -6,7 +6,9 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/SourceMgr.h"
@@ -180,6 +182,7 @@ CpuFunction::compile(ModuleOp module, StringRef entry,
   for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
     if (!addType(t, fn->sig.resultShapes, fn->sig.resultKinds, "result", i))
       return nullptr;
+  fn->source = module.clone();
   func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                 UnitAttr::get(module.getContext()));
 
@@ -208,6 +211,37 @@ CpuFunction::compile(ModuleOp module, StringRef entry,
   return fn;
 }
 
+bool CpuFunction::checkDynamicShapes(const std::vector<HostTensor> &inputs,
+                                     std::string &error) {
+  bool dynamic = false;
+  for (const auto &s : sig.argShapes)
+    dynamic |= llvm::is_contained(s, -1);
+  if (!dynamic)
+    return true; // the verifier already saw every extent
+  OwningOpRef<ModuleOp> copy = source->clone();
+  auto func = copy->lookupSymbol<func::FuncOp>(entry);
+  SmallVector<Type> argTypes;
+  for (auto [arg, in] : llvm::zip(func.getArguments(), inputs)) {
+    auto shaped = cast<ShapedType>(arg.getType());
+    Type t = shaped.clone(in.shape);
+    arg.setType(t);
+    argTypes.push_back(t);
+  }
+  func.setFunctionType(FunctionType::get(copy->getContext(), argTypes,
+                                         func.getResultTypes()));
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  ScopedDiagnosticHandler handler(copy->getContext(), [&](Diagnostic &d) {
+    if (msg.empty())
+      os << d.getLocation() << ": " << d;
+    return success();
+  });
+  if (succeeded(verify(*copy)))
+    return true;
+  error = "inputs do not fit the entry's ops: " + msg;
+  return false;
+}
+
 bool CpuFunction::run(const std::vector<HostTensor> &inputs,
                       std::vector<HostTensor> &results, std::string &error) {
   if (inputs.size() != sig.argShapes.size()) {
@@ -215,6 +249,8 @@ bool CpuFunction::run(const std::vector<HostTensor> &inputs,
             " inputs, got " + std::to_string(inputs.size());
     return false;
   }
+  if (!checkDynamicShapes(inputs, error))
+    return false;
   // Descriptors {allocated, aligned, offset, sizes..., strides...}.
   std::vector<std::vector<char>> storage(inputs.size());
   std::vector<std::vector<int64_t>> descs(inputs.size());

@@ -58,8 +58,14 @@ public:
 
 private:
   CpuFunction() = default;
+  /// Checks dynamically shaped inputs against the ops' rules by verifying a
+  /// copy of the source module with the entry's arguments made static.
+  bool checkDynamicShapes(const std::vector<HostTensor> &inputs,
+                          std::string &error);
+
   std::string entry;
   Signature sig;
+  OwningOpRef<ModuleOp> source; // the module before lowering
   std::unique_ptr<ExecutionEngine> engine;
 };
 
