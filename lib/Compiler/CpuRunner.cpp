@@ -232,8 +232,12 @@ bool CpuFunction::checkDynamicShapes(const std::vector<HostTensor> &inputs,
   std::string msg;
   llvm::raw_string_ostream os(msg);
   ScopedDiagnosticHandler handler(copy->getContext(), [&](Diagnostic &d) {
-    if (msg.empty())
-      os << d.getLocation() << ": " << d;
+    if (!msg.empty())
+      return success();
+    if (auto fl = dyn_cast<FileLineColLoc>(d.getLocation()))
+      os << fl.getFilename().getValue() << ":" << fl.getLine() << ":"
+         << fl.getColumn() << ": ";
+    os << d;
     return success();
   });
   if (succeeded(verify(*copy)))
