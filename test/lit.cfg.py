@@ -15,7 +15,7 @@ config.test_exec_root = os.path.join(config.fa_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.fa_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-tools = ["fa-opt", "fa-run", "FileCheck", "not", "count"]
+tools = ["fa-opt", "fa-run", "fa-aot", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.fa_tools_dir, config.llvm_tools_dir])
 config.substitutions.append(("%python", shutil.which("python3") or "python3"))
 config.substitutions.append(("%fa_src", os.path.dirname(config.test_source_root)))

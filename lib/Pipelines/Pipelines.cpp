@@ -111,10 +111,12 @@ void fa::registerDialects(DialectRegistry &registry) {
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  registerGPUDialects(registry);
 }
 
 void fa::registerPassesAndPipelines() {
   attn::registerAttnPasses();
+  registerNVVMPipeline();
   PassPipelineRegistration<LowerToLLVMOptions>(
       "fa-lower-to-linalg",
       "Rewrite attn ops through the seed passes down to linalg on tensors",

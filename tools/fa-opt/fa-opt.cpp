@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
   mlir::arith::registerArithPasses();
   mlir::affine::registerAffinePasses();
   mlir::registerConversionPasses();
+  mlir::registerGPUPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "fa optimizer driver\n", registry));
 }

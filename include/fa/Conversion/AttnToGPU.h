@@ -15,9 +15,9 @@
 
 namespace mlir::fa {
 
-/// How the tensor-core products are issued. mma.sync (sm_80+) is the only
-/// strategy today; a Hopper wgmma/TMA strategy is meant to sit beside it.
-enum class MmaStrategy { MmaSync };
+/// How the tensor-core products are issued: mma.sync (sm_80+), or wgmma with
+/// TMA loads and warp specialisation (sm_90a forward, HopperForwardKernel.cpp).
+enum class MmaStrategy { MmaSync, Wgmma };
 
 /// The tiling of one kernel. Zero fields mean "the default for the head dim".
 struct GpuTileOptions {
@@ -26,6 +26,8 @@ struct GpuTileOptions {
   int64_t warps = 0;
   int64_t stages = 2;
   std::string target = "sm_90a";
+  /// "mma_sync" or "wgmma" (sm_90a forward, D = Dv in {64, 128}).
+  std::string mma = "mma_sync";
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -72,6 +74,17 @@ FailureOr<KernelPlan> resolveKernelPlan(bool backward, Type elemType,
 gpu::GPUFuncOp buildForwardKernel(OpBuilder &b, Location loc,
                                   gpu::GPUModuleOp module,
                                   const KernelPlan &plan);
+
+/// Emits the sm_90a wgmma/TMA `fa_fwd_<tag>` into `module`: the forward
+/// parameters of docs/ABI.md followed by the tensor-map pointers of Q, K, V
+/// ("sm_90a wgmma entries").
+gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
+                                       gpu::GPUModuleOp module,
+                                       const KernelPlan &plan);
+
+/// Dynamic shared memory of the wgmma forward: Q and `stages` K/V tiles,
+/// unpadded (128 B swizzle).
+int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);
 
 /// Emits `fa_bwd_pre_<tag>`, `fa_bwd_<tag>` and `fa_bwd_post_<tag>`.
 void buildBackwardKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,

@@ -46,7 +46,9 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
     Option<"stages", "stages", "int64_t", "2",
            "K/V shared-memory buffers (2: double buffering)">,
     Option<"target", "target", "std::string", "\"sm_90a\"",
-           "sm_80, sm_90 or sm_90a; selects the MMA strategy">
+           "sm_80, sm_90 or sm_90a; selects the MMA strategy">,
+    Option<"mma", "mma", "std::string", "\"mma_sync\"",
+           "mma_sync, or wgmma (sm_90a forward: TMA, warp specialisation)">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::nvgpu::NVGPUDialect",

@@ -36,6 +36,59 @@ void buildAttnToLinalgPipeline(OpPassManager &pm,
 void buildLowerToLLVMPipeline(OpPassManager &pm,
                               const LowerToLLVMOptions &options);
 
+/// Options of `fa-lower-to-nvvm`.
+struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
+  PassOptions::Option<int64_t> blockQ{*this, "block-q",
+                                      llvm::cl::desc("query rows per CTA (0: default)"),
+                                      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> blockKV{*this, "block-kv",
+                                       llvm::cl::desc("key rows per tile (0: default)"),
+                                       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> warps{*this, "warps",
+                                     llvm::cl::desc("warps per CTA (0: default)"),
+                                     llvm::cl::init(0)};
+  PassOptions::Option<int64_t> stages{*this, "stages",
+                                      llvm::cl::desc("K/V shared buffers"),
+                                      llvm::cl::init(2)};
+  PassOptions::Option<std::string> target{
+      *this, "target", llvm::cl::desc("sm_80, sm_90 or sm_90a"),
+      llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> mma{
+      *this, "mma", llvm::cl::desc("mma_sync, or wgmma (sm_90a forward)"),
+      llvm::cl::init("mma_sync")};
+  PassOptions::Option<int> optLevel{*this, "opt-level",
+                                    llvm::cl::desc("LLVM optimisation level"),
+                                    llvm::cl::init(3)};
+  PassOptions::Option<std::string> format{
+      *this, "format", llvm::cl::desc("gpu.binary format: isa (PTX), bin, fatbin"),
+      llvm::cl::init("isa")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit (libdevice, ptxas); default $CUDA_HOME or /usr/local/cuda"),
+      llvm::cl::init("")};
+};
+
+/// attn ops → gpu.module kernels in the NVVM/LLVM dialects with an NVVM
+/// target attached (everything of `fa-lower-to-nvvm` but serialisation).
+void buildAttnToNVVMDialectPipeline(OpPassManager &pm,
+                                    const LowerToNVVMOptions &options);
+
+/// `fa-lower-to-nvvm`: the above, then PTX (or cubin) in a gpu.binary.
+void buildLowerToNVVMPipeline(OpPassManager &pm,
+                              const LowerToNVVMOptions &options);
+
+/// The CUDA toolkit: $CUDA_HOME, $CUDA_ROOT, $CUDA_PATH or /usr/local/cuda.
+std::string defaultCudaToolkit();
+
+/// NVVM target features (PTX ISA version) for a chip.
+std::string ptxFeaturesFor(llvm::StringRef target);
+
+/// GPU, NVGPU, NVVM, vector dialects, the NVVM target and translations.
+void registerGPUDialects(DialectRegistry &registry);
+
+/// Registers convert-attn-to-gpu and fa-lower-to-nvvm.
+void registerNVVMPipeline();
+
 /// Dialects and interface models that fa's tools and pipelines use.
 void registerDialects(DialectRegistry &registry);
 

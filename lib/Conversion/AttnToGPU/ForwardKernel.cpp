@@ -18,15 +18,24 @@ using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
 /// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf.
+/// Every mask is a band, a function of kv - q only, so positions are passed
+/// relative to this lane's first key: the per-element offsets stay
+/// immediates instead of 32 loop-invariant registers LLVM would hoist.
 static void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
                        const attn::ScorePosition &tile, Value rowBase) {
   OpBuilder &b = kb.b;
+  Value laneKey = kb.add(tile.kv, kb.mul(kb.threadInGroup, 2));
+  Value keysLeft = kb.sub(tile.nk, laneKey); // keys at or past Nk are out
+  Value relQ[2];
+  for (int64_t r = 0; r < 2; ++r)
+    relQ[r] = kb.sub(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))),
+                     laneKey);
   for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
     for (int64_t i = 0; i < 4; ++i) {
       attn::ScorePosition pos = tile;
-      pos.q = kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, (i / 2) * 8)));
-      pos.kv = kb.add(tile.kv, kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + i % 2));
-      Value ok = kb.lt(pos.kv, tile.nk);
+      pos.q = relQ[i / 2];
+      pos.kv = kb.idx(n * 8 + i % 2);
+      Value ok = kb.lt(pos.kv, keysLeft);
       if (kb.plan.spec.hasMask())
         ok = arith::AndIOp::create(
             b, kb.loc, ok, attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
@@ -95,7 +104,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   auto [bandLo, bandHi] =
       attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
   Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
-  Value kHi = bandHi ? kb.minsi(bandHi, nk) : nk;
+  // Both ends clamped to [0, Nk]: with bottom-right alignment and Nq > Nk a
+  // block can lie wholly above the band (hi < 0) and must run no tile.
+  Value kHi = bandHi ? kb.maxsi(kb.minsi(bandHi, nk), kb.idx(0)) : nk;
   Value jBegin = kb.divui(kLo, bkv);
   Value jEnd = kb.maxsi(kb.ceilDiv(kHi, bkv), jBegin);
 
@@ -146,12 +157,15 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     // K(j+1) streams in while the softmax and P·V(j) run.
     kb.copyTileAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next));
 
-    // Only tiles crossing the band's edge or Nk evaluate a mask.
-    Value kEnd = kb.add(kBegin, bkv);
+    // Only tiles crossing the band's edge or Nk evaluate a mask. The key
+    // offset goes through an opaque copy: otherwise LLVM splits the loop at
+    // the causal diagonal and the two copies spill at D = 128.
+    Value maskKey = kb.opaqueIndex(kBegin);
+    Value kEnd = kb.add(maskKey, bkv);
     Value inside = arith::AndIOp::create(
         b, loc,
         attn::buildBlockInsideMask(b, loc, plan.spec, qBegin, kb.add(qBegin, bq),
-                                   kBegin, kEnd, nq, nk),
+                                   maskKey, kEnd, nq, nk),
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
     auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
                                   /*withElseRegion=*/true);
@@ -161,7 +175,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
       scf::YieldOp::create(b, loc, s);
       b.setInsertionPointToStart(&ifOp.getElseRegion().front());
       SmallVector<Value> masked(s);
-      maskScores(kb, masked, {batch, head, qBegin, kBegin, nq, nk}, rowBase);
+      maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
       scf::YieldOp::create(b, loc, masked);
     }
     s.assign(ifOp.getResults().begin(), ifOp.getResults().end());

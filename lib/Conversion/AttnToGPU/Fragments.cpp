@@ -53,6 +53,16 @@ Value KernelBuilder::toIndex(Value i32) {
   return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), i32);
 }
 
+Value KernelBuilder::opaqueIndex(Value v) {
+  Value i32v = arith::IndexCastUIOp::create(b, loc, b.getI32Type(), v);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, b.getI32Type(), ValueRange{i32v}, "mov.u32 $0, $1;", "=r,r",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return toIndex(asmOp.getResult(0));
+}
+
 void KernelBuilder::setupThreadIds() {
   tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   warp = divui(tid, 32);
@@ -172,6 +182,46 @@ SmallVector<Value, 4> KernelBuilder::loadBFromKMajor(const SharedTile &t,
   Value row = add(add(remui(lane, 8), mul(remui(divui(lane, 8), 2), 8)), k0);
   Value col = add(n0, mul(divui(lane, 16), 8));
   return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), true);
+}
+
+SmallVector<Value, 4> KernelBuilder::loadAFromTransposed(const SharedTile &t,
+                                                         Value row0,
+                                                         int64_t k0) {
+  // Matrices a0..a3 = (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),
+  // (rows 8-15, k 8-15); stored rows are k, so lanes address k rows.
+  Value row = add(add(remui(lane, 8), mul(divui(lane, 16), 8)), k0);
+  Value col = add(row0, mul(remui(divui(lane, 8), 2), 8));
+  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), true);
+}
+
+SmallVector<Value, 4>
+mlir::fa::gpu_lowering::accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c) {
+  return {kb.pack(c[0], c[1]), kb.pack(c[2], c[3]), kb.pack(c[4], c[5]),
+          kb.pack(c[6], c[7])};
+}
+
+void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
+                                              ArrayRef<Value> acc, Value mem,
+                                              Value base, Value row0,
+                                              Value rowLimit, int64_t cols,
+                                              ArrayRef<Value> rowScale) {
+  OpBuilder &b = kb.b;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = kb.add(row0, kb.add(kb.groupId, r * 8));
+    auto ifOp = scf::IfOp::create(b, kb.loc, kb.lt(row, rowLimit), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value rowOff = kb.add(base, kb.mul(row, cols));
+    for (int64_t n = 0; n < cols / 8; ++n) {
+      Value lo = acc[n * 4 + 2 * r], hi = acc[n * 4 + 2 * r + 1];
+      if (!rowScale.empty()) {
+        lo = arith::MulFOp::create(b, kb.loc, lo, rowScale[r]);
+        hi = arith::MulFOp::create(b, kb.loc, hi, rowScale[r]);
+      }
+      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+      kb.storePair(kb.truncPair(lo, hi), mem, kb.add(rowOff, col));
+    }
+  }
 }
 
 void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,

@@ -67,6 +67,8 @@ public:
   Value lt(Value x, Value y);
   Value select(Value c, Value x, Value y);
   Value toIndex(Value i32);
+  /// `v` through a side-effecting `mov`, so LLVM cannot reason across it.
+  Value opaqueIndex(Value v);
 
   /// Thread, warp and lane ids; `threads` is the CTA size.
   void setupThreadIds();
@@ -97,6 +99,11 @@ public:
   SmallVector<Value, 4> loadBFromKMajor(const SharedTile &t, int64_t k0,
                                         Value n0);
 
+  /// A fragment (16 rows × 16 k) of a tile stored transposed ([k][row]),
+  /// through ldmatrix .trans: rows row0..row0+15, k k0..k0+15.
+  SmallVector<Value, 4> loadAFromTransposed(const SharedTile &t, Value row0,
+                                            int64_t k0);
+
   /// c += a·b for one m16n8k16 tile (4 f32 accumulators).
   void mma(ArrayRef<Value> a, ArrayRef<Value> bFrag, MutableArrayRef<Value> c);
   /// Two f32 → one packed register of the element type (A/B operand).
@@ -115,6 +122,17 @@ public:
   /// vector<4 x elem> stores / loads of 2 elements with 4-byte alignment.
   void storePair(Value vec, Value mem, Value index);
 };
+
+/// A accumulator (16 × 16 from two n8 tiles, 8 f32) as an A fragment: the
+/// accumulator and A layouts agree lane for lane, so this is only packing.
+SmallVector<Value, 4> accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c);
+
+/// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, n8 tiles
+/// from column 0) to a row-major global matrix, rows < `rowLimit` only, each
+/// value multiplied by `rowScale[r]` when given.
+void storeAccumulator(KernelBuilder &kb, ArrayRef<Value> acc, Value mem,
+                      Value base, Value row0, Value rowLimit, int64_t cols,
+                      ArrayRef<Value> rowScale = {});
 
 /// Online-softmax state of one warp's 16 rows as held by one lane: rows g and
 /// g+8 (see Fragments.h).

@@ -1,0 +1,75 @@
+//===- GpuCompiler.h - KernelConfig → PTX / cubin, cached -------*- C++ -*-===//
+//
+// Builds the attn IR of a config, runs fa's NVVM pipeline, serialises PTX
+// through the NVVM target and assembles a cubin with ptxas. Results are
+// cached in memory and on disk, keyed by config and compiler version; a disk
+// entry whose content hash does not match is rebuilt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_COMPILER_GPUCOMPILER_H
+#define FA_COMPILER_GPUCOMPILER_H
+
+#include "fa/Compiler/KernelConfig.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mlir::fa {
+
+/// The compiler version that keys caches and is written to manifests.
+constexpr const char *kCompilerVersion = "fa 0.1.0";
+
+/// One kernel entry point and its launch shape.
+struct KernelEntry {
+  std::string role; // fwd | bwd_pre | bwd | bwd_post
+  std::string name;
+  int64_t threads = 0;
+  int64_t sharedBytes = 0;
+};
+
+/// A compiled config.
+struct CompiledKernel {
+  KernelConfig config;     // with defaults resolved
+  std::string tag;
+  std::vector<KernelEntry> entries;
+  std::string ptx;
+  std::string cubin;       // empty when ptxas is missing
+  int64_t registers = -1;  // from ptxas -v (max over entries)
+  int64_t spillBytes = -1; // spill stores + loads (sum over entries)
+  double mlirSeconds = 0, llvmSeconds = 0, ptxasSeconds = 0;
+  bool fromCache = false;
+};
+
+struct GpuCompilerOptions {
+  std::string cacheDir;    // empty: no disk cache
+  std::string cudaToolkit; // empty: $CUDA_HOME or /usr/local/cuda
+  bool runPtxas = true;
+};
+
+/// Compiles configs; thread-safe; keeps an in-memory cache.
+class GpuCompiler {
+public:
+  explicit GpuCompiler(GpuCompilerOptions options);
+  ~GpuCompiler();
+
+  llvm::Expected<std::shared_ptr<const CompiledKernel>>
+  compile(const KernelConfig &config);
+
+  /// The attn IR of a config (one func with attn.attention on dynamic
+  /// batch/heads/lengths), as text.
+  static llvm::Expected<std::string> buildAttnIR(const KernelConfig &config);
+
+private:
+  llvm::Expected<CompiledKernel> compileUncached(const KernelConfig &config);
+  GpuCompilerOptions options;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const CompiledKernel>> memory;
+};
+
+} // namespace mlir::fa
+
+#endif // FA_COMPILER_GPUCOMPILER_H

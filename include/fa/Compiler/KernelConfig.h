@@ -1,0 +1,34 @@
+//===- KernelConfig.h - what selects one GPU kernel -------------*- C++ -*-===//
+
+#ifndef FA_COMPILER_KERNELCONFIG_H
+#define FA_COMPILER_KERNELCONFIG_H
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::fa {
+
+/// One kernel of the config space: (direction, dtype, D, Dv, tiles, mask,
+/// target). Zero tile fields take the per-head-dim defaults.
+struct KernelConfig {
+  std::string direction = "fwd"; // fwd | bwd
+  std::string dtype = "bf16";    // bf16 | f16
+  int64_t headDim = 128;
+  int64_t headDimV = 0; // 0: = headDim
+  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;
+  std::string mask = "none"; // none | causal | causal_bottom_right | window
+  int64_t windowLeft = -1, windowRight = -1;
+  std::string target = "sm_90a";
+
+  /// Parses "fwd:bf16:d128:causal" with optional further fields
+  /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80".
+  static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
+  /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
+  std::string str() const;
+};
+
+} // namespace mlir::fa
+
+#endif // FA_COMPILER_KERNELCONFIG_H

@@ -1,0 +1,429 @@
+//===- GpuCompiler.cpp - KernelConfig → PTX / cubin, cached -----*- C++ -*-===//
+
+#include "fa/Compiler/GpuCompiler.h"
+#include "fa/Conversion/AttnToGPU.h"
+#include "fa/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/CompilationInterfaces.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/xxhash.h"
+
+#include <chrono>
+
+using namespace mlir;
+using namespace mlir::fa;
+
+static llvm::Error err(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+//===----------------------------------------------------------------------===//
+// KernelConfig
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
+  KernelConfig c;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.trim().split(parts, ':');
+  auto num = [&](llvm::StringRef field, llvm::StringRef prefix,
+                 int64_t &out) -> bool {
+    return field.consume_front(prefix) && !field.getAsInteger(10, out);
+  };
+  for (llvm::StringRef p : parts) {
+    int64_t n;
+    if (p == "fwd" || p == "bwd")
+      c.direction = p.str();
+    else if (p == "bf16" || p == "f16")
+      c.dtype = p.str();
+    else if (p == "none" || p == "causal" || p == "causal_bottom_right" ||
+             p == "window")
+      c.mask = p.str();
+    else if (p.starts_with("sm_"))
+      c.target = p.str();
+    else if (num(p, "bkv", n))
+      c.blockKV = n;
+    else if (num(p, "bq", n))
+      c.blockQ = n;
+    else if (num(p, "d", n))
+      c.headDim = n;
+    else if (num(p, "v", n))
+      c.headDimV = n;
+    else if (num(p, "w", n))
+      c.warps = n;
+    else if (num(p, "s", n))
+      c.stages = n;
+    else if (num(p, "l", n))
+      c.windowLeft = n;
+    else if (num(p, "r", n))
+      c.windowRight = n;
+    else
+      return err("unknown config field '" + p + "' in '" + text + "'");
+  }
+  if (c.headDimV == 0)
+    c.headDimV = c.headDim;
+  if (c.mask == "window" && (c.windowLeft < 0 || c.windowRight < 0))
+    return err("a window config needs l<left> and r<right>: '" + text + "'");
+  return c;
+}
+
+std::string KernelConfig::str() const {
+  std::string s = direction + ":" + dtype + ":d" + std::to_string(headDim) +
+                  ":v" + std::to_string(headDimV ? headDimV : headDim) + ":" +
+                  mask + ":bq" + std::to_string(blockQ) + ":bkv" +
+                  std::to_string(blockKV) + ":w" + std::to_string(warps) +
+                  ":s" + std::to_string(stages) + ":" + target;
+  if (mask == "window")
+    s += ":l" + std::to_string(windowLeft) + ":r" + std::to_string(windowRight);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// IR of a config
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
+  if (c.direction != "fwd" && c.direction != "bwd")
+    return err("expected direction fwd or bwd, got '" + c.direction + "'");
+  int64_t dv = c.headDimV ? c.headDimV : c.headDim;
+  std::string t = c.dtype;
+  auto ty = [&](int64_t d) {
+    return "tensor<?x?x?x" + std::to_string(d) + "x" + t + ">";
+  };
+  std::string attrs = "mask = #attn.mask<" + c.mask + ">";
+  if (c.mask == "window")
+    attrs += ", window_left = " + std::to_string(c.windowLeft) +
+             " : i64, window_right = " + std::to_string(c.windowRight) + " : i64";
+  std::string q = ty(c.headDim), v = ty(dv), lse = "tensor<?x?x?xf32>";
+  if (c.direction == "fwd")
+    return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
+           ") -> (" + v + ", " + lse + ") {\n  %o, %lse = attn.attention %q, "
+           "%k, %v {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + v +
+           ", " + lse + "\n  return %o, %lse : " + v + ", " + lse + "\n}\n";
+  std::string grads = q + ", " + q + ", " + v;
+  return "func.func @attention_backward(%q: " + q + ", %k: " + q + ", %v: " +
+         v + ", %o: " + v + ", %do: " + v + ", %lse: " + lse + ") -> (" +
+         grads + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
+         "%o, %do, %lse {" + attrs + "} : " + q + ", " + q + ", " + v + ", " +
+         v + ", " + v + ", " + lse + " -> " + grads +
+         "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
+}
+
+//===----------------------------------------------------------------------===//
+// ptxas
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct PtxasResult {
+  std::string cubin;
+  int64_t registers = -1, spillBytes = 0;
+};
+} // namespace
+
+static llvm::Expected<PtxasResult> runPtxas(llvm::StringRef ptxas,
+                                            llvm::StringRef arch,
+                                            llvm::StringRef ptx) {
+  llvm::SmallString<128> in, out, log;
+  if (auto ec = llvm::sys::fs::createTemporaryFile("fa", "ptx", in))
+    return err("cannot create a temporary file: " + ec.message());
+  llvm::sys::fs::createTemporaryFile("fa", "cubin", out);
+  llvm::sys::fs::createTemporaryFile("fa", "log", log);
+  auto cleanup = llvm::make_scope_exit([&] {
+    llvm::sys::fs::remove(in);
+    llvm::sys::fs::remove(out);
+    llvm::sys::fs::remove(log);
+  });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    os << ptx;
+  }
+  std::string archFlag = ("-arch=" + arch).str();
+  llvm::SmallVector<llvm::StringRef> args{ptxas, archFlag, "-v", "-o", out, in};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  std::string msg;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
+                                     &msg);
+  auto logBuf = llvm::MemoryBuffer::getFile(log);
+  std::string logText = logBuf ? (*logBuf)->getBuffer().str() : "";
+  if (rc != 0)
+    return err("ptxas failed (" + llvm::Twine(rc) + "): " + msg + "\n" + logText);
+  PtxasResult r;
+  auto cubin = llvm::MemoryBuffer::getFile(out, /*IsText=*/false);
+  if (!cubin)
+    return err("ptxas wrote no cubin");
+  r.cubin = (*cubin)->getBuffer().str();
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(logText).split(lines, '\n');
+  llvm::Regex regs("Used ([0-9]+) registers"),
+      spill("([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+  for (llvm::StringRef line : lines) {
+    llvm::SmallVector<llvm::StringRef> m;
+    int64_t a = 0, b = 0;
+    if (regs.match(line, &m) && !m[1].getAsInteger(10, a))
+      r.registers = std::max(r.registers, a);
+    if (spill.match(line, &m) && !m[1].getAsInteger(10, a) &&
+        !m[2].getAsInteger(10, b))
+      r.spillBytes += a + b;
+  }
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// GpuCompiler
+//===----------------------------------------------------------------------===//
+
+GpuCompiler::GpuCompiler(GpuCompilerOptions opts) : options(std::move(opts)) {
+  if (options.cudaToolkit.empty())
+    options.cudaToolkit = defaultCudaToolkit();
+}
+GpuCompiler::~GpuCompiler() = default;
+
+using Clock = std::chrono::steady_clock;
+static double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+llvm::Expected<CompiledKernel>
+GpuCompiler::compileUncached(const KernelConfig &config) {
+  llvm::Expected<std::string> ir = buildAttnIR(config);
+  if (!ir)
+    return ir.takeError();
+  DialectRegistry registry;
+  registerDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  std::string diag;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    diag += d.str() + "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(*ir, &ctx);
+  if (!module)
+    return err("cannot build the attn IR: " + diag);
+
+  // The plan the pass will resolve, for the manifest and the tag.
+  bool backward = config.direction == "bwd";
+  Type elemType;
+  attn::ScoreSpec spec;
+  module->walk([&](Operation *op) {
+    if (auto fwd = dyn_cast<attn::AttentionOp>(op)) {
+      elemType = cast<ShapedType>(fwd.getQuery().getType()).getElementType();
+      spec = fwd.getScoreSpec();
+    } else if (auto bwd = dyn_cast<attn::AttentionBackwardOp>(op)) {
+      elemType = cast<ShapedType>(bwd.getQuery().getType()).getElementType();
+      spec = bwd.getScoreSpec();
+    }
+  });
+  GpuTileOptions tiles{config.blockQ, config.blockKV, config.warps,
+                       config.stages, config.target};
+  std::string planError;
+  FailureOr<KernelPlan> plan = resolveKernelPlan(
+      backward, elemType, config.headDim,
+      config.headDimV ? config.headDimV : config.headDim, spec, tiles,
+      planError);
+  if (failed(plan))
+    return err(config.str() + ": " + planError);
+
+  CompiledKernel out;
+  out.config = config;
+  out.config.headDimV = plan->headDimV;
+  out.config.blockQ = plan->blockQ;
+  out.config.blockKV = plan->blockKV;
+  out.config.warps = plan->warps;
+  out.config.stages = plan->stages;
+  out.tag = plan->tag();
+  if (backward) {
+    out.entries.push_back(
+        {"bwd_pre", "fa_bwd_pre_" + out.tag, plan->threads(), 0});
+    out.entries.push_back({"bwd", "fa_bwd_" + out.tag, plan->threads(),
+                           plan->backwardSharedBytes()});
+    out.entries.push_back(
+        {"bwd_post", "fa_bwd_post_" + out.tag, plan->threads(), 0});
+  } else {
+    out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
+                           plan->forwardSharedBytes()});
+  }
+
+  auto t0 = Clock::now();
+  PassManager pm(&ctx);
+  LowerToNVVMOptions pipe;
+  pipe.blockQ = config.blockQ;
+  pipe.blockKV = config.blockKV;
+  pipe.warps = config.warps;
+  pipe.stages = config.stages;
+  pipe.target = config.target;
+  buildAttnToNVVMDialectPipeline(pm, pipe);
+  if (failed(pm.run(*module)))
+    return err("the NVVM pipeline failed for " + config.str() + ": " + diag);
+  out.mlirSeconds = since(t0);
+
+  auto t1 = Clock::now();
+  gpu::GPUModuleOp gpuModule;
+  module->walk([&](gpu::GPUModuleOp m) { gpuModule = m; });
+  if (!gpuModule || !gpuModule.getTargetsAttr() ||
+      gpuModule.getTargetsAttr().empty())
+    return err("no gpu.module with an NVVM target after the pipeline");
+  auto target = cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
+  gpu::TargetOptions topts(options.cudaToolkit, {}, "", "",
+                           gpu::CompilationTarget::Assembly);
+  std::optional<SmallVector<char, 0>> ptx =
+      target.serializeToObject(gpuModule, topts);
+  if (!ptx)
+    return err("NVPTX serialisation failed for " + config.str() + ": " + diag);
+  out.ptx.assign(ptx->begin(), ptx->end());
+  while (!out.ptx.empty() && out.ptx.back() == '\0')
+    out.ptx.pop_back();
+  out.llvmSeconds = since(t1);
+
+  std::string ptxas = options.cudaToolkit + "/bin/ptxas";
+  if (options.runPtxas && llvm::sys::fs::can_execute(ptxas)) {
+    auto t2 = Clock::now();
+    llvm::Expected<PtxasResult> r = runPtxas(ptxas, config.target, out.ptx);
+    if (!r)
+      return r.takeError();
+    out.cubin = std::move(r->cubin);
+    out.registers = r->registers;
+    out.spillBytes = r->spillBytes;
+    out.ptxasSeconds = since(t2);
+  }
+  return out;
+}
+
+/// Disk cache: <dir>/<key hash>.{json,ptx,cubin}; the json holds the key and
+/// the content hashes, so a truncated or foreign file is detected.
+static std::string hashHex(llvm::StringRef s) {
+  return llvm::utohexstr(llvm::xxh3_64bits(s), /*LowerCase=*/true);
+}
+
+static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
+                                                llvm::StringRef key,
+                                                const KernelConfig &config) {
+  llvm::SmallString<256> base(dir);
+  llvm::sys::path::append(base, hashHex(key));
+  auto meta = llvm::MemoryBuffer::getFile(base + ".json");
+  if (!meta)
+    return std::nullopt;
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse((*meta)->getBuffer());
+  if (!v) {
+    llvm::consumeError(v.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *o = v->getAsObject();
+  if (!o || o->getString("key") != key)
+    return std::nullopt;
+  CompiledKernel k;
+  k.config = config;
+  auto ptx = llvm::MemoryBuffer::getFile(base + ".ptx", false, false);
+  if (!ptx || hashHex((*ptx)->getBuffer()) != o->getString("ptx_hash"))
+    return std::nullopt;
+  k.ptx = (*ptx)->getBuffer().str();
+  if (auto h = o->getString("cubin_hash"); h && !h->empty()) {
+    auto cubin = llvm::MemoryBuffer::getFile(base + ".cubin", false, false);
+    if (!cubin || hashHex((*cubin)->getBuffer()) != *h)
+      return std::nullopt;
+    k.cubin = (*cubin)->getBuffer().str();
+  }
+  k.tag = o->getString("tag").value_or("").str();
+  k.registers = o->getInteger("registers").value_or(-1);
+  k.spillBytes = o->getInteger("spill_bytes").value_or(-1);
+  if (const llvm::json::Object *c = o->getObject("resolved")) {
+    k.config.blockQ = c->getInteger("block_q").value_or(0);
+    k.config.blockKV = c->getInteger("block_kv").value_or(0);
+    k.config.warps = c->getInteger("warps").value_or(0);
+    k.config.stages = c->getInteger("stages").value_or(0);
+    k.config.headDimV = c->getInteger("head_dim_v").value_or(0);
+  }
+  if (const llvm::json::Array *es = o->getArray("entries"))
+    for (const llvm::json::Value &e : *es)
+      if (const llvm::json::Object *eo = e.getAsObject())
+        k.entries.push_back({eo->getString("role").value_or("").str(),
+                             eo->getString("name").value_or("").str(),
+                             eo->getInteger("threads").value_or(0),
+                             eo->getInteger("shared_bytes").value_or(0)});
+  k.fromCache = true;
+  return k;
+}
+
+static void storeCached(llvm::StringRef dir, llvm::StringRef key,
+                        const CompiledKernel &k) {
+  if (llvm::sys::fs::create_directories(dir))
+    return;
+  llvm::SmallString<256> base(dir);
+  llvm::sys::path::append(base, hashHex(key));
+  auto write = [&](llvm::StringRef path, llvm::StringRef data) {
+    // Write then rename so a reader never sees a half-written file.
+    std::string tmp = (path + ".tmp").str();
+    std::error_code ec;
+    {
+      llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_None);
+      if (ec)
+        return;
+      os << data;
+    }
+    llvm::sys::fs::rename(tmp, path);
+  };
+  write((base + ".ptx").str(), k.ptx);
+  if (!k.cubin.empty())
+    write((base + ".cubin").str(), k.cubin);
+  llvm::json::Array entries;
+  for (const KernelEntry &e : k.entries)
+    entries.push_back(llvm::json::Object{{"role", e.role},
+                                         {"name", e.name},
+                                         {"threads", e.threads},
+                                         {"shared_bytes", e.sharedBytes}});
+  llvm::json::Object meta{
+      {"key", key},
+      {"tag", k.tag},
+      {"ptx_hash", hashHex(k.ptx)},
+      {"cubin_hash", k.cubin.empty() ? "" : hashHex(k.cubin)},
+      {"registers", k.registers},
+      {"spill_bytes", k.spillBytes},
+      {"resolved", llvm::json::Object{{"block_q", k.config.blockQ},
+                                      {"block_kv", k.config.blockKV},
+                                      {"warps", k.config.warps},
+                                      {"stages", k.config.stages},
+                                      {"head_dim_v", k.config.headDimV}}},
+      {"entries", std::move(entries)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(meta));
+  write((base + ".json").str(), text);
+}
+
+llvm::Expected<std::shared_ptr<const CompiledKernel>>
+GpuCompiler::compile(const KernelConfig &config) {
+  std::string key = std::string(kCompilerVersion) + "|" + config.str() + "|" +
+                    options.cudaToolkit;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = memory.find(key); it != memory.end())
+    return it->second;
+  if (!options.cacheDir.empty())
+    if (std::optional<CompiledKernel> k =
+            loadCached(options.cacheDir, key, config)) {
+      auto p = std::make_shared<const CompiledKernel>(std::move(*k));
+      memory[key] = p;
+      return p;
+    }
+  llvm::Expected<CompiledKernel> k = compileUncached(config);
+  if (!k)
+    return k.takeError();
+  if (!options.cacheDir.empty())
+    storeCached(options.cacheDir, key, *k);
+  auto p = std::make_shared<const CompiledKernel>(std::move(*k));
+  memory[key] = p;
+  return p;
+}

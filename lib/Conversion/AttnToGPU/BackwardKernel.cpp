@@ -1,0 +1,418 @@
+//===- BackwardKernel.cpp - the FlashAttention-2 backward kernels -*- C++ -*-===//
+//
+// Seed 4.3 as three kernels (docs/ABI.md):
+//   fa_bwd_pre   Delta = rowsum(dO∘O), dq_accum = 0
+//   fa_bwd       one CTA per key block and key head; warp w owns keys
+//                [16w, 16w + 16). For every query head of the GQA group and
+//                every query tile in the key block's band it recomputes
+//                Sᵀ = K·Qᵀ and Pᵀ = exp(Sᵀ − LSE), then
+//                dV += Pᵀ·dO, dPᵀ = V·dOᵀ, dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale,
+//                dK += dSᵀ·Q (dK, dV in registers), and dQ += dS·K through
+//                dSᵀ in shared memory and f32 atomics into dq_accum.
+//   fa_bwd_post  dQ = dq_accum in the element type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragments.h"
+
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+static MemRefType flat(Type t) { return MemRefType::get({kFlatExtent}, t); }
+
+/// A kernel with the ABI's attributes; the builder is left in its body.
+static gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
+                                   gpu::GPUModuleOp module, StringRef name,
+                                   ArrayRef<Type> params, const KernelPlan &plan,
+                                   int64_t sharedBytes) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto func =
+      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
+  func->setAttr("fa.shared_bytes", b.getI64IntegerAttr(sharedBytes));
+  b.setInsertionPointToStart(&func.getBody().front());
+  return func;
+}
+
+/// fa_bwd_pre: one thread per query row of the block.
+static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                           const KernelPlan &plan) {
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto func = createKernel(b, loc, module, "fa_bwd_pre_" + plan.tag(),
+                           {flat(elem), flat(elem), flat(f32), flat(f32), i32,
+                            i32, i32},
+                           plan, 0);
+  Block &entry = func.getBody().front();
+  Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
+        deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
+  KernelBuilder kb(b, loc, plan);
+  kb.setupThreadIds();
+  Value heads = kb.toIndex(entry.getArgument(5));
+  Value nq = kb.toIndex(entry.getArgument(6));
+  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value rowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  for (int64_t first = 0; first < plan.blockQ; first += plan.threads()) {
+    Value local = kb.add(kb.tid, first);
+    Value row = kb.add(kb.mul(qBlock, plan.blockQ), local);
+    Value ok = arith::AndIOp::create(b, loc, kb.lt(local, kb.idx(plan.blockQ)),
+                                     kb.lt(row, nq));
+    auto ifOp = scf::IfOp::create(b, loc, ok, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value absRow = kb.add(rowsBase, row);
+    auto v8 = VectorType::get({8}, elem), f8 = VectorType::get({8}, f32);
+    Value sum = kb.f32(0);
+    for (int64_t c = 0; c < plan.headDimV; c += 8) {
+      Value at = kb.add(kb.mul(absRow, plan.headDimV), c);
+      Value o = vector::LoadOp::create(b, loc, v8, oMem, ValueRange{at}, false,
+                                       llvm::MaybeAlign(16));
+      Value d = vector::LoadOp::create(b, loc, v8, doMem, ValueRange{at},
+                                       false, llvm::MaybeAlign(16));
+      Value prod = arith::MulFOp::create(b, loc, arith::ExtFOp::create(b, loc, f8, o),
+                                         arith::ExtFOp::create(b, loc, f8, d));
+      sum = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD,
+                                        prod, sum);
+    }
+    memref::StoreOp::create(b, loc, sum, deltaMem, ValueRange{absRow});
+    auto f4 = VectorType::get({4}, f32);
+    Value zero = arith::ConstantOp::create(
+        b, loc, f4, DenseElementsAttr::get(f4, b.getF32FloatAttr(0)));
+    for (int64_t c = 0; c < plan.headDim; c += 4)
+      vector::StoreOp::create(b, loc, zero, dqMem,
+                              ValueRange{kb.add(kb.mul(absRow, plan.headDim), c)},
+                              false, llvm::MaybeAlign(16));
+  }
+  gpu::ReturnOp::create(b, loc);
+}
+
+/// fa_bwd_post: one thread per query row, 8 columns at a time.
+static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                            const KernelPlan &plan) {
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto func = createKernel(b, loc, module, "fa_bwd_post_" + plan.tag(),
+                           {flat(f32), flat(elem), i32, i32, i32}, plan, 0);
+  Block &entry = func.getBody().front();
+  Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
+  KernelBuilder kb(b, loc, plan);
+  kb.setupThreadIds();
+  Value heads = kb.toIndex(entry.getArgument(3));
+  Value nq = kb.toIndex(entry.getArgument(4));
+  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value rowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  for (int64_t first = 0; first < plan.blockQ; first += plan.threads()) {
+    Value local = kb.add(kb.tid, first);
+    Value row = kb.add(kb.mul(qBlock, plan.blockQ), local);
+    Value ok = arith::AndIOp::create(b, loc, kb.lt(local, kb.idx(plan.blockQ)),
+                                     kb.lt(row, nq));
+    auto ifOp = scf::IfOp::create(b, loc, ok, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value absRow = kb.add(rowsBase, row);
+    auto f8 = VectorType::get({8}, f32), e8 = VectorType::get({8}, elem);
+    for (int64_t c = 0; c < plan.headDim; c += 8) {
+      Value at = kb.add(kb.mul(absRow, plan.headDim), c);
+      Value v = vector::LoadOp::create(b, loc, f8, accMem, ValueRange{at},
+                                       false, llvm::MaybeAlign(16));
+      vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, e8, v),
+                              dqMem, ValueRange{at}, false,
+                              llvm::MaybeAlign(16));
+    }
+  }
+  gpu::ReturnOp::create(b, loc);
+}
+
+/// Sᵀ elements a tile's mask removes get -inf: keys past Nk, queries past Nq,
+/// and pairs outside the band. As in the forward, the band depends only on
+/// kv − q, so positions are relative to this lane's first query column.
+static void maskScoresT(KernelBuilder &kb, MutableArrayRef<Value> s,
+                        const attn::ScorePosition &tile, Value keyRow0) {
+  OpBuilder &b = kb.b;
+  Value laneQuery = kb.add(tile.q, kb.mul(kb.threadInGroup, 2));
+  Value queriesLeft = kb.sub(tile.nq, laneQuery);
+  Value relKey[2], keyOk[2];
+  for (int64_t r = 0; r < 2; ++r) {
+    Value key = kb.add(tile.kv, kb.add(keyRow0, kb.add(kb.groupId, r * 8)));
+    keyOk[r] = kb.lt(key, tile.nk);
+    relKey[r] = kb.sub(key, laneQuery);
+  }
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = kb.idx(n * 8 + i % 2);
+      pos.kv = relKey[i / 2];
+      Value ok = arith::AndIOp::create(b, kb.loc, keyOk[i / 2],
+                                       kb.lt(pos.q, queriesLeft));
+      if (kb.plan.spec.hasMask())
+        ok = arith::AndIOp::create(
+            b, kb.loc, ok,
+            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
+    }
+}
+
+static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                            const KernelPlan &plan) {
+  const int64_t d = plan.headDim, dv = plan.headDimV;
+  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto func = createKernel(
+      b, loc, module, "fa_bwd_" + plan.tag(),
+      {flat(elem), flat(elem), flat(elem), flat(elem), flat(f32), flat(f32),
+       flat(f32), flat(elem), flat(elem), i32, i32, i32, i32, i32, f32},
+      plan, plan.backwardSharedBytes());
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  Value qMem = arg(0), kMem = arg(1), vMem = arg(2), doMem = arg(3),
+        lseMem = arg(4), deltaMem = arg(5), dqMem = arg(6), dkMem = arg(7),
+        dvMem = arg(8), scale = arg(14);
+
+  KernelBuilder kb(b, loc, plan);
+  kb.setupThreadIds();
+  Value heads = kb.toIndex(arg(10)), kvHeads = kb.toIndex(arg(11));
+  Value nq = kb.toIndex(arg(12)), nk = kb.toIndex(arg(13));
+  Value kBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
+  Value kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
+  Value kBegin = kb.mul(kBlock, bkv);
+
+  // Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ.
+  const int64_t kElems = bkv * plan.strideQK(), vElems = bkv * plan.strideV(),
+                qElems = bq * plan.strideQK(), doElems = bq * plan.strideV();
+  kb.setupSharedMemory(module, kElems + vElems + qElems + doElems +
+                                   bkv * (bq + 8));
+  SharedTile kTile{kb.idx(0), bkv, d, plan.strideQK()};
+  SharedTile vTile{kb.idx(kElems), bkv, dv, plan.strideV()};
+  SharedTile qTile{kb.idx(kElems + vElems), bq, d, plan.strideQK()};
+  SharedTile doTile{kb.idx(kElems + vElems + qElems), bq, dv, plan.strideV()};
+  SharedTile dsTile{kb.idx(kElems + vElems + qElems + doElems), bkv, bq, bq + 8};
+
+  kb.copyTileAsync(kMem, kb.mul(kvRowsBase, d), kBegin, nk, kTile);
+  Value kvTok = kb.copyTileAsync(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, vTile);
+
+  // Query tiles that intersect the band of this key block.
+  Value kEndVis = kb.minsi(kb.add(kBegin, bkv), nk);
+  auto [bandLo, bandHi] =
+      attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk);
+  Value qLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
+  Value qHi = bandHi ? kb.maxsi(kb.minsi(bandHi, nq), kb.idx(0)) : nq;
+  Value iBegin = kb.divui(qLo, bq);
+  Value iEnd = kb.maxsi(kb.ceilDiv(qHi, bq), iBegin);
+  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  Value keyRow0 = kb.mul(kb.warp, 16);
+
+  const int64_t dkN = d / 8 * 4, dvN = dv / 8 * 4, sN = bq / 8 * 4;
+  SmallVector<Value> init(dkN + dvN, kb.f32(0));
+  auto headLoop = scf::ForOp::create(b, loc, kb.idx(0), group, kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g0(b);
+    b.setInsertionPointToStart(headLoop.getBody());
+    Value head = kb.add(kb.mul(kvHead, group), headLoop.getInductionVar());
+    Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+    auto tileLoop = scf::ForOp::create(b, loc, iBegin, iEnd, kb.idx(1),
+                                       headLoop.getRegionIterArgs());
+    {
+      OpBuilder::InsertionGuard g1(b);
+      b.setInsertionPointToStart(tileLoop.getBody());
+      ValueRange it = tileLoop.getRegionIterArgs();
+      SmallVector<Value> dK(it.begin(), it.begin() + dkN);
+      SmallVector<Value> dV(it.begin() + dkN, it.end());
+      Value qBegin = kb.mul(tileLoop.getInductionVar(), bq);
+
+      // Q and dO of this tile (the previous tile's readers are done).
+      gpu::BarrierOp::create(b, loc);
+      kb.copyTileAsync(qMem, kb.mul(qRowsBase, d), qBegin, nq, qTile);
+      Value tok = kb.copyTileAsync(doMem, kb.mul(qRowsBase, dv), qBegin, nq,
+                                   doTile);
+      kb.waitAsync(tok, 0); // also K and V, on the first tile
+      gpu::BarrierOp::create(b, loc);
+
+      // Sᵀ = K·Qᵀ for this warp's 16 keys × bq queries.
+      SmallVector<Value> s(sN, kb.f32(0));
+      for (int64_t ks = 0; ks < d / 16; ++ks) {
+        SmallVector<Value, 4> a = kb.loadA(kTile, keyRow0, ks * 16);
+        for (int64_t np = 0; np < bq / 16; ++np) {
+          SmallVector<Value, 4> bf =
+              kb.loadBFromNMajor(qTile, kb.idx(np * 16), ks * 16);
+          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(s).slice(np * 8, 4));
+          kb.mma(a, {bf[2], bf[3]},
+                 MutableArrayRef<Value>(s).slice(np * 8 + 4, 4));
+        }
+      }
+      // The mask sees the tile position through an opaque copy so LLVM does
+      // not hoist per-element offsets out of the loop (as in the forward).
+      Value maskQuery = kb.opaqueIndex(qBegin);
+      Value qEnd = kb.add(maskQuery, bq), kEnd = kb.add(kBegin, bkv);
+      Value inside = attn::buildBlockInsideMask(b, loc, plan.spec, maskQuery, qEnd,
+                                                kBegin, kEnd, nq, nk);
+      inside = arith::AndIOp::create(
+          b, loc, inside,
+          arith::AndIOp::create(
+              b, loc,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk)));
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
+                                    /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+        scf::YieldOp::create(b, loc, s);
+        b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+        SmallVector<Value> masked(s);
+        maskScoresT(kb, masked, {batch, head, maskQuery, kBegin, nq, nk}, keyRow0);
+        scf::YieldOp::create(b, loc, masked);
+      }
+      s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+
+      // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
+      Value lastRow = kb.sub(nq, kb.idx(1));
+      SmallVector<Value> lse2(bq / 4), delta(bq / 4);
+      for (int64_t n = 0; n < bq / 8; ++n)
+        for (int64_t c = 0; c < 2; ++c) {
+          Value col = kb.add(qBegin, kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + c));
+          Value at = kb.add(qRowsBase, kb.minsi(col, lastRow));
+          Value l = memref::LoadOp::create(b, loc, lseMem, ValueRange{at});
+          Value isNegInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                                 l, kb.negInf());
+          l = arith::MulFOp::create(b, loc, l, kb.f32(M_LOG2E));
+          lse2[n * 2 + c] = kb.select(isNegInf, kb.f32(INFINITY), l);
+          delta[n * 2 + c] = memref::LoadOp::create(b, loc, deltaMem, ValueRange{at});
+        }
+      // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e).
+      for (int64_t n = 0; n < bq / 8; ++n)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value &e = s[n * 4 + i];
+          Value negL = arith::NegFOp::create(b, loc, lse2[n * 2 + i % 2]);
+          e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negL));
+        }
+
+      // dV += Pᵀ·dO.
+      for (int64_t kk = 0; kk < bq / 16; ++kk) {
+        SmallVector<Value, 4> a =
+            accumulatorToA(kb, ArrayRef<Value>(s).slice(kk * 8, 8));
+        for (int64_t np = 0; np < dv / 16; ++np) {
+          SmallVector<Value, 4> bf =
+              kb.loadBFromKMajor(doTile, kk * 16, kb.idx(np * 16));
+          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(dV).slice(np * 8, 4));
+          kb.mma(a, {bf[2], bf[3]},
+                 MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
+        }
+      }
+      // dPᵀ = V·dOᵀ.
+      SmallVector<Value> dp(sN, kb.f32(0));
+      for (int64_t ks = 0; ks < dv / 16; ++ks) {
+        SmallVector<Value, 4> a = kb.loadA(vTile, keyRow0, ks * 16);
+        for (int64_t np = 0; np < bq / 16; ++np) {
+          SmallVector<Value, 4> bf =
+              kb.loadBFromNMajor(doTile, kb.idx(np * 16), ks * 16);
+          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(dp).slice(np * 8, 4));
+          kb.mma(a, {bf[2], bf[3]},
+                 MutableArrayRef<Value>(dp).slice(np * 8 + 4, 4));
+        }
+      }
+      // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale, kept in registers and in shared memory.
+      for (int64_t n = 0; n < bq / 8; ++n)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value diff = arith::SubFOp::create(b, loc, dp[n * 4 + i],
+                                             delta[n * 2 + i % 2]);
+          Value ds = arith::MulFOp::create(b, loc, s[n * 4 + i], diff);
+          dp[n * 4 + i] = arith::MulFOp::create(b, loc, ds, scale);
+        }
+      for (int64_t n = 0; n < bq / 8; ++n)
+        for (int64_t r = 0; r < 2; ++r) {
+          Value row = kb.add(keyRow0, kb.add(kb.groupId, r * 8));
+          Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+          Value at = kb.add(dsTile.base, kb.add(kb.mul(row, dsTile.stride), col));
+          vector::StoreOp::create(
+              b, loc, kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
+              kb.smem, ValueRange{at}, false, llvm::MaybeAlign(4));
+        }
+      // dK += dSᵀ·Q.
+      for (int64_t kk = 0; kk < bq / 16; ++kk) {
+        SmallVector<Value, 4> a =
+            accumulatorToA(kb, ArrayRef<Value>(dp).slice(kk * 8, 8));
+        for (int64_t np = 0; np < d / 16; ++np) {
+          SmallVector<Value, 4> bf =
+              kb.loadBFromKMajor(qTile, kk * 16, kb.idx(np * 16));
+          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(dK).slice(np * 8, 4));
+          kb.mma(a, {bf[2], bf[3]},
+                 MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
+        }
+      }
+
+      // dQ += dS·K: warps split the bq × D tile into 16-row groups and, when
+      // there are more warps than row groups, 16-column pairs round-robin.
+      gpu::BarrierOp::create(b, loc);
+      const int64_t rowGroups = bq / 16, colSplit = plan.warps / rowGroups;
+      Value rowGroup = kb.remui(kb.warp, rowGroups);
+      Value colPart = kb.divui(kb.warp, rowGroups);
+      Value qRow0 = kb.mul(rowGroup, 16);
+      SmallVector<SmallVector<Value, 4>> dsA;
+      for (int64_t kk = 0; kk < bkv / 16; ++kk)
+        dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
+      for (int64_t np = 0; np < d / 16; ++np) {
+        Value mine = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           colPart, kb.idx(np % colSplit));
+        auto pairIf = scf::IfOp::create(b, loc, mine, false);
+        OpBuilder::InsertionGuard g3(b);
+        b.setInsertionPointToStart(&pairIf.getThenRegion().front());
+        SmallVector<Value> dq(8, kb.f32(0));
+        for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+          SmallVector<Value, 4> bf =
+              kb.loadBFromKMajor(kTile, kk * 16, kb.idx(np * 16));
+          kb.mma(dsA[kk], {bf[0], bf[1]}, MutableArrayRef<Value>(dq).slice(0, 4));
+          kb.mma(dsA[kk], {bf[2], bf[3]}, MutableArrayRef<Value>(dq).slice(4, 4));
+        }
+        for (int64_t r = 0; r < 2; ++r) {
+          Value row = kb.add(qBegin, kb.add(qRow0, kb.add(kb.groupId, r * 8)));
+          auto rowIf = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+          OpBuilder::InsertionGuard g4(b);
+          b.setInsertionPointToStart(&rowIf.getThenRegion().front());
+          Value rowOff = kb.mul(kb.add(qRowsBase, row), d);
+          for (int64_t t = 0; t < 2; ++t)
+            for (int64_t c = 0; c < 2; ++c) {
+              Value col = kb.add(kb.mul(kb.threadInGroup, 2), np * 16 + t * 8 + c);
+              memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf,
+                                          dq[t * 4 + 2 * r + c], dqMem,
+                                          ValueRange{kb.add(rowOff, col)});
+            }
+        }
+      }
+      SmallVector<Value> yield(dK);
+      yield.append(dV);
+      scf::YieldOp::create(b, loc, yield);
+    }
+    scf::YieldOp::create(b, loc, tileLoop.getResults());
+  }
+  kb.waitAsync(kvTok, 0);
+
+  // dK (scale already in dS) and dV for keys < Nk.
+  SmallVector<Value> res(headLoop.getResults());
+  Value keyRow = kb.add(kBegin, keyRow0);
+  storeAccumulator(kb, ArrayRef<Value>(res).take_front(dkN), dkMem, kb.mul(kvRowsBase, d),
+                   keyRow, nk, d);
+  storeAccumulator(kb, ArrayRef<Value>(res).drop_front(dkN), dvMem, kb.mul(kvRowsBase, dv),
+                   keyRow, nk, dv);
+  gpu::ReturnOp::create(b, loc);
+}
+
+void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
+                                    gpu::GPUModuleOp module,
+                                    const KernelPlan &plan) {
+  OpBuilder::InsertionGuard guard(b);
+  buildPreKernel(b, loc, module, plan);
+  buildMainKernel(b, loc, module, plan);
+  buildPostKernel(b, loc, module, plan);
+}

@@ -1,0 +1,716 @@
+//===- HopperForwardKernel.cpp - wgmma/TMA forward for sm_90a ---*- C++ -*-===//
+//
+// The FlashAttention-3 shape of the forward on Hopper. 384 threads in three
+// warpgroups: warpgroup 0 gives up its registers (setmaxnreg 24) and one of
+// its threads issues TMA loads of the Q tile and of a `stages`-deep K/V ring,
+// each completing on a "full" mbarrier; warpgroups 1 and 2 raise theirs
+// (setmaxnreg 240) and own 64 query rows each. A consumer computes
+// S = Q·Kᵀ with shared-memory wgmma, keeps P in registers as the A operand of
+// P·V (register-A wgmma) and frees a ring slot by arriving on its "empty"
+// mbarrier. S(j) and P·V(j-1) are issued together so the tensor cores run
+// P·V(j-1) while the softmax of tile j runs.
+//
+// Shared memory (128 B swizzle; a 64-column slab per TMA box):
+//   Q [D/64][128 rows][64] | K stage s [D/64][BKV][64] | V stage s [Dv/64][BKV][64]
+// wgmma descriptors: K-major Q and K advance 32 B per k16 step inside a
+// slab, SBO = 1024 B (8 rows of 128 B); V is N-major ("transposed" B):
+// LBO = one slab (BKV·128 B), SBO = 1024 B, +2048 B per k16 step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragments.h"
+
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+namespace {
+/// Rows of one consumer warpgroup and TMA box width (128 B of 16-bit data).
+constexpr int64_t kRowsPerConsumer = 64;
+constexpr int64_t kSlabCols = 64;
+constexpr int64_t kSlabRowBytes = 128;
+/// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups).
+constexpr uint32_t kProducerRegs = 24;
+constexpr uint32_t kConsumerRegs = 240;
+/// Threads of the two consumer warpgroups (the arrivals an empty slot needs).
+constexpr int64_t kConsumerThreads = 256;
+
+/// Byte offsets and wgmma descriptors of the kernel's shared tiles.
+struct HopperSmem {
+  int64_t d, dv, bq, bkv, stages;
+  int64_t qBytes() const { return bq * d * 2; }
+  int64_t kBytes() const { return bkv * d * 2; }
+  int64_t vBytes() const { return bkv * dv * 2; }
+  int64_t kBase() const { return qBytes(); }
+  int64_t vBase() const { return qBytes() + stages * kBytes(); }
+  int64_t total() const { return vBase() + stages * vBytes(); }
+};
+
+/// The mbarriers of one CTA, all in one group: Q full, then K full, V full,
+/// K empty and V empty rings.
+struct Barriers {
+  Value group;
+  int64_t stages;
+  int64_t count() const { return 1 + 4 * stages; }
+  int64_t qFull() const { return 0; }
+  int64_t kFull() const { return 1; }
+  int64_t vFull() const { return 1 + stages; }
+  int64_t kEmpty() const { return 1 + 2 * stages; }
+  int64_t vEmpty() const { return 1 + 3 * stages; }
+};
+
+/// Emits the producer and consumer code; shares the ids and bases of the CTA.
+class HopperForward {
+public:
+  HopperForward(KernelBuilder &kb, const HopperSmem &layout)
+      : kb(kb), b(kb.b), loc(kb.loc), plan(kb.plan), layout(layout) {}
+
+  /// Fills the body of `func` (parameters as docs/ABI.md's wgmma entries).
+  void build(gpu::GPUModuleOp module, gpu::GPUFuncOp func);
+
+private:
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  const KernelPlan &plan;
+  HopperSmem layout;
+  Barriers bars;
+  Value qMap, kMap, vMap;
+  Value qBh, kvBh, qBegin, jBegin, jEnd, nq, nk;
+  Value descBase; // i64: swizzle mode | SBO | shared base >> 4
+
+  Value i64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value eq(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+  }
+  /// Bit 0 of `v` (index) as i1, the parity operand of the mbarrier waits.
+  Value parityOf(Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getI1Type(), kb.remui(v, 2));
+  }
+
+  /// The tensor-map type of a (64 columns × `rows` × 1) box, 128 B swizzle.
+  nvgpu::TensorMapDescriptorType mapType(int64_t rows);
+  /// A box-shaped view of the shared buffer at a dynamic offset.
+  MemRefType slabType(int64_t rows);
+  /// The shared-memory view of one TMA box at byte offset `byteOffset`.
+  Value slabView(Value byteOffset, int64_t rows);
+  /// One descriptor: start `byteOffset` (index), leading byte offset `lbo`.
+  Value descriptor(Value byteOffset, int64_t lbo);
+
+  /// Waits for phase `parity` of ring barrier `barrier` + `stage`.
+  void wait(int64_t barrier, Value stage, Value parity);
+  /// Arrives (this thread) on ring barrier `barrier` + `stage`.
+  void arrive(int64_t barrier, Value stage);
+  /// Expects the tile's bytes on its full barrier and issues one TMA box per
+  /// 64 columns.
+  void loadTile(Value map, int64_t rows, int64_t cols, Value byteBase,
+                Value row, Value bh, int64_t fullBarrier, Value stage);
+
+  /// The producer thread: Q, then K(j) and V(j) into free ring slots.
+  void emitProducer();
+  /// A consumer warpgroup: the KV loop and the O / LSE epilogue.
+  void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale,
+                    Value heads, Value head, Value batch);
+
+  /// Descriptors of Q (this consumer's rows) and K(stage), per k16 step.
+  SmallVector<Value> qkDescriptors(Value qRow0Bytes, Value stage);
+  /// Descriptors of V(stage), per k16 step.
+  SmallVector<Value> pvDescriptors(Value stage);
+  /// S = Q·K(stage)ᵀ issued on the tensor cores (not waited for).
+  Value issueQK(ArrayRef<Value> descs);
+  /// acc += P·V(stage) issued with P in registers (not waited for).
+  SmallVector<Value> issuePV(ArrayRef<Value> p, ArrayRef<Value> descs,
+                             ArrayRef<Value> acc);
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Small NVVM-level helpers
+//===----------------------------------------------------------------------===//
+
+static Type accStructType(OpBuilder &b, int64_t n) {
+  return LLVM::LLVMStructType::getLiteral(
+      b.getContext(), SmallVector<Type>(n, b.getF32Type()));
+}
+
+static SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value s,
+                                       int64_t n) {
+  SmallVector<Value> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(LLVM::ExtractValueOp::create(b, loc, s, ArrayRef<int64_t>{i}));
+  return v;
+}
+
+/// Passes `vals` through an empty side-effecting asm that claims to rewrite
+/// them: reads of wgmma accumulators then cannot move above the
+/// `wgmma.wait_group` that makes them valid (CUTLASS's operand fence).
+static SmallVector<Value> fenceOperands(OpBuilder &b, Location loc,
+                                        ArrayRef<Value> vals) {
+  const int64_t n = vals.size();
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i)
+    constraints += (i ? ",=f" : "=f");
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, accStructType(b, n), vals, "", constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return unpackStruct(b, loc, asmOp.getResult(0), n);
+}
+
+/// Two f32 → one i32 of two packed 16-bit elements (a wgmma A register).
+static Value packI32(KernelBuilder &kb, Value lo, Value hi) {
+  Value v = kb.truncPair(lo, hi);
+  v = vector::BitCastOp::create(kb.b, kb.loc,
+                                VectorType::get({1}, kb.b.getI32Type()), v);
+  return vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{0});
+}
+
+/// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf. The
+/// wgmma m64nN accumulator gives lane (g, t) of warp w the same rows
+/// (16w + g, +8) and columns (8n + 2t, +1) as mma.sync's m16n8 tiles, so
+/// positions are relative to the lane's first key and stay immediates.
+static void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
+                       const attn::ScorePosition &tile, Value rowBase) {
+  OpBuilder &b = kb.b;
+  Value laneKey = kb.add(tile.kv, kb.mul(kb.threadInGroup, 2));
+  Value keysLeft = kb.sub(tile.nk, laneKey);
+  Value relQ[2];
+  for (int64_t r = 0; r < 2; ++r)
+    relQ[r] = kb.sub(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))),
+                     laneKey);
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = relQ[i / 2];
+      pos.kv = kb.idx(n * 8 + i % 2);
+      Value ok = kb.lt(pos.kv, keysLeft);
+      if (kb.plan.spec.hasMask())
+        ok = arith::AndIOp::create(
+            b, kb.loc, ok,
+            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Shared memory, TMA and mbarriers
+//===----------------------------------------------------------------------===//
+
+MemRefType HopperForward::slabType(int64_t rows) {
+  return MemRefType::get({1, rows, kSlabCols}, plan.elemType,
+                         StridedLayoutAttr::get(b.getContext(),
+                                                ShapedType::kDynamic,
+                                                {rows * kSlabCols, kSlabCols, 1}),
+                         b.getI64IntegerAttr(3));
+}
+
+nvgpu::TensorMapDescriptorType HopperForward::mapType(int64_t rows) {
+  auto box = MemRefType::get({1, rows, kSlabCols}, plan.elemType,
+                             MemRefLayoutAttrInterface(),
+                             b.getI64IntegerAttr(3));
+  return nvgpu::TensorMapDescriptorType::get(
+      b.getContext(), box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+}
+
+Value HopperForward::slabView(Value byteOffset, int64_t rows) {
+  Value elemOffset = kb.divui(byteOffset, 2);
+  return memref::ReinterpretCastOp::create(
+      b, loc, slabType(rows), kb.smem, OpFoldResult(elemOffset),
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(rows),
+                             b.getIndexAttr(kSlabCols)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(rows * kSlabCols),
+                             b.getIndexAttr(kSlabCols), b.getIndexAttr(1)});
+}
+
+Value HopperForward::descriptor(Value byteOffset, int64_t lbo) {
+  // Start address (>> 4) in bits 0-13, LBO (>> 4) in bits 16-29; the shared
+  // buffer ends below 228 KB, so the start never carries into bit 14.
+  Value off = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), byteOffset);
+  Value start = arith::ShRUIOp::create(b, loc, off, i64(4));
+  Value d = arith::AddIOp::create(b, loc, descBase, start);
+  d = arith::AddIOp::create(b, loc, d, i64((lbo >> 4) << 16));
+  // Pinned by a side-effecting copy where it is built, before wgmma.fence:
+  // LLVM would otherwise sink the arithmetic between the fence and the wgmma
+  // (ptxas then serialises the wgmmas) or hoist loop-invariant descriptors
+  // out of the loop (64-bit registers held across it).
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, b.getI64Type(), ValueRange{d}, "mov.b64 $0, $1;", "=l,l",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return asmOp.getResult(0);
+}
+
+void HopperForward::wait(int64_t barrier, Value stage, Value parity) {
+  nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars.group, parity,
+                                         kb.idx(10000000),
+                                         kb.add(stage, barrier));
+}
+
+void HopperForward::arrive(int64_t barrier, Value stage) {
+  auto tokTy = nvgpu::MBarrierTokenType::get(b.getContext());
+  nvgpu::MBarrierArriveOp::create(b, loc, tokTy, bars.group,
+                                  kb.add(stage, barrier));
+}
+
+void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
+                             Value byteBase, Value row, Value bh,
+                             int64_t fullBarrier, Value stage) {
+  Value barrier = kb.add(stage, fullBarrier);
+  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars.group,
+                                          kb.idx(rows * cols * 2), barrier,
+                                          Value());
+  for (int64_t slab = 0; slab < cols / kSlabCols; ++slab) {
+    Value dst = slabView(kb.add(byteBase, slab * rows * kSlabRowBytes), rows);
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars.group, map,
+                                  ValueRange{kb.idx(slab * kSlabCols), row, bh},
+                                  barrier, Value(), Value());
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Producer: Q once, then K(j), V(j) into ring slot j mod stages
+//===----------------------------------------------------------------------===//
+
+void HopperForward::emitProducer() {
+  const int64_t bkv = plan.blockKV;
+  for (Value map : {qMap, kMap, vMap})
+    nvgpu::TmaFenceOp::create(b, loc, map);
+  loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
+           bars.qFull(), kb.idx(0));
+  auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value j = loop.getInductionVar();
+  Value it = kb.sub(j, jBegin);
+  Value stage = kb.remui(it, layout.stages);
+  // A fresh barrier passes a wait on the parity before its first phase, so
+  // round 0 finds every slot empty.
+  Value emptyParity = parityOf(kb.add(kb.divui(it, layout.stages), 1));
+  Value row = kb.mul(j, bkv);
+  wait(bars.kEmpty(), stage, emptyParity);
+  loadTile(kMap, bkv, plan.headDim,
+           kb.add(kb.mul(stage, layout.kBytes()), layout.kBase()), row, kvBh,
+           bars.kFull(), stage);
+  wait(bars.vEmpty(), stage, emptyParity);
+  loadTile(vMap, bkv, plan.headDimV,
+           kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()), row, kvBh,
+           bars.vFull(), stage);
+}
+
+//===----------------------------------------------------------------------===//
+// Consumers
+//===----------------------------------------------------------------------===//
+
+SmallVector<Value> HopperForward::qkDescriptors(Value qRow0Bytes,
+                                                Value stage) {
+  const int64_t bkv = plan.blockKV;
+  Value kStage = kb.add(kb.mul(stage, layout.kBytes()), layout.kBase());
+  SmallVector<Value> descs;
+  for (int64_t ks = 0; ks < plan.headDim / 16; ++ks) {
+    int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
+    descs.push_back(descriptor(
+        kb.add(qRow0Bytes, slab * plan.blockQ * kSlabRowBytes + inSlab), 16));
+    descs.push_back(
+        descriptor(kb.add(kStage, slab * bkv * kSlabRowBytes + inSlab), 16));
+  }
+  return descs;
+}
+
+SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
+  const int64_t bkv = plan.blockKV;
+  Value vStage = kb.add(kb.mul(stage, layout.vBytes()), layout.vBase());
+  SmallVector<Value> descs;
+  for (int64_t kk = 0; kk < bkv / 16; ++kk)
+    descs.push_back(descriptor(kb.add(vStage, kk * 16 * kSlabRowBytes),
+                               bkv * kSlabRowBytes));
+  return descs;
+}
+
+Value HopperForward::issueQK(ArrayRef<Value> descs) {
+  const int64_t bkv = plan.blockKV;
+  NVVM::WGMMATypes ty =
+      plan.elemType.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  Type accTy = accStructType(b, bkv / 2);
+  Value acc = LLVM::PoisonOp::create(b, loc, accTy);
+  for (int64_t ks = 0; ks < static_cast<int64_t>(descs.size()) / 2; ++ks) {
+    Value qDesc = descs[2 * ks], kDesc = descs[2 * ks + 1];
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accTy, acc, qDesc, kDesc,
+        NVVM::MMAShapeAttr::get(b.getContext(), 64, bkv, 16), ty, ty,
+        NVVM::WGMMATypes::f32,
+        ks == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        NVVM::MMALayout::row, NVVM::MMALayout::col,
+        /*satfinite=*/nullptr);
+  }
+  return acc;
+}
+
+SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
+                                          ArrayRef<Value> descs,
+                                          ArrayRef<Value> acc) {
+  // MLIR's wgmma op takes A only from shared memory: register A goes
+  // through inline PTX. Operands: $0..$(n-1) accumulators (tied inputs
+  // after), a0-a3, the B descriptor. scale-d is a predicate set from an
+  // immediate: a register defined between wgmma.fence and the wgmma would
+  // make ptxas serialise the wgmma pipeline (C7513).
+  const int64_t n = acc.size(), dv = plan.headDimV, bkv = plan.blockKV;
+  std::string ab = plan.elemType.isBF16() ? "bf16" : "f16";
+  std::string outs;
+  for (int64_t i = 0; i < n; ++i)
+    outs += (i ? ", $" : "$") + std::to_string(i);
+  std::string asmText =
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(dv) +
+      "k16.f32." + ab + "." + ab + " {" + outs + "}, {$" +
+      std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
+      std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
+      std::to_string(n + 4) + ", p, 1, 1, 1;\n}";
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i)
+    constraints += (i ? ",=f" : "=f");
+  constraints += ",r,r,r,r,l";
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+
+  SmallVector<Value> cur(acc);
+  for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+    SmallVector<Value> operands(p.begin() + kk * 4, p.begin() + kk * 4 + 4);
+    operands.push_back(descs[kk]);
+    operands.append(cur);
+    auto asmOp = LLVM::InlineAsmOp::create(
+        b, loc, accStructType(b, n), operands, asmText, constraints,
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+        /*operand_attrs=*/nullptr);
+    cur = unpackStruct(b, loc, asmOp.getResult(0), n);
+  }
+  return cur;
+}
+
+void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
+                                 Value scale, Value heads, Value head,
+                                 Value batch) {
+  const int64_t bkv = plan.blockKV, dv = plan.headDimV;
+  const int64_t sN = bkv / 2, accN = dv / 2;
+  Value warpInGroup = kb.remui(kb.warp, 4);
+  Value rowBase = kb.add(kb.mul(consumer, kRowsPerConsumer),
+                         kb.mul(warpInGroup, 16)); // this warp's rows
+  Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
+  Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
+  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+
+  // Masks S(j) where the tile crosses the band's edge or Nk, then updates the
+  // softmax state; returns P (f32, in place of S) and the rescale factor of
+  // each row. The factor comes from the shared update applied to a unit
+  // accumulator, so the O accumulator can be rescaled after P·V(j-1) lands.
+  auto scoreStep = [&](Value j, Value sStruct, SoftmaxState &state,
+                       Value alpha[2]) {
+    SmallVector<Value> s = fenceOperands(b, loc, unpackStruct(b, loc, sStruct, sN));
+    Value maskKey = kb.opaqueIndex(kb.mul(j, bkv));
+    Value kEnd = kb.add(maskKey, bkv);
+    Value inside = arith::AndIOp::create(
+        b, loc,
+        attn::buildBlockInsideMask(b, loc, plan.spec, qRow0,
+                                   kb.add(qRow0, kRowsPerConsumer), maskKey,
+                                   kEnd, nq, nk),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      scf::YieldOp::create(b, loc, s);
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      SmallVector<Value> masked(s);
+      maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
+      scf::YieldOp::create(b, loc, masked);
+    }
+    s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+    SmallVector<Value> unit(4, kb.f32(1.0));
+    onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2);
+    alpha[0] = unit[0];
+    alpha[1] = unit[2];
+    return s;
+  };
+  // P as A registers. The A fragment of k16 step kk is (g, 2t) (g+8, 2t)
+  // (g, 2t+8) (g+8, 2t+8): n8 tiles 2kk and 2kk+1 of the accumulator in
+  // order. Packing happens only once no wgmma is in flight: registers of a
+  // later wgmma defined while one runs make ptxas serialise them (C7513).
+  auto packP = [&](ArrayRef<Value> s) {
+    SmallVector<Value> p;
+    for (int64_t n = 0; n < sN / 4; ++n) {
+      p.push_back(packI32(kb, s[n * 4], s[n * 4 + 1]));
+      p.push_back(packI32(kb, s[n * 4 + 2], s[n * 4 + 3]));
+    }
+    return p;
+  };
+  auto stageOf = [&](Value it) { return kb.remui(it, layout.stages); };
+  auto parityAt = [&](Value it) {
+    return parityOf(kb.divui(it, layout.stages));
+  };
+
+  wait(bars.qFull(), kb.idx(0), parityOf(kb.idx(0)));
+
+  SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
+  init.append(accN, kb.f32(0));
+  SmallVector<Type> resTypes(init.size(), b.getF32Type());
+  auto any = scf::IfOp::create(b, loc, resTypes, kb.lt(jBegin, jEnd),
+                               /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&any.getElseRegion().front());
+    scf::YieldOp::create(b, loc, init);
+
+    // Prologue: S(jBegin) and its softmax; no P·V yet.
+    b.setInsertionPointToStart(&any.getThenRegion().front());
+    Value zero = kb.idx(0);
+    wait(bars.kFull(), zero, parityAt(zero));
+    SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, zero);
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    Value s0 = issueQK(qk0);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    arrive(bars.kEmpty(), zero);
+    SoftmaxState state{{init[0], init[1]}, {init[2], init[3]}};
+    Value alpha[2];
+    SmallVector<Value> p0 = packP(scoreStep(jBegin, s0, state, alpha));
+
+    // Steady state: S(j) and P·V(j-1) in flight together.
+    SmallVector<Value> carried{state.rowMax[0], state.rowMax[1],
+                               state.rowSum[0], state.rowSum[1]};
+    carried.append(init.begin() + 4, init.end());
+    carried.append(p0);
+    auto loop = scf::ForOp::create(b, loc, kb.add(jBegin, 1), jEnd,
+                                   kb.idx(1), carried);
+    {
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value j = loop.getInductionVar();
+      ValueRange args = loop.getRegionIterArgs();
+      SoftmaxState st{{args[0], args[1]}, {args[2], args[3]}};
+      SmallVector<Value> acc(args.begin() + 4, args.begin() + 4 + accN);
+      SmallVector<Value> p(args.begin() + 4 + accN, args.end());
+      Value it = kb.sub(j, jBegin), prev = kb.sub(it, kb.idx(1));
+      Value stage = stageOf(it), prevStage = stageOf(prev);
+
+      // Waits and descriptors come before wgmma.fence: a wait loop or a
+      // descriptor computed inside the issue sequence makes ptxas re-fence
+      // and serialise the wgmmas (C7519, C7513).
+      wait(bars.kFull(), stage, parityAt(it));
+      wait(bars.vFull(), prevStage, parityAt(prev));
+      SmallVector<Value> qk = qkDescriptors(qRow0Bytes, stage);
+      SmallVector<Value> pv = pvDescriptors(prevStage);
+      NVVM::WgmmaFenceAlignedOp::create(b, loc);
+      Value s = issueQK(qk);
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      SmallVector<Value> accNext = issuePV(p, pv, acc);
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
+      arrive(bars.kEmpty(), stage);
+      Value a[2];
+      SmallVector<Value> pF32 = scoreStep(j, s, st, a);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
+      arrive(bars.vEmpty(), prevStage);
+      accNext = fenceOperands(b, loc, accNext);
+      SmallVector<Value> pNext = packP(fenceOperands(b, loc, pF32));
+      for (int64_t n = 0; n < accN / 4; ++n)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value &e = accNext[n * 4 + i];
+          e = arith::MulFOp::create(b, loc, e, a[i / 2]);
+        }
+      SmallVector<Value> yield{st.rowMax[0], st.rowMax[1], st.rowSum[0],
+                               st.rowSum[1]};
+      yield.append(accNext);
+      yield.append(pNext);
+      scf::YieldOp::create(b, loc, yield);
+    }
+
+    // Epilogue: P·V of the last tile.
+    ValueRange res = loop.getResults();
+    SmallVector<Value> acc(res.begin() + 4, res.begin() + 4 + accN);
+    SmallVector<Value> p(res.begin() + 4 + accN, res.end());
+    Value last = kb.sub(kb.sub(jEnd, jBegin), kb.idx(1));
+    Value lastStage = stageOf(last);
+    wait(bars.vFull(), lastStage, parityAt(last));
+    SmallVector<Value> pvLast = pvDescriptors(lastStage);
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    acc = issuePV(p, pvLast, acc);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    arrive(bars.vEmpty(), lastStage);
+    acc = fenceOperands(b, loc, acc);
+    SmallVector<Value> out(res.begin(), res.begin() + 4);
+    out.append(acc);
+    scf::YieldOp::create(b, loc, out);
+  }
+
+  // O = acc / l, LSE = ln2·(m + log2 l); empty rows give 0 and -inf.
+  ValueRange res = any.getResults();
+  SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
+  Value invSum[2], lse[2];
+  finalizeSoftmax(kb, state, invSum, lse);
+  Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+    auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value rowOff = kb.mul(kb.add(qRowsBase, row), dv);
+    for (int64_t n = 0; n < dv / 8; ++n) {
+      Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
+      Value hi =
+          arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);
+      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+      kb.storePair(kb.truncPair(lo, hi), oMem, kb.add(rowOff, col));
+    }
+    auto lseIf =
+        scf::IfOp::create(b, loc, eq(kb.threadInGroup, kb.idx(0)), false);
+    b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+    memref::StoreOp::create(b, loc, lse[r], lseMem,
+                            ValueRange{kb.add(qRowsBase, row)});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel
+//===----------------------------------------------------------------------===//
+
+void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  Value oMem = arg(3), lseMem = arg(4), scale = arg(10);
+  kb.setupThreadIds();
+  Value heads = kb.toIndex(arg(6)), kvHeads = kb.toIndex(arg(7));
+  nq = kb.toIndex(arg(8));
+  nk = kb.toIndex(arg(9));
+  qMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockQ),
+                                            arg(11))
+             .getResult(0);
+  kMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockKV),
+                                            arg(12))
+             .getResult(0);
+  vMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockKV),
+                                            arg(13))
+             .getResult(0);
+
+  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  // GQA: query head h reads key/value head h / (H / Hkv). The tensor maps
+  // are 3-D (D, N, B·H) so TMA zero-fills rows past Nq / Nk of each head.
+  Value kvHead = arith::DivUIOp::create(
+      b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
+  qBh = kb.add(kb.mul(batch, heads), head);
+  kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
+  qBegin = kb.mul(qBlock, plan.blockQ);
+
+  // Key tiles that intersect the band of this query block.
+  Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
+  auto [bandLo, bandHi] =
+      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
+  Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
+  Value kHi = bandHi ? kb.minsi(bandHi, nk) : nk;
+  jBegin = kb.divui(kLo, plan.blockKV);
+  jEnd = kb.maxsi(kb.ceilDiv(kHi, plan.blockKV), jBegin);
+
+  kb.setupSharedMemory(module, layout.total() / 2);
+  Value base = arith::IndexCastUIOp::create(
+      b, loc, b.getI64Type(),
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, kb.smem));
+  // 128 B swizzle (bits 62-63 = 1), SBO = 1024 B (bits 32-45).
+  int64_t hi = (int64_t(1) << 62) | (int64_t(1024 >> 4) << 32);
+  // The start field holds 14 bits of (addr >> 4); shared offsets stay below
+  // 256 KB, so base + tile offset never carries out of it.
+  Value start = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, base, i64(4)), i64(0x3FFF));
+  descBase = arith::OrIOp::create(b, loc, i64(hi), start);
+
+  bars.stages = layout.stages;
+  auto groupTy = nvgpu::MBarrierGroupType::get(
+      b.getContext(),
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup),
+      bars.count());
+  bars.group = nvgpu::MBarrierCreateOp::create(b, loc, groupTy);
+  Value isThread0 = eq(kb.tid, kb.idx(0));
+  {
+    auto ifOp = scf::IfOp::create(b, loc, isThread0, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    // Full barriers complete on the producer's arrive + the TMA bytes; empty
+    // barriers on every consumer thread's arrive.
+    for (int64_t i = 0; i < bars.count(); ++i) {
+      int64_t count = i < bars.kEmpty() ? 1 : kConsumerThreads;
+      nvgpu::MBarrierInitOp::create(b, loc, bars.group, kb.idx(count),
+                                    kb.idx(i), Value());
+    }
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  Value warpGroup = kb.divui(kb.tid, 128);
+  auto roles = scf::IfOp::create(b, loc, eq(warpGroup, kb.idx(0)),
+                                 /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&roles.getThenRegion().front());
+    NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegs,
+                                   NVVM::SetMaxRegisterAction::decrease);
+    auto one = scf::IfOp::create(b, loc, isThread0, false);
+    b.setInsertionPointToStart(&one.getThenRegion().front());
+    emitProducer();
+
+    b.setInsertionPointToStart(&roles.getElseRegion().front());
+    NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegs,
+                                   NVVM::SetMaxRegisterAction::increase);
+    emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale, heads,
+                 head, batch);
+  }
+  gpu::ReturnOp::create(b, loc);
+}
+
+int64_t mlir::fa::wgmmaForwardSharedBytes(const KernelPlan &plan) {
+  return HopperSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
+                    plan.stages}
+      .total();
+}
+
+gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
+                                                 gpu::GPUModuleOp module,
+                                                 const KernelPlan &plan) {
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto flat = [](Type t) { return MemRefType::get({kFlatExtent}, t); };
+  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+  FunctionType fnTy = b.getFunctionType(
+      {flat(elem), flat(elem), flat(elem), flat(elem), flat(f32), i32, i32, i32,
+       i32, i32, f32, ptr, ptr, ptr},
+      {});
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = gpu::GPUFuncOp::create(b, loc, "fa_fwd_" + plan.tag(), fnTy);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // A register cap at entry (.maxntid) is what lets setmaxnreg take effect.
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
+  func->setAttr("fa.shared_bytes",
+                b.getI64IntegerAttr(wgmmaForwardSharedBytes(plan)));
+  b.setInsertionPointToStart(&func.getBody().front());
+  KernelBuilder kb(b, loc, plan);
+  HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
+                               plan.blockKV, plan.stages})
+      .build(module, func);
+  return func;
+}

@@ -1,0 +1,177 @@
+//===- KernelPlan.cpp - tile sizes, defaults, tags --------------*- C++ -*-===//
+//
+// Per-head-dim defaults, chosen so ptxas reports no spills (their H200
+// measurements are in docs/gpu-notes.md). Forward: 4 warps of 16 query rows;
+// 64-key tiles up to D = 128 and 32-key tiles above, where the O accumulator
+// alone takes D/2 registers per lane. Backward: 4 warps of 16 keys; 64-row
+// query tiles up to D = 64 and 32-row tiles above (dK and dV take D registers).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Conversion/AttnToGPU.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+
+/// Largest dynamic shared memory per CTA on sm_80 / sm_90 (bytes).
+static constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+int64_t KernelPlan::forwardSharedBytes() const {
+  if (strategy == MmaStrategy::Wgmma)
+    return wgmmaForwardSharedBytes(*this);
+  int64_t elems = blockQ * strideQK() + stages * blockKV * strideQK() +
+                  stages * blockKV * strideV();
+  return elems * 2;
+}
+
+int64_t KernelPlan::backwardSharedBytes() const {
+  // K, V (resident for the CTA) | Q, dO (one query tile) | dSᵀ (bkv × bq).
+  int64_t elems = blockKV * strideQK() + blockKV * strideV() +
+                  blockQ * strideQK() + blockQ * strideV() +
+                  blockKV * (blockQ + 8);
+  return elems * 2;
+}
+
+std::string KernelPlan::maskName() const {
+  return attn::stringifyMaskKind(spec.mask).str();
+}
+
+std::string KernelPlan::tag() const {
+  std::string t = backward ? "bwd_" : "fwd_";
+  t += elemType.isBF16() ? "bf16" : "f16";
+  t += "_d" + std::to_string(headDim);
+  if (headDimV != headDim)
+    t += "v" + std::to_string(headDimV);
+  t += "_bq" + std::to_string(blockQ) + "_bkv" + std::to_string(blockKV) +
+       "_w" + std::to_string(warps) + "_s" + std::to_string(stages) + "_" +
+       maskName();
+  if (spec.mask == attn::MaskKind::Window)
+    t += "_l" + std::to_string(spec.windowLeft) + "_r" +
+         std::to_string(spec.windowRight);
+  if (strategy == MmaStrategy::Wgmma)
+    t += "_wgmma";
+  std::string chip = target;
+  llvm::erase(chip, '_');
+  return t + "_" + chip;
+}
+
+/// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
+/// producer warpgroup (12 warps), 128-key tiles, a 2- or 3-stage K/V ring.
+static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
+                                              const GpuTileOptions &options,
+                                              std::string &error) {
+  auto fail = [&](const llvm::Twine &msg) -> FailureOr<KernelPlan> {
+    error = msg.str();
+    return failure();
+  };
+  if (plan.target != "sm_90a")
+    return fail("expected target sm_90a for mma = wgmma, got " + plan.target);
+  if (plan.backward)
+    return fail("mma = wgmma has no backward kernels yet");
+  if (plan.headDim != plan.headDimV || (plan.headDim != 64 && plan.headDim != 128))
+    return fail("expected D = Dv in {64, 128} for mma = wgmma, got D " +
+                llvm::Twine(plan.headDim) + " and Dv " +
+                llvm::Twine(plan.headDimV));
+  plan.strategy = MmaStrategy::Wgmma;
+  plan.warps = 12;
+  plan.blockQ = 128;
+  plan.blockKV = options.blockKV ? options.blockKV : 128;
+  if ((options.blockQ && options.blockQ != 128) ||
+      (options.warps && options.warps != 12))
+    return fail("expected block-q = 128 and 12 warps for mma = wgmma");
+  if (plan.blockKV != 64 && plan.blockKV != 128)
+    return fail("expected block-kv 64 or 128 for mma = wgmma, got " +
+                llvm::Twine(plan.blockKV));
+  if (plan.stages != 2 && plan.stages != 3)
+    return fail("expected 2 or 3 stages for mma = wgmma, got " +
+                llvm::Twine(plan.stages));
+  if (plan.forwardSharedBytes() > kMaxSharedBytes)
+    return fail("tile needs " + llvm::Twine(plan.forwardSharedBytes()) +
+                " bytes of shared memory, more than " +
+                llvm::Twine(kMaxSharedBytes));
+  return plan;
+}
+
+FailureOr<KernelPlan>
+mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
+                            int64_t headDimV, const attn::ScoreSpec &spec,
+                            const GpuTileOptions &options, std::string &error) {
+  auto fail = [&](const llvm::Twine &msg) -> FailureOr<KernelPlan> {
+    error = msg.str();
+    return failure();
+  };
+  if (!elemType.isBF16() && !elemType.isF16())
+    return fail("expected f16 or bf16 for the tensor-core kernels");
+  for (int64_t dim : {headDim, headDimV})
+    if (dim % 16 != 0 || dim < 16 || dim > 256)
+      return fail("expected a head dim that is a multiple of 16 in [16, 256], got " +
+                  llvm::Twine(dim));
+  if (options.target != "sm_80" && options.target != "sm_90" &&
+      options.target != "sm_90a")
+    return fail("expected target sm_80, sm_90 or sm_90a, got " + options.target);
+  if (spec.scoreMod)
+    return fail("score_mod is not lowered to GPU kernels yet");
+
+  KernelPlan plan;
+  plan.backward = backward;
+  plan.elemType = elemType;
+  plan.headDim = headDim;
+  plan.headDimV = headDimV;
+  plan.target = options.target;
+  plan.spec = spec;
+  plan.spec.scoreMod = nullptr;
+  plan.stages = options.stages;
+  if (options.mma == "wgmma")
+    return resolveWgmmaPlan(plan, options, error);
+  if (options.mma != "mma_sync")
+    return fail("expected mma = mma_sync or wgmma, got " + options.mma);
+  int64_t maxD = std::max(headDim, headDimV);
+  if (!backward) {
+    plan.warps = options.warps ? options.warps
+                               : (options.blockQ ? options.blockQ / 16 : 4);
+    plan.blockQ = options.blockQ ? options.blockQ : plan.warps * 16;
+    plan.blockKV = options.blockKV ? options.blockKV : (maxD <= 128 ? 64 : 32);
+    if (plan.blockQ != plan.warps * 16)
+      return fail("expected block-q = 16 x warps, got block-q " +
+                  llvm::Twine(plan.blockQ) + " and " + llvm::Twine(plan.warps) +
+                  " warps");
+  } else {
+    // One warp per 16 keys; query tiles of 64 rows (32 for large D).
+    plan.warps = options.warps ? options.warps
+                               : (options.blockKV ? options.blockKV / 16 : 4);
+    plan.blockKV = options.blockKV ? options.blockKV : plan.warps * 16;
+    plan.blockQ = options.blockQ ? options.blockQ : (maxD <= 64 ? 64 : 32);
+    if (plan.blockKV != plan.warps * 16)
+      return fail("expected block-kv = 16 x warps for the backward, got block-kv " +
+                  llvm::Twine(plan.blockKV) + " and " + llvm::Twine(plan.warps) +
+                  " warps");
+    // dQ = dS·K splits the block_q × D tile over the warps by 16-row groups.
+    if (plan.blockQ % 16 || plan.warps % std::max<int64_t>(plan.blockQ / 16, 1))
+      return fail("expected the warps to be a multiple of block-q / 16 for the "
+                  "backward, got block-q " + llvm::Twine(plan.blockQ) + " and " +
+                  llvm::Twine(plan.warps) + " warps");
+    // dK and dV stay in registers: D/2 + Dv/2 accumulators per lane.
+    if (headDim + headDimV > 256)
+      return fail("expected D + Dv <= 256 for the backward (dK and dV live in "
+                  "registers), got " + llvm::Twine(headDim + headDimV));
+  }
+  if (plan.blockQ % 16 || plan.blockKV % 16 || plan.blockQ <= 0 ||
+      plan.blockKV <= 0)
+    return fail("expected block-q and block-kv to be positive multiples of 16");
+  // The forward double-buffers K/V; the backward keeps K/V resident and
+  // single-buffers the Q/dO tiles of its query loop.
+  if (backward)
+    plan.stages = 1;
+  else if (plan.stages != 2)
+    return fail("expected stages = 2 (double buffering), got " +
+                llvm::Twine(plan.stages));
+  int64_t smem =
+      backward ? plan.backwardSharedBytes() : plan.forwardSharedBytes();
+  if (smem > kMaxSharedBytes)
+    return fail("tile needs " + llvm::Twine(smem) +
+                " bytes of shared memory, more than " +
+                llvm::Twine(kMaxSharedBytes));
+  return plan;
+}

@@ -1,0 +1,51 @@
+// RUN: fa-opt %s -convert-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -fa-lower-to-nvvm > %t
+// RUN: FileCheck %s --check-prefix=PTX < %t
+// RUN: FileCheck %s --check-prefix=ATOM < %t
+// RUN: FileCheck %s --check-prefix=LDMT < %t
+
+// The backward becomes three kernels of docs/ABI.md in one gpu.module.
+// CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a
+// Delta = rowsum(dO∘O) with 16-byte loads, dq_accum zeroed.
+// CHECK: gpu.func @fa_bwd_pre_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// CHECK: vector.load {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
+// CHECK: vector.reduction <add>
+// CHECK: vector.store {{.*}} : memref<1099511627776xf32>, vector<4xf32>
+// The main kernel: K/V resident, a loop over the group's query heads and
+// over the query tiles of the key block's band; dK/dV carried in registers.
+// CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a(
+// CHECK-SAME: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+// CHECK-SAME: fa.shared_bytes = 57344
+// CHECK: %{{[0-9]+}}:128 = scf.for {{.*}} iter_args
+// CHECK: %[[TILES:[0-9]+]]:128 = scf.for {{.*}} iter_args
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: nvvm.mma.sync
+// Boundary tiles only are masked; P recomputed from LSE with exp2.
+// CHECK: scf.if
+// CHECK: } else {
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
+// dSᵀ goes to shared memory; dQ is read back transposed and added atomically.
+// CHECK: vector.store {{.*}} : memref<{{[0-9]+}}xbf16, 3>, vector<2xbf16>
+// CHECK: gpu.barrier
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK: memref.atomic_rmw addf
+// CHECK: scf.yield
+// CHECK: scf.yield %[[TILES]]#
+// dK and dV stored once per CTA.
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<2xbf16>
+// CHECK: gpu.func @fa_bwd_post_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a(%{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xbf16>
+
+// PTX: gpu.binary @fa_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a
+// PTX-SAME: .entry fa_bwd_pre_bwd_bf16_d128
+// PTX-SAME: .entry fa_bwd_bwd_bf16_d128
+// PTX-SAME: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-SAME: .entry fa_bwd_post_bwd_bf16_d128
+// ATOM: gpu.binary @fa_bwd_bf16_d128
+// ATOM-SAME: atom.global.add.f32
+// LDMT: gpu.binary @fa_bwd_bf16_d128
+// LDMT-SAME: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+func.func @backward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+}

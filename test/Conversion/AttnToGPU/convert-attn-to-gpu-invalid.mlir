@@ -1,0 +1,25 @@
+// RUN: fa-opt %s -split-input-file -verify-diagnostics -convert-attn-to-gpu
+
+
+// dK and dV accumulate in registers: the backward stops at D + Dv = 256.
+func.func @backward_big(%q: tensor<1x2x64x256xbf16>, %k: tensor<1x2x64x256xbf16>, %v: tensor<1x2x64x256xbf16>, %o: tensor<1x2x64x256xbf16>, %do: tensor<1x2x64x256xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>) {
+  // expected-error @+1 {{expected D + Dv <= 256 for the backward (dK and dV live in registers), got 512}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>
+  return %dq, %dk, %dv : tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>
+}
+
+// -----
+
+func.func @f32(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>) {
+  // expected-error @+1 {{expected f16 or bf16 for the tensor-core kernels}}
+  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
+  return %o, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
+}
+
+// -----
+
+func.func @odd_head(%q: tensor<1x2x64x40xbf16>, %k: tensor<1x2x64x40xbf16>, %v: tensor<1x2x64x40xbf16>) -> (tensor<1x2x64x40xbf16>, tensor<1x2x64xf32>) {
+  // expected-error @+1 {{expected a head dim that is a multiple of 16 in [16, 256], got 40}}
+  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x40xbf16>, tensor<1x2x64x40xbf16>, tensor<1x2x64x40xbf16> -> tensor<1x2x64x40xbf16>, tensor<1x2x64xf32>
+  return %o, %lse : tensor<1x2x64x40xbf16>, tensor<1x2x64xf32>
+}

@@ -1,0 +1,7 @@
+// RUN: fa-opt %s -split-input-file -verify-diagnostics -convert-attn-to-gpu="mma=wgmma"
+
+func.func @d96(%q: tensor<1x2x64x96xbf16>, %k: tensor<1x2x64x96xbf16>, %v: tensor<1x2x64x96xbf16>) -> (tensor<1x2x64x96xbf16>, tensor<1x2x64xf32>) {
+  // expected-error @+1 {{expected D = Dv in {64, 128} for mma = wgmma, got D 96 and Dv 96}}
+  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16> -> tensor<1x2x64x96xbf16>, tensor<1x2x64xf32>
+  return %o, %lse : tensor<1x2x64x96xbf16>, tensor<1x2x64xf32>
+}
