@@ -54,6 +54,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.mask = p.str();
     else if (p.starts_with("sm_"))
       c.target = p.str();
+    else if (p == "wgmma" || p == "mma_sync")
+      c.mma = p.str();
     else if (num(p, "bkv", n))
       c.blockKV = n;
     else if (num(p, "bq", n))
@@ -88,6 +90,8 @@ std::string KernelConfig::str() const {
                   ":s" + std::to_string(stages) + ":" + target;
   if (mask == "window")
     s += ":l" + std::to_string(windowLeft) + ":r" + std::to_string(windowRight);
+  if (mma != "mma_sync")
+    s += ":" + mma;
   return s;
 }
 
@@ -229,7 +233,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
     }
   });
   GpuTileOptions tiles{config.blockQ, config.blockKV, config.warps,
-                       config.stages, config.target};
+                       config.stages, config.target, config.mma};
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlan(
       backward, elemType, config.headDim,
@@ -266,6 +270,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
   pipe.warps = config.warps;
   pipe.stages = config.stages;
   pipe.target = config.target;
+  pipe.mma = config.mma;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))
     return err("the NVVM pipeline failed for " + config.str() + ": " + diag);

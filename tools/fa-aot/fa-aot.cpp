@@ -21,7 +21,9 @@ using namespace mlir::fa;
 
 static cl::list<std::string> configs("config", cl::desc("kernel config, e.g. fwd:bf16:d128:causal"));
 static cl::opt<std::string> configFile("config-file", cl::desc("file with one config per line"));
-static cl::opt<bool> defaults("defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} x fwd/bwd"));
+static cl::opt<bool> defaults(
+    "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
+                         "x fwd/bwd (mma.sync), and the sm_90a wgmma forwards"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
 
@@ -42,6 +44,10 @@ int main(int argc, char **argv) {
       for (const char *d : {"d64", "d128"})
         for (const char *m : {"none", "causal"})
           texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m);
+  if (defaults)
+    for (const char *d : {"d64", "d128"})
+      for (const char *m : {"none", "causal"})
+        texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma");
   if (!configFile.empty()) {
     auto buf = MemoryBuffer::getFile(configFile);
     if (!buf) {
@@ -88,6 +94,22 @@ int main(int argc, char **argv) {
                    {"window_left", c.windowLeft}, {"window_right", c.windowRight},
                    {"score_mod", nullptr}, {"target", c.target},
                    {"entries", std::move(entries)}, {"ptx", k.tag + ".ptx"}};
+    if (c.mma == "wgmma") {
+      // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries).
+      auto map = [&](const char *tensor, int64_t param, const char *rows,
+                     const char *planes, const char *dim, int64_t boxRows) {
+        return json::Object{
+            {"tensor", tensor}, {"param", param},
+            {"dims", json::Array{dim, rows, planes}},
+            {"box", json::Array{64, boxRows, 1}}, {"swizzle", 128},
+            {"l2_promotion", 256}, {"oob_fill", "zero"}};
+      };
+      o["mma"] = "wgmma";
+      o["tensor_maps"] = json::Array{
+          map("q", 11, "nq", "batch*heads", "head_dim", c.blockQ),
+          map("k", 12, "nk", "batch*kv_heads", "head_dim", c.blockKV),
+          map("v", 13, "nk", "batch*kv_heads", "head_dim_v", c.blockKV)};
+    }
     if (!k.cubin.empty()) {
       writeFile(outDir + "/" + k.tag + ".cubin", k.cubin);
       o["cubin"] = k.tag + ".cubin";

@@ -21,9 +21,12 @@ struct KernelConfig {
   std::string mask = "none"; // none | causal | causal_bottom_right | window
   int64_t windowLeft = -1, windowRight = -1;
   std::string target = "sm_90a";
+  /// "mma_sync", or "wgmma" (the sm_90a TMA + warp-specialised forward).
+  std::string mma = "mma_sync";
 
   /// Parses "fwd:bf16:d128:causal" with optional further fields
-  /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80".
+  /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
+  /// "wgmma" / "mma_sync".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;
