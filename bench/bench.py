@@ -9,6 +9,7 @@ Backward times cover only the backward (fa: bwd_pre + bwd + bwd_post; SDPA:
 autograd.grad of a saved forward).
 
     python3 bench/bench.py --bundle out/bundle --lib <libfa_runtime.so> [--quick] [--json out.json]
+        [--mma mma_sync|wgmma]   (fa's forward kernel; default: wgmma where the bundle has it)
 """
 import argparse
 import json
@@ -69,6 +70,8 @@ def main():
                     help="time cap per measurement (limits slow kernels' runs)")
     ap.add_argument("--fa-directions", default="fwd,bwd",
                     help="directions to time for fa (the SDPA baselines always run both)")
+    ap.add_argument("--mma", choices=["any", "mma_sync", "wgmma"], default="any",
+                    help="instructions of fa's forward kernel (any: the runtime's choice)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -110,10 +113,10 @@ def main():
                         try:
                             o = torch.empty_like(q)
                             lse = torch.empty(b, h, n, device=dev, dtype=torch.float32)
-                            fa.forward_into(q, k, v, o, lse, causal=causal)
+                            fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma)
                             if direction == "fwd":
                                 fn = lambda: fa.forward_into(q, k, v, o, lse,  # noqa
-                                                             causal=causal)
+                                                             causal=causal, mma=args.mma)
                             else:
                                 dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
                                 delta = torch.empty(b, h, n, device=dev, dtype=torch.float32)
@@ -132,7 +135,8 @@ def main():
         with open(args.json, "w") as fjson:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "tokens": args.tokens,
-                       "hidden": args.hidden, "bundle": args.bundle, "rows": rows},
+                       "hidden": args.hidden, "bundle": args.bundle, "mma": args.mma,
+                       "rows": rows},
                       fjson, indent=1)
     return 0
 

@@ -35,6 +35,17 @@ struct Target {
 /// Parses "sm_<digits>[a]"; false if malformed.
 bool parseTarget(const std::string &text, Target &out);
 
+/// One CUtensorMap parameter of a kernel (manifest "tensor_maps"). The
+/// global dims and strides follow from the tensor's shape; the rest is the
+/// manifest's.
+struct TensorMapSpec {
+  std::string tensor; // "q", "k" or "v"
+  int param = 0;
+  int box[3] = {0, 0, 0}; // innermost first
+  int swizzleBytes = 128;
+  int l2PromotionBytes = 256; // 0 = none
+};
+
 struct KernelConfig {
   std::string tag;
   fa_direction direction = FA_DIRECTION_FWD;
@@ -45,6 +56,8 @@ struct KernelConfig {
   int windowLeft = -1, windowRight = -1;
   std::string targetName;
   Target target;
+  fa_mma mma = FA_MMA_SYNC;
+  std::vector<TensorMapSpec> tensorMaps; // in parameter order
   Entry fwd, bwdPre, bwd, bwdPost;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -58,6 +71,10 @@ struct LoadedModule {
   CUmodule module = nullptr;
 };
 
+/// Device memory for the tensor maps of launches in one context; defined in
+/// Runtime.cpp.
+struct MapRing;
+
 } // namespace fa::runtime
 
 struct fa_kernel {
@@ -68,8 +85,9 @@ struct fa_kernel {
 struct fa_bundle {
   std::string dir;
   std::vector<std::unique_ptr<fa_kernel>> kernels;
-  std::mutex mutex; // guards modules
+  std::mutex mutex; // guards modules and mapRings
   std::vector<fa::runtime::LoadedModule> modules;
+  std::vector<std::unique_ptr<fa::runtime::MapRing>> mapRings;
   ~fa_bundle();
 };
 
@@ -89,6 +107,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
 /// Whether a kernel built for `target` can run on a device of compute
 /// capability `cc`, and how well (higher is better; 0 = cannot run).
 int targetRank(const KernelConfig &config, int cc);
+/// targetRank for a query that asks for `want`: 0 for kernels of other
+/// instructions; with FA_MMA_ANY, runnable wgmma kernels above all others.
+int kernelRank(const KernelConfig &config, int cc, fa_mma want);
 
 /// GPU-free checks of the launch arguments; "" if they are valid.
 std::string checkForward(const KernelConfig &config,
@@ -103,6 +124,12 @@ std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
 
 /// Bytes of a tensor (shape product times element size); 0 if malformed.
 uint64_t tensorBytes(const fa_tensor &t);
+
+/// The cuTensorMapEncodeTiled arguments of every map of `config` for valid
+/// (checkForward) arguments; "" on success, else what TMA cannot address.
+std::string tensorMapArgs(const KernelConfig &config,
+                          const fa_attention_args &args,
+                          std::vector<fa_tensor_map_args> &out);
 
 } // namespace fa::runtime
 

@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <climits>
+#include <iterator>
 #include <set>
 
 using nlohmann::json;
@@ -113,6 +114,142 @@ std::string moduleFile(const json &k, const char *key, const std::string &dir,
   return dir + "/" + name;
 }
 
+/// The maps a wgmma forward takes, in parameter order (docs/ABI.md): which
+/// tensor, its parameter and the problem sizes of its dims, innermost first.
+struct ExpectedMap {
+  const char *tensor;
+  int param;
+  const char *dims[3];
+};
+constexpr ExpectedMap kWgmmaMaps[] = {
+    {"q", 11, {"head_dim", "nq", "batch*heads"}},
+    {"k", 12, {"head_dim", "nk", "batch*kv_heads"}},
+    {"v", 13, {"head_dim_v", "nk", "batch*kv_heads"}},
+};
+
+/// Largest box extent TMA accepts in any dimension.
+constexpr int kMaxBoxDim = 256;
+
+TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
+                             const KernelConfig &c, const std::string &at) {
+  if (!m.is_object())
+    bad(at, "must be an object");
+  TensorMapSpec spec;
+  spec.tensor = stringField(m, "tensor", at);
+  if (spec.tensor != "q" && spec.tensor != "k" && spec.tensor != "v")
+    bad(at, "unknown tensor '" + spec.tensor + "' (expected q, k or v)");
+  if (spec.tensor != want.tensor)
+    bad(at, "tensor is '" + spec.tensor + "', expected '" + want.tensor +
+                "' (the maps are q, k, v in parameter order)");
+  spec.param = intField(m, "param", at, 0, INT_MAX);
+  if (spec.param != want.param)
+    bad(at, "field 'param' = " + std::to_string(spec.param) + ", expected " +
+                std::to_string(want.param) +
+                " (the q, k, v maps follow fa_fwd's 11 parameters)");
+
+  const json &dims = field(m, "dims", at);
+  std::string wantDims =
+      json::array({want.dims[0], want.dims[1], want.dims[2]}).dump();
+  bool dimsOk = dims.is_array() && dims.size() == 3;
+  for (size_t i = 0; dimsOk && i < 3; ++i)
+    dimsOk = dims[i].is_string() && dims[i].get<std::string>() == want.dims[i];
+  if (!dimsOk)
+    bad(at, "field 'dims' = " + dims.dump() + ", expected " + wantDims);
+
+  const json &box = field(m, "box", at);
+  if (!box.is_array() || box.size() != 3)
+    bad(at, "field 'box' must be an array of 3 integers, got " + box.dump());
+  for (int i = 0; i < 3; ++i) {
+    if (!box[i].is_number_integer() || box[i].get<long long>() < 1 ||
+        box[i].get<long long>() > kMaxBoxDim)
+      bad(at, "field 'box' = " + box.dump() + ": box[" + std::to_string(i) +
+                  "] must be an integer in [1, " + std::to_string(kMaxBoxDim) +
+                  "]");
+    spec.box[i] = box[i].get<int>();
+  }
+
+  spec.swizzleBytes = intField(m, "swizzle", at, 0, INT_MAX);
+  if (spec.swizzleBytes != 128)
+    bad(at, "field 'swizzle' = " + std::to_string(spec.swizzleBytes) +
+                " is not supported (expected 128)");
+  // Elements are 2 bytes (f16, bf16). A 128 B swizzle permutes 16 B chunks
+  // within 128 B rows, so a box row must be whole chunks and at most one row.
+  int rowBytes = spec.box[0] * 2;
+  if (rowBytes > spec.swizzleBytes || rowBytes % 16 != 0)
+    bad(at, "box[0] = " + std::to_string(spec.box[0]) + " elements is " +
+                std::to_string(rowBytes) +
+                " bytes; a 128-byte swizzle needs a multiple of 16 bytes, at "
+                "most 128");
+  int cols = want.tensor[0] == 'v' ? c.headDimV : c.headDim;
+  if (cols % spec.box[0] != 0)
+    bad(at, "box[0] = " + std::to_string(spec.box[0]) +
+                " does not divide the head dim " + std::to_string(cols));
+  int rows = want.tensor[0] == 'q' ? c.blockQ : c.blockKV;
+  if (spec.box[1] != rows)
+    bad(at, "box[1] = " + std::to_string(spec.box[1]) + ", expected " +
+                (want.tensor[0] == 'q' ? "block_q = " : "block_kv = ") +
+                std::to_string(rows));
+  if (spec.box[2] != 1)
+    bad(at, "box[2] = " + std::to_string(spec.box[2]) +
+                ", expected 1 (a tile lies in one batch and head)");
+
+  spec.l2PromotionBytes = intField(m, "l2_promotion", at, 0, INT_MAX);
+  if (spec.l2PromotionBytes != 0 && spec.l2PromotionBytes != 64 &&
+      spec.l2PromotionBytes != 128 && spec.l2PromotionBytes != 256)
+    bad(at, "field 'l2_promotion' = " + std::to_string(spec.l2PromotionBytes) +
+                " is not one of 0, 64, 128, 256");
+  std::string fill = stringField(m, "oob_fill", at);
+  if (fill != "zero")
+    bad(at, "field 'oob_fill' = '" + fill +
+                "' is not supported (expected 'zero': rows past Nq or Nk "
+                "must read as zero)");
+  return spec;
+}
+
+/// The optional "mma" and "tensor_maps" fields, and what a wgmma kernel
+/// needs of the rest of its config.
+void parseMma(const json &k, KernelConfig &c, const std::string &where) {
+  auto mma = k.find("mma");
+  if (mma != k.end() && !mma->is_null()) {
+    std::string name = stringField(k, "mma", where);
+    if (name == "mma_sync")
+      c.mma = FA_MMA_SYNC;
+    else if (name == "wgmma")
+      c.mma = FA_MMA_WGMMA;
+    else
+      bad(where, "unknown mma '" + name + "' (expected mma_sync or wgmma)");
+  }
+  auto maps = k.find("tensor_maps");
+  bool hasMaps = maps != k.end() && !maps->is_null();
+  if (c.mma != FA_MMA_WGMMA) {
+    if (hasMaps)
+      bad(where, "field 'tensor_maps' is given, but only mma 'wgmma' kernels "
+                 "take tensor maps");
+    return;
+  }
+  if (c.direction != FA_DIRECTION_FWD)
+    bad(where, "mma 'wgmma' kernels are forward only");
+  if (c.targetName != "sm_90a")
+    bad(where, "mma 'wgmma' needs target sm_90a, got '" + c.targetName + "'");
+  if (c.headDim != c.headDimV || (c.headDim != 64 && c.headDim != 128))
+    bad(where, "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got " +
+                   std::to_string(c.headDim) + " and " +
+                   std::to_string(c.headDimV));
+  if (!hasMaps)
+    bad(where, "missing field 'tensor_maps' (mma 'wgmma' kernels take q, k "
+               "and v tensor maps)");
+  if (!maps->is_array())
+    bad(where, "field 'tensor_maps' must be an array");
+  constexpr size_t n = std::size(kWgmmaMaps);
+  if (maps->size() != n)
+    bad(where, "field 'tensor_maps' has " + std::to_string(maps->size()) +
+                   " maps, expected " + std::to_string(n) + " (q, k, v)");
+  for (size_t i = 0; i < n; ++i)
+    c.tensorMaps.push_back(
+        parseTensorMap((*maps)[i], kWgmmaMaps[i], c,
+                       where + ".tensor_maps[" + std::to_string(i) + "]"));
+}
+
 std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                                        const std::string &dir) {
   std::string where = "kernels[" + std::to_string(index) + "]";
@@ -188,6 +325,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
     c.bwd = parseEntry(entries, "bwd", where);
     c.bwdPost = parseEntry(entries, "bwd_post", where);
   }
+  parseMma(k, c, where);
   c.ptxPath = moduleFile(k, "ptx", dir, where, /*required=*/false);
   c.cubinPath = moduleFile(k, "cubin", dir, where, /*required=*/false);
   if (c.ptxPath.empty() && c.cubinPath.empty())

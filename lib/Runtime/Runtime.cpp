@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <unordered_map>
 
 using namespace fa::runtime;
 
@@ -237,15 +238,20 @@ fa_status getFunction(const fa_kernel &kernel, const Entry &entry,
   if (r != CUDA_SUCCESS)
     return cuFail("cuModuleGetFunction", r);
   if (entry.sharedBytes > kDefaultSharedLimit) {
-    int optin = 0;
+    // The opt-in limit covers static and dynamic shared memory together.
+    int optin = 0, staticBytes = 0;
     cuDeviceGetAttribute(
         &optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
-    if (entry.sharedBytes > static_cast<unsigned>(optin))
+    cuFuncGetAttribute(&staticBytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, out);
+    if (entry.sharedBytes + static_cast<unsigned>(staticBytes) >
+        static_cast<unsigned>(optin))
       return fail(FA_ERROR_UNSUPPORTED,
                   "entry '" + entry.name + "' needs " +
                       std::to_string(entry.sharedBytes) +
-                      " bytes of shared memory; the device allows " +
-                      std::to_string(optin));
+                      " bytes of dynamic shared memory and " +
+                      std::to_string(staticBytes) +
+                      " static; the device allows " + std::to_string(optin) +
+                      " per block");
     r = cuFuncSetAttribute(out, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                            static_cast<int>(entry.sharedBytes));
     if (r != CUDA_SUCCESS)
@@ -282,14 +288,226 @@ const char *maskName(fa_mask m) {
   return "<invalid mask>";
 }
 
+const char *mmaName(fa_mma m) {
+  switch (m) {
+  case FA_MMA_ANY:
+    return "any";
+  case FA_MMA_SYNC:
+    return "mma_sync";
+  case FA_MMA_WGMMA:
+    return "wgmma";
+  }
+  return "<invalid mma>";
+}
+
 std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
-                     fa_mask mask, int wl, int wr) {
+                     fa_mask mask, int wl, int wr, fa_mma mma) {
   std::ostringstream os;
   os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' ' << fa_dtype_name(dtype)
      << " d=" << d << " dv=" << dv << " mask=" << maskName(mask);
   if (mask == FA_MASK_WINDOW)
     os << '(' << wl << ',' << wr << ')';
+  if (mma != FA_MMA_ANY)
+    os << " mma=" << mmaName(mma);
   return os.str();
+}
+
+/// Bytes of one slot: the maps of one launch, each 128 B and so 64 B aligned
+/// at any slot start (the ring's base is 256 B aligned).
+constexpr size_t kMapSlotBytes = FA_MAX_TENSOR_MAPS * sizeof(CUtensorMap);
+/// Slots per context: distinct map sets that stay cached, and launches with
+/// maps that may be in flight before one waits.
+constexpr int kMapSlots = 128;
+
+std::string mapArgsText(const fa_tensor_map_args &m) {
+  std::ostringstream os;
+  auto list = [&](const auto *xs, unsigned n) {
+    os << '{';
+    for (unsigned i = 0; i < n; ++i)
+      os << (i ? ", " : "") << xs[i];
+    os << '}';
+  };
+  os << "dataType " << static_cast<int>(m.data_type) << ", rank " << m.rank
+     << ", globalAddress " << hex(m.global_address) << ", globalDim ";
+  list(m.global_dim, m.rank);
+  os << ", globalStrides ";
+  list(m.global_strides, m.rank - 1);
+  os << ", boxDim ";
+  list(m.box_dim, m.rank);
+  os << ", elementStrides ";
+  list(m.element_strides, m.rank);
+  os << ", interleave " << static_cast<int>(m.interleave) << ", swizzle "
+     << static_cast<int>(m.swizzle) << ", l2Promotion "
+     << static_cast<int>(m.l2_promotion) << ", oobFill "
+     << static_cast<int>(m.oob_fill);
+  return os.str();
+}
+
+fa_status encodeMaps(const std::vector<fa_tensor_map_args> &args,
+                     CUtensorMap *out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const fa_tensor_map_args &m = args[i];
+    std::memset(&out[i], 0, sizeof(CUtensorMap));
+    CUresult r = cuTensorMapEncodeTiled(
+        &out[i], m.data_type, m.rank,
+        reinterpret_cast<void *>(m.global_address), m.global_dim,
+        m.global_strides, m.box_dim, m.element_strides, m.interleave, m.swizzle,
+        m.l2_promotion, m.oob_fill);
+    if (r != CUDA_SUCCESS)
+      return fail(FA_ERROR_CUDA, cuMessage("cuTensorMapEncodeTiled", r) +
+                                     " for " + m.tensor + "_map (parameter " +
+                                     std::to_string(m.param) +
+                                     "): " + mapArgsText(m));
+  }
+  return FA_SUCCESS;
+}
+
+uint64_t hashBytes(const void *data, size_t n) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+} // namespace
+
+namespace fa::runtime {
+
+/// A slot holds the maps of one launch. `lastUse` is recorded after every
+/// launch that reads the slot, on `stream`; a slot is rewritten only when
+/// that event has completed, and it is read without a copy by a launch on
+/// the same stream (ordered after the copy) or after it has completed.
+struct MapSlot {
+  CUtensorMap maps[FA_MAX_TENSOR_MAPS];
+  size_t bytes = 0; // 0: holds nothing
+  uint64_t hash = 0;
+  CUevent lastUse = nullptr;
+  unsigned long long stream = 0; // cuStreamGetId of lastUse's stream
+};
+
+struct MapRing {
+  CUcontext ctx = nullptr;
+  CUdeviceptr base = 0;
+  std::mutex mutex; // guards everything below; held across a launch
+  std::vector<MapSlot> slots;
+  std::unordered_map<uint64_t, int> index; // hash -> slot
+  int next = 0; // where the search for a free slot starts
+
+  ~MapRing() {
+    // Launches may still read the slots; the context may already be gone,
+    // in which case it took the memory and events with it.
+    if (cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
+      return;
+    for (MapSlot &s : slots)
+      if (s.lastUse) {
+        cuEventSynchronize(s.lastUse);
+        cuEventDestroy(s.lastUse);
+      }
+    if (base)
+      cuMemFree(base);
+    CUcontext popped;
+    cuCtxPopCurrent(&popped);
+  }
+
+  fa_status init(CUcontext context) {
+    ctx = context;
+    slots.resize(kMapSlots);
+    for (MapSlot &s : slots)
+      if (CUresult r = cuEventCreate(&s.lastUse, CU_EVENT_DISABLE_TIMING))
+        return cuFail("cuEventCreate (tensor map slots)", r);
+    if (CUresult r = cuMemAlloc(&base, kMapSlots * kMapSlotBytes))
+      return cuFail("cuMemAlloc (tensor map slots)", r);
+    if (base % 64 != 0)
+      return fail(FA_ERROR_CUDA, "cuMemAlloc returned " + hex(base) +
+                                     ", which is not 64-byte aligned");
+    return FA_SUCCESS;
+  }
+
+  CUdeviceptr address(int slot) const { return base + slot * kMapSlotBytes; }
+
+  bool idle(const MapSlot &s) const {
+    return cuEventQuery(s.lastUse) == CUDA_SUCCESS;
+  }
+
+  /// The slot that holds `maps` for a launch on `stream`, copying them into
+  /// a free one (in stream order) when none can be reused. Call with mutex
+  /// held and call used() after the launch.
+  fa_status acquire(const CUtensorMap *maps, size_t bytes, CUstream stream,
+                    unsigned long long streamId, int &out) {
+    uint64_t h = hashBytes(maps, bytes);
+    auto it = index.find(h);
+    if (it != index.end()) {
+      MapSlot &s = slots[it->second];
+      if (s.bytes == bytes && std::memcmp(s.maps, maps, bytes) == 0 &&
+          (s.stream == streamId || idle(s))) {
+        out = it->second;
+        return FA_SUCCESS;
+      }
+    }
+    int victim = -1;
+    for (int i = 0; i < kMapSlots && victim < 0; ++i) {
+      int j = (next + i) % kMapSlots;
+      if (slots[j].bytes == 0 || idle(slots[j]))
+        victim = j;
+    }
+    if (victim < 0) {
+      // Every slot is read by a launch in flight: wait for the oldest.
+      victim = next;
+      if (CUresult r = cuEventSynchronize(slots[victim].lastUse))
+        return cuFail("cuEventSynchronize (tensor map slot)", r);
+    }
+    next = (victim + 1) % kMapSlots;
+    MapSlot &s = slots[victim];
+    auto old = index.find(s.hash);
+    if (s.bytes && old != index.end() && old->second == victim)
+      index.erase(old);
+    s.bytes = 0;
+    // Pageable source: the driver has taken the bytes when this returns.
+    if (CUresult r = cuMemcpyHtoDAsync(address(victim), maps, bytes, stream))
+      return cuFail("cuMemcpyHtoDAsync (tensor maps)", r);
+    std::memcpy(s.maps, maps, bytes);
+    s.bytes = bytes;
+    s.hash = h;
+    s.stream = streamId;
+    index[h] = victim;
+    out = victim;
+    return FA_SUCCESS;
+  }
+
+  /// Marks `slot` as read by work just enqueued on `stream`.
+  fa_status used(int slot, CUstream stream, unsigned long long streamId) {
+    MapSlot &s = slots[slot];
+    if (CUresult r = cuEventRecord(s.lastUse, stream)) {
+      // Its copy may still be pending; keep it from being reused as is.
+      auto it = index.find(s.hash);
+      if (it != index.end() && it->second == slot)
+        index.erase(it);
+      return cuFail("cuEventRecord (tensor map slot)", r);
+    }
+    s.stream = streamId;
+    return FA_SUCCESS;
+  }
+};
+
+} // namespace fa::runtime
+
+namespace {
+
+/// The map ring of `ctx` in `bundle`, made on first use.
+fa_status mapRing(fa_bundle &bundle, CUcontext ctx, MapRing *&out) {
+  std::lock_guard<std::mutex> lock(bundle.mutex);
+  for (auto &r : bundle.mapRings)
+    if (r->ctx == ctx) {
+      out = r.get();
+      return FA_SUCCESS;
+    }
+  auto ring = std::make_unique<MapRing>();
+  if (fa_status s = ring->init(ctx))
+    return s;
+  out = ring.get();
+  bundle.mapRings.push_back(std::move(ring));
+  return FA_SUCCESS;
 }
 
 } // namespace
@@ -309,6 +527,8 @@ fa_status succeed() {
 } // namespace fa::runtime
 
 fa_bundle::~fa_bundle() {
+  // The map rings wait for the launches that read them.
+  mapRings.clear();
   // Unloading needs the context alive; a context already destroyed took its
   // modules with it, so failures here are harmless.
   for (const LoadedModule &m : modules)
@@ -396,7 +616,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.headDimV,    c.blockQ,
           c.blockKV,     c.warps,
           c.stages,      c.windowLeft,
-          c.windowRight, !c.cubinPath.empty()};
+          c.windowRight, !c.cubinPath.empty(),
+          c.mma,         static_cast<int32_t>(c.tensorMaps.size())};
   return succeed();
 }
 
@@ -406,6 +627,10 @@ fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   *out = nullptr;
   const fa_kernel_query &q = *query;
+  if (q.mma != FA_MMA_ANY && q.mma != FA_MMA_SYNC && q.mma != FA_MMA_WGMMA)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find: mma is " + std::to_string(q.mma) +
+                    "; expected FA_MMA_ANY, FA_MMA_SYNC or FA_MMA_WGMMA");
   int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
   int cc = q.compute_capability;
   if (cc == 0) {
@@ -431,15 +656,17 @@ fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
     if (q.mask == FA_MASK_WINDOW &&
         (c.windowLeft != q.window_left || c.windowRight != q.window_right))
       continue;
+    if (q.mma != FA_MMA_ANY && c.mma != q.mma)
+      continue;
     matchingTargets.push_back(c.targetName);
-    int rank = targetRank(c, cc);
+    int rank = kernelRank(c, cc, q.mma);
     if (rank > bestRank) {
       best = k.get();
       bestRank = rank;
     }
   }
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
-                              q.window_left, q.window_right);
+                              q.window_left, q.window_right, q.mma);
   if (best) {
     *out = best;
     return succeed();
@@ -458,7 +685,8 @@ fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
     const KernelConfig &c = k->config;
     have += "\n  " +
             describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
-                     c.windowLeft, c.windowRight) +
+                     c.windowLeft, c.windowRight,
+                     c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY) +
             " (" + c.targetName + ")";
   }
   return fail(FA_ERROR_NOT_FOUND,
@@ -474,6 +702,24 @@ fa_status fa_attention_forward_check(const fa_kernel *kernel,
   std::string err = checkForward(kernel->config, *args);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
+  return succeed();
+}
+
+fa_status fa_attention_forward_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
+  if (!out || !count)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_forward_tensor_maps: null argument");
+  *count = 0;
+  if (fa_status s = fa_attention_forward_check(kernel, args))
+    return s;
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(kernel->config, *args, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
   return succeed();
 }
 
@@ -509,10 +755,59 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   float scale = a.scale;
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
-  void *params[] = {&q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
-  if (fa_status s =
-          launch(f, c.fwd, ceilDiv(nq, c.blockQ), h, b, stream, params))
+  unsigned gx = ceilDiv(nq, c.blockQ);
+  if (c.tensorMaps.empty()) {
+    void *params[] = {&q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
+    if (fa_status s = launch(f, c.fwd, gx, h, b, stream, params))
+      return s;
+    return succeed();
+  }
+
+  std::vector<fa_tensor_map_args> mapArgs;
+  std::string err = tensorMapArgs(c, a, mapArgs);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
+  CUtensorMap maps[FA_MAX_TENSOR_MAPS];
+  if (fa_status s = encodeMaps(mapArgs, maps))
+    return fail(s,
+                "fa_attention_forward: kernel '" + c.tag + "': " + lastError);
+  // A captured launch would keep reading a slot that later launches reuse.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (CUresult r = cuStreamIsCapturing(stream, &capture))
+    return cuFail("cuStreamIsCapturing", r);
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return fail(FA_ERROR_UNSUPPORTED,
+                "fa_attention_forward: kernel '" + c.tag +
+                    "' takes tensor maps in runtime-owned memory and cannot "
+                    "be captured into a CUDA graph");
+  unsigned long long streamId = 0;
+  if (CUresult r = cuStreamGetId(stream, &streamId))
+    return cuFail("cuStreamGetId", r);
+  MapRing *ring = nullptr;
+  if (fa_status s = mapRing(*kernel->bundle, scope.ctx, ring))
     return s;
+
+  std::lock_guard<std::mutex> lock(ring->mutex);
+  int slot = 0;
+  if (fa_status s = ring->acquire(maps, mapArgs.size() * sizeof(CUtensorMap),
+                                  stream, streamId, slot))
+    return s;
+  // The kernel's map parameters, in manifest order after the 11 of fa_fwd.
+  CUdeviceptr mapPtrs[FA_MAX_TENSOR_MAPS];
+  void *params[11 + FA_MAX_TENSOR_MAPS] = {&q, &k,   &v,  &o,  &lse,  &b,
+                                           &h, &hkv, &nq, &nk, &scale};
+  for (size_t i = 0; i < mapArgs.size(); ++i) {
+    mapPtrs[i] = ring->address(slot) + i * sizeof(CUtensorMap);
+    params[mapArgs[i].param] = &mapPtrs[i];
+  }
+  fa_status launched = launch(f, c.fwd, gx, h, b, stream, params);
+  std::string launchError = lastError;
+  // Recorded even when the launch failed: the slot's copy is in the stream.
+  fa_status recorded = ring->used(slot, stream, streamId);
+  if (launched)
+    return fail(launched, launchError);
+  if (recorded)
+    return recorded;
   return succeed();
 }
 

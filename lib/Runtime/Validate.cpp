@@ -243,6 +243,76 @@ std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &a) {
           {"dq_accum", &a.dq_accum}};
 }
 
+std::string tensorMapArgs(const KernelConfig &c, const fa_attention_args &a,
+                          std::vector<fa_tensor_map_args> &out) {
+  out.clear();
+  for (const TensorMapSpec &spec : c.tensorMaps) {
+    const fa_tensor &t =
+        spec.tensor == "q" ? a.q : (spec.tensor == "k" ? a.k : a.v);
+    // A literal, so that the result outlives the bundle.
+    const char *name =
+        spec.tensor == "q" ? "q" : (spec.tensor == "k" ? "k" : "v");
+    uint64_t elem = static_cast<uint64_t>(elementSize(t.dtype));
+    fa_tensor_map_args m{};
+    m.tensor = name;
+    m.param = spec.param;
+    m.data_type = t.dtype == FA_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    // [B, Hk, N, D] viewed as (D, N, B*Hk): rows past N of each head lie
+    // outside the map and read as zero.
+    m.rank = 3;
+    m.global_address = t.data;
+    m.global_dim[0] = static_cast<uint64_t>(t.shape[3]);
+    m.global_dim[1] = static_cast<uint64_t>(t.shape[2]);
+    m.global_dim[2] = static_cast<uint64_t>(t.shape[0] * t.shape[1]);
+    m.global_strides[0] = elem * m.global_dim[0];
+    m.global_strides[1] = m.global_strides[0] * m.global_dim[1];
+    for (int i = 0; i < 3; ++i) {
+      m.box_dim[i] = static_cast<uint32_t>(spec.box[i]);
+      m.element_strides[i] = 1;
+    }
+    m.interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+    m.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    switch (spec.l2PromotionBytes) {
+    case 64:
+      m.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+      break;
+    case 128:
+      m.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+      break;
+    case 256:
+      m.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+      break;
+    default:
+      m.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    }
+    m.oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+
+    // TMA reads 16-byte aligned rows; checkTensor and the manifest's head
+    // dims imply it today, this keeps the encode from failing if they change.
+    if (m.global_address % 16 != 0 || m.global_strides[0] % 16 != 0) {
+      std::ostringstream os;
+      os << name << "_map: TMA needs a 16-byte aligned address and row stride, "
+         << "got 0x" << std::hex << m.global_address << std::dec << " and "
+         << m.global_strides[0] << " bytes (" << name << ".shape "
+         << join(t.shape, 4) << ")";
+      return os.str();
+    }
+    out.push_back(m);
+  }
+  return "";
+}
+
+int kernelRank(const KernelConfig &c, int cc, fa_mma want) {
+  if (want != FA_MMA_ANY && c.mma != want)
+    return 0;
+  int rank = targetRank(c, cc);
+  // wgmma kernels are sm_90a-only and run where nothing else is faster.
+  if (rank > 0 && want == FA_MMA_ANY && c.mma == FA_MMA_WGMMA)
+    rank += 10000;
+  return rank;
+}
+
 std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
   if (c.direction != FA_DIRECTION_FWD)
     return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
@@ -259,7 +329,8 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
       !(err = checkScale(a.scale)).empty() ||
       !(err = checkOverlap(tensorsOf(a), {"o", "lse"})).empty())
     return err;
-  return "";
+  std::vector<fa_tensor_map_args> maps;
+  return tensorMapArgs(c, a, maps);
 }
 
 std::string checkBackward(const KernelConfig &c,

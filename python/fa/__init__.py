@@ -13,8 +13,9 @@ import ctypes
 import math
 import sys
 
-from ._runtime import (BWD, DTYPE_NAMES, FWD, MASK_NAMES, MASKS, FaError, BackwardArgs,
-                       ForwardArgs, KernelInfo, KernelQuery, Tensor, check, open_library)
+from ._runtime import (BWD, DTYPE_NAMES, FWD, MASK_NAMES, MASKS, MMA_NAMES, MMAS, FaError,
+                       BackwardArgs, ForwardArgs, KernelInfo, KernelQuery, Tensor, check,
+                       open_library)
 
 __all__ = ["load", "attention", "forward_into", "backward_into", "Bundle", "FaError"]
 
@@ -59,15 +60,19 @@ class Bundle:
                 "head_dim": info.head_dim, "head_dim_v": info.head_dim_v,
                 "block_q": info.block_q, "block_kv": info.block_kv, "warps": info.warps,
                 "stages": info.stages, "window_left": info.window_left,
-                "window_right": info.window_right, "has_cubin": bool(info.has_cubin)})
+                "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
+                "mma": MMA_NAMES.get(info.mma, str(info.mma)),
+                "tensor_maps": info.tensor_map_count})
         return out
 
-    def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability):
-        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability)
+    def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
+             mma=None):
+        code = _mma_code(mma)
+        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code)
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
-                            window[0], window[1], capability)
+                            window[0], window[1], capability, code)
             out = ctypes.c_void_p()
             check(self.lib, self.lib.fa_kernel_find(self._handle, ctypes.byref(q),
                                                     ctypes.byref(out)))
@@ -100,6 +105,13 @@ def _dtype_code(dtype):
     if dtype not in codes:
         raise FaError(1, "fa: unsupported dtype %s (expected float16 or bfloat16)" % dtype)
     return codes[dtype]
+
+
+def _mma_code(mma):
+    name = "any" if mma is None else mma
+    if name not in MMAS:
+        raise FaError(1, "fa: mma is %r; expected None, 'any', 'mma_sync' or 'wgmma'" % (mma,))
+    return MMAS[name]
 
 
 def _tensor(t):
@@ -144,14 +156,16 @@ def _stream(t):
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
-                 scale=None, bundle=None):
+                 scale=None, bundle=None, mma=None):
     """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
-    [B,H,Nq] (float32). Every argument is validated by the runtime."""
+    [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
+    ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
+    wgmma where the device runs it (sm_90)."""
     import torch
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv = q.shape[-1], v.shape[-1]
-    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q))
+    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma)
     args = ForwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(lse),
                        1.0 / math.sqrt(d) if scale is None else float(scale))
     stream, dev = _stream(q)
@@ -160,15 +174,15 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
-                  causal_bottom_right=False, window=None, scale=None, bundle=None):
+                  causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
-    not given."""
+    not given. `mma` as for forward_into."""
     import torch
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv_dim = q.shape[-1], v.shape[-1]
-    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q))
+    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     if dq_accum is None:
@@ -209,7 +223,9 @@ def _make_function():
         def backward(ctx, do, _dlse):
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, **ctx.opts)
+            # `mma` picks the forward kernel only (wgmma kernels are forward only).
+            opts = {k_: v_ for k_, v_ in ctx.opts.items() if k_ != "mma"}
+            backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, **opts)
             return dq, dk, dv, None
 
     return AttentionFunction
@@ -219,7 +235,7 @@ _function = None
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
-              return_lse=False, bundle=None):
+              return_lse=False, bundle=None, mma=None):
     """Scaled dot-product attention with the bundle's kernels.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] contiguous CUDA tensors of
@@ -228,12 +244,15 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     right)` keeps keys i+off-left <= j <= i+off+right with off = Nk-Nq.
     `scale` defaults to 1/sqrt(D). Returns O, or (O, LSE) with LSE the f32
     natural-log sum of exponentials per row (-inf for fully masked rows).
-    Differentiable in q, k, v when they require grad.
+    Differentiable in q, k, v when they require grad. `mma` ('mma_sync' or
+    'wgmma') forces the forward kernel's instructions; None lets the runtime
+    prefer wgmma on sm_90. The backward kernels are chosen without it.
     """
     import torch
     global _function
+    _mma_code(mma)
     opts = dict(causal=causal, causal_bottom_right=causal_bottom_right, window=window,
-                scale=scale, bundle=_bundle(bundle))
+                scale=scale, bundle=_bundle(bundle), mma=mma)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         if _function is None:
             _function = _make_function()

@@ -11,7 +11,10 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 MASKS = {"none": 0, "causal": 1, "causal_bottom_right": 2, "window": 3}
 MASK_NAMES = {v: k for k, v in MASKS.items()}
 FWD, BWD = 0, 1
+MMAS = {"any": 0, "mma_sync": 1, "wgmma": 2}
+MMA_NAMES = {v: k for k, v in MMAS.items()}
 MAX_RANK = 4
+MAX_TENSOR_MAPS = 3
 
 
 class FaError(RuntimeError):
@@ -42,7 +45,8 @@ class KernelQuery(ctypes.Structure):
     _fields_ = [("direction", ctypes.c_int), ("dtype", ctypes.c_int),
                 ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
                 ("mask", ctypes.c_int), ("window_left", ctypes.c_int32),
-                ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32)]
+                ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32),
+                ("mma", ctypes.c_int)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -52,7 +56,18 @@ class KernelInfo(ctypes.Structure):
                 ("block_q", ctypes.c_int32), ("block_kv", ctypes.c_int32),
                 ("warps", ctypes.c_int32), ("stages", ctypes.c_int32),
                 ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
-                ("has_cubin", ctypes.c_int32)]
+                ("has_cubin", ctypes.c_int32), ("mma", ctypes.c_int),
+                ("tensor_map_count", ctypes.c_int32)]
+
+
+class TensorMapArgs(ctypes.Structure):
+    _fields_ = [("tensor", ctypes.c_char_p), ("param", ctypes.c_int32),
+                ("data_type", ctypes.c_int), ("rank", ctypes.c_uint32),
+                ("global_address", ctypes.c_uint64), ("global_dim", ctypes.c_uint64 * 5),
+                ("global_strides", ctypes.c_uint64 * 4), ("box_dim", ctypes.c_uint32 * 5),
+                ("element_strides", ctypes.c_uint32 * 5), ("interleave", ctypes.c_int),
+                ("swizzle", ctypes.c_int), ("l2_promotion", ctypes.c_int),
+                ("oob_fill", ctypes.c_int)]
 
 
 def _candidates():
@@ -89,6 +104,9 @@ def open_library(path=None):
         "fa_kernel_find": ([vp, ctypes.POINTER(KernelQuery), ctypes.POINTER(vp)], st),
         "fa_attention_forward_check": ([vp, ctypes.POINTER(ForwardArgs)], st),
         "fa_attention_backward_check": ([vp, ctypes.POINTER(BackwardArgs)], st),
+        "fa_attention_forward_tensor_maps": ([vp, ctypes.POINTER(ForwardArgs),
+                                              ctypes.POINTER(TensorMapArgs),
+                                              ctypes.POINTER(ctypes.c_int32)], st),
         "fa_attention_forward": ([vp, ctypes.POINTER(ForwardArgs), vp], st),
         "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
     }

@@ -67,6 +67,48 @@ std::string manifest(const std::vector<std::string> &kernels,
          R"(, "compiler": "test", "kernels": [)" + list + "]}";
 }
 
+/// One entry of a wgmma kernel's "tensor_maps", as text fields.
+struct MapJson {
+  std::string tensor, param, dims, box, swizzle = "128", l2 = "256",
+                                        fill = R"("zero")";
+  std::string str() const {
+    return R"({"tensor": ")" + tensor + R"(", "param": )" + param +
+           R"(, "dims": )" + dims + R"(, "box": )" + box + R"(, "swizzle": )" +
+           swizzle + R"(, "l2_promotion": )" + l2 + R"(, "oob_fill": )" + fill +
+           "}";
+  }
+};
+
+/// The maps of docs/ABI.md for block_q = block_kv = 128.
+std::vector<MapJson> abiMaps() {
+  return {
+      {"q", "11", R"(["head_dim", "nq", "batch*heads"])", "[64, 128, 1]"},
+      {"k", "12", R"(["head_dim", "nk", "batch*kv_heads"])", "[64, 128, 1]"},
+      {"v", "13", R"(["head_dim_v", "nk", "batch*kv_heads"])", "[64, 128, 1]"}};
+}
+
+std::string mapsJson(const std::vector<MapJson> &maps) {
+  std::string list;
+  for (const MapJson &m : maps)
+    list += (list.empty() ? "" : ", ") + m.str();
+  return "[" + list + "]";
+}
+
+/// A wgmma forward kernel object as fa-aot writes it (sm_90a, 12 warps,
+/// 128 x 128 tiles), with `extra` members appended.
+std::string wgmmaJson(const std::string &tag, const std::string &dtype, int d,
+                      const std::string &mask, bool cubin,
+                      const std::vector<MapJson> &maps = abiMaps(),
+                      const std::string &extra = "") {
+  return kernelJson(tag, "fwd", dtype, d, mask, "sm_90a", cubin,
+                    R"(, "block_q": 128, "block_kv": 128, "warps": 12,
+                       "entries": {"fwd": {"name": "fa_fwd_)" +
+                        tag +
+                        R"(", "threads": 384, "shared_bytes": 163840}},
+                       "mma": "wgmma", "tensor_maps": )" +
+                        mapsJson(maps) + extra);
+}
+
 /// Loads a bundle from manifest text; returns the status.
 fa_status loadText(const std::string &name, const std::string &text,
                    fa_bundle **out) {
@@ -170,6 +212,173 @@ TEST(Manifest, FieldErrorsNameTheField) {
         << "expected '" << c.expect << "' in: " << lastError();
     fa_bundle_free(b);
   }
+}
+
+TEST(Manifest, WgmmaKernel) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(
+      loadText("wgmma",
+               manifest({wgmmaJson("w", "bf16", 128, "causal", true),
+                         kernelJson("s", "fwd", "bf16", 128, "causal", "sm_90a",
+                                    true, R"(, "mma": "mma_sync")")}),
+               &b),
+      FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.mma, FA_MMA_WGMMA);
+  EXPECT_EQ(info.tensor_map_count, 3);
+  EXPECT_EQ(info.block_q, 128);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 1), &info), FA_SUCCESS);
+  EXPECT_EQ(info.mma, FA_MMA_SYNC);
+  EXPECT_EQ(info.tensor_map_count, 0);
+  fa_bundle_free(b);
+}
+
+TEST(Manifest, KernelsWithoutMmaAreMmaSync) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("nomma",
+                     manifest({kernelJson("s", "fwd", "bf16", 64, "none",
+                                          "sm_80", true)}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.mma, FA_MMA_SYNC);
+  EXPECT_EQ(info.tensor_map_count, 0);
+  fa_bundle_free(b);
+}
+
+TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
+  auto withMap = [](int i, auto edit) {
+    std::vector<MapJson> maps = abiMaps();
+    edit(maps[i]);
+    return maps;
+  };
+  struct Case {
+    std::string kernel, expect;
+  } cases[] = {
+      {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
+                  R"(, "mma": "hgmma")"),
+       "kernels[0] ('k'): unknown mma 'hgmma'"},
+      {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
+                  R"(, "tensor_maps": [])"),
+       "only mma 'wgmma' kernels take tensor maps"},
+      {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
+                  R"(, "mma": "wgmma")"),
+       "kernels[0] ('k'): missing field 'tensor_maps'"},
+      {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
+                 R"(, "target": "sm_90")"),
+       "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
+      {wgmmaJson("k", "bf16", 96, "none", true),
+       "head_dim = head_dim_v in {64, 128}, got 96 and 96"},
+      {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
+                 R"(, "head_dim_v": 64)"),
+       "got 128 and 64"},
+      {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
+                 R"(, "tensor_maps": {})"),
+       "field 'tensor_maps' must be an array"},
+      {wgmmaJson("k", "bf16", 128, "none", true, {abiMaps()[0], abiMaps()[1]}),
+       "field 'tensor_maps' has 2 maps, expected 3 (q, k, v)"},
+      {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
+                 R"(, "tensor_maps": [1, 2, 3])"),
+       "('k').tensor_maps[0]: must be an object"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.tensor = "o"; })),
+       "('k').tensor_maps[0]: unknown tensor 'o' (expected q, k or v)"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 {abiMaps()[1], abiMaps()[0], abiMaps()[2]}),
+       "tensor_maps[0]: tensor is 'k', expected 'q'"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(1, [](MapJson &m) { m.param = "11"; })),
+       "tensor_maps[1]: field 'param' = 11, expected 12"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(2, [](MapJson &m) { m.param = "\"13\""; })),
+       "tensor_maps[2]: field 'param' must be an integer"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(2,
+                         [](MapJson &m) {
+                           m.dims = R"(["head_dim", "nk", "batch*kv_heads"])";
+                         })),
+       R"(tensor_maps[2]: field 'dims' = ["head_dim","nk","batch*kv_heads"], )"
+       R"(expected ["head_dim_v","nk","batch*kv_heads"])"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.box = "[64, 128]"; })),
+       "tensor_maps[0]: field 'box' must be an array of 3 integers"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.box = "[0, 128, 1]"; })),
+       "box[0] must be an integer in [1, 256]"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(1, [](MapJson &m) { m.box = "[64, 512, 1]"; })),
+       "box[1] must be an integer in [1, 256]"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.box = "[128, 128, 1]"; })),
+       "box[0] = 128 elements is 256 bytes; a 128-byte swizzle needs"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.box = "[4, 128, 1]"; })),
+       "box[0] = 4 elements is 8 bytes"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.box = "[48, 128, 1]"; })),
+       "box[0] = 48 does not divide the head dim 128"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.box = "[64, 64, 1]"; })),
+       "tensor_maps[0]: box[1] = 64, expected block_q = 128"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(2, [](MapJson &m) { m.box = "[64, 64, 1]"; })),
+       "tensor_maps[2]: box[1] = 64, expected block_kv = 128"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(1, [](MapJson &m) { m.box = "[64, 128, 2]"; })),
+       "box[2] = 2, expected 1"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.swizzle = "64"; })),
+       "field 'swizzle' = 64 is not supported (expected 128)"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.l2 = "512"; })),
+       "field 'l2_promotion' = 512 is not one of 0, 64, 128, 256"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.fill = R"("nan")"; })),
+       "field 'oob_fill' = 'nan' is not supported"},
+      {wgmmaJson("k", "bf16", 128, "none", true,
+                 withMap(0, [](MapJson &m) { m.fill = "0"; })),
+       "field 'oob_fill' must be a string"},
+  };
+  for (const Case &c : cases) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("wgmma_fields", manifest({c.kernel}), &b),
+              FA_ERROR_BAD_MANIFEST)
+        << c.expect;
+    EXPECT_NE(lastError().find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << lastError();
+    fa_bundle_free(b);
+  }
+}
+
+TEST(Manifest, WgmmaBackwardIsRejected) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(
+      loadText("wgmma_bwd",
+               manifest({kernelJson("k", "bwd", "bf16", 128, "none", "sm_90a",
+                                    true, R"(, "mma": "wgmma")")}),
+               &b),
+      FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("mma 'wgmma' kernels are forward only"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST(Manifest, WgmmaSmallKeyTiles) {
+  // block_kv 64: the k and v boxes follow it.
+  std::vector<MapJson> maps = abiMaps();
+  maps[1].box = maps[2].box = "[64, 64, 1]";
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("wgmma_bkv64",
+                     manifest({wgmmaJson("w", "f16", 64, "none", false, maps,
+                                         R"(, "block_kv": 64)")}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
 }
 
 TEST(Manifest, DuplicateTag) {
@@ -293,6 +502,78 @@ TEST_F(Find, WindowMustMatch) {
   find(q, FA_ERROR_NOT_FOUND);
   EXPECT_NE(lastError().find("mask=window(8,0)"), std::string::npos)
       << lastError();
+}
+
+/// mma.sync and wgmma builds of one config, as a bundle with both has them.
+class FindMma : public Find {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(loadText("findmma",
+                       manifest({kernelJson("sync90a", "fwd", "bf16", 128,
+                                            "causal", "sm_90a", true),
+                                 wgmmaJson("wgmma", "bf16", 128, "causal",
+                                           /*cubin=*/false),
+                                 kernelJson("sync80", "fwd", "bf16", 128,
+                                            "causal", "sm_80", false),
+                                 kernelJson("bwd", "bwd", "bf16", 128, "causal",
+                                            "sm_90a", true),
+                                 kernelJson("only_sync", "fwd", "bf16", 64,
+                                            "none", "sm_90a", true)}),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+  }
+  static fa_kernel_query causal(int cc, fa_mma mma) {
+    fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_CAUSAL, cc);
+    q.mma = mma;
+    return q;
+  }
+};
+
+TEST_F(FindMma, PrefersWgmmaOnSm90) {
+  // Even as PTX against a native mma.sync cubin.
+  EXPECT_EQ(find(causal(90, FA_MMA_ANY)), "wgmma");
+  // sm_90a code does not run elsewhere.
+  EXPECT_EQ(find(causal(80, FA_MMA_ANY)), "sync80");
+  EXPECT_EQ(find(causal(100, FA_MMA_ANY)), "sync80");
+}
+
+TEST_F(FindMma, CallerForcesTheInstructions) {
+  EXPECT_EQ(find(causal(90, FA_MMA_SYNC)), "sync90a");
+  EXPECT_EQ(find(causal(90, FA_MMA_WGMMA)), "wgmma");
+  EXPECT_EQ(find(causal(80, FA_MMA_SYNC)), "sync80");
+  find(causal(80, FA_MMA_WGMMA), FA_ERROR_UNSUPPORTED);
+  EXPECT_NE(lastError().find("mma=wgmma only for targets sm_90a, none of "
+                             "which runs on sm_80"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST_F(FindMma, ForcedWgmmaWithoutSuchKernel) {
+  fa_kernel_query q = query(FA_DTYPE_BF16, 64, FA_MASK_NONE, 90);
+  EXPECT_EQ(find(q), "only_sync");
+  q.mma = FA_MMA_WGMMA;
+  find(q, FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("no kernel for fwd bf16 d=64 dv=64 mask=none "
+                             "mma=wgmma"),
+            std::string::npos)
+      << lastError();
+  // The listing marks the wgmma kernels.
+  EXPECT_NE(lastError().find("fwd bf16 d=128 dv=128 mask=causal mma=wgmma "
+                             "(sm_90a)"),
+            std::string::npos)
+      << lastError();
+  // Backward has no wgmma kernels: FA_MMA_ANY finds the mma.sync one.
+  fa_kernel_query b = causal(90, FA_MMA_ANY);
+  b.direction = FA_DIRECTION_BWD;
+  EXPECT_EQ(find(b), "bwd");
+  b.mma = FA_MMA_WGMMA;
+  find(b, FA_ERROR_NOT_FOUND);
+}
+
+TEST_F(FindMma, InvalidMma) {
+  find(causal(90, static_cast<fa_mma>(7)), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("mma is 7"), std::string::npos) << lastError();
 }
 
 //===----------------------------------------------------------------------===//
@@ -544,6 +825,146 @@ TEST_F(Validate, BackwardWorkspaces) {
   b = bwd;
   b.delta.data = 0;
   rejectBwd(b, "delta.data is null");
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor maps of the wgmma forward
+//===----------------------------------------------------------------------===//
+
+class TensorMaps : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300;
+
+  void load(const std::string &dtype, int d, const std::vector<MapJson> &maps,
+            const std::string &extra = "") {
+    ASSERT_EQ(
+        loadText("maps",
+                 manifest({wgmmaJson("w", dtype, d, "none", true, maps, extra),
+                           kernelJson("s", "fwd", dtype, d, "none", "sm_90a",
+                                      true)}),
+                 &bundle),
+        FA_SUCCESS)
+        << lastError();
+    wgmma = fa_bundle_kernel_at(bundle, 0);
+    sync = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype dt = dtype == "bf16" ? FA_DTYPE_BF16 : FA_DTYPE_F16;
+    args.q = tensor(addr(0), dt, {B, H, Nq, d});
+    args.k = tensor(addr(1), dt, {B, Hkv, Nk, d});
+    args.v = tensor(addr(2), dt, {B, Hkv, Nk, d});
+    args.o = tensor(addr(3), dt, {B, H, Nq, d});
+    args.lse = tensor(addr(4), FA_DTYPE_F32, {B, H, Nq});
+    args.scale = 0.125f;
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *wgmma = nullptr, *sync = nullptr;
+  fa_attention_args args{};
+};
+
+TEST_F(TensorMaps, AsTheAbiTableSays) {
+  load("bf16", 128, abiMaps());
+  fa_tensor_map_args maps[FA_MAX_TENSOR_MAPS];
+  int32_t count = -1;
+  ASSERT_EQ(fa_attention_forward_tensor_maps(wgmma, &args, maps, &count),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(count, 3);
+  struct Want {
+    const char *tensor;
+    int param;
+    uint64_t address, dims[3];
+  } want[] = {{"q", 11, addr(0), {128, Nq, B * H}},
+              {"k", 12, addr(1), {128, Nk, B * Hkv}},
+              {"v", 13, addr(2), {128, Nk, B * Hkv}}};
+  for (int i = 0; i < 3; ++i) {
+    const fa_tensor_map_args &m = maps[i];
+    const Want &w = want[i];
+    SCOPED_TRACE(w.tensor);
+    EXPECT_STREQ(m.tensor, w.tensor);
+    EXPECT_EQ(m.param, w.param);
+    EXPECT_EQ(m.data_type, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    EXPECT_EQ(m.rank, 3u);
+    EXPECT_EQ(m.global_address, w.address);
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(m.global_dim[j], w.dims[j]) << "dim " << j;
+    EXPECT_EQ(m.global_strides[0], 2 * w.dims[0]);
+    EXPECT_EQ(m.global_strides[1], 2 * w.dims[0] * w.dims[1]);
+    EXPECT_EQ(m.box_dim[0], 64u);
+    EXPECT_EQ(m.box_dim[1], 128u);
+    EXPECT_EQ(m.box_dim[2], 1u);
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(m.element_strides[j], 1u);
+    EXPECT_EQ(m.interleave, CU_TENSOR_MAP_INTERLEAVE_NONE);
+    EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    EXPECT_EQ(m.l2_promotion, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+    EXPECT_EQ(m.oob_fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+}
+
+TEST_F(TensorMaps, F16SmallKeyTiles) {
+  std::vector<MapJson> maps = abiMaps();
+  maps[1].box = maps[2].box = "[64, 64, 1]";
+  maps[0].l2 = "128";
+  load("f16", 64, maps, R"(, "block_kv": 64)");
+  fa_tensor_map_args out[FA_MAX_TENSOR_MAPS];
+  int32_t count = 0;
+  ASSERT_EQ(fa_attention_forward_tensor_maps(wgmma, &args, out, &count),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(count, 3);
+  EXPECT_EQ(out[0].data_type, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  EXPECT_EQ(out[0].l2_promotion, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  EXPECT_EQ(out[0].global_dim[0], 64u);
+  EXPECT_EQ(out[0].global_strides[0], 128u);
+  EXPECT_EQ(out[0].global_strides[1], 128u * Nq);
+  EXPECT_EQ(out[0].box_dim[1], 128u);
+  EXPECT_EQ(out[1].box_dim[1], 64u);
+  EXPECT_EQ(out[2].box_dim[1], 64u);
+  EXPECT_EQ(out[2].global_dim[2], uint64_t(B * Hkv));
+}
+
+TEST_F(TensorMaps, NoneForMmaSync) {
+  load("bf16", 128, abiMaps());
+  fa_tensor_map_args out[FA_MAX_TENSOR_MAPS];
+  int32_t count = -1;
+  ASSERT_EQ(fa_attention_forward_tensor_maps(sync, &args, out, &count),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(count, 0);
+}
+
+TEST_F(TensorMaps, ArgumentsAreValidatedFirst) {
+  load("bf16", 128, abiMaps());
+  fa_tensor_map_args out[FA_MAX_TENSOR_MAPS];
+  int32_t count = -1;
+  fa_attention_args a = args;
+  a.v.data += 8;
+  EXPECT_EQ(fa_attention_forward_tensor_maps(wgmma, &a, out, &count),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(count, 0);
+  EXPECT_NE(lastError().find("v.data 0x7f0200000008 is not 16-byte aligned"),
+            std::string::npos)
+      << lastError();
+  a = args;
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {B, H, Nq, 64});
+  EXPECT_EQ(fa_attention_forward_check(wgmma, &a), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("built for head dim 128"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_tensor_maps(wgmma, &args, nullptr, &count),
+            FA_ERROR_INVALID_ARGUMENT);
+  // Ragged lengths are fine: TMA zero-fills past Nq and Nk.
+  a = args;
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {1, H, 5, 128});
+  a.o = tensor(addr(3), FA_DTYPE_BF16, {1, H, 5, 128});
+  a.lse = tensor(addr(4), FA_DTYPE_F32, {1, H, 5});
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {1, Hkv, 3, 128});
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {1, Hkv, 3, 128});
+  ASSERT_EQ(fa_attention_forward_tensor_maps(wgmma, &a, out, &count),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(out[1].global_dim[1], 3u);
+  EXPECT_EQ(out[0].global_dim[1], 5u);
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,7 +8,10 @@ Pass rule (the flash-attn suite's): max|fa - ref64| <= 2 * max|math - ref64|
 + 1e-5, where `math` is the same reference run in the inputs' precision.
 Outputs and workspaces are NaN-poisoned before every launch, so anything a
 kernel fails to write shows up. Bad launches must be rejected with a message
-and must leave the outputs untouched.
+and must leave the outputs untouched. Each forward kernel's instructions
+(mma_sync, wgmma) is tested as its own config (--mma restricts to one); for
+wgmma kernels many launches on two streams check the runtime's tensor-map
+slots.
 
     python3 test/gpu/test_attention.py --bundle out/bundle --lib build/lib/libfa_runtime.so
 """
@@ -104,8 +107,10 @@ def random_case(rng, cfg, has_bwd):
     else:
         nq = rng.randint(2, 300)
     nk = rng.randint(1, 320) if rng.random() < 0.7 else nq
+    if cfg["mma"] == "wgmma" and rng.random() < 0.3:
+        nq = rng.choice([255, 256, 257, 383])  # around the 128-row tiles
     return {"dtype": cfg["dtype"], "d": d, "dv": cfg["head_dim_v"], "mask": cfg["mask"],
-            "window": (cfg["window_left"], cfg["window_right"]),
+            "window": (cfg["window_left"], cfg["window_right"]), "mma": cfg["mma"],
             "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
             "scale": rng.choice([None, 0.5 / math.sqrt(d), 1.3]),
             "bwd": has_bwd, "autograd": rng.random() < 0.15}
@@ -137,7 +142,7 @@ def run_case(case, gen, dev):
 
     o = poisoned(b, h, nq, dv, dtype=dt, device=dev)
     lse = poisoned(b, h, nq, dtype=torch.float32, device=dev)
-    fa.forward_into(q, k, v, o, lse, scale=case["scale"], **kw)
+    fa.forward_into(q, k, v, o, lse, scale=case["scale"], mma=case["mma"], **kw)
     torch.cuda.synchronize()
     judge("o", o, ol, o64, results)
     judge("lse", lse, lsel, lse64, results)
@@ -147,7 +152,7 @@ def run_case(case, gen, dev):
         ol.backward(do)
         if case["autograd"]:
             qa, ka, va = (t.clone().requires_grad_() for t in (q, k, v))
-            oa = fa.attention(qa, ka, va, scale=case["scale"], **kw)
+            oa = fa.attention(qa, ka, va, scale=case["scale"], mma=case["mma"], **kw)
             oa.backward(do)
             dq, dk, dvv = qa.grad, ka.grad, va.grad
         else:
@@ -163,6 +168,42 @@ def run_case(case, gen, dev):
         judge("dk", dk, kl.grad, k64.grad, results)
         judge("dv", dvv, vl.grad, v64.grad, results)
     return results
+
+
+def map_slots(cfg, dev, launches=300):
+    """Many forward launches of a tensor-map kernel without synchronising, on
+    two streams, over inputs of three shapes: each output must equal the one
+    of a launch alone (a map slot rewritten under a running kernel, or read
+    before its copy, gives a different one or a fault)."""
+    dt = DTYPES[cfg["dtype"]]
+    d = cfg["head_dim"]
+    kw = mask_kwargs({"mask": cfg["mask"], "window": (cfg["window_left"],
+                                                       cfg["window_right"])})
+    gen = torch.Generator(device=dev).manual_seed(1)
+    sets = []
+    for b, h, hkv, nq, nk in ((1, 2, 1, 130, 200), (2, 4, 2, 64, 300), (1, 3, 3, 257, 129)):
+        q = torch.randn(b, h, nq, d, generator=gen, device=dev).to(dt)
+        k = torch.randn(b, hkv, nk, d, generator=gen, device=dev).to(dt)
+        v = torch.randn(b, hkv, nk, d, generator=gen, device=dev).to(dt)
+        o = torch.empty(b, h, nq, d, dtype=dt, device=dev)
+        lse = torch.empty(b, h, nq, dtype=torch.float32, device=dev)
+        fa.forward_into(q, k, v, o, lse, mma=cfg["mma"], **kw)
+        sets.append((q, k, v, o))
+    torch.cuda.synchronize()
+    streams = [torch.cuda.Stream(device=dev), torch.cuda.Stream(device=dev)]
+    outs = []
+    for i in range(launches):
+        q, k, v, _ = sets[i % len(sets)]
+        s = streams[(i // 2) % 2]
+        with torch.cuda.stream(s):
+            o = torch.full(q.shape[:-1] + (d,), float("nan"), dtype=dt, device=dev)
+            lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=dev)
+            fa.forward_into(q, k, v, o, lse, mma=cfg["mma"], **kw)
+        outs.append((i % len(sets), o))
+    torch.cuda.synchronize()
+    bad = sum(not torch.equal(o, sets[j][3]) for j, o in outs)
+    return {"what": "map slots (%d launches, 2 streams)" % launches, "ok": bad == 0,
+            "message": "%d outputs differ from a single launch's" % bad}
 
 
 def expect_rejected(label, fn, expect, untouched, log):
@@ -185,7 +226,7 @@ def bad_launches(cfg, dev):
     kw = {"causal": cfg["mask"] == "causal",
           "causal_bottom_right": cfg["mask"] == "causal_bottom_right",
           "window": (cfg["window_left"], cfg["window_right"])
-          if cfg["mask"] == "window" else None}
+          if cfg["mask"] == "window" else None, "mma": cfg["mma"]}
     B, H, Hkv, N = 2, 4, 2, 96
 
     def t(*s, dtype=dt, device=dev):
@@ -239,25 +280,28 @@ def main():
     ap.add_argument("--cases", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write results here")
+    ap.add_argument("--mma", choices=["any", "mma_sync", "wgmma"], default="any",
+                    help="test only forward kernels built on these instructions")
     args = ap.parse_args()
 
     dev = torch.device("cuda")
     torch.cuda.init()
     bundle = fa.load(args.bundle, args.lib)
     kernels = bundle.kernels()
-    fwd_cfgs = [k for k in kernels if k["direction"] == "fwd"]
+    fwd_cfgs = [k for k in kernels if k["direction"] == "fwd" and
+                args.mma in ("any", k["mma"])]
     bwd_keys = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
                  k["window_right"]) for k in kernels if k["direction"] == "bwd"}
     if not fwd_cfgs:
-        print("FAIL: the bundle has no forward kernels")
+        print("FAIL: the bundle has no forward kernels (mma %s)" % args.mma)
         return 1
     # One entry per distinct configuration (several targets may share one).
     seen, cfgs = set(), []
     for c in fwd_cfgs:
         key = (c["dtype"], c["head_dim"], c["head_dim_v"], c["mask"], c["window_left"],
                c["window_right"])
-        if key not in seen:
-            seen.add(key)
+        if key + (c["mma"],) not in seen:
+            seen.add(key + (c["mma"],))
             cfgs.append((c, key in bwd_keys))
     print("bundle %s: %d kernels, %d forward configs (%d with backward)" %
           (args.bundle, len(kernels), len(cfgs), sum(b for _, b in cfgs)))
@@ -289,7 +333,19 @@ def main():
     print("worst err / math_err per output: " +
           ", ".join("%s %.2f" % kv for kv in sorted(worst.items())))
 
-    for cfg, _ in cfgs[:1]:
+    for cfg in [c for c, _ in cfgs if c["tensor_maps"]][:1]:
+        try:
+            r = map_slots(cfg, dev)
+        except Exception as e:
+            r = {"what": "map slots", "ok": False, "message": str(e)}
+        report["bad_launches"].append(r)
+        print("%s %s (%s): %s" % ("ok  " if r["ok"] else "FAIL", r["what"], cfg["tag"],
+                                  r["message"]))
+        failures += not r["ok"]
+    first = {}  # one config per mma
+    for c, _ in cfgs:
+        first.setdefault(c["mma"], c)
+    for cfg in first.values():
         log = bad_launches(cfg, dev)
         report["bad_launches"] += log
         for r in log:

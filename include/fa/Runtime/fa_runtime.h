@@ -34,6 +34,8 @@ extern "C" {
 
 #define FA_RUNTIME_BUNDLE_VERSION 1
 #define FA_MAX_RANK 4
+/* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward). */
+#define FA_MAX_TENSOR_MAPS 3
 
 typedef enum fa_status {
   FA_SUCCESS = 0,
@@ -63,6 +65,13 @@ typedef enum fa_direction {
   FA_DIRECTION_FWD = 0,
   FA_DIRECTION_BWD = 1,
 } fa_direction;
+
+/* The tensor-core instructions a kernel is built on. */
+typedef enum fa_mma {
+  FA_MMA_ANY = 0,   /* in a query: let the runtime choose */
+  FA_MMA_SYNC = 1,  /* mma.sync (sm_80 and later) */
+  FA_MMA_WGMMA = 2, /* wgmma with TMA loads (sm_90a only) */
+} fa_mma;
 
 /* A dense tensor on the device. Shapes and strides count elements; strides
  * must be those of a contiguous row-major tensor of that shape. */
@@ -105,6 +114,9 @@ typedef struct fa_kernel_query {
   /* The device the kernel must run on, as 10*major+minor (90 for sm_90);
    * 0: the device of the current context. */
   int32_t compute_capability;
+  /* FA_MMA_ANY (0) prefers a wgmma kernel where one runs on the device; the
+   * other values accept only kernels built on those instructions. */
+  fa_mma mma;
 } fa_kernel_query;
 
 typedef struct fa_kernel_info {
@@ -117,7 +129,28 @@ typedef struct fa_kernel_info {
   int32_t block_q, block_kv, warps, stages;
   int32_t window_left, window_right;
   int32_t has_cubin;
+  fa_mma mma;               /* FA_MMA_SYNC or FA_MMA_WGMMA */
+  int32_t tensor_map_count; /* CUtensorMap parameters the kernel takes */
 } fa_kernel_info;
+
+/* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
+ * them for a launch (docs/ABI.md, "sm_90a wgmma entries"): dimensions
+ * innermost first, strides in bytes for dimensions 1..rank-1. */
+typedef struct fa_tensor_map_args {
+  const char *tensor; /* "q", "k" or "v" */
+  int32_t param;      /* the kernel parameter that receives the map */
+  CUtensorMapDataType data_type;
+  uint32_t rank;
+  CUdeviceptr global_address;
+  uint64_t global_dim[5];
+  uint64_t global_strides[4];
+  uint32_t box_dim[5];
+  uint32_t element_strides[5];
+  CUtensorMapInterleave interleave;
+  CUtensorMapSwizzle swizzle;
+  CUtensorMapL2promotion l2_promotion;
+  CUtensorMapFloatOOBfill oob_fill;
+} fa_tensor_map_args;
 
 typedef struct fa_bundle fa_bundle;
 typedef struct fa_kernel fa_kernel; /* owned by its bundle */
@@ -139,8 +172,10 @@ FA_API fa_status fa_kernel_get_info(const fa_kernel *kernel,
                                     fa_kernel_info *out);
 
 /* Picks the kernel of the bundle that matches the query and runs on its
- * device: a cubin built for exactly that compute capability first, then PTX
- * the driver can JIT (sm_XY on any device >= XY; sm_XYa only on XY). */
+ * device. With mma FA_MMA_ANY a wgmma kernel (sm_90a, so only on a 9.0
+ * device) wins over mma.sync ones; then a cubin built for exactly that
+ * compute capability, then PTX the driver can JIT (sm_XY on any device >= XY;
+ * sm_XYa only on XY). */
 FA_API fa_status fa_kernel_find(const fa_bundle *bundle,
                                 const fa_kernel_query *query,
                                 const fa_kernel **out);
@@ -153,9 +188,26 @@ FA_API fa_status fa_attention_forward_check(const fa_kernel *kernel,
 FA_API fa_status fa_attention_backward_check(
     const fa_kernel *kernel, const fa_attention_backward_args *args);
 
+/* The tensor maps a forward launch of `kernel` builds for `args` (after
+ * fa_attention_forward_check): *count entries of out, 0 for kernels that
+ * take none. Needs no GPU. */
+FA_API fa_status fa_attention_forward_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count);
+
 /* Validate (above, plus: every pointer is device memory of the context's
  * device holding the whole tensor, and the stream belongs to the context),
- * then launch asynchronously on `stream`. */
+ * then launch asynchronously on `stream`.
+ *
+ * Kernels that take tensor maps (wgmma) read them from device memory the
+ * runtime owns: a per-context ring of slots, each written on the launch
+ * stream (cuMemcpyHtoDAsync) and guarded by an event recorded after the
+ * launch, so a slot is rewritten only once the launches reading it have
+ * finished (a launch waits when every slot is still in use). A launch on the
+ * same stream with the same maps, or one after the previous user finished,
+ * reuses the slot without a copy. Such launches cannot be captured into a
+ * CUDA graph (FA_ERROR_UNSUPPORTED); a bundle's slots are freed by
+ * fa_bundle_free after their last launches complete. */
 FA_API fa_status fa_attention_forward(const fa_kernel *kernel,
                                       const fa_attention_args *args,
                                       CUstream stream);
