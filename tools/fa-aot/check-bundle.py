@@ -7,7 +7,8 @@ compares with a float64 reference under the tolerance rule of DESIGN.md (error
 <= 2x the error of a same-precision naive implementation + 1e-5), and times
 the default configs beside SDPA's flash backend in the same process.
 
-  python3 check-bundle.py BUNDLE_DIR [--out DIR] [--small] [--no-perf]
+  python3 check-bundle.py BUNDLE_DIR [--out DIR] [--small] [--no-perf] [--backward-only]
+                         [--no-variants]
 """
 import argparse, ctypes, json, math, os, sys
 
@@ -19,6 +20,9 @@ ap.add_argument("bundle")
 ap.add_argument("--out", default=os.environ.get("OUT", "."))
 ap.add_argument("--small", action="store_true", help="a few numerics cases only")
 ap.add_argument("--no-perf", action="store_true")
+ap.add_argument("--no-variants", action="store_true", help="skip non-default backward tiles")
+ap.add_argument("--backward-only", action="store_true",
+                help="backward numerics and timings only (timings still run the forward for O, LSE)")
 args = ap.parse_args()
 torch.manual_seed(0)
 man = json.load(open(os.path.join(args.bundle, "manifest.json")))
@@ -154,6 +158,19 @@ BWD_CASES = [  # no fully masked rows: autograd of an empty softmax row is NaN
 ]
 if args.small:
     FWD_CASES, BWD_CASES = FWD_CASES[2:6], BWD_CASES[:2]
+if args.backward_only:
+    FWD_CASES = []
+# Backward kernels with non-default tiles (--config ...:bkvN:wN) get numerics
+# on two shapes and timings beside the default of their head dim and mask.
+DEFAULT_BWD = {f"bwd_bf16_d{d}_bq{64 if d <= 64 else 32}_bkv64_w4_s1_{m}_sm90a"
+               for d in (64, 128) for m in ("none", "causal")}
+VARIANTS = sorted(t for t in kernels if t.startswith("bwd_bf16_d") and t not in DEFAULT_BWD
+                  and (t.endswith("_none_sm90a") or t.endswith("_causal_sm90a"))
+                  and kernels[t][0]["head_dim"] in (64, 128)) if not args.no_variants else []
+if not args.small:
+    for t in VARIANTS:
+        BWD_CASES.append((t[:-len("_sm90a")], 2, 4, 2, 200, 333) if "_none_" in t
+                         else (t[:-len("_sm90a")], 1, 4, 4, 257, 257))
 
 
 def rand(*shape, dt):
@@ -247,6 +264,8 @@ def perf_case(d, causal, B, N, backward):
            else f"fwd_bf16_d{d}_bq64_bkv64_w4_s2_{mask}_sm90a")
     if tag not in kernels:
         return None
+    variants = [t for t in VARIANTS if backward and kernels[t][0]["head_dim"] == d
+                and t.endswith(f"_{mask}_sm90a")]
     q, k, v = (rand(B, H, N, d, dt=torch.bfloat16) for _ in range(3))
     flops = 4 * B * H * N * N * d * (0.5 if causal else 1.0) * (2.5 if backward else 1.0)
     scale = 1 / math.sqrt(d)
@@ -256,6 +275,8 @@ def perf_case(d, causal, B, N, backward):
         do = torch.randn_like(o)
         bufs = backward_buffers(q, k, v)
         t = bench(lambda: fa_backward(tag, q, k, v, o, do, lse, scale, bufs))
+        vt = {vtag: bench(lambda: fa_backward(vtag, q, k, v, o, do, lse, scale, bufs))
+              for vtag in variants}
         qr, kr, vr = (x.detach().requires_grad_() for x in (q, k, v))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
@@ -264,12 +285,16 @@ def perf_case(d, causal, B, N, backward):
         t = bench(lambda: fa_forward(tag, q, k, v, scale, o, lse))
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             tf = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
-    return dict(tag=tag, B=B, H=H, N=N, fa_ms=t, sdpa_flash_ms=tf, fa_tflops=flops / t / 1e9,
-                sdpa_flash_tflops=flops / tf / 1e9, ratio_vs_sdpa_flash=tf / t)
+    r = dict(tag=tag, B=B, H=H, N=N, fa_ms=t, sdpa_flash_ms=tf, fa_tflops=flops / t / 1e9,
+             sdpa_flash_tflops=flops / tf / 1e9, ratio_vs_sdpa_flash=tf / t)
+    if backward:
+        r["variants"] = {vtag: dict(fa_ms=vt[vtag], fa_tflops=flops / vt[vtag] / 1e9,
+                                    ratio_vs_sdpa_flash=tf / vt[vtag]) for vtag in variants}
+    return r
 
 
 if not args.no_perf and not args.small:
-    for backward in (False, True):
+    for backward in ((True,) if args.backward_only else (False, True)):
         for d in (64, 128):
             for causal in (False, True):
                 for B, N in ((8, 8192), (32, 2048)):

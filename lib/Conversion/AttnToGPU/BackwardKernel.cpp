@@ -8,7 +8,10 @@
 //                Sᵀ = K·Qᵀ and Pᵀ = exp(Sᵀ − LSE), then
 //                dV += Pᵀ·dO, dPᵀ = V·dOᵀ, dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale,
 //                dK += dSᵀ·Q (dK, dV in registers), and dQ += dS·K through
-//                dSᵀ in shared memory and f32 atomics into dq_accum.
+//                dSᵀ in shared memory and f32 vector reductions into
+//                dq_accum (not bit-deterministic run to run).
+//                The next query tile's Q, dO, LSE and Delta are loaded with
+//                cp.async while the dQ products of the current tile run.
 //   fa_bwd_post  dQ = dq_accum in the element type.
 //
 //===----------------------------------------------------------------------===//
@@ -191,8 +194,20 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ.
   const int64_t kElems = bkv * plan.strideQK(), vElems = bkv * plan.strideV(),
                 qElems = bq * plan.strideQK(), doElems = bq * plan.strideV();
-  kb.setupSharedMemory(module, kElems + vElems + qElems + doElems +
-                                   bkv * (bq + 8));
+  const int64_t smemElems =
+      kElems + vElems + qElems + doElems + bkv * (bq + 8);
+  kb.setupSharedMemory(module, smemElems);
+  // LSE and Delta of the query tile live in the 16-byte row padding of K
+  // (never read by ldmatrix): value c (LSE c < bq, Delta bq + c) is float
+  // c % 4 of K row c / 4, so a lane's column pair is one 8-byte load.
+  assert(plan.strideQK() - d == 8 && 2 * bq <= 4 * bkv &&
+         2 * bq <= plan.threads() && "row statistics do not fit K's padding");
+  Value stats = kb.sharedView(module, f32, smemElems / 2);
+  auto statSlot = [&](Value c) {
+    return kb.add(kb.mul(kb.divui(c, 4), plan.strideQK() / 2),
+                  kb.add(kb.remui(c, 4), d / 2));
+  };
+  Value dqAddr = kb.globalAddress(dqMem);
   SharedTile kTile{kb.idx(0), bkv, d, plan.strideQK()};
   SharedTile vTile{kb.idx(kElems), bkv, dv, plan.strideV()};
   SharedTile qTile{kb.idx(kElems + vElems), bq, d, plan.strideQK()};
@@ -201,6 +216,37 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
   kb.copyTileAsync(kMem, kb.mul(kvRowsBase, d), kBegin, nk, kTile);
   Value kvTok = kb.copyTileAsync(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, vTile);
+
+  // Q, dO, LSE and Delta of the query tile at qBegin of the head whose rows
+  // start at qRowsBase; rows at or past Nq are zero-filled.
+  auto loadQueryTile = [&](Value qRowsBase, Value qBegin) {
+    kb.copyTileAsync(qMem, kb.mul(qRowsBase, d), qBegin, nq, qTile);
+    kb.copyTileAsync(doMem, kb.mul(qRowsBase, dv), qBegin, nq, doTile);
+    auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    Value isLse = kb.lt(kb.tid, kb.idx(bq));
+    Value row = kb.add(qBegin, kb.select(isLse, kb.tid, kb.sub(kb.tid, kb.idx(bq))));
+    Value valid = kb.lt(row, nq);
+    Value src = kb.add(qRowsBase, kb.select(valid, row, kb.idx(0)));
+    Value srcElems = kb.select(valid, kb.idx(1), kb.idx(0));
+    Value dst = statSlot(kb.tid);
+    auto copyStat = [&](Value mem) {
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, stats, ValueRange{dst},
+                                       mem, ValueRange{src}, b.getIndexAttr(1),
+                                       srcElems, UnitAttr());
+    };
+    auto lseIf = scf::IfOp::create(b, loc, isLse, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+      copyStat(lseMem);
+      b.setInsertionPointToStart(&lseIf.getElseRegion().front());
+      auto deltaIf = scf::IfOp::create(b, loc, kb.lt(kb.tid, kb.idx(2 * bq)),
+                                       /*withElseRegion=*/false);
+      b.setInsertionPointToStart(&deltaIf.getThenRegion().front());
+      copyStat(deltaMem);
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, ValueRange{});
+  };
 
   // Query tiles that intersect the band of this key block.
   Value kEndVis = kb.minsi(kb.add(kBegin, bkv), nk);
@@ -215,12 +261,17 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
   const int64_t dkN = d / 8 * 4, dvN = dv / 8 * 4, sN = bq / 8 * 4;
   SmallVector<Value> init(dkN + dvN, kb.f32(0));
+  auto rowsBaseOf = [&](Value head) {
+    return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  };
+  Value tileTok = loadQueryTile(rowsBaseOf(kb.mul(kvHead, group)),
+                                kb.mul(iBegin, bq));
   auto headLoop = scf::ForOp::create(b, loc, kb.idx(0), group, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g0(b);
     b.setInsertionPointToStart(headLoop.getBody());
     Value head = kb.add(kb.mul(kvHead, group), headLoop.getInductionVar());
-    Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+    Value qRowsBase = rowsBaseOf(head);
     auto tileLoop = scf::ForOp::create(b, loc, iBegin, iEnd, kb.idx(1),
                                        headLoop.getRegionIterArgs());
     {
@@ -231,12 +282,9 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       SmallVector<Value> dV(it.begin() + dkN, it.end());
       Value qBegin = kb.mul(tileLoop.getInductionVar(), bq);
 
-      // Q and dO of this tile (the previous tile's readers are done).
-      gpu::BarrierOp::create(b, loc);
-      kb.copyTileAsync(qMem, kb.mul(qRowsBase, d), qBegin, nq, qTile);
-      Value tok = kb.copyTileAsync(doMem, kb.mul(qRowsBase, dv), qBegin, nq,
-                                   doTile);
-      kb.waitAsync(tok, 0); // also K and V, on the first tile
+      // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
+      // the barrier also ends the previous tile's reads of dSᵀ.
+      kb.waitAsync(tileTok, 0);
       gpu::BarrierOp::create(b, loc);
 
       // Sᵀ = K·Qᵀ for this warp's 16 keys × bq queries.
@@ -277,19 +325,27 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
 
       // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
-      Value lastRow = kb.sub(nq, kb.idx(1));
+      // Columns past Nq read 0 and are masked (P = 0).
       SmallVector<Value> lse2(bq / 4), delta(bq / 4);
-      for (int64_t n = 0; n < bq / 8; ++n)
+      auto f2 = VectorType::get({2}, f32);
+      for (int64_t n = 0; n < bq / 8; ++n) {
+        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+        Value l2 = vector::LoadOp::create(b, loc, f2, stats,
+                                          ValueRange{statSlot(col)}, false,
+                                          llvm::MaybeAlign(8));
+        Value d2 = vector::LoadOp::create(b, loc, f2, stats,
+                                          ValueRange{statSlot(kb.add(col, bq))},
+                                          false, llvm::MaybeAlign(8));
         for (int64_t c = 0; c < 2; ++c) {
-          Value col = kb.add(qBegin, kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + c));
-          Value at = kb.add(qRowsBase, kb.minsi(col, lastRow));
-          Value l = memref::LoadOp::create(b, loc, lseMem, ValueRange{at});
-          Value isNegInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
-                                                 l, kb.negInf());
+          Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
+          Value isNegInf = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OEQ, l, kb.negInf());
           l = arith::MulFOp::create(b, loc, l, kb.f32(M_LOG2E));
           lse2[n * 2 + c] = kb.select(isNegInf, kb.f32(INFINITY), l);
-          delta[n * 2 + c] = memref::LoadOp::create(b, loc, deltaMem, ValueRange{at});
+          delta[n * 2 + c] =
+              vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
         }
+      }
       // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e).
       for (int64_t n = 0; n < bq / 8; ++n)
         for (int64_t i = 0; i < 4; ++i) {
@@ -352,13 +408,38 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         }
       }
 
+      // dSᵀ is complete and Q, dO, LSE and Delta are dead: start loading the
+      // next tile (of this head, else of the next head in the group).
+      gpu::BarrierOp::create(b, loc);
+      Value nextTile = kb.add(tileLoop.getInductionVar(), 1);
+      Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
+                                         nextTile, iEnd);
+      Value nextHead = kb.add(headLoop.getInductionVar(),
+                              kb.select(wrap, kb.idx(1), kb.idx(0)));
+      nextTile = kb.select(wrap, iBegin, nextTile);
+      auto nextIf = scf::IfOp::create(b, loc, kb.lt(nextHead, group), false);
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(&nextIf.getThenRegion().front());
+        loadQueryTile(rowsBaseOf(kb.add(kb.mul(kvHead, group), nextHead)),
+                      kb.mul(nextTile, bq));
+      }
+
       // dQ += dS·K: warps split the bq × D tile into 16-row groups and, when
       // there are more warps than row groups, 16-column pairs round-robin.
-      gpu::BarrierOp::create(b, loc);
       const int64_t rowGroups = bq / 16, colSplit = plan.warps / rowGroups;
       Value rowGroup = kb.remui(kb.warp, rowGroups);
       Value colPart = kb.divui(kb.warp, rowGroups);
       Value qRow0 = kb.mul(rowGroup, 16);
+      // Byte address of this lane's first dq_accum column in rows g, g + 8.
+      Value dqRow[2], dqRowOk[2];
+      for (int64_t r = 0; r < 2; ++r) {
+        Value row = kb.add(qBegin, kb.add(qRow0, kb.add(kb.groupId, r * 8)));
+        dqRowOk[r] = kb.lt(row, nq);
+        Value elem = kb.add(kb.mul(kb.add(qRowsBase, row), d),
+                            kb.mul(kb.threadInGroup, 2));
+        dqRow[r] = kb.add(dqAddr, kb.mul(elem, 4));
+      }
       SmallVector<SmallVector<Value, 4>> dsA;
       for (int64_t kk = 0; kk < bkv / 16; ++kk)
         dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
@@ -376,18 +457,12 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
           kb.mma(dsA[kk], {bf[2], bf[3]}, MutableArrayRef<Value>(dq).slice(4, 4));
         }
         for (int64_t r = 0; r < 2; ++r) {
-          Value row = kb.add(qBegin, kb.add(qRow0, kb.add(kb.groupId, r * 8)));
-          auto rowIf = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+          auto rowIf = scf::IfOp::create(b, loc, dqRowOk[r], false);
           OpBuilder::InsertionGuard g4(b);
           b.setInsertionPointToStart(&rowIf.getThenRegion().front());
-          Value rowOff = kb.mul(kb.add(qRowsBase, row), d);
           for (int64_t t = 0; t < 2; ++t)
-            for (int64_t c = 0; c < 2; ++c) {
-              Value col = kb.add(kb.mul(kb.threadInGroup, 2), np * 16 + t * 8 + c);
-              memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf,
-                                          dq[t * 4 + 2 * r + c], dqMem,
-                                          ValueRange{kb.add(rowOff, col)});
-            }
+            kb.redAddPairF32(dqRow[r], (np * 16 + t * 8) * 4,
+                             dq[t * 4 + 2 * r], dq[t * 4 + 2 * r + 1]);
         }
       }
       SmallVector<Value> yield(dK);

@@ -72,11 +72,16 @@ void KernelBuilder::setupThreadIds() {
 }
 
 void KernelBuilder::setupSharedMemory(gpu::GPUModuleOp module, int64_t elems) {
+  smem = sharedView(module, plan.elemType, elems);
+}
+
+Value KernelBuilder::sharedView(gpu::GPUModuleOp module, Type elemType,
+                                int64_t elems) {
   // gpu.dynamic_shared_memory becomes a 1-byte static symbol that can overlap
   // other shared memory; a size-0 public global gives `.extern .shared`.
-  std::string name = "fa_smem_" + std::to_string(plan.elemType.getIntOrFloatBitWidth()) +
-                     (plan.elemType.isBF16() ? "bf" : "f");
-  auto gTy = MemRefType::get({0}, plan.elemType, MemRefLayoutAttrInterface(),
+  std::string name = "fa_smem_" + std::to_string(elemType.getIntOrFloatBitWidth()) +
+                     (elemType.isBF16() ? "bf" : "f");
+  auto gTy = MemRefType::get({0}, elemType, MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
   if (!module.lookupSymbol(name)) {
     OpBuilder::InsertionGuard g(b);
@@ -86,11 +91,35 @@ void KernelBuilder::setupSharedMemory(gpu::GPUModuleOp module, int64_t elems) {
                              b.getI64IntegerAttr(1024));
   }
   Value g = memref::GetGlobalOp::create(b, loc, gTy, name);
-  auto ty = MemRefType::get({elems}, plan.elemType, MemRefLayoutAttrInterface(),
+  auto ty = MemRefType::get({elems}, elemType, MemRefLayoutAttrInterface(),
                             b.getI64IntegerAttr(3));
-  smem = memref::ReinterpretCastOp::create(b, loc, ty, g, /*offset=*/0,
+  return memref::ReinterpretCastOp::create(b, loc, ty, g, /*offset=*/0,
                                            ArrayRef<int64_t>{elems},
                                            ArrayRef<int64_t>{1});
+}
+
+Value KernelBuilder::globalAddress(Value mem) {
+  Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
+  p = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), p);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, b.getI64Type(), ValueRange{p}, "cvta.to.global.u64 $0, $1;",
+      "=l,l", /*has_side_effects=*/false, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return toIndex(asmOp.getResult(0));
+}
+
+void KernelBuilder::redAddPairF32(Value addr, int64_t byteOffset, Value lo,
+                                  Value hi) {
+  // The offset is part of the instruction so LLVM has no per-column 64-bit
+  // addresses to hoist out of the loop.
+  Value a = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), addr);
+  std::string text = "red.global.add.v2.f32 [$0+" + std::to_string(byteOffset) +
+                     "], {$1, $2};";
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{a, lo, hi}, text,
+                            "l,f,f", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
 
 Value KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,

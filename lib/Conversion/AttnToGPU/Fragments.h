@@ -75,6 +75,16 @@ public:
   /// The dynamic shared buffer as memref<elems x elem, 3>, backed by a
   /// size-0 public global so PTX gets a real `.extern .shared`.
   void setupSharedMemory(gpu::GPUModuleOp module, int64_t elems);
+  /// The same dynamic shared buffer as memref<elems x elemType, 3> (every
+  /// `.extern .shared` array starts at the buffer's base).
+  Value sharedView(gpu::GPUModuleOp module, Type elemType, int64_t elems);
+
+  /// The global-space address (index) of element 0 of a flat global memref,
+  /// for inline PTX that takes addresses.
+  Value globalAddress(Value mem);
+  /// `red.global.add.v2.f32 [addr + byteOffset], {lo, hi}`: one 8-byte
+  /// reduction instead of two scalar atomics (needs PTX 8.1, sm_90).
+  void redAddPairF32(Value addr, int64_t byteOffset, Value lo, Value hi);
 
   /// Copies rows [rowBegin, rowBegin + tile.rows) of a row-major global
   /// matrix (row length `cols`, rows at or past `rowLimit` zero-filled) into

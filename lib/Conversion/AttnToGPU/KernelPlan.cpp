@@ -3,8 +3,9 @@
 // Per-head-dim defaults, chosen so ptxas reports no spills (their H200
 // measurements are in docs/gpu-notes.md). Forward: 4 warps of 16 query rows;
 // 64-key tiles up to D = 128 and 32-key tiles above, where the O accumulator
-// alone takes D/2 registers per lane. Backward: 4 warps of 16 keys; 64-row
-// query tiles up to D = 64 and 32-row tiles above (dK and dV take D registers).
+// alone takes D/2 registers per lane. Backward: 8 warps of 16 keys and 64-row
+// query tiles for D = Dv in {64, 128}; otherwise 4 warps, 64-row query tiles up
+// to D = 64 and 32-row tiles above (dK and dV take D registers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,11 +139,20 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   llvm::Twine(plan.blockQ) + " and " + llvm::Twine(plan.warps) +
                   " warps");
   } else {
-    // One warp per 16 keys; query tiles of 64 rows (32 for large D).
+    // One warp per 16 keys; query tiles of 64 rows (32 for large D). For
+    // D = Dv in {64, 128} the measured default is wider: 8 warps, 128 keys,
+    // 64 query rows (0.83-0.89x SDPA flash vs 0.73-0.86x; docs/gpu-notes.md).
+    bool wide = !options.warps && !options.blockKV && !options.blockQ &&
+                plan.headDim == plan.headDimV &&
+                (plan.headDim == 64 || plan.headDim == 128);
     plan.warps = options.warps ? options.warps
-                               : (options.blockKV ? options.blockKV / 16 : 4);
+                 : options.blockKV ? options.blockKV / 16
+                 : wide            ? 8
+                                   : 4;
     plan.blockKV = options.blockKV ? options.blockKV : plan.warps * 16;
-    plan.blockQ = options.blockQ ? options.blockQ : (maxD <= 64 ? 64 : 32);
+    plan.blockQ = options.blockQ ? options.blockQ
+                  : (wide || maxD <= 64) ? 64
+                                         : 32;
     if (plan.blockKV != plan.warps * 16)
       return fail("expected block-kv = 16 x warps for the backward, got block-kv " +
                   llvm::Twine(plan.blockKV) + " and " + llvm::Twine(plan.warps) +
