@@ -10,6 +10,7 @@ autograd.grad of a saved forward).
 
     python3 bench/bench.py --bundle out/bundle --lib <libfa_runtime.so> [--quick] [--json out.json]
         [--mma mma_sync|wgmma]   (fa's forward kernel; default: wgmma where the bundle has it)
+        [--flex] [--seqs 2048,8192] [--dims 128]   (FlexAttention column; a subset of the grid)
 """
 import argparse
 import json
@@ -72,13 +73,23 @@ def main():
                     help="directions to time for fa (the SDPA baselines always run both)")
     ap.add_argument("--mma", choices=["any", "mma_sync", "wgmma"], default="any",
                     help="instructions of fa's forward kernel (any: the runtime's choice)")
+    ap.add_argument("--seqs", default=None,
+                    help="comma-separated N values (default: 512..16k, or 1k,4k with --quick)")
+    ap.add_argument("--dims", default="64,128", help="comma-separated head dims")
+    ap.add_argument("--flex", action="store_true",
+                    help="also time FlexAttention (torch.compile'd flex_attention)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
     dev = torch.device("cuda")
     bundle = fa.load(args.bundle, args.lib) if args.bundle else None
-    dims = [64, 128]
-    seqs = [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384]
+    dims = [int(x) for x in args.dims.split(",")]
+    seqs = ([int(x) for x in args.seqs.split(",")] if args.seqs else
+            [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384])
+    flex = None
+    if args.flex:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        flex = torch.compile(flex_attention, dynamic=False)
     runs = 10 if args.quick else args.runs
     rows = []
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
@@ -109,6 +120,21 @@ def main():
                             row[name] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
                         except Exception as e:  # backend unavailable for this shape
                             row[name] = {"error": str(e).splitlines()[0][:200]}
+                    if flex is not None:
+                        try:
+                            mask = (create_block_mask(lambda b_, h_, i, j: j <= i, None, None,
+                                                      n, n, device=dev) if causal else None)
+                            if direction == "fwd":
+                                fn = lambda: flex(q, k, v, block_mask=mask)  # noqa
+                            else:
+                                qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+                                og = flex(qg, kg, vg, block_mask=mask)
+                                fn = lambda: torch.autograd.grad(  # noqa
+                                    og, (qg, kg, vg), do, retain_graph=True)
+                            ms, nruns = time_ms(fn, runs, args.budget_ms)
+                            row["flex"] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
+                        except Exception as e:  # noqa: BLE001 (compile or backend failure)
+                            row["flex"] = {"error": str(e).splitlines()[0][:200]}
                     if bundle is not None and direction in args.fa_directions.split(","):
                         try:
                             o = torch.empty_like(q)
@@ -147,9 +173,9 @@ _header_done = False
 def print_row(row):
     global _header_done
     if not _header_done:
-        print("%4s %6s %3s %3s %-6s %-4s | %8s %8s %8s | %9s %9s" %
-              ("d", "N", "B", "H", "causal", "dir", "fa", "flash", "cudnn", "fa/flash",
-               "fa/cudnn"))
+        print("%4s %6s %3s %3s %-6s %-4s | %8s %8s %8s %8s | %9s %9s %9s" %
+              ("d", "N", "B", "H", "causal", "dir", "fa", "flash", "flex", "cudnn", "fa/flash",
+               "fa/flex", "fa/cudnn"))
         _header_done = True
 
     def tf(name):
@@ -159,11 +185,12 @@ def print_row(row):
     def fmt(x):
         return "%8.1f" % x if x is not None else "%8s" % "n/a"
 
-    fa_, fl, cu = tf("fa"), tf("flash"), tf("cudnn")
+    fa_, fl, fx, cu = tf("fa"), tf("flash"), tf("flex"), tf("cudnn")
     ratio = lambda a, b: "%9.2f" % (a / b) if a and b else "%9s" % "-"  # noqa: E731
-    print("%4d %6d %3d %3d %-6s %-4s | %s %s %s | %s %s" %
+    print("%4d %6d %3d %3d %-6s %-4s | %s %s %s %s | %s %s %s" %
           (row["d"], row["n"], row["b"], row["h"], "yes" if row["causal"] else "no",
-           row["direction"], fmt(fa_), fmt(fl), fmt(cu), ratio(fa_, fl), ratio(fa_, cu)),
+           row["direction"], fmt(fa_), fmt(fl), fmt(fx), fmt(cu), ratio(fa_, fl),
+           ratio(fa_, fx), ratio(fa_, cu)),
           flush=True)
 
 

@@ -11,7 +11,8 @@
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
 #   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_SAN_TIMEOUT / FA_BENCH_TIMEOUT
-#   (seconds per step). The whole command must end within the device's 600 s per call.
+#   (seconds per step), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/device}
@@ -89,6 +90,13 @@ elif [ "$MODE" != none ]; then
   # The fixture's naive kernels: checks the harness, not a performance number.
   timeout $T_BENCH python3 bench/bench.py --bundle "$FIXTURE" --lib "$LIB" --quick --tokens 8192 \
     --budget-ms 1500 --fa-directions fwd --json "$OUT/bench_fixture.json" || fail "bench (fixture)"
+fi
+
+if [ $HAVE_BUNDLE = 1 ] && [ -n "${FA_FLEX:-}" ]; then
+  step "benchmark with FlexAttention (subset: N in ${FA_FLEX_SEQS:-2048,8192}, d = ${FA_FLEX_DIMS:-128})"
+  timeout ${FA_FLEX_TIMEOUT:-150} python3 bench/bench.py --bundle "$BUNDLE" --lib "$LIB" --flex \
+    --seqs "${FA_FLEX_SEQS:-2048,8192}" --dims "${FA_FLEX_DIMS:-128}" --json "$OUT/bench_flex.json" \
+    || fail "bench (flex)"
 fi
 
 step "done"
