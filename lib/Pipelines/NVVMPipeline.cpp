@@ -61,7 +61,10 @@ void fa::buildAttnToNVVMDialectPipeline(OpPassManager &pm,
   conv.target = options.target;
   conv.mma = options.mma;
   pm.addPass(createConvertAttnToGPUPass(conv));
-  pm.addPass(createCanonicalizerPass());
+  // Bottom-up: the kernels are long straight-line regions, where the top-down
+  // worklist costs 1.2 s (bwd d128) against 0.05 s for the same result.
+  pm.addPass(createCanonicalizerPass(
+      GreedyRewriteConfig().setUseTopDownTraversal(false)));
   pm.addPass(createCSEPass());
 
   GpuNVVMAttachTargetOptions attach;
