@@ -22,12 +22,27 @@
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
+
+// Switches for A/B measurements of the consumer schedule and the epilogue
+// (docs/hopper-notes.md records what each is worth on the H200; together
+// they pay, ping-pong alone loses on causal masks).
+static llvm::cl::opt<bool> clPingPong(
+    "fa-wgmma-ping-pong",
+    llvm::cl::desc("wgmma forward: the consumer warpgroups take turns issuing "
+                   "their GEMMs (named barriers 1 and 2)"),
+    llvm::cl::init(true));
+static llvm::cl::opt<bool> clSmemEpilogue(
+    "fa-wgmma-smem-epilogue",
+    llvm::cl::desc("wgmma forward: O goes through the Q tile's shared memory "
+                   "and leaves with 16-byte stores"),
+    llvm::cl::init(true));
 
 namespace {
 /// Rows of one consumer warpgroup and TMA box width (128 B of 16-bit data).
@@ -119,6 +134,12 @@ private:
   void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale,
                     Value heads, Value head, Value batch);
 
+  /// O (accumulator layout, unnormalised) → this consumer's rows of the Q
+  /// tile → global memory in 16-byte row chunks; LSE by one lane per row.
+  void emitSmemEpilogue(Value consumer, ValueRange acc, Value invSum[2],
+                        Value lse[2], Value oMem, Value lseMem,
+                        Value qRowsBase, Value rowBase);
+
   /// Descriptors of Q (this consumer's rows) and K(stage), per k16 step.
   SmallVector<Value> qkDescriptors(Value qRow0Bytes, Value stage);
   /// Descriptors of V(stage), per k16 step.
@@ -165,6 +186,20 @@ static SmallVector<Value> fenceOperands(OpBuilder &b, Location loc,
       LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
       /*operand_attrs=*/nullptr);
   return unpackStruct(b, loc, asmOp.getResult(0), n);
+}
+
+/// `bar.sync` or `bar.arrive` on named barrier `id` for `threads` threads. The
+/// id stays an immediate (one held in a register makes ptxas reserve all 16
+/// barriers); the memory clobber keeps shared-memory accesses on their side.
+static void namedBarrier(OpBuilder &b, Location loc, StringRef op, int64_t id,
+                         int64_t threads) {
+  std::string text =
+      (op + " " + llvm::Twine(id) + ", " + llvm::Twine(threads) + ";").str();
+  LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text,
+                            "~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            /*asm_dialect=*/nullptr,
+                            /*operand_attrs=*/nullptr);
 }
 
 /// Two f32 → one i32 of two packed 16-bit elements (a wgmma A register).
@@ -463,6 +498,36 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     return parityOf(kb.divui(it, layout.stages));
   };
 
+  // Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
+  // lets the other one issue (`bar.arrive 2 - c`), so one warpgroup's softmax
+  // runs under the other's GEMMs. Both consumers pass the same number of
+  // issue points (prologue, one per loop trip, epilogue); consumer 0's own
+  // arrival lets it go first. Ids are constants on each side of a branch.
+  Value isFirst = eq(consumer, kb.idx(0));
+  auto perConsumer = [&](StringRef op, int64_t id0, int64_t id1,
+                         int64_t threads) {
+    auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, op, id0, threads);
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    namedBarrier(b, loc, op, id1, threads);
+  };
+  auto turnBegin = [&] {
+    if (clPingPong)
+      perConsumer("bar.sync", 1, 2, kConsumerThreads);
+  };
+  auto turnEnd = [&] {
+    if (clPingPong)
+      perConsumer("bar.arrive", 2, 1, kConsumerThreads);
+  };
+  if (clPingPong) {
+    auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, "bar.arrive", 1, kConsumerThreads);
+  }
+
   wait(bars.qFull(), kb.idx(0), parityOf(kb.idx(0)));
 
   SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
@@ -480,9 +545,11 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     Value zero = kb.idx(0);
     wait(bars.kFull(), zero, parityAt(zero));
     SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, zero);
+    turnBegin();
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     Value s0 = issueQK(qk0);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    turnEnd();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     arrive(bars.kEmpty(), zero);
     SoftmaxState state{{init[0], init[1]}, {init[2], init[3]}};
@@ -514,11 +581,13 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
       wait(bars.vFull(), prevStage, parityAt(prev));
       SmallVector<Value> qk = qkDescriptors(qRow0Bytes, stage);
       SmallVector<Value> pv = pvDescriptors(prevStage);
+      turnBegin();
       NVVM::WgmmaFenceAlignedOp::create(b, loc);
       Value s = issueQK(qk);
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
       SmallVector<Value> accNext = issuePV(p, pv, acc);
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      turnEnd();
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
       arrive(bars.kEmpty(), stage);
       Value a[2];
@@ -547,9 +616,11 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     Value lastStage = stageOf(last);
     wait(bars.vFull(), lastStage, parityAt(last));
     SmallVector<Value> pvLast = pvDescriptors(lastStage);
+    turnBegin();
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     acc = issuePV(p, pvLast, acc);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    turnEnd();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     arrive(bars.vEmpty(), lastStage);
     acc = fenceOperands(b, loc, acc);
@@ -564,6 +635,11 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  if (clSmemEpilogue) {
+    emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
+                     qRowsBase, rowBase);
+    return;
+  }
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
@@ -582,6 +658,88 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     b.setInsertionPointToStart(&lseIf.getThenRegion().front());
     memref::StoreOp::create(b, loc, lse[r], lseMem,
                             ValueRange{kb.add(qRowsBase, row)});
+  }
+}
+
+void HopperForward::emitSmemEpilogue(Value consumer, ValueRange acc,
+                                     Value invSum[2], Value lse[2], Value oMem,
+                                     Value lseMem, Value qRowsBase,
+                                     Value rowBase) {
+  const int64_t dv = plan.headDimV, bq = plan.blockQ;
+  const int64_t slabBytes = bq * kSlabRowBytes;
+  // The Q rows of this consumer are read only by its own wgmmas, all retired
+  // here, so its O can take their place. Same 128 B swizzle as the TMA boxes
+  // (16 B chunk c of row r at c ^ (r mod 8)): lanes g = 0..7 of one store hit
+  // eight distinct chunks, so the 4-byte stores are conflict-free.
+  Value rowL[2];
+  for (int64_t r = 0; r < 2; ++r)
+    rowL[r] = kb.add(rowBase, kb.add(kb.groupId, r * 8)); // row in 0..127
+  Value laneBytes = kb.mul(kb.threadInGroup, 4);
+  for (int64_t c8 = 0; c8 < 8; ++c8) {
+    Value chunk = arith::XOrIOp::create(b, loc, kb.groupId, kb.idx(c8));
+    Value inRow = kb.add(kb.mul(chunk, 16), laneBytes);
+    for (int64_t n = c8; n < dv / 8; n += 8) {
+      int64_t slab = n / 8;
+      for (int64_t r = 0; r < 2; ++r) {
+        Value lo = arith::MulFOp::create(b, loc, acc[n * 4 + 2 * r], invSum[r]);
+        Value hi =
+            arith::MulFOp::create(b, loc, acc[n * 4 + 2 * r + 1], invSum[r]);
+        Value bytes = kb.add(kb.add(kb.mul(rowL[r], kSlabRowBytes), inRow),
+                             slab * slabBytes);
+        kb.storePair(kb.truncPair(lo, hi), kb.smem, kb.divui(bytes, 2));
+      }
+    }
+  }
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = kb.add(qBegin, rowL[r]);
+    auto lseIf = scf::IfOp::create(
+        b, loc,
+        arith::AndIOp::create(b, loc, eq(kb.threadInGroup, kb.idx(0)),
+                              kb.lt(row, nq)),
+        false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+    memref::StoreOp::create(b, loc, lse[r], lseMem,
+                            ValueRange{kb.add(qRowsBase, row)});
+  }
+  // Only this warpgroup's 128 threads meet (barriers 3 and 4).
+  {
+    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, "bar.sync", 3, 128);
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    namedBarrier(b, loc, "bar.sync", 4, 128);
+  }
+  // Each thread moves 16 B chunks: consecutive threads take consecutive
+  // chunks of a row, so a warp writes whole 256 B rows.
+  const int64_t chunksPerRow = dv / 8;
+  const int64_t chunks = kRowsPerConsumer * chunksPerRow;
+  Value t = kb.remui(kb.tid, 128);
+  Value row0 = kb.mul(consumer, kRowsPerConsumer);
+  auto vecTy = VectorType::get({8}, plan.elemType);
+  for (int64_t k = 0; k < chunks / 128; ++k) {
+    Value q = kb.add(t, k * 128);
+    Value rowInWg = kb.divui(q, chunksPerRow);
+    Value cc = kb.remui(q, chunksPerRow);
+    Value r = kb.add(row0, rowInWg);
+    Value swz = arith::XOrIOp::create(b, loc, kb.remui(cc, 8),
+                                      kb.remui(rowInWg, 8));
+    Value bytes = kb.add(kb.add(kb.mul(kb.divui(cc, 8), slabBytes),
+                                kb.mul(r, kSlabRowBytes)),
+                         kb.mul(swz, 16));
+    Value v = vector::LoadOp::create(b, loc, vecTy, kb.smem,
+                                     ValueRange{kb.divui(bytes, 2)},
+                                     /*nontemporal=*/false,
+                                     llvm::MaybeAlign(16));
+    Value row = kb.add(qBegin, r);
+    auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value off = kb.add(kb.mul(kb.add(qRowsBase, row), dv), kb.mul(cc, 8));
+    vector::StoreOp::create(b, loc, v, oMem, ValueRange{off},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
   }
 }
 
