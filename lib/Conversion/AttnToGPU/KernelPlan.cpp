@@ -142,9 +142,11 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     // One warp per 16 keys; query tiles of 64 rows (32 for large D). For
     // D = Dv in {64, 128} the measured default is wider: 8 warps, 128 keys,
     // 64 query rows (0.83-0.89x SDPA flash vs 0.73-0.86x; docs/gpu-notes.md).
+    // The window mask's two-sided test spills at d128 with 8 warps (684 B).
     bool wide = !options.warps && !options.blockKV && !options.blockQ &&
                 plan.headDim == plan.headDimV &&
-                (plan.headDim == 64 || plan.headDim == 128);
+                (plan.headDim == 64 ||
+                 (plan.headDim == 128 && spec.mask != attn::MaskKind::Window));
     plan.warps = options.warps ? options.warps
                  : options.blockKV ? options.blockKV / 16
                  : wide            ? 8
