@@ -215,7 +215,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   SharedTile dsTile{kb.idx(kElems + vElems + qElems + doElems), bkv, bq, bq + 8};
 
   kb.copyTileAsync(kMem, kb.mul(kvRowsBase, d), kBegin, nk, kTile);
-  Value kvTok = kb.copyTileAsync(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, vTile);
+  kb.copyTileAsync(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, vTile);
 
   // Q, dO, LSE and Delta of the query tile at qBegin of the head whose rows
   // start at qRowsBase; rows at or past Nq are zero-filled.
@@ -245,7 +245,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       b.setInsertionPointToStart(&deltaIf.getThenRegion().front());
       copyStat(deltaMem);
     }
-    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, ValueRange{});
+    kb.commitAsync();
   };
 
   // Query tiles that intersect the band of this key block.
@@ -264,7 +264,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto rowsBaseOf = [&](Value head) {
     return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
   };
-  Value tileTok = loadQueryTile(rowsBaseOf(kb.mul(kvHead, group)),
+  loadQueryTile(rowsBaseOf(kb.mul(kvHead, group)),
                                 kb.mul(iBegin, bq));
   auto headLoop = scf::ForOp::create(b, loc, kb.idx(0), group, kb.idx(1), init);
   {
@@ -284,7 +284,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
       // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
       // the barrier also ends the previous tile's reads of dSᵀ.
-      kb.waitAsync(tileTok, 0);
+      kb.waitAsync(0);
       gpu::BarrierOp::create(b, loc);
 
       // Sᵀ = K·Qᵀ for this warp's 16 keys × bq queries.
@@ -471,7 +471,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     }
     scf::YieldOp::create(b, loc, tileLoop.getResults());
   }
-  kb.waitAsync(kvTok, 0);
+  kb.waitAsync(0);
 
   // dK (scale already in dS) and dV for keys < Nk.
   SmallVector<Value> res(headLoop.getResults());

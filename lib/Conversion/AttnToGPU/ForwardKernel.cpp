@@ -110,11 +110,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   Value jBegin = kb.divui(kLo, bkv);
   Value jEnd = kb.maxsi(kb.ceilDiv(kHi, bkv), jBegin);
 
-  Value qTok = kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
+  kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
   kb.copyTileAsync(kMem, kBase, kb.mul(jBegin, bkv), nk, kTile(kb.idx(0)));
-  Value vTok =
-      kb.copyTileAsync(vMem, vBase, kb.mul(jBegin, bkv), nk, vTile(kb.idx(0)));
-  kb.waitAsync(qTok, 2);
+  kb.copyTileAsync(vMem, vBase, kb.mul(jBegin, bkv), nk, vTile(kb.idx(0)));
+  kb.waitAsync(2);
   gpu::BarrierOp::create(b, loc);
   Value rowBase = kb.mul(kb.warp, 16);
   SmallVector<SmallVector<Value, 4>> qFrags;
@@ -140,7 +139,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     Value kBegin = kb.mul(j, bkv);
 
     // S = Q·K(j)ᵀ once K(j) has landed (V(j) may still be in flight).
-    kb.waitAsync(vTok, 1);
+    kb.waitAsync(1);
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> s(sN, kb.f32(0));
     SharedTile kt = kTile(stage);
@@ -183,7 +182,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     onlineSoftmaxUpdate(kb, s, acc, state, scaleLog2);
 
     // O += P·V(j); P goes from accumulator layout to A fragments in registers.
-    kb.waitAsync(vTok, 1);
+    kb.waitAsync(1);
     gpu::BarrierOp::create(b, loc);
     SharedTile vt = vTile(stage);
     for (int64_t kk = 0; kk < bkv / 16; ++kk) {
@@ -204,7 +203,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     yield.append(acc);
     scf::YieldOp::create(b, loc, yield);
   }
-  kb.waitAsync(vTok, 0);
+  kb.waitAsync(0);
 
   // Epilogue: O = acc / l, LSE = ln2·(m + log2 l); empty rows give 0 and -inf.
   ValueRange res = loop.getResults();

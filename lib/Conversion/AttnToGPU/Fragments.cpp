@@ -122,13 +122,12 @@ void KernelBuilder::redAddPairF32(Value addr, int64_t byteOffset, Value lo,
                             /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
 
-Value KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
-                                   Value rowLimit, const SharedTile &tile) {
+void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
+                                  Value rowLimit, const SharedTile &tile) {
   const int64_t chunksPerRow = tile.cols / 8; // 8 elements = 16 bytes
   const int64_t chunks = tile.rows * chunksPerRow;
   const int64_t threads = plan.threads();
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  SmallVector<Value> tokens;
   for (int64_t first = 0; first < chunks; first += threads) {
     Value c = add(tid, first);
     auto emit = [&]() {
@@ -142,13 +141,12 @@ Value KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
       Value srcElems = select(valid, idx(8), idx(0));
       Value src = add(gBase, add(mul(srcRow, tile.cols), col));
       Value dst = add(tile.base, add(mul(row, tile.stride), col));
-      return nvgpu::DeviceAsyncCopyOp::create(
-                 b, loc, tokTy, smem, ValueRange{dst}, gmem, ValueRange{src},
-                 b.getIndexAttr(8), srcElems, b.getUnitAttr())
-          .getAsyncToken();
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{dst},
+                                       gmem, ValueRange{src}, b.getIndexAttr(8),
+                                       srcElems, b.getUnitAttr());
     };
     if (first + threads <= chunks) {
-      tokens.push_back(emit());
+      emit();
       continue;
     }
     auto ifOp = scf::IfOp::create(b, loc, lt(c, idx(chunks)),
@@ -157,12 +155,13 @@ Value KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     emit();
   }
-  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, tokens);
+  commitAsync();
 }
 
-void KernelBuilder::waitAsync(Value token, int64_t pending) {
-  nvgpu::DeviceAsyncWaitOp::create(b, loc, token,
-                                   b.getI32IntegerAttr(pending));
+void KernelBuilder::commitAsync() { NVVM::CpAsyncCommitGroupOp::create(b, loc); }
+
+void KernelBuilder::waitAsync(int64_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, static_cast<uint32_t>(pending));
 }
 
 Type KernelBuilder::fragType() {

@@ -88,12 +88,16 @@ public:
 
   /// Copies rows [rowBegin, rowBegin + tile.rows) of a row-major global
   /// matrix (row length `cols`, rows at or past `rowLimit` zero-filled) into
-  /// `tile` with 16-byte cp.async; all threads take part. Returns the token
-  /// of the committed group.
-  Value copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
-                      const SharedTile &tile);
+  /// `tile` with 16-byte cp.async; all threads take part. Commits the copies
+  /// as one cp.async group.
+  void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
+                     const SharedTile &tile);
+  /// Commits the cp.async copies issued since the last commit as one group.
+  /// (cp.async.commit_group itself, not nvgpu's token form: a group whose
+  /// copies are all predicated has no token to name.)
+  void commitAsync();
   /// Waits until at most `pending` cp.async groups are in flight.
-  void waitAsync(Value token, int64_t pending);
+  void waitAsync(int64_t pending);
 
   /// ldmatrix .x4 at element offset `offset` of the shared buffer: four 8×8
   /// matrices addressed by lanes 0-7, 8-15, 16-23, 24-31, as packed registers.

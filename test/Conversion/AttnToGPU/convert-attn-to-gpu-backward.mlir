@@ -1,4 +1,5 @@
 // RUN: fa-opt %s -convert-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -convert-attn-to-gpu | fa-opt > /dev/null
 // RUN: fa-opt %s -fa-lower-to-nvvm > %t
 // RUN: FileCheck %s --check-prefix=PTX < %t
 // RUN: FileCheck %s --check-prefix=ATOM < %t
@@ -22,7 +23,7 @@
 // CHECK: nvgpu.device_async_copy {{.*}} : memref<1099511627776xf32> to memref<{{[0-9]+}}xf32, 3>
 // CHECK: %{{[0-9]+}}:128 = scf.for {{.*}} iter_args
 // CHECK: %[[TILES:[0-9]+]]:128 = scf.for {{.*}} iter_args
-// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.mma.sync
 // Boundary tiles only are masked; P recomputed from LSE with exp2.
 // CHECK: scf.if

@@ -1,5 +1,7 @@
 // RUN: fa-opt %s -split-input-file -convert-attn-to-gpu | FileCheck %s --enable-var-scope
 // RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="block-kv=32 target=sm_80" | FileCheck %s --check-prefix=OPT
+// The kernels print in a form that parses back.
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu | fa-opt -split-input-file > /dev/null
 
 // The function becomes a gpu.module holding the ABI kernel: flat pointers,
 // i32 sizes, f32 scale; Q block × head × batch from the block ids; 4 warps.
@@ -17,14 +19,14 @@
 // CHECK: gpu.block_id  z
 // Q, K(0), V(0) prologue copies, Q fragments through ldmatrix.
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
-// CHECK: nvgpu.device_async_create_group
-// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvvm.cp.async.wait.group 2
 // CHECK: gpu.barrier
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // The KV loop: S on tensor cores, a mask only on boundary tiles, online
 // softmax with xor shuffles and exp2, P·V with transposed V fragments.
 // CHECK: scf.for
-// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK: nvvm.cp.async.wait.group 1
 // CHECK: nvvm.mma.sync {{.*}} multiplicandAPtxType = #nvvm.mma_type<bf16>
 // CHECK: scf.if
 // CHECK: } else {
