@@ -413,6 +413,8 @@ llvm::Expected<std::shared_ptr<const CompiledKernel>>
 GpuCompiler::compile(const KernelConfig &config) {
   std::string key = std::string(kCompilerVersion) + "|" + config.str() + "|" +
                     options.cudaToolkit;
+  if (config.mma == "wgmma")
+    key += "|" + wgmmaVariantKey();
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = memory.find(key); it != memory.end())
     return it->second;

@@ -82,6 +82,10 @@ gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan);
 
+/// The A/B switches of the wgmma forward that change its code without
+/// changing its tag (command-line flags); part of every cache key.
+std::string wgmmaVariantKey();
+
 /// Dynamic shared memory of the wgmma forward: Q and `stages` K/V tiles,
 /// unpadded (128 B swizzle).
 int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);

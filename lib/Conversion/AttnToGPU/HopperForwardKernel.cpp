@@ -44,6 +44,11 @@ static llvm::cl::opt<bool> clSmemEpilogue(
                    "and leaves with 16-byte stores"),
     llvm::cl::init(true));
 
+std::string mlir::fa::wgmmaVariantKey() {
+  return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
+         (clSmemEpilogue ? "1" : "0");
+}
+
 namespace {
 /// Rows of one consumer warpgroup and TMA box width (128 B of 16-bit data).
 constexpr int64_t kRowsPerConsumer = 64;
