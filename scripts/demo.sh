@@ -2,7 +2,8 @@
 # Sets up, builds, and runs the demo: a causal GQA attention written as one
 # attn.attention op goes through each seed pass in fa-opt, then is compiled
 # with fa-lower-to-llvm and executed on the CPU by fa-run, and checked against
-# a float64 reference. (GPU kernels are built by fa-aot; see README.)
+# a float64 reference. Where a CUDA GPU is present, the same op is also
+# compiled by fa-aot into a bundle and run through libfa_runtime.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -34,3 +35,13 @@ say "randomised differential checks (20 forward, 20 backward cases)"
 $bin/fa-check --direction fwd --cases 20 --seed 42
 $bin/fa-check --direction bwd --cases 20 --seed 42 --fd-cases 2
 rm -rf "$tmp"
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  say "GPU present: fa-aot bundle (mma.sync + sm_90a wgmma forwards) run through libfa_runtime"
+  $bin/fa-aot --config fwd:bf16:d128:none --config fwd:bf16:d128:none:wgmma -o build/demo-bundle
+  cmake -S examples -B build/example -DFA_RUNTIME_LIBRARY="$PWD/build/lib/libfa_runtime.so" >/dev/null
+  cmake --build build/example >/dev/null
+  build/example/fa-example-forward build/demo-bundle
+else
+  say "no GPU here: the GPU kernels are compiled and assembled by the tests (test/Conversion), not run"
+fi
