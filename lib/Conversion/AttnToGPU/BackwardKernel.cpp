@@ -311,18 +311,10 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               b, loc,
               arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
               arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk)));
-      auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
-                                    /*withElseRegion=*/true);
-      {
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-        scf::YieldOp::create(b, loc, s);
-        b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-        SmallVector<Value> masked(s);
-        maskScoresT(kb, masked, {batch, head, maskQuery, kBegin, nq, nk}, keyRow0);
-        scf::YieldOp::create(b, loc, masked);
-      }
-      s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+      s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
+        maskScoresT(kb, masked, {batch, head, maskQuery, kBegin, nq, nk},
+                    keyRow0);
+      });
 
       // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
       // Columns past Nq read 0 and are masked (P = 0).

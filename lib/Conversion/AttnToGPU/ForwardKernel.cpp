@@ -166,18 +166,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
         attn::buildBlockInsideMask(b, loc, plan.spec, qBegin, kb.add(qBegin, bq),
                                    maskKey, kEnd, nq, nk),
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      scf::YieldOp::create(b, loc, s);
-      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-      SmallVector<Value> masked(s);
+    s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
       maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
-      scf::YieldOp::create(b, loc, masked);
-    }
-    s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+    });
 
     onlineSoftmaxUpdate(kb, s, acc, state, scaleLog2);
 

@@ -315,3 +315,18 @@ void KernelBuilder::storePair(Value vec, Value mem, Value index) {
   vector::StoreOp::create(b, loc, vec, mem, ValueRange{index},
                           /*nontemporal=*/false, llvm::MaybeAlign(4));
 }
+
+SmallVector<Value> KernelBuilder::maskUnlessInside(
+    Value inside, ValueRange scores,
+    function_ref<void(SmallVector<Value> &)> applyMask) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange(scores), inside,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, loc, scores);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  SmallVector<Value> masked(scores.begin(), scores.end());
+  applyMask(masked);
+  scf::YieldOp::create(b, loc, masked);
+  return SmallVector<Value>(ifOp.getResults());
+}

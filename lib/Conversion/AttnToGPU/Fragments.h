@@ -50,6 +50,13 @@ public:
   const KernelPlan &plan;
   Value tid, warp, lane, groupId, threadInGroup; // index
   Value smem;                                    // memref<N x elem, 3>
+  /// The boundary-tile dispatch of the mainloops: `scores` unchanged when
+  /// `inside` holds (the tile lies wholly inside the mask), else the scores
+  /// after `applyMask` edits them; one scf.if yielding the fragment values.
+  SmallVector<Value>
+  maskUnlessInside(Value inside, ValueRange scores,
+                   function_ref<void(SmallVector<Value> &)> applyMask);
+
 
   // Scalars.
   Value idx(int64_t v);

@@ -468,18 +468,9 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
                                    kb.add(qRow0, kRowsPerConsumer), maskKey,
                                    kEnd, nq, nk),
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(s)), inside,
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      scf::YieldOp::create(b, loc, s);
-      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-      SmallVector<Value> masked(s);
+    s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
       maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
-      scf::YieldOp::create(b, loc, masked);
-    }
-    s.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+    });
     SmallVector<Value> unit(4, kb.f32(1.0));
     onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2);
     alpha[0] = unit[0];
