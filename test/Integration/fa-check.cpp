@@ -137,33 +137,37 @@ std::string attrsAndRegion(const Case &c) {
   return os.str();
 }
 
+/// The tensor types of a case's operands.
+struct CaseTypes {
+  std::string q, k, v, o, lse;
+  explicit CaseTypes(const Case &c) {
+    std::string e = dtypeName(c.dtype);
+    q = tensorType({c.b, c.h, c.nq, c.d}, e);
+    k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
+    v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
+    o = tensorType({c.b, c.h, c.nq, c.dv}, e);
+    lse = tensorType({c.b, c.h, c.nq}, "f32");
+  }
+};
+
 std::string forwardIR(const Case &c) {
-  std::string e = dtypeName(c.dtype);
-  std::string q = tensorType({c.b, c.h, c.nq, c.d}, e);
-  std::string k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
-  std::string v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
-  std::string o = tensorType({c.b, c.h, c.nq, c.dv}, e);
-  std::string l = tensorType({c.b, c.h, c.nq}, "f32");
-  return "func.func @fwd(%q: " + q + ", %k: " + k + ", %v: " + v + ") -> (" +
-         o + ", " + l + ") {\n  %o, %lse = attn.attention %q, %k, %v " +
-         attrsAndRegion(c) + " : " + q + ", " + k + ", " + v + " -> " + o +
-         ", " + l + "\n  return %o, %lse : " + o + ", " + l + "\n}\n";
+  CaseTypes t(c);
+  std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
+  return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
+         ") -> (" + outs + ") {\n  %o, %lse = attn.attention %q, %k, %v " +
+         attrsAndRegion(c) + " : " + qkv + " -> " + outs +
+         "\n  return %o, %lse : " + outs + "\n}\n";
 }
 
 std::string backwardIR(const Case &c) {
-  std::string e = dtypeName(c.dtype);
-  std::string q = tensorType({c.b, c.h, c.nq, c.d}, e);
-  std::string k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
-  std::string v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
-  std::string o = tensorType({c.b, c.h, c.nq, c.dv}, e);
-  std::string l = tensorType({c.b, c.h, c.nq}, "f32");
-  return "func.func @bwd(%q: " + q + ", %k: " + k + ", %v: " + v + ", %o: " +
-         o + ", %do: " + o + ", %lse: " + l + ") -> (" + q + ", " + k + ", " +
-         v + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, "
-                 "%do, %lse " +
-         attrsAndRegion(c) + " : " + q + ", " + k + ", " + v + ", " + o +
-         ", " + o + ", " + l + " -> " + q + ", " + k + ", " + v +
-         "\n  return %dq, %dk, %dv : " + q + ", " + k + ", " + v + "\n}\n";
+  CaseTypes t(c);
+  std::string qkv = t.q + ", " + t.k + ", " + t.v;
+  return "func.func @bwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
+         ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse + ") -> (" +
+         qkv + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
+               "%o, %do, %lse " +
+         attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
+         t.lse + " -> " + qkv + "\n  return %dq, %dk, %dv : " + qkv + "\n}\n";
 }
 
 //===--------------------------------------------------------------------===//
