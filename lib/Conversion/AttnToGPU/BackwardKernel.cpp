@@ -1,4 +1,5 @@
-//===- BackwardKernel.cpp - the FlashAttention-2 backward kernels -*- C++ -*-===//
+//===- BackwardKernel.cpp - the FlashAttention-2 backward kernels -*- C++
+//-*-===//
 //
 // Seed 4.3 as three kernels (docs/ABI.md):
 //   fa_bwd_pre   Delta = rowsum(dO∘O), dq_accum = 0
@@ -31,7 +32,8 @@ static MemRefType flat(Type t) { return MemRefType::get({kFlatExtent}, t); }
 /// A kernel with the ABI's attributes; the builder is left in its body.
 static gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
                                    gpu::GPUModuleOp module, StringRef name,
-                                   ArrayRef<Type> params, const KernelPlan &plan,
+                                   ArrayRef<Type> params,
+                                   const KernelPlan &plan,
                                    int64_t sharedBytes) {
   b.setInsertionPointToEnd(module.getBody());
   auto func =
@@ -43,22 +45,16 @@ static gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
   b.setInsertionPointToStart(&func.getBody().front());
   return func;
 }
-
-/// fa_bwd_pre: one thread per query row of the block.
-static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
-                           const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(b, loc, module, "fa_bwd_pre_" + plan.tag(),
-                           {flat(elem), flat(elem), flat(f32), flat(f32), i32,
-                            i32, i32},
-                           plan, 0);
-  Block &entry = func.getBody().front();
-  Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
-        deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
-  KernelBuilder kb(b, loc, plan);
-  kb.setupThreadIds();
-  Value heads = kb.toIndex(entry.getArgument(5));
-  Value nq = kb.toIndex(entry.getArgument(6));
+/// Runs `body(absRow)` for each query row of this CTA's block (grid
+/// (ceil(Nq/block_q), heads, batch)), one thread per row; rows at or past Nq
+/// are skipped. `absRow` indexes the rows of all (batch, head) pairs.
+static void forEachQueryRow(KernelBuilder &kb, Value headsArg, Value nqArg,
+                            function_ref<void(Value)> body) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const KernelPlan &plan = kb.plan;
+  Value heads = kb.toIndex(headsArg);
+  Value nq = kb.toIndex(nqArg);
   Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
@@ -71,29 +67,48 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     auto ifOp = scf::IfOp::create(b, loc, ok, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value absRow = kb.add(rowsBase, row);
-    auto v8 = VectorType::get({8}, elem), f8 = VectorType::get({8}, f32);
-    Value sum = kb.f32(0);
-    for (int64_t c = 0; c < plan.headDimV; c += 8) {
-      Value at = kb.add(kb.mul(absRow, plan.headDimV), c);
-      Value o = vector::LoadOp::create(b, loc, v8, oMem, ValueRange{at}, false,
-                                       llvm::MaybeAlign(16));
-      Value d = vector::LoadOp::create(b, loc, v8, doMem, ValueRange{at},
-                                       false, llvm::MaybeAlign(16));
-      Value prod = arith::MulFOp::create(b, loc, arith::ExtFOp::create(b, loc, f8, o),
-                                         arith::ExtFOp::create(b, loc, f8, d));
-      sum = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD,
-                                        prod, sum);
-    }
-    memref::StoreOp::create(b, loc, sum, deltaMem, ValueRange{absRow});
-    auto f4 = VectorType::get({4}, f32);
-    Value zero = arith::ConstantOp::create(
-        b, loc, f4, DenseElementsAttr::get(f4, b.getF32FloatAttr(0)));
-    for (int64_t c = 0; c < plan.headDim; c += 4)
-      vector::StoreOp::create(b, loc, zero, dqMem,
-                              ValueRange{kb.add(kb.mul(absRow, plan.headDim), c)},
-                              false, llvm::MaybeAlign(16));
+    body(kb.add(rowsBase, row));
   }
+}
+
+/// fa_bwd_pre: one thread per query row of the block.
+static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                           const KernelPlan &plan) {
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto func = createKernel(
+      b, loc, module, "fa_bwd_pre_" + plan.tag(),
+      {flat(elem), flat(elem), flat(f32), flat(f32), i32, i32, i32}, plan, 0);
+  Block &entry = func.getBody().front();
+  Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
+        deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
+  KernelBuilder kb(b, loc, plan);
+  kb.setupThreadIds();
+  forEachQueryRow(
+      kb, entry.getArgument(5), entry.getArgument(6), [&](Value absRow) {
+        auto v8 = VectorType::get({8}, elem), f8 = VectorType::get({8}, f32);
+        Value sum = kb.f32(0);
+        for (int64_t c = 0; c < plan.headDimV; c += 8) {
+          Value at = kb.add(kb.mul(absRow, plan.headDimV), c);
+          Value o = vector::LoadOp::create(b, loc, v8, oMem, ValueRange{at},
+                                           false, llvm::MaybeAlign(16));
+          Value d = vector::LoadOp::create(b, loc, v8, doMem, ValueRange{at},
+                                           false, llvm::MaybeAlign(16));
+          Value prod = arith::MulFOp::create(
+              b, loc, arith::ExtFOp::create(b, loc, f8, o),
+              arith::ExtFOp::create(b, loc, f8, d));
+          sum = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD,
+                                            prod, sum);
+        }
+        memref::StoreOp::create(b, loc, sum, deltaMem, ValueRange{absRow});
+        auto f4 = VectorType::get({4}, f32);
+        Value zero = arith::ConstantOp::create(
+            b, loc, f4, DenseElementsAttr::get(f4, b.getF32FloatAttr(0)));
+        for (int64_t c = 0; c < plan.headDim; c += 4)
+          vector::StoreOp::create(
+              b, loc, zero, dqMem,
+              ValueRange{kb.add(kb.mul(absRow, plan.headDim), c)}, false,
+              llvm::MaybeAlign(16));
+      });
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -107,31 +122,18 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();
-  Value heads = kb.toIndex(entry.getArgument(3));
-  Value nq = kb.toIndex(entry.getArgument(4));
-  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-  Value rowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  for (int64_t first = 0; first < plan.blockQ; first += plan.threads()) {
-    Value local = kb.add(kb.tid, first);
-    Value row = kb.add(kb.mul(qBlock, plan.blockQ), local);
-    Value ok = arith::AndIOp::create(b, loc, kb.lt(local, kb.idx(plan.blockQ)),
-                                     kb.lt(row, nq));
-    auto ifOp = scf::IfOp::create(b, loc, ok, false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value absRow = kb.add(rowsBase, row);
-    auto f8 = VectorType::get({8}, f32), e8 = VectorType::get({8}, elem);
-    for (int64_t c = 0; c < plan.headDim; c += 8) {
-      Value at = kb.add(kb.mul(absRow, plan.headDim), c);
-      Value v = vector::LoadOp::create(b, loc, f8, accMem, ValueRange{at},
-                                       false, llvm::MaybeAlign(16));
-      vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, e8, v),
-                              dqMem, ValueRange{at}, false,
-                              llvm::MaybeAlign(16));
-    }
-  }
+  forEachQueryRow(
+      kb, entry.getArgument(3), entry.getArgument(4), [&](Value absRow) {
+        auto f8 = VectorType::get({8}, f32), e8 = VectorType::get({8}, elem);
+        for (int64_t c = 0; c < plan.headDim; c += 8) {
+          Value at = kb.add(kb.mul(absRow, plan.headDim), c);
+          Value v = vector::LoadOp::create(b, loc, f8, accMem, ValueRange{at},
+                                           false, llvm::MaybeAlign(16));
+          vector::StoreOp::create(b, loc,
+                                  arith::TruncFOp::create(b, loc, e8, v), dqMem,
+                                  ValueRange{at}, false, llvm::MaybeAlign(16));
+        }
+      });
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -169,11 +171,11 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   const int64_t d = plan.headDim, dv = plan.headDimV;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(
-      b, loc, module, "fa_bwd_" + plan.tag(),
-      {flat(elem), flat(elem), flat(elem), flat(elem), flat(f32), flat(f32),
-       flat(f32), flat(elem), flat(elem), i32, i32, i32, i32, i32, f32},
-      plan, plan.backwardSharedBytes());
+  auto func = createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
+                           {flat(elem), flat(elem), flat(elem), flat(elem),
+                            flat(f32), flat(f32), flat(f32), flat(elem),
+                            flat(elem), i32, i32, i32, i32, i32, f32},
+                           plan, plan.backwardSharedBytes());
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), doMem = arg(3),
@@ -194,8 +196,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ.
   const int64_t kElems = bkv * plan.strideQK(), vElems = bkv * plan.strideV(),
                 qElems = bq * plan.strideQK(), doElems = bq * plan.strideV();
-  const int64_t smemElems =
-      kElems + vElems + qElems + doElems + bkv * (bq + 8);
+  const int64_t smemElems = kElems + vElems + qElems + doElems + bkv * (bq + 8);
   kb.setupSharedMemory(module, smemElems);
   // LSE and Delta of the query tile live in the 16-byte row padding of K
   // (never read by ldmatrix): value c (LSE c < bq, Delta bq + c) is float
@@ -212,7 +213,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   SharedTile vTile{kb.idx(kElems), bkv, dv, plan.strideV()};
   SharedTile qTile{kb.idx(kElems + vElems), bq, d, plan.strideQK()};
   SharedTile doTile{kb.idx(kElems + vElems + qElems), bq, dv, plan.strideV()};
-  SharedTile dsTile{kb.idx(kElems + vElems + qElems + doElems), bkv, bq, bq + 8};
+  SharedTile dsTile{kb.idx(kElems + vElems + qElems + doElems), bkv, bq,
+                    bq + 8};
 
   kb.copyTileAsync(kMem, kb.mul(kvRowsBase, d), kBegin, nk, kTile);
   kb.copyTileAsync(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, vTile);
@@ -224,7 +226,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     kb.copyTileAsync(doMem, kb.mul(qRowsBase, dv), qBegin, nq, doTile);
     auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
     Value isLse = kb.lt(kb.tid, kb.idx(bq));
-    Value row = kb.add(qBegin, kb.select(isLse, kb.tid, kb.sub(kb.tid, kb.idx(bq))));
+    Value row =
+        kb.add(qBegin, kb.select(isLse, kb.tid, kb.sub(kb.tid, kb.idx(bq))));
     Value valid = kb.lt(row, nq);
     Value src = kb.add(qRowsBase, kb.select(valid, row, kb.idx(0)));
     Value srcElems = kb.select(valid, kb.idx(1), kb.idx(0));
@@ -264,8 +267,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto rowsBaseOf = [&](Value head) {
     return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
   };
-  loadQueryTile(rowsBaseOf(kb.mul(kvHead, group)),
-                                kb.mul(iBegin, bq));
+  loadQueryTile(rowsBaseOf(kb.mul(kvHead, group)), kb.mul(iBegin, bq));
   auto headLoop = scf::ForOp::create(b, loc, kb.idx(0), group, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g0(b);
@@ -303,14 +305,16 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       // not hoist per-element offsets out of the loop (as in the forward).
       Value maskQuery = kb.opaqueIndex(qBegin);
       Value qEnd = kb.add(maskQuery, bq), kEnd = kb.add(kBegin, bkv);
-      Value inside = attn::buildBlockInsideMask(b, loc, plan.spec, maskQuery, qEnd,
-                                                kBegin, kEnd, nq, nk);
+      Value inside = attn::buildBlockInsideMask(b, loc, plan.spec, maskQuery,
+                                                qEnd, kBegin, kEnd, nq, nk);
       inside = arith::AndIOp::create(
           b, loc, inside,
           arith::AndIOp::create(
               b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk)));
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd,
+                                    nq),
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd,
+                                    nk)));
       s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
         maskScoresT(kb, masked, {batch, head, maskQuery, kBegin, nq, nk},
                     keyRow0);
@@ -322,9 +326,9 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       auto f2 = VectorType::get({2}, f32);
       for (int64_t n = 0; n < bq / 8; ++n) {
         Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-        Value l2 = vector::LoadOp::create(b, loc, f2, stats,
-                                          ValueRange{statSlot(col)}, false,
-                                          llvm::MaybeAlign(8));
+        Value l2 =
+            vector::LoadOp::create(b, loc, f2, stats, ValueRange{statSlot(col)},
+                                   false, llvm::MaybeAlign(8));
         Value d2 = vector::LoadOp::create(b, loc, f2, stats,
                                           ValueRange{statSlot(kb.add(col, bq))},
                                           false, llvm::MaybeAlign(8));
@@ -353,7 +357,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         for (int64_t np = 0; np < dv / 16; ++np) {
           SmallVector<Value, 4> bf =
               kb.loadBFromKMajor(doTile, kk * 16, kb.idx(np * 16));
-          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(dV).slice(np * 8, 4));
+          kb.mma(a, {bf[0], bf[1]},
+                 MutableArrayRef<Value>(dV).slice(np * 8, 4));
           kb.mma(a, {bf[2], bf[3]},
                  MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
         }
@@ -365,7 +370,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         for (int64_t np = 0; np < bq / 16; ++np) {
           SmallVector<Value, 4> bf =
               kb.loadBFromNMajor(doTile, kb.idx(np * 16), ks * 16);
-          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(dp).slice(np * 8, 4));
+          kb.mma(a, {bf[0], bf[1]},
+                 MutableArrayRef<Value>(dp).slice(np * 8, 4));
           kb.mma(a, {bf[2], bf[3]},
                  MutableArrayRef<Value>(dp).slice(np * 8 + 4, 4));
         }
@@ -382,7 +388,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         for (int64_t r = 0; r < 2; ++r) {
           Value row = kb.add(keyRow0, kb.add(kb.groupId, r * 8));
           Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-          Value at = kb.add(dsTile.base, kb.add(kb.mul(row, dsTile.stride), col));
+          Value at =
+              kb.add(dsTile.base, kb.add(kb.mul(row, dsTile.stride), col));
           vector::StoreOp::create(
               b, loc, kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
               kb.smem, ValueRange{at}, false, llvm::MaybeAlign(4));
@@ -394,7 +401,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         for (int64_t np = 0; np < d / 16; ++np) {
           SmallVector<Value, 4> bf =
               kb.loadBFromKMajor(qTile, kk * 16, kb.idx(np * 16));
-          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(dK).slice(np * 8, 4));
+          kb.mma(a, {bf[0], bf[1]},
+                 MutableArrayRef<Value>(dK).slice(np * 8, 4));
           kb.mma(a, {bf[2], bf[3]},
                  MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
         }
@@ -445,16 +453,18 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         for (int64_t kk = 0; kk < bkv / 16; ++kk) {
           SmallVector<Value, 4> bf =
               kb.loadBFromKMajor(kTile, kk * 16, kb.idx(np * 16));
-          kb.mma(dsA[kk], {bf[0], bf[1]}, MutableArrayRef<Value>(dq).slice(0, 4));
-          kb.mma(dsA[kk], {bf[2], bf[3]}, MutableArrayRef<Value>(dq).slice(4, 4));
+          kb.mma(dsA[kk], {bf[0], bf[1]},
+                 MutableArrayRef<Value>(dq).slice(0, 4));
+          kb.mma(dsA[kk], {bf[2], bf[3]},
+                 MutableArrayRef<Value>(dq).slice(4, 4));
         }
         for (int64_t r = 0; r < 2; ++r) {
           auto rowIf = scf::IfOp::create(b, loc, dqRowOk[r], false);
           OpBuilder::InsertionGuard g4(b);
           b.setInsertionPointToStart(&rowIf.getThenRegion().front());
           for (int64_t t = 0; t < 2; ++t)
-            kb.redAddPairF32(dqRow[r], (np * 16 + t * 8) * 4,
-                             dq[t * 4 + 2 * r], dq[t * 4 + 2 * r + 1]);
+            kb.redAddPairF32(dqRow[r], (np * 16 + t * 8) * 4, dq[t * 4 + 2 * r],
+                             dq[t * 4 + 2 * r + 1]);
         }
       }
       SmallVector<Value> yield(dK);
@@ -468,10 +478,10 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // dK (scale already in dS) and dV for keys < Nk.
   SmallVector<Value> res(headLoop.getResults());
   Value keyRow = kb.add(kBegin, keyRow0);
-  storeAccumulator(kb, ArrayRef<Value>(res).take_front(dkN), dkMem, kb.mul(kvRowsBase, d),
-                   keyRow, nk, d);
-  storeAccumulator(kb, ArrayRef<Value>(res).drop_front(dkN), dvMem, kb.mul(kvRowsBase, dv),
-                   keyRow, nk, dv);
+  storeAccumulator(kb, ArrayRef<Value>(res).take_front(dkN), dkMem,
+                   kb.mul(kvRowsBase, d), keyRow, nk, d);
+  storeAccumulator(kb, ArrayRef<Value>(res).drop_front(dkN), dvMem,
+                   kb.mul(kvRowsBase, dv), keyRow, nk, dv);
   gpu::ReturnOp::create(b, loc);
 }
 
