@@ -17,32 +17,6 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-/// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf.
-/// Every mask is a band, a function of kv - q only, so positions are passed
-/// relative to this lane's first key: the per-element offsets stay
-/// immediates instead of 32 loop-invariant registers LLVM would hoist.
-static void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
-                       const attn::ScorePosition &tile, Value rowBase) {
-  OpBuilder &b = kb.b;
-  Value laneKey = kb.add(tile.kv, kb.mul(kb.threadInGroup, 2));
-  Value keysLeft = kb.sub(tile.nk, laneKey); // keys at or past Nk are out
-  Value relQ[2];
-  for (int64_t r = 0; r < 2; ++r)
-    relQ[r] = kb.sub(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))),
-                     laneKey);
-  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
-    for (int64_t i = 0; i < 4; ++i) {
-      attn::ScorePosition pos = tile;
-      pos.q = relQ[i / 2];
-      pos.kv = kb.idx(n * 8 + i % 2);
-      Value ok = kb.lt(pos.kv, keysLeft);
-      if (kb.plan.spec.hasMask())
-        ok = arith::AndIOp::create(
-            b, kb.loc, ok, attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
-      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
-    }
-}
-
 gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                             gpu::GPUModuleOp module,
                                             const KernelPlan &plan) {

@@ -16,6 +16,7 @@
 #define FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H
 
 #include "fa/Conversion/AttnToGPU.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -161,6 +162,13 @@ struct SoftmaxState {
   Value rowMax[2]; // base-2 units, -inf before any key
   Value rowSum[2]; // lane-local partial sums; reduced in finalize
 };
+
+/// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf, for
+/// the accumulator layout of mma.sync m16n8 tiles, which the wgmma m64nN
+/// accumulator shares per warp: lane (g, t) holds rows rowBase + g, +8 and
+/// columns 8n + 2t, +1 of the tile at `tile`.
+void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
+                const attn::ScorePosition &tile, Value rowBase);
 
 /// Rescales `acc` and turns the scores `s` (n8 tiles × 4, raw Q·Kᵀ) into P in
 /// place, updating `state`; `scaleLog2` is scale·log2(e).

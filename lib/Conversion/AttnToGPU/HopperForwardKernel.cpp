@@ -215,33 +215,6 @@ static Value packI32(KernelBuilder &kb, Value lo, Value hi) {
   return vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{0});
 }
 
-/// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf. The
-/// wgmma m64nN accumulator gives lane (g, t) of warp w the same rows
-/// (16w + g, +8) and columns (8n + 2t, +1) as mma.sync's m16n8 tiles, so
-/// positions are relative to the lane's first key and stay immediates.
-static void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
-                       const attn::ScorePosition &tile, Value rowBase) {
-  OpBuilder &b = kb.b;
-  Value laneKey = kb.add(tile.kv, kb.mul(kb.threadInGroup, 2));
-  Value keysLeft = kb.sub(tile.nk, laneKey);
-  Value relQ[2];
-  for (int64_t r = 0; r < 2; ++r)
-    relQ[r] = kb.sub(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))),
-                     laneKey);
-  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
-    for (int64_t i = 0; i < 4; ++i) {
-      attn::ScorePosition pos = tile;
-      pos.q = relQ[i / 2];
-      pos.kv = kb.idx(n * 8 + i % 2);
-      Value ok = kb.lt(pos.kv, keysLeft);
-      if (kb.plan.spec.hasMask())
-        ok = arith::AndIOp::create(
-            b, kb.loc, ok,
-            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
-      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
-    }
-}
-
 //===----------------------------------------------------------------------===//
 // Shared memory, TMA and mbarriers
 //===----------------------------------------------------------------------===//

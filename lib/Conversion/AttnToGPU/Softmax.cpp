@@ -16,6 +16,33 @@
 using namespace mlir;
 using namespace mlir::fa::gpu_lowering;
 
+/// Every mask is a band, a function of kv - q only, so positions are passed
+/// relative to this lane's first key: the per-element offsets stay
+/// immediates instead of 32 loop-invariant registers LLVM would hoist.
+void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
+                                        MutableArrayRef<Value> s,
+                                        const attn::ScorePosition &tile,
+                                        Value rowBase) {
+  OpBuilder &b = kb.b;
+  Value laneKey = kb.add(tile.kv, kb.mul(kb.threadInGroup, 2));
+  Value keysLeft = kb.sub(tile.nk, laneKey); // keys at or past Nk are out
+  Value relQ[2];
+  for (int64_t r = 0; r < 2; ++r)
+    relQ[r] = kb.sub(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))),
+                     laneKey);
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = relQ[i / 2];
+      pos.kv = kb.idx(n * 8 + i % 2);
+      Value ok = kb.lt(pos.kv, keysLeft);
+      if (kb.plan.spec.hasMask())
+        ok = arith::AndIOp::create(
+            b, kb.loc, ok, attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
+    }
+}
+
 /// Max (or sum) over the 4 lanes sharing a row.
 static Value quadReduce(KernelBuilder &kb, Value v, bool isMax) {
   for (int64_t m : {1, 2}) {
