@@ -11,6 +11,7 @@ autograd.grad of a saved forward).
     python3 bench/bench.py --bundle out/bundle --lib <libfa_runtime.so> [--quick] [--json out.json]
         [--mma mma_sync|wgmma]   (fa's forward kernel; default: wgmma where the bundle has it)
         [--flex] [--seqs 2048,8192] [--dims 128]   (FlexAttention column; a subset of the grid)
+        [--variant NAME=BUNDLE ...] [--directions fwd]   (A/B: other bundles in the same process)
 """
 import argparse
 import json
@@ -51,6 +52,27 @@ def time_ms(fn, runs, budget_ms):
     return statistics.median(times), n
 
 
+def time_fa(bundle, q, k, v, do, causal, direction, args, runs, f):
+    """fa's forward or backward from `bundle` into preallocated outputs."""
+    try:
+        o = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma, bundle=bundle)
+        if direction == "fwd":
+            fn = lambda: fa.forward_into(q, k, v, o, lse, causal=causal,  # noqa: E731
+                                         mma=args.mma, bundle=bundle)
+        else:
+            dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+            delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+            acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
+            fn = lambda: fa.backward_into(  # noqa: E731
+                q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal, bundle=bundle)
+        ms, nruns = time_ms(fn, runs, args.budget_ms)
+        return {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
+    except fa.FaError as e:
+        return {"error": str(e).splitlines()[0][:200]}
+
+
 def flops(b, h, n, d, causal, direction):
     f = 4.0 * b * h * n * n * d
     if causal:
@@ -78,11 +100,22 @@ def main():
     ap.add_argument("--dims", default="64,128", help="comma-separated head dims")
     ap.add_argument("--flex", action="store_true",
                     help="also time FlexAttention (torch.compile'd flex_attention)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=BUNDLE",
+                    help="also time fa from another bundle (same process), e.g. a compiler "
+                         "variant; printed under the row with its ratio to fa and cuDNN")
+    ap.add_argument("--directions", default="fwd,bwd",
+                    help="directions to time at all (baselines included)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
     dev = torch.device("cuda")
     bundle = fa.load(args.bundle, args.lib) if args.bundle else None
+    variants = {}
+    for spec in args.variant:
+        name, _, path = spec.partition("=")
+        if not path:
+            ap.error("--variant expects NAME=BUNDLE, got %r" % spec)
+        variants[name] = fa.Bundle(path, args.lib)
     dims = [int(x) for x in args.dims.split(",")]
     seqs = ([int(x) for x in args.seqs.split(",")] if args.seqs else
             [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384])
@@ -100,7 +133,7 @@ def main():
             q, k, v, do = (torch.randn(b, h, n, d, device=dev, dtype=torch.bfloat16)
                            for _ in range(4))
             for causal in (False, True):
-                for direction in ("fwd", "bwd"):
+                for direction in [x for x in ("fwd", "bwd") if x in args.directions.split(",")]:
                     row = {"d": d, "n": n, "b": b, "h": h, "causal": causal,
                            "direction": direction}
                     f = flops(b, h, n, d, causal, direction)
@@ -136,23 +169,10 @@ def main():
                         except Exception as e:  # noqa: BLE001 (compile or backend failure)
                             row["flex"] = {"error": str(e).splitlines()[0][:200]}
                     if bundle is not None and direction in args.fa_directions.split(","):
-                        try:
-                            o = torch.empty_like(q)
-                            lse = torch.empty(b, h, n, device=dev, dtype=torch.float32)
-                            fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma)
-                            if direction == "fwd":
-                                fn = lambda: fa.forward_into(q, k, v, o, lse,  # noqa
-                                                             causal=causal, mma=args.mma)
-                            else:
-                                dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
-                                delta = torch.empty(b, h, n, device=dev, dtype=torch.float32)
-                                acc = torch.empty(b, h, n, d, device=dev, dtype=torch.float32)
-                                fn = lambda: fa.backward_into(  # noqa
-                                    q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal)
-                            ms, nruns = time_ms(fn, runs, args.budget_ms)
-                            row["fa"] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
-                        except fa.FaError as e:
-                            row["fa"] = {"error": str(e).splitlines()[0][:200]}
+                        for key, bnd in [("fa", bundle)] + [("fa:" + k_, b_) for k_, b_
+                                                            in variants.items()]:
+                            row[key] = time_fa(bnd, q, k, v, do, causal, direction, args, runs,
+                                               f)
                     rows.append(row)
                     print_row(row)
             del q, k, v, do
@@ -192,6 +212,10 @@ def print_row(row):
            row["direction"], fmt(fa_), fmt(fl), fmt(fx), fmt(cu), ratio(fa_, fl),
            ratio(fa_, fx), ratio(fa_, cu)),
           flush=True)
+    for key in sorted(k_ for k_ in row if k_.startswith("fa:")):
+        x = tf(key)
+        print("%29s %-14s %s | %s of fa, %s of cudnn" % ("", key, fmt(x), ratio(x, fa_).strip(),
+                                                         ratio(x, cu).strip()), flush=True)
 
 
 if __name__ == "__main__":

@@ -131,6 +131,7 @@ typedef struct fa_kernel_info {
   int32_t has_cubin;
   fa_mma mma;               /* FA_MMA_SYNC or FA_MMA_WGMMA */
   int32_t tensor_map_count; /* CUtensorMap parameters the kernel takes */
+  int32_t persistent_grid;  /* 1: launched on min(SMs, query tiles) CTAs */
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
