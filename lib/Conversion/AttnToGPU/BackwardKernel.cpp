@@ -169,6 +169,9 @@ static void maskScoresT(KernelBuilder &kb, MutableArrayRef<Value> s,
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
+  // Tensor-core steps run over the head dims padded to 16 (zeros in shared
+  // memory); columns at or past D / Dv are neither accumulated nor stored.
+  const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   auto func = createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
@@ -201,12 +204,12 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // LSE and Delta of the query tile live in the 16-byte row padding of K
   // (never read by ldmatrix): value c (LSE c < bq, Delta bq + c) is float
   // c % 4 of K row c / 4, so a lane's column pair is one 8-byte load.
-  assert(plan.strideQK() - d == 8 && 2 * bq <= 4 * bkv &&
+  assert(plan.strideQK() - dPad == 8 && 2 * bq <= 4 * bkv &&
          2 * bq <= plan.threads() && "row statistics do not fit K's padding");
   Value stats = kb.sharedView(module, f32, smemElems / 2);
   auto statSlot = [&](Value c) {
     return kb.add(kb.mul(kb.divui(c, 4), plan.strideQK() / 2),
-                  kb.add(kb.remui(c, 4), d / 2));
+                  kb.add(kb.remui(c, 4), dPad / 2));
   };
   Value dqAddr = kb.globalAddress(dqMem);
   SharedTile kTile{kb.idx(0), bkv, d, plan.strideQK()};
@@ -291,7 +294,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
       // Sᵀ = K·Qᵀ for this warp's 16 keys × bq queries.
       SmallVector<Value> s(sN, kb.f32(0));
-      for (int64_t ks = 0; ks < d / 16; ++ks) {
+      for (int64_t ks = 0; ks < dPad / 16; ++ks) {
         SmallVector<Value, 4> a = kb.loadA(kTile, keyRow0, ks * 16);
         for (int64_t np = 0; np < bq / 16; ++np) {
           SmallVector<Value, 4> bf =
@@ -354,18 +357,19 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       for (int64_t kk = 0; kk < bq / 16; ++kk) {
         SmallVector<Value, 4> a =
             accumulatorToA(kb, ArrayRef<Value>(s).slice(kk * 8, 8));
-        for (int64_t np = 0; np < dv / 16; ++np) {
+        for (int64_t np = 0; np < dvPad / 16; ++np) {
           SmallVector<Value, 4> bf =
               kb.loadBFromKMajor(doTile, kk * 16, kb.idx(np * 16));
           kb.mma(a, {bf[0], bf[1]},
                  MutableArrayRef<Value>(dV).slice(np * 8, 4));
-          kb.mma(a, {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
+          if (np * 16 + 8 < dv)
+            kb.mma(a, {bf[2], bf[3]},
+                   MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
         }
       }
       // dPᵀ = V·dOᵀ.
       SmallVector<Value> dp(sN, kb.f32(0));
-      for (int64_t ks = 0; ks < dv / 16; ++ks) {
+      for (int64_t ks = 0; ks < dvPad / 16; ++ks) {
         SmallVector<Value, 4> a = kb.loadA(vTile, keyRow0, ks * 16);
         for (int64_t np = 0; np < bq / 16; ++np) {
           SmallVector<Value, 4> bf =
@@ -398,13 +402,14 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       for (int64_t kk = 0; kk < bq / 16; ++kk) {
         SmallVector<Value, 4> a =
             accumulatorToA(kb, ArrayRef<Value>(dp).slice(kk * 8, 8));
-        for (int64_t np = 0; np < d / 16; ++np) {
+        for (int64_t np = 0; np < dPad / 16; ++np) {
           SmallVector<Value, 4> bf =
               kb.loadBFromKMajor(qTile, kk * 16, kb.idx(np * 16));
           kb.mma(a, {bf[0], bf[1]},
                  MutableArrayRef<Value>(dK).slice(np * 8, 4));
-          kb.mma(a, {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
+          if (np * 16 + 8 < d)
+            kb.mma(a, {bf[2], bf[3]},
+                   MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
         }
       }
 
@@ -443,7 +448,9 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       SmallVector<SmallVector<Value, 4>> dsA;
       for (int64_t kk = 0; kk < bkv / 16; ++kk)
         dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
-      for (int64_t np = 0; np < d / 16; ++np) {
+      for (int64_t np = 0; np < dPad / 16; ++np) {
+        // The second n8 tile of the last pair is padding when D % 16 = 8.
+        const int64_t tiles = np * 16 + 8 < d ? 2 : 1;
         Value mine = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                            colPart, kb.idx(np % colSplit));
         auto pairIf = scf::IfOp::create(b, loc, mine, false);
@@ -455,14 +462,15 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               kb.loadBFromKMajor(kTile, kk * 16, kb.idx(np * 16));
           kb.mma(dsA[kk], {bf[0], bf[1]},
                  MutableArrayRef<Value>(dq).slice(0, 4));
-          kb.mma(dsA[kk], {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dq).slice(4, 4));
+          if (tiles == 2)
+            kb.mma(dsA[kk], {bf[2], bf[3]},
+                   MutableArrayRef<Value>(dq).slice(4, 4));
         }
         for (int64_t r = 0; r < 2; ++r) {
           auto rowIf = scf::IfOp::create(b, loc, dqRowOk[r], false);
           OpBuilder::InsertionGuard g4(b);
           b.setInsertionPointToStart(&rowIf.getThenRegion().front());
-          for (int64_t t = 0; t < 2; ++t)
+          for (int64_t t = 0; t < tiles; ++t)
             kb.redAddPairF32(dqRow[r], (np * 16 + t * 8) * 4, dq[t * 4 + 2 * r],
                              dq[t * 4 + 2 * r + 1]);
         }

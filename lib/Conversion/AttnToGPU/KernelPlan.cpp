@@ -105,9 +105,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   };
   if (!elemType.isBF16() && !elemType.isF16())
     return fail("expected f16 or bf16 for the tensor-core kernels");
+  // Rows of D elements must start 16-byte aligned for cp.async; the kernels
+  // pad the head dim to a multiple of 16 in shared memory.
   for (int64_t dim : {headDim, headDimV})
-    if (dim % 16 != 0 || dim < 16 || dim > 256)
-      return fail("expected a head dim that is a multiple of 16 in [16, 256], got " +
+    if (dim % 8 != 0 || dim < 8 || dim > 256)
+      return fail("expected a head dim that is a multiple of 8 in [8, 256] "
+                  "(rows must be 16-byte aligned for cp.async), got " +
                   llvm::Twine(dim));
   if (options.target != "sm_80" && options.target != "sm_90" &&
       options.target != "sm_90a")
