@@ -44,6 +44,9 @@ struct KernelPlan {
   std::string target;
   MmaStrategy strategy = MmaStrategy::MmaSync;
   attn::ScoreSpec spec;
+  /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
+  /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
+  int64_t dsplit = 1;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are
@@ -53,6 +56,9 @@ struct KernelPlan {
   /// shared tiles hold the extra columns as zeros and they are never stored.
   int64_t paddedHeadDim() const { return (headDim + 15) / 16 * 16; }
   int64_t paddedHeadDimV() const { return (headDimV + 15) / 16 * 16; }
+  /// Columns of dK/dQ and of dV one backward CTA accumulates.
+  int64_t sliceHeadDim() const { return headDim / dsplit; }
+  int64_t sliceHeadDimV() const { return headDimV / dsplit; }
   /// Padded row strides (elements) of the shared tiles: +16 B per row makes
   /// the eight row addresses of an ldmatrix fall in distinct bank groups.
   int64_t strideQK() const { return paddedHeadDim() + 8; }

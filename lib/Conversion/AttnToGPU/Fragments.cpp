@@ -241,14 +241,15 @@ void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
                                               ArrayRef<Value> acc, Value mem,
                                               Value base, Value row0,
                                               Value rowLimit, int64_t cols,
-                                              ArrayRef<Value> rowScale) {
+                                              ArrayRef<Value> rowScale,
+                                              int64_t rowStride) {
   OpBuilder &b = kb.b;
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(row0, kb.add(kb.groupId, r * 8));
     auto ifOp = scf::IfOp::create(b, kb.loc, kb.lt(row, rowLimit), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.add(base, kb.mul(row, cols));
+    Value rowOff = kb.add(base, kb.mul(row, rowStride ? rowStride : cols));
     for (int64_t n = 0; n < cols / 8; ++n) {
       Value lo = acc[n * 4 + 2 * r], hi = acc[n * 4 + 2 * r + 1];
       if (!rowScale.empty()) {

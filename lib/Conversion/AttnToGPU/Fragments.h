@@ -152,12 +152,13 @@ public:
 /// accumulator and A layouts agree lane for lane, so this is only packing.
 SmallVector<Value, 4> accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c);
 
-/// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, n8 tiles
-/// from column 0) to a row-major global matrix, rows < `rowLimit` only, each
-/// value multiplied by `rowScale[r]` when given.
+/// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, `cols`
+/// columns in n8 tiles from `base`) to a row-major global matrix with rows of
+/// `rowStride` elements (`cols` when 0), rows < `rowLimit` only, each value
+/// multiplied by `rowScale[r]` when given.
 void storeAccumulator(KernelBuilder &kb, ArrayRef<Value> acc, Value mem,
                       Value base, Value row0, Value rowLimit, int64_t cols,
-                      ArrayRef<Value> rowScale = {});
+                      ArrayRef<Value> rowScale = {}, int64_t rowStride = 0);
 
 /// Online-softmax state of one warp's 16 rows as held by one lane: rows g and
 /// g+8 (see Fragments.h).
