@@ -249,6 +249,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
   out.config.blockKV = plan->blockKV;
   out.config.warps = plan->warps;
   out.config.stages = plan->stages;
+  out.config.dsplit = plan->dsplit;
   out.tag = plan->tag();
   if (backward) {
     out.entries.push_back(
@@ -351,6 +352,7 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
     k.config.warps = c->getInteger("warps").value_or(0);
     k.config.stages = c->getInteger("stages").value_or(0);
     k.config.headDimV = c->getInteger("head_dim_v").value_or(0);
+    k.config.dsplit = c->getInteger("dsplit").value_or(1);
   }
   if (const llvm::json::Array *es = o->getArray("entries"))
     for (const llvm::json::Value &e : *es)
@@ -403,7 +405,8 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
                                       {"block_kv", k.config.blockKV},
                                       {"warps", k.config.warps},
                                       {"stages", k.config.stages},
-                                      {"head_dim_v", k.config.headDimV}}},
+                                      {"head_dim_v", k.config.headDimV},
+                                      {"dsplit", k.config.dsplit}}},
       {"entries", std::move(entries)}};
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -55,6 +55,7 @@ struct KernelConfig {
   fa_dtype dtype = FA_DTYPE_BF16;
   int headDim = 0, headDimV = 0;
   int blockQ = 0, blockKV = 0, warps = 0, stages = 0;
+  int dsplit = 1; // backward: CTAs per key block (column slices of dK/dV/dQ)
   fa_mask mask = FA_MASK_NONE;
   int windowLeft = -1, windowRight = -1;
   std::string targetName;
@@ -124,6 +125,12 @@ std::string checkBackward(const KernelConfig &config,
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
+
+/// The grids of bwd_pre, bwd and bwd_post for valid (checkBackward)
+/// arguments, as docs/ABI.md gives them.
+void backwardGrids(const KernelConfig &config,
+                   const fa_attention_backward_args &args,
+                   unsigned grids[3][3]);
 
 /// Bytes of a tensor (shape product times element size); 0 if malformed.
 uint64_t tensorBytes(const fa_tensor &t);

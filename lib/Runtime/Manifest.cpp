@@ -292,6 +292,14 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   c.blockKV = intField(k, "block_kv", where, 1, 1 << 16);
   c.warps = intField(k, "warps", where, 1, 32);
   c.stages = intField(k, "stages", where, 1, 64);
+  c.dsplit = k.contains("dsplit") ? intField(k, "dsplit", where, 1, 64) : 1;
+  if (c.dsplit > 1 && c.direction != FA_DIRECTION_BWD)
+    bad(where, "field 'dsplit' = " + std::to_string(c.dsplit) +
+                   " is for backward kernels only (expected 1)");
+  if (c.headDim % c.dsplit || c.headDimV % c.dsplit)
+    bad(where, "field 'dsplit' = " + std::to_string(c.dsplit) +
+                   " must divide head_dim " + std::to_string(c.headDim) +
+                   " and head_dim_v " + std::to_string(c.headDimV));
 
   std::string mask = stringField(k, "mask", where);
   if (mask == "none")

@@ -490,6 +490,16 @@ struct MapRing {
   }
 };
 
+void backwardGrids(const KernelConfig &c, const fa_attention_backward_args &a,
+                   unsigned grids[3][3]) {
+  unsigned b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1];
+  unsigned qBlocks = ceilDiv(a.q.shape[2], c.blockQ);
+  unsigned kBlocks = ceilDiv(a.k.shape[2], c.blockKV);
+  unsigned out[3][3] = {{qBlocks, h, b},
+                        {kBlocks * static_cast<unsigned>(c.dsplit), hkv, b},
+                        {qBlocks, h, b}};
+  std::copy(&out[0][0], &out[0][0] + 9, &grids[0][0]);
+}
 } // namespace fa::runtime
 
 namespace {
@@ -618,7 +628,7 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.stages,      c.windowLeft,
           c.windowRight, !c.cubinPath.empty(),
           c.mma,         static_cast<int32_t>(c.tensorMaps.size()),
-          c.fwd.persistent ? 1 : 0};
+          c.fwd.persistent ? 1 : 0, c.dsplit};
   return succeed();
 }
 
@@ -857,15 +867,29 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
   void *mainParams[] = {&q,  &k, &v, &dO,  &lse, &delta, &dqAccum, &dk,
                         &dv, &b, &h, &hkv, &nq,  &nk,    &scale};
   void *postParams[] = {&dqAccum, &dq, &b, &h, &nq};
-  if (fa_status s =
-          launch(pre, c.bwdPre, ceilDiv(nq, c.blockQ), h, b, stream, preParams))
+  unsigned grids[3][3];
+  backwardGrids(c, a, grids);
+  auto grid = [&](const Entry &e, CUfunction f, unsigned *g, void **params) {
+    return launch(f, e, g[0], g[1], g[2], stream, params);
+  };
+  if (fa_status s = grid(c.bwdPre, pre, grids[0], preParams))
     return s;
-  if (fa_status s = launch(main, c.bwd, ceilDiv(nk, c.blockKV), hkv, b, stream,
-                           mainParams))
+  if (fa_status s = grid(c.bwd, main, grids[1], mainParams))
     return s;
-  if (fa_status s = launch(post, c.bwdPost, ceilDiv(nq, c.blockQ), h, b, stream,
-                           postParams))
+  if (fa_status s = grid(c.bwdPost, post, grids[2], postParams))
     return s;
+  return succeed();
+}
+
+fa_status fa_attention_backward_grids(const fa_kernel *kernel,
+                                      const fa_attention_backward_args *args,
+                                      unsigned grids[3][3]) {
+  if (fa_status s = fa_attention_backward_check(kernel, args))
+    return s;
+  if (!grids)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_backward_grids: grids is null");
+  backwardGrids(kernel->config, *args, grids);
   return succeed();
 }
 

@@ -373,6 +373,12 @@ std::string checkBackward(const KernelConfig &c,
             checkOverlap(tensorsOf(a), {"dq", "dk", "dv", "delta", "dq_accum"}))
            .empty())
     return err;
+  // The main kernel's grid x: key blocks times column slices (docs/ABI.md).
+  int64_t gridX = (s.nk + c.blockKV - 1) / c.blockKV * c.dsplit;
+  if (gridX > INT32_MAX)
+    return "nk " + std::to_string(s.nk) + " needs a grid x of " +
+           std::to_string(gridX) + " blocks for kernel '" + c.tag +
+           "', more than the limit of " + std::to_string(INT32_MAX);
   return "";
 }
 

@@ -63,7 +63,7 @@ class Bundle:
                 "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
                 "mma": MMA_NAMES.get(info.mma, str(info.mma)),
                 "tensor_maps": info.tensor_map_count,
-                "persistent_grid": bool(info.persistent_grid)})
+                "persistent_grid": bool(info.persistent_grid), "dsplit": info.dsplit})
         return out
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,

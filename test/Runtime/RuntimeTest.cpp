@@ -202,6 +202,15 @@ TEST(Manifest, FieldErrorsNameTheField) {
       {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
                   R"(, "score_mod": "softcap")"),
        "score_mod kernels are not supported"},
+      {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "dsplit": 2)"),
+       "field 'dsplit' = 2 is for backward kernels only"},
+      {kernelJson("k", "bwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "dsplit": 3)"),
+       "field 'dsplit' = 3 must divide head_dim 64 and head_dim_v 64"},
+      {kernelJson("k", "bwd", "bf16", 64, "none", "sm_90a", true,
+                  R"(, "dsplit": 0)"),
+       "field 'dsplit' = 0 is outside"},
   };
   for (const Case &c : cases) {
     fa_bundle *b = nullptr;
@@ -459,6 +468,7 @@ TEST(Manifest, ValidBundleInfo) {
   EXPECT_EQ(info.window_left, 16);
   EXPECT_EQ(info.window_right, 0);
   EXPECT_EQ(info.has_cubin, 0);
+  EXPECT_EQ(info.dsplit, 1); // absent: one CTA per key block
   fa_bundle_free(b);
 }
 
@@ -858,6 +868,42 @@ TEST_F(Validate, OutputsMustNotOverlap) {
   b.d_o.data = b.o.data;
   EXPECT_EQ(fa_attention_backward_check(bwdKernel, &b), FA_SUCCESS)
       << lastError();
+}
+
+TEST_F(Validate, BackwardGrids) {
+  // docs/ABI.md: pre and post over query blocks, the main kernel over key
+  // blocks times dsplit column slices.
+  unsigned g[3][3];
+  ASSERT_EQ(fa_attention_backward_grids(bwdKernel, &bwd, g), FA_SUCCESS)
+      << lastError();
+  unsigned one[3][3] = {{2, H, B}, {5, Hkv, B}, {2, H, B}};
+  for (int e = 0; e < 3; ++e)
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(g[e][i], one[e][i]) << "entry " << e << " dim " << i;
+
+  fa_bundle *split = nullptr;
+  ASSERT_EQ(loadText("dsplit",
+                     manifest({kernelJson("b2", "bwd", "bf16", 64, "none",
+                                          "sm_90a", true,
+                                          R"(, "dsplit": 2)")}),
+                     &split),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(split, 0);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_EQ(info.dsplit, 2);
+  ASSERT_EQ(fa_attention_backward_grids(k, &bwd, g), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(g[1][0], 10u); // ceil(300 / 64) key blocks × 2 slices
+  EXPECT_EQ(g[1][1], unsigned(Hkv));
+  EXPECT_EQ(g[0][0], 2u);
+  EXPECT_EQ(g[2][0], 2u);
+  // Arguments are validated first.
+  fa_attention_backward_args bad = bwd;
+  bad.dq.data = 0;
+  EXPECT_EQ(fa_attention_backward_grids(k, &bad, g), FA_ERROR_INVALID_ARGUMENT);
+  fa_bundle_free(split);
 }
 
 TEST_F(Validate, BackwardWorkspaces) {

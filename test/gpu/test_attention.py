@@ -222,7 +222,7 @@ def expect_rejected(label, fn, expect, untouched, log):
 
 def bad_launches(cfg, dev):
     dt = DTYPES[cfg["dtype"]]
-    d = cfg["head_dim"]
+    d, dv = cfg["head_dim"], cfg["head_dim_v"]
     kw = {"causal": cfg["mask"] == "causal",
           "causal_bottom_right": cfg["mask"] == "causal_bottom_right",
           "window": (cfg["window_left"], cfg["window_right"])
@@ -232,18 +232,18 @@ def bad_launches(cfg, dev):
     def t(*s, dtype=dt, device=dev):
         return torch.randn(*s, device=device).to(dtype)
 
-    q, k, v = t(B, H, N, d), t(B, Hkv, N, d), t(B, Hkv, N, d)
-    o = poisoned(B, H, N, d, dtype=dt, device=dev)
+    q, k, v = t(B, H, N, d), t(B, Hkv, N, d), t(B, Hkv, N, dv)
+    o = poisoned(B, H, N, dv, dtype=dt, device=dev)
     lse = poisoned(B, H, N, dtype=torch.float32, device=dev)
     log = []
     fwd = lambda *a, **x: fa.forward_into(*a, **{**kw, **x})  # noqa: E731
     expect_rejected("wrong k shape", lambda: fwd(q, t(B + 1, Hkv, N, d), v, o, lse),
                     "k.shape is", [o, lse], log)
-    expect_rejected("v length differs from k", lambda: fwd(q, t(B, Hkv, N + 1, d), v, o, lse),
+    expect_rejected("v length differs from k", lambda: fwd(q, k, t(B, Hkv, N + 1, dv), o, lse),
                     "v.shape is", [o, lse], log)
-    expect_rejected("H % Hkv", lambda: fwd(q, t(B, 3, N, d), t(B, 3, N, d), o, lse),
+    expect_rejected("H % Hkv", lambda: fwd(q, t(B, 3, N, d), t(B, 3, N, dv), o, lse),
                     "multiple of the key head count", [o, lse], log)
-    expect_rejected("wrong o shape", lambda: fwd(q, k, v, poisoned(B, H, N - 1, d, dtype=dt,
+    expect_rejected("wrong o shape", lambda: fwd(q, k, v, poisoned(B, H, N - 1, dv, dtype=dt,
                                                                    device=dev), lse),
                     "o.shape is", [o, lse], log)
     flat = t(B * H * N * d + 8)
@@ -265,9 +265,12 @@ def bad_launches(cfg, dev):
                     "finite and non-zero", [o, lse], log)
     expect_rejected("nan scale", lambda: fwd(q, k, v, o, lse, scale=float("nan")),
                     "finite and non-zero", [o, lse], log)
-    expect_rejected("o aliases q", lambda: fwd(q, k, v, q, lse), "overlaps q", [o, lse], log)
-    expect_rejected("no such kernel", lambda: fa.attention(t(1, 1, 8, 40), t(1, 1, 8, 40),
-                                                           t(1, 1, 8, 40)),
+    if d == dv:  # o must have q's shape to alias it
+        expect_rejected("o aliases q", lambda: fwd(q, k, v, q, lse), "overlaps q", [o, lse],
+                        log)
+    # No kernel can exist for D = 36 (rows not 16-byte aligned).
+    expect_rejected("no such kernel", lambda: fa.attention(t(1, 1, 8, 36), t(1, 1, 8, 36),
+                                                           t(1, 1, 8, 36)),
                     "has no kernel for", [], log)
     return log
 

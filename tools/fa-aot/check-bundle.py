@@ -96,7 +96,9 @@ def fa_backward(tag, q, k, v, o, do, lse, scale, bufs=None):
     delta, acc, dq, dk, dv = bufs if bufs else backward_buffers(q, k, v)
     qgrid = ((Nq + cfg["block_q"] - 1) // cfg["block_q"], H, B)
     call(tag, "bwd_pre", qgrid, [o, do, delta, acc, B, H, Nq])
-    call(tag, "bwd", ((Nk + cfg["block_kv"] - 1) // cfg["block_kv"], Hkv, B),
+    # dsplit CTAs per key block, each owning a column slice (docs/ABI.md).
+    call(tag, "bwd", ((Nk + cfg["block_kv"] - 1) // cfg["block_kv"] * cfg.get("dsplit", 1),
+                      Hkv, B),
          [q, k, v, do, lse, delta, acc, dk, dv, B, H, Hkv, Nq, Nk, scale])
     call(tag, "bwd_post", qgrid, [acc, dq, B, H, Nq])
     return dq, dk, dv

@@ -97,6 +97,8 @@ int main(int argc, char **argv) {
                    {"window_left", c.windowLeft}, {"window_right", c.windowRight},
                    {"score_mod", nullptr}, {"target", c.target},
                    {"entries", std::move(entries)}, {"ptx", k.tag + ".ptx"}};
+    if (c.direction == "bwd")
+      o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
     if (c.mma == "wgmma") {
       // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries).
       auto map = [&](const char *tensor, int64_t param, const char *rows,

@@ -23,6 +23,9 @@ struct KernelConfig {
   std::string target = "sm_90a";
   /// "mma_sync", or "wgmma" (the sm_90a TMA + warp-specialised forward).
   std::string mma = "mma_sync";
+  /// Resolved by the compiler, never parsed: backward CTAs per key block,
+  /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
+  int64_t dsplit = 1;
 
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",

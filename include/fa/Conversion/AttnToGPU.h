@@ -47,15 +47,25 @@ struct KernelPlan {
   /// walking tiles blockIdx.x + k·gridDim.x (wgmma forward only).
   bool persistent = false;
   attn::ScoreSpec spec;
+  /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
+  /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
+  int64_t dsplit = 1;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are
   /// re-read from shared memory for large head dims to avoid spills).
   bool keepQInRegisters() const { return headDim <= 128; }
+  /// Head dims rounded up to the k16 / n16 step of the tensor-core loops;
+  /// shared tiles hold the extra columns as zeros and they are never stored.
+  int64_t paddedHeadDim() const { return (headDim + 15) / 16 * 16; }
+  int64_t paddedHeadDimV() const { return (headDimV + 15) / 16 * 16; }
+  /// Columns of dK/dQ and of dV one backward CTA accumulates.
+  int64_t sliceHeadDim() const { return headDim / dsplit; }
+  int64_t sliceHeadDimV() const { return headDimV / dsplit; }
   /// Padded row strides (elements) of the shared tiles: +16 B per row makes
   /// the eight row addresses of an ldmatrix fall in distinct bank groups.
-  int64_t strideQK() const { return headDim + 8; }
-  int64_t strideV() const { return headDimV + 8; }
+  int64_t strideQK() const { return paddedHeadDim() + 8; }
+  int64_t strideV() const { return paddedHeadDimV() + 8; }
   /// Dynamic shared memory of the forward kernel, in bytes.
   int64_t forwardSharedBytes() const;
   /// Dynamic shared memory of the main backward kernel, in bytes.

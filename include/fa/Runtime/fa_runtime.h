@@ -132,6 +132,9 @@ typedef struct fa_kernel_info {
   fa_mma mma;               /* FA_MMA_SYNC or FA_MMA_WGMMA */
   int32_t tensor_map_count; /* CUtensorMap parameters the kernel takes */
   int32_t persistent_grid;  /* 1: launched on min(SMs, query tiles) CTAs */
+  /* Backward: CTAs per key block, each owning a column slice of dK, dV and
+   * dQ (the bwd grid's x is ceil(Nk/block_kv) * dsplit); 1 otherwise. */
+  int32_t dsplit;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
@@ -195,6 +198,13 @@ FA_API fa_status fa_attention_backward_check(
 FA_API fa_status fa_attention_forward_tensor_maps(
     const fa_kernel *kernel, const fa_attention_args *args,
     fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count);
+
+/* The grids fa_attention_backward launches bwd_pre, bwd and bwd_post with
+ * for `args` (after fa_attention_backward_check), as docs/ABI.md gives them.
+ * Needs no GPU. */
+FA_API fa_status fa_attention_backward_grids(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    unsigned grids[3][3]);
 
 /* Validate (above, plus: every pointer is device memory of the context's
  * device holding the whole tensor, and the stream belongs to the context),

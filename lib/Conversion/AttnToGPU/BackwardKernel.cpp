@@ -3,7 +3,9 @@
 //
 // Seed 4.3 as three kernels (docs/ABI.md):
 //   fa_bwd_pre   Delta = rowsum(dO∘O), dq_accum = 0
-//   fa_bwd       one CTA per key block and key head; warp w owns keys
+//   fa_bwd       one CTA per key block and key head (dsplit CTAs, each
+//                owning a column slice of dK, dV and dQ, when D + Dv > 256;
+//                Sᵀ and dPᵀ are recomputed by each); warp w owns keys
 //                [16w, 16w + 16). For every query head of the GQA group and
 //                every query tile in the key block's band it recomputes
 //                Sᵀ = K·Qᵀ and Pᵀ = exp(Sᵀ − LSE), then
@@ -169,6 +171,14 @@ static void maskScoresT(KernelBuilder &kb, MutableArrayRef<Value> s,
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
+  // Tensor-core steps run over the head dims padded to 16 (zeros in shared
+  // memory); columns at or past D / Dv are neither accumulated nor stored.
+  const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
+  // Columns of dK and dQ (wk, of Q and K) and of dV (wv, of dO) this CTA
+  // accumulates; with dsplit = 1 all of them. Slices are multiples of 8 and
+  // padded to 16 like the head dims: the n8 tile past a slice is skipped.
+  const int64_t wk = plan.sliceHeadDim(), wv = plan.sliceHeadDimV();
+  const int64_t wkPad = (wk + 15) / 16 * 16, wvPad = (wv + 15) / 16 * 16;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   auto func = createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
@@ -186,7 +196,20 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   kb.setupThreadIds();
   Value heads = kb.toIndex(arg(10)), kvHeads = kb.toIndex(arg(11));
   Value nq = kb.toIndex(arg(12)), nk = kb.toIndex(arg(13));
+  // Grid x enumerates (key block, column slice) with the slices of one key
+  // block adjacent, so they read the same K/V rows close together in time.
   Value kBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value colK, colV; // first column of this CTA's slices; null for dsplit 1
+  if (plan.dsplit > 1) {
+    Value part = kb.remui(kBlock, plan.dsplit);
+    kBlock = kb.divui(kBlock, plan.dsplit);
+    colK = kb.mul(part, wk);
+    colV = kb.mul(part, wv);
+  }
+  // Column `off` of a slice starting at `first` (a constant for dsplit 1).
+  auto sliceCol = [&](Value first, int64_t off) {
+    return first ? kb.add(first, off) : kb.idx(off);
+  };
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
@@ -201,12 +224,12 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // LSE and Delta of the query tile live in the 16-byte row padding of K
   // (never read by ldmatrix): value c (LSE c < bq, Delta bq + c) is float
   // c % 4 of K row c / 4, so a lane's column pair is one 8-byte load.
-  assert(plan.strideQK() - d == 8 && 2 * bq <= 4 * bkv &&
+  assert(plan.strideQK() - dPad == 8 && 2 * bq <= 4 * bkv &&
          2 * bq <= plan.threads() && "row statistics do not fit K's padding");
   Value stats = kb.sharedView(module, f32, smemElems / 2);
   auto statSlot = [&](Value c) {
     return kb.add(kb.mul(kb.divui(c, 4), plan.strideQK() / 2),
-                  kb.add(kb.remui(c, 4), d / 2));
+                  kb.add(kb.remui(c, 4), dPad / 2));
   };
   Value dqAddr = kb.globalAddress(dqMem);
   SharedTile kTile{kb.idx(0), bkv, d, plan.strideQK()};
@@ -262,7 +285,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   Value keyRow0 = kb.mul(kb.warp, 16);
 
-  const int64_t dkN = d / 8 * 4, dvN = dv / 8 * 4, sN = bq / 8 * 4;
+  const int64_t dkN = wk / 8 * 4, dvN = wv / 8 * 4, sN = bq / 8 * 4;
   SmallVector<Value> init(dkN + dvN, kb.f32(0));
   auto rowsBaseOf = [&](Value head) {
     return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
@@ -291,7 +314,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
       // Sᵀ = K·Qᵀ for this warp's 16 keys × bq queries.
       SmallVector<Value> s(sN, kb.f32(0));
-      for (int64_t ks = 0; ks < d / 16; ++ks) {
+      for (int64_t ks = 0; ks < dPad / 16; ++ks) {
         SmallVector<Value, 4> a = kb.loadA(kTile, keyRow0, ks * 16);
         for (int64_t np = 0; np < bq / 16; ++np) {
           SmallVector<Value, 4> bf =
@@ -350,22 +373,23 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
           e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negL));
         }
 
-      // dV += Pᵀ·dO.
+      // dV += Pᵀ·dO (this CTA's columns of dO).
       for (int64_t kk = 0; kk < bq / 16; ++kk) {
         SmallVector<Value, 4> a =
             accumulatorToA(kb, ArrayRef<Value>(s).slice(kk * 8, 8));
-        for (int64_t np = 0; np < dv / 16; ++np) {
+        for (int64_t np = 0; np < wvPad / 16; ++np) {
           SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(doTile, kk * 16, kb.idx(np * 16));
+              kb.loadBFromKMajor(doTile, kk * 16, sliceCol(colV, np * 16));
           kb.mma(a, {bf[0], bf[1]},
                  MutableArrayRef<Value>(dV).slice(np * 8, 4));
-          kb.mma(a, {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
+          if (np * 16 + 8 < wv)
+            kb.mma(a, {bf[2], bf[3]},
+                   MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
         }
       }
       // dPᵀ = V·dOᵀ.
       SmallVector<Value> dp(sN, kb.f32(0));
-      for (int64_t ks = 0; ks < dv / 16; ++ks) {
+      for (int64_t ks = 0; ks < dvPad / 16; ++ks) {
         SmallVector<Value, 4> a = kb.loadA(vTile, keyRow0, ks * 16);
         for (int64_t np = 0; np < bq / 16; ++np) {
           SmallVector<Value, 4> bf =
@@ -394,17 +418,18 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               b, loc, kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
               kb.smem, ValueRange{at}, false, llvm::MaybeAlign(4));
         }
-      // dK += dSᵀ·Q.
+      // dK += dSᵀ·Q (this CTA's columns of Q).
       for (int64_t kk = 0; kk < bq / 16; ++kk) {
         SmallVector<Value, 4> a =
             accumulatorToA(kb, ArrayRef<Value>(dp).slice(kk * 8, 8));
-        for (int64_t np = 0; np < d / 16; ++np) {
+        for (int64_t np = 0; np < wkPad / 16; ++np) {
           SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(qTile, kk * 16, kb.idx(np * 16));
+              kb.loadBFromKMajor(qTile, kk * 16, sliceCol(colK, np * 16));
           kb.mma(a, {bf[0], bf[1]},
                  MutableArrayRef<Value>(dK).slice(np * 8, 4));
-          kb.mma(a, {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
+          if (np * 16 + 8 < wk)
+            kb.mma(a, {bf[2], bf[3]},
+                   MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
         }
       }
 
@@ -425,8 +450,9 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                       kb.mul(nextTile, bq));
       }
 
-      // dQ += dS·K: warps split the bq × D tile into 16-row groups and, when
-      // there are more warps than row groups, 16-column pairs round-robin.
+      // dQ += dS·K (this CTA's columns of K): warps split the bq × wk tile
+      // into 16-row groups and, when there are more warps than row groups,
+      // 16-column pairs round-robin.
       const int64_t rowGroups = bq / 16, colSplit = plan.warps / rowGroups;
       Value rowGroup = kb.remui(kb.warp, rowGroups);
       Value colPart = kb.divui(kb.warp, rowGroups);
@@ -436,14 +462,17 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       for (int64_t r = 0; r < 2; ++r) {
         Value row = kb.add(qBegin, kb.add(qRow0, kb.add(kb.groupId, r * 8)));
         dqRowOk[r] = kb.lt(row, nq);
-        Value elem = kb.add(kb.mul(kb.add(qRowsBase, row), d),
-                            kb.mul(kb.threadInGroup, 2));
+        Value rowElem = kb.mul(kb.add(qRowsBase, row), d);
+        Value col = kb.mul(kb.threadInGroup, 2);
+        Value elem = kb.add(rowElem, colK ? kb.add(colK, col) : col);
         dqRow[r] = kb.add(dqAddr, kb.mul(elem, 4));
       }
       SmallVector<SmallVector<Value, 4>> dsA;
       for (int64_t kk = 0; kk < bkv / 16; ++kk)
         dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
-      for (int64_t np = 0; np < d / 16; ++np) {
+      for (int64_t np = 0; np < wkPad / 16; ++np) {
+        // The second n8 tile of the last pair is padding when wk % 16 = 8.
+        const int64_t tiles = np * 16 + 8 < wk ? 2 : 1;
         Value mine = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                            colPart, kb.idx(np % colSplit));
         auto pairIf = scf::IfOp::create(b, loc, mine, false);
@@ -452,17 +481,18 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         SmallVector<Value> dq(8, kb.f32(0));
         for (int64_t kk = 0; kk < bkv / 16; ++kk) {
           SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(kTile, kk * 16, kb.idx(np * 16));
+              kb.loadBFromKMajor(kTile, kk * 16, sliceCol(colK, np * 16));
           kb.mma(dsA[kk], {bf[0], bf[1]},
                  MutableArrayRef<Value>(dq).slice(0, 4));
-          kb.mma(dsA[kk], {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dq).slice(4, 4));
+          if (tiles == 2)
+            kb.mma(dsA[kk], {bf[2], bf[3]},
+                   MutableArrayRef<Value>(dq).slice(4, 4));
         }
         for (int64_t r = 0; r < 2; ++r) {
           auto rowIf = scf::IfOp::create(b, loc, dqRowOk[r], false);
           OpBuilder::InsertionGuard g4(b);
           b.setInsertionPointToStart(&rowIf.getThenRegion().front());
-          for (int64_t t = 0; t < 2; ++t)
+          for (int64_t t = 0; t < tiles; ++t)
             kb.redAddPairF32(dqRow[r], (np * 16 + t * 8) * 4, dq[t * 4 + 2 * r],
                              dq[t * 4 + 2 * r + 1]);
         }
@@ -475,13 +505,18 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   }
   kb.waitAsync(0);
 
-  // dK (scale already in dS) and dV for keys < Nk.
+  // dK (scale already in dS) and dV for keys < Nk, this CTA's columns.
   SmallVector<Value> res(headLoop.getResults());
   Value keyRow = kb.add(kBegin, keyRow0);
-  storeAccumulator(kb, ArrayRef<Value>(res).take_front(dkN), dkMem,
-                   kb.mul(kvRowsBase, d), keyRow, nk, d);
-  storeAccumulator(kb, ArrayRef<Value>(res).drop_front(dkN), dvMem,
-                   kb.mul(kvRowsBase, dv), keyRow, nk, dv);
+  auto store = [&](ArrayRef<Value> acc, Value mem, int64_t cols, Value first,
+                   int64_t width) {
+    Value base = kb.mul(kvRowsBase, cols);
+    if (first)
+      base = kb.add(base, first);
+    storeAccumulator(kb, acc, mem, base, keyRow, nk, width, {}, cols);
+  };
+  store(ArrayRef<Value>(res).take_front(dkN), dkMem, d, colK, wk);
+  store(ArrayRef<Value>(res).drop_front(dkN), dvMem, dv, colV, wv);
   gpu::ReturnOp::create(b, loc);
 }
 

@@ -21,6 +21,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                             gpu::GPUModuleOp module,
                                             const KernelPlan &plan) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
+  // Tensor-core steps run over the head dims padded to 16 (zeros in shared
+  // memory); columns at or past D / Dv are neither accumulated nor stored.
+  const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   auto flat = [](Type t) { return MemRefType::get({kFlatExtent}, t); };
@@ -92,7 +95,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   Value rowBase = kb.mul(kb.warp, 16);
   SmallVector<SmallVector<Value, 4>> qFrags;
   if (plan.keepQInRegisters())
-    for (int64_t ks = 0; ks < d / 16; ++ks)
+    for (int64_t ks = 0; ks < dPad / 16; ++ks)
       qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
 
@@ -117,7 +120,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> s(sN, kb.f32(0));
     SharedTile kt = kTile(stage);
-    for (int64_t ks = 0; ks < d / 16; ++ks) {
+    for (int64_t ks = 0; ks < dPad / 16; ++ks) {
       SmallVector<Value, 4> a = plan.keepQInRegisters()
                                     ? qFrags[ks]
                                     : kb.loadA(qTile, rowBase, ks * 16);
@@ -155,10 +158,11 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
       ArrayRef<Value> p1 = ArrayRef<Value>(s).slice(kk * 8 + 4, 4);
       SmallVector<Value, 4> a{kb.pack(p0[0], p0[1]), kb.pack(p0[2], p0[3]),
                               kb.pack(p1[0], p1[1]), kb.pack(p1[2], p1[3])};
-      for (int64_t dp = 0; dp < dv / 16; ++dp) {
+      for (int64_t dp = 0; dp < dvPad / 16; ++dp) {
         SmallVector<Value, 4> bf = kb.loadBFromKMajor(vt, kk * 16, kb.idx(dp * 16));
         kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(acc).slice(dp * 8, 4));
-        kb.mma(a, {bf[2], bf[3]}, MutableArrayRef<Value>(acc).slice(dp * 8 + 4, 4));
+        if (dp * 16 + 8 < dv)
+          kb.mma(a, {bf[2], bf[3]}, MutableArrayRef<Value>(acc).slice(dp * 8 + 4, 4));
       }
     }
     kb.copyTileAsync(vMem, vBase, kb.add(kBegin, bkv), nk, vTile(next));

@@ -124,7 +124,8 @@ void KernelBuilder::redAddPairF32(Value addr, int64_t byteOffset, Value lo,
 
 void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
                                   Value rowLimit, const SharedTile &tile) {
-  const int64_t chunksPerRow = tile.cols / 8; // 8 elements = 16 bytes
+  const int64_t validChunks = tile.cols / 8; // 8 elements = 16 bytes
+  const int64_t chunksPerRow = (tile.cols + 15) / 16 * 2;
   const int64_t chunks = tile.rows * chunksPerRow;
   const int64_t threads = plan.threads();
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
@@ -132,14 +133,22 @@ void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
     Value c = add(tid, first);
     auto emit = [&]() {
       Value row = divui(c, chunksPerRow);
-      Value col = mul(remui(c, chunksPerRow), 8);
+      Value chunk = remui(c, chunksPerRow);
+      Value col = mul(chunk, 8);
       Value grow = add(rowBegin, row);
       Value valid = lt(grow, rowLimit);
-      // Rows past the end read nothing (src-size 0 zero-fills); their
-      // address is clamped to the first row so it stays in the allocation.
+      // Rows past the end and padding columns read nothing (src-size 0
+      // zero-fills); their address is clamped to the first row (and column)
+      // so it stays in the allocation.
+      Value srcCol = col;
+      if (validChunks != chunksPerRow) {
+        valid = arith::AndIOp::create(b, loc, valid,
+                                      lt(chunk, idx(validChunks)));
+        srcCol = select(valid, col, idx(0));
+      }
       Value srcRow = select(valid, grow, idx(0));
       Value srcElems = select(valid, idx(8), idx(0));
-      Value src = add(gBase, add(mul(srcRow, tile.cols), col));
+      Value src = add(gBase, add(mul(srcRow, tile.cols), srcCol));
       Value dst = add(tile.base, add(mul(row, tile.stride), col));
       nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{dst},
                                        gmem, ValueRange{src}, b.getIndexAttr(8),
@@ -232,14 +241,15 @@ void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
                                               ArrayRef<Value> acc, Value mem,
                                               Value base, Value row0,
                                               Value rowLimit, int64_t cols,
-                                              ArrayRef<Value> rowScale) {
+                                              ArrayRef<Value> rowScale,
+                                              int64_t rowStride) {
   OpBuilder &b = kb.b;
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(row0, kb.add(kb.groupId, r * 8));
     auto ifOp = scf::IfOp::create(b, kb.loc, kb.lt(row, rowLimit), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.add(base, kb.mul(row, cols));
+    Value rowOff = kb.add(base, kb.mul(row, rowStride ? rowStride : cols));
     for (int64_t n = 0; n < cols / 8; ++n) {
       Value lo = acc[n * 4 + 2 * r], hi = acc[n * 4 + 2 * r + 1];
       if (!rowScale.empty()) {

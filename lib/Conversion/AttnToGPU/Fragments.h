@@ -31,7 +31,9 @@ namespace mlir::fa::gpu_lowering {
 /// calling convention needs static shapes; sizes come in as i32 params.
 constexpr int64_t kFlatExtent = int64_t(1) << 40;
 
-/// A row-padded tile inside the dynamic shared buffer.
+/// A row-padded tile inside the dynamic shared buffer. It holds `cols`
+/// columns of its global matrix (the row length there), followed by zeros up
+/// to the next multiple of 16 so k16 / n16 steps never read stale data.
 struct SharedTile {
   Value base;     // index: element offset of row 0 (may select a stage)
   int64_t rows;
@@ -95,9 +97,10 @@ public:
   void redAddPairF32(Value addr, int64_t byteOffset, Value lo, Value hi);
 
   /// Copies rows [rowBegin, rowBegin + tile.rows) of a row-major global
-  /// matrix (row length `cols`, rows at or past `rowLimit` zero-filled) into
-  /// `tile` with 16-byte cp.async; all threads take part. Commits the copies
-  /// as one cp.async group.
+  /// matrix (row length `tile.cols`, rows at or past `rowLimit` and the
+  /// columns padding `tile.cols` to a multiple of 16 zero-filled) into `tile`
+  /// with 16-byte cp.async; all threads take part. Commits the copies as one
+  /// cp.async group.
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile);
   /// Commits the cp.async copies issued since the last commit as one group.
@@ -149,12 +152,13 @@ public:
 /// accumulator and A layouts agree lane for lane, so this is only packing.
 SmallVector<Value, 4> accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c);
 
-/// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, n8 tiles
-/// from column 0) to a row-major global matrix, rows < `rowLimit` only, each
-/// value multiplied by `rowScale[r]` when given.
+/// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, `cols`
+/// columns in n8 tiles from `base`) to a row-major global matrix with rows of
+/// `rowStride` elements (`cols` when 0), rows < `rowLimit` only, each value
+/// multiplied by `rowScale[r]` when given.
 void storeAccumulator(KernelBuilder &kb, ArrayRef<Value> acc, Value mem,
                       Value base, Value row0, Value rowLimit, int64_t cols,
-                      ArrayRef<Value> rowScale = {});
+                      ArrayRef<Value> rowScale = {}, int64_t rowStride = 0);
 
 /// Online-softmax state of one warp's 16 rows as held by one lane: rows g and
 /// g+8 (see Fragments.h).

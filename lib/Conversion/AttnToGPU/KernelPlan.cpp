@@ -5,7 +5,8 @@
 // 64-key tiles up to D = 128 and 32-key tiles above, where the O accumulator
 // alone takes D/2 registers per lane. Backward: 8 warps of 16 keys and 64-row
 // query tiles for D = Dv in {64, 128}; otherwise 4 warps, 64-row query tiles up
-// to D = 64 and 32-row tiles above (dK and dV take D registers).
+// to D = 64 and 32-row tiles above (dK and dV take D registers); above
+// D + Dv = 256 the dK/dV/dQ columns are split over CTAs (KernelPlan::dsplit).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,8 +47,10 @@ std::string KernelPlan::tag() const {
   if (headDimV != headDim)
     t += "v" + std::to_string(headDimV);
   t += "_bq" + std::to_string(blockQ) + "_bkv" + std::to_string(blockKV) +
-       "_w" + std::to_string(warps) + "_s" + std::to_string(stages) + "_" +
-       maskName();
+       "_w" + std::to_string(warps) + "_s" + std::to_string(stages);
+  if (dsplit > 1)
+    t += "_ds" + std::to_string(dsplit);
+  t += "_" + maskName();
   if (spec.mask == attn::MaskKind::Window)
     t += "_l" + std::to_string(spec.windowLeft) + "_r" +
          std::to_string(spec.windowRight);
@@ -106,9 +109,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   };
   if (!elemType.isBF16() && !elemType.isF16())
     return fail("expected f16 or bf16 for the tensor-core kernels");
+  // Rows of D elements must start 16-byte aligned for cp.async; the kernels
+  // pad the head dim to a multiple of 16 in shared memory.
   for (int64_t dim : {headDim, headDimV})
-    if (dim % 16 != 0 || dim < 16 || dim > 256)
-      return fail("expected a head dim that is a multiple of 16 in [16, 256], got " +
+    if (dim % 8 != 0 || dim < 8 || dim > 256)
+      return fail("expected a head dim that is a multiple of 8 in [8, 256] "
+                  "(rows must be 16-byte aligned for cp.async), got " +
                   llvm::Twine(dim));
   if (options.target != "sm_80" && options.target != "sm_90" &&
       options.target != "sm_90a")
@@ -165,10 +171,20 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("expected the warps to be a multiple of block-q / 16 for the "
                   "backward, got block-q " + llvm::Twine(plan.blockQ) + " and " +
                   llvm::Twine(plan.warps) + " warps");
-    // dK and dV stay in registers: D/2 + Dv/2 accumulators per lane.
-    if (headDim + headDimV > 256)
-      return fail("expected D + Dv <= 256 for the backward (dK and dV live in "
-                  "registers), got " + llvm::Twine(headDim + headDimV));
+    // dK and dV stay in registers: D/2 + Dv/2 accumulators per lane. Above
+    // D + Dv = 256, `dsplit` CTAs per key block each own an equal column
+    // slice (a multiple of 8, so slices start 16-byte aligned) of dK, dQ
+    // and dV; each recomputes Sᵀ and dPᵀ over the full head dims.
+    plan.dsplit = 0;
+    for (int64_t s = 1; s <= 8 && !plan.dsplit; ++s)
+      if (headDim % (8 * s) == 0 && headDimV % (8 * s) == 0 &&
+          (headDim + headDimV) / s <= 256)
+        plan.dsplit = s;
+    if (!plan.dsplit)
+      return fail("expected D and Dv to split into column slices that are "
+                  "multiples of 8 with D + Dv <= 256 per slice for the "
+                  "backward (dK and dV live in registers), got D " +
+                  llvm::Twine(headDim) + " and Dv " + llvm::Twine(headDimV));
   }
   if (plan.blockQ % 16 || plan.blockKV % 16 || plan.blockQ <= 0 ||
       plan.blockKV <= 0)
@@ -180,6 +196,11 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   else if (plan.stages != 2)
     return fail("expected stages = 2 (double buffering), got " +
                 llvm::Twine(plan.stages));
+  // The backward keeps full K, V, Q and dO tiles (the recomputed products
+  // need every column): a default query tile shrinks until they fit.
+  while (backward && !options.blockQ && plan.blockQ > 16 &&
+         plan.backwardSharedBytes() > kMaxSharedBytes)
+    plan.blockQ /= 2;
   int64_t smem =
       backward ? plan.backwardSharedBytes() : plan.forwardSharedBytes();
   if (smem > kMaxSharedBytes)
