@@ -68,7 +68,7 @@ timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$FIXTURE" --lib "$L
   --json "$OUT/diff_fixture.json" || fail "differential tests (fixture)"
 if [ $HAVE_BUNDLE = 1 ]; then
   step "differential tests: $BUNDLE"
-  timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$BUNDLE" --lib "$LIB" --cases "$CASES" \
+  timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$BUNDLE" --lib "$LIB" --cases "$CASES" --progress \
     --json "$OUT/diff_bundle.json" || fail "differential tests ($BUNDLE)"
 fi
 

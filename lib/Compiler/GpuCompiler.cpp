@@ -260,7 +260,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
         {"bwd_post", "fa_bwd_post_" + out.tag, plan->threads(), 0});
   } else {
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
-                           plan->forwardSharedBytes(), plan->persistent});
+                           plan->forwardSharedBytes()});
   }
 
   auto t0 = Clock::now();
@@ -360,8 +360,7 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
         k.entries.push_back({eo->getString("role").value_or("").str(),
                              eo->getString("name").value_or("").str(),
                              eo->getInteger("threads").value_or(0),
-                             eo->getInteger("shared_bytes").value_or(0),
-                             eo->getBoolean("persistent").value_or(false)});
+                             eo->getInteger("shared_bytes").value_or(0)});
   k.fromCache = true;
   return k;
 }
@@ -392,8 +391,7 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
     entries.push_back(llvm::json::Object{{"role", e.role},
                                          {"name", e.name},
                                          {"threads", e.threads},
-                                         {"shared_bytes", e.sharedBytes},
-                                         {"persistent", e.persistent}});
+                                         {"shared_bytes", e.sharedBytes}});
   llvm::json::Object meta{
       {"key", key},
       {"tag", k.tag},

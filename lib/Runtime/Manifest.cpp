@@ -93,14 +93,6 @@ Entry parseEntry(const json &entries, const char *key,
     bad(at, "empty entry name");
   entry.threads = intField(e, "threads", at, 1, 1024);
   entry.sharedBytes = intField(e, "shared_bytes", at, 0, INT_MAX);
-  if (e.contains("grid")) {
-    std::string grid = stringField(e, "grid", at);
-    if (grid != "blocks" && grid != "persistent")
-      bad(at, "unknown grid '" + grid + "' (expected blocks or persistent)");
-    entry.persistent = grid == "persistent";
-    if (entry.persistent && std::string(key) != "fwd")
-      bad(at, "grid 'persistent' is for fwd entries only");
-  }
   return entry;
 }
 

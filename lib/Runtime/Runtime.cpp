@@ -628,7 +628,7 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.stages,      c.windowLeft,
           c.windowRight, !c.cubinPath.empty(),
           c.mma,         static_cast<int32_t>(c.tensorMaps.size()),
-          c.fwd.persistent ? 1 : 0, c.dsplit};
+          c.dsplit};
   return succeed();
 }
 
@@ -766,21 +766,10 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   float scale = a.scale;
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
-  unsigned gx = ceilDiv(nq, c.blockQ), gy = h, gz = b;
-  if (c.fwd.persistent) {
-    // One CTA per SM walks the tiles (docs/ABI.md); never more CTAs than
-    // tiles.
-    int sms = 0;
-    if (CUresult r = cuDeviceGetAttribute(
-            &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, scope.device))
-      return cuFail("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", r);
-    uint64_t tiles = uint64_t(gx) * uint64_t(h) * uint64_t(b);
-    gx = static_cast<unsigned>(std::min<uint64_t>(tiles, std::max(sms, 1)));
-    gy = gz = 1;
-  }
+  unsigned gx = ceilDiv(nq, c.blockQ);
   if (c.tensorMaps.empty()) {
     void *params[] = {&q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
-    if (fa_status s = launch(f, c.fwd, gx, gy, gz, stream, params))
+    if (fa_status s = launch(f, c.fwd, gx, h, b, stream, params))
       return s;
     return succeed();
   }
@@ -822,7 +811,7 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
     mapPtrs[i] = ring->address(slot) + i * sizeof(CUtensorMap);
     params[mapArgs[i].param] = &mapPtrs[i];
   }
-  fa_status launched = launch(f, c.fwd, gx, gy, gz, stream, params);
+  fa_status launched = launch(f, c.fwd, gx, h, b, stream, params);
   std::string launchError = lastError;
   // Recorded even when the launch failed: the slot's copy is in the stream.
   fa_status recorded = ring->used(slot, stream, streamId);

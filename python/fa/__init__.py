@@ -62,8 +62,7 @@ class Bundle:
                 "stages": info.stages, "window_left": info.window_left,
                 "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
                 "mma": MMA_NAMES.get(info.mma, str(info.mma)),
-                "tensor_maps": info.tensor_map_count,
-                "persistent_grid": bool(info.persistent_grid), "dsplit": info.dsplit})
+                "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit})
         return out
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,

@@ -283,6 +283,7 @@ def main():
     ap.add_argument("--cases", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write results here")
+    ap.add_argument("--progress", action="store_true", help="print each case before running it")
     ap.add_argument("--mma", choices=["any", "mma_sync", "wgmma"], default="any",
                     help="test only forward kernels built on these instructions")
     args = ap.parse_args()
@@ -317,6 +318,8 @@ def main():
     for i in range(max(args.cases, len(cfgs))):
         cfg, has_bwd = cfgs[i % len(cfgs)]  # round-robin covers every config
         case = random_case(rng, cfg, has_bwd)
+        if args.progress:  # a hung kernel then names its case
+            print("case %d %s" % (i, case), flush=True)
         try:
             res = run_case(case, gen, dev)
         except Exception as e:  # a kernel error is a failed case, not a crash

@@ -43,9 +43,6 @@ struct KernelPlan {
   int64_t stages = 2;
   std::string target;
   MmaStrategy strategy = MmaStrategy::MmaSync;
-  /// The grid is one CTA per SM (at most the number of query tiles), each
-  /// walking tiles blockIdx.x + k·gridDim.x (wgmma forward only).
-  bool persistent = false;
   attn::ScoreSpec spec;
   /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
   /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
@@ -98,10 +95,6 @@ gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
 /// The A/B switches of the wgmma forward that change its code without
 /// changing its tag (command-line flags); part of every cache key.
 std::string wgmmaVariantKey();
-
-/// Whether wgmma forwards are built with a persistent grid
-/// (-fa-wgmma-persistent).
-bool wgmmaPersistentGrid();
 
 /// Dynamic shared memory of the wgmma forward: Q and `stages` K/V tiles,
 /// unpadded (128 B swizzle).

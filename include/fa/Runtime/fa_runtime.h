@@ -131,7 +131,6 @@ typedef struct fa_kernel_info {
   int32_t has_cubin;
   fa_mma mma;               /* FA_MMA_SYNC or FA_MMA_WGMMA */
   int32_t tensor_map_count; /* CUtensorMap parameters the kernel takes */
-  int32_t persistent_grid;  /* 1: launched on min(SMs, query tiles) CTAs */
   /* Backward: CTAs per key block, each owning a column slice of dK, dV and
    * dQ (the bwd grid's x is ceil(Nk/block_kv) * dsplit); 1 otherwise. */
   int32_t dsplit;

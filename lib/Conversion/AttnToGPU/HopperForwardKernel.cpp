@@ -44,65 +44,44 @@ static llvm::cl::opt<bool> clSmemEpilogue(
                    "and leaves with 16-byte stores"),
     llvm::cl::init(true));
 
-static llvm::cl::opt<bool> clPersistent(
-    "fa-wgmma-persistent",
-    llvm::cl::desc("wgmma forward: a persistent grid (one CTA per SM) walks "
-                   "the query tiles, loading the next tile's Q and K/V under "
-                   "the current tile's epilogue"),
-    llvm::cl::init(false));
-
 std::string mlir::fa::wgmmaVariantKey() {
   return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
-         (clSmemEpilogue ? "1" : "0") + ".persist" + (clPersistent ? "1" : "0");
+         (clSmemEpilogue ? "1" : "0");
 }
-
-bool mlir::fa::wgmmaPersistentGrid() { return clPersistent; }
 
 namespace {
 /// Rows of one consumer warpgroup and TMA box width (128 B of 16-bit data).
 constexpr int64_t kRowsPerConsumer = 64;
 constexpr int64_t kSlabCols = 64;
 constexpr int64_t kSlabRowBytes = 128;
-/// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups;
-/// a persistent producer walks tiles and needs 32: 32 + 2·240 = 512).
+/// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups).
 constexpr uint32_t kProducerRegs = 24;
-constexpr uint32_t kPersistentProducerRegs = 32;
 constexpr uint32_t kConsumerRegs = 240;
 /// Threads of the two consumer warpgroups (the arrivals an empty slot needs).
 constexpr int64_t kConsumerThreads = 256;
 
-/// Byte offsets and wgmma descriptors of the kernel's shared tiles. (A
-/// second Q buffer, so a persistent kernel could load the next tile's Q
-/// under this one, made the d = 128 causal consumers spill.)
+/// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {
   int64_t d, dv, bq, bkv, stages;
   int64_t qBytes() const { return bq * d * 2; }
   int64_t kBytes() const { return bkv * d * 2; }
   int64_t vBytes() const { return bkv * dv * 2; }
   int64_t kBase() const { return qBytes(); }
-  int64_t vBase() const { return kBase() + stages * kBytes(); }
+  int64_t vBase() const { return qBytes() + stages * kBytes(); }
   int64_t total() const { return vBase() + stages * vBytes(); }
 };
 
-/// The mbarriers of one CTA, all in one group: Q full (and, in a persistent
-/// kernel, Q empty), then K full, V full, K empty and V empty rings.
+/// The mbarriers of one CTA, all in one group: Q full, then K full, V full,
+/// K empty and V empty rings.
 struct Barriers {
   Value group;
   int64_t stages;
-  bool qEmptyRing = false;
-  int64_t qCount() const { return qEmptyRing ? 2 : 1; }
-  int64_t count() const { return qCount() + 4 * stages; }
+  int64_t count() const { return 1 + 4 * stages; }
   int64_t qFull() const { return 0; }
-  int64_t qEmpty() const { return 1; }
-  int64_t kFull() const { return qCount(); }
-  int64_t vFull() const { return qCount() + stages; }
-  int64_t kEmpty() const { return qCount() + 2 * stages; }
-  int64_t vEmpty() const { return qCount() + 3 * stages; }
-  /// Empty barriers complete on every consumer thread's arrival, full ones
-  /// on the producer's arrival plus the TMA bytes.
-  bool isEmpty(int64_t i) const {
-    return (qEmptyRing && i >= qEmpty() && i < qCount()) || i >= kEmpty();
-  }
+  int64_t kFull() const { return 1; }
+  int64_t vFull() const { return 1 + stages; }
+  int64_t kEmpty() const { return 1 + 2 * stages; }
+  int64_t vEmpty() const { return 1 + 3 * stages; }
 };
 
 /// Emits the producer and consumer code; shares the ids and bases of the CTA.
@@ -122,11 +101,7 @@ private:
   HopperSmem layout;
   Barriers bars;
   Value qMap, kMap, vMap;
-  Value batches, heads, kvHeads, nq, nk;
-  // The current query tile: its block, (batch, head), key-tile range, and
-  // where it starts in the CTA's sequence of tiles (tileIter) and of K/V
-  // ring slots (ringBase); both are 0 without a persistent grid.
-  Value qBh, kvBh, qBegin, head, batch, jBegin, jEnd, tileIter, ringBase;
+  Value qBh, kvBh, qBegin, jBegin, jEnd, nq, nk;
   Value descBase; // i64: swizzle mode | SBO | shared base >> 4
 
   Value i64(int64_t v) {
@@ -158,21 +133,11 @@ private:
   void loadTile(Value map, int64_t rows, int64_t cols, Value byteBase,
                 Value row, Value bh, int64_t fullBarrier, Value stage);
 
-  /// Sets the tile members for query block `qBlock` of (batch, head).
-  void setTile(Value qBlock, Value headIdx, Value batchIdx);
-  /// Runs `body` for each query tile of this CTA: the grid's own tile, or,
-  /// in a persistent kernel, tiles blockIdx.x, + gridDim.x, ... in the
-  /// order of tileAt.
-  void forEachTile(function_ref<void()> body);
-
-  /// The producer thread: per tile Q, then K(j) and V(j) into free ring
-  /// slots.
+  /// The producer thread: Q, then K(j) and V(j) into free ring slots.
   void emitProducer();
-  void emitProducerTile();
-  /// A consumer warpgroup: the KV loop and the O / LSE epilogue per tile.
-  void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale);
-  void emitConsumerTile(Value consumer, Value oMem, Value lseMem,
-                        Value scale);
+  /// A consumer warpgroup: the KV loop and the O / LSE epilogue.
+  void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale,
+                    Value heads, Value head, Value batch);
 
   /// O (accumulator layout, unnormalised) → this consumer's rows of the Q
   /// tile → global memory in 16-byte row chunks; LSE by one lane per row.
@@ -333,134 +298,30 @@ void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
 // Producer: Q once, then K(j), V(j) into ring slot j mod stages
 //===----------------------------------------------------------------------===//
 
-//===----------------------------------------------------------------------===//
-// Tiles of a CTA
-//===----------------------------------------------------------------------===//
-
-void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
-  head = headIdx;
-  batch = batchIdx;
-  // GQA: query head h reads key/value head h / (H / Hkv). The tensor maps
-  // are 3-D (D, N, B·H) so TMA zero-fills rows past Nq / Nk of each head.
-  Value kvHead = arith::DivUIOp::create(
-      b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
-  qBh = kb.add(kb.mul(batch, heads), head);
-  kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
-  qBegin = kb.mul(qBlock, plan.blockQ);
-
-  // Key tiles that intersect the band of this query block.
-  Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
-  auto [bandLo, bandHi] =
-      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
-  Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
-  Value kHi = bandHi ? kb.minsi(bandHi, nk) : nk;
-  jBegin = kb.divui(kLo, plan.blockKV);
-  jEnd = kb.maxsi(kb.ceilDiv(kHi, plan.blockKV), jBegin);
-}
-
-void HopperForward::forEachTile(function_ref<void()> body) {
-  if (!plan.persistent) { // the tile was set up once in build()
-    body();
-    return;
-  }
-  // Tiles in (batch, head)-major order so the CTAs running at one time share
-  // a few heads' K/V in L2, and the longest query blocks of a head (causal)
-  // first; the stride of gridDim.x gives each CTA a mix of lengths.
-  // The tile state is 32-bit (the runtime caps the tile count below 2^31):
-  // it stays live across the KV loop, where the consumers' registers are
-  // tightest.
-  Type i32 = b.getI32Type();
-  auto c32 = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
-        .getResult();
-  };
-  auto to32 = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
-  };
-  auto toIdx = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v)
-        .getResult();
-  };
-  Value qBlocks = to32(kb.ceilDiv(nq, plan.blockQ));
-  Value heads32 = to32(heads);
-  Value tiles = arith::MulIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, qBlocks, heads32), to32(batches));
-  auto loop = scf::ForOp::create(
-      b, loc, to32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)), tiles,
-      to32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x)),
-      ValueRange{c32(0), c32(0)});
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value t = loop.getInductionVar();
-  Value k32 = loop.getRegionIterArgs()[0], g32 = loop.getRegionIterArgs()[1];
-  tileIter = toIdx(k32);
-  ringBase = toIdx(g32);
-  Value bh = arith::DivUIOp::create(b, loc, t, qBlocks);
-  Value qRev = arith::RemUIOp::create(b, loc, t, qBlocks);
-  Value qBlock = arith::SubIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, qBlocks, qRev), c32(1));
-  setTile(toIdx(qBlock), toIdx(arith::RemUIOp::create(b, loc, bh, heads32)),
-          toIdx(arith::DivUIOp::create(b, loc, bh, heads32)));
-  body();
-  Value next = arith::AddIOp::create(b, loc, k32, c32(1));
-  Value ring =
-      arith::AddIOp::create(b, loc, g32, to32(kb.sub(jEnd, jBegin)));
-  scf::YieldOp::create(b, loc, ValueRange{next, ring});
-}
-
 void HopperForward::emitProducer() {
+  const int64_t bkv = plan.blockKV;
   for (Value map : {qMap, kMap, vMap})
     nvgpu::TmaFenceOp::create(b, loc, map);
-  forEachTile([&] { emitProducerTile(); });
-}
-
-void HopperForward::emitProducerTile() {
-  const int64_t bkv = plan.blockKV;
-  // K(j) and V(j) into ring slot (ringBase + j - jBegin) mod stages. A fresh
-  // barrier passes a wait on the parity before its first phase, so round 0
-  // finds every slot empty.
-  auto loadKV = [&](Value j) {
-    Value it = kb.add(ringBase, kb.sub(j, jBegin));
-    Value stage = kb.remui(it, layout.stages);
-    Value emptyParity = parityOf(kb.add(kb.divui(it, layout.stages), 1));
-    Value row = kb.mul(j, bkv);
-    wait(bars.kEmpty(), stage, emptyParity);
-    loadTile(kMap, bkv, plan.headDim,
-             kb.add(kb.mul(stage, layout.kBytes()), layout.kBase()), row,
-             kvBh, bars.kFull(), stage);
-    wait(bars.vEmpty(), stage, emptyParity);
-    loadTile(vMap, bkv, plan.headDimV,
-             kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()), row,
-             kvBh, bars.vFull(), stage);
-  };
-  auto loadQ = [&] {
-    loadTile(qMap, plan.blockQ, plan.headDim,
-             kb.idx(0), qBegin, qBh, bars.qFull(),
-             kb.idx(0));
-  };
-  auto loadRest = [&](Value from) {
-    auto loop = scf::ForOp::create(b, loc, from, jEnd, kb.idx(1));
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    loadKV(loop.getInductionVar());
-  };
-  if (!plan.persistent) {
-    loadQ();
-    loadRest(jBegin);
-    return;
-  }
-  // The first K/V tile goes ahead of Q: its ring slot frees while the
-  // previous tile's last P·V runs, but Q's buffer only after that tile's
-  // epilogue.
-  {
-    auto any = scf::IfOp::create(b, loc, kb.lt(jBegin, jEnd), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&any.getThenRegion().front());
-    loadKV(jBegin);
-  }
-  wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(tileIter, 1)));
-  loadQ();
-  loadRest(kb.add(jBegin, 1));
+  loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
+           bars.qFull(), kb.idx(0));
+  auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value j = loop.getInductionVar();
+  Value it = kb.sub(j, jBegin);
+  Value stage = kb.remui(it, layout.stages);
+  // A fresh barrier passes a wait on the parity before its first phase, so
+  // round 0 finds every slot empty.
+  Value emptyParity = parityOf(kb.add(kb.divui(it, layout.stages), 1));
+  Value row = kb.mul(j, bkv);
+  wait(bars.kEmpty(), stage, emptyParity);
+  loadTile(kMap, bkv, plan.headDim,
+           kb.add(kb.mul(stage, layout.kBytes()), layout.kBase()), row, kvBh,
+           bars.kFull(), stage);
+  wait(bars.vEmpty(), stage, emptyParity);
+  loadTile(vMap, bkv, plan.headDimV,
+           kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()), row, kvBh,
+           bars.vFull(), stage);
 }
 
 //===----------------------------------------------------------------------===//
@@ -553,38 +414,9 @@ SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
   return cur;
 }
 
-/// Issue points of the ping-pong schedule: consumer c issues its GEMMs after
-/// `bar.sync 1 + c` and then lets the other one issue (`bar.arrive 2 - c`),
-/// so one warpgroup's softmax runs under the other's GEMMs. Both consumers
-/// work on the same tiles and pass the same number of issue points per tile
-/// (prologue, one per loop trip, epilogue), so the turns stay balanced
-/// across the tiles of a persistent CTA; consumer 0's own arrival lets it go
-/// first. Ids are constants on each side of a branch on the consumer index.
-static void perConsumerBarrier(OpBuilder &b, Location loc, Value isFirst,
-                               StringRef op, int64_t id0, int64_t id1,
-                               int64_t threads) {
-  auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  namedBarrier(b, loc, op, id0, threads);
-  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  namedBarrier(b, loc, op, id1, threads);
-}
-
 void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
-                                 Value scale) {
-  if (clPingPong) {
-    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    namedBarrier(b, loc, "bar.arrive", 1, kConsumerThreads);
-  }
-  forEachTile([&] { emitConsumerTile(consumer, oMem, lseMem, scale); });
-}
-
-void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
-                                     Value scale) {
+                                 Value scale, Value heads, Value head,
+                                 Value batch) {
   const int64_t bkv = plan.blockKV, dv = plan.headDimV;
   const int64_t sN = bkv / 2, accN = dv / 2;
   Value warpInGroup = kb.remui(kb.warp, 4);
@@ -630,25 +462,42 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     }
     return p;
   };
-  // Ring iteration `it` of this tile's key tiles is ringBase + it.
-  auto stageOf = [&](Value it) {
-    return kb.remui(kb.add(ringBase, it), layout.stages);
-  };
+  auto stageOf = [&](Value it) { return kb.remui(it, layout.stages); };
   auto parityAt = [&](Value it) {
-    return parityOf(kb.divui(kb.add(ringBase, it), layout.stages));
+    return parityOf(kb.divui(it, layout.stages));
   };
+
+  // Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
+  // lets the other one issue (`bar.arrive 2 - c`), so one warpgroup's softmax
+  // runs under the other's GEMMs. Both consumers pass the same number of
+  // issue points (prologue, one per loop trip, epilogue); consumer 0's own
+  // arrival lets it go first. Ids are constants on each side of a branch.
   Value isFirst = eq(consumer, kb.idx(0));
+  auto perConsumer = [&](StringRef op, int64_t id0, int64_t id1,
+                         int64_t threads) {
+    auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, op, id0, threads);
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    namedBarrier(b, loc, op, id1, threads);
+  };
   auto turnBegin = [&] {
     if (clPingPong)
-      perConsumerBarrier(b, loc, isFirst, "bar.sync", 1, 2, kConsumerThreads);
+      perConsumer("bar.sync", 1, 2, kConsumerThreads);
   };
   auto turnEnd = [&] {
     if (clPingPong)
-      perConsumerBarrier(b, loc, isFirst, "bar.arrive", 2, 1,
-                         kConsumerThreads);
+      perConsumer("bar.arrive", 2, 1, kConsumerThreads);
   };
+  if (clPingPong) {
+    auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, "bar.arrive", 1, kConsumerThreads);
+  }
 
-  wait(bars.qFull(), kb.idx(0), parityOf(tileIter));
+  wait(bars.qFull(), kb.idx(0), parityOf(kb.idx(0)));
 
   SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
   init.append(accN, kb.f32(0));
@@ -662,16 +511,16 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
 
     // Prologue: S(jBegin) and its softmax; no P·V yet.
     b.setInsertionPointToStart(&any.getThenRegion().front());
-    Value zero = kb.idx(0), stage0 = stageOf(zero);
-    wait(bars.kFull(), stage0, parityAt(zero));
-    SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, stage0);
+    Value zero = kb.idx(0);
+    wait(bars.kFull(), zero, parityAt(zero));
+    SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, zero);
     turnBegin();
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     Value s0 = issueQK(qk0);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     turnEnd();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    arrive(bars.kEmpty(), stage0);
+    arrive(bars.kEmpty(), zero);
     SoftmaxState state{{init[0], init[1]}, {init[2], init[3]}};
     Value alpha[2];
     SmallVector<Value> p0 = packP(scoreStep(jBegin, s0, state, alpha));
@@ -755,28 +604,11 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  // A persistent kernel's producer reloads this Q buffer once both
-  // consumers are done with it (their O went through it too: the fence
-  // orders those generic-proxy writes before the TMA's async-proxy ones).
-  auto releaseQ = [&] {
-    if (!plan.persistent)
-      return;
-    LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(),
-                              "fence.proxy.async.shared::cta;", "~{memory}",
-                              /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None,
-                              /*asm_dialect=*/nullptr,
-                              /*operand_attrs=*/nullptr);
-    arrive(bars.qEmpty(), kb.idx(0));
-  };
   if (clSmemEpilogue) {
     emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
                      qRowsBase, rowBase);
-    releaseQ();
     return;
   }
-  releaseQ();
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
@@ -889,9 +721,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value oMem = arg(3), lseMem = arg(4), scale = arg(10);
   kb.setupThreadIds();
-  batches = kb.toIndex(arg(5));
-  heads = kb.toIndex(arg(6));
-  kvHeads = kb.toIndex(arg(7));
+  Value heads = kb.toIndex(arg(6)), kvHeads = kb.toIndex(arg(7));
   nq = kb.toIndex(arg(8));
   nk = kb.toIndex(arg(9));
   qMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockQ),
@@ -904,13 +734,25 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
                                             arg(13))
              .getResult(0);
 
-  if (!plan.persistent) {
-    Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-    Value batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-    setTile(qBlock, headIdx, batchIdx);
-    tileIter = ringBase = kb.idx(0);
-  }
+  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  // GQA: query head h reads key/value head h / (H / Hkv). The tensor maps
+  // are 3-D (D, N, B·H) so TMA zero-fills rows past Nq / Nk of each head.
+  Value kvHead = arith::DivUIOp::create(
+      b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
+  qBh = kb.add(kb.mul(batch, heads), head);
+  kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
+  qBegin = kb.mul(qBlock, plan.blockQ);
+
+  // Key tiles that intersect the band of this query block.
+  Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
+  auto [bandLo, bandHi] =
+      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
+  Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
+  Value kHi = bandHi ? kb.minsi(bandHi, nk) : nk;
+  jBegin = kb.divui(kLo, plan.blockKV);
+  jEnd = kb.maxsi(kb.ceilDiv(kHi, plan.blockKV), jBegin);
 
   kb.setupSharedMemory(module, layout.total() / 2);
   Value base = arith::IndexCastUIOp::create(
@@ -925,7 +767,6 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   descBase = arith::OrIOp::create(b, loc, i64(hi), start);
 
   bars.stages = layout.stages;
-  bars.qEmptyRing = plan.persistent;
   auto groupTy = nvgpu::MBarrierGroupType::get(
       b.getContext(),
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup),
@@ -936,8 +777,10 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
     auto ifOp = scf::IfOp::create(b, loc, isThread0, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    // Full barriers complete on the producer's arrive + the TMA bytes; empty
+    // barriers on every consumer thread's arrive.
     for (int64_t i = 0; i < bars.count(); ++i) {
-      int64_t count = bars.isEmpty(i) ? kConsumerThreads : 1;
+      int64_t count = i < bars.kEmpty() ? 1 : kConsumerThreads;
       nvgpu::MBarrierInitOp::create(b, loc, bars.group, kb.idx(count),
                                     kb.idx(i), Value());
     }
@@ -950,9 +793,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc,
-                                   plan.persistent ? kPersistentProducerRegs
-                                                   : kProducerRegs,
+    NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegs,
                                    NVVM::SetMaxRegisterAction::decrease);
     auto one = scf::IfOp::create(b, loc, isThread0, false);
     b.setInsertionPointToStart(&one.getThenRegion().front());
@@ -961,18 +802,16 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
     b.setInsertionPointToStart(&roles.getElseRegion().front());
     NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegs,
                                    NVVM::SetMaxRegisterAction::increase);
-    emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
+    emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale, heads,
+                 head, batch);
   }
   gpu::ReturnOp::create(b, loc);
 }
 
-static HopperSmem smemLayout(const KernelPlan &plan) {
-  return HopperSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                    plan.stages};
-}
-
 int64_t mlir::fa::wgmmaForwardSharedBytes(const KernelPlan &plan) {
-  return smemLayout(plan).total();
+  return HopperSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
+                    plan.stages}
+      .total();
 }
 
 gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
@@ -995,10 +834,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
       b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
   func->setAttr("fa.shared_bytes",
                 b.getI64IntegerAttr(wgmmaForwardSharedBytes(plan)));
-  if (plan.persistent)
-    func->setAttr("fa.persistent", b.getUnitAttr());
   b.setInsertionPointToStart(&func.getBody().front());
   KernelBuilder kb(b, loc, plan);
-  HopperForward(kb, smemLayout(plan)).build(module, func);
+  HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
+                               plan.blockKV, plan.stages})
+      .build(module, func);
   return func;
 }

@@ -79,7 +79,6 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.headDim) + " and Dv " +
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
-  plan.persistent = wgmmaPersistentGrid();
   plan.warps = 12;
   plan.blockQ = 128;
   plan.blockKV = options.blockKV ? options.blockKV : 128;
