@@ -276,12 +276,9 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
   // Query tiles that intersect the band of this key block.
   Value kEndVis = kb.minsi(kb.add(kBegin, bkv), nk);
-  auto [bandLo, bandHi] =
-      attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk);
-  Value qLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
-  Value qHi = bandHi ? kb.maxsi(kb.minsi(bandHi, nq), kb.idx(0)) : nq;
-  Value iBegin = kb.divui(qLo, bq);
-  Value iEnd = kb.maxsi(kb.ceilDiv(qHi, bq), iBegin);
+  auto [iBegin, iEnd] = kb.tileRange(
+      attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk), nq,
+      bq);
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   Value keyRow0 = kb.mul(kb.warp, 16);
 

@@ -78,14 +78,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
 
   // Key tiles that intersect the band of this query block.
   Value qEnd = kb.minsi(kb.add(qBegin, bq), nq);
-  auto [bandLo, bandHi] =
-      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
-  Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
-  // Both ends clamped to [0, Nk]: with bottom-right alignment and Nq > Nk a
-  // block can lie wholly above the band (hi < 0) and must run no tile.
-  Value kHi = bandHi ? kb.maxsi(kb.minsi(bandHi, nk), kb.idx(0)) : nk;
-  Value jBegin = kb.divui(kLo, bkv);
-  Value jEnd = kb.maxsi(kb.ceilDiv(kHi, bkv), jBegin);
+  auto [jBegin, jEnd] = kb.tileRange(
+      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk), nk, bkv);
 
   kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
   kb.copyTileAsync(kMem, kBase, kb.mul(jBegin, bkv), nk, kTile(kb.idx(0)));

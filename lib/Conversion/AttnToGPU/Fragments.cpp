@@ -37,6 +37,15 @@ Value KernelBuilder::remui(Value x, int64_t y) {
 Value KernelBuilder::ceilDiv(Value x, int64_t y) {
   return divui(add(x, y - 1), y);
 }
+std::pair<Value, Value>
+KernelBuilder::tileRange(std::pair<Value, Value> band, Value extent,
+                         int64_t tile) {
+  auto [lo, hi] = band;
+  Value from = lo ? maxsi(lo, idx(0)) : idx(0);
+  Value to = hi ? maxsi(minsi(hi, extent), idx(0)) : extent;
+  Value begin = divui(from, tile);
+  return {begin, maxsi(ceilDiv(to, tile), begin)};
+}
 Value KernelBuilder::minsi(Value x, Value y) {
   return arith::MinSIOp::create(b, loc, x, y);
 }

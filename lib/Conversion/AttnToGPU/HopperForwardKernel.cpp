@@ -747,12 +747,9 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
 
   // Key tiles that intersect the band of this query block.
   Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
-  auto [bandLo, bandHi] =
-      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk);
-  Value kLo = bandLo ? kb.maxsi(bandLo, kb.idx(0)) : kb.idx(0);
-  Value kHi = bandHi ? kb.minsi(bandHi, nk) : nk;
-  jBegin = kb.divui(kLo, plan.blockKV);
-  jEnd = kb.maxsi(kb.ceilDiv(kHi, plan.blockKV), jBegin);
+  std::tie(jBegin, jEnd) = kb.tileRange(
+      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk), nk,
+      plan.blockKV);
 
   kb.setupSharedMemory(module, layout.total() / 2);
   Value base = arith::IndexCastUIOp::create(
