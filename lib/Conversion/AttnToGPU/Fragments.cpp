@@ -71,6 +71,14 @@ void KernelBuilder::setupThreadIds() {
   threadInGroup = remui(lane, 4);
 }
 
+void KernelBuilder::setupOpaqueThreadIds() {
+  tid = opaqueIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  warp = divui(tid, 32);
+  lane = remui(tid, 32);
+  groupId = divui(lane, 4);
+  threadInGroup = remui(lane, 4);
+}
+
 void KernelBuilder::setupSharedMemory(gpu::GPUModuleOp module, int64_t elems) {
   smem = sharedView(module, plan.elemType, elems);
 }
@@ -124,24 +132,48 @@ void KernelBuilder::redAddPairF32(Value addr, int64_t byteOffset, Value lo,
 
 void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
                                   Value rowLimit, const SharedTile &tile) {
-  const int64_t chunksPerRow = tile.cols / 8; // 8 elements = 16 bytes
-  const int64_t chunks = tile.rows * chunksPerRow;
+  copyRowsAsync(gmem, gBase, rowBegin, rowLimit, tile.rows, tile.cols,
+                [&](Value row, Value, Value col) {
+                  return add(tile.base, add(mul(row, tile.stride), col));
+                });
+}
+
+void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
+                                          Value rowBegin, Value rowLimit,
+                                          int64_t rows, int64_t cols,
+                                          Value base) {
+  copyRowsAsync(gmem, gBase, rowBegin, rowLimit, rows, cols,
+                [&](Value row, Value chunk, Value) {
+                  Value slab = divui(chunk, 8);
+                  Value swz = arith::XOrIOp::create(b, loc, remui(chunk, 8),
+                                                    remui(row, 8));
+                  return add(base, add(mul(slab, rows * 64),
+                                       add(mul(row, 64), mul(swz, 8))));
+                });
+}
+
+void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
+                                  Value rowLimit, int64_t rows, int64_t cols,
+                                  function_ref<Value(Value, Value, Value)> dst) {
+  const int64_t chunksPerRow = cols / 8; // 8 elements = 16 bytes
+  const int64_t chunks = rows * chunksPerRow;
   const int64_t threads = plan.threads();
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   for (int64_t first = 0; first < chunks; first += threads) {
     Value c = add(tid, first);
     auto emit = [&]() {
       Value row = divui(c, chunksPerRow);
-      Value col = mul(remui(c, chunksPerRow), 8);
+      Value chunk = remui(c, chunksPerRow);
+      Value col = mul(chunk, 8);
       Value grow = add(rowBegin, row);
       Value valid = lt(grow, rowLimit);
       // Rows past the end read nothing (src-size 0 zero-fills); their
       // address is clamped to the first row so it stays in the allocation.
       Value srcRow = select(valid, grow, idx(0));
       Value srcElems = select(valid, idx(8), idx(0));
-      Value src = add(gBase, add(mul(srcRow, tile.cols), col));
-      Value dst = add(tile.base, add(mul(row, tile.stride), col));
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{dst},
+      Value src = add(gBase, add(mul(srcRow, cols), col));
+      Value at = dst(row, chunk, col);
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{at},
                                        gmem, ValueRange{src}, b.getIndexAttr(8),
                                        srcElems, b.getUnitAttr());
     };
