@@ -91,6 +91,9 @@ std::string wgmmaVariantKey();
 /// unpadded (128 B swizzle).
 int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);
 
+/// The same for the wgmma backward.
+std::string wgmmaBackwardVariantKey();
+
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
 /// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).
 int64_t wgmmaBackwardSharedBytes(const KernelPlan &plan);

@@ -27,6 +27,7 @@
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <cmath>
 
@@ -34,13 +35,25 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
+// The dQ schedule (docs/hopper-notes.md has what each is worth on the H200).
+static llvm::cl::opt<bool> clOverlapDQ(
+    "fa-wgmma-bwd-overlap-dq",
+    llvm::cl::desc("wgmma backward: issue dQ of the previous query tile with "
+                   "Sᵀ and dPᵀ of this one (dSᵀ double-buffered, one barrier "
+                   "per tile) instead of after a second barrier"),
+    llvm::cl::init(false));
+
+std::string mlir::fa::wgmmaBackwardVariantKey() {
+  return std::string("dq") + (clOverlapDQ ? "1" : "0");
+}
+
 namespace {
 /// Keys of one warpgroup; the query tile is one m64 of dQ.
 constexpr int64_t kKeysPerWarpgroup = 64;
 
 /// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
 struct BackwardSmem {
-  int64_t d, dv, bq, bkv;
+  int64_t d, dv, bq, bkv, dsStages;
   int64_t kBytes() const { return bkv * d * 2; }
   int64_t vBytes() const { return bkv * dv * 2; }
   int64_t qBytes() const { return bq * d * 2; }
@@ -49,13 +62,15 @@ struct BackwardSmem {
   int64_t qBase() const { return vBase() + vBytes(); }
   int64_t doBase() const { return qBase() + 2 * qBytes(); }
   int64_t dsBase() const { return doBase() + 2 * doBytes(); }
-  int64_t statsBase() const { return dsBase() + bkv * bq * 2; }
+  int64_t dsBytes() const { return bkv * bq * 2; }
+  int64_t statsBase() const { return dsBase() + dsStages * dsBytes(); }
   int64_t total() const { return statsBase() + 2 * 2 * bq * 4; }
 };
 } // namespace
 
 int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
-  return BackwardSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV}
+  return BackwardSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
+                      clOverlapDQ ? 2 : 1}
       .total();
 }
 
@@ -67,7 +82,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   const KernelPlan &plan = kb.plan;
   const int64_t d = plan.headDim, dv = plan.headDimV;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  const BackwardSmem layout{d, dv, bq, bkv};
+  const bool overlapDQ = clOverlapDQ;
+  const BackwardSmem layout{d, dv, bq, bkv, overlapDQ ? 2 : 1};
   Type f32 = b.getF32Type();
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
@@ -163,6 +179,65 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     loadQueryTile(rowsBaseOf(firstHead), kb.mul(iBegin, bq), kb.idx(0));
   }
 
+  // dQ = dS·K: A is dSᵀ (M-major) in buffer `dsBuf`, B this warpgroup's
+  // D/2 columns of K (N-major): slab w for D = 128, half a slab (64 B in)
+  // for D = 64. Issued only.
+  const int64_t half = d / 2;
+  auto issueDQ = [&](Value base, Value wg, Value dsBuf) {
+    Value kCols = kb.mul(wg, (half / kSlabCols) * bkv * kSlabRowBytes +
+                                 (half % kSlabCols) * 2);
+    SmallVector<Value> dsM, kN;
+    for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+      dsM.push_back(wgmmaDescriptor(kb, base,
+                                    kb.add(dsBuf, kk * 16 * kSlabRowBytes),
+                                    bkv * kSlabRowBytes));
+      kN.push_back(wgmmaDescriptor(kb, base,
+                                   kb.add(kCols, kk * 16 * kSlabRowBytes),
+                                   bkv * kSlabRowBytes));
+    }
+    return std::pair(dsM, kN);
+  };
+  auto wgmmaDQ = [&](ArrayRef<Value> dsM, ArrayRef<Value> kN) {
+    return issueWgmmaShared(kb, half, dsM, kN, NVVM::MMALayout::col,
+                            NVVM::MMALayout::row);
+  };
+  // dq_accum += dQ for rows < Nq (and only when `enabled`, if given): lane
+  // (g, t) adds columns 8n + 2t, +1 of this warpgroup's half in rows g and
+  // g + 8 of its warp.
+  auto reduceDQ = [&](Value dqAcc, Value wg, Value qBegin, Value qRowsBase,
+                      Value enabled) {
+    SmallVector<Value> dq =
+        fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, half / 2));
+    Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16);
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = kb.add(qBegin, kb.add(queryRow0, kb.add(kb.groupId, r * 8)));
+      Value ok = kb.lt(row, nq);
+      if (enabled)
+        ok = arith::AndIOp::create(b, loc, ok, enabled);
+      auto rowIf = scf::IfOp::create(b, loc, ok, false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&rowIf.getThenRegion().front());
+      Value elem = kb.add(kb.mul(kb.add(qRowsBase, row), d),
+                          kb.add(kb.mul(wg, half), kb.mul(kb.threadInGroup, 2)));
+      Value addr = kb.add(dqAddr, kb.mul(elem, 4));
+      for (int64_t n = 0; n < half / 8; ++n)
+        kb.redAddPairF32(addr, n * 8 * 4, dq[n * 4 + 2 * r],
+                         dq[n * 4 + 2 * r + 1]);
+    }
+  };
+  auto proxyFence = [&] {
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+  };
+  auto headOf = [&](Value t) {
+    return kb.add(firstHead, arith::DivUIOp::create(b, loc, t, tiles));
+  };
+  auto qBeginOf = [&](Value t) {
+    return kb.mul(kb.add(iBegin, arith::RemUIOp::create(b, loc, t, tiles)), bq);
+  };
+
   const int64_t dkN = d / 2, dvN = dv / 2, sN = bq / 2;
   SmallVector<Value> init(dkN + dvN, kb.f32(0));
   auto loop = scf::ForOp::create(b, loc, kb.idx(0), total, kb.idx(1), init);
@@ -180,32 +255,24 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     kb.setupOpaqueThreadIds();
     Value wg = warpgroupOf();
     Value keyRow0 = keyRow0Of(wg);
-    Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16); // dQ row of the warp
     Value tripDescBase = opaqueI64(kb, descBase);
     Value stage = kb.remui(t, 2);
-    Value head = kb.add(firstHead, arith::DivUIOp::create(b, loc, t, tiles));
-    Value qBegin =
-        kb.mul(kb.add(iBegin, arith::RemUIOp::create(b, loc, t, tiles)), bq);
+    Value head = headOf(t);
+    Value qBegin = qBeginOf(t);
     Value qRowsBase = rowsBaseOf(head);
 
     // This tile's Q, dO, LSE and Delta (also K and V, on the first tile),
     // written by cp.async and read by wgmma (the async proxy). The barrier
     // also ends every read of the other stage and of dSᵀ by the last tile.
     kb.waitAsync(0);
-    NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                               NVVM::SharedSpaceAttr::get(
-                                   b.getContext(), NVVM::SharedSpace::shared_cta));
+    proxyFence();
     gpu::BarrierOp::create(b, loc);
     {
       Value next = kb.add(t, 1);
       auto nextIf = scf::IfOp::create(b, loc, kb.lt(next, total), false);
       OpBuilder::InsertionGuard g1(b);
       b.setInsertionPointToStart(&nextIf.getThenRegion().front());
-      Value nextHead =
-          kb.add(firstHead, arith::DivUIOp::create(b, loc, next, tiles));
-      Value nextTile =
-          kb.add(iBegin, arith::RemUIOp::create(b, loc, next, tiles));
-      loadQueryTile(rowsBaseOf(nextHead), kb.mul(nextTile, bq),
+      loadQueryTile(rowsBaseOf(headOf(next)), qBeginOf(next),
                     kb.sub(kb.idx(1), stage));
     }
 
@@ -229,17 +296,37 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
       }
     };
 
-    // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs.
+    // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs. With
+    // overlapDQ, dQ of the previous tile goes first (its dSᵀ was published
+    // by the barrier above) and is reduced while Sᵀ and dPᵀ run.
+    Value prev, dqPrev;
+    SmallVector<Value> dsM, kN;
+    if (overlapDQ) {
+      prev = kb.select(kb.lt(kb.idx(0), t), kb.sub(t, kb.idx(1)), kb.idx(0));
+      std::tie(dsM, kN) = issueDQ(
+          tripDescBase, wg,
+          kb.add(kb.mul(kb.sub(kb.idx(1), stage), layout.dsBytes()),
+                 layout.dsBase()));
+    }
     SmallVector<Value> kA, qB, vA, doB;
     kMajor(wgKeyBytes, qStage, d, kA, qB);
     kMajor(kb.add(wgKeyBytes, layout.vBase()), doStage, dv, vA, doB);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    if (overlapDQ) {
+      dqPrev = wgmmaDQ(dsM, kN);
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    }
     Value sAcc = issueWgmmaShared(kb, bq, kA, qB, NVVM::MMALayout::row,
                                   NVVM::MMALayout::col);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     Value dpAcc = issueWgmmaShared(kb, bq, vA, doB, NVVM::MMALayout::row,
                                    NVVM::MMALayout::col);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    if (overlapDQ) {
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 2);
+      reduceDQ(dqPrev, wg, qBeginOf(prev), rowsBaseOf(headOf(prev)),
+               kb.lt(kb.idx(0), t));
+    }
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
     SmallVector<Value> s = fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
 
@@ -315,9 +402,12 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // Chunk g ^ n of row keyRow0 + g (+8): bits 4-6 of the byte offset hold
     // g, so the chunk is one xor with n·16 of the offset of chunk g.
     Value rowG = kb.add(keyRow0, kb.groupId);
+    Value dsBuf = overlapDQ ? kb.add(kb.mul(stage, layout.dsBytes()),
+                                     layout.dsBase())
+                            : kb.idx(layout.dsBase());
     Value chunkG = kb.add(
         kb.add(kb.mul(rowG, kSlabRowBytes), kb.mul(kb.groupId, 16)),
-        kb.add(kb.mul(kb.threadInGroup, 4), layout.dsBase()));
+        kb.add(kb.mul(kb.threadInGroup, 4), dsBuf));
     for (int64_t n = 0; n < bq / 8; ++n) {
       Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx(n * 16));
       for (int64_t r = 0; r < 2; ++r)
@@ -338,56 +428,48 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
       qT.push_back(
           desc(kb.add(qStage, kk * 16 * kSlabRowBytes), bq * kSlabRowBytes));
     }
-    // dQ = dS·K: A is dSᵀ (M-major), B this warpgroup's D/2 columns of K
-    // (N-major): slab w for D = 128, half a slab (64 B in) for D = 64.
-    const int64_t half = d / 2;
-    Value kCols = kb.mul(wg, (half / kSlabCols) * bkv * kSlabRowBytes +
-                                 (half % kSlabCols) * 2);
-    SmallVector<Value> dsM, kN;
-    for (int64_t kk = 0; kk < bkv / 16; ++kk) {
-      dsM.push_back(desc(kb.idx(layout.dsBase() + kk * 16 * kSlabRowBytes),
-                         bkv * kSlabRowBytes));
-      kN.push_back(
-          desc(kb.add(kCols, kk * 16 * kSlabRowBytes), bkv * kSlabRowBytes));
-    }
+    if (!overlapDQ)
+      std::tie(dsM, kN) = issueDQ(tripDescBase, wg, dsBuf);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     SmallVector<Value> dVNext = issueWgmmaRegisterA(kb, pA, doT, dV);
     SmallVector<Value> dKNext = issueWgmmaRegisterA(kb, dsA, qT, dK);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-
-    // Both warpgroups' dSᵀ, written by the generic proxy, read by wgmma.
-    NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_shared,
-                               NVVM::SharedSpaceAttr::get(
-                                   b.getContext(), NVVM::SharedSpace::shared_cta));
-    gpu::BarrierOp::create(b, loc);
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    Value dqAcc = issueWgmmaShared(kb, half, dsM, kN, NVVM::MMALayout::col,
-                                   NVVM::MMALayout::row);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    SmallVector<Value> dq =
-        fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, half / 2));
+    // dSᵀ, written by the generic proxy, is read by wgmma: this tile's dQ
+    // after a barrier for both warpgroups' rows, or the next tile's.
+    proxyFence();
+    if (!overlapDQ) {
+      gpu::BarrierOp::create(b, loc);
+      NVVM::WgmmaFenceAlignedOp::create(b, loc);
+      Value dqAcc = wgmmaDQ(dsM, kN);
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      reduceDQ(dqAcc, wg, qBegin, qRowsBase, Value());
+    } else {
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    }
     dVNext = fenceOperands(b, loc, dVNext);
     dKNext = fenceOperands(b, loc, dKNext);
-
-    // dq_accum += dQ for rows < Nq: lane (g, t) adds columns 8n + 2t, +1 of
-    // this warpgroup's half in rows g and g + 8 of its warp.
-    for (int64_t r = 0; r < 2; ++r) {
-      Value row = kb.add(qBegin, kb.add(queryRow0, kb.add(kb.groupId, r * 8)));
-      auto rowIf = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
-      OpBuilder::InsertionGuard g4(b);
-      b.setInsertionPointToStart(&rowIf.getThenRegion().front());
-      Value elem = kb.add(kb.mul(kb.add(qRowsBase, row), d),
-                          kb.add(kb.mul(wg, half), kb.mul(kb.threadInGroup, 2)));
-      Value addr = kb.add(dqAddr, kb.mul(elem, 4));
-      for (int64_t n = 0; n < half / 8; ++n)
-        kb.redAddPairF32(addr, n * 8 * 4, dq[n * 4 + 2 * r],
-                         dq[n * 4 + 2 * r + 1]);
-    }
     SmallVector<Value> yield(dKNext);
     yield.append(dVNext);
     scf::YieldOp::create(b, loc, yield);
     kb.setThreadIds(outerIds);
+  }
+  if (overlapDQ) {
+    // dQ of the last tile.
+    auto lastIf = scf::IfOp::create(b, loc, kb.lt(kb.idx(0), total), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&lastIf.getThenRegion().front());
+    gpu::BarrierOp::create(b, loc);
+    Value last = kb.sub(total, kb.idx(1));
+    Value wg = warpgroupOf();
+    auto [dsM, kN] = issueDQ(
+        descBase, wg,
+        kb.add(kb.mul(kb.remui(last, 2), layout.dsBytes()), layout.dsBase()));
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    Value dqAcc = wgmmaDQ(dsM, kN);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    reduceDQ(dqAcc, wg, qBeginOf(last), rowsBaseOf(headOf(last)), Value());
   }
   kb.waitAsync(0);
 
