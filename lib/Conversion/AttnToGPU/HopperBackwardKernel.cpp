@@ -35,16 +35,18 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-// The dQ schedule (docs/hopper-notes.md has what each is worth on the H200).
-static llvm::cl::opt<bool> clOverlapDQ(
-    "fa-wgmma-bwd-overlap-dq",
-    llvm::cl::desc("wgmma backward: issue dQ of the previous query tile with "
-                   "Sᵀ and dPᵀ of this one (dSᵀ double-buffered, one barrier "
-                   "per tile) instead of after a second barrier"),
+// The schedule of the query-tile loop (docs/hopper-notes.md has what each
+// is worth on the H200).
+static llvm::cl::opt<bool> clPipeline(
+    "fa-wgmma-bwd-pipeline",
+    llvm::cl::desc("wgmma backward: issue the next tile's Sᵀ and this tile's "
+                   "dQ after one barrier per tile, with dV and dK in flight "
+                   "under it (3 Q/dO stages, 2 dSᵀ buffers) instead of two "
+                   "barriers per tile"),
     llvm::cl::init(false));
 
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  return std::string("dq") + (clOverlapDQ ? "1" : "0");
+  return std::string("pipe") + (clPipeline ? "1" : "0");
 }
 
 namespace {
@@ -53,24 +55,27 @@ constexpr int64_t kKeysPerWarpgroup = 64;
 
 /// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
 struct BackwardSmem {
-  int64_t d, dv, bq, bkv, dsStages;
+  int64_t d, dv, bq, bkv;
+  bool pipelined;
+  int64_t stages() const { return pipelined ? 3 : 2; }   // Q, dO, LSE, Delta
+  int64_t dsStages() const { return pipelined ? 2 : 1; } // dSᵀ
   int64_t kBytes() const { return bkv * d * 2; }
   int64_t vBytes() const { return bkv * dv * 2; }
   int64_t qBytes() const { return bq * d * 2; }
   int64_t doBytes() const { return bq * dv * 2; }
+  int64_t dsBytes() const { return bkv * bq * 2; }
   int64_t vBase() const { return kBytes(); }
   int64_t qBase() const { return vBase() + vBytes(); }
-  int64_t doBase() const { return qBase() + 2 * qBytes(); }
-  int64_t dsBase() const { return doBase() + 2 * doBytes(); }
-  int64_t dsBytes() const { return bkv * bq * 2; }
-  int64_t statsBase() const { return dsBase() + dsStages * dsBytes(); }
-  int64_t total() const { return statsBase() + 2 * 2 * bq * 4; }
+  int64_t doBase() const { return qBase() + stages() * qBytes(); }
+  int64_t dsBase() const { return doBase() + stages() * doBytes(); }
+  int64_t statsBase() const { return dsBase() + dsStages() * dsBytes(); }
+  int64_t total() const { return statsBase() + stages() * 2 * bq * 4; }
 };
 } // namespace
 
 int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
   return BackwardSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                      clOverlapDQ ? 2 : 1}
+                      clPipeline}
       .total();
 }
 
@@ -82,8 +87,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   const KernelPlan &plan = kb.plan;
   const int64_t d = plan.headDim, dv = plan.headDimV;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  const bool overlapDQ = clOverlapDQ;
-  const BackwardSmem layout{d, dv, bq, bkv, overlapDQ ? 2 : 1};
+  const bool pipelined = clPipeline;
+  const BackwardSmem layout{d, dv, bq, bkv, pipelined};
   Type f32 = b.getF32Type();
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
@@ -172,17 +177,76 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   Value total = kb.mul(tiles, group);
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   Value firstHead = kb.mul(kvHead, group);
-  {
-    auto ifOp = scf::IfOp::create(b, loc, kb.lt(kb.idx(0), total), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    loadQueryTile(rowsBaseOf(firstHead), kb.mul(iBegin, bq), kb.idx(0));
-  }
+  auto headOf = [&](Value t) {
+    return kb.add(firstHead, arith::DivUIOp::create(b, loc, t, tiles));
+  };
+  auto qBeginOf = [&](Value t) {
+    return kb.mul(kb.add(iBegin, arith::RemUIOp::create(b, loc, t, tiles)), bq);
+  };
+  auto proxyFence = [&] {
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+  };
+  auto commit = [&] { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc); };
+  auto fence = [&] { NVVM::WgmmaFenceAlignedOp::create(b, loc); };
+  auto waitGroups = [&](int64_t n) {
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, n);
+  };
+  const int64_t stages = layout.stages();
+  auto qStageOf = [&](Value stage) {
+    return kb.add(kb.mul(stage, layout.qBytes()), layout.qBase());
+  };
+  auto doStageOf = [&](Value stage) {
+    return kb.add(kb.mul(stage, layout.doBytes()), layout.doBase());
+  };
 
+  // The products of one query tile for this warpgroup (`wg`), descriptors
+  // built from `base` right before each issue.
+  const int64_t half = d / 2, sN = bq / 2;
+  // K-major Sᵀ = K·Qᵀ (keyTile = K) or dPᵀ = V·dOᵀ (keyTile = V); k = cols.
+  auto issueKMajor = [&](Value base, Value keyTile, Value queryTile,
+                         int64_t cols) {
+    SmallVector<Value> a, bDescs;
+    for (int64_t ks = 0; ks < cols / 16; ++ks) {
+      int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
+      a.push_back(wgmmaDescriptor(
+          kb, base, kb.add(keyTile, slab * bkv * kSlabRowBytes + inSlab), 16));
+      bDescs.push_back(wgmmaDescriptor(
+          kb, base, kb.add(queryTile, slab * bq * kSlabRowBytes + inSlab), 16));
+    }
+    fence();
+    Value acc = issueWgmmaShared(kb, bq, a, bDescs, NVVM::MMALayout::row,
+                                 NVVM::MMALayout::col);
+    commit();
+    return acc;
+  };
+  auto keyTileOf = [&](Value wg, int64_t tileBase) {
+    return kb.add(kb.mul(wg, kKeysPerWarpgroup * kSlabRowBytes), tileBase);
+  };
+  // dV += Pᵀ·dO and dK += dSᵀ·Q: B is the query tile, MN-major (its rows
+  // are the k of the product). One group.
+  auto issueDVDK = [&](Value base, ArrayRef<Value> pA, ArrayRef<Value> dsA,
+                       Value stage, SmallVector<Value> &dV,
+                       SmallVector<Value> &dK) {
+    SmallVector<Value> doT, qT;
+    for (int64_t kk = 0; kk < bq / 16; ++kk) {
+      doT.push_back(wgmmaDescriptor(
+          kb, base, kb.add(doStageOf(stage), kk * 16 * kSlabRowBytes),
+          bq * kSlabRowBytes));
+      qT.push_back(wgmmaDescriptor(
+          kb, base, kb.add(qStageOf(stage), kk * 16 * kSlabRowBytes),
+          bq * kSlabRowBytes));
+    }
+    fence();
+    dV = issueWgmmaRegisterA(kb, pA, doT, dV);
+    dK = issueWgmmaRegisterA(kb, dsA, qT, dK);
+    commit();
+  };
   // dQ = dS·K: A is dSᵀ (M-major) in buffer `dsBuf`, B this warpgroup's
   // D/2 columns of K (N-major): slab w for D = 128, half a slab (64 B in)
-  // for D = 64. Issued only.
-  const int64_t half = d / 2;
+  // for D = 64. One group.
   auto issueDQ = [&](Value base, Value wg, Value dsBuf) {
     Value kCols = kb.mul(wg, (half / kSlabCols) * bkv * kSlabRowBytes +
                                  (half % kSlabCols) * 2);
@@ -195,26 +259,21 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
                                    kb.add(kCols, kk * 16 * kSlabRowBytes),
                                    bkv * kSlabRowBytes));
     }
-    return std::pair(dsM, kN);
+    fence();
+    Value acc = issueWgmmaShared(kb, half, dsM, kN, NVVM::MMALayout::col,
+                                 NVVM::MMALayout::row);
+    commit();
+    return acc;
   };
-  auto wgmmaDQ = [&](ArrayRef<Value> dsM, ArrayRef<Value> kN) {
-    return issueWgmmaShared(kb, half, dsM, kN, NVVM::MMALayout::col,
-                            NVVM::MMALayout::row);
-  };
-  // dq_accum += dQ for rows < Nq (and only when `enabled`, if given): lane
-  // (g, t) adds columns 8n + 2t, +1 of this warpgroup's half in rows g and
-  // g + 8 of its warp.
-  auto reduceDQ = [&](Value dqAcc, Value wg, Value qBegin, Value qRowsBase,
-                      Value enabled) {
+  // dq_accum += dQ for rows < Nq: lane (g, t) adds columns 8n + 2t, +1 of
+  // this warpgroup's half in rows g and g + 8 of its warp.
+  auto reduceDQ = [&](Value dqAcc, Value wg, Value qBegin, Value qRowsBase) {
     SmallVector<Value> dq =
         fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, half / 2));
     Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16);
     for (int64_t r = 0; r < 2; ++r) {
       Value row = kb.add(qBegin, kb.add(queryRow0, kb.add(kb.groupId, r * 8)));
-      Value ok = kb.lt(row, nq);
-      if (enabled)
-        ok = arith::AndIOp::create(b, loc, ok, enabled);
-      auto rowIf = scf::IfOp::create(b, loc, ok, false);
+      auto rowIf = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&rowIf.getThenRegion().front());
       Value elem = kb.add(kb.mul(kb.add(qRowsBase, row), d),
@@ -225,115 +284,22 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
                          dq[n * 4 + 2 * r + 1]);
     }
   };
-  auto proxyFence = [&] {
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
+
+  // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place, masked on boundary
+  // tiles only (per warpgroup's 64 keys). The mask sees the tile position
+  // and Nq, Nk through opaque copies: the band's per-element bounds would
+  // otherwise be hoisted as loop invariants.
+  auto f2 = VectorType::get({2}, f32);
+  auto columnPair = [&](Value stage, int64_t n, int64_t offset) {
+    Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + offset);
+    Value at = kb.add(kb.add(kb.mul(stage, 2 * bq), statsFloat), col);
+    return vector::LoadOp::create(b, loc, f2, stats, ValueRange{at}, false,
+                                  llvm::MaybeAlign(8))
+        .getResult();
   };
-  auto headOf = [&](Value t) {
-    return kb.add(firstHead, arith::DivUIOp::create(b, loc, t, tiles));
-  };
-  auto qBeginOf = [&](Value t) {
-    return kb.mul(kb.add(iBegin, arith::RemUIOp::create(b, loc, t, tiles)), bq);
-  };
-
-  const int64_t dkN = d / 2, dvN = dv / 2, sN = bq / 2;
-  SmallVector<Value> init(dkN + dvN, kb.f32(0));
-  auto loop = scf::ForOp::create(b, loc, kb.idx(0), total, kb.idx(1), init);
-  {
-    OpBuilder::InsertionGuard g0(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value t = loop.getInductionVar();
-    ValueRange it = loop.getRegionIterArgs();
-    SmallVector<Value> dK(it.begin(), it.begin() + dkN);
-    SmallVector<Value> dV(it.begin() + dkN, it.end());
-    // Every lane-dependent offset and descriptor is rebuilt from opaque
-    // copies each trip (see setupOpaqueThreadIds); hoisted, they would hold
-    // ~100 registers across the loop.
-    KernelBuilder::ThreadIds outerIds = kb.threadIds();
-    kb.setupOpaqueThreadIds();
-    Value wg = warpgroupOf();
-    Value keyRow0 = keyRow0Of(wg);
-    Value tripDescBase = opaqueI64(kb, descBase);
-    Value stage = kb.remui(t, 2);
-    Value head = headOf(t);
-    Value qBegin = qBeginOf(t);
-    Value qRowsBase = rowsBaseOf(head);
-
-    // This tile's Q, dO, LSE and Delta (also K and V, on the first tile),
-    // written by cp.async and read by wgmma (the async proxy). The barrier
-    // also ends every read of the other stage and of dSᵀ by the last tile.
-    kb.waitAsync(0);
-    proxyFence();
-    gpu::BarrierOp::create(b, loc);
-    {
-      Value next = kb.add(t, 1);
-      auto nextIf = scf::IfOp::create(b, loc, kb.lt(next, total), false);
-      OpBuilder::InsertionGuard g1(b);
-      b.setInsertionPointToStart(&nextIf.getThenRegion().front());
-      loadQueryTile(rowsBaseOf(headOf(next)), qBeginOf(next),
-                    kb.sub(kb.idx(1), stage));
-    }
-
-    Value qStage =
-        kb.add(kb.mul(stage, layout.qBytes()), layout.qBase()); // bytes
-    Value doStage = kb.add(kb.mul(stage, layout.doBytes()), layout.doBase());
-    Value wgKeyBytes = kb.mul(wg, kKeysPerWarpgroup * kSlabRowBytes);
-    auto desc = [&](Value byteOffset, int64_t lbo) {
-      return wgmmaDescriptor(kb, tripDescBase, byteOffset, lbo);
-    };
-    // K-major descriptors of rows [rowBytes..) of a key tile (A) and of a
-    // query tile (B) for a k = cols product.
-    auto kMajor = [&](Value keyTile, Value queryTile, int64_t cols,
-                      SmallVector<Value> &a, SmallVector<Value> &bDescs) {
-      for (int64_t ks = 0; ks < cols / 16; ++ks) {
-        int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
-        a.push_back(desc(kb.add(keyTile, slab * bkv * kSlabRowBytes + inSlab),
-                         16));
-        bDescs.push_back(
-            desc(kb.add(queryTile, slab * bq * kSlabRowBytes + inSlab), 16));
-      }
-    };
-
-    // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs. With
-    // overlapDQ, dQ of the previous tile goes first (its dSᵀ was published
-    // by the barrier above) and is reduced while Sᵀ and dPᵀ run.
-    Value prev, dqPrev;
-    SmallVector<Value> dsM, kN;
-    if (overlapDQ) {
-      prev = kb.select(kb.lt(kb.idx(0), t), kb.sub(t, kb.idx(1)), kb.idx(0));
-      std::tie(dsM, kN) = issueDQ(
-          tripDescBase, wg,
-          kb.add(kb.mul(kb.sub(kb.idx(1), stage), layout.dsBytes()),
-                 layout.dsBase()));
-    }
-    SmallVector<Value> kA, qB, vA, doB;
-    kMajor(wgKeyBytes, qStage, d, kA, qB);
-    kMajor(kb.add(wgKeyBytes, layout.vBase()), doStage, dv, vA, doB);
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    if (overlapDQ) {
-      dqPrev = wgmmaDQ(dsM, kN);
-      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    }
-    Value sAcc = issueWgmmaShared(kb, bq, kA, qB, NVVM::MMALayout::row,
-                                  NVVM::MMALayout::col);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    Value dpAcc = issueWgmmaShared(kb, bq, vA, doB, NVVM::MMALayout::row,
-                                   NVVM::MMALayout::col);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    if (overlapDQ) {
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 2);
-      reduceDQ(dqPrev, wg, qBeginOf(prev), rowsBaseOf(headOf(prev)),
-               kb.lt(kb.idx(0), t));
-    }
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-    SmallVector<Value> s = fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
-
-    // Boundary tiles only are masked (per warpgroup's 64 keys). The mask sees
-    // the tile position through an opaque copy so LLVM does not hoist
-    // per-element offsets out of the loop.
-    Value maskQuery = kb.opaqueIndex(qBegin);
+  auto computeP = [&](SmallVector<Value> &s, Value t, Value stage, Value wg,
+                      Value keyRow0) {
+    Value maskQuery = kb.opaqueIndex(qBeginOf(t));
     Value qEnd = kb.add(maskQuery, bq);
     Value wgKey = kb.add(kBegin, kb.mul(wg, kKeysPerWarpgroup));
     Value wgKeyEnd = kb.add(wgKey, kKeysPerWarpgroup);
@@ -346,65 +312,51 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, wgKeyEnd,
                                   nk)));
+    Value head = headOf(t);
     s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
-      // Opaque Nq and Nk too: the band's per-element bounds (constants plus
-      // Nk − Nq) would otherwise be hoisted as loop invariants.
       maskScoresTransposed(kb, masked,
                            {batch, head, maskQuery, kBegin, kb.opaqueIndex(nq),
                             kb.opaqueIndex(nk)},
                            keyRow0);
     });
-
-    // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
-    // Columns past Nq read 0 and are masked (P = 0).
-    auto f2 = VectorType::get({2}, f32);
-    Value statsStage = kb.add(kb.mul(stage, 2 * bq), statsFloat);
-    auto columnPair = [&](int64_t n, int64_t offset) {
-      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + offset);
-      return vector::LoadOp::create(b, loc, f2, stats,
-                                    ValueRange{kb.add(statsStage, col)}, false,
-                                    llvm::MaybeAlign(8))
-          .getResult();
-    };
+    // LSE per query column, base 2; −inf rows give P = 0. Columns past Nq
+    // read 0 and are masked.
     for (int64_t n = 0; n < bq / 8; ++n) {
-      Value l2 = columnPair(n, 0);
+      Value l2 = columnPair(stage, n, 0);
       for (int64_t c = 0; c < 2; ++c) {
         Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
         Value isNegInf = arith::CmpFOp::create(
             b, loc, arith::CmpFPredicate::OEQ, l, kb.negInf());
         l = arith::MulFOp::create(b, loc, l, kb.f32(M_LOG2E));
-        Value negL =
-            arith::NegFOp::create(b, loc, kb.select(isNegInf, kb.f32(INFINITY), l));
+        Value negL = arith::NegFOp::create(
+            b, loc, kb.select(isNegInf, kb.f32(INFINITY), l));
         for (int64_t r = 0; r < 2; ++r) {
           Value &e = s[n * 4 + 2 * r + c];
           e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negL));
         }
       }
     }
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    SmallVector<Value> dp =
-        fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
-
-    // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale, in registers and, swizzled, in shared
-    // memory: lanes g = 0..7 of one store hit eight distinct 16 B chunks.
+  };
+  // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale in place of dPᵀ, and, swizzled, in buffer
+  // `dsBuf`: chunk g ^ n of row keyRow0 + g (+8). Bits 4-6 of the byte
+  // offset hold g, so the chunk is one xor with n·16 of the offset of chunk
+  // g; lanes g = 0..7 of one store hit eight distinct 16 B chunks.
+  auto computeDS = [&](ArrayRef<Value> p, SmallVector<Value> &dp, Value stage,
+                       Value dsBuf, Value keyRow0) {
     for (int64_t n = 0; n < bq / 8; ++n) {
-      Value d2 = columnPair(n, bq);
+      Value d2 = columnPair(stage, n, bq);
       for (int64_t c = 0; c < 2; ++c) {
-        Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
+        Value delta =
+            vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
         for (int64_t r = 0; r < 2; ++r) {
           Value &e = dp[n * 4 + 2 * r + c];
           Value diff = arith::SubFOp::create(b, loc, e, delta);
-          Value ds = arith::MulFOp::create(b, loc, s[n * 4 + 2 * r + c], diff);
+          Value ds = arith::MulFOp::create(b, loc, p[n * 4 + 2 * r + c], diff);
           e = arith::MulFOp::create(b, loc, ds, scale);
         }
       }
     }
-    // Chunk g ^ n of row keyRow0 + g (+8): bits 4-6 of the byte offset hold
-    // g, so the chunk is one xor with n·16 of the offset of chunk g.
     Value rowG = kb.add(keyRow0, kb.groupId);
-    Value dsBuf = overlapDQ ? kb.add(kb.mul(stage, layout.dsBytes()),
-                                     layout.dsBase())
-                            : kb.idx(layout.dsBase());
     Value chunkG = kb.add(
         kb.add(kb.mul(rowG, kSlabRowBytes), kb.mul(kb.groupId, 16)),
         kb.add(kb.mul(kb.threadInGroup, 4), dsBuf));
@@ -412,64 +364,137 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
       Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx(n * 16));
       for (int64_t r = 0; r < 2; ++r)
         kb.storePair(kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
-                     kb.smem, kb.divui(kb.add(bytes, r * 8 * kSlabRowBytes), 2));
+                     kb.smem,
+                     kb.divui(kb.add(bytes, r * 8 * kSlabRowBytes), 2));
     }
-    // A registers are packed while no wgmma is in flight: registers of a
-    // later wgmma defined while one runs make ptxas serialise them (C7513).
-    SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-    SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-
-    // dV += Pᵀ·dO and dK += dSᵀ·Q: B is the query tile, MN-major (its rows
-    // are the k of the product).
-    SmallVector<Value> doT, qT;
-    for (int64_t kk = 0; kk < bq / 16; ++kk) {
-      doT.push_back(desc(kb.add(doStage, kk * 16 * kSlabRowBytes),
-                         bq * kSlabRowBytes));
-      qT.push_back(
-          desc(kb.add(qStage, kk * 16 * kSlabRowBytes), bq * kSlabRowBytes));
-    }
-    if (!overlapDQ)
-      std::tie(dsM, kN) = issueDQ(tripDescBase, wg, dsBuf);
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    SmallVector<Value> dVNext = issueWgmmaRegisterA(kb, pA, doT, dV);
-    SmallVector<Value> dKNext = issueWgmmaRegisterA(kb, dsA, qT, dK);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    // dSᵀ, written by the generic proxy, is read by wgmma: this tile's dQ
-    // after a barrier for both warpgroups' rows, or the next tile's.
+  };
+  auto dsBufOf = [&](Value t) {
+    return kb.add(kb.mul(kb.remui(t, layout.dsStages()), layout.dsBytes()),
+                  layout.dsBase());
+  };
+  auto prefetch = [&](Value next) {
+    auto nextIf = scf::IfOp::create(b, loc, kb.lt(next, total), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&nextIf.getThenRegion().front());
+    loadQueryTile(rowsBaseOf(headOf(next)), qBeginOf(next),
+                  kb.remui(next, stages));
+  };
+  auto publish = [&] {
+    // cp.async (and generic stores of dSᵀ) read next by wgmma, the async
+    // proxy: wait, fence, barrier.
+    kb.waitAsync(0);
     proxyFence();
-    if (!overlapDQ) {
+    gpu::BarrierOp::create(b, loc);
+  };
+
+  const int64_t dkN = d / 2, dvN = dv / 2;
+  SmallVector<Value> init(dkN + dvN, kb.f32(0));
+  {
+    auto ifOp = scf::IfOp::create(b, loc, kb.lt(kb.idx(0), total), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    loadQueryTile(rowsBaseOf(firstHead), kb.mul(iBegin, bq), kb.idx(0));
+  }
+  Value sFirst;
+  if (pipelined) {
+    // Sᵀ of the first tile, issued before the loop: each trip issues the
+    // next tile's Sᵀ.
+    publish();
+    prefetch(kb.idx(1));
+    sFirst = issueKMajor(descBase, keyTileOf(warpgroupOf(), 0),
+                         qStageOf(kb.idx(0)), d);
+    waitGroups(0);
+    init.append(fenceOperands(b, loc, unpackStruct(b, loc, sFirst, sN)));
+  }
+
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), total, kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g0(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    ValueRange it = loop.getRegionIterArgs();
+    SmallVector<Value> dK(it.begin(), it.begin() + dkN);
+    SmallVector<Value> dV(it.begin() + dkN, it.begin() + dkN + dvN);
+    // Every lane-dependent offset and descriptor is rebuilt from opaque
+    // copies each trip (see setupOpaqueThreadIds); hoisted, they would hold
+    // ~100 registers across the loop.
+    KernelBuilder::ThreadIds outerIds = kb.threadIds();
+    kb.setupOpaqueThreadIds();
+    Value wg = warpgroupOf();
+    Value keyRow0 = keyRow0Of(wg);
+    Value base = opaqueI64(kb, descBase);
+    Value stage = kb.remui(t, stages);
+    Value qRowsBase = rowsBaseOf(headOf(t));
+    Value qBegin = qBeginOf(t);
+    Value dsBuf = dsBufOf(t);
+    SmallVector<Value> yield;
+
+    if (!pipelined) {
+      // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
+      // the barrier also ends every read of the other stage and of dSᵀ by
+      // the last tile.
+      publish();
+      prefetch(kb.add(t, 1));
+      // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs.
+      Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(stage), d);
+      Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
+                                doStageOf(stage), dv);
+      waitGroups(1);
+      SmallVector<Value> s =
+          fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
+      computeP(s, t, stage, wg, keyRow0);
+      waitGroups(0);
+      SmallVector<Value> dp =
+          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
+      computeDS(s, dp, stage, dsBuf, keyRow0);
+      // A registers are packed while no wgmma is in flight: registers of a
+      // later wgmma defined while one runs make ptxas serialise them (C7513).
+      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+      issueDVDK(base, pA, dsA, stage, dV, dK);
+      // Both warpgroups' dSᵀ, then this tile's dQ.
+      proxyFence();
       gpu::BarrierOp::create(b, loc);
-      NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      Value dqAcc = wgmmaDQ(dsM, kN);
-      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-      reduceDQ(dqAcc, wg, qBegin, qRowsBase, Value());
+      Value dqAcc = issueDQ(base, wg, dsBuf);
+      waitGroups(0);
+      reduceDQ(dqAcc, wg, qBegin, qRowsBase);
+      yield.append(fenceOperands(b, loc, dK));
+      yield.append(fenceOperands(b, loc, dV));
     } else {
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      // Sᵀ of this tile came from the last trip; dPᵀ runs under Pᵀ.
+      SmallVector<Value> s(it.begin() + dkN + dvN, it.end());
+      Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
+                                doStageOf(stage), dv);
+      computeP(s, t, stage, wg, keyRow0);
+      waitGroups(0);
+      SmallVector<Value> dp =
+          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
+      computeDS(s, dp, stage, dsBuf, keyRow0);
+      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+      issueDVDK(base, pA, dsA, stage, dV, dK);
+      // dSᵀ of both warpgroups and the next tile's Q, dO, LSE, Delta (read
+      // by wgmma) are published by one barrier; dV, dK run under it.
+      proxyFence();
+      publish();
+      // This tile's dQ and the next tile's Sᵀ (stale data past the last
+      // tile: issued anyway, never read); dQ is reduced while Sᵀ runs, and
+      // the tile after next is loaded into the stage dV, dK of the last
+      // trip read (they completed before the barrier).
+      Value dqAcc = issueDQ(base, wg, dsBuf);
+      Value next = kb.add(t, 1);
+      Value sAcc = issueKMajor(base, keyTileOf(wg, 0),
+                               qStageOf(kb.remui(next, stages)), d);
+      waitGroups(1);
+      reduceDQ(dqAcc, wg, qBegin, qRowsBase);
+      prefetch(kb.add(t, 2));
+      waitGroups(0);
+      yield.append(fenceOperands(b, loc, dK));
+      yield.append(fenceOperands(b, loc, dV));
+      yield.append(fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN)));
     }
-    dVNext = fenceOperands(b, loc, dVNext);
-    dKNext = fenceOperands(b, loc, dKNext);
-    SmallVector<Value> yield(dKNext);
-    yield.append(dVNext);
     scf::YieldOp::create(b, loc, yield);
     kb.setThreadIds(outerIds);
-  }
-  if (overlapDQ) {
-    // dQ of the last tile.
-    auto lastIf = scf::IfOp::create(b, loc, kb.lt(kb.idx(0), total), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&lastIf.getThenRegion().front());
-    gpu::BarrierOp::create(b, loc);
-    Value last = kb.sub(total, kb.idx(1));
-    Value wg = warpgroupOf();
-    auto [dsM, kN] = issueDQ(
-        descBase, wg,
-        kb.add(kb.mul(kb.remui(last, 2), layout.dsBytes()), layout.dsBase()));
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    Value dqAcc = wgmmaDQ(dsM, kN);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    reduceDQ(dqAcc, wg, qBeginOf(last), rowsBaseOf(headOf(last)), Value());
   }
   kb.waitAsync(0);
 
@@ -478,7 +503,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   Value keyRow = kb.add(kBegin, keyRow0Of(warpgroupOf()));
   storeAccumulator(kb, ArrayRef<Value>(res).take_front(dkN), dkMem,
                    kb.mul(kvRowsBase, d), keyRow, nk, d);
-  storeAccumulator(kb, ArrayRef<Value>(res).drop_front(dkN), dvMem,
+  storeAccumulator(kb, ArrayRef<Value>(res).slice(dkN, dvN), dvMem,
                    kb.mul(kvRowsBase, dv), keyRow, nk, dv);
   gpu::ReturnOp::create(b, loc);
 }
