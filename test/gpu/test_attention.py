@@ -9,9 +9,9 @@ Pass rule (the flash-attn suite's): max|fa - ref64| <= 2 * max|math - ref64|
 Outputs and workspaces are NaN-poisoned before every launch, so anything a
 kernel fails to write shows up. Bad launches must be rejected with a message
 and must leave the outputs untouched. Each forward kernel's instructions
-(mma_sync, wgmma) is tested as its own config (--mma restricts to one); for
-wgmma kernels many launches on two streams check the runtime's tensor-map
-slots.
+(mma_sync, wgmma) is tested as its own config (--mma restricts to one), with
+the backward of the same instructions where the bundle has it; for wgmma
+kernels many launches on two streams check the runtime's tensor-map slots.
 
     python3 test/gpu/test_attention.py --bundle out/bundle --lib build/lib/libfa_runtime.so
 """
