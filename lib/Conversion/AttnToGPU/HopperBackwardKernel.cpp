@@ -15,10 +15,13 @@
 //                              both operands MN-major; warpgroup w takes
 //                              columns [w·D/2, (w+1)·D/2), reduced into
 //                              dq_accum with red.global.add.v2.f32.
+// Two barriers per tile: one publishes the tile's cp.async data, one dSᵀ.
+// -fa-wgmma-bwd-pipeline instead carries the next tile's Sᵀ across the loop
+// and needs one (3 Q/dO stages, 2 dSᵀ buffers).
 //
 // Shared memory (128 B swizzle, 64-column slabs; Wgmma.h):
 //   K [D/64][128][64] | V [Dv/64][128][64] | Q stage s [D/64][64][64] |
-//   dO stage s [Dv/64][64][64] | dSᵀ [128 keys][64 queries] |
+//   dO stage s [Dv/64][64][64] | dSᵀ buffer b [128 keys][64 queries] |
 //   LSE, Delta stage s (f32 [2][64])
 //
 //===----------------------------------------------------------------------===//
@@ -395,14 +398,13 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     loadQueryTile(rowsBaseOf(firstHead), kb.mul(iBegin, bq), kb.idx(0));
   }
-  Value sFirst;
   if (pipelined) {
     // Sᵀ of the first tile, issued before the loop: each trip issues the
     // next tile's Sᵀ.
     publish();
     prefetch(kb.idx(1));
-    sFirst = issueKMajor(descBase, keyTileOf(warpgroupOf(), 0),
-                         qStageOf(kb.idx(0)), d);
+    Value sFirst = issueKMajor(descBase, keyTileOf(warpgroupOf(), 0),
+                               qStageOf(kb.idx(0)), d);
     waitGroups(0);
     init.append(fenceOperands(b, loc, unpackStruct(b, loc, sFirst, sN)));
   }
