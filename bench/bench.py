@@ -9,7 +9,7 @@ Backward times cover only the backward (fa: bwd_pre + bwd + bwd_post; SDPA:
 autograd.grad of a saved forward).
 
     python3 bench/bench.py --bundle out/bundle --lib <libfa_runtime.so> [--quick] [--json out.json]
-        [--mma mma_sync|wgmma]   (fa's forward kernel; default: wgmma where the bundle has it)
+        [--mma mma_sync|wgmma]   (fa's kernels; default: wgmma where the bundle has it)
         [--flex] [--seqs 2048,8192] [--dims 128]   (FlexAttention column; a subset of the grid)
         [--variant NAME=BUNDLE ...] [--directions fwd]   (A/B: other bundles in the same process)
 """
@@ -66,7 +66,8 @@ def time_fa(bundle, q, k, v, do, causal, direction, args, runs, f):
             delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
             acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
             fn = lambda: fa.backward_into(  # noqa: E731
-                q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal, bundle=bundle)
+                q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal, bundle=bundle,
+                mma=args.mma)
         ms, nruns = time_ms(fn, runs, args.budget_ms)
         return {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
     except fa.FaError as e:
@@ -94,7 +95,8 @@ def main():
     ap.add_argument("--fa-directions", default="fwd,bwd",
                     help="directions to time for fa (the SDPA baselines always run both)")
     ap.add_argument("--mma", choices=["any", "mma_sync", "wgmma"], default="any",
-                    help="instructions of fa's forward kernel (any: the runtime's choice)")
+                    help="instructions of fa's forward and backward kernels (any: the "
+                         "runtime's choice)")
     ap.add_argument("--seqs", default=None,
                     help="comma-separated N values (default: 512..16k, or 1k,4k with --quick)")
     ap.add_argument("--dims", default="64,128", help="comma-separated head dims")

@@ -11,7 +11,8 @@
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
 #   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_SAN_TIMEOUT / FA_BENCH_TIMEOUT
-#   (seconds per step), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   (seconds per step), FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py
+#   arguments, e.g. "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,7 +75,7 @@ fi
 
 step "compute-sanitizer"
 SAN_BUNDLE=$FIXTURE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
-for tool in memcheck racecheck; do
+for tool in $([ "${FA_SAN:-1}" = 0 ] || echo memcheck racecheck); do
   timeout $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
     python3 test/gpu/sanitize_case.py --bundle "$SAN_BUNDLE" --lib "$LIB" >"$OUT/sanitizer_$tool.log" 2>&1
   rc=$?; tail -n 15 "$OUT/sanitizer_$tool.log"
@@ -85,7 +86,7 @@ step "benchmark"
 MODE=${FA_BENCH:-$([ $HAVE_BUNDLE = 1 ] && echo full || echo quick)}
 if [ $HAVE_BUNDLE = 1 ] && [ "$MODE" != none ]; then
   timeout $T_BENCH python3 bench/bench.py --bundle "$BUNDLE" --lib "$LIB" \
-    $([ "$MODE" = quick ] && echo --quick) --json "$OUT/bench.json" || fail "bench"
+    $([ "$MODE" = quick ] && echo --quick) ${FA_BENCH_ARGS:-} --json "$OUT/bench.json" || fail "bench"
 elif [ "$MODE" != none ]; then
   # The fixture's naive kernels: checks the harness, not a performance number.
   timeout $T_BENCH python3 bench/bench.py --bundle "$FIXTURE" --lib "$LIB" --quick --tokens 8192 \

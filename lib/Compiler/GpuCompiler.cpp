@@ -417,7 +417,8 @@ GpuCompiler::compile(const KernelConfig &config) {
   std::string key = std::string(kCompilerVersion) + "|" + config.str() + "|" +
                     options.cudaToolkit;
   if (config.mma == "wgmma")
-    key += "|" + wgmmaVariantKey();
+    key += "|" + (config.direction == "bwd" ? wgmmaBackwardVariantKey()
+                                            : wgmmaVariantKey());
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = memory.find(key); it != memory.end())
     return it->second;

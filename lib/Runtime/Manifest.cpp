@@ -227,14 +227,20 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                  "take tensor maps");
     return;
   }
-  if (c.direction != FA_DIRECTION_FWD)
-    bad(where, "mma 'wgmma' kernels are forward only");
   if (c.targetName != "sm_90a")
     bad(where, "mma 'wgmma' needs target sm_90a, got '" + c.targetName + "'");
   if (c.headDim != c.headDimV || (c.headDim != 64 && c.headDim != 128))
     bad(where, "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got " +
                    std::to_string(c.headDim) + " and " +
                    std::to_string(c.headDimV));
+  // A wgmma backward keeps the mma.sync backward's parameters (cp.async
+  // loads, no maps).
+  if (c.direction == FA_DIRECTION_BWD) {
+    if (hasMaps)
+      bad(where, "field 'tensor_maps' is given, but mma 'wgmma' backward "
+                 "kernels take no tensor maps");
+    return;
+  }
   if (!hasMaps)
     bad(where, "missing field 'tensor_maps' (mma 'wgmma' kernels take q, k "
                "and v tensor maps)");

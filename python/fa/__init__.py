@@ -223,7 +223,9 @@ def _make_function():
         def backward(ctx, do, _dlse):
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            # `mma` picks the forward kernel only (wgmma kernels are forward only).
+            # `mma` picks the forward kernel; the backward is the runtime's
+            # choice (wgmma on sm_90 where the bundle has it), since a bundle
+            # may hold a config's backward in one build only.
             opts = {k_: v_ for k_, v_ in ctx.opts.items() if k_ != "mma"}
             backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, **opts)
             return dq, dk, dv, None
@@ -246,7 +248,8 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     natural-log sum of exponentials per row (-inf for fully masked rows).
     Differentiable in q, k, v when they require grad. `mma` ('mma_sync' or
     'wgmma') forces the forward kernel's instructions; None lets the runtime
-    prefer wgmma on sm_90. The backward kernels are chosen without it.
+    prefer wgmma on sm_90. The backward kernels are the runtime's choice
+    (wgmma on sm_90 too, where the bundle has them).
     """
     import torch
     global _function

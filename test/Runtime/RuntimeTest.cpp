@@ -363,17 +363,49 @@ TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
   }
 }
 
-TEST(Manifest, WgmmaBackwardIsRejected) {
+/// A wgmma backward kernel object as fa-aot writes it: the mma.sync
+/// backward's entries and parameters, no tensor maps.
+std::string wgmmaBwdJson(const std::string &tag, const std::string &extra = "") {
+  return kernelJson(tag, "bwd", "bf16", 128, "causal", "sm_90a", true,
+                    R"(, "block_q": 64, "block_kv": 128, "warps": 8,
+                       "mma": "wgmma")" + extra);
+}
+
+TEST(Manifest, WgmmaBackwardKernel) {
   fa_bundle *b = nullptr;
-  EXPECT_EQ(
-      loadText("wgmma_bwd",
-               manifest({kernelJson("k", "bwd", "bf16", 128, "none", "sm_90a",
-                                    true, R"(, "mma": "wgmma")")}),
-               &b),
-      FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("mma 'wgmma' kernels are forward only"),
-            std::string::npos)
+  ASSERT_EQ(loadText("wgmma_bwd", manifest({wgmmaBwdJson("k")}), &b),
+            FA_SUCCESS)
       << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
+  EXPECT_EQ(info.mma, FA_MMA_WGMMA);
+  EXPECT_EQ(info.tensor_map_count, 0);
+  EXPECT_EQ(info.block_kv, 128);
+  fa_bundle_free(b);
+}
+
+TEST(Manifest, WgmmaBackwardErrors) {
+  struct Case {
+    std::string kernel, expect;
+  } cases[] = {
+      {wgmmaBwdJson("k", R"(, "tensor_maps": )" + mapsJson(abiMaps())),
+       "kernels[0] ('k'): field 'tensor_maps' is given, but mma 'wgmma' "
+       "backward kernels take no tensor maps"},
+      {wgmmaBwdJson("k", R"(, "target": "sm_90")"),
+       "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
+      {wgmmaBwdJson("k", R"(, "head_dim": 96, "head_dim_v": 96)"),
+       "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got 96 and 96"},
+  };
+  for (const Case &c : cases) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("wgmma_bwd_err", manifest({c.kernel}), &b),
+              FA_ERROR_BAD_MANIFEST)
+        << c.expect;
+    EXPECT_NE(lastError().find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << lastError();
+    fa_bundle_free(b);
+  }
 }
 
 TEST(Manifest, WgmmaSmallKeyTiles) {
@@ -527,6 +559,7 @@ protected:
                                             "causal", "sm_80", false),
                                  kernelJson("bwd", "bwd", "bf16", 128, "causal",
                                             "sm_90a", true),
+                                 wgmmaBwdJson("bwd_wgmma"),
                                  kernelJson("only_sync", "fwd", "bf16", 64,
                                             "none", "sm_90a", true)}),
                        &bundle),
@@ -546,6 +579,20 @@ TEST_F(FindMma, PrefersWgmmaOnSm90) {
   // sm_90a code does not run elsewhere.
   EXPECT_EQ(find(causal(80, FA_MMA_ANY)), "sync80");
   EXPECT_EQ(find(causal(100, FA_MMA_ANY)), "sync80");
+}
+
+TEST_F(FindMma, PrefersWgmmaBackwardOnSm90) {
+  fa_kernel_query q = causal(90, FA_MMA_ANY);
+  q.direction = FA_DIRECTION_BWD;
+  EXPECT_EQ(find(q), "bwd_wgmma");
+  q.mma = FA_MMA_SYNC;
+  EXPECT_EQ(find(q), "bwd");
+  q.mma = FA_MMA_WGMMA;
+  EXPECT_EQ(find(q), "bwd_wgmma");
+  // Both are sm_90a builds.
+  q.compute_capability = 80;
+  q.mma = FA_MMA_ANY;
+  find(q, FA_ERROR_UNSUPPORTED);
 }
 
 TEST_F(FindMma, CallerForcesTheInstructions) {
@@ -573,12 +620,6 @@ TEST_F(FindMma, ForcedWgmmaWithoutSuchKernel) {
                              "(sm_90a)"),
             std::string::npos)
       << lastError();
-  // Backward has no wgmma kernels: FA_MMA_ANY finds the mma.sync one.
-  fa_kernel_query b = causal(90, FA_MMA_ANY);
-  b.direction = FA_DIRECTION_BWD;
-  EXPECT_EQ(find(b), "bwd");
-  b.mma = FA_MMA_WGMMA;
-  find(b, FA_ERROR_NOT_FOUND);
 }
 
 TEST_F(FindMma, InvalidMma) {

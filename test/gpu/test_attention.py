@@ -9,9 +9,9 @@ Pass rule (the flash-attn suite's): max|fa - ref64| <= 2 * max|math - ref64|
 Outputs and workspaces are NaN-poisoned before every launch, so anything a
 kernel fails to write shows up. Bad launches must be rejected with a message
 and must leave the outputs untouched. Each forward kernel's instructions
-(mma_sync, wgmma) is tested as its own config (--mma restricts to one); for
-wgmma kernels many launches on two streams check the runtime's tensor-map
-slots.
+(mma_sync, wgmma) is tested as its own config (--mma restricts to one), with
+the backward of the same instructions where the bundle has it; for wgmma
+kernels many launches on two streams check the runtime's tensor-map slots.
 
     python3 test/gpu/test_attention.py --bundle out/bundle --lib build/lib/libfa_runtime.so
 """
@@ -113,7 +113,8 @@ def random_case(rng, cfg, has_bwd):
             "window": (cfg["window_left"], cfg["window_right"]), "mma": cfg["mma"],
             "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
             "scale": rng.choice([None, 0.5 / math.sqrt(d), 1.3]),
-            "bwd": has_bwd, "autograd": rng.random() < 0.15}
+            "bwd": bool(has_bwd), "bwd_mma": has_bwd or None,
+            "autograd": rng.random() < 0.15}
 
 
 def mask_kwargs(case):
@@ -162,7 +163,7 @@ def run_case(case, gen, dev):
             delta = poisoned(b, h, nq, dtype=torch.float32, device=dev)
             acc = poisoned(b, h, nq, d, dtype=torch.float32, device=dev)
             fa.backward_into(q, k, v, o, do, lse, dq, dk, dvv, delta, acc,
-                             scale=case["scale"], **kw)
+                             scale=case["scale"], mma=case["bwd_mma"], **kw)
         torch.cuda.synchronize()
         judge("dq", dq, ql.grad, q64.grad, results)
         judge("dk", dk, kl.grad, k64.grad, results)
@@ -294,8 +295,9 @@ def main():
     kernels = bundle.kernels()
     fwd_cfgs = [k for k in kernels if k["direction"] == "fwd" and
                 args.mma in ("any", k["mma"])]
-    bwd_keys = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
-                 k["window_right"]) for k in kernels if k["direction"] == "bwd"}
+    bwd_builds = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
+                   k["window_right"], k["mma"]) for k in kernels if k["direction"] == "bwd"}
+    bwd_keys = {b[:-1] for b in bwd_builds}
     if not fwd_cfgs:
         print("FAIL: the bundle has no forward kernels (mma %s)" % args.mma)
         return 1
@@ -306,9 +308,12 @@ def main():
                c["window_right"])
         if key + (c["mma"],) not in seen:
             seen.add(key + (c["mma"],))
-            cfgs.append((c, key in bwd_keys))
+            # The backward of a forward config runs the build of the same
+            # instructions where the bundle has one, so both are tested.
+            bwd_mma = c["mma"] if key + (c["mma"],) in bwd_builds else "any"
+            cfgs.append((c, key in bwd_keys and bwd_mma))
     print("bundle %s: %d kernels, %d forward configs (%d with backward)" %
-          (args.bundle, len(kernels), len(cfgs), sum(b for _, b in cfgs)))
+          (args.bundle, len(kernels), len(cfgs), sum(bool(b) for _, b in cfgs)))
 
     rng = random.Random(args.seed)
     gen = torch.Generator(device=dev).manual_seed(args.seed)

@@ -23,7 +23,7 @@ static cl::list<std::string> configs("config", cl::desc("kernel config, e.g. fwd
 static cl::opt<std::string> configFile("config-file", cl::desc("file with one config per line"));
 static cl::opt<bool> defaults(
     "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
-                         "x fwd/bwd (mma.sync), and the sm_90a wgmma forwards"));
+                         "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
 
@@ -45,9 +45,10 @@ int main(int argc, char **argv) {
         for (const char *m : {"none", "causal"})
           texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m);
   if (defaults)
-    for (const char *d : {"d64", "d128"})
-      for (const char *m : {"none", "causal"})
-        texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma");
+    for (const char *dir : {"fwd", "bwd"})
+      for (const char *d : {"d64", "d128"})
+        for (const char *m : {"none", "causal"})
+          texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma");
   if (!configFile.empty()) {
     auto buf = MemoryBuffer::getFile(configFile);
     if (!buf) {
@@ -96,7 +97,9 @@ int main(int argc, char **argv) {
                    {"entries", std::move(entries)}, {"ptx", k.tag + ".ptx"}};
     if (c.direction == "bwd")
       o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
-    if (c.mma == "wgmma") {
+    if (c.mma == "wgmma")
+      o["mma"] = "wgmma";
+    if (c.mma == "wgmma" && c.direction == "fwd") {
       // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries).
       auto map = [&](const char *tensor, int64_t param, const char *rows,
                      const char *planes, const char *dim, int64_t boxRows) {
@@ -106,7 +109,6 @@ int main(int argc, char **argv) {
             {"box", json::Array{64, boxRows, 1}}, {"swizzle", 128},
             {"l2_promotion", 256}, {"oob_fill", "zero"}};
       };
-      o["mma"] = "wgmma";
       o["tensor_maps"] = json::Array{
           map("q", 11, "nq", "batch*heads", "head_dim", c.blockQ),
           map("k", 12, "nk", "batch*kv_heads", "head_dim", c.blockKV),

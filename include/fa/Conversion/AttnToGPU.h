@@ -15,8 +15,9 @@
 
 namespace mlir::fa {
 
-/// How the tensor-core products are issued: mma.sync (sm_80+), or wgmma with
-/// TMA loads and warp specialisation (sm_90a forward, HopperForwardKernel.cpp).
+/// How the tensor-core products are issued: mma.sync (sm_80+), or wgmma
+/// (sm_90a: the forward with TMA loads and warp specialisation,
+/// HopperForwardKernel.cpp; the backward, HopperBackwardKernel.cpp).
 enum class MmaStrategy { MmaSync, Wgmma };
 
 /// The tiling of one kernel. Zero fields mean "the default for the head dim".
@@ -26,7 +27,7 @@ struct GpuTileOptions {
   int64_t warps = 0;
   int64_t stages = 2;
   std::string target = "sm_90a";
-  /// "mma_sync" or "wgmma" (sm_90a forward, D = Dv in {64, 128}).
+  /// "mma_sync" or "wgmma" (sm_90a, D = Dv in {64, 128}).
   std::string mma = "mma_sync";
 };
 
@@ -100,7 +101,15 @@ std::string wgmmaVariantKey();
 /// unpadded (128 B swizzle).
 int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);
 
-/// Emits `fa_bwd_pre_<tag>`, `fa_bwd_<tag>` and `fa_bwd_post_<tag>`.
+/// The same for the wgmma backward.
+std::string wgmmaBackwardVariantKey();
+
+/// Dynamic shared memory of the wgmma main backward: K, V, two stages of
+/// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).
+int64_t wgmmaBackwardSharedBytes(const KernelPlan &plan);
+
+/// Emits `fa_bwd_pre_<tag>`, `fa_bwd_<tag>` and `fa_bwd_post_<tag>` (fa_bwd
+/// on wgmma for mma = wgmma, with the same parameters).
 void buildBackwardKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                           const KernelPlan &plan);
 

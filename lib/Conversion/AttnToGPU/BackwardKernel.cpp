@@ -16,10 +16,11 @@
 //                The next query tile's Q, dO, LSE and Delta are loaded with
 //                cp.async while the dQ products of the current tile run.
 //   fa_bwd_post  dQ = dq_accum in the element type.
+// With mma = wgmma (sm_90a) fa_bwd's body is HopperBackwardKernel.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Fragments.h"
+#include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 
@@ -139,33 +140,16 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   gpu::ReturnOp::create(b, loc);
 }
 
-/// Sᵀ elements a tile's mask removes get -inf: keys past Nk, queries past Nq,
-/// and pairs outside the band. As in the forward, the band depends only on
-/// kv − q, so positions are relative to this lane's first query column.
-static void maskScoresT(KernelBuilder &kb, MutableArrayRef<Value> s,
-                        const attn::ScorePosition &tile, Value keyRow0) {
-  OpBuilder &b = kb.b;
-  Value laneQuery = kb.add(tile.q, kb.mul(kb.threadInGroup, 2));
-  Value queriesLeft = kb.sub(tile.nq, laneQuery);
-  Value relKey[2], keyOk[2];
-  for (int64_t r = 0; r < 2; ++r) {
-    Value key = kb.add(tile.kv, kb.add(keyRow0, kb.add(kb.groupId, r * 8)));
-    keyOk[r] = kb.lt(key, tile.nk);
-    relKey[r] = kb.sub(key, laneQuery);
-  }
-  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
-    for (int64_t i = 0; i < 4; ++i) {
-      attn::ScorePosition pos = tile;
-      pos.q = kb.idx(n * 8 + i % 2);
-      pos.kv = relKey[i / 2];
-      Value ok = arith::AndIOp::create(b, kb.loc, keyOk[i / 2],
-                                       kb.lt(pos.q, queriesLeft));
-      if (kb.plan.spec.hasMask())
-        ok = arith::AndIOp::create(
-            b, kb.loc, ok,
-            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
-      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
-    }
+/// fa_bwd with the parameters of docs/ABI.md, for either body.
+static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
+                                       gpu::GPUModuleOp module,
+                                       const KernelPlan &plan) {
+  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  return createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
+                      {flat(elem), flat(elem), flat(elem), flat(elem),
+                       flat(f32), flat(f32), flat(f32), flat(elem), flat(elem),
+                       i32, i32, i32, i32, i32, f32},
+                      plan, plan.backwardSharedBytes());
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
@@ -180,12 +164,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   const int64_t wk = plan.sliceHeadDim(), wv = plan.sliceHeadDimV();
   const int64_t wkPad = (wk + 15) / 16 * 16, wvPad = (wv + 15) / 16 * 16;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
-                           {flat(elem), flat(elem), flat(elem), flat(elem),
-                            flat(f32), flat(f32), flat(f32), flat(elem),
-                            flat(elem), i32, i32, i32, i32, i32, f32},
-                           plan, plan.backwardSharedBytes());
+  Type f32 = b.getF32Type();
+  auto func = createMainKernel(b, loc, module, plan);
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), doMem = arg(3),
@@ -336,7 +316,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd,
                                     nk)));
       s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
-        maskScoresT(kb, masked, {batch, head, maskQuery, kBegin, nq, nk},
+        maskScoresTransposed(kb, masked, {batch, head, maskQuery, kBegin, nq, nk},
                     keyRow0);
       });
 
@@ -522,6 +502,12 @@ void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
                                     const KernelPlan &plan) {
   OpBuilder::InsertionGuard guard(b);
   buildPreKernel(b, loc, module, plan);
-  buildMainKernel(b, loc, module, plan);
+  if (plan.strategy == MmaStrategy::Wgmma) {
+    gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan);
+    KernelBuilder kb(b, loc, plan);
+    buildBackwardMainWgmma(kb, module, func);
+  } else {
+    buildMainKernel(b, loc, module, plan);
+  }
   buildPostKernel(b, loc, module, plan);
 }

@@ -78,10 +78,10 @@ struct ConvertAttnToGPUPass final
       return success(); // an identical kernel was already emitted
     b.setInsertionPointToEnd(module.getBody());
     auto gpuModule = gpu::GPUModuleOp::create(b, op->getLoc(), name);
-    if (plan->strategy == MmaStrategy::Wgmma)
-      buildForwardKernelWgmma(b, op->getLoc(), gpuModule, *plan);
-    else if (backward)
+    if (backward)
       buildBackwardKernels(b, op->getLoc(), gpuModule, *plan);
+    else if (plan->strategy == MmaStrategy::Wgmma)
+      buildForwardKernelWgmma(b, op->getLoc(), gpuModule, *plan);
     else
       buildForwardKernel(b, op->getLoc(), gpuModule, *plan);
     return success();

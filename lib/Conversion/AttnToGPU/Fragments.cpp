@@ -80,6 +80,14 @@ void KernelBuilder::setupThreadIds() {
   threadInGroup = remui(lane, 4);
 }
 
+void KernelBuilder::setupOpaqueThreadIds() {
+  tid = opaqueIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  warp = divui(tid, 32);
+  lane = remui(tid, 32);
+  groupId = divui(lane, 4);
+  threadInGroup = remui(lane, 4);
+}
+
 void KernelBuilder::setupSharedMemory(gpu::GPUModuleOp module, int64_t elems) {
   smem = sharedView(module, plan.elemType, elems);
 }
@@ -133,9 +141,34 @@ void KernelBuilder::redAddPairF32(Value addr, int64_t byteOffset, Value lo,
 
 void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
                                   Value rowLimit, const SharedTile &tile) {
-  const int64_t validChunks = tile.cols / 8; // 8 elements = 16 bytes
-  const int64_t chunksPerRow = (tile.cols + 15) / 16 * 2;
-  const int64_t chunks = tile.rows * chunksPerRow;
+  copyRowsAsync(gmem, gBase, rowBegin, rowLimit, tile.rows, tile.cols,
+                [&](Value row, Value, Value col) {
+                  return add(tile.base, add(mul(row, tile.stride), col));
+                });
+}
+
+void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
+                                          Value rowBegin, Value rowLimit,
+                                          int64_t rows, int64_t cols,
+                                          Value base) {
+  copyRowsAsync(gmem, gBase, rowBegin, rowLimit, rows, cols,
+                [&](Value row, Value chunk, Value) {
+                  Value slab = divui(chunk, 8);
+                  Value swz = arith::XOrIOp::create(b, loc, remui(chunk, 8),
+                                                    remui(row, 8));
+                  return add(base, add(mul(slab, rows * 64),
+                                       add(mul(row, 64), mul(swz, 8))));
+                });
+}
+
+void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
+                                  Value rowLimit, int64_t rows, int64_t cols,
+                                  function_ref<Value(Value, Value, Value)> dst) {
+  // Rows are padded to whole 16-column groups (head dims that are multiples
+  // of 8); the padding chunks read nothing.
+  const int64_t validChunks = cols / 8; // 8 elements = 16 bytes
+  const int64_t chunksPerRow = (cols + 15) / 16 * 2;
+  const int64_t chunks = rows * chunksPerRow;
   const int64_t threads = plan.threads();
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   for (int64_t first = 0; first < chunks; first += threads) {
@@ -157,9 +190,9 @@ void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
       }
       Value srcRow = select(valid, grow, idx(0));
       Value srcElems = select(valid, idx(8), idx(0));
-      Value src = add(gBase, add(mul(srcRow, tile.cols), srcCol));
-      Value dst = add(tile.base, add(mul(row, tile.stride), col));
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{dst},
+      Value src = add(gBase, add(mul(srcRow, cols), srcCol));
+      Value at = dst(row, chunk, col);
+      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{at},
                                        gmem, ValueRange{src}, b.getIndexAttr(8),
                                        srcElems, b.getUnitAttr());
     };

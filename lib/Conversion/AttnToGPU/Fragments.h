@@ -89,6 +89,23 @@ public:
 
   /// Thread, warp and lane ids; `threads` is the CTA size.
   void setupThreadIds();
+  /// The same ids derived from an opaque copy of the thread id: inside a
+  /// loop body, LLVM then cannot hoist lane-dependent addresses out of the
+  /// loop (where they would hold 64-bit registers for its whole length).
+  void setupOpaqueThreadIds();
+  struct ThreadIds {
+    Value tid, warp, lane, groupId, threadInGroup;
+  };
+  ThreadIds threadIds() const {
+    return {tid, warp, lane, groupId, threadInGroup};
+  }
+  void setThreadIds(const ThreadIds &ids) {
+    tid = ids.tid;
+    warp = ids.warp;
+    lane = ids.lane;
+    groupId = ids.groupId;
+    threadInGroup = ids.threadInGroup;
+  }
   /// The dynamic shared buffer as memref<elems x elem, 3>, backed by a
   /// size-0 public global so PTX gets a real `.extern .shared`.
   void setupSharedMemory(gpu::GPUModuleOp module, int64_t elems);
@@ -110,6 +127,12 @@ public:
   /// cp.async group.
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile);
+  /// The same rows into a 128 B-swizzled tile at element offset `base`
+  /// (Wgmma.h): 64-column slabs of `rows` rows, 16 B chunk c of row r at
+  /// chunk c ^ (r mod 8). Commits the copies as one cp.async group.
+  void copyTileAsyncSwizzled(Value gmem, Value gBase, Value rowBegin,
+                             Value rowLimit, int64_t rows, int64_t cols,
+                             Value base);
   /// Commits the cp.async copies issued since the last commit as one group.
   /// (cp.async.commit_group itself, not nvgpu's token form: a group whose
   /// copies are all predicated has no token to name.)
@@ -149,6 +172,15 @@ public:
   Value maxf(Value x, Value y);
   Value negInf() { return f32(-INFINITY); }
 
+private:
+  /// copyTileAsync's loop: `dst(row, chunk, col)` is the shared element
+  /// offset of 16 B chunk `chunk` (first column `col`) of tile row `row`.
+  void copyRowsAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
+                     int64_t rows, int64_t cols,
+                     function_ref<Value(Value, Value, Value)> dst);
+
+public:
+
   /// The type of one packed operand register (i32 for bf16, vector<2xf16>).
   Type fragType();
   /// vector<4 x elem> stores / loads of 2 elements with 4-byte alignment.
@@ -180,6 +212,12 @@ struct SoftmaxState {
 /// columns 8n + 2t, +1 of the tile at `tile`.
 void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
                 const attn::ScorePosition &tile, Value rowBase);
+
+/// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane
+/// (g, t) holds keys keyRow0 + g, +8 and queries 8n + 2t, +1 of the tile at
+/// `tile`; queries past Nq are masked too.
+void maskScoresTransposed(KernelBuilder &kb, MutableArrayRef<Value> s,
+                          const attn::ScorePosition &tile, Value keyRow0);
 
 /// Rescales `acc` and turns the scores `s` (n8 tiles × 4, raw Q·Kᵀ) into P in
 /// place, updating `state`; `scaleLog2` is scale·log2(e).

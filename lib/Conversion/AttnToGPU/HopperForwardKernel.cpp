@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Fragments.h"
+#include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -50,10 +50,8 @@ std::string mlir::fa::wgmmaVariantKey() {
 }
 
 namespace {
-/// Rows of one consumer warpgroup and TMA box width (128 B of 16-bit data).
+/// Rows of one consumer warpgroup.
 constexpr int64_t kRowsPerConsumer = 64;
-constexpr int64_t kSlabCols = 64;
-constexpr int64_t kSlabRowBytes = 128;
 /// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups).
 constexpr uint32_t kProducerRegs = 24;
 constexpr uint32_t kConsumerRegs = 240;
@@ -158,64 +156,6 @@ private:
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// Small NVVM-level helpers
-//===----------------------------------------------------------------------===//
-
-static Type accStructType(OpBuilder &b, int64_t n) {
-  return LLVM::LLVMStructType::getLiteral(
-      b.getContext(), SmallVector<Type>(n, b.getF32Type()));
-}
-
-static SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value s,
-                                       int64_t n) {
-  SmallVector<Value> v;
-  for (int64_t i = 0; i < n; ++i)
-    v.push_back(LLVM::ExtractValueOp::create(b, loc, s, ArrayRef<int64_t>{i}));
-  return v;
-}
-
-/// Passes `vals` through an empty side-effecting asm that claims to rewrite
-/// them: reads of wgmma accumulators then cannot move above the
-/// `wgmma.wait_group` that makes them valid (CUTLASS's operand fence).
-static SmallVector<Value> fenceOperands(OpBuilder &b, Location loc,
-                                        ArrayRef<Value> vals) {
-  const int64_t n = vals.size();
-  std::string constraints;
-  for (int64_t i = 0; i < n; ++i)
-    constraints += (i ? ",=f" : "=f");
-  for (int64_t i = 0; i < n; ++i)
-    constraints += "," + std::to_string(i);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, accStructType(b, n), vals, "", constraints,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return unpackStruct(b, loc, asmOp.getResult(0), n);
-}
-
-/// `bar.sync` or `bar.arrive` on named barrier `id` for `threads` threads. The
-/// id stays an immediate (one held in a register makes ptxas reserve all 16
-/// barriers); the memory clobber keeps shared-memory accesses on their side.
-static void namedBarrier(OpBuilder &b, Location loc, StringRef op, int64_t id,
-                         int64_t threads) {
-  std::string text =
-      (op + " " + llvm::Twine(id) + ", " + llvm::Twine(threads) + ";").str();
-  LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text,
-                            "~{memory}", /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                            /*asm_dialect=*/nullptr,
-                            /*operand_attrs=*/nullptr);
-}
-
-/// Two f32 → one i32 of two packed 16-bit elements (a wgmma A register).
-static Value packI32(KernelBuilder &kb, Value lo, Value hi) {
-  Value v = kb.truncPair(lo, hi);
-  v = vector::BitCastOp::create(kb.b, kb.loc,
-                                VectorType::get({1}, kb.b.getI32Type()), v);
-  return vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{0});
-}
-
-//===----------------------------------------------------------------------===//
 // Shared memory, TMA and mbarriers
 //===----------------------------------------------------------------------===//
 
@@ -249,22 +189,7 @@ Value HopperForward::slabView(Value byteOffset, int64_t rows) {
 }
 
 Value HopperForward::descriptor(Value byteOffset, int64_t lbo) {
-  // Start address (>> 4) in bits 0-13, LBO (>> 4) in bits 16-29; the shared
-  // buffer ends below 228 KB, so the start never carries into bit 14.
-  Value off = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), byteOffset);
-  Value start = arith::ShRUIOp::create(b, loc, off, i64(4));
-  Value d = arith::AddIOp::create(b, loc, descBase, start);
-  d = arith::AddIOp::create(b, loc, d, i64((lbo >> 4) << 16));
-  // Pinned by a side-effecting copy where it is built, before wgmma.fence:
-  // LLVM would otherwise sink the arithmetic between the fence and the wgmma
-  // (ptxas then serialises the wgmmas) or hoist loop-invariant descriptors
-  // out of the loop (64-bit registers held across it).
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, b.getI64Type(), ValueRange{d}, "mov.b64 $0, $1;", "=l,l",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return asmOp.getResult(0);
+  return wgmmaDescriptor(kb, descBase, byteOffset, lbo);
 }
 
 void HopperForward::wait(int64_t barrier, Value stage, Value parity) {
@@ -354,64 +279,19 @@ SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
 }
 
 Value HopperForward::issueQK(ArrayRef<Value> descs) {
-  const int64_t bkv = plan.blockKV;
-  NVVM::WGMMATypes ty =
-      plan.elemType.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
-  Type accTy = accStructType(b, bkv / 2);
-  Value acc = LLVM::PoisonOp::create(b, loc, accTy);
+  SmallVector<Value> q, k;
   for (int64_t ks = 0; ks < static_cast<int64_t>(descs.size()) / 2; ++ks) {
-    Value qDesc = descs[2 * ks], kDesc = descs[2 * ks + 1];
-    acc = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, accTy, acc, qDesc, kDesc,
-        NVVM::MMAShapeAttr::get(b.getContext(), 64, bkv, 16), ty, ty,
-        NVVM::WGMMATypes::f32,
-        ks == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-        NVVM::MMALayout::row, NVVM::MMALayout::col,
-        /*satfinite=*/nullptr);
+    q.push_back(descs[2 * ks]);
+    k.push_back(descs[2 * ks + 1]);
   }
-  return acc;
+  return issueWgmmaShared(kb, plan.blockKV, q, k, NVVM::MMALayout::row,
+                          NVVM::MMALayout::col);
 }
 
 SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
                                           ArrayRef<Value> descs,
                                           ArrayRef<Value> acc) {
-  // MLIR's wgmma op takes A only from shared memory: register A goes
-  // through inline PTX. Operands: $0..$(n-1) accumulators (tied inputs
-  // after), a0-a3, the B descriptor. scale-d is a predicate set from an
-  // immediate: a register defined between wgmma.fence and the wgmma would
-  // make ptxas serialise the wgmma pipeline (C7513).
-  const int64_t n = acc.size(), dv = plan.headDimV, bkv = plan.blockKV;
-  std::string ab = plan.elemType.isBF16() ? "bf16" : "f16";
-  std::string outs;
-  for (int64_t i = 0; i < n; ++i)
-    outs += (i ? ", $" : "$") + std::to_string(i);
-  std::string asmText =
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(dv) +
-      "k16.f32." + ab + "." + ab + " {" + outs + "}, {$" +
-      std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
-      std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
-      std::to_string(n + 4) + ", p, 1, 1, 1;\n}";
-  std::string constraints;
-  for (int64_t i = 0; i < n; ++i)
-    constraints += (i ? ",=f" : "=f");
-  constraints += ",r,r,r,r,l";
-  for (int64_t i = 0; i < n; ++i)
-    constraints += "," + std::to_string(i);
-
-  SmallVector<Value> cur(acc);
-  for (int64_t kk = 0; kk < bkv / 16; ++kk) {
-    SmallVector<Value> operands(p.begin() + kk * 4, p.begin() + kk * 4 + 4);
-    operands.push_back(descs[kk]);
-    operands.append(cur);
-    auto asmOp = LLVM::InlineAsmOp::create(
-        b, loc, accStructType(b, n), operands, asmText, constraints,
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-        /*operand_attrs=*/nullptr);
-    cur = unpackStruct(b, loc, asmOp.getResult(0), n);
-  }
-  return cur;
+  return issueWgmmaRegisterA(kb, p, descs, acc);
 }
 
 void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
@@ -450,18 +330,10 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     alpha[1] = unit[2];
     return s;
   };
-  // P as A registers. The A fragment of k16 step kk is (g, 2t) (g+8, 2t)
-  // (g, 2t+8) (g+8, 2t+8): n8 tiles 2kk and 2kk+1 of the accumulator in
-  // order. Packing happens only once no wgmma is in flight: registers of a
-  // later wgmma defined while one runs make ptxas serialise them (C7513).
-  auto packP = [&](ArrayRef<Value> s) {
-    SmallVector<Value> p;
-    for (int64_t n = 0; n < sN / 4; ++n) {
-      p.push_back(packI32(kb, s[n * 4], s[n * 4 + 1]));
-      p.push_back(packI32(kb, s[n * 4 + 2], s[n * 4 + 3]));
-    }
-    return p;
-  };
+  // P as A registers (Wgmma.h). Packing happens only once no wgmma is in
+  // flight: registers of a later wgmma defined while one runs make ptxas
+  // serialise them (C7513).
+  auto packP = [&](ArrayRef<Value> s) { return accumulatorToWgmmaA(kb, s); };
   auto stageOf = [&](Value it) { return kb.remui(it, layout.stages); };
   auto parityAt = [&](Value it) {
     return parityOf(kb.divui(it, layout.stages));
@@ -752,16 +624,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
       plan.blockKV);
 
   kb.setupSharedMemory(module, layout.total() / 2);
-  Value base = arith::IndexCastUIOp::create(
-      b, loc, b.getI64Type(),
-      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, kb.smem));
-  // 128 B swizzle (bits 62-63 = 1), SBO = 1024 B (bits 32-45).
-  int64_t hi = (int64_t(1) << 62) | (int64_t(1024 >> 4) << 32);
-  // The start field holds 14 bits of (addr >> 4); shared offsets stay below
-  // 256 KB, so base + tile offset never carries out of it.
-  Value start = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, base, i64(4)), i64(0x3FFF));
-  descBase = arith::OrIOp::create(b, loc, i64(hi), start);
+  descBase = wgmmaDescriptorBase(kb);
 
   bars.stages = layout.stages;
   auto groupTy = nvgpu::MBarrierGroupType::get(

@@ -29,6 +29,8 @@ int64_t KernelPlan::forwardSharedBytes() const {
 }
 
 int64_t KernelPlan::backwardSharedBytes() const {
+  if (strategy == MmaStrategy::Wgmma)
+    return wgmmaBackwardSharedBytes(*this);
   // K, V (resident for the CTA) | Q, dO (one query tile) | dSᵀ (bkv × bq).
   int64_t elems = blockKV * strideQK() + blockKV * strideV() +
                   blockQ * strideQK() + blockQ * strideV() +
@@ -63,6 +65,8 @@ std::string KernelPlan::tag() const {
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
 /// producer warpgroup (12 warps), 128-key tiles, a 2- or 3-stage K/V ring.
+/// The wgmma backward: 128 keys in two warpgroups of 64 (8 warps), 64-row
+/// query tiles double-buffered (2 stages).
 static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                                               const GpuTileOptions &options,
                                               std::string &error) {
@@ -72,13 +76,25 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   };
   if (plan.target != "sm_90a")
     return fail("expected target sm_90a for mma = wgmma, got " + plan.target);
-  if (plan.backward)
-    return fail("mma = wgmma has no backward kernels yet");
   if (plan.headDim != plan.headDimV || (plan.headDim != 64 && plan.headDim != 128))
     return fail("expected D = Dv in {64, 128} for mma = wgmma, got D " +
                 llvm::Twine(plan.headDim) + " and Dv " +
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
+  if (plan.backward) {
+    plan.warps = 8;
+    plan.blockQ = 64;
+    plan.blockKV = 128;
+    if ((options.blockQ && options.blockQ != 64) ||
+        (options.blockKV && options.blockKV != 128) ||
+        (options.warps && options.warps != 8))
+      return fail("expected block-q = 64, block-kv = 128 and 8 warps for the "
+                  "mma = wgmma backward");
+    if (plan.stages != 2)
+      return fail("expected 2 stages for the mma = wgmma backward, got " +
+                  llvm::Twine(plan.stages));
+    return plan;
+  }
   plan.warps = 12;
   plan.blockQ = 128;
   plan.blockKV = options.blockKV ? options.blockKV : 128;

@@ -43,6 +43,36 @@ void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
     }
 }
 
+/// Sᵀ elements a tile's mask removes get -inf: keys past Nk, queries past Nq,
+/// and pairs outside the band. As in the forward, the band depends only on
+/// kv − q, so positions are relative to this lane's first query column.
+void mlir::fa::gpu_lowering::maskScoresTransposed(
+    KernelBuilder &kb, MutableArrayRef<Value> s,
+    const attn::ScorePosition &tile, Value keyRow0) {
+  OpBuilder &b = kb.b;
+  Value laneQuery = kb.add(tile.q, kb.mul(kb.threadInGroup, 2));
+  Value queriesLeft = kb.sub(tile.nq, laneQuery);
+  Value relKey[2], keyOk[2];
+  for (int64_t r = 0; r < 2; ++r) {
+    Value key = kb.add(tile.kv, kb.add(keyRow0, kb.add(kb.groupId, r * 8)));
+    keyOk[r] = kb.lt(key, tile.nk);
+    relKey[r] = kb.sub(key, laneQuery);
+  }
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = kb.idx(n * 8 + i % 2);
+      pos.kv = relKey[i / 2];
+      Value ok = arith::AndIOp::create(b, kb.loc, keyOk[i / 2],
+                                       kb.lt(pos.q, queriesLeft));
+      if (kb.plan.spec.hasMask())
+        ok = arith::AndIOp::create(
+            b, kb.loc, ok,
+            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+      s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
+    }
+}
+
 /// Max (or sum) over the 4 lanes sharing a row.
 static Value quadReduce(KernelBuilder &kb, Value v, bool isMax) {
   for (int64_t m : {1, 2}) {

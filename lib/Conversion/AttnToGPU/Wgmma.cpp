@@ -1,0 +1,188 @@
+//===- Wgmma.cpp - sm_90a warpgroup MMA building blocks ---------*- C++ -*-===//
+
+#include "Wgmma.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa::gpu_lowering;
+
+static Value i64(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+}
+
+Type mlir::fa::gpu_lowering::wgmmaAccType(OpBuilder &b, int64_t n) {
+  return LLVM::LLVMStructType::getLiteral(
+      b.getContext(), SmallVector<Type>(n, b.getF32Type()));
+}
+
+SmallVector<Value> mlir::fa::gpu_lowering::unpackStruct(OpBuilder &b,
+                                                        Location loc, Value s,
+                                                        int64_t n) {
+  SmallVector<Value> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(LLVM::ExtractValueOp::create(b, loc, s, ArrayRef<int64_t>{i}));
+  return v;
+}
+
+SmallVector<Value>
+mlir::fa::gpu_lowering::fenceOperands(OpBuilder &b, Location loc,
+                                      ArrayRef<Value> vals) {
+  const int64_t n = vals.size();
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i)
+    constraints += (i ? ",=f" : "=f");
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, wgmmaAccType(b, n), vals, "", constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return unpackStruct(b, loc, asmOp.getResult(0), n);
+}
+
+void mlir::fa::gpu_lowering::namedBarrier(OpBuilder &b, Location loc,
+                                          StringRef op, int64_t id,
+                                          int64_t threads) {
+  // The id stays an immediate (one held in a register makes ptxas reserve
+  // all 16 barriers); the memory clobber keeps shared-memory accesses on
+  // their side.
+  std::string text =
+      (op + " " + llvm::Twine(id) + ", " + llvm::Twine(threads) + ";").str();
+  LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text,
+                            "~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            /*asm_dialect=*/nullptr,
+                            /*operand_attrs=*/nullptr);
+}
+
+Value mlir::fa::gpu_lowering::packI32(KernelBuilder &kb, Value lo, Value hi) {
+  Value v = kb.truncPair(lo, hi);
+  v = vector::BitCastOp::create(kb.b, kb.loc,
+                                VectorType::get({1}, kb.b.getI32Type()), v);
+  return vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{0});
+}
+
+Value mlir::fa::gpu_lowering::wgmmaDescriptorBase(KernelBuilder &kb) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Value base = arith::IndexCastUIOp::create(
+      b, loc, b.getI64Type(),
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, kb.smem));
+  // 128 B swizzle (bits 62-63 = 1), SBO = 1024 B (bits 32-45).
+  int64_t hi = (int64_t(1) << 62) | (int64_t(1024 >> 4) << 32);
+  // The start field holds 14 bits of (addr >> 4); shared offsets stay below
+  // 256 KB, so base + tile offset never carries out of it.
+  Value start = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, base, i64(b, loc, 4)),
+      i64(b, loc, 0x3FFF));
+  return arith::OrIOp::create(b, loc, i64(b, loc, hi), start);
+}
+
+Value mlir::fa::gpu_lowering::wgmmaDescriptor(KernelBuilder &kb,
+                                              Value descBase, Value byteOffset,
+                                              int64_t lbo) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  // Start address (>> 4) in bits 0-13, LBO (>> 4) in bits 16-29; the shared
+  // buffer ends below 228 KB, so the start never carries into bit 14.
+  Value off = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), byteOffset);
+  Value start = arith::ShRUIOp::create(b, loc, off, i64(b, loc, 4));
+  Value d = arith::AddIOp::create(b, loc, descBase, start);
+  d = arith::AddIOp::create(b, loc, d, i64(b, loc, (lbo >> 4) << 16));
+  // Pinned by a side-effecting copy where it is built, before wgmma.fence:
+  // LLVM would otherwise sink the arithmetic between the fence and the wgmma
+  // (ptxas then serialises the wgmmas) or hoist loop-invariant descriptors
+  // out of the loop (64-bit registers held across it).
+  return opaqueI64(kb, d);
+}
+
+Value mlir::fa::gpu_lowering::opaqueI64(KernelBuilder &kb, Value v) {
+  auto asmOp = LLVM::InlineAsmOp::create(
+      kb.b, kb.loc, kb.b.getI64Type(), ValueRange{v}, "mov.b64 $0, $1;",
+      "=l,l", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return asmOp.getResult(0);
+}
+
+static NVVM::WGMMATypes wgmmaType(KernelBuilder &kb) {
+  return kb.plan.elemType.isBF16() ? NVVM::WGMMATypes::bf16
+                                   : NVVM::WGMMATypes::f16;
+}
+
+Value mlir::fa::gpu_lowering::issueWgmmaShared(KernelBuilder &kb, int64_t n,
+                                               ArrayRef<Value> aDescs,
+                                               ArrayRef<Value> bDescs,
+                                               NVVM::MMALayout layoutA,
+                                               NVVM::MMALayout layoutB) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  NVVM::WGMMATypes ty = wgmmaType(kb);
+  Type accTy = wgmmaAccType(b, n / 2);
+  Value acc = LLVM::PoisonOp::create(b, loc, accTy);
+  for (int64_t ks = 0; ks < static_cast<int64_t>(aDescs.size()); ++ks)
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accTy, acc, aDescs[ks], bDescs[ks],
+        NVVM::MMAShapeAttr::get(b.getContext(), 64, n, 16), ty, ty,
+        NVVM::WGMMATypes::f32,
+        ks == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, layoutA, layoutB,
+        /*satfinite=*/nullptr);
+  return acc;
+}
+
+SmallVector<Value> mlir::fa::gpu_lowering::issueWgmmaRegisterA(
+    KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> bDescs,
+    ArrayRef<Value> acc) {
+  // MLIR's wgmma op takes A only from shared memory: register A goes
+  // through inline PTX. Operands: $0..$(n-1) accumulators (tied inputs
+  // after), a0-a3, the B descriptor. scale-d is a predicate set from an
+  // immediate: a register defined between wgmma.fence and the wgmma would
+  // make ptxas serialise the wgmma pipeline (C7513).
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  const int64_t n = acc.size();
+  std::string ab = kb.plan.elemType.isBF16() ? "bf16" : "f16";
+  std::string outs;
+  for (int64_t i = 0; i < n; ++i)
+    outs += (i ? ", $" : "$") + std::to_string(i);
+  std::string asmText =
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" +
+      std::to_string(2 * n) + "k16.f32." + ab + "." + ab + " {" + outs +
+      "}, {$" + std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
+      std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
+      std::to_string(n + 4) + ", p, 1, 1, 1;\n}";
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i)
+    constraints += (i ? ",=f" : "=f");
+  constraints += ",r,r,r,r,l";
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+
+  SmallVector<Value> cur(acc);
+  for (int64_t kk = 0; kk < static_cast<int64_t>(bDescs.size()); ++kk) {
+    SmallVector<Value> operands(a.begin() + kk * 4, a.begin() + kk * 4 + 4);
+    operands.push_back(bDescs[kk]);
+    operands.append(cur);
+    auto asmOp = LLVM::InlineAsmOp::create(
+        b, loc, wgmmaAccType(b, n), operands, asmText, constraints,
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+        /*operand_attrs=*/nullptr);
+    cur = unpackStruct(b, loc, asmOp.getResult(0), n);
+  }
+  return cur;
+}
+
+SmallVector<Value>
+mlir::fa::gpu_lowering::accumulatorToWgmmaA(KernelBuilder &kb,
+                                            ArrayRef<Value> c) {
+  SmallVector<Value> a;
+  for (int64_t n = 0; n < static_cast<int64_t>(c.size()) / 4; ++n) {
+    a.push_back(packI32(kb, c[n * 4], c[n * 4 + 1]));
+    a.push_back(packI32(kb, c[n * 4 + 2], c[n * 4 + 3]));
+  }
+  return a;
+}

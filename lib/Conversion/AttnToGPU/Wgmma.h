@@ -1,0 +1,90 @@
+//===- Wgmma.h - sm_90a warpgroup MMA building blocks -----------*- C++ -*-===//
+//
+// What the wgmma kernels (HopperForwardKernel.cpp, HopperBackwardKernel.cpp)
+// share: shared-memory matrix descriptors of 128 B-swizzled tiles, the
+// shared-memory and register-A forms of wgmma.mma_async, the operand fence
+// of their accumulators, named barriers.
+//
+// A wgmma m64nN f32 accumulator is N/2 registers per lane, laid out per warp
+// as N/8 mma.sync m16n8 tiles (Fragments.h): lane (g, t) of warp w holds rows
+// 16w + g, +8 and columns 8n + 2t, +1 of n8 tile n.
+//
+// Tiles are 64-column slabs of 128 B rows, 16 B chunk c of row r stored at
+// chunk c ^ (r mod 8), each slab 1024 B aligned. Descriptors:
+//   K-major operand (rows of k):   +32 B per k16 step inside a slab, +one
+//                                  slab per 64 k; SBO = 1024 B (8 rows).
+//   MN-major operand ("transposed", rows of k holding m or n):
+//                                  LBO = one slab (the next 64 of m or n),
+//                                  SBO = 1024 B, +2048 B (16 rows) per k16.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_CONVERSION_ATTNTOGPU_WGMMA_H
+#define FA_LIB_CONVERSION_ATTNTOGPU_WGMMA_H
+
+#include "Fragments.h"
+
+namespace mlir::fa::gpu_lowering {
+
+/// Bytes of one row of a 64-column slab (64 16-bit elements).
+constexpr int64_t kSlabRowBytes = 128;
+constexpr int64_t kSlabCols = 64;
+
+/// The literal struct of `n` f32 accumulators a wgmma returns.
+Type wgmmaAccType(OpBuilder &b, int64_t n);
+
+/// The `n` members of a struct value.
+SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value s, int64_t n);
+
+/// Passes `vals` through an empty side-effecting asm that claims to rewrite
+/// them: reads of wgmma accumulators then cannot move above the
+/// `wgmma.wait_group` that makes them valid (CUTLASS's operand fence).
+SmallVector<Value> fenceOperands(OpBuilder &b, Location loc,
+                                 ArrayRef<Value> vals);
+
+/// `bar.sync` or `bar.arrive` on named barrier `id` for `threads` threads.
+void namedBarrier(OpBuilder &b, Location loc, StringRef op, int64_t id,
+                  int64_t threads);
+
+/// Two f32 → one i32 of two packed 16-bit elements (a wgmma A register).
+Value packI32(KernelBuilder &kb, Value lo, Value hi);
+
+/// The descriptor bits shared by every tile of `kb.smem`: 128 B swizzle,
+/// SBO = 1024 B, and the buffer's start address.
+Value wgmmaDescriptorBase(KernelBuilder &kb);
+
+/// The descriptor of the operand at `byteOffset` (index) of the shared
+/// buffer with leading byte offset `lbo`, built from `descBase`.
+Value wgmmaDescriptor(KernelBuilder &kb, Value descBase, Value byteOffset,
+                      int64_t lbo);
+
+/// `v` (i64) through a side-effecting `mov`, so LLVM cannot reason across
+/// it: built inside a loop, what depends on it stays in the loop.
+Value opaqueI64(KernelBuilder &kb, Value v);
+
+/// acc = A·B for one m64nNk(16·steps) product with both operands in shared
+/// memory (descriptor pairs per k16 step); the first step overwrites the
+/// accumulator. Issued only: the caller fences, commits and waits.
+Value issueWgmmaShared(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
+                       ArrayRef<Value> bDescs, NVVM::MMALayout layoutA,
+                       NVVM::MMALayout layoutB);
+
+/// acc += A·B with A in registers (4 packed registers per k16 step, the
+/// accumulator layout of Fragments.h's A) and an MN-major B in shared
+/// memory; acc has N/2 values. Issued only.
+SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
+                                       ArrayRef<Value> bDescs,
+                                       ArrayRef<Value> acc);
+
+/// Packs an m64nN accumulator (f32, N/2 values) as the A registers of
+/// N/16 k16 steps: n8 tiles 2kk and 2kk + 1 in order.
+SmallVector<Value> accumulatorToWgmmaA(KernelBuilder &kb, ArrayRef<Value> c);
+
+/// Fills the body of `func`, fa_bwd of docs/ABI.md, with the wgmma main
+/// backward (HopperBackwardKernel.cpp).
+void buildBackwardMainWgmma(KernelBuilder &kb, gpu::GPUModuleOp module,
+                            gpu::GPUFuncOp func);
+
+} // namespace mlir::fa::gpu_lowering
+
+#endif // FA_LIB_CONVERSION_ATTNTOGPU_WGMMA_H

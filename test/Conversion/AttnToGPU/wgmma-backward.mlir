@@ -1,0 +1,82 @@
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope
+// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-pipeline | FileCheck %s --check-prefix=PIPE
+
+// The wgmma backward keeps the three kernels and the parameters of the
+// mma.sync backward (no tensor maps); 256 threads, two warpgroups of 64 keys.
+// Shared memory: K, V, 2 stages of Q and dO, dSᵀ (bf16) and 2 stages of LSE
+// and Delta (f32): 2·(2·128·128 + 4·64·128 + 128·64) + 1024 bytes.
+// CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a
+// CHECK: gpu.func @fa_bwd_pre_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a(
+// CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a(
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+// CHECK-SAME: fa.shared_bytes = 148480
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// K and V resident, then a loop over query heads × query tiles with dK and
+// dV (64 + 64 values per lane) carried in registers.
+// CHECK: nvgpu.device_async_copy
+// CHECK: %{{.*}}:128 = scf.for
+// cp.async data is fenced for the async proxy before the tile barrier.
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
+// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: K-major shared-memory wgmma, two groups.
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// Boundary tiles only are masked; P from LSE with exp2.
+// CHECK: scf.if
+// CHECK: } else {
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// dV += Pᵀ·dO and dK += dSᵀ·Q with A in registers (4 k16 steps each).
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// dQ = dS·K: dSᵀ through shared memory, both operands MN-major, D/2 columns
+// per warpgroup, reduced into dq_accum.
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: red.global.add.v2.f32
+// CHECK: gpu.func @fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a(
+// With -fa-wgmma-bwd-pipeline: 3 stages of Q, dO, LSE and Delta, 2 dSᵀ
+// buffers; Sᵀ of the first tile before the loop, the next tile's Sᵀ carried
+// (64 + 64 + 32 values); one barrier per tile, after dV and dK are issued.
+// PIPE-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a
+// PIPE: fa.shared_bytes = 198144
+// PIPE: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// PIPE: %{{.*}}:160 = scf.for
+// PIPE-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// PIPE: nvvm.fence.proxy
+// PIPE-NEXT: nvvm.cp.async.wait.group 0
+// PIPE-NEXT: nvvm.fence.proxy
+// PIPE-NEXT: gpu.barrier
+// PIPE: A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// PIPE: A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// PIPE: nvvm.wgmma.wait.group.sync.aligned 1
+// PIPE: red.global.add.v2.f32
+// PIPE: nvvm.wgmma.wait.group.sync.aligned 0
+// PIPE: scf.yield
+// BQ: expected block-q = 64, block-kv = 128 and 8 warps for the mma = wgmma backward
+func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+}
+
+// -----
+
+// D = 64: m64n32 for each warpgroup's half of dQ.
+// CHECK-LABEL: gpu.module @fa_bwd_f16_d64_bq64_bkv128_w8_s2_window_l32_r0_wgmma_sm90a
+// CHECK: fa.shared_bytes = 82944
+// CHECK: %{{.*}}:64 = scf.for
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// CHECK: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 32, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <col>], B[<f16>, <one>, <row>]
+func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %do: tensor<?x?x?x64xf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<window>, window_left = 32 : i64, window_right = 0 : i64} : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
+  return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
+}
