@@ -227,30 +227,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto loadQueryTile = [&](Value qRowsBase, Value qBegin) {
     kb.copyTileAsync(qMem, kb.mul(qRowsBase, d), qBegin, nq, qTile);
     kb.copyTileAsync(doMem, kb.mul(qRowsBase, dv), qBegin, nq, doTile);
-    auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-    Value isLse = kb.lt(kb.tid, kb.idx(bq));
-    Value row =
-        kb.add(qBegin, kb.select(isLse, kb.tid, kb.sub(kb.tid, kb.idx(bq))));
-    Value valid = kb.lt(row, nq);
-    Value src = kb.add(qRowsBase, kb.select(valid, row, kb.idx(0)));
-    Value srcElems = kb.select(valid, kb.idx(1), kb.idx(0));
-    Value dst = statSlot(kb.tid);
-    auto copyStat = [&](Value mem) {
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, stats, ValueRange{dst},
-                                       mem, ValueRange{src}, b.getIndexAttr(1),
-                                       srcElems, UnitAttr());
-    };
-    auto lseIf = scf::IfOp::create(b, loc, isLse, /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&lseIf.getThenRegion().front());
-      copyStat(lseMem);
-      b.setInsertionPointToStart(&lseIf.getElseRegion().front());
-      auto deltaIf = scf::IfOp::create(b, loc, kb.lt(kb.tid, kb.idx(2 * bq)),
-                                       /*withElseRegion=*/false);
-      b.setInsertionPointToStart(&deltaIf.getThenRegion().front());
-      copyStat(deltaMem);
-    }
+    kb.copyRowStatsAsync(stats, lseMem, deltaMem, qRowsBase, qBegin, nq, bq,
+                         [&] { return statSlot(kb.tid); });
     kb.commitAsync();
   };
 

@@ -209,6 +209,33 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
   commitAsync();
 }
 
+void KernelBuilder::copyRowStatsAsync(Value stats, Value lseMem,
+                                      Value deltaMem, Value qRowsBase,
+                                      Value qBegin, Value nq, int64_t rows,
+                                      function_ref<Value()> dst) {
+  auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  Value isLse = lt(tid, idx(rows));
+  Value row = add(qBegin, select(isLse, tid, sub(tid, idx(rows))));
+  Value valid = lt(row, nq);
+  Value src = add(qRowsBase, select(valid, row, idx(0)));
+  Value srcElems = select(valid, idx(1), idx(0));
+  Value at = dst();
+  auto copyStat = [&](Value mem) {
+    nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, stats, ValueRange{at}, mem,
+                                     ValueRange{src}, b.getIndexAttr(1),
+                                     srcElems, UnitAttr());
+  };
+  auto lseIf = scf::IfOp::create(b, loc, isLse, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+  copyStat(lseMem);
+  b.setInsertionPointToStart(&lseIf.getElseRegion().front());
+  auto deltaIf = scf::IfOp::create(b, loc, lt(tid, idx(2 * rows)),
+                                   /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&deltaIf.getThenRegion().front());
+  copyStat(deltaMem);
+}
+
 void KernelBuilder::commitAsync() { NVVM::CpAsyncCommitGroupOp::create(b, loc); }
 
 void KernelBuilder::waitAsync(int64_t pending) {

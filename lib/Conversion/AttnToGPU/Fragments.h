@@ -127,6 +127,14 @@ public:
   /// cp.async group.
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile);
+  /// The f32 row statistics (LSE, Delta) of the `rows` query rows from
+  /// `qBegin` of the head whose rows start at `qRowsBase`, into `stats` at
+  /// `dst()` (evaluated once, per thread): threads [0, rows) copy LSE,
+  /// [rows, 2·rows) Delta, 4-byte cp.async; rows at or past `nq` read zero.
+  /// Does not commit.
+  void copyRowStatsAsync(Value stats, Value lseMem, Value deltaMem,
+                         Value qRowsBase, Value qBegin, Value nq, int64_t rows,
+                         function_ref<Value()> dst);
   /// The same rows into a 128 B-swizzled tile at element offset `base`
   /// (Wgmma.h): 64-column slabs of `rows` rows, 16 B chunk c of row r at
   /// chunk c ^ (r mod 8). Commits the copies as one cp.async group.

@@ -140,30 +140,9 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     kb.copyTileAsyncSwizzled(
         doMem, kb.mul(qRowsBase, dv), qBegin, nq, bq, dv,
         kb.add(kb.mul(stage, layout.doBytes() / 2), layout.doBase() / 2));
-    auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-    Value isLse = kb.lt(kb.tid, kb.idx(bq));
-    Value row =
-        kb.add(qBegin, kb.select(isLse, kb.tid, kb.sub(kb.tid, kb.idx(bq))));
-    Value valid = kb.lt(row, nq);
-    Value src = kb.add(qRowsBase, kb.select(valid, row, kb.idx(0)));
-    Value srcElems = kb.select(valid, kb.idx(1), kb.idx(0));
-    Value dst = kb.add(kb.add(kb.mul(stage, 2 * bq), statsFloat), kb.tid);
-    auto copyStat = [&](Value mem) {
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, stats, ValueRange{dst},
-                                       mem, ValueRange{src}, b.getIndexAttr(1),
-                                       srcElems, UnitAttr());
-    };
-    auto lseIf = scf::IfOp::create(b, loc, isLse, /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&lseIf.getThenRegion().front());
-      copyStat(lseMem);
-      b.setInsertionPointToStart(&lseIf.getElseRegion().front());
-      auto deltaIf = scf::IfOp::create(b, loc, kb.lt(kb.tid, kb.idx(2 * bq)),
-                                       /*withElseRegion=*/false);
-      b.setInsertionPointToStart(&deltaIf.getThenRegion().front());
-      copyStat(deltaMem);
-    }
+    kb.copyRowStatsAsync(stats, lseMem, deltaMem, qRowsBase, qBegin, nq, bq, [&] {
+      return kb.add(kb.add(kb.mul(stage, 2 * bq), statsFloat), kb.tid);
+    });
     kb.commitAsync();
   };
 
@@ -427,6 +406,17 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     Value qBegin = qBeginOf(t);
     Value dsBuf = dsBufOf(t);
     SmallVector<Value> yield;
+    // dSᵀ from Pᵀ (in `s`) and dPᵀ, then dV += Pᵀ·dO and dK += dSᵀ·Q issued.
+    // The A registers are packed while no wgmma is in flight: registers of a
+    // later wgmma defined while one runs make ptxas serialise them (C7513).
+    auto dsThenDVDK = [&](SmallVector<Value> &s, Value dpAcc) {
+      SmallVector<Value> dp =
+          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
+      computeDS(s, dp, stage, dsBuf, keyRow0);
+      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+      issueDVDK(base, pA, dsA, stage, dV, dK);
+    };
 
     if (!pipelined) {
       // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
@@ -443,14 +433,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
           fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
       computeP(s, t, stage, wg, keyRow0);
       waitGroups(0);
-      SmallVector<Value> dp =
-          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
-      computeDS(s, dp, stage, dsBuf, keyRow0);
-      // A registers are packed while no wgmma is in flight: registers of a
-      // later wgmma defined while one runs make ptxas serialise them (C7513).
-      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-      issueDVDK(base, pA, dsA, stage, dV, dK);
+      dsThenDVDK(s, dpAcc);
       // Both warpgroups' dSᵀ, then this tile's dQ.
       proxyFence();
       gpu::BarrierOp::create(b, loc);
@@ -466,12 +449,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
                                 doStageOf(stage), dv);
       computeP(s, t, stage, wg, keyRow0);
       waitGroups(0);
-      SmallVector<Value> dp =
-          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
-      computeDS(s, dp, stage, dsBuf, keyRow0);
-      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-      issueDVDK(base, pA, dsA, stage, dV, dK);
+      dsThenDVDK(s, dpAcc);
       // dSᵀ of both warpgroups and the next tile's Q, dO, LSE, Delta (read
       // by wgmma) are published by one barrier; dV, dK run under it.
       proxyFence();
