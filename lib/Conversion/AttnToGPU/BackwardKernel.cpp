@@ -30,24 +30,8 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-static MemRefType flat(Type t) { return MemRefType::get({kFlatExtent}, t); }
-
-/// A kernel with the ABI's attributes; the builder is left in its body.
-static gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
-                                   gpu::GPUModuleOp module, StringRef name,
-                                   ArrayRef<Type> params,
-                                   const KernelPlan &plan,
-                                   int64_t sharedBytes) {
-  b.setInsertionPointToEnd(module.getBody());
-  auto func =
-      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
-  func->setAttr("fa.shared_bytes", b.getI64IntegerAttr(sharedBytes));
-  b.setInsertionPointToStart(&func.getBody().front());
-  return func;
-}
+static MemRefType flat(Type t) { return flatMemRef(t); }
+static constexpr auto createKernel = createKernelFunc;
 /// Runs `body(absRow)` for each query row of this CTA's block (grid
 /// (ceil(Nq/block_q), heads, batch)), one thread per row; rows at or past Nq
 /// are skipped. `absRow` indexes the rows of all (batch, head) pairs.
