@@ -30,8 +30,6 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-static MemRefType flat(Type t) { return flatMemRef(t); }
-static constexpr auto createKernel = createKernelFunc;
 /// Runs `body(absRow)` for each query row of this CTA's block (grid
 /// (ceil(Nq/block_q), heads, batch)), one thread per row; rows at or past Nq
 /// are skipped. `absRow` indexes the rows of all (batch, head) pairs.
@@ -62,9 +60,11 @@ static void forEachQueryRow(KernelBuilder &kb, Value headsArg, Value nqArg,
 static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(
-      b, loc, module, "fa_bwd_pre_" + plan.tag(),
-      {flat(elem), flat(elem), flat(f32), flat(f32), i32, i32, i32}, plan, 0);
+  auto func =
+      createKernelFunc(b, loc, module, "fa_bwd_pre_" + plan.tag(),
+                       {flatMemRef(elem), flatMemRef(elem), flatMemRef(f32),
+                        flatMemRef(f32), i32, i32, i32},
+                       plan, 0);
   Block &entry = func.getBody().front();
   Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
         deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
@@ -103,8 +103,9 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(b, loc, module, "fa_bwd_post_" + plan.tag(),
-                           {flat(f32), flat(elem), i32, i32, i32}, plan, 0);
+  auto func = createKernelFunc(
+      b, loc, module, "fa_bwd_post_" + plan.tag(),
+      {flatMemRef(f32), flatMemRef(elem), i32, i32, i32}, plan, 0);
   Block &entry = func.getBody().front();
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
@@ -129,11 +130,12 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  return createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
-                      {flat(elem), flat(elem), flat(elem), flat(elem),
-                       flat(f32), flat(f32), flat(f32), flat(elem), flat(elem),
-                       i32, i32, i32, i32, i32, f32},
-                      plan, plan.backwardSharedBytes());
+  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(),
+                          {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+                           flatMemRef(elem), flatMemRef(f32), flatMemRef(f32),
+                           flatMemRef(f32), flatMemRef(elem), flatMemRef(elem),
+                           i32, i32, i32, i32, i32, f32},
+                          plan, plan.backwardSharedBytes());
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
@@ -146,7 +148,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // accumulates; with dsplit = 1 all of them. Slices are multiples of 8 and
   // padded to 16 like the head dims: the n8 tile past a slice is skipped.
   const int64_t wk = plan.sliceHeadDim(), wv = plan.sliceHeadDimV();
-  const int64_t wkPad = (wk + 15) / 16 * 16, wvPad = (wv + 15) / 16 * 16;
+  const int64_t wkPad = (wk + 15) / 16 * 16;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type f32 = b.getF32Type();
   auto func = createMainKernel(b, loc, module, plan);
@@ -173,6 +175,24 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // Column `off` of a slice starting at `first` (a constant for dsplit 1).
   auto sliceCol = [&](Value first, int64_t off) {
     return first ? kb.add(first, off) : kb.idx(off);
+  };
+  // acc += srcᵀ-tile (bq keys-major accumulator `src`, as A) · the `width`
+  // columns from `first` of `tile`; the second n8 tile of the last pair is
+  // padding when width % 16 = 8. Serves dV += Pᵀ·dO and dK += dSᵀ·Q.
+  auto accumulateSlice = [&](ArrayRef<Value> src, const SharedTile &tile,
+                             Value first, int64_t width,
+                             MutableArrayRef<Value> acc) {
+    const int64_t widthPad = (width + 15) / 16 * 16;
+    for (int64_t kk = 0; kk < bq / 16; ++kk) {
+      SmallVector<Value, 4> a = accumulatorToA(kb, src.slice(kk * 8, 8));
+      for (int64_t np = 0; np < widthPad / 16; ++np) {
+        SmallVector<Value, 4> bf =
+            kb.loadBFromKMajor(tile, kk * 16, sliceCol(first, np * 16));
+        kb.mma(a, {bf[0], bf[1]}, acc.slice(np * 8, 4));
+        if (np * 16 + 8 < width)
+          kb.mma(a, {bf[2], bf[3]}, acc.slice(np * 8 + 4, 4));
+      }
+    }
   };
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
@@ -313,19 +333,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         }
 
       // dV += Pᵀ·dO (this CTA's columns of dO).
-      for (int64_t kk = 0; kk < bq / 16; ++kk) {
-        SmallVector<Value, 4> a =
-            accumulatorToA(kb, ArrayRef<Value>(s).slice(kk * 8, 8));
-        for (int64_t np = 0; np < wvPad / 16; ++np) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(doTile, kk * 16, sliceCol(colV, np * 16));
-          kb.mma(a, {bf[0], bf[1]},
-                 MutableArrayRef<Value>(dV).slice(np * 8, 4));
-          if (np * 16 + 8 < wv)
-            kb.mma(a, {bf[2], bf[3]},
-                   MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
-        }
-      }
+      accumulateSlice(s, doTile, colV, wv, dV);
       // dPᵀ = V·dOᵀ.
       SmallVector<Value> dp(sN, kb.f32(0));
       for (int64_t ks = 0; ks < dvPad / 16; ++ks) {
@@ -358,19 +366,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               kb.smem, ValueRange{at}, false, llvm::MaybeAlign(4));
         }
       // dK += dSᵀ·Q (this CTA's columns of Q).
-      for (int64_t kk = 0; kk < bq / 16; ++kk) {
-        SmallVector<Value, 4> a =
-            accumulatorToA(kb, ArrayRef<Value>(dp).slice(kk * 8, 8));
-        for (int64_t np = 0; np < wkPad / 16; ++np) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(qTile, kk * 16, sliceCol(colK, np * 16));
-          kb.mma(a, {bf[0], bf[1]},
-                 MutableArrayRef<Value>(dK).slice(np * 8, 4));
-          if (np * 16 + 8 < wk)
-            kb.mma(a, {bf[2], bf[3]},
-                   MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
-        }
-      }
+      accumulateSlice(dp, qTile, colK, wk, dK);
 
       // dSᵀ is complete and Q, dO, LSE and Delta are dead: start loading the
       // next tile (of this head, else of the next head in the group).
