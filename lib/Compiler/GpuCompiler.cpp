@@ -145,7 +145,7 @@ static llvm::Expected<PtxasResult> runPtxas(llvm::StringRef ptxas,
     return err("cannot create a temporary file: " + ec.message());
   llvm::sys::fs::createTemporaryFile("fa", "cubin", out);
   llvm::sys::fs::createTemporaryFile("fa", "log", log);
-  auto cleanup = llvm::make_scope_exit([&] {
+  llvm::scope_exit cleanup([&] {
     llvm::sys::fs::remove(in);
     llvm::sys::fs::remove(out);
     llvm::sys::fs::remove(log);
