@@ -36,25 +36,6 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-static MemRefType flat(Type t) { return MemRefType::get({kFlatExtent}, t); }
-
-/// A kernel with the ABI's attributes; the builder is left in its body.
-static gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc,
-                                   gpu::GPUModuleOp module, StringRef name,
-                                   ArrayRef<Type> params,
-                                   const KernelPlan &plan,
-                                   int64_t sharedBytes) {
-  b.setInsertionPointToEnd(module.getBody());
-  auto func =
-      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
-  func->setAttr("fa.shared_bytes", b.getI64IntegerAttr(sharedBytes));
-  b.setInsertionPointToStart(&func.getBody().front());
-  return func;
-}
-
 namespace {
 /// This CTA's block of query rows (grid (ceil(Nq/block_q), heads, batch)).
 /// The rows of one (batch, head) pair are contiguous in O, dO, Delta,
@@ -115,9 +96,11 @@ static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
 static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(
-      b, loc, module, "fa_bwd_pre_" + plan.tag(),
-      {flat(elem), flat(elem), flat(f32), flat(f32), i32, i32, i32}, plan, 0);
+  auto func =
+      createKernelFunc(b, loc, module, "fa_bwd_pre_" + plan.tag(),
+                       {flatMemRef(elem), flatMemRef(elem), flatMemRef(f32),
+                        flatMemRef(f32), i32, i32, i32},
+                       plan, 0);
   Block &entry = func.getBody().front();
   Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
         deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
@@ -195,8 +178,9 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernel(b, loc, module, "fa_bwd_post_" + plan.tag(),
-                           {flat(f32), flat(elem), i32, i32, i32}, plan, 0);
+  auto func = createKernelFunc(
+      b, loc, module, "fa_bwd_post_" + plan.tag(),
+      {flatMemRef(f32), flatMemRef(elem), i32, i32, i32}, plan, 0);
   Block &entry = func.getBody().front();
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
@@ -225,11 +209,12 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  return createKernel(b, loc, module, "fa_bwd_" + plan.tag(),
-                      {flat(elem), flat(elem), flat(elem), flat(elem),
-                       flat(f32), flat(f32), flat(f32), flat(elem), flat(elem),
-                       i32, i32, i32, i32, i32, f32},
-                      plan, plan.backwardSharedBytes());
+  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(),
+                          {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+                           flatMemRef(elem), flatMemRef(f32), flatMemRef(f32),
+                           flatMemRef(f32), flatMemRef(elem), flatMemRef(elem),
+                           i32, i32, i32, i32, i32, f32},
+                          plan, plan.backwardSharedBytes());
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,

@@ -26,22 +26,13 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto flat = [](Type t) { return MemRefType::get({kFlatExtent}, t); };
-  FunctionType fnTy = b.getFunctionType(
-      {flat(elem), flat(elem), flat(elem), flat(elem), flat(f32), i32, i32, i32,
-       i32, i32, f32},
-      {});
-
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToEnd(module.getBody());
-  auto func = gpu::GPUFuncOp::create(b, loc, "fa_fwd_" + plan.tag(), fnTy);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
-  func->setAttr("fa.shared_bytes",
-                b.getI64IntegerAttr(plan.forwardSharedBytes()));
+  auto func = createKernelFunc(
+      b, loc, module, "fa_fwd_" + plan.tag(),
+      {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+       flatMemRef(f32), i32, i32, i32, i32, i32, f32},
+      plan, plan.forwardSharedBytes());
   Block &entry = func.getBody().front();
-  b.setInsertionPointToStart(&entry);
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), oMem = arg(3),
         lseMem = arg(4), scale = arg(10);

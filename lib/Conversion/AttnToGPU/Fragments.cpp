@@ -37,6 +37,24 @@ Value KernelBuilder::remui(Value x, int64_t y) {
 Value KernelBuilder::ceilDiv(Value x, int64_t y) {
   return divui(add(x, y - 1), y);
 }
+MemRefType mlir::fa::gpu_lowering::flatMemRef(Type t) {
+  return MemRefType::get({kFlatExtent}, t);
+}
+
+gpu::GPUFuncOp mlir::fa::gpu_lowering::createKernelFunc(
+    OpBuilder &b, Location loc, gpu::GPUModuleOp module, StringRef name,
+    ArrayRef<Type> params, const KernelPlan &plan, int64_t sharedBytes) {
+  b.setInsertionPointToEnd(module.getBody());
+  auto func =
+      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
+  func->setAttr("fa.shared_bytes", b.getI64IntegerAttr(sharedBytes));
+  b.setInsertionPointToStart(&func.getBody().front());
+  return func;
+}
+
 std::pair<Value, Value>
 KernelBuilder::tileRange(std::pair<Value, Value> band, Value extent,
                          int64_t tile) {

@@ -31,6 +31,18 @@ namespace mlir::fa::gpu_lowering {
 /// calling convention needs static shapes; sizes come in as i32 params.
 constexpr int64_t kFlatExtent = int64_t(1) << 40;
 
+/// The ABI's flat global memref of element type `t`.
+MemRefType flatMemRef(Type t);
+
+/// A `gpu.func` kernel entry `name` at the end of `module` with the ABI's
+/// attributes: `known_block_size` (plan.threads(); ptxas then caps registers
+/// per thread, which `setmaxnreg` needs) and `fa.shared_bytes`. The builder
+/// is left at the start of its body.
+gpu::GPUFuncOp createKernelFunc(OpBuilder &b, Location loc,
+                                gpu::GPUModuleOp module, StringRef name,
+                                ArrayRef<Type> params, const KernelPlan &plan,
+                                int64_t sharedBytes);
+
 /// A row-padded tile inside the dynamic shared buffer. It holds `cols`
 /// columns of its global matrix (the row length there), followed by zeros up
 /// to the next multiple of 16 so k16 / n16 steps never read stale data.

@@ -678,23 +678,15 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                                  gpu::GPUModuleOp module,
                                                  const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto flat = [](Type t) { return MemRefType::get({kFlatExtent}, t); };
   Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-  FunctionType fnTy = b.getFunctionType(
-      {flat(elem), flat(elem), flat(elem), flat(elem), flat(f32), i32, i32, i32,
-       i32, i32, f32, ptr, ptr, ptr},
-      {});
-
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToEnd(module.getBody());
-  auto func = gpu::GPUFuncOp::create(b, loc, "fa_fwd_" + plan.tag(), fnTy);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  // A register cap at entry (.maxntid) is what lets setmaxnreg take effect.
-  func.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
-  func->setAttr("fa.shared_bytes",
-                b.getI64IntegerAttr(wgmmaForwardSharedBytes(plan)));
-  b.setInsertionPointToStart(&func.getBody().front());
+  // known_block_size gives the register cap at entry (.maxntid) that lets
+  // setmaxnreg take effect.
+  auto func = createKernelFunc(
+      b, loc, module, "fa_fwd_" + plan.tag(),
+      {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+       flatMemRef(f32), i32, i32, i32, i32, i32, f32, ptr, ptr, ptr},
+      plan, wgmmaForwardSharedBytes(plan));
   KernelBuilder kb(b, loc, plan);
   HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
                                plan.blockKV, plan.stages})
