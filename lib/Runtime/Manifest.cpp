@@ -360,9 +360,10 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
     if (format != "fa-bundle")
       bad("manifest", "format is '" + format + "', expected 'fa-bundle'");
     int version = intField(root, "version", "manifest", 0, INT_MAX);
-    if (version != FA_RUNTIME_BUNDLE_VERSION)
+    if (version < 1 || version > FA_RUNTIME_BUNDLE_VERSION)
       bad("manifest", "version " + std::to_string(version) +
-                          " is not supported (this runtime reads version " +
+                          " is not supported (this runtime reads versions 1 "
+                          "to " +
                           std::to_string(FA_RUNTIME_BUNDLE_VERSION) + ")");
     const json &list = field(root, "kernels", "manifest");
     if (!list.is_array())
@@ -370,6 +371,17 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
     std::set<std::string> tags;
     for (size_t i = 0; i < list.size(); ++i) {
       auto kernel = parseKernel(list[i], i, dir);
+      // A version-1 reader would run these with the wrong grid or body.
+      const KernelConfig &c = kernel->config;
+      if (version < 2 && c.dsplit != 1)
+        bad("kernels[" + std::to_string(i) + "]",
+            "field 'dsplit' = " + std::to_string(c.dsplit) +
+                " needs bundle version 2, the manifest says 1");
+      if (version < 2 && c.direction == FA_DIRECTION_BWD &&
+          c.mma == FA_MMA_WGMMA)
+        bad("kernels[" + std::to_string(i) + "]",
+            "mma 'wgmma' backward kernels need bundle version 2, the "
+            "manifest says 1");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

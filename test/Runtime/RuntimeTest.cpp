@@ -59,7 +59,7 @@ std::string kernelJson(const std::string &tag, const std::string &direction,
 }
 
 std::string manifest(const std::vector<std::string> &kernels,
-                     const std::string &version = "1") {
+                     const std::string &version = "2") {
   std::string list;
   for (const std::string &k : kernels)
     list += (list.empty() ? "" : ",") + k;
@@ -141,8 +141,10 @@ TEST(Manifest, BadJson) {
 
 TEST(Manifest, WrongVersion) {
   fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("version", manifest({}, "2"), &b), FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("version 2 is not supported"), std::string::npos)
+  EXPECT_EQ(loadText("version", manifest({}, "3"), &b), FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("version 3 is not supported (this runtime reads "
+                             "versions 1 to 2)"),
+            std::string::npos)
       << lastError();
 }
 
@@ -383,6 +385,37 @@ TEST(Manifest, WgmmaBackwardKernel) {
   EXPECT_EQ(info.tensor_map_count, 0);
   EXPECT_EQ(info.block_kv, 128);
   fa_bundle_free(b);
+}
+
+TEST(Manifest, Version1) {
+  // Version-1 bundles still load; what a version-1 reader would launch
+  // wrongly (a split backward, a wgmma backward) needs version 2.
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("v1",
+                     manifest({kernelJson("s", "fwd", "bf16", 64, "none",
+                                          "sm_80", true)},
+                              "1"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+  b = nullptr;
+  EXPECT_EQ(loadText("v1_dsplit",
+                     manifest({kernelJson("k", "bwd", "bf16", 64, "none",
+                                          "sm_80", true, R"(, "dsplit": 2)")},
+                              "1"),
+                     &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("field 'dsplit' = 2 needs bundle version 2, the "
+                             "manifest says 1"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(loadText("v1_wgmma_bwd", manifest({wgmmaBwdJson("k")}, "1"), &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("mma 'wgmma' backward kernels need bundle "
+                             "version 2"),
+            std::string::npos)
+      << lastError();
 }
 
 TEST(Manifest, WgmmaBackwardErrors) {

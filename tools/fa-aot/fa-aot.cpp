@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
   }
   header += "\n#define FA_BUNDLE_KERNEL_COUNT " + std::to_string(kernels.size()) +
             "\n\n#endif /* FA_BUNDLE_H */\n";
-  json::Object manifest{{"format", "fa-bundle"}, {"version", 1},
+  json::Object manifest{{"format", "fa-bundle"}, {"version", 2},
                         {"compiler", kCompilerVersion},
                         {"kernels", std::move(kernels)}};
   std::string text;

@@ -32,7 +32,10 @@ extern "C" {
 #define FA_API
 #endif
 
-#define FA_RUNTIME_BUNDLE_VERSION 1
+/* The newest bundle version this runtime reads (it reads 1 too). Version 2
+ * adds what an older runtime would launch wrongly rather than reject: the
+ * backward's "dsplit" and wgmma backward kernels (docs/ABI.md). */
+#define FA_RUNTIME_BUNDLE_VERSION 2
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward). */
 #define FA_MAX_TENSOR_MAPS 3

@@ -227,7 +227,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // accumulates; with dsplit = 1 all of them. Slices are multiples of 8 and
   // padded to 16 like the head dims: the n8 tile past a slice is skipped.
   const int64_t wk = plan.sliceHeadDim(), wv = plan.sliceHeadDimV();
-  const int64_t wkPad = (wk + 15) / 16 * 16, wvPad = (wv + 15) / 16 * 16;
+  const int64_t wkPad = (wk + 15) / 16 * 16;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type f32 = b.getF32Type();
   auto func = createMainKernel(b, loc, module, plan);
@@ -254,6 +254,24 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // Column `off` of a slice starting at `first` (a constant for dsplit 1).
   auto sliceCol = [&](Value first, int64_t off) {
     return first ? kb.add(first, off) : kb.idx(off);
+  };
+  // acc += srcᵀ-tile (bq keys-major accumulator `src`, as A) · the `width`
+  // columns from `first` of `tile`; the second n8 tile of the last pair is
+  // padding when width % 16 = 8. Serves dV += Pᵀ·dO and dK += dSᵀ·Q.
+  auto accumulateSlice = [&](ArrayRef<Value> src, const SharedTile &tile,
+                             Value first, int64_t width,
+                             MutableArrayRef<Value> acc) {
+    const int64_t widthPad = (width + 15) / 16 * 16;
+    for (int64_t kk = 0; kk < bq / 16; ++kk) {
+      SmallVector<Value, 4> a = accumulatorToA(kb, src.slice(kk * 8, 8));
+      for (int64_t np = 0; np < widthPad / 16; ++np) {
+        SmallVector<Value, 4> bf =
+            kb.loadBFromKMajor(tile, kk * 16, sliceCol(first, np * 16));
+        kb.mma(a, {bf[0], bf[1]}, acc.slice(np * 8, 4));
+        if (np * 16 + 8 < width)
+          kb.mma(a, {bf[2], bf[3]}, acc.slice(np * 8 + 4, 4));
+      }
+    }
   };
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
@@ -394,19 +412,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         }
 
       // dV += Pᵀ·dO (this CTA's columns of dO).
-      for (int64_t kk = 0; kk < bq / 16; ++kk) {
-        SmallVector<Value, 4> a =
-            accumulatorToA(kb, ArrayRef<Value>(s).slice(kk * 8, 8));
-        for (int64_t np = 0; np < wvPad / 16; ++np) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(doTile, kk * 16, sliceCol(colV, np * 16));
-          kb.mma(a, {bf[0], bf[1]},
-                 MutableArrayRef<Value>(dV).slice(np * 8, 4));
-          if (np * 16 + 8 < wv)
-            kb.mma(a, {bf[2], bf[3]},
-                   MutableArrayRef<Value>(dV).slice(np * 8 + 4, 4));
-        }
-      }
+      accumulateSlice(s, doTile, colV, wv, dV);
       // dPᵀ = V·dOᵀ.
       SmallVector<Value> dp(sN, kb.f32(0));
       for (int64_t ks = 0; ks < dvPad / 16; ++ks) {
@@ -439,19 +445,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               kb.smem, ValueRange{at}, false, llvm::MaybeAlign(4));
         }
       // dK += dSᵀ·Q (this CTA's columns of Q).
-      for (int64_t kk = 0; kk < bq / 16; ++kk) {
-        SmallVector<Value, 4> a =
-            accumulatorToA(kb, ArrayRef<Value>(dp).slice(kk * 8, 8));
-        for (int64_t np = 0; np < wkPad / 16; ++np) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(qTile, kk * 16, sliceCol(colK, np * 16));
-          kb.mma(a, {bf[0], bf[1]},
-                 MutableArrayRef<Value>(dK).slice(np * 8, 4));
-          if (np * 16 + 8 < wk)
-            kb.mma(a, {bf[2], bf[3]},
-                   MutableArrayRef<Value>(dK).slice(np * 8 + 4, 4));
-        }
-      }
+      accumulateSlice(dp, qTile, colK, wk, dK);
 
       // dSᵀ is complete and Q, dO, LSE and Delta are dead: start loading the
       // next tile (of this head, else of the next head in the group).
