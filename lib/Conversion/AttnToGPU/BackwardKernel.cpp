@@ -2,7 +2,11 @@
 //-*-===//
 //
 // Seed 4.3 as three kernels (docs/ABI.md):
-//   fa_bwd_pre   Delta = rowsum(dO∘O), dq_accum = 0
+//   fa_bwd_pre   Delta = rowsum(dO∘O), dq_accum = 0. All threads work and
+//                a warp's accesses are contiguous: the lanes of a row (a
+//                power of two ≥ Dv/8, ≤ 32) take consecutive 16-byte chunks
+//                of O and dO and sum their partial products with xor
+//                shuffles; dq_accum's rows are zeroed as one run of chunks.
 //   fa_bwd       one CTA per key block and key head (dsplit CTAs, each
 //                owning a column slice of dK, dV and dQ, when D + Dv > 256;
 //                Sᵀ and dPᵀ are recomputed by each); warp w owns keys
@@ -15,7 +19,8 @@
 //                dq_accum (not bit-deterministic run to run).
 //                The next query tile's Q, dO, LSE and Delta are loaded with
 //                cp.async while the dQ products of the current tile run.
-//   fa_bwd_post  dQ = dq_accum in the element type.
+//   fa_bwd_post  dQ = dq_accum in the element type, the block's rows as one
+//                run of 16-byte f32 chunks, thread t taking t + k·threads.
 // With mma = wgmma (sm_90a) fa_bwd's body is HopperBackwardKernel.cpp's.
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +28,7 @@
 #include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -30,33 +36,63 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-/// Runs `body(absRow)` for each query row of this CTA's block (grid
-/// (ceil(Nq/block_q), heads, batch)), one thread per row; rows at or past Nq
-/// are skipped. `absRow` indexes the rows of all (batch, head) pairs.
-static void forEachQueryRow(KernelBuilder &kb, Value headsArg, Value nqArg,
-                            function_ref<void(Value)> body) {
+namespace {
+/// This CTA's block of query rows (grid (ceil(Nq/block_q), heads, batch)).
+/// The rows of one (batch, head) pair are contiguous in O, dO, Delta,
+/// dq_accum and dQ, so the block is one contiguous run of rows.
+struct QueryBlock {
+  Value first; // index: the block's first row among all (batch, head) rows
+  Value count; // index: min(block_q, Nq − its first row in the head), ≥ 1
+};
+} // namespace
+
+static QueryBlock queryBlock(KernelBuilder &kb, Value headsArg, Value nqArg) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  const KernelPlan &plan = kb.plan;
   Value heads = kb.toIndex(headsArg);
   Value nq = kb.toIndex(nqArg);
   Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-  Value rowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  for (int64_t first = 0; first < plan.blockQ; first += plan.threads()) {
-    Value local = kb.add(kb.tid, first);
-    Value row = kb.add(kb.mul(qBlock, plan.blockQ), local);
-    Value ok = arith::AndIOp::create(b, loc, kb.lt(local, kb.idx(plan.blockQ)),
-                                     kb.lt(row, nq));
-    auto ifOp = scf::IfOp::create(b, loc, ok, false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    body(kb.add(rowsBase, row));
+  Value row0 = kb.mul(qBlock, kb.plan.blockQ);
+  Value first = kb.add(kb.mul(kb.add(kb.mul(batch, heads), head), nq), row0);
+  return {first, kb.minsi(kb.sub(nq, row0), kb.idx(kb.plan.blockQ))};
+}
+
+/// Calls `fn(at, ok)` for this thread's 16-byte chunks (`width` elements) of
+/// the block's rows of a row-major matrix with `cols` columns: the block is
+/// one run of block_q · cols / width chunks, thread t takes chunks t,
+/// t + threads, …, so a warp touches consecutive chunks. `at` is the chunk's
+/// element offset; `ok` is false for chunks of rows at or past Nq.
+static void forEachBlockChunk(KernelBuilder &kb, const QueryBlock &block,
+                              int64_t cols, int64_t width,
+                              function_ref<void(Value, Value)> fn) {
+  const int64_t perRow = cols / width, threads = kb.plan.threads();
+  Value base = kb.mul(block.first, cols);
+  Value limit = kb.mul(block.count, perRow);
+  for (int64_t c0 = 0; c0 < kb.plan.blockQ * perRow; c0 += threads) {
+    Value chunk = kb.add(kb.tid, c0);
+    fn(kb.add(base, kb.mul(chunk, width)), kb.lt(chunk, limit));
   }
 }
 
-/// fa_bwd_pre: one thread per query row of the block.
+/// A 16-byte-aligned `vector.load` of `type` from `mem[ok ? at : safe]`:
+/// unconditional, so that no branch separates a thread's loads and they are
+/// all in flight at once; `safe` is an offset inside the block for the
+/// lanes whose chunk lies past Nq or past the row (their data is dropped).
+static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
+                         Value safe, VectorType type) {
+  return vector::LoadOp::create(kb.b, kb.loc, type, mem,
+                                ValueRange{kb.select(ok, at, safe)}, false,
+                                llvm::MaybeAlign(16));
+}
+
+/// fa_bwd_pre, every thread of the CTA busy and each warp's accesses
+/// contiguous. Delta: the `lanes` consecutive lanes of a row (the power of
+/// two ≥ Dv/8, at most 32) take its 16-byte chunks j, j + lanes, … of O and
+/// dO (threads / lanes rows at a time), form f32 partial dot products, sum
+/// them with a butterfly of shuffles over the row's lanes, and the row's
+/// lane 0 stores. dq_accum: the block's D-column rows as one run of chunks.
 static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
@@ -70,36 +106,75 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();
-  forEachQueryRow(
-      kb, entry.getArgument(5), entry.getArgument(6), [&](Value absRow) {
-        auto v8 = VectorType::get({8}, elem), f8 = VectorType::get({8}, f32);
-        Value sum = kb.f32(0);
-        for (int64_t c = 0; c < plan.headDimV; c += 8) {
-          Value at = kb.add(kb.mul(absRow, plan.headDimV), c);
-          Value o = vector::LoadOp::create(b, loc, v8, oMem, ValueRange{at},
-                                           false, llvm::MaybeAlign(16));
-          Value d = vector::LoadOp::create(b, loc, v8, doMem, ValueRange{at},
-                                           false, llvm::MaybeAlign(16));
-          Value prod = arith::MulFOp::create(
-              b, loc, arith::ExtFOp::create(b, loc, f8, o),
-              arith::ExtFOp::create(b, loc, f8, d));
-          sum = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD,
-                                            prod, sum);
-        }
-        memref::StoreOp::create(b, loc, sum, deltaMem, ValueRange{absRow});
-        auto f4 = VectorType::get({4}, f32);
-        Value zero = arith::ConstantOp::create(
-            b, loc, f4, DenseElementsAttr::get(f4, b.getF32FloatAttr(0)));
-        for (int64_t c = 0; c < plan.headDim; c += 4)
-          vector::StoreOp::create(
-              b, loc, zero, dqMem,
-              ValueRange{kb.add(kb.mul(absRow, plan.headDim), c)}, false,
-              llvm::MaybeAlign(16));
-      });
+  QueryBlock block = queryBlock(kb, entry.getArgument(5), entry.getArgument(6));
+
+  const int64_t dv = plan.headDimV, chunks = dv / 8;
+  const int64_t lanes = std::min<int64_t>(llvm::PowerOf2Ceil(chunks), 32);
+  const int64_t perLane = llvm::divideCeil(chunks, lanes);
+  Value laneInRow = kb.remui(kb.tid, lanes);
+  Value rowInStep = kb.divui(kb.tid, lanes);
+  auto v8 = VectorType::get({8}, elem), f8 = VectorType::get({8}, f32);
+  // Every load first; lanes whose row lies at or past Nq or whose chunk lies
+  // past Dv/8 read the block's first chunk and add nothing.
+  Value safe = kb.mul(block.first, dv);
+  SmallVector<Value> rows, oks, oChunks, doChunks;
+  for (int64_t r0 = 0; r0 < plan.blockQ; r0 += plan.threads() / lanes) {
+    Value row = kb.add(rowInStep, r0);
+    rows.push_back(row);
+    for (int64_t c0 = 0; c0 < chunks; c0 += lanes) {
+      Value chunk = kb.add(laneInRow, c0);
+      Value ok = kb.lt(row, block.count);
+      if (c0 + lanes > chunks)
+        ok = arith::AndIOp::create(b, loc, ok, kb.lt(chunk, kb.idx(chunks)));
+      Value at = kb.add(kb.mul(kb.add(block.first, row), dv), kb.mul(chunk, 8));
+      oks.push_back(ok);
+      oChunks.push_back(loadClamped(kb, oMem, at, ok, safe, v8));
+      doChunks.push_back(loadClamped(kb, doMem, at, ok, safe, v8));
+    }
+  }
+  // The shuffles run on all lanes (full mask); only the stores are guarded.
+  Value isFirstLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            laneInRow, kb.idx(0));
+  for (auto [r, row] : llvm::enumerate(rows)) {
+    Value sum = kb.f32(0);
+    for (int64_t c = 0; c < perLane; ++c) {
+      int64_t i = r * perLane + c;
+      Value prod = arith::MulFOp::create(
+          b, loc, arith::ExtFOp::create(b, loc, f8, oChunks[i]),
+          arith::ExtFOp::create(b, loc, f8, doChunks[i]));
+      sum = kb.select(oks[i],
+                      vector::ReductionOp::create(
+                          b, loc, vector::CombiningKind::ADD, prod, sum),
+                      sum);
+    }
+    for (int64_t mask = lanes / 2; mask > 0; mask /= 2)
+      sum = arith::AddFOp::create(b, loc, sum, kb.shuffleXor(sum, mask));
+    Value ok =
+        arith::AndIOp::create(b, loc, isFirstLane, kb.lt(row, block.count));
+    auto ifOp = scf::IfOp::create(b, loc, ok, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    memref::StoreOp::create(b, loc, sum, deltaMem,
+                            ValueRange{kb.add(block.first, row)});
+  }
+
+  auto f4 = VectorType::get({4}, f32);
+  Value zero = arith::ConstantOp::create(
+      b, loc, f4, DenseElementsAttr::get(f4, b.getF32FloatAttr(0)));
+  forEachBlockChunk(kb, block, plan.headDim, 4, [&](Value at, Value ok) {
+    auto ifOp = scf::IfOp::create(b, loc, ok, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    vector::StoreOp::create(b, loc, zero, dqMem, ValueRange{at}, false,
+                            llvm::MaybeAlign(16));
+  });
   gpu::ReturnOp::create(b, loc);
 }
 
-/// fa_bwd_post: one thread per query row, 8 columns at a time.
+/// fa_bwd_post: the block's rows of dq_accum as one run of 16-byte f32
+/// chunks (4 columns), thread t taking chunks t, t + threads, …; all loads
+/// first (chunks past Nq read the block's first), then the 8-byte stores of
+/// the element type where `ok`.
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
@@ -110,18 +185,22 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();
-  forEachQueryRow(
-      kb, entry.getArgument(3), entry.getArgument(4), [&](Value absRow) {
-        auto f8 = VectorType::get({8}, f32), e8 = VectorType::get({8}, elem);
-        for (int64_t c = 0; c < plan.headDim; c += 8) {
-          Value at = kb.add(kb.mul(absRow, plan.headDim), c);
-          Value v = vector::LoadOp::create(b, loc, f8, accMem, ValueRange{at},
-                                           false, llvm::MaybeAlign(16));
-          vector::StoreOp::create(b, loc,
-                                  arith::TruncFOp::create(b, loc, e8, v), dqMem,
-                                  ValueRange{at}, false, llvm::MaybeAlign(16));
-        }
-      });
+  QueryBlock block = queryBlock(kb, entry.getArgument(3), entry.getArgument(4));
+  auto f4 = VectorType::get({4}, f32), e4 = VectorType::get({4}, elem);
+  Value safe = kb.mul(block.first, plan.headDim);
+  SmallVector<Value> ats, oks, values;
+  forEachBlockChunk(kb, block, plan.headDim, 4, [&](Value at, Value ok) {
+    ats.push_back(at);
+    oks.push_back(ok);
+    values.push_back(loadClamped(kb, accMem, at, ok, safe, f4));
+  });
+  for (auto [at, ok, v] : llvm::zip_equal(ats, oks, values)) {
+    auto ifOp = scf::IfOp::create(b, loc, ok, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, e4, v),
+                            dqMem, ValueRange{at}, false, llvm::MaybeAlign(8));
+  }
   gpu::ReturnOp::create(b, loc);
 }
 

@@ -42,7 +42,7 @@
 // dK and dV stored once per CTA.
 // CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<2xbf16>
 // CHECK: gpu.func @fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(%{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
-// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
 
 // PTX: gpu.binary @fa_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a
 // PTX-SAME: .entry fa_bwd_pre_bwd_bf16_d128
