@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""One benchmark shape run a few times, for a profiler (Nsight Compute) to pick
+one launch of: bf16, B·N tokens, hidden 2048, head dim --dim.
+
+    ncu --kernel-name regex:'^fa_bwd_bwd' --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats \
+        python3 bench/profile_case.py --bundle out/bundle --lib <libfa_runtime.so> --dir bwd
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fa  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--dir", choices=["fwd", "bwd"], default="bwd")
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--tokens", type=int, default=65536)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--mma", choices=["mma_sync", "wgmma"], default=None)
+    args = ap.parse_args()
+    fa.load(args.bundle, args.lib)
+    b, h, n, d = args.tokens // args.seq, 2048 // args.dim, args.seq, args.dim
+    dev = torch.device("cuda")
+    q, k, v, do = (torch.randn(b, h, n, d, device=dev, dtype=torch.bfloat16) for _ in range(4))
+    o = torch.empty_like(q)
+    lse = torch.empty(b, h, n, device=dev)
+    dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+    for _ in range(args.iters):
+        fa.forward_into(q, k, v, o, lse, causal=args.causal, mma=args.mma)
+        if args.dir == "bwd":
+            fa.backward_into(q, k, v, o, do, lse, dq, dk, dv, causal=args.causal, mma=args.mma)
+    torch.cuda.synchronize()
+    print("ran %s b=%d h=%d n=%d d=%d causal=%s x%d" % (args.dir, b, h, n, d, args.causal,
+                                                      args.iters))
+
+
+if __name__ == "__main__":
+    main()
