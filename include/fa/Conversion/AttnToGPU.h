@@ -105,8 +105,7 @@ int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);
 std::string wgmmaBackwardVariantKey();
 
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
-/// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle); with
-/// -fa-wgmma-bwd-bulk-dq also the padded f32 dQ staging of both warpgroups.
+/// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).
 int64_t wgmmaBackwardSharedBytes(const KernelPlan &plan);
 
 /// Emits `fa_bwd_pre_<tag>`, `fa_bwd_<tag>` and `fa_bwd_post_<tag>` (fa_bwd

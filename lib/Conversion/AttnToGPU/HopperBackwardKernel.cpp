@@ -17,14 +17,12 @@
 //                              dq_accum with red.global.add.v2.f32.
 // Two barriers per tile: one publishes the tile's cp.async data, one dSᵀ.
 // -fa-wgmma-bwd-pipeline instead carries the next tile's Sᵀ across the loop
-// and needs one (3 Q/dO stages, 2 dSᵀ buffers). -fa-wgmma-bwd-bulk-dq
-// stages dQ in shared memory and adds it with one bulk reduce-add per row.
+// and needs one (3 Q/dO stages, 2 dSᵀ buffers).
 //
 // Shared memory (128 B swizzle, 64-column slabs; Wgmma.h):
 //   K [D/64][128][64] | V [Dv/64][128][64] | Q stage s [D/64][64][64] |
 //   dO stage s [Dv/64][64][64] | dSᵀ buffer b [128 keys][64 queries] |
-//   LSE, Delta stage s (f32 [2][64]) |
-//   dQ staging of warpgroup w (f32 [64][D/2 + 4], -fa-wgmma-bwd-bulk-dq only)
+//   LSE, Delta stage s (f32 [2][64])
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,28 +47,19 @@ static llvm::cl::opt<bool> clPipeline(
                    "under it (3 Q/dO stages, 2 dSᵀ buffers) instead of two "
                    "barriers per tile"),
     llvm::cl::init(false));
-static llvm::cl::opt<bool> clBulkDQ(
-    "fa-wgmma-bwd-bulk-dq",
-    llvm::cl::desc("wgmma backward: dQ goes through an f32 staging buffer "
-                   "per warpgroup in shared memory and reaches dq_accum with "
-                   "one cp.reduce.async.bulk add per row instead of "
-                   "red.global.add.v2.f32 per pair"),
-    llvm::cl::init(false));
 
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  return std::string("pipe") + (clPipeline ? "1" : "0") + ".bulkdq" +
-         (clBulkDQ ? "1" : "0");
+  return std::string("pipe") + (clPipeline ? "1" : "0");
 }
 
 namespace {
 /// Keys of one warpgroup; the query tile is one m64 of dQ.
 constexpr int64_t kKeysPerWarpgroup = 64;
 
-/// Byte offsets of the kernel's shared tiles (each 1024 B aligned but the
-/// dQ staging, 16 B aligned as bulk copies need).
+/// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
 struct BackwardSmem {
   int64_t d, dv, bq, bkv;
-  bool pipelined, bulkDQ;
+  bool pipelined;
   int64_t stages() const { return pipelined ? 3 : 2; }   // Q, dO, LSE, Delta
   int64_t dsStages() const { return pipelined ? 2 : 1; } // dSᵀ
   int64_t kBytes() const { return bkv * d * 2; }
@@ -83,19 +72,13 @@ struct BackwardSmem {
   int64_t doBase() const { return qBase() + stages() * qBytes(); }
   int64_t dsBase() const { return doBase() + stages() * doBytes(); }
   int64_t statsBase() const { return dsBase() + dsStages() * dsBytes(); }
-  /// A warpgroup's m64 × D/2 f32 dQ with rows padded by 16 B: lanes g and
-  /// g + 1 of a warp's 8-byte stores then start 4 banks apart, two
-  /// wavefronts per store (the least for 256 B) at D = 64 and 128 alike.
-  int64_t dqRowBytes() const { return d / 2 * 4 + 16; }
-  int64_t dqBytes() const { return bulkDQ ? bq * dqRowBytes() : 0; }
-  int64_t dqBase() const { return statsBase() + stages() * 2 * bq * 4; }
-  int64_t total() const { return dqBase() + 2 * dqBytes(); }
+  int64_t total() const { return statsBase() + stages() * 2 * bq * 4; }
 };
 } // namespace
 
 int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
   return BackwardSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                      clPipeline, clBulkDQ}
+                      clPipeline}
       .total();
 }
 
@@ -107,8 +90,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   const KernelPlan &plan = kb.plan;
   const int64_t d = plan.headDim, dv = plan.headDimV;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  const bool pipelined = clPipeline, bulkDQ = clBulkDQ;
-  const BackwardSmem layout{d, dv, bq, bkv, pipelined, bulkDQ};
+  const bool pipelined = clPipeline;
+  const BackwardSmem layout{d, dv, bq, bkv, pipelined};
   Type f32 = b.getF32Type();
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
@@ -261,91 +244,11 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     commit();
     return acc;
   };
-  // Inline PTX with side effects and a memory clobber: shared and global
-  // accesses stay on their side of it.
-  auto ptx = [&](StringRef text, ValueRange operands = {},
-                 StringRef constraints = "~{memory}") {
-    LLVM::InlineAsmOp::create(b, loc, TypeRange(), operands, text, constraints,
-                              /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None,
-                              /*asm_dialect=*/nullptr,
-                              /*operand_attrs=*/nullptr);
-  };
-  // The 128 threads of warpgroup `wg` meet: named barrier 1 or 2 (barrier 0
-  // is gpu.barrier, the only other one in the kernel; ids stay immediates).
-  auto warpgroupBarrier = [&](Value wg) {
-    auto ifOp = scf::IfOp::create(b, loc, kb.lt(wg, kb.idx(1)),
-                                  /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    namedBarrier(b, loc, "bar.sync", 1, 128);
-    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    namedBarrier(b, loc, "bar.sync", 2, 128);
-  };
-  // -fa-wgmma-bwd-bulk-dq: dq_accum += dQ through the warpgroup's staging
-  // buffer. The bulk reductions of the last tile must have read it (their
-  // issuers wait; every thread runs the wait, a no-op without groups); lane
-  // (g, t) stores columns 8n + 2t, +1 of rows g and g + 8 of its warp as
-  // 8-byte pairs; the stores are fenced for the async proxy; then threads
-  // 0-63 of the warpgroup each add row `tid % 128` (rows < Nq) with one
-  // cp.reduce.async.bulk of D/2 floats, one bulk group each.
-  auto bulkReduceDQ = [&](ArrayRef<Value> dq, Value wg, Value qBegin,
-                          Value qRowsBase) {
-    const int64_t rowFloats = layout.dqRowBytes() / 4;
-    Value bufFloat =
-        kb.add(kb.mul(wg, layout.dqBytes() / 4), layout.dqBase() / 4);
-    ptx("cp.async.bulk.wait_group.read 0;");
-    warpgroupBarrier(wg);
-    Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16);
-    Value pairFloat =
-        kb.add(kb.add(kb.mul(kb.add(queryRow0, kb.groupId), rowFloats),
-                      kb.mul(kb.threadInGroup, 2)),
-               bufFloat);
-    for (int64_t r = 0; r < 2; ++r)
-      for (int64_t n = 0; n < half / 8; ++n) {
-        Value pair = vector::FromElementsOp::create(
-            b, loc, VectorType::get({2}, f32),
-            ValueRange{dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
-        vector::StoreOp::create(
-            b, loc, pair, stats,
-            ValueRange{kb.add(pairFloat, r * 8 * rowFloats + n * 8)},
-            /*nontemporal=*/false, llvm::MaybeAlign(8));
-      }
-    proxyFence();
-    warpgroupBarrier(wg);
-    Value row = kb.remui(kb.tid, 128);
-    Value queryRow = kb.add(qBegin, row);
-    auto issueIf = scf::IfOp::create(
-        b, loc,
-        arith::AndIOp::create(b, loc, kb.lt(row, kb.idx(bq)),
-                              kb.lt(queryRow, nq)),
-        false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&issueIf.getThenRegion().front());
-    Value elem = kb.add(kb.mul(kb.add(qRowsBase, queryRow), d),
-                        kb.mul(wg, half));
-    Value gAddr = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
-                                               kb.add(dqAddr, kb.mul(elem, 4)));
-    // The staging row's shared-window address, a 32-bit `r` operand.
-    Value rowByte =
-        kb.add(kb.mul(bufFloat, 4), kb.mul(row, layout.dqRowBytes()));
-    Value sAddr = arith::AddIOp::create(
-        b, loc,
-        arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
-        arith::IndexCastUIOp::create(b, loc, b.getI32Type(), rowByte));
-    ptx("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
-        "[$1], " + std::to_string(half * 4) + ";",
-        ValueRange{gAddr, sAddr}, "l,r,~{memory}");
-    ptx("cp.async.bulk.commit_group;");
-  };
   // dq_accum += dQ for rows < Nq: lane (g, t) adds columns 8n + 2t, +1 of
   // this warpgroup's half in rows g and g + 8 of its warp.
   auto reduceDQ = [&](Value dqAcc, Value wg, Value qBegin, Value qRowsBase) {
     SmallVector<Value> dq =
         fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, half / 2));
-    if (bulkDQ)
-      return bulkReduceDQ(dq, wg, qBegin, qRowsBase);
     Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16);
     for (int64_t r = 0; r < 2; ++r) {
       Value row = kb.add(qBegin, kb.add(queryRow0, kb.add(kb.groupId, r * 8)));
@@ -571,9 +474,6 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     kb.setThreadIds(outerIds);
   }
   kb.waitAsync(0);
-  // The last tile's bulk reductions complete before the CTA exits.
-  if (bulkDQ)
-    ptx("cp.async.bulk.wait_group 0;");
 
   // dK (scale already in dS) and dV for keys < Nk.
   SmallVector<Value> res(loop.getResults());

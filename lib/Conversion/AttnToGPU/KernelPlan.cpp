@@ -93,16 +93,6 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     if (plan.stages != 2)
       return fail("expected 2 stages for the mma = wgmma backward, got " +
                   llvm::Twine(plan.stages));
-    // Only -fa-wgmma-bwd-pipeline with -fa-wgmma-bwd-bulk-dq at D = 128
-    // goes over (3 Q/dO stages, 2 dSᵀ buffers and the dQ staging).
-    if (plan.backwardSharedBytes() > kMaxSharedBytes)
-      return fail("the mma = wgmma backward needs " +
-                  llvm::Twine(plan.backwardSharedBytes()) +
-                  " bytes of shared memory with switches " +
-                  wgmmaBackwardVariantKey() + ", more than " +
-                  llvm::Twine(kMaxSharedBytes) +
-                  " (-fa-wgmma-bwd-bulk-dq with -fa-wgmma-bwd-pipeline fits "
-                  "D = 64 only)");
     return plan;
   }
   plan.warps = 12;

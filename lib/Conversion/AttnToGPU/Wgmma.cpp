@@ -64,16 +64,12 @@ Value mlir::fa::gpu_lowering::packI32(KernelBuilder &kb, Value lo, Value hi) {
   return vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{0});
 }
 
-Value mlir::fa::gpu_lowering::sharedAddress(KernelBuilder &kb) {
-  return arith::IndexCastUIOp::create(
-      kb.b, kb.loc, kb.b.getI64Type(),
-      memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, kb.smem));
-}
-
 Value mlir::fa::gpu_lowering::wgmmaDescriptorBase(KernelBuilder &kb) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  Value base = sharedAddress(kb);
+  Value base = arith::IndexCastUIOp::create(
+      b, loc, b.getI64Type(),
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, kb.smem));
   // 128 B swizzle (bits 62-63 = 1), SBO = 1024 B (bits 32-45).
   int64_t hi = (int64_t(1) << 62) | (int64_t(1024 >> 4) << 32);
   // The start field holds 14 bits of (addr >> 4); shared offsets stay below

@@ -49,10 +49,6 @@ void namedBarrier(OpBuilder &b, Location loc, StringRef op, int64_t id,
 /// Two f32 → one i32 of two packed 16-bit elements (a wgmma A register).
 Value packI32(KernelBuilder &kb, Value lo, Value hi);
 
-/// The shared-window address (i64) of `kb.smem`'s first byte: what wgmma
-/// descriptors and bulk copies take (below 2^32; truncate for `r` operands).
-Value sharedAddress(KernelBuilder &kb);
-
 /// The descriptor bits shared by every tile of `kb.smem`: 128 B swizzle,
 /// SBO = 1024 B, and the buffer's start address.
 Value wgmmaDescriptorBase(KernelBuilder &kb);
