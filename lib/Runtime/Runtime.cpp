@@ -632,10 +632,36 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
   return succeed();
 }
 
+namespace {
+/// Modeled cost of a kernel's key loop over nk keys, in key columns: each key
+/// tile costs its block_kv columns plus a fixed per-tile overhead (the softmax
+/// reductions, barriers and the ring handshake). 32 fits the H200 wgmma
+/// forward's block_kv 128 vs 192 measurements at N = 1k..8k (PERF.md). With
+/// nk unknown (0) the cost per key decides, so the widest tile wins.
+double keyLoopCost(const KernelConfig &c, int64_t nk) {
+  constexpr double kTileOverheadKeys = 32;
+  double bkv = c.blockKV;
+  if (nk <= 0)
+    return (bkv + kTileOverheadKeys) / bkv;
+  return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) *
+         (bkv + kTileOverheadKeys);
+}
+} // namespace
+
 fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
                          const fa_kernel **out) {
+  return fa_kernel_find_for_keys(bundle, query, 0, out);
+}
+
+fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
+                                  const fa_kernel_query *query, int64_t nk,
+                                  const fa_kernel **out) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
+  if (nk < 0)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find_for_keys: nk is " + std::to_string(nk) +
+                    "; expected the number of keys, or 0 if unknown");
   *out = nullptr;
   const fa_kernel_query &q = *query;
   if (q.mma != FA_MMA_ANY && q.mma != FA_MMA_SYNC && q.mma != FA_MMA_WGMMA)
@@ -671,7 +697,10 @@ fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
-    if (rank > bestRank) {
+    // Kernels of one rank differ in their tiles: take the cheapest key loop.
+    if (rank > bestRank ||
+        (rank == bestRank && rank > 0 &&
+         keyLoopCost(c, nk) < keyLoopCost(best->config, nk))) {
       best = k.get();
       bestRank = rank;
     }

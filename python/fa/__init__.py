@@ -66,16 +66,17 @@ class Bundle:
         return out
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
-             mma=None):
+             mma=None, nk=0):
+        """The kernel for this query; nk (keys, 0 if unknown) picks among tiles."""
         code = _mma_code(mma)
-        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code)
+        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk)
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code)
             out = ctypes.c_void_p()
-            check(self.lib, self.lib.fa_kernel_find(self._handle, ctypes.byref(q),
-                                                    ctypes.byref(out)))
+            check(self.lib, self.lib.fa_kernel_find_for_keys(self._handle, ctypes.byref(q), nk,
+                                                             ctypes.byref(out)))
             kernel = self._cache[key] = out
         return kernel
 
@@ -165,7 +166,7 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv = q.shape[-1], v.shape[-1]
-    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma)
+    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2])
     args = ForwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(lse),
                        1.0 / math.sqrt(d) if scale is None else float(scale))
     stream, dev = _stream(q)
@@ -182,7 +183,7 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv_dim = q.shape[-1], v.shape[-1]
-    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma)
+    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2])
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     if dq_accum is None:

@@ -102,6 +102,8 @@ def open_library(path=None):
         "fa_bundle_kernel_at": ([vp, ctypes.c_int32], vp),
         "fa_kernel_get_info": ([vp, ctypes.POINTER(KernelInfo)], st),
         "fa_kernel_find": ([vp, ctypes.POINTER(KernelQuery), ctypes.POINTER(vp)], st),
+        "fa_kernel_find_for_keys": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                     ctypes.POINTER(vp)], st),
         "fa_attention_forward_check": ([vp, ctypes.POINTER(ForwardArgs)], st),
         "fa_attention_backward_check": ([vp, ctypes.POINTER(BackwardArgs)], st),
         "fa_attention_forward_tensor_maps": ([vp, ctypes.POINTER(ForwardArgs),

@@ -660,6 +660,44 @@ TEST_F(FindMma, InvalidMma) {
   EXPECT_NE(lastError().find("mma is 7"), std::string::npos) << lastError();
 }
 
+/// One config at two key tiles: the sequence length picks the tile whose key
+/// loop (tiles x (block_kv + 32)) costs least.
+TEST(FindTiles, PicksTheKeyTileBySequenceLength) {
+  auto tile = [](const std::string &tag, int bkv) {
+    std::string k = kernelJson(tag, "fwd", "bf16", 128, "none", "sm_90a", true);
+    const std::string field = "\"block_kv\": 64";
+    k.replace(k.find(field), field.size(),
+              "\"block_kv\": " + std::to_string(bkv));
+    return k;
+  };
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("tiles", manifest({tile("k128", 128), tile("k192", 192)}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 90);
+  auto pick = [&](int64_t nk) -> std::string {
+    const fa_kernel *k = nullptr;
+    EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
+    fa_kernel_info info;
+    return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
+  };
+  EXPECT_EQ(pick(0), "k192");    // unknown length: the widest tile
+  EXPECT_EQ(pick(128), "k128");  // 1 x 160 < 1 x 224
+  EXPECT_EQ(pick(192), "k192");  // 2 x 160 > 1 x 224
+  EXPECT_EQ(pick(1024), "k128"); // 8 x 160 = 1280 < 6 x 224 = 1344
+  EXPECT_EQ(pick(2048), "k192"); // 16 x 160 = 2560 > 11 x 224 = 2464
+  EXPECT_EQ(pick(8192), "k192");
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+  fa_kernel_info info;
+  fa_kernel_get_info(k, &info);
+  EXPECT_STREQ(info.tag, "k192");
+  EXPECT_EQ(fa_kernel_find_for_keys(b, &q, -5, &k), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("nk is -5"), std::string::npos) << lastError();
+  fa_bundle_free(b);
+}
+
 //===----------------------------------------------------------------------===//
 // Argument validation
 //===----------------------------------------------------------------------===//

@@ -186,6 +186,15 @@ FA_API fa_status fa_kernel_find(const fa_bundle *bundle,
                                 const fa_kernel_query *query,
                                 const fa_kernel **out);
 
+/* fa_kernel_find for a sequence of nk keys: where several kernels of the
+ * preferred kind match and differ only in their tiles (e.g. block_kv 128 and
+ * 192), picks the one whose key loop costs least for nk keys, counting the
+ * padding of the last key tile. nk = 0 (what fa_kernel_find passes) means
+ * unknown and picks the widest key tile. */
+FA_API fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
+                                         const fa_kernel_query *query,
+                                         int64_t nk, const fa_kernel **out);
+
 /* Argument checks that need no GPU: shapes against the kernel's config,
  * dtypes, contiguity, alignment, scale, 32-bit size limits, overlap of
  * outputs with other tensors. The launch functions run these first. */

@@ -101,9 +101,11 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   if ((options.blockQ && options.blockQ != 128) ||
       (options.warps && options.warps != 12))
     return fail("expected block-q = 128 and 12 warps for mma = wgmma");
-  if (plan.blockKV != 64 && plan.blockKV != 128)
-    return fail("expected block-kv 64 or 128 for mma = wgmma, got " +
-                llvm::Twine(plan.blockKV));
+  // S = Q·Kᵀ is one m64nNk16 chain with N = block_kv, so any multiple of 16
+  // the instruction takes (N ≤ 256) is a legal tile.
+  if (plan.blockKV % 16 || plan.blockKV < 64 || plan.blockKV > 256)
+    return fail("expected block-kv a multiple of 16 in [64, 256] for mma = "
+                "wgmma, got " + llvm::Twine(plan.blockKV));
   if (plan.stages != 2 && plan.stages != 3)
     return fail("expected 2 or 3 stages for mma = wgmma, got " +
                 llvm::Twine(plan.stages));
