@@ -197,46 +197,75 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
   const int64_t width = rowChunkElems(cols, 2);
   const int64_t validChunks = cols / width;
   const int64_t chunksPerRow = (cols + 15) / 16 * 16 / width;
-  const int64_t chunks = rows * chunksPerRow;
   const int64_t threads = plan.threads();
+  // Narrow chunks are many per thread. Their slots per row are rounded up to
+  // a power of two (slots past the padded row copy nothing), so a thread
+  // keeps its row and column offsets from step to step and its addresses
+  // differ by constants; the thread id goes through an opaque copy so they
+  // are formed where they are used, not hoisted out of the mainloop (where
+  // they would hold registers throughout).
+  const bool narrow = width < 8;
+  const int64_t slots =
+      narrow ? static_cast<int64_t>(llvm::PowerOf2Ceil(chunksPerRow))
+             : chunksPerRow;
+  const bool fixedSlots =
+      narrow && (threads % slots == 0 || slots % threads == 0);
+  const int64_t chunks = rows * slots;
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  Value t = narrow ? opaqueIndex(tid) : tid;
+  Value tRow, tChunk;
+  if (fixedSlots) {
+    tRow = divui(t, slots);
+    tChunk = remui(t, slots);
+  }
+  // `rowsInside`: every row of the tile lies before rowLimit, so only the
+  // padding columns need a clamped address.
+  auto copyAll = [&](bool rowsInside) {
   for (int64_t first = 0; first < chunks; first += threads) {
-    Value c = add(tid, first);
+    Value c = add(t, first);
     auto emit = [&]() {
-      Value row = divui(c, chunksPerRow);
-      Value chunk = remui(c, chunksPerRow);
+      OpBuilder::InsertionGuard g(b);
+      Value row = fixedSlots ? add(tRow, first / slots) : divui(c, slots);
+      Value chunk = fixedSlots ? add(tChunk, first % slots) : remui(c, slots);
+      if (slots != chunksPerRow) {
+        auto inRow = scf::IfOp::create(b, loc, lt(chunk, idx(chunksPerRow)),
+                                       /*withElseRegion=*/false);
+        b.setInsertionPointToStart(&inRow.getThenRegion().front());
+      }
       Value col = mul(chunk, width);
       Value grow = add(rowBegin, row);
-      Value valid = lt(grow, rowLimit);
+      Value valid = rowsInside ? Value() : lt(grow, rowLimit);
+      if (validChunks != chunksPerRow) {
+        Value inCols = lt(chunk, idx(validChunks));
+        valid = valid ? arith::AndIOp::create(b, loc, valid, inCols) : inCols;
+      }
+      if (!valid)
+        valid = arith::ConstantIntOp::create(b, loc, 1, 1);
+      if (width == 1) {
+        // A predicated load: rows past the end and padding columns read
+        // nothing and store zero.
+        Value src = add(gBase, add(mul(grow, cols), col));
+        Value at = dst(row, chunk, col);
+        auto load = scf::IfOp::create(b, loc, TypeRange{plan.elemType}, valid,
+                                      /*withElseRegion=*/true);
+        b.setInsertionPointToStart(&load.getThenRegion().front());
+        scf::YieldOp::create(
+            b, loc, ValueRange{memref::LoadOp::create(b, loc, gmem, src)});
+        b.setInsertionPointToStart(&load.getElseRegion().front());
+        scf::YieldOp::create(b, loc,
+                             ValueRange{arith::ConstantOp::create(
+                                 b, loc, b.getFloatAttr(plan.elemType, 0.0))});
+        b.setInsertionPointAfter(load);
+        memref::StoreOp::create(b, loc, load.getResult(0), smem, at);
+        return;
+      }
       // Rows past the end and padding columns read nothing (src-size 0
       // zero-fills); their address is clamped to the first row (and column)
       // so it stays in the allocation.
       Value srcCol = col;
-      if (validChunks != chunksPerRow) {
-        valid = arith::AndIOp::create(b, loc, valid,
-                                      lt(chunk, idx(validChunks)));
+      if (validChunks != chunksPerRow)
         srcCol = select(valid, col, idx(0));
-      }
-      Value srcRow = select(valid, grow, idx(0));
-      if (width == 1) {
-        Value src = add(gBase, add(mul(srcRow, cols), srcCol));
-        Value at = dst(row, chunk, col);
-        auto load = scf::IfOp::create(b, loc, TypeRange{plan.elemType}, valid,
-                                      /*withElseRegion=*/true);
-        {
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToStart(&load.getThenRegion().front());
-          scf::YieldOp::create(
-              b, loc, ValueRange{memref::LoadOp::create(b, loc, gmem, src)});
-          b.setInsertionPointToStart(&load.getElseRegion().front());
-          scf::YieldOp::create(
-              b, loc,
-              ValueRange{arith::ConstantOp::create(
-                  b, loc, b.getFloatAttr(plan.elemType, 0.0))});
-        }
-        memref::StoreOp::create(b, loc, load.getResult(0), smem, at);
-        return;
-      }
+      Value srcRow = rowsInside ? grow : select(valid, grow, idx(0));
       Value srcElems = select(valid, idx(width), idx(0));
       Value src = add(gBase, add(mul(srcRow, cols), srcCol));
       Value at = dst(row, chunk, col);
@@ -255,6 +284,22 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     emit();
+  }
+  };
+  if (!narrow) {
+    copyAll(/*rowsInside=*/false);
+  } else {
+    // Narrow copies are many: all but a tile at the end of the rows take
+    // the branch whose addresses need no per-row clamp.
+    auto inside = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                      add(rowBegin, rows), rowLimit),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&inside.getThenRegion().front());
+    copyAll(/*rowsInside=*/true);
+    b.setInsertionPointToStart(&inside.getElseRegion().front());
+    copyAll(/*rowsInside=*/false);
   }
   commitAsync();
 }
@@ -365,6 +410,8 @@ void mlir::fa::gpu_lowering::forColumnPair(
     int64_t last = off + static_cast<int64_t>(values.size()) - 1;
     if (inside >= 8)
       return emit(off, values);
+    if (inside <= last) // no lane holds this column inside the row
+      return;
     auto ifOp = scf::IfOp::create(
         kb.b, kb.loc,
         kb.lt(kb.mul(kb.threadInGroup, 2), kb.idx(inside - last)), false);

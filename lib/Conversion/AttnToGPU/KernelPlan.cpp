@@ -5,7 +5,8 @@
 // 64-key tiles up to D = 128 and 32-key tiles above, where the O accumulator
 // alone takes D/2 registers per lane. Backward: 8 warps of 16 keys and 64-row
 // query tiles for D = Dv in {64, 128}; otherwise 4 warps, 64-row query tiles up
-// to D = 64 and 32-row tiles above (dK and dV take D registers); above
+// to D = 64 (D = 48 for head dims that are not multiples of 8) and 32-row
+// tiles above (dK and dV take D registers); above
 // D + Dv = 256 the dK/dV/dQ columns are split over CTAs (KernelPlan::dsplit).
 //
 //===----------------------------------------------------------------------===//
@@ -183,9 +184,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                  : wide            ? 8
                                    : 4;
     plan.blockKV = options.blockKV ? options.blockKV : plan.warps * 16;
+    // Head dims that are not multiples of 8 copy Q and dO in narrower
+    // chunks (more address registers): 64-row tiles only up to D = 48.
+    bool narrow = headDim % 8 || headDimV % 8;
     plan.blockQ = options.blockQ ? options.blockQ
-                  : (wide || maxD <= 64) ? 64
-                                         : 32;
+                  : (wide || maxD <= (narrow ? 48 : 64)) ? 64
+                                                         : 32;
     if (plan.blockKV != plan.warps * 16)
       return fail("expected block-kv = 16 x warps for the backward, got block-kv " +
                   llvm::Twine(plan.blockKV) + " and " + llvm::Twine(plan.warps) +
