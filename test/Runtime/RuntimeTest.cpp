@@ -893,7 +893,8 @@ protected:
                 R"("head_dim": )" + std::to_string(d) + ",");
       return k;
     };
-    ASSERT_EQ(loadText("narrow", manifest({kernel("f", "fwd"), kernel("b", "bwd")}),
+    ASSERT_EQ(loadText("narrow",
+                       manifest({kernel("f", "fwd"), kernel("b", "bwd")}),
                        &bundle),
               FA_SUCCESS)
         << lastError();

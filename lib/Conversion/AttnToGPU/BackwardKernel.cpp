@@ -84,8 +84,7 @@ static void forEachBlockChunk(KernelBuilder &kb, const QueryBlock &block,
 /// lanes whose chunk lies past Nq or past the row (their data is dropped).
 static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
                          Value safe, VectorType type) {
-  int64_t bytes =
-      type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
   return vector::LoadOp::create(kb.b, kb.loc, type, mem,
                                 ValueRange{kb.select(ok, at, safe)}, false,
                                 llvm::MaybeAlign(bytes));
@@ -522,12 +521,11 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
           b.setInsertionPointToStart(&rowIf.getThenRegion().front());
           // Pairs are 8-byte aligned unless D is odd.
           for (int64_t t = 0; t < tiles; ++t)
-            forColumnPair(kb, np * 2 + t, wk, d % 2 == 0, dq[t * 4 + 2 * r],
-                          dq[t * 4 + 2 * r + 1],
-                          [&](int64_t off, ValueRange v) {
-                            kb.redAddF32(dqRow[r],
-                                         (np * 16 + t * 8 + off) * 4, v);
-                          });
+            forColumnPair(
+                kb, np * 2 + t, wk, d % 2 == 0, dq[t * 4 + 2 * r],
+                dq[t * 4 + 2 * r + 1], [&](int64_t off, ValueRange v) {
+                  kb.redAddF32(dqRow[r], (np * 16 + t * 8 + off) * 4, v);
+                });
         }
       }
       SmallVector<Value> yield(dK);

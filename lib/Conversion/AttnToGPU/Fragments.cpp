@@ -221,70 +221,71 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
   // `rowsInside`: every row of the tile lies before rowLimit, so only the
   // padding columns need a clamped address.
   auto copyAll = [&](bool rowsInside) {
-  for (int64_t first = 0; first < chunks; first += threads) {
-    Value c = add(t, first);
-    auto emit = [&]() {
-      OpBuilder::InsertionGuard g(b);
-      Value row = fixedSlots ? add(tRow, first / slots) : divui(c, slots);
-      Value chunk = fixedSlots ? add(tChunk, first % slots) : remui(c, slots);
-      if (slots != chunksPerRow) {
-        auto inRow = scf::IfOp::create(b, loc, lt(chunk, idx(chunksPerRow)),
-                                       /*withElseRegion=*/false);
-        b.setInsertionPointToStart(&inRow.getThenRegion().front());
-      }
-      Value col = mul(chunk, width);
-      Value grow = add(rowBegin, row);
-      Value valid = rowsInside ? Value() : lt(grow, rowLimit);
-      if (validChunks != chunksPerRow) {
-        Value inCols = lt(chunk, idx(validChunks));
-        valid = valid ? arith::AndIOp::create(b, loc, valid, inCols) : inCols;
-      }
-      if (!valid)
-        valid = arith::ConstantIntOp::create(b, loc, 1, 1);
-      if (width == 1) {
-        // A predicated load: rows past the end and padding columns read
-        // nothing and store zero.
-        Value src = add(gBase, add(mul(grow, cols), col));
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value c = add(t, first);
+      auto emit = [&]() {
+        OpBuilder::InsertionGuard g(b);
+        Value row = fixedSlots ? add(tRow, first / slots) : divui(c, slots);
+        Value chunk = fixedSlots ? add(tChunk, first % slots) : remui(c, slots);
+        if (slots != chunksPerRow) {
+          auto inRow = scf::IfOp::create(b, loc, lt(chunk, idx(chunksPerRow)),
+                                         /*withElseRegion=*/false);
+          b.setInsertionPointToStart(&inRow.getThenRegion().front());
+        }
+        Value col = mul(chunk, width);
+        Value grow = add(rowBegin, row);
+        Value valid = rowsInside ? Value() : lt(grow, rowLimit);
+        if (validChunks != chunksPerRow) {
+          Value inCols = lt(chunk, idx(validChunks));
+          valid = valid ? arith::AndIOp::create(b, loc, valid, inCols) : inCols;
+        }
+        if (!valid)
+          valid = arith::ConstantIntOp::create(b, loc, 1, 1);
+        if (width == 1) {
+          // A predicated load: rows past the end and padding columns read
+          // nothing and store zero.
+          Value src = add(gBase, add(mul(grow, cols), col));
+          Value at = dst(row, chunk, col);
+          auto load = scf::IfOp::create(b, loc, TypeRange{plan.elemType}, valid,
+                                        /*withElseRegion=*/true);
+          b.setInsertionPointToStart(&load.getThenRegion().front());
+          scf::YieldOp::create(
+              b, loc, ValueRange{memref::LoadOp::create(b, loc, gmem, src)});
+          b.setInsertionPointToStart(&load.getElseRegion().front());
+          scf::YieldOp::create(
+              b, loc,
+              ValueRange{arith::ConstantOp::create(
+                  b, loc, b.getFloatAttr(plan.elemType, 0.0))});
+          b.setInsertionPointAfter(load);
+          memref::StoreOp::create(b, loc, load.getResult(0), smem, at);
+          return;
+        }
+        // Rows past the end and padding columns read nothing (src-size 0
+        // zero-fills); their address is clamped to the first row (and column)
+        // so it stays in the allocation.
+        Value srcCol = col;
+        if (validChunks != chunksPerRow)
+          srcCol = select(valid, col, idx(0));
+        Value srcRow = rowsInside ? grow : select(valid, grow, idx(0));
+        Value srcElems = select(valid, idx(width), idx(0));
+        Value src = add(gBase, add(mul(srcRow, cols), srcCol));
         Value at = dst(row, chunk, col);
-        auto load = scf::IfOp::create(b, loc, TypeRange{plan.elemType}, valid,
-                                      /*withElseRegion=*/true);
-        b.setInsertionPointToStart(&load.getThenRegion().front());
-        scf::YieldOp::create(
-            b, loc, ValueRange{memref::LoadOp::create(b, loc, gmem, src)});
-        b.setInsertionPointToStart(&load.getElseRegion().front());
-        scf::YieldOp::create(b, loc,
-                             ValueRange{arith::ConstantOp::create(
-                                 b, loc, b.getFloatAttr(plan.elemType, 0.0))});
-        b.setInsertionPointAfter(load);
-        memref::StoreOp::create(b, loc, load.getResult(0), smem, at);
-        return;
+        // .cg (bypassing L1) exists only for 16-byte copies.
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokTy, smem, ValueRange{at}, gmem, ValueRange{src},
+            b.getIndexAttr(width), srcElems,
+            width == 8 ? b.getUnitAttr() : UnitAttr());
+      };
+      if (first + threads <= chunks) {
+        emit();
+        continue;
       }
-      // Rows past the end and padding columns read nothing (src-size 0
-      // zero-fills); their address is clamped to the first row (and column)
-      // so it stays in the allocation.
-      Value srcCol = col;
-      if (validChunks != chunksPerRow)
-        srcCol = select(valid, col, idx(0));
-      Value srcRow = rowsInside ? grow : select(valid, grow, idx(0));
-      Value srcElems = select(valid, idx(width), idx(0));
-      Value src = add(gBase, add(mul(srcRow, cols), srcCol));
-      Value at = dst(row, chunk, col);
-      // .cg (bypassing L1) exists only for 16-byte copies.
-      nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokTy, smem, ValueRange{at}, gmem, ValueRange{src},
-          b.getIndexAttr(width), srcElems,
-          width == 8 ? b.getUnitAttr() : UnitAttr());
-    };
-    if (first + threads <= chunks) {
+      auto ifOp = scf::IfOp::create(b, loc, lt(c, idx(chunks)),
+                                    /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
       emit();
-      continue;
     }
-    auto ifOp = scf::IfOp::create(b, loc, lt(c, idx(chunks)),
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    emit();
-  }
   };
   if (!narrow) {
     copyAll(/*rowsInside=*/false);
@@ -292,8 +293,9 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
     // Narrow copies are many: all but a tile at the end of the rows take
     // the branch whose addresses need no per-row clamp.
     auto inside = scf::IfOp::create(
-        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                      add(rowBegin, rows), rowLimit),
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                              add(rowBegin, rows), rowLimit),
         /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&inside.getThenRegion().front());
@@ -413,8 +415,8 @@ void mlir::fa::gpu_lowering::forColumnPair(
     if (inside <= last) // no lane holds this column inside the row
       return;
     auto ifOp = scf::IfOp::create(
-        kb.b, kb.loc,
-        kb.lt(kb.mul(kb.threadInGroup, 2), kb.idx(inside - last)), false);
+        kb.b, kb.loc, kb.lt(kb.mul(kb.threadInGroup, 2), kb.idx(inside - last)),
+        false);
     OpBuilder::InsertionGuard g(kb.b);
     kb.b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     emit(off, values);
@@ -431,19 +433,17 @@ void mlir::fa::gpu_lowering::storeColumnPair(KernelBuilder &kb, Value mem,
                                              Value rowOff, int64_t n,
                                              int64_t cols, int64_t rowStride,
                                              Value lo, Value hi) {
-  forColumnPair(kb, n, cols, rowStride % 2 == 0, lo, hi,
-                [&](int64_t off, ValueRange v) {
-                  Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
-                  if (v.size() == 2) {
-                    kb.storePair(kb.truncPair(v[0], v[1]), mem,
-                                 kb.add(rowOff, col));
-                    return;
-                  }
-                  Value e = arith::TruncFOp::create(kb.b, kb.loc,
-                                                    kb.plan.elemType, v[0]);
-                  memref::StoreOp::create(kb.b, kb.loc, e, mem,
-                                          ValueRange{kb.add(rowOff, col)});
-                });
+  forColumnPair(
+      kb, n, cols, rowStride % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
+        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
+        if (v.size() == 2) {
+          kb.storePair(kb.truncPair(v[0], v[1]), mem, kb.add(rowOff, col));
+          return;
+        }
+        Value e = arith::TruncFOp::create(kb.b, kb.loc, kb.plan.elemType, v[0]);
+        memref::StoreOp::create(kb.b, kb.loc, e, mem,
+                                ValueRange{kb.add(rowOff, col)});
+      });
 }
 
 void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
