@@ -11,6 +11,7 @@
 
 #include <climits>
 #include <cmath>
+#include <numeric>
 #include <sstream>
 
 namespace fa::runtime {
@@ -51,12 +52,40 @@ std::string dtypeText(fa_dtype dtype) {
   return "<invalid dtype " + std::to_string(static_cast<int>(dtype)) + ">";
 }
 
+/// The alignment (bytes) the kernels need of a tensor whose rows are `cols`
+/// elements of `dtype`: 16, their widest access, unless the rows of such a
+/// head dim cannot all be 16-byte aligned (D not a multiple of 8 for f16 and
+/// bf16, of 4 for f32); the kernels for it access those rows only as wide
+/// as gcd(row bytes, 16), which is then all they need (docs/ABI.md).
+int64_t rowAlignment(int64_t cols, fa_dtype dtype) {
+  int64_t elem = elementSize(dtype);
+  return elem * std::gcd(cols, 16 / elem);
+}
+
+/// What checkTensor requires of a tensor's address: `bytes`, and why when
+/// that is less than 16.
+struct Alignment {
+  int64_t bytes = 16;
+  std::string why; // empty for 16
+};
+
+/// The alignment kernel `c` needs of a tensor with rows of `cols` elements.
+Alignment alignmentFor(const KernelConfig &c, int64_t cols, fa_dtype dtype) {
+  Alignment a;
+  a.bytes = rowAlignment(cols, dtype);
+  if (a.bytes < 16)
+    a.why = " (kernel '" + c.tag + "' reads and writes its rows of " +
+            std::to_string(cols) + " " + fa_dtype_name(dtype) + " elements " +
+            std::to_string(a.bytes) + " bytes at a time)";
+  return a;
+}
+
 /// Checks what a tensor must satisfy on its own: non-null, dtype, rank,
-/// positive 32-bit sizes, contiguous row-major strides, 16-byte alignment,
-/// element count within 32 bits (the kernels take i32 sizes and index with
-/// 32-bit offsets).
+/// positive 32-bit sizes, contiguous row-major strides, alignment (16 bytes
+/// unless `align` says less), element count within 32 bits (the kernels take
+/// i32 sizes and index with 32-bit offsets).
 std::string checkTensor(const char *name, const fa_tensor &t, fa_dtype dtype,
-                        int rank) {
+                        int rank, const Alignment &align = {}) {
   std::ostringstream os;
   if (t.data == 0) {
     os << name << ".data is null";
@@ -103,9 +132,9 @@ std::string checkTensor(const char *name, const fa_tensor &t, fa_dtype dtype,
     }
     expect *= t.shape[i];
   }
-  if (t.data % 16 != 0) {
-    os << name << ".data 0x" << std::hex << t.data << std::dec
-       << " is not 16-byte aligned";
+  if (t.data % align.bytes != 0) {
+    os << name << ".data 0x" << std::hex << t.data << std::dec << " is not "
+       << align.bytes << "-byte aligned" << align.why;
     return os.str();
   }
   return "";
@@ -138,13 +167,21 @@ struct Sizes {
   int64_t b, h, hkv, nq, nk, d, dv;
 };
 
+/// Rows of D elements (q, k, dq, dk) and of Dv (v, o, d_o, dv).
+Alignment qkAlign(const KernelConfig &c) {
+  return alignmentFor(c, c.headDim, c.dtype);
+}
+Alignment vAlign(const KernelConfig &c) {
+  return alignmentFor(c, c.headDimV, c.dtype);
+}
+
 /// Checks q, k, v against each other and the kernel's config.
 std::string checkQKV(const KernelConfig &c, const fa_tensor &q,
                      const fa_tensor &k, const fa_tensor &v, Sizes &s) {
   std::string err;
-  if (!(err = checkTensor("q", q, c.dtype, 4)).empty() ||
-      !(err = checkTensor("k", k, c.dtype, 4)).empty() ||
-      !(err = checkTensor("v", v, c.dtype, 4)).empty())
+  if (!(err = checkTensor("q", q, c.dtype, 4, qkAlign(c))).empty() ||
+      !(err = checkTensor("k", k, c.dtype, 4, qkAlign(c))).empty() ||
+      !(err = checkTensor("v", v, c.dtype, 4, vAlign(c))).empty())
     return err;
   s = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
        k.shape[2], q.shape[3], v.shape[3]};
@@ -319,7 +356,7 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
   Sizes s;
   std::string err;
   if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty() ||
-      !(err = checkTensor("o", a.o, c.dtype, 4)).empty() ||
+      !(err = checkTensor("o", a.o, c.dtype, 4, vAlign(c))).empty() ||
       !(err = checkShape("o", a.o, {s.b, s.h, s.nq, s.dv},
                          "[B,H,Nq,Dv] from q and v"))
            .empty() ||
@@ -343,20 +380,20 @@ std::string checkBackward(const KernelConfig &c,
     return err;
   std::vector<int64_t> qShape{s.b, s.h, s.nq, s.d},
       oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
-  if (!(err = checkTensor("o", a.o, c.dtype, 4)).empty() ||
+  if (!(err = checkTensor("o", a.o, c.dtype, 4, vAlign(c))).empty() ||
       !(err = checkShape("o", a.o, oShape, "[B,H,Nq,Dv] from q and v"))
            .empty() ||
-      !(err = checkTensor("d_o", a.d_o, c.dtype, 4)).empty() ||
+      !(err = checkTensor("d_o", a.d_o, c.dtype, 4, vAlign(c))).empty() ||
       !(err = checkShape("d_o", a.d_o, oShape, "[B,H,Nq,Dv] from q and v"))
            .empty() ||
       !(err = checkTensor("lse", a.lse, FA_DTYPE_F32, 3)).empty() ||
       !(err = checkShape("lse", a.lse, rowShape, "[B,H,Nq] from q")).empty() ||
-      !(err = checkTensor("dq", a.dq, c.dtype, 4)).empty() ||
+      !(err = checkTensor("dq", a.dq, c.dtype, 4, qkAlign(c))).empty() ||
       !(err = checkShape("dq", a.dq, qShape, "the shape of q")).empty() ||
-      !(err = checkTensor("dk", a.dk, c.dtype, 4)).empty() ||
+      !(err = checkTensor("dk", a.dk, c.dtype, 4, qkAlign(c))).empty() ||
       !(err = checkShape("dk", a.dk, {s.b, s.hkv, s.nk, s.d}, "the shape of k"))
            .empty() ||
-      !(err = checkTensor("dv", a.dv, c.dtype, 4)).empty() ||
+      !(err = checkTensor("dv", a.dv, c.dtype, 4, vAlign(c))).empty() ||
       !(err =
             checkShape("dv", a.dv, {s.b, s.hkv, s.nk, s.dv}, "the shape of v"))
            .empty() ||
@@ -364,7 +401,9 @@ std::string checkBackward(const KernelConfig &c,
       !(err =
             checkShape("delta", a.delta, rowShape, "workspace [B,H,Nq] from q"))
            .empty() ||
-      !(err = checkTensor("dq_accum", a.dq_accum, FA_DTYPE_F32, 4)).empty() ||
+      !(err = checkTensor("dq_accum", a.dq_accum, FA_DTYPE_F32, 4,
+                          alignmentFor(c, c.headDim, FA_DTYPE_F32)))
+           .empty() ||
       !(err = checkShape("dq_accum", a.dq_accum, qShape,
                          "workspace [B,H,Nq,D] from q"))
            .empty() ||

@@ -912,6 +912,151 @@ TEST_F(Validate, Alignment) {
   rejectBwd(b, "dq_accum.data");
 }
 
+/// Kernels for head dims that are not multiples of 8 access their rows only
+/// as wide as the rows are aligned, so their tensors need only that alignment
+/// (2·gcd(D, 8) bytes for bf16/f16, 4·gcd(D, 4) for the f32 dq_accum); every
+/// other tensor, and every tensor of the other kernels, still needs 16.
+class NarrowAlignment : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 1, H = 2, Nq = 10, Nk = 12;
+
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  /// A fwd and a bwd bf16 kernel for head dims d and dv.
+  void load(int d, int dv) {
+    auto kernel = [&](const char *tag, const char *dir) {
+      std::string k = kernelJson(tag, dir, "bf16", dv, "none", "sm_90a", true);
+      std::string from = R"("head_dim": )" + std::to_string(dv) + ",";
+      k.replace(k.find(from), from.size(),
+                R"("head_dim": )" + std::to_string(d) + ",");
+      return k;
+    };
+    ASSERT_EQ(loadText("narrow",
+                       manifest({kernel("f", "fwd"), kernel("b", "bwd")}),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fwdKernel = fa_bundle_kernel_at(bundle, 0);
+    bwdKernel = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    fwd.q = tensor(addr(0), bf, {B, H, Nq, d});
+    fwd.k = tensor(addr(1), bf, {B, H, Nk, d});
+    fwd.v = tensor(addr(2), bf, {B, H, Nk, dv});
+    fwd.o = tensor(addr(3), bf, {B, H, Nq, dv});
+    fwd.lse = tensor(addr(4), f32, {B, H, Nq});
+    fwd.scale = 0.125f;
+    bwd.q = fwd.q;
+    bwd.k = fwd.k;
+    bwd.v = fwd.v;
+    bwd.o = fwd.o;
+    bwd.lse = fwd.lse;
+    bwd.d_o = tensor(addr(5), bf, {B, H, Nq, dv});
+    bwd.dq = tensor(addr(6), bf, {B, H, Nq, d});
+    bwd.dk = tensor(addr(7), bf, {B, H, Nk, d});
+    bwd.dv = tensor(addr(8), bf, {B, H, Nk, dv});
+    bwd.delta = tensor(addr(9), f32, {B, H, Nq});
+    bwd.dq_accum = tensor(addr(10), f32, {B, H, Nq, d});
+    bwd.scale = 0.125f;
+  }
+
+  /// The forward accepts `t` moved by `ok` bytes and rejects it moved by
+  /// `bad` bytes with `expect` in the message.
+  void fwdShift(fa_tensor fa_attention_args::*t, uint64_t ok, uint64_t bad,
+                const std::string &expect) {
+    fa_attention_args a = fwd;
+    (a.*t).data += ok;
+    EXPECT_EQ(fa_attention_forward_check(fwdKernel, &a), FA_SUCCESS)
+        << lastError();
+    a = fwd;
+    (a.*t).data += bad;
+    EXPECT_EQ(fa_attention_forward_check(fwdKernel, &a),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos) << lastError();
+  }
+  void bwdShift(fa_tensor fa_attention_backward_args::*t, uint64_t ok,
+                uint64_t bad, const std::string &expect) {
+    fa_attention_backward_args a = bwd;
+    (a.*t).data += ok;
+    EXPECT_EQ(fa_attention_backward_check(bwdKernel, &a), FA_SUCCESS)
+        << lastError();
+    a = bwd;
+    (a.*t).data += bad;
+    EXPECT_EQ(fa_attention_backward_check(bwdKernel, &a),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos) << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *fwdKernel = nullptr, *bwdKernel = nullptr;
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+};
+
+TEST_F(NarrowAlignment, D36Needs8Bytes) {
+  load(36, 36);
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, &fwd), FA_SUCCESS)
+      << lastError();
+  fwdShift(&fa_attention_args::q, 8, 4,
+           "q.data 0x7f0000000004 is not 8-byte aligned (kernel 'f' reads and "
+           "writes its rows of 36 bf16 elements 8 bytes at a time)");
+  fwdShift(&fa_attention_args::k, 24, 2, "k.data 0x7f0100000002 is not 8-byte");
+  fwdShift(&fa_attention_args::v, 8, 4, "v.data 0x7f0200000004 is not 8-byte");
+  fwdShift(&fa_attention_args::o, 8, 4, "o.data 0x7f0300000004 is not 8-byte");
+  // LSE rows are not head-dim rows: still 16 bytes.
+  fwdShift(&fa_attention_args::lse, 16, 8,
+           "lse.data 0x7f0400000008 is not 16-byte aligned");
+  EXPECT_EQ(fa_attention_backward_check(bwdKernel, &bwd), FA_SUCCESS)
+      << lastError();
+  bwdShift(&fa_attention_backward_args::d_o, 8, 4, "d_o.data 0x7f0500000004");
+  bwdShift(&fa_attention_backward_args::dq, 8, 4, "dq.data 0x7f0600000004");
+  bwdShift(&fa_attention_backward_args::dk, 8, 4, "dk.data 0x7f0700000004");
+  bwdShift(&fa_attention_backward_args::dv, 8, 4, "dv.data 0x7f0800000004");
+  // dq_accum rows of 36 f32 stay 16-byte aligned.
+  bwdShift(&fa_attention_backward_args::dq_accum, 16, 8,
+           "dq_accum.data 0x7f0a00000008 is not 16-byte aligned");
+  bwdShift(&fa_attention_backward_args::delta, 16, 8,
+           "delta.data 0x7f0900000008 is not 16-byte aligned");
+}
+
+TEST_F(NarrowAlignment, D50Needs4BytesAndDqAccum8) {
+  load(50, 50);
+  fwdShift(&fa_attention_args::q, 4, 2, "q.data 0x7f0000000002 is not 4-byte");
+  bwdShift(&fa_attention_backward_args::dq_accum, 8, 4,
+           "dq_accum.data 0x7f0a00000004 is not 8-byte aligned (kernel 'b' "
+           "reads and writes its rows of 50 f32 elements 8 bytes at a time)");
+}
+
+TEST_F(NarrowAlignment, OddDNeeds2BytesAndDqAccum4) {
+  load(33, 33);
+  fwdShift(&fa_attention_args::q, 2, 1, "q.data 0x7f0000000001 is not 2-byte");
+  fwdShift(&fa_attention_args::o, 6, 3, "o.data 0x7f0300000003 is not 2-byte");
+  bwdShift(&fa_attention_backward_args::dq_accum, 4, 2,
+           "dq_accum.data 0x7f0a00000002 is not 4-byte");
+}
+
+TEST_F(NarrowAlignment, DAndDvApart) {
+  // D = 64 keeps q/k/dq/dk/dq_accum at 16 bytes; Dv = 20 narrows v/o/d_o/dv.
+  load(64, 20);
+  fwdShift(&fa_attention_args::q, 16, 8,
+           "q.data 0x7f0000000008 is not 16-byte aligned");
+  fwdShift(&fa_attention_args::v, 8, 4, "v.data 0x7f0200000004 is not 8-byte");
+  bwdShift(&fa_attention_backward_args::dk, 16, 8,
+           "dk.data 0x7f0700000008 is not 16-byte aligned");
+  bwdShift(&fa_attention_backward_args::dv, 8, 4, "dv.data 0x7f0800000004");
+  bwdShift(&fa_attention_backward_args::dq_accum, 16, 8,
+           "dq_accum.data 0x7f0a00000008 is not 16-byte aligned");
+}
+
+TEST_F(NarrowAlignment, MultiplesOf8Keep16Bytes) {
+  // D = 40: rows are 80 bytes, so every contiguous row can be 16-byte
+  // aligned and the kernel uses 16-byte accesses.
+  load(40, 40);
+  fwdShift(&fa_attention_args::q, 16, 8,
+           "q.data 0x7f0000000008 is not 16-byte aligned");
+  bwdShift(&fa_attention_backward_args::dv, 16, 8,
+           "dv.data 0x7f0800000008 is not 16-byte aligned");
+}
+
 TEST_F(Validate, Scale) {
   for (float s : {0.0f, std::numeric_limits<float>::quiet_NaN(),
                   std::numeric_limits<float>::infinity()}) {

@@ -4,8 +4,9 @@
 // Seed 4.3 as three kernels (docs/ABI.md):
 //   fa_bwd_pre   Delta = rowsum(dO∘O), dq_accum = 0. All threads work and
 //                a warp's accesses are contiguous: the lanes of a row (a
-//                power of two ≥ Dv/8, ≤ 32) take consecutive 16-byte chunks
-//                of O and dO and sum their partial products with xor
+//                power of two ≥ its chunk count, ≤ 32) take consecutive
+//                chunks of O and dO (16 bytes, or as wide as the rows'
+//                alignment allows) and sum their partial products with xor
 //                shuffles; dq_accum's rows are zeroed as one run of chunks.
 //   fa_bwd       one CTA per key block and key head (dsplit CTAs, each
 //                owning a column slice of dK, dV and dQ, when D + Dv > 256;
@@ -20,7 +21,8 @@
 //                The next query tile's Q, dO, LSE and Delta are loaded with
 //                cp.async while the dQ products of the current tile run.
 //   fa_bwd_post  dQ = dq_accum in the element type, the block's rows as one
-//                run of 16-byte f32 chunks, thread t taking t + k·threads.
+//                run of f32 chunks (16 bytes unless D % 4 ≠ 0), thread t
+//                taking t + k·threads.
 // With mma = wgmma (sm_90a) fa_bwd's body is HopperBackwardKernel.cpp's.
 //
 //===----------------------------------------------------------------------===//
@@ -59,9 +61,9 @@ static QueryBlock queryBlock(KernelBuilder &kb, Value headsArg, Value nqArg) {
   return {first, kb.minsi(kb.sub(nq, row0), kb.idx(kb.plan.blockQ))};
 }
 
-/// Calls `fn(at, ok)` for this thread's 16-byte chunks (`width` elements) of
-/// the block's rows of a row-major matrix with `cols` columns: the block is
-/// one run of block_q · cols / width chunks, thread t takes chunks t,
+/// Calls `fn(at, ok)` for this thread's chunks (`width` elements, dividing
+/// `cols`) of the block's rows of a row-major matrix with `cols` columns: the
+/// block is one run of block_q · cols / width chunks, thread t takes chunks t,
 /// t + threads, …, so a warp touches consecutive chunks. `at` is the chunk's
 /// element offset; `ok` is false for chunks of rows at or past Nq.
 static void forEachBlockChunk(KernelBuilder &kb, const QueryBlock &block,
@@ -76,20 +78,21 @@ static void forEachBlockChunk(KernelBuilder &kb, const QueryBlock &block,
   }
 }
 
-/// A 16-byte-aligned `vector.load` of `type` from `mem[ok ? at : safe]`:
+/// A `vector.load` of `type`, aligned to its size, from `mem[ok ? at : safe]`:
 /// unconditional, so that no branch separates a thread's loads and they are
 /// all in flight at once; `safe` is an offset inside the block for the
 /// lanes whose chunk lies past Nq or past the row (their data is dropped).
 static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
                          Value safe, VectorType type) {
+  int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
   return vector::LoadOp::create(kb.b, kb.loc, type, mem,
                                 ValueRange{kb.select(ok, at, safe)}, false,
-                                llvm::MaybeAlign(16));
+                                llvm::MaybeAlign(bytes));
 }
 
 /// fa_bwd_pre, every thread of the CTA busy and each warp's accesses
 /// contiguous. Delta: the `lanes` consecutive lanes of a row (the power of
-/// two ≥ Dv/8, at most 32) take its 16-byte chunks j, j + lanes, … of O and
+/// two ≥ its chunk count, at most 32) take its chunks j, j + lanes, … of O and
 /// dO (threads / lanes rows at a time), form f32 partial dot products, sum
 /// them with a butterfly of shuffles over the row's lanes, and the row's
 /// lane 0 stores. dq_accum: the block's D-column rows as one run of chunks.
@@ -108,14 +111,17 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   kb.setupThreadIds();
   QueryBlock block = queryBlock(kb, entry.getArgument(5), entry.getArgument(6));
 
-  const int64_t dv = plan.headDimV, chunks = dv / 8;
+  // Chunks of 8 elements (16 bytes) when Dv allows, else as wide as the
+  // rows' alignment.
+  const int64_t dv = plan.headDimV, width = rowChunkElems(dv, 2);
+  const int64_t chunks = dv / width;
   const int64_t lanes = std::min<int64_t>(llvm::PowerOf2Ceil(chunks), 32);
   const int64_t perLane = llvm::divideCeil(chunks, lanes);
   Value laneInRow = kb.remui(kb.tid, lanes);
   Value rowInStep = kb.divui(kb.tid, lanes);
-  auto v8 = VectorType::get({8}, elem), f8 = VectorType::get({8}, f32);
+  auto v8 = VectorType::get({width}, elem), f8 = VectorType::get({width}, f32);
   // Every load first; lanes whose row lies at or past Nq or whose chunk lies
-  // past Dv/8 read the block's first chunk and add nothing.
+  // past the row read the block's first chunk and add nothing.
   Value safe = kb.mul(block.first, dv);
   SmallVector<Value> rows, oks, oChunks, doChunks;
   for (int64_t r0 = 0; r0 < plan.blockQ; r0 += plan.threads() / lanes) {
@@ -126,7 +132,8 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       Value ok = kb.lt(row, block.count);
       if (c0 + lanes > chunks)
         ok = arith::AndIOp::create(b, loc, ok, kb.lt(chunk, kb.idx(chunks)));
-      Value at = kb.add(kb.mul(kb.add(block.first, row), dv), kb.mul(chunk, 8));
+      Value at =
+          kb.add(kb.mul(kb.add(block.first, row), dv), kb.mul(chunk, width));
       oks.push_back(ok);
       oChunks.push_back(loadClamped(kb, oMem, at, ok, safe, v8));
       doChunks.push_back(loadClamped(kb, doMem, at, ok, safe, v8));
@@ -158,23 +165,24 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             ValueRange{kb.add(block.first, row)});
   }
 
-  auto f4 = VectorType::get({4}, f32);
+  const int64_t accWidth = rowChunkElems(plan.headDim, 4);
+  auto f4 = VectorType::get({accWidth}, f32);
   Value zero = arith::ConstantOp::create(
       b, loc, f4, DenseElementsAttr::get(f4, b.getF32FloatAttr(0)));
-  forEachBlockChunk(kb, block, plan.headDim, 4, [&](Value at, Value ok) {
+  forEachBlockChunk(kb, block, plan.headDim, accWidth, [&](Value at, Value ok) {
     auto ifOp = scf::IfOp::create(b, loc, ok, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     vector::StoreOp::create(b, loc, zero, dqMem, ValueRange{at}, false,
-                            llvm::MaybeAlign(16));
+                            llvm::MaybeAlign(accWidth * 4));
   });
   gpu::ReturnOp::create(b, loc);
 }
 
-/// fa_bwd_post: the block's rows of dq_accum as one run of 16-byte f32
-/// chunks (4 columns), thread t taking chunks t, t + threads, …; all loads
-/// first (chunks past Nq read the block's first), then the 8-byte stores of
-/// the element type where `ok`.
+/// fa_bwd_post: the block's rows of dq_accum as one run of f32 chunks (4
+/// columns, 16 bytes; fewer when D % 4 ≠ 0 leaves rows less aligned),
+/// thread t taking chunks t, t + threads, …; all loads first (chunks past Nq
+/// read the block's first), then the stores of the element type where `ok`.
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
@@ -186,10 +194,11 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();
   QueryBlock block = queryBlock(kb, entry.getArgument(3), entry.getArgument(4));
-  auto f4 = VectorType::get({4}, f32), e4 = VectorType::get({4}, elem);
+  const int64_t width = rowChunkElems(plan.headDim, 4);
+  auto f4 = VectorType::get({width}, f32), e4 = VectorType::get({width}, elem);
   Value safe = kb.mul(block.first, plan.headDim);
   SmallVector<Value> ats, oks, values;
-  forEachBlockChunk(kb, block, plan.headDim, 4, [&](Value at, Value ok) {
+  forEachBlockChunk(kb, block, plan.headDim, width, [&](Value at, Value ok) {
     ats.push_back(at);
     oks.push_back(ok);
     values.push_back(loadClamped(kb, accMem, at, ok, safe, f4));
@@ -199,7 +208,8 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, e4, v),
-                            dqMem, ValueRange{at}, false, llvm::MaybeAlign(8));
+                            dqMem, ValueRange{at}, false,
+                            llvm::MaybeAlign(width * 2));
   }
   gpu::ReturnOp::create(b, loc);
 }
@@ -221,11 +231,13 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   // Tensor-core steps run over the head dims padded to 16 (zeros in shared
-  // memory); columns at or past D / Dv are neither accumulated nor stored.
+  // memory); n8 tiles wholly past D / Dv are not accumulated, and columns
+  // past them are neither stored nor reduced.
   const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   // Columns of dK and dQ (wk, of Q and K) and of dV (wv, of dO) this CTA
-  // accumulates; with dsplit = 1 all of them. Slices are multiples of 8 and
-  // padded to 16 like the head dims: the n8 tile past a slice is skipped.
+  // accumulates; with dsplit = 1 all of them (any head dim), else slices
+  // that are multiples of 8. Both are padded to 16 like the head dims: an n8
+  // tile wholly past the slice is skipped.
   const int64_t wk = plan.sliceHeadDim(), wv = plan.sliceHeadDimV();
   const int64_t wkPad = (wk + 15) / 16 * 16;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
@@ -323,7 +335,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   Value keyRow0 = kb.mul(kb.warp, 16);
 
-  const int64_t dkN = wk / 8 * 4, dvN = wv / 8 * 4, sN = bq / 8 * 4;
+  const int64_t dkN = llvm::divideCeil(wk, 8) * 4,
+                dvN = llvm::divideCeil(wv, 8) * 4, sN = bq / 8 * 4;
   SmallVector<Value> init(dkN + dvN, kb.f32(0));
   auto rowsBaseOf = [&](Value head) {
     return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
@@ -506,9 +519,13 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
           auto rowIf = scf::IfOp::create(b, loc, dqRowOk[r], false);
           OpBuilder::InsertionGuard g4(b);
           b.setInsertionPointToStart(&rowIf.getThenRegion().front());
+          // Pairs are 8-byte aligned unless D is odd.
           for (int64_t t = 0; t < tiles; ++t)
-            kb.redAddPairF32(dqRow[r], (np * 16 + t * 8) * 4, dq[t * 4 + 2 * r],
-                             dq[t * 4 + 2 * r + 1]);
+            forColumnPair(
+                kb, np * 2 + t, wk, d % 2 == 0, dq[t * 4 + 2 * r],
+                dq[t * 4 + 2 * r + 1], [&](int64_t off, ValueRange v) {
+                  kb.redAddF32(dqRow[r], (np * 16 + t * 8 + off) * 4, v);
+                });
         }
       }
       SmallVector<Value> yield(dK);

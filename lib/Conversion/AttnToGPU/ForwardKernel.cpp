@@ -10,6 +10,7 @@
 #include "Fragments.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -22,7 +23,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                             const KernelPlan &plan) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   // Tensor-core steps run over the head dims padded to 16 (zeros in shared
-  // memory); columns at or past D / Dv are neither accumulated nor stored.
+  // memory); n8 tiles wholly past D / Dv are not accumulated, and columns
+  // past them are not stored.
   const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
@@ -84,8 +86,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
       qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
 
-  // Loop state: row max ×2, row sum ×2, O accumulator (dv/8 n-tiles × 4).
-  const int64_t accN = dv / 8 * 4, sN = bkv / 8 * 4;
+  // Loop state: row max ×2, row sum ×2, O accumulator (⌈dv/8⌉ n-tiles × 4).
+  const int64_t accN = llvm::divideCeil(dv, 8) * 4, sN = bkv / 8 * 4;
   SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
   init.append(accN, kb.f32(0));
   auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1), init);
@@ -170,11 +172,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     Value rowOff = kb.add(oBase, kb.mul(row, dv));
-    for (int64_t n = 0; n < dv / 8; ++n) {
+    for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
       Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
       Value hi = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);
-      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-      kb.storePair(kb.truncPair(lo, hi), oMem, kb.add(rowOff, col));
+      storeColumnPair(kb, oMem, rowOff, n, dv, dv, lo, hi);
     }
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         kb.threadInGroup, kb.idx(0));

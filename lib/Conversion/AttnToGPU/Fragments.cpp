@@ -1,13 +1,14 @@
 //===- Fragments.cpp - registers, shared tiles, tensor-core ops -*- C++ -*-===//
 //
-// The lane-to-element maps of mma.sync m16n8k16 and ldmatrix, 16-byte
-// cp.async tile copies, and the scalar helpers the mainloops use.
+// The lane-to-element maps of mma.sync m16n8k16 and ldmatrix, cp.async tile
+// copies, and the scalar helpers the mainloops use.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -144,15 +145,20 @@ Value KernelBuilder::globalAddress(Value mem) {
   return toIndex(asmOp.getResult(0));
 }
 
-void KernelBuilder::redAddPairF32(Value addr, int64_t byteOffset, Value lo,
-                                  Value hi) {
+void KernelBuilder::redAddF32(Value addr, int64_t byteOffset,
+                              ValueRange values) {
   // The offset is part of the instruction so LLVM has no per-column 64-bit
   // addresses to hoist out of the loop.
   Value a = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), addr);
-  std::string text = "red.global.add.v2.f32 [$0+" + std::to_string(byteOffset) +
-                     "], {$1, $2};";
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{a, lo, hi}, text,
-                            "l,f,f", /*has_side_effects=*/true,
+  std::string at = "[$0+" + std::to_string(byteOffset) + "]";
+  std::string text = values.size() == 2
+                         ? "red.global.add.v2.f32 " + at + ", {$1, $2};"
+                         : "red.global.add.f32 " + at + ", $1;";
+  SmallVector<Value> operands{a};
+  operands.append(values.begin(), values.end());
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, text,
+                            values.size() == 2 ? "l,f,f" : "l,f",
+                            /*has_side_effects=*/true,
                             /*is_align_stack=*/false, LLVM::TailCallKind::None,
                             /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
@@ -182,47 +188,120 @@ void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
 void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
                                   Value rowLimit, int64_t rows, int64_t cols,
                                   function_ref<Value(Value, Value, Value)> dst) {
-  // Rows are padded to whole 16-column groups (head dims that are multiples
-  // of 8); the padding chunks read nothing.
-  const int64_t validChunks = cols / 8; // 8 elements = 16 bytes
-  const int64_t chunksPerRow = (cols + 15) / 16 * 2;
-  const int64_t chunks = rows * chunksPerRow;
+  // Rows are padded to whole 16-column groups; the padding chunks read
+  // nothing. A chunk is as wide as the global rows' alignment allows: 8
+  // elements (16-byte cp.async.cg) for head dims that are multiples of 8,
+  // else 4 or 2 (8 or 4-byte cp.async.ca), else 1: cp.async has no 2-byte
+  // size, so odd rows take plain loads and shared stores, which are
+  // published by the same barriers that publish the cp.async groups.
+  const int64_t width = rowChunkElems(cols, 2);
+  const int64_t validChunks = cols / width;
+  const int64_t chunksPerRow = (cols + 15) / 16 * 16 / width;
   const int64_t threads = plan.threads();
+  // Narrow chunks are many per thread. Their slots per row are rounded up to
+  // a power of two (slots past the padded row copy nothing), so a thread
+  // keeps its row and column offsets from step to step and its addresses
+  // differ by constants; the thread id goes through an opaque copy so they
+  // are formed where they are used, not hoisted out of the mainloop (where
+  // they would hold registers throughout).
+  const bool narrow = width < 8;
+  const int64_t slots =
+      narrow ? static_cast<int64_t>(llvm::PowerOf2Ceil(chunksPerRow))
+             : chunksPerRow;
+  const bool fixedSlots =
+      narrow && (threads % slots == 0 || slots % threads == 0);
+  const int64_t chunks = rows * slots;
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-  for (int64_t first = 0; first < chunks; first += threads) {
-    Value c = add(tid, first);
-    auto emit = [&]() {
-      Value row = divui(c, chunksPerRow);
-      Value chunk = remui(c, chunksPerRow);
-      Value col = mul(chunk, 8);
-      Value grow = add(rowBegin, row);
-      Value valid = lt(grow, rowLimit);
-      // Rows past the end and padding columns read nothing (src-size 0
-      // zero-fills); their address is clamped to the first row (and column)
-      // so it stays in the allocation.
-      Value srcCol = col;
-      if (validChunks != chunksPerRow) {
-        valid = arith::AndIOp::create(b, loc, valid,
-                                      lt(chunk, idx(validChunks)));
-        srcCol = select(valid, col, idx(0));
+  Value t = narrow ? opaqueIndex(tid) : tid;
+  Value tRow, tChunk;
+  if (fixedSlots) {
+    tRow = divui(t, slots);
+    tChunk = remui(t, slots);
+  }
+  // `rowsInside`: every row of the tile lies before rowLimit, so only the
+  // padding columns need a clamped address.
+  auto copyAll = [&](bool rowsInside) {
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value c = add(t, first);
+      auto emit = [&]() {
+        OpBuilder::InsertionGuard g(b);
+        Value row = fixedSlots ? add(tRow, first / slots) : divui(c, slots);
+        Value chunk = fixedSlots ? add(tChunk, first % slots) : remui(c, slots);
+        if (slots != chunksPerRow) {
+          auto inRow = scf::IfOp::create(b, loc, lt(chunk, idx(chunksPerRow)),
+                                         /*withElseRegion=*/false);
+          b.setInsertionPointToStart(&inRow.getThenRegion().front());
+        }
+        Value col = mul(chunk, width);
+        Value grow = add(rowBegin, row);
+        Value valid = rowsInside ? Value() : lt(grow, rowLimit);
+        if (validChunks != chunksPerRow) {
+          Value inCols = lt(chunk, idx(validChunks));
+          valid = valid ? arith::AndIOp::create(b, loc, valid, inCols) : inCols;
+        }
+        if (!valid)
+          valid = arith::ConstantIntOp::create(b, loc, 1, 1);
+        if (width == 1) {
+          // A predicated load: rows past the end and padding columns read
+          // nothing and store zero.
+          Value src = add(gBase, add(mul(grow, cols), col));
+          Value at = dst(row, chunk, col);
+          auto load = scf::IfOp::create(b, loc, TypeRange{plan.elemType}, valid,
+                                        /*withElseRegion=*/true);
+          b.setInsertionPointToStart(&load.getThenRegion().front());
+          scf::YieldOp::create(
+              b, loc, ValueRange{memref::LoadOp::create(b, loc, gmem, src)});
+          b.setInsertionPointToStart(&load.getElseRegion().front());
+          scf::YieldOp::create(
+              b, loc,
+              ValueRange{arith::ConstantOp::create(
+                  b, loc, b.getFloatAttr(plan.elemType, 0.0))});
+          b.setInsertionPointAfter(load);
+          memref::StoreOp::create(b, loc, load.getResult(0), smem, at);
+          return;
+        }
+        // Rows past the end and padding columns read nothing (src-size 0
+        // zero-fills); their address is clamped to the first row (and column)
+        // so it stays in the allocation.
+        Value srcCol = col;
+        if (validChunks != chunksPerRow)
+          srcCol = select(valid, col, idx(0));
+        Value srcRow = rowsInside ? grow : select(valid, grow, idx(0));
+        Value srcElems = select(valid, idx(width), idx(0));
+        Value src = add(gBase, add(mul(srcRow, cols), srcCol));
+        Value at = dst(row, chunk, col);
+        // .cg (bypassing L1) exists only for 16-byte copies.
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, tokTy, smem, ValueRange{at}, gmem, ValueRange{src},
+            b.getIndexAttr(width), srcElems,
+            width == 8 ? b.getUnitAttr() : UnitAttr());
+      };
+      if (first + threads <= chunks) {
+        emit();
+        continue;
       }
-      Value srcRow = select(valid, grow, idx(0));
-      Value srcElems = select(valid, idx(8), idx(0));
-      Value src = add(gBase, add(mul(srcRow, cols), srcCol));
-      Value at = dst(row, chunk, col);
-      nvgpu::DeviceAsyncCopyOp::create(b, loc, tokTy, smem, ValueRange{at},
-                                       gmem, ValueRange{src}, b.getIndexAttr(8),
-                                       srcElems, b.getUnitAttr());
-    };
-    if (first + threads <= chunks) {
+      auto ifOp = scf::IfOp::create(b, loc, lt(c, idx(chunks)),
+                                    /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
       emit();
-      continue;
     }
-    auto ifOp = scf::IfOp::create(b, loc, lt(c, idx(chunks)),
-                                  /*withElseRegion=*/false);
+  };
+  if (!narrow) {
+    copyAll(/*rowsInside=*/false);
+  } else {
+    // Narrow copies are many: all but a tile at the end of the rows take
+    // the branch whose addresses need no per-row clamp.
+    auto inside = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                              add(rowBegin, rows), rowLimit),
+        /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    emit();
+    b.setInsertionPointToStart(&inside.getThenRegion().front());
+    copyAll(/*rowsInside=*/true);
+    b.setInsertionPointToStart(&inside.getElseRegion().front());
+    copyAll(/*rowsInside=*/false);
   }
   commitAsync();
 }
@@ -324,6 +403,49 @@ mlir::fa::gpu_lowering::accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c) {
           kb.pack(c[6], c[7])};
 }
 
+void mlir::fa::gpu_lowering::forColumnPair(
+    KernelBuilder &kb, int64_t n, int64_t cols, bool pairs, Value lo, Value hi,
+    function_ref<void(int64_t, ValueRange)> emit) {
+  // Columns of this n8 tile inside the row; lane t holds 2t and 2t + 1.
+  const int64_t inside = cols - n * 8;
+  auto guarded = [&](int64_t off, ValueRange values) {
+    int64_t last = off + static_cast<int64_t>(values.size()) - 1;
+    if (inside >= 8)
+      return emit(off, values);
+    if (inside <= last) // no lane holds this column inside the row
+      return;
+    auto ifOp = scf::IfOp::create(
+        kb.b, kb.loc, kb.lt(kb.mul(kb.threadInGroup, 2), kb.idx(inside - last)),
+        false);
+    OpBuilder::InsertionGuard g(kb.b);
+    kb.b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    emit(off, values);
+  };
+  if (pairs) {
+    guarded(0, {lo, hi});
+  } else {
+    guarded(0, {lo});
+    guarded(1, {hi});
+  }
+}
+
+void mlir::fa::gpu_lowering::storeColumnPair(KernelBuilder &kb, Value mem,
+                                             Value rowOff, int64_t n,
+                                             int64_t cols, int64_t rowStride,
+                                             Value lo, Value hi) {
+  forColumnPair(
+      kb, n, cols, rowStride % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
+        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
+        if (v.size() == 2) {
+          kb.storePair(kb.truncPair(v[0], v[1]), mem, kb.add(rowOff, col));
+          return;
+        }
+        Value e = arith::TruncFOp::create(kb.b, kb.loc, kb.plan.elemType, v[0]);
+        memref::StoreOp::create(kb.b, kb.loc, e, mem,
+                                ValueRange{kb.add(rowOff, col)});
+      });
+}
+
 void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
                                               ArrayRef<Value> acc, Value mem,
                                               Value base, Value row0,
@@ -331,20 +453,21 @@ void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
                                               ArrayRef<Value> rowScale,
                                               int64_t rowStride) {
   OpBuilder &b = kb.b;
+  if (!rowStride)
+    rowStride = cols;
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(row0, kb.add(kb.groupId, r * 8));
     auto ifOp = scf::IfOp::create(b, kb.loc, kb.lt(row, rowLimit), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.add(base, kb.mul(row, rowStride ? rowStride : cols));
-    for (int64_t n = 0; n < cols / 8; ++n) {
+    Value rowOff = kb.add(base, kb.mul(row, rowStride));
+    for (int64_t n = 0; n < llvm::divideCeil(cols, 8); ++n) {
       Value lo = acc[n * 4 + 2 * r], hi = acc[n * 4 + 2 * r + 1];
       if (!rowScale.empty()) {
         lo = arith::MulFOp::create(b, kb.loc, lo, rowScale[r]);
         hi = arith::MulFOp::create(b, kb.loc, hi, rowScale[r]);
       }
-      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-      kb.storePair(kb.truncPair(lo, hi), mem, kb.add(rowOff, col));
+      storeColumnPair(kb, mem, rowOff, n, cols, rowStride, lo, hi);
     }
   }
 }

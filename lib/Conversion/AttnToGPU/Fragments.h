@@ -25,6 +25,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <numeric>
+
 namespace mlir::fa::gpu_lowering {
 
 /// Static extent of the flat global memrefs of the ABI: the bare-pointer
@@ -33,6 +35,13 @@ constexpr int64_t kFlatExtent = int64_t(1) << 40;
 
 /// The ABI's flat global memref of element type `t`.
 MemRefType flatMemRef(Type t);
+
+/// Elements of `elemBytes` bytes that one aligned access of at most 16 bytes
+/// moves within the rows of a contiguous matrix with `cols` columns: rows
+/// start only gcd(cols, 16 / elemBytes) elements aligned (docs/ABI.md).
+inline int64_t rowChunkElems(int64_t cols, int64_t elemBytes) {
+  return std::gcd(cols, 16 / elemBytes);
+}
 
 /// A `gpu.func` kernel entry `name` at the end of `module` with the ABI's
 /// attributes: `known_block_size` (plan.threads(); ptxas then caps registers
@@ -128,15 +137,17 @@ public:
   /// The global-space address (index) of element 0 of a flat global memref,
   /// for inline PTX that takes addresses.
   Value globalAddress(Value mem);
-  /// `red.global.add.v2.f32 [addr + byteOffset], {lo, hi}`: one 8-byte
-  /// reduction instead of two scalar atomics (needs PTX 8.1, sm_90).
-  void redAddPairF32(Value addr, int64_t byteOffset, Value lo, Value hi);
+  /// `red.global.add.v2.f32 [addr + byteOffset], {lo, hi}` for two values
+  /// (one 8-byte reduction instead of two scalar atomics; needs PTX 8.1,
+  /// sm_90), `red.global.add.f32` for one.
+  void redAddF32(Value addr, int64_t byteOffset, ValueRange values);
 
   /// Copies rows [rowBegin, rowBegin + tile.rows) of a row-major global
   /// matrix (row length `tile.cols`, rows at or past `rowLimit` and the
-  /// columns padding `tile.cols` to a multiple of 16 zero-filled) into `tile`
-  /// with 16-byte cp.async; all threads take part. Commits the copies as one
-  /// cp.async group.
+  /// columns padding `tile.cols` to a multiple of 16 zero-filled) into `tile`;
+  /// all threads take part. Copies are as wide as the rows' alignment allows
+  /// (rowChunkElems): 16, 8 or 4-byte cp.async, or 2-byte loads and shared
+  /// stores for odd `tile.cols`. Commits the copies as one cp.async group.
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile);
   /// The f32 row statistics (LSE, Delta) of the `rows` query rows from
@@ -149,7 +160,8 @@ public:
                          function_ref<Value()> dst);
   /// The same rows into a 128 B-swizzled tile at element offset `base`
   /// (Wgmma.h): 64-column slabs of `rows` rows, 16 B chunk c of row r at
-  /// chunk c ^ (r mod 8). Commits the copies as one cp.async group.
+  /// chunk c ^ (r mod 8); `cols` a multiple of 8. Commits the copies as one
+  /// cp.async group.
   void copyTileAsyncSwizzled(Value gmem, Value gBase, Value rowBegin,
                              Value rowLimit, int64_t rows, int64_t cols,
                              Value base);
@@ -194,7 +206,8 @@ public:
 
 private:
   /// copyTileAsync's loop: `dst(row, chunk, col)` is the shared element
-  /// offset of 16 B chunk `chunk` (first column `col`) of tile row `row`.
+  /// offset of chunk `chunk` (rowChunkElems columns from `col`) of tile row
+  /// `row`.
   void copyRowsAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      int64_t rows, int64_t cols,
                      function_ref<Value(Value, Value, Value)> dst);
@@ -210,6 +223,21 @@ public:
 /// A accumulator (16 × 16 from two n8 tiles, 8 f32) as an A fragment: the
 /// accumulator and A layouts agree lane for lane, so this is only packing.
 SmallVector<Value, 4> accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c);
+
+/// Emits the accesses of the column pair 8n + 2t, +1 that lane t holds in n8
+/// tile `n` of an accumulator row: `emit(0, {lo, hi})` as one pair when
+/// `pairs` (rows start at even columns, so the pair is aligned), else
+/// `emit(0, {lo})` and `emit(1, {hi})`; columns at or past `cols` are
+/// skipped (the last n8 tile of a head dim that is not a multiple of 8).
+void forColumnPair(KernelBuilder &kb, int64_t n, int64_t cols, bool pairs,
+                   Value lo, Value hi,
+                   function_ref<void(int64_t, ValueRange)> emit);
+
+/// Stores lane t's columns 8n + 2t, +1 (`lo`, `hi`) of the row at element
+/// `rowOff` of `mem`, a row-major matrix with rows of `rowStride` elements;
+/// only columns < `cols` (forColumnPair).
+void storeColumnPair(KernelBuilder &kb, Value mem, Value rowOff, int64_t n,
+                     int64_t cols, int64_t rowStride, Value lo, Value hi);
 
 /// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, `cols`
 /// columns in n8 tiles from `base`) to a row-major global matrix with rows of

@@ -259,8 +259,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
                           kb.add(kb.mul(wg, half), kb.mul(kb.threadInGroup, 2)));
       Value addr = kb.add(dqAddr, kb.mul(elem, 4));
       for (int64_t n = 0; n < half / 8; ++n)
-        kb.redAddPairF32(addr, n * 8 * 4, dq[n * 4 + 2 * r],
-                         dq[n * 4 + 2 * r + 1]);
+        kb.redAddF32(addr, n * 8 * 4,
+                     {dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
     }
   };
 

@@ -5,7 +5,8 @@
 // 64-key tiles up to D = 128 and 32-key tiles above, where the O accumulator
 // alone takes D/2 registers per lane. Backward: 8 warps of 16 keys and 64-row
 // query tiles for D = Dv in {64, 128}; otherwise 4 warps, 64-row query tiles up
-// to D = 64 and 32-row tiles above (dK and dV take D registers); above
+// to D = 64 (D = 48 for head dims that are not multiples of 8) and 32-row
+// tiles above (dK and dV take D registers); above
 // D + Dv = 256 the dK/dV/dQ columns are split over CTAs (KernelPlan::dsplit).
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +14,7 @@
 #include "fa/Conversion/AttnToGPU.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -126,13 +128,11 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   };
   if (!elemType.isBF16() && !elemType.isF16())
     return fail("expected f16 or bf16 for the tensor-core kernels");
-  // Rows of D elements must start 16-byte aligned for cp.async; the kernels
-  // pad the head dim to a multiple of 16 in shared memory.
+  // The kernels pad the head dims to a multiple of 16 in shared memory;
+  // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})
-    if (dim % 8 != 0 || dim < 8 || dim > 256)
-      return fail("expected a head dim that is a multiple of 8 in [8, 256] "
-                  "(rows must be 16-byte aligned for cp.async), got " +
-                  llvm::Twine(dim));
+    if (dim < 1 || dim > 256)
+      return fail("expected a head dim in [1, 256], got " + llvm::Twine(dim));
   if (options.target != "sm_80" && options.target != "sm_90" &&
       options.target != "sm_90a")
     return fail("expected target sm_80, sm_90 or sm_90a, got " + options.target);
@@ -176,9 +176,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                  : wide            ? 8
                                    : 4;
     plan.blockKV = options.blockKV ? options.blockKV : plan.warps * 16;
+    // Head dims that are not multiples of 8 copy Q and dO in narrower
+    // chunks (more address registers): 64-row tiles only up to D = 48.
+    bool narrow = headDim % 8 || headDimV % 8;
     plan.blockQ = options.blockQ ? options.blockQ
-                  : (wide || maxD <= 64) ? 64
-                                         : 32;
+                  : (wide || maxD <= (narrow ? 48 : 64)) ? 64
+                                                         : 32;
     if (plan.blockKV != plan.warps * 16)
       return fail("expected block-kv = 16 x warps for the backward, got block-kv " +
                   llvm::Twine(plan.blockKV) + " and " + llvm::Twine(plan.warps) +
@@ -188,12 +191,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("expected the warps to be a multiple of block-q / 16 for the "
                   "backward, got block-q " + llvm::Twine(plan.blockQ) + " and " +
                   llvm::Twine(plan.warps) + " warps");
-    // dK and dV stay in registers: D/2 + Dv/2 accumulators per lane. Above
-    // D + Dv = 256, `dsplit` CTAs per key block each own an equal column
-    // slice (a multiple of 8, so slices start 16-byte aligned) of dK, dQ
-    // and dV; each recomputes Sᵀ and dPᵀ over the full head dims.
+    // dK and dV stay in registers: one accumulator per lane for every two
+    // columns, in n8 tiles. Above D + Dv = 256, `dsplit` CTAs per key block
+    // each own an equal column slice (a multiple of 8, so slices start
+    // 16-byte aligned) of dK, dQ and dV; each recomputes Sᵀ and dPᵀ over the
+    // full head dims.
     plan.dsplit = 0;
-    for (int64_t s = 1; s <= 8 && !plan.dsplit; ++s)
+    if (llvm::alignTo(headDim, 8) + llvm::alignTo(headDimV, 8) <= 256)
+      plan.dsplit = 1;
+    for (int64_t s = 2; s <= 8 && !plan.dsplit; ++s)
       if (headDim % (8 * s) == 0 && headDimV % (8 * s) == 0 &&
           (headDim + headDimV) / s <= 256)
         plan.dsplit = s;

@@ -20,10 +20,11 @@ func.func @f32(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<
 
 // -----
 
-// Head dims that are multiples of 8 are padded to 16 in the kernels; others
-// would leave global rows without the 16-byte alignment cp.async needs.
-func.func @odd_head(%q: tensor<1x2x64x36xbf16>, %k: tensor<1x2x64x36xbf16>, %v: tensor<1x2x64x36xbf16>) -> (tensor<1x2x64x36xbf16>, tensor<1x2x64xf32>) {
-  // expected-error @+1 {{expected a head dim that is a multiple of 8 in [8, 256] (rows must be 16-byte aligned for cp.async), got 36}}
-  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x36xbf16>, tensor<1x2x64x36xbf16>, tensor<1x2x64x36xbf16> -> tensor<1x2x64x36xbf16>, tensor<1x2x64xf32>
-  return %o, %lse : tensor<1x2x64x36xbf16>, tensor<1x2x64xf32>
+// Every head dim gets a forward and (D + Dv <= 256 after rounding each up to
+// a multiple of 8) a backward; above that the column slices of the split
+// backward must be multiples of 8, which 130 has none of.
+func.func @odd_head_split(%q: tensor<1x2x64x130xbf16>, %k: tensor<1x2x64x130xbf16>, %v: tensor<1x2x64x130xbf16>, %o: tensor<1x2x64x130xbf16>, %do: tensor<1x2x64x130xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>) {
+  // expected-error @+1 {{expected D and Dv to split into column slices that are multiples of 8 with D + Dv <= 256 per slice for the backward (dK and dV live in registers), got D 130 and Dv 130}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
+  return %dq, %dk, %dv : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
 }
