@@ -48,6 +48,11 @@ struct KernelPlan {
   /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
   /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
   int64_t dsplit = 1;
+  /// wgmma backward only: the warp-specialised kernel (-fa-wgmma-bwd-ws):
+  /// 12 warps, a producer warpgroup loading Q, K, V and dO by TMA (four
+  /// tensor-map parameters after fa_bwd's 15) and writing dQ with bulk
+  /// reductions into a row-swizzled dq_accum (docs/ABI.md).
+  bool warpSpecialized = false;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are
@@ -103,6 +108,9 @@ int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);
 
 /// The same for the wgmma backward.
 std::string wgmmaBackwardVariantKey();
+
+/// Whether -fa-wgmma-bwd-ws asks for the warp-specialised wgmma backward.
+bool wgmmaBackwardWarpSpecialized();
 
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
 /// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).

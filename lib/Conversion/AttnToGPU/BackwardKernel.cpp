@@ -30,6 +30,7 @@
 #include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -183,6 +184,9 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 /// columns, 16 bytes; fewer when D % 4 ≠ 0 leaves rows less aligned),
 /// thread t taking chunks t, t + threads, …; all loads first (chunks past Nq
 /// read the block's first), then the stores of the element type where `ok`.
+/// The warp-specialised wgmma backward (D in {64, 128}, 4-column chunks)
+/// leaves chunk c of query row r at chunk c ^ (r mod 8) of its dq_accum row
+/// (docs/ABI.md): its post kernel reads chunk c from there.
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
@@ -198,10 +202,22 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto f4 = VectorType::get({width}, f32), e4 = VectorType::get({width}, elem);
   Value safe = kb.mul(block.first, plan.headDim);
   SmallVector<Value> ats, oks, values;
+  const int64_t perRow = plan.headDim / width;
+  int64_t first = 0;
   forEachBlockChunk(kb, block, plan.headDim, width, [&](Value at, Value ok) {
     ats.push_back(at);
     oks.push_back(ok);
-    values.push_back(loadClamped(kb, accMem, at, ok, safe, f4));
+    Value from = at;
+    if (plan.warpSpecialized) {
+      // The block starts at a multiple of block_q (of 8) rows of its head,
+      // so the chunk's row in the block gives r mod 8.
+      Value chunk = kb.add(kb.tid, first);
+      Value row = kb.divui(chunk, perRow), c = kb.remui(chunk, perRow);
+      Value swizzled = arith::XOrIOp::create(b, loc, c, kb.remui(row, 8));
+      from = kb.add(kb.sub(at, kb.mul(c, width)), kb.mul(swizzled, width));
+    }
+    first += plan.threads();
+    values.push_back(loadClamped(kb, accMem, from, ok, safe, f4));
   });
   for (auto [at, ok, v] : llvm::zip_equal(ats, oks, values)) {
     auto ifOp = scf::IfOp::create(b, loc, ok, false);
@@ -219,12 +235,16 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(),
-                          {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-                           flatMemRef(elem), flatMemRef(f32), flatMemRef(f32),
-                           flatMemRef(f32), flatMemRef(elem), flatMemRef(elem),
-                           i32, i32, i32, i32, i32, f32},
-                          plan, plan.backwardSharedBytes());
+  SmallVector<Type> params{flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+                           flatMemRef(elem), flatMemRef(f32),  flatMemRef(f32),
+                           flatMemRef(f32),  flatMemRef(elem), flatMemRef(elem),
+                           i32,              i32,              i32,
+                           i32,              i32,              f32};
+  // The warp-specialised wgmma backward: q, k, v, dO tensor maps.
+  if (plan.warpSpecialized)
+    params.append(4, LLVM::LLVMPointerType::get(b.getContext()));
+  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(), params, plan,
+                          plan.backwardSharedBytes());
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,

@@ -47,10 +47,25 @@ static llvm::cl::opt<bool> clPipeline(
                    "under it (3 Q/dO stages, 2 dSᵀ buffers) instead of two "
                    "barriers per tile"),
     llvm::cl::init(false));
+static llvm::cl::opt<bool> clWarpSpecialized(
+    "fa-wgmma-bwd-ws",
+    llvm::cl::desc("wgmma backward: warp-specialised (384 threads): a "
+                   "producer warpgroup loads Q, dO (2 stages), K and V by TMA "
+                   "and LSE, Delta with plain loads, and adds dQ into a "
+                   "row-swizzled dq_accum with one bulk reduction per tile; "
+                   "replaces -fa-wgmma-bwd-pipeline"),
+    llvm::cl::init(false));
 
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  return std::string("pipe") + (clPipeline ? "1" : "0");
+  std::string key = std::string("pipe") + (clPipeline ? "1" : "0");
+  // Appended only when set, so that the keys (and caches) of the other
+  // variants stay as they were.
+  if (clWarpSpecialized)
+    key += ".ws1";
+  return key;
 }
+
+bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
 
 namespace {
 /// Keys of one warpgroup; the query tile is one m64 of dQ.
@@ -59,9 +74,9 @@ constexpr int64_t kKeysPerWarpgroup = 64;
 /// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
 struct BackwardSmem {
   int64_t d, dv, bq, bkv;
-  bool pipelined;
-  int64_t stages() const { return pipelined ? 3 : 2; }   // Q, dO, LSE, Delta
-  int64_t dsStages() const { return pipelined ? 2 : 1; } // dSᵀ
+  bool pipelined, ws;
+  int64_t stages() const { return pipelined ? 3 : 2; } // Q, dO, LSE, Delta
+  int64_t dsStages() const { return pipelined || ws ? 2 : 1; } // dSᵀ
   int64_t kBytes() const { return bkv * d * 2; }
   int64_t vBytes() const { return bkv * dv * 2; }
   int64_t qBytes() const { return bq * d * 2; }
@@ -72,14 +87,32 @@ struct BackwardSmem {
   int64_t doBase() const { return qBase() + stages() * qBytes(); }
   int64_t dsBase() const { return doBase() + stages() * doBytes(); }
   int64_t statsBase() const { return dsBase() + dsStages() * dsBytes(); }
-  int64_t total() const { return statsBase() + stages() * 2 * bq * 4; }
+  /// The warp-specialised kernel's dQ tiles (f32, rows of D, chunk-swizzled;
+  /// see the kernel), double-buffered.
+  int64_t dqBytes() const { return ws ? bq * d * 4 : 0; }
+  int64_t dqBase() const { return statsBase() + stages() * 2 * bq * 4; }
+  int64_t total() const { return dqBase() + 2 * dqBytes(); }
+};
+
+/// The mbarriers of the warp-specialised kernel, one group: K/V full, then
+/// the Q/dO stage rings (full, empty) and the dQ buffer rings (full, empty).
+struct WsBarriers {
+  Value group;
+  static constexpr int64_t kvFull = 0, full = 1, empty = 3, dqFull = 5,
+                           dqEmpty = 7, count = 9;
 };
 } // namespace
 
-int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
+static BackwardSmem backwardSmem(const KernelPlan &plan) {
+  // The warp-specialised kernel has its own schedule (-fa-wgmma-bwd-pipeline
+  // does not apply to it).
   return BackwardSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                      clPipeline}
-      .total();
+                      clPipeline && !plan.warpSpecialized,
+                      plan.warpSpecialized};
+}
+
+int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
+  return backwardSmem(plan).total();
 }
 
 void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
@@ -90,8 +123,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   const KernelPlan &plan = kb.plan;
   const int64_t d = plan.headDim, dv = plan.headDimV;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  const bool pipelined = clPipeline;
-  const BackwardSmem layout{d, dv, bq, bkv, pipelined};
+  const BackwardSmem layout = backwardSmem(plan);
+  const bool pipelined = layout.pipelined, ws = layout.ws;
   Type f32 = b.getF32Type();
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
@@ -109,7 +142,12 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   Value kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
   Value kBegin = kb.mul(kBlock, bkv);
   // This thread's warpgroup, and its warp's first key (Sᵀ row) in the block.
-  auto warpgroupOf = [&] { return kb.divui(kb.tid, 128); };
+  // (Warpgroup 0 of the warp-specialised kernel is the producer: its
+  // consumers are warpgroups 1 and 2.)
+  auto warpgroupOf = [&] {
+    Value wg = kb.divui(kb.tid, 128);
+    return ws ? kb.sub(wg, kb.idx(1)) : wg;
+  };
   auto keyRow0Of = [&](Value wg) {
     return kb.add(kb.mul(wg, kKeysPerWarpgroup),
                   kb.mul(kb.remui(kb.warp, 4), 16));
@@ -120,10 +158,12 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   Value descBase = wgmmaDescriptorBase(kb);
   Value dqAddr = kb.globalAddress(dqMem);
 
-  kb.copyTileAsyncSwizzled(kMem, kb.mul(kvRowsBase, d), kBegin, nk, bkv, d,
-                           kb.idx(0));
-  kb.copyTileAsyncSwizzled(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, bkv, dv,
-                           kb.idx(layout.vBase() / 2));
+  if (!ws) {
+    kb.copyTileAsyncSwizzled(kMem, kb.mul(kvRowsBase, d), kBegin, nk, bkv, d,
+                             kb.idx(0));
+    kb.copyTileAsyncSwizzled(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, bkv,
+                             dv, kb.idx(layout.vBase() / 2));
+  }
 
   // LSE c of stage s is float 2·bq·s + c of the statistics, Delta c is
   // float 2·bq·s + bq + c.
@@ -367,6 +407,332 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   };
 
   const int64_t dkN = d / 2, dvN = dv / 2;
+  // The warp-specialised kernel (-fa-wgmma-bwd-ws), 384 threads. Warpgroup
+  // 0 gives up its registers and produces: thread 0 loads K and V once and
+  // Q and dO of every tile by TMA into the 2-stage ring, warp 2 copies the
+  // tile's LSE and Delta (ld.global, st.shared; zero past Nq), thread 32
+  // adds each finished dQ tile into dq_accum with one bulk reduction.
+  // Warpgroups 1 and 2 are the consumers of the schedule above, without
+  // cp.async: dSᵀ is double-buffered (one named barrier per tile) and dQ
+  // goes into a double-buffered shared tile instead of red.global.
+  //
+  // mbarriers (WsBarriers): K/V full (2 arrivals + bytes), full[s] (Q and
+  // dO arrive.expect_tx + the 32 lanes of warp 2), empty[s] (256 consumer
+  // threads), dqFull[b] (256), dqEmpty[b] (the writer). Tile t uses slot
+  // t mod 2 of each ring for the (t / 2)-th time.
+  //
+  // dQ tile b: f32 row r of the tile at r·D·4 bytes, its 16 B chunk c at
+  // chunk c ^ (r mod 8): the 8-byte stores of lanes g = 0..7 (rows g) fall
+  // in distinct chunks of a 128 B line, two wavefronts per store (the least
+  // for 256 B). The bulk reduction copies the rows as they are, so dq_accum
+  // rows carry the same chunk order; fa_bwd_post undoes it (docs/ABI.md).
+  auto buildWarpSpecialized = [&] {
+    MLIRContext *ctx = b.getContext();
+    // One CTA per SM (.minnctapersm 1): without it ptxas may aim for a lower
+    // register count at entry than the .maxntid cap, and then ignores
+    // setmaxnreg (C7508) and spills the consumers.
+    func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  b.getI32IntegerAttr(1));
+    Value qMap = tmaMap(kb, arg(15), bq), kMap = tmaMap(kb, arg(16), bkv),
+          vMap = tmaMap(kb, arg(17), bkv), doMap = tmaMap(kb, arg(18), bq);
+    auto eq = [&](Value x, Value y) {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+    };
+    auto ifThen = [&](Value cond, function_ref<void()> body) {
+      auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      body();
+    };
+    auto ptx = [&](StringRef text, ValueRange operands = {},
+                   StringRef constraints = "~{memory}") {
+      LLVM::InlineAsmOp::create(b, loc, TypeRange(), operands, text,
+                                constraints, /*has_side_effects=*/true,
+                                /*is_align_stack=*/false,
+                                LLVM::TailCallKind::None,
+                                /*asm_dialect=*/nullptr,
+                                /*operand_attrs=*/nullptr);
+    };
+
+    WsBarriers bars;
+    bars.group = nvgpu::MBarrierCreateOp::create(
+        b, loc,
+        nvgpu::MBarrierGroupType::get(
+            ctx, gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup),
+            WsBarriers::count));
+    ifThen(eq(kb.tid, kb.idx(0)), [&] {
+      auto init = [&](int64_t first, int64_t n, int64_t count) {
+        for (int64_t i = first; i < first + n; ++i)
+          nvgpu::MBarrierInitOp::create(b, loc, bars.group, kb.idx(count),
+                                        kb.idx(i), Value());
+      };
+      init(WsBarriers::kvFull, 1, 2);
+      init(WsBarriers::full, 2, 2 + 32);
+      init(WsBarriers::empty, 2, 256);
+      init(WsBarriers::dqFull, 2, 256);
+      init(WsBarriers::dqEmpty, 2, 1);
+    });
+    gpu::BarrierOp::create(b, loc);
+    auto wait = [&](int64_t barrier, Value slot, Value parity) {
+      nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars.group, parity,
+                                             kb.idx(10000000),
+                                             kb.add(slot, barrier));
+    };
+    auto arrive = [&](int64_t barrier, Value slot) {
+      nvgpu::MBarrierArriveOp::create(b, loc, nvgpu::MBarrierTokenType::get(ctx),
+                                      bars.group, kb.add(slot, barrier));
+    };
+    auto parityOf = [&](Value v) {
+      return arith::IndexCastUIOp::create(b, loc, b.getI1Type(),
+                                          kb.remui(v, 2));
+    };
+    auto slotOf = [&](Value t) { return kb.remui(t, 2); };
+    // The phase tile t completes, and the one before it (a fresh barrier
+    // passes a wait on it: round 0 finds every slot empty).
+    auto fullParity = [&](Value t) { return parityOf(kb.divui(t, 2)); };
+    auto emptyParity = [&](Value t) {
+      return parityOf(kb.add(kb.divui(t, 2), 1));
+    };
+    Value any = kb.lt(kb.idx(0), total);
+
+    auto roles = scf::IfOp::create(b, loc, eq(kb.divui(kb.tid, 128), kb.idx(0)),
+                                   /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard roleGuard(b);
+    b.setInsertionPointToStart(&roles.getThenRegion().front());
+    NVVM::SetMaxRegisterOp::create(b, loc, 24,
+                                   NVVM::SetMaxRegisterAction::decrease);
+    // The producer's loops run on 32-bit values and step from tile to tile
+    // without the divisions of headOf / qBeginOf: at 24 registers a thread,
+    // 64-bit indices and divisions spill.
+    Type i32 = b.getI32Type();
+    auto toI32 = [&](Value v) {
+      return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
+    };
+    auto c32 = [&](int64_t v) {
+      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
+          .getResult();
+    };
+    auto add32 = [&](Value x, Value y) {
+      return arith::AddIOp::create(b, loc, x, y).getResult();
+    };
+    auto mul32 = [&](Value x, Value y) {
+      return arith::MulIOp::create(b, loc, x, y).getResult();
+    };
+    auto idx = [&](Value v32) { return kb.toIndex(v32); };
+    /// Calls body(t, slot, qTile, head) for every tile t of the CTA (32-bit
+    /// values; slot = t mod 2); qTile and head step along with t.
+    auto forTiles = [&](function_ref<void(Value, Value, Value, Value)> body) {
+      Value tileEnd = toI32(iEnd), tileBegin = toI32(iBegin);
+      auto loop = scf::ForOp::create(
+          b, loc, c32(0), toI32(total), c32(1),
+          ValueRange{tileBegin, toI32(firstHead)});
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar();
+      Value qTile = loop.getRegionIterArgs()[0];
+      Value head = loop.getRegionIterArgs()[1];
+      body(t, arith::AndIOp::create(b, loc, t, c32(1)), qTile, head);
+      Value next = add32(qTile, c32(1));
+      Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         next, tileEnd);
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{arith::SelectOp::create(b, loc, wrap, tileBegin, next),
+                     add32(head, arith::ExtUIOp::create(b, loc, i32, wrap))});
+    };
+    // Phase parities of a 32-bit tile index (as fullParity / emptyParity).
+    auto parity32 = [&](Value t, int64_t round) {
+      Value r = add32(arith::ShRUIOp::create(b, loc, t, c32(1)), c32(round));
+      return arith::TruncIOp::create(b, loc, b.getI1Type(), r).getResult();
+    };
+    Value bh0 = toI32(kb.mul(batch, heads));
+    Value nq32 = toI32(nq);
+
+    // TMA: K and V once, then Q and dO of tile t into slot t mod 2.
+    ifThen(eq(kb.tid, kb.idx(0)), [&] {
+      for (Value map : {qMap, kMap, vMap, doMap})
+        nvgpu::TmaFenceOp::create(b, loc, map);
+      ifThen(any, [&] {
+        Value kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
+        Value kvFull = kb.idx(WsBarriers::kvFull);
+        tmaLoadTile(kb, bars.group, kMap, bkv, d, kb.idx(0), kBegin, kvBh,
+                    kvFull);
+        tmaLoadTile(kb, bars.group, vMap, bkv, dv, kb.idx(layout.vBase()),
+                    kBegin, kvBh, kvFull);
+      });
+      forTiles([&](Value t, Value slot32, Value qTile, Value head) {
+        Value slot = idx(slot32);
+        wait(WsBarriers::empty, slot, parity32(t, 1));
+        Value qBh = idx(add32(bh0, head));
+        Value qBegin = idx(mul32(qTile, c32(bq)));
+        Value full = kb.add(slot, WsBarriers::full);
+        tmaLoadTile(kb, bars.group, qMap, bq, d, qStageOf(slot), qBegin, qBh,
+                    full);
+        tmaLoadTile(kb, bars.group, doMap, bq, dv, doStageOf(slot), qBegin,
+                    qBh, full);
+      });
+    });
+    // LSE and Delta of tile t: lane l copies rows l and l + 32 (zero past
+    // Nq, where the clamped row 0 is read and dropped).
+    ifThen(eq(kb.warp, kb.idx(2)), [&] {
+      Value lane = toI32(kb.lane);
+      forTiles([&](Value t, Value slot32, Value qTile, Value head) {
+        Value slot = idx(slot32);
+        wait(WsBarriers::empty, slot, parity32(t, 1));
+        Value qRowsBase = mul32(add32(bh0, head), nq32);
+        Value qBegin = mul32(qTile, c32(bq));
+        SmallVector<Value> vals, ats;
+        for (int64_t i = 0; i < bq / 32; ++i) {
+          Value r = add32(lane, c32(i * 32));
+          Value row = add32(qBegin, r);
+          Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                              row, nq32);
+          Value src = idx(add32(
+              qRowsBase, arith::SelectOp::create(b, loc, valid, row, c32(0))));
+          Value at = idx(add32(mul32(slot32, c32(2 * bq)),
+                               add32(r, c32(statsFloat))));
+          for (auto [mem, off] : {std::pair{lseMem, int64_t(0)},
+                                  std::pair{deltaMem, bq}}) {
+            Value v = memref::LoadOp::create(b, loc, mem, ValueRange{src});
+            vals.push_back(kb.select(valid, v, kb.f32(0)));
+            ats.push_back(kb.add(at, off));
+          }
+        }
+        for (auto [v, at] : llvm::zip_equal(vals, ats))
+          memref::StoreOp::create(b, loc, v, stats, ValueRange{at});
+        arrive(WsBarriers::full, slot);
+      });
+    });
+    // dq_accum += dQ tile t: rows [qBegin, min(qBegin + bq, Nq)) of the
+    // tile's head are contiguous, so one bulk reduction adds all of them.
+    // The buffer is released once the reduction has read it.
+    ifThen(eq(kb.tid, kb.idx(32)), [&] {
+      Value sBase = arith::AddIOp::create(
+          b, loc, arith::TruncIOp::create(b, loc, i32, sharedAddress(kb)),
+          c32(layout.dqBase()));
+      forTiles([&](Value t, Value slot32, Value qTile, Value head) {
+        Value slot = idx(slot32);
+        wait(WsBarriers::dqFull, slot, parity32(t, 0));
+        Value qBegin = mul32(qTile, c32(bq));
+        Value firstRow = add32(mul32(add32(bh0, head), nq32), qBegin);
+        Value rows = arith::MinUIOp::create(
+            b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), c32(bq));
+        Value gAddr = arith::IndexCastUIOp::create(
+            b, loc, b.getI64Type(),
+            kb.add(dqAddr, kb.mul(idx(firstRow), d * 4)));
+        Value sAddr = add32(sBase, mul32(slot32, c32(layout.dqBytes())));
+        Value bytes = mul32(rows, c32(d * 4));
+        ptx("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
+            "[$0], [$1], $2;",
+            ValueRange{gAddr, sAddr, bytes}, "l,r,r,~{memory}");
+        ptx("cp.async.bulk.commit_group;");
+        ptx("cp.async.bulk.wait_group.read 0;");
+        arrive(WsBarriers::dqEmpty, slot);
+      });
+      // Every reduction completes before the CTA exits.
+      ptx("cp.async.bulk.wait_group 0;");
+    });
+
+    b.setInsertionPointToStart(&roles.getElseRegion().front());
+    NVVM::SetMaxRegisterOp::create(b, loc, 240,
+                                   NVVM::SetMaxRegisterAction::increase);
+    ifThen(any, [&] {
+      wait(WsBarriers::kvFull, kb.idx(0), parityOf(kb.idx(0)));
+    });
+    SmallVector<Value> init(dkN + dvN, kb.f32(0));
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), total, kb.idx(1), init);
+    {
+      OpBuilder::InsertionGuard g0(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar();
+      ValueRange it = loop.getRegionIterArgs();
+      SmallVector<Value> dK(it.begin(), it.begin() + dkN);
+      SmallVector<Value> dV(it.begin() + dkN, it.end());
+      KernelBuilder::ThreadIds outerIds = kb.threadIds();
+      kb.setupOpaqueThreadIds();
+      Value wg = warpgroupOf();
+      Value keyRow0 = keyRow0Of(wg);
+      Value base = opaqueI64(kb, descBase);
+      Value slot = slotOf(t);
+      Value dsBuf = dsBufOf(t);
+      // Waits come before wgmma.fence (ptxas serialises the wgmmas of a
+      // sequence with a wait loop inside, C7519).
+      wait(WsBarriers::full, slot, fullParity(t));
+      Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(slot), d);
+      Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
+                                doStageOf(slot), dv);
+      waitGroups(1);
+      SmallVector<Value> s =
+          fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
+      computeP(s, t, slot, wg, keyRow0);
+      waitGroups(0);
+      SmallVector<Value> dp =
+          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
+      computeDS(s, dp, slot, dsBuf, keyRow0);
+      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+      issueDVDK(base, pA, dsA, slot, dV, dK);
+      // Both consumers' dSᵀ (generic stores, read by wgmma), then dQ. The
+      // other dSᵀ buffer is free: both consumers passed this barrier after
+      // their dQ of the last tile completed.
+      proxyFence();
+      namedBarrier(b, loc, "bar.sync", 1, 256);
+      Value dqAcc = issueDQ(base, wg, dsBuf);
+      waitGroups(0);
+      // Q, dO, LSE and Delta of the slot are read.
+      arrive(WsBarriers::empty, slot);
+      SmallVector<Value> dq =
+          fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, half / 2));
+      // dQ into buffer `slot` once the writer has added its last contents:
+      // lane (g, t) holds rows 16·(warp mod 4) + g, +8 (g = row mod 8) and
+      // columns wg·D/2 + 8n + 2t, +1, i.e. 16 B chunk wg·D/8 + 8·(n/4) +
+      // (2·(n mod 4) | t/2), at byte 8·(t mod 2) of it. The chunk's low three
+      // bits are xor-ed with g; (t/2) ^ g is per lane, 2·(n mod 4) per store.
+      wait(WsBarriers::dqEmpty, slot, emptyParity(t));
+      Value laneBytes = arith::OrIOp::create(
+          b, loc,
+          kb.mul(arith::XOrIOp::create(b, loc, kb.divui(kb.threadInGroup, 2),
+                                       kb.groupId),
+                 16),
+          kb.mul(kb.remui(kb.threadInGroup, 2), 8));
+      Value rowBytes = kb.add(
+          kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()),
+          kb.add(kb.mul(kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId),
+                        d * 4),
+                 kb.mul(wg, half * 4)));
+      auto f2 = VectorType::get({2}, f32);
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t n = 0; n < half / 8; ++n) {
+          Value inRow =
+              arith::XOrIOp::create(b, loc, laneBytes, kb.idx((n % 4) * 32));
+          Value bytes = kb.add(
+              kb.add(rowBytes, r * 8 * d * 4 + (n / 4) * 128), inRow);
+          Value pair = vector::FromElementsOp::create(
+              b, loc, f2, ValueRange{dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
+          vector::StoreOp::create(b, loc, pair, stats,
+                                  ValueRange{kb.divui(bytes, 4)},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(8));
+        }
+      proxyFence();
+      arrive(WsBarriers::dqFull, slot);
+      SmallVector<Value> yield = fenceOperands(b, loc, dK);
+      yield.append(fenceOperands(b, loc, dV));
+      scf::YieldOp::create(b, loc, yield);
+      kb.setThreadIds(outerIds);
+    }
+    // dK (scale already in dS) and dV for keys < Nk.
+    SmallVector<Value> res(loop.getResults());
+    Value keyRow = kb.add(kBegin, keyRow0Of(warpgroupOf()));
+    storeAccumulator(kb, ArrayRef<Value>(res).take_front(dkN), dkMem,
+                     kb.mul(kvRowsBase, d), keyRow, nk, d);
+    storeAccumulator(kb, ArrayRef<Value>(res).slice(dkN, dvN), dvMem,
+                     kb.mul(kvRowsBase, dv), keyRow, nk, dv);
+  };
+  if (ws) {
+    buildWarpSpecialized();
+    gpu::ReturnOp::create(b, loc);
+    return;
+  }
   SmallVector<Value> init(dkN + dvN, kb.f32(0));
   {
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(kb.idx(0), total), false);

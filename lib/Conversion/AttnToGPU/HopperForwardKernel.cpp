@@ -113,12 +113,6 @@ private:
     return arith::IndexCastUIOp::create(b, loc, b.getI1Type(), kb.remui(v, 2));
   }
 
-  /// The tensor-map type of a (64 columns × `rows` × 1) box, 128 B swizzle.
-  nvgpu::TensorMapDescriptorType mapType(int64_t rows);
-  /// A box-shaped view of the shared buffer at a dynamic offset.
-  MemRefType slabType(int64_t rows);
-  /// The shared-memory view of one TMA box at byte offset `byteOffset`.
-  Value slabView(Value byteOffset, int64_t rows);
   /// One descriptor: start `byteOffset` (index), leading byte offset `lbo`.
   Value descriptor(Value byteOffset, int64_t lbo);
 
@@ -159,35 +153,6 @@ private:
 // Shared memory, TMA and mbarriers
 //===----------------------------------------------------------------------===//
 
-MemRefType HopperForward::slabType(int64_t rows) {
-  return MemRefType::get({1, rows, kSlabCols}, plan.elemType,
-                         StridedLayoutAttr::get(b.getContext(),
-                                                ShapedType::kDynamic,
-                                                {rows * kSlabCols, kSlabCols, 1}),
-                         b.getI64IntegerAttr(3));
-}
-
-nvgpu::TensorMapDescriptorType HopperForward::mapType(int64_t rows) {
-  auto box = MemRefType::get({1, rows, kSlabCols}, plan.elemType,
-                             MemRefLayoutAttrInterface(),
-                             b.getI64IntegerAttr(3));
-  return nvgpu::TensorMapDescriptorType::get(
-      b.getContext(), box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-      nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
-      nvgpu::TensorMapOOBKind::OOB_ZERO,
-      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-}
-
-Value HopperForward::slabView(Value byteOffset, int64_t rows) {
-  Value elemOffset = kb.divui(byteOffset, 2);
-  return memref::ReinterpretCastOp::create(
-      b, loc, slabType(rows), kb.smem, OpFoldResult(elemOffset),
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(rows),
-                             b.getIndexAttr(kSlabCols)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(rows * kSlabCols),
-                             b.getIndexAttr(kSlabCols), b.getIndexAttr(1)});
-}
-
 Value HopperForward::descriptor(Value byteOffset, int64_t lbo) {
   return wgmmaDescriptor(kb, descBase, byteOffset, lbo);
 }
@@ -207,16 +172,8 @@ void HopperForward::arrive(int64_t barrier, Value stage) {
 void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
                              Value byteBase, Value row, Value bh,
                              int64_t fullBarrier, Value stage) {
-  Value barrier = kb.add(stage, fullBarrier);
-  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars.group,
-                                          kb.idx(rows * cols * 2), barrier,
-                                          Value());
-  for (int64_t slab = 0; slab < cols / kSlabCols; ++slab) {
-    Value dst = slabView(kb.add(byteBase, slab * rows * kSlabRowBytes), rows);
-    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars.group, map,
-                                  ValueRange{kb.idx(slab * kSlabCols), row, bh},
-                                  barrier, Value(), Value());
-  }
+  tmaLoadTile(kb, bars.group, map, rows, cols, byteBase, row, bh,
+              kb.add(stage, fullBarrier));
 }
 
 //===----------------------------------------------------------------------===//
@@ -596,15 +553,9 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   Value heads = kb.toIndex(arg(6)), kvHeads = kb.toIndex(arg(7));
   nq = kb.toIndex(arg(8));
   nk = kb.toIndex(arg(9));
-  qMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockQ),
-                                            arg(11))
-             .getResult(0);
-  kMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockKV),
-                                            arg(12))
-             .getResult(0);
-  vMap = UnrealizedConversionCastOp::create(b, loc, mapType(plan.blockKV),
-                                            arg(13))
-             .getResult(0);
+  qMap = tmaMap(kb, arg(11), plan.blockQ);
+  kMap = tmaMap(kb, arg(12), plan.blockKV);
+  vMap = tmaMap(kb, arg(13), plan.blockKV);
 
   Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);

@@ -67,8 +67,9 @@ std::string KernelPlan::tag() const {
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
 /// producer warpgroup (12 warps), 128-key tiles, a 2- or 3-stage K/V ring.
-/// The wgmma backward: 128 keys in two warpgroups of 64 (8 warps), 64-row
-/// query tiles double-buffered (2 stages).
+/// The wgmma backward: 128 keys in two warpgroups of 64 (8 warps; 12 with
+/// the producer warpgroup of -fa-wgmma-bwd-ws), 64-row query tiles
+/// double-buffered (2 stages).
 static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                                               const GpuTileOptions &options,
                                               std::string &error) {
@@ -84,17 +85,27 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
   if (plan.backward) {
-    plan.warps = 8;
+    // The warp-specialised backward adds a producer warpgroup to the two
+    // consumer warpgroups.
+    plan.warpSpecialized = wgmmaBackwardWarpSpecialized();
+    const int64_t warps = plan.warpSpecialized ? 12 : 8;
+    plan.warps = warps;
     plan.blockQ = 64;
     plan.blockKV = 128;
     if ((options.blockQ && options.blockQ != 64) ||
         (options.blockKV && options.blockKV != 128) ||
-        (options.warps && options.warps != 8))
-      return fail("expected block-q = 64, block-kv = 128 and 8 warps for the "
-                  "mma = wgmma backward");
+        (options.warps && options.warps != warps))
+      return fail("expected block-q = 64, block-kv = 128 and " +
+                  llvm::Twine(warps) + " warps for the mma = wgmma backward");
     if (plan.stages != 2)
       return fail("expected 2 stages for the mma = wgmma backward, got " +
                   llvm::Twine(plan.stages));
+    if (plan.backwardSharedBytes() > kMaxSharedBytes)
+      return fail("the mma = wgmma backward needs " +
+                  llvm::Twine(plan.backwardSharedBytes()) +
+                  " bytes of shared memory with switches " +
+                  wgmmaBackwardVariantKey() + ", more than " +
+                  llvm::Twine(kMaxSharedBytes));
     return plan;
   }
   plan.warps = 12;

@@ -64,12 +64,60 @@ Value mlir::fa::gpu_lowering::packI32(KernelBuilder &kb, Value lo, Value hi) {
   return vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{0});
 }
 
+Value mlir::fa::gpu_lowering::sharedAddress(KernelBuilder &kb) {
+  return arith::IndexCastUIOp::create(
+      kb.b, kb.loc, kb.b.getI64Type(),
+      memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, kb.smem));
+}
+
+Value mlir::fa::gpu_lowering::tmaMap(KernelBuilder &kb, Value ptr,
+                                     int64_t rows) {
+  OpBuilder &b = kb.b;
+  auto box = MemRefType::get({1, rows, kSlabCols}, kb.plan.elemType,
+                             MemRefLayoutAttrInterface(),
+                             b.getI64IntegerAttr(3));
+  auto type = nvgpu::TensorMapDescriptorType::get(
+      b.getContext(), box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  return UnrealizedConversionCastOp::create(b, kb.loc, type, ptr).getResult(0);
+}
+
+void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
+                                         Value map, int64_t rows, int64_t cols,
+                                         Value byteBase, Value row, Value bh,
+                                         Value barrier) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group,
+                                          kb.idx(rows * cols * 2), barrier,
+                                          Value());
+  // A box-shaped view of the shared buffer at each slab.
+  auto slabType = MemRefType::get(
+      {1, rows, kSlabCols}, kb.plan.elemType,
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                             {rows * kSlabCols, kSlabCols, 1}),
+      b.getI64IntegerAttr(3));
+  for (int64_t slab = 0; slab < cols / kSlabCols; ++slab) {
+    Value elemOffset =
+        kb.divui(kb.add(byteBase, slab * rows * kSlabRowBytes), 2);
+    Value dst = memref::ReinterpretCastOp::create(
+        b, loc, slabType, kb.smem, OpFoldResult(elemOffset),
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(rows),
+                               b.getIndexAttr(kSlabCols)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(rows * kSlabCols),
+                               b.getIndexAttr(kSlabCols), b.getIndexAttr(1)});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, group, map,
+                                  ValueRange{kb.idx(slab * kSlabCols), row, bh},
+                                  barrier, Value(), Value());
+  }
+}
+
 Value mlir::fa::gpu_lowering::wgmmaDescriptorBase(KernelBuilder &kb) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  Value base = arith::IndexCastUIOp::create(
-      b, loc, b.getI64Type(),
-      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, kb.smem));
+  Value base = sharedAddress(kb);
   // 128 B swizzle (bits 62-63 = 1), SBO = 1024 B (bits 32-45).
   int64_t hi = (int64_t(1) << 62) | (int64_t(1024 >> 4) << 32);
   // The start field holds 14 bits of (addr >> 4); shared offsets stay below

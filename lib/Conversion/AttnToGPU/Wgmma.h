@@ -80,6 +80,23 @@ SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
 /// N/16 k16 steps: n8 tiles 2kk and 2kk + 1 in order.
 SmallVector<Value> accumulatorToWgmmaA(KernelBuilder &kb, ArrayRef<Value> c);
 
+/// The map parameter `ptr` (!llvm.ptr to a CUtensorMap of docs/ABI.md) as
+/// the nvgpu tensor map of (64 columns × `rows` × 1) boxes, 128 B swizzle,
+/// out-of-bounds elements read as zero.
+Value tmaMap(KernelBuilder &kb, Value ptr, int64_t rows);
+
+/// Expects the bytes of a `rows` × `cols` tile on mbarrier `barrier` of
+/// `group` (arrive.expect_tx) and loads it with one TMA box per 64 columns
+/// at coordinates (64·slab, row, bh) into 64-column slabs from shared byte
+/// `byteBase` (the layout above).
+void tmaLoadTile(KernelBuilder &kb, Value group, Value map, int64_t rows,
+                 int64_t cols, Value byteBase, Value row, Value bh,
+                 Value barrier);
+
+/// The shared-window address (i64) of `kb.smem`'s first byte, what wgmma
+/// descriptors and bulk copies take (below 2^32: truncate for `r` operands).
+Value sharedAddress(KernelBuilder &kb);
+
 /// Fills the body of `func`, fa_bwd of docs/ABI.md, with the wgmma main
 /// backward (HopperBackwardKernel.cpp).
 void buildBackwardMainWgmma(KernelBuilder &kb, gpu::GPUModuleOp module,
