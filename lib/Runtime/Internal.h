@@ -39,7 +39,7 @@ bool parseTarget(const std::string &text, Target &out);
 /// global dims and strides follow from the tensor's shape; the rest is the
 /// manifest's.
 struct TensorMapSpec {
-  std::string tensor; // "q", "k" or "v"
+  std::string tensor; // "q", "k", "v" or "do" (backward)
   int param = 0;
   int box[3] = {0, 0, 0}; // innermost first
   int swizzleBytes = 128;
@@ -136,6 +136,10 @@ uint64_t tensorBytes(const fa_tensor &t);
 /// (checkForward) arguments; "" on success, else what TMA cannot address.
 std::string tensorMapArgs(const KernelConfig &config,
                           const fa_attention_args &args,
+                          std::vector<fa_tensor_map_args> &out);
+/// The same for a backward launch (checkBackward's arguments).
+std::string tensorMapArgs(const KernelConfig &config,
+                          const fa_attention_backward_args &args,
                           std::vector<fa_tensor_map_args> &out);
 
 } // namespace fa::runtime

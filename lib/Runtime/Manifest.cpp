@@ -126,6 +126,16 @@ constexpr ExpectedMap kWgmmaMaps[] = {
     {"k", 12, {"head_dim", "nk", "batch*kv_heads"}},
     {"v", 13, {"head_dim_v", "nk", "batch*kv_heads"}},
 };
+/// The maps of the warp-specialised wgmma backward (384 threads), after
+/// fa_bwd's 15 parameters.
+constexpr ExpectedMap kWgmmaBackwardMaps[] = {
+    {"q", 15, {"head_dim", "nq", "batch*heads"}},
+    {"k", 16, {"head_dim", "nk", "batch*kv_heads"}},
+    {"v", 17, {"head_dim_v", "nk", "batch*kv_heads"}},
+    {"do", 18, {"head_dim_v", "nq", "batch*heads"}},
+};
+/// Threads of the warp-specialised wgmma backward's main entry.
+constexpr unsigned kWgmmaBackwardWsThreads = 384;
 
 /// Largest box extent TMA accepts in any dimension.
 constexpr int kMaxBoxDim = 256;
@@ -135,17 +145,22 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
   if (!m.is_object())
     bad(at, "must be an object");
   TensorMapSpec spec;
+  const bool bwd = c.direction == FA_DIRECTION_BWD;
   spec.tensor = stringField(m, "tensor", at);
-  if (spec.tensor != "q" && spec.tensor != "k" && spec.tensor != "v")
-    bad(at, "unknown tensor '" + spec.tensor + "' (expected q, k or v)");
+  if (spec.tensor != "q" && spec.tensor != "k" && spec.tensor != "v" &&
+      (!bwd || spec.tensor != "do"))
+    bad(at, "unknown tensor '" + spec.tensor + "' (expected q, k" +
+                (bwd ? ", v or do)" : " or v)"));
   if (spec.tensor != want.tensor)
     bad(at, "tensor is '" + spec.tensor + "', expected '" + want.tensor +
-                "' (the maps are q, k, v in parameter order)");
+                (bwd ? "' (the maps are q, k, v, do in parameter order)"
+                     : "' (the maps are q, k, v in parameter order)"));
   spec.param = intField(m, "param", at, 0, INT_MAX);
   if (spec.param != want.param)
     bad(at, "field 'param' = " + std::to_string(spec.param) + ", expected " +
                 std::to_string(want.param) +
-                " (the q, k, v maps follow fa_fwd's 11 parameters)");
+                (bwd ? " (the q, k, v, do maps follow fa_bwd's 15 parameters)"
+                     : " (the q, k, v maps follow fa_fwd's 11 parameters)"));
 
   const json &dims = field(m, "dims", at);
   std::string wantDims =
@@ -180,14 +195,17 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
                 std::to_string(rowBytes) +
                 " bytes; a 128-byte swizzle needs a multiple of 16 bytes, at "
                 "most 128");
-  int cols = want.tensor[0] == 'v' ? c.headDimV : c.headDim;
+  // v and do have Dv columns; q and do are tiles of query rows.
+  const std::string name = want.tensor;
+  int cols = name == "v" || name == "do" ? c.headDimV : c.headDim;
   if (cols % spec.box[0] != 0)
     bad(at, "box[0] = " + std::to_string(spec.box[0]) +
                 " does not divide the head dim " + std::to_string(cols));
-  int rows = want.tensor[0] == 'q' ? c.blockQ : c.blockKV;
+  const bool queryRows = name == "q" || name == "do";
+  int rows = queryRows ? c.blockQ : c.blockKV;
   if (spec.box[1] != rows)
     bad(at, "box[1] = " + std::to_string(spec.box[1]) + ", expected " +
-                (want.tensor[0] == 'q' ? "block_q = " : "block_kv = ") +
+                (queryRows ? "block_q = " : "block_kv = ") +
                 std::to_string(rows));
   if (spec.box[2] != 1)
     bad(at, "box[2] = " + std::to_string(spec.box[2]) +
@@ -233,26 +251,41 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
     bad(where, "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got " +
                    std::to_string(c.headDim) + " and " +
                    std::to_string(c.headDimV));
-  // A wgmma backward keeps the mma.sync backward's parameters (cp.async
-  // loads, no maps).
+  // A wgmma backward of 256 threads keeps the mma.sync backward's
+  // parameters (cp.async loads, no maps); the warp-specialised one (384
+  // threads) loads q, k, v and do by TMA.
+  const ExpectedMap *want = kWgmmaMaps;
+  size_t n = std::size(kWgmmaMaps);
+  const char *names = "q, k, v";
   if (c.direction == FA_DIRECTION_BWD) {
-    if (hasMaps)
-      bad(where, "field 'tensor_maps' is given, but mma 'wgmma' backward "
-                 "kernels take no tensor maps");
-    return;
+    bool ws = c.bwd.threads == kWgmmaBackwardWsThreads;
+    if (!ws) {
+      if (hasMaps)
+        bad(where, "field 'tensor_maps' is given, but mma 'wgmma' backward "
+                   "kernels take no tensor maps unless warp-specialised "
+                   "(bwd entry of 384 threads, this one has " +
+                       std::to_string(c.bwd.threads) + ")");
+      return;
+    }
+    want = kWgmmaBackwardMaps;
+    n = std::size(kWgmmaBackwardMaps);
+    names = "q, k, v, do";
   }
   if (!hasMaps)
-    bad(where, "missing field 'tensor_maps' (mma 'wgmma' kernels take q, k "
-               "and v tensor maps)");
+    bad(where, c.direction == FA_DIRECTION_BWD
+                   ? "missing field 'tensor_maps' (the warp-specialised mma "
+                     "'wgmma' backward of 384 threads takes q, k, v and do "
+                     "tensor maps)"
+                   : "missing field 'tensor_maps' (mma 'wgmma' kernels take "
+                     "q, k and v tensor maps)");
   if (!maps->is_array())
     bad(where, "field 'tensor_maps' must be an array");
-  constexpr size_t n = std::size(kWgmmaMaps);
   if (maps->size() != n)
     bad(where, "field 'tensor_maps' has " + std::to_string(maps->size()) +
-                   " maps, expected " + std::to_string(n) + " (q, k, v)");
+                   " maps, expected " + std::to_string(n) + " (" + names + ")");
   for (size_t i = 0; i < n; ++i)
     c.tensorMaps.push_back(
-        parseTensorMap((*maps)[i], kWgmmaMaps[i], c,
+        parseTensorMap((*maps)[i], want[i], c,
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 

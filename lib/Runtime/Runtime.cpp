@@ -9,6 +9,7 @@
 #include "Internal.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -520,6 +521,58 @@ fa_status mapRing(fa_bundle &bundle, CUcontext ctx, MapRing *&out) {
   return FA_SUCCESS;
 }
 
+/// Launches `f` (entry `e` of `kernel`) with its tensor maps: encodes
+/// `mapArgs`, puts them into a slot of the context's map ring (in stream
+/// order) and points parameter mapArgs[i].param of `params` at map i; the
+/// other parameters are the caller's. `what` names the API call in errors.
+fa_status launchWithMaps(const fa_kernel &kernel, const char *what,
+                         const std::vector<fa_tensor_map_args> &mapArgs,
+                         CUcontext ctx, CUfunction f, const Entry &e,
+                         std::array<unsigned, 3> grid, CUstream stream,
+                         void **params) {
+  const KernelConfig &c = kernel.config;
+  CUtensorMap maps[FA_MAX_TENSOR_MAPS];
+  if (fa_status s = encodeMaps(mapArgs, maps))
+    return fail(s, std::string(what) + ": kernel '" + c.tag + "': " +
+                       lastError);
+  // A captured launch would keep reading a slot that later launches reuse.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (CUresult r = cuStreamIsCapturing(stream, &capture))
+    return cuFail("cuStreamIsCapturing", r);
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return fail(FA_ERROR_UNSUPPORTED,
+                std::string(what) + ": kernel '" + c.tag +
+                    "' takes tensor maps in runtime-owned memory and cannot "
+                    "be captured into a CUDA graph");
+  unsigned long long streamId = 0;
+  if (CUresult r = cuStreamGetId(stream, &streamId))
+    return cuFail("cuStreamGetId", r);
+  MapRing *ring = nullptr;
+  if (fa_status s = mapRing(*kernel.bundle, ctx, ring))
+    return s;
+
+  std::lock_guard<std::mutex> lock(ring->mutex);
+  int slot = 0;
+  if (fa_status s = ring->acquire(maps, mapArgs.size() * sizeof(CUtensorMap),
+                                  stream, streamId, slot))
+    return s;
+  CUdeviceptr mapPtrs[FA_MAX_TENSOR_MAPS];
+  for (size_t i = 0; i < mapArgs.size(); ++i) {
+    mapPtrs[i] = ring->address(slot) + i * sizeof(CUtensorMap);
+    params[mapArgs[i].param] = &mapPtrs[i];
+  }
+  fa_status launched =
+      launch(f, e, grid[0], grid[1], grid[2], stream, params);
+  std::string launchError = lastError;
+  // Recorded even when the launch failed: the slot's copy is in the stream.
+  fa_status recorded = ring->used(slot, stream, streamId);
+  if (launched)
+    return fail(launched, launchError);
+  if (recorded)
+    return recorded;
+  return succeed();
+}
+
 } // namespace
 
 namespace fa::runtime {
@@ -807,48 +860,12 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   std::string err = tensorMapArgs(c, a, mapArgs);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
-  CUtensorMap maps[FA_MAX_TENSOR_MAPS];
-  if (fa_status s = encodeMaps(mapArgs, maps))
-    return fail(s,
-                "fa_attention_forward: kernel '" + c.tag + "': " + lastError);
-  // A captured launch would keep reading a slot that later launches reuse.
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (CUresult r = cuStreamIsCapturing(stream, &capture))
-    return cuFail("cuStreamIsCapturing", r);
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
-    return fail(FA_ERROR_UNSUPPORTED,
-                "fa_attention_forward: kernel '" + c.tag +
-                    "' takes tensor maps in runtime-owned memory and cannot "
-                    "be captured into a CUDA graph");
-  unsigned long long streamId = 0;
-  if (CUresult r = cuStreamGetId(stream, &streamId))
-    return cuFail("cuStreamGetId", r);
-  MapRing *ring = nullptr;
-  if (fa_status s = mapRing(*kernel->bundle, scope.ctx, ring))
-    return s;
-
-  std::lock_guard<std::mutex> lock(ring->mutex);
-  int slot = 0;
-  if (fa_status s = ring->acquire(maps, mapArgs.size() * sizeof(CUtensorMap),
-                                  stream, streamId, slot))
-    return s;
-  // The kernel's map parameters, in manifest order after the 11 of fa_fwd.
-  CUdeviceptr mapPtrs[FA_MAX_TENSOR_MAPS];
+  // The kernel's map parameters follow the 11 of fa_fwd.
   void *params[11 + FA_MAX_TENSOR_MAPS] = {&q, &k,   &v,  &o,  &lse,  &b,
                                            &h, &hkv, &nq, &nk, &scale};
-  for (size_t i = 0; i < mapArgs.size(); ++i) {
-    mapPtrs[i] = ring->address(slot) + i * sizeof(CUtensorMap);
-    params[mapArgs[i].param] = &mapPtrs[i];
-  }
-  fa_status launched = launch(f, c.fwd, gx, h, b, stream, params);
-  std::string launchError = lastError;
-  // Recorded even when the launch failed: the slot's copy is in the stream.
-  fa_status recorded = ring->used(slot, stream, streamId);
-  if (launched)
-    return fail(launched, launchError);
-  if (recorded)
-    return recorded;
-  return succeed();
+  return launchWithMaps(*kernel, "fa_attention_forward", mapArgs, scope.ctx,
+                        f, c.fwd, {gx, unsigned(h), unsigned(b)}, stream,
+                        params);
 }
 
 fa_status fa_attention_backward(const fa_kernel *kernel,
@@ -892,10 +909,42 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
   };
   if (fa_status s = grid(c.bwdPre, pre, grids[0], preParams))
     return s;
-  if (fa_status s = grid(c.bwd, main, grids[1], mainParams))
-    return s;
+  if (c.tensorMaps.empty()) {
+    if (fa_status s = grid(c.bwd, main, grids[1], mainParams))
+      return s;
+  } else {
+    // The warp-specialised wgmma backward: its maps follow fa_bwd's 15.
+    std::vector<fa_tensor_map_args> mapArgs;
+    std::string err = tensorMapArgs(c, a, mapArgs);
+    if (!err.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_backward: " + err);
+    void *params[15 + FA_MAX_TENSOR_MAPS];
+    std::copy(std::begin(mainParams), std::end(mainParams), params);
+    if (fa_status s = launchWithMaps(
+            *kernel, "fa_attention_backward", mapArgs, scope.ctx, main, c.bwd,
+            {grids[1][0], grids[1][1], grids[1][2]}, stream, params))
+      return s;
+  }
   if (fa_status s = grid(c.bwdPost, post, grids[2], postParams))
     return s;
+  return succeed();
+}
+
+fa_status fa_attention_backward_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
+  if (!out || !count)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_backward_tensor_maps: null argument");
+  *count = 0;
+  if (fa_status s = fa_attention_backward_check(kernel, args))
+    return s;
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(kernel->config, *args, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_backward: " + err);
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
   return succeed();
 }
 

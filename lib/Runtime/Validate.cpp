@@ -280,15 +280,26 @@ std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &a) {
           {"dq_accum", &a.dq_accum}};
 }
 
-std::string tensorMapArgs(const KernelConfig &c, const fa_attention_args &a,
-                          std::vector<fa_tensor_map_args> &out) {
+namespace {
+/// The maps of `c` over the tensors q, k, v (and d_o for a backward, its
+/// "do" map).
+std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
+                    const fa_tensor &k, const fa_tensor &v,
+                    const fa_tensor *dO, std::vector<fa_tensor_map_args> &out) {
   out.clear();
   for (const TensorMapSpec &spec : c.tensorMaps) {
-    const fa_tensor &t =
-        spec.tensor == "q" ? a.q : (spec.tensor == "k" ? a.k : a.v);
     // A literal, so that the result outlives the bundle.
-    const char *name =
-        spec.tensor == "q" ? "q" : (spec.tensor == "k" ? "k" : "v");
+    const char *name = spec.tensor == "q"   ? "q"
+                       : spec.tensor == "k" ? "k"
+                       : spec.tensor == "v" ? "v"
+                                            : "do";
+    if (name[0] == 'd' && !dO)
+      return "kernel '" + c.tag + "' takes a do tensor map, which only a "
+             "backward launch has";
+    const fa_tensor &t = name[0] == 'q'   ? q
+                         : name[0] == 'k' ? k
+                         : name[0] == 'v' ? v
+                                          : *dO;
     uint64_t elem = static_cast<uint64_t>(elementSize(t.dtype));
     fa_tensor_map_args m{};
     m.tensor = name;
@@ -338,6 +349,18 @@ std::string tensorMapArgs(const KernelConfig &c, const fa_attention_args &a,
     out.push_back(m);
   }
   return "";
+}
+} // namespace
+
+std::string tensorMapArgs(const KernelConfig &c, const fa_attention_args &a,
+                          std::vector<fa_tensor_map_args> &out) {
+  return mapArgs(c, a.q, a.k, a.v, nullptr, out);
+}
+
+std::string tensorMapArgs(const KernelConfig &c,
+                          const fa_attention_backward_args &a,
+                          std::vector<fa_tensor_map_args> &out) {
+  return mapArgs(c, a.q, a.k, a.v, &a.d_o, out);
 }
 
 int kernelRank(const KernelConfig &c, int cc, fa_mma want) {
@@ -418,7 +441,8 @@ std::string checkBackward(const KernelConfig &c,
     return "nk " + std::to_string(s.nk) + " needs a grid x of " +
            std::to_string(gridX) + " blocks for kernel '" + c.tag +
            "', more than the limit of " + std::to_string(INT32_MAX);
-  return "";
+  std::vector<fa_tensor_map_args> maps;
+  return tensorMapArgs(c, a, maps);
 }
 
 int targetRank(const KernelConfig &c, int cc) {

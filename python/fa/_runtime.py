@@ -14,7 +14,7 @@ FWD, BWD = 0, 1
 MMAS = {"any": 0, "mma_sync": 1, "wgmma": 2}
 MMA_NAMES = {v: k for k, v in MMAS.items()}
 MAX_RANK = 4
-MAX_TENSOR_MAPS = 3
+MAX_TENSOR_MAPS = 4
 
 
 class FaError(RuntimeError):
@@ -109,6 +109,9 @@ def open_library(path=None):
         "fa_attention_forward_tensor_maps": ([vp, ctypes.POINTER(ForwardArgs),
                                               ctypes.POINTER(TensorMapArgs),
                                               ctypes.POINTER(ctypes.c_int32)], st),
+        "fa_attention_backward_tensor_maps": ([vp, ctypes.POINTER(BackwardArgs),
+                                               ctypes.POINTER(TensorMapArgs),
+                                               ctypes.POINTER(ctypes.c_int32)], st),
         "fa_attention_forward": ([vp, ctypes.POINTER(ForwardArgs), vp], st),
         "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
     }

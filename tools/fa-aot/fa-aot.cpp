@@ -105,21 +105,28 @@ int main(int argc, char **argv) {
       o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
     if (c.mma == "wgmma")
       o["mma"] = "wgmma";
-    if (c.mma == "wgmma" && c.direction == "fwd") {
-      // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries).
-      auto map = [&](const char *tensor, int64_t param, const char *rows,
-                     const char *planes, const char *dim, int64_t boxRows) {
-        return json::Object{
-            {"tensor", tensor}, {"param", param},
-            {"dims", json::Array{dim, rows, planes}},
-            {"box", json::Array{64, boxRows, 1}}, {"swizzle", 128},
-            {"l2_promotion", 256}, {"oob_fill", "zero"}};
-      };
+    // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
+    // the wgmma forward's, and the warp-specialised wgmma backward's (its 12
+    // warps; the other wgmma backward has 8 and loads with cp.async).
+    auto map = [&](const char *tensor, int64_t param, const char *rows,
+                   const char *planes, const char *dim, int64_t boxRows) {
+      return json::Object{
+          {"tensor", tensor}, {"param", param},
+          {"dims", json::Array{dim, rows, planes}},
+          {"box", json::Array{64, boxRows, 1}}, {"swizzle", 128},
+          {"l2_promotion", 256}, {"oob_fill", "zero"}};
+    };
+    if (c.mma == "wgmma" && c.direction == "fwd")
       o["tensor_maps"] = json::Array{
           map("q", 11, "nq", "batch*heads", "head_dim", c.blockQ),
           map("k", 12, "nk", "batch*kv_heads", "head_dim", c.blockKV),
           map("v", 13, "nk", "batch*kv_heads", "head_dim_v", c.blockKV)};
-    }
+    if (c.mma == "wgmma" && c.direction == "bwd" && c.warps == 12)
+      o["tensor_maps"] = json::Array{
+          map("q", 15, "nq", "batch*heads", "head_dim", c.blockQ),
+          map("k", 16, "nk", "batch*kv_heads", "head_dim", c.blockKV),
+          map("v", 17, "nk", "batch*kv_heads", "head_dim_v", c.blockKV),
+          map("do", 18, "nq", "batch*heads", "head_dim_v", c.blockQ)};
     if (!k.cubin.empty()) {
       writeFile(outDir + "/" + k.tag + ".cubin", k.cubin);
       o["cubin"] = k.tag + ".cubin";

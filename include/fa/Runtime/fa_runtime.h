@@ -37,8 +37,9 @@ extern "C" {
  * backward's "dsplit" and wgmma backward kernels (docs/ABI.md). */
 #define FA_RUNTIME_BUNDLE_VERSION 2
 #define FA_MAX_RANK 4
-/* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward). */
-#define FA_MAX_TENSOR_MAPS 3
+/* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
+ * q, k, v, do for the warp-specialised wgmma backward). */
+#define FA_MAX_TENSOR_MAPS 4
 
 typedef enum fa_status {
   FA_SUCCESS = 0,
@@ -143,7 +144,7 @@ typedef struct fa_kernel_info {
  * them for a launch (docs/ABI.md, "sm_90a wgmma entries"): dimensions
  * innermost first, strides in bytes for dimensions 1..rank-1. */
 typedef struct fa_tensor_map_args {
-  const char *tensor; /* "q", "k" or "v" */
+  const char *tensor; /* "q", "k", "v" or "do" (backward) */
   int32_t param;      /* the kernel parameter that receives the map */
   CUtensorMapDataType data_type;
   uint32_t rank;
@@ -208,6 +209,12 @@ FA_API fa_status fa_attention_backward_check(
  * take none. Needs no GPU. */
 FA_API fa_status fa_attention_forward_tensor_maps(
     const fa_kernel *kernel, const fa_attention_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count);
+
+/* The same for a backward launch (after fa_attention_backward_check): the
+ * maps of its main kernel, 0 for kernels that take none. */
+FA_API fa_status fa_attention_backward_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
     fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count);
 
 /* The grids fa_attention_backward launches bwd_pre, bwd and bwd_post with
