@@ -54,15 +54,11 @@ static llvm::cl::opt<bool> clWarpSpecialized(
                    "and LSE, Delta with plain loads, and adds dQ into a "
                    "row-swizzled dq_accum with one bulk reduction per tile; "
                    "replaces -fa-wgmma-bwd-pipeline"),
-    llvm::cl::init(false));
+    llvm::cl::init(true));
 
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  std::string key = std::string("pipe") + (clPipeline ? "1" : "0");
-  // Appended only when set, so that the keys (and caches) of the other
-  // variants stay as they were.
-  if (clWarpSpecialized)
-    key += ".ws1";
-  return key;
+  return std::string("pipe") + (clPipeline ? "1" : "0") + ".ws" +
+         (clWarpSpecialized ? "1" : "0");
 }
 
 bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }

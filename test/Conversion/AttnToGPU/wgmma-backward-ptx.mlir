@@ -1,13 +1,13 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" -fa-wgmma-bwd-ws=false > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s < %t/fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a.ptx
 // RUN: FileCheck %s --check-prefix=D64 < %t/fa_bwd_f16_d64_bq64_bkv128_w8_s2_window_l32_r0_wgmma_sm90a.ptx
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_f16_d64_bq64_bkv128_w8_s2_window_l32_r0_wgmma_sm90a.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
 
-// The wgmma backward in PTX: sm_90a, 256 threads, shared-memory wgmma for
-// Sᵀ, dPᵀ and dQ (dQ with both operands transposed: imm-trans-a = 1,
+// The 256-thread wgmma backward (-fa-wgmma-bwd-ws=false) in PTX: sm_90a,
+// shared-memory wgmma for Sᵀ, dPᵀ and dQ (dQ with both operands transposed: imm-trans-a = 1,
 // imm-trans-b = 1), register-A wgmma for dV and dK, a proxy fence before
 // the barriers that publish cp.async data and dSᵀ to wgmma, and vector
 // reductions into dq_accum. ptxas: no spills, the wgmmas unserialised.

@@ -1,8 +1,61 @@
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-pipeline | FileCheck %s --check-prefix=PIPE
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false -fa-wgmma-bwd-pipeline | FileCheck %s --check-prefix=PIPE
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
 
-// The wgmma backward keeps the three kernels and the parameters of the
+// The default wgmma backward is warp-specialised (-fa-wgmma-bwd-ws): 384
+// threads, the q, k, v, dO tensor maps after fa_bwd's 15 parameters, one CTA
+// per SM. Shared memory: K, V, 2 stages of Q and dO, 2 dSᵀ buffers, 2 stages
+// of LSE and Delta, 2 f32 dQ tiles: 2·(2·128·128 + 4·64·128 + 2·128·64) +
+// 1024 + 2·64·128·4 bytes.
+// WS-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a
+// WS: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a(
+// WS-SAME: %{{.*}}: f32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) kernel
+// WS-SAME: fa.shared_bytes = 230400
+// WS-SAME: known_block_size = array<i32: 384, 1, 1>
+// WS-SAME: nvvm.minctasm = 1
+// mbarriers: K/V full (2 arrivals), full[2] (Q, dO and the 32 lanes of the
+// statistics warp), empty[2] and dqFull[2] (256 consumer threads),
+// dqEmpty[2] (the dQ writer).
+// WS: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 9>
+// WS-COUNT-9: nvgpu.mbarrier.init
+// WS: gpu.barrier
+// The producer warpgroup: TMA of K and V (two 64-column boxes each), then
+// of Q and dO per tile on 32-bit tile counters; LSE and Delta; the writer.
+// WS: nvvm.setmaxregister  decrease 24
+// WS-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x128x64xbf16
+// WS: scf.for {{.*}} -> (i32, i32)  : i32
+// WS-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x64x64xbf16
+// WS: scf.for {{.*}} -> (i32, i32)  : i32
+// WS: memref.load
+// WS: nvgpu.mbarrier.arrive
+// WS: scf.for {{.*}} -> (i32, i32)  : i32
+// WS: "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;"
+// WS-NEXT: "cp.async.bulk.commit_group;"
+// WS-NEXT: "cp.async.bulk.wait_group.read 0;"
+// WS: nvgpu.mbarrier.arrive
+// WS: "cp.async.bulk.wait_group 0;"
+// The consumers: the schedule of the 256-thread kernel with one named
+// barrier per tile; dQ into the shared tile, fenced, then dqFull.
+// WS: nvvm.setmaxregister  increase 240
+// WS: %{{.*}}:128 = scf.for
+// WS: nvgpu.mbarrier.try_wait.parity
+// WS: nvvm.wgmma.fence.aligned
+// WS: "bar.sync 1, 256;"
+// WS: A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// WS: nvvm.wgmma.wait.group.sync.aligned 0
+// WS: nvgpu.mbarrier.arrive
+// WS: nvgpu.mbarrier.try_wait.parity
+// WS-COUNT-16: vector.store {{.*}} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
+// WS-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// WS: nvgpu.mbarrier.arrive
+// WS-NOT: red.global.add
+// WS: gpu.func @fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a(
+// fa_bwd_post reads chunk c of row r from chunk c ^ (r mod 8).
+// WS: arith.xori
+// WS: gpu.return
+
+// With -fa-wgmma-bwd-ws=false: the three kernels and the parameters of the
 // mma.sync backward (no tensor maps); 256 threads, two warpgroups of 64 keys.
 // Shared memory: K, V, 2 stages of Q and dO, dSᵀ (bf16) and 2 stages of LSE
 // and Delta (f32): 2·(2·128·128 + 4·64·128 + 128·64) + 1024 bytes.
@@ -62,7 +115,7 @@
 // PIPE: red.global.add.v2.f32
 // PIPE: nvvm.wgmma.wait.group.sync.aligned 0
 // PIPE: scf.yield
-// BQ: expected block-q = 64, block-kv = 128 and 8 warps for the mma = wgmma backward
+// BQ: expected block-q = 64, block-kv = 128 and 12 warps for the mma = wgmma backward
 func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
   return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
