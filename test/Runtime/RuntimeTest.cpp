@@ -441,6 +441,90 @@ TEST(Manifest, WgmmaBackwardErrors) {
   }
 }
 
+/// The maps of the warp-specialised wgmma backward (docs/ABI.md): q, k, v,
+/// do after fa_bwd's 15 parameters, query boxes of block_q = 64 rows.
+std::vector<MapJson> wsMaps() {
+  return {
+      {"q", "15", R"(["head_dim", "nq", "batch*heads"])", "[64, 64, 1]"},
+      {"k", "16", R"(["head_dim", "nk", "batch*kv_heads"])", "[64, 128, 1]"},
+      {"v", "17", R"(["head_dim_v", "nk", "batch*kv_heads"])", "[64, 128, 1]"},
+      {"do", "18", R"(["head_dim_v", "nq", "batch*heads"])", "[64, 64, 1]"}};
+}
+
+/// The warp-specialised wgmma backward as fa-aot writes it: 12 warps, a bwd
+/// entry of 384 threads, four tensor maps.
+std::string wsBwdJson(const std::string &tag, int d = 128,
+                      const std::vector<MapJson> &maps = wsMaps(),
+                      const std::string &extra = "") {
+  return kernelJson(tag, "bwd", "bf16", d, "causal", "sm_90a", true,
+                    R"(, "block_q": 64, "block_kv": 128, "warps": 12,
+                       "entries": {"bwd_pre": {"name": "a", "threads": 384, "shared_bytes": 0},
+                                   "bwd": {"name": "b", "threads": 384, "shared_bytes": 230400},
+                                   "bwd_post": {"name": "c", "threads": 384, "shared_bytes": 0}},
+                       "mma": "wgmma", "tensor_maps": )" +
+                        mapsJson(maps) + extra);
+}
+
+TEST(Manifest, WgmmaBackwardWarpSpecialized) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("wgmma_bwd_ws", manifest({wsBwdJson("k")}), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
+  EXPECT_EQ(info.mma, FA_MMA_WGMMA);
+  EXPECT_EQ(info.warps, 12);
+  EXPECT_EQ(info.tensor_map_count, 4);
+  fa_bundle_free(b);
+}
+
+TEST(Manifest, WgmmaBackwardWarpSpecializedErrors) {
+  std::vector<MapJson> three = wsMaps();
+  three.pop_back();
+  std::vector<MapJson> doBox = wsMaps();
+  doBox[3].box = "[64, 128, 1]";
+  std::vector<MapJson> doParam = wsMaps();
+  doParam[3].param = "14";
+  std::vector<MapJson> order = wsMaps();
+  std::swap(order[0], order[3]);
+  std::vector<MapJson> forwardMaps = abiMaps();
+  forwardMaps[2].tensor = "do";
+  struct Case {
+    std::string kernel, expect;
+  } cases[] = {
+      {kernelJson("k", "bwd", "bf16", 128, "causal", "sm_90a", true,
+                  R"(, "block_q": 64, "block_kv": 128, "warps": 12,
+                     "entries": {"bwd_pre": {"name": "a", "threads": 384, "shared_bytes": 0},
+                                 "bwd": {"name": "b", "threads": 384, "shared_bytes": 230400},
+                                 "bwd_post": {"name": "c", "threads": 384, "shared_bytes": 0}},
+                     "mma": "wgmma")"),
+       "kernels[0] ('k'): missing field 'tensor_maps' (the warp-specialised "
+       "mma 'wgmma' backward of 384 threads takes q, k, v and do tensor maps)"},
+      {wsBwdJson("k", 128, three),
+       "field 'tensor_maps' has 3 maps, expected 4 (q, k, v, do)"},
+      {wsBwdJson("k", 128, doBox),
+       "tensor_maps[3]: box[1] = 128, expected block_q = 64"},
+      {wsBwdJson("k", 128, doParam),
+       "tensor_maps[3]: field 'param' = 14, expected 18 (the q, k, v, do maps "
+       "follow fa_bwd's 15 parameters)"},
+      {wsBwdJson("k", 128, order),
+       "tensor_maps[0]: tensor is 'do', expected 'q' (the maps are q, k, v, do "
+       "in parameter order)"},
+      {wgmmaJson("k", "bf16", 128, "none", true, forwardMaps),
+       "tensor_maps[2]: unknown tensor 'do' (expected q, k or v)"},
+  };
+  for (const Case &c : cases) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("wgmma_bwd_ws_err", manifest({c.kernel}), &b),
+              FA_ERROR_BAD_MANIFEST)
+        << c.expect;
+    EXPECT_NE(lastError().find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << lastError();
+    fa_bundle_free(b);
+  }
+}
+
 TEST(Manifest, WgmmaSmallKeyTiles) {
   // block_kv 64: the k and v boxes follow it.
   std::vector<MapJson> maps = abiMaps();
@@ -1203,6 +1287,83 @@ TEST_F(TensorMaps, AsTheAbiTableSays) {
     EXPECT_EQ(m.l2_promotion, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
     EXPECT_EQ(m.oob_fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
+}
+
+TEST(BackwardTensorMaps, WarpSpecializedWgmma) {
+  // q, k, v, do of docs/ABI.md for the warp-specialised wgmma backward; none
+  // for the 256-thread one.
+  constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300, D = 64;
+  fa_bundle *bundle = nullptr;
+  std::vector<MapJson> maps = wsMaps();
+  ASSERT_EQ(loadText("bwd_maps",
+                     manifest({wsBwdJson("ws", D, maps),
+                               wgmmaBwdJson("w8", R"(, "head_dim": 64,
+                                            "head_dim_v": 64)")}),
+                     &bundle),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *ws = fa_bundle_kernel_at(bundle, 0);
+  const fa_kernel *w8 = fa_bundle_kernel_at(bundle, 1);
+  fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+  fa_attention_backward_args a{};
+  a.q = tensor(addr(0), bf, {B, H, Nq, D});
+  a.k = tensor(addr(1), bf, {B, Hkv, Nk, D});
+  a.v = tensor(addr(2), bf, {B, Hkv, Nk, D});
+  a.o = tensor(addr(3), bf, {B, H, Nq, D});
+  a.lse = tensor(addr(4), f32, {B, H, Nq});
+  a.d_o = tensor(addr(5), bf, {B, H, Nq, D});
+  a.dq = tensor(addr(6), bf, {B, H, Nq, D});
+  a.dk = tensor(addr(7), bf, {B, Hkv, Nk, D});
+  a.dv = tensor(addr(8), bf, {B, Hkv, Nk, D});
+  a.delta = tensor(addr(9), f32, {B, H, Nq});
+  a.dq_accum = tensor(addr(10), f32, {B, H, Nq, D});
+  a.scale = 0.125f;
+
+  fa_tensor_map_args out[FA_MAX_TENSOR_MAPS];
+  int32_t count = -1;
+  ASSERT_EQ(fa_attention_backward_tensor_maps(ws, &a, out, &count), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(count, 4);
+  struct Want {
+    const char *tensor;
+    int param;
+    uint64_t address, rows, planes, boxRows;
+  } want[] = {{"q", 15, addr(0), Nq, B * H, 64},
+              {"k", 16, addr(1), Nk, B * Hkv, 128},
+              {"v", 17, addr(2), Nk, B * Hkv, 128},
+              {"do", 18, addr(5), Nq, B * H, 64}};
+  for (int i = 0; i < 4; ++i) {
+    const fa_tensor_map_args &m = out[i];
+    const Want &w = want[i];
+    SCOPED_TRACE(w.tensor);
+    EXPECT_STREQ(m.tensor, w.tensor);
+    EXPECT_EQ(m.param, w.param);
+    EXPECT_EQ(m.global_address, w.address);
+    EXPECT_EQ(m.global_dim[0], uint64_t(D));
+    EXPECT_EQ(m.global_dim[1], w.rows);
+    EXPECT_EQ(m.global_dim[2], w.planes);
+    EXPECT_EQ(m.global_strides[0], uint64_t(2 * D));
+    EXPECT_EQ(m.global_strides[1], uint64_t(2 * D) * w.rows);
+    EXPECT_EQ(m.box_dim[0], 64u);
+    EXPECT_EQ(m.box_dim[1], w.boxRows);
+    EXPECT_EQ(m.box_dim[2], 1u);
+    EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    EXPECT_EQ(m.oob_fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  count = -1;
+  ASSERT_EQ(fa_attention_backward_tensor_maps(w8, &a, out, &count), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(count, 0);
+  // Arguments are validated first; a misaligned d_o fails the check (as
+  // TMA would).
+  fa_attention_backward_args bad = a;
+  bad.d_o.data += 8;
+  EXPECT_EQ(fa_attention_backward_tensor_maps(ws, &bad, out, &count),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(count, 0);
+  EXPECT_EQ(fa_attention_backward_tensor_maps(ws, &a, nullptr, &count),
+            FA_ERROR_INVALID_ARGUMENT);
+  fa_bundle_free(bundle);
 }
 
 TEST_F(TensorMaps, F16SmallKeyTiles) {
