@@ -15,14 +15,21 @@
 //                              both operands MN-major; warpgroup w takes
 //                              columns [w·D/2, (w+1)·D/2), reduced into
 //                              dq_accum with red.global.add.v2.f32.
-// Two barriers per tile: one publishes the tile's cp.async data, one dSᵀ.
-// -fa-wgmma-bwd-pipeline instead carries the next tile's Sᵀ across the loop
-// and needs one (3 Q/dO stages, 2 dSᵀ buffers).
+// By default (-fa-wgmma-bwd-ws) the kernel is warp-specialised: a producer
+// warpgroup loads K, V, Q and dO by TMA and LSE, Delta with plain loads, and
+// adds each finished dQ tile into dq_accum with one bulk reduction, while
+// two consumer warpgroups run the products above (buildWarpSpecialized).
+// With -fa-wgmma-bwd-ws=false the 256 threads load with cp.async and reduce
+// dQ themselves, with two barriers per tile: one publishes the tile's
+// cp.async data, one dSᵀ. -fa-wgmma-bwd-pipeline (that kernel only) instead
+// carries the next tile's Sᵀ across the loop and needs one (3 Q/dO stages,
+// 2 dSᵀ buffers).
 //
 // Shared memory (128 B swizzle, 64-column slabs; Wgmma.h):
 //   K [D/64][128][64] | V [Dv/64][128][64] | Q stage s [D/64][64][64] |
 //   dO stage s [Dv/64][64][64] | dSᵀ buffer b [128 keys][64 queries] |
-//   LSE, Delta stage s (f32 [2][64])
+//   LSE, Delta stage s (f32 [2][64]) | dQ tile b (f32 [64][D], warp-
+//   specialised kernel only)
 //
 //===----------------------------------------------------------------------===//
 
