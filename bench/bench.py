@@ -124,6 +124,12 @@ def main():
     flex = None
     if args.flex:
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        # One compiled kernel per shape and grad mode: past dynamo's default
+        # limit of 8 it would silently fall back to the unfused (score-
+        # materialising) implementation and time that instead.
+        for knob in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, knob):
+                setattr(torch._dynamo.config, knob, 1024)
         flex = torch.compile(flex_attention, dynamic=False)
     runs = 10 if args.quick else args.runs
     rows = []
