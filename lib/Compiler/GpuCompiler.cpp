@@ -141,18 +141,22 @@ static llvm::Expected<PtxasResult> runPtxas(llvm::StringRef ptxas,
                                             llvm::StringRef arch,
                                             llvm::StringRef ptx) {
   llvm::SmallString<128> in, out, log;
-  if (auto ec = llvm::sys::fs::createTemporaryFile("fa", "ptx", in))
-    return err("cannot create a temporary file: " + ec.message());
-  llvm::sys::fs::createTemporaryFile("fa", "cubin", out);
-  llvm::sys::fs::createTemporaryFile("fa", "log", log);
   llvm::scope_exit cleanup([&] {
     llvm::sys::fs::remove(in);
     llvm::sys::fs::remove(out);
     llvm::sys::fs::remove(log);
   });
+  using TempFile = std::pair<llvm::SmallString<128> *, const char *>;
+  for (auto [path, ext] :
+       {TempFile{&in, "ptx"}, TempFile{&out, "cubin"}, TempFile{&log, "log"}})
+    if (auto ec = llvm::sys::fs::createTemporaryFile("fa", ext, *path))
+      return err(std::string("cannot create a temporary .") + ext +
+                 " file: " + ec.message());
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(in, ec);
+    if (ec)
+      return err("cannot write " + in.str().str() + ": " + ec.message());
     os << ptx;
   }
   std::string archFlag = ("-arch=" + arch).str();
