@@ -268,10 +268,13 @@ void maskScoresTransposed(KernelBuilder &kb, MutableArrayRef<Value> s,
                           const attn::ScorePosition &tile, Value keyRow0);
 
 /// Rescales `acc` and turns the scores `s` (n8 tiles × 4, raw Q·Kᵀ) into P in
-/// place, updating `state`; `scaleLog2` is scale·log2(e).
+/// place, updating `state`; `scaleLog2` is scale·log2(e). With
+/// lazyRescaleLog2 > 0 a row keeps its base (α = 1) until its max has grown
+/// by more than that many powers of 2.
 void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
                          MutableArrayRef<Value> acc, SoftmaxState &state,
-                         Value scaleLog2);
+                         Value scaleLog2,
+                         double lazyRescaleLog2 = 0);
 
 /// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)
 /// per row and LSE = ln2·(m + log2 l) (−inf where l = 0).

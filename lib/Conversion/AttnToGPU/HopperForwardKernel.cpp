@@ -43,10 +43,19 @@ static llvm::cl::opt<bool> clSmemEpilogue(
     llvm::cl::desc("wgmma forward: O goes through the Q tile's shared memory "
                    "and leaves with 16-byte stores"),
     llvm::cl::init(true));
+static llvm::cl::opt<bool> clLazyRescale(
+    "fa-wgmma-lazy-rescale",
+    llvm::cl::desc("wgmma forward: a row keeps its softmax base until its max "
+                   "grows by more than 2^8, and a warp skips rescaling O "
+                   "when none of its rows moved"),
+    llvm::cl::init(false));
+
+/// Growth of a row max (powers of 2) that the lazy rescale absorbs.
+constexpr double kLazyRescaleLog2 = 8.0;
 
 std::string mlir::fa::wgmmaVariantKey() {
   return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
-         (clSmemEpilogue ? "1" : "0");
+         (clSmemEpilogue ? "1" : "0") + ".lazy" + (clLazyRescale ? "1" : "0");
 }
 
 namespace {
@@ -90,6 +99,9 @@ public:
 
   /// Fills the body of `func` (parameters as docs/ABI.md's wgmma entries).
   void build(gpu::GPUModuleOp module, gpu::GPUFuncOp func);
+  SmallVector<Value>
+  rescaleUnlessUnit(Value alpha[2], ArrayRef<Value> acc,
+                    function_ref<void(SmallVector<Value> &)> rescale);
 
 private:
   KernelBuilder &kb;
@@ -282,7 +294,8 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
       maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
     });
     SmallVector<Value> unit(4, kb.f32(1.0));
-    onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2);
+    onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2,
+                        clLazyRescale ? kLazyRescaleLog2 : 0.0);
     alpha[0] = unit[0];
     alpha[1] = unit[2];
     return s;
@@ -394,11 +407,15 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
       arrive(bars.vEmpty(), prevStage);
       accNext = fenceOperands(b, loc, accNext);
       SmallVector<Value> pNext = packP(fenceOperands(b, loc, pF32));
-      for (int64_t n = 0; n < accN / 4; ++n)
-        for (int64_t i = 0; i < 4; ++i) {
-          Value &e = accNext[n * 4 + i];
-          e = arith::MulFOp::create(b, loc, e, a[i / 2]);
-        }
+      auto rescale = [&](SmallVector<Value> &o) {
+        for (int64_t n = 0; n < accN / 4; ++n)
+          for (int64_t i = 0; i < 4; ++i)
+            o[n * 4 + i] = arith::MulFOp::create(b, loc, o[n * 4 + i], a[i / 2]);
+      };
+      if (clLazyRescale)
+        accNext = rescaleUnlessUnit(a, accNext, rescale);
+      else
+        rescale(accNext);
       SmallVector<Value> yield{st.rowMax[0], st.rowMax[1], st.rowSum[0],
                                st.rowSum[1]};
       yield.append(accNext);
@@ -544,6 +561,35 @@ void HopperForward::emitSmemEpilogue(Value consumer, ValueRange acc,
 //===----------------------------------------------------------------------===//
 // The kernel
 //===----------------------------------------------------------------------===//
+
+/// Applies `rescale` to `acc` unless every lane of the warp has α = 1 for
+/// both its rows: under the lazy rescale most tiles leave every base alone,
+/// and a warp-uniform branch then skips the accumulator's multiplies.
+SmallVector<Value> HopperForward::rescaleUnlessUnit(
+    Value alpha[2], ArrayRef<Value> acc,
+    function_ref<void(SmallVector<Value> &)> rescale) {
+  Value one = kb.f32(1.0);
+  Value unit = arith::AndIOp::create(
+      b, loc,
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, alpha[0], one),
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, alpha[1], one));
+  Value allUnit = NVVM::VoteSyncOp::create(
+      b, loc, b.getI1Type(),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1)), unit,
+      NVVM::VoteSyncKind::all);
+  SmallVector<Type> types(acc.size(), b.getF32Type());
+  auto ifOp = scf::IfOp::create(b, loc, types, allUnit, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    scf::YieldOp::create(b, loc, ValueRange(acc));
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    SmallVector<Value> o(acc);
+    rescale(o);
+    scf::YieldOp::create(b, loc, o);
+  }
+  return SmallVector<Value>(ifOp.getResults());
+}
 
 void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();

@@ -87,7 +87,8 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
                                                  MutableArrayRef<Value> s,
                                                  MutableArrayRef<Value> acc,
                                                  SoftmaxState &state,
-                                                 Value scaleLog2) {
+                                                 Value scaleLog2,
+                                                 double lazyRescaleLog2) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t sTiles = s.size() / 4, accTiles = acc.size() / 4;
@@ -99,6 +100,16 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
     tileMax = quadReduce(kb, tileMax, /*isMax=*/true);
     Value newMax = kb.maxf(state.rowMax[r],
                            arith::MulFOp::create(b, loc, tileMax, scaleLog2));
+    if (lazyRescaleLog2 > 0) {
+      // Keep the old base while the max grows by at most the threshold: P and
+      // the row sum then run up to 2^threshold, harmless in f32 and exact
+      // relative to the bf16/f16 rounding of P, and α stays exactly 1. A row
+      // at -inf compares false (NaN or +inf) and takes the new max.
+      Value growth = arith::SubFOp::create(b, loc, newMax, state.rowMax[r]);
+      Value keep = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
+                                         growth, kb.f32(lazyRescaleLog2));
+      newMax = kb.select(keep, state.rowMax[r], newMax);
+    }
     // A row with nothing visible yet keeps m = -inf; subtracting 0 instead
     // makes both α and P exactly 0 rather than NaN.
     Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
