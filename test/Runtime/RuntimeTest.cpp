@@ -141,9 +141,9 @@ TEST(Manifest, BadJson) {
 
 TEST(Manifest, WrongVersion) {
   fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("version", manifest({}, "3"), &b), FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("version 3 is not supported (this runtime reads "
-                             "versions 1 to 2)"),
+  EXPECT_EQ(loadText("version", manifest({}, "4"), &b), FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("version 4 is not supported (this runtime reads "
+                             "versions 1 to 3)"),
             std::string::npos)
       << lastError();
 }

@@ -117,6 +117,7 @@ int main(int argc, char **argv) {
     // tensor maps (docs/ABI.md); only version-3 readers launch it.
     if (c.deterministic) {
       o["deterministic"] = true;
+      o["semaphore_param"] = 19;
       anyDeterministic = true;
     }
     // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
