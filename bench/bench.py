@@ -52,8 +52,9 @@ def time_ms(fn, runs, budget_ms):
     return statistics.median(times), n
 
 
-def time_fa(bundle, q, k, v, do, causal, direction, args, runs, f):
-    """fa's forward or backward from `bundle` into preallocated outputs."""
+def time_fa(bundle, q, k, v, do, causal, direction, args, runs, f, deterministic=False):
+    """fa's forward or backward from `bundle` into preallocated outputs
+    (`deterministic`: the bundle's deterministic backward)."""
     try:
         o = torch.empty_like(q)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
@@ -67,7 +68,7 @@ def time_fa(bundle, q, k, v, do, causal, direction, args, runs, f):
             acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
             fn = lambda: fa.backward_into(  # noqa: E731
                 q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal, bundle=bundle,
-                mma=args.mma)
+                mma=args.mma, deterministic=deterministic)
         ms, nruns = time_ms(fn, runs, args.budget_ms)
         return {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
     except fa.FaError as e:
@@ -107,6 +108,8 @@ def main():
                          "variant; printed under the row with its ratio to fa and cuDNN")
     ap.add_argument("--directions", default="fwd,bwd",
                     help="directions to time at all (baselines included)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="also time the bundle's deterministic backward (column fa:det)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -181,6 +184,9 @@ def main():
                                                             in variants.items()]:
                             row[key] = time_fa(bnd, q, k, v, do, causal, direction, args, runs,
                                                f)
+                        if args.deterministic and direction == "bwd":
+                            row["fa:det"] = time_fa(bundle, q, k, v, do, causal, direction,
+                                                    args, runs, f, deterministic=True)
                     rows.append(row)
                     print_row(row)
             del q, k, v, do

@@ -56,6 +56,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.target = p.str();
     else if (p == "wgmma" || p == "mma_sync")
       c.mma = p.str();
+    else if (p == "det")
+      c.deterministic = true;
     else if (num(p, "bkv", n))
       c.blockKV = n;
     else if (num(p, "bq", n))
@@ -92,6 +94,8 @@ std::string KernelConfig::str() const {
     s += ":l" + std::to_string(windowLeft) + ":r" + std::to_string(windowRight);
   if (mma != "mma_sync")
     s += ":" + mma;
+  if (deterministic)
+    s += ":det";
   return s;
 }
 
@@ -237,7 +241,8 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
     }
   });
   GpuTileOptions tiles{config.blockQ, config.blockKV, config.warps,
-                       config.stages, config.target, config.mma};
+                       config.stages, config.target, config.mma,
+                       config.deterministic};
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlan(
       backward, elemType, config.headDim,
@@ -276,6 +281,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
   pipe.stages = config.stages;
   pipe.target = config.target;
   pipe.mma = config.mma;
+  pipe.deterministic = config.deterministic;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))
     return err("the NVVM pipeline failed for " + config.str() + ": " + diag);

@@ -59,6 +59,10 @@ struct KernelConfig {
   Target target;
   fa_mma mma = FA_MMA_SYNC;
   std::vector<TensorMapSpec> tensorMaps; // in parameter order
+  /// The deterministic wgmma backward: fa_bwd takes its dQ semaphores at
+  /// parameter semaphoreParam (after the tensor maps).
+  bool deterministic = false;
+  int semaphoreParam = -1;
   Entry fwd, bwdPre, bwd, bwdPost;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -128,6 +132,10 @@ std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
 void backwardGrids(const KernelConfig &config,
                    const fa_attention_backward_args &args,
                    unsigned grids[3][3]);
+
+/// Bytes of the semaphore workspace of a deterministic backward launch:
+/// one u32 per (batch, head, 64-row query tile).
+uint64_t semaphoreBytes(const fa_attention_backward_args &args);
 
 /// Bytes of a tensor (shape product times element size); 0 if malformed.
 uint64_t tensorBytes(const fa_tensor &t);

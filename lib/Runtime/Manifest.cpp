@@ -289,6 +289,44 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
+/// The optional "deterministic" and "semaphore_param" fields: only the
+/// warp-specialised wgmma backward has a deterministic variant, and it takes
+/// its semaphore workspace right after its tensor maps.
+void parseDeterministic(const json &k, KernelConfig &c,
+                        const std::string &where) {
+  auto det = k.find("deterministic");
+  if (det != k.end() && !det->is_null()) {
+    if (!det->is_boolean())
+      bad(where, "field 'deterministic' must be true or false, got " +
+                     det->dump());
+    c.deterministic = det->get<bool>();
+  }
+  bool hasParam = k.contains("semaphore_param");
+  if (!c.deterministic) {
+    if (hasParam)
+      bad(where, "field 'semaphore_param' is given, but the kernel is not "
+                 "deterministic");
+    return;
+  }
+  if (c.direction != FA_DIRECTION_BWD || c.mma != FA_MMA_WGMMA ||
+      c.bwd.threads != kWgmmaBackwardWsThreads)
+    bad(where, "field 'deterministic' is true, but only the warp-specialised "
+               "mma 'wgmma' backward (bwd entry of 384 threads) has a "
+               "deterministic variant");
+  int want = 15 + static_cast<int>(c.tensorMaps.size());
+  if (!hasParam)
+    bad(where, "missing field 'semaphore_param' (a deterministic backward "
+               "takes its semaphore workspace at parameter " +
+                   std::to_string(want) + ")");
+  c.semaphoreParam = intField(k, "semaphore_param", where, 0, INT_MAX);
+  if (c.semaphoreParam != want)
+    bad(where, "field 'semaphore_param' = " +
+                   std::to_string(c.semaphoreParam) + ", expected " +
+                   std::to_string(want) +
+                   " (the semaphores follow fa_bwd's 15 parameters and its " +
+                   std::to_string(c.tensorMaps.size()) + " tensor maps)");
+}
+
 std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                                        const std::string &dir) {
   std::string where = "kernels[" + std::to_string(index) + "]";
@@ -373,6 +411,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
     c.bwdPost = parseEntry(entries, "bwd_post", where);
   }
   parseMma(k, c, where);
+  parseDeterministic(k, c, where);
   c.ptxPath = moduleFile(k, "ptx", dir, where, /*required=*/false);
   c.cubinPath = moduleFile(k, "cubin", dir, where, /*required=*/false);
   if (c.ptxPath.empty() && c.cubinPath.empty())
@@ -415,6 +454,12 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
         bad("kernels[" + std::to_string(i) + "]",
             "mma 'wgmma' backward kernels need bundle version 2, the "
             "manifest says 1");
+      // A version-2 reader ignores "deterministic" and would launch the
+      // kernel without its semaphore parameter.
+      if (version < 3 && c.deterministic)
+        bad("kernels[" + std::to_string(i) + "]",
+            "deterministic kernels need bundle version 3, the manifest says " +
+                std::to_string(version));
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -681,7 +681,7 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.stages,      c.windowLeft,
           c.windowRight, !c.cubinPath.empty(),
           c.mma,         static_cast<int32_t>(c.tensorMaps.size()),
-          c.dsplit};
+          c.dsplit,      c.deterministic};
   return succeed();
 }
 
@@ -699,16 +699,33 @@ double keyLoopCost(const KernelConfig &c, int64_t nk) {
   return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) *
          (bkv + kTileOverheadKeys);
 }
+
+/// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
+/// over the others only.
+fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
+                     int64_t nk, bool deterministic, const fa_kernel **out);
 } // namespace
 
 fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
                          const fa_kernel **out) {
-  return fa_kernel_find_for_keys(bundle, query, 0, out);
+  return findKernel(bundle, query, 0, false, out);
 }
 
 fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
                                   const fa_kernel_query *query, int64_t nk,
                                   const fa_kernel **out) {
+  return findKernel(bundle, query, nk, false, out);
+}
+
+fa_status fa_kernel_find_deterministic(const fa_bundle *bundle,
+                                       const fa_kernel_query *query,
+                                       int64_t nk, const fa_kernel **out) {
+  return findKernel(bundle, query, nk, true, out);
+}
+
+namespace {
+fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
+                     int64_t nk, bool deterministic, const fa_kernel **out) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -748,6 +765,8 @@ fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
       continue;
     if (q.mma != FA_MMA_ANY && c.mma != q.mma)
       continue;
+    if (c.deterministic != deterministic)
+      continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
     // Kernels of one rank differ in their tiles: take the cheapest key loop.
@@ -759,7 +778,8 @@ fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
     }
   }
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
-                              q.window_left, q.window_right, q.mma);
+                              q.window_left, q.window_right, q.mma) +
+                     (deterministic ? " (deterministic)" : "");
   if (best) {
     *out = best;
     return succeed();
@@ -780,12 +800,20 @@ fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
             describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
                      c.windowLeft, c.windowRight,
                      c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY) +
-            " (" + c.targetName + ")";
+            (c.deterministic ? " (deterministic)" : "") + " (" +
+            c.targetName + ")";
   }
+  std::string hint;
+  if (deterministic)
+    hint = "; deterministic kernels are built with the 'det' config field "
+           "(e.g. bwd:bf16:d128:causal:wgmma:det), for warp-specialised "
+           "wgmma backwards only";
   return fail(FA_ERROR_NOT_FOUND,
-              "bundle '" + bundle->dir + "' has no kernel for " + want +
-                  "; it has:" + (have.empty() ? " none" : have));
+              "bundle '" + bundle->dir + "' has no " +
+                  (deterministic ? "deterministic " : "") + "kernel for " +
+                  want + hint + "; it has:" + (have.empty() ? " none" : have));
 }
+} // namespace
 
 fa_status fa_attention_forward_check(const fa_kernel *kernel,
                                      const fa_attention_args *args) {
@@ -918,12 +946,49 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
     std::string err = tensorMapArgs(c, a, mapArgs);
     if (!err.empty())
       return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_backward: " + err);
-    void *params[15 + FA_MAX_TENSOR_MAPS];
+    void *params[15 + FA_MAX_TENSOR_MAPS + 1];
     std::copy(std::begin(mainParams), std::end(mainParams), params);
-    if (fa_status s = launchWithMaps(
-            *kernel, "fa_attention_backward", mapArgs, scope.ctx, main, c.bwd,
-            {grids[1][0], grids[1][1], grids[1][2]}, stream, params))
-      return s;
+    // The deterministic kernel's semaphores: zeroed, used and freed in
+    // stream order, so concurrent launches on other streams get their own.
+    CUdeviceptr sems = 0;
+    if (c.deterministic) {
+      // Checked here too (launchWithMaps does) so that nothing is allocated
+      // into a capture that is then rejected.
+      CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (CUresult r = cuStreamIsCapturing(stream, &capture))
+        return cuFail("cuStreamIsCapturing", r);
+      if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        return fail(FA_ERROR_UNSUPPORTED,
+                    "fa_attention_backward: kernel '" + c.tag +
+                        "' takes tensor maps in runtime-owned memory and "
+                        "cannot be captured into a CUDA graph");
+      uint64_t bytes = semaphoreBytes(a);
+      if (CUresult r = cuMemAllocAsync(&sems, bytes, stream))
+        return fail(FA_ERROR_CUDA,
+                    "fa_attention_backward: " +
+                        cuMessage("cuMemAllocAsync", r) + " for the " +
+                        std::to_string(bytes) +
+                        "-byte semaphore workspace of deterministic kernel '" +
+                        c.tag + "'");
+      if (CUresult r = cuMemsetD32Async(sems, 0, bytes / 4, stream)) {
+        cuMemFreeAsync(sems, stream);
+        return cuFail("cuMemsetD32Async", r);
+      }
+      params[c.semaphoreParam] = &sems;
+    }
+    fa_status launched = launchWithMaps(
+        *kernel, "fa_attention_backward", mapArgs, scope.ctx, main, c.bwd,
+        {grids[1][0], grids[1][1], grids[1][2]}, stream, params);
+    if (sems) {
+      std::string launchError = lastError;
+      if (CUresult r = cuMemFreeAsync(sems, stream))
+        return launched ? fail(launched, launchError)
+                        : cuFail("cuMemFreeAsync", r);
+      if (launched)
+        return fail(launched, launchError);
+    }
+    if (launched)
+      return launched;
   }
   if (fa_status s = grid(c.bwdPost, post, grids[2], postParams))
     return s;

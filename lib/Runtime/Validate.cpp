@@ -250,6 +250,12 @@ std::string checkOverlap(const std::vector<NamedTensor> &all,
 
 } // namespace
 
+uint64_t semaphoreBytes(const fa_attention_backward_args &a) {
+  // 64-row query tiles: the block_q of every deterministic kernel.
+  uint64_t b = a.q.shape[0], h = a.q.shape[1], nq = a.q.shape[2];
+  return b * h * ((nq + 63) / 64) * 4;
+}
+
 uint64_t tensorBytes(const fa_tensor &t) {
   if (t.rank < 0 || t.rank > FA_MAX_RANK || !validDtype(t.dtype))
     return 0;

@@ -62,21 +62,26 @@ class Bundle:
                 "stages": info.stages, "window_left": info.window_left,
                 "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
                 "mma": MMA_NAMES.get(info.mma, str(info.mma)),
-                "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit})
+                "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
+                "deterministic": bool(info.deterministic)})
         return out
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
-             mma=None, nk=0):
-        """The kernel for this query; nk (keys, 0 if unknown) picks among tiles."""
+             mma=None, nk=0, deterministic=False):
+        """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
+        deterministic=True takes only deterministic backward kernels (which
+        the default search never returns)."""
         code = _mma_code(mma)
-        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk)
+        key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
+               bool(deterministic))
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code)
             out = ctypes.c_void_p()
-            check(self.lib, self.lib.fa_kernel_find_for_keys(self._handle, ctypes.byref(q), nk,
-                                                             ctypes.byref(out)))
+            find = (self.lib.fa_kernel_find_deterministic if deterministic
+                    else self.lib.fa_kernel_find_for_keys)
+            check(self.lib, find(self._handle, ctypes.byref(q), nk, ctypes.byref(out)))
             kernel = self._cache[key] = out
         return kernel
 
@@ -175,15 +180,19 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
-                  causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None):
+                  causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None,
+                  deterministic=False):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
-    not given. `mma` as for forward_into."""
+    not given. `mma` as for forward_into. deterministic=True runs the bundle's
+    deterministic backward (bit-identical dq run to run; slower), which must
+    exist for the query."""
     import torch
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv_dim = q.shape[-1], v.shape[-1]
-    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2])
+    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
+                    deterministic)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     if dq_accum is None:
@@ -213,8 +222,9 @@ def _make_function():
         kernels. LSE is not differentiable."""
 
         @staticmethod
-        def forward(ctx, q, k, v, opts):
+        def forward(ctx, q, k, v, opts, deterministic):
             o, lse = _forward(q, k, v, opts)
+            ctx.deterministic = deterministic
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.opts = opts
             ctx.mark_non_differentiable(lse)
@@ -228,8 +238,9 @@ def _make_function():
             # choice (wgmma on sm_90 where the bundle has it), since a bundle
             # may hold a config's backward in one build only.
             opts = {k_: v_ for k_, v_ in ctx.opts.items() if k_ != "mma"}
+            opts["deterministic"] = ctx.deterministic
             backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, **opts)
-            return dq, dk, dv, None
+            return dq, dk, dv, None, None
 
     return AttentionFunction
 
@@ -238,7 +249,7 @@ _function = None
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
-              return_lse=False, bundle=None, mma=None):
+              return_lse=False, bundle=None, mma=None, deterministic=False):
     """Scaled dot-product attention with the bundle's kernels.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] contiguous CUDA tensors of
@@ -250,7 +261,10 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     Differentiable in q, k, v when they require grad. `mma` ('mma_sync' or
     'wgmma') forces the forward kernel's instructions; None lets the runtime
     prefer wgmma on sm_90. The backward kernels are the runtime's choice
-    (wgmma on sm_90 too, where the bundle has them).
+    (wgmma on sm_90 too, where the bundle has them). `deterministic=True`
+    makes the backward use the bundle's deterministic kernel (dQ summed in a
+    fixed order: gradients bit-identical run to run, at some speed cost); the
+    forward is the same either way.
     """
     import torch
     global _function
@@ -260,7 +274,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         if _function is None:
             _function = _make_function()
-        o, lse = _function.apply(q, k, v, opts)
+        o, lse = _function.apply(q, k, v, opts, bool(deterministic))
     else:
         o, lse = _forward(q, k, v, opts)
     return (o, lse) if return_lse else o

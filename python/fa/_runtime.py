@@ -57,7 +57,8 @@ class KernelInfo(ctypes.Structure):
                 ("warps", ctypes.c_int32), ("stages", ctypes.c_int32),
                 ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
                 ("has_cubin", ctypes.c_int32), ("mma", ctypes.c_int),
-                ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32)]
+                ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32),
+                ("deterministic", ctypes.c_int32)]
 
 
 class TensorMapArgs(ctypes.Structure):
@@ -104,6 +105,8 @@ def open_library(path=None):
         "fa_kernel_find": ([vp, ctypes.POINTER(KernelQuery), ctypes.POINTER(vp)], st),
         "fa_kernel_find_for_keys": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
                                      ctypes.POINTER(vp)], st),
+        "fa_kernel_find_deterministic": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                          ctypes.POINTER(vp)], st),
         "fa_attention_forward_check": ([vp, ctypes.POINTER(ForwardArgs)], st),
         "fa_attention_backward_check": ([vp, ctypes.POINTER(BackwardArgs)], st),
         "fa_attention_forward_tensor_maps": ([vp, ctypes.POINTER(ForwardArgs),

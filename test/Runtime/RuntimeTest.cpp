@@ -141,9 +141,9 @@ TEST(Manifest, BadJson) {
 
 TEST(Manifest, WrongVersion) {
   fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("version", manifest({}, "3"), &b), FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("version 3 is not supported (this runtime reads "
-                             "versions 1 to 2)"),
+  EXPECT_EQ(loadText("version", manifest({}, "4"), &b), FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("version 4 is not supported (this runtime reads "
+                             "versions 1 to 3)"),
             std::string::npos)
       << lastError();
 }
@@ -523,6 +523,131 @@ TEST(Manifest, WgmmaBackwardWarpSpecializedErrors) {
         << "expected '" << c.expect << "' in: " << lastError();
     fa_bundle_free(b);
   }
+}
+
+/// The deterministic warp-specialised backward as fa-aot writes it.
+std::string detBwdJson(const std::string &tag,
+                       const std::string &extra = R"(, "deterministic": true,
+                                                     "semaphore_param": 19)") {
+  return wsBwdJson(tag, 128, wsMaps(), extra);
+}
+
+TEST(Manifest, DeterministicBackward) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("det", manifest({wsBwdJson("ws"), detBwdJson("det")}, "3"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.deterministic, 0);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 1), &info), FA_SUCCESS);
+  EXPECT_EQ(info.deterministic, 1);
+  EXPECT_EQ(info.tensor_map_count, 4);
+  fa_bundle_free(b);
+  // Without the field (or false), a kernel is not deterministic.
+  ASSERT_EQ(loadText("det_false",
+                     manifest({detBwdJson("k", R"(, "deterministic": false)")},
+                              "3"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.deterministic, 0);
+  fa_bundle_free(b);
+}
+
+TEST(Manifest, DeterministicBackwardErrors) {
+  struct Case {
+    std::string kernel, version, expect;
+  } cases[] = {
+      // A version-2 runtime ignores the field and would launch it without
+      // the semaphore parameter.
+      {detBwdJson("k"), "2",
+       "kernels[0]: deterministic kernels need bundle version 3, the manifest "
+       "says 2"},
+      {detBwdJson("k", R"(, "deterministic": true)"), "3",
+       "missing field 'semaphore_param' (a deterministic backward takes its "
+       "semaphore workspace at parameter 19)"},
+      {detBwdJson("k", R"(, "deterministic": true, "semaphore_param": 15)"),
+       "3",
+       "field 'semaphore_param' = 15, expected 19 (the semaphores follow "
+       "fa_bwd's 15 parameters and its 4 tensor maps)"},
+      {detBwdJson("k", R"(, "deterministic": 1, "semaphore_param": 19)"), "3",
+       "field 'deterministic' must be true or false, got 1"},
+      {wsBwdJson("k", 128, wsMaps(), R"(, "semaphore_param": 19)"), "3",
+       "field 'semaphore_param' is given, but the kernel is not deterministic"},
+      {wgmmaBwdJson("k", R"(, "deterministic": true, "semaphore_param": 15)"),
+       "3",
+       "only the warp-specialised mma 'wgmma' backward (bwd entry of 384 "
+       "threads) has a deterministic variant"},
+      {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
+                 R"(, "deterministic": true, "semaphore_param": 14)"),
+       "3", "has a deterministic variant"},
+  };
+  for (const Case &c : cases) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("det_err", manifest({c.kernel}, c.version), &b),
+              FA_ERROR_BAD_MANIFEST)
+        << c.expect;
+    EXPECT_NE(lastError().find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << lastError();
+    fa_bundle_free(b);
+  }
+}
+
+TEST(FindDeterministic, OnlyOnRequest) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("find_det",
+                     manifest({detBwdJson("det"), wsBwdJson("ws"),
+                               kernelJson("sync", "bwd", "bf16", 128, "causal",
+                                          "sm_90a", true)},
+                              "3"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_BWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_CAUSAL;
+  q.compute_capability = 90;
+  auto tagOf = [](const fa_kernel *k) {
+    fa_kernel_info info;
+    fa_kernel_get_info(k, &info);
+    return std::string(info.tag);
+  };
+  const fa_kernel *k = nullptr;
+  // The ordinary searches never return it, even though it is listed first.
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(tagOf(k), "ws");
+  ASSERT_EQ(fa_kernel_find_for_keys(b, &q, 4096, &k), FA_SUCCESS);
+  EXPECT_EQ(tagOf(k), "ws");
+  q.mma = FA_MMA_SYNC;
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS);
+  EXPECT_EQ(tagOf(k), "sync");
+  // The deterministic search returns only it.
+  q.mma = FA_MMA_ANY;
+  ASSERT_EQ(fa_kernel_find_deterministic(b, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(tagOf(k), "det");
+  ASSERT_EQ(fa_kernel_find_deterministic(b, &q, 0, &k), FA_SUCCESS);
+  EXPECT_EQ(tagOf(k), "det");
+  q.mma = FA_MMA_SYNC;
+  EXPECT_EQ(fa_kernel_find_deterministic(b, &q, 0, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("has no deterministic kernel for bwd bf16 d=128 "
+                             "dv=128 mask=causal"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("(deterministic) (sm_90a)"), std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("'det' config field"), std::string::npos)
+      << lastError();
+  // Only sm_90a builds: nothing for sm_80.
+  q.mma = FA_MMA_ANY;
+  q.compute_capability = 80;
+  EXPECT_EQ(fa_kernel_find_deterministic(b, &q, 0, &k), FA_ERROR_UNSUPPORTED);
+  fa_bundle_free(b);
 }
 
 TEST(Manifest, WgmmaSmallKeyTiles) {

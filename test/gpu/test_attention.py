@@ -12,6 +12,9 @@ and must leave the outputs untouched. Each forward kernel's instructions
 (mma_sync, wgmma) is tested as its own config (--mma restricts to one), with
 the backward of the same instructions where the bundle has it; for wgmma
 kernels many launches on two streams check the runtime's tensor-map slots.
+Where the bundle has deterministic backward kernels, their configs run as
+configs of their own (deterministic=True), and some of their cases run the
+backward three times and require bit-identical dQ, dK and dV.
 
     python3 test/gpu/test_attention.py --bundle out/bundle --lib build/lib/libfa_runtime.so
 """
@@ -95,7 +98,7 @@ def poisoned(*shape, dtype, device):
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
-def random_case(rng, cfg, has_bwd):
+def random_case(rng, cfg, has_bwd, det=False):
     d = cfg["head_dim"]
     hkv = rng.choice([1, 1, 2, 3, 4])
     h = hkv * rng.choice([1, 2, 3, 4]) if rng.random() < 0.8 else hkv  # GQA/MQA/MHA
@@ -114,7 +117,8 @@ def random_case(rng, cfg, has_bwd):
             "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
             "scale": rng.choice([None, 0.5 / math.sqrt(d), 1.3]),
             "bwd": bool(has_bwd), "bwd_mma": has_bwd or None,
-            "autograd": rng.random() < 0.15}
+            "autograd": rng.random() < 0.15, "det": det,
+            "repeat": det and rng.random() < 0.5}
 
 
 def mask_kwargs(case):
@@ -153,17 +157,31 @@ def run_case(case, gen, dev):
         ol.backward(do)
         if case["autograd"]:
             qa, ka, va = (t.clone().requires_grad_() for t in (q, k, v))
-            oa = fa.attention(qa, ka, va, scale=case["scale"], mma=case["mma"], **kw)
+            oa = fa.attention(qa, ka, va, scale=case["scale"], mma=case["mma"],
+                              deterministic=case["det"], **kw)
             oa.backward(do)
             dq, dk, dvv = qa.grad, ka.grad, va.grad
         else:
-            dq = poisoned(*q.shape, dtype=dt, device=dev)
-            dk = poisoned(*k.shape, dtype=dt, device=dev)
-            dvv = poisoned(*v.shape, dtype=dt, device=dev)
-            delta = poisoned(b, h, nq, dtype=torch.float32, device=dev)
-            acc = poisoned(b, h, nq, d, dtype=torch.float32, device=dev)
-            fa.backward_into(q, k, v, o, do, lse, dq, dk, dvv, delta, acc,
-                             scale=case["scale"], mma=case["bwd_mma"], **kw)
+            def grads():
+                dq = poisoned(*q.shape, dtype=dt, device=dev)
+                dk = poisoned(*k.shape, dtype=dt, device=dev)
+                dvv = poisoned(*v.shape, dtype=dt, device=dev)
+                delta = poisoned(b, h, nq, dtype=torch.float32, device=dev)
+                acc = poisoned(b, h, nq, d, dtype=torch.float32, device=dev)
+                fa.backward_into(q, k, v, o, do, lse, dq, dk, dvv, delta, acc,
+                                 scale=case["scale"], mma=case["bwd_mma"],
+                                 deterministic=case["det"], **kw)
+                return dq, dk, dvv
+            dq, dk, dvv = grads()
+            if case["repeat"]:
+                # The deterministic backward: every run gives the same bits.
+                bits = lambda t: t.view(torch.int16)  # noqa: E731
+                same = True
+                for _ in range(2):
+                    again = grads()
+                    same &= all(torch.equal(bits(x), bits(y))
+                                for x, y in zip((dq, dk, dvv), again))
+                results.append({"what": "bit-identical dq/dk/dv over 3 runs", "ok": same})
         torch.cuda.synchronize()
         judge("dq", dq, ql.grad, q64.grad, results)
         judge("dk", dk, kl.grad, k64.grad, results)
@@ -301,6 +319,9 @@ def main():
     bwd_builds = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
                    k["window_right"], k["mma"]) for k in kernels if k["direction"] == "bwd"}
     bwd_keys = {b[:-1] for b in bwd_builds}
+    det_keys = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
+                 k["window_right"]) for k in kernels
+                if k["direction"] == "bwd" and k.get("deterministic")}
     if not fwd_cfgs:
         print("FAIL: the bundle has no forward kernels (mma %s)" % args.mma)
         return 1
@@ -314,9 +335,14 @@ def main():
             # The backward of a forward config runs the build of the same
             # instructions where the bundle has one, so both are tested.
             bwd_mma = c["mma"] if key + (c["mma"],) in bwd_builds else "any"
-            cfgs.append((c, key in bwd_keys and bwd_mma))
-    print("bundle %s: %d kernels, %d forward configs (%d with backward)" %
-          (args.bundle, len(kernels), len(cfgs), sum(bool(b) for _, b in cfgs)))
+            cfgs.append((c, key in bwd_keys and bwd_mma, False))
+            # The deterministic backward as a config of its own (the forward
+            # is the same kernel).
+            if key in det_keys and c["mma"] == "wgmma":
+                cfgs.append((c, "wgmma", True))
+    print("bundle %s: %d kernels, %d forward configs (%d with backward, %d deterministic)" %
+          (args.bundle, len(kernels), len(cfgs), sum(bool(b) for _, b, _ in cfgs),
+           sum(det for _, _, det in cfgs)))
 
     rng = random.Random(args.seed)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
@@ -324,8 +350,8 @@ def main():
     failures = 0
     t0 = time.time()
     for i in range(max(args.cases, len(cfgs))):
-        cfg, has_bwd = cfgs[i % len(cfgs)]  # round-robin covers every config
-        case = random_case(rng, cfg, has_bwd)
+        cfg, has_bwd, det = cfgs[i % len(cfgs)]  # round-robin covers every config
+        case = random_case(rng, cfg, has_bwd, det)
         if args.progress:  # a hung kernel then names its case
             print("case %d %s" % (i, case), flush=True)
         try:
@@ -347,7 +373,7 @@ def main():
     print("worst err / math_err per output: " +
           ", ".join("%s %.2f" % kv for kv in sorted(worst.items())))
 
-    for cfg in [c for c, _ in cfgs if c["tensor_maps"]][:1]:
+    for cfg in [c for c, _, _ in cfgs if c["tensor_maps"]][:1]:
         try:
             r = map_slots(cfg, dev)
         except Exception as e:
@@ -357,7 +383,7 @@ def main():
                                   r["message"]))
         failures += not r["ok"]
     first = {}  # one config per mma
-    for c, _ in cfgs:
+    for c, _, _ in cfgs:
         first.setdefault(c["mma"], c)
     for cfg in first.values():
         log = bad_launches(cfg, dev)

@@ -23,13 +23,16 @@ struct KernelConfig {
   std::string target = "sm_90a";
   /// "mma_sync", or "wgmma" (the sm_90a TMA + warp-specialised forward).
   std::string mma = "mma_sync";
+  /// "det": the deterministic warp-specialised wgmma backward (dQ summed in
+  /// key-block order through a semaphore workspace; docs/ABI.md).
+  bool deterministic = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
 
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
-  /// "wgmma" / "mma_sync".
+  /// "wgmma" / "mma_sync", "det".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

@@ -29,6 +29,8 @@ struct GpuTileOptions {
   std::string target = "sm_90a";
   /// "mma_sync" or "wgmma" (sm_90a, D = Dv in {64, 128}).
   std::string mma = "mma_sync";
+  /// The deterministic warp-specialised wgmma backward (KernelPlan).
+  bool deterministic = false;
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -53,6 +55,11 @@ struct KernelPlan {
   /// tensor-map parameters after fa_bwd's 15) and writing dQ with bulk
   /// reductions into a row-swizzled dq_accum (docs/ABI.md).
   bool warpSpecialized = false;
+  /// Warp-specialised wgmma backward only: dQ tiles are added in key-block
+  /// order, each (batch, head, query tile) behind a 32-bit semaphore in a
+  /// workspace that the kernel takes after the tensor maps (docs/ABI.md);
+  /// the tag ends in `_det`.
+  bool deterministic = false;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are

@@ -48,7 +48,11 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
     Option<"target", "target", "std::string", "\"sm_90a\"",
            "sm_80, sm_90 or sm_90a; selects the MMA strategy">,
     Option<"mma", "mma", "std::string", "\"mma_sync\"",
-           "mma_sync, or wgmma (sm_90a forward: TMA, warp specialisation)">
+           "mma_sync, or wgmma (sm_90a forward: TMA, warp specialisation)">,
+    Option<"deterministic", "deterministic", "bool", "false",
+           "warp-specialised wgmma backward only: add dQ in key-block order "
+           "behind per-query-tile semaphores (bit-reproducible dQ; one more "
+           "kernel parameter, docs/ABI.md)">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::nvgpu::NVGPUDialect",

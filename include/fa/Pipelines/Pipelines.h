@@ -56,6 +56,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
   PassOptions::Option<std::string> mma{
       *this, "mma", llvm::cl::desc("mma_sync, or wgmma (sm_90a forward)"),
       llvm::cl::init("mma_sync")};
+  PassOptions::Option<bool> deterministic{
+      *this, "deterministic",
+      llvm::cl::desc("warp-specialised wgmma backward: bit-reproducible dQ "
+                     "(key-block order behind semaphores)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

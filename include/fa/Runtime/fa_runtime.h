@@ -32,10 +32,11 @@ extern "C" {
 #define FA_API
 #endif
 
-/* The newest bundle version this runtime reads (it reads 1 too). Version 2
- * adds what an older runtime would launch wrongly rather than reject: the
- * backward's "dsplit" and wgmma backward kernels (docs/ABI.md). */
-#define FA_RUNTIME_BUNDLE_VERSION 2
+/* The newest bundle version this runtime reads (it reads 1 and 2 too).
+ * Versions add what an older runtime would launch wrongly rather than reject:
+ * 2 the backward's "dsplit" and wgmma backward kernels, 3 deterministic
+ * backward kernels (one more parameter, a semaphore workspace; docs/ABI.md). */
+#define FA_RUNTIME_BUNDLE_VERSION 3
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -138,6 +139,9 @@ typedef struct fa_kernel_info {
   /* Backward: CTAs per key block, each owning a column slice of dK, dV and
    * dQ (the bwd grid's x is ceil(Nk/block_kv) * dsplit); 1 otherwise. */
   int32_t dsplit;
+  /* 1 for a deterministic backward (dQ bit-reproducible run to run; chosen
+   * only by fa_kernel_find_deterministic), 0 otherwise. */
+  int32_t deterministic;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
@@ -195,6 +199,16 @@ FA_API fa_status fa_kernel_find(const fa_bundle *bundle,
 FA_API fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
                                          const fa_kernel_query *query,
                                          int64_t nk, const fa_kernel **out);
+/* fa_kernel_find and fa_kernel_find_for_keys never return a deterministic
+ * backward kernel. This one returns only those (same matching, ranking and
+ * tile choice; nk = 0 if unknown): dQ is then summed in a fixed order and is
+ * bit-identical from run to run, at some cost in speed. Each launch of such a
+ * kernel allocates a small semaphore workspace on the launch stream
+ * (cuMemAllocAsync / cuMemFreeAsync, B*H*ceil(Nq/64)*4 bytes). */
+FA_API fa_status fa_kernel_find_deterministic(const fa_bundle *bundle,
+                                              const fa_kernel_query *query,
+                                              int64_t nk,
+                                              const fa_kernel **out);
 
 /* Argument checks that need no GPU: shapes against the kernel's config,
  * dtypes, contiguity, alignment, scale, 32-bit size limits, overlap of
@@ -240,7 +254,9 @@ FA_API fa_status fa_attention_backward_grids(
 FA_API fa_status fa_attention_forward(const fa_kernel *kernel,
                                       const fa_attention_args *args,
                                       CUstream stream);
-/* Launches bwd_pre, bwd and bwd_post in order on `stream`. */
+/* Launches bwd_pre, bwd and bwd_post in order on `stream`. A deterministic
+ * kernel's bwd also gets a zeroed semaphore workspace allocated and freed in
+ * stream order around it (stream-ordered allocator of the context's device). */
 FA_API fa_status fa_attention_backward(const fa_kernel *kernel,
                                        const fa_attention_backward_args *args,
                                        CUstream stream);

@@ -243,6 +243,9 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
   // The warp-specialised wgmma backward: q, k, v, dO tensor maps.
   if (plan.warpSpecialized)
     params.append(4, LLVM::LLVMPointerType::get(b.getContext()));
+  // The deterministic one: its dQ semaphores.
+  if (plan.deterministic)
+    params.push_back(LLVM::LLVMPointerType::get(b.getContext()));
   return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(), params, plan,
                           plan.backwardSharedBytes());
 }

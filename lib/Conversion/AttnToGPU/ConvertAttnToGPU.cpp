@@ -33,6 +33,7 @@ struct ConvertAttnToGPUPass final
     options.stages = stages;
     options.target = target;
     options.mma = mma;
+    options.deterministic = deterministic;
     OpBuilder b(module.getContext());
     SmallVector<func::FuncOp> done;
     for (auto func : module.getOps<func::FuncOp>()) {

@@ -609,7 +609,22 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // dq_accum += dQ tile t: rows [qBegin, min(qBegin + bq, Nq)) of the
     // tile's head are contiguous, so one bulk reduction adds all of them.
     // The buffer is released once the reduction has read it.
+    //
+    // Deterministic (plan.deterministic): the reduction of query tile q of
+    // head h waits until semaphore [b][h][q] counts the key blocks before
+    // this one that add into the tile, kBlock − (first key block of the
+    // tile's key band), and adds one once its writes are visible. The key
+    // blocks of the band are contiguous (the band is an interval, and the
+    // query and key tile ranges come from the same exact bands), so each
+    // tile is summed in key-block order. A CTA waits only on CTAs of lower
+    // linear block id (x is the key block), which have been scheduled.
     ifThen(eq(kb.tid, kb.idx(32)), [&] {
+      Value semAddr, qTiles32, kBlock32;
+      if (plan.deterministic) {
+        semAddr = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), arg(19));
+        qTiles32 = toI32(kb.ceilDiv(nq, bq));
+        kBlock32 = toI32(kBlock);
+      }
       Value sBase = arith::AddIOp::create(
           b, loc, arith::TruncIOp::create(b, loc, i32, sharedAddress(kb)),
           c32(layout.dqBase()));
@@ -617,6 +632,33 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
         Value slot = idx(slot32);
         wait(WsBarriers::dqFull, slot, parity32(t, 0));
         Value qBegin = mul32(qTile, c32(bq));
+        Value sem;
+        if (plan.deterministic) {
+          Value tileQ = idx(qBegin);
+          Value firstKeyBlock =
+              kb.tileRange(attn::buildKeyBand(b, loc, plan.spec, tileQ,
+                                              kb.add(tileQ, bq), nq, nk),
+                           nk, bkv)
+                  .first;
+          Value before = arith::SubIOp::create(b, loc, kBlock32,
+                                               toI32(firstKeyBlock));
+          Value semIndex =
+              add32(mul32(add32(bh0, head), qTiles32), qTile);
+          sem = arith::AddIOp::create(
+              b, loc, semAddr,
+              arith::MulIOp::create(
+                  b, loc, arith::ExtUIOp::create(b, loc, b.getI64Type(), semIndex),
+                  arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(4))));
+          // Spin (acquire) with a doubling nanosleep up to 1 µs, then order
+          // the bulk reduction (async proxy) after what the acquire saw.
+          ptx("{\n.reg .pred ready;\n.reg .b32 seen, ns;\nmov.b32 ns, 32;\n"
+              "spin:\nld.acquire.gpu.global.b32 seen, [$0];\n"
+              "setp.eq.b32 ready, seen, $1;\n@ready bra.uni done;\n"
+              "nanosleep.u32 ns;\nshl.b32 ns, ns, 1;\nmin.u32 ns, ns, 1024;\n"
+              "bra.uni spin;\ndone:\n}",
+              ValueRange{sem, before}, "l,r,~{memory}");
+          ptx("fence.proxy.async.global;");
+        }
         Value firstRow = add32(mul32(add32(bh0, head), nq32), qBegin);
         Value rows = arith::MinUIOp::create(
             b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), c32(bq));
@@ -631,6 +673,14 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
         ptx("cp.async.bulk.commit_group;");
         ptx("cp.async.bulk.wait_group.read 0;");
         arrive(WsBarriers::dqEmpty, slot);
+        if (plan.deterministic) {
+          // The reduction's writes complete and become visible to the
+          // generic proxy (the acquire of the next key block), then release.
+          ptx("cp.async.bulk.wait_group 0;");
+          ptx("fence.proxy.async.global;");
+          ptx("red.release.gpu.global.add.u32 [$0], 1;", ValueRange{sem},
+              "l,~{memory}");
+        }
       });
       // Every reduction completes before the CTA exits.
       ptx("cp.async.bulk.wait_group 0;");

@@ -62,7 +62,7 @@ std::string KernelPlan::tag() const {
     t += "_wgmma";
   std::string chip = target;
   llvm::erase(chip, '_');
-  return t + "_" + chip;
+  return t + "_" + chip + (deterministic ? "_det" : "");
 }
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
@@ -159,6 +159,21 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   plan.spec = spec;
   plan.spec.scoreMod = nullptr;
   plan.stages = options.stages;
+  // Only the warp-specialised wgmma backward has a dQ writer that can order
+  // its reductions; the others add dQ with red.global from every thread.
+  if (options.deterministic) {
+    if (!backward)
+      return fail("the deterministic option applies to the warp-specialised "
+                  "wgmma backward only, got a forward (its outputs are "
+                  "already deterministic)");
+    if (options.mma != "wgmma")
+      return fail("the deterministic option needs mma = wgmma (the "
+                  "warp-specialised backward), got mma = " + options.mma);
+    if (!wgmmaBackwardWarpSpecialized())
+      return fail("the deterministic option needs the warp-specialised wgmma "
+                  "backward (-fa-wgmma-bwd-ws), not the 256-thread one");
+    plan.deterministic = true;
+  }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
   if (options.mma != "mma_sync")

@@ -34,6 +34,9 @@
 // CHECK-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1,  1, 1,  1;
 // CHECK-NOT: red.global.add
 // CHECK-NOT: cp.async.cg
+// CHECK-NOT: ld.acquire
+// CHECK-NOT: red.release
+// CHECK-NOT: fence.proxy.async.global
 // CHECK-LABEL: .entry fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a(
 // CHECK: xor.b{{32|64}}
 // D64: .entry fa_bwd_bwd_f16_d64_bq64_bkv128_w12_s2_window_l32_r0_wgmma_sm90a(
