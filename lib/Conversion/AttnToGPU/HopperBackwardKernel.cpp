@@ -139,6 +139,10 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   Value heads = kb.toIndex(arg(10)), kvHeads = kb.toIndex(arg(11));
   Value nq = kb.toIndex(arg(12)), nk = kb.toIndex(arg(13));
   Value kBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  // Deterministic: block x takes key block Nk/128 − 1 − x, so the blocks a
+  // tile's reduction waits for (the higher key blocks) start first.
+  if (plan.deterministic)
+    kBlock = kb.sub(kb.sub(kb.ceilDiv(nk, bkv), kb.idx(1)), kBlock);
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
@@ -611,13 +615,17 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // The buffer is released once the reduction has read it.
     //
     // Deterministic (plan.deterministic): the reduction of query tile q of
-    // head h waits until semaphore [b][h][q] counts the key blocks before
-    // this one that add into the tile, kBlock − (first key block of the
-    // tile's key band), and adds one once its writes are visible. The key
+    // head h waits until semaphore [b][h][q] counts the key blocks after
+    // this one that add into the tile, (last key block of the tile's key
+    // band) − kBlock, and adds one once its writes are visible. The key
     // blocks of the band are contiguous (the band is an interval, and the
     // query and key tile ranges come from the same exact bands), so each
-    // tile is summed in key-block order. A CTA waits only on CTAs of lower
-    // linear block id (x is the key block), which have been scheduled.
+    // tile is summed in descending key-block order. Block x runs key block
+    // Nk/128 − 1 − x, so a CTA waits only on CTAs of lower linear block id,
+    // which have been scheduled. Descending, a causal key block's first
+    // (diagonal) tile has no one to wait for, and each tile reaches a key
+    // block after the block above has added it: the chain stays off the
+    // critical path (ascending, key block j waited about 2j tiles to start).
     ifThen(eq(kb.tid, kb.idx(32)), [&] {
       Value semAddr, qTiles32, kBlock32;
       if (plan.deterministic) {
@@ -635,13 +643,14 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
         Value sem;
         if (plan.deterministic) {
           Value tileQ = idx(qBegin);
-          Value firstKeyBlock =
+          Value lastKeyBlock = kb.sub(
               kb.tileRange(attn::buildKeyBand(b, loc, plan.spec, tileQ,
                                               kb.add(tileQ, bq), nq, nk),
                            nk, bkv)
-                  .first;
-          Value before = arith::SubIOp::create(b, loc, kBlock32,
-                                               toI32(firstKeyBlock));
+                  .second,
+              kb.idx(1));
+          Value before = arith::SubIOp::create(b, loc, toI32(lastKeyBlock),
+                                               kBlock32);
           Value semIndex =
               add32(mul32(add32(bh0, head), qTiles32), qTile);
           sem = arith::AddIOp::create(
