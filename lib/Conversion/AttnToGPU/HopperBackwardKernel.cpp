@@ -21,9 +21,7 @@
 // two consumer warpgroups run the products above (buildWarpSpecialized).
 // With -fa-wgmma-bwd-ws=false the 256 threads load with cp.async and reduce
 // dQ themselves, with two barriers per tile: one publishes the tile's
-// cp.async data, one dSᵀ. -fa-wgmma-bwd-pipeline (that kernel only) instead
-// carries the next tile's Sᵀ across the loop and needs one (3 Q/dO stages,
-// 2 dSᵀ buffers).
+// cp.async data, one dSᵀ.
 //
 // Shared memory (128 B swizzle, 64-column slabs; Wgmma.h):
 //   K [D/64][128][64] | V [Dv/64][128][64] | Q stage s [D/64][64][64] |
@@ -45,27 +43,20 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-// The schedule of the query-tile loop (docs/hopper-notes.md has what each
-// is worth on the H200).
-static llvm::cl::opt<bool> clPipeline(
-    "fa-wgmma-bwd-pipeline",
-    llvm::cl::desc("wgmma backward: issue the next tile's Sᵀ and this tile's "
-                   "dQ after one barrier per tile, with dV and dK in flight "
-                   "under it (3 Q/dO stages, 2 dSᵀ buffers) instead of two "
-                   "barriers per tile"),
-    llvm::cl::init(false));
+// The kernel's structure (docs/hopper-notes.md has what each is worth on the
+// H200).
 static llvm::cl::opt<bool> clWarpSpecialized(
     "fa-wgmma-bwd-ws",
     llvm::cl::desc("wgmma backward: warp-specialised (384 threads): a "
                    "producer warpgroup loads Q, dO (2 stages), K and V by TMA "
                    "and LSE, Delta with plain loads, and adds dQ into a "
                    "row-swizzled dq_accum with one bulk reduction per tile; "
-                   "replaces -fa-wgmma-bwd-pipeline"),
+                   "=false: 256 threads that load with cp.async and reduce "
+                   "dQ with red.global.add"),
     llvm::cl::init(true));
 
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  return std::string("pipe") + (clPipeline ? "1" : "0") + ".ws" +
-         (clWarpSpecialized ? "1" : "0");
+  return std::string("ws") + (clWarpSpecialized ? "1" : "0");
 }
 
 bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
@@ -77,9 +68,9 @@ constexpr int64_t kKeysPerWarpgroup = 64;
 /// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
 struct BackwardSmem {
   int64_t d, dv, bq, bkv;
-  bool pipelined, ws;
-  int64_t stages() const { return pipelined ? 3 : 2; } // Q, dO, LSE, Delta
-  int64_t dsStages() const { return pipelined || ws ? 2 : 1; } // dSᵀ
+  bool ws;
+  int64_t stages() const { return 2; }              // Q, dO, LSE, Delta
+  int64_t dsStages() const { return ws ? 2 : 1; } // dSᵀ
   int64_t kBytes() const { return bkv * d * 2; }
   int64_t vBytes() const { return bkv * dv * 2; }
   int64_t qBytes() const { return bq * d * 2; }
@@ -107,10 +98,7 @@ struct WsBarriers {
 } // namespace
 
 static BackwardSmem backwardSmem(const KernelPlan &plan) {
-  // The warp-specialised kernel has its own schedule (-fa-wgmma-bwd-pipeline
-  // does not apply to it).
   return BackwardSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                      clPipeline && !plan.warpSpecialized,
                       plan.warpSpecialized};
 }
 
@@ -127,7 +115,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
   const int64_t d = plan.headDim, dv = plan.headDimV;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   const BackwardSmem layout = backwardSmem(plan);
-  const bool pipelined = layout.pipelined, ws = layout.ws;
+  const bool ws = layout.ws;
   Type f32 = b.getF32Type();
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
@@ -802,16 +790,6 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     loadQueryTile(rowsBaseOf(firstHead), kb.mul(iBegin, bq), kb.idx(0));
   }
-  if (pipelined) {
-    // Sᵀ of the first tile, issued before the loop: each trip issues the
-    // next tile's Sᵀ.
-    publish();
-    prefetch(kb.idx(1));
-    Value sFirst = issueKMajor(descBase, keyTileOf(warpgroupOf(), 0),
-                               qStageOf(kb.idx(0)), d);
-    waitGroups(0);
-    init.append(fenceOperands(b, loc, unpackStruct(b, loc, sFirst, sN)));
-  }
 
   auto loop = scf::ForOp::create(b, loc, kb.idx(0), total, kb.idx(1), init);
   {
@@ -834,70 +812,38 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     Value qBegin = qBeginOf(t);
     Value dsBuf = dsBufOf(t);
     SmallVector<Value> yield;
+    // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
+    // the barrier also ends every read of the other stage and of dSᵀ by
+    // the last tile.
+    publish();
+    prefetch(kb.add(t, 1));
+    // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs.
+    Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(stage), d);
+    Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
+                              doStageOf(stage), dv);
+    waitGroups(1);
+    SmallVector<Value> s =
+        fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
+    computeP(s, t, stage, wg, keyRow0);
+    waitGroups(0);
     // dSᵀ from Pᵀ (in `s`) and dPᵀ, then dV += Pᵀ·dO and dK += dSᵀ·Q issued.
     // The A registers are packed while no wgmma is in flight: registers of a
     // later wgmma defined while one runs make ptxas serialise them (C7513).
-    auto dsThenDVDK = [&](SmallVector<Value> &s, Value dpAcc) {
-      SmallVector<Value> dp =
-          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
-      computeDS(s, dp, stage, dsBuf, keyRow0);
-      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-      issueDVDK(base, pA, dsA, stage, dV, dK);
-    };
+    SmallVector<Value> dp =
+        fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
+    computeDS(s, dp, stage, dsBuf, keyRow0);
+    SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+    SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+    issueDVDK(base, pA, dsA, stage, dV, dK);
+    // Both warpgroups' dSᵀ, then this tile's dQ.
+    proxyFence();
+    gpu::BarrierOp::create(b, loc);
+    Value dqAcc = issueDQ(base, wg, dsBuf);
+    waitGroups(0);
+    reduceDQ(dqAcc, wg, qBegin, qRowsBase);
+    yield.append(fenceOperands(b, loc, dK));
+    yield.append(fenceOperands(b, loc, dV));
 
-    if (!pipelined) {
-      // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
-      // the barrier also ends every read of the other stage and of dSᵀ by
-      // the last tile.
-      publish();
-      prefetch(kb.add(t, 1));
-      // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs.
-      Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(stage), d);
-      Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
-                                doStageOf(stage), dv);
-      waitGroups(1);
-      SmallVector<Value> s =
-          fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
-      computeP(s, t, stage, wg, keyRow0);
-      waitGroups(0);
-      dsThenDVDK(s, dpAcc);
-      // Both warpgroups' dSᵀ, then this tile's dQ.
-      proxyFence();
-      gpu::BarrierOp::create(b, loc);
-      Value dqAcc = issueDQ(base, wg, dsBuf);
-      waitGroups(0);
-      reduceDQ(dqAcc, wg, qBegin, qRowsBase);
-      yield.append(fenceOperands(b, loc, dK));
-      yield.append(fenceOperands(b, loc, dV));
-    } else {
-      // Sᵀ of this tile came from the last trip; dPᵀ runs under Pᵀ.
-      SmallVector<Value> s(it.begin() + dkN + dvN, it.end());
-      Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
-                                doStageOf(stage), dv);
-      computeP(s, t, stage, wg, keyRow0);
-      waitGroups(0);
-      dsThenDVDK(s, dpAcc);
-      // dSᵀ of both warpgroups and the next tile's Q, dO, LSE, Delta (read
-      // by wgmma) are published by one barrier; dV, dK run under it.
-      proxyFence();
-      publish();
-      // This tile's dQ and the next tile's Sᵀ (stale data past the last
-      // tile: issued anyway, never read); dQ is reduced while Sᵀ runs, and
-      // the tile after next is loaded into the stage dV, dK of the last
-      // trip read (they completed before the barrier).
-      Value dqAcc = issueDQ(base, wg, dsBuf);
-      Value next = kb.add(t, 1);
-      Value sAcc = issueKMajor(base, keyTileOf(wg, 0),
-                               qStageOf(kb.remui(next, stages)), d);
-      waitGroups(1);
-      reduceDQ(dqAcc, wg, qBegin, qRowsBase);
-      prefetch(kb.add(t, 2));
-      waitGroups(0);
-      yield.append(fenceOperands(b, loc, dK));
-      yield.append(fenceOperands(b, loc, dV));
-      yield.append(fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN)));
-    }
     scf::YieldOp::create(b, loc, yield);
     kb.setThreadIds(outerIds);
   }

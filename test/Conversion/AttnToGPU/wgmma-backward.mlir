@@ -1,6 +1,5 @@
 // RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false -fa-wgmma-bwd-pipeline | FileCheck %s --check-prefix=PIPE
 // RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
 
 // The default wgmma backward is warp-specialised (-fa-wgmma-bwd-ws): 384
@@ -97,24 +96,6 @@
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: red.global.add.v2.f32
 // CHECK: gpu.func @fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a(
-// With -fa-wgmma-bwd-pipeline: 3 stages of Q, dO, LSE and Delta, 2 dSᵀ
-// buffers; Sᵀ of the first tile before the loop, the next tile's Sᵀ carried
-// (64 + 64 + 32 values); one barrier per tile, after dV and dK are issued.
-// PIPE-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a
-// PIPE: fa.shared_bytes = 198144
-// PIPE: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
-// PIPE: %{{.*}}:160 = scf.for
-// PIPE-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-// PIPE: nvvm.fence.proxy
-// PIPE-NEXT: nvvm.cp.async.wait.group 0
-// PIPE-NEXT: nvvm.fence.proxy
-// PIPE-NEXT: gpu.barrier
-// PIPE: A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// PIPE: A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
-// PIPE: nvvm.wgmma.wait.group.sync.aligned 1
-// PIPE: red.global.add.v2.f32
-// PIPE: nvvm.wgmma.wait.group.sync.aligned 0
-// PIPE: scf.yield
 // BQ: expected block-q = 64, block-kv = 128 and 12 warps for the mma = wgmma backward
 func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
