@@ -401,6 +401,31 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     gpu::BarrierOp::create(b, loc);
   };
 
+  // One query tile's products for this warpgroup (slot `stage` of the
+  // Q/dO/LSE/Delta ring): Sᵀ and dPᵀ on the tensor cores, Pᵀ from Sᵀ while
+  // dPᵀ runs, dSᵀ into `dsBuf`, then dV += Pᵀ·dO and dK += dSᵀ·Q issued.
+  // The A registers are packed while no wgmma is in flight: registers of a
+  // later wgmma defined while one runs make ptxas serialise them (C7513).
+  auto issueTileProducts = [&](Value base, Value t, Value stage, Value wg,
+                               Value keyRow0, Value dsBuf,
+                               SmallVector<Value> &dV,
+                               SmallVector<Value> &dK) {
+    Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(stage), d);
+    Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
+                              doStageOf(stage), dv);
+    waitGroups(1);
+    SmallVector<Value> s =
+        fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
+    computeP(s, t, stage, wg, keyRow0);
+    waitGroups(0);
+    SmallVector<Value> dp =
+        fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
+    computeDS(s, dp, stage, dsBuf, keyRow0);
+    SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+    SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+    issueDVDK(base, pA, dsA, stage, dV, dK);
+  };
+
   const int64_t dkN = d / 2, dvN = dv / 2;
   // The warp-specialised kernel (-fa-wgmma-bwd-ws), 384 threads. Warpgroup
   // 0 gives up its registers and produces: thread 0 loads K and V once and
@@ -708,20 +733,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
       // Waits come before wgmma.fence (ptxas serialises the wgmmas of a
       // sequence with a wait loop inside, C7519).
       wait(WsBarriers::full, slot, fullParity(t));
-      Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(slot), d);
-      Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
-                                doStageOf(slot), dv);
-      waitGroups(1);
-      SmallVector<Value> s =
-          fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
-      computeP(s, t, slot, wg, keyRow0);
-      waitGroups(0);
-      SmallVector<Value> dp =
-          fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
-      computeDS(s, dp, slot, dsBuf, keyRow0);
-      SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-      SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-      issueDVDK(base, pA, dsA, slot, dV, dK);
+      issueTileProducts(base, t, slot, wg, keyRow0, dsBuf, dV, dK);
       // Both consumers' dSᵀ (generic stores, read by wgmma), then dQ. The
       // other dSᵀ buffer is free: both consumers passed this barrier after
       // their dQ of the last tile completed.
@@ -817,24 +829,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // the last tile.
     publish();
     prefetch(kb.add(t, 1));
-    // Sᵀ and dPᵀ on the tensor cores; Pᵀ from Sᵀ while dPᵀ runs.
-    Value sAcc = issueKMajor(base, keyTileOf(wg, 0), qStageOf(stage), d);
-    Value dpAcc = issueKMajor(base, keyTileOf(wg, layout.vBase()),
-                              doStageOf(stage), dv);
-    waitGroups(1);
-    SmallVector<Value> s =
-        fenceOperands(b, loc, unpackStruct(b, loc, sAcc, sN));
-    computeP(s, t, stage, wg, keyRow0);
-    waitGroups(0);
-    // dSᵀ from Pᵀ (in `s`) and dPᵀ, then dV += Pᵀ·dO and dK += dSᵀ·Q issued.
-    // The A registers are packed while no wgmma is in flight: registers of a
-    // later wgmma defined while one runs make ptxas serialise them (C7513).
-    SmallVector<Value> dp =
-        fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, sN));
-    computeDS(s, dp, stage, dsBuf, keyRow0);
-    SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-    SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-    issueDVDK(base, pA, dsA, stage, dV, dK);
+    issueTileProducts(base, t, stage, wg, keyRow0, dsBuf, dV, dK);
     // Both warpgroups' dSᵀ, then this tile's dQ.
     proxyFence();
     gpu::BarrierOp::create(b, loc);
