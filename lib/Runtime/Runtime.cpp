@@ -602,6 +602,31 @@ struct fa_module {
   CUmodule module = nullptr;
 };
 
+namespace {
+/// fa_attention_{forward,backward}_tensor_maps: the launch's checks, then the
+/// maps the kernel would be given, copied out.
+template <typename Args>
+fa_status tensorMapsOut(const char *api, const fa_kernel *kernel,
+                        const Args *args,
+                        fa_status (*check)(const fa_kernel *, const Args *),
+                        fa_tensor_map_args out[FA_MAX_TENSOR_MAPS],
+                        int32_t *count) {
+  if (!out || !count)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + "_tensor_maps: null argument");
+  *count = 0;
+  if (fa_status s = check(kernel, args))
+    return s;
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(kernel->config, *args, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
+  return succeed();
+}
+} // namespace
+
 extern "C" {
 
 const char *fa_last_error(void) { return lastError.c_str(); }
@@ -829,19 +854,8 @@ fa_status fa_attention_forward_check(const fa_kernel *kernel,
 fa_status fa_attention_forward_tensor_maps(
     const fa_kernel *kernel, const fa_attention_args *args,
     fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
-  if (!out || !count)
-    return fail(FA_ERROR_INVALID_ARGUMENT,
-                "fa_attention_forward_tensor_maps: null argument");
-  *count = 0;
-  if (fa_status s = fa_attention_forward_check(kernel, args))
-    return s;
-  std::vector<fa_tensor_map_args> maps;
-  std::string err = tensorMapArgs(kernel->config, *args, maps);
-  if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
-  std::copy(maps.begin(), maps.end(), out);
-  *count = static_cast<int32_t>(maps.size());
-  return succeed();
+  return tensorMapsOut("fa_attention_forward", kernel, args,
+                       fa_attention_forward_check, out, count);
 }
 
 fa_status fa_attention_backward_check(const fa_kernel *kernel,
@@ -980,12 +994,13 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
         *kernel, "fa_attention_backward", mapArgs, scope.ctx, main, c.bwd,
         {grids[1][0], grids[1][1], grids[1][2]}, stream, params);
     if (sems) {
+      // Freed whatever the launch did; its error, if any, is the one reported.
       std::string launchError = lastError;
-      if (CUresult r = cuMemFreeAsync(sems, stream))
-        return launched ? fail(launched, launchError)
-                        : cuFail("cuMemFreeAsync", r);
+      CUresult r = cuMemFreeAsync(sems, stream);
       if (launched)
         return fail(launched, launchError);
+      if (r)
+        return cuFail("cuMemFreeAsync", r);
     }
     if (launched)
       return launched;
@@ -998,19 +1013,8 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
 fa_status fa_attention_backward_tensor_maps(
     const fa_kernel *kernel, const fa_attention_backward_args *args,
     fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
-  if (!out || !count)
-    return fail(FA_ERROR_INVALID_ARGUMENT,
-                "fa_attention_backward_tensor_maps: null argument");
-  *count = 0;
-  if (fa_status s = fa_attention_backward_check(kernel, args))
-    return s;
-  std::vector<fa_tensor_map_args> maps;
-  std::string err = tensorMapArgs(kernel->config, *args, maps);
-  if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_backward: " + err);
-  std::copy(maps.begin(), maps.end(), out);
-  *count = static_cast<int32_t>(maps.size());
-  return succeed();
+  return tensorMapsOut("fa_attention_backward", kernel, args,
+                       fa_attention_backward_check, out, count);
 }
 
 fa_status fa_attention_backward_grids(const fa_kernel *kernel,
