@@ -928,6 +928,32 @@ fa_tensor tensor(uint64_t data, fa_dtype dtype, std::vector<int64_t> shape) {
   return t;
 }
 
+/// Well-formed contiguous bf16 arguments at the fake addresses 0-10 for
+/// these shapes (scale 1/8): each test breaks one thing.
+void wellFormedArgs(fa_attention_args &fwd, fa_attention_backward_args &bwd,
+                    int64_t b, int64_t h, int64_t hkv, int64_t nq, int64_t nk,
+                    int64_t d, int64_t dv) {
+  fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+  fwd.q = tensor(addr(0), bf, {b, h, nq, d});
+  fwd.k = tensor(addr(1), bf, {b, hkv, nk, d});
+  fwd.v = tensor(addr(2), bf, {b, hkv, nk, dv});
+  fwd.o = tensor(addr(3), bf, {b, h, nq, dv});
+  fwd.lse = tensor(addr(4), f32, {b, h, nq});
+  fwd.scale = 0.125f;
+  bwd.q = fwd.q;
+  bwd.k = fwd.k;
+  bwd.v = fwd.v;
+  bwd.o = fwd.o;
+  bwd.lse = fwd.lse;
+  bwd.d_o = tensor(addr(5), bf, {b, h, nq, dv});
+  bwd.dq = tensor(addr(6), bf, {b, h, nq, d});
+  bwd.dk = tensor(addr(7), bf, {b, hkv, nk, d});
+  bwd.dv = tensor(addr(8), bf, {b, hkv, nk, dv});
+  bwd.delta = tensor(addr(9), f32, {b, h, nq});
+  bwd.dq_accum = tensor(addr(10), f32, {b, h, nq, d});
+  bwd.scale = 0.125f;
+}
+
 class Validate : public ::testing::Test {
 protected:
   static constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300, D = 64;
@@ -943,25 +969,7 @@ protected:
         << lastError();
     fwdKernel = fa_bundle_kernel_at(bundle, 0);
     bwdKernel = fa_bundle_kernel_at(bundle, 1);
-    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
-    fwd.q = tensor(addr(0), bf, {B, H, Nq, D});
-    fwd.k = tensor(addr(1), bf, {B, Hkv, Nk, D});
-    fwd.v = tensor(addr(2), bf, {B, Hkv, Nk, D});
-    fwd.o = tensor(addr(3), bf, {B, H, Nq, D});
-    fwd.lse = tensor(addr(4), f32, {B, H, Nq});
-    fwd.scale = 0.125f;
-    bwd.q = fwd.q;
-    bwd.k = fwd.k;
-    bwd.v = fwd.v;
-    bwd.o = fwd.o;
-    bwd.lse = fwd.lse;
-    bwd.d_o = tensor(addr(5), bf, {B, H, Nq, D});
-    bwd.dq = tensor(addr(6), bf, {B, H, Nq, D});
-    bwd.dk = tensor(addr(7), bf, {B, Hkv, Nk, D});
-    bwd.dv = tensor(addr(8), bf, {B, Hkv, Nk, D});
-    bwd.delta = tensor(addr(9), f32, {B, H, Nq});
-    bwd.dq_accum = tensor(addr(10), f32, {B, H, Nq, D});
-    bwd.scale = 0.125f;
+    wellFormedArgs(fwd, bwd, B, H, Hkv, Nq, Nk, D, D);
   }
   void TearDown() override { fa_bundle_free(bundle); }
 
@@ -1147,25 +1155,7 @@ protected:
         << lastError();
     fwdKernel = fa_bundle_kernel_at(bundle, 0);
     bwdKernel = fa_bundle_kernel_at(bundle, 1);
-    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
-    fwd.q = tensor(addr(0), bf, {B, H, Nq, d});
-    fwd.k = tensor(addr(1), bf, {B, H, Nk, d});
-    fwd.v = tensor(addr(2), bf, {B, H, Nk, dv});
-    fwd.o = tensor(addr(3), bf, {B, H, Nq, dv});
-    fwd.lse = tensor(addr(4), f32, {B, H, Nq});
-    fwd.scale = 0.125f;
-    bwd.q = fwd.q;
-    bwd.k = fwd.k;
-    bwd.v = fwd.v;
-    bwd.o = fwd.o;
-    bwd.lse = fwd.lse;
-    bwd.d_o = tensor(addr(5), bf, {B, H, Nq, dv});
-    bwd.dq = tensor(addr(6), bf, {B, H, Nq, d});
-    bwd.dk = tensor(addr(7), bf, {B, H, Nk, d});
-    bwd.dv = tensor(addr(8), bf, {B, H, Nk, dv});
-    bwd.delta = tensor(addr(9), f32, {B, H, Nq});
-    bwd.dq_accum = tensor(addr(10), f32, {B, H, Nq, d});
-    bwd.scale = 0.125f;
+    wellFormedArgs(fwd, bwd, B, H, H, Nq, Nk, d, dv);
   }
 
   /// The forward accepts `t` moved by `ok` bytes and rejects it moved by
@@ -1429,20 +1419,9 @@ TEST(BackwardTensorMaps, WarpSpecializedWgmma) {
       << lastError();
   const fa_kernel *ws = fa_bundle_kernel_at(bundle, 0);
   const fa_kernel *w8 = fa_bundle_kernel_at(bundle, 1);
-  fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+  fa_attention_args unused{};
   fa_attention_backward_args a{};
-  a.q = tensor(addr(0), bf, {B, H, Nq, D});
-  a.k = tensor(addr(1), bf, {B, Hkv, Nk, D});
-  a.v = tensor(addr(2), bf, {B, Hkv, Nk, D});
-  a.o = tensor(addr(3), bf, {B, H, Nq, D});
-  a.lse = tensor(addr(4), f32, {B, H, Nq});
-  a.d_o = tensor(addr(5), bf, {B, H, Nq, D});
-  a.dq = tensor(addr(6), bf, {B, H, Nq, D});
-  a.dk = tensor(addr(7), bf, {B, Hkv, Nk, D});
-  a.dv = tensor(addr(8), bf, {B, Hkv, Nk, D});
-  a.delta = tensor(addr(9), f32, {B, H, Nq});
-  a.dq_accum = tensor(addr(10), f32, {B, H, Nq, D});
-  a.scale = 0.125f;
+  wellFormedArgs(unused, a, B, H, Hkv, Nq, Nk, D, D);
 
   fa_tensor_map_args out[FA_MAX_TENSOR_MAPS];
   int32_t count = -1;
