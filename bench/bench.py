@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """TFLOP/s of fa next to PyTorch SDPA's flash and cuDNN backends, measured in
-one process with CUDA events (median of many runs), bf16, B*N tokens fixed
+one process with CUDA events (median over interleaved rounds of back-to-back
+calls, see time_interleaved), bf16, B*N tokens fixed
 (64k by default), hidden 2048 (H = 2048/d), d in {64,128},
 N in {512..16k}, causal on and off, forward and backward.
 
@@ -14,6 +15,7 @@ autograd.grad of a saved forward).
         [--variant NAME=BUNDLE ...] [--directions fwd]   (A/B: other bundles in the same process)
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -30,48 +32,100 @@ import fa  # noqa: E402
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
-def time_ms(fn, runs, budget_ms):
-    """Median milliseconds of fn() over up to `runs` runs after warm-up,
-    fewer when one run is slow (so a slow backend cannot stall the table)."""
-    fn()
-    torch.cuda.synchronize()
+def time_interleaved(fns, runs, budget_ms):
+    """GPU milliseconds per call of each callable in `fns` (name -> fn or an
+    error dict), median over rounds that visit every callable in turn, so
+    clock and temperature drift fall on all of them alike. A sample is a batch
+    of back-to-back calls between two events (the host enqueues ahead, so its
+    launch overhead is hidden as it is in a training step); fewer rounds when
+    one call is slow, so a slow backend cannot stall the table."""
+    out, live, reps = {}, {}, {}
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    first = start.elapsed_time(end)
-    n = max(1, min(runs, int(budget_ms / max(first, 1e-3))))
-    times = []
-    for _ in range(n):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times), n
+    for name, fn in fns.items():
+        if isinstance(fn, dict):
+            out[name] = fn
+            continue
+        try:
+            fn()  # warm-up: compilation, autotuning, caches
+            torch.cuda.synchronize()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+        except Exception as e:  # backend unavailable for this shape  # noqa: BLE001
+            out[name] = {"error": str(e).splitlines()[0][:200]}
+            continue
+        first = max(start.elapsed_time(end), 1e-3)
+        live[name] = fn
+        reps[name] = max(1, min(50, int(5.0 / first)))  # ≥ ~5 ms per sample
+    if not live:
+        return out
+    times = {n: [] for n in live}
+    rounds = None
+    r = 0
+    while rounds is None or r < rounds:
+        round_ms = 0.0
+        for name, fn in live.items():
+            start.record()
+            for _ in range(reps[name]):
+                fn()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+            round_ms += ms
+            times[name].append(ms / reps[name])
+        if rounds is None:  # the first round is a warm-up at full clocks
+            rounds = 1 + max(3, min(runs, int(budget_ms * len(live) / max(round_ms, 1e-3))))
+            for n in live:
+                times[n].clear()
+        r += 1
+    for name in live:
+        out[name] = {"ms": statistics.median(times[name]), "runs": len(times[name]),
+                     "reps": reps[name]}
+    return out
 
 
-def time_fa(bundle, q, k, v, do, causal, direction, args, runs, f, deterministic=False):
+def fa_callable(bundle, q, k, v, do, causal, direction, args, deterministic=False):
     """fa's forward or backward from `bundle` into preallocated outputs
-    (`deterministic`: the bundle's deterministic backward)."""
+    (`deterministic`: the bundle's deterministic backward); an error dict when
+    the bundle has no kernel for it."""
     try:
         o = torch.empty_like(q)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
         fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma, bundle=bundle)
         if direction == "fwd":
-            fn = lambda: fa.forward_into(q, k, v, o, lse, causal=causal,  # noqa: E731
-                                         mma=args.mma, bundle=bundle)
-        else:
-            dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
-            delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-            acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
-            fn = lambda: fa.backward_into(  # noqa: E731
-                q, k, v, o, do, lse, dq, dk, dv, delta, acc, causal=causal, bundle=bundle,
-                mma=args.mma, deterministic=deterministic)
-        ms, nruns = time_ms(fn, runs, args.budget_ms)
-        return {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
+            return lambda: fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma,
+                                           bundle=bundle)
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
+        return lambda: fa.backward_into(q, k, v, o, do, lse, dq, dk, dv, delta, acc,
+                                        causal=causal, bundle=bundle, mma=args.mma,
+                                        deterministic=deterministic)
     except fa.FaError as e:
+        return {"error": str(e).splitlines()[0][:200]}
+
+
+def sdpa_callable(fwd_fn, backend, q, k, v, do, direction):
+    """fwd_fn(q, k, v) (an SDPA backend or FlexAttention), or the autograd
+    backward of one saved forward."""
+    def ctx():
+        return sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+    try:
+        if direction == "fwd":
+            def run():
+                with ctx():
+                    return fwd_fn(q, k, v)
+            return run
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        with ctx():
+            og = fwd_fn(qg, kg, vg)
+
+        def run_bwd():
+            with ctx():
+                return torch.autograd.grad(og, (qg, kg, vg), do, retain_graph=True)
+        return run_bwd
+    except Exception as e:  # noqa: BLE001 (backend or compile failure)
         return {"error": str(e).splitlines()[0][:200]}
 
 
@@ -148,45 +202,29 @@ def main():
                     row = {"d": d, "n": n, "b": b, "h": h, "causal": causal,
                            "direction": direction}
                     f = flops(b, h, n, d, causal, direction)
+                    fns = {}
                     for name, backend in BACKENDS.items():
-                        try:
-                            with sdpa_kernel(backend):
-                                if direction == "fwd":
-                                    fn = lambda: F.scaled_dot_product_attention(  # noqa
-                                        q, k, v, is_causal=causal)
-                                else:
-                                    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-                                    og = F.scaled_dot_product_attention(qg, kg, vg,
-                                                                        is_causal=causal)
-                                    fn = lambda: torch.autograd.grad(  # noqa
-                                        og, (qg, kg, vg), do, retain_graph=True)
-                                ms, nruns = time_ms(fn, runs, args.budget_ms)
-                            row[name] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
-                        except Exception as e:  # backend unavailable for this shape
-                            row[name] = {"error": str(e).splitlines()[0][:200]}
+                        fns[name] = sdpa_callable(
+                            lambda q_, k_, v_: F.scaled_dot_product_attention(
+                                q_, k_, v_, is_causal=causal),
+                            backend, q, k, v, do, direction)
                     if flex is not None:
-                        try:
-                            mask = (create_block_mask(lambda b_, h_, i, j: j <= i, None, None,
-                                                      n, n, device=dev) if causal else None)
-                            if direction == "fwd":
-                                fn = lambda: flex(q, k, v, block_mask=mask)  # noqa
-                            else:
-                                qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-                                og = flex(qg, kg, vg, block_mask=mask)
-                                fn = lambda: torch.autograd.grad(  # noqa
-                                    og, (qg, kg, vg), do, retain_graph=True)
-                            ms, nruns = time_ms(fn, runs, args.budget_ms)
-                            row["flex"] = {"ms": ms, "tflops": f / ms / 1e9, "runs": nruns}
-                        except Exception as e:  # noqa: BLE001 (compile or backend failure)
-                            row["flex"] = {"error": str(e).splitlines()[0][:200]}
+                        mask = (create_block_mask(lambda b_, h_, i, j: j <= i, None, None,
+                                                  n, n, device=dev) if causal else None)
+                        fns["flex"] = sdpa_callable(
+                            lambda q_, k_, v_: flex(q_, k_, v_, block_mask=mask),
+                            None, q, k, v, do, direction)
                     if bundle is not None and direction in args.fa_directions.split(","):
                         for key, bnd in [("fa", bundle)] + [("fa:" + k_, b_) for k_, b_
                                                             in variants.items()]:
-                            row[key] = time_fa(bnd, q, k, v, do, causal, direction, args, runs,
-                                               f)
+                            fns[key] = fa_callable(bnd, q, k, v, do, causal, direction, args)
                         if args.deterministic and direction == "bwd":
-                            row["fa:det"] = time_fa(bundle, q, k, v, do, causal, direction,
-                                                    args, runs, f, deterministic=True)
+                            fns["fa:det"] = fa_callable(bundle, q, k, v, do, causal,
+                                                        direction, args, deterministic=True)
+                    for name, res in time_interleaved(fns, runs, args.budget_ms).items():
+                        if "ms" in res:
+                            res["tflops"] = f / res["ms"] / 1e9
+                        row[name] = res
                     rows.append(row)
                     print_row(row)
             del q, k, v, do

@@ -148,17 +148,31 @@ def _mask(causal, causal_bottom_right, window):
     return "none", (-1, -1)
 
 
+_capabilities = {}
+
+
 def _capability(t):
     import torch
-    dev = t.device if t.is_cuda else torch.device("cuda", torch.cuda.current_device())
-    major, minor = torch.cuda.get_device_capability(dev)
-    return major * 10 + minor
+    index = t.device.index if t.is_cuda else torch.cuda.current_device()
+    cap = _capabilities.get(index)
+    if cap is None:
+        major, minor = torch.cuda.get_device_capability(index)
+        cap = _capabilities[index] = major * 10 + minor
+    return cap
 
 
-def _stream(t):
+def _launch(lib, fn, kernel, args, t):
+    """fn(kernel, &args, stream) on the current stream of t's device, made
+    the current device for the call (switched only when it is not)."""
     import torch
     dev = t.device if t.is_cuda else torch.device("cuda", torch.cuda.current_device())
-    return ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream), dev
+    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+    if dev.index is None or dev.index == torch.cuda.current_device():
+        check(lib, fn(kernel, ctypes.byref(args), stream))
+        return
+    with torch.cuda.device(dev):
+        check(lib, fn(kernel, ctypes.byref(args), stream))
+
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
@@ -167,16 +181,13 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
     wgmma where the device runs it (sm_90)."""
-    import torch
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv = q.shape[-1], v.shape[-1]
     kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2])
     args = ForwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(lse),
                        1.0 / math.sqrt(d) if scale is None else float(scale))
-    stream, dev = _stream(q)
-    with torch.cuda.device(dev):
-        check(b.lib, b.lib.fa_attention_forward(kernel, ctypes.byref(args), stream))
+    _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
@@ -200,9 +211,7 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
                                                   dq_accum)],
                         1.0 / math.sqrt(d) if scale is None else float(scale))
-    stream, dev = _stream(q)
-    with torch.cuda.device(dev):
-        check(b.lib, b.lib.fa_attention_backward(kernel, ctypes.byref(args), stream))
+    _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
 
 
 def _forward(q, k, v, opts):
