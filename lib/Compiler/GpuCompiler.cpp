@@ -269,7 +269,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
         {"bwd_post", "fa_bwd_post_" + out.tag, plan->threads(), 0});
   } else {
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
-                           plan->forwardSharedBytes()});
+                           plan->forwardSharedBytes(), plan->persistent});
   }
 
   auto t0 = Clock::now();
@@ -370,7 +370,8 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
         k.entries.push_back({eo->getString("role").value_or("").str(),
                              eo->getString("name").value_or("").str(),
                              eo->getInteger("threads").value_or(0),
-                             eo->getInteger("shared_bytes").value_or(0)});
+                             eo->getInteger("shared_bytes").value_or(0),
+                             eo->getBoolean("persistent").value_or(false)});
   k.fromCache = true;
   return k;
 }
@@ -401,7 +402,8 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
     entries.push_back(llvm::json::Object{{"role", e.role},
                                          {"name", e.name},
                                          {"threads", e.threads},
-                                         {"shared_bytes", e.sharedBytes}});
+                                         {"shared_bytes", e.sharedBytes},
+                                         {"persistent", e.persistent}});
   llvm::json::Object meta{
       {"key", key},
       {"tag", k.tag},

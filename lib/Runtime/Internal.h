@@ -24,6 +24,9 @@ struct Entry {
   std::string name;
   unsigned threads = 0;
   unsigned sharedBytes = 0;
+  /// "grid": "persistent": min(SMs, query tiles) CTAs that walk the tiles,
+  /// instead of (ceil(nq / block_q), heads, batch).
+  bool persistent = false;
 };
 
 /// A target such as "sm_90a": compute capability 90, arch-specific.

@@ -93,6 +93,14 @@ Entry parseEntry(const json &entries, const char *key,
     bad(at, "empty entry name");
   entry.threads = intField(e, "threads", at, 1, 1024);
   entry.sharedBytes = intField(e, "shared_bytes", at, 0, INT_MAX);
+  if (e.contains("grid")) {
+    std::string grid = stringField(e, "grid", at);
+    if (grid != "blocks" && grid != "persistent")
+      bad(at, "unknown grid '" + grid + "' (expected blocks or persistent)");
+    entry.persistent = grid == "persistent";
+    if (entry.persistent && std::string(key) != "fwd")
+      bad(at, "grid 'persistent' is for fwd entries only");
+  }
   return entry;
 }
 
@@ -412,6 +420,10 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   }
   parseMma(k, c, where);
   parseDeterministic(k, c, where);
+  if (c.fwd.persistent && c.tensorMaps.empty())
+    bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
+                                "kernel (its tile counter follows the tensor "
+                                "maps)");
   c.ptxPath = moduleFile(k, "ptx", dir, where, /*required=*/false);
   c.cubinPath = moduleFile(k, "cubin", dir, where, /*required=*/false);
   if (c.ptxPath.empty() && c.cubinPath.empty())

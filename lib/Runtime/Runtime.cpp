@@ -314,8 +314,12 @@ std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
 }
 
 /// Bytes of one slot: the maps of one launch, each 128 B and so 64 B aligned
-/// at any slot start (the ring's base is 256 B aligned).
-constexpr size_t kMapSlotBytes = FA_MAX_TENSOR_MAPS * sizeof(CUtensorMap);
+/// at any slot start (the ring's base is 256 B aligned), then the u32 tile
+/// counter of a persistent forward. The ring starts zeroed; such a kernel
+/// leaves its counter at 0 again (docs/ABI.md), and launches that share a
+/// slot are ordered (same stream, or the slot was idle).
+constexpr size_t kMapBytes = FA_MAX_TENSOR_MAPS * sizeof(CUtensorMap);
+constexpr size_t kMapSlotBytes = kMapBytes + 64;
 /// Slots per context: distinct map sets that stay cached, and launches with
 /// maps that may be in flight before one waits.
 constexpr int kMapSlots = 128;
@@ -419,6 +423,8 @@ struct MapRing {
         return cuFail("cuEventCreate (tensor map slots)", r);
     if (CUresult r = cuMemAlloc(&base, kMapSlots * kMapSlotBytes))
       return cuFail("cuMemAlloc (tensor map slots)", r);
+    if (CUresult r = cuMemsetD8(base, 0, kMapSlots * kMapSlotBytes))
+      return cuFail("cuMemsetD8 (tensor map slots)", r);
     if (base % 64 != 0)
       return fail(FA_ERROR_CUDA, "cuMemAlloc returned " + hex(base) +
                                      ", which is not 64-byte aligned");
@@ -529,7 +535,7 @@ fa_status launchWithMaps(const fa_kernel &kernel, const char *what,
                          const std::vector<fa_tensor_map_args> &mapArgs,
                          CUcontext ctx, CUfunction f, const Entry &e,
                          std::array<unsigned, 3> grid, CUstream stream,
-                         void **params) {
+                         void **params, int counterParam = -1) {
   const KernelConfig &c = kernel.config;
   CUtensorMap maps[FA_MAX_TENSOR_MAPS];
   if (fa_status s = encodeMaps(mapArgs, maps))
@@ -561,6 +567,9 @@ fa_status launchWithMaps(const fa_kernel &kernel, const char *what,
     mapPtrs[i] = ring->address(slot) + i * sizeof(CUtensorMap);
     params[mapArgs[i].param] = &mapPtrs[i];
   }
+  CUdeviceptr counter = ring->address(slot) + kMapBytes;
+  if (counterParam >= 0)
+    params[counterParam] = &counter;
   fa_status launched =
       launch(f, e, grid[0], grid[1], grid[2], stream, params);
   std::string launchError = lastError;
@@ -706,7 +715,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.stages,      c.windowLeft,
           c.windowRight, !c.cubinPath.empty(),
           c.mma,         static_cast<int32_t>(c.tensorMaps.size()),
-          c.dsplit,      c.deterministic};
+          c.dsplit,      c.deterministic,
+          c.fwd.persistent};
   return succeed();
 }
 
@@ -890,10 +900,25 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   float scale = a.scale;
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
-  unsigned gx = ceilDiv(nq, c.blockQ);
+  unsigned gx = ceilDiv(nq, c.blockQ), gy = h, gz = b;
+  if (c.fwd.persistent) {
+    // One CTA per SM walks the tiles (docs/ABI.md); never more CTAs than
+    // tiles. The kernel counts tiles in 32 bits.
+    uint64_t tiles = uint64_t(gx) * uint64_t(h) * uint64_t(b);
+    if (tiles >= (uint64_t(1) << 31))
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  "fa_attention_forward: " + std::to_string(tiles) +
+                      " query tiles for a persistent grid; at most 2^31 - 1");
+    int sms = 0;
+    if (CUresult r = cuDeviceGetAttribute(
+            &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, scope.device))
+      return cuFail("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", r);
+    gx = static_cast<unsigned>(std::min<uint64_t>(tiles, std::max(sms, 1)));
+    gy = gz = 1;
+  }
   if (c.tensorMaps.empty()) {
     void *params[] = {&q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
-    if (fa_status s = launch(f, c.fwd, gx, h, b, stream, params))
+    if (fa_status s = launch(f, c.fwd, gx, gy, gz, stream, params))
       return s;
     return succeed();
   }
@@ -902,12 +927,14 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   std::string err = tensorMapArgs(c, a, mapArgs);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_attention_forward: " + err);
-  // The kernel's map parameters follow the 11 of fa_fwd.
-  void *params[11 + FA_MAX_TENSOR_MAPS] = {&q, &k,   &v,  &o,  &lse,  &b,
-                                           &h, &hkv, &nq, &nk, &scale};
-  return launchWithMaps(*kernel, "fa_attention_forward", mapArgs, scope.ctx,
-                        f, c.fwd, {gx, unsigned(h), unsigned(b)}, stream,
-                        params);
+  // The kernel's map parameters follow the 11 of fa_fwd, then a persistent
+  // grid's tile counter.
+  void *params[11 + FA_MAX_TENSOR_MAPS + 1] = {&q, &k,   &v,  &o,  &lse,  &b,
+                                               &h, &hkv, &nq, &nk, &scale};
+  return launchWithMaps(
+      *kernel, "fa_attention_forward", mapArgs, scope.ctx, f, c.fwd,
+      {gx, gy, gz}, stream, params,
+      c.fwd.persistent ? 11 + static_cast<int>(mapArgs.size()) : -1);
 }
 
 fa_status fa_attention_backward(const fa_kernel *kernel,

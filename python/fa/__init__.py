@@ -63,7 +63,8 @@ class Bundle:
                 "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
                 "mma": MMA_NAMES.get(info.mma, str(info.mma)),
                 "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
-                "deterministic": bool(info.deterministic)})
+                "deterministic": bool(info.deterministic),
+                "persistent_grid": bool(info.persistent_grid)})
         return out
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,

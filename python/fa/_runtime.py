@@ -58,7 +58,7 @@ class KernelInfo(ctypes.Structure):
                 ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
                 ("has_cubin", ctypes.c_int32), ("mma", ctypes.c_int),
                 ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32),
-                ("deterministic", ctypes.c_int32)]
+                ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32)]
 
 
 class TensorMapArgs(ctypes.Structure):

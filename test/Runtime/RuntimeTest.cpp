@@ -246,6 +246,59 @@ TEST(Manifest, WgmmaKernel) {
   fa_bundle_free(b);
 }
 
+TEST(Manifest, PersistentGrid) {
+  auto withGrid = [](const std::string &grid) {
+    return wgmmaJson("w", "bf16", 64, "none", true, abiMaps(),
+                     R"(, "entries": {"fwd": {"name": "fa_fwd_w", "threads": 384,
+                         "shared_bytes": 81936, "grid": ")" +
+                         grid + R"("}})");
+  };
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("persistent",
+                     manifest({withGrid("persistent"),
+                               wgmmaJson("v", "bf16", 128, "none", true)}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.persistent_grid, 1);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 1), &info), FA_SUCCESS);
+  EXPECT_EQ(info.persistent_grid, 0);
+  fa_bundle_free(b);
+
+  EXPECT_EQ(loadText("grid_bad", manifest({withGrid("rows")}), &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("unknown grid 'rows' (expected blocks or "
+                             "persistent)"),
+            std::string::npos)
+      << lastError();
+  // The tile counter follows the tensor maps: no maps, no persistent grid.
+  EXPECT_EQ(loadText("grid_sync",
+                     manifest({kernelJson("s", "fwd", "bf16", 64, "none",
+                                          "sm_80", true, R"(, "entries": {
+                 "fwd": {"name": "s", "threads": 128, "shared_bytes": 0,
+                         "grid": "persistent"}})")}),
+                     &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("grid 'persistent' needs an mma 'wgmma' kernel"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(
+      loadText("grid_bwd",
+               manifest({kernelJson("k", "bwd", "bf16", 64, "none", "sm_80",
+                                    true, R"(, "entries": {
+                 "bwd_pre": {"name": "a", "threads": 128, "shared_bytes": 0},
+                 "bwd": {"name": "b", "threads": 256, "shared_bytes": 65536,
+                         "grid": "persistent"},
+                 "bwd_post": {"name": "c", "threads": 128, "shared_bytes": 0}})")}),
+               &b),
+      FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("grid 'persistent' is for fwd entries only"),
+            std::string::npos)
+      << lastError();
+}
+
 TEST(Manifest, KernelsWithoutMmaAreMmaSync) {
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("nomma",

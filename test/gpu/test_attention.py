@@ -2,7 +2,8 @@
 """Differential GPU test of an fa bundle against PyTorch (H200 only, never CI).
 
 For random cases over the bundle's kernels (B, H, Hkv with GQA/MQA, Nq != Nk
-with ragged tails, Nq = 1, every head dim, mask and dtype the bundle has) it
+with ragged tails, Nq = 1, more query tiles than SMs for wgmma kernels, every
+head dim, mask and dtype the bundle has) it
 runs fa's forward and backward and compares with a float64 PyTorch reference.
 Pass rule (the flash-attn suite's): max|fa - ref64| <= 2 * max|math - ref64|
 + 1e-5, where `math` is the same reference run in the inputs' precision.
@@ -110,11 +111,17 @@ def random_case(rng, cfg, has_bwd, det=False):
     else:
         nq = rng.randint(2, 300)
     nk = rng.randint(1, 320) if rng.random() < 0.7 else nq
+    b = rng.randint(1, 3)
     if cfg["mma"] == "wgmma" and rng.random() < 0.3:
         nq = rng.choice([255, 256, 257, 383])  # around the 128-row tiles
+    if cfg["mma"] == "wgmma" and rng.random() < 0.08:
+        # More query tiles than SMs: a persistent grid's CTAs take several.
+        b, hkv = 2, rng.choice([1, 4, 16])
+        h, nq = 16, rng.choice([1100, 2048])
+        nk = rng.choice([nq, 1500])
     return {"dtype": cfg["dtype"], "d": d, "dv": cfg["head_dim_v"], "mask": cfg["mask"],
             "window": (cfg["window_left"], cfg["window_right"]), "mma": cfg["mma"],
-            "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
+            "b": b, "h": h, "hkv": hkv, "nq": nq, "nk": nk,
             "scale": rng.choice([None, 0.5 / math.sqrt(d), 1.3]),
             "bwd": bool(has_bwd), "bwd_mma": has_bwd or None,
             "autograd": rng.random() < 0.15, "det": det,

@@ -98,8 +98,11 @@ int main(int argc, char **argv) {
     writeFile(outDir + "/" + k.tag + ".ptx", k.ptx);
     json::Object entries;
     for (const KernelEntry &e : k.entries) {
-      entries[e.role] = json::Object{{"name", e.name}, {"threads", e.threads},
-                                     {"shared_bytes", e.sharedBytes}};
+      json::Object entry{{"name", e.name}, {"threads", e.threads},
+                         {"shared_bytes", e.sharedBytes}};
+      if (e.persistent)
+        entry["grid"] = "persistent";
+      entries[e.role] = std::move(entry);
       header += "#define FA_KERNEL_" + e.name + " \"" + e.name + "\"\n";
     }
     json::Object o{{"tag", k.tag}, {"direction", c.direction}, {"dtype", c.dtype},

@@ -29,6 +29,9 @@ struct KernelEntry {
   std::string name;
   int64_t threads = 0;
   int64_t sharedBytes = 0;
+  /// Launched on min(SMs, query tiles) CTAs (manifest "grid": "persistent")
+  /// instead of one CTA per tile.
+  bool persistent = false;
 };
 
 /// A compiled config.

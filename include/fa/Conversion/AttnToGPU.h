@@ -46,6 +46,9 @@ struct KernelPlan {
   int64_t stages = 2;
   std::string target;
   MmaStrategy strategy = MmaStrategy::MmaSync;
+  /// wgmma forward only: one CTA per SM (at most one per query tile), each
+  /// walking tiles blockIdx.x + k·gridDim.x (manifest "grid": "persistent").
+  bool persistent = false;
   attn::ScoreSpec spec;
   /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
   /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
@@ -108,6 +111,10 @@ gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
 /// The A/B switches of the wgmma forward that change its code without
 /// changing its tag (command-line flags); part of every cache key.
 std::string wgmmaVariantKey();
+
+/// Whether the wgmma forward for `spec` and head dim D is built with a
+/// persistent grid (-fa-wgmma-persistent, else the measured default).
+bool wgmmaPersistentGrid(const attn::ScoreSpec &spec, int64_t headDim);
 
 /// Dynamic shared memory of the wgmma forward: Q and `stages` K/V tiles,
 /// unpadded (128 B swizzle).

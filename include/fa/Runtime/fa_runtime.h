@@ -142,6 +142,9 @@ typedef struct fa_kernel_info {
   /* 1 for a deterministic backward (dQ bit-reproducible run to run; chosen
    * only by fa_kernel_find_deterministic), 0 otherwise. */
   int32_t deterministic;
+  /* 1 when the forward runs on a persistent grid: min(SMs, query tiles)
+   * CTAs take tiles from a counter (docs/ABI.md), 0 otherwise. */
+  int32_t persistent_grid;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes

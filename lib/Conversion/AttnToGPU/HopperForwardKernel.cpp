@@ -10,6 +10,12 @@
 // mbarrier. S(j) and P·V(j-1) are issued together so the tensor cores run
 // P·V(j-1) while the softmax of tile j runs.
 //
+// On a persistent grid (-fa-wgmma-persistent; by default maskless D <= 64)
+// one CTA per SM takes query tiles from a counter (forEachTile). Q gets an
+// "empty" mbarrier: the consumers free it after their last Q·Kᵀ, so the next
+// tile's first K and its Q load under this tile's last softmax, P·V and
+// epilogue, which stores O from registers (Q's buffer is already refilling).
+//
 // Shared memory (128 B swizzle; a 64-column slab per TMA box):
 //   Q [D/64][128 rows][64] | K stage s [D/64][BKV][64] | V stage s [Dv/64][BKV][64]
 // wgmma descriptors: K-major Q and K advance 32 B per k16 step inside a
@@ -25,6 +31,7 @@
 #include "llvm/Support/CommandLine.h"
 
 #include <cmath>
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -50,45 +57,89 @@ static llvm::cl::opt<bool> clLazyRescale(
                    "when none of its rows moved"),
     llvm::cl::init(false));
 
+static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
+    "fa-wgmma-persistent",
+    llvm::cl::desc("wgmma forward: one CTA per SM takes query tiles from a "
+                   "counter; the next tile's Q and first K tile load under "
+                   "this tile's last P·V and epilogue (default: for maskless "
+                   "forwards with D <= 64, where it was measured to pay)"));
+
 /// Growth of a row max (powers of 2) that the lazy rescale absorbs.
 constexpr double kLazyRescaleLog2 = 8.0;
 
 std::string mlir::fa::wgmmaVariantKey() {
   return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
-         (clSmemEpilogue ? "1" : "0") + ".lazy" + (clLazyRescale ? "1" : "0");
+         (clSmemEpilogue ? "1" : "0") + ".lazy" + (clLazyRescale ? "1" : "0") + ".persist" +
+         std::to_string(static_cast<int>(clPersistent.getValue()));
+}
+
+bool mlir::fa::wgmmaPersistentGrid(const attn::ScoreSpec &spec,
+                                   int64_t headDim) {
+  switch (clPersistent) {
+  case llvm::cl::BOU_TRUE:
+    return true;
+  case llvm::cl::BOU_FALSE:
+    return false;
+  case llvm::cl::BOU_UNSET:
+    break;
+  }
+  // Measured on the H200 (PERF.md): +1 to +15% for maskless D = 64 at
+  // every N; at D = 128 the 232 consumer registers that the walking
+  // producer leaves cost up to 7% on long rows, and causal tiles lose the
+  // L2 sharing and the hardware's balancing of one CTA per tile.
+  return spec.mask == attn::MaskKind::None && headDim <= 64;
 }
 
 namespace {
 /// Rows of one consumer warpgroup.
 constexpr int64_t kRowsPerConsumer = 64;
 /// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups).
-constexpr uint32_t kProducerRegs = 24;
-constexpr uint32_t kConsumerRegs = 240;
-/// Threads of the two consumer warpgroups (the arrivals an empty slot needs).
+/// A persistent producer walks tiles and needs 32; setmaxnreg.inc waits
+/// until the pool has the registers, so p·128 + 2·c·128 ≤ 168·384 caps the
+/// consumers at 232 there.
+static uint32_t producerRegs(const KernelPlan &plan) {
+  return plan.persistent ? 32 : 24;
+}
+static uint32_t consumerRegs(const KernelPlan &plan) {
+  return plan.persistent ? 232 : 240;
+}
+/// Threads of the two consumer warpgroups.
 constexpr int64_t kConsumerThreads = 256;
+
 
 /// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {
   int64_t d, dv, bq, bkv, stages;
+  bool persistent;
   int64_t qBytes() const { return bq * d * 2; }
   int64_t kBytes() const { return bkv * d * 2; }
   int64_t vBytes() const { return bkv * dv * 2; }
   int64_t kBase() const { return qBytes(); }
   int64_t vBase() const { return qBytes() + stages * kBytes(); }
-  int64_t total() const { return vBase() + stages * vBytes(); }
+  int64_t tiles() const { return vBase() + stages * vBytes(); }
+  /// A persistent grid's current tile (u32) follows the tiles.
+  int64_t total() const { return tiles() + (persistent ? 16 : 0); }
 };
 
-/// The mbarriers of one CTA, all in one group: Q full, then K full, V full,
-/// K empty and V empty rings.
+/// The mbarriers of one CTA, all in one group: Q full, Q empty (persistent
+/// grid only), then K full, V full, K empty and V empty rings.
 struct Barriers {
   Value group;
   int64_t stages;
-  int64_t count() const { return 1 + 4 * stages; }
+  bool persistent = false;
+  int64_t qCount() const { return persistent ? 2 : 1; }
+  int64_t count() const { return qCount() + 4 * stages; }
   int64_t qFull() const { return 0; }
-  int64_t kFull() const { return 1; }
-  int64_t vFull() const { return 1 + stages; }
-  int64_t kEmpty() const { return 1 + 2 * stages; }
-  int64_t vEmpty() const { return 1 + 3 * stages; }
+  int64_t qEmpty() const { return 1; }
+  int64_t kFull() const { return qCount(); }
+  int64_t vFull() const { return qCount() + stages; }
+  int64_t kEmpty() const { return qCount() + 2 * stages; }
+  int64_t vEmpty() const { return qCount() + 3 * stages; }
+  /// Full barriers complete on the producer's arrival plus the TMA bytes,
+  /// empty ones on the consumers' arrivals.
+  bool isEmpty(int64_t i) const {
+    return (persistent && i == qEmpty()) || i >= kEmpty();
+  }
 };
 
 /// Emits the producer and consumer code; shares the ids and bases of the CTA.
@@ -111,8 +162,18 @@ private:
   HopperSmem layout;
   Barriers bars;
   Value qMap, kMap, vMap;
-  Value qBh, kvBh, qBegin, jBegin, jEnd, nq, nk;
+  Value batches, heads, kvHeads, nq, nk;
+  // The current query tile: its (batch, head), first row, key-tile range,
+  // and its place in the CTA's sequence of tiles (tileIter) and of K/V ring
+  // slots (ringBase); both are 0 unless the grid is persistent.
+  Value qBh, kvBh, qBegin, head, batch, jBegin, jEnd, tileIter, ringBase;
   Value descBase; // i64: swizzle mode | SBO | shared base >> 4
+  // Persistent grid: the tile counter (u32, global), the u32 view of shared
+  // memory holding the current tile, which role is being emitted, and the
+  // producer's store of the current tile (forEachTile).
+  Value tileCounter, tileSlot;
+  bool isConsumer = false;
+  std::function<void()> publishTile;
 
   Value i64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
@@ -132,16 +193,25 @@ private:
   void wait(int64_t barrier, Value stage, Value parity);
   /// Arrives (this thread) on ring barrier `barrier` + `stage`.
   void arrive(int64_t barrier, Value stage);
+
   /// Expects the tile's bytes on its full barrier and issues one TMA box per
   /// 64 columns.
   void loadTile(Value map, int64_t rows, int64_t cols, Value byteBase,
                 Value row, Value bh, int64_t fullBarrier, Value stage);
 
-  /// The producer thread: Q, then K(j) and V(j) into free ring slots.
+  /// Sets the tile members for query block `qBlock` of (batch, head).
+  void setTile(Value qBlock, Value headIdx, Value batchIdx);
+  /// Runs `body` for each query tile of this CTA: the grid's own, or, on a
+  /// persistent grid, tiles blockIdx.x, + gridDim.x, ...
+  void forEachTile(function_ref<void()> body);
+
+  /// The producer thread: per tile Q, then K(j) and V(j) into free ring
+  /// slots.
   void emitProducer();
-  /// A consumer warpgroup: the KV loop and the O / LSE epilogue.
-  void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale,
-                    Value heads, Value head, Value batch);
+  void emitProducerTile();
+  /// A consumer warpgroup: per tile the KV loop and the O / LSE epilogue.
+  void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale);
+  void emitConsumerTile(Value consumer, Value oMem, Value lseMem, Value scale);
 
   /// O (accumulator layout, unnormalised) → this consumer's rows of the Q
   /// tile → global memory in 16-byte row chunks; LSE by one lane per row.
@@ -192,30 +262,192 @@ void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
 // Producer: Q once, then K(j), V(j) into ring slot j mod stages
 //===----------------------------------------------------------------------===//
 
+void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
+  head = headIdx;
+  batch = batchIdx;
+  // GQA: query head h reads key/value head h / (H / Hkv). The tensor maps
+  // are 3-D (D, N, B·H) so TMA zero-fills rows past Nq / Nk of each head.
+  Value kvHead = arith::DivUIOp::create(
+      b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
+  qBh = kb.add(kb.mul(batch, heads), head);
+  kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
+  qBegin = kb.mul(qBlock, plan.blockQ);
+  // Key tiles that intersect the band of this query block.
+  Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
+  std::tie(jBegin, jEnd) = kb.tileRange(
+      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk), nk,
+      plan.blockKV);
+}
+
+void HopperForward::forEachTile(function_ref<void()> body) {
+  if (!plan.persistent) { // the tile was set up in build()
+    body();
+    return;
+  }
+  // Tile t of a persistent grid: (batch, head) pair t / qBlocks, and a head's
+  // query blocks from the last (the longest under a causal mask), so the
+  // CTAs running at one time share one or two heads' K/V in L2 and the short
+  // causal blocks fill the end. CTA x starts with tile x; whoever finishes
+  // a tile takes the next from the counter (gridDim.x + its old value), so
+  // the hardware's order of completion balances tiles of unequal length.
+  // The producer thread fetches and publishes the tile in shared memory
+  // before Q's arrival on "Q full" (release), the consumers read it after
+  // their wait on "Q full" (acquire); a tile ≥ tiles ends both loops. The
+  // tile state is 32-bit (the runtime caps the tile count below 2^31): it
+  // stays live across the KV loop, where the consumers' registers are
+  // tightest.
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
+        .getResult();
+  };
+  auto to32 = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
+  };
+  auto toIdx = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v)
+        .getResult();
+  };
+  Value qBlocks = to32(kb.ceilDiv(nq, plan.blockQ));
+  Value heads32 = to32(heads);
+  Value tiles = arith::MulIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, qBlocks, heads32), to32(batches));
+  auto enter = [&](Value t, Value k32, Value g32) {
+    tileIter = toIdx(k32);
+    ringBase = toIdx(g32);
+    Value bh = arith::DivUIOp::create(b, loc, t, qBlocks);
+    Value qRev = arith::RemUIOp::create(b, loc, t, qBlocks);
+    Value qBlock = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, qBlocks, qRev), c32(1));
+    setTile(toIdx(qBlock), toIdx(arith::RemUIOp::create(b, loc, bh, heads32)),
+            toIdx(arith::DivUIOp::create(b, loc, bh, heads32)));
+  };
+  Value slot = kb.idx(layout.tiles() / 4);
+  auto nextRing = [&](Value g32) {
+    return arith::AddIOp::create(b, loc, g32, to32(kb.sub(jEnd, jBegin)))
+        .getResult();
+  };
+
+  if (!isConsumer) {
+    // Producer: (tile, tiles done, ring slots used).
+    Value first = to32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+    auto loop = scf::WhileOp::create(
+        b, loc, TypeRange{i32, i32, i32}, ValueRange{first, c32(0), c32(0)},
+        [&](OpBuilder &, Location, ValueRange args) {
+          Value more = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ult, args[0], tiles);
+          scf::ConditionOp::create(b, loc, more, args);
+        },
+        [&](OpBuilder &, Location, ValueRange args) {
+          enter(args[0], args[1], args[2]);
+          publishTile = [&, t = args[0]] {
+            memref::StoreOp::create(b, loc, t, tileSlot, ValueRange{slot});
+          };
+          body();
+          // The last of the `tiles` fetches of a launch (values 0 ..
+          // tiles - 1) puts the counter back to 0 for the next launch.
+          Value old = LLVM::AtomicRMWOp::create(
+              b, loc, LLVM::AtomicBinOp::add, tileCounter, c32(1),
+              LLVM::AtomicOrdering::monotonic);
+          Value last = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::eq, old,
+              arith::SubIOp::create(b, loc, tiles, c32(1)));
+          {
+            auto ifOp = scf::IfOp::create(b, loc, last, false);
+            OpBuilder::InsertionGuard g(b);
+            b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+            LLVM::StoreOp::create(b, loc, c32(0), tileCounter);
+          }
+          Value next = arith::AddIOp::create(
+              b, loc, to32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x)),
+              old);
+          scf::YieldOp::create(
+              b, loc,
+              ValueRange{next, arith::AddIOp::create(b, loc, args[1], c32(1)),
+                         nextRing(args[2])});
+        });
+    // The end: an empty tile behind the last Q, with no bytes to wait for.
+    Value k32 = loop.getResult(1);
+    wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(toIdx(k32), 1)));
+    memref::StoreOp::create(b, loc, loop.getResult(0), tileSlot,
+                            ValueRange{slot});
+    arrive(bars.qFull(), kb.idx(0));
+    return;
+  }
+  // Consumers: (tiles done, ring slots used); the tile comes with its Q.
+  scf::WhileOp::create(
+      b, loc, TypeRange{i32, i32, i32}, ValueRange{c32(0), c32(0)},
+      [&](OpBuilder &, Location, ValueRange args) {
+        wait(bars.qFull(), kb.idx(0), parityOf(toIdx(args[0])));
+        Value t = memref::LoadOp::create(b, loc, tileSlot, ValueRange{slot});
+        Value more =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, t, tiles);
+        scf::ConditionOp::create(b, loc, more, ValueRange{t, args[0], args[1]});
+      },
+      [&](OpBuilder &, Location, ValueRange args) {
+        enter(args[0], args[1], args[2]);
+        body();
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{arith::AddIOp::create(b, loc, args[1], c32(1)),
+                       nextRing(args[2])});
+      });
+}
+
 void HopperForward::emitProducer() {
-  const int64_t bkv = plan.blockKV;
   for (Value map : {qMap, kMap, vMap})
     nvgpu::TmaFenceOp::create(b, loc, map);
-  loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
-           bars.qFull(), kb.idx(0));
-  auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1));
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value j = loop.getInductionVar();
-  Value it = kb.sub(j, jBegin);
-  Value stage = kb.remui(it, layout.stages);
-  // A fresh barrier passes a wait on the parity before its first phase, so
-  // round 0 finds every slot empty.
-  Value emptyParity = parityOf(kb.add(kb.divui(it, layout.stages), 1));
-  Value row = kb.mul(j, bkv);
-  wait(bars.kEmpty(), stage, emptyParity);
-  loadTile(kMap, bkv, plan.headDim,
-           kb.add(kb.mul(stage, layout.kBytes()), layout.kBase()), row, kvBh,
-           bars.kFull(), stage);
-  wait(bars.vEmpty(), stage, emptyParity);
-  loadTile(vMap, bkv, plan.headDimV,
-           kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()), row, kvBh,
-           bars.vFull(), stage);
+  forEachTile([&] { emitProducerTile(); });
+}
+
+void HopperForward::emitProducerTile() {
+  const int64_t bkv = plan.blockKV;
+  // K(j) or V(j) into ring slot (ringBase + j - jBegin) mod stages once it
+  // is free. A fresh barrier passes a wait on the parity before its first
+  // phase, so round 0 finds every slot empty.
+  auto loadKV = [&](Value j, bool isK) {
+    Value it = kb.add(ringBase, kb.sub(j, jBegin));
+    Value stage = kb.remui(it, layout.stages);
+    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage,
+         parityOf(kb.add(kb.divui(it, layout.stages), 1)));
+    int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
+    loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
+             kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
+             kb.mul(j, bkv), kvBh, isK ? bars.kFull() : bars.vFull(), stage);
+  };
+  auto loadQ = [&] {
+    loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
+             bars.qFull(), kb.idx(0));
+  };
+  auto loadFrom = [&](Value from) {
+    auto loop = scf::ForOp::create(b, loc, from, jEnd, kb.idx(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    loadKV(loop.getInductionVar(), /*isK=*/true);
+    loadKV(loop.getInductionVar(), /*isK=*/false);
+  };
+  if (!plan.persistent) {
+    loadQ();
+    loadFrom(jBegin);
+    return;
+  }
+  // The first K tile goes ahead of Q: its slot frees at the previous tile's
+  // second-to-last Q·Kᵀ, Q's buffer at its last; the first V after Q.
+  Value any = kb.lt(jBegin, jEnd);
+  auto ifAny = [&](function_ref<void()> fn) {
+    auto ifOp = scf::IfOp::create(b, loc, any, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    fn();
+  };
+  ifAny([&] { loadKV(jBegin, /*isK=*/true); });
+  wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(tileIter, 1)));
+  publishTile();
+  loadQ();
+  ifAny([&] {
+    loadKV(jBegin, /*isK=*/false);
+    loadFrom(kb.add(jBegin, 1));
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -264,8 +496,23 @@ SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
 }
 
 void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
-                                 Value scale, Value heads, Value head,
-                                 Value batch) {
+                                 Value scale) {
+  // Ping-pong: consumer 0's own arrival lets it issue first (see
+  // emitConsumerTile); once per CTA, as every tile passes the same number
+  // of turns in both consumers.
+  if (clPingPong) {
+    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, "bar.arrive", 1, kConsumerThreads);
+  }
+  isConsumer = true;
+  forEachTile([&] { emitConsumerTile(consumer, oMem, lseMem, scale); });
+}
+
+void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
+                                     Value scale) {
   const int64_t bkv = plan.blockKV, dv = plan.headDimV;
   const int64_t sN = bkv / 2, accN = dv / 2;
   Value warpInGroup = kb.remui(kb.warp, 4);
@@ -304,16 +551,20 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   // flight: registers of a later wgmma defined while one runs make ptxas
   // serialise them (C7513).
   auto packP = [&](ArrayRef<Value> s) { return accumulatorToWgmmaA(kb, s); };
-  auto stageOf = [&](Value it) { return kb.remui(it, layout.stages); };
+  // Ring iteration `it` of this tile is the CTA's ringBase + it.
+  auto stageOf = [&](Value it) {
+    return kb.remui(kb.add(ringBase, it), layout.stages);
+  };
   auto parityAt = [&](Value it) {
-    return parityOf(kb.divui(it, layout.stages));
+    return parityOf(kb.divui(kb.add(ringBase, it), layout.stages));
   };
 
   // Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
   // lets the other one issue (`bar.arrive 2 - c`), so one warpgroup's softmax
   // runs under the other's GEMMs. Both consumers pass the same number of
   // issue points (prologue, one per loop trip, epilogue); consumer 0's own
-  // arrival lets it go first. Ids are constants on each side of a branch.
+  // arrival (emitConsumer) lets it go first. Ids are constants on each side
+  // of a branch.
   Value isFirst = eq(consumer, kb.idx(0));
   auto perConsumer = [&](StringRef op, int64_t id0, int64_t id1,
                          int64_t threads) {
@@ -332,14 +583,15 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     if (clPingPong)
       perConsumer("bar.arrive", 2, 1, kConsumerThreads);
   };
-  if (clPingPong) {
-    auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    namedBarrier(b, loc, "bar.arrive", 1, kConsumerThreads);
-  }
+  // On a persistent grid the producer refills Q for the next tile once
+  // every consumer thread is past its last Q·Kᵀ.
+  auto releaseQ = [&] {
+    if (plan.persistent)
+      arrive(bars.qEmpty(), kb.idx(0));
+  };
 
-  wait(bars.qFull(), kb.idx(0), parityOf(kb.idx(0)));
+  if (!plan.persistent) // (forEachTile waited for a persistent tile's Q)
+    wait(bars.qFull(), kb.idx(0), parityOf(tileIter));
 
   SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
   init.append(accN, kb.f32(0));
@@ -349,20 +601,21 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&any.getElseRegion().front());
+    releaseQ();
     scf::YieldOp::create(b, loc, init);
 
     // Prologue: S(jBegin) and its softmax; no P·V yet.
     b.setInsertionPointToStart(&any.getThenRegion().front());
-    Value zero = kb.idx(0);
-    wait(bars.kFull(), zero, parityAt(zero));
-    SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, zero);
+    Value zero = kb.idx(0), stage0 = stageOf(zero);
+    wait(bars.kFull(), stage0, parityAt(zero));
+    SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, stage0);
     turnBegin();
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     Value s0 = issueQK(qk0);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     turnEnd();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    arrive(bars.kEmpty(), zero);
+    arrive(bars.kEmpty(), stage0);
     SoftmaxState state{{init[0], init[1]}, {init[2], init[3]}};
     Value alpha[2];
     SmallVector<Value> p0 = packP(scoreStep(jBegin, s0, state, alpha));
@@ -424,6 +677,7 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
     }
 
     // Epilogue: P·V of the last tile.
+    releaseQ();
     ValueRange res = loop.getResults();
     SmallVector<Value> acc(res.begin() + 4, res.begin() + 4 + accN);
     SmallVector<Value> p(res.begin() + 4 + accN, res.end());
@@ -450,7 +704,8 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  if (clSmemEpilogue) {
+  // (A persistent grid's next Q may already be landing in the Q tile.)
+  if (clSmemEpilogue && !plan.persistent) {
     emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
                      qRowsBase, rowBase);
     return;
@@ -596,34 +851,32 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value oMem = arg(3), lseMem = arg(4), scale = arg(10);
   kb.setupThreadIds();
-  Value heads = kb.toIndex(arg(6)), kvHeads = kb.toIndex(arg(7));
+  batches = kb.toIndex(arg(5));
+  heads = kb.toIndex(arg(6));
+  kvHeads = kb.toIndex(arg(7));
   nq = kb.toIndex(arg(8));
   nk = kb.toIndex(arg(9));
   qMap = tmaMap(kb, arg(11), plan.blockQ);
   kMap = tmaMap(kb, arg(12), plan.blockKV);
   vMap = tmaMap(kb, arg(13), plan.blockKV);
 
-  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-  // GQA: query head h reads key/value head h / (H / Hkv). The tensor maps
-  // are 3-D (D, N, B·H) so TMA zero-fills rows past Nq / Nk of each head.
-  Value kvHead = arith::DivUIOp::create(
-      b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
-  qBh = kb.add(kb.mul(batch, heads), head);
-  kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
-  qBegin = kb.mul(qBlock, plan.blockQ);
-
-  // Key tiles that intersect the band of this query block.
-  Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
-  std::tie(jBegin, jEnd) = kb.tileRange(
-      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk), nk,
-      plan.blockKV);
+  // One tile per CTA: set up once for both roles (forEachTile).
+  if (!plan.persistent) {
+    tileIter = ringBase = kb.idx(0);
+    Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    setTile(qBlock, headIdx, gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
+  }
 
   kb.setupSharedMemory(module, layout.total() / 2);
+  if (plan.persistent) {
+    tileCounter = arg(14);
+    tileSlot = kb.sharedView(module, b.getI32Type(), layout.total() / 4);
+  }
   descBase = wgmmaDescriptorBase(kb);
 
   bars.stages = layout.stages;
+  bars.persistent = plan.persistent;
   auto groupTy = nvgpu::MBarrierGroupType::get(
       b.getContext(),
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup),
@@ -637,7 +890,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
     // Full barriers complete on the producer's arrive + the TMA bytes; empty
     // barriers on every consumer thread's arrive.
     for (int64_t i = 0; i < bars.count(); ++i) {
-      int64_t count = i < bars.kEmpty() ? 1 : kConsumerThreads;
+      int64_t count = bars.isEmpty(i) ? kConsumerThreads : 1;
       nvgpu::MBarrierInitOp::create(b, loc, bars.group, kb.idx(count),
                                     kb.idx(i), Value());
     }
@@ -650,24 +903,23 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegs,
+    NVVM::SetMaxRegisterOp::create(b, loc, producerRegs(plan),
                                    NVVM::SetMaxRegisterAction::decrease);
     auto one = scf::IfOp::create(b, loc, isThread0, false);
     b.setInsertionPointToStart(&one.getThenRegion().front());
     emitProducer();
 
     b.setInsertionPointToStart(&roles.getElseRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegs,
+    NVVM::SetMaxRegisterOp::create(b, loc, consumerRegs(plan),
                                    NVVM::SetMaxRegisterAction::increase);
-    emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale, heads,
-                 head, batch);
+    emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
   }
   gpu::ReturnOp::create(b, loc);
 }
 
 int64_t mlir::fa::wgmmaForwardSharedBytes(const KernelPlan &plan) {
   return HopperSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                    plan.stages}
+                    plan.stages, plan.persistent}
       .total();
 }
 
@@ -679,14 +931,18 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   // known_block_size gives the register cap at entry (.maxntid) that lets
   // setmaxnreg take effect.
+  // A persistent grid's tile counter follows the tensor maps (docs/ABI.md).
+  SmallVector<Type> params{flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+                           flatMemRef(elem), flatMemRef(f32), i32, i32, i32,
+                           i32, i32, f32, ptr, ptr, ptr};
+  if (plan.persistent)
+    params.push_back(ptr);
   auto func = createKernelFunc(
       b, loc, module, "fa_fwd_" + plan.tag(),
-      {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-       flatMemRef(f32), i32, i32, i32, i32, i32, f32, ptr, ptr, ptr},
-      plan, wgmmaForwardSharedBytes(plan));
+      params, plan, wgmmaForwardSharedBytes(plan));
   KernelBuilder kb(b, loc, plan);
   HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
-                               plan.blockKV, plan.stages})
+                               plan.blockKV, plan.stages, plan.persistent})
       .build(module, func);
   return func;
 }

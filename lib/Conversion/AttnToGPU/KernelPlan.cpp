@@ -62,7 +62,8 @@ std::string KernelPlan::tag() const {
     t += "_wgmma";
   std::string chip = target;
   llvm::erase(chip, '_');
-  return t + "_" + chip + (deterministic ? "_det" : "");
+  return t + "_" + chip + (deterministic ? "_det" : "") +
+         (persistent ? "_persistent" : "");
 }
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
@@ -84,6 +85,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.headDim) + " and Dv " +
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
+  plan.persistent =
+      !plan.backward && wgmmaPersistentGrid(plan.spec, plan.headDim);
   if (plan.backward) {
     // The warp-specialised backward adds a producer warpgroup to the two
     // consumer warpgroups.

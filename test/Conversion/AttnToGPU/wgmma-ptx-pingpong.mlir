@@ -1,5 +1,5 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent=false -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s < %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx
 // RUN: FileCheck %s < %t/fa_fwd_f16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a.ptx

@@ -1,5 +1,5 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent=false -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
 // RUN: FileCheck %s < %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx

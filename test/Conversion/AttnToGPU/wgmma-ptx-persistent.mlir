@@ -1,0 +1,57 @@
+// REQUIRES: ptxas
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=IR
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent=false -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=OFF
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=ON
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
+// RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
+// RUN: FileCheck %s < %t/fa_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent.ptx
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent -fa-lower-to-nvvm="mma=wgmma" > %t.on.mlir
+// RUN: rm -rf %t.on && mkdir -p %t.on && %python %S/Inputs/extract-ptx.py %t.on.mlir %t.on
+// RUN: %ptxas -arch=sm_90a -v %t.on/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_persistent.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
+
+// By default the maskless D = 64 forward runs on a persistent grid (the
+// measured rule of -fa-wgmma-persistent); D = 128 and masked ones keep one
+// CTA per query tile unless the switch forces it. A persistent kernel takes
+// the tile counter after its three tensor maps; its producer fetches tiles
+// with an atomic add past the first (blockIdx.x), the last fetch of a
+// launch puts the counter back to 0, and both roles walk tiles in scf.while
+// loops that end on the tile published behind Q.
+// IR-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent
+// IR-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[CTR:.*]]: !llvm.ptr)
+// IR: gpu.block_id x
+// IR: scf.while
+// IR: llvm.atomicrmw add %[[CTR]]
+// IR: llvm.store {{.*}}, %[[CTR]]
+// IR: gpu.grid_dim x
+// IR: scf.while
+// IR-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a(
+// IR-NOT: scf.while
+// IR: gpu.return
+// OFF-NOT: _persistent
+// ON: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent
+// ON: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_persistent
+
+// PTX: the producer keeps 32 registers and the consumers 232 (the pool
+// rule), Q has a full and an empty mbarrier (11 barriers with 2 stages),
+// and the current tile sits after the tiles in shared memory.
+// CHECK: .maxntid 384, 1, 1
+// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 32;
+// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 232;
+// CHECK-DAG: mbarrier.init.shared.b64 [__mbarrier+72]
+// CHECK-DAG: atom.global.add.u32
+// CHECK-DAG: st.shared.b32 [fa_smem_32f+81920]
+// CHECK-DAG: ld.shared.b32 {{.*}}, [fa_smem_32f+81920]
+// CHECK-DAG: wgmma.mma_async.sync.aligned
+// PTXAS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+func.func @none_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+}
+
+// -----
+
+func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+}
