@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A small representative fa launch for compute-sanitizer (memcheck,
-racecheck): for each head dim of the bundle (bf16 first), one GQA case with
-ragged Nq != Nk through forward and backward, outputs NaN-poisoned first.
+racecheck): for each head dim of the bundle (wgmma, then bf16 first), one GQA case with
+ragged Nq != Nk through forward and backward, and one case with more query
+tiles than SMs on a persistent-grid forward; outputs NaN-poisoned first.
 Exits 1 if a launch fails or leaves an output unwritten.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 \
@@ -30,22 +31,28 @@ def main():
     order = {"causal_bottom_right": 0, "causal": 1, "window": 2, "none": 3}
     picked = {}
     for k in sorted((k for k in kernels if k["direction"] == "fwd"),
-                    key=lambda k: (k["dtype"] != "bf16", order[k["mask"]])):
+                    key=lambda k: (k["mma"] != "wgmma", k["dtype"] != "bf16",
+                                   order[k["mask"]])):
         picked.setdefault(k["head_dim"], k)
+    cases = [(k, (1, 4, 2, 70, 131)) for _, k in sorted(picked.items())]
+    # A persistent grid's CTAs each take several tiles: more tiles than SMs.
+    persistent = [k for k in kernels if k.get("persistent_grid")]
+    if persistent:
+        cases.append((persistent[0], (2, 8, 4, 1100, 1000)))
     dev = torch.device("cuda")
     bad = 0
-    for d, k in sorted(picked.items()):
+    for k, (B, H, Hkv, Nq, Nk) in cases:
+        d, dv = k["head_dim"], k["head_dim_v"]
         dt = torch.bfloat16 if k["dtype"] == "bf16" else torch.float16
         kw = {"causal": k["mask"] == "causal",
               "causal_bottom_right": k["mask"] == "causal_bottom_right",
               "window": (k["window_left"], k["window_right"]) if k["mask"] == "window" else None}
-        B, H, Hkv, Nq, Nk, dv = 1, 4, 2, 70, 131, k["head_dim_v"]
         q = torch.randn(B, H, Nq, d, device=dev, dtype=dt)
         kk = torch.randn(B, Hkv, Nk, d, device=dev, dtype=dt)
         v = torch.randn(B, Hkv, Nk, dv, device=dev, dtype=dt)
         o = torch.full((B, H, Nq, dv), float("nan"), device=dev, dtype=dt)
         lse = torch.full((B, H, Nq), float("nan"), device=dev)
-        fa.forward_into(q, kk, v, o, lse, **kw)
+        fa.forward_into(q, kk, v, o, lse, mma=k["mma"], **kw)
         outs = [o]
         if (k["dtype"], d, k["mask"]) in bwd:
             do = torch.randn_like(o)

@@ -83,26 +83,22 @@ bool mlir::fa::wgmmaPersistentGrid(const attn::ScoreSpec &spec,
   case llvm::cl::BOU_UNSET:
     break;
   }
-  // Measured on the H200 (PERF.md): +1 to +15% for maskless D = 64 at
-  // every N; at D = 128 the 232 consumer registers that the walking
-  // producer leaves cost up to 7% on long rows, and causal tiles lose the
-  // L2 sharing and the hardware's balancing of one CTA per tile.
+  // Measured on the H200 (PERF.md): +0 to +13% for maskless D = 64. At
+  // D = 128 it pays only below ~2k keys: block_kv 192 spills on this grid
+  // and the persistent 176 loses 2-6% per key tile from 4k on; causal
+  // tiles lose 4-10% from 2k on against one CTA per tile.
   return spec.mask == attn::MaskKind::None && headDim <= 64;
 }
 
 namespace {
 /// Rows of one consumer warpgroup.
 constexpr int64_t kRowsPerConsumer = 64;
-/// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups).
-/// A persistent producer walks tiles and needs 32; setmaxnreg.inc waits
-/// until the pool has the registers, so p·128 + 2·c·128 ≤ 168·384 caps the
-/// consumers at 232 there.
-static uint32_t producerRegs(const KernelPlan &plan) {
-  return plan.persistent ? 32 : 24;
-}
-static uint32_t consumerRegs(const KernelPlan &plan) {
-  return plan.persistent ? 232 : 240;
-}
+/// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups):
+/// setmaxnreg.inc waits until the pool has the registers, so
+/// 24·128 + 2·240·128 = 168·384 uses the CTA's 168 per thread at entry
+/// exactly. A persistent producer keeps its tile walk in i32 to fit.
+constexpr uint32_t kProducerRegs = 24;
+constexpr uint32_t kConsumerRegs = 240;
 /// Threads of the two consumer warpgroups.
 constexpr int64_t kConsumerThreads = 256;
 
@@ -167,6 +163,7 @@ private:
   // and its place in the CTA's sequence of tiles (tileIter) and of K/V ring
   // slots (ringBase); both are 0 unless the grid is persistent.
   Value qBh, kvBh, qBegin, head, batch, jBegin, jEnd, tileIter, ringBase;
+  Value ringBase32; // ringBase as i32 (persistent grid)
   Value descBase; // i64: swizzle mode | SBO | shared base >> 4
   // Persistent grid: the tile counter (u32, global), the u32 view of shared
   // memory holding the current tile, which role is being emitted, and the
@@ -315,6 +312,7 @@ void HopperForward::forEachTile(function_ref<void()> body) {
   auto enter = [&](Value t, Value k32, Value g32) {
     tileIter = toIdx(k32);
     ringBase = toIdx(g32);
+    ringBase32 = g32;
     Value bh = arith::DivUIOp::create(b, loc, t, qBlocks);
     Value qRev = arith::RemUIOp::create(b, loc, t, qBlocks);
     Value qBlock = arith::SubIOp::create(
@@ -432,21 +430,55 @@ void HopperForward::emitProducerTile() {
     return;
   }
   // The first K tile goes ahead of Q: its slot frees at the previous tile's
-  // second-to-last Q·Kᵀ, Q's buffer at its last; the first V after Q.
-  Value any = kb.lt(jBegin, jEnd);
+  // second-to-last Q·Kᵀ, Q's buffer at its last; the first V after Q. The
+  // key loop counts in i32: this thread runs in 24 registers.
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
+        .getResult();
+  };
+  auto to32 = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
+  };
+  auto toIdx = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v)
+        .getResult();
+  };
+  Value j0 = to32(jBegin), j1 = to32(jEnd), kvBh32 = to32(kvBh);
+  Value first = arith::SubIOp::create(b, loc, ringBase32, j0); // it = first + j
+  auto loadKV32 = [&](Value j, bool isK) {
+    Value it = arith::AddIOp::create(b, loc, first, j);
+    Value stage = toIdx(arith::RemUIOp::create(b, loc, it, c32(layout.stages)));
+    Value round = arith::DivUIOp::create(b, loc, it, c32(layout.stages));
+    Value parity = arith::TruncIOp::create(
+        b, loc, b.getI1Type(), arith::AddIOp::create(b, loc, round, c32(1)));
+    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage, parity);
+    int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
+    loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
+             kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
+             toIdx(arith::MulIOp::create(b, loc, j, c32(bkv))), toIdx(kvBh32),
+             isK ? bars.kFull() : bars.vFull(), stage);
+  };
+  Value any =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j0, j1);
   auto ifAny = [&](function_ref<void()> fn) {
     auto ifOp = scf::IfOp::create(b, loc, any, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     fn();
   };
-  ifAny([&] { loadKV(jBegin, /*isK=*/true); });
+  ifAny([&] { loadKV32(j0, /*isK=*/true); });
   wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(tileIter, 1)));
   publishTile();
   loadQ();
   ifAny([&] {
-    loadKV(jBegin, /*isK=*/false);
-    loadFrom(kb.add(jBegin, 1));
+    loadKV32(j0, /*isK=*/false);
+    auto loop = scf::ForOp::create(
+        b, loc, arith::AddIOp::create(b, loc, j0, c32(1)), j1, c32(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    loadKV32(loop.getInductionVar(), /*isK=*/true);
+    loadKV32(loop.getInductionVar(), /*isK=*/false);
   });
 }
 
@@ -903,14 +935,14 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc, producerRegs(plan),
+    NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegs,
                                    NVVM::SetMaxRegisterAction::decrease);
     auto one = scf::IfOp::create(b, loc, isThread0, false);
     b.setInsertionPointToStart(&one.getThenRegion().front());
     emitProducer();
 
     b.setInsertionPointToStart(&roles.getElseRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc, consumerRegs(plan),
+    NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegs,
                                    NVVM::SetMaxRegisterAction::increase);
     emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
   }

@@ -32,12 +32,12 @@
 // ON: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent
 // ON: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_persistent
 
-// PTX: the producer keeps 32 registers and the consumers 232 (the pool
-// rule), Q has a full and an empty mbarrier (11 barriers with 2 stages),
-// and the current tile sits after the tiles in shared memory.
+// PTX: the producer walks tiles in 24 registers (its key loop in i32) and
+// the consumers keep 240, Q has a full and an empty mbarrier (11 barriers
+// with 2 stages), and the current tile sits after the tiles in shared memory.
 // CHECK: .maxntid 384, 1, 1
-// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 32;
-// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 232;
+// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 24;
+// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 240;
 // CHECK-DAG: mbarrier.init.shared.b64 [__mbarrier+72]
 // CHECK-DAG: atom.global.add.u32
 // CHECK-DAG: st.shared.b32 [fa_smem_32f+81920]
