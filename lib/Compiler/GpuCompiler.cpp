@@ -58,6 +58,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.mma = p.str();
     else if (p == "det")
       c.deterministic = true;
+    else if (p == "persistent" || p == "blocks")
+      c.grid = p.str();
     else if (num(p, "bkv", n))
       c.blockKV = n;
     else if (num(p, "bq", n))
@@ -96,6 +98,8 @@ std::string KernelConfig::str() const {
     s += ":" + mma;
   if (deterministic)
     s += ":det";
+  if (!grid.empty())
+    s += ":" + grid;
   return s;
 }
 
@@ -242,7 +246,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
   });
   GpuTileOptions tiles{config.blockQ, config.blockKV, config.warps,
                        config.stages, config.target, config.mma,
-                       config.deterministic};
+                       config.deterministic, config.grid};
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlan(
       backward, elemType, config.headDim,
@@ -282,6 +286,7 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
   pipe.target = config.target;
   pipe.mma = config.mma;
   pipe.deterministic = config.deterministic;
+  pipe.grid = config.grid;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))
     return err("the NVVM pipeline failed for " + config.str() + ": " + diag);

@@ -721,18 +721,26 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
 }
 
 namespace {
-/// Modeled cost of a kernel's key loop over nk keys, in key columns: each key
+/// Modeled cost of one query tile over nk keys, in key columns: each key
 /// tile costs its block_kv columns plus a fixed per-tile overhead (the softmax
-/// reductions, barriers and the ring handshake). 32 fits the H200 wgmma
-/// forward's block_kv 128 vs 192 measurements at N = 1k..8k (PERF.md). With
-/// nk unknown (0) the cost per key decides, so the widest tile wins.
+/// reductions, barriers and the ring handshake). A kernel with one CTA per
+/// query tile pays its prologue and epilogue on top, which a persistent grid
+/// overlaps with the previous tile, but a persistent grid runs each key tile
+/// a little slower (it loses the hardware's balancing of unequal tiles and
+/// L2 sharing). Fitted to the H200 wgmma forward (PERF.md): 32 to block_kv
+/// 128 vs 192 at N = 1k..8k; 64 and 3% to persistent vs one-CTA kernels at
+/// N = 512..16k, where a persistent kernel of the same tile wins up to ~12 key
+/// tiles. With nk unknown (0) the cost per key decides (rows taken as long).
 double keyLoopCost(const KernelConfig &c, int64_t nk) {
-  constexpr double kTileOverheadKeys = 32;
+  constexpr double kTileOverheadKeys = 32, kCtaOverheadKeys = 64,
+                   kPersistentTileFactor = 1.03;
   double bkv = c.blockKV;
+  double perTile = (bkv + kTileOverheadKeys) *
+                   (c.fwd.persistent ? kPersistentTileFactor : 1.0);
   if (nk <= 0)
-    return (bkv + kTileOverheadKeys) / bkv;
-  return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) *
-         (bkv + kTileOverheadKeys);
+    return perTile / bkv;
+  return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) * perTile +
+         (c.fwd.persistent ? 0 : kCtaOverheadKeys);
 }
 
 /// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
@@ -804,7 +812,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
-    // Kernels of one rank differ in their tiles: take the cheapest key loop.
+    // Kernels of one rank differ in their tiles or grid: take the cheapest.
     if (rank > bestRank ||
         (rank == bestRank && rank > 0 &&
          keyLoopCost(c, nk) < keyLoopCost(best->config, nk))) {

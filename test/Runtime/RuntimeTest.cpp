@@ -922,6 +922,59 @@ TEST_F(FindMma, InvalidMma) {
   EXPECT_NE(lastError().find("mma is 7"), std::string::npos) << lastError();
 }
 
+/// One config on both grids: a persistent kernel saves a CTA's prologue and
+/// epilogue per query tile (64 key columns in the model) but runs each key
+/// tile 3% slower, so it wins for short rows, and one CTA per tile wins for
+/// long ones, at a wider tile or the same.
+TEST(FindTiles, PicksThePersistentGridForShortRows) {
+  auto kernel = [](const std::string &tag, int bkv, bool persistent) {
+    std::vector<MapJson> maps = abiMaps();
+    maps[1].box = maps[2].box = "[64, " + std::to_string(bkv) + ", 1]";
+    std::string k = wgmmaJson(tag, "bf16", 128, "none", true, maps);
+    const std::string field = "\"block_kv\": 128";
+    k.replace(k.find(field), field.size(),
+              "\"block_kv\": " + std::to_string(bkv));
+    if (persistent) {
+      const std::string entry = "\"shared_bytes\": 163840}";
+      k.replace(k.find(entry), entry.size(),
+                "\"shared_bytes\": 163856, \"grid\": \"persistent\"}");
+    }
+    return k;
+  };
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("grids",
+                     manifest({kernel("p128", 128, true),
+                               kernel("k192", 192, false),
+                               kernel("k128", 128, false)}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 90);
+  q.mma = FA_MMA_WGMMA;
+  auto pick = [&](int64_t nk) -> std::string {
+    const fa_kernel *k = nullptr;
+    EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
+    fa_kernel_info info;
+    return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
+  };
+  EXPECT_EQ(pick(0), "k192");    // unknown length: long rows
+  EXPECT_EQ(pick(512), "p128");  // 4 x 164.8 < 3 x 224 + 64
+  EXPECT_EQ(pick(1024), "p128"); // 8 x 164.8 = 1318 < 6 x 224 + 64 = 1408
+  EXPECT_EQ(pick(2048), "k192"); // 16 x 164.8 = 2637 > 11 x 224 + 64 = 2528
+  EXPECT_EQ(pick(4096), "k192");
+  fa_bundle_free(b);
+  ASSERT_EQ(loadText("grids_same_tile",
+                     manifest({kernel("p128", 128, true),
+                               kernel("k128", 128, false)}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(pick(0), "k128");
+  EXPECT_EQ(pick(1664), "p128"); // 13 x 164.8 = 2142 < 13 x 160 + 64 = 2144
+  EXPECT_EQ(pick(1792), "k128"); // 14 x 164.8 = 2307 > 14 x 160 + 64 = 2304
+  fa_bundle_free(b);
+}
+
 /// One config at two key tiles: the sequence length picks the tile whose key
 /// loop (tiles x (block_kv + 32)) costs least.
 TEST(FindTiles, PicksTheKeyTileBySequenceLength) {

@@ -24,8 +24,10 @@ static cl::opt<std::string> configFile("config-file", cl::desc("file with one co
 static cl::opt<bool> defaults(
     "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
                          "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
-                         "block_kv 192 wgmma forwards without a mask and the "
-                         "deterministic wgmma backwards"));
+                         "block_kv 192 wgmma forwards without a mask, "
+                         "persistent-grid d128 maskless and d64 causal wgmma "
+                         "forwards for short rows, and the deterministic "
+                         "wgmma backwards"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
 
@@ -56,6 +58,13 @@ int main(int argc, char **argv) {
   if (defaults)
     for (const char *d : {"d64", "d128"})
       texts.push_back(std::string("fwd:bf16:") + d + ":none:wgmma:bkv192");
+  // Persistent-grid forwards where the default grid is one CTA per tile:
+  // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them by
+  // Nk.
+  if (defaults) {
+    texts.push_back("fwd:bf16:d128:none:wgmma:bkv176:persistent");
+    texts.push_back("fwd:bf16:d64:causal:wgmma:persistent");
+  }
   // The deterministic backward, chosen only on request
   // (fa_kernel_find_deterministic).
   if (defaults)

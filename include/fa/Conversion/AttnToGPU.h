@@ -31,6 +31,8 @@ struct GpuTileOptions {
   std::string mma = "mma_sync";
   /// The deterministic warp-specialised wgmma backward (KernelPlan).
   bool deterministic = false;
+  /// wgmma forward: "persistent", "blocks", or "" (wgmmaPersistentGrid).
+  std::string grid;
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle

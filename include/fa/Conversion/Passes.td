@@ -52,7 +52,11 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
     Option<"deterministic", "deterministic", "bool", "false",
            "warp-specialised wgmma backward only: add dQ in key-block order "
            "behind per-query-tile semaphores (bit-reproducible dQ; one more "
-           "kernel parameter, docs/ABI.md)">
+           "kernel parameter, docs/ABI.md)">,
+    Option<"grid", "grid", "std::string", "\"\"",
+           "wgmma forward: persistent (one CTA per SM taking query tiles "
+           "from a counter), blocks (one CTA per query tile), or empty for "
+           "the default of -fa-wgmma-persistent">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::nvgpu::NVGPUDialect",

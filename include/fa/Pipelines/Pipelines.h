@@ -61,6 +61,10 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("warp-specialised wgmma backward: bit-reproducible dQ "
                      "(key-block order behind semaphores)"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> grid{
+      *this, "grid",
+      llvm::cl::desc("wgmma forward: persistent, blocks, or empty (default)"),
+      llvm::cl::init("")};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

@@ -34,6 +34,7 @@ struct ConvertAttnToGPUPass final
     options.target = target;
     options.mma = mma;
     options.deterministic = deterministic;
+    options.grid = grid;
     OpBuilder b(module.getContext());
     SmallVector<func::FuncOp> done;
     for (auto func : module.getOps<func::FuncOp>()) {

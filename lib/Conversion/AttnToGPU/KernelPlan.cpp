@@ -85,8 +85,16 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.headDim) + " and Dv " +
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
-  plan.persistent =
-      !plan.backward && wgmmaPersistentGrid(plan.spec, plan.headDim);
+  if (!options.grid.empty() && options.grid != "persistent" &&
+      options.grid != "blocks")
+    return fail("expected grid = persistent or blocks, got " + options.grid);
+  if (plan.backward && !options.grid.empty())
+    return fail("grid = " + options.grid +
+                " applies to the mma = wgmma forward only, got a backward");
+  plan.persistent = options.grid.empty()
+                        ? !plan.backward &&
+                              wgmmaPersistentGrid(plan.spec, plan.headDim)
+                        : options.grid == "persistent";
   if (plan.backward) {
     // The warp-specialised backward adds a producer warpgroup to the two
     // consumer warpgroups.
@@ -179,6 +187,10 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
+  if (!options.grid.empty())
+    return fail("grid = " + options.grid +
+                " applies to the mma = wgmma forward only, got mma = " +
+                options.mma);
   if (options.mma != "mma_sync")
     return fail("expected mma = mma_sync or wgmma, got " + options.mma);
   int64_t maxD = std::max(headDim, headDimV);

@@ -55,3 +55,21 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// The grid option of the pass (the config fields `persistent` / `blocks` of
+// fa-aot) overrides the default per kernel; it is checked like the others.
+// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma grid=blocks" | FileCheck %s --check-prefix=BLOCKS
+// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma grid=rows" 2>&1 | FileCheck %s --check-prefix=BADGRID
+// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="grid=persistent" 2>&1 | FileCheck %s --check-prefix=SYNCGRID
+// RUN: rm -rf %t.aot && fa-aot --config fwd:bf16:d128:none:wgmma:persistent --config fwd:bf16:d64:none:wgmma:blocks -o %t.aot | FileCheck %s --check-prefix=AOT
+// BLOCKS-NOT: _persistent
+// BADGRID: error: 'attn.attention' op expected grid = persistent or blocks, got rows
+// SYNCGRID: error: 'attn.attention' op grid = persistent applies to the mma = wgmma forward only, got mma = mma_sync
+// AOT-DAG: fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent: registers {{[0-9]+}}, spill bytes 0
+// AOT-DAG: fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a: registers {{[0-9]+}}, spill bytes 0
+func.func @grid_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+}
