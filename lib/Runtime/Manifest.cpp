@@ -472,6 +472,13 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
         bad("kernels[" + std::to_string(i) + "]",
             "deterministic kernels need bundle version 3, the manifest says " +
                 std::to_string(version));
+      // A version-3 reader ignores "grid" and would launch one CTA per tile
+      // without the tile counter.
+      if (version < 4 && c.fwd.persistent)
+        bad("kernels[" + std::to_string(i) + "]",
+            "persistent-grid kernels need bundle version 4, the manifest "
+            "says " +
+                std::to_string(version));
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -141,9 +141,9 @@ TEST(Manifest, BadJson) {
 
 TEST(Manifest, WrongVersion) {
   fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("version", manifest({}, "4"), &b), FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("version 4 is not supported (this runtime reads "
-                             "versions 1 to 3)"),
+  EXPECT_EQ(loadText("version", manifest({}, "5"), &b), FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("version 5 is not supported (this runtime reads "
+                             "versions 1 to 4)"),
             std::string::npos)
       << lastError();
 }
@@ -256,7 +256,8 @@ TEST(Manifest, PersistentGrid) {
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("persistent",
                      manifest({withGrid("persistent"),
-                               wgmmaJson("v", "bf16", 128, "none", true)}),
+                               wgmmaJson("v", "bf16", 128, "none", true)},
+                              "4"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -267,7 +268,14 @@ TEST(Manifest, PersistentGrid) {
   EXPECT_EQ(info.persistent_grid, 0);
   fa_bundle_free(b);
 
-  EXPECT_EQ(loadText("grid_bad", manifest({withGrid("rows")}), &b),
+  // A version-3 runtime would launch it with one CTA per tile.
+  EXPECT_EQ(loadText("grid_v3", manifest({withGrid("persistent")}, "3"), &b),
+            FA_ERROR_BAD_MANIFEST);
+  EXPECT_NE(lastError().find("kernels[0]: persistent-grid kernels need bundle "
+                             "version 4, the manifest says 3"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(loadText("grid_bad", manifest({withGrid("rows")}, "4"), &b),
             FA_ERROR_BAD_MANIFEST);
   EXPECT_NE(lastError().find("unknown grid 'rows' (expected blocks or "
                              "persistent)"),
@@ -945,7 +953,8 @@ TEST(FindTiles, PicksThePersistentGridForShortRows) {
   ASSERT_EQ(loadText("grids",
                      manifest({kernel("p128", 128, true),
                                kernel("k192", 192, false),
-                               kernel("k128", 128, false)}),
+                               kernel("k128", 128, false)},
+                              "4"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -965,7 +974,8 @@ TEST(FindTiles, PicksThePersistentGridForShortRows) {
   fa_bundle_free(b);
   ASSERT_EQ(loadText("grids_same_tile",
                      manifest({kernel("p128", 128, true),
-                               kernel("k128", 128, false)}),
+                               kernel("k128", 128, false)},
+                              "4"),
                      &b),
             FA_SUCCESS)
       << lastError();

@@ -32,11 +32,12 @@ extern "C" {
 #define FA_API
 #endif
 
-/* The newest bundle version this runtime reads (it reads 1 and 2 too).
+/* The newest bundle version this runtime reads (it reads 1 to 3 too).
  * Versions add what an older runtime would launch wrongly rather than reject:
  * 2 the backward's "dsplit" and wgmma backward kernels, 3 deterministic
- * backward kernels (one more parameter, a semaphore workspace; docs/ABI.md). */
-#define FA_RUNTIME_BUNDLE_VERSION 3
+ * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
+ * a persistent grid (another grid, one more parameter; docs/ABI.md). */
+#define FA_RUNTIME_BUNDLE_VERSION 4
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
