@@ -17,6 +17,9 @@ using namespace mlir::fa::gpu_lowering;
 Value KernelBuilder::idx(int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
+Value KernelBuilder::c32(int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
 Value KernelBuilder::f32(double v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }
@@ -79,6 +82,9 @@ Value KernelBuilder::select(Value c, Value x, Value y) {
 }
 Value KernelBuilder::toIndex(Value i32) {
   return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), i32);
+}
+Value KernelBuilder::toI32(Value index) {
+  return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
 }
 
 Value KernelBuilder::opaqueIndex(Value v) {

@@ -84,6 +84,8 @@ public:
 
   // Scalars.
   Value idx(int64_t v);
+  /// An i32 constant (loops that run in 32 bits to save registers).
+  Value c32(int64_t v);
   Value f32(double v);
   Value add(Value x, Value y);
   Value sub(Value x, Value y);
@@ -105,6 +107,7 @@ public:
   Value lt(Value x, Value y);
   Value select(Value c, Value x, Value y);
   Value toIndex(Value i32);
+  Value toI32(Value index);
   /// `v` through a side-effecting `mov`, so LLVM cannot reason across it.
   Value opaqueIndex(Value v);
 

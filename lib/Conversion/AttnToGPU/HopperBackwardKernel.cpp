@@ -525,13 +525,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // without the divisions of headOf / qBeginOf: at 24 registers a thread,
     // 64-bit indices and divisions spill.
     Type i32 = b.getI32Type();
-    auto toI32 = [&](Value v) {
-      return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
-    };
-    auto c32 = [&](int64_t v) {
-      return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
-          .getResult();
-    };
+    auto toI32 = [&](Value v) { return kb.toI32(v); };
+    auto c32 = [&](int64_t v) { return kb.c32(v); };
     auto add32 = [&](Value x, Value y) {
       return arith::AddIOp::create(b, loc, x, y).getResult();
     };

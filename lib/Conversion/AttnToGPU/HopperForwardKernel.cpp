@@ -294,17 +294,9 @@ void HopperForward::forEachTile(function_ref<void()> body) {
   // stays live across the KV loop, where the consumers' registers are
   // tightest.
   Type i32 = b.getI32Type();
-  auto c32 = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
-        .getResult();
-  };
-  auto to32 = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
-  };
-  auto toIdx = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v)
-        .getResult();
-  };
+  auto c32 = [&](int64_t v) { return kb.c32(v); };
+  auto to32 = [&](Value v) { return kb.toI32(v); };
+  auto toIdx = [&](Value v) { return kb.toIndex(v); };
   Value qBlocks = to32(kb.ceilDiv(nq, plan.blockQ));
   Value heads32 = to32(heads);
   Value tiles = arith::MulIOp::create(
@@ -432,18 +424,9 @@ void HopperForward::emitProducerTile() {
   // The first K tile goes ahead of Q: its slot frees at the previous tile's
   // second-to-last Q·Kᵀ, Q's buffer at its last; the first V after Q. The
   // key loop counts in i32: this thread runs in 24 registers.
-  Type i32 = b.getI32Type();
-  auto c32 = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
-        .getResult();
-  };
-  auto to32 = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
-  };
-  auto toIdx = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v)
-        .getResult();
-  };
+  auto c32 = [&](int64_t v) { return kb.c32(v); };
+  auto to32 = [&](Value v) { return kb.toI32(v); };
+  auto toIdx = [&](Value v) { return kb.toIndex(v); };
   Value j0 = to32(jBegin), j1 = to32(jEnd), kvBh32 = to32(kvBh);
   Value first = arith::SubIOp::create(b, loc, ringBase32, j0); // it = first + j
   auto loadKV32 = [&](Value j, bool isK) {
