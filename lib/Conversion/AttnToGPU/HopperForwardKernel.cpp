@@ -163,7 +163,7 @@ private:
   // and its place in the CTA's sequence of tiles (tileIter) and of K/V ring
   // slots (ringBase); both are 0 unless the grid is persistent.
   Value qBh, kvBh, qBegin, head, batch, jBegin, jEnd, tileIter, ringBase;
-  Value ringBase32; // ringBase as i32 (persistent grid)
+  Value ringBase32; // ringBase as i32 (the producer's key loop)
   Value descBase; // i64: swizzle mode | SBO | shared base >> 4
   // Persistent grid: the tile counter (u32, global), the u32 view of shared
   // memory holding the current tile, which role is being emitted, and the
@@ -392,25 +392,32 @@ void HopperForward::emitProducer() {
 
 void HopperForward::emitProducerTile() {
   const int64_t bkv = plan.blockKV;
+  // The key loop counts in i32: a persistent producer runs in 24 registers.
+  Value j0 = kb.toI32(jBegin), j1 = kb.toI32(jEnd), kvBh32 = kb.toI32(kvBh);
+  Value first = arith::SubIOp::create(b, loc, ringBase32, j0); // it = first + j
   // K(j) or V(j) into ring slot (ringBase + j - jBegin) mod stages once it
   // is free. A fresh barrier passes a wait on the parity before its first
   // phase, so round 0 finds every slot empty.
   auto loadKV = [&](Value j, bool isK) {
-    Value it = kb.add(ringBase, kb.sub(j, jBegin));
-    Value stage = kb.remui(it, layout.stages);
-    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage,
-         parityOf(kb.add(kb.divui(it, layout.stages), 1)));
+    Value it = arith::AddIOp::create(b, loc, first, j);
+    Value stage =
+        kb.toIndex(arith::RemUIOp::create(b, loc, it, kb.c32(layout.stages)));
+    Value round = arith::DivUIOp::create(b, loc, it, kb.c32(layout.stages));
+    Value parity = arith::TruncIOp::create(
+        b, loc, b.getI1Type(), arith::AddIOp::create(b, loc, round, kb.c32(1)));
+    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage, parity);
     int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
     loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
              kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
-             kb.mul(j, bkv), kvBh, isK ? bars.kFull() : bars.vFull(), stage);
+             kb.toIndex(arith::MulIOp::create(b, loc, j, kb.c32(bkv))),
+             kb.toIndex(kvBh32), isK ? bars.kFull() : bars.vFull(), stage);
   };
   auto loadQ = [&] {
     loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
              bars.qFull(), kb.idx(0));
   };
   auto loadFrom = [&](Value from) {
-    auto loop = scf::ForOp::create(b, loc, from, jEnd, kb.idx(1));
+    auto loop = scf::ForOp::create(b, loc, from, j1, kb.c32(1));
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     loadKV(loop.getInductionVar(), /*isK=*/true);
@@ -418,30 +425,11 @@ void HopperForward::emitProducerTile() {
   };
   if (!plan.persistent) {
     loadQ();
-    loadFrom(jBegin);
+    loadFrom(j0);
     return;
   }
   // The first K tile goes ahead of Q: its slot frees at the previous tile's
-  // second-to-last Q·Kᵀ, Q's buffer at its last; the first V after Q. The
-  // key loop counts in i32: this thread runs in 24 registers.
-  auto c32 = [&](int64_t v) { return kb.c32(v); };
-  auto to32 = [&](Value v) { return kb.toI32(v); };
-  auto toIdx = [&](Value v) { return kb.toIndex(v); };
-  Value j0 = to32(jBegin), j1 = to32(jEnd), kvBh32 = to32(kvBh);
-  Value first = arith::SubIOp::create(b, loc, ringBase32, j0); // it = first + j
-  auto loadKV32 = [&](Value j, bool isK) {
-    Value it = arith::AddIOp::create(b, loc, first, j);
-    Value stage = toIdx(arith::RemUIOp::create(b, loc, it, c32(layout.stages)));
-    Value round = arith::DivUIOp::create(b, loc, it, c32(layout.stages));
-    Value parity = arith::TruncIOp::create(
-        b, loc, b.getI1Type(), arith::AddIOp::create(b, loc, round, c32(1)));
-    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage, parity);
-    int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
-    loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
-             kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
-             toIdx(arith::MulIOp::create(b, loc, j, c32(bkv))), toIdx(kvBh32),
-             isK ? bars.kFull() : bars.vFull(), stage);
-  };
+  // second-to-last Q·Kᵀ, Q's buffer at its last; the first V after Q.
   Value any =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j0, j1);
   auto ifAny = [&](function_ref<void()> fn) {
@@ -450,18 +438,13 @@ void HopperForward::emitProducerTile() {
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     fn();
   };
-  ifAny([&] { loadKV32(j0, /*isK=*/true); });
+  ifAny([&] { loadKV(j0, /*isK=*/true); });
   wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(tileIter, 1)));
   publishTile();
   loadQ();
   ifAny([&] {
-    loadKV32(j0, /*isK=*/false);
-    auto loop = scf::ForOp::create(
-        b, loc, arith::AddIOp::create(b, loc, j0, c32(1)), j1, c32(1));
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    loadKV32(loop.getInductionVar(), /*isK=*/true);
-    loadKV32(loop.getInductionVar(), /*isK=*/false);
+    loadKV(j0, /*isK=*/false);
+    loadFrom(arith::AddIOp::create(b, loc, j0, kb.c32(1)));
   });
 }
 
@@ -878,6 +861,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   // One tile per CTA: set up once for both roles (forEachTile).
   if (!plan.persistent) {
     tileIter = ringBase = kb.idx(0);
+    ringBase32 = kb.c32(0);
     Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
     setTile(qBlock, headIdx, gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
