@@ -119,6 +119,16 @@ fa_status loadText(const std::string &name, const std::string &text,
 
 std::string lastError() { return fa_last_error(); }
 
+/// Expects the manifest `text` to be rejected with `expect` in the message.
+void expectRejected(const std::string &name, const std::string &text,
+                    const std::string &expect) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(loadText(name, text, &b), FA_ERROR_BAD_MANIFEST) << expect;
+  EXPECT_NE(lastError().find(expect), std::string::npos)
+      << "expected '" << expect << "' in: " << lastError();
+  fa_bundle_free(b);
+}
+
 //===----------------------------------------------------------------------===//
 // Manifest parsing
 //===----------------------------------------------------------------------===//
@@ -133,40 +143,26 @@ TEST(Manifest, MissingFile) {
 }
 
 TEST(Manifest, BadJson) {
-  fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("badjson", R"({"format": "fa-bundle", "version": 1,)", &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("invalid JSON"), std::string::npos) << lastError();
+  expectRejected("badjson", R"({"format": "fa-bundle", "version": 1,)",
+                 "invalid JSON");
 }
 
 TEST(Manifest, WrongVersion) {
-  fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("version", manifest({}, "5"), &b), FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("version 5 is not supported (this runtime reads "
-                             "versions 1 to 4)"),
-            std::string::npos)
-      << lastError();
+  expectRejected("version", manifest({}, "5"),
+                 "version 5 is not supported (this runtime reads versions 1 "
+                 "to 4)");
 }
 
 TEST(Manifest, WrongFormat) {
-  fa_bundle *b = nullptr;
-  EXPECT_EQ(
-      loadText("format", R"({"format": "x", "version": 1, "kernels": []})", &b),
-      FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("format is 'x'"), std::string::npos)
-      << lastError();
+  expectRejected("format", R"({"format": "x", "version": 1, "kernels": []})",
+                 "format is 'x'");
 }
 
 TEST(Manifest, UnknownDtype) {
-  fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("dtype",
-                     manifest({kernelJson("k0", "fwd", "f8", 64, "none",
-                                          "sm_90a", true)}),
-                     &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("kernels[0] ('k0'): unknown dtype 'f8'"),
-            std::string::npos)
-      << lastError();
+  expectRejected("dtype",
+                 manifest({kernelJson("k0", "fwd", "f8", 64, "none", "sm_90a",
+                                      true)}),
+                 "kernels[0] ('k0'): unknown dtype 'f8'");
 }
 
 TEST(Manifest, FieldErrorsNameTheField) {
@@ -214,15 +210,8 @@ TEST(Manifest, FieldErrorsNameTheField) {
                   R"(, "dsplit": 0)"),
        "field 'dsplit' = 0 is outside"},
   };
-  for (const Case &c : cases) {
-    fa_bundle *b = nullptr;
-    EXPECT_EQ(loadText("fields", manifest({c.kernel}), &b),
-              FA_ERROR_BAD_MANIFEST)
-        << c.expect;
-    EXPECT_NE(lastError().find(c.expect), std::string::npos)
-        << "expected '" << c.expect << "' in: " << lastError();
-    fa_bundle_free(b);
-  }
+  for (const Case &c : cases)
+    expectRejected("fields", manifest({c.kernel}), c.expect);
 }
 
 TEST(Manifest, WgmmaKernel) {
@@ -269,42 +258,27 @@ TEST(Manifest, PersistentGrid) {
   fa_bundle_free(b);
 
   // A version-3 runtime would launch it with one CTA per tile.
-  EXPECT_EQ(loadText("grid_v3", manifest({withGrid("persistent")}, "3"), &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("kernels[0]: persistent-grid kernels need bundle "
-                             "version 4, the manifest says 3"),
-            std::string::npos)
-      << lastError();
-  EXPECT_EQ(loadText("grid_bad", manifest({withGrid("rows")}, "4"), &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("unknown grid 'rows' (expected blocks or "
-                             "persistent)"),
-            std::string::npos)
-      << lastError();
+  expectRejected("grid_v3", manifest({withGrid("persistent")}, "3"),
+                 "kernels[0]: persistent-grid kernels need bundle version 4, "
+                 "the manifest says 3");
+  expectRejected("grid_bad", manifest({withGrid("rows")}, "4"),
+                 "unknown grid 'rows' (expected blocks or persistent)");
   // The tile counter follows the tensor maps: no maps, no persistent grid.
-  EXPECT_EQ(loadText("grid_sync",
-                     manifest({kernelJson("s", "fwd", "bf16", 64, "none",
-                                          "sm_80", true, R"(, "entries": {
+  expectRejected("grid_sync",
+                 manifest({kernelJson("s", "fwd", "bf16", 64, "none", "sm_80",
+                                      true, R"(, "entries": {
                  "fwd": {"name": "s", "threads": 128, "shared_bytes": 0,
                          "grid": "persistent"}})")}),
-                     &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("grid 'persistent' needs an mma 'wgmma' kernel"),
-            std::string::npos)
-      << lastError();
-  EXPECT_EQ(
-      loadText("grid_bwd",
-               manifest({kernelJson("k", "bwd", "bf16", 64, "none", "sm_80",
-                                    true, R"(, "entries": {
+                 "grid 'persistent' needs an mma 'wgmma' kernel");
+  expectRejected(
+      "grid_bwd",
+      manifest({kernelJson("k", "bwd", "bf16", 64, "none", "sm_80", true,
+                           R"(, "entries": {
                  "bwd_pre": {"name": "a", "threads": 128, "shared_bytes": 0},
                  "bwd": {"name": "b", "threads": 256, "shared_bytes": 65536,
                          "grid": "persistent"},
                  "bwd_post": {"name": "c", "threads": 128, "shared_bytes": 0}})")}),
-               &b),
-      FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("grid 'persistent' is for fwd entries only"),
-            std::string::npos)
-      << lastError();
+      "grid 'persistent' is for fwd entries only");
 }
 
 TEST(Manifest, KernelsWithoutMmaAreMmaSync) {
@@ -415,15 +389,8 @@ TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
                  withMap(0, [](MapJson &m) { m.fill = "0"; })),
        "field 'oob_fill' must be a string"},
   };
-  for (const Case &c : cases) {
-    fa_bundle *b = nullptr;
-    EXPECT_EQ(loadText("wgmma_fields", manifest({c.kernel}), &b),
-              FA_ERROR_BAD_MANIFEST)
-        << c.expect;
-    EXPECT_NE(lastError().find(c.expect), std::string::npos)
-        << "expected '" << c.expect << "' in: " << lastError();
-    fa_bundle_free(b);
-  }
+  for (const Case &c : cases)
+    expectRejected("wgmma_fields", manifest({c.kernel}), c.expect);
 }
 
 /// A wgmma backward kernel object as fa-aot writes it: the mma.sync
@@ -460,23 +427,14 @@ TEST(Manifest, Version1) {
             FA_SUCCESS)
       << lastError();
   fa_bundle_free(b);
-  b = nullptr;
-  EXPECT_EQ(loadText("v1_dsplit",
-                     manifest({kernelJson("k", "bwd", "bf16", 64, "none",
-                                          "sm_80", true, R"(, "dsplit": 2)")},
-                              "1"),
-                     &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("field 'dsplit' = 2 needs bundle version 2, the "
-                             "manifest says 1"),
-            std::string::npos)
-      << lastError();
-  EXPECT_EQ(loadText("v1_wgmma_bwd", manifest({wgmmaBwdJson("k")}, "1"), &b),
-            FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("mma 'wgmma' backward kernels need bundle "
-                             "version 2"),
-            std::string::npos)
-      << lastError();
+  expectRejected("v1_dsplit",
+                 manifest({kernelJson("k", "bwd", "bf16", 64, "none", "sm_80",
+                                      true, R"(, "dsplit": 2)")},
+                          "1"),
+                 "field 'dsplit' = 2 needs bundle version 2, the manifest "
+                 "says 1");
+  expectRejected("v1_wgmma_bwd", manifest({wgmmaBwdJson("k")}, "1"),
+                 "mma 'wgmma' backward kernels need bundle version 2");
 }
 
 TEST(Manifest, WgmmaBackwardErrors) {
@@ -491,15 +449,8 @@ TEST(Manifest, WgmmaBackwardErrors) {
       {wgmmaBwdJson("k", R"(, "head_dim": 96, "head_dim_v": 96)"),
        "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got 96 and 96"},
   };
-  for (const Case &c : cases) {
-    fa_bundle *b = nullptr;
-    EXPECT_EQ(loadText("wgmma_bwd_err", manifest({c.kernel}), &b),
-              FA_ERROR_BAD_MANIFEST)
-        << c.expect;
-    EXPECT_NE(lastError().find(c.expect), std::string::npos)
-        << "expected '" << c.expect << "' in: " << lastError();
-    fa_bundle_free(b);
-  }
+  for (const Case &c : cases)
+    expectRejected("wgmma_bwd_err", manifest({c.kernel}), c.expect);
 }
 
 /// The maps of the warp-specialised wgmma backward (docs/ABI.md): q, k, v,
@@ -575,15 +526,8 @@ TEST(Manifest, WgmmaBackwardWarpSpecializedErrors) {
       {wgmmaJson("k", "bf16", 128, "none", true, forwardMaps),
        "tensor_maps[2]: unknown tensor 'do' (expected q, k or v)"},
   };
-  for (const Case &c : cases) {
-    fa_bundle *b = nullptr;
-    EXPECT_EQ(loadText("wgmma_bwd_ws_err", manifest({c.kernel}), &b),
-              FA_ERROR_BAD_MANIFEST)
-        << c.expect;
-    EXPECT_NE(lastError().find(c.expect), std::string::npos)
-        << "expected '" << c.expect << "' in: " << lastError();
-    fa_bundle_free(b);
-  }
+  for (const Case &c : cases)
+    expectRejected("wgmma_bwd_ws_err", manifest({c.kernel}), c.expect);
 }
 
 /// The deterministic warp-specialised backward as fa-aot writes it.
@@ -646,15 +590,8 @@ TEST(Manifest, DeterministicBackwardErrors) {
                  R"(, "deterministic": true, "semaphore_param": 14)"),
        "3", "has a deterministic variant"},
   };
-  for (const Case &c : cases) {
-    fa_bundle *b = nullptr;
-    EXPECT_EQ(loadText("det_err", manifest({c.kernel}, c.version), &b),
-              FA_ERROR_BAD_MANIFEST)
-        << c.expect;
-    EXPECT_NE(lastError().find(c.expect), std::string::npos)
-        << "expected '" << c.expect << "' in: " << lastError();
-    fa_bundle_free(b);
-  }
+  for (const Case &c : cases)
+    expectRejected("det_err", manifest({c.kernel}, c.version), c.expect);
 }
 
 TEST(FindDeterministic, OnlyOnRequest) {
@@ -726,11 +663,8 @@ TEST(Manifest, WgmmaSmallKeyTiles) {
 }
 
 TEST(Manifest, DuplicateTag) {
-  fa_bundle *b = nullptr;
   std::string k = kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true);
-  EXPECT_EQ(loadText("dup", manifest({k, k}), &b), FA_ERROR_BAD_MANIFEST);
-  EXPECT_NE(lastError().find("duplicate tag 'k'"), std::string::npos)
-      << lastError();
+  expectRejected("dup", manifest({k, k}), "duplicate tag 'k'");
 }
 
 TEST(Manifest, ValidBundleInfo) {
