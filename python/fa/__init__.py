@@ -9,6 +9,7 @@ Pure Python over the C ABI of libfa_runtime (ctypes); no compiled extension.
 Tensors must be contiguous: the runtime rejects other strides rather than
 copying. Launches go on PyTorch's current stream of the tensors' device.
 """
+import contextlib
 import ctypes
 import math
 import sys
@@ -168,12 +169,9 @@ def _launch(lib, fn, kernel, args, t):
     import torch
     dev = t.device if t.is_cuda else torch.device("cuda", torch.cuda.current_device())
     stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
-    if dev.index is None or dev.index == torch.cuda.current_device():
+    current = dev.index is None or dev.index == torch.cuda.current_device()
+    with contextlib.nullcontext() if current else torch.cuda.device(dev):
         check(lib, fn(kernel, ctypes.byref(args), stream))
-        return
-    with torch.cuda.device(dev):
-        check(lib, fn(kernel, ctypes.byref(args), stream))
-
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
