@@ -60,25 +60,22 @@ def time_interleaved(fns, runs, budget_ms):
         reps[name] = max(1, min(50, int(5.0 / first)))  # ≥ ~5 ms per sample
     if not live:
         return out
+
+    def sample(name):
+        start.record()
+        for _ in range(reps[name]):
+            live[name]()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    # A warm-up round at full clocks, which also sets the number of rounds.
+    round_ms = sum(sample(name) for name in live)
+    rounds = max(3, min(runs, int(budget_ms * len(live) / max(round_ms, 1e-3))))
     times = {n: [] for n in live}
-    rounds = None
-    r = 0
-    while rounds is None or r < rounds:
-        round_ms = 0.0
-        for name, fn in live.items():
-            start.record()
-            for _ in range(reps[name]):
-                fn()
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
-            round_ms += ms
-            times[name].append(ms / reps[name])
-        if rounds is None:  # the first round is a warm-up at full clocks
-            rounds = 1 + max(3, min(runs, int(budget_ms * len(live) / max(round_ms, 1e-3))))
-            for n in live:
-                times[n].clear()
-        r += 1
+    for _ in range(rounds):
+        for name in live:
+            times[name].append(sample(name) / reps[name])
     for name in live:
         out[name] = {"ms": statistics.median(times[name]), "runs": len(times[name]),
                      "reps": reps[name]}
