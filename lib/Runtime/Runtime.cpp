@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <sstream>
 #include <unordered_map>
 
@@ -731,16 +732,37 @@ namespace {
 /// 128 vs 192 at N = 1k..8k; 64 and 3% to persistent vs one-CTA kernels at
 /// N = 512..16k, where a persistent kernel of the same tile wins up to ~12 key
 /// tiles. With nk unknown (0) the cost per key decides (rows taken as long).
+///
+/// Under a causal mask (Nq taken as Nk) the average query tile reads
+/// (Nk + block_q) / 2 keys; its diagonal tile is ragged, on average
+/// (1 - gcd(block_q, block_kv) / block_kv) / 2 of a tile beyond the band, and
+/// masked, half a tile's columns more. A persistent grid loses 6% per tile
+/// there. Fitted to block_kv 128 vs 192 (both head dims: 128 up to 2k keys,
+/// 192 from 4k) and persistent vs one-CTA tiles at D = 64 (persistent up to
+/// 1k keys).
 double keyLoopCost(const KernelConfig &c, int64_t nk) {
   constexpr double kTileOverheadKeys = 32, kCtaOverheadKeys = 64,
-                   kPersistentTileFactor = 1.03;
+                   kPersistentTileFactor = 1.03,
+                   kCausalPersistentTileFactor = 1.06, kMaskedTiles = 0.5;
+  const bool causal =
+      c.mask == FA_MASK_CAUSAL || c.mask == FA_MASK_CAUSAL_BOTTOM_RIGHT;
   double bkv = c.blockKV;
-  double perTile = (bkv + kTileOverheadKeys) *
-                   (c.fwd.persistent ? kPersistentTileFactor : 1.0);
+  double perTile =
+      (bkv + kTileOverheadKeys) *
+      (!c.fwd.persistent ? 1.0
+       : causal          ? kCausalPersistentTileFactor
+                         : kPersistentTileFactor);
   if (nk <= 0)
     return perTile / bkv;
-  return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) * perTile +
-         (c.fwd.persistent ? 0 : kCtaOverheadKeys);
+  double cta = c.fwd.persistent ? 0 : kCtaOverheadKeys;
+  if (!causal)
+    return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) * perTile +
+           cta;
+  double ragged = (1.0 - static_cast<double>(std::gcd(c.blockQ, c.blockKV)) /
+                             bkv) /
+                  2;
+  double tiles = (static_cast<double>(nk) + c.blockQ) / (2 * bkv) + ragged;
+  return tiles * perTile + cta + kMaskedTiles * bkv;
 }
 
 /// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or

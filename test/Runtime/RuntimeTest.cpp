@@ -864,30 +864,34 @@ TEST_F(FindMma, InvalidMma) {
   EXPECT_NE(lastError().find("mma is 7"), std::string::npos) << lastError();
 }
 
+/// A d128 bf16 wgmma forward entry with key tile `bkv`, on a persistent grid
+/// or one CTA per query tile.
+static std::string gridKernel(const std::string &tag, int bkv, bool persistent,
+                              const std::string &mask = "none") {
+  std::vector<MapJson> maps = abiMaps();
+  maps[1].box = maps[2].box = "[64, " + std::to_string(bkv) + ", 1]";
+  std::string k = wgmmaJson(tag, "bf16", 128, mask, true, maps);
+  const std::string field = "\"block_kv\": 128";
+  k.replace(k.find(field), field.size(),
+            "\"block_kv\": " + std::to_string(bkv));
+  if (persistent) {
+    const std::string entry = "\"shared_bytes\": 163840}";
+    k.replace(k.find(entry), entry.size(),
+              "\"shared_bytes\": 163856, \"grid\": \"persistent\"}");
+  }
+  return k;
+}
+
 /// One config on both grids: a persistent kernel saves a CTA's prologue and
 /// epilogue per query tile (64 key columns in the model) but runs each key
 /// tile 3% slower, so it wins for short rows, and one CTA per tile wins for
 /// long ones, at a wider tile or the same.
 TEST(FindTiles, PicksThePersistentGridForShortRows) {
-  auto kernel = [](const std::string &tag, int bkv, bool persistent) {
-    std::vector<MapJson> maps = abiMaps();
-    maps[1].box = maps[2].box = "[64, " + std::to_string(bkv) + ", 1]";
-    std::string k = wgmmaJson(tag, "bf16", 128, "none", true, maps);
-    const std::string field = "\"block_kv\": 128";
-    k.replace(k.find(field), field.size(),
-              "\"block_kv\": " + std::to_string(bkv));
-    if (persistent) {
-      const std::string entry = "\"shared_bytes\": 163840}";
-      k.replace(k.find(entry), entry.size(),
-                "\"shared_bytes\": 163856, \"grid\": \"persistent\"}");
-    }
-    return k;
-  };
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("grids",
-                     manifest({kernel("p128", 128, true),
-                               kernel("k192", 192, false),
-                               kernel("k128", 128, false)},
+                     manifest({gridKernel("p128", 128, true),
+                               gridKernel("k192", 192, false),
+                               gridKernel("k128", 128, false)},
                               "4"),
                      &b),
             FA_SUCCESS)
@@ -907,8 +911,8 @@ TEST(FindTiles, PicksThePersistentGridForShortRows) {
   EXPECT_EQ(pick(4096), "k192");
   fa_bundle_free(b);
   ASSERT_EQ(loadText("grids_same_tile",
-                     manifest({kernel("p128", 128, true),
-                               kernel("k128", 128, false)},
+                     manifest({gridKernel("p128", 128, true),
+                               gridKernel("k128", 128, false)},
                               "4"),
                      &b),
             FA_SUCCESS)
@@ -916,6 +920,38 @@ TEST(FindTiles, PicksThePersistentGridForShortRows) {
   EXPECT_EQ(pick(0), "k128");
   EXPECT_EQ(pick(1664), "p128"); // 13 x 164.8 = 2142 < 13 x 160 + 64 = 2144
   EXPECT_EQ(pick(1792), "k128"); // 14 x 164.8 = 2307 > 14 x 160 + 64 = 2304
+  fa_bundle_free(b);
+}
+
+/// Under a causal mask a query tile reads half the keys on average, plus a
+/// ragged, masked diagonal tile (RowKeyBounds): block_kv 128 up to 2k keys,
+/// 192 from 4k, and the persistent grid (6% per tile there) up to 1k.
+TEST(FindTiles, CausalRowsHalveTheKeysAndPayTheDiagonal) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("causal",
+                     manifest({gridKernel("p128", 128, true, "causal"),
+                               gridKernel("k192", 192, false, "causal"),
+                               gridKernel("k128", 128, false, "causal")},
+                              "4"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_CAUSAL, 90);
+  q.mma = FA_MMA_WGMMA;
+  auto pick = [&](int64_t nk) -> std::string {
+    const fa_kernel *k = nullptr;
+    EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
+    fa_kernel_info info;
+    return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
+  };
+  // Tiles (Nk + 128) / 2 / block_kv (+ 1/3 at 192) x (block_kv + 32),
+  // x 1.06 persistent, + 64 one CTA per tile, + block_kv / 2.
+  EXPECT_EQ(pick(0), "k192");
+  EXPECT_EQ(pick(512), "p128");  // 2.5 x 169.6 + 64 = 488 < 528 < 608
+  EXPECT_EQ(pick(1024), "p128"); // 4.5 x 169.6 + 64 = 827 < 848 < 907
+  EXPECT_EQ(pick(2048), "k128"); // 8.5 x 160 + 128 = 1488 < 1504 (k192)
+  EXPECT_EQ(pick(4096), "k192"); // 11.33 x 224 + 160 = 2699 < 2768 (k128)
+  EXPECT_EQ(pick(16384), "k192");
   fa_bundle_free(b);
 }
 

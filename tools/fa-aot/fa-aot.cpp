@@ -24,7 +24,7 @@ static cl::opt<std::string> configFile("config-file", cl::desc("file with one co
 static cl::opt<bool> defaults(
     "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
                          "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
-                         "block_kv 192 wgmma forwards without a mask, "
+                         "block_kv 192 wgmma forwards, "
                          "persistent-grid d128 maskless and d64 causal wgmma "
                          "forwards for short rows, and the deterministic "
                          "wgmma backwards"));
@@ -53,11 +53,13 @@ int main(int argc, char **argv) {
       for (const char *d : {"d64", "d128"})
         for (const char *m : {"none", "causal"})
           texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma");
-  // Wider key tiles for the non-causal wgmma forward: fewer softmax rounds
-  // per key, +4-8% from N = 2k on (PERF.md); the runtime takes them by Nk.
+  // Wider key tiles for the wgmma forward: fewer softmax rounds per key,
+  // +4-8% from N = 2k on without a mask and from 4k on under a causal one
+  // (PERF.md); the runtime takes them by Nk.
   if (defaults)
     for (const char *d : {"d64", "d128"})
-      texts.push_back(std::string("fwd:bf16:") + d + ":none:wgmma:bkv192");
+      for (const char *m : {"none", "causal"})
+        texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma:bkv192");
   // Persistent-grid forwards where the default grid is one CTA per tile:
   // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them by
   // Nk.

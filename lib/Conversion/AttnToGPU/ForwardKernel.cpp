@@ -85,6 +85,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     for (int64_t ks = 0; ks < dPad / 16; ++ks)
       qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  RowKeyBounds bounds =
+      rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk}, rowBase, qBegin, bq);
 
   // Loop state: row max ×2, row sum ×2, O accumulator (⌈dv/8⌉ n-tiles × 4).
   const int64_t accN = llvm::divideCeil(dv, 8) * 4, sN = bkv / 8 * 4;
@@ -123,16 +125,11 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     // Only tiles crossing the band's edge or Nk evaluate a mask. The key
     // offset goes through an opaque copy: otherwise LLVM splits the loop at
     // the causal diagonal and the two copies spill at D = 128.
-    Value maskKey = kb.opaqueIndex(kBegin);
-    Value kEnd = kb.add(maskKey, bkv);
-    Value inside = arith::AndIOp::create(
-        b, loc,
-        attn::buildBlockInsideMask(b, loc, plan.spec, qBegin, kb.add(qBegin, bq),
-                                   maskKey, kEnd, nq, nk),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
-    s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
-      maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
-    });
+    Value maskKey = kb.toI32(kb.opaqueIndex(kBegin));
+    s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, bkv), s,
+                            [&](SmallVector<Value> &masked) {
+                              maskScores(kb, masked, bounds, maskKey);
+                            });
 
     onlineSoftmaxUpdate(kb, s, acc, state, scaleLog2);
 

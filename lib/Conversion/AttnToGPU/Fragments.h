@@ -257,12 +257,32 @@ struct SoftmaxState {
   Value rowSum[2]; // lane-local partial sums; reduced in finalize
 };
 
-/// Sets scores of keys a row cannot see (mask band, or past Nk) to -inf, for
-/// the accumulator layout of mma.sync m16n8 tiles, which the wgmma m64nN
-/// accumulator shares per warp: lane (g, t) holds rows rowBase + g, +8 and
-/// columns 8n + 2t, +1 of the tile at `tile`.
+/// The keys each of a lane's two accumulator rows can see (mask band, and
+/// below Nk), for the accumulator layout of mma.sync m16n8 tiles, which the
+/// wgmma m64nN accumulator shares per warp: lane (g, t) holds rows
+/// rowBase + g, +8 and columns 8n + 2t, +1 of a tile. Computed once per
+/// query tile as 32-bit bounds, so a key loop tests each element with one
+/// compare per band edge and keeps three to six 32-bit values live instead of
+/// the row and length indices: column c of the lane (0 at its first column)
+/// in a key tile starting at k0 is visible iff lo[r] <= k0 + c < hi[r]; a tile
+/// [k0, k0 + w) is inside the band for every row of the block iff
+/// tileLo <= k0 and k0 + w <= tileHi. Null lo / tileLo: no left edge; null
+/// hi: no mask, every row ends at tileHi (Nk).
+struct RowKeyBounds {
+  Value lo[2], hi[2];
+  Value tileLo, tileHi;
+};
+/// Bounds for the rows rowBase + g, +8 from `tile.q` of the block of
+/// `blockRows` rows from blockQ0 (`tile.kv` unused).
+RowKeyBounds rowKeyBounds(KernelBuilder &kb, const attn::ScorePosition &tile,
+                          Value rowBase, Value blockQ0, int64_t blockRows);
+/// i1: the `width` keys from k0 (i32) need no mask.
+Value tileInside(KernelBuilder &kb, const RowKeyBounds &bounds, Value k0,
+                 int64_t width);
+/// Sets the scores of keys outside `bounds` to -inf in the tile at key k0
+/// (i32).
 void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
-                const attn::ScorePosition &tile, Value rowBase);
+                const RowKeyBounds &bounds, Value k0);
 
 /// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane
 /// (g, t) holds keys keyRow0 + g, +8 and queries 8n + 2t, +1 of the tile at

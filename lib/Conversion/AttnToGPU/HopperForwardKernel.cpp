@@ -519,6 +519,8 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
   Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
+                                     rowBase, qRow0, kRowsPerConsumer);
 
   // Masks S(j) where the tile crosses the band's edge or Nk, then updates the
   // softmax state; returns P (f32, in place of S) and the rescale factor of
@@ -527,17 +529,11 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   auto scoreStep = [&](Value j, Value sStruct, SoftmaxState &state,
                        Value alpha[2]) {
     SmallVector<Value> s = fenceOperands(b, loc, unpackStruct(b, loc, sStruct, sN));
-    Value maskKey = kb.opaqueIndex(kb.mul(j, bkv));
-    Value kEnd = kb.add(maskKey, bkv);
-    Value inside = arith::AndIOp::create(
-        b, loc,
-        attn::buildBlockInsideMask(b, loc, plan.spec, qRow0,
-                                   kb.add(qRow0, kRowsPerConsumer), maskKey,
-                                   kEnd, nq, nk),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd, nk));
-    s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
-      maskScores(kb, masked, {batch, head, qBegin, maskKey, nq, nk}, rowBase);
-    });
+    Value maskKey = kb.toI32(kb.opaqueIndex(kb.mul(j, bkv)));
+    s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, bkv), s,
+                            [&](SmallVector<Value> &masked) {
+                              maskScores(kb, masked, bounds, maskKey);
+                            });
     SmallVector<Value> unit(4, kb.f32(1.0));
     onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2,
                         clLazyRescale ? kLazyRescaleLog2 : 0.0);

@@ -16,29 +16,73 @@
 using namespace mlir;
 using namespace mlir::fa::gpu_lowering;
 
-/// Every mask is a band, a function of kv - q only, so positions are passed
-/// relative to this lane's first key: the per-element offsets stay
-/// immediates instead of 32 loop-invariant registers LLVM would hoist.
+RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
+                                                  const attn::ScorePosition &tile,
+                                                  Value rowBase, Value blockQ0,
+                                                  int64_t blockRows) {
+  const attn::ScoreSpec &spec = kb.plan.spec;
+  // [lo, hi) of query `q`, the upper side clamped to Nk.
+  auto band = [&](Value q) {
+    auto [lo, hi] = attn::buildKeyBand(kb.b, kb.loc, spec, q,
+                                       kb.add(q, kb.idx(1)), tile.nq, tile.nk);
+    return std::make_pair(lo, hi ? kb.minsi(hi, tile.nk) : tile.nk);
+  };
+  RowKeyBounds bounds;
+  // The first row has the lowest upper edge, the last the highest lower one.
+  bounds.tileHi = kb.toI32(band(blockQ0).second);
+  // Without a mask every row ends at Nk = tileHi (hi stays null: one value
+  // less live across the key loop).
+  Value laneKey = kb.mul(kb.threadInGroup, 2);
+  if (spec.hasMask())
+    for (int64_t r = 0; r < 2; ++r) {
+      auto [lo, hi] =
+          band(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
+      bounds.lo[r] = lo ? kb.toI32(kb.sub(lo, laneKey)) : Value();
+      bounds.hi[r] = kb.toI32(kb.sub(hi, laneKey));
+    }
+  Value lastLo = band(kb.add(blockQ0, blockRows - 1)).first;
+  bounds.tileLo = lastLo ? kb.toI32(lastLo) : Value();
+  return bounds;
+}
+
+Value mlir::fa::gpu_lowering::tileInside(KernelBuilder &kb,
+                                         const RowKeyBounds &bounds, Value k0,
+                                         int64_t width) {
+  OpBuilder &b = kb.b;
+  Value ok = arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::sle,
+                                   arith::AddIOp::create(b, kb.loc, k0, kb.c32(width)),
+                                   bounds.tileHi);
+  if (bounds.tileLo)
+    ok = arith::AndIOp::create(
+        b, kb.loc, ok,
+        arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::sge, k0,
+                              bounds.tileLo));
+  return ok;
+}
+
 void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
                                         MutableArrayRef<Value> s,
-                                        const attn::ScorePosition &tile,
-                                        Value rowBase) {
+                                        const RowKeyBounds &bounds, Value k0) {
   OpBuilder &b = kb.b;
-  Value laneKey = kb.add(tile.kv, kb.mul(kb.threadInGroup, 2));
-  Value keysLeft = kb.sub(tile.nk, laneKey); // keys at or past Nk are out
-  Value relQ[2];
-  for (int64_t r = 0; r < 2; ++r)
-    relQ[r] = kb.sub(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))),
-                     laneKey);
+  Value lo[2], hi[2];
+  Value laneK0 = arith::AddIOp::create(
+      b, kb.loc, k0, kb.toI32(kb.mul(kb.threadInGroup, 2)));
+  for (int64_t r = 0; r < 2; ++r) {
+    hi[r] = bounds.hi[r]
+                ? arith::SubIOp::create(b, kb.loc, bounds.hi[r], k0)
+                : arith::SubIOp::create(b, kb.loc, bounds.tileHi, laneK0);
+    lo[r] = bounds.lo[r] ? arith::SubIOp::create(b, kb.loc, bounds.lo[r], k0)
+                         : Value();
+  }
   for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
     for (int64_t i = 0; i < 4; ++i) {
-      attn::ScorePosition pos = tile;
-      pos.q = relQ[i / 2];
-      pos.kv = kb.idx(n * 8 + i % 2);
-      Value ok = kb.lt(pos.kv, keysLeft);
-      if (kb.plan.spec.hasMask())
+      Value c = kb.c32(n * 8 + i % 2);
+      Value ok = kb.lt(c, hi[i / 2]);
+      if (lo[i / 2])
         ok = arith::AndIOp::create(
-            b, kb.loc, ok, attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+            b, kb.loc, ok,
+            arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::sge, c,
+                                  lo[i / 2]));
       s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
     }
 }
