@@ -125,7 +125,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     // Only tiles crossing the band's edge or Nk evaluate a mask. The key
     // offset goes through an opaque copy: otherwise LLVM splits the loop at
     // the causal diagonal and the two copies spill at D = 128.
-    Value maskKey = kb.toI32(kb.opaqueIndex(kBegin));
+    Value maskKey = kb.opaqueIndex(kBegin);
     s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, bkv), s,
                             [&](SmallVector<Value> &masked) {
                               maskScores(kb, masked, bounds, maskKey);

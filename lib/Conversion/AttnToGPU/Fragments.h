@@ -267,7 +267,7 @@ struct SoftmaxState {
 /// in a key tile starting at k0 is visible iff lo[r] <= k0 + c < hi[r]; a tile
 /// [k0, k0 + w) is inside the band for every row of the block iff
 /// tileLo <= k0 and k0 + w <= tileHi. Null lo / tileLo: no left edge; null
-/// hi: no mask, every row ends at tileHi (Nk).
+/// hi: no mask, every row ends at tileHi = Nk, kept as an index.
 struct RowKeyBounds {
   Value lo[2], hi[2];
   Value tileLo, tileHi;
@@ -276,11 +276,11 @@ struct RowKeyBounds {
 /// `blockRows` rows from blockQ0 (`tile.kv` unused).
 RowKeyBounds rowKeyBounds(KernelBuilder &kb, const attn::ScorePosition &tile,
                           Value rowBase, Value blockQ0, int64_t blockRows);
-/// i1: the `width` keys from k0 (i32) need no mask.
+/// i1: the `width` keys from k0 (index) need no mask.
 Value tileInside(KernelBuilder &kb, const RowKeyBounds &bounds, Value k0,
                  int64_t width);
 /// Sets the scores of keys outside `bounds` to -inf in the tile at key k0
-/// (i32).
+/// (index).
 void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
                 const RowKeyBounds &bounds, Value k0);
 

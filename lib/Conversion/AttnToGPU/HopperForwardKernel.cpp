@@ -529,7 +529,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   auto scoreStep = [&](Value j, Value sStruct, SoftmaxState &state,
                        Value alpha[2]) {
     SmallVector<Value> s = fenceOperands(b, loc, unpackStruct(b, loc, sStruct, sN));
-    Value maskKey = kb.toI32(kb.opaqueIndex(kb.mul(j, bkv)));
+    Value maskKey = kb.opaqueIndex(kb.mul(j, bkv));
     s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, bkv), s,
                             [&](SmallVector<Value> &masked) {
                               maskScores(kb, masked, bounds, maskKey);

@@ -29,9 +29,12 @@ RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
   };
   RowKeyBounds bounds;
   // The first row has the lowest upper edge, the last the highest lower one.
-  bounds.tileHi = kb.toI32(band(blockQ0).second);
-  // Without a mask every row ends at Nk = tileHi (hi stays null: one value
-  // less live across the key loop).
+  // Without a mask every row ends at Nk = tileHi, hi stays null and the
+  // bounds stay index-typed: the maskless key loops keep the code they were
+  // tuned with.
+  bounds.tileHi = band(blockQ0).second;
+  if (spec.hasMask())
+    bounds.tileHi = kb.toI32(bounds.tileHi);
   Value laneKey = kb.mul(kb.threadInGroup, 2);
   if (spec.hasMask())
     for (int64_t r = 0; r < 2; ++r) {
@@ -45,13 +48,26 @@ RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
   return bounds;
 }
 
+/// k0 (index) and constants in the type of `bounds` (i32 under a mask,
+/// index without).
+static Value boundsType(KernelBuilder &kb, const RowKeyBounds &bounds,
+                        Value index) {
+  return bounds.tileHi.getType().isIndex() ? index : kb.toI32(index);
+}
+static Value boundsConst(KernelBuilder &kb, const RowKeyBounds &bounds,
+                         int64_t v) {
+  return bounds.tileHi.getType().isIndex() ? kb.idx(v) : kb.c32(v);
+}
+
 Value mlir::fa::gpu_lowering::tileInside(KernelBuilder &kb,
-                                         const RowKeyBounds &bounds, Value k0,
-                                         int64_t width) {
+                                         const RowKeyBounds &bounds,
+                                         Value k0Index, int64_t width) {
   OpBuilder &b = kb.b;
-  Value ok = arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::sle,
-                                   arith::AddIOp::create(b, kb.loc, k0, kb.c32(width)),
-                                   bounds.tileHi);
+  Value k0 = boundsType(kb, bounds, k0Index);
+  Value ok = arith::CmpIOp::create(
+      b, kb.loc, arith::CmpIPredicate::sle,
+      arith::AddIOp::create(b, kb.loc, k0, boundsConst(kb, bounds, width)),
+      bounds.tileHi);
   if (bounds.tileLo)
     ok = arith::AndIOp::create(
         b, kb.loc, ok,
@@ -62,21 +78,26 @@ Value mlir::fa::gpu_lowering::tileInside(KernelBuilder &kb,
 
 void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
                                         MutableArrayRef<Value> s,
-                                        const RowKeyBounds &bounds, Value k0) {
+                                        const RowKeyBounds &bounds,
+                                        Value k0Index) {
   OpBuilder &b = kb.b;
+  Value k0 = boundsType(kb, bounds, k0Index);
   Value lo[2], hi[2];
-  Value laneK0 = arith::AddIOp::create(
-      b, kb.loc, k0, kb.toI32(kb.mul(kb.threadInGroup, 2)));
   for (int64_t r = 0; r < 2; ++r) {
-    hi[r] = bounds.hi[r]
-                ? arith::SubIOp::create(b, kb.loc, bounds.hi[r], k0)
-                : arith::SubIOp::create(b, kb.loc, bounds.tileHi, laneK0);
     lo[r] = bounds.lo[r] ? arith::SubIOp::create(b, kb.loc, bounds.lo[r], k0)
                          : Value();
+    if (bounds.hi[r]) {
+      hi[r] = arith::SubIOp::create(b, kb.loc, bounds.hi[r], k0);
+      continue;
+    }
+    Value laneKey = arith::AddIOp::create(
+        b, kb.loc, k0,
+        boundsType(kb, bounds, kb.mul(kb.threadInGroup, 2)));
+    hi[r] = arith::SubIOp::create(b, kb.loc, bounds.tileHi, laneKey);
   }
   for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
     for (int64_t i = 0; i < 4; ++i) {
-      Value c = kb.c32(n * 8 + i % 2);
+      Value c = boundsConst(kb, bounds, n * 8 + i % 2);
       Value ok = kb.lt(c, hi[i / 2]);
       if (lo[i / 2])
         ok = arith::AndIOp::create(
