@@ -882,28 +882,40 @@ static std::string gridKernel(const std::string &tag, int bkv, bool persistent,
   return k;
 }
 
+/// The tag of the kernel fa_kernel_find_for_keys picks for nk keys.
+static std::string tagForKeys(const fa_bundle *b, const fa_kernel_query &q,
+                              int64_t nk) {
+  const fa_kernel *k = nullptr;
+  EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
+  fa_kernel_info info;
+  return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
+}
+
+/// A bundle of three `mask` d128 forwards: persistent block_kv 128 ("p128"),
+/// one CTA per tile at 192 ("k192") and at 128 ("k128").
+static void loadThreeTiles(const char *name, const std::string &mask,
+                           fa_bundle **b) {
+  ASSERT_EQ(loadText(name,
+                     manifest({gridKernel("p128", 128, true, mask),
+                               gridKernel("k192", 192, false, mask),
+                               gridKernel("k128", 128, false, mask)},
+                              "4"),
+                     b),
+            FA_SUCCESS)
+      << lastError();
+}
+
 /// One config on both grids: a persistent kernel saves a CTA's prologue and
 /// epilogue per query tile (64 key columns in the model) but runs each key
 /// tile 3% slower, so it wins for short rows, and one CTA per tile wins for
 /// long ones, at a wider tile or the same.
 TEST(FindTiles, PicksThePersistentGridForShortRows) {
   fa_bundle *b = nullptr;
-  ASSERT_EQ(loadText("grids",
-                     manifest({gridKernel("p128", 128, true),
-                               gridKernel("k192", 192, false),
-                               gridKernel("k128", 128, false)},
-                              "4"),
-                     &b),
-            FA_SUCCESS)
-      << lastError();
+  loadThreeTiles("grids", "none", &b);
+  ASSERT_NE(b, nullptr);
   fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 90);
   q.mma = FA_MMA_WGMMA;
-  auto pick = [&](int64_t nk) -> std::string {
-    const fa_kernel *k = nullptr;
-    EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
-    fa_kernel_info info;
-    return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
-  };
+  auto pick = [&](int64_t nk) { return tagForKeys(b, q, nk); };
   EXPECT_EQ(pick(0), "k192");    // unknown length: long rows
   EXPECT_EQ(pick(512), "p128");  // 4 x 164.8 < 3 x 224 + 64
   EXPECT_EQ(pick(1024), "p128"); // 8 x 164.8 = 1318 < 6 x 224 + 64 = 1408
@@ -928,22 +940,11 @@ TEST(FindTiles, PicksThePersistentGridForShortRows) {
 /// 192 from 4k, and the persistent grid (6% per tile there) up to 1k.
 TEST(FindTiles, CausalRowsHalveTheKeysAndPayTheDiagonal) {
   fa_bundle *b = nullptr;
-  ASSERT_EQ(loadText("causal",
-                     manifest({gridKernel("p128", 128, true, "causal"),
-                               gridKernel("k192", 192, false, "causal"),
-                               gridKernel("k128", 128, false, "causal")},
-                              "4"),
-                     &b),
-            FA_SUCCESS)
-      << lastError();
+  loadThreeTiles("causal", "causal", &b);
+  ASSERT_NE(b, nullptr);
   fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_CAUSAL, 90);
   q.mma = FA_MMA_WGMMA;
-  auto pick = [&](int64_t nk) -> std::string {
-    const fa_kernel *k = nullptr;
-    EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
-    fa_kernel_info info;
-    return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
-  };
+  auto pick = [&](int64_t nk) { return tagForKeys(b, q, nk); };
   // Tiles (Nk + 128) / 2 / block_kv (+ 1/3 at 192) x (block_kv + 32),
   // x 1.06 persistent, + 64 one CTA per tile, + block_kv / 2.
   EXPECT_EQ(pick(0), "k192");
@@ -971,12 +972,7 @@ TEST(FindTiles, PicksTheKeyTileBySequenceLength) {
             FA_SUCCESS)
       << lastError();
   fa_kernel_query q = query(FA_DTYPE_BF16, 128, FA_MASK_NONE, 90);
-  auto pick = [&](int64_t nk) -> std::string {
-    const fa_kernel *k = nullptr;
-    EXPECT_EQ(fa_kernel_find_for_keys(b, &q, nk, &k), FA_SUCCESS) << lastError();
-    fa_kernel_info info;
-    return k && fa_kernel_get_info(k, &info) == FA_SUCCESS ? info.tag : "";
-  };
+  auto pick = [&](int64_t nk) { return tagForKeys(b, q, nk); };
   EXPECT_EQ(pick(0), "k192");    // unknown length: the widest tile
   EXPECT_EQ(pick(128), "k128");  // 1 x 160 < 1 x 224
   EXPECT_EQ(pick(192), "k192");  // 2 x 160 > 1 x 224
