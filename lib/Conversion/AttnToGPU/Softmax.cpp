@@ -33,16 +33,16 @@ RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
   // bounds stay index-typed: the maskless key loops keep the code they were
   // tuned with.
   bounds.tileHi = band(blockQ0).second;
-  if (spec.hasMask())
+  if (spec.hasMask()) {
     bounds.tileHi = kb.toI32(bounds.tileHi);
-  Value laneKey = kb.mul(kb.threadInGroup, 2);
-  if (spec.hasMask())
+    Value laneKey = kb.mul(kb.threadInGroup, 2);
     for (int64_t r = 0; r < 2; ++r) {
       auto [lo, hi] =
           band(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
       bounds.lo[r] = lo ? kb.toI32(kb.sub(lo, laneKey)) : Value();
       bounds.hi[r] = kb.toI32(kb.sub(hi, laneKey));
     }
+  }
   Value lastLo = band(kb.add(blockQ0, blockRows - 1)).first;
   bounds.tileLo = lastLo ? kb.toI32(lastLo) : Value();
   return bounds;
