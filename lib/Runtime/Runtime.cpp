@@ -528,6 +528,21 @@ fa_status mapRing(fa_bundle &bundle, CUcontext ctx, MapRing *&out) {
   return FA_SUCCESS;
 }
 
+/// A launch with tensor maps cannot be captured into a CUDA graph: the
+/// captured kernel would keep reading a map slot that later launches reuse.
+fa_status rejectCapture(const char *what, const KernelConfig &c,
+                        CUstream stream) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (CUresult r = cuStreamIsCapturing(stream, &capture))
+    return cuFail("cuStreamIsCapturing", r);
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return fail(FA_ERROR_UNSUPPORTED,
+                std::string(what) + ": kernel '" + c.tag +
+                    "' takes tensor maps in runtime-owned memory and cannot "
+                    "be captured into a CUDA graph");
+  return FA_SUCCESS;
+}
+
 /// Launches `f` (entry `e` of `kernel`) with its tensor maps: encodes
 /// `mapArgs`, puts them into a slot of the context's map ring (in stream
 /// order) and points parameter mapArgs[i].param of `params` at map i; the
@@ -542,15 +557,8 @@ fa_status launchWithMaps(const fa_kernel &kernel, const char *what,
   if (fa_status s = encodeMaps(mapArgs, maps))
     return fail(s, std::string(what) + ": kernel '" + c.tag + "': " +
                        lastError);
-  // A captured launch would keep reading a slot that later launches reuse.
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (CUresult r = cuStreamIsCapturing(stream, &capture))
-    return cuFail("cuStreamIsCapturing", r);
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
-    return fail(FA_ERROR_UNSUPPORTED,
-                std::string(what) + ": kernel '" + c.tag +
-                    "' takes tensor maps in runtime-owned memory and cannot "
-                    "be captured into a CUDA graph");
+  if (fa_status s = rejectCapture(what, c, stream))
+    return s;
   unsigned long long streamId = 0;
   if (CUresult r = cuStreamGetId(stream, &streamId))
     return cuFail("cuStreamGetId", r);
@@ -1023,16 +1031,10 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
     // stream order, so concurrent launches on other streams get their own.
     CUdeviceptr sems = 0;
     if (c.deterministic) {
-      // Checked here too (launchWithMaps does) so that nothing is allocated
+      // Checked before launchWithMaps does, so that nothing is allocated
       // into a capture that is then rejected.
-      CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-      if (CUresult r = cuStreamIsCapturing(stream, &capture))
-        return cuFail("cuStreamIsCapturing", r);
-      if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
-        return fail(FA_ERROR_UNSUPPORTED,
-                    "fa_attention_backward: kernel '" + c.tag +
-                        "' takes tensor maps in runtime-owned memory and "
-                        "cannot be captured into a CUDA graph");
+      if (fa_status s = rejectCapture("fa_attention_backward", c, stream))
+        return s;
       uint64_t bytes = semaphoreBytes(a);
       if (CUresult r = cuMemAllocAsync(&sems, bytes, stream))
         return fail(FA_ERROR_CUDA,
