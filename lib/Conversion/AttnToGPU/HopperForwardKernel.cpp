@@ -102,7 +102,6 @@ constexpr uint32_t kConsumerRegs = 240;
 /// Threads of the two consumer warpgroups.
 constexpr int64_t kConsumerThreads = 256;
 
-
 /// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {
   int64_t d, dv, bq, bkv, stages;
