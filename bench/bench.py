@@ -152,6 +152,7 @@ def main():
     ap.add_argument("--seqs", default=None,
                     help="comma-separated N values (default: 512..16k, or 1k,4k with --quick)")
     ap.add_argument("--dims", default="64,128", help="comma-separated head dims")
+    ap.add_argument("--masks", default="none,causal", help="comma-separated: none, causal")
     ap.add_argument("--flex", action="store_true",
                     help="also time FlexAttention (torch.compile'd flex_attention)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=BUNDLE",
@@ -185,6 +186,9 @@ def main():
             if hasattr(torch._dynamo.config, knob):
                 setattr(torch._dynamo.config, knob, 1024)
         flex = torch.compile(flex_attention, dynamic=False)
+    masks = args.masks.split(",")
+    if not masks or set(masks) - {"none", "causal"}:
+        ap.error("--masks takes none and/or causal, got %r" % args.masks)
     runs = 10 if args.quick else args.runs
     rows = []
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
@@ -194,7 +198,7 @@ def main():
             b = max(1, args.tokens // n)
             q, k, v, do = (torch.randn(b, h, n, d, device=dev, dtype=torch.bfloat16)
                            for _ in range(4))
-            for causal in (False, True):
+            for causal in [m == "causal" for m in masks]:
                 for direction in [x for x in ("fwd", "bwd") if x in args.directions.split(",")]:
                     row = {"d": d, "n": n, "b": b, "h": h, "causal": causal,
                            "direction": direction}

@@ -57,6 +57,14 @@ static llvm::cl::opt<bool> clLazyRescale(
                    "when none of its rows moved"),
     llvm::cl::init(false));
 
+static llvm::cl::opt<llvm::cl::boolOrDefault> clRaggedFirst(
+    "fa-wgmma-ragged-first",
+    llvm::cl::desc("wgmma forward without a mask: the last, ragged key tile "
+                   "runs first, Q·Kᵀ and softmax on the multiple of 64 keys "
+                   "that covers it; the loop's tiles are then full and "
+                   "unmasked (default: for D <= 64, where it was measured "
+                   "to pay)"));
+
 static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
     "fa-wgmma-persistent",
     llvm::cl::desc("wgmma forward: one CTA per SM takes query tiles from a "
@@ -69,8 +77,9 @@ constexpr double kLazyRescaleLog2 = 8.0;
 
 std::string mlir::fa::wgmmaVariantKey() {
   return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
-         (clSmemEpilogue ? "1" : "0") + ".lazy" + (clLazyRescale ? "1" : "0") + ".persist" +
-         std::to_string(static_cast<int>(clPersistent.getValue()));
+         (clSmemEpilogue ? "1" : "0") + ".lazy" + (clLazyRescale ? "1" : "0") +
+         ".ragged" + std::to_string(static_cast<int>(clRaggedFirst.getValue())) +
+         ".persist" + std::to_string(static_cast<int>(clPersistent.getValue()));
 }
 
 bool mlir::fa::wgmmaPersistentGrid(const attn::ScoreSpec &spec,
@@ -171,6 +180,21 @@ private:
   bool isConsumer = false;
   std::function<void()> publishTile;
 
+  /// Maskless: ring iteration 0 reads the last key tile (ragged when Nk is
+  /// not a multiple of block_kv), iteration i > 0 key tile jBegin + i - 1.
+  /// By default for D <= 64 only: at D = 128 it gained 1.5% at 2k-4k keys
+  /// but lost 4% at 16k (docs/hopper-notes.md), and the persistent D = 128
+  /// consumer has no register to spare for the prologue's width branches
+  /// (8 B of spills at block_kv 176).
+  bool raggedFirst() const {
+    if (plan.spec.mask != attn::MaskKind::None ||
+        (plan.persistent && plan.headDim > 64))
+      return false;
+    return clRaggedFirst == llvm::cl::BOU_UNSET
+               ? plan.headDim <= 64
+               : clRaggedFirst == llvm::cl::BOU_TRUE;
+  }
+
   Value i64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
@@ -219,8 +243,9 @@ private:
   SmallVector<Value> qkDescriptors(Value qRow0Bytes, Value stage);
   /// Descriptors of V(stage), per k16 step.
   SmallVector<Value> pvDescriptors(Value stage);
-  /// S = Q·K(stage)ᵀ issued on the tensor cores (not waited for).
-  Value issueQK(ArrayRef<Value> descs);
+  /// S = Q·K(stage)ᵀ over the stage's first `keys` keys, issued on the
+  /// tensor cores (not waited for).
+  Value issueQK(ArrayRef<Value> descs, int64_t keys);
   /// acc += P·V(stage) issued with P in registers (not waited for).
   SmallVector<Value> issuePV(ArrayRef<Value> p, ArrayRef<Value> descs,
                              ArrayRef<Value> acc);
@@ -393,12 +418,23 @@ void HopperForward::emitProducerTile() {
   const int64_t bkv = plan.blockKV;
   // The key loop counts in i32: a persistent producer runs in 24 registers.
   Value j0 = kb.toI32(jBegin), j1 = kb.toI32(jEnd), kvBh32 = kb.toI32(kvBh);
-  Value first = arith::SubIOp::create(b, loc, ringBase32, j0); // it = first + j
-  // K(j) or V(j) into ring slot (ringBase + j - jBegin) mod stages once it
-  // is free. A fresh barrier passes a wait on the parity before its first
-  // phase, so round 0 finds every slot empty.
-  auto loadKV = [&](Value j, bool isK) {
-    Value it = arith::AddIOp::create(b, loc, first, j);
+  Value n = arith::SubIOp::create(b, loc, j1, j0); // ring iterations
+  // Ring iteration i of this tile reads key tile keyTileOf(i) (i32) into
+  // slot (ringBase + i) mod stages once it is free. A fresh barrier passes a
+  // wait on the parity before its first phase, so round 0 finds every slot
+  // empty.
+  auto keyTileOf = [&](Value i) -> Value {
+    if (!raggedFirst())
+      return arith::AddIOp::create(b, loc, j0, i);
+    // j0 - 1 + (i == 0 ? n : i): n is live as the loop bound anyway.
+    Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          i, kb.c32(0));
+    return arith::AddIOp::create(
+        b, loc, arith::SelectOp::create(b, loc, isFirst, n, i),
+        arith::SubIOp::create(b, loc, j0, kb.c32(1)));
+  };
+  auto loadKV = [&](Value i, bool isK) {
+    Value it = arith::AddIOp::create(b, loc, ringBase32, i);
     Value stage =
         kb.toIndex(arith::RemUIOp::create(b, loc, it, kb.c32(layout.stages)));
     Value round = arith::DivUIOp::create(b, loc, it, kb.c32(layout.stages));
@@ -408,15 +444,15 @@ void HopperForward::emitProducerTile() {
     int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
     loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
              kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
-             kb.toIndex(arith::MulIOp::create(b, loc, j, kb.c32(bkv))),
+             kb.toIndex(arith::MulIOp::create(b, loc, keyTileOf(i), kb.c32(bkv))),
              kb.toIndex(kvBh32), isK ? bars.kFull() : bars.vFull(), stage);
   };
   auto loadQ = [&] {
     loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
              bars.qFull(), kb.idx(0));
   };
-  auto loadFrom = [&](Value from) {
-    auto loop = scf::ForOp::create(b, loc, from, j1, kb.c32(1));
+  auto loadFrom = [&](int64_t from) {
+    auto loop = scf::ForOp::create(b, loc, kb.c32(from), n, kb.c32(1));
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     loadKV(loop.getInductionVar(), /*isK=*/true);
@@ -424,7 +460,7 @@ void HopperForward::emitProducerTile() {
   };
   if (!plan.persistent) {
     loadQ();
-    loadFrom(j0);
+    loadFrom(0);
     return;
   }
   // The first K tile goes ahead of Q: its slot frees at the previous tile's
@@ -437,13 +473,13 @@ void HopperForward::emitProducerTile() {
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     fn();
   };
-  ifAny([&] { loadKV(j0, /*isK=*/true); });
+  ifAny([&] { loadKV(kb.c32(0), /*isK=*/true); });
   wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(tileIter, 1)));
   publishTile();
   loadQ();
   ifAny([&] {
-    loadKV(j0, /*isK=*/false);
-    loadFrom(arith::AddIOp::create(b, loc, j0, kb.c32(1)));
+    loadKV(kb.c32(0), /*isK=*/false);
+    loadFrom(1);
   });
 }
 
@@ -476,13 +512,13 @@ SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
   return descs;
 }
 
-Value HopperForward::issueQK(ArrayRef<Value> descs) {
+Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
   SmallVector<Value> q, k;
   for (int64_t ks = 0; ks < static_cast<int64_t>(descs.size()) / 2; ++ks) {
     q.push_back(descs[2 * ks]);
     k.push_back(descs[2 * ks + 1]);
   }
-  return issueWgmmaShared(kb, plan.blockKV, q, k, NVVM::MMALayout::row,
+  return issueWgmmaShared(kb, keys, q, k, NVVM::MMALayout::row,
                           NVVM::MMALayout::col);
 }
 
@@ -520,19 +556,24 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
                                      rowBase, qRow0, kRowsPerConsumer);
+  const bool ragged = raggedFirst();
 
-  // Masks S(j) where the tile crosses the band's edge or Nk, then updates the
-  // softmax state; returns P (f32, in place of S) and the rescale factor of
-  // each row. The factor comes from the shared update applied to a unit
-  // accumulator, so the O accumulator can be rescaled after P·V(j-1) lands.
-  auto scoreStep = [&](Value j, Value sStruct, SoftmaxState &state,
-                       Value alpha[2]) {
-    SmallVector<Value> s = fenceOperands(b, loc, unpackStruct(b, loc, sStruct, sN));
-    Value maskKey = kb.opaqueIndex(kb.mul(j, bkv));
-    s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, bkv), s,
-                            [&](SmallVector<Value> &masked) {
-                              maskScores(kb, masked, bounds, maskKey);
-                            });
+  // Masks S where the `keys` keys of key tile `keyTile` cross the band's
+  // edge or Nk (no mask without `keyTile`), then updates the softmax state;
+  // returns P (f32, in place of S) and the rescale factor of each row. The
+  // factor comes from the shared update applied to a unit accumulator, so
+  // the O accumulator can be rescaled after P·V(j-1) lands.
+  auto scoreStep = [&](Value keyTile, Value sStruct, int64_t keys,
+                       SoftmaxState &state, Value alpha[2]) {
+    SmallVector<Value> s =
+        fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
+    if (keyTile) {
+      Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
+      s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, keys), s,
+                              [&](SmallVector<Value> &masked) {
+                                maskScores(kb, masked, bounds, maskKey);
+                              });
+    }
     SmallVector<Value> unit(4, kb.f32(1.0));
     onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2,
                         clLazyRescale ? kLazyRescaleLog2 : 0.0);
@@ -597,21 +638,57 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     releaseQ();
     scf::YieldOp::create(b, loc, init);
 
-    // Prologue: S(jBegin) and its softmax; no P·V yet.
     b.setInsertionPointToStart(&any.getThenRegion().front());
+    // Prologue: the first key tile's S and softmax; no P·V yet. Without a
+    // mask it is the last tile, ragged unless block_kv divides Nk: Q·Kᵀ and
+    // the softmax run on the multiple of 64 keys that covers it and P is 0
+    // past them (V's rows past Nk are TMA's zeros).
     Value zero = kb.idx(0), stage0 = stageOf(zero);
     wait(bars.kFull(), stage0, parityAt(zero));
     SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, stage0);
-    turnBegin();
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    Value s0 = issueQK(qk0);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    turnEnd();
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    arrive(bars.kEmpty(), stage0);
-    SoftmaxState state{{init[0], init[1]}, {init[2], init[3]}};
-    Value alpha[2];
-    SmallVector<Value> p0 = packP(scoreStep(jBegin, s0, state, alpha));
+    Value firstTile = ragged ? kb.sub(jEnd, kb.idx(1)) : jBegin;
+    auto prologue = [&](int64_t keys) {
+      turnBegin();
+      NVVM::WgmmaFenceAlignedOp::create(b, loc);
+      Value s0 = issueQK(qk0, keys);
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      turnEnd();
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      arrive(bars.kEmpty(), stage0);
+      SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
+      Value alpha[2];
+      SmallVector<Value> pF32 = scoreStep(firstTile, s0, keys, st, alpha);
+      pF32.resize(sN, kb.f32(0.0));
+      SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
+                             st.rowSum[1]};
+      llvm::append_range(out, packP(pF32));
+      return out;
+    };
+    // One branch per width, uniform across the CTA (both consumers pass
+    // the same turns).
+    SmallVector<int64_t> widths;
+    for (int64_t w = kSlabCols; ragged && w < bkv; w += kSlabCols)
+      widths.push_back(w);
+    widths.push_back(bkv);
+    Value ragKeys = kb.sub(nk, kb.mul(firstTile, bkv));
+    SmallVector<Type> firstTypes(4, b.getF32Type());
+    firstTypes.append(sN / 2, b.getI32Type()); // packed P
+    std::function<SmallVector<Value>(size_t)> emitWidths =
+        [&](size_t i) -> SmallVector<Value> {
+      if (i + 1 == widths.size())
+        return prologue(widths[i]);
+      Value fits = kb.lt(ragKeys, kb.idx(widths[i] + 1));
+      auto ifOp = scf::IfOp::create(b, loc, firstTypes, fits, true);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      scf::YieldOp::create(b, loc, prologue(widths[i]));
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      scf::YieldOp::create(b, loc, emitWidths(i + 1));
+      return SmallVector<Value>(ifOp.getResults());
+    };
+    SmallVector<Value> first = emitWidths(0);
+    SoftmaxState state{{first[0], first[1]}, {first[2], first[3]}};
+    SmallVector<Value> p0(first.begin() + 4, first.end());
 
     // Steady state: S(j) and P·V(j-1) in flight together.
     SmallVector<Value> carried{state.rowMax[0], state.rowMax[1],
@@ -640,7 +717,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       SmallVector<Value> pv = pvDescriptors(prevStage);
       turnBegin();
       NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      Value s = issueQK(qk);
+      Value s = issueQK(qk, bkv);
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
       SmallVector<Value> accNext = issuePV(p, pv, acc);
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
@@ -648,7 +725,8 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
       arrive(bars.kEmpty(), stage);
       Value a[2];
-      SmallVector<Value> pF32 = scoreStep(j, s, st, a);
+      SmallVector<Value> pF32 =
+          scoreStep(ragged ? Value() : j, s, bkv, st, a);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
       arrive(bars.vEmpty(), prevStage);
       accNext = fenceOperands(b, loc, accNext);
