@@ -86,37 +86,52 @@ def max_err(got, ref):
     return d.max().item() if d.numel() else 0.0
 
 
-def judge(name, got, low, ref64, results, ref_got=None):
+def judge(name, got, low, ref64, results, ref_got=None, slack=0.0):
     """fa's error against ref_got (default ref64) within twice the error of
-    the same math in the inputs' precision (against ref64), + 1e-5."""
+    the same math in the inputs' precision (against ref64), + 1e-5 + slack."""
     e = max_err(got, ref64 if ref_got is None else ref_got)
     base = max_err(low, ref64)
     if math.isinf(base):
         base = 0.0  # low precision overflowed; hold fa to the absolute slack
-    ok = e <= 2 * base + 1e-5
-    results.append({"what": name, "err": e, "math_err": base, "ok": ok})
+    ok = e <= 2 * base + 1e-5 + slack
+    results.append({"what": name, "err": e, "math_err": base, "slack": slack, "ok": ok})
     return ok
 
 
-def stored_o_shift(q64, k64, o, o64, do, allowed, scale, lse64):
-    """The change of the exact dQ and dK when the backward's D = rowsum(dO∘O)
-    reads O as the forward stored it (rounded, in the inputs' dtype), as the
-    algorithm prescribes, instead of the exact O: D moves by δD = Σ dO∘(O -
-    O_exact) per row, dS = P∘(dP - D) by -P·δD, so dQ by scale·(-P·δD)·K and
-    dK by scale·(-P·δD)ᵀ·Q. The references differentiate their own P and do
-    not see it; where the exact gradient is 0 it is all that is left."""
+def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64):
+    """What the backward's D = rowsum(dO∘O) adds to dQ and dK, which the
+    references, differentiating their own P, do not see:
+    - a shift: D reads O as the forward stored it (rounded, in the inputs'
+      dtype), as the algorithm prescribes, so D moves by δD = Σ dO∘(O - O_exact)
+      per row, dS = P∘(dP - D) by -P·δD, dQ by scale·(-P·δD)·K and dK by
+      scale·(-P·δD)ᵀ·Q;
+    - a slack: dP = dO·Vᵀ and D are f32 sums in different orders, so dP - D,
+      exactly 0 where a row's P is one key, is left with a few f32 ulps
+      (2^-20 here) of the size of its terms, Σ|dO∘V|; through the same
+      products, with the rows' (keys') independent rounding errors adding
+      as a random walk (2-norm), that estimates the error of dQ and dK.
+    Returns (shift of dQ, shift of dK, slack of dQ, slack of dK)."""
     with torch.no_grad():
         b, h, nq, d = q64.shape
         hkv, nk = k64.shape[1], k64.shape[2]
         g = h // hkv
-        q, k = q64.detach(), k64.detach().repeat_interleave(g, dim=1)
+        q = q64.detach()
+        k, v = (t.detach().repeat_interleave(g, dim=1) for t in (k64, v64))
         dd = (do.double() * (o.double() - o64.detach())).sum(-1, keepdim=True)
         s = torch.matmul(q, k.transpose(-1, -2)) * scale
-        p = torch.exp(s - lse64.detach()[..., None]).masked_fill(~allowed, 0)
-        ds = -torch.nan_to_num(p) * dd
-        dq = scale * torch.matmul(ds, k)
-        dk = scale * torch.matmul(ds.transpose(-1, -2), q)
-        return dq, dk.view(b, hkv, g, nk, d).sum(2)
+        p = torch.nan_to_num(
+            torch.exp(s - lse64.detach()[..., None]).masked_fill(~allowed, 0))
+        ds = -p * dd
+        shift_q = scale * torch.matmul(ds, k)
+        shift_k = scale * torch.matmul(ds.transpose(-1, -2), q)
+        terms = torch.matmul(do.double().abs(), v.abs().transpose(-1, -2))
+        w = p * terms * 2.0 ** -20
+        slack_q = scale * (w * k.abs().amax(-1)[..., None, :]).square().sum(-1).sqrt()
+        slack_k2 = (w * q.abs().amax(-1)[..., None]).square().sum(-2)
+        fold = lambda t: t.view(b, hkv, g, *t.shape[2:]).sum(2)  # noqa: E731
+        slack_k = scale * fold(slack_k2).sqrt()
+        return (shift_q, fold(shift_k), slack_q.max().item() if slack_q.numel() else 0.0,
+                slack_k.max().item() if slack_k.numel() else 0.0)
 
 
 def poisoned(*shape, dtype, device):
@@ -221,9 +236,12 @@ def run_case(case, gen, dev):
                                 for x, y in zip((dq, dk, dvv), again))
                 results.append({"what": "bit-identical dq/dk/dv over 3 runs", "ok": same})
         torch.cuda.synchronize()
-        shift_q, shift_k = stored_o_shift(q64, k64, o, o64, do, allowed, scale, lse64)
-        judge("dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q)
-        judge("dk", dk, kl.grad, k64.grad, results, ref_got=k64.grad + shift_k)
+        shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do,
+                                                         allowed, scale, lse64)
+        judge("dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
+              slack=slack_q)
+        judge("dk", dk, kl.grad, k64.grad, results, ref_got=k64.grad + shift_k,
+              slack=slack_k)
         judge("dv", dvv, vl.grad, v64.grad, results)
     return results
 
@@ -407,9 +425,10 @@ def main():
     worst = {}
     for c in report["cases"]:
         for r in c["results"]:
-            if "err" in r and r["math_err"] > 0:
-                worst[r["what"]] = max(worst.get(r["what"], 0), r["err"] / r["math_err"])
-    print("worst err / math_err per output: " +
+            if "err" in r:
+                tol = 2 * r["math_err"] + 1e-5 + r["slack"]
+                worst[r["what"]] = max(worst.get(r["what"], 0), r["err"] / tol)
+    print("worst err / tolerance per output: " +
           ", ".join("%s %.2f" % kv for kv in sorted(worst.items())))
 
     for cfg in [c for c, _, _ in cfgs if c["tensor_maps"]][:1]:
