@@ -721,6 +721,19 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     if (inTurn)
       carried.append({kb.f32(1.0), kb.f32(1.0)});
     const int64_t pEnd = inTurn ? 2 : 0; // carried values after P
+    // O ×= the factors f of its rows (a warp-uniform skip under the lazy
+    // rescale).
+    auto rescaleBy = [&](Value f[2], SmallVector<Value> o) {
+      auto mul = [&](SmallVector<Value> &x) {
+        for (int64_t n = 0; n < accN / 4; ++n)
+          for (int64_t i = 0; i < 4; ++i)
+            x[n * 4 + i] = arith::MulFOp::create(b, loc, x[n * 4 + i], f[i / 2]);
+      };
+      if (clLazyRescale)
+        return rescaleUnlessUnit(f, o, mul);
+      mul(o);
+      return o;
+    };
     auto loop = scf::ForOp::create(b, loc, kb.add(jBegin, 1), jEnd,
                                    kb.idx(1), carried);
     {
@@ -742,17 +755,6 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       wait(bars.vFull(), prevStage, parityAt(prev));
       SmallVector<Value> qk = qkDescriptors(qRow0Bytes, stage);
       SmallVector<Value> pv = pvDescriptors(prevStage);
-      auto rescaleBy = [&](Value f[2], SmallVector<Value> o) {
-        auto mul = [&](SmallVector<Value> &x) {
-          for (int64_t n = 0; n < accN / 4; ++n)
-            for (int64_t i = 0; i < 4; ++i)
-              x[n * 4 + i] = arith::MulFOp::create(b, loc, x[n * 4 + i], f[i / 2]);
-        };
-        if (clLazyRescale)
-          return rescaleUnlessUnit(f, o, mul);
-        mul(o);
-        return o;
-      };
       turnBegin();
       NVVM::WgmmaFenceAlignedOp::create(b, loc);
       Value s = issueQK(qk, bkv);
@@ -794,9 +796,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
                          res.begin() + (res.size() - pEnd));
     if (inTurn) {
       Value f[2] = {res[res.size() - 2], res[res.size() - 1]};
-      for (int64_t n = 0; n < accN / 4; ++n)
-        for (int64_t i = 0; i < 4; ++i)
-          acc[n * 4 + i] = arith::MulFOp::create(b, loc, acc[n * 4 + i], f[i / 2]);
+      acc = rescaleBy(f, acc);
     }
     Value last = kb.sub(kb.sub(jEnd, jBegin), kb.idx(1));
     Value lastStage = stageOf(last);
