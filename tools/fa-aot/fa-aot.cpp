@@ -43,36 +43,32 @@ static bool writeFile(const Twine &path, StringRef data) {
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "fa ahead-of-time kernel compiler\n");
   std::vector<std::string> texts(configs.begin(), configs.end());
-  if (defaults)
+  if (defaults) {
     for (const char *dir : {"fwd", "bwd"})
       for (const char *d : {"d64", "d128"})
         for (const char *m : {"none", "causal"})
           texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m);
-  if (defaults)
     for (const char *dir : {"fwd", "bwd"})
       for (const char *d : {"d64", "d128"})
         for (const char *m : {"none", "causal"})
           texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma");
-  // Wider key tiles for the wgmma forward: fewer softmax rounds per key,
-  // +4-8% from N = 2k on without a mask and from 4k on under a causal one
-  // (PERF.md); the runtime takes them by Nk.
-  if (defaults)
+    // Wider key tiles for the wgmma forward: fewer softmax rounds per key,
+    // +4-8% from N = 2k on without a mask and from 4k on under a causal one
+    // (PERF.md); the runtime takes them by Nk.
     for (const char *d : {"d64", "d128"})
       for (const char *m : {"none", "causal"})
         texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma:bkv192");
-  // Persistent-grid forwards where the default grid is one CTA per tile:
-  // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them by
-  // Nk.
-  if (defaults) {
+    // Persistent-grid forwards where the default grid is one CTA per tile:
+    // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them
+    // by Nk.
     texts.push_back("fwd:bf16:d128:none:wgmma:bkv176:persistent");
     texts.push_back("fwd:bf16:d64:causal:wgmma:persistent");
-  }
-  // The deterministic backward, chosen only on request
-  // (fa_kernel_find_deterministic).
-  if (defaults)
+    // The deterministic backward, chosen only on request
+    // (fa_kernel_find_deterministic).
     for (const char *d : {"d64", "d128"})
       for (const char *m : {"none", "causal"})
         texts.push_back(std::string("bwd:bf16:") + d + ":" + m + ":wgmma:det");
+  }
   if (!configFile.empty()) {
     auto buf = MemoryBuffer::getFile(configFile);
     if (!buf) {

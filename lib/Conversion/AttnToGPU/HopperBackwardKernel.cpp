@@ -525,8 +525,6 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // without the divisions of headOf / qBeginOf: at 24 registers a thread,
     // 64-bit indices and divisions spill.
     Type i32 = b.getI32Type();
-    auto toI32 = [&](Value v) { return kb.toI32(v); };
-    auto c32 = [&](int64_t v) { return kb.c32(v); };
     auto add32 = [&](Value x, Value y) {
       return arith::AddIOp::create(b, loc, x, y).getResult();
     };
@@ -537,17 +535,17 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     /// Calls body(t, slot, qTile, head) for every tile t of the CTA (32-bit
     /// values; slot = t mod 2); qTile and head step along with t.
     auto forTiles = [&](function_ref<void(Value, Value, Value, Value)> body) {
-      Value tileEnd = toI32(iEnd), tileBegin = toI32(iBegin);
-      auto loop = scf::ForOp::create(
-          b, loc, c32(0), toI32(total), c32(1),
-          ValueRange{tileBegin, toI32(firstHead)});
+      Value tileEnd = kb.toI32(iEnd), tileBegin = kb.toI32(iBegin);
+      auto loop =
+          scf::ForOp::create(b, loc, kb.c32(0), kb.toI32(total), kb.c32(1),
+                             ValueRange{tileBegin, kb.toI32(firstHead)});
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(loop.getBody());
       Value t = loop.getInductionVar();
       Value qTile = loop.getRegionIterArgs()[0];
       Value head = loop.getRegionIterArgs()[1];
-      body(t, arith::AndIOp::create(b, loc, t, c32(1)), qTile, head);
-      Value next = add32(qTile, c32(1));
+      body(t, arith::AndIOp::create(b, loc, t, kb.c32(1)), qTile, head);
+      Value next = add32(qTile, kb.c32(1));
       Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                          next, tileEnd);
       scf::YieldOp::create(
@@ -557,11 +555,12 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     };
     // Phase parities of a 32-bit tile index (as fullParity / emptyParity).
     auto parity32 = [&](Value t, int64_t round) {
-      Value r = add32(arith::ShRUIOp::create(b, loc, t, c32(1)), c32(round));
+      Value r =
+          add32(arith::ShRUIOp::create(b, loc, t, kb.c32(1)), kb.c32(round));
       return arith::TruncIOp::create(b, loc, b.getI1Type(), r).getResult();
     };
-    Value bh0 = toI32(kb.mul(batch, heads));
-    Value nq32 = toI32(nq);
+    Value bh0 = kb.toI32(kb.mul(batch, heads));
+    Value nq32 = kb.toI32(nq);
 
     // TMA: K and V once, then Q and dO of tile t into slot t mod 2.
     ifThen(eq(kb.tid, kb.idx(0)), [&] {
@@ -579,7 +578,7 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
         Value slot = idx(slot32);
         wait(WsBarriers::empty, slot, parity32(t, 1));
         Value qBh = idx(add32(bh0, head));
-        Value qBegin = idx(mul32(qTile, c32(bq)));
+        Value qBegin = idx(mul32(qTile, kb.c32(bq)));
         Value full = kb.add(slot, WsBarriers::full);
         tmaLoadTile(kb, bars.group, qMap, bq, d, qStageOf(slot), qBegin, qBh,
                     full);
@@ -590,22 +589,22 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
     // LSE and Delta of tile t: lane l copies rows l and l + 32 (zero past
     // Nq, where the clamped row 0 is read and dropped).
     ifThen(eq(kb.warp, kb.idx(2)), [&] {
-      Value lane = toI32(kb.lane);
+      Value lane = kb.toI32(kb.lane);
       forTiles([&](Value t, Value slot32, Value qTile, Value head) {
         Value slot = idx(slot32);
         wait(WsBarriers::empty, slot, parity32(t, 1));
         Value qRowsBase = mul32(add32(bh0, head), nq32);
-        Value qBegin = mul32(qTile, c32(bq));
+        Value qBegin = mul32(qTile, kb.c32(bq));
         SmallVector<Value> vals, ats;
         for (int64_t i = 0; i < bq / 32; ++i) {
-          Value r = add32(lane, c32(i * 32));
+          Value r = add32(lane, kb.c32(i * 32));
           Value row = add32(qBegin, r);
           Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                               row, nq32);
-          Value src = idx(add32(
-              qRowsBase, arith::SelectOp::create(b, loc, valid, row, c32(0))));
-          Value at = idx(add32(mul32(slot32, c32(2 * bq)),
-                               add32(r, c32(statsFloat))));
+          Value src = idx(add32(qRowsBase, arith::SelectOp::create(
+                                               b, loc, valid, row, kb.c32(0))));
+          Value at = idx(add32(mul32(slot32, kb.c32(2 * bq)),
+                               add32(r, kb.c32(statsFloat))));
           for (auto [mem, off] : {std::pair{lseMem, int64_t(0)},
                                   std::pair{deltaMem, bq}}) {
             Value v = memref::LoadOp::create(b, loc, mem, ValueRange{src});
@@ -638,16 +637,16 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
       Value semAddr, qTiles32, kBlock32;
       if (plan.deterministic) {
         semAddr = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), arg(19));
-        qTiles32 = toI32(kb.ceilDiv(nq, bq));
-        kBlock32 = toI32(kBlock);
+        qTiles32 = kb.toI32(kb.ceilDiv(nq, bq));
+        kBlock32 = kb.toI32(kBlock);
       }
       Value sBase = arith::AddIOp::create(
           b, loc, arith::TruncIOp::create(b, loc, i32, sharedAddress(kb)),
-          c32(layout.dqBase()));
+          kb.c32(layout.dqBase()));
       forTiles([&](Value t, Value slot32, Value qTile, Value head) {
         Value slot = idx(slot32);
         wait(WsBarriers::dqFull, slot, parity32(t, 0));
-        Value qBegin = mul32(qTile, c32(bq));
+        Value qBegin = mul32(qTile, kb.c32(bq));
         Value sem;
         if (plan.deterministic) {
           Value tileQ = idx(qBegin);
@@ -657,8 +656,8 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
                            nk, bkv)
                   .second,
               kb.idx(1));
-          Value before = arith::SubIOp::create(b, loc, toI32(lastKeyBlock),
-                                               kBlock32);
+          Value before =
+              arith::SubIOp::create(b, loc, kb.toI32(lastKeyBlock), kBlock32);
           Value semIndex =
               add32(mul32(add32(bh0, head), qTiles32), qTile);
           sem = arith::AddIOp::create(
@@ -678,12 +677,12 @@ void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
         }
         Value firstRow = add32(mul32(add32(bh0, head), nq32), qBegin);
         Value rows = arith::MinUIOp::create(
-            b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), c32(bq));
+            b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), kb.c32(bq));
         Value gAddr = arith::IndexCastUIOp::create(
             b, loc, b.getI64Type(),
             kb.add(dqAddr, kb.mul(idx(firstRow), d * 4)));
-        Value sAddr = add32(sBase, mul32(slot32, c32(layout.dqBytes())));
-        Value bytes = mul32(rows, c32(d * 4));
+        Value sAddr = add32(sBase, mul32(slot32, kb.c32(layout.dqBytes())));
+        Value bytes = mul32(rows, kb.c32(d * 4));
         ptx("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
             "[$0], [$1], $2;",
             ValueRange{gAddr, sAddr, bytes}, "l,r,r,~{memory}");

@@ -91,21 +91,20 @@ std::string mlir::fa::wgmmaVariantKey() {
          ".persist" + std::to_string(static_cast<int>(clPersistent.getValue()));
 }
 
+/// `opt` where it is given, otherwise the measured default.
+static bool optionOr(const llvm::cl::opt<llvm::cl::boolOrDefault> &opt,
+                     bool measured) {
+  return opt == llvm::cl::BOU_UNSET ? measured : opt == llvm::cl::BOU_TRUE;
+}
+
 bool mlir::fa::wgmmaPersistentGrid(const attn::ScoreSpec &spec,
                                    int64_t headDim) {
-  switch (clPersistent) {
-  case llvm::cl::BOU_TRUE:
-    return true;
-  case llvm::cl::BOU_FALSE:
-    return false;
-  case llvm::cl::BOU_UNSET:
-    break;
-  }
   // Measured on the H200 (PERF.md): +0 to +13% for maskless D = 64. At
   // D = 128 it pays only below ~2k keys: block_kv 192 spills on this grid
   // and the persistent 176 loses 2-6% per key tile from 4k on; causal
   // tiles lose 4-10% from 2k on against one CTA per tile.
-  return spec.mask == attn::MaskKind::None && headDim <= 64;
+  return optionOr(clPersistent,
+                  spec.mask == attn::MaskKind::None && headDim <= 64);
 }
 
 namespace {
@@ -196,12 +195,9 @@ private:
   /// consumer has no register to spare for the prologue's width branches
   /// (8 B of spills at block_kv 176).
   bool raggedFirst() const {
-    if (plan.spec.mask != attn::MaskKind::None ||
-        (plan.persistent && plan.headDim > 64))
-      return false;
-    return clRaggedFirst == llvm::cl::BOU_UNSET
-               ? plan.headDim <= 64
-               : clRaggedFirst == llvm::cl::BOU_TRUE;
+    return plan.spec.mask == attn::MaskKind::None &&
+           !(plan.persistent && plan.headDim > 64) &&
+           optionOr(clRaggedFirst, plan.headDim <= 64);
   }
 
   /// O takes the previous tile's factors inside the turn (FA3's order), so
@@ -210,9 +206,7 @@ private:
   /// d128; d64 maskless lost 3-5%), not on the persistent D > 64 grid
   /// (8 B of spills at block_kv 176).
   bool rescaleInTurn() const {
-    if (clRescaleInTurn != llvm::cl::BOU_UNSET)
-      return clRescaleInTurn == llvm::cl::BOU_TRUE;
-    return plan.headDim > 64 && !plan.persistent;
+    return optionOr(clRescaleInTurn, plan.headDim > 64 && !plan.persistent);
   }
 
   Value i64(int64_t v) {
@@ -338,35 +332,35 @@ void HopperForward::forEachTile(function_ref<void()> body) {
   // stays live across the KV loop, where the consumers' registers are
   // tightest.
   Type i32 = b.getI32Type();
-  auto c32 = [&](int64_t v) { return kb.c32(v); };
-  auto to32 = [&](Value v) { return kb.toI32(v); };
-  auto toIdx = [&](Value v) { return kb.toIndex(v); };
-  Value qBlocks = to32(kb.ceilDiv(nq, plan.blockQ));
-  Value heads32 = to32(heads);
+  Value qBlocks = kb.toI32(kb.ceilDiv(nq, plan.blockQ));
+  Value heads32 = kb.toI32(heads);
   Value tiles = arith::MulIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, qBlocks, heads32), to32(batches));
+      b, loc, arith::MulIOp::create(b, loc, qBlocks, heads32),
+      kb.toI32(batches));
   auto enter = [&](Value t, Value k32, Value g32) {
-    tileIter = toIdx(k32);
-    ringBase = toIdx(g32);
+    tileIter = kb.toIndex(k32);
+    ringBase = kb.toIndex(g32);
     ringBase32 = g32;
     Value bh = arith::DivUIOp::create(b, loc, t, qBlocks);
     Value qRev = arith::RemUIOp::create(b, loc, t, qBlocks);
     Value qBlock = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, qBlocks, qRev), c32(1));
-    setTile(toIdx(qBlock), toIdx(arith::RemUIOp::create(b, loc, bh, heads32)),
-            toIdx(arith::DivUIOp::create(b, loc, bh, heads32)));
+        b, loc, arith::SubIOp::create(b, loc, qBlocks, qRev), kb.c32(1));
+    setTile(kb.toIndex(qBlock),
+            kb.toIndex(arith::RemUIOp::create(b, loc, bh, heads32)),
+            kb.toIndex(arith::DivUIOp::create(b, loc, bh, heads32)));
   };
   Value slot = kb.idx(layout.tiles() / 4);
   auto nextRing = [&](Value g32) {
-    return arith::AddIOp::create(b, loc, g32, to32(kb.sub(jEnd, jBegin)))
+    return arith::AddIOp::create(b, loc, g32, kb.toI32(kb.sub(jEnd, jBegin)))
         .getResult();
   };
 
   if (!isConsumer) {
     // Producer: (tile, tiles done, ring slots used).
-    Value first = to32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+    Value first = kb.toI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
     auto loop = scf::WhileOp::create(
-        b, loc, TypeRange{i32, i32, i32}, ValueRange{first, c32(0), c32(0)},
+        b, loc, TypeRange{i32, i32, i32},
+        ValueRange{first, kb.c32(0), kb.c32(0)},
         [&](OpBuilder &, Location, ValueRange args) {
           Value more = arith::CmpIOp::create(
               b, loc, arith::CmpIPredicate::ult, args[0], tiles);
@@ -381,28 +375,29 @@ void HopperForward::forEachTile(function_ref<void()> body) {
           // The last of the `tiles` fetches of a launch (values 0 ..
           // tiles - 1) puts the counter back to 0 for the next launch.
           Value old = LLVM::AtomicRMWOp::create(
-              b, loc, LLVM::AtomicBinOp::add, tileCounter, c32(1),
+              b, loc, LLVM::AtomicBinOp::add, tileCounter, kb.c32(1),
               LLVM::AtomicOrdering::monotonic);
           Value last = arith::CmpIOp::create(
               b, loc, arith::CmpIPredicate::eq, old,
-              arith::SubIOp::create(b, loc, tiles, c32(1)));
+              arith::SubIOp::create(b, loc, tiles, kb.c32(1)));
           {
             auto ifOp = scf::IfOp::create(b, loc, last, false);
             OpBuilder::InsertionGuard g(b);
             b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-            LLVM::StoreOp::create(b, loc, c32(0), tileCounter);
+            LLVM::StoreOp::create(b, loc, kb.c32(0), tileCounter);
           }
           Value next = arith::AddIOp::create(
-              b, loc, to32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x)),
-              old);
+              b, loc,
+              kb.toI32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x)), old);
           scf::YieldOp::create(
               b, loc,
-              ValueRange{next, arith::AddIOp::create(b, loc, args[1], c32(1)),
+              ValueRange{next,
+                         arith::AddIOp::create(b, loc, args[1], kb.c32(1)),
                          nextRing(args[2])});
         });
     // The end: an empty tile behind the last Q, with no bytes to wait for.
     Value k32 = loop.getResult(1);
-    wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(toIdx(k32), 1)));
+    wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(kb.toIndex(k32), 1)));
     memref::StoreOp::create(b, loc, loop.getResult(0), tileSlot,
                             ValueRange{slot});
     arrive(bars.qFull(), kb.idx(0));
@@ -410,9 +405,9 @@ void HopperForward::forEachTile(function_ref<void()> body) {
   }
   // Consumers: (tiles done, ring slots used); the tile comes with its Q.
   scf::WhileOp::create(
-      b, loc, TypeRange{i32, i32, i32}, ValueRange{c32(0), c32(0)},
+      b, loc, TypeRange{i32, i32, i32}, ValueRange{kb.c32(0), kb.c32(0)},
       [&](OpBuilder &, Location, ValueRange args) {
-        wait(bars.qFull(), kb.idx(0), parityOf(toIdx(args[0])));
+        wait(bars.qFull(), kb.idx(0), parityOf(kb.toIndex(args[0])));
         Value t = memref::LoadOp::create(b, loc, tileSlot, ValueRange{slot});
         Value more =
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, t, tiles);
@@ -423,7 +418,7 @@ void HopperForward::forEachTile(function_ref<void()> body) {
         body();
         scf::YieldOp::create(
             b, loc,
-            ValueRange{arith::AddIOp::create(b, loc, args[1], c32(1)),
+            ValueRange{arith::AddIOp::create(b, loc, args[1], kb.c32(1)),
                        nextRing(args[2])});
       });
 }
@@ -690,7 +685,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     for (int64_t w = kSlabCols; ragged && w < bkv; w += kSlabCols)
       widths.push_back(w);
     widths.push_back(bkv);
-    Value ragKeys = kb.sub(nk, kb.mul(firstTile, bkv));
+    Value ragKeys = ragged ? kb.sub(nk, kb.mul(firstTile, bkv)) : Value();
     SmallVector<Type> firstTypes(4, b.getF32Type());
     firstTypes.append(sN / 2, b.getI32Type()); // packed P
     std::function<SmallVector<Value>(size_t)> emitWidths =

@@ -82,18 +82,20 @@ void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
                                         Value k0Index) {
   OpBuilder &b = kb.b;
   Value k0 = boundsType(kb, bounds, k0Index);
+  // Without a mask both rows end at Nk, relative to this lane's first key.
+  Value noMaskHi;
+  if (!bounds.hi[0])
+    noMaskHi = arith::SubIOp::create(
+        b, kb.loc, bounds.tileHi,
+        arith::AddIOp::create(
+            b, kb.loc, k0,
+            boundsType(kb, bounds, kb.mul(kb.threadInGroup, 2))));
   Value lo[2], hi[2];
   for (int64_t r = 0; r < 2; ++r) {
     lo[r] = bounds.lo[r] ? arith::SubIOp::create(b, kb.loc, bounds.lo[r], k0)
                          : Value();
-    if (bounds.hi[r]) {
-      hi[r] = arith::SubIOp::create(b, kb.loc, bounds.hi[r], k0);
-      continue;
-    }
-    Value laneKey = arith::AddIOp::create(
-        b, kb.loc, k0,
-        boundsType(kb, bounds, kb.mul(kb.threadInGroup, 2)));
-    hi[r] = arith::SubIOp::create(b, kb.loc, bounds.tileHi, laneKey);
+    hi[r] = bounds.hi[r] ? arith::SubIOp::create(b, kb.loc, bounds.hi[r], k0)
+                         : noMaskHi;
   }
   for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
     for (int64_t i = 0; i < 4; ++i) {
