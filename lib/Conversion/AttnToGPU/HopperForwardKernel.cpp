@@ -70,8 +70,8 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clRaggedFirst(
     llvm::cl::desc("wgmma forward without a mask: the last, ragged key tile "
                    "runs first, Q·Kᵀ and softmax on the multiple of 64 keys "
                    "that covers it; the loop's tiles are then full and "
-                   "unmasked (default: for D <= 64, where it was measured "
-                   "to pay)"));
+                   "unmasked (default: on, except on the persistent D > 64 "
+                   "grid, whose consumer has no register to spare)"));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
     "fa-wgmma-persistent",
@@ -190,14 +190,14 @@ private:
 
   /// Maskless: ring iteration 0 reads the last key tile (ragged when Nk is
   /// not a multiple of block_kv), iteration i > 0 key tile jBegin + i - 1.
-  /// By default for D <= 64 only: at D = 128 it gained 1.5% at 2k-4k keys
-  /// but lost 4% at 16k (docs/hopper-notes.md), and the persistent D = 128
-  /// consumer has no register to spare for the prologue's width branches
-  /// (8 B of spills at block_kv 176).
+  /// Measured +1-9% at d64 and, with the in-turn rescale, +3-5% at d128
+  /// (docs/hopper-notes.md). The persistent D > 64 consumer has no register
+  /// to spare for the prologue's width branches (8 B of spills at block_kv
+  /// 176), so it never takes it.
   bool raggedFirst() const {
     return plan.spec.mask == attn::MaskKind::None &&
            !(plan.persistent && plan.headDim > 64) &&
-           optionOr(clRaggedFirst, plan.headDim <= 64);
+           optionOr(clRaggedFirst, true);
   }
 
   /// O takes the previous tile's factors inside the turn (FA3's order), so
