@@ -25,8 +25,8 @@ static cl::opt<bool> defaults(
     "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
                          "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
                          "block_kv 192 wgmma forwards, "
-                         "persistent-grid d128 maskless and d64 causal wgmma "
-                         "forwards for short rows, and the deterministic "
+                         "persistent-grid d128 and d64 causal and d128 "
+                         "maskless wgmma forwards for short rows, and the deterministic "
                          "wgmma backwards"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
     // by Nk.
     texts.push_back("fwd:bf16:d128:none:wgmma:bkv176:persistent");
     texts.push_back("fwd:bf16:d64:causal:wgmma:persistent");
+    texts.push_back("fwd:bf16:d128:causal:wgmma:persistent");
     // The deterministic backward, chosen only on request
     // (fa_kernel_find_deterministic).
     for (const char *d : {"d64", "d128"})

@@ -62,8 +62,8 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clRescaleInTurn(
     llvm::cl::desc("wgmma forward: O is rescaled by the previous tile's "
                    "factors between issuing S(j) and P·V(j-1), inside the "
                    "ping-pong turn, instead of before asking for it "
-                   "(default: for D > 64 on a grid of one tile per CTA, "
-                   "where it was measured to pay)"));
+                   "(default: for D > 64 except on a persistent grid with "
+                   "block_kv > 128, where it was measured to pay)"));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clRaggedFirst(
     "fa-wgmma-ragged-first",
@@ -203,10 +203,13 @@ private:
   /// O takes the previous tile's factors inside the turn (FA3's order), so
   /// the 64 multiplies leave the path from a tile's softmax to its next
   /// issue. By default for D > 64 (+2-3% causal, +0.5-1.5% maskless at
-  /// d128; d64 maskless lost 3-5%), not on the persistent D > 64 grid
-  /// (8 B of spills at block_kv 176).
+  /// d128, +0-2% on the persistent causal block_kv 128 grid; d64 maskless
+  /// lost 3-5%), not on persistent grids with wider key tiles (8 B of
+  /// spills at block_kv 176).
   bool rescaleInTurn() const {
-    return optionOr(clRescaleInTurn, plan.headDim > 64 && !plan.persistent);
+    return optionOr(clRescaleInTurn,
+                    plan.headDim > 64 &&
+                        !(plan.persistent && plan.blockKV > 128));
   }
 
   Value i64(int64_t v) {
