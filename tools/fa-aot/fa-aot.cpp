@@ -24,10 +24,9 @@ static cl::opt<std::string> configFile("config-file", cl::desc("file with one co
 static cl::opt<bool> defaults(
     "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
                          "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
-                         "block_kv 192 wgmma forwards, "
-                         "persistent-grid d128 and d64 causal and d128 "
-                         "maskless wgmma forwards for short rows, and the deterministic "
-                         "wgmma backwards"));
+                         "block_kv 192 wgmma forwards, persistent-grid wgmma "
+                         "forwards for short rows (d128 maskless and causal, "
+                         "d64 causal), and the deterministic wgmma backwards"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
 

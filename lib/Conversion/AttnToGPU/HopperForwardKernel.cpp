@@ -190,7 +190,7 @@ private:
 
   /// Maskless: ring iteration 0 reads the last key tile (ragged when Nk is
   /// not a multiple of block_kv), iteration i > 0 key tile jBegin + i - 1.
-  /// Measured +1-9% at d64 and, with the in-turn rescale, +3-5% at d128
+  /// Measured +1-9% at d64 and, with the in-turn rescale, +2-5% at d128
   /// (docs/hopper-notes.md). The persistent D > 64 consumer has no register
   /// to spare for the prologue's width branches (8 B of spills at block_kv
   /// 176), so it never takes it.
