@@ -1,11 +1,13 @@
 //===- NVVMPipeline.cpp - fa-lower-to-nvvm ----------------------*- C++ -*-===//
 //
-// attn ops → gpu.module kernels (convert-attn-to-gpu) → NVVM/LLVM dialect →
+// attn ops → kernel plan (attn-gpu-plan) → the seed passes' tiled loops →
+// gpu.module kernels (convert-attn-to-gpu) → NVVM/LLVM dialect →
 // PTX in a gpu.binary through the NVVM target's NVPTX backend.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fa/Conversion/Passes.h"
+#include "fa/Dialect/Attn/Transforms/Passes.h"
 #include "fa/Pipelines/Pipelines.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -22,6 +24,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -51,18 +54,29 @@ std::string fa::ptxFeaturesFor(StringRef target) {
   return "+ptx81";
 }
 
+void fa::buildAttnToGPUPipeline(OpPassManager &pm,
+                                const LowerToNVVMOptions &options) {
+  AttnGPUPlanPassOptions plan;
+  plan.blockQ = options.blockQ;
+  plan.blockKV = options.blockKV;
+  plan.warps = options.warps;
+  plan.stages = options.stages;
+  plan.target = options.target;
+  plan.mma = options.mma;
+  plan.deterministic = options.deterministic;
+  plan.grid = options.grid;
+  pm.addPass(createAttnGPUPlanPass(plan));
+  // The seed passes, as on the CPU; block sizes come from each op's plan.
+  OpPassManager &f = pm.nest<func::FuncOp>();
+  f.addPass(attn::createAttnRecomputeBackwardPass());
+  f.addPass(attn::createAttnOnlineSoftmaxPass());
+  f.addPass(attn::createAttnTilePass());
+  pm.addPass(createConvertAttnToGPUPass());
+}
+
 void fa::buildAttnToNVVMDialectPipeline(OpPassManager &pm,
                                         const LowerToNVVMOptions &options) {
-  ConvertAttnToGPUPassOptions conv;
-  conv.blockQ = options.blockQ;
-  conv.blockKV = options.blockKV;
-  conv.warps = options.warps;
-  conv.stages = options.stages;
-  conv.target = options.target;
-  conv.mma = options.mma;
-  conv.deterministic = options.deterministic;
-  conv.grid = options.grid;
-  pm.addPass(createConvertAttnToGPUPass(conv));
+  buildAttnToGPUPipeline(pm, options);
   // Bottom-up: the kernels are long straight-line regions, where the top-down
   // worklist costs 1.2 s (bwd d128) against 0.05 s for the same result.
   pm.addPass(createCanonicalizerPass(
@@ -122,6 +136,12 @@ void fa::registerGPUDialects(DialectRegistry &registry) {
 
 void fa::registerNVVMPipeline() {
   registerFAConversionPasses();
+  PassPipelineRegistration<LowerToNVVMOptions>(
+      "fa-attn-to-gpu",
+      "attn ops → kernel plan → the seed passes' tiled loops → gpu.module "
+      "kernels (the first stage of fa-lower-to-nvvm; its codegen options "
+      "are ignored)",
+      buildAttnToGPUPipeline);
   PassPipelineRegistration<LowerToNVVMOptions>(
       "fa-lower-to-nvvm",
       "Lower attn.attention to tensor-core kernels and PTX in a gpu.binary",

@@ -91,6 +91,21 @@ struct KernelPlan {
   std::string maskName() const;
 };
 
+/// The plan of the kernel computing `op` (attn.attention,
+/// attn.attention_backward or one of their tile ops: the element type, head
+/// dims and mask are read from it).
+FailureOr<KernelPlan> resolveKernelPlanFor(Operation *op,
+                                           const GpuTileOptions &options,
+                                           std::string &error);
+
+/// The plan as the `attn.kernel_plan` dictionary (attn::kKernelPlanAttr):
+/// its block sizes, warps, stages, target, mma, grid and deterministic
+/// choice, which resolve back to the same plan, and its tag.
+DictionaryAttr kernelPlanAttr(MLIRContext *ctx, const KernelPlan &plan);
+
+/// The options a `attn.kernel_plan` dictionary holds.
+GpuTileOptions kernelPlanOptions(DictionaryAttr attr);
+
 /// Resolves defaults and checks a plan; the error names the offending field.
 FailureOr<KernelPlan> resolveKernelPlan(bool backward, Type elemType,
                                         int64_t headDim, int64_t headDimV,

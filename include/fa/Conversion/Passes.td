@@ -5,35 +5,24 @@
 
 include "mlir/Pass/PassBase.td"
 
-def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
-  let summary = "Lower attn.attention to fused tensor-core GPU kernels";
+def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
+  let summary = "Choose the GPU kernel plan of each attn op and attach it as IR";
   let description = [{
-    Every function holding one `attn.attention` (or `attn.attention_backward`)
-    is replaced by a `gpu.module` with the kernels of docs/ABI.md: flat
-    pointer parameters, i32 sizes and an f32 scale, shapes read at run time,
-    so one kernel serves every (B, H, Hkv, Nq, Nk). The host side is the fa
-    runtime, not IR.
+    Resolves, for every `attn.attention` and `attn.attention_backward`, the
+    plan of the kernel that will compute it: the block sizes, warps, stages,
+    the tensor-core instructions and the grid, each default chosen for the
+    head dim and target. The plan rides on the op as the discardable
+    dictionary attribute `attn.kernel_plan`; `attn-online-softmax`,
+    `attn-recompute-backward` and `attn-tile` carry it onto the tiled loops
+    and tile ops and take their block sizes from it, and
+    `convert-attn-to-gpu` builds the kernels it names. An invalid choice is
+    diagnosed here, on the op.
 
-    The forward is FlashAttention-2: one CTA per (query block, head, batch),
-    16 query rows per warp, K/V tiles double-buffered in dynamic shared
-    memory with cp.async, fragments loaded with ldmatrix, Q·Kᵀ and P·V on
-    mma.sync m16n8k16 with f32 accumulators, the online softmax in registers
-    (exp2 with scale·log2e folded), tiles outside the mask skipped and only
-    boundary tiles masked.
-
-    Before:
     ```mlir
-    func.func @f(%q: tensor<?x?x?x128xbf16>, ...) -> ... {
-      %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>} : ...
-    }
-    ```
-    After:
-    ```mlir
-    gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a {
-      gpu.func @fa_fwd_fwd_bf16_d128_..._sm90a(%q: memref<...xbf16>, ...,
-          %batch: i32, %heads: i32, %kv_heads: i32, %nq: i32, %nk: i32,
-          %scale: f32) kernel { ... nvgpu.ldmatrix ... nvvm.mma.sync ... }
-    }
+    %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>,
+        attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64,
+          mma = "mma_sync", stages = 2 : i64, tag = "fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a",
+          target = "sm_90a", warps = 4 : i64}} : ...
     ```
   }];
   let options = [
@@ -58,6 +47,40 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
            "from a counter), blocks (one CTA per query tile), or empty for "
            "the default of -fa-wgmma-persistent">
   ];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
+  let summary = "Lower tiled attn ops to fused tensor-core GPU kernels";
+  let description = [{
+    Takes the tiled form of attention: the loops of `attn-tile` (forward) or
+    `attn-recompute-backward` (backward) around `attn.online_attention` /
+    `attn.backward_tile` tile ops, each carrying the `attn.kernel_plan` of
+    `attn-gpu-plan`. Every function holding such a loop nest is replaced by
+    a `gpu.module` with the kernels of docs/ABI.md that execute it: flat
+    pointer parameters, i32 sizes and an f32 scale, shapes read at run time,
+    so one kernel serves every (B, H, Hkv, Nq, Nk). The query-block loop
+    becomes the grid, the key-block loop the kernel's main loop, the tile
+    op's online-softmax update its fragment code (OnlineSoftmaxMath, shared
+    with the CPU decomposition). An untiled attn op, a tile op without a
+    plan, or any attn op left behind is an error.
+
+    The mma.sync forward is FlashAttention-2: one CTA per (query block, head,
+    batch), 16 query rows per warp, K/V tiles double-buffered with cp.async,
+    ldmatrix fragments, mma.sync m16n8k16 with f32 accumulators, exp2 with
+    scale·log2e folded, blocks outside the mask skipped and only boundary
+    blocks masked. The wgmma kernels (sm_90a) add TMA, warp specialisation
+    and ping-pong.
+
+    After (the `fa-attn-to-gpu` pipeline on a causal bf16 d128 forward):
+    ```mlir
+    gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a {
+      gpu.func @fa_fwd_fwd_bf16_d128_..._sm90a(%q: memref<...xbf16>, ...,
+          %batch: i32, %heads: i32, %kv_heads: i32, %nq: i32, %nk: i32,
+          %scale: f32) kernel { ... nvgpu.ldmatrix ... nvvm.mma.sync ... }
+    }
+    ```
+  }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::NVVM::NVVMDialect",

@@ -77,6 +77,12 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::init("")};
 };
 
+/// `fa-attn-to-gpu`: attn ops → their kernel plans (attn-gpu-plan) → the
+/// tiled loops of the seed passes (attn-recompute-backward,
+/// attn-online-softmax, attn-tile) → gpu.module kernels (convert-attn-to-gpu).
+void buildAttnToGPUPipeline(OpPassManager &pm,
+                            const LowerToNVVMOptions &options);
+
 /// attn ops → gpu.module kernels in the NVVM/LLVM dialects with an NVVM
 /// target attached (everything of `fa-lower-to-nvvm` but serialisation).
 void buildAttnToNVVMDialectPipeline(OpPassManager &pm,
@@ -95,7 +101,8 @@ std::string ptxFeaturesFor(llvm::StringRef target);
 /// GPU, NVGPU, NVVM, vector dialects, the NVVM target and translations.
 void registerGPUDialects(DialectRegistry &registry);
 
-/// Registers convert-attn-to-gpu and fa-lower-to-nvvm.
+/// Registers attn-gpu-plan, convert-attn-to-gpu, fa-attn-to-gpu and
+/// fa-lower-to-nvvm.
 void registerNVVMPipeline();
 
 /// Dialects and interface models that fa's tools and pipelines use.

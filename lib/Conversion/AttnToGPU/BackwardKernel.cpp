@@ -29,6 +29,7 @@
 
 #include "Wgmma.h"
 
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/Support/MathExtras.h"
@@ -120,7 +121,7 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   const int64_t perLane = llvm::divideCeil(chunks, lanes);
   Value laneInRow = kb.remui(kb.tid, lanes);
   Value rowInStep = kb.divui(kb.tid, lanes);
-  auto v8 = VectorType::get({width}, elem), f8 = VectorType::get({width}, f32);
+  auto v8 = VectorType::get({width}, elem);
   // Every load first; lanes whose row lies at or past Nq or whose chunk lies
   // past the row read the block's first chunk and add nothing.
   Value safe = kb.mul(block.first, dv);
@@ -147,9 +148,7 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     Value sum = kb.f32(0);
     for (int64_t c = 0; c < perLane; ++c) {
       int64_t i = r * perLane + c;
-      Value prod = arith::MulFOp::create(
-          b, loc, arith::ExtFOp::create(b, loc, f8, oChunks[i]),
-          arith::ExtFOp::create(b, loc, f8, doChunks[i]));
+      Value prod = attn::buildDeltaTerm(b, loc, oChunks[i], doChunks[i]);
       sum = kb.select(oks[i],
                       vector::ReductionOp::create(
                           b, loc, vector::CombiningKind::ADD, prod, sum),
@@ -356,6 +355,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk), nq,
       bq);
   Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  auto exp2 = [&](Value x) { return kb.exp2(x); };
+  attn::OnlineSoftmaxMath math{b, loc, exp2, nullptr};
   Value keyRow0 = kb.mul(kb.warp, 16);
 
   const int64_t dkN = llvm::divideCeil(wk, 8) * 4,
@@ -431,10 +432,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                                           false, llvm::MaybeAlign(8));
         for (int64_t c = 0; c < 2; ++c) {
           Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
-          Value isNegInf = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OEQ, l, kb.negInf());
-          l = arith::MulFOp::create(b, loc, l, kb.f32(M_LOG2E));
-          lse2[n * 2 + c] = kb.select(isNegInf, kb.f32(INFINITY), l);
+          lse2[n * 2 + c] = math.lseBase2(l);
           delta[n * 2 + c] =
               vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
         }
@@ -444,7 +442,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
         for (int64_t i = 0; i < 4; ++i) {
           Value &e = s[n * 4 + i];
           Value negL = arith::NegFOp::create(b, loc, lse2[n * 2 + i % 2]);
-          e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negL));
+          e = math.probabilityFolded(e, scaleLog2, negL);
         }
 
       // dV += Pᵀ·dO (this CTA's columns of dO).
@@ -465,10 +463,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale, kept in registers and in shared memory.
       for (int64_t n = 0; n < bq / 8; ++n)
         for (int64_t i = 0; i < 4; ++i) {
-          Value diff = arith::SubFOp::create(b, loc, dp[n * 4 + i],
-                                             delta[n * 2 + i % 2]);
-          Value ds = arith::MulFOp::create(b, loc, s[n * 4 + i], diff);
-          dp[n * 4 + i] = arith::MulFOp::create(b, loc, ds, scale);
+          dp[n * 4 + i] = math.scoreGradient(s[n * 4 + i], dp[n * 4 + i],
+                                             delta[n * 2 + i % 2], scale);
         }
       for (int64_t n = 0; n < bq / 8; ++n)
         for (int64_t r = 0; r < 2; ++r) {

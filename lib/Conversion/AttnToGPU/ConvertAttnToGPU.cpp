@@ -1,15 +1,19 @@
 //===- ConvertAttnToGPU.cpp - convert-attn-to-gpu ---------------*- C++ -*-===//
 //
-// Replaces each function holding an attn.attention / attn.attention_backward
-// by a gpu.module with the kernels of docs/ABI.md. The kernels read shapes at
-// run time, so only the element type, head dims and mask come from the op.
+// Lowers the tiled form of attention to GPU kernels. Each function holding
+// the loop nest of attn-tile (or attn-recompute-backward) around tile ops
+// that carry an `attn.kernel_plan` is replaced by a gpu.module with the
+// kernels of docs/ABI.md that execute it. The kernels read shapes at run
+// time, so only the element type, head dims, mask and plan come from the IR.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fa/Conversion/AttnToGPU.h"
 #include "fa/Conversion/Passes.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace mlir::fa {
 #define GEN_PASS_DEF_CONVERTATTNTOGPUPASS
@@ -19,6 +23,52 @@ namespace mlir::fa {
 using namespace mlir;
 using namespace mlir::fa;
 
+static bool isAttnOp(Operation *op) {
+  return op->getDialect() &&
+         op->getDialect()->getNamespace() ==
+             attn::AttnDialect::getDialectNamespace();
+}
+
+/// The tile op whose loop nest `func` lowers to kernels (null if none), after
+/// checking that the function holds the tiled form with one kernel plan.
+static FailureOr<Operation *> findPlannedTile(func::FuncOp func) {
+  Operation *tile = nullptr;
+  WalkResult walk = func.walk([&](Operation *op) {
+    if (isa<attn::AttentionOp, attn::AttentionBackwardOp>(op)) {
+      op->emitOpError("expected the tiled form on the GPU path: run "
+                      "attn-gpu-plan, attn-online-softmax or "
+                      "attn-recompute-backward, and attn-tile first (the "
+                      "fa-attn-to-gpu pipeline)");
+      return WalkResult::interrupt();
+    }
+    if (!isa<attn::OnlineAttentionOp, attn::BackwardTileOp>(op))
+      return WalkResult::advance();
+    Attribute plan = op->getAttr(attn::kKernelPlanAttr);
+    if (!plan) {
+      op->emitOpError("expected an '")
+          << attn::kKernelPlanAttr << "' attribute (from attn-gpu-plan)";
+      return WalkResult::interrupt();
+    }
+    auto loop = op->getParentOfType<scf::ForallOp>();
+    if (!loop || loop->getAttr(attn::kKernelPlanAttr) != plan) {
+      op->emitOpError("expected to lie in the query-block loop of its "
+                      "kernel plan (from attn-tile or "
+                      "attn-recompute-backward)");
+      return WalkResult::interrupt();
+    }
+    if (tile && tile->getAttr(attn::kKernelPlanAttr) != plan) {
+      func.emitOpError("expected one kernel plan per function, got ")
+          << tile->getAttr(attn::kKernelPlanAttr) << " and " << plan;
+      return WalkResult::interrupt();
+    }
+    tile = op;
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return tile;
+}
+
 namespace {
 struct ConvertAttnToGPUPass final
     : fa::impl::ConvertAttnToGPUPassBase<ConvertAttnToGPUPass> {
@@ -26,66 +76,57 @@ struct ConvertAttnToGPUPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    GpuTileOptions options;
-    options.blockQ = blockQ;
-    options.blockKV = blockKV;
-    options.warps = warps;
-    options.stages = stages;
-    options.target = target;
-    options.mma = mma;
-    options.deterministic = deterministic;
-    options.grid = grid;
     OpBuilder b(module.getContext());
     SmallVector<func::FuncOp> done;
     for (auto func : module.getOps<func::FuncOp>()) {
-      SmallVector<Operation *> ops;
-      func.walk([&](Operation *op) {
-        if (isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
-          ops.push_back(op);
-      });
-      if (ops.empty())
-        continue;
-      if (ops.size() > 1) {
-        func.emitOpError("expected one attention op per function, got ")
-            << ops.size();
+      FailureOr<Operation *> tile = findPlannedTile(func);
+      if (failed(tile))
         return signalPassFailure();
-      }
-      if (failed(convert(b, module, ops.front(), options)))
+      if (!*tile)
+        continue;
+      if (failed(convert(b, module, *tile)))
         return signalPassFailure();
       done.push_back(func);
     }
     for (func::FuncOp f : done)
       f.erase();
+    WalkResult left = module.walk([](Operation *op) {
+      if (!isAttnOp(op))
+        return WalkResult::advance();
+      op->emitOpError("was not lowered to GPU kernels");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      return signalPassFailure();
     if (!done.empty())
       module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                       b.getUnitAttr());
   }
 
-  LogicalResult convert(OpBuilder &b, ModuleOp module, Operation *op,
-                        const GpuTileOptions &options) {
-    bool backward = isa<attn::AttentionBackwardOp>(op);
-    auto q = cast<ShapedType>(op->getOperand(0).getType());
-    auto v = cast<ShapedType>(op->getOperand(2).getType());
-    attn::ScoreSpec spec = backward
-                               ? cast<attn::AttentionBackwardOp>(op).getScoreSpec()
-                               : cast<attn::AttentionOp>(op).getScoreSpec();
+  /// Emits the kernels of the plan on `tile` (once per distinct kernel).
+  LogicalResult convert(OpBuilder &b, ModuleOp module, Operation *tile) {
+    auto planAttr = tile->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
     std::string error;
     FailureOr<KernelPlan> plan =
-        resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
-                          v.getShape().back(), spec, options, error);
+        resolveKernelPlanFor(tile, kernelPlanOptions(planAttr), error);
     if (failed(plan))
-      return op->emitOpError(error);
+      return tile->emitOpError(error);
+    if (auto tag = planAttr.getAs<StringAttr>("tag");
+        tag && tag.getValue() != plan->tag())
+      return tile->emitOpError("expected the kernel plan to name kernel ")
+             << plan->tag() << ", got " << tag;
     std::string name = "fa_" + plan->tag();
     if (module.lookupSymbol(name))
       return success(); // an identical kernel was already emitted
     b.setInsertionPointToEnd(module.getBody());
-    auto gpuModule = gpu::GPUModuleOp::create(b, op->getLoc(), name);
-    if (backward)
-      buildBackwardKernels(b, op->getLoc(), gpuModule, *plan);
+    Location loc = tile->getLoc();
+    auto gpuModule = gpu::GPUModuleOp::create(b, loc, name);
+    if (plan->backward)
+      buildBackwardKernels(b, loc, gpuModule, *plan);
     else if (plan->strategy == MmaStrategy::Wgmma)
-      buildForwardKernelWgmma(b, op->getLoc(), gpuModule, *plan);
+      buildForwardKernelWgmma(b, loc, gpuModule, *plan);
     else
-      buildForwardKernel(b, op->getLoc(), gpuModule, *plan);
+      buildForwardKernel(b, loc, gpuModule, *plan);
     return success();
   }
 };

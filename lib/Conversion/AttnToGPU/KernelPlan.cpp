@@ -14,6 +14,7 @@
 #include "fa/Conversion/AttnToGPU.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -272,4 +273,61 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                 " bytes of shared memory, more than " +
                 llvm::Twine(kMaxSharedBytes));
   return plan;
+}
+
+FailureOr<KernelPlan> mlir::fa::resolveKernelPlanFor(
+    Operation *op, const GpuTileOptions &options, std::string &error) {
+  bool backward = isa<attn::AttentionBackwardOp, attn::BackwardTileOp>(op);
+  auto q = cast<ShapedType>(op->getOperand(0).getType());
+  auto v = cast<ShapedType>(op->getOperand(2).getType());
+  attn::ScoreSpec spec =
+      llvm::TypeSwitch<Operation *, attn::ScoreSpec>(op)
+          .Case<attn::AttentionOp, attn::AttentionBackwardOp,
+                attn::OnlineAttentionOp, attn::BackwardTileOp>(
+              [](auto o) { return o.getScoreSpec(); });
+  return resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
+                           v.getShape().back(), spec, options, error);
+}
+
+DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
+                                        const KernelPlan &plan) {
+  Builder b(ctx);
+  SmallVector<NamedAttribute> fields{
+      b.getNamedAttr("block_q", b.getI64IntegerAttr(plan.blockQ)),
+      b.getNamedAttr("block_kv", b.getI64IntegerAttr(plan.blockKV)),
+      b.getNamedAttr("warps", b.getI64IntegerAttr(plan.warps)),
+      b.getNamedAttr("stages", b.getI64IntegerAttr(plan.stages)),
+      b.getNamedAttr("target", b.getStringAttr(plan.target)),
+      b.getNamedAttr("mma", b.getStringAttr(plan.strategy == MmaStrategy::Wgmma
+                                                ? "wgmma"
+                                                : "mma_sync")),
+      b.getNamedAttr("tag", b.getStringAttr(plan.tag()))};
+  // The grid is a choice of the wgmma forward only (resolveWgmmaPlan).
+  if (plan.strategy == MmaStrategy::Wgmma && !plan.backward)
+    fields.push_back(b.getNamedAttr(
+        "grid", b.getStringAttr(plan.persistent ? "persistent" : "blocks")));
+  if (plan.deterministic)
+    fields.push_back(b.getNamedAttr("deterministic", b.getUnitAttr()));
+  return b.getDictionaryAttr(fields);
+}
+
+GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
+  GpuTileOptions options;
+  auto integer = [&](StringRef name) {
+    auto a = attr.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : 0;
+  };
+  auto string = [&](StringRef name, StringRef otherwise) {
+    auto a = attr.getAs<StringAttr>(name);
+    return (a ? a.getValue() : otherwise).str();
+  };
+  options.blockQ = integer("block_q");
+  options.blockKV = integer("block_kv");
+  options.warps = integer("warps");
+  options.stages = integer("stages");
+  options.target = string("target", "");
+  options.mma = string("mma", "");
+  options.grid = string("grid", "");
+  options.deterministic = attr.contains("deterministic");
+  return options;
 }

@@ -9,9 +9,10 @@
 
 #include "Fragments.h"
 
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
-#include <cmath>
 
 using namespace mlir;
 using namespace mlir::fa::gpu_lowering;
@@ -159,6 +160,9 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t sTiles = s.size() / 4, accTiles = acc.size() / 4;
+  auto exp2 = [&](Value x) { return kb.exp2(x); };
+  auto log2 = [&](Value x) { return kb.log2(x); };
+  attn::OnlineSoftmaxMath math{b, loc, exp2, log2};
   for (int64_t r = 0; r < 2; ++r) {
     Value tileMax = kb.negInf();
     for (int64_t n = 0; n < sTiles; ++n)
@@ -177,19 +181,14 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
                                          growth, kb.f32(lazyRescaleLog2));
       newMax = kb.select(keep, state.rowMax[r], newMax);
     }
-    // A row with nothing visible yet keeps m = -inf; subtracting 0 instead
-    // makes both α and P exactly 0 rather than NaN.
-    Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
-                                          newMax, kb.negInf());
-    Value base = kb.select(isEmpty, kb.f32(0.0), newMax);
+    Value base = math.exponentBase(newMax);
     Value negBase = arith::NegFOp::create(b, loc, base);
-    Value alpha =
-        kb.exp2(arith::SubFOp::create(b, loc, state.rowMax[r], base));
+    Value alpha = math.rescaleFactor(state.rowMax[r], base);
     Value sum = arith::MulFOp::create(b, loc, state.rowSum[r], alpha);
     for (int64_t n = 0; n < sTiles; ++n)
       for (int64_t c = 0; c < 2; ++c) {
         Value &e = s[n * 4 + 2 * r + c];
-        e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negBase));
+        e = math.probabilityFolded(e, scaleLog2, negBase);
         sum = arith::AddFOp::create(b, loc, sum, e);
       }
     for (int64_t n = 0; n < accTiles; ++n)
@@ -205,16 +204,11 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
 void mlir::fa::gpu_lowering::finalizeSoftmax(KernelBuilder &kb,
                                              SoftmaxState &state,
                                              Value invSum[2], Value lse[2]) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
+  auto exp2 = [&](Value x) { return kb.exp2(x); };
+  auto log2 = [&](Value x) { return kb.log2(x); };
+  attn::OnlineSoftmaxMath math{kb.b, kb.loc, exp2, log2};
   for (int64_t r = 0; r < 2; ++r) {
     Value l = quadReduce(kb, state.rowSum[r], /*isMax=*/false);
-    Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l,
-                                        kb.f32(0.0));
-    Value inv = arith::DivFOp::create(b, loc, kb.f32(1.0), l);
-    invSum[r] = kb.select(empty, kb.f32(0.0), inv);
-    Value lse2 = arith::AddFOp::create(b, loc, state.rowMax[r], kb.log2(l));
-    Value natural = arith::MulFOp::create(b, loc, lse2, kb.f32(M_LN2));
-    lse[r] = kb.select(empty, kb.negInf(), natural);
+    std::tie(invSum[r], lse[r]) = math.finalizeRow(state.rowMax[r], l);
   }
 }

@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -convert-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -fa-attn-to-gpu | FileCheck %s --enable-var-scope
 // RUN: fa-opt %s -fa-lower-to-nvvm | FileCheck %s --check-prefix=PTX
 
 // D + Dv = 512 > 256: dK and dV no longer fit in registers, so two CTAs per

@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | FileCheck %s --enable-var-scope
 
 // fa_bwd_pre and fa_bwd_post keep every thread busy and each warp's accesses
 // contiguous. Delta = rowsum(dO∘O): lanes of one row take consecutive 16-byte

@@ -1,5 +1,5 @@
-// RUN: fa-opt %s -convert-attn-to-gpu | FileCheck %s --enable-var-scope
-// RUN: fa-opt %s -convert-attn-to-gpu | fa-opt > /dev/null
+// RUN: fa-opt %s -fa-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -fa-attn-to-gpu | fa-opt > /dev/null
 // RUN: fa-opt %s -fa-lower-to-nvvm > %t
 // RUN: FileCheck %s --check-prefix=PTX < %t
 // RUN: FileCheck %s --check-prefix=ATOM < %t

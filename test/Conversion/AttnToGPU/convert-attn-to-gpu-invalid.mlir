@@ -1,30 +1,34 @@
 // RUN: fa-opt %s -split-input-file -verify-diagnostics -convert-attn-to-gpu
 
-
-// dK and dV accumulate in registers: above D + Dv = 256 the backward splits
-// their columns over CTAs in equal slices that are multiples of 8, which
-// 248 = 8 · 31 has none of.
-func.func @backward_big(%q: tensor<1x2x64x248xbf16>, %k: tensor<1x2x64x248xbf16>, %v: tensor<1x2x64x248xbf16>, %o: tensor<1x2x64x248xbf16>, %do: tensor<1x2x64x248xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>) {
-  // expected-error @+1 {{expected D and Dv to split into column slices that are multiples of 8 with D + Dv <= 256 per slice for the backward (dK and dV live in registers), got D 248 and Dv 248}}
-  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>
-  return %dq, %dk, %dv : tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>
+// Nothing on the GPU path starts from the untiled op.
+func.func @untiled(%q: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
+  // expected-error @+1 {{expected the tiled form on the GPU path: run attn-gpu-plan, attn-online-softmax or attn-recompute-backward, and attn-tile first (the fa-attn-to-gpu pipeline)}}
+  %o, %lse = attn.attention %q, %q, %q : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
 }
 
 // -----
 
-func.func @f32(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>) {
-  // expected-error @+1 {{expected f16 or bf16 for the tensor-core kernels}}
-  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
-  return %o, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
+// A tile op the planning pass never saw (e.g. tiled for the CPU) is not
+// silently left behind.
+func.func @unplanned(%q: tensor<1x1x16x64xbf16>, %acc: tensor<1x1x16x64xf32>, %m: tensor<1x1x16xf32>, %i: index)
+    -> (tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>) {
+  // expected-error @+1 {{expected an 'attn.kernel_plan' attribute (from attn-gpu-plan)}}
+  %a, %mm, %ll = attn.online_attention %q, %q, %q, %acc, %m, %m at [%i, %i, %i, %i] of [%i, %i]
+      : tensor<1x1x16x64xbf16>, tensor<1x1x16x64xbf16>, tensor<1x1x16x64xbf16>, tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+      -> tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+  return %a, %mm, %ll : tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
 }
 
 // -----
 
-// Every head dim gets a forward and (D + Dv <= 256 after rounding each up to
-// a multiple of 8) a backward; above that the column slices of the split
-// backward must be multiples of 8, which 130 has none of.
-func.func @odd_head_split(%q: tensor<1x2x64x130xbf16>, %k: tensor<1x2x64x130xbf16>, %v: tensor<1x2x64x130xbf16>, %o: tensor<1x2x64x130xbf16>, %do: tensor<1x2x64x130xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>) {
-  // expected-error @+1 {{expected D and Dv to split into column slices that are multiples of 8 with D + Dv <= 256 per slice for the backward (dK and dV live in registers), got D 130 and Dv 130}}
-  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
-  return %dq, %dk, %dv : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
+// A planned tile op outside the plan's query-block loop has no grid to map.
+func.func @untiled_planned(%q: tensor<1x1x16x64xbf16>, %acc: tensor<1x1x16x64xf32>, %m: tensor<1x1x16xf32>, %i: index)
+    -> (tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>) {
+  // expected-error @+1 {{expected to lie in the query-block loop of its kernel plan (from attn-tile or attn-recompute-backward)}}
+  %a, %mm, %ll = attn.online_attention %q, %q, %q, %acc, %m, %m at [%i, %i, %i, %i] of [%i, %i]
+      {attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 2 : i64, target = "sm_90a", warps = 4 : i64}}
+      : tensor<1x1x16x64xbf16>, tensor<1x1x16x64xbf16>, tensor<1x1x16x64xbf16>, tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+      -> tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
+  return %a, %mm, %ll : tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
 }

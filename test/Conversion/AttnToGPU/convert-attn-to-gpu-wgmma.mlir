@@ -1,6 +1,6 @@
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma stages=3 block-kv=64" | FileCheck %s --check-prefix=OPT
-// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma target=sm_80" 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma stages=3 block-kv=64" | FileCheck %s --check-prefix=OPT
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma target=sm_80" 2>&1 | FileCheck %s --check-prefix=SM80
 
 // The wgmma forward keeps the ABI parameters and appends the tensor-map
 // pointers of Q, K and V; 384 threads; Q and a 2-stage K/V ring unpadded in

@@ -1,7 +1,7 @@
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu | FileCheck %s --enable-var-scope
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="block-kv=32 target=sm_80" | FileCheck %s --check-prefix=OPT
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="block-kv=32 target=sm_80" | FileCheck %s --check-prefix=OPT
 // The kernels print in a form that parses back.
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu | fa-opt -split-input-file > /dev/null
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | fa-opt -split-input-file > /dev/null
 
 // The function becomes a gpu.module holding the ABI kernel: flat pointers,
 // i32 sizes, f32 scale; Q block × head × batch from the block ids; 4 warps.

@@ -1,9 +1,9 @@
 // Only the warp-specialised wgmma backward has a deterministic variant: the
 // option is rejected, naming the reason, for forwards, for the mma.sync
 // backward and for the 256-thread wgmma backward.
-// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma deterministic=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WGMMA
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma deterministic=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WGMMA
 // RUN: not fa-opt %s -split-input-file -fa-lower-to-nvvm="deterministic=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SYNC
-// RUN: not fa-opt %s -split-input-file -fa-wgmma-bwd-ws=false -convert-attn-to-gpu="mma=wgmma deterministic=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOWS
+// RUN: not fa-opt %s -split-input-file -fa-wgmma-bwd-ws=false -fa-attn-to-gpu="mma=wgmma deterministic=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOWS
 
 // WGMMA: error: 'attn.attention' op the deterministic option applies to the warp-specialised wgmma backward only, got a forward (its outputs are already deterministic)
 // WGMMA-NOT: error:

@@ -1,6 +1,6 @@
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
-// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
 
 // The default wgmma backward is warp-specialised (-fa-wgmma-bwd-ws): 384
 // threads, the q, k, v, dO tensor maps after fa_bwd's 15 parameters, one CTA

@@ -2,9 +2,9 @@
 // and fits shared memory: S = Q·Kᵀ is one m64nNk16 chain with N = block-kv,
 // P·V runs block-kv / 16 register-A k-steps, and the TMA boxes are block-kv
 // rows tall.
-// RUN: fa-opt %s -convert-attn-to-gpu="mma=wgmma block-kv=192" | FileCheck %s
-// RUN: not fa-opt %s -convert-attn-to-gpu="mma=wgmma block-kv=200" 2>&1 | FileCheck %s --check-prefix=ODD
-// RUN: not fa-opt %s -convert-attn-to-gpu="mma=wgmma block-kv=256 stages=3" 2>&1 | FileCheck %s --check-prefix=SMEM
+// RUN: fa-opt %s -fa-attn-to-gpu="mma=wgmma block-kv=192" | FileCheck %s
+// RUN: not fa-opt %s -fa-attn-to-gpu="mma=wgmma block-kv=200" 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: not fa-opt %s -fa-attn-to-gpu="mma=wgmma block-kv=256 stages=3" 2>&1 | FileCheck %s --check-prefix=SMEM
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv192_w12_s2_none_wgmma_sm90a
 // CHECK: nvgpu.tma.async.load {{.*}}memref<1x192x64xbf16, 3>

@@ -1,7 +1,7 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=IR
-// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent=false -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=OFF
-// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=ON
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=IR
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent=false -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=OFF
+// RUN: fa-opt %s -split-input-file -fa-wgmma-persistent -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=ON
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s < %t/fa_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent.ptx
@@ -60,9 +60,9 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
 
 // The grid option of the pass (the config fields `persistent` / `blocks` of
 // fa-aot) overrides the default per kernel; it is checked like the others.
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma grid=blocks" | FileCheck %s --check-prefix=BLOCKS
-// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma grid=rows" 2>&1 | FileCheck %s --check-prefix=BADGRID
-// RUN: not fa-opt %s -split-input-file -convert-attn-to-gpu="grid=persistent" 2>&1 | FileCheck %s --check-prefix=SYNCGRID
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma grid=blocks" | FileCheck %s --check-prefix=BLOCKS
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma grid=rows" 2>&1 | FileCheck %s --check-prefix=BADGRID
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="grid=persistent" 2>&1 | FileCheck %s --check-prefix=SYNCGRID
 // RUN: rm -rf %t.aot && fa-aot --config fwd:bf16:d128:none:wgmma:persistent --config fwd:bf16:d64:none:wgmma:blocks -o %t.aot | FileCheck %s --check-prefix=AOT
 // BLOCKS-NOT: _persistent
 // BADGRID: error: 'attn.attention' op expected grid = persistent or blocks, got rows

@@ -3,9 +3,9 @@
 // softmax on the multiple of 64 keys that covers it, one branch per width,
 // and the loop's tiles are full and need no mask. On by default, except on
 // the persistent D > 64 grid, whose consumer has no register to spare.
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-kv=192" | FileCheck %s
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-kv=192" -fa-wgmma-ragged-first=false | FileCheck %s --check-prefix=OFF
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-kv=176" -fa-wgmma-persistent=true | FileCheck %s --check-prefix=PERS
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-kv=192" | FileCheck %s
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-kv=192" -fa-wgmma-ragged-first=false | FileCheck %s --check-prefix=OFF
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-kv=176" -fa-wgmma-persistent=true | FileCheck %s --check-prefix=PERS
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv192_w12_s2_none_wgmma_sm90a_persistent
 // Producer: ring iteration i loads key tile j0 - 1 + (i == 0 ? n : i).

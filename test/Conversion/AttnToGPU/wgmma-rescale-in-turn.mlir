@@ -4,10 +4,10 @@
 // tile's softmax to its next issue. By default for D > 64, except on a
 // persistent grid with block_kv > 128, whose consumer would spill;
 // otherwise O is rescaled at the end of the trip, before the next turn.
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" | FileCheck %s
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-rescale-in-turn=false | FileCheck %s --check-prefix=OFF
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-persistent=true | FileCheck %s --check-prefix=PERS
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu="mma=wgmma block-kv=176" -fa-wgmma-persistent=true | FileCheck %s --check-prefix=WIDE
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-rescale-in-turn=false | FileCheck %s --check-prefix=OFF
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-persistent=true | FileCheck %s --check-prefix=PERS
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-kv=176" -fa-wgmma-persistent=true | FileCheck %s --check-prefix=WIDE
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a
 // CHECK: scf.for {{.*}} iter_args

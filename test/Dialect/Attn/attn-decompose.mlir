@@ -71,15 +71,19 @@ func.func @softcap(%q: tensor<1x1x4x8xf32>, %acc: tensor<1x1x4x8xf32>, %m: tenso
 
 // -----
 
-// The backward tile recomputes P = exp(score − LSE) (zero where masked or
-// where LSE = -inf) and forms the five products of seed 4.3.
+// The backward tile recomputes P = 2^(score·log2e − LSE·log2e) (zero where
+// masked or where LSE = -inf, whose base is +inf) and forms the five products of seed 4.3.
 // CHECK-LABEL: func @backward_tile
 // CHECK: %[[S:.+]] = linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<1x1x16x32xbf16>, tensor<1x1x8x32xbf16>)
 // CHECK: %[[P:.+]] = linalg.generic {{.+}} ins(%{{.+}} : tensor<1x1x16xf32>) outs(%[[S]] : tensor<1x1x16x8xf32>)
-// CHECK:   arith.subf
-// CHECK:   math.exp
-// CHECK:   arith.cmpf oeq
-// CHECK:   arith.select
+// CHECK-NEXT: ^bb0(%[[LSEV:[^:]+]]: f32, %[[SV:[^:]+]]: f32)
+// CHECK:   %[[SCORE:.+]] = arith.mulf %[[SV]], %{{.+}} : f32
+// CHECK:   %[[T:.+]] = arith.mulf %[[SCORE]], %[[LOG2E:.+]] : f32
+// CHECK:   %[[EMPTY:.+]] = arith.cmpf oeq, %[[LSEV]], %{{.+}} : f32
+// CHECK:   %[[L2:.+]] = arith.mulf %[[LSEV]], %[[LOG2E]] : f32
+// CHECK:   %[[BASE:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[L2]] : f32
+// CHECK:   %[[X:.+]] = arith.subf %[[T]], %[[BASE]] : f32
+// CHECK:   math.exp2 %[[X]] : f32
 // CHECK: %[[DV:.+]] = linalg.generic {{.+}} ins(%[[P]], %{{.+}} : tensor<1x1x16x8xf32>, tensor<1x1x16x32xbf16>)
 // CHECK: %[[DP:.+]] = linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<1x1x16x32xbf16>, tensor<1x1x8x32xbf16>)
 // CHECK: %[[DS:.+]] = linalg.generic {{.+}} ins(%[[P]], %{{.+}} : tensor<1x1x16x8xf32>, tensor<1x1x16xf32>) outs(%[[DP]] : tensor<1x1x16x8xf32>)

@@ -1,7 +1,8 @@
 // RUN: fa-opt %s -split-input-file -attn-online-softmax | FileCheck %s
 
 // The softmax becomes (m, l, acc) started at (-inf, 0, 0), one online update
-// over all keys, and the finalisation O = acc / l, LSE = ln2·(m + log2 l).
+// over all keys, and the finalisation per row 1/l and LSE = ln2·(m + log2 l)
+// (0 and -inf for a row that saw no key), then O = acc·(1/l).
 
 // CHECK-LABEL: func @causal
 // CHECK-SAME: (%[[Q:.+]]: tensor<2x4x100x32xbf16>, %[[K:.+]]: tensor<2x2x70x32xbf16>, %[[V:.+]]: tensor<2x2x70x16xbf16>)
@@ -12,18 +13,22 @@
 // CHECK: %[[L0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<2x4x100xf32>)
 // CHECK: %[[ACC:.+]], %[[M:.+]], %[[L:.+]] = attn.online_attention %[[Q]], %[[K]], %[[V]], %[[ACC0]], %[[M0]], %[[L0]]
 // CHECK-SAME: {apply_mask, mask = #attn.mask<causal>}
-// CHECK: %[[O:.+]] = linalg.generic {{.*}} ins(%[[ACC]], %[[L]] : tensor<2x4x100x16xf32>, tensor<2x4x100xf32>)
-// CHECK:   arith.cmpf oeq
-// CHECK:   arith.divf
-// CHECK:   arith.select
-// CHECK:   arith.truncf %{{.+}} : f32 to bf16
-// CHECK: %[[LSE:.+]] = linalg.generic {{.*}} ins(%[[M]], %[[L]] : tensor<2x4x100xf32>, tensor<2x4x100xf32>)
-// CHECK:   math.log2
-// CHECK:   arith.addf
-// CHECK:   arith.mulf %{{.+}}, %{{.+}} : f32
+// CHECK: %[[ROWS:.+]]:2 = linalg.generic {{.*}} ins(%[[M]], %[[L]] : tensor<2x4x100xf32>, tensor<2x4x100xf32>)
+// CHECK-NEXT: ^bb0(%[[RM:[^:]+]]: f32, %[[RL:[^:]+]]: f32,
+// CHECK:   %[[EMPTY:.+]] = arith.cmpf oeq, %[[RL]], %{{.+}} : f32
+// CHECK:   %[[INV:.+]] = arith.divf %{{.+}}, %[[RL]] : f32
+// CHECK:   %[[INVSUM:.+]] = arith.select %[[EMPTY]], %{{.+}}, %[[INV]] : f32
+// CHECK:   %[[LOG2L:.+]] = math.log2 %[[RL]] : f32
+// CHECK:   %[[LSE2:.+]] = arith.addf %[[RM]], %[[LOG2L]] : f32
+// CHECK:   %[[LN2:.+]] = arith.constant 0.693147182 : f32
+// CHECK:   %[[NAT:.+]] = arith.mulf %[[LSE2]], %[[LN2]] : f32
 // CHECK:   %[[NI:.+]] = arith.constant 0xFF800000 : f32
-// CHECK:   arith.select %{{.+}}, %[[NI]]
-// CHECK: return %[[O]], %[[LSE]]
+// CHECK:   %[[LSEV:.+]] = arith.select %[[EMPTY]], %[[NI]], %[[NAT]] : f32
+// CHECK:   linalg.yield %[[INVSUM]], %[[LSEV]]
+// CHECK: %[[O:.+]] = linalg.generic {{.*}} ins(%[[ACC]], %[[ROWS]]#0 : tensor<2x4x100x16xf32>, tensor<2x4x100xf32>)
+// CHECK:   arith.mulf
+// CHECK:   arith.truncf %{{.+}} : f32 to bf16
+// CHECK: return %[[O]], %[[ROWS]]#1
 func.func @causal(%q: tensor<2x4x100x32xbf16>, %k: tensor<2x2x70x32xbf16>, %v: tensor<2x2x70x16xbf16>) -> (tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>) {
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
       : tensor<2x4x100x32xbf16>, tensor<2x2x70x32xbf16>, tensor<2x2x70x16xbf16> -> tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>

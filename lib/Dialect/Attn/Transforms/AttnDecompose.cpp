@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "Utils.h"
 
@@ -143,29 +144,27 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
                     b, l, ValueRange{arith::MaximumFOp::create(b, l, a[1], a[0])});
               })
           .getResult(0);
-  // A row with nothing visible yet keeps m = -inf; subtract 0 there so that
-  // 2^(-inf - -inf) never appears.
-  auto safe = [](OpBuilder &b, Location l, Value m) -> Value {
-    Value none = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, m,
-                                       cF32(b, l, -kInf));
-    return arith::SelectOp::create(b, l, none, cF32(b, l, 0.0), m);
+  // P = 2^(t − base(m_new)), in place of t; α = 2^(m − base(m_new)).
+  auto exp2 = [](OpBuilder &b, Location l) {
+    return [&b, l](Value x) -> Value { return math::Exp2Op::create(b, l, x); };
   };
-  // P = 2^(t − m_new), in place of t.
   Value p = generic(rw, loc, {maxNew}, {t}, 4, {{0, 1, 2}, {0, 1, 2, 3}}, 0,
                     [&](OpBuilder &b, Location l, ValueRange a) {
-                      Value x = arith::SubFOp::create(b, l, a[1], safe(b, l, a[0]));
+                      auto e = exp2(b, l);
+                      OnlineSoftmaxMath math{b, l, e, nullptr};
                       linalg::YieldOp::create(
-                          b, l, ValueRange{math::Exp2Op::create(b, l, x)});
+                          b, l, math.probability(a[1], math.exponentBase(a[0])));
                     })
                 .getResult(0);
-  // α = 2^(m − m_new); l_new = α·l + rowsum(P).
+  // l_new = α·l + rowsum(P).
   Value rowInit = tensor::EmptyOp::create(rw, loc, rowSizes, rw.getF32Type());
   Value alpha =
       generic(rw, loc, {max, maxNew}, {rowInit}, 3, {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}}, 0,
               [&](OpBuilder &b, Location l, ValueRange a) {
-                Value x = arith::SubFOp::create(b, l, a[0], safe(b, l, a[1]));
-                linalg::YieldOp::create(b, l,
-                                        ValueRange{math::Exp2Op::create(b, l, x)});
+                auto e = exp2(b, l);
+                OnlineSoftmaxMath math{b, l, e, nullptr};
+                linalg::YieldOp::create(
+                    b, l, math.rescaleFactor(a[0], math.exponentBase(a[1])));
               })
           .getResult(0);
   auto mulRows = [](OpBuilder &b, Location l, ValueRange a) {
@@ -227,16 +226,15 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
         Value deriv;
         Value score = buildScore(b, l, spec, a[1], pos,
                                  spec.scoreMod ? &deriv : nullptr);
-        Value pv = math::ExpOp::create(
-            b, l, arith::SubFOp::create(b, l, score, a[0]));
-        Value dead = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
-                                           a[0], cF32(b, l, -kInf));
+        // P = 2^(score·log2e − LSE·log2e), as the GPU kernels recompute it;
+        // a row with LSE = −inf gets P = 0.
+        auto e = [&](Value x) -> Value { return math::Exp2Op::create(b, l, x); };
+        OnlineSoftmaxMath math{b, l, e, nullptr};
+        Value t = arith::MulFOp::create(b, l, score, cF32(b, l, M_LOG2E));
+        Value pv = math.probability(t, math.lseBase2(a[0]));
         if (masked)
-          dead = arith::OrIOp::create(
-              b, l, dead,
-              arith::XOrIOp::create(b, l, buildMaskPredicate(b, l, spec, pos),
-                                    arith::ConstantIntOp::create(b, l, 1, 1)));
-        pv = arith::SelectOp::create(b, l, dead, cF32(b, l, 0.0), pv);
+          pv = arith::SelectOp::create(b, l, buildMaskPredicate(b, l, spec, pos),
+                                       pv, cF32(b, l, 0.0));
         SmallVector<Value> ys{pv};
         if (deriv)
           ys.push_back(deriv);
@@ -268,11 +266,10 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
   dsDims.push_back({0, 1, 2, 3});
   Value ds = generic(rw, loc, dsIns, {dp}, 4, dsDims, 0,
                      [&](OpBuilder &b, Location l, ValueRange a) {
-                       Value g = arith::SubFOp::create(b, l, a.back(), a[1]);
-                       g = arith::MulFOp::create(b, l, a[0], g);
+                       OnlineSoftmaxMath math{b, l, nullptr, nullptr};
                        Value c = chain ? a[2] : cF32(b, l, spec.scale);
                        linalg::YieldOp::create(
-                           b, l, ValueRange{arith::MulFOp::create(b, l, g, c)});
+                           b, l, math.scoreGradient(a[0], a.back(), a[1], c));
                      })
                  .getResult(0);
   // dK_j += dS_ijᵀ·Q_i   loops (b, h, j, d, i)

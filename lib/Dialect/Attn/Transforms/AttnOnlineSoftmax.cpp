@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "Utils.h"
 
@@ -46,45 +47,44 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
       op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
       op.getWindowRightAttr());
+  copyKernelPlan(op, online);
   // The default scale depends on D, which the tile ops keep, so it need not
   // be materialised; score_mod moves over unchanged.
   if (!op.getScoreMod().empty())
     rw.inlineRegionBefore(op.getScoreMod(), online.getScoreMod(),
                           online.getScoreMod().end());
 
-  // O = acc / l and LSE = ln2·(m + log2 l); l = 0 means no visible key.
+  // Per row (1/l, LSE) of OnlineSoftmaxMath::finalizeRow, then O = acc·(1/l).
   auto oType = cast<RankedTensorType>(op.getOutput().getType());
   auto lseType = cast<RankedTensorType>(op.getLse().getType());
+  AffineMap id3 = rw.getMultiDimIdentityMap(3);
+  Type f32 = rw.getF32Type();
+  Value invInit = tensor::EmptyOp::create(rw, loc, rowSizes, f32);
+  Value lseInit = tensor::EmptyOp::create(rw, loc, rowSizes, f32);
+  auto rows = linalg::GenericOp::create(
+      rw, loc, TypeRange{invInit.getType(), lseType},
+      ValueRange{online.getNewMax(), online.getNewSum()},
+      ValueRange{invInit, lseInit}, ArrayRef<AffineMap>{id3, id3, id3, id3},
+      iterators(3), [&](OpBuilder &b, Location l, ValueRange args) {
+        auto log2 = [&](Value x) -> Value { return math::Log2Op::create(b, l, x); };
+        OnlineSoftmaxMath math{b, l, nullptr, log2};
+        auto [invSum, lse] = math.finalizeRow(args[0], args[1]);
+        linalg::YieldOp::create(b, l, ValueRange{invSum, lse});
+      });
   AffineMap id4 = rw.getMultiDimIdentityMap(4);
   AffineMap rows4 = projection(ctx, 4, {0, 1, 2});
   Value oInit = tensor::EmptyOp::create(rw, loc, accSizes, oType.getElementType());
   auto out = linalg::GenericOp::create(
-      rw, loc, oType, ValueRange{online.getNewAcc(), online.getNewSum()},
+      rw, loc, oType, ValueRange{online.getNewAcc(), rows.getResult(0)},
       ValueRange{oInit}, ArrayRef<AffineMap>{id4, rows4, id4}, iterators(4),
       [&](OpBuilder &b, Location l, ValueRange args) {
-        Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
-                                            args[1], cF32(b, l, 0.0));
-        Value o = arith::DivFOp::create(b, l, args[0], args[1]);
-        o = arith::SelectOp::create(b, l, empty, cF32(b, l, 0.0), o);
+        Value o = arith::MulFOp::create(b, l, args[0], args[1]);
         if (oType.getElementType() != o.getType())
           o = arith::TruncFOp::create(b, l, oType.getElementType(), o);
         linalg::YieldOp::create(b, l, o);
       });
-  AffineMap id3 = rw.getMultiDimIdentityMap(3);
-  Value lseInit = tensor::EmptyOp::create(rw, loc, rowSizes, rw.getF32Type());
-  auto lse = linalg::GenericOp::create(
-      rw, loc, lseType, ValueRange{online.getNewMax(), online.getNewSum()},
-      ValueRange{lseInit}, ArrayRef<AffineMap>{id3, id3, id3}, iterators(3),
-      [&](OpBuilder &b, Location l, ValueRange args) {
-        Value empty = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
-                                            args[1], cF32(b, l, 0.0));
-        Value log2l = math::Log2Op::create(b, l, args[1]);
-        Value r = arith::AddFOp::create(b, l, args[0], log2l);
-        r = arith::MulFOp::create(b, l, r, cF32(b, l, M_LN2));
-        r = arith::SelectOp::create(b, l, empty, cF32(b, l, -inf), r);
-        linalg::YieldOp::create(b, l, r);
-      });
-  rw.replaceOp(op, ValueRange{out.getResult(0), lse.getResult(0)});
+  Value lse = rows.getResult(1);
+  rw.replaceOp(op, ValueRange{out.getResult(0), lse});
   return success();
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "Utils.h"
 
@@ -112,6 +113,7 @@ struct BackwardBuilder {
                       op.getScaleAttr(), op.getMaskAttr(),
                       op.getWindowLeftAttr(), op.getWindowRightAttr());
                   cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
+                  copyKernelPlan(op, tile);
                   return tile;
                 };
                 Value inside =
@@ -195,8 +197,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
                  ArrayRef<AffineMap>{id4, id4, projection(ctx, 4, {0, 1, 2})},
                  iterators(3, 1),
                  [&](OpBuilder &b, Location l, ValueRange a) {
-                   Value x = arith::MulFOp::create(b, l, toF32(b, l, a[0]),
-                                                   toF32(b, l, a[1]));
+                   Value x = buildDeltaTerm(b, l, a[1], a[0]);
                    linalg::YieldOp::create(
                        b, l, ValueRange{arith::AddFOp::create(b, l, a[2], x)});
                  })
@@ -219,6 +220,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
     auto forall = scf::ForallOp::create(
         rw, loc, SmallVector<OpFoldResult>{batch, kvHeads},
         ValueRange{dq0, dk0, dv0}, std::nullopt);
+    copyKernelPlan(op, forall);
     rw.setInsertionPointToStart(forall.getBody());
     Value b = forall.getInductionVars()[0], hk = forall.getInductionVars()[1];
     ValueRange outs = forall.getRegionIterArgs();
@@ -267,6 +269,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
     auto forall = scf::ForallOp::create(
         rw, loc, SmallVector<OpFoldResult>{batch, kvHeads, keyBlocks},
         ValueRange{slab0, dk0, dv0}, std::nullopt);
+    copyKernelPlan(op, forall);
     rw.setInsertionPointToStart(forall.getBody());
     ValueRange ivs = forall.getInductionVars();
     Value b = ivs[0], hk = ivs[1], kb = ivs[2];
@@ -322,10 +325,14 @@ struct AttnRecomputeBackwardPass final
     SmallVector<AttentionBackwardOp> ops;
     getOperation().walk([&](AttentionBackwardOp op) { ops.push_back(op); });
     IRRewriter rw(&getContext());
-    RecomputeBackwardOptions opt{blockQ, blockKV, deterministic};
-    for (AttentionBackwardOp op : ops)
+    // A kernel plan on the op fixes the block sizes for its target.
+    for (AttentionBackwardOp op : ops) {
+      RecomputeBackwardOptions opt{blockQ, blockKV, deterministic};
+      if (auto planned = plannedBlockSizes(op))
+        std::tie(opt.blockQ, opt.blockKV) = *planned;
       if (failed(lowerAttentionBackward(rw, op, opt)))
         return signalPassFailure();
+    }
   }
 };
 } // namespace

@@ -120,6 +120,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
               op.getMaskAttr(), op.getWindowLeftAttr(),
               op.getWindowRightAttr());
           cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
+          copyKernelPlan(op, tile);
           return tile;
         };
         Value inside;
@@ -133,6 +134,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
         scf::YieldOp::create(rw, l, results);
       });
 
+  copyKernelPlan(op, forall);
   rw.setInsertionPointToStart(forall.getTerminator().getBody());
   auto insert = [&](Value src, Value dest, ArrayRef<OpFoldResult> offs,
                     ArrayRef<OpFoldResult> sizes) {
@@ -158,9 +160,14 @@ struct AttnTilePass final : mlir::fa::attn::impl::AttnTilePassBase<AttnTilePass>
         ops.push_back(op);
     });
     IRRewriter rw(&getContext());
-    for (OnlineAttentionOp op : ops)
-      if (failed(tileOnlineAttention(rw, op, blockQ, blockKV)))
+    // A kernel plan on the op fixes the block sizes for its target.
+    for (OnlineAttentionOp op : ops) {
+      auto [bq, bkv] =
+          plannedBlockSizes(op).value_or(std::make_pair<int64_t, int64_t>(
+              blockQ, blockKV));
+      if (failed(tileOnlineAttention(rw, op, bq, bkv)))
         return signalPassFailure();
+    }
   }
 };
 } // namespace

@@ -13,6 +13,30 @@
 
 namespace mlir::fa::attn {
 
+/// The discardable attribute by which a target's planning pass (attn-gpu-plan)
+/// hands its kernel plan, a dictionary holding at least `block_q` and
+/// `block_kv`, through the rewrites below to the target's lowering.
+inline constexpr llvm::StringLiteral kKernelPlanAttr = "attn.kernel_plan";
+
+/// block_q and block_kv of the kernel plan on `op`, if it carries one.
+inline std::optional<std::pair<int64_t, int64_t>>
+plannedBlockSizes(Operation *op) {
+  auto plan = op->getAttrOfType<DictionaryAttr>(kKernelPlanAttr);
+  if (!plan)
+    return std::nullopt;
+  auto q = plan.getAs<IntegerAttr>("block_q");
+  auto kv = plan.getAs<IntegerAttr>("block_kv");
+  if (!q || !kv)
+    return std::nullopt;
+  return std::make_pair(q.getInt(), kv.getInt());
+}
+
+/// Copies the kernel plan of `from`, if it has one, onto `to`.
+inline void copyKernelPlan(Operation *from, Operation *to) {
+  if (Attribute plan = from->getAttr(kKernelPlanAttr))
+    to->setAttr(kKernelPlanAttr, plan);
+}
+
 /// attn.attention → init + attn.online_attention + finalisation (seed 4.2.2).
 LogicalResult rewriteToOnlineSoftmax(RewriterBase &rewriter, AttentionOp op);
 

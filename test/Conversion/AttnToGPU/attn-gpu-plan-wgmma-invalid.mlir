@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -split-input-file -verify-diagnostics -convert-attn-to-gpu="mma=wgmma"
+// RUN: fa-opt %s -split-input-file -verify-diagnostics -attn-gpu-plan="mma=wgmma"
 
 func.func @d96(%q: tensor<1x2x64x96xbf16>, %k: tensor<1x2x64x96xbf16>, %v: tensor<1x2x64x96xbf16>) -> (tensor<1x2x64x96xbf16>, tensor<1x2x64xf32>) {
   // expected-error @+1 {{expected D = Dv in {64, 128} for mma = wgmma, got D 96 and Dv 96}}

@@ -1,0 +1,63 @@
+//===- OnlineSoftmaxMath.h - the online-softmax arithmetic ------*- C++ -*-===//
+//
+// The arithmetic of seed 4.2.2 and of Delta (4.3) on f32 values, written once
+// for both targets: the CPU decomposition calls it inside linalg bodies, the
+// GPU lowering on register fragments. Maxima are in base-2 units, so the
+// scale·log2(e) factor is one multiply (or one FMA) before exp2. Only the
+// reductions (linalg reductions, lane shuffles) and exp2/log2 (math ops,
+// ex2.approx) differ by target and are the caller's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_DIALECT_ATTN_TRANSFORMS_ONLINESOFTMAXMATH_H
+#define FA_DIALECT_ATTN_TRANSFORMS_ONLINESOFTMAXMATH_H
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fa::attn {
+
+/// Builds the online-softmax terms with the target's exp2 and log2.
+struct OnlineSoftmaxMath {
+  OpBuilder &b;
+  Location loc;
+  function_ref<Value(Value)> exp2;
+  function_ref<Value(Value)> log2;
+
+  /// What the exponents subtract for a row whose running max is `max`: the
+  /// max itself, or 0 while the row has seen no visible key (max = −inf), so
+  /// that 2^(−inf − (−inf)) never appears and α and P are exactly 0.
+  Value exponentBase(Value max);
+
+  /// α = 2^(m_old − base(m_new)): the factor by which l and acc shrink when
+  /// the running max grows.
+  Value rescaleFactor(Value oldMax, Value base);
+
+  /// P = 2^(t − base) for a score t already in base-2 units.
+  Value probability(Value t, Value base);
+
+  /// P = 2^(s·scaleLog2 − base) for a raw score s: scale·log2(e) folded into
+  /// one FMA with the negated base `negBase`.
+  Value probabilityFolded(Value s, Value scaleLog2, Value negBase);
+
+  /// The finalisation of a row from its max m and sum l: (1/l, LSE) with
+  /// LSE = ln2·(m + log2 l); a row that saw no key (l = 0) gives 1/l = 0
+  /// (so O = 0) and LSE = −inf.
+  std::pair<Value, Value> finalizeRow(Value max, Value sum);
+
+  /// The backward's base for recomputing P = 2^(s·scale·log2e − LSE·log2e):
+  /// LSE·log2(e), or +inf for a row that saw no key (LSE = −inf), so that
+  /// its P is exactly 0.
+  Value lseBase2(Value lse);
+
+  /// dS = P∘(dP − Delta)·dscore: the softmax gradient of one score element,
+  /// dscore being scale or the score_mod chain factor d(score)/d(S).
+  Value scoreGradient(Value p, Value dp, Value delta, Value dscore);
+};
+
+/// One term of Delta = rowsum(dO∘O): ext(O)·ext(dO) in f32, for scalars or
+/// vectors of the input element type.
+Value buildDeltaTerm(OpBuilder &b, Location loc, Value o, Value dO);
+
+} // namespace mlir::fa::attn
+
+#endif // FA_DIALECT_ATTN_TRANSFORMS_ONLINESOFTMAXMATH_H

@@ -1,0 +1,30 @@
+// RUN: fa-opt %s -split-input-file -verify-diagnostics -attn-gpu-plan
+
+
+// dK and dV accumulate in registers: above D + Dv = 256 the backward splits
+// their columns over CTAs in equal slices that are multiples of 8, which
+// 248 = 8 · 31 has none of.
+func.func @backward_big(%q: tensor<1x2x64x248xbf16>, %k: tensor<1x2x64x248xbf16>, %v: tensor<1x2x64x248xbf16>, %o: tensor<1x2x64x248xbf16>, %do: tensor<1x2x64x248xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>) {
+  // expected-error @+1 {{expected D and Dv to split into column slices that are multiples of 8 with D + Dv <= 256 per slice for the backward (dK and dV live in registers), got D 248 and Dv 248}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>
+  return %dq, %dk, %dv : tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>, tensor<1x2x64x248xbf16>
+}
+
+// -----
+
+func.func @f32(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>) {
+  // expected-error @+1 {{expected f16 or bf16 for the tensor-core kernels}}
+  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
+  return %o, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
+}
+
+// -----
+
+// Every head dim gets a forward and (D + Dv <= 256 after rounding each up to
+// a multiple of 8) a backward; above that the column slices of the split
+// backward must be multiples of 8, which 130 has none of.
+func.func @odd_head_split(%q: tensor<1x2x64x130xbf16>, %k: tensor<1x2x64x130xbf16>, %v: tensor<1x2x64x130xbf16>, %o: tensor<1x2x64x130xbf16>, %do: tensor<1x2x64x130xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>) {
+  // expected-error @+1 {{expected D and Dv to split into column slices that are multiples of 8 with D + Dv <= 256 per slice for the backward (dK and dV live in registers), got D 130 and Dv 130}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
+  return %dq, %dk, %dv : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
+}
