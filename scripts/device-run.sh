@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one command for the H200 machine (no MLIR there): builds libfa_runtime
 # on its own, then runs the example, the GPU differential tests, the
-# compute-sanitizer checks and the benchmark. Logs and JSON go to $OUT
-# (at most 8 files).
+# every-kernel suite (each kernel of the bundle launched directly on shapes
+# that reach its paths), the compute-sanitizer checks (one launch per kernel
+# family) and the benchmark. Logs and JSON go to $OUT (at most 8 files).
 #
 # Expects, made on the development machine and carried:
 #   out/include/nlohmann/   the nlohmann JSON headers (cp -r /usr/include/nlohmann out/include/)
@@ -10,8 +11,8 @@
 #                           test fixture bundle of test/Runtime/fixture is run)
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
-#   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_SAN_TIMEOUT / FA_BENCH_TIMEOUT
-#   (seconds per step), FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py
+#   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_EVERY_TIMEOUT / FA_SAN_TIMEOUT /
+#   FA_BENCH_TIMEOUT (seconds per step), FA_EVERY=0 (skip the every-kernel suite), FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py
 #   arguments, e.g. "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
@@ -25,6 +26,7 @@ BUNDLE=${FA_BUNDLE:-out/bundle}
 CASES=${FA_CASES:-120}
 FIXTURE_CASES=${FA_FIXTURE_CASES:-100}
 T_DIFF=${FA_DIFF_TIMEOUT:-150}
+T_EVERY=${FA_EVERY_TIMEOUT:-180}
 T_SAN=${FA_SAN_TIMEOUT:-120}
 T_BENCH=${FA_BENCH_TIMEOUT:-400}
 WORK=$(mktemp -d)
@@ -73,11 +75,18 @@ if [ $HAVE_BUNDLE = 1 ]; then
     --json "$OUT/diff_bundle.json" || fail "differential tests ($BUNDLE)"
 fi
 
-step "compute-sanitizer"
+if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
+  step "every kernel of $BUNDLE, launched directly"
+  timeout $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$BUNDLE" --lib "$LIB" --progress \
+    --json "$OUT/every_kernel.json" || fail "every-kernel suite ($BUNDLE)"
+fi
+
+step "compute-sanitizer (one launch per kernel family)"
 SAN_BUNDLE=$FIXTURE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
 for tool in $([ "${FA_SAN:-1}" = 0 ] || echo memcheck racecheck); do
   timeout $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
-    python3 test/gpu/sanitize_case.py --bundle "$SAN_BUNDLE" --lib "$LIB" >"$OUT/sanitizer_$tool.log" 2>&1
+    python3 test/gpu/test_every_kernel.py --sanitize --bundle "$SAN_BUNDLE" --lib "$LIB" \
+    >"$OUT/sanitizer_$tool.log" 2>&1
   rc=$?; tail -n 15 "$OUT/sanitizer_$tool.log"
   [ $rc = 0 ] && echo "$tool: clean" || fail "compute-sanitizer $tool (exit $rc)"
 done
