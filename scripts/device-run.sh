@@ -2,8 +2,10 @@
 # The one command for the H200 machine (no MLIR there): builds libfa_runtime
 # on its own, then runs the example, the GPU differential tests, the
 # every-kernel suite (each kernel of the bundle launched directly on shapes
-# that reach its paths), the compute-sanitizer checks (one launch per kernel
-# family) and the benchmark. Logs and JSON go to $OUT (at most 8 files).
+# that reach its paths; then on kernels given the wrong code, where it must
+# fail), the compute-sanitizer checks (every kernel, after a
+# planted bug each tool must report) and the benchmark. Logs and JSON go to
+# $OUT (at most 8 files).
 #
 # Expects, made on the development machine and carried:
 #   out/include/nlohmann/   the nlohmann JSON headers (cp -r /usr/include/nlohmann out/include/)
@@ -12,8 +14,9 @@
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
 #   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_EVERY_TIMEOUT / FA_SAN_TIMEOUT /
-#   FA_BENCH_TIMEOUT (seconds per step), FA_EVERY=0 (skip the every-kernel suite), FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py
-#   arguments, e.g. "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   FA_BENCH_TIMEOUT (seconds per step), FA_EVERY=0 (skip the every-kernel suite),
+#   FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py arguments, e.g.
+#   "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,17 +80,33 @@ fi
 
 if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
   step "every kernel of $BUNDLE, launched directly"
-  timeout $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$BUNDLE" --lib "$LIB" --progress \
+  timeout -k 10 $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$BUNDLE" --lib "$LIB" --progress \
     --json "$OUT/every_kernel.json" || fail "every-kernel suite ($BUNDLE)"
+  step "every-kernel suite on causal kernels running their unmasked twins' code (must fail each)"
+  python3 test/gpu/swap_kernels.py --bundle "$BUNDLE" --out "$WORK/swapped" &&
+    timeout -k 10 $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$WORK/swapped" \
+      --lib "$LIB" --json "$WORK/swapped.json" | grep -E "^(ok|FAIL) |RESULT"
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(not r or any(k["ok"] for k in r))' \
+    "$WORK/swapped.json" && echo "the suite failed every swapped kernel" ||
+    fail "the every-kernel suite passed a kernel running another kernel's code"
 fi
 
-step "compute-sanitizer (one launch per kernel family)"
+step "compute-sanitizer (every kernel, two small launches each)"
+# A planted bug per tool first: a tool that misses it would call anything clean.
+[ "${FA_SAN:-1}" = 0 ] || nvcc -arch=sm_90 -o "$WORK/sanitizer_control" test/gpu/sanitizer_control.cu ||
+  fail "sanitizer control build"
 SAN_BUNDLE=$FIXTURE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
 for tool in $([ "${FA_SAN:-1}" = 0 ] || echo memcheck racecheck); do
-  timeout $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
+  planted=$([ $tool = memcheck ] && echo oob || echo race)
+  compute-sanitizer --tool $tool --error-exitcode 9 "$WORK/sanitizer_control" $planted \
+    >"$WORK/control_$tool.log" 2>&1
+  rc=$?; grep -m 3 -E "Invalid|hazard|SUMMARY" "$WORK/control_$tool.log"
+  [ $rc = 9 ] && echo "$tool: reports the planted $planted bug" ||
+    fail "compute-sanitizer $tool did not report the planted $planted bug (exit $rc)"
+  timeout -k 10 $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
     python3 test/gpu/test_every_kernel.py --sanitize --bundle "$SAN_BUNDLE" --lib "$LIB" \
     >"$OUT/sanitizer_$tool.log" 2>&1
-  rc=$?; tail -n 15 "$OUT/sanitizer_$tool.log"
+  rc=$?; tail -n 6 "$OUT/sanitizer_$tool.log"
   [ $rc = 0 ] && echo "$tool: clean" || fail "compute-sanitizer $tool (exit $rc)"
 done
 

@@ -14,6 +14,7 @@ the same fixed shapes, chosen to reach its paths:
              under causal_bottom_right and windows (O = 0, LSE = -inf, zero dQ)
   long       Nq = Nk = 2113, scores growing along the keys: long rows whose
              maximum moves tile after tile (the online-softmax rescale)
+  long8k     Nq = Nk = 8191: 43 to 256 key tiles per row
   grid       B 2, H 16 / Hkv 4, Nq 1100, Nk 1050: more query tiles than the
              H200's 132 SMs (a persistent grid's CTAs take several tiles)
   decode     Nq 1, Nk 333, GQA 4:1, half the default scale
@@ -34,13 +35,11 @@ The run fails if any kernel of the bundle was not launched on every shape or
 failed a check; it prints a table kernel -> shapes run -> worst error /
 tolerance per output -> pass.
 
---sanitize: for compute-sanitizer (memcheck, racecheck). One kernel of each
-family (direction, instructions, grid, determinism, dsplit, tiles, warps,
-row alignment, D != Dv, D > 128, and D for wgmma kernels; the mask with the
-most partial tiles first) on one
-small shape with ragged tiles, GQA and fully masked rows (and more tiles than
-SMs for persistent grids); checks only that every output was written. Fails if
-a family was not launched.
+--sanitize: for compute-sanitizer (memcheck, racecheck). Every kernel on two
+small shapes: one with ragged tiles, GQA and fully masked rows (for persistent
+grids, more query tiles than SMs), and one row against 45 keys (MQA, B 2);
+checks only that every output was written (backward inputs from a float32
+reference). Fails if a launch failed or left NaN.
 
     python3 test/gpu/test_every_kernel.py --bundle out/bundle --lib <libfa_runtime.so>
     compute-sanitizer --tool memcheck --error-exitcode 9 \\
@@ -73,16 +72,18 @@ SHAPES = [
     Shape("ragged", 2, 6, 2, 333, 461, 1.0, False),
     Shape("masked", 1, 4, 1, 419, 157, 2.0, False),
     Shape("long", 1, 2, 1, 2113, 2113, 1.0, True),
+    Shape("long8k", 1, 2, 1, 8191, 8191, 1.0, False),
     Shape("grid", 2, 16, 4, 1100, 1050, 1.0, False),
     Shape("decode", 3, 8, 2, 1, 333, 0.5, False),
     Shape("tiny", 1, 3, 3, 37, 29, 1.0, False),
 ]
 # Deterministic backward kernels repeat these shapes and compare the bits.
 REPEAT_SHAPES = ("ragged", "grid")
-# Sanitizer shapes: ragged (16 ∤ 150, 91), GQA, Nq > Nk (masked rows), and for
-# a persistent grid 68 * ceil(257/128) = 204 query tiles on 132 SMs.
+# Sanitizer shapes: ragged (16 ∤ 150, 91), GQA, Nq > Nk (masked rows); for a
+# persistent grid 68 * ceil(257/128) = 204 query tiles on 132 SMs.
 SAN_SHAPE = Shape("san", 1, 4, 2, 150, 91, 1.0, False)
 SAN_PERSISTENT = Shape("san-grid", 1, 68, 4, 257, 150, 1.0, False)
+SAN_TAIL = Shape("san-decode", 2, 4, 1, 1, 45, 1.0, False)  # one row, one partial key tile
 
 
 def bundle_kernels(bundle):
@@ -215,70 +216,54 @@ def run_backward(bundle, kernel, p, repeat):
     return res
 
 
-def family(k):
-    """What makes a kernel's code (and memory accesses) different from
-    another's, short of the mask."""
-    d, dv = k["head_dim"], k["head_dim_v"]
-    if d % 16 == 0 and dv % 16 == 0:
-        rows = "rows16"
-    elif d % 8 == 0 and dv % 8 == 0:
-        rows = "rows8"
-    else:
-        rows = "rows%d" % min(math.gcd(d, 8), math.gcd(dv, 8))
-    # wgmma kernels lay out shared memory and TMA boxes per head dim.
-    dims = (d, dv) if k["mma"] == "wgmma" else (d != dv, d > 128)
-    return (k["direction"], k["mma"], k["persistent_grid"], k["deterministic"], k["dsplit"],
-            k["block_q"], k["block_kv"], k["warps"], rows) + dims
-
-
-MASK_ORDER = {"causal_bottom_right": 0, "window": 1, "causal": 2, "none": 3}
-
-
 def sanitize(bundle, kernels, dev):
-    """One launch per family; outputs must be written (no NaN left)."""
-    picked = OrderedDict()
-    for k in sorted(kernels, key=lambda k: (MASK_ORDER[k["mask"]], k["dtype"] != "bf16")):
-        picked.setdefault(family(k), k)
-    print("%d kernels, %d families" % (len(kernels), len(picked)))
-    bad = 0
-    for k in sorted(picked.values(), key=lambda k: k["tag"]):
-        shape = SAN_PERSISTENT if k["persistent_grid"] else SAN_SHAPE
-        t0 = time.time()
-        print("launch %s on %s" % (k["tag"], shape.name), flush=True)
-        dt = DTYPES[k["dtype"]]
-        b, h, hkv, nq, nk = shape.b, shape.h, shape.hkv, shape.nq, shape.nk
-        d, dv = k["head_dim"], k["head_dim_v"]
-        q = torch.randn(b, h, nq, d, device=dev).to(dt)
-        kk = torch.randn(b, hkv, nk, d, device=dev).to(dt)
-        v = torch.randn(b, hkv, nk, dv, device=dev).to(dt)
-        scale = 1 / math.sqrt(d)
-        allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)
-        try:
-            if k["direction"] == "fwd":
-                o = torch.full((b, h, nq, dv), float("nan"), device=dev, dtype=dt)
-                lse = torch.full((b, h, nq), float("nan"), device=dev)
-                launch_forward(bundle, k, q, kk, v, o, lse, scale)
-                outs = [o, lse]
-            else:
-                with torch.no_grad():
-                    o, lse = reference(q.float(), kk.float(), v.float(), allowed, scale)
-                do = torch.randn(b, h, nq, dv, device=dev).to(dt)
-                dq, dk, dvv = nan_like(q), nan_like(kk), nan_like(v)
-                delta = torch.full((b, h, nq), float("nan"), device=dev)
-                acc = torch.full((b, h, nq, d), float("nan"), device=dev)
-                launch_backward(bundle, k, q, kk, v, o.to(dt), do, lse, dq, dk, dvv, delta,
-                                acc, scale)
-                outs = [dq, dk, dvv]
-            torch.cuda.synchronize()
-            nan = any(torch.isnan(t).any().item() for t in outs)
-            msg = "NaN left in an output" if nan else "ok"
-        except Exception as e:  # noqa: BLE001 -- a failed launch is a failed family
-            nan, msg = True, "launch failed: %s" % e
-        print("%-4s %s (%.1f s)" % ("ok" if not nan else "FAIL", msg, time.time() - t0),
-              flush=True)
-        bad += nan
-    print("RESULT: %s (%d families)" % ("PASS" if bad == 0 else "FAIL (%d)" % bad, len(picked)))
+    """Every kernel on the sanitizer shapes; outputs must be written (no NaN
+    left)."""
+    bad = launches = 0
+    for k in sorted(kernels, key=lambda k: k["tag"]):
+        for shape in (SAN_PERSISTENT if k["persistent_grid"] else SAN_SHAPE, SAN_TAIL):
+            t0 = time.time()
+            print("launch %s on %s" % (k["tag"], shape.name), flush=True)
+            try:
+                ok = sanitize_launch(bundle, k, shape, dev)
+                msg = "ok" if ok else "NaN left in an output"
+            except Exception as e:  # noqa: BLE001 -- a failed launch is a failure
+                ok, msg = False, "launch failed: %s" % e
+            print("%-4s %s (%.1f s)" % ("ok" if ok else "FAIL", msg, time.time() - t0),
+                  flush=True)
+            bad += not ok
+            launches += 1
+    print("RESULT: %s (%d kernels, %d launches)" % (
+        "PASS" if bad == 0 else "FAIL (%d)" % bad, len(kernels), launches))
     return 1 if bad else 0
+
+
+def sanitize_launch(bundle, k, shape, dev):
+    dt = DTYPES[k["dtype"]]
+    b, h, hkv, nq, nk = shape.b, shape.h, shape.hkv, shape.nq, shape.nk
+    d, dv = k["head_dim"], k["head_dim_v"]
+    q = torch.randn(b, h, nq, d, device=dev).to(dt)
+    kk = torch.randn(b, hkv, nk, d, device=dev).to(dt)
+    v = torch.randn(b, hkv, nk, dv, device=dev).to(dt)
+    scale = 1 / math.sqrt(d)
+    if k["direction"] == "fwd":
+        o = torch.full((b, h, nq, dv), float("nan"), device=dev, dtype=dt)
+        lse = torch.full((b, h, nq), float("nan"), device=dev)
+        launch_forward(bundle, k, q, kk, v, o, lse, scale)
+        outs = [o, lse]
+    else:
+        allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)
+        with torch.no_grad():
+            o, lse = reference(q.float(), kk.float(), v.float(), allowed, scale)
+        do = torch.randn(b, h, nq, dv, device=dev).to(dt)
+        dq, dk, dvv = nan_like(q), nan_like(kk), nan_like(v)
+        delta = torch.full((b, h, nq), float("nan"), device=dev)
+        acc = torch.full((b, h, nq, d), float("nan"), device=dev)
+        launch_backward(bundle, k, q, kk, v, o.to(dt), do, lse, dq, dk, dvv, delta, acc,
+                        scale)
+        outs = [dq, dk, dvv]
+    torch.cuda.synchronize()
+    return not any(torch.isnan(t).any().item() for t in outs)
 
 
 def run_all(bundle, groups, shapes, table, dev, progress):
@@ -316,7 +301,7 @@ def main():
     ap.add_argument("--lib", default=None, help="libfa_runtime.so")
     ap.add_argument("--json", default=None, help="write per-kernel results here")
     ap.add_argument("--sanitize", action="store_true",
-                    help="one small launch per kernel family, for compute-sanitizer")
+                    help="small launches of every kernel, for compute-sanitizer")
     ap.add_argument("--only", default=None, help="kernels whose tag contains this")
     ap.add_argument("--progress", action="store_true",
                     help="print each launch before it runs (a hang then names it)")
@@ -340,6 +325,9 @@ def main():
         return sanitize(bundle, kernels, dev)
     shapes = SHAPES if not args.shapes else [s for s in SHAPES
                                              if s.name in args.shapes.split(",")]
+    if not shapes:
+        print("FAIL: no shape named in --shapes %s" % args.shapes)
+        return 1
     print("bundle %s: %d kernels (%d fwd, %d bwd) on %d shapes; %d SMs" % (
         args.bundle, len(kernels), sum(k["direction"] == "fwd" for k in kernels),
         sum(k["direction"] == "bwd" for k in kernels), len(shapes),
