@@ -40,7 +40,7 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 fail() { echo "FAILED: $*"; status=1; }
 
 step "device"
-nvidia-smi -L; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'
+nvidia-smi -L; echo "kernel $(uname -r)"; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'
 
 step "build libfa_runtime standalone"
 cmake -G Ninja -S lib/Runtime -B "$WORK/build-rt" -DFA_JSON_INCLUDE_DIR="$PWD/out/include" \
