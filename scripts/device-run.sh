@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The one command for the H200 machine (no MLIR there): builds libfa_runtime
 # on its own, then runs the example, the GPU differential tests, the
-# compute-sanitizer checks and the benchmark. Logs and JSON go to $OUT
-# (at most 8 files).
+# every-kernel suite (each kernel of the bundle launched directly on shapes
+# that reach its paths; then on kernels given the wrong code, where it must
+# fail), the compute-sanitizer checks (every kernel, after a
+# planted bug each tool must report) and the benchmark. Logs and JSON go to
+# $OUT (at most 8 files).
 #
 # Expects, made on the development machine and carried:
 #   out/include/nlohmann/   the nlohmann JSON headers (cp -r /usr/include/nlohmann out/include/)
@@ -10,9 +13,10 @@
 #                           test fixture bundle of test/Runtime/fixture is run)
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
-#   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_SAN_TIMEOUT / FA_BENCH_TIMEOUT
-#   (seconds per step), FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py
-#   arguments, e.g. "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_EVERY_TIMEOUT / FA_SAN_TIMEOUT /
+#   FA_BENCH_TIMEOUT (seconds per step), FA_EVERY=0 (skip the every-kernel suite),
+#   FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py arguments, e.g.
+#   "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +29,7 @@ BUNDLE=${FA_BUNDLE:-out/bundle}
 CASES=${FA_CASES:-120}
 FIXTURE_CASES=${FA_FIXTURE_CASES:-100}
 T_DIFF=${FA_DIFF_TIMEOUT:-150}
+T_EVERY=${FA_EVERY_TIMEOUT:-180}
 T_SAN=${FA_SAN_TIMEOUT:-120}
 T_BENCH=${FA_BENCH_TIMEOUT:-400}
 WORK=$(mktemp -d)
@@ -35,7 +40,7 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 fail() { echo "FAILED: $*"; status=1; }
 
 step "device"
-nvidia-smi -L; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'
+nvidia-smi -L; echo "kernel $(uname -r)"; nvcc --version | tail -1; python3 -c 'import torch; print("torch", torch.__version__)'
 
 step "build libfa_runtime standalone"
 cmake -G Ninja -S lib/Runtime -B "$WORK/build-rt" -DFA_JSON_INCLUDE_DIR="$PWD/out/include" \
@@ -73,12 +78,35 @@ if [ $HAVE_BUNDLE = 1 ]; then
     --json "$OUT/diff_bundle.json" || fail "differential tests ($BUNDLE)"
 fi
 
-step "compute-sanitizer"
+if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
+  step "every kernel of $BUNDLE, launched directly"
+  timeout -k 10 $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$BUNDLE" --lib "$LIB" --progress \
+    --json "$OUT/every_kernel.json" || fail "every-kernel suite ($BUNDLE)"
+  step "every-kernel suite on causal kernels running their unmasked twins' code (must fail each)"
+  python3 test/gpu/swap_kernels.py --bundle "$BUNDLE" --out "$WORK/swapped" &&
+    timeout -k 10 $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$WORK/swapped" \
+      --lib "$LIB" --json "$WORK/swapped.json" | grep -E "^(ok|FAIL) |RESULT"
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(not r or any(k["ok"] for k in r))' \
+    "$WORK/swapped.json" && echo "the suite failed every swapped kernel" ||
+    fail "the every-kernel suite passed a kernel running another kernel's code"
+fi
+
+step "compute-sanitizer (every kernel, two small launches each)"
+# A planted bug per tool first: a tool that misses it would call anything clean.
+[ "${FA_SAN:-1}" = 0 ] || nvcc -arch=sm_90 -o "$WORK/sanitizer_control" test/gpu/sanitizer_control.cu ||
+  fail "sanitizer control build"
 SAN_BUNDLE=$FIXTURE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
 for tool in $([ "${FA_SAN:-1}" = 0 ] || echo memcheck racecheck); do
-  timeout $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
-    python3 test/gpu/sanitize_case.py --bundle "$SAN_BUNDLE" --lib "$LIB" >"$OUT/sanitizer_$tool.log" 2>&1
-  rc=$?; tail -n 15 "$OUT/sanitizer_$tool.log"
+  planted=$([ $tool = memcheck ] && echo oob || echo race)
+  compute-sanitizer --tool $tool --error-exitcode 9 "$WORK/sanitizer_control" $planted \
+    >"$WORK/control_$tool.log" 2>&1
+  rc=$?; grep -m 3 -E "Invalid|hazard|SUMMARY" "$WORK/control_$tool.log"
+  [ $rc = 9 ] && echo "$tool: reports the planted $planted bug" ||
+    fail "compute-sanitizer $tool did not report the planted $planted bug (exit $rc)"
+  timeout -k 10 $T_SAN compute-sanitizer --tool $tool --error-exitcode 9 \
+    python3 test/gpu/test_every_kernel.py --sanitize --bundle "$SAN_BUNDLE" --lib "$LIB" \
+    >"$OUT/sanitizer_$tool.log" 2>&1
+  rc=$?; tail -n 6 "$OUT/sanitizer_$tool.log"
   [ $rc = 0 ] && echo "$tool: clean" || fail "compute-sanitizer $tool (exit $rc)"
 done
 
