@@ -31,6 +31,17 @@ template <> const char *apiName<fa_attention_backward_args>() {
   return "fa_attention_backward";
 }
 
+/// The sizes and scale that every entry takes by address, read from q and k
+/// of valid arguments (the checks keep each size within 32 bits).
+struct ScalarParams {
+  template <typename Args>
+  explicit ScalarParams(const Args &a)
+      : b(a.q.shape[0]), h(a.q.shape[1]), hkv(a.k.shape[1]), nq(a.q.shape[2]),
+        nk(a.k.shape[2]), scale(a.scale) {}
+  int32_t b, h, hkv, nq, nk;
+  float scale;
+};
+
 unsigned ceilDiv(int64_t a, int64_t b) {
   return static_cast<unsigned>((a + b - 1) / b);
 }
@@ -151,13 +162,14 @@ fa_status withSemaphoreWorkspace(const KernelConfig &c,
                                  LaunchMain launchMain) {
   // Checked before launchWithMaps does, so that nothing is allocated into a
   // capture that is then rejected.
-  if (fa_status s = rejectCapture("fa_attention_backward", c, stream))
+  const char *api = apiName<fa_attention_backward_args>();
+  if (fa_status s = rejectCapture(api, c, stream))
     return s;
   uint64_t bytes = semaphoreBytes(a);
   CUdeviceptr semaphores = 0;
   if (CUresult r = cuMemAllocAsync(&semaphores, bytes, stream))
     return fail(FA_ERROR_CUDA,
-                "fa_attention_backward: " + cuMessage("cuMemAllocAsync", r) +
+                std::string(api) + ": " + cuMessage("cuMemAllocAsync", r) +
                     " for the " + std::to_string(bytes) +
                     "-byte semaphore workspace of deterministic kernel '" +
                     c.tag + "'");
@@ -255,13 +267,12 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   Grid grid;
   if (fa_status s = forwardGrid(c, a, scope.device, grid))
     return s;
-  int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1],
-          nq = a.q.shape[2], nk = a.k.shape[2];
-  float scale = a.scale;
+  ScalarParams n(a);
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
+  // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter.
   void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1] = {
-      &q, &k, &v, &o, &lse, &b, &h, &hkv, &nq, &nk, &scale};
+      &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
   if (fa_status s = launchEntry(*kernel, a, scope.ctx, f, c.fwd, grid, stream,
                                 params, kForwardParams, c.fwd.persistent))
     return s;
@@ -279,20 +290,18 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
   CUfunction pre, main, post;
   if (fa_status s = backwardFunctions(*kernel, scope, pre, main, post))
     return s;
-  int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1],
-          nq = a.q.shape[2], nk = a.k.shape[2];
-  float scale = a.scale;
+  ScalarParams n(a);
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               dO = a.d_o.data, lse = a.lse.data, delta = a.delta.data,
               dqAccum = a.dq_accum.data, dq = a.dq.data, dk = a.dk.data,
               dv = a.dv.data;
-  void *preParams[] = {&o, &dO, &delta, &dqAccum, &b, &h, &nq};
+  void *preParams[] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
   // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
   // semaphores.
   void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1] = {
-      &q,  &k, &v, &dO,  &lse, &delta, &dqAccum, &dk,
-      &dv, &b, &h, &hkv, &nq,  &nk,    &scale};
-  void *postParams[] = {&dqAccum, &dq, &b, &h, &nq};
+      &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
+      &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
+  void *postParams[] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
   std::array<Grid, 3> grids = backwardGrids(c, a);
 
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))
