@@ -1,7 +1,9 @@
 //===- Internal.h - fa runtime internals ------------------------*- C++ -*-===//
 //
-// Types shared by the manifest parser, the argument validation and the
-// launcher. None of this needs a GPU except Runtime.cpp's CUDA calls.
+// Types shared by the manifest parser, the argument validation, the kernel
+// choice and the launcher, and the error reporting they all use. None of this
+// needs a GPU; the CUDA driver calls are declared in Driver.h and
+// TensorMaps.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +12,7 @@
 
 #include "fa/Runtime/fa_runtime.h"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,7 +83,7 @@ struct LoadedModule {
 };
 
 /// Device memory for the tensor maps of launches in one context; defined in
-/// Runtime.cpp.
+/// TensorMaps.h.
 struct MapRing;
 
 } // namespace fa::runtime
@@ -105,6 +108,24 @@ namespace fa::runtime {
 fa_status fail(fa_status status, std::string message);
 /// Clears the thread's last error and returns FA_SUCCESS.
 fa_status succeed();
+/// The thread's last error (fa_last_error).
+const std::string &lastErrorMessage();
+/// Puts `prefix` before the thread's last error (the API call and kernel a
+/// lower-level failure happened in) and returns `status`.
+fa_status failWithPrefix(fa_status status, const std::string &prefix);
+
+/// Runs `cleanUp` (returning an fa_status) after an operation that returned
+/// `status`, which must happen whatever the operation did. The operation's
+/// failure is the one reported, with its message, even if cleanUp fails too;
+/// otherwise cleanUp's.
+template <typename CleanUp>
+fa_status cleanUpAfter(fa_status status, CleanUp cleanUp) {
+  std::string message = lastErrorMessage();
+  fa_status cleaned = cleanUp();
+  if (status != FA_SUCCESS)
+    return fail(status, std::move(message));
+  return cleaned != FA_SUCCESS ? cleaned : succeed();
+}
 
 /// Parses a manifest's text; `dir` is joined to the module file names.
 /// On failure returns FA_ERROR_BAD_MANIFEST with the reason in `error`.
@@ -112,29 +133,32 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
                         std::vector<std::unique_ptr<fa_kernel>> &kernels,
                         std::string &error);
 
-/// Whether a kernel built for `target` can run on a device of compute
+/// Whether a kernel built for its target can run on a device of compute
 /// capability `cc`, and how well (higher is better; 0 = cannot run).
 int targetRank(const KernelConfig &config, int cc);
 /// targetRank for a query that asks for `want`: 0 for kernels of other
 /// instructions; with FA_MMA_ANY, runnable wgmma kernels above all others.
 int kernelRank(const KernelConfig &config, int cc, fa_mma want);
 
-/// GPU-free checks of the launch arguments; "" if they are valid.
-std::string checkForward(const KernelConfig &config,
-                         const fa_attention_args &args);
-std::string checkBackward(const KernelConfig &config,
-                          const fa_attention_backward_args &args);
+/// GPU-free checks of the launch arguments of a forward or a backward
+/// kernel; "" if they are valid.
+std::string checkArguments(const KernelConfig &config,
+                           const fa_attention_args &args);
+std::string checkArguments(const KernelConfig &config,
+                           const fa_attention_backward_args &args);
 
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
 
-/// The grids of bwd_pre, bwd and bwd_post for valid (checkBackward)
+/// A launch grid: x, y, z.
+using Grid = std::array<unsigned, 3>;
+
+/// The grids of bwd_pre, bwd and bwd_post for valid (checkArguments)
 /// arguments, as docs/ABI.md gives them.
-void backwardGrids(const KernelConfig &config,
-                   const fa_attention_backward_args &args,
-                   unsigned grids[3][3]);
+std::array<Grid, 3> backwardGrids(const KernelConfig &config,
+                                  const fa_attention_backward_args &args);
 
 /// Bytes of the semaphore workspace of a deterministic backward launch:
 /// one u32 per (batch, head, 64-row query tile).
@@ -144,11 +168,11 @@ uint64_t semaphoreBytes(const fa_attention_backward_args &args);
 uint64_t tensorBytes(const fa_tensor &t);
 
 /// The cuTensorMapEncodeTiled arguments of every map of `config` for valid
-/// (checkForward) arguments; "" on success, else what TMA cannot address.
+/// (checkArguments) arguments; "" on success, else what TMA cannot address.
 std::string tensorMapArgs(const KernelConfig &config,
                           const fa_attention_args &args,
                           std::vector<fa_tensor_map_args> &out);
-/// The same for a backward launch (checkBackward's arguments).
+/// The same for a backward launch.
 std::string tensorMapArgs(const KernelConfig &config,
                           const fa_attention_backward_args &args,
                           std::vector<fa_tensor_map_args> &out);

@@ -1,5 +1,4 @@
-//===- Validate.cpp - GPU-free checks of attention arguments
-//---------------===//
+//===- Validate.cpp - GPU-free checks of attention arguments -------------===//
 //
 // A kernel trusts its arguments: a wrong shape reads out of bounds, a wrong
 // stride silently mixes heads. These checks run before every launch and name
@@ -63,7 +62,7 @@ int64_t rowAlignment(int64_t cols, fa_dtype dtype) {
 }
 
 /// What checkTensor requires of a tensor's address: `bytes`, and why when
-/// that is less than 16.
+/// that is less than 16. The default is the kernels' widest access.
 struct Alignment {
   int64_t bytes = 16;
   std::string why; // empty for 16
@@ -149,6 +148,31 @@ std::string checkShape(const char *name, const fa_tensor &t,
          << join(want) << " (" << meaning << ")";
       return os.str();
     }
+  }
+  return "";
+}
+
+/// What one argument tensor must be: checkTensor's dtype, rank and
+/// alignment, then checkShape's shape, which `meaning` explains.
+struct TensorRule {
+  const char *name;
+  const fa_tensor &tensor;
+  fa_dtype dtype;
+  int rank;
+  Alignment align;
+  std::vector<int64_t> shape;
+  const char *meaning;
+};
+
+/// The first rule broken, in order (so the message names the first bad
+/// argument); "" if none is.
+std::string checkTensors(const std::vector<TensorRule> &rules) {
+  for (const TensorRule &r : rules) {
+    std::string err = checkTensor(r.name, r.tensor, r.dtype, r.rank, r.align);
+    if (err.empty())
+      err = checkShape(r.name, r.tensor, r.shape, r.meaning);
+    if (!err.empty())
+      return err;
   }
   return "";
 }
@@ -369,38 +393,28 @@ std::string tensorMapArgs(const KernelConfig &c,
   return mapArgs(c, a.q, a.k, a.v, &a.d_o, out);
 }
 
-int kernelRank(const KernelConfig &c, int cc, fa_mma want) {
-  if (want != FA_MMA_ANY && c.mma != want)
-    return 0;
-  int rank = targetRank(c, cc);
-  // wgmma kernels are sm_90a-only and run where nothing else is faster.
-  if (rank > 0 && want == FA_MMA_ANY && c.mma == FA_MMA_WGMMA)
-    rank += 10000;
-  return rank;
-}
-
-std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
+std::string checkArguments(const KernelConfig &c, const fa_attention_args &a) {
   if (c.direction != FA_DIRECTION_FWD)
     return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
   Sizes s;
   std::string err;
-  if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty() ||
-      !(err = checkTensor("o", a.o, c.dtype, 4, vAlign(c))).empty() ||
-      !(err = checkShape("o", a.o, {s.b, s.h, s.nq, s.dv},
-                         "[B,H,Nq,Dv] from q and v"))
-           .empty() ||
-      !(err = checkTensor("lse", a.lse, FA_DTYPE_F32, 3)).empty() ||
-      !(err = checkShape("lse", a.lse, {s.b, s.h, s.nq}, "[B,H,Nq] from q"))
-           .empty() ||
-      !(err = checkScale(a.scale)).empty() ||
+  if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
+    return err;
+  std::vector<int64_t> oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
+  Alignment vRows = vAlign(c), wholeRows;
+  err = checkTensors({
+      {"o", a.o, c.dtype, 4, vRows, oShape, "[B,H,Nq,Dv] from q and v"},
+      {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
+  });
+  if (!err.empty() || !(err = checkScale(a.scale)).empty() ||
       !(err = checkOverlap(tensorsOf(a), {"o", "lse"})).empty())
     return err;
   std::vector<fa_tensor_map_args> maps;
   return tensorMapArgs(c, a, maps);
 }
 
-std::string checkBackward(const KernelConfig &c,
-                          const fa_attention_backward_args &a) {
+std::string checkArguments(const KernelConfig &c,
+                           const fa_attention_backward_args &a) {
   if (c.direction != FA_DIRECTION_BWD)
     return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
   Sizes s;
@@ -408,35 +422,24 @@ std::string checkBackward(const KernelConfig &c,
   if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
     return err;
   std::vector<int64_t> qShape{s.b, s.h, s.nq, s.d},
-      oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
-  if (!(err = checkTensor("o", a.o, c.dtype, 4, vAlign(c))).empty() ||
-      !(err = checkShape("o", a.o, oShape, "[B,H,Nq,Dv] from q and v"))
-           .empty() ||
-      !(err = checkTensor("d_o", a.d_o, c.dtype, 4, vAlign(c))).empty() ||
-      !(err = checkShape("d_o", a.d_o, oShape, "[B,H,Nq,Dv] from q and v"))
-           .empty() ||
-      !(err = checkTensor("lse", a.lse, FA_DTYPE_F32, 3)).empty() ||
-      !(err = checkShape("lse", a.lse, rowShape, "[B,H,Nq] from q")).empty() ||
-      !(err = checkTensor("dq", a.dq, c.dtype, 4, qkAlign(c))).empty() ||
-      !(err = checkShape("dq", a.dq, qShape, "the shape of q")).empty() ||
-      !(err = checkTensor("dk", a.dk, c.dtype, 4, qkAlign(c))).empty() ||
-      !(err = checkShape("dk", a.dk, {s.b, s.hkv, s.nk, s.d}, "the shape of k"))
-           .empty() ||
-      !(err = checkTensor("dv", a.dv, c.dtype, 4, vAlign(c))).empty() ||
-      !(err =
-            checkShape("dv", a.dv, {s.b, s.hkv, s.nk, s.dv}, "the shape of v"))
-           .empty() ||
-      !(err = checkTensor("delta", a.delta, FA_DTYPE_F32, 3)).empty() ||
-      !(err =
-            checkShape("delta", a.delta, rowShape, "workspace [B,H,Nq] from q"))
-           .empty() ||
-      !(err = checkTensor("dq_accum", a.dq_accum, FA_DTYPE_F32, 4,
-                          alignmentFor(c, c.headDim, FA_DTYPE_F32)))
-           .empty() ||
-      !(err = checkShape("dq_accum", a.dq_accum, qShape,
-                         "workspace [B,H,Nq,D] from q"))
-           .empty() ||
-      !(err = checkScale(a.scale)).empty() ||
+      oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq},
+      kShape{s.b, s.hkv, s.nk, s.d}, vShape{s.b, s.hkv, s.nk, s.dv};
+  Alignment qkRows = qkAlign(c), vRows = vAlign(c), wholeRows,
+            accumRows = alignmentFor(c, c.headDim, FA_DTYPE_F32);
+  const char *fromQV = "[B,H,Nq,Dv] from q and v";
+  err = checkTensors({
+      {"o", a.o, c.dtype, 4, vRows, oShape, fromQV},
+      {"d_o", a.d_o, c.dtype, 4, vRows, oShape, fromQV},
+      {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
+      {"dq", a.dq, c.dtype, 4, qkRows, qShape, "the shape of q"},
+      {"dk", a.dk, c.dtype, 4, qkRows, kShape, "the shape of k"},
+      {"dv", a.dv, c.dtype, 4, vRows, vShape, "the shape of v"},
+      {"delta", a.delta, FA_DTYPE_F32, 3, wholeRows, rowShape,
+       "workspace [B,H,Nq] from q"},
+      {"dq_accum", a.dq_accum, FA_DTYPE_F32, 4, accumRows, qShape,
+       "workspace [B,H,Nq,D] from q"},
+  });
+  if (!err.empty() || !(err = checkScale(a.scale)).empty() ||
       !(err =
             checkOverlap(tensorsOf(a), {"dq", "dk", "dv", "delta", "dq_accum"}))
            .empty())
@@ -449,18 +452,6 @@ std::string checkBackward(const KernelConfig &c,
            "', more than the limit of " + std::to_string(INT32_MAX);
   std::vector<fa_tensor_map_args> maps;
   return tensorMapArgs(c, a, maps);
-}
-
-int targetRank(const KernelConfig &c, int cc) {
-  const Target &t = c.target;
-  bool exact = t.cc == cc;
-  if (exact && !c.cubinPath.empty())
-    return 3000 + t.cc; // native code: no JIT
-  if (c.ptxPath.empty())
-    return 0;
-  if (t.archSpecific ? exact : t.cc <= cc)
-    return 1000 + t.cc; // JIT; prefer the newest target
-  return 0;
 }
 
 } // namespace fa::runtime

@@ -1,0 +1,67 @@
+//===- Driver.h - CUDA driver calls of the fa runtime -----------*- C++ -*-===//
+//
+// The runtime's only view of the GPU: thin wrappers of CUDA driver API calls
+// that turn a CUresult into an fa_status with a message naming the call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_RUNTIME_DRIVER_H
+#define FA_LIB_RUNTIME_DRIVER_H
+
+#include "Internal.h"
+
+namespace fa::runtime {
+
+/// Kernels use the default 48 KiB of dynamic shared memory unless raised.
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+/// `x` as "0x…", for addresses in messages.
+std::string hex(uint64_t x);
+/// "<call> failed: <name> (<code>): <text>".
+std::string cuMessage(const char *call, CUresult r);
+/// Records cuMessage(call, r) and returns FA_ERROR_CUDA.
+fa_status cuFail(const char *call, CUresult r);
+
+/// Calls cuInit once per process; every later call returns its result.
+fa_status initDriver();
+/// Reads a whole file (a manifest or a module image).
+fa_status readFile(const std::string &path, std::string &out);
+/// The compute capability of `device` as major * 10 + minor.
+fa_status deviceComputeCapability(CUdevice device, int &cc);
+/// Loads PTX (text) or a cubin/fatbin image into the current context; `what`
+/// names the image in errors.
+fa_status loadImage(const std::string &image, const std::string &what,
+                    CUmodule &out);
+/// Lets `f` use `bytes` of dynamic shared memory, above the default 48 KiB.
+fa_status allowDynamicSharedMemory(CUfunction f, unsigned bytes);
+/// Launches entry `entry` on `grid` with its threads and shared memory.
+fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
+                 CUstream stream, void **params);
+
+/// The function of `entry` of `kernel` in context `ctx` (on `device`),
+/// loading the kernel's module once per context (Bundle.cpp).
+fa_status kernelFunction(const fa_kernel &kernel, const Entry &entry,
+                         CUcontext ctx, CUdevice device, CUfunction &out);
+
+/// Makes a context current for the duration of a call: the caller's, else
+/// the one that owns `owner` (PyTorch's autograd threads may have none).
+class ContextScope {
+public:
+  fa_status enter(CUdeviceptr owner);
+  ~ContextScope();
+  CUcontext ctx = nullptr;
+  CUdevice device = 0;
+
+private:
+  bool pushed = false;
+};
+
+/// Each pointer must be device memory of `device` and hold the whole tensor.
+fa_status checkPointers(const std::vector<NamedTensor> &tensors,
+                        CUdevice device);
+/// `stream` must be a default stream or belong to `ctx`.
+fa_status checkStream(CUstream stream, CUcontext ctx);
+
+} // namespace fa::runtime
+
+#endif // FA_LIB_RUNTIME_DRIVER_H

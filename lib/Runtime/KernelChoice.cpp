@@ -1,0 +1,262 @@
+//===- KernelChoice.cpp - Choose a bundle's kernel for a problem ---------===//
+//
+// A bundle may hold several kernels for one problem (targets, instructions,
+// tiles, grids). fa_kernel_find* takes the one that runs best on the device:
+// native code before PTX, wgmma before mma.sync, then the lowest modelled
+// cost of the key loop. When none fits, the error lists what the bundle has.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include <numeric>
+#include <sstream>
+
+using namespace fa::runtime;
+
+namespace fa::runtime {
+
+int targetRank(const KernelConfig &c, int cc) {
+  const Target &t = c.target;
+  bool exact = t.cc == cc;
+  if (exact && !c.cubinPath.empty())
+    return 3000 + t.cc; // native code: no JIT
+  if (c.ptxPath.empty())
+    return 0;
+  if (t.archSpecific ? exact : t.cc <= cc)
+    return 1000 + t.cc; // JIT; prefer the newest target
+  return 0;
+}
+
+int kernelRank(const KernelConfig &c, int cc, fa_mma want) {
+  if (want != FA_MMA_ANY && c.mma != want)
+    return 0;
+  int rank = targetRank(c, cc);
+  // wgmma kernels are sm_90a-only and run where nothing else is faster.
+  if (rank > 0 && want == FA_MMA_ANY && c.mma == FA_MMA_WGMMA)
+    rank += 10000;
+  return rank;
+}
+
+} // namespace fa::runtime
+
+namespace {
+
+/// Modeled cost of one query tile over nk keys, in key columns: each key
+/// tile costs its block_kv columns plus a fixed per-tile overhead (the softmax
+/// reductions, barriers and the ring handshake). A kernel with one CTA per
+/// query tile pays its prologue and epilogue on top, which a persistent grid
+/// overlaps with the previous tile, but a persistent grid runs each key tile
+/// a little slower (it loses the hardware's balancing of unequal tiles and
+/// L2 sharing). Fitted to the H200 wgmma forward (PERF.md): 32 to block_kv
+/// 128 vs 192 at N = 1k..8k; 64 and 3% to persistent vs one-CTA kernels at
+/// N = 512..16k, where a persistent kernel of the same tile wins up to ~12 key
+/// tiles. With nk unknown (0) the cost per key decides (rows taken as long).
+///
+/// Under a causal mask (Nq taken as Nk) the average query tile reads
+/// (Nk + block_q) / 2 keys; its diagonal tile is ragged, on average
+/// (1 - gcd(block_q, block_kv) / block_kv) / 2 of a tile beyond the band, and
+/// masked, half a tile's columns more. A persistent grid loses 6% per tile
+/// there. Fitted to block_kv 128 vs 192 (both head dims: 128 up to 2k keys,
+/// 192 from 4k) and persistent vs one-CTA tiles at D = 64 (persistent up to
+/// 1k keys).
+double keyLoopCost(const KernelConfig &c, int64_t nk) {
+  constexpr double kTileOverheadKeys = 32, kCtaOverheadKeys = 64,
+                   kPersistentTileFactor = 1.03,
+                   kCausalPersistentTileFactor = 1.06, kMaskedTiles = 0.5;
+  const bool causal =
+      c.mask == FA_MASK_CAUSAL || c.mask == FA_MASK_CAUSAL_BOTTOM_RIGHT;
+  double bkv = c.blockKV;
+  double perTile =
+      (bkv + kTileOverheadKeys) * (!c.fwd.persistent ? 1.0
+                                   : causal ? kCausalPersistentTileFactor
+                                            : kPersistentTileFactor);
+  if (nk <= 0)
+    return perTile / bkv;
+  double cta = c.fwd.persistent ? 0 : kCtaOverheadKeys;
+  if (!causal)
+    return static_cast<double>((nk + c.blockKV - 1) / c.blockKV) * perTile +
+           cta;
+  double ragged =
+      (1.0 - static_cast<double>(std::gcd(c.blockQ, c.blockKV)) / bkv) / 2;
+  double tiles = (static_cast<double>(nk) + c.blockQ) / (2 * bkv) + ragged;
+  return tiles * perTile + cta + kMaskedTiles * bkv;
+}
+
+const char *maskName(fa_mask m) {
+  switch (m) {
+  case FA_MASK_NONE:
+    return "none";
+  case FA_MASK_CAUSAL:
+    return "causal";
+  case FA_MASK_CAUSAL_BOTTOM_RIGHT:
+    return "causal_bottom_right";
+  case FA_MASK_WINDOW:
+    return "window";
+  }
+  return "<invalid mask>";
+}
+
+const char *mmaName(fa_mma m) {
+  switch (m) {
+  case FA_MMA_ANY:
+    return "any";
+  case FA_MMA_SYNC:
+    return "mma_sync";
+  case FA_MMA_WGMMA:
+    return "wgmma";
+  }
+  return "<invalid mma>";
+}
+
+/// A problem as errors name it: "fwd bf16 d=128 dv=128 mask=causal".
+std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
+                     fa_mask mask, int windowLeft, int windowRight,
+                     fa_mma mma) {
+  std::ostringstream os;
+  os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' ' << fa_dtype_name(dtype)
+     << " d=" << d << " dv=" << dv << " mask=" << maskName(mask);
+  if (mask == FA_MASK_WINDOW)
+    os << '(' << windowLeft << ',' << windowRight << ')';
+  if (mma != FA_MMA_ANY)
+    os << " mma=" << mmaName(mma);
+  return os.str();
+}
+
+/// The kernel's own problem, with its target, for the list of what a
+/// bundle has.
+std::string describeKernel(const KernelConfig &c) {
+  return describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
+                  c.windowLeft, c.windowRight,
+                  c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY) +
+         (c.deterministic ? " (deterministic)" : "") + " (" + c.targetName +
+         ")";
+}
+
+/// The query's compute capability, else the current context's device's.
+fa_status queryComputeCapability(const fa_kernel_query &q, int &cc) {
+  cc = q.compute_capability;
+  if (cc != 0)
+    return FA_SUCCESS;
+  if (fa_status s = initDriver())
+    return s;
+  CUdevice dev;
+  CUresult r = cuCtxGetDevice(&dev);
+  if (r != CUDA_SUCCESS)
+    return fail(FA_ERROR_CUDA,
+                cuMessage("cuCtxGetDevice", r) +
+                    "; make a context current or set compute_capability");
+  return deviceComputeCapability(dev, cc);
+}
+
+/// Whether kernel `c` computes the query's problem (whatever its target).
+bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
+                   int headDimV, bool deterministic) {
+  if (c.direction != q.direction || c.dtype != q.dtype ||
+      c.headDim != q.head_dim || c.headDimV != headDimV || c.mask != q.mask)
+    return false;
+  if (q.mask == FA_MASK_WINDOW &&
+      (c.windowLeft != q.window_left || c.windowRight != q.window_right))
+    return false;
+  if (q.mma != FA_MMA_ANY && c.mma != q.mma)
+    return false;
+  return c.deterministic == deterministic;
+}
+
+/// The error when no kernel was chosen: either some compute the problem but
+/// none runs on sm_<cc>, or none computes it and the bundle's list follows.
+fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
+                        const std::vector<std::string> &matchingTargets, int cc,
+                        bool deterministic) {
+  if (!matchingTargets.empty()) {
+    std::string targets;
+    for (const std::string &t : matchingTargets)
+      targets += (targets.empty() ? "" : ", ") + t;
+    return fail(FA_ERROR_UNSUPPORTED,
+                "bundle '" + bundle.dir + "' has " + want +
+                    " only for targets " + targets +
+                    ", none of which runs on sm_" + std::to_string(cc));
+  }
+  std::string have;
+  for (const auto &k : bundle.kernels)
+    have += "\n  " + describeKernel(k->config);
+  std::string hint;
+  if (deterministic)
+    hint = "; deterministic kernels are built with the 'det' config field "
+           "(e.g. bwd:bf16:d128:causal:wgmma:det), for warp-specialised "
+           "wgmma backwards only";
+  return fail(FA_ERROR_NOT_FOUND,
+              "bundle '" + bundle.dir + "' has no " +
+                  (deterministic ? "deterministic " : "") + "kernel for " +
+                  want + hint + "; it has:" + (have.empty() ? " none" : have));
+}
+
+/// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
+/// over the others only.
+fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
+                     int64_t nk, bool deterministic, const fa_kernel **out) {
+  if (!bundle || !query || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
+  if (nk < 0)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find_for_keys: nk is " + std::to_string(nk) +
+                    "; expected the number of keys, or 0 if unknown");
+  *out = nullptr;
+  const fa_kernel_query &q = *query;
+  if (q.mma != FA_MMA_ANY && q.mma != FA_MMA_SYNC && q.mma != FA_MMA_WGMMA)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find: mma is " + std::to_string(q.mma) +
+                    "; expected FA_MMA_ANY, FA_MMA_SYNC or FA_MMA_WGMMA");
+  int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
+  int cc = 0;
+  if (fa_status s = queryComputeCapability(q, cc))
+    return s;
+  const fa_kernel *best = nullptr;
+  int bestRank = 0;
+  std::vector<std::string> matchingTargets;
+  for (const auto &k : bundle->kernels) {
+    const KernelConfig &c = k->config;
+    if (!computesQuery(c, q, dv, deterministic))
+      continue;
+    matchingTargets.push_back(c.targetName);
+    int rank = kernelRank(c, cc, q.mma);
+    // Kernels of one rank differ in their tiles or grid: take the cheapest.
+    if (rank > bestRank ||
+        (rank == bestRank && rank > 0 &&
+         keyLoopCost(c, nk) < keyLoopCost(best->config, nk))) {
+      best = k.get();
+      bestRank = rank;
+    }
+  }
+  if (best) {
+    *out = best;
+    return succeed();
+  }
+  std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
+                              q.window_left, q.window_right, q.mma) +
+                     (deterministic ? " (deterministic)" : "");
+  return noKernelError(*bundle, want, matchingTargets, cc, deterministic);
+}
+
+} // namespace
+
+extern "C" {
+
+fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
+                         const fa_kernel **out) {
+  return findKernel(bundle, query, 0, false, out);
+}
+
+fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
+                                  const fa_kernel_query *query, int64_t nk,
+                                  const fa_kernel **out) {
+  return findKernel(bundle, query, nk, false, out);
+}
+
+fa_status fa_kernel_find_deterministic(const fa_bundle *bundle,
+                                       const fa_kernel_query *query, int64_t nk,
+                                       const fa_kernel **out) {
+  return findKernel(bundle, query, nk, true, out);
+}
+
+} // extern "C"

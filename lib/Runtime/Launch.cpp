@@ -1,0 +1,324 @@
+//===- Launch.cpp - Check and launch forward and backward kernels --------===//
+//
+// A forward launch runs one entry (fwd); a backward runs three in stream
+// order (bwd_pre computes Delta and zeroes dQ's accumulator, bwd the key
+// loop, bwd_post converts dQ). Both share one path: check the arguments, find
+// the context, check the pointers and stream, then launch, with tensor maps
+// when the kernel loads by TMA. docs/ABI.md gives the parameters and grids.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TensorMaps.h"
+
+#include <algorithm>
+#include <iterator>
+
+using namespace fa::runtime;
+
+namespace {
+
+/// Parameters of fa_fwd and fa_bwd before a TMA kernel's maps (docs/ABI.md).
+constexpr int kForwardParams = 11;
+constexpr int kBackwardParams = 15;
+
+/// The C entry point that launches kernels with arguments `Args`; it names
+/// the call in every message about them.
+template <typename Args> const char *apiName();
+template <> const char *apiName<fa_attention_args>() {
+  return "fa_attention_forward";
+}
+template <> const char *apiName<fa_attention_backward_args>() {
+  return "fa_attention_backward";
+}
+
+/// The sizes and scale that every entry takes by address, read from q and k
+/// of valid arguments (the checks keep each size within 32 bits).
+struct ScalarParams {
+  template <typename Args>
+  explicit ScalarParams(const Args &a)
+      : b(a.q.shape[0]), h(a.q.shape[1]), hkv(a.k.shape[1]), nq(a.q.shape[2]),
+        nk(a.k.shape[2]), scale(a.scale) {}
+  int32_t b, h, hkv, nq, nk;
+  float scale;
+};
+
+unsigned ceilDiv(int64_t a, int64_t b) {
+  return static_cast<unsigned>((a + b - 1) / b);
+}
+
+/// fa_attention_{forward,backward}_check.
+template <typename Args>
+fa_status checkCall(const fa_kernel *kernel, const Args *args) {
+  std::string api = apiName<Args>();
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT, api + ": kernel or args is null");
+  std::string err = checkArguments(kernel->config, *args);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, api + ": " + err);
+  return succeed();
+}
+
+/// The cuTensorMapEncodeTiled arguments of the kernel's maps.
+template <typename Args>
+fa_status mapArgsFor(const KernelConfig &c, const Args &args,
+                     std::vector<fa_tensor_map_args> &out) {
+  std::string err = tensorMapArgs(c, args, out);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(apiName<Args>()) + ": " + err);
+  return FA_SUCCESS;
+}
+
+/// fa_attention_{forward,backward}_tensor_maps: the launch's checks, then
+/// the maps the kernel would be given, copied out.
+template <typename Args>
+fa_status tensorMapsOut(const fa_kernel *kernel, const Args *args,
+                        fa_tensor_map_args out[FA_MAX_TENSOR_MAPS],
+                        int32_t *count) {
+  if (!out || !count)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(apiName<Args>()) + "_tensor_maps: null argument");
+  *count = 0;
+  if (fa_status s = checkCall(kernel, args))
+    return s;
+  std::vector<fa_tensor_map_args> maps;
+  if (fa_status s = mapArgsFor(kernel->config, *args, maps))
+    return s;
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
+  return succeed();
+}
+
+/// What every launch does before it launches: checks the arguments, makes a
+/// context current (`scope`), and checks that the tensors are memory of its
+/// device and that `stream` belongs to it.
+template <typename Args>
+fa_status prepareLaunch(const fa_kernel *kernel, const Args *args,
+                        CUstream stream, ContextScope &scope) {
+  if (fa_status s = checkCall(kernel, args))
+    return s;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  std::string prefix = std::string(apiName<Args>()) + ": ";
+  if (fa_status s = checkPointers(tensorsOf(*args), scope.device))
+    return failWithPrefix(s, prefix);
+  if (fa_status s = checkStream(stream, scope.ctx))
+    return failWithPrefix(s, prefix);
+  return FA_SUCCESS;
+}
+
+/// Launches `entry` (function `f`) of `kernel`. `params` holds the kernel's
+/// `abiParams` ABI parameters and room after them: a TMA kernel's map
+/// pointers go there, then, with `tileCounter`, a persistent grid's counter.
+template <typename Args>
+fa_status launchEntry(const fa_kernel &kernel, const Args &args, CUcontext ctx,
+                      CUfunction f, const Entry &entry, const Grid &grid,
+                      CUstream stream, void **params, int abiParams,
+                      bool tileCounter) {
+  const KernelConfig &c = kernel.config;
+  if (c.tensorMaps.empty())
+    return launch(f, entry, grid, stream, params);
+  std::vector<fa_tensor_map_args> maps;
+  if (fa_status s = mapArgsFor(c, args, maps))
+    return s;
+  int counterParam =
+      tileCounter ? abiParams + static_cast<int>(maps.size()) : -1;
+  return launchWithMaps(kernel, apiName<Args>(), maps, ctx, f, entry, grid,
+                        stream, params, counterParam);
+}
+
+/// One CTA per (query tile, head, batch); a persistent kernel instead has
+/// one CTA per SM walk the tiles (docs/ABI.md), never more CTAs than tiles.
+fa_status forwardGrid(const KernelConfig &c, const fa_attention_args &a,
+                      CUdevice device, Grid &out) {
+  unsigned b = a.q.shape[0], h = a.q.shape[1];
+  unsigned queryTiles = ceilDiv(a.q.shape[2], c.blockQ);
+  out = {queryTiles, h, b};
+  if (!c.fwd.persistent)
+    return FA_SUCCESS;
+  // The kernel counts tiles in 32 bits.
+  uint64_t tiles = uint64_t(queryTiles) * uint64_t(h) * uint64_t(b);
+  if (tiles >= (uint64_t(1) << 31))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_forward: " + std::to_string(tiles) +
+                    " query tiles for a persistent grid; at most 2^31 - 1");
+  int sms = 0;
+  if (CUresult r = cuDeviceGetAttribute(
+          &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device))
+    return cuFail("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", r);
+  out = {static_cast<unsigned>(std::min<uint64_t>(tiles, std::max(sms, 1))), 1,
+         1};
+  return FA_SUCCESS;
+}
+
+/// Runs `launchMain` with the semaphore workspace of a deterministic
+/// backward at parameter slot `param`. The workspace is zeroed, used and
+/// freed in stream order, so concurrent launches on other streams get their
+/// own.
+template <typename LaunchMain>
+fa_status withSemaphoreWorkspace(const KernelConfig &c,
+                                 const fa_attention_backward_args &a,
+                                 CUstream stream, void *&param,
+                                 LaunchMain launchMain) {
+  // Checked before launchWithMaps does, so that nothing is allocated into a
+  // capture that is then rejected.
+  const char *api = apiName<fa_attention_backward_args>();
+  if (fa_status s = rejectCapture(api, c, stream))
+    return s;
+  uint64_t bytes = semaphoreBytes(a);
+  CUdeviceptr semaphores = 0;
+  if (CUresult r = cuMemAllocAsync(&semaphores, bytes, stream))
+    return fail(FA_ERROR_CUDA,
+                std::string(api) + ": " + cuMessage("cuMemAllocAsync", r) +
+                    " for the " + std::to_string(bytes) +
+                    "-byte semaphore workspace of deterministic kernel '" +
+                    c.tag + "'");
+  if (CUresult r = cuMemsetD32Async(semaphores, 0, bytes / 4, stream)) {
+    cuMemFreeAsync(semaphores, stream);
+    return cuFail("cuMemsetD32Async", r);
+  }
+  param = &semaphores;
+  // Freed whatever the launch did; its error, if any, is the one reported.
+  return cleanUpAfter(launchMain(), [&] {
+    if (CUresult r = cuMemFreeAsync(semaphores, stream))
+      return cuFail("cuMemFreeAsync", r);
+    return FA_SUCCESS;
+  });
+}
+
+/// The functions of bwd_pre, bwd and bwd_post, all loaded before any runs.
+fa_status backwardFunctions(const fa_kernel &kernel, const ContextScope &scope,
+                            CUfunction &pre, CUfunction &main,
+                            CUfunction &post) {
+  const KernelConfig &c = kernel.config;
+  if (fa_status s =
+          kernelFunction(kernel, c.bwdPre, scope.ctx, scope.device, pre))
+    return s;
+  if (fa_status s =
+          kernelFunction(kernel, c.bwd, scope.ctx, scope.device, main))
+    return s;
+  return kernelFunction(kernel, c.bwdPost, scope.ctx, scope.device, post);
+}
+
+} // namespace
+
+namespace fa::runtime {
+
+std::array<Grid, 3> backwardGrids(const KernelConfig &c,
+                                  const fa_attention_backward_args &a) {
+  unsigned b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1];
+  unsigned queryBlocks = ceilDiv(a.q.shape[2], c.blockQ);
+  unsigned keyBlocks = ceilDiv(a.k.shape[2], c.blockKV);
+  return {Grid{queryBlocks, h, b},
+          Grid{keyBlocks * static_cast<unsigned>(c.dsplit), hkv, b},
+          Grid{queryBlocks, h, b}};
+}
+
+} // namespace fa::runtime
+
+extern "C" {
+
+fa_status fa_attention_forward_check(const fa_kernel *kernel,
+                                     const fa_attention_args *args) {
+  return checkCall(kernel, args);
+}
+
+fa_status fa_attention_backward_check(const fa_kernel *kernel,
+                                      const fa_attention_backward_args *args) {
+  return checkCall(kernel, args);
+}
+
+fa_status fa_attention_forward_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
+  return tensorMapsOut(kernel, args, out, count);
+}
+
+fa_status fa_attention_backward_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
+  return tensorMapsOut(kernel, args, out, count);
+}
+
+fa_status fa_attention_backward_grids(const fa_kernel *kernel,
+                                      const fa_attention_backward_args *args,
+                                      unsigned grids[3][3]) {
+  if (fa_status s = checkCall(kernel, args))
+    return s;
+  if (!grids)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_attention_backward_grids: grids is null");
+  std::array<Grid, 3> all = backwardGrids(kernel->config, *args);
+  for (int i = 0; i < 3; ++i)
+    std::copy(all[i].begin(), all[i].end(), grids[i]);
+  return succeed();
+}
+
+fa_status fa_attention_forward(const fa_kernel *kernel,
+                               const fa_attention_args *args, CUstream stream) {
+  ContextScope scope;
+  if (fa_status s = prepareLaunch(kernel, args, stream, scope))
+    return s;
+  const KernelConfig &c = kernel->config;
+  const fa_attention_args &a = *args;
+  CUfunction f;
+  if (fa_status s = kernelFunction(*kernel, c.fwd, scope.ctx, scope.device, f))
+    return s;
+  Grid grid;
+  if (fa_status s = forwardGrid(c, a, scope.device, grid))
+    return s;
+  ScalarParams n(a);
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              lse = a.lse.data;
+  // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter.
+  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1] = {
+      &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
+  if (fa_status s = launchEntry(*kernel, a, scope.ctx, f, c.fwd, grid, stream,
+                                params, kForwardParams, c.fwd.persistent))
+    return s;
+  return succeed();
+}
+
+fa_status fa_attention_backward(const fa_kernel *kernel,
+                                const fa_attention_backward_args *args,
+                                CUstream stream) {
+  ContextScope scope;
+  if (fa_status s = prepareLaunch(kernel, args, stream, scope))
+    return s;
+  const KernelConfig &c = kernel->config;
+  const fa_attention_backward_args &a = *args;
+  CUfunction pre, main, post;
+  if (fa_status s = backwardFunctions(*kernel, scope, pre, main, post))
+    return s;
+  ScalarParams n(a);
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              dO = a.d_o.data, lse = a.lse.data, delta = a.delta.data,
+              dqAccum = a.dq_accum.data, dq = a.dq.data, dk = a.dk.data,
+              dv = a.dv.data;
+  void *preParams[] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
+  // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
+  // semaphores.
+  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1] = {
+      &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
+      &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
+  void *postParams[] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
+  std::array<Grid, 3> grids = backwardGrids(c, a);
+
+  if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))
+    return s;
+  auto launchMain = [&] {
+    return launchEntry(*kernel, a, scope.ctx, main, c.bwd, grids[1], stream,
+                       mainParams, kBackwardParams, false);
+  };
+  if (fa_status s =
+          c.deterministic
+              ? withSemaphoreWorkspace(c, a, stream,
+                                       mainParams[c.semaphoreParam], launchMain)
+              : launchMain())
+    return s;
+  if (fa_status s = launch(post, c.bwdPost, grids[2], stream, postParams))
+    return s;
+  return succeed();
+}
+
+} // extern "C"
