@@ -60,6 +60,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.deterministic = true;
     else if (p == "persistent" || p == "blocks")
       c.grid = p.str();
+    else if (p.consume_front("mod=") && !p.empty())
+      c.scoreMod = p.str();
     else if (num(p, "bkv", n))
       c.blockKV = n;
     else if (num(p, "bq", n))
@@ -98,6 +100,8 @@ std::string KernelConfig::str() const {
     s += ":" + mma;
   if (deterministic)
     s += ":det";
+  if (!scoreMod.empty())
+    s += ":mod=" + scoreMod;
   if (!grid.empty())
     s += ":" + grid;
   return s;

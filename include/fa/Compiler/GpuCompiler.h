@@ -51,6 +51,10 @@ struct GpuCompilerOptions {
   std::string cacheDir;    // empty: no disk cache
   std::string cudaToolkit; // empty: $CUDA_HOME or /usr/local/cuda
   bool runPtxas = true;
+  /// A .mlir file of score_mod functions, each
+  /// `func.func @name(%score: f32, %b: index, %h: index, %q: index,
+  /// %kv: index) -> f32`, that configs name with "mod=<name>".
+  std::string scoreModFile;
 };
 
 /// Compiles configs; thread-safe; keeps an in-memory cache.

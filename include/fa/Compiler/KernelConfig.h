@@ -29,13 +29,17 @@ struct KernelConfig {
   /// wgmma forward grid: "persistent", "blocks" (one CTA per query tile),
   /// or "" for the compiler's default (-fa-wgmma-persistent).
   std::string grid;
+  /// "mod=<name>": the score_mod function @<name> of the compiler's
+  /// score-mod library (GpuCompilerOptions::scoreModFile), applied to every
+  /// score (fwd) and differentiated (bwd); empty: none. Part of the tag.
+  std::string scoreMod;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
 
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
-  /// "wgmma" / "mma_sync", "det", "persistent" / "blocks".
+  /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;
