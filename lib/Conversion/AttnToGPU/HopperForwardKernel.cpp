@@ -571,21 +571,29 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
                          kb.mul(warpInGroup, 16)); // this warp's rows
   Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
   Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
-  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  // With a score_mod the scale is applied inside it (applyScoreMod), so the
+  // softmax multiplies by log2(e) alone.
+  Value scaleLog2 = plan.spec.scoreMod
+                        ? kb.f32(M_LOG2E)
+                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
                                      rowBase, qRow0, kRowsPerConsumer);
   const bool ragged = raggedFirst();
 
-  // Masks S where the `keys` keys of key tile `keyTile` cross the band's
-  // edge or Nk (no mask without `keyTile`), then updates the softmax state;
+  // Applies the score_mod to S of key tile `keyTile`, masks it where its
+  // `keys` keys cross the band's edge or Nk (when `masked`), then updates
+  // the softmax state;
   // returns P (f32, in place of S) and the rescale factor of each row. The
   // factor comes from the shared update applied to a unit accumulator, so
   // the O accumulator can be rescaled after P·V(j-1) lands.
-  auto scoreStep = [&](Value keyTile, Value sStruct, int64_t keys,
-                       SoftmaxState &state, Value alpha[2]) {
+  auto scoreStep = [&](Value keyTile, bool masked, Value sStruct,
+                       int64_t keys, SoftmaxState &state, Value alpha[2]) {
     SmallVector<Value> s =
         fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
-    if (keyTile) {
+    if (plan.spec.scoreMod)
+      applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                    kb.mul(keyTile, plan.blockKV), scale);
+    if (masked) {
       Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
       s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, keys), s,
                               [&](SmallVector<Value> &masked) {
@@ -675,7 +683,8 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       arrive(bars.kEmpty(), stage0);
       SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
       Value alpha[2];
-      SmallVector<Value> pF32 = scoreStep(firstTile, s0, keys, st, alpha);
+      SmallVector<Value> pF32 =
+          scoreStep(firstTile, /*masked=*/true, s0, keys, st, alpha);
       pF32.resize(sN, kb.f32(0.0));
       SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
                              st.rowSum[1]};
@@ -770,7 +779,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       arrive(bars.kEmpty(), stage);
       Value a[2];
       SmallVector<Value> pF32 =
-          scoreStep(ragged ? Value() : j, s, bkv, st, a);
+          scoreStep(j, /*masked=*/!ragged, s, bkv, st, a);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
       arrive(bars.vEmpty(), prevStage);
       accNext = fenceOperands(b, loc, accNext);
