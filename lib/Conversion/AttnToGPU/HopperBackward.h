@@ -3,9 +3,10 @@
 // The wgmma main backward (fa_bwd, docs/ABI.md; what it computes:
 // HopperBackwardKernel.cpp) in the parts of the wgmma forward and of
 // CUTLASS/FA3's backward, one file each:
-//   HopperBackwardKernel.cpp    the tile scheduler (the key block and the
-//                               query tiles a CTA walks) and the two kernels
-//                               put together from the parts below
+//   HopperBackwardKernel.cpp    the two kernels, put together from the
+//                               parts below, and the warp roles
+//   HopperBackwardScheduler.cpp the tile scheduler: the key block and the
+//                               query tiles a CTA walks
 //   HopperBackwardProducer.cpp  K and V, and each query tile's Q, dO, LSE and
 //                               Delta: cp.async, or TMA on the mbarrier ring
 //   HopperBackwardMainloop.cpp  one query tile's products: Sᵀ, dPᵀ, Pᵀ, dSᵀ,
@@ -132,7 +133,7 @@ private:
   /// proxy), are made visible to it.
   void fenceProxyAsyncShared();
 
-  // The tile scheduler (HopperBackwardKernel.cpp).
+  // The tile scheduler (HopperBackwardScheduler.cpp).
   /// This CTA's key block and the ids of its key and value rows.
   void setupKeyBlock();
   /// The query tiles that meet the band of the key block.
@@ -147,11 +148,11 @@ private:
   void forEachTile32(function_ref<void(Value, Value, Value, Value)> body);
   /// The last key block that adds into the query tile at qBegin (index).
   Value lastKeyBlockOf(Value qBegin);
+
+  // The kernels and warp roles (HopperBackwardKernel.cpp).
   /// This thread's consumer warpgroup and its warp's first key.
   Value consumerWarpgroup();
   Value keyRow0Of(Value warpgroup);
-
-  // The kernels (HopperBackwardKernel.cpp).
   void buildAsyncCopyKernel();
   void buildWarpSpecializedKernel();
   void initBarriers();
@@ -185,6 +186,10 @@ private:
   /// The parity of tile t's round plus `round` (i32 t; BarrierRing on 32
   /// bits).
   Value phaseParity32(Value t, int64_t round);
+  /// Waits, on the producer side of a two-slot ring, for barrier `first` +
+  /// slot to complete the phase of tile t's round plus `round`; returns the
+  /// slot (index).
+  Value waitForSlot32(int64_t first, Value t, Value slot32, int64_t round);
 
   // The consumer mainloop (HopperBackwardMainloop.cpp).
   Value qStageOf(Value stage);

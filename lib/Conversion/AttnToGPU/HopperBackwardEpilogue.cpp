@@ -125,9 +125,8 @@ void HopperBackward::emitDQReductions() {
         arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
         kb.c32(layout.dqBase()));
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
-      Value slot = kb.toIndex(slot32);
-      waitBarrier(kb, barriers, BackwardBarriers::dqFull, slot,
-                  phaseParity32(t, 0));
+      Value slot =
+          waitForSlot32(BackwardBarriers::dqFull, t, slot32, /*round=*/0);
       Value qBegin = mul32(qTile, kb.c32(bq));
       Value semaphore;
       if (plan.deterministic)

@@ -69,6 +69,13 @@ Value HopperBackward::phaseParity32(Value t, int64_t round) {
   return arith::TruncIOp::create(b, loc, b.getI1Type(), r).getResult();
 }
 
+Value HopperBackward::waitForSlot32(int64_t first, Value t, Value slot32,
+                                    int64_t round) {
+  Value slot = kb.toIndex(slot32);
+  waitBarrier(kb, barriers, first, slot, phaseParity32(t, round));
+  return slot;
+}
+
 void HopperBackward::emitTmaLoads() {
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   ifThen(eq(kb.tid, kb.idx(0)), [&] {
@@ -83,9 +90,8 @@ void HopperBackward::emitTmaLoads() {
                   kb.idx(layout.vBase()), keyBegin, kvBh, keyValueFull);
     });
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
-      Value slot = kb.toIndex(slot32);
-      waitBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot,
-                  phaseParity32(t, 1));
+      Value slot =
+          waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
       Value qBh = kb.toIndex(add32(batchHeads32, head));
       Value qBegin = kb.toIndex(mul32(qTile, kb.c32(bq)));
       Value full = kb.add(slot, BackwardBarriers::queryFull);
@@ -105,9 +111,8 @@ void HopperBackward::emitRowStatsLoads() {
   ifThen(eq(kb.warp, kb.idx(2)), [&] {
     Value lane = kb.toI32(kb.lane);
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
-      Value slot = kb.toIndex(slot32);
-      waitBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot,
-                  phaseParity32(t, 1));
+      Value slot =
+          waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
       Value qRowsBase = mul32(add32(batchHeads32, head), nq32);
       Value qBegin = mul32(qTile, kb.c32(bq));
       SmallVector<Value> vals, ats;
