@@ -192,6 +192,7 @@ private:
   Value waitForSlot32(int64_t first, Value t, Value slot32, int64_t round);
 
   // The consumer mainloop (HopperBackwardMainloop.cpp).
+  /// Shared byte offsets: Q and dO of `stage`, tile t's dSᵀ buffer.
   Value qStageOf(Value stage);
   Value doStageOf(Value stage);
   Value dsBufferOf(Value t);

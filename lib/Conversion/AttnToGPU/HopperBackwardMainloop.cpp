@@ -47,17 +47,17 @@ Value HopperBackward::keyTileOf(Value warpgroup, int64_t tileBase) {
 Value HopperBackward::issueKeyByQuery(Value base, Value keyTile,
                                       Value queryTile, int64_t cols) {
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  SmallVector<Value> a, bDescs;
+  SmallVector<Value> keyDescs, queryDescs;
   for (int64_t ks = 0; ks < cols / 16; ++ks) {
     int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
-    a.push_back(wgmmaDescriptor(
+    keyDescs.push_back(wgmmaDescriptor(
         kb, base, kb.add(keyTile, slab * bkv * kSlabRowBytes + inSlab), 16));
-    bDescs.push_back(wgmmaDescriptor(
+    queryDescs.push_back(wgmmaDescriptor(
         kb, base, kb.add(queryTile, slab * bq * kSlabRowBytes + inSlab), 16));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value acc = issueWgmmaShared(kb, bq, a, bDescs, NVVM::MMALayout::row,
-                               NVVM::MMALayout::col);
+  Value acc = issueWgmmaShared(kb, bq, keyDescs, queryDescs,
+                               NVVM::MMALayout::row, NVVM::MMALayout::col);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
@@ -68,18 +68,18 @@ void HopperBackward::issueDVAndDK(Value base, ArrayRef<Value> pA,
                                   SmallVector<Value> &dK) {
   // B is the query tile, MN-major: its rows are the k of the product.
   const int64_t bq = plan.blockQ;
-  SmallVector<Value> doT, qT;
+  SmallVector<Value> doDescs, qDescs;
   for (int64_t kk = 0; kk < bq / 16; ++kk) {
-    doT.push_back(wgmmaDescriptor(
+    doDescs.push_back(wgmmaDescriptor(
         kb, base, kb.add(doStageOf(stage), kk * 16 * kSlabRowBytes),
         bq * kSlabRowBytes));
-    qT.push_back(wgmmaDescriptor(
+    qDescs.push_back(wgmmaDescriptor(
         kb, base, kb.add(qStageOf(stage), kk * 16 * kSlabRowBytes),
         bq * kSlabRowBytes));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  dV = issueWgmmaRegisterA(kb, pA, doT, dV);
-  dK = issueWgmmaRegisterA(kb, dsA, qT, dK);
+  dV = issueWgmmaRegisterA(kb, pA, doDescs, dV);
+  dK = issueWgmmaRegisterA(kb, dsA, qDescs, dK);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 
@@ -90,18 +90,18 @@ Value HopperBackward::issueDQ(Value base, Value warpgroup, Value dsBuffer) {
   Value kCols =
       kb.mul(warpgroup, (dqColumns / kSlabCols) * bkv * kSlabRowBytes +
                             (dqColumns % kSlabCols) * 2);
-  SmallVector<Value> dsM, kN;
+  SmallVector<Value> dsDescs, kDescs;
   for (int64_t kk = 0; kk < bkv / 16; ++kk) {
-    dsM.push_back(wgmmaDescriptor(kb, base,
-                                  kb.add(dsBuffer, kk * 16 * kSlabRowBytes),
-                                  bkv * kSlabRowBytes));
-    kN.push_back(wgmmaDescriptor(kb, base,
-                                 kb.add(kCols, kk * 16 * kSlabRowBytes),
-                                 bkv * kSlabRowBytes));
+    dsDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(dsBuffer, kk * 16 * kSlabRowBytes),
+        bkv * kSlabRowBytes));
+    kDescs.push_back(wgmmaDescriptor(kb, base,
+                                     kb.add(kCols, kk * 16 * kSlabRowBytes),
+                                     bkv * kSlabRowBytes));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value acc = issueWgmmaShared(kb, dqColumns, dsM, kN, NVVM::MMALayout::col,
-                               NVVM::MMALayout::row);
+  Value acc = issueWgmmaShared(kb, dqColumns, dsDescs, kDescs,
+                               NVVM::MMALayout::col, NVVM::MMALayout::row);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
