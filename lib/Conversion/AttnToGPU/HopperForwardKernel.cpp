@@ -219,9 +219,7 @@ private:
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
   }
   /// Bit 0 of `v` (index) as i1, the parity operand of the mbarrier waits.
-  Value parityOf(Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getI1Type(), kb.remui(v, 2));
-  }
+  Value parityOf(Value v) { return phaseParity(kb, v); }
 
   /// One descriptor: start `byteOffset` (index), leading byte offset `lbo`.
   Value descriptor(Value byteOffset, int64_t lbo);
@@ -278,15 +276,11 @@ Value HopperForward::descriptor(Value byteOffset, int64_t lbo) {
 }
 
 void HopperForward::wait(int64_t barrier, Value stage, Value parity) {
-  nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars.group, parity,
-                                         kb.idx(10000000),
-                                         kb.add(stage, barrier));
+  waitBarrier(kb, bars.group, barrier, stage, parity);
 }
 
 void HopperForward::arrive(int64_t barrier, Value stage) {
-  auto tokTy = nvgpu::MBarrierTokenType::get(b.getContext());
-  nvgpu::MBarrierArriveOp::create(b, loc, tokTy, bars.group,
-                                  kb.add(stage, barrier));
+  arriveBarrier(kb, bars.group, barrier, stage);
 }
 
 void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
@@ -612,11 +606,10 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   // serialise them (C7513).
   auto packP = [&](ArrayRef<Value> s) { return accumulatorToWgmmaA(kb, s); };
   // Ring iteration `it` of this tile is the CTA's ringBase + it.
-  auto stageOf = [&](Value it) {
-    return kb.remui(kb.add(ringBase, it), layout.stages);
-  };
+  const BarrierRing ring{layout.stages};
+  auto stageOf = [&](Value it) { return ring.slot(kb, kb.add(ringBase, it)); };
   auto parityAt = [&](Value it) {
-    return parityOf(kb.divui(kb.add(ringBase, it), layout.stages));
+    return ring.fullParity(kb, kb.add(ringBase, it));
   };
 
   // Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
@@ -1002,11 +995,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
 
   bars.stages = layout.stages;
   bars.persistent = plan.persistent;
-  auto groupTy = nvgpu::MBarrierGroupType::get(
-      b.getContext(),
-      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup),
-      bars.count());
-  bars.group = nvgpu::MBarrierCreateOp::create(b, loc, groupTy);
+  bars.group = createBarrierGroup(kb, bars.count());
   Value isThread0 = eq(kb.tid, kb.idx(0));
   {
     auto ifOp = scf::IfOp::create(b, loc, isThread0, false);
@@ -1014,11 +1003,8 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     // Full barriers complete on the producer's arrive + the TMA bytes; empty
     // barriers on every consumer thread's arrive.
-    for (int64_t i = 0; i < bars.count(); ++i) {
-      int64_t count = bars.isEmpty(i) ? kConsumerThreads : 1;
-      nvgpu::MBarrierInitOp::create(b, loc, bars.group, kb.idx(count),
-                                    kb.idx(i), Value());
-    }
+    for (int64_t i = 0; i < bars.count(); ++i)
+      initBarrier(kb, bars.group, i, bars.isEmpty(i) ? kConsumerThreads : 1);
   }
   gpu::BarrierOp::create(b, loc);
 
