@@ -2,6 +2,7 @@
 
 #include "fa/Compiler/GpuCompiler.h"
 #include "fa/Conversion/AttnToGPU.h"
+#include "fa/Dialect/Attn/IR/Attn.h"
 #include "fa/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -9,6 +10,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -217,6 +219,58 @@ static double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+//===----------------------------------------------------------------------===//
+// The score-mod library
+//===----------------------------------------------------------------------===//
+
+/// The text of the score-mod library, or an error naming the file.
+static llvm::Expected<std::string> readScoreModLibrary(llvm::StringRef path) {
+  if (path.empty())
+    return err("a config names a score_mod but no score-mod library was given "
+               "(fa-aot --score-mods FILE)");
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return err("cannot read the score-mod library " + path + ": " +
+               buffer.getError().message());
+  return (*buffer)->getBuffer().str();
+}
+
+/// Copies the body of function @name of `library` into the score_mod region
+/// of the attention op `op`, whose attn.yield takes the function's return
+/// value, and names the region after the function.
+static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
+                                  llvm::StringRef name) {
+  auto fn = library.lookupSymbol<func::FuncOp>(name);
+  if (!fn)
+    return err("the score-mod library has no function @" + name);
+  Builder types(op->getContext());
+  Type f32 = types.getF32Type(), index = types.getIndexType();
+  FunctionType expected = types.getFunctionType(
+      {f32, index, index, index, index}, {f32});
+  if (fn.getFunctionType() != expected || fn.getBody().getBlocks().size() != 1) {
+    std::string got;
+    llvm::raw_string_ostream os(got);
+    os << fn.getFunctionType();
+    return err("expected score_mod function @" + name + " of type " +
+               "(f32, index, index, index, index) -> f32 with one block, got " +
+               got);
+  }
+  Region &region = op->getRegion(0);
+  Block &body = fn.getBody().front();
+  OpBuilder b(op->getContext());
+  Block *block = b.createBlock(&region, {}, body.getArgumentTypes(),
+                               SmallVector<Location>(5, fn.getLoc()));
+  IRMapping map;
+  map.map(body.getArguments(), block->getArguments());
+  for (Operation &inner : body.without_terminator())
+    b.clone(inner, map);
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  attn::YieldOp::create(b, ret.getLoc(),
+                        ValueRange{map.lookup(ret.getOperand(0))});
+  op->setAttr(kScoreModNameAttr, b.getStringAttr(name));
+  return llvm::Error::success();
+}
+
 llvm::Expected<CompiledKernel>
 GpuCompiler::compileUncached(const KernelConfig &config) {
   llvm::Expected<std::string> ir = buildAttnIR(config);
@@ -235,27 +289,31 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
   if (!module)
     return err("cannot build the attn IR: " + diag);
 
+  Operation *attention = nullptr;
+  module->walk([&](Operation *op) {
+    if (isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
+      attention = op;
+  });
+  if (!config.scoreMod.empty()) {
+    llvm::Expected<std::string> text =
+        readScoreModLibrary(options.scoreModFile);
+    if (!text)
+      return text.takeError();
+    OwningOpRef<ModuleOp> library = parseSourceString<ModuleOp>(*text, &ctx);
+    if (!library)
+      return err("cannot parse the score-mod library " +
+                 options.scoreModFile + ": " + diag);
+    if (llvm::Error e = attachScoreMod(attention, *library, config.scoreMod))
+      return e;
+  }
+
   // The plan the pass will resolve, for the manifest and the tag.
   bool backward = config.direction == "bwd";
-  Type elemType;
-  attn::ScoreSpec spec;
-  module->walk([&](Operation *op) {
-    if (auto fwd = dyn_cast<attn::AttentionOp>(op)) {
-      elemType = cast<ShapedType>(fwd.getQuery().getType()).getElementType();
-      spec = fwd.getScoreSpec();
-    } else if (auto bwd = dyn_cast<attn::AttentionBackwardOp>(op)) {
-      elemType = cast<ShapedType>(bwd.getQuery().getType()).getElementType();
-      spec = bwd.getScoreSpec();
-    }
-  });
   GpuTileOptions tiles{config.blockQ, config.blockKV, config.warps,
                        config.stages, config.target, config.mma,
                        config.deterministic, config.grid};
   std::string planError;
-  FailureOr<KernelPlan> plan = resolveKernelPlan(
-      backward, elemType, config.headDim,
-      config.headDimV ? config.headDimV : config.headDim, spec, tiles,
-      planError);
+  FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
     return err(config.str() + ": " + planError);
 
@@ -440,6 +498,13 @@ GpuCompiler::compile(const KernelConfig &config) {
   if (config.mma == "wgmma")
     key += "|" + (config.direction == "bwd" ? wgmmaBackwardVariantKey()
                                             : wgmmaVariantKey());
+  if (!config.scoreMod.empty()) {
+    llvm::Expected<std::string> library =
+        readScoreModLibrary(options.scoreModFile);
+    if (!library)
+      return library.takeError();
+    key += "|" + hashHex(*library);
+  }
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = memory.find(key); it != memory.end())
     return it->second;

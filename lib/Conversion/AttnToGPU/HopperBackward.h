@@ -210,11 +210,14 @@ private:
   /// The LSE (offset 0) or Delta (offset bq) pair of lane columns of n8
   /// tile n in `stage`.
   Value rowStatsPair(Value stage, int64_t n, int64_t offset);
-  /// Pᵀ from Sᵀ in place.
-  void computeP(SmallVector<Value> &s, const ConsumerTile &tile, Value stage);
-  /// dSᵀ in place of dPᵀ and into `dsBuffer`.
-  void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp, Value stage,
-                 Value dsBuffer, Value keyRow0);
+  /// Pᵀ from Sᵀ in place; with a score_mod, returns each score's
+  /// d(score)/d(Sᵀ) (empty without).
+  SmallVector<Value> computeP(SmallVector<Value> &s, const ConsumerTile &tile,
+                              Value stage);
+  /// dSᵀ in place of dPᵀ and into `dsBuffer`; `chain` as computeP returns.
+  void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
+                 ArrayRef<Value> chain, Value stage, Value dsBuffer,
+                 Value keyRow0);
   /// One tile's products up to dV and dK, issued.
   void issueTileProducts(const ConsumerTile &tile, Value stage,
                          Value dsBuffer, SmallVector<Value> &dV,

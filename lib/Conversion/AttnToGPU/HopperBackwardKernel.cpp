@@ -132,7 +132,11 @@ void HopperBackward::build() {
   if (!layout.warpSpecialized)
     loadKeyValueAsync();
   setupQueryTiles();
-  scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  // With a score_mod the scale is applied inside it, so P multiplies the
+  // score by log2(e) alone.
+  scaleLog2 = plan.spec.scoreMod
+                  ? kb.f32(M_LOG2E)
+                  : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   firstHead = kb.mul(kvHead, headsPerKvHead);
   if (layout.warpSpecialized)
     buildWarpSpecializedKernel();

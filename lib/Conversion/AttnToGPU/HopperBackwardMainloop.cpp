@@ -13,6 +13,7 @@
 
 #include "HopperBackward.h"
 
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -121,8 +122,9 @@ Value HopperBackward::rowStatsPair(Value stage, int64_t n, int64_t offset) {
       .getResult();
 }
 
-void HopperBackward::computeP(SmallVector<Value> &s, const ConsumerTile &tile,
-                              Value stage) {
+SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
+                                            const ConsumerTile &tile,
+                                            Value stage) {
   // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place, masked on boundary
   // tiles only (per warpgroup's 64 keys). The mask sees the tile position
   // and Nq, Nk through opaque copies: the band's per-element bounds would
@@ -143,6 +145,12 @@ void HopperBackward::computeP(SmallVector<Value> &s, const ConsumerTile &tile,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
                                 warpgroupKeyEnd, nk)));
   Value head = headOf(tile.index);
+  // score_mod before the mask (a mod of −inf need not stay −inf).
+  SmallVector<Value> chain;
+  if (plan.spec.scoreMod)
+    chain = applyScoreModTransposed(
+        kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
+        tile.keyRow0, scale);
   s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
     maskScoresTransposed(kb, masked,
                          {batch, head, maskQuery, keyBegin, kb.opaqueIndex(nq),
@@ -151,36 +159,37 @@ void HopperBackward::computeP(SmallVector<Value> &s, const ConsumerTile &tile,
   });
   // LSE per query column, base 2; −inf rows give P = 0. Columns past Nq
   // read 0 and are masked.
+  auto exp2 = [&](Value x) { return kb.exp2(x); };
+  attn::OnlineSoftmaxMath math{b, loc, exp2, nullptr};
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value l2 = rowStatsPair(stage, n, 0);
     for (int64_t c = 0; c < 2; ++c) {
       Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
-      Value isNegInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
-                                             l, kb.negInf());
-      l = arith::MulFOp::create(b, loc, l, kb.f32(M_LOG2E));
-      Value negL = arith::NegFOp::create(
-          b, loc, kb.select(isNegInf, kb.f32(INFINITY), l));
+      Value negL = arith::NegFOp::create(b, loc, math.lseBase2(l));
       for (int64_t r = 0; r < 2; ++r) {
         Value &e = s[n * 4 + 2 * r + c];
-        e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negL));
+        e = math.probabilityFolded(e, scaleLog2, negL);
       }
     }
   }
+  return chain;
 }
 
 void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
-                               Value stage, Value dsBuffer, Value keyRow0) {
-  // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale in place of dPᵀ.
+                               ArrayRef<Value> chain, Value stage,
+                               Value dsBuffer, Value keyRow0) {
+  // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale (·d(score)/d(Sᵀ) with a score_mod) in
+  // place of dPᵀ.
   const int64_t bq = plan.blockQ;
+  attn::OnlineSoftmaxMath math{b, loc, nullptr, nullptr};
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value d2 = rowStatsPair(stage, n, bq);
     for (int64_t c = 0; c < 2; ++c) {
       Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
       for (int64_t r = 0; r < 2; ++r) {
-        Value &e = dp[n * 4 + 2 * r + c];
-        Value diff = arith::SubFOp::create(b, loc, e, delta);
-        Value ds = arith::MulFOp::create(b, loc, p[n * 4 + 2 * r + c], diff);
-        e = arith::MulFOp::create(b, loc, ds, scale);
+        int64_t i = n * 4 + 2 * r + c;
+        dp[i] = math.scoreGradient(p[i], dp[i], delta,
+                                   chain.empty() ? scale : chain[i]);
       }
     }
   }
@@ -216,11 +225,11 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
   SmallVector<Value> s =
       fenceOperands(b, loc, unpackStruct(b, loc, sAcc, scoreValues));
-  computeP(s, tile, stage);
+  SmallVector<Value> chain = computeP(s, tile, stage);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> dp =
       fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, scoreValues));
-  computeDS(s, dp, stage, dsBuffer, tile.keyRow0);
+  computeDS(s, dp, chain, stage, dsBuffer, tile.keyRow0);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   issueDVAndDK(base, pA, dsA, stage, dV, dK);

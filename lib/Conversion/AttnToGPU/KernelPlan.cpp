@@ -102,7 +102,12 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   if (plan.backward) {
     // The warp-specialised backward adds a producer warpgroup to the two
     // consumer warpgroups.
-    plan.warpSpecialized = wgmmaBackwardWarpSpecialized();
+    // A score_mod keeps d(score)/d(S) per score until dS: the 12-warp
+    // consumer spills at d128 (36 B), the 8-warp kernel does not (it stays
+    // available for the deterministic backward, which needs the producer).
+    plan.warpSpecialized =
+        wgmmaBackwardWarpSpecialized() &&
+        (!plan.spec.scoreMod || plan.headDim <= 64 || options.deterministic);
     const int64_t warps = plan.warpSpecialized ? 12 : 8;
     plan.warps = warps;
     plan.blockQ = 64;
@@ -162,9 +167,6 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   if (options.target != "sm_80" && options.target != "sm_90" &&
       options.target != "sm_90a")
     return fail("expected target sm_80, sm_90 or sm_90a, got " + options.target);
-  if (spec.scoreMod && backward && options.mma == "wgmma")
-    return fail("score_mod is not lowered to the mma = wgmma backward yet; "
-                "use mma = mma_sync");
 
   KernelPlan plan;
   plan.backward = backward;

@@ -1,0 +1,68 @@
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu -canonicalize | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm > %t.sync.mlir
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.wgmma.mlir
+// RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.sync.mlir %t && %python %S/Inputs/extract-ptx.py %t.wgmma.mlir %t
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_mod_softcap.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a_mod_softcap.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_mod_softcap.ptx -o %t/c.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a_mod_softcap.ptx -o %t/d.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// score_mod reaches the kernels through the same builder as the CPU
+// decomposition (attn::buildScore): each S element is scaled by the kernel's
+// run-time scale (%arg10 forward, %arg14 backward), then modified; the
+// softmax then folds log2(e) alone into its FMA. The backward multiplies dS
+// by the mod's derivative times the scale instead of the scale.
+
+// CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_mod_softcap(
+// CHECK-SAME: %[[SCALE:arg10]]: f32
+// CHECK-DAG: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
+// CHECK-DAG: %[[CAP:.+]] = arith.constant 3.000000e+01 : f32
+// CHECK: %[[S:.+]] = arith.mulf %{{.+}}, %[[SCALE]] : f32
+// CHECK-NEXT: %[[X:.+]] = arith.divf %[[S]], %[[CAP]] : f32
+// CHECK-NEXT: %[[T:.+]] = math.tanh %[[X]] : f32
+// CHECK-NEXT: arith.mulf %[[T]], %[[CAP]] : f32
+// CHECK: llvm.intr.fma(%{{.+}}, %[[LOG2E]], %{{.+}})
+// CHECK-NOT: arith.mulf %[[SCALE]], %[[LOG2E]]
+// CHECK: gpu.return
+
+// CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a_mod_softcap(
+// CHECK-SAME: %[[BSCALE:arg14]]: f32
+// CHECK-DAG: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[BS:.+]] = arith.mulf %{{.+}}, %[[BSCALE]] : f32
+// CHECK: %[[BT:.+]] = math.tanh %{{.+}} : f32
+// CHECK-NEXT: %[[SQ:.+]] = arith.mulf %[[BT]], %[[BT]] : f32
+// CHECK-NEXT: %[[DT:.+]] = arith.subf %[[ONE]], %[[SQ]] : f32
+// CHECK: %[[DMOD:.+]] = arith.addf %{{.+}}, %{{.+}} : f32
+// CHECK-NEXT: %[[CHAIN:.+]] = arith.mulf %[[DMOD]], %[[BSCALE]] : f32
+// dSᵀ = Pᵀ∘(dPᵀ − Delta) times the chain, not the scale:
+// CHECK: vector.load
+// CHECK: %[[DIFF:.+]] = arith.subf %{{.+}}, %{{.+}} : f32
+// CHECK-NEXT: %[[PD:.+]] = arith.mulf %{{.+}}, %[[DIFF]] : f32
+// CHECK-NEXT: arith.mulf %[[PD]], %[[CHAIN]] : f32
+
+// PTXAS-NOT: bytes spill stores
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT: {{[1-9][0-9]*}} bytes spill stores
+
+func.func @softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>, attn.score_mod_name = "softcap"} score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 30.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %r = arith.mulf %t, %cap : f32
+    attn.yield %r : f32
+  } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+}
+func.func @softcap_bwd(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %o, %lse {mask = #attn.mask<causal>, attn.score_mod_name = "softcap"} score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 30.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %r = arith.mulf %t, %cap : f32
+    attn.yield %r : f32
+  } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+}
