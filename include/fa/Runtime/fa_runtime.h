@@ -198,7 +198,9 @@ FA_API fa_status fa_kernel_get_info(const fa_kernel *kernel,
                                     fa_kernel_info *out);
 
 /* Picks the kernel of the bundle that matches the query and runs on its
- * device. With mma FA_MMA_ANY a wgmma kernel (sm_90a, so only on a 9.0
+ * device. Its score_mod must be the query's exactly (NULL: none); when no
+ * kernel has it, the message lists the score_mods the bundle has for the
+ * query's direction, dtype, head dims and mask. With mma FA_MMA_ANY a wgmma kernel (sm_90a, so only on a 9.0
  * device) wins over mma.sync ones; then a cubin built for exactly that
  * compute capability, then PTX the driver can JIT (sm_XY on any device >= XY;
  * sm_XYa only on XY). */
