@@ -8,6 +8,7 @@
 
 #include "fa/Compiler/Bundle.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -154,7 +155,28 @@ std::string bundleHeader(ArrayRef<CompiledKernelRef> kernels) {
   return header;
 }
 
+Error checkBundle(ArrayRef<CompiledKernelRef> kernels) {
+  StringSet<> tags;
+  for (const CompiledKernelRef &k : kernels) {
+    // The manifest's score_mod is the config's: the tag must show that the
+    // compiler built it in, or a plain kernel would be served as the mod's.
+    const std::string &mod = k->config.scoreMod;
+    if (!mod.empty() && !StringRef(k->tag).ends_with("_mod_" + mod))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "kernel '%s' has score_mod '%s' in its config but its tag does not "
+          "end in '_mod_%s': the compiler did not build the score_mod into it",
+          k->tag.c_str(), mod.c_str(), mod.c_str());
+    if (!tags.insert(k->tag).second)
+      return createStringError(inconvertibleErrorCode(),
+                               "kernel '%s' is listed twice", k->tag.c_str());
+  }
+  return Error::success();
+}
+
 Error writeBundle(StringRef dir, ArrayRef<CompiledKernelRef> kernels) {
+  if (Error e = checkBundle(kernels))
+    return e;
   if (std::error_code ec = sys::fs::create_directories(dir))
     return createStringError(ec, "cannot create %s: %s", dir.str().c_str(),
                              ec.message().c_str());

@@ -32,8 +32,14 @@ std::string bundleManifest(llvm::ArrayRef<CompiledKernelRef> kernels);
 /// fa_bundle.h: a C header naming every entry point of `kernels`.
 std::string bundleHeader(llvm::ArrayRef<CompiledKernelRef> kernels);
 
+/// What the runtime would reject or serve wrongly: a tag listed twice, or a
+/// kernel whose config names a score_mod its tag (`..._mod_<name>`) does not
+/// carry.
+llvm::Error checkBundle(llvm::ArrayRef<CompiledKernelRef> kernels);
+
 /// Writes the bundle of `kernels` into `dir` (created if missing): the
-/// kernels' PTX and cubin files, manifest.json and fa_bundle.h.
+/// kernels' PTX and cubin files, manifest.json and fa_bundle.h; nothing if
+/// checkBundle fails.
 llvm::Error writeBundle(llvm::StringRef dir,
                         llvm::ArrayRef<CompiledKernelRef> kernels);
 
