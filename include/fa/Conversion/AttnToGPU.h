@@ -52,6 +52,9 @@ struct KernelPlan {
   /// walking tiles blockIdx.x + k·gridDim.x (manifest "grid": "persistent").
   bool persistent = false;
   attn::ScoreSpec spec;
+  /// The name of spec.scoreMod, if any (the tag ends in `_mod_<name>`):
+  /// the op's `attn.score_mod_name`, else a hash of the region's text.
+  std::string scoreModName;
   /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
   /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
   int64_t dsplit = 1;
@@ -90,6 +93,10 @@ struct KernelPlan {
   /// The mask name of the manifest: none, causal, causal_bottom_right, window.
   std::string maskName() const;
 };
+
+/// Names the score_mod region of an attn op (set by the compiler from the
+/// score-mod library's function name); it becomes part of the kernel tag.
+inline constexpr llvm::StringLiteral kScoreModNameAttr = "attn.score_mod_name";
 
 /// The plan of the kernel computing `op` (attn.attention,
 /// attn.attention_backward or one of their tile ops: the element type, head

@@ -354,7 +354,9 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto [iBegin, iEnd] = kb.tileRange(
       attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk), nq,
       bq);
-  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  Value scaleLog2 = plan.spec.scoreMod
+                        ? kb.f32(M_LOG2E)
+                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   auto exp2 = [&](Value x) { return kb.exp2(x); };
   attn::OnlineSoftmaxMath math{b, loc, exp2, nullptr};
   Value keyRow0 = kb.mul(kb.warp, 16);
@@ -399,6 +401,12 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                  MutableArrayRef<Value>(s).slice(np * 8 + 4, 4));
         }
       }
+      // score_mod before the mask (a mod of −inf need not stay −inf), with
+      // d(score)/d(Sᵀ) kept for dSᵀ.
+      SmallVector<Value> chain;
+      if (plan.spec.scoreMod)
+        chain = applyScoreModTransposed(
+            kb, s, {batch, head, qBegin, kBegin, nq, nk}, keyRow0, scale);
       // The mask sees the tile position through an opaque copy so LLVM does
       // not hoist per-element offsets out of the loop (as in the forward).
       Value maskQuery = kb.opaqueIndex(qBegin);
@@ -437,7 +445,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
               vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
         }
       }
-      // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e).
+      // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e) (the score_mod's score·log2e).
       for (int64_t n = 0; n < bq / 8; ++n)
         for (int64_t i = 0; i < 4; ++i) {
           Value &e = s[n * 4 + i];
@@ -460,11 +468,13 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                  MutableArrayRef<Value>(dp).slice(np * 8 + 4, 4));
         }
       }
-      // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale, kept in registers and in shared memory.
+      // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale (·d(score)/d(Sᵀ) with a score_mod),
+      // kept in registers and in shared memory.
       for (int64_t n = 0; n < bq / 8; ++n)
         for (int64_t i = 0; i < 4; ++i) {
-          dp[n * 4 + i] = math.scoreGradient(s[n * 4 + i], dp[n * 4 + i],
-                                             delta[n * 2 + i % 2], scale);
+          dp[n * 4 + i] = math.scoreGradient(
+              s[n * 4 + i], dp[n * 4 + i], delta[n * 2 + i % 2],
+              chain.empty() ? scale : chain[n * 4 + i]);
         }
       for (int64_t n = 0; n < bq / 8; ++n)
         for (int64_t r = 0; r < 2; ++r) {

@@ -84,7 +84,11 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   if (plan.keepQInRegisters())
     for (int64_t ks = 0; ks < dPad / 16; ++ks)
       qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
-  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  // With a score_mod the scale is applied inside it (applyScoreMod), so the
+  // softmax multiplies by log2(e) alone.
+  Value scaleLog2 = plan.spec.scoreMod
+                        ? kb.f32(M_LOG2E)
+                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   RowKeyBounds bounds =
       rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk}, rowBase, qBegin, bq);
 
@@ -121,6 +125,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     }
     // K(j+1) streams in while the softmax and P·V(j) run.
     kb.copyTileAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next));
+
+    if (plan.spec.scoreMod)
+      applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                    kBegin, scale);
 
     // Only tiles crossing the band's edge or Nk evaluate a mask. The key
     // offset goes through an opaque copy: otherwise LLVM splits the loop at

@@ -284,6 +284,22 @@ Value tileInside(KernelBuilder &kb, const RowKeyBounds &bounds, Value k0,
 void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
                 const RowKeyBounds &bounds, Value k0);
 
+/// Applies the plan's score_mod to S in accumulator layout: lane (g, t) holds
+/// rows tile.q + rowBase + g, +8 and keys keyBase + 8n + 2t, +1. Each score
+/// becomes score_mod(scale·s, b, h, q, kv) through attn::buildScore, the
+/// builder of the CPU decomposition, with the kernel's run-time `scale`.
+void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
+                   const attn::ScorePosition &tile, Value rowBase,
+                   Value keyBase, Value scale);
+
+/// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane
+/// (g, t) holds keys tile.kv + keyRow0 + g, +8 and queries tile.q + 8n + 2t,
+/// +1. Returns each element's d(score)/d(Sᵀ) for dSᵀ.
+SmallVector<Value> applyScoreModTransposed(KernelBuilder &kb,
+                                           MutableArrayRef<Value> s,
+                                           const attn::ScorePosition &tile,
+                                           Value keyRow0, Value scale);
+
 /// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane
 /// (g, t) holds keys keyRow0 + g, +8 and queries 8n + 2t, +1 of the tile at
 /// `tile`; queries past Nq are masked too.

@@ -219,9 +219,7 @@ private:
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
   }
   /// Bit 0 of `v` (index) as i1, the parity operand of the mbarrier waits.
-  Value parityOf(Value v) {
-    return arith::IndexCastUIOp::create(b, loc, b.getI1Type(), kb.remui(v, 2));
-  }
+  Value parityOf(Value v) { return phaseParity(kb, v); }
 
   /// One descriptor: start `byteOffset` (index), leading byte offset `lbo`.
   Value descriptor(Value byteOffset, int64_t lbo);
@@ -278,15 +276,11 @@ Value HopperForward::descriptor(Value byteOffset, int64_t lbo) {
 }
 
 void HopperForward::wait(int64_t barrier, Value stage, Value parity) {
-  nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars.group, parity,
-                                         kb.idx(10000000),
-                                         kb.add(stage, barrier));
+  waitBarrier(kb, bars.group, barrier, stage, parity);
 }
 
 void HopperForward::arrive(int64_t barrier, Value stage) {
-  auto tokTy = nvgpu::MBarrierTokenType::get(b.getContext());
-  nvgpu::MBarrierArriveOp::create(b, loc, tokTy, bars.group,
-                                  kb.add(stage, barrier));
+  arriveBarrier(kb, bars.group, barrier, stage);
 }
 
 void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
@@ -571,21 +565,29 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
                          kb.mul(warpInGroup, 16)); // this warp's rows
   Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
   Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
-  Value scaleLog2 = arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  // With a score_mod the scale is applied inside it (applyScoreMod), so the
+  // softmax multiplies by log2(e) alone.
+  Value scaleLog2 = plan.spec.scoreMod
+                        ? kb.f32(M_LOG2E)
+                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
   RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
                                      rowBase, qRow0, kRowsPerConsumer);
   const bool ragged = raggedFirst();
 
-  // Masks S where the `keys` keys of key tile `keyTile` cross the band's
-  // edge or Nk (no mask without `keyTile`), then updates the softmax state;
+  // Applies the score_mod to S of key tile `keyTile`, masks it where its
+  // `keys` keys cross the band's edge or Nk (when `masked`), then updates
+  // the softmax state;
   // returns P (f32, in place of S) and the rescale factor of each row. The
   // factor comes from the shared update applied to a unit accumulator, so
   // the O accumulator can be rescaled after P·V(j-1) lands.
-  auto scoreStep = [&](Value keyTile, Value sStruct, int64_t keys,
-                       SoftmaxState &state, Value alpha[2]) {
+  auto scoreStep = [&](Value keyTile, bool masked, Value sStruct,
+                       int64_t keys, SoftmaxState &state, Value alpha[2]) {
     SmallVector<Value> s =
         fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
-    if (keyTile) {
+    if (plan.spec.scoreMod)
+      applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                    kb.mul(keyTile, plan.blockKV), scale);
+    if (masked) {
       Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
       s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, keys), s,
                               [&](SmallVector<Value> &masked) {
@@ -604,11 +606,10 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   // serialise them (C7513).
   auto packP = [&](ArrayRef<Value> s) { return accumulatorToWgmmaA(kb, s); };
   // Ring iteration `it` of this tile is the CTA's ringBase + it.
-  auto stageOf = [&](Value it) {
-    return kb.remui(kb.add(ringBase, it), layout.stages);
-  };
+  const BarrierRing ring{layout.stages};
+  auto stageOf = [&](Value it) { return ring.slot(kb, kb.add(ringBase, it)); };
   auto parityAt = [&](Value it) {
-    return parityOf(kb.divui(kb.add(ringBase, it), layout.stages));
+    return ring.fullParity(kb, kb.add(ringBase, it));
   };
 
   // Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
@@ -675,7 +676,8 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       arrive(bars.kEmpty(), stage0);
       SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
       Value alpha[2];
-      SmallVector<Value> pF32 = scoreStep(firstTile, s0, keys, st, alpha);
+      SmallVector<Value> pF32 =
+          scoreStep(firstTile, /*masked=*/true, s0, keys, st, alpha);
       pF32.resize(sN, kb.f32(0.0));
       SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
                              st.rowSum[1]};
@@ -770,7 +772,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       arrive(bars.kEmpty(), stage);
       Value a[2];
       SmallVector<Value> pF32 =
-          scoreStep(ragged ? Value() : j, s, bkv, st, a);
+          scoreStep(j, /*masked=*/!ragged, s, bkv, st, a);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
       arrive(bars.vEmpty(), prevStage);
       accNext = fenceOperands(b, loc, accNext);
@@ -993,11 +995,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
 
   bars.stages = layout.stages;
   bars.persistent = plan.persistent;
-  auto groupTy = nvgpu::MBarrierGroupType::get(
-      b.getContext(),
-      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup),
-      bars.count());
-  bars.group = nvgpu::MBarrierCreateOp::create(b, loc, groupTy);
+  bars.group = createBarrierGroup(kb, bars.count());
   Value isThread0 = eq(kb.tid, kb.idx(0));
   {
     auto ifOp = scf::IfOp::create(b, loc, isThread0, false);
@@ -1005,11 +1003,8 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     // Full barriers complete on the producer's arrive + the TMA bytes; empty
     // barriers on every consumer thread's arrive.
-    for (int64_t i = 0; i < bars.count(); ++i) {
-      int64_t count = bars.isEmpty(i) ? kConsumerThreads : 1;
-      nvgpu::MBarrierInitOp::create(b, loc, bars.group, kb.idx(count),
-                                    kb.idx(i), Value());
-    }
+    for (int64_t i = 0; i < bars.count(); ++i)
+      initBarrier(kb, bars.group, i, bars.isEmpty(i) ? kConsumerThreads : 1);
   }
   gpu::BarrierOp::create(b, loc);
 

@@ -12,9 +12,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Conversion/AttnToGPU.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -64,7 +66,8 @@ std::string KernelPlan::tag() const {
   std::string chip = target;
   llvm::erase(chip, '_');
   return t + "_" + chip + (deterministic ? "_det" : "") +
-         (persistent ? "_persistent" : "");
+         (persistent ? "_persistent" : "") +
+         (scoreModName.empty() ? "" : "_mod_" + scoreModName);
 }
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
@@ -159,8 +162,9 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   if (options.target != "sm_80" && options.target != "sm_90" &&
       options.target != "sm_90a")
     return fail("expected target sm_80, sm_90 or sm_90a, got " + options.target);
-  if (spec.scoreMod)
-    return fail("score_mod is not lowered to GPU kernels yet");
+  if (spec.scoreMod && backward && options.mma == "wgmma")
+    return fail("score_mod is not lowered to the mma = wgmma backward yet; "
+                "use mma = mma_sync");
 
   KernelPlan plan;
   plan.backward = backward;
@@ -169,7 +173,6 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   plan.headDimV = headDimV;
   plan.target = options.target;
   plan.spec = spec;
-  plan.spec.scoreMod = nullptr;
   plan.stages = options.stages;
   // Only the warp-specialised wgmma backward has a dQ writer that can order
   // its reductions; the others add dQ with red.global from every thread.
@@ -209,7 +212,10 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     // D = Dv in {64, 128} the measured default is wider: 8 warps, 128 keys,
     // 64 query rows (0.83-0.89x SDPA flash vs 0.73-0.86x; docs/gpu-notes.md).
     // The window mask's two-sided test spills at d128 with 8 warps (684 B).
+    // A score_mod keeps d(score)/d(S) per score until dS: the wide tile
+    // spills at d128 (112 B), the 4-warp one does not.
     bool wide = !options.warps && !options.blockKV && !options.blockQ &&
+                !spec.scoreMod &&
                 plan.headDim == plan.headDimV &&
                 (plan.headDim == 64 ||
                  (plan.headDim == 128 && spec.mask != attn::MaskKind::Window));
@@ -275,6 +281,27 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   return plan;
 }
 
+/// The name a score_mod goes by in tags: the plan's or the op's name, else
+/// "r" and a hash of the region's text, so equal regions share kernels.
+static std::string scoreModName(Operation *op, const attn::ScoreSpec &spec) {
+  if (!spec.scoreMod)
+    return "";
+  if (auto plan = op->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr))
+    if (auto name = plan.getAs<StringAttr>("score_mod"))
+      return name.str();
+  if (auto name = op->getAttrOfType<StringAttr>(kScoreModNameAttr))
+    return name.str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  Block &body = spec.scoreMod->front();
+  for (BlockArgument arg : body.getArguments())
+    os << arg.getType() << ",";
+  for (Operation &o : body)
+    o.print(os, OpPrintingFlags().useLocalScope().skipRegions(false));
+  return "r" + llvm::utohexstr(llvm::xxh3_64bits(text), /*LowerCase=*/true)
+                   .substr(0, 8);
+}
+
 FailureOr<KernelPlan> mlir::fa::resolveKernelPlanFor(
     Operation *op, const GpuTileOptions &options, std::string &error) {
   bool backward = isa<attn::AttentionBackwardOp, attn::BackwardTileOp>(op);
@@ -285,8 +312,12 @@ FailureOr<KernelPlan> mlir::fa::resolveKernelPlanFor(
           .Case<attn::AttentionOp, attn::AttentionBackwardOp,
                 attn::OnlineAttentionOp, attn::BackwardTileOp>(
               [](auto o) { return o.getScoreSpec(); });
-  return resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
-                           v.getShape().back(), spec, options, error);
+  FailureOr<KernelPlan> plan =
+      resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
+                        v.getShape().back(), spec, options, error);
+  if (succeeded(plan))
+    plan->scoreModName = scoreModName(op, spec);
+  return plan;
 }
 
 DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
@@ -308,6 +339,9 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
         "grid", b.getStringAttr(plan.persistent ? "persistent" : "blocks")));
   if (plan.deterministic)
     fields.push_back(b.getNamedAttr("deterministic", b.getUnitAttr()));
+  if (!plan.scoreModName.empty())
+    fields.push_back(
+        b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
   return b.getDictionaryAttr(fields);
 }
 

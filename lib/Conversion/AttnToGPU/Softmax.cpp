@@ -111,6 +111,44 @@ void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
     }
 }
 
+void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
+                                           MutableArrayRef<Value> s,
+                                           const attn::ScorePosition &tile,
+                                           Value rowBase, Value keyBase,
+                                           Value scale) {
+  Value query[2];
+  for (int64_t r = 0; r < 2; ++r)
+    query[r] = kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+  Value laneKey = kb.add(keyBase, kb.mul(kb.threadInGroup, 2));
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = query[i / 2];
+      pos.kv = kb.add(laneKey, n * 8 + i % 2);
+      s[n * 4 + i] = attn::buildScore(kb.b, kb.loc, kb.plan.spec, s[n * 4 + i],
+                                      pos, /*derivative=*/nullptr, scale);
+    }
+}
+
+SmallVector<Value> mlir::fa::gpu_lowering::applyScoreModTransposed(
+    KernelBuilder &kb, MutableArrayRef<Value> s,
+    const attn::ScorePosition &tile, Value keyRow0, Value scale) {
+  Value key[2];
+  for (int64_t r = 0; r < 2; ++r)
+    key[r] = kb.add(tile.kv, kb.add(keyRow0, kb.add(kb.groupId, r * 8)));
+  Value laneQuery = kb.add(tile.q, kb.mul(kb.threadInGroup, 2));
+  SmallVector<Value> chain(s.size());
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = kb.add(laneQuery, n * 8 + i % 2);
+      pos.kv = key[i / 2];
+      s[n * 4 + i] = attn::buildScore(kb.b, kb.loc, kb.plan.spec, s[n * 4 + i],
+                                      pos, &chain[n * 4 + i], scale);
+    }
+  return chain;
+}
+
 /// Sᵀ elements a tile's mask removes get -inf: keys past Nk, queries past Nq,
 /// and pairs outside the band. As in the forward, the band depends only on
 /// kv − q, so positions are relative to this lane's first query column.

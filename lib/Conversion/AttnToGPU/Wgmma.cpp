@@ -234,3 +234,38 @@ mlir::fa::gpu_lowering::accumulatorToWgmmaA(KernelBuilder &kb,
   }
   return a;
 }
+
+Value mlir::fa::gpu_lowering::createBarrierGroup(KernelBuilder &kb,
+                                                 int64_t count) {
+  MLIRContext *ctx = kb.b.getContext();
+  auto groupType = nvgpu::MBarrierGroupType::get(
+      ctx, gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup),
+      count);
+  return nvgpu::MBarrierCreateOp::create(kb.b, kb.loc, groupType);
+}
+
+void mlir::fa::gpu_lowering::initBarrier(KernelBuilder &kb, Value group,
+                                         int64_t index, int64_t arrivals) {
+  nvgpu::MBarrierInitOp::create(kb.b, kb.loc, group, kb.idx(arrivals),
+                                kb.idx(index), Value());
+}
+
+void mlir::fa::gpu_lowering::waitBarrier(KernelBuilder &kb, Value group,
+                                         int64_t first, Value slot,
+                                         Value parity) {
+  nvgpu::MBarrierTryWaitParityOp::create(kb.b, kb.loc, group, parity,
+                                         kb.idx(10000000),
+                                         kb.add(slot, first));
+}
+
+void mlir::fa::gpu_lowering::arriveBarrier(KernelBuilder &kb, Value group,
+                                           int64_t first, Value slot) {
+  auto tokenType = nvgpu::MBarrierTokenType::get(kb.b.getContext());
+  nvgpu::MBarrierArriveOp::create(kb.b, kb.loc, tokenType, group,
+                                  kb.add(slot, first));
+}
+
+Value mlir::fa::gpu_lowering::phaseParity(KernelBuilder &kb, Value v) {
+  return arith::IndexCastUIOp::create(kb.b, kb.loc, kb.b.getI1Type(),
+                                      kb.remui(v, 2));
+}

@@ -97,6 +97,46 @@ void tmaLoadTile(KernelBuilder &kb, Value group, Value map, int64_t rows,
 /// descriptors and bulk copies take (below 2^32: truncate for `r` operands).
 Value sharedAddress(KernelBuilder &kb);
 
+/// A group of `count` mbarriers in shared memory, not yet initialised. The
+/// wgmma kernels keep each ring of barriers at consecutive indices of one
+/// group and address barrier `first` + slot.
+Value createBarrierGroup(KernelBuilder &kb, int64_t count);
+
+/// Initialises barrier `index` of `group` to complete a phase on `arrivals`
+/// arrivals (one thread, before a CTA barrier).
+void initBarrier(KernelBuilder &kb, Value group, int64_t index,
+                 int64_t arrivals);
+
+/// Waits for the phase of parity `parity` of barrier `first` + `slot`.
+void waitBarrier(KernelBuilder &kb, Value group, int64_t first, Value slot,
+                 Value parity);
+
+/// Arrives (this thread) on barrier `first` + `slot`.
+void arriveBarrier(KernelBuilder &kb, Value group, int64_t first, Value slot);
+
+/// Bit 0 of `v` (index) as i1: the parity operand of waitBarrier.
+Value phaseParity(KernelBuilder &kb, Value v);
+
+/// A ring of `stages` slots, each with a "full" barrier (completed by the
+/// producer's loads) and an "empty" one (completed by the consumers'
+/// arrivals): iteration i uses slot i mod stages for the (i / stages)-th
+/// time. A fresh barrier passes a wait on the parity before its first
+/// phase, so the producer's first round finds every slot empty.
+struct BarrierRing {
+  int64_t stages;
+  Value slot(KernelBuilder &kb, Value iteration) const {
+    return kb.remui(iteration, stages);
+  }
+  /// The phase in which iteration's data lands on its full barrier.
+  Value fullParity(KernelBuilder &kb, Value iteration) const {
+    return phaseParity(kb, kb.divui(iteration, stages));
+  }
+  /// The phase in which the consumers of the previous round free the slot.
+  Value emptyParity(KernelBuilder &kb, Value iteration) const {
+    return phaseParity(kb, kb.add(kb.divui(iteration, stages), 1));
+  }
+};
+
 /// Fills the body of `func`, fa_bwd of docs/ABI.md, with the wgmma main
 /// backward (HopperBackwardKernel.cpp).
 void buildBackwardMainWgmma(KernelBuilder &kb, gpu::GPUModuleOp module,

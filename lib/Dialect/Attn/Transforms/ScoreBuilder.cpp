@@ -145,14 +145,16 @@ LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
 
 Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
                                  const ScoreSpec &spec, Value dot,
-                                 const ScorePosition &pos, Value *derivative) {
+                                 const ScorePosition &pos, Value *derivative,
+                                 Value scale) {
   auto cst = [&](double v) -> Value {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   };
-  Value score = arith::MulFOp::create(b, loc, dot, cst(spec.scale));
+  auto scaleValue = [&]() { return scale ? scale : cst(spec.scale); };
+  Value score = arith::MulFOp::create(b, loc, dot, scaleValue());
   if (!spec.scoreMod) {
     if (derivative)
-      *derivative = cst(spec.scale);
+      *derivative = scaleValue();
     return score;
   }
   Block &block = spec.scoreMod->front();
@@ -251,7 +253,7 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
   }
   if (derivative) {
     Value dScore = zeroIfNull(tangent.lookup(result));
-    *derivative = arith::MulFOp::create(b, loc, dScore, cst(spec.scale));
+    *derivative = arith::MulFOp::create(b, loc, dScore, scaleValue());
   }
   return result;
 }

@@ -76,8 +76,10 @@ Value buildMaskPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
 
 /// The score after scaling and score_mod, in natural units, for the raw dot
 /// product `dot`. When `derivative` is non-null it receives d(score)/d(dot).
+/// A non-null `scale` (f32, e.g. a kernel parameter) replaces spec.scale.
 Value buildScore(OpBuilder &b, Location loc, const ScoreSpec &spec, Value dot,
-                 const ScorePosition &pos, Value *derivative = nullptr);
+                 const ScorePosition &pos, Value *derivative = nullptr,
+                 Value scale = {});
 
 /// Fails, naming the op, when the score_mod region holds an op the backward
 /// cannot differentiate with respect to the score.

@@ -1,0 +1,241 @@
+//===- HopperBackward.h - the parts of the wgmma backward -------*- C++ -*-===//
+//
+// The wgmma main backward (fa_bwd, docs/ABI.md; what it computes:
+// HopperBackwardKernel.cpp) in the parts of the wgmma forward and of
+// CUTLASS/FA3's backward, one file each:
+//   HopperBackwardKernel.cpp    the two kernels, put together from the
+//                               parts below, and the warp roles
+//   HopperBackwardScheduler.cpp the tile scheduler: the key block and the
+//                               query tiles a CTA walks
+//   HopperBackwardProducer.cpp  K and V, and each query tile's Q, dO, LSE and
+//                               Delta: cp.async, or TMA on the mbarrier ring
+//   HopperBackwardMainloop.cpp  one query tile's products: Sᵀ, dPᵀ, Pᵀ, dSᵀ,
+//                               dV += Pᵀ·dO, dK += dSᵀ·Q, dQ = dS·K
+//   HopperBackwardEpilogue.cpp  dQ into dq_accum (red.global, or one bulk
+//                               reduction per tile, in key-block order when
+//                               deterministic), the dK and dV stores
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_CONVERSION_ATTNTOGPU_HOPPERBACKWARD_H
+#define FA_LIB_CONVERSION_ATTNTOGPU_HOPPERBACKWARD_H
+
+#include "Wgmma.h"
+
+namespace mlir::fa::gpu_lowering {
+
+/// Keys of one consumer warpgroup; the query tile is one m64 of dQ.
+constexpr int64_t kKeysPerWarpgroup = 64;
+
+/// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
+struct HopperBackwardSmem {
+  int64_t d, dv, bq, bkv;
+  bool warpSpecialized;
+  int64_t stages() const { return 2; } // Q, dO, LSE, Delta
+  /// dSᵀ: the warp-specialised consumers write the next tile's dSᵀ while
+  /// the other buffer may still be read by this tile's dQ.
+  int64_t dsBuffers() const { return warpSpecialized ? 2 : 1; }
+  int64_t kBytes() const { return bkv * d * 2; }
+  int64_t vBytes() const { return bkv * dv * 2; }
+  int64_t qBytes() const { return bq * d * 2; }
+  int64_t doBytes() const { return bq * dv * 2; }
+  int64_t dsBytes() const { return bkv * bq * 2; }
+  int64_t vBase() const { return kBytes(); }
+  int64_t qBase() const { return vBase() + vBytes(); }
+  int64_t doBase() const { return qBase() + stages() * qBytes(); }
+  int64_t dsBase() const { return doBase() + stages() * doBytes(); }
+  int64_t statsBase() const { return dsBase() + dsBuffers() * dsBytes(); }
+  /// The row statistics as floats: LSE row c of stage s is float
+  /// statsFloat() + 2·bq·s + c, Delta row c is bq floats further.
+  int64_t statsFloat() const { return statsBase() / 4; }
+  /// The warp-specialised kernel's dQ tiles (f32, rows of D, chunk-swizzled;
+  /// see storeDQTile), double-buffered.
+  int64_t dqBytes() const { return warpSpecialized ? bq * d * 4 : 0; }
+  int64_t dqBase() const { return statsBase() + stages() * 2 * bq * 4; }
+  int64_t total() const { return dqBase() + 2 * dqBytes(); }
+};
+
+HopperBackwardSmem hopperBackwardSmem(const KernelPlan &plan);
+
+/// The mbarriers of the warp-specialised kernel, one group: K/V full, then
+/// the query-tile ring (Q, dO, LSE, Delta; full and empty) and the dQ-tile
+/// ring (full and empty), two slots each.
+struct BackwardBarriers {
+  static constexpr int64_t keyValueFull = 0, queryFull = 1, queryEmpty = 3,
+                           dqFull = 5, dqEmpty = 7, count = 9;
+};
+
+/// One trip of a consumer loop, as this thread sees it. Everything
+/// lane-dependent is rebuilt from opaque copies each trip
+/// (setupOpaqueThreadIds); hoisted, it would hold ~100 registers across the
+/// loop.
+struct ConsumerTile {
+  Value index;          // t, the tile's place in the CTA's walk
+  Value warpgroup;      // the consumer warpgroup, 0 or 1
+  Value keyRow0;        // the warp's first key (Sᵀ row) in the key block
+  Value descriptorBase; // wgmmaDescriptorBase, opaque
+};
+
+/// Emits the kernel; the parts share the CTA's ids, bounds and buffers.
+class HopperBackward {
+public:
+  HopperBackward(KernelBuilder &kb, gpu::GPUModuleOp module,
+                 gpu::GPUFuncOp func);
+
+  /// Fills the body of the kernel: the warp-specialised one (plan
+  /// .warpSpecialized) or the one whose 256 threads load with cp.async.
+  void build();
+
+private:
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  const KernelPlan &plan;
+  gpu::GPUModuleOp module;
+  gpu::GPUFuncOp func;
+  HopperBackwardSmem layout;
+
+  // Parameters (fa_bwd of docs/ABI.md).
+  Value qMem, kMem, vMem, doMem, lseMem, deltaMem, dqMem, dkMem, dvMem, scale;
+  Value heads, kvHeads, nq, nk; // index
+  // The tile scheduler's choice: this CTA's key block of (batch, kvHead),
+  // whose rows of K and V start at kvRowsBase, and its walk over tileCount
+  // query tiles: tilesPerHead tiles [tileBegin, tileEnd) of each of the
+  // headsPerKvHead query heads from firstHead.
+  Value keyBlock, kvHead, batch, headsPerKvHead, kvRowsBase, keyBegin;
+  Value tileBegin, tileEnd, tilesPerHead, tileCount, firstHead;
+  // Shared memory: the f32 view of the row statistics (and dQ tiles), the
+  // wgmma descriptor base; dq_accum's address; scale·log2(e).
+  Value stats, descBase, dqAddr, scaleLog2;
+  // The warp-specialised kernel: its mbarrier group, whether the CTA has
+  // any tile, the tensor maps.
+  Value barriers, hasTiles, qMap, kMap, vMap, doMap;
+  // The producer's 32-bit values: batch·heads (the (batch, head) index of
+  // query head 0) and Nq.
+  Value batchHeads32, nq32;
+  // The deterministic dQ order: the semaphores' address (i64), the query
+  // tiles of a head and this CTA's key block (i32).
+  Value semaphores, qTiles32, keyBlock32;
+
+  Value param(unsigned i) { return func.getBody().front().getArgument(i); }
+  Value eq(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+  }
+  Value add32(Value x, Value y) {
+    return arith::AddIOp::create(b, loc, x, y).getResult();
+  }
+  Value mul32(Value x, Value y) {
+    return arith::MulIOp::create(b, loc, x, y).getResult();
+  }
+  /// Emits `body` under `cond`.
+  void ifThen(Value cond, function_ref<void()> body);
+  /// cp.async data and generic stores, read next by wgmma or TMA (the async
+  /// proxy), are made visible to it.
+  void fenceProxyAsyncShared();
+
+  // The tile scheduler (HopperBackwardScheduler.cpp).
+  /// This CTA's key block and the ids of its key and value rows.
+  void setupKeyBlock();
+  /// The query tiles that meet the band of the key block.
+  void setupQueryTiles();
+  /// The query head and first query row of tile t.
+  Value headOf(Value t);
+  Value qBeginOf(Value t);
+  /// The first row of query head `head` in Q, dO, dq_accum, LSE and Delta.
+  Value queryRowsBaseOf(Value head);
+  /// Calls body(t, slot, qTile, head) for every tile t of the CTA on 32-bit
+  /// values (slot = t mod 2); qTile and head step along with t.
+  void forEachTile32(function_ref<void(Value, Value, Value, Value)> body);
+  /// The last key block that adds into the query tile at qBegin (index).
+  Value lastKeyBlockOf(Value qBegin);
+
+  // The kernels and warp roles (HopperBackwardKernel.cpp).
+  /// This thread's consumer warpgroup and its warp's first key.
+  Value consumerWarpgroup();
+  Value keyRow0Of(Value warpgroup);
+  void buildAsyncCopyKernel();
+  void buildWarpSpecializedKernel();
+  void initBarriers();
+  void emitProducerWarpgroup();
+  void emitConsumerWarpgroups();
+  /// The consumer loop over the CTA's tiles, dK and dV carried in
+  /// registers; returns them (dK first).
+  SmallVector<Value>
+  forEachConsumerTile(ArrayRef<Value> init,
+                      function_ref<void(const ConsumerTile &,
+                                        SmallVector<Value> &dK,
+                                        SmallVector<Value> &dV)>
+                          body);
+
+  // The producer (HopperBackwardProducer.cpp).
+  /// cp.async: K and V of the key block, once.
+  void loadKeyValueAsync();
+  /// cp.async: Q, dO, LSE and Delta of the tile at qBegin of the head whose
+  /// rows start at qRowsBase, into `stage`; rows at or past Nq read zero.
+  void loadQueryTileAsync(Value qRowsBase, Value qBegin, Value stage);
+  /// cp.async: tile `next`'s loads, if there is such a tile.
+  void prefetchQueryTile(Value next);
+  /// Waits for this thread's cp.async data and makes it and the generic
+  /// stores of dSᵀ visible to every warpgroup's wgmma.
+  void publishQueryTile();
+  /// TMA (one thread): K and V once, then Q and dO of each tile into the
+  /// query-tile ring.
+  void emitTmaLoads();
+  /// One warp: LSE and Delta of each tile into the ring's slot.
+  void emitRowStatsLoads();
+  /// The parity of tile t's round plus `round` (i32 t; BarrierRing on 32
+  /// bits).
+  Value phaseParity32(Value t, int64_t round);
+  /// Waits, on the producer side of a two-slot ring, for barrier `first` +
+  /// slot to complete the phase of tile t's round plus `round`; returns the
+  /// slot (index).
+  Value waitForSlot32(int64_t first, Value t, Value slot32, int64_t round);
+
+  // The consumer mainloop (HopperBackwardMainloop.cpp).
+  /// Shared byte offsets: Q and dO of `stage`, tile t's dSᵀ buffer.
+  Value qStageOf(Value stage);
+  Value doStageOf(Value stage);
+  Value dsBufferOf(Value t);
+  /// Byte offset of warpgroup's keys in the key tile (K or V) at tileBase.
+  Value keyTileOf(Value warpgroup, int64_t tileBase);
+  /// Sᵀ = K·Qᵀ or dPᵀ = V·dOᵀ, both K-major, k = `cols`; one group.
+  Value issueKeyByQuery(Value base, Value keyTile, Value queryTile,
+                        int64_t cols);
+  /// dV += Pᵀ·dO and dK += dSᵀ·Q; one group.
+  void issueDVAndDK(Value base, ArrayRef<Value> pA, ArrayRef<Value> dsA,
+                    Value stage, SmallVector<Value> &dV,
+                    SmallVector<Value> &dK);
+  /// dQ = dS·K for warpgroup's D/2 columns; one group.
+  Value issueDQ(Value base, Value warpgroup, Value dsBuffer);
+  /// The LSE (offset 0) or Delta (offset bq) pair of lane columns of n8
+  /// tile n in `stage`.
+  Value rowStatsPair(Value stage, int64_t n, int64_t offset);
+  /// Pᵀ from Sᵀ in place.
+  void computeP(SmallVector<Value> &s, const ConsumerTile &tile, Value stage);
+  /// dSᵀ in place of dPᵀ and into `dsBuffer`.
+  void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp, Value stage,
+                 Value dsBuffer, Value keyRow0);
+  /// One tile's products up to dV and dK, issued.
+  void issueTileProducts(const ConsumerTile &tile, Value stage,
+                         Value dsBuffer, SmallVector<Value> &dV,
+                         SmallVector<Value> &dK);
+
+  // The epilogue (HopperBackwardEpilogue.cpp).
+  /// red.global: dq_accum += dQ of the tile at qBegin.
+  void reduceDQToGlobal(Value dqAcc, Value warpgroup, Value qBegin,
+                        Value qRowsBase);
+  /// The warp-specialised consumers: dQ (accumulator values) into dQ tile
+  /// `slot`.
+  void storeDQTile(ArrayRef<Value> dq, Value warpgroup, Value slot);
+  /// One producer thread: dq_accum += each dQ tile, one bulk reduction.
+  void emitDQReductions();
+  /// Deterministic: waits until the key blocks after this one have added
+  /// into the tile; returns the tile's semaphore.
+  Value waitForLaterKeyBlocks(Value head, Value qTile, Value qBegin32);
+  /// dK and dV of this thread's keys (`results` of the consumer loop).
+  void storeDKAndDV(ArrayRef<Value> results);
+};
+
+} // namespace mlir::fa::gpu_lowering
+
+#endif // FA_LIB_CONVERSION_ATTNTOGPU_HOPPERBACKWARD_H

@@ -1,0 +1,199 @@
+//===- HopperBackwardEpilogue.cpp - wgmma backward stores -------*- C++ -*-===//
+//
+// The epilogue of the wgmma backward (HopperBackward.h). dQ of each query
+// tile is a partial sum over the key blocks that see the tile, added into
+// dq_accum (f32; fa_bwd_post converts it): by red.global from the
+// accumulator registers in the 256-thread kernel, or, warp-specialised,
+// staged in a shared dQ tile and added by one bulk reduction per tile,
+// optionally in a fixed key-block order (deterministic). dK and dV are
+// complete in registers once the CTA's last tile is done.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperBackward.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+/// Inline PTX with side effects (the bulk copies and semaphores have no
+/// NVVM ops here).
+static void inlinePtx(OpBuilder &b, Location loc, StringRef text,
+                      ValueRange operands = {},
+                      StringRef constraints = "~{memory}") {
+  LLVM::InlineAsmOp::create(b, loc, TypeRange(), operands, text, constraints,
+                            /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            /*asm_dialect=*/nullptr,
+                            /*operand_attrs=*/nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// dQ
+//===----------------------------------------------------------------------===//
+
+void HopperBackward::reduceDQToGlobal(Value dqAcc, Value warpgroup,
+                                      Value qBegin, Value qRowsBase) {
+  // dq_accum += dQ for rows < Nq: lane (g, t) adds columns 8n + 2t, +1 of
+  // this warpgroup's half in rows g and g + 8 of its warp.
+  const int64_t d = plan.headDim, dqColumns = d / 2;
+  SmallVector<Value> dq =
+      fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, dqColumns / 2));
+  Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16);
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = kb.add(qBegin, kb.add(queryRow0, kb.add(kb.groupId, r * 8)));
+    ifThen(kb.lt(row, nq), [&] {
+      Value elem =
+          kb.add(kb.mul(kb.add(qRowsBase, row), d),
+                 kb.add(kb.mul(warpgroup, dqColumns),
+                        kb.mul(kb.threadInGroup, 2)));
+      Value addr = kb.add(dqAddr, kb.mul(elem, 4));
+      for (int64_t n = 0; n < dqColumns / 8; ++n)
+        kb.redAddF32(addr, n * 8 * 4,
+                     {dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
+    });
+  }
+}
+
+// dQ tile b: f32 row r of the tile at r·D·4 bytes, its 16 B chunk c at chunk
+// c ^ (r mod 8): the 8-byte stores of lanes g = 0..7 (rows g) fall in
+// distinct chunks of a 128 B line, two wavefronts per store (the least for
+// 256 B). The bulk reduction copies the rows as they are, so dq_accum rows
+// carry the same chunk order; fa_bwd_post undoes it (docs/ABI.md).
+void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
+                                 Value slot) {
+  // Lane (g, t) holds rows 16·(warp mod 4) + g, +8 (g = row mod 8) and
+  // columns w·D/2 + 8n + 2t, +1 (w the warpgroup), i.e. 16 B chunk w·D/8 +
+  // 8·(n/4) + (2·(n mod 4) | t/2), at byte 8·(t mod 2) of it. The chunk's
+  // low three bits are xor-ed with g; (t/2) ^ g is per lane, 2·(n mod 4)
+  // per store.
+  const int64_t d = plan.headDim, dqColumns = d / 2;
+  Value laneBytes = arith::OrIOp::create(
+      b, loc,
+      kb.mul(arith::XOrIOp::create(b, loc, kb.divui(kb.threadInGroup, 2),
+                                   kb.groupId),
+             16),
+      kb.mul(kb.remui(kb.threadInGroup, 2), 8));
+  Value rowBytes = kb.add(
+      kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()),
+      kb.add(kb.mul(kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId),
+                    d * 4),
+             kb.mul(warpgroup, dqColumns * 4)));
+  auto f2 = VectorType::get({2}, b.getF32Type());
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t n = 0; n < dqColumns / 8; ++n) {
+      Value inRow =
+          arith::XOrIOp::create(b, loc, laneBytes, kb.idx((n % 4) * 32));
+      Value bytes =
+          kb.add(kb.add(rowBytes, r * 8 * d * 4 + (n / 4) * 128), inRow);
+      Value pair = vector::FromElementsOp::create(
+          b, loc, f2, ValueRange{dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
+      vector::StoreOp::create(b, loc, pair, stats,
+                              ValueRange{kb.divui(bytes, 4)},
+                              /*nontemporal=*/false, llvm::MaybeAlign(8));
+    }
+}
+
+// dq_accum += dQ tile t: rows [qBegin, min(qBegin + bq, Nq)) of the tile's
+// head are contiguous, so one bulk reduction adds all of them. The buffer is
+// released once the reduction has read it.
+//
+// Deterministic (plan.deterministic): the reduction of query tile q of head
+// h waits until semaphore [b][h][q] counts the key blocks after this one
+// that add into the tile, (last key block of the tile's key band) −
+// keyBlock, and adds one once its writes are visible. The key blocks of the
+// band are contiguous (the band is an interval, and the query and key tile
+// ranges come from the same exact bands), so each tile is summed in
+// descending key-block order. Block x runs key block Nk/128 − 1 − x
+// (setupKeyBlock), so a CTA waits only on CTAs of lower linear block id,
+// which have been scheduled. Descending, a causal key block's first
+// (diagonal) tile has no one to wait for, and each tile reaches a key block
+// after the block above has added it: the chain stays off the critical path
+// (ascending, key block j waited about 2j tiles to start).
+void HopperBackward::emitDQReductions() {
+  const int64_t d = plan.headDim, bq = plan.blockQ;
+  ifThen(eq(kb.tid, kb.idx(32)), [&] {
+    if (plan.deterministic) {
+      semaphores = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), param(19));
+      qTiles32 = kb.toI32(kb.ceilDiv(nq, bq));
+      keyBlock32 = kb.toI32(keyBlock);
+    }
+    Value sharedBase = arith::AddIOp::create(
+        b, loc,
+        arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
+        kb.c32(layout.dqBase()));
+    forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
+      Value slot =
+          waitForSlot32(BackwardBarriers::dqFull, t, slot32, /*round=*/0);
+      Value qBegin = mul32(qTile, kb.c32(bq));
+      Value semaphore;
+      if (plan.deterministic)
+        semaphore = waitForLaterKeyBlocks(head, qTile, qBegin);
+      Value firstRow = add32(mul32(add32(batchHeads32, head), nq32), qBegin);
+      Value rows = arith::MinUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), kb.c32(bq));
+      Value globalAddr = arith::IndexCastUIOp::create(
+          b, loc, b.getI64Type(),
+          kb.add(dqAddr, kb.mul(kb.toIndex(firstRow), d * 4)));
+      Value sharedAddr =
+          add32(sharedBase, mul32(slot32, kb.c32(layout.dqBytes())));
+      Value bytes = mul32(rows, kb.c32(d * 4));
+      inlinePtx(b, loc,
+                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
+                "[$0], [$1], $2;",
+                ValueRange{globalAddr, sharedAddr, bytes}, "l,r,r,~{memory}");
+      inlinePtx(b, loc, "cp.async.bulk.commit_group;");
+      inlinePtx(b, loc, "cp.async.bulk.wait_group.read 0;");
+      arriveBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot);
+      if (plan.deterministic) {
+        // The reduction's writes complete and become visible to the
+        // generic proxy (the acquire of the next key block), then release.
+        inlinePtx(b, loc, "cp.async.bulk.wait_group 0;");
+        inlinePtx(b, loc, "fence.proxy.async.global;");
+        inlinePtx(b, loc, "red.release.gpu.global.add.u32 [$0], 1;",
+                  ValueRange{semaphore}, "l,~{memory}");
+      }
+    });
+    // Every reduction completes before the CTA exits.
+    inlinePtx(b, loc, "cp.async.bulk.wait_group 0;");
+  });
+}
+
+Value HopperBackward::waitForLaterKeyBlocks(Value head, Value qTile,
+                                            Value qBegin32) {
+  Value laterKeyBlocks = arith::SubIOp::create(
+      b, loc, kb.toI32(lastKeyBlockOf(kb.toIndex(qBegin32))), keyBlock32);
+  Value index = add32(mul32(add32(batchHeads32, head), qTiles32), qTile);
+  Value semaphore = arith::AddIOp::create(
+      b, loc, semaphores,
+      arith::MulIOp::create(
+          b, loc, arith::ExtUIOp::create(b, loc, b.getI64Type(), index),
+          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(4))));
+  // Spin (acquire) with a doubling nanosleep up to 1 µs, then order the
+  // bulk reduction (async proxy) after what the acquire saw.
+  inlinePtx(b, loc,
+            "{\n.reg .pred ready;\n.reg .b32 seen, ns;\nmov.b32 ns, 32;\n"
+            "spin:\nld.acquire.gpu.global.b32 seen, [$0];\n"
+            "setp.eq.b32 ready, seen, $1;\n@ready bra.uni done;\n"
+            "nanosleep.u32 ns;\nshl.b32 ns, ns, 1;\nmin.u32 ns, ns, 1024;\n"
+            "bra.uni spin;\ndone:\n}",
+            ValueRange{semaphore, laterKeyBlocks}, "l,r,~{memory}");
+  inlinePtx(b, loc, "fence.proxy.async.global;");
+  return semaphore;
+}
+
+//===----------------------------------------------------------------------===//
+// dK and dV
+//===----------------------------------------------------------------------===//
+
+void HopperBackward::storeDKAndDV(ArrayRef<Value> results) {
+  // dK (scale already in dSᵀ) and dV for keys < Nk.
+  const int64_t d = plan.headDim, dv = plan.headDimV;
+  Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
+  storeAccumulator(kb, results.take_front(d / 2), dkMem,
+                   kb.mul(kvRowsBase, d), keyRow, nk, d);
+  storeAccumulator(kb, results.slice(d / 2, dv / 2), dvMem,
+                   kb.mul(kvRowsBase, dv), keyRow, nk, dv);
+}

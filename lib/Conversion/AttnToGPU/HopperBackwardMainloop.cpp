@@ -1,0 +1,227 @@
+//===- HopperBackwardMainloop.cpp - wgmma backward products -----*- C++ -*-===//
+//
+// The consumer mainloop of the wgmma backward (HopperBackward.h): one query
+// tile's products for one warpgroup of 64 keys, with wgmma descriptors built
+// from the tile's opaque base right before each issue.
+//   Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ   K-major shared-memory wgmma, two groups
+//   Pᵀ, dSᵀ                  in registers while dPᵀ runs, dSᵀ also into a
+//                            swizzled shared buffer for dQ
+//   dV += Pᵀ·dO, dK += dSᵀ·Q register-A wgmma, B the MN-major query tile
+//   dQ = dS·K                both operands MN-major
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperBackward.h"
+
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+Value HopperBackward::qStageOf(Value stage) {
+  return kb.add(kb.mul(stage, layout.qBytes()), layout.qBase());
+}
+
+Value HopperBackward::doStageOf(Value stage) {
+  return kb.add(kb.mul(stage, layout.doBytes()), layout.doBase());
+}
+
+Value HopperBackward::dsBufferOf(Value t) {
+  return kb.add(kb.mul(kb.remui(t, layout.dsBuffers()), layout.dsBytes()),
+                layout.dsBase());
+}
+
+Value HopperBackward::keyTileOf(Value warpgroup, int64_t tileBase) {
+  return kb.add(kb.mul(warpgroup, kKeysPerWarpgroup * kSlabRowBytes),
+                tileBase);
+}
+
+//===----------------------------------------------------------------------===//
+// The products
+//===----------------------------------------------------------------------===//
+
+Value HopperBackward::issueKeyByQuery(Value base, Value keyTile,
+                                      Value queryTile, int64_t cols) {
+  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
+  SmallVector<Value> keyDescs, queryDescs;
+  for (int64_t ks = 0; ks < cols / 16; ++ks) {
+    int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
+    keyDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(keyTile, slab * bkv * kSlabRowBytes + inSlab), 16));
+    queryDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(queryTile, slab * bq * kSlabRowBytes + inSlab), 16));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value acc = issueWgmmaShared(kb, bq, keyDescs, queryDescs,
+                               NVVM::MMALayout::row, NVVM::MMALayout::col);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
+void HopperBackward::issueDVAndDK(Value base, ArrayRef<Value> pA,
+                                  ArrayRef<Value> dsA, Value stage,
+                                  SmallVector<Value> &dV,
+                                  SmallVector<Value> &dK) {
+  // B is the query tile, MN-major: its rows are the k of the product.
+  const int64_t bq = plan.blockQ;
+  SmallVector<Value> doDescs, qDescs;
+  for (int64_t kk = 0; kk < bq / 16; ++kk) {
+    doDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(doStageOf(stage), kk * 16 * kSlabRowBytes),
+        bq * kSlabRowBytes));
+    qDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(qStageOf(stage), kk * 16 * kSlabRowBytes),
+        bq * kSlabRowBytes));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  dV = issueWgmmaRegisterA(kb, pA, doDescs, dV);
+  dK = issueWgmmaRegisterA(kb, dsA, qDescs, dK);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+}
+
+Value HopperBackward::issueDQ(Value base, Value warpgroup, Value dsBuffer) {
+  // A is dSᵀ (M-major) in `dsBuffer`, B this warpgroup's D/2 columns of K
+  // (N-major): slab w for D = 128, half a slab (64 B in) for D = 64.
+  const int64_t bkv = plan.blockKV, dqColumns = plan.headDim / 2;
+  Value kCols =
+      kb.mul(warpgroup, (dqColumns / kSlabCols) * bkv * kSlabRowBytes +
+                            (dqColumns % kSlabCols) * 2);
+  SmallVector<Value> dsDescs, kDescs;
+  for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+    dsDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(dsBuffer, kk * 16 * kSlabRowBytes),
+        bkv * kSlabRowBytes));
+    kDescs.push_back(wgmmaDescriptor(kb, base,
+                                     kb.add(kCols, kk * 16 * kSlabRowBytes),
+                                     bkv * kSlabRowBytes));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value acc = issueWgmmaShared(kb, dqColumns, dsDescs, kDescs,
+                               NVVM::MMALayout::col, NVVM::MMALayout::row);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
+//===----------------------------------------------------------------------===//
+// Pᵀ and dSᵀ in registers
+//===----------------------------------------------------------------------===//
+
+Value HopperBackward::rowStatsPair(Value stage, int64_t n, int64_t offset) {
+  const int64_t bq = plan.blockQ;
+  auto f2 = VectorType::get({2}, b.getF32Type());
+  Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + offset);
+  Value at =
+      kb.add(kb.add(kb.mul(stage, 2 * bq), layout.statsFloat()), col);
+  return vector::LoadOp::create(b, loc, f2, stats, ValueRange{at}, false,
+                                llvm::MaybeAlign(8))
+      .getResult();
+}
+
+void HopperBackward::computeP(SmallVector<Value> &s, const ConsumerTile &tile,
+                              Value stage) {
+  // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place, masked on boundary
+  // tiles only (per warpgroup's 64 keys). The mask sees the tile position
+  // and Nq, Nk through opaque copies: the band's per-element bounds would
+  // otherwise be hoisted as loop invariants.
+  const int64_t bq = plan.blockQ;
+  Value maskQuery = kb.opaqueIndex(qBeginOf(tile.index));
+  Value qEnd = kb.add(maskQuery, bq);
+  Value warpgroupKey =
+      kb.add(keyBegin, kb.mul(tile.warpgroup, kKeysPerWarpgroup));
+  Value warpgroupKeyEnd = kb.add(warpgroupKey, kKeysPerWarpgroup);
+  Value inside = arith::AndIOp::create(
+      b, loc,
+      attn::buildBlockInsideMask(b, loc, plan.spec, maskQuery, qEnd,
+                                 warpgroupKey, warpgroupKeyEnd, nq, nk),
+      arith::AndIOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                warpgroupKeyEnd, nk)));
+  Value head = headOf(tile.index);
+  s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
+    maskScoresTransposed(kb, masked,
+                         {batch, head, maskQuery, keyBegin, kb.opaqueIndex(nq),
+                          kb.opaqueIndex(nk)},
+                         tile.keyRow0);
+  });
+  // LSE per query column, base 2; −inf rows give P = 0. Columns past Nq
+  // read 0 and are masked.
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    Value l2 = rowStatsPair(stage, n, 0);
+    for (int64_t c = 0; c < 2; ++c) {
+      Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
+      Value isNegInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                             l, kb.negInf());
+      l = arith::MulFOp::create(b, loc, l, kb.f32(M_LOG2E));
+      Value negL = arith::NegFOp::create(
+          b, loc, kb.select(isNegInf, kb.f32(INFINITY), l));
+      for (int64_t r = 0; r < 2; ++r) {
+        Value &e = s[n * 4 + 2 * r + c];
+        e = kb.exp2(LLVM::FMAOp::create(b, loc, e, scaleLog2, negL));
+      }
+    }
+  }
+}
+
+void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
+                               Value stage, Value dsBuffer, Value keyRow0) {
+  // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale in place of dPᵀ.
+  const int64_t bq = plan.blockQ;
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    Value d2 = rowStatsPair(stage, n, bq);
+    for (int64_t c = 0; c < 2; ++c) {
+      Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
+      for (int64_t r = 0; r < 2; ++r) {
+        Value &e = dp[n * 4 + 2 * r + c];
+        Value diff = arith::SubFOp::create(b, loc, e, delta);
+        Value ds = arith::MulFOp::create(b, loc, p[n * 4 + 2 * r + c], diff);
+        e = arith::MulFOp::create(b, loc, ds, scale);
+      }
+    }
+  }
+  // And, swizzled, into `dsBuffer`: chunk g ^ n of row keyRow0 + g (+8).
+  // Bits 4-6 of the byte offset hold g, so the chunk is one xor with n·16
+  // of the offset of chunk g; lanes g = 0..7 of one store hit eight
+  // distinct 16 B chunks.
+  Value rowG = kb.add(keyRow0, kb.groupId);
+  Value chunkG = kb.add(
+      kb.add(kb.mul(rowG, kSlabRowBytes), kb.mul(kb.groupId, 16)),
+      kb.add(kb.mul(kb.threadInGroup, 4), dsBuffer));
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx(n * 16));
+    for (int64_t r = 0; r < 2; ++r)
+      kb.storePair(kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
+                   kb.smem, kb.divui(kb.add(bytes, r * 8 * kSlabRowBytes), 2));
+  }
+}
+
+void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
+                                       Value dsBuffer, SmallVector<Value> &dV,
+                                       SmallVector<Value> &dK) {
+  // Sᵀ and dPᵀ on the tensor cores, Pᵀ from Sᵀ while dPᵀ runs, dSᵀ, then
+  // dV += Pᵀ·dO and dK += dSᵀ·Q issued. The A registers are packed while no
+  // wgmma is in flight: registers of a later wgmma defined while one runs
+  // make ptxas serialise them (C7513).
+  const int64_t scoreValues = plan.blockQ / 2; // of an m64 Sᵀ accumulator
+  Value base = tile.descriptorBase;
+  Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
+                               qStageOf(stage), plan.headDim);
+  Value dpAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, layout.vBase()),
+                                doStageOf(stage), plan.headDimV);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+  SmallVector<Value> s =
+      fenceOperands(b, loc, unpackStruct(b, loc, sAcc, scoreValues));
+  computeP(s, tile, stage);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  SmallVector<Value> dp =
+      fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, scoreValues));
+  computeDS(s, dp, stage, dsBuffer, tile.keyRow0);
+  SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+  SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+  issueDVAndDK(base, pA, dsA, stage, dV, dK);
+}

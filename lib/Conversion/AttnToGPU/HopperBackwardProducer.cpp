@@ -1,0 +1,141 @@
+//===- HopperBackwardProducer.cpp - wgmma backward loads --------*- C++ -*-===//
+//
+// The producer of the wgmma backward (HopperBackward.h): K and V of the key
+// block once, then per query tile Q and dO (128 B-swizzled slabs) and the
+// tile's LSE and Delta into stage t mod 2. The 256-thread kernel loads with
+// cp.async, one tile ahead; the warp-specialised kernel's producer
+// warpgroup loads by TMA and plain loads, each slot's data completing on its
+// queryFull mbarrier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperBackward.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+//===----------------------------------------------------------------------===//
+// cp.async, all 256 threads
+//===----------------------------------------------------------------------===//
+
+void HopperBackward::loadKeyValueAsync() {
+  const int64_t bkv = plan.blockKV;
+  kb.copyTileAsyncSwizzled(kMem, kb.mul(kvRowsBase, plan.headDim), keyBegin,
+                           nk, bkv, plan.headDim, kb.idx(0));
+  kb.copyTileAsyncSwizzled(vMem, kb.mul(kvRowsBase, plan.headDimV), keyBegin,
+                           nk, bkv, plan.headDimV,
+                           kb.idx(layout.vBase() / 2));
+}
+
+void HopperBackward::loadQueryTileAsync(Value qRowsBase, Value qBegin,
+                                        Value stage) {
+  const int64_t d = plan.headDim, dv = plan.headDimV, bq = plan.blockQ;
+  kb.copyTileAsyncSwizzled(
+      qMem, kb.mul(qRowsBase, d), qBegin, nq, bq, d,
+      kb.add(kb.mul(stage, layout.qBytes() / 2), layout.qBase() / 2));
+  kb.copyTileAsyncSwizzled(
+      doMem, kb.mul(qRowsBase, dv), qBegin, nq, bq, dv,
+      kb.add(kb.mul(stage, layout.doBytes() / 2), layout.doBase() / 2));
+  kb.copyRowStatsAsync(stats, lseMem, deltaMem, qRowsBase, qBegin, nq, bq, [&] {
+    return kb.add(kb.add(kb.mul(stage, 2 * bq), layout.statsFloat()), kb.tid);
+  });
+  kb.commitAsync();
+}
+
+void HopperBackward::prefetchQueryTile(Value next) {
+  ifThen(kb.lt(next, tileCount), [&] {
+    loadQueryTileAsync(queryRowsBaseOf(headOf(next)), qBeginOf(next),
+                       kb.remui(next, layout.stages()));
+  });
+}
+
+void HopperBackward::publishQueryTile() {
+  // wgmma reads shared memory through the async proxy: wait for this
+  // thread's copies, fence, then the barrier makes every thread's visible.
+  kb.waitAsync(0);
+  fenceProxyAsyncShared();
+  gpu::BarrierOp::create(b, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// The warp-specialised producer: TMA and plain loads on the mbarrier ring
+//===----------------------------------------------------------------------===//
+
+Value HopperBackward::phaseParity32(Value t, int64_t round) {
+  // Tile t's round is t / 2 (two slots); as BarrierRing, on 32 bits.
+  Value r =
+      add32(arith::ShRUIOp::create(b, loc, t, kb.c32(1)), kb.c32(round));
+  return arith::TruncIOp::create(b, loc, b.getI1Type(), r).getResult();
+}
+
+Value HopperBackward::waitForSlot32(int64_t first, Value t, Value slot32,
+                                    int64_t round) {
+  Value slot = kb.toIndex(slot32);
+  waitBarrier(kb, barriers, first, slot, phaseParity32(t, round));
+  return slot;
+}
+
+void HopperBackward::emitTmaLoads() {
+  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
+  ifThen(eq(kb.tid, kb.idx(0)), [&] {
+    for (Value map : {qMap, kMap, vMap, doMap})
+      nvgpu::TmaFenceOp::create(b, loc, map);
+    ifThen(hasTiles, [&] {
+      Value kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
+      Value keyValueFull = kb.idx(BackwardBarriers::keyValueFull);
+      tmaLoadTile(kb, barriers, kMap, bkv, plan.headDim, kb.idx(0), keyBegin,
+                  kvBh, keyValueFull);
+      tmaLoadTile(kb, barriers, vMap, bkv, plan.headDimV,
+                  kb.idx(layout.vBase()), keyBegin, kvBh, keyValueFull);
+    });
+    forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
+      Value slot =
+          waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
+      Value qBh = kb.toIndex(add32(batchHeads32, head));
+      Value qBegin = kb.toIndex(mul32(qTile, kb.c32(bq)));
+      Value full = kb.add(slot, BackwardBarriers::queryFull);
+      tmaLoadTile(kb, barriers, qMap, bq, plan.headDim, qStageOf(slot),
+                  qBegin, qBh, full);
+      tmaLoadTile(kb, barriers, doMap, bq, plan.headDimV, doStageOf(slot),
+                  qBegin, qBh, full);
+    });
+  });
+}
+
+void HopperBackward::emitRowStatsLoads() {
+  // Lane l copies rows l and l + 32 of the tile; past Nq it reads the
+  // clamped row 0 and stores zero. All loads are issued before the first
+  // store so their latencies overlap.
+  const int64_t bq = plan.blockQ;
+  ifThen(eq(kb.warp, kb.idx(2)), [&] {
+    Value lane = kb.toI32(kb.lane);
+    forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
+      Value slot =
+          waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
+      Value qRowsBase = mul32(add32(batchHeads32, head), nq32);
+      Value qBegin = mul32(qTile, kb.c32(bq));
+      SmallVector<Value> vals, ats;
+      for (int64_t i = 0; i < bq / 32; ++i) {
+        Value r = add32(lane, kb.c32(i * 32));
+        Value row = add32(qBegin, r);
+        Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                            row, nq32);
+        Value src = kb.toIndex(add32(
+            qRowsBase, arith::SelectOp::create(b, loc, valid, row, kb.c32(0))));
+        Value at = kb.toIndex(
+            add32(mul32(slot32, kb.c32(2 * bq)),
+                  add32(r, kb.c32(layout.statsFloat()))));
+        for (auto [mem, off] : {std::pair{lseMem, int64_t(0)},
+                                std::pair{deltaMem, bq}}) {
+          Value v = memref::LoadOp::create(b, loc, mem, ValueRange{src});
+          vals.push_back(kb.select(valid, v, kb.f32(0)));
+          ats.push_back(kb.add(at, off));
+        }
+      }
+      for (auto [v, at] : llvm::zip_equal(vals, ats))
+        memref::StoreOp::create(b, loc, v, stats, ValueRange{at});
+      arriveBarrier(kb, barriers, BackwardBarriers::queryFull, slot);
+    });
+  });
+}

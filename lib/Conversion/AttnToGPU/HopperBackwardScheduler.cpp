@@ -1,0 +1,96 @@
+//===- HopperBackwardScheduler.cpp - wgmma backward tiles -----*- C++ -*-===//
+//
+// The tile scheduler of the wgmma backward (HopperBackward.h): CTA
+// (x, y, z) owns key block x of key head y in batch z, and walks the query
+// tiles that meet the key block's band, for each query head of the key
+// head's GQA group: one walk over tiles × heads, tile t of head
+// firstHead + t / tilesPerHead. The consumers index the walk by t; the
+// producer steps a 32-bit (query tile, head) pair along with it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperBackward.h"
+
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+void HopperBackward::setupKeyBlock() {
+  heads = kb.toIndex(param(10));
+  kvHeads = kb.toIndex(param(11));
+  nq = kb.toIndex(param(12));
+  nk = kb.toIndex(param(13));
+  keyBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  // Deterministic: block x takes key block Nk/128 − 1 − x, so the blocks a
+  // tile's reduction waits for (the higher key blocks) start first
+  // (emitDQReductions).
+  if (plan.deterministic)
+    keyBlock = kb.sub(kb.sub(kb.ceilDiv(nk, plan.blockKV), kb.idx(1)),
+                      keyBlock);
+  kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  headsPerKvHead = arith::DivUIOp::create(b, loc, heads, kvHeads);
+  kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
+  keyBegin = kb.mul(keyBlock, plan.blockKV);
+}
+
+void HopperBackward::setupQueryTiles() {
+  // Query tiles that intersect the band of this key block, for each query
+  // head of the group: one walk over tiles × heads, tile t of head
+  // t / tilesPerHead.
+  Value keyEnd = kb.minsi(kb.add(keyBegin, plan.blockKV), nk);
+  std::tie(tileBegin, tileEnd) = kb.tileRange(
+      attn::buildQueryBand(b, loc, plan.spec, keyBegin, keyEnd, nq, nk), nq,
+      plan.blockQ);
+  tilesPerHead = kb.sub(tileEnd, tileBegin);
+  tileCount = kb.mul(tilesPerHead, headsPerKvHead);
+}
+
+Value HopperBackward::headOf(Value t) {
+  return kb.add(firstHead, arith::DivUIOp::create(b, loc, t, tilesPerHead));
+}
+
+Value HopperBackward::qBeginOf(Value t) {
+  return kb.mul(
+      kb.add(tileBegin, arith::RemUIOp::create(b, loc, t, tilesPerHead)),
+      plan.blockQ);
+}
+
+Value HopperBackward::queryRowsBaseOf(Value head) {
+  return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+}
+
+void HopperBackward::forEachTile32(
+    function_ref<void(Value, Value, Value, Value)> body) {
+  // The producer runs in 24 registers: 64-bit indices and the divisions of
+  // headOf / qBeginOf would spill, so qTile and head step along instead.
+  Type i32 = b.getI32Type();
+  Value tileEnd32 = kb.toI32(tileEnd), tileBegin32 = kb.toI32(tileBegin);
+  auto loop =
+      scf::ForOp::create(b, loc, kb.c32(0), kb.toI32(tileCount), kb.c32(1),
+                         ValueRange{tileBegin32, kb.toI32(firstHead)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value t = loop.getInductionVar();
+  Value qTile = loop.getRegionIterArgs()[0];
+  Value head = loop.getRegionIterArgs()[1];
+  body(t, arith::AndIOp::create(b, loc, t, kb.c32(1)), qTile, head);
+  Value next = add32(qTile, kb.c32(1));
+  Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next,
+                                     tileEnd32);
+  scf::YieldOp::create(
+      b, loc,
+      ValueRange{arith::SelectOp::create(b, loc, wrap, tileBegin32, next),
+                 add32(head, arith::ExtUIOp::create(b, loc, i32, wrap))});
+}
+
+Value HopperBackward::lastKeyBlockOf(Value qBegin) {
+  return kb.sub(kb.tileRange(attn::buildKeyBand(b, loc, plan.spec, qBegin,
+                                                kb.add(qBegin, plan.blockQ),
+                                                nq, nk),
+                             nk, plan.blockKV)
+                    .second,
+                kb.idx(1));
+}
