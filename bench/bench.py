@@ -13,6 +13,14 @@ autograd.grad of a saved forward).
         [--mma mma_sync|wgmma]   (fa's kernels; default: wgmma where the bundle has it)
         [--flex] [--seqs 2048,8192] [--dims 128]   (FlexAttention column; a subset of the grid)
         [--variant NAME=BUNDLE ...] [--directions fwd]   (A/B: other bundles in the same process)
+        [--score-mod NAME [--mod-bundle BUNDLE]]   (fa with the score_mod NAME, beside fa
+                                                    without it and FlexAttention with it)
+
+--score-mod NAME times, in the same rounds as the rest, fa's kernels built with
+that score_mod (fa-aot --score-mods; from --mod-bundle, default --bundle) as
+column fa:NAME, and FlexAttention with the same score_mod (the reference of
+test/gpu/score_mods.py, the one the GPU tests check fa against) as flex:NAME;
+FLOPs are counted as without the score_mod.
 """
 import argparse
 import contextlib
@@ -27,7 +35,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "gpu"))
 import fa  # noqa: E402
+import score_mods  # noqa: E402
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
@@ -82,23 +92,24 @@ def time_interleaved(fns, runs, budget_ms):
     return out
 
 
-def fa_callable(bundle, q, k, v, do, causal, direction, args, deterministic=False):
+def fa_callable(bundle, q, k, v, do, causal, direction, args, deterministic=False,
+                score_mod=None):
     """fa's forward or backward from `bundle` into preallocated outputs
-    (`deterministic`: the bundle's deterministic backward); an error dict when
-    the bundle has no kernel for it."""
+    (`deterministic`: the bundle's deterministic backward; `score_mod`: the
+    kernels built with that score_mod); an error dict when the bundle has no
+    kernel for it."""
+    kw = dict(causal=causal, mma=args.mma, bundle=bundle, score_mod=score_mod)
     try:
         o = torch.empty_like(q)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-        fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma, bundle=bundle)
+        fa.forward_into(q, k, v, o, lse, **kw)
         if direction == "fwd":
-            return lambda: fa.forward_into(q, k, v, o, lse, causal=causal, mma=args.mma,
-                                           bundle=bundle)
+            return lambda: fa.forward_into(q, k, v, o, lse, **kw)
         dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
         delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
         acc = torch.empty(q.shape, device=q.device, dtype=torch.float32)
         return lambda: fa.backward_into(q, k, v, o, do, lse, dq, dk, dv, delta, acc,
-                                        causal=causal, bundle=bundle, mma=args.mma,
-                                        deterministic=deterministic)
+                                        deterministic=deterministic, **kw)
     except fa.FaError as e:
         return {"error": str(e).splitlines()[0][:200]}
 
@@ -162,8 +173,20 @@ def main():
                     help="directions to time at all (baselines included)")
     ap.add_argument("--deterministic", action="store_true",
                     help="also time the bundle's deterministic backward (column fa:det)")
+    ap.add_argument("--score-mod", default=None, metavar="NAME",
+                    help="also time fa with the score_mod NAME (column fa:NAME) and "
+                         "FlexAttention with the same score_mod (flex:NAME): %s" %
+                         ", ".join(sorted(score_mods.SCORE_MODS)))
+    ap.add_argument("--mod-bundle", default=None,
+                    help="the bundle of the --score-mod kernels (default: --bundle)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    mod_fn = None
+    if args.score_mod:
+        try:
+            mod_fn = score_mods.get(args.score_mod)
+        except KeyError as e:
+            ap.error(str(e))
 
     dev = torch.device("cuda")
     bundle = fa.load(args.bundle, args.lib) if args.bundle else None
@@ -176,8 +199,9 @@ def main():
     dims = [int(x) for x in args.dims.split(",")]
     seqs = ([int(x) for x in args.seqs.split(",")] if args.seqs else
             [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384])
+    mod_bundle = (fa.Bundle(args.mod_bundle, args.lib) if args.mod_bundle else bundle)
     flex = None
-    if args.flex:
+    if args.flex or mod_fn is not None:
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         # One compiled kernel per shape and grad mode: past dynamo's default
         # limit of 8 it would silently fall back to the unfused (score-
@@ -212,9 +236,15 @@ def main():
                     if flex is not None:
                         mask = (create_block_mask(lambda b_, h_, i, j: j <= i, None, None,
                                                   n, n, device=dev) if causal else None)
-                        fns["flex"] = sdpa_callable(
-                            lambda q_, k_, v_: flex(q_, k_, v_, block_mask=mask),
-                            None, q, k, v, do, direction)
+                        if args.flex:
+                            fns["flex"] = sdpa_callable(
+                                lambda q_, k_, v_: flex(q_, k_, v_, block_mask=mask),
+                                None, q, k, v, do, direction)
+                        if mod_fn is not None:
+                            fns["flex:" + args.score_mod] = sdpa_callable(
+                                lambda q_, k_, v_: flex(q_, k_, v_, score_mod=mod_fn,
+                                                        block_mask=mask),
+                                None, q, k, v, do, direction)
                     if bundle is not None and direction in args.fa_directions.split(","):
                         for key, bnd in [("fa", bundle)] + [("fa:" + k_, b_) for k_, b_
                                                             in variants.items()]:
@@ -222,6 +252,10 @@ def main():
                         if args.deterministic and direction == "bwd":
                             fns["fa:det"] = fa_callable(bundle, q, k, v, do, causal,
                                                         direction, args, deterministic=True)
+                        if mod_fn is not None:
+                            fns["fa:" + args.score_mod] = fa_callable(
+                                mod_bundle, q, k, v, do, causal, direction, args,
+                                score_mod=args.score_mod)
                     for name, res in time_interleaved(fns, runs, args.budget_ms).items():
                         if "ms" in res:
                             res["tflops"] = f / res["ms"] / 1e9
@@ -235,6 +269,7 @@ def main():
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "tokens": args.tokens,
                        "hidden": args.hidden, "bundle": args.bundle, "mma": args.mma,
+                       "score_mod": args.score_mod, "mod_bundle": args.mod_bundle,
                        "rows": rows},
                       fjson, indent=1)
     return 0
@@ -269,6 +304,14 @@ def print_row(row):
         x = tf(key)
         print("%29s %-14s %s | %s of fa, %s of cudnn" % ("", key, fmt(x), ratio(x, fa_).strip(),
                                                          ratio(x, cu).strip()), flush=True)
+        if "flex:" + key[3:] in row:  # the same score_mod in FlexAttention
+            y = tf("flex:" + key[3:])
+            print("%29s %-14s %s | %s: %s of it; it: %s of flex" % (
+                "", "flex:" + key[3:], fmt(y), key, ratio(x, y).strip(),
+                ratio(y, fx).strip()), flush=True)
+        r = row.get(key) or {}
+        if "error" in r:
+            print("%29s %-14s error: %s" % ("", key, r["error"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,19 +4,34 @@
 # every-kernel suite (each kernel of the bundle launched directly on shapes
 # that reach its paths; then on kernels given the wrong code, where it must
 # fail), the compute-sanitizer checks (every kernel, after a
-# planted bug each tool must report) and the benchmark. Logs and JSON go to
-# $OUT (at most 8 files).
+# planted bug each tool must report), the score_mod kernels' differential and
+# every-kernel suites, and the benchmark. Logs and JSON go to $OUT (at most 8
+# files: the score_mod steps write one, score_mod.json).
 #
 # Expects, made on the development machine and carried:
 #   out/include/nlohmann/   the nlohmann JSON headers (cp -r /usr/include/nlohmann out/include/)
 #   out/bundle/             a bundle written by fa-aot (optional: without it only the
 #                           test fixture bundle of test/Runtime/fixture is run)
+#   out/bundle-mod/         the score_mod kernels' bundle (optional: without it their steps are
+#                           skipped)
+# Built here (MLIR is not on the GPU machine):
+#   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
+#   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
+#       --score-mods test/gpu/score_mods.mlir -o out/bundle-mod
+# and carried with: out/include out/bundle out/bundle-mod.
+# Only the score_mod kernels (and the fixture), within one call:
+#   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
 #   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_EVERY_TIMEOUT / FA_SAN_TIMEOUT /
 #   FA_BENCH_TIMEOUT (seconds per step), FA_EVERY=0 (skip the every-kernel suite),
 #   FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py arguments, e.g.
 #   "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
+#   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
+#   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME (time
+#   fa with score_mod NAME beside fa without it and FlexAttention with it, on
+#   FA_FLEX_SEQS x d 128). The sanitizer runs on out/bundle, else on the score_mod bundle.
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +41,11 @@ LOG=$OUT/device-run.log
 exec > >(tee "$LOG") 2>&1
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PATH=/usr/local/cuda/bin:$PATH
 BUNDLE=${FA_BUNDLE:-out/bundle}
+MOD_BUNDLE=${FA_MOD_BUNDLE:-out/bundle-mod}
+MOD_CASES=${FA_MOD_CASES:-120}
+MOD_SHAPES=${FA_MOD_SHAPES:-ragged,masked,long,grid,decode,tiny}
+T_MOD=${FA_MOD_TIMEOUT:-150}
+T_MOD_EVERY=${FA_MOD_EVERY_TIMEOUT:-150}
 CASES=${FA_CASES:-120}
 FIXTURE_CASES=${FA_FIXTURE_CASES:-100}
 T_DIFF=${FA_DIFF_TIMEOUT:-150}
@@ -64,6 +84,12 @@ if [ -f "$BUNDLE/manifest.json" ]; then
 else
   echo "no bundle at $BUNDLE: running the fixture bundle only"
 fi
+HAVE_MOD=0
+if [ "${FA_MOD:-1}" != 0 ] && [ -f "$MOD_BUNDLE/manifest.json" ]; then
+  HAVE_MOD=1
+else
+  echo "no score_mod bundle at $MOD_BUNDLE (or FA_MOD=0): its steps are skipped"
+fi
 
 step "Python smoke test (no PyTorch / PyTorch first / runtime first)"
 python3 test/gpu/smoke.py --bundle "$FIXTURE" --lib "$LIB" || fail "smoke"
@@ -91,11 +117,23 @@ if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
     fail "the every-kernel suite passed a kernel running another kernel's code"
 fi
 
+if [ $HAVE_MOD = 1 ]; then
+  step "score_mod kernels: differential tests on $MOD_BUNDLE"
+  mkdir -p "$WORK/score_mod"
+  timeout -k 10 $T_MOD python3 test/gpu/test_score_mod.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
+    --cases "$MOD_CASES" --progress --json "$WORK/score_mod/differential.json" ||
+    fail "score_mod differential tests ($MOD_BUNDLE)"
+  step "score_mod kernels: every kernel of $MOD_BUNDLE, launched directly (shapes $MOD_SHAPES)"
+  timeout -k 10 $T_MOD_EVERY python3 test/gpu/test_every_kernel.py --bundle "$MOD_BUNDLE" \
+    --lib "$LIB" --shapes "$MOD_SHAPES" --json "$WORK/score_mod/every_kernel.json" ||
+    fail "every-kernel suite ($MOD_BUNDLE)"
+fi
+
 step "compute-sanitizer (every kernel, two small launches each)"
 # A planted bug per tool first: a tool that misses it would call anything clean.
 [ "${FA_SAN:-1}" = 0 ] || nvcc -arch=sm_90 -o "$WORK/sanitizer_control" test/gpu/sanitizer_control.cu ||
   fail "sanitizer control build"
-SAN_BUNDLE=$FIXTURE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
+SAN_BUNDLE=$FIXTURE; [ $HAVE_MOD = 1 ] && SAN_BUNDLE=$MOD_BUNDLE; [ $HAVE_BUNDLE = 1 ] && SAN_BUNDLE=$BUNDLE
 for tool in $([ "${FA_SAN:-1}" = 0 ] || echo memcheck racecheck); do
   planted=$([ $tool = memcheck ] && echo oob || echo race)
   compute-sanitizer --tool $tool --error-exitcode 9 "$WORK/sanitizer_control" $planted \
@@ -127,6 +165,21 @@ if [ $HAVE_BUNDLE = 1 ] && [ -n "${FA_FLEX:-}" ]; then
     --seqs "${FA_FLEX_SEQS:-2048,8192}" --dims "${FA_FLEX_DIMS:-128}" --json "$OUT/bench_flex.json" \
     || fail "bench (flex)"
 fi
+
+if [ $HAVE_MOD = 1 ] && [ -n "${FA_MOD_BENCH:-}" ]; then
+  step "benchmark: score_mod ${FA_MOD_BENCH} (fa with and without it, FlexAttention with it)"
+  timeout ${FA_MOD_BENCH_TIMEOUT:-200} python3 bench/bench.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
+    --score-mod "$FA_MOD_BENCH" --seqs "${FA_FLEX_SEQS:-2048,8192}" --dims 128 \
+    --json "$WORK/score_mod/bench.json" || fail "bench (score_mod $FA_MOD_BENCH)"
+fi
+# The score_mod steps' results as one file ($OUT brings back at most 8).
+[ $HAVE_MOD = 1 ] && python3 -c '
+import glob, json, os, sys
+out = {}
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    with open(p) as f:
+        out[os.path.basename(p)[:-5]] = json.load(f)
+json.dump(out, open(sys.argv[2], "w"), indent=1)' "$WORK/score_mod" "$OUT/score_mod.json"
 
 step "done"
 [ $status = 0 ] && echo "DEVICE RUN: PASS" || echo "DEVICE RUN: FAIL"

@@ -153,7 +153,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.windowRight,   !c.cubinPath.empty(),
           c.mma,           static_cast<int32_t>(c.tensorMaps.size()),
           c.dsplit,        c.deterministic,
-          c.fwd.persistent};
+          c.fwd.persistent,
+          c.scoreMod.empty() ? nullptr : c.scoreMod.c_str()};
   return succeed();
 }
 

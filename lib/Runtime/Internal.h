@@ -41,6 +41,10 @@ struct Target {
 /// Parses "sm_<digits>[a]"; false if malformed.
 bool parseTarget(const std::string &text, Target &out);
 
+/// Whether `name` can name a score_mod: a non-empty C identifier
+/// ([A-Za-z_][A-Za-z0-9_]*), as a kernel's tag carries it (`_mod_<name>`).
+bool isScoreModName(const std::string &name);
+
 /// One CUtensorMap parameter of a kernel (manifest "tensor_maps"). The
 /// global dims and strides follow from the tensor's shape; the rest is the
 /// manifest's.
@@ -69,6 +73,9 @@ struct KernelConfig {
   /// parameter semaphoreParam (after the tensor maps).
   bool deterministic = false;
   int semaphoreParam = -1;
+  /// The score_mod function compiled into the kernel ("softcap30"); empty
+  /// for plain attention. The kernel's parameters are the same either way.
+  std::string scoreMod;
   Entry fwd, bwdPre, bwd, bwdPost;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty

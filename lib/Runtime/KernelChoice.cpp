@@ -3,13 +3,16 @@
 // A bundle may hold several kernels for one problem (targets, instructions,
 // tiles, grids). fa_kernel_find* takes the one that runs best on the device:
 // native code before PTX, wgmma before mma.sync, then the lowest modelled
-// cost of the key loop. When none fits, the error lists what the bundle has.
+// cost of the key loop. A kernel's score_mod is part of the problem: only
+// kernels of the query's score_mod name (or of none) match. When none fits,
+// the error lists what the bundle has.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
 
 #include <numeric>
+#include <set>
 #include <sstream>
 
 using namespace fa::runtime;
@@ -109,10 +112,11 @@ const char *mmaName(fa_mma m) {
   return "<invalid mma>";
 }
 
-/// A problem as errors name it: "fwd bf16 d=128 dv=128 mask=causal".
+/// A problem as errors name it: "fwd bf16 d=128 dv=128 mask=causal", then
+/// " score_mod=<name>" for a score_mod.
 std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
                      fa_mask mask, int windowLeft, int windowRight,
-                     fa_mma mma) {
+                     fa_mma mma, const std::string &scoreMod = "") {
   std::ostringstream os;
   os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' ' << fa_dtype_name(dtype)
      << " d=" << d << " dv=" << dv << " mask=" << maskName(mask);
@@ -120,6 +124,8 @@ std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
     os << '(' << windowLeft << ',' << windowRight << ')';
   if (mma != FA_MMA_ANY)
     os << " mma=" << mmaName(mma);
+  if (!scoreMod.empty())
+    os << " score_mod=" << scoreMod;
   return os.str();
 }
 
@@ -128,7 +134,8 @@ std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
 std::string describeKernel(const KernelConfig &c) {
   return describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
                   c.windowLeft, c.windowRight,
-                  c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY) +
+                  c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY,
+                  c.scoreMod) +
          (c.deterministic ? " (deterministic)" : "") + " (" + c.targetName +
          ")";
 }
@@ -149,25 +156,45 @@ fa_status queryComputeCapability(const fa_kernel_query &q, int &cc) {
   return deviceComputeCapability(dev, cc);
 }
 
-/// Whether kernel `c` computes the query's problem (whatever its target).
-bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
-                   int headDimV, bool deterministic) {
+/// Whether kernel `c` computes the query's attention problem (direction,
+/// dtype, head dims, mask), whatever its score_mod, instructions and target.
+bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
+                       int headDimV) {
   if (c.direction != q.direction || c.dtype != q.dtype ||
       c.headDim != q.head_dim || c.headDimV != headDimV || c.mask != q.mask)
     return false;
-  if (q.mask == FA_MASK_WINDOW &&
-      (c.windowLeft != q.window_left || c.windowRight != q.window_right))
+  return q.mask != FA_MASK_WINDOW ||
+         (c.windowLeft == q.window_left && c.windowRight == q.window_right);
+}
+
+/// Whether kernel `c` computes the query's problem with its score_mod
+/// (`scoreMod`, "" for none), whatever its target.
+bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
+                   int headDimV, const std::string &scoreMod,
+                   bool deterministic) {
+  if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
     return false;
   return c.deterministic == deterministic;
 }
 
+/// The score_mods of the bundle's kernels for the query's attention problem,
+/// "" for plain ones.
+std::set<std::string> scoreModsFor(const fa_bundle &bundle,
+                                   const fa_kernel_query &q, int headDimV) {
+  std::set<std::string> mods;
+  for (const auto &k : bundle.kernels)
+    if (computesAttention(k->config, q, headDimV))
+      mods.insert(k->config.scoreMod);
+  return mods;
+}
+
 /// The error when no kernel was chosen: either some compute the problem but
 /// none runs on sm_<cc>, or none computes it and the bundle's list follows.
 fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
                         const std::vector<std::string> &matchingTargets, int cc,
-                        bool deterministic) {
+                        bool deterministic, const std::string &modHint) {
   if (!matchingTargets.empty()) {
     std::string targets;
     for (const std::string &t : matchingTargets)
@@ -188,7 +215,8 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
   return fail(FA_ERROR_NOT_FOUND,
               "bundle '" + bundle.dir + "' has no " +
                   (deterministic ? "deterministic " : "") + "kernel for " +
-                  want + hint + "; it has:" + (have.empty() ? " none" : have));
+                  want + hint + modHint +
+                  "; it has:" + (have.empty() ? " none" : have));
 }
 
 /// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
@@ -207,6 +235,12 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "fa_kernel_find: mma is " + std::to_string(q.mma) +
                     "; expected FA_MMA_ANY, FA_MMA_SYNC or FA_MMA_WGMMA");
+  std::string scoreMod = q.score_mod ? q.score_mod : "";
+  if (q.score_mod && !isScoreModName(scoreMod))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find: score_mod is '" + scoreMod +
+                    "'; expected NULL (none) or a name of identifier "
+                    "characters ([A-Za-z_][A-Za-z0-9_]*)");
   int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
   int cc = 0;
   if (fa_status s = queryComputeCapability(q, cc))
@@ -216,7 +250,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   std::vector<std::string> matchingTargets;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
-    if (!computesQuery(c, q, dv, deterministic))
+    if (!computesQuery(c, q, dv, scoreMod, deterministic))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -233,9 +267,24 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     return succeed();
   }
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
-                              q.window_left, q.window_right, q.mma) +
+                              q.window_left, q.window_right, q.mma, scoreMod) +
                      (deterministic ? " (deterministic)" : "");
-  return noKernelError(*bundle, want, matchingTargets, cc, deterministic);
+  // Where the bundle has the attention problem but not with this score_mod,
+  // say which score_mods it has for it.
+  std::string modHint;
+  std::set<std::string> mods = scoreModsFor(*bundle, q, dv);
+  if (!mods.empty() && !mods.count(scoreMod)) {
+    std::string list;
+    for (const std::string &m : mods)
+      list += (list.empty() ? "" : ", ") + (m.empty() ? "none" : m);
+    modHint = "; score_mod " + (scoreMod.empty() ? "none" : scoreMod) +
+              " is not in the bundle for " +
+              describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
+                       q.window_left, q.window_right, FA_MMA_ANY) +
+              ", which has score_mod " + list;
+  }
+  return noKernelError(*bundle, want, matchingTargets, cc, deterministic,
+                       modHint);
 }
 
 } // namespace

@@ -40,6 +40,15 @@ bool parseTarget(const std::string &text, Target &out) {
   return true;
 }
 
+bool isScoreModName(const std::string &name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])))
+    return false;
+  for (char ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_')
+      return false;
+  return true;
+}
+
 namespace {
 
 /// Thrown (and caught in parseManifest) with a message naming the field.
@@ -397,12 +406,18 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                       ? intField(k, "window_right", where, -1, INT_MAX)
                       : -1;
 
-  // A score_mod is compiled into the kernel; this runtime has no way to
-  // request one, so such kernels would be picked for plain attention.
+  // A score_mod is compiled into the kernel under its name; queries name
+  // it (fa_kernel_query.score_mod) and only kernels of that name match.
+  // Runtimes that predate score_mod kernels reject a non-null score_mod, so
+  // these kernels need no newer bundle version.
   auto mod = k.find("score_mod");
-  if (mod != k.end() && !mod->is_null())
-    bad(where, "score_mod kernels are not supported by this runtime, got " +
-                   mod->dump());
+  if (mod != k.end() && !mod->is_null()) {
+    if (!mod->is_string() || !isScoreModName(mod->get<std::string>()))
+      bad(where, "field 'score_mod' must be null or a name of identifier "
+                 "characters ([A-Za-z_][A-Za-z0-9_]*), got " +
+                     mod->dump());
+    c.scoreMod = mod->get<std::string>();
+  }
 
   c.targetName = stringField(k, "target", where);
   if (!parseTarget(c.targetName, c.target))

@@ -4,6 +4,8 @@
     fa.load("out/bundle")                    # manifest + libfa_runtime.so
     o = fa.attention(q, k, v, causal=True)   # q [B,H,Nq,D], k/v [B,Hkv,Nk,D]
     o.sum().backward()                       # backward kernels of the bundle
+    o = fa.attention(q, k, v, causal=True, score_mod="softcap30")
+                                             # kernels built with mod=softcap30
 
 Pure Python over the C ABI of libfa_runtime (ctypes); no compiled extension.
 Tensors must be contiguous: the runtime rejects other strides rather than
@@ -12,6 +14,7 @@ copying. Launches go on PyTorch's current stream of the tensors' device.
 import contextlib
 import ctypes
 import math
+import re
 import sys
 
 from ._runtime import (BWD, DTYPE_NAMES, FWD, MASK_NAMES, MASKS, MMA_NAMES, MMAS, FaError,
@@ -65,21 +68,30 @@ class Bundle:
                 "mma": MMA_NAMES.get(info.mma, str(info.mma)),
                 "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
                 "deterministic": bool(info.deterministic),
-                "persistent_grid": bool(info.persistent_grid)})
+                "persistent_grid": bool(info.persistent_grid),
+                "score_mod": info.score_mod.decode() if info.score_mod else None})
         return out
 
+    def score_mods(self):
+        """The names of the score_mods the bundle's kernels have, sorted."""
+        return sorted({k["score_mod"] for k in self.kernels() if k["score_mod"]})
+
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
-             mma=None, nk=0, deterministic=False):
+             mma=None, nk=0, deterministic=False, score_mod=None):
         """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
         deterministic=True takes only deterministic backward kernels (which
-        the default search never returns)."""
+        the default search never returns). score_mod (a name, or None for
+        plain attention) takes only kernels with exactly that score_mod; the
+        FaError of a missing one lists those the bundle has."""
         code = _mma_code(mma)
+        mod = _score_mod_name(score_mod)
         key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
-               bool(deterministic))
+               bool(deterministic), mod)
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
-                            window[0], window[1], capability, code)
+                            window[0], window[1], capability, code,
+                            None if mod is None else mod.encode())
             out = ctypes.c_void_p()
             find = (self.lib.fa_kernel_find_deterministic if deterministic
                     else self.lib.fa_kernel_find_for_keys)
@@ -120,6 +132,20 @@ def _mma_code(mma):
     if name not in MMAS:
         raise FaError(1, "fa: mma is %r; expected None, 'any', 'mma_sync' or 'wgmma'" % (mma,))
     return MMAS[name]
+
+
+_MOD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _score_mod_name(score_mod):
+    """None, or the name of a score_mod compiled into the bundle's kernels."""
+    if score_mod is None:
+        return None
+    if not isinstance(score_mod, str) or not _MOD_NAME.match(score_mod):
+        raise FaError(1, "fa: score_mod is %r; expected None or the name of a score_mod the "
+                         "bundle's kernels were built with (identifier characters, e.g. "
+                         "'softcap30')" % (score_mod,))
+    return score_mod
 
 
 def _tensor(t):
@@ -175,15 +201,17 @@ def _launch(lib, fn, kernel, args, t):
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
-                 scale=None, bundle=None, mma=None):
+                 scale=None, bundle=None, mma=None, score_mod=None):
     """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
     [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
-    wgmma where the device runs it (sm_90)."""
+    wgmma where the device runs it (sm_90). `score_mod` names the score_mod
+    compiled into the kernel (None: plain attention)."""
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv = q.shape[-1], v.shape[-1]
-    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2])
+    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
+                    score_mod=score_mod)
     args = ForwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(lse),
                        1.0 / math.sqrt(d) if scale is None else float(scale))
     _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
@@ -191,18 +219,19 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
                   causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None,
-                  deterministic=False):
+                  deterministic=False, score_mod=None):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
     not given. `mma` as for forward_into. deterministic=True runs the bundle's
     deterministic backward (bit-identical dq run to run; slower), which must
-    exist for the query."""
+    exist for the query. `score_mod` as for forward_into: the forward's, whose
+    derivative the backward kernel applies."""
     import torch
     b = _bundle(bundle)
     mask, win = _mask(causal, causal_bottom_right, window)
     d, dv_dim = q.shape[-1], v.shape[-1]
     kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
-                    deterministic)
+                    deterministic, score_mod)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     if dq_accum is None:
@@ -257,7 +286,7 @@ _function = None
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
-              return_lse=False, bundle=None, mma=None, deterministic=False):
+              return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None):
     """Scaled dot-product attention with the bundle's kernels.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] contiguous CUDA tensors of
@@ -272,13 +301,18 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     (wgmma on sm_90 too, where the bundle has them). `deterministic=True`
     makes the backward use the bundle's deterministic kernel (dQ summed in a
     fixed order: gradients bit-identical run to run, at some speed cost); the
-    forward is the same either way.
+    forward is the same either way. `score_mod="name"` runs the kernels built
+    with that score_mod (fa-aot --score-mods FILE, config field mod=name),
+    which modify every score after the scale, s -> name(s, b, h, q_idx,
+    kv_idx), forward and backward; None (default) is plain attention. A name
+    the bundle lacks raises FaError listing those it has.
     """
     import torch
     global _function
     _mma_code(mma)
+    _score_mod_name(score_mod)
     opts = dict(causal=causal, causal_bottom_right=causal_bottom_right, window=window,
-                scale=scale, bundle=_bundle(bundle), mma=mma)
+                scale=scale, bundle=_bundle(bundle), mma=mma, score_mod=score_mod)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         if _function is None:
             _function = _make_function()

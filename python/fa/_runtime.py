@@ -46,7 +46,7 @@ class KernelQuery(ctypes.Structure):
                 ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
                 ("mask", ctypes.c_int), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32),
-                ("mma", ctypes.c_int)]
+                ("mma", ctypes.c_int), ("score_mod", ctypes.c_char_p)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -58,7 +58,8 @@ class KernelInfo(ctypes.Structure):
                 ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
                 ("has_cubin", ctypes.c_int32), ("mma", ctypes.c_int),
                 ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32),
-                ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32)]
+                ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32),
+                ("score_mod", ctypes.c_char_p)]
 
 
 class TensorMapArgs(ctypes.Structure):

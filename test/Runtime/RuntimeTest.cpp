@@ -198,8 +198,8 @@ TEST(Manifest, FieldErrorsNameTheField) {
                   R"(, "ptx": null)"),
        "neither 'ptx' nor 'cubin' is given"},
       {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
-                  R"(, "score_mod": "softcap")"),
-       "score_mod kernels are not supported"},
+                  R"(, "score_mod": "soft cap")"),
+       "field 'score_mod' must be null or a name of identifier characters"},
       {kernelJson("k", "fwd", "bf16", 64, "none", "sm_90a", true,
                   R"(, "dsplit": 2)"),
        "field 'dsplit' = 2 is for backward kernels only"},
@@ -660,6 +660,208 @@ TEST(Manifest, WgmmaSmallKeyTiles) {
             FA_SUCCESS)
       << lastError();
   fa_bundle_free(b);
+}
+
+//===----------------------------------------------------------------------===//
+// score_mod kernels
+//===----------------------------------------------------------------------===//
+
+/// A kernel with the score_mod `mod` compiled in, tagged as fa-aot tags it.
+std::string modJson(const std::string &tag, const std::string &direction,
+                    const std::string &mod, const std::string &mask = "causal",
+                    int d = 128) {
+  return kernelJson(tag, direction, "bf16", d, mask, "sm_90a", true,
+                    R"(, "score_mod": ")" + mod + R"(")");
+}
+
+TEST(ScoreMod, ManifestNamesTheMod) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(
+      loadText("mod_info",
+               manifest({kernelJson("plain", "fwd", "bf16", 128, "causal",
+                                    "sm_90a", true),
+                         modJson("fwd_mod_softcap30", "fwd", "softcap30"),
+                         modJson("bwd_mod_alibi_16", "bwd", "_alibi_16")}),
+               &b),
+      FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.score_mod, nullptr);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 1), &info), FA_SUCCESS);
+  EXPECT_STREQ(info.score_mod, "softcap30");
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 2), &info), FA_SUCCESS);
+  EXPECT_STREQ(info.score_mod, "_alibi_16");
+  EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
+  fa_bundle_free(b);
+}
+
+TEST(ScoreMod, BadNamesAreRejected) {
+  for (const char *mod :
+       {R"("")", R"("soft cap")", R"("9lives")", R"("a-b")", R"("a.b")",
+        R"("mod/../x")", "5", "true", R"(["softcap30"])", R"({"name": "x"})"})
+    expectRejected("mod_bad",
+                   manifest({kernelJson("k", "fwd", "bf16", 64, "none",
+                                        "sm_90a", true,
+                                        std::string(R"(, "score_mod": )") +
+                                            mod)}),
+                   "kernels[0] ('k'): field 'score_mod' must be null or a "
+                   "name of identifier characters");
+}
+
+TEST(ScoreMod, NeedsNoNewerVersion) {
+  // Runtimes older than score_mod kernels reject them (a non-null
+  // score_mod), so any version may carry one.
+  for (const char *version : {"1", "2", "3", "4"}) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("mod_version", manifest({modJson("m", "fwd", "x")}, version),
+                       &b),
+              FA_SUCCESS)
+        << version << ": " << lastError();
+    fa_bundle_free(b);
+  }
+}
+
+/// A bundle with plain, softcap30 and alibi16 causal d128 forwards (alibi16
+/// also as a wgmma kernel), a softcap30 backward and a softcap30-only d64
+/// forward.
+class FindScoreMod : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(
+        loadText("find_mod",
+                 manifest({kernelJson("plain", "fwd", "bf16", 128, "causal",
+                                      "sm_90a", true),
+                           modJson("softcap", "fwd", "softcap30"),
+                           modJson("alibi", "fwd", "alibi16"),
+                           wgmmaJson("alibi_wgmma", "bf16", 128, "causal",
+                                     true, abiMaps(),
+                                     R"(, "score_mod": "alibi16")"),
+                           modJson("softcap_bwd", "bwd", "softcap30"),
+                           modJson("softcap64", "fwd", "softcap30", "none",
+                                   64)}),
+                 &bundle),
+        FA_SUCCESS)
+        << lastError();
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  /// The tag fa_kernel_find picks for a causal d128 query with `mod`.
+  std::string find(const char *mod, fa_status expect = FA_SUCCESS,
+                   fa_direction dir = FA_DIRECTION_FWD, int d = 128,
+                   fa_mask mask = FA_MASK_CAUSAL, fa_mma mma = FA_MMA_ANY) {
+    fa_kernel_query q{};
+    q.direction = dir;
+    q.dtype = FA_DTYPE_BF16;
+    q.head_dim = d;
+    q.mask = mask;
+    q.compute_capability = 90;
+    q.mma = mma;
+    q.score_mod = mod;
+    const fa_kernel *k = nullptr;
+    EXPECT_EQ(fa_kernel_find(bundle, &q, &k), expect) << lastError();
+    if (!k)
+      return "";
+    fa_kernel_info info;
+    fa_kernel_get_info(k, &info);
+    EXPECT_STREQ(info.score_mod, mod);
+    return info.tag;
+  }
+  fa_bundle *bundle = nullptr;
+};
+
+TEST_F(FindScoreMod, MatchesTheNameExactly) {
+  EXPECT_EQ(find(nullptr), "plain");
+  EXPECT_EQ(find("softcap30"), "softcap");
+  EXPECT_EQ(find("alibi16"), "alibi_wgmma"); // wgmma wins on sm_90
+  EXPECT_EQ(find("alibi16", FA_SUCCESS, FA_DIRECTION_FWD, 128, FA_MASK_CAUSAL,
+                 FA_MMA_SYNC),
+            "alibi");
+  EXPECT_EQ(find("softcap30", FA_SUCCESS, FA_DIRECTION_BWD), "softcap_bwd");
+  EXPECT_EQ(find("softcap30", FA_SUCCESS, FA_DIRECTION_FWD, 64, FA_MASK_NONE),
+            "softcap64");
+  // Names are case-sensitive and whole.
+  find("SOFTCAP30", FA_ERROR_NOT_FOUND);
+  find("softcap3", FA_ERROR_NOT_FOUND);
+}
+
+TEST_F(FindScoreMod, MissingModNamesItAndListsTheBundlesMods) {
+  find("relbias", FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("has no kernel for fwd bf16 d=128 dv=128 "
+                             "mask=causal score_mod=relbias"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("score_mod relbias is not in the bundle for fwd "
+                             "bf16 d=128 dv=128 mask=causal, which has "
+                             "score_mod none, alibi16, softcap30"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("fwd bf16 d=128 dv=128 mask=causal mma=wgmma "
+                             "score_mod=alibi16 (sm_90a)"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST_F(FindScoreMod, PlainQueryDoesNotTakeAModKernel) {
+  // The d64 forward and the backward exist with softcap30 only.
+  find(nullptr, FA_ERROR_NOT_FOUND, FA_DIRECTION_FWD, 64, FA_MASK_NONE);
+  EXPECT_NE(lastError().find("score_mod none is not in the bundle for fwd "
+                             "bf16 d=64 dv=64 mask=none, which has score_mod "
+                             "softcap30"),
+            std::string::npos)
+      << lastError();
+  find(nullptr, FA_ERROR_NOT_FOUND, FA_DIRECTION_BWD);
+  EXPECT_NE(lastError().find("which has score_mod softcap30"),
+            std::string::npos)
+      << lastError();
+  // Without the attention problem at all, there is no score_mod list.
+  find("softcap30", FA_ERROR_NOT_FOUND, FA_DIRECTION_FWD, 96, FA_MASK_NONE);
+  EXPECT_EQ(lastError().find("is not in the bundle"), std::string::npos)
+      << lastError();
+}
+
+TEST_F(FindScoreMod, ForcedMmaWithTheMod) {
+  // softcap30 has no wgmma build: the mod is there, the instructions are not.
+  find("softcap30", FA_ERROR_NOT_FOUND, FA_DIRECTION_FWD, 128, FA_MASK_CAUSAL,
+       FA_MMA_WGMMA);
+  EXPECT_NE(lastError().find("mma=wgmma score_mod=softcap30"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(lastError().find("is not in the bundle"), std::string::npos)
+      << lastError();
+}
+
+TEST_F(FindScoreMod, BadQueryNames) {
+  for (const char *mod : {"", "soft cap", "1x", "a-b", "alibi16 "}) {
+    find(mod, FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find("fa_kernel_find: score_mod is '" +
+                               std::string(mod) + "'; expected NULL"),
+              std::string::npos)
+        << lastError();
+  }
+}
+
+TEST_F(FindScoreMod, DeterministicAndKeysTakeTheModToo) {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_CAUSAL;
+  q.compute_capability = 90;
+  q.score_mod = "softcap30";
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find_for_keys(bundle, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  fa_kernel_get_info(k, &info);
+  EXPECT_STREQ(info.tag, "softcap");
+  q.direction = FA_DIRECTION_BWD;
+  EXPECT_EQ(fa_kernel_find_deterministic(bundle, &q, 0, &k),
+            FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("no deterministic kernel for bwd bf16 d=128 "
+                             "dv=128 mask=causal score_mod=softcap30"),
+            std::string::npos)
+      << lastError();
 }
 
 TEST(Manifest, DuplicateTag) {

@@ -33,7 +33,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa  # noqa: E402
+import score_mods  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -58,13 +60,15 @@ def allowed_mask(mask, window, nq, nk, device):
     return ok
 
 
-def reference(q, k, v, allowed, scale):
+def reference(q, k, v, allowed, scale, score_mod=None):
     """Attention in the inputs' dtype (differentiable): O and LSE, with O = 0 and
-    LSE = -inf on rows whose keys are all masked."""
+    LSE = -inf on rows whose keys are all masked. score_mod (a name of
+    score_mods.py) modifies the scores after the scale, before the mask."""
     g = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(g, dim=1)
     v = v.repeat_interleave(g, dim=1)
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    s = score_mods.apply(score_mod, s)
     s = s.masked_fill(~allowed, float("-inf"))
     m = s.amax(-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
@@ -114,7 +118,7 @@ def lse_slack(q, k, lse64, scale):
     return ulp * (4 * big + math.sqrt(q.shape[-1]) * abs(scale) * qn * kn)
 
 
-def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64):
+def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64, score_mod=None):
     """What the backward's D = rowsum(dO∘O) adds to dQ and dK, which the
     references, differentiating their own P, do not see:
     - a shift: D reads O as the forward stored it (rounded, in the inputs'
@@ -126,6 +130,8 @@ def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64):
       (2^-20 here) of the size of its terms, Σ|dO∘V|; through the same
       products, with the rows' (keys') independent rounding errors adding
       as a random walk (2-norm), that estimates the error of dQ and dK.
+    With a score_mod, dS is multiplied by its derivative at each score, and P
+    is that of the modified scores.
     Returns (shift of dQ, shift of dK, slack of dQ, slack of dK)."""
     with torch.no_grad():
         b, h, nq, d = q64.shape
@@ -135,13 +141,16 @@ def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64):
         k, v = (t.detach().repeat_interleave(g, dim=1) for t in (k64, v64))
         dd = (do.double() * (o.double() - o64.detach())).sum(-1, keepdim=True)
         s = torch.matmul(q, k.transpose(-1, -2)) * scale
+        slope = score_mods.derivative(score_mod, s).masked_fill(~allowed, 0)
+        s = score_mods.apply(score_mod, s)
         p = torch.nan_to_num(
             torch.exp(s - lse64.detach()[..., None]).masked_fill(~allowed, 0))
+        p = p * slope  # dS / d(dP - D), through the score_mod
         ds = -p * dd
         shift_q = scale * torch.matmul(ds, k)
         shift_k = scale * torch.matmul(ds.transpose(-1, -2), q)
         terms = torch.matmul(do.double().abs(), v.abs().transpose(-1, -2))
-        w = p * terms * 2.0 ** -20
+        w = p.abs() * terms * 2.0 ** -20
         slack_q = scale * (w * k.abs().amax(-1)[..., None, :]).square().sum(-1).sqrt()
         slack_k2 = (w * q.abs().amax(-1)[..., None]).square().sum(-2)
         fold = lambda t: t.view(b, hkv, g, *t.shape[2:]).sum(2)  # noqa: E731
@@ -205,14 +214,15 @@ def run_case(case, gen, dev):
         k = (k.float() + ramp[None, None, :, None]).to(dt)
     scale = case["scale"] if case["scale"] is not None else 1.0 / math.sqrt(d)
     allowed = allowed_mask(case["mask"], case["window"], nq, nk, dev)
-    kw = mask_kwargs(case)
+    mod = case.get("score_mod")  # a name of score_mods.py, or None
+    kw = dict(mask_kwargs(case), score_mod=mod)
     results = []
 
     # References: float64 and the same math in the inputs' precision.
     q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
-    o64, lse64 = reference(q64, k64, v64, allowed, scale)
+    o64, lse64 = reference(q64, k64, v64, allowed, scale, mod)
     ql, kl, vl = (t.clone().requires_grad_() for t in (q, k, v))
-    ol, _ = reference(ql, kl, vl, allowed, scale)
+    ol, _ = reference(ql, kl, vl, allowed, scale, mod)
 
     o = poisoned(b, h, nq, dv, dtype=dt, device=dev)
     lse = poisoned(b, h, nq, dtype=torch.float32, device=dev)
@@ -222,7 +232,7 @@ def run_case(case, gen, dev):
     # LSE is float32 whatever the inputs' dtype: against the same math in
     # float32, with the slack of fa's float32 rounding (lse_slack).
     with torch.no_grad():
-        _, lse32 = reference(q.float(), k.float(), v.float(), allowed, scale)
+        _, lse32 = reference(q.float(), k.float(), v.float(), allowed, scale, mod)
     judge("lse", lse, lse32, lse64, results, slack=lse_slack(q, k, lse64, scale))
 
     if case["bwd"]:
@@ -257,7 +267,7 @@ def run_case(case, gen, dev):
                 results.append({"what": "bit-identical dq/dk/dv over 3 runs", "ok": same})
         torch.cuda.synchronize()
         shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do,
-                                                         allowed, scale, lse64)
+                                                         allowed, scale, lse64, mod)
         judge("dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
               slack=slack_q)
         judge("dk", dk, kl.grad, k64.grad, results, ref_got=k64.grad + shift_k,
@@ -391,7 +401,9 @@ def main():
     dev = torch.device("cuda")
     torch.cuda.init()
     bundle = fa.load(args.bundle, args.lib)
-    kernels = bundle.kernels()
+    # score_mod kernels are test_score_mod.py's (it runs this file's cases
+    # with a score_mod); here only plain attention.
+    kernels = [k for k in bundle.kernels() if not k.get("score_mod")]
     fwd_cfgs = [k for k in kernels if k["direction"] == "fwd" and
                 args.mma in ("any", k["mma"])]
     bwd_builds = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],

@@ -33,6 +33,11 @@ effect of the rounded O on Delta). Deterministic backward kernels also run
 three times on two shapes and must give bit-identical dQ, dK, dV. Outputs and
 workspaces are NaN-poisoned before each launch.
 
+Kernels with a score_mod (fa-aot --score-mods) are judged against the same
+references with the score_mod of score_mods.py applied to the scaled scores
+(and its derivative in the backward's Delta terms); a score_mod without a
+reference there fails its kernels.
+
 The run fails if any kernel of the bundle was not launched on every shape or
 failed a check; it prints a table kernel -> shapes run -> worst error /
 tolerance per output -> pass.
@@ -64,6 +69,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
 from fa import _runtime as rt  # noqa: E402
+import score_mods  # noqa: E402
 from test_attention import (allowed_mask, delta_terms, lse_slack, max_err,  # noqa: E402
                             reference)
 
@@ -114,7 +120,7 @@ def launch_backward(bundle, kernel, q, k, v, o, do, lse, dq, dk, dv, delta, acc,
 
 def config_key(k):
     return (k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
-            k["window_right"])
+            k["window_right"], k.get("score_mod"))
 
 
 def nan_like(t):
@@ -126,9 +132,10 @@ class Problem:
     (the backward's only when a backward kernel asks)."""
 
     def __init__(self, key, shape, dev, seed):
-        dtype, d, dv, mask, wl, wr = key
+        dtype, d, dv, mask, wl, wr, mod = key
         self.dt = DTYPES[dtype]
         self.shape, self.mask, self.window = shape, mask, (wl, wr)
+        self.mod = mod
         gen = torch.Generator(device=dev).manual_seed(seed)
         b, h, hkv, nq, nk = shape.b, shape.h, shape.hkv, shape.nq, shape.nk
         q = torch.randn(b, h, nq, d, generator=gen, device=dev)
@@ -147,25 +154,26 @@ class Problem:
         if self._fwd is None:
             with torch.no_grad():
                 o64, lse64 = reference(*(t.double() for t in (self.q, self.k, self.v)),
-                                       self.allowed, self.scale)
-                ol, _ = reference(self.q, self.k, self.v, self.allowed, self.scale)
+                                       self.allowed, self.scale, self.mod)
+                ol, _ = reference(self.q, self.k, self.v, self.allowed, self.scale, self.mod)
                 _, lse32 = reference(*(t.float() for t in (self.q, self.k, self.v)),
-                                     self.allowed, self.scale)
+                                     self.allowed, self.scale, self.mod)
             self._fwd = o64, lse64, ol, lse32
         return self._fwd
 
     def bwd(self):
         if self._bwd is None:
             q64, k64, v64 = (t.double().requires_grad_() for t in (self.q, self.k, self.v))
-            o64, lse64 = reference(q64, k64, v64, self.allowed, self.scale)
+            o64, lse64 = reference(q64, k64, v64, self.allowed, self.scale, self.mod)
             o64.backward(self.do.double())
             ql, kl, vl = (t.clone().requires_grad_() for t in (self.q, self.k, self.v))
-            ol, _ = reference(ql, kl, vl, self.allowed, self.scale)
+            ol, _ = reference(ql, kl, vl, self.allowed, self.scale, self.mod)
             ol.backward(self.do)
             o_in = o64.detach().to(self.dt)  # the backward's O: the reference's, rounded
             lse_in = lse64.detach().float()
             shift_q, shift_k, slack_q, slack_k = delta_terms(
-                q64, k64, v64, o_in, o64, self.do, self.allowed, self.scale, lse64)
+                q64, k64, v64, o_in, o64, self.do, self.allowed, self.scale, lse64,
+                self.mod)
             self._bwd = {"o": o_in, "lse": lse_in,
                          "dq": (q64.grad + shift_q, ql.grad, q64.grad, slack_q),
                          "dk": (k64.grad + shift_k, kl.grad, k64.grad, slack_k),
@@ -254,7 +262,8 @@ def sanitize_launch(bundle, k, shape, dev):
     else:
         allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)
         with torch.no_grad():
-            o, lse = reference(q.float(), kk.float(), v.float(), allowed, scale)
+            o, lse = reference(q.float(), kk.float(), v.float(), allowed, scale,
+                               k.get("score_mod"))
         do = torch.randn(b, h, nq, dv, device=dev).to(dt)
         dq, dk, dvv = nan_like(q), nan_like(kk), nan_like(v)
         delta = torch.full((b, h, nq), float("nan"), device=dev)
@@ -337,6 +346,10 @@ def main():
     groups = OrderedDict()
     for k in kernels:
         groups.setdefault(config_key(k), []).append(k)
+    unknown = sorted({k["score_mod"] for k in kernels if k.get("score_mod")} -
+                     set(score_mods.SCORE_MODS))
+    if unknown:  # their kernels fail (Problem raises) and are reported
+        print("score_mods without a reference in score_mods.py: %s" % ", ".join(unknown))
     table = OrderedDict((k["tag"], {"kernel": k, "runs": {}}) for k in kernels)
     t0 = time.time()
 

@@ -1,19 +1,17 @@
 //===- fa-aot.cpp - compile kernel configs into a bundle --------*- C++ -*-===//
 //
-// Writes the bundle of docs/ABI.md: manifest.json, <tag>.ptx, <tag>.cubin
-// (when ptxas exists) and fa_bundle.h, and prints each kernel's registers,
-// spills, shared memory and compile times.
+// Compiles kernel configs and writes them as a bundle (docs/ABI.md,
+// fa/Compiler/Bundle.h); prints each kernel's registers, spills, shared
+// memory and compile times.
 //
 //===----------------------------------------------------------------------===//
 
+#include "fa/Compiler/Bundle.h"
 #include "fa/Compiler/GpuCompiler.h"
 
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -30,138 +28,85 @@ static cl::opt<bool> defaults(
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
 static cl::opt<std::string> scoreMods(
-    "score-mods", cl::desc(".mlir file of score_mod functions that configs "
-                           "name with mod=<name>"));
+    "score-mods", cl::desc("a .mlir file of score_mod functions that configs "
+                           "name with mod=<name>"),
+    cl::value_desc("file"));
 
-static bool writeFile(const Twine &path, StringRef data) {
-  std::error_code ec;
-  raw_fd_ostream os(path.str(), ec, sys::fs::OF_None);
-  if (ec)
-    errs() << "fa-aot: cannot write " << path << ": " << ec.message() << "\n";
-  os << data;
-  return !ec;
+/// The configs of --defaults.
+static std::vector<std::string> defaultConfigs() {
+  std::vector<std::string> texts;
+  for (const char *dir : {"fwd", "bwd"})
+    for (const char *d : {"d64", "d128"})
+      for (const char *m : {"none", "causal"})
+        texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m);
+  for (const char *dir : {"fwd", "bwd"})
+    for (const char *d : {"d64", "d128"})
+      for (const char *m : {"none", "causal"})
+        texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma");
+  // Wider key tiles for the wgmma forward: fewer softmax rounds per key,
+  // +4-8% from N = 2k on without a mask and from 4k on under a causal one
+  // (PERF.md); the runtime takes them by Nk.
+  for (const char *d : {"d64", "d128"})
+    for (const char *m : {"none", "causal"})
+      texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma:bkv192");
+  // Persistent-grid forwards where the default grid is one CTA per tile:
+  // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them
+  // by Nk.
+  texts.push_back("fwd:bf16:d128:none:wgmma:bkv176:persistent");
+  texts.push_back("fwd:bf16:d64:causal:wgmma:persistent");
+  texts.push_back("fwd:bf16:d128:causal:wgmma:persistent");
+  // The deterministic backward, chosen only on request
+  // (fa_kernel_find_deterministic).
+  for (const char *d : {"d64", "d128"})
+    for (const char *m : {"none", "causal"})
+      texts.push_back(std::string("bwd:bf16:") + d + ":" + m + ":wgmma:det");
+  return texts;
+}
+
+/// Appends the configs of a --config-file (one per line, # comments).
+static bool readConfigFile(StringRef path, std::vector<std::string> &texts) {
+  auto buf = MemoryBuffer::getFile(path);
+  if (!buf) {
+    errs() << "fa-aot: cannot read " << path << "\n";
+    return false;
+  }
+  SmallVector<StringRef> lines;
+  (*buf)->getBuffer().split(lines, '\n', -1, false);
+  for (StringRef l : lines)
+    if (!l.trim().empty() && !l.trim().starts_with("#"))
+      texts.push_back(l.trim().str());
+  return true;
 }
 
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "fa ahead-of-time kernel compiler\n");
   std::vector<std::string> texts(configs.begin(), configs.end());
   if (defaults) {
-    for (const char *dir : {"fwd", "bwd"})
-      for (const char *d : {"d64", "d128"})
-        for (const char *m : {"none", "causal"})
-          texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m);
-    for (const char *dir : {"fwd", "bwd"})
-      for (const char *d : {"d64", "d128"})
-        for (const char *m : {"none", "causal"})
-          texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma");
-    // Wider key tiles for the wgmma forward: fewer softmax rounds per key,
-    // +4-8% from N = 2k on without a mask and from 4k on under a causal one
-    // (PERF.md); the runtime takes them by Nk.
-    for (const char *d : {"d64", "d128"})
-      for (const char *m : {"none", "causal"})
-        texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma:bkv192");
-    // Persistent-grid forwards where the default grid is one CTA per tile:
-    // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them
-    // by Nk.
-    texts.push_back("fwd:bf16:d128:none:wgmma:bkv176:persistent");
-    texts.push_back("fwd:bf16:d64:causal:wgmma:persistent");
-    texts.push_back("fwd:bf16:d128:causal:wgmma:persistent");
-    // The deterministic backward, chosen only on request
-    // (fa_kernel_find_deterministic).
-    for (const char *d : {"d64", "d128"})
-      for (const char *m : {"none", "causal"})
-        texts.push_back(std::string("bwd:bf16:") + d + ":" + m + ":wgmma:det");
+    std::vector<std::string> more = defaultConfigs();
+    texts.insert(texts.end(), more.begin(), more.end());
   }
-  if (!configFile.empty()) {
-    auto buf = MemoryBuffer::getFile(configFile);
-    if (!buf) {
-      errs() << "fa-aot: cannot read " << configFile << "\n";
-      return 1;
-    }
-    SmallVector<StringRef> lines;
-    (*buf)->getBuffer().split(lines, '\n', -1, false);
-    for (StringRef l : lines)
-      if (!l.trim().empty() && !l.trim().starts_with("#"))
-        texts.push_back(l.trim().str());
-  }
-  if (texts.empty() || sys::fs::create_directories(outDir)) {
-    errs() << "fa-aot: nothing to compile or cannot create " << outDir << "\n";
+  if (!configFile.empty() && !readConfigFile(configFile, texts))
+    return 1;
+  if (texts.empty()) {
+    errs() << "fa-aot: nothing to compile\n";
     return 1;
   }
-  GpuCompiler compiler({cacheDir, "", true, scoreMods});
-  json::Array kernels;
-  std::string header = "/* Generated by fa-aot: the kernels of this bundle. */\n"
-                       "#ifndef FA_BUNDLE_H\n#define FA_BUNDLE_H\n\n";
+  GpuCompilerOptions options;
+  options.cacheDir = cacheDir;
+  options.scoreModFile = scoreMods;
+  GpuCompiler compiler(options);
+  std::vector<CompiledKernelRef> kernels;
   int failures = 0;
-  bool anyDeterministic = false, anyPersistent = false;
   for (const std::string &text : texts) {
     Expected<KernelConfig> cfg = KernelConfig::parse(text);
     auto kernel = cfg ? compiler.compile(*cfg)
-                      : Expected<std::shared_ptr<const CompiledKernel>>(cfg.takeError());
+                      : Expected<CompiledKernelRef>(cfg.takeError());
     if (!kernel) {
       errs() << "fa-aot: " << toString(kernel.takeError()) << "\n";
       ++failures;
       continue;
     }
     const CompiledKernel &k = **kernel;
-    const KernelConfig &c = k.config;
-    writeFile(outDir + "/" + k.tag + ".ptx", k.ptx);
-    json::Object entries;
-    for (const KernelEntry &e : k.entries) {
-      json::Object entry{{"name", e.name}, {"threads", e.threads},
-                         {"shared_bytes", e.sharedBytes}};
-      if (e.persistent) {
-        entry["grid"] = "persistent";
-        anyPersistent = true;
-      }
-      entries[e.role] = std::move(entry);
-      header += "#define FA_KERNEL_" + e.name + " \"" + e.name + "\"\n";
-    }
-    json::Object o{{"tag", k.tag}, {"direction", c.direction}, {"dtype", c.dtype},
-                   {"head_dim", c.headDim}, {"head_dim_v", c.headDimV},
-                   {"block_q", c.blockQ}, {"block_kv", c.blockKV},
-                   {"warps", c.warps}, {"stages", c.stages}, {"mask", c.mask},
-                   {"window_left", c.windowLeft}, {"window_right", c.windowRight},
-                   {"score_mod", nullptr}, {"target", c.target},
-                   {"entries", std::move(entries)}, {"ptx", k.tag + ".ptx"}};
-    if (c.direction == "bwd")
-      o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
-    if (c.mma == "wgmma")
-      o["mma"] = "wgmma";
-    // The deterministic backward takes its semaphore workspace after the
-    // tensor maps (docs/ABI.md); only version-3 readers launch it.
-    if (c.deterministic) {
-      o["deterministic"] = true;
-      o["semaphore_param"] = 19;
-      anyDeterministic = true;
-    }
-    // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
-    // the wgmma forward's, and the warp-specialised wgmma backward's (its 12
-    // warps; the other wgmma backward has 8 and loads with cp.async).
-    auto map = [&](const char *tensor, int64_t param, const char *rows,
-                   const char *planes, const char *dim, int64_t boxRows) {
-      return json::Object{
-          {"tensor", tensor}, {"param", param},
-          {"dims", json::Array{dim, rows, planes}},
-          {"box", json::Array{64, boxRows, 1}}, {"swizzle", 128},
-          {"l2_promotion", 256}, {"oob_fill", "zero"}};
-    };
-    if (c.mma == "wgmma" && c.direction == "fwd")
-      o["tensor_maps"] = json::Array{
-          map("q", 11, "nq", "batch*heads", "head_dim", c.blockQ),
-          map("k", 12, "nk", "batch*kv_heads", "head_dim", c.blockKV),
-          map("v", 13, "nk", "batch*kv_heads", "head_dim_v", c.blockKV)};
-    if (c.mma == "wgmma" && c.direction == "bwd" && c.warps == 12)
-      o["tensor_maps"] = json::Array{
-          map("q", 15, "nq", "batch*heads", "head_dim", c.blockQ),
-          map("k", 16, "nk", "batch*kv_heads", "head_dim", c.blockKV),
-          map("v", 17, "nk", "batch*kv_heads", "head_dim_v", c.blockKV),
-          map("do", 18, "nq", "batch*heads", "head_dim_v", c.blockQ)};
-    if (!k.cubin.empty()) {
-      writeFile(outDir + "/" + k.tag + ".cubin", k.cubin);
-      o["cubin"] = k.tag + ".cubin";
-    }
-    kernels.push_back(std::move(o));
     int64_t shared = 0;
     for (const KernelEntry &e : k.entries)
       shared = std::max(shared, e.sharedBytes);
@@ -170,22 +115,11 @@ int main(int argc, char **argv) {
            << format(", mlir %.3f s, llvm %.3f s, ptxas %.3f s", k.mlirSeconds,
                      k.llvmSeconds, k.ptxasSeconds)
            << (k.fromCache ? " (cached)" : "") << "\n";
+    kernels.push_back(std::move(*kernel));
   }
-  header += "\n#define FA_BUNDLE_KERNEL_COUNT " + std::to_string(kernels.size()) +
-            "\n\n#endif /* FA_BUNDLE_H */\n";
-  // Versions 3 and 4 only where an older runtime would launch a kernel
-  // wrongly (it ignores "deterministic" and would omit the semaphores; it
-  // ignores "grid" and would launch one CTA per tile without the counter).
-  json::Object manifest{{"format", "fa-bundle"},
-                        {"version", anyPersistent       ? 4
-                                    : anyDeterministic ? 3
-                                                       : 2},
-                        {"compiler", kCompilerVersion},
-                        {"kernels", std::move(kernels)}};
-  std::string text;
-  raw_string_ostream os(text);
-  os << formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
-  writeFile(outDir + "/manifest.json", text);
-  writeFile(outDir + "/fa_bundle.h", header);
+  if (Error e = writeBundle(outDir, kernels)) {
+    errs() << "fa-aot: " << toString(std::move(e)) << "\n";
+    return 1;
+  }
   return failures ? 1 : 0;
 }

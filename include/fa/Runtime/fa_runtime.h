@@ -36,7 +36,9 @@ extern "C" {
  * Versions add what an older runtime would launch wrongly rather than reject:
  * 2 the backward's "dsplit" and wgmma backward kernels, 3 deterministic
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
- * a persistent grid (another grid, one more parameter; docs/ABI.md). */
+ * a persistent grid (another grid, one more parameter; docs/ABI.md).
+ * score_mod kernels need none: every older runtime rejects a kernel whose
+ * "score_mod" is not null. */
 #define FA_RUNTIME_BUNDLE_VERSION 4
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
@@ -123,6 +125,11 @@ typedef struct fa_kernel_query {
   /* FA_MMA_ANY (0) prefers a wgmma kernel where one runs on the device; the
    * other values accept only kernels built on those instructions. */
   fa_mma mma;
+  /* The score_mod compiled into the kernel, by the name the bundle gives it
+   * (manifest "score_mod", e.g. "softcap30"; identifier characters only):
+   * only kernels of exactly that name match. NULL: plain attention, only
+   * kernels without a score_mod. A zero-initialised query asks for none. */
+  const char *score_mod;
 } fa_kernel_query;
 
 typedef struct fa_kernel_info {
@@ -146,6 +153,10 @@ typedef struct fa_kernel_info {
   /* 1 when the forward runs on a persistent grid: min(SMs, query tiles)
    * CTAs take tiles from a counter (docs/ABI.md), 0 otherwise. */
   int32_t persistent_grid;
+  /* The score_mod compiled into the kernel (applied to every score after
+   * the scale; the backward differentiates it), NULL for none. Owned by the
+   * bundle. */
+  const char *score_mod;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
@@ -187,7 +198,9 @@ FA_API fa_status fa_kernel_get_info(const fa_kernel *kernel,
                                     fa_kernel_info *out);
 
 /* Picks the kernel of the bundle that matches the query and runs on its
- * device. With mma FA_MMA_ANY a wgmma kernel (sm_90a, so only on a 9.0
+ * device. Its score_mod must be the query's exactly (NULL: none); when no
+ * kernel has it, the message lists the score_mods the bundle has for the
+ * query's direction, dtype, head dims and mask. With mma FA_MMA_ANY a wgmma kernel (sm_90a, so only on a 9.0
  * device) wins over mma.sync ones; then a cubin built for exactly that
  * compute capability, then PTX the driver can JIT (sm_XY on any device >= XY;
  * sm_XYa only on XY). */

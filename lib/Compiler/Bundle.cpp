@@ -1,0 +1,195 @@
+//===- Bundle.cpp - Write compiled kernels as an fa bundle ------*- C++ -*-===//
+//
+// docs/ABI.md is the format; lib/Runtime/Manifest.cpp reads it and rejects
+// what it cannot launch correctly. The manifest is written with llvm::json,
+// whose objects print their keys sorted, so the key order below is free.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Compiler/Bundle.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace llvm;
+
+namespace mlir::fa {
+
+namespace {
+
+/// The parameter of a deterministic backward's semaphore workspace: after
+/// fa_bwd's 15 parameters and its 4 tensor maps (docs/ABI.md).
+constexpr int64_t kSemaphoreParam = 19;
+
+/// One "tensor_maps" entry: a CUtensorMap the runtime builds over a tensor
+/// viewed as 3-D {dim, rows, planes}, innermost first, loaded in boxes of 64
+/// columns by boxRows rows.
+json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
+                       const char *rows, const char *planes, int64_t boxRows) {
+  return json::Object{{"tensor", tensor},
+                      {"param", param},
+                      {"dims", json::Array{dim, rows, planes}},
+                      {"box", json::Array{64, boxRows, 1}},
+                      {"swizzle", 128},
+                      {"l2_promotion", 256},
+                      {"oob_fill", "zero"}};
+}
+
+/// The manifest's object of one kernel.
+json::Object kernelObject(const CompiledKernel &k) {
+  const KernelConfig &c = k.config;
+  json::Object entries;
+  for (const KernelEntry &e : k.entries) {
+    json::Object entry{{"name", e.name},
+                       {"threads", e.threads},
+                       {"shared_bytes", e.sharedBytes}};
+    if (e.persistent)
+      entry["grid"] = "persistent";
+    entries[e.role] = std::move(entry);
+  }
+  // A score_mod is compiled into the kernel and named here; every runtime
+  // that predates score_mod kernels rejects a non-null score_mod, so it needs
+  // no new bundle version.
+  json::Value scoreMod = nullptr;
+  if (!c.scoreMod.empty())
+    scoreMod = c.scoreMod;
+  json::Object o{{"tag", k.tag},
+                 {"direction", c.direction},
+                 {"dtype", c.dtype},
+                 {"head_dim", c.headDim},
+                 {"head_dim_v", c.headDimV},
+                 {"block_q", c.blockQ},
+                 {"block_kv", c.blockKV},
+                 {"warps", c.warps},
+                 {"stages", c.stages},
+                 {"mask", c.mask},
+                 {"window_left", c.windowLeft},
+                 {"window_right", c.windowRight},
+                 {"score_mod", std::move(scoreMod)},
+                 {"target", c.target},
+                 {"entries", std::move(entries)},
+                 {"ptx", k.tag + ".ptx"}};
+  if (c.direction == "bwd")
+    o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
+  if (c.mma == "wgmma")
+    o["mma"] = "wgmma";
+  if (c.deterministic) {
+    o["deterministic"] = true;
+    o["semaphore_param"] = kSemaphoreParam;
+  }
+  // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
+  // the wgmma forward's, and the warp-specialised wgmma backward's (its 12
+  // warps; the other wgmma backward has 8 and loads with cp.async).
+  if (c.mma == "wgmma" && c.direction == "fwd")
+    o["tensor_maps"] = json::Array{
+        tensorMap("q", 11, "head_dim", "nq", "batch*heads", c.blockQ),
+        tensorMap("k", 12, "head_dim", "nk", "batch*kv_heads", c.blockKV),
+        tensorMap("v", 13, "head_dim_v", "nk", "batch*kv_heads", c.blockKV)};
+  if (c.mma == "wgmma" && c.direction == "bwd" && c.warps == 12)
+    o["tensor_maps"] = json::Array{
+        tensorMap("q", 15, "head_dim", "nq", "batch*heads", c.blockQ),
+        tensorMap("k", 16, "head_dim", "nk", "batch*kv_heads", c.blockKV),
+        tensorMap("v", 17, "head_dim_v", "nk", "batch*kv_heads", c.blockKV),
+        tensorMap("do", 18, "head_dim_v", "nq", "batch*heads", c.blockQ)};
+  if (!k.cubin.empty())
+    o["cubin"] = k.tag + ".cubin";
+  return o;
+}
+
+Error writeFile(const Twine &path, StringRef data) {
+  std::error_code ec;
+  raw_fd_ostream os(path.str(), ec, sys::fs::OF_None);
+  if (!ec) {
+    os << data;
+    os.close();
+    ec = os.error();
+  }
+  if (ec)
+    return createStringError(ec, "cannot write %s: %s", path.str().c_str(),
+                             ec.message().c_str());
+  return Error::success();
+}
+
+} // namespace
+
+int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
+  // Versions 3 and 4 only where an older runtime would launch a kernel
+  // wrongly: it ignores "deterministic" and would omit the semaphores; it
+  // ignores "grid" and would launch one CTA per tile without the counter.
+  bool anyDeterministic = false, anyPersistent = false;
+  for (const CompiledKernelRef &k : kernels) {
+    anyDeterministic |= k->config.deterministic;
+    for (const KernelEntry &e : k->entries)
+      anyPersistent |= e.persistent;
+  }
+  return anyPersistent ? 4 : anyDeterministic ? 3 : 2;
+}
+
+std::string bundleManifest(ArrayRef<CompiledKernelRef> kernels) {
+  json::Array list;
+  for (const CompiledKernelRef &k : kernels)
+    list.push_back(kernelObject(*k));
+  json::Object manifest{{"format", "fa-bundle"},
+                        {"version", bundleVersion(kernels)},
+                        {"compiler", kCompilerVersion},
+                        {"kernels", std::move(list)}};
+  std::string text;
+  raw_string_ostream os(text);
+  os << formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
+  return text;
+}
+
+std::string bundleHeader(ArrayRef<CompiledKernelRef> kernels) {
+  std::string header = "/* Generated by fa-aot: the kernels of this bundle. */\n"
+                       "#ifndef FA_BUNDLE_H\n#define FA_BUNDLE_H\n\n";
+  for (const CompiledKernelRef &k : kernels)
+    for (const KernelEntry &e : k->entries)
+      header += "#define FA_KERNEL_" + e.name + " \"" + e.name + "\"\n";
+  header += "\n#define FA_BUNDLE_KERNEL_COUNT " +
+            std::to_string(kernels.size()) + "\n\n#endif /* FA_BUNDLE_H */\n";
+  return header;
+}
+
+Error checkBundle(ArrayRef<CompiledKernelRef> kernels) {
+  StringSet<> tags;
+  for (const CompiledKernelRef &k : kernels) {
+    // The manifest's score_mod is the config's: the tag must show that the
+    // compiler built it in, or a plain kernel would be served as the mod's.
+    const std::string &mod = k->config.scoreMod;
+    if (!mod.empty() && !StringRef(k->tag).ends_with("_mod_" + mod))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "kernel '%s' has score_mod '%s' in its config but its tag does not "
+          "end in '_mod_%s': the compiler did not build the score_mod into it",
+          k->tag.c_str(), mod.c_str(), mod.c_str());
+    if (!tags.insert(k->tag).second)
+      return createStringError(inconvertibleErrorCode(),
+                               "kernel '%s' is listed twice", k->tag.c_str());
+  }
+  return Error::success();
+}
+
+Error writeBundle(StringRef dir, ArrayRef<CompiledKernelRef> kernels) {
+  if (Error e = checkBundle(kernels))
+    return e;
+  if (std::error_code ec = sys::fs::create_directories(dir))
+    return createStringError(ec, "cannot create %s: %s", dir.str().c_str(),
+                             ec.message().c_str());
+  for (const CompiledKernelRef &k : kernels) {
+    if (Error e = writeFile(dir + "/" + k->tag + ".ptx", k->ptx))
+      return e;
+    if (!k->cubin.empty())
+      if (Error e = writeFile(dir + "/" + k->tag + ".cubin", k->cubin))
+        return e;
+  }
+  if (Error e = writeFile(dir + "/manifest.json", bundleManifest(kernels)))
+    return e;
+  return writeFile(dir + "/fa_bundle.h", bundleHeader(kernels));
+}
+
+} // namespace mlir::fa
