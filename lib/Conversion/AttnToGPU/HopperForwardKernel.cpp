@@ -770,9 +770,11 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       turnEnd();
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
       arrive(bars.kEmpty(), stage);
+      // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
+      Value keyTile = ragged && plan.spec.scoreMod ? kb.sub(j, kb.idx(1)) : j;
       Value a[2];
       SmallVector<Value> pF32 =
-          scoreStep(j, /*masked=*/!ragged, s, bkv, st, a);
+          scoreStep(keyTile, /*masked=*/!ragged, s, bkv, st, a);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
       arrive(bars.vEmpty(), prevStage);
       accNext = fenceOperands(b, loc, accNext);

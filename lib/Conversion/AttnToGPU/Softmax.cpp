@@ -12,6 +12,10 @@
 #include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
 
 
 using namespace mlir;
@@ -111,6 +115,75 @@ void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
     }
 }
 
+/// The score_mod's transcendentals on the special-function unit, as the
+/// kernels' own softmax computes exp2: tanh(x) = 1 − 2/(2^(2x·log2e) + 1)
+/// (absolute error ~2e-7, against libdevice tanhf's ~20 instructions), exp
+/// and log through ex2/lg2.approx, and a division by a constant as a
+/// multiplication by its reciprocal (≤ 1.5 ulp). Rewrites the ops of the
+/// block from `first` (null: its start) up to the builder's insertion point.
+static void lowerScoreModMath(KernelBuilder &kb, Operation *first) {
+  OpBuilder &b = kb.b;
+  Block *block = b.getInsertionBlock();
+  Block::iterator end = b.getInsertionPoint();
+  Block::iterator it = first ? Block::iterator(first) : block->begin();
+  SmallVector<Operation *> ops;
+  for (; it != end; ++it)
+    ops.push_back(&*it);
+  OpBuilder::InsertionGuard guard(b);
+  auto rcp = [&](Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, kb.loc, b.getF32Type(),
+               b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"), ValueRange{x})
+        .getResult(0);
+  };
+  for (Operation *op : ops) {
+    b.setInsertionPoint(op);
+    Value replacement;
+    if (auto tanh = dyn_cast<math::TanhOp>(op)) {
+      Value e = kb.exp2(arith::MulFOp::create(b, kb.loc, tanh.getOperand(),
+                                              kb.f32(2 * M_LOG2E)));
+      Value r = rcp(arith::AddFOp::create(b, kb.loc, e, kb.f32(1.0)));
+      replacement = LLVM::FMAOp::create(b, kb.loc, r, kb.f32(-2.0), kb.f32(1.0));
+    } else if (auto exp = dyn_cast<math::ExpOp>(op)) {
+      replacement = kb.exp2(
+          arith::MulFOp::create(b, kb.loc, exp.getOperand(), kb.f32(M_LOG2E)));
+    } else if (auto exp2 = dyn_cast<math::Exp2Op>(op)) {
+      replacement = kb.exp2(exp2.getOperand());
+    } else if (auto log = dyn_cast<math::LogOp>(op)) {
+      replacement = arith::MulFOp::create(b, kb.loc, kb.log2(log.getOperand()),
+                                          kb.f32(M_LN2));
+    } else if (auto div = dyn_cast<arith::DivFOp>(op)) {
+      FloatAttr c;
+      if (!div.getType().isF32() || !matchPattern(div.getRhs(), m_Constant(&c)))
+        continue;
+      replacement = arith::MulFOp::create(b, kb.loc, div.getLhs(),
+                                          kb.f32(1.0 / c.getValueAsDouble()));
+    } else {
+      continue;
+    }
+    op->getResult(0).replaceAllUsesWith(replacement);
+    op->erase();
+  }
+}
+
+/// The last op before the builder's insertion point (null at a block start).
+static Operation *lastOpBefore(OpBuilder &b) {
+  Block::iterator ip = b.getInsertionPoint();
+  return ip == b.getInsertionBlock()->begin() ? nullptr : &*std::prev(ip);
+}
+
+/// attn::buildScore on one fragment element, its score_mod's math lowered
+/// for the GPU (lowerScoreModMath).
+static Value buildGpuScore(KernelBuilder &kb, Value s,
+                           const fa::attn::ScorePosition &pos, Value *derivative,
+                           Value scale) {
+  Operation *before = lastOpBefore(kb.b);
+  Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
+                                 derivative, scale);
+  lowerScoreModMath(kb, before ? before->getNextNode() : nullptr);
+  return score;
+}
+
 void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
                                            MutableArrayRef<Value> s,
                                            const attn::ScorePosition &tile,
@@ -125,8 +198,8 @@ void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
       attn::ScorePosition pos = tile;
       pos.q = query[i / 2];
       pos.kv = kb.add(laneKey, n * 8 + i % 2);
-      s[n * 4 + i] = attn::buildScore(kb.b, kb.loc, kb.plan.spec, s[n * 4 + i],
-                                      pos, /*derivative=*/nullptr, scale);
+      s[n * 4 + i] = buildGpuScore(kb, s[n * 4 + i], pos,
+                                   /*derivative=*/nullptr, scale);
     }
 }
 
@@ -143,8 +216,8 @@ SmallVector<Value> mlir::fa::gpu_lowering::applyScoreModTransposed(
       attn::ScorePosition pos = tile;
       pos.q = kb.add(laneQuery, n * 8 + i % 2);
       pos.kv = key[i / 2];
-      s[n * 4 + i] = attn::buildScore(kb.b, kb.loc, kb.plan.spec, s[n * 4 + i],
-                                      pos, &chain[n * 4 + i], scale);
+      s[n * 4 + i] =
+          buildGpuScore(kb, s[n * 4 + i], pos, &chain[n * 4 + i], scale);
     }
   return chain;
 }

@@ -9,29 +9,38 @@
 
 // score_mod reaches the kernels through the same builder as the CPU
 // decomposition (attn::buildScore): each S element is scaled by the kernel's
-// run-time scale (%arg10 forward, %arg14 backward), then modified; the
-// softmax then folds log2(e) alone into its FMA. The backward multiplies dS
-// by the mod's derivative times the scale instead of the scale.
+// run-time scale (%arg10 forward, %arg14 backward), then modified, its
+// transcendentals on the special-function unit: tanh(x) = 1 − 2/(2^(2x·log2e)
+// + 1), x/30 as x·(1/30). The softmax then folds log2(e) alone into its FMA.
+// The backward multiplies dS by the mod's derivative times the scale.
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_mod_softcap(
 // CHECK-SAME: %[[SCALE:arg10]]: f32
 // CHECK-DAG: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
 // CHECK-DAG: %[[CAP:.+]] = arith.constant 3.000000e+01 : f32
+// CHECK-DAG: %[[INVCAP:.+]] = arith.constant 0.0333333351 : f32
+// CHECK-DAG: %[[TWOLOG2E:.+]] = arith.constant 2.885390e+00 : f32
+// CHECK-DAG: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[MTWO:.+]] = arith.constant -2.000000e+00 : f32
 // CHECK: %[[S:.+]] = arith.mulf %{{.+}}, %[[SCALE]] : f32
-// CHECK-NEXT: %[[X:.+]] = arith.divf %[[S]], %[[CAP]] : f32
-// CHECK-NEXT: %[[T:.+]] = math.tanh %[[X]] : f32
+// CHECK-NEXT: %[[X:.+]] = arith.mulf %[[S]], %[[INVCAP]] : f32
+// CHECK-NEXT: %[[X2:.+]] = arith.mulf %[[X]], %[[TWOLOG2E]] : f32
+// CHECK-NEXT: %[[E:.+]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"(%[[X2]])
+// CHECK-NEXT: %[[E1:.+]] = arith.addf %[[E]], %[[ONE]] : f32
+// CHECK-NEXT: %[[R:.+]] = llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[E1]])
+// CHECK-NEXT: %[[T:.+]] = llvm.intr.fma(%[[R]], %[[MTWO]], %[[ONE]])
 // CHECK-NEXT: arith.mulf %[[T]], %[[CAP]] : f32
 // CHECK: llvm.intr.fma(%{{.+}}, %[[LOG2E]], %{{.+}})
 // CHECK-NOT: arith.mulf %[[SCALE]], %[[LOG2E]]
+// CHECK-NOT: math.tanh
 // CHECK: gpu.return
 
 // CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq32_bkv64_w4_s1_causal_sm90a_mod_softcap(
 // CHECK-SAME: %[[BSCALE:arg14]]: f32
-// CHECK-DAG: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
-// CHECK: %[[BS:.+]] = arith.mulf %{{.+}}, %[[BSCALE]] : f32
-// CHECK: %[[BT:.+]] = math.tanh %{{.+}} : f32
+// CHECK-DAG: %[[BONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[BT:.+]] = llvm.intr.fma(%{{.+}}, %{{.+}}, %[[BONE]])
 // CHECK-NEXT: %[[SQ:.+]] = arith.mulf %[[BT]], %[[BT]] : f32
-// CHECK-NEXT: %[[DT:.+]] = arith.subf %[[ONE]], %[[SQ]] : f32
+// CHECK-NEXT: %[[DT:.+]] = arith.subf %[[BONE]], %[[SQ]] : f32
 // CHECK: %[[DMOD:.+]] = arith.addf %{{.+}}, %{{.+}} : f32
 // CHECK-NEXT: %[[CHAIN:.+]] = arith.mulf %[[DMOD]], %[[BSCALE]] : f32
 // dSᵀ = Pᵀ∘(dPᵀ − Delta) times the chain, not the scale:
