@@ -1,3 +1,10 @@
+// RUN: fa-opt %s -o /dev/null
+// RUN: fa-aot --score-mods %s -o %t --config fwd:bf16:d64:causal:mod=softcap30 --config bwd:bf16:d64:none:mod=alibi16 --config fwd:f16:d64:window:l64:r16:mod=relbias --config bwd:bf16:d64:causal:mod=clamp | FileCheck %s
+// CHECK-DAG: fwd_bf16_d64_{{.+}}_mod_softcap30: registers {{[0-9]+}}, spill bytes 0
+// CHECK-DAG: bwd_bf16_d64_{{.+}}_mod_alibi16: registers {{[0-9]+}}, spill bytes 0
+// CHECK-DAG: fwd_f16_d64_{{.+}}_mod_relbias: registers {{[0-9]+}}, spill bytes 0
+// CHECK-DAG: bwd_bf16_d64_{{.+}}_mod_clamp: registers {{[0-9]+}}, spill bytes 0
+
 // The score_mod library of the GPU tests: `fa-aot --score-mods
 // test/gpu/score_mods.mlir` with configs that name a function, e.g.
 // fwd:bf16:d128:causal:mod=softcap30 (test/gpu/configs_score_mod.txt).

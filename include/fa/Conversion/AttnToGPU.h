@@ -11,6 +11,7 @@
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::fa {
@@ -19,6 +20,30 @@ namespace mlir::fa {
 /// (sm_90a: the forward with TMA loads and warp specialisation,
 /// HopperForwardKernel.cpp; the backward, HopperBackwardKernel.cpp).
 enum class MmaStrategy { MmaSync, Wgmma };
+
+/// The wgmma forward's schedule (docs/hopper-notes.md): resolved once into
+/// the plan, read by the builder, and part of the tag wherever it differs
+/// from the measured default for the plan.
+struct WgmmaForwardSchedule {
+  /// The consumer warpgroups take turns issuing their GEMMs.
+  bool pingPong = true;
+  /// O leaves through shared memory with 16-byte stores.
+  bool smemEpilogue = true;
+  /// A row keeps its base until its max grows by more than 2^8.
+  bool lazyRescale = false;
+  /// O takes the previous tile's factors inside the ping-pong turn.
+  bool rescaleInTurn = false;
+  /// Maskless: the last, ragged key tile runs first.
+  bool raggedFirst = false;
+
+  bool operator==(const WgmmaForwardSchedule &o) const {
+    return pingPong == o.pingPong && smemEpilogue == o.smemEpilogue &&
+           lazyRescale == o.lazyRescale && rescaleInTurn == o.rescaleInTurn &&
+           raggedFirst == o.raggedFirst;
+  }
+  /// "_pp0_rit1"-style fields for the choices that differ from `measured`.
+  std::string tagSuffix(const WgmmaForwardSchedule &measured) const;
+};
 
 /// The tiling of one kernel. Zero fields mean "the default for the head dim".
 struct GpuTileOptions {
@@ -33,6 +58,9 @@ struct GpuTileOptions {
   bool deterministic = false;
   /// wgmma forward: "persistent", "blocks", or "" (wgmmaPersistentGrid).
   std::string grid;
+  /// wgmma forward: exactly this schedule (a plan read back from IR), or
+  /// none for the command-line switches over the measured defaults.
+  std::optional<WgmmaForwardSchedule> schedule;
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -63,6 +91,8 @@ struct KernelPlan {
   /// tensor-map parameters after fa_bwd's 15) and writing dQ with bulk
   /// reductions into a row-swizzled dq_accum (docs/ABI.md).
   bool warpSpecialized = false;
+  /// wgmma forward only: its schedule.
+  WgmmaForwardSchedule schedule;
   /// Warp-specialised wgmma backward only: dQ tiles are added in key-block
   /// order, each (batch, head, query tile) behind a 32-bit semaphore in a
   /// workspace that the kernel takes after the tensor maps (docs/ABI.md);
@@ -135,6 +165,13 @@ gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
 /// The A/B switches of the wgmma forward that change its code without
 /// changing its tag (command-line flags); part of every cache key.
 std::string wgmmaVariantKey();
+
+/// The measured default schedule of a wgmma forward plan (its grid, block
+/// sizes and mask resolved).
+WgmmaForwardSchedule measuredWgmmaForwardSchedule(const KernelPlan &plan);
+
+/// The schedule the -fa-wgmma-* switches ask for over the measured default.
+WgmmaForwardSchedule wgmmaForwardSchedule(const KernelPlan &plan);
 
 /// Whether the wgmma forward for `spec` and head dim D is built with a
 /// persistent grid (-fa-wgmma-persistent, else the measured default).

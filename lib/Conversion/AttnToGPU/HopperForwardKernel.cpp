@@ -97,6 +97,39 @@ static bool optionOr(const llvm::cl::opt<llvm::cl::boolOrDefault> &opt,
   return opt == llvm::cl::BOU_UNSET ? measured : opt == llvm::cl::BOU_TRUE;
 }
 
+WgmmaForwardSchedule
+mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
+  WgmmaForwardSchedule measured;
+  // O takes the previous tile's factors inside the turn (FA3's order), so
+  // the 64 multiplies leave the path from a tile's softmax to its next
+  // issue: +2-3% causal, +0.5-1.5% maskless at d128, +0-2% on the
+  // persistent causal block_kv 128 grid; d64 maskless lost 3-5%; 8 B of
+  // spills on persistent grids with wider key tiles (block_kv 176).
+  measured.rescaleInTurn =
+      plan.headDim > 64 && !(plan.persistent && plan.blockKV > 128);
+  // Maskless, the ragged last tile first: +1-9% at d64 and, with the
+  // in-turn rescale, +2-5% at d128. The persistent D > 64 consumer has no
+  // register to spare for the prologue's width branches (8 B of spills at
+  // block_kv 176).
+  measured.raggedFirst = plan.spec.mask == attn::MaskKind::None &&
+                         !(plan.persistent && plan.headDim > 64);
+  return measured;
+}
+
+WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
+  WgmmaForwardSchedule schedule = measuredWgmmaForwardSchedule(plan);
+  schedule.pingPong = clPingPong;
+  schedule.smemEpilogue = clSmemEpilogue;
+  schedule.lazyRescale = clLazyRescale;
+  schedule.rescaleInTurn = optionOr(clRescaleInTurn, schedule.rescaleInTurn);
+  // Ragged-first needs a maskless forward and is never taken by the
+  // persistent D > 64 consumer, whatever the switch says.
+  schedule.raggedFirst = plan.spec.mask == attn::MaskKind::None &&
+                         !(plan.persistent && plan.headDim > 64) &&
+                         optionOr(clRaggedFirst, true);
+  return schedule;
+}
+
 bool mlir::fa::wgmmaPersistentGrid(const attn::ScoreSpec &spec,
                                    int64_t headDim) {
   // Measured on the H200 (PERF.md): +0 to +13% for maskless D = 64. At
@@ -190,27 +223,9 @@ private:
 
   /// Maskless: ring iteration 0 reads the last key tile (ragged when Nk is
   /// not a multiple of block_kv), iteration i > 0 key tile jBegin + i - 1.
-  /// Measured +1-9% at d64 and, with the in-turn rescale, +2-5% at d128
-  /// (docs/hopper-notes.md). The persistent D > 64 consumer has no register
-  /// to spare for the prologue's width branches (8 B of spills at block_kv
-  /// 176), so it never takes it.
-  bool raggedFirst() const {
-    return plan.spec.mask == attn::MaskKind::None &&
-           !(plan.persistent && plan.headDim > 64) &&
-           optionOr(clRaggedFirst, true);
-  }
+  bool raggedFirst() const { return plan.schedule.raggedFirst; }
 
-  /// O takes the previous tile's factors inside the turn (FA3's order), so
-  /// the 64 multiplies leave the path from a tile's softmax to its next
-  /// issue. By default for D > 64 (+2-3% causal, +0.5-1.5% maskless at
-  /// d128, +0-2% on the persistent causal block_kv 128 grid; d64 maskless
-  /// lost 3-5%), not on persistent grids with wider key tiles (8 B of
-  /// spills at block_kv 176).
-  bool rescaleInTurn() const {
-    return optionOr(clRescaleInTurn,
-                    plan.headDim > 64 &&
-                        !(plan.persistent && plan.blockKV > 128));
-  }
+  bool rescaleInTurn() const { return plan.schedule.rescaleInTurn; }
 
   Value i64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
@@ -545,7 +560,7 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   // Ping-pong: consumer 0's own arrival lets it issue first (see
   // emitConsumerTile); once per CTA, as every tile passes the same number
   // of turns in both consumers.
-  if (clPingPong) {
+  if (plan.schedule.pingPong) {
     auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
                                   /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(b);
@@ -596,7 +611,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     }
     SmallVector<Value> unit(4, kb.f32(1.0));
     onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2,
-                        clLazyRescale ? kLazyRescaleLog2 : 0.0);
+                        plan.schedule.lazyRescale ? kLazyRescaleLog2 : 0.0);
     alpha[0] = unit[0];
     alpha[1] = unit[2];
     return s;
@@ -629,11 +644,11 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     namedBarrier(b, loc, op, id1, threads);
   };
   auto turnBegin = [&] {
-    if (clPingPong)
+    if (plan.schedule.pingPong)
       perConsumer("bar.sync", 1, 2, kConsumerThreads);
   };
   auto turnEnd = [&] {
-    if (clPingPong)
+    if (plan.schedule.pingPong)
       perConsumer("bar.arrive", 2, 1, kConsumerThreads);
   };
   // On a persistent grid the producer refills Q for the next tile once
@@ -729,7 +744,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
           for (int64_t i = 0; i < 4; ++i)
             x[n * 4 + i] = arith::MulFOp::create(b, loc, x[n * 4 + i], f[i / 2]);
       };
-      if (clLazyRescale)
+      if (plan.schedule.lazyRescale)
         return rescaleUnlessUnit(f, o, mul);
       mul(o);
       return o;
@@ -824,7 +839,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   finalizeSoftmax(kb, state, invSum, lse);
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
   // (A persistent grid's next Q may already be landing in the Q tile.)
-  if (clSmemEpilogue && !plan.persistent) {
+  if (plan.schedule.smemEpilogue && !plan.persistent) {
     emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
                      qRowsBase, rowBase);
     return;

@@ -67,7 +67,25 @@ std::string KernelPlan::tag() const {
   llvm::erase(chip, '_');
   return t + "_" + chip + (deterministic ? "_det" : "") +
          (persistent ? "_persistent" : "") +
+         (strategy == MmaStrategy::Wgmma && !backward
+              ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
+              : "") +
          (scoreModName.empty() ? "" : "_mod_" + scoreModName);
+}
+
+std::string
+WgmmaForwardSchedule::tagSuffix(const WgmmaForwardSchedule &measured) const {
+  std::string t;
+  auto field = [&](const char *name, bool mine, bool theirs) {
+    if (mine != theirs)
+      t += std::string("_") + name + (mine ? "1" : "0");
+  };
+  field("pp", pingPong, measured.pingPong);
+  field("epi", smemEpilogue, measured.smemEpilogue);
+  field("lazy", lazyRescale, measured.lazyRescale);
+  field("rit", rescaleInTurn, measured.rescaleInTurn);
+  field("ragged", raggedFirst, measured.raggedFirst);
+  return t;
 }
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
@@ -142,6 +160,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   if (plan.stages != 2 && plan.stages != 3)
     return fail("expected 2 or 3 stages for mma = wgmma, got " +
                 llvm::Twine(plan.stages));
+  plan.schedule =
+      options.schedule ? *options.schedule : wgmmaForwardSchedule(plan);
   if (plan.forwardSharedBytes() > kMaxSharedBytes)
     return fail("tile needs " + llvm::Twine(plan.forwardSharedBytes()) +
                 " bytes of shared memory, more than " +
@@ -344,6 +364,17 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
+  if (plan.strategy == MmaStrategy::Wgmma && !plan.backward) {
+    const WgmmaForwardSchedule &w = plan.schedule;
+    fields.push_back(b.getNamedAttr(
+        "schedule",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("ping_pong", b.getBoolAttr(w.pingPong)),
+             b.getNamedAttr("smem_epilogue", b.getBoolAttr(w.smemEpilogue)),
+             b.getNamedAttr("lazy_rescale", b.getBoolAttr(w.lazyRescale)),
+             b.getNamedAttr("rescale_in_turn", b.getBoolAttr(w.rescaleInTurn)),
+             b.getNamedAttr("ragged_first", b.getBoolAttr(w.raggedFirst))})));
+  }
   return b.getDictionaryAttr(fields);
 }
 
@@ -365,5 +396,18 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.mma = string("mma", "");
   options.grid = string("grid", "");
   options.deterministic = attr.contains("deterministic");
+  if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
+    auto flag = [&](StringRef name) {
+      auto a = schedule.getAs<BoolAttr>(name);
+      return a && a.getValue();
+    };
+    WgmmaForwardSchedule w;
+    w.pingPong = flag("ping_pong");
+    w.smemEpilogue = flag("smem_epilogue");
+    w.lazyRescale = flag("lazy_rescale");
+    w.rescaleInTurn = flag("rescale_in_turn");
+    w.raggedFirst = flag("ragged_first");
+    options.schedule = w;
+  }
   return options;
 }

@@ -1,8 +1,8 @@
 // REQUIRES: ptxas
 // RUN: fa-opt %s -fa-lower-to-nvvm="mma=wgmma" -fa-wgmma-lazy-rescale > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
-// RUN: FileCheck %s < %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx
-// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
+// RUN: FileCheck %s < %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_lazy1.ptx
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_lazy1.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
 // RUN: fa-opt %s -fa-lower-to-nvvm="mma=wgmma" > %t.default.mlir
 // RUN: rm -rf %t.d && mkdir -p %t.d && %python %S/Inputs/extract-ptx.py %t.default.mlir %t.d
 // RUN: FileCheck %s --check-prefix=DEFAULT < %t.d/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx
