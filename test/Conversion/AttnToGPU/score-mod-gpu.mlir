@@ -41,7 +41,10 @@
 // CHECK: %[[BT:.+]] = llvm.intr.fma(%{{.+}}, %{{.+}}, %[[BONE]])
 // CHECK-NEXT: %[[SQ:.+]] = arith.mulf %[[BT]], %[[BT]] : f32
 // CHECK-NEXT: %[[DT:.+]] = arith.subf %[[BONE]], %[[SQ]] : f32
-// CHECK: %[[DMOD:.+]] = arith.addf %{{.+}}, %{{.+}} : f32
+// d(score)/d(S) = (1 − t²)·(1/30)·30·scale, no terms for the constants:
+// CHECK-NEXT: %[[DX:.+]] = arith.mulf %[[DT]], %{{.+}} : f32
+// CHECK-NEXT: %[[Y:.+]] = arith.mulf %[[BT]], %{{.+}} : f32
+// CHECK-NEXT: %[[DMOD:.+]] = arith.mulf %[[DX]], %{{.+}} : f32
 // CHECK-NEXT: %[[CHAIN:.+]] = arith.mulf %[[DMOD]], %[[BSCALE]] : f32
 // dSᵀ = Pᵀ∘(dPᵀ − Delta) times the chain, not the scale:
 // CHECK: vector.load

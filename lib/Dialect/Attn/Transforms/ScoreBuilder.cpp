@@ -185,25 +185,43 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
       continue;
     Value y = clone->getResult(0);
     auto operand = [&](unsigned i) { return map.lookup(op.getOperand(i)); };
-    auto ta = [&]() { return zeroIfNull(t(op.getOperand(0))); };
-    auto tb = [&]() { return zeroIfNull(t(op.getOperand(1))); };
+    // Operand tangents, null where an operand does not depend on the score:
+    // the rules below leave out those terms instead of multiplying by 0.
+    Value tA = op.getNumOperands() > 0 ? t(op.getOperand(0)) : Value();
+    Value tB = op.getNumOperands() > 1 ? t(op.getOperand(1)) : Value();
+    auto ta = [&]() { return zeroIfNull(tA); };
+    auto tb = [&]() { return zeroIfNull(tB); };
     Value d =
         llvm::TypeSwitch<Operation *, Value>(&op)
-            .Case<arith::AddFOp>([&](auto) {
-              return arith::AddFOp::create(b, loc, ta(), tb());
+            .Case<arith::AddFOp>([&](auto) -> Value {
+              if (!tA || !tB)
+                return tA ? tA : tB;
+              return arith::AddFOp::create(b, loc, tA, tB);
             })
-            .Case<arith::SubFOp>([&](auto) {
-              return arith::SubFOp::create(b, loc, ta(), tb());
+            .Case<arith::SubFOp>([&](auto) -> Value {
+              if (!tB)
+                return tA;
+              if (!tA)
+                return arith::NegFOp::create(b, loc, tB);
+              return arith::SubFOp::create(b, loc, tA, tB);
             })
             .Case<arith::MulFOp>([&](auto) -> Value {
-              Value l = arith::MulFOp::create(b, loc, ta(), operand(1));
-              Value r = arith::MulFOp::create(b, loc, operand(0), tb());
+              Value l = tA ? arith::MulFOp::create(b, loc, tA, operand(1))
+                           : Value();
+              Value r = tB ? arith::MulFOp::create(b, loc, operand(0), tB)
+                           : Value();
+              if (!l || !r)
+                return l ? l : r;
               return arith::AddFOp::create(b, loc, l, r);
             })
             .Case<arith::DivFOp>([&](auto) -> Value {
               // (ta - y·tb) / b
-              Value yt = arith::MulFOp::create(b, loc, y, tb());
-              Value num = arith::SubFOp::create(b, loc, ta(), yt);
+              Value num = tA;
+              if (tB) {
+                Value yt = arith::MulFOp::create(b, loc, y, tB);
+                num = tA ? arith::SubFOp::create(b, loc, tA, yt).getResult()
+                         : arith::NegFOp::create(b, loc, yt).getResult();
+              }
               return arith::DivFOp::create(b, loc, num, operand(1));
             })
             .Case<arith::NegFOp>(
