@@ -407,7 +407,8 @@ Dual ScoreModProgram::evaluate(double score, const Position &pos,
 }
 
 std::vector<int> ScoreModProgram::nearKinks(double score, const Position &pos,
-                                            double tolerance) const {
+                                            double tolerance,
+                                            double scoreStep) const {
   std::vector<Dual> v(nodes.size());
   std::vector<int> near;
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -415,12 +416,14 @@ std::vector<int> ScoreModProgram::nearKinks(double score, const Position &pos,
     v[n] = evaluateNode(node, v, score, pos, false);
     if (!node.readsScore)
       continue;
-    double a = node.lhs >= 0 ? v[node.lhs].value : 0;
-    double b = node.rhs >= 0 ? v[node.rhs].value : 0;
+    Dual a = node.lhs >= 0 ? v[node.lhs] : Dual{};
+    Dual b = node.rhs >= 0 ? v[node.rhs] : Dual{};
     bool kink = node.op == ModOp::Abs || node.op == ModOp::CmpF ||
                 node.op == ModOp::MaximumF || node.op == ModOp::MinimumF ||
                 node.op == ModOp::MaxNumF || node.op == ModOp::MinNumF;
-    if (kink && std::fabs(a - b) <= tolerance * (1 + std::fabs(a) + std::fabs(b)))
+    double reach = tolerance * (std::fabs(a.value) + std::fabs(b.value)) +
+                   scoreStep * std::fabs(a.deriv - b.deriv);
+    if (kink && std::fabs(a.value - b.value) <= reach)
       near.push_back(int(n));
   }
   // A tie between equal functions (max(s, s), or s + b at b = 0 against s)

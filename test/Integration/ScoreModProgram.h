@@ -67,11 +67,12 @@ public:
   Dual evaluate(double score, const Position &pos, const Round &round,
                 int flip = -1) const;
 
-  /// The score-dependent kinks closer than `tolerance` (relative to their
-  /// operands) at `score` whose sides differ in slope: f32 and f64 may take
-  /// different sides of them.
+  /// The score-dependent kinks at `score` whose sides differ in slope and
+  /// that lie within `tolerance` relative to their operands plus what a
+  /// change of the score by `scoreStep` moves them: f32 and f64, or the two
+  /// points of a difference quotient, may take different sides of them.
   std::vector<int> nearKinks(double score, const Position &pos,
-                             double tolerance) const;
+                             double tolerance, double scoreStep = 0) const;
 
   /// Σ |value| over the program's values at `score`: the scale of the
   /// rounding error of evaluating it in f32 (amplification aside).

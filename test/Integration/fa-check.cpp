@@ -234,9 +234,10 @@ double identity(double x) { return x; }
 
 /// Random programs have kinks (abs, max/min, cmpf-driven selects) where the
 /// derivative jumps; f32 may see a score on the other side of one than f64
-/// does. Within this distance (relative to the kink's operands, about 100×
-/// the f32 error of the values a program sees) an element is ambiguous.
-constexpr double kKinkTolerance = 1e-4;
+/// does. An element is ambiguous within 1e-4 of the kink's operands (about
+/// 1000 f32 roundings) plus what a score error of 1e-5 moves them (ten
+/// times fa's score error here).
+constexpr double kKinkTolerance = 1e-4, kScoreError = 1e-5;
 
 /// fa's LSE is f32 arithmetic on the scores, so its error against the f64
 /// LSE is a few roundings of the magnitudes that form it: eps_f32 times
@@ -251,7 +252,8 @@ constexpr double kLseUnits = 8;
 double kinkJump(const Case &c, double x, const Position &pos) {
   if (c.mod != Mod::Random)
     return 0;
-  std::vector<int> near = c.program->nearKinks(x, pos, kKinkTolerance);
+  std::vector<int> near =
+      c.program->nearKinks(x, pos, kKinkTolerance, kScoreError);
   if (near.empty())
     return 0;
   double base = c.program->evaluate(x, pos, identity).deriv, jump = 0;
@@ -689,9 +691,11 @@ struct Checker {
     return ok;
   }
 
-  /// Whether some visible score sits within `tolerance` of a kink of the
-  /// case's score_mod, where a difference quotient straddles two slopes.
-  bool nearKink(const Case &c, const Problem &p, double tolerance) {
+  /// Whether some visible score sits near a kink of the case's score_mod,
+  /// where a difference quotient could straddle two slopes (or f32 take the
+  /// other side): within 1e-6 of the kink's operands, or a score step of
+  /// 1e-4 (ten times what a step of 1e-5 in one input moves a score here).
+  bool nearKink(const Case &c, const Problem &p) {
     if (c.mod != Mod::Random)
       return false;
     int64_t g = c.h / c.hkv;
@@ -704,7 +708,7 @@ struct Checker {
           for (int64_t d = 0; d < c.d; ++d)
             dot += p.q.data[idx4(0, h, i, d, c.h, c.nq, c.d)] *
                    p.k.data[idx4(0, h / g, j, d, c.hkv, c.nk, c.d)];
-          if (!c.program->nearKinks(dot * c.scale, {0, h, i, j}, tolerance)
+          if (!c.program->nearKinks(dot * c.scale, {0, h, i, j}, 1e-6, 1e-4)
                    .empty())
             return true;
         }
@@ -713,15 +717,14 @@ struct Checker {
 
   /// Central differences of L = Σ O∘dO in float64 against the f64 analytic
   /// gradients and against fa's f32 gradients. Problems with a score near a
-  /// kink of the score_mod are drawn again: a step of 1e-5 moves scores by
-  /// far less than the 1e-3 kept from kinks.
+  /// kink of the score_mod are drawn again.
   void checkFiniteDifferences(const Case &c) {
     std::string err;
     auto fn = compile(c, backwardIR(c), "bwd", err);
     if (!fn)
       return report(false, c, "compile: " + err);
     Problem p = problem(c);
-    for (int redraw = 0; nearKink(c, p, 1e-3); ++redraw) {
+    for (int redraw = 0; nearKink(c, p); ++redraw) {
       if (redraw == 100)
         return report(false, c, "setup: every problem drawn is near a kink");
       p = problem(c);
