@@ -5,10 +5,15 @@
 // fa-lower-to-llvm and the ExecutionEngine, and compares with a float64
 // reference. Pass rule (as the flash-attn suite): the error of fa against
 // f64 is at most 2× the error of a naive implementation in the input
-// precision, + 1e-5. The backward also gets float64 finite differences and a
-// bit-identical rerun in deterministic mode.
+// precision, + 1e-5; a baseline that is not finite fails the case. LSE, which
+// fa always computes in f32, is held to an f32 bound instead. score_mod is
+// none, ALiBi, softcap or a random program over every op the backward
+// differentiates (ScoreModProgram.h). The backward also gets float64 finite
+// differences, and deterministic mode must not depend on the blocking.
 //
 //===----------------------------------------------------------------------===//
+
+#include "ScoreModProgram.h"
 
 #include "fa/Compiler/CpuRunner.h"
 
@@ -21,10 +26,16 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
 
 using namespace mlir::fa;
+using fa_check::Dual;
+using fa_check::ModOp;
+using fa_check::Position;
+using fa_check::Round;
+using fa_check::ScoreModProgram;
 using llvm::outs;
 
 static llvm::cl::opt<int> numCases("cases", llvm::cl::desc("random cases"),
@@ -39,7 +50,7 @@ static llvm::cl::opt<bool> verbose("v", llvm::cl::desc("print every case"));
 
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
-enum class Mod { None, Alibi, Softcap };
+enum class Mod { None, Alibi, Softcap, Random };
 
 struct Case {
   ElemKind dtype;
@@ -47,6 +58,7 @@ struct Case {
   Mask mask;
   int64_t left = 0, right = 0;
   Mod mod;
+  std::shared_ptr<const ScoreModProgram> program; // Mod::Random
   double scale;
   int64_t blockQ, blockKV;
   bool deterministic = true;
@@ -65,7 +77,13 @@ const char *maskName(Mask m) {
   return "";
 }
 const char *modName(Mod m) {
-  return m == Mod::None ? "none" : m == Mod::Alibi ? "alibi" : "softcap";
+  switch (m) {
+  case Mod::None: return "none";
+  case Mod::Alibi: return "alibi";
+  case Mod::Softcap: return "softcap";
+  case Mod::Random: return "random";
+  }
+  return "";
 }
 constexpr double kSoftcap = 2.0;
 
@@ -76,7 +94,10 @@ std::string describe(const Case &c) {
      << " mask=" << maskName(c.mask);
   if (c.mask == Mask::Window)
     os << "(" << c.left << "," << c.right << ")";
-  os << " mod=" << modName(c.mod) << " bq" << c.blockQ << " bkv" << c.blockKV;
+  os << " mod=" << modName(c.mod);
+  if (c.program)
+    os << "(" << c.program->size() << " values)";
+  os << " bq" << c.blockQ << " bkv" << c.blockKV;
   if (!c.deterministic)
     os << " parallel-dq";
   return os.str();
@@ -133,6 +154,8 @@ std::string attrsAndRegion(const Case &c) {
        << "  %t = math.tanh %x : f32\n"
        << "  %r = arith.mulf %t, %cap : f32\n"
        << "  attn.yield %r : f32\n}";
+  } else if (c.mod == Mod::Random) {
+    os << " score_mod {\n" << c.program->regionBody() << "}";
   }
   return os.str();
 }
@@ -187,34 +210,62 @@ bool visible(const Case &c, int64_t i, int64_t j) {
   return true;
 }
 
-/// score_mod and its derivative, on the scaled score x.
-double scoreMod(const Case &c, double x, int64_t h, int64_t i, int64_t j,
-                double *deriv) {
+/// score_mod and its derivative at the scaled score x of element `pos`; a
+/// random program rounds each of its values with `rd`.
+Dual scoreMod(const Case &c, double x, const Position &pos, const Round &rd) {
   switch (c.mod) {
   case Mod::None:
-    *deriv = 1;
-    return x;
+    return {x, 1};
   case Mod::Alibi: {
-    double slope = std::exp2(-8.0 * (h + 1) / c.h);
-    *deriv = 1;
-    return x + slope * double(j - i);
+    double slope = std::exp2(-8.0 * (pos[1] + 1) / c.h);
+    return {x + slope * double(pos[3] - pos[2]), 1};
   }
   case Mod::Softcap: {
     double t = std::tanh(x / kSoftcap);
-    *deriv = 1 - t * t;
-    return kSoftcap * t;
+    return {kSoftcap * t, 1 - t * t};
   }
+  case Mod::Random:
+    return c.program->evaluate(x, pos, rd);
   }
-  return x;
+  return {x, 1};
+}
+
+double identity(double x) { return x; }
+
+/// Random programs have kinks (abs, max/min, cmpf-driven selects) where the
+/// derivative jumps; f32 may see a score on the other side of one than f64
+/// does. An element is ambiguous within 1e-4 of the kink's operands (about
+/// 1000 f32 roundings) plus what a score error of 1e-5 moves them (ten
+/// times fa's score error here).
+constexpr double kKinkTolerance = 1e-4, kScoreError = 1e-5;
+
+/// fa's LSE is f32 arithmetic on the scores, so its error against the f64
+/// LSE is a few roundings of the magnitudes that form it: eps_f32 times
+/// lseScale (|lse| + log Nk + 1 for the final log and add, plus the
+/// p-weighted Σ_d|q·k|·scale and score_mod values each score is rounded
+/// from). Over 2,400 cases fa stayed within 1 unit but for one random
+/// score_mod that amplifies rounding (2.7); a bug of one bf16 rounding
+/// (2^-8) in LSE is ~10^4 units.
+constexpr double kLseUnits = 16;
+
+/// How much d(score_mod)/d(score) at this element changes if f32 takes the
+/// other side of the kinks near it (0 away from kinks).
+double kinkJump(const Case &c, double x, const Position &pos) {
+  if (c.mod != Mod::Random)
+    return 0;
+  std::vector<int> near =
+      c.program->nearKinks(x, pos, kKinkTolerance, kScoreError);
+  if (near.empty())
+    return 0;
+  double base = c.program->evaluate(x, pos, identity).deriv, jump = 0;
+  for (int node : near)
+    jump += std::fabs(c.program->evaluate(x, pos, identity, node).deriv - base);
+  return jump;
 }
 
 struct Problem {
   HostTensor q, k, v, dO;
 };
-
-/// Rounding applied to every intermediate by the naive implementation; the
-/// identity for the f64 reference.
-using Round = std::function<double(double)>;
 
 /// acc += x, in f32 for the naive implementation (which, like a framework's
 /// matmuls, accumulates in f32 whatever the input type) and in f64 for the
@@ -226,7 +277,23 @@ void accumulate(double &acc, double x, bool naive) {
 struct Forward {
   std::vector<double> o, lse;
   std::vector<double> p; // [b][h][i][j], for the backward reference
+  /// Per row, the scale of f32 rounding in its LSE (see lseScale).
+  std::vector<double> lseScale;
 };
+
+/// The magnitudes f32 rounds when score_mod turns x into a score.
+double modMagnitude(const Case &c, double x, const Position &pos) {
+  switch (c.mod) {
+  case Mod::None:
+    return 0;
+  case Mod::Alibi:
+  case Mod::Softcap:
+    return std::fabs(x) + 2 * std::fabs(scoreMod(c, x, pos, identity).value);
+  case Mod::Random:
+    return c.program->magnitude(x, pos);
+  }
+  return 0;
+}
 
 size_t idx4(int64_t a, int64_t b, int64_t c, int64_t d, int64_t B, int64_t C,
             int64_t D) {
@@ -239,8 +306,9 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
   f.o.assign(c.b * c.h * c.nq * c.dv, 0.0);
   f.lse.assign(c.b * c.h * c.nq, -kInf);
   f.p.assign(c.b * c.h * c.nq * c.nk, 0.0);
+  f.lseScale.assign(c.b * c.h * c.nq, 0.0);
   int64_t g = c.h / c.hkv;
-  std::vector<double> s(c.nk);
+  std::vector<double> s(c.nk), magnitude(c.nk);
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < c.h; ++h)
       for (int64_t i = 0; i < c.nq; ++i) {
@@ -251,14 +319,16 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
             s[j] = -kInf;
             continue;
           }
-          double dot = 0;
-          for (int64_t d = 0; d < c.d; ++d)
-            accumulate(dot,
-                       p.q.data[idx4(b, h, i, d, c.h, c.nq, c.d)] *
-                           p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
-                       naive);
-          double der;
-          s[j] = rd(scoreMod(c, rd(rd(dot) * c.scale), h, i, j, &der));
+          double dot = 0, absDot = 0;
+          for (int64_t d = 0; d < c.d; ++d) {
+            double qk = p.q.data[idx4(b, h, i, d, c.h, c.nq, c.d)] *
+                        p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)];
+            accumulate(dot, qk, naive);
+            absDot += std::fabs(qk);
+          }
+          double x = rd(rd(dot) * c.scale);
+          s[j] = rd(scoreMod(c, x, {b, h, i, j}, rd).value);
+          magnitude[j] = absDot * c.scale + modMagnitude(c, x, {b, h, i, j});
           m = std::max(m, s[j]);
         }
         if (m == -kInf)
@@ -268,9 +338,11 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
           l += s[j] == -kInf ? 0 : std::exp(s[j] - m);
         size_t row = (size_t(b) * c.h + h) * c.nq + i;
         f.lse[row] = m + std::log(l);
+        f.lseScale[row] = std::fabs(f.lse[row]) + std::log(double(c.nk)) + 1;
         for (int64_t j = 0; j < c.nk; ++j) {
           double pij = s[j] == -kInf ? 0 : rd(std::exp(s[j] - m) / l);
           f.p[row * c.nk + j] = pij;
+          f.lseScale[row] += pij * magnitude[j];
           if (pij == 0)
             continue;
           for (int64_t e = 0; e < c.dv; ++e)
@@ -287,13 +359,23 @@ struct Grads {
   std::vector<double> dq, dk, dv;
 };
 
-/// Analytic gradients; `oIn` is the O given to the backward (for D).
-Grads backward(const Case &c, const Problem &p, const Forward &f,
-               const std::vector<double> &oIn, const Round &rd, bool naive) {
+Grads zeroGrads(const Case &c) {
   Grads gr;
   gr.dq.assign(c.b * c.h * c.nq * c.d, 0.0);
   gr.dk.assign(c.b * c.hkv * c.nk * c.d, 0.0);
   gr.dv.assign(c.b * c.hkv * c.nk * c.dv, 0.0);
+  return gr;
+}
+
+/// Analytic gradients; `oIn` is the O given to the backward (for D). With
+/// `kinkSlack`, also what f32 taking the other side of a kink could move
+/// each gradient element by (see kinkJump).
+Grads backward(const Case &c, const Problem &p, const Forward &f,
+               const std::vector<double> &oIn, const Round &rd, bool naive,
+               Grads *kinkSlack = nullptr) {
+  Grads gr = zeroGrads(c);
+  if (kinkSlack)
+    *kinkSlack = zeroGrads(c);
   int64_t g = c.h / c.hkv;
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < c.h; ++h)
@@ -318,14 +400,19 @@ Grads backward(const Case &c, const Problem &p, const Forward &f,
             accumulate(dot, p.q.data[row * c.d + d] *
                                 p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
                        naive);
-          double der;
-          scoreMod(c, dot * c.scale, h, i, j, &der);
+          double x = rd(rd(dot) * c.scale);
+          double der = scoreMod(c, x, {b, h, i, j}, rd).deriv;
           double ds = rd(pij * (rd(dp) - delta) * der * c.scale);
+          double jump = kinkSlack ? kinkJump(c, x, {b, h, i, j}) : 0;
+          double dsSlack = std::fabs(pij * (dp - delta) * c.scale) * jump;
           for (int64_t d = 0; d < c.d; ++d) {
-            accumulate(gr.dq[row * c.d + d],
-                       ds * p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)], naive);
-            accumulate(gr.dk[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
-                       ds * p.q.data[row * c.d + d], naive);
+            size_t kd = idx4(b, hk, j, d, c.hkv, c.nk, c.d);
+            accumulate(gr.dq[row * c.d + d], ds * p.k.data[kd], naive);
+            accumulate(gr.dk[kd], ds * p.q.data[row * c.d + d], naive);
+            if (dsSlack != 0) {
+              kinkSlack->dq[row * c.d + d] += dsSlack * std::fabs(p.k.data[kd]);
+              kinkSlack->dk[kd] += dsSlack * std::fabs(p.q.data[row * c.d + d]);
+            }
           }
         }
       }
@@ -335,9 +422,11 @@ Grads backward(const Case &c, const Problem &p, const Forward &f,
   return gr;
 }
 
-/// Max |a - ref|, with matching infinities counted as equal and any NaN or
-/// mismatched infinity as an infinite error.
-double maxError(const std::vector<double> &a, const std::vector<double> &ref) {
+/// Max |a - ref| less `slack` (per element, where given), with matching
+/// infinities counted as equal and any NaN or mismatched infinity as an
+/// infinite error.
+double maxError(const std::vector<double> &a, const std::vector<double> &ref,
+                const std::vector<double> *slack = nullptr) {
   double err = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) || std::isnan(ref[i]))
@@ -347,7 +436,8 @@ double maxError(const std::vector<double> &a, const std::vector<double> &ref) {
         return kInf;
       continue;
     }
-    err = std::max(err, std::fabs(a[i] - ref[i]));
+    double e = std::fabs(a[i] - ref[i]) - (slack ? (*slack)[i] : 0.0);
+    err = std::max(err, e);
   }
   return err;
 }
@@ -360,6 +450,7 @@ struct Checker {
   mlir::MLIRContext &ctx;
   std::mt19937_64 rng;
   int passed = 0, failed = 0;
+  std::set<ModOp> opsDrawn; // by the random score_mod programs
 
   int64_t uniform(int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -368,7 +459,9 @@ struct Checker {
     return *(xs.begin() + uniform(0, xs.size() - 1));
   }
 
-  Case draw(int n, bool bwd) {
+  /// Case n of a run: masks cycle fastest, then score_mods. `small` draws
+  /// the f32 problems finite differences can afford.
+  Case draw(int n, bool bwd, bool small = false) {
     Case c;
     c.dtype = pick({ElemKind::F16, ElemKind::BF16, ElemKind::F32});
     c.d = pick<int64_t>({32, 64, 80, 96, 128, 256});
@@ -381,17 +474,41 @@ struct Checker {
       maxN = c.d >= 128 ? 64 : 96;
     c.nq = uniform(0, 7) == 0 ? 1 : uniform(1, maxN);
     c.nk = uniform(0, 7) == 0 ? uniform(1, 8) : uniform(1, maxN);
+    if (small) {
+      c.dtype = ElemKind::F32;
+      c.b = 1;
+      c.nq = uniform(1, 12);
+      c.nk = uniform(1, 12);
+      c.d = 32;
+      c.dv = 16;
+    }
     c.mask = static_cast<Mask>(n % 4);
     if (c.mask == Mask::Window) {
       c.left = uniform(0, 40);
       c.right = uniform(0, 20);
     }
-    c.mod = static_cast<Mod>((n / 4) % 3);
+    c.mod = static_cast<Mod>((n / 4) % 4);
+    if (c.mod == Mod::Random) {
+      Position largest{c.b - 1, c.h - 1, c.nq - 1, c.nk - 1};
+      c.program = std::make_shared<const ScoreModProgram>(
+          ScoreModProgram::random(rng, largest, int(uniform(3, 4))));
+      std::set<ModOp> ops = c.program->ops();
+      opsDrawn.insert(ops.begin(), ops.end());
+    }
     c.scale = uniform(0, 1) ? 1.0 / std::sqrt(double(c.d)) : 0.5 / std::sqrt(double(c.d));
     c.blockQ = pick<int64_t>({16, 32, 64});
     c.blockKV = pick<int64_t>({16, 32, 64});
     c.deterministic = !bwd || uniform(0, 3) != 0;
     return c;
+  }
+
+  /// The differentiable ops no random program of the run has used.
+  std::vector<ModOp> opsNotDrawn() const {
+    std::vector<ModOp> missing;
+    for (ModOp op : fa_check::differentiableOps())
+      if (!opsDrawn.count(op))
+        missing.push_back(op);
+    return missing;
   }
 
   HostTensor randomTensor(std::vector<int64_t> shape, ElemKind k) {
@@ -431,22 +548,57 @@ struct Checker {
     ok ? ++passed : ++failed;
     if (!ok || verbose)
       outs() << (ok ? "PASS " : "FAIL ") << describe(c) << ": " << what << "\n";
+    if (!ok && c.program)
+      outs() << "score_mod {\n" << c.program->regionBody() << "}\n";
   }
 
   Round rounder(ElemKind k) {
     return [k](double x) { return std::isinf(x) ? x : roundTo(k, x); };
   }
 
-  /// Compares one output with the rule; appends a note to `what`.
+  /// Compares one output with the rule; appends a note to `what`. `slack`
+  /// (per element) is error that kinks make legitimate, granted to both.
   bool within(const char *name, const std::vector<double> &fa,
               const std::vector<double> &naive, const std::vector<double> &ref,
-              std::string &what) {
-    double eFa = maxError(fa, ref), eNaive = maxError(naive, ref);
-    bool ok = eFa <= 2 * eNaive + 1e-5;
+              std::string &what, const std::vector<double> *slack = nullptr) {
+    double eFa = maxError(fa, ref, slack), eNaive = maxError(naive, ref, slack);
     char buf[160];
+    if (!std::isfinite(eNaive)) {
+      // An infinite baseline would accept anything: the case is broken.
+      std::snprintf(buf, sizeof(buf), "%s setup: naive baseline not finite ",
+                    name);
+      what += buf;
+      return false;
+    }
+    bool ok = eFa <= 2 * eNaive + 1e-5;
     std::snprintf(buf, sizeof(buf), "%s err %.3g (naive %.3g) ", name, eFa, eNaive);
     what += buf;
     return ok;
+  }
+
+  /// fa computes LSE in f32 whatever the input type, so it is held to an f32
+  /// bound against the f64 LSE rather than to a naive low-precision one.
+  bool lseWithin(const std::vector<double> &fa, const Forward &ref,
+                 std::string &what) {
+    const double eps = std::ldexp(1.0, -23);
+    double worst = 0, worstErr = 0;
+    for (size_t row = 0; row < ref.lse.size(); ++row) {
+      double want = ref.lse[row];
+      if (std::isnan(fa[row]) || std::isinf(fa[row]) || std::isinf(want)) {
+        if (fa[row] != want)
+          worst = kInf;
+        continue;
+      }
+      double err = std::fabs(fa[row] - want);
+      double unit = eps * ref.lseScale[row];
+      worst = std::max(worst, err / unit);
+      worstErr = std::max(worstErr, err);
+    }
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "LSE err %.3g (%.3g f32 units) ", worstErr,
+                  worst);
+    what += buf;
+    return worst <= kLseUnits;
   }
 
   void checkForward(const Case &c) {
@@ -458,11 +610,11 @@ struct Checker {
     std::vector<HostTensor> res;
     if (!fn->run({p.q, p.k, p.v}, res, err))
       return report(false, c, "run: " + err);
-    Forward ref = forward(c, p, [](double x) { return x; }, false);
+    Forward ref = forward(c, p, identity, false);
     Forward naive = forward(c, p, rounder(c.dtype), true);
     std::string what;
     bool ok = within("O", res[0].data, naive.o, ref.o, what);
-    ok &= within("LSE", res[1].data, naive.lse, ref.lse, what);
+    ok &= lseWithin(res[1].data, ref, what);
     report(ok, c, what);
   }
 
@@ -480,7 +632,7 @@ struct Checker {
     if (!fn)
       return report(false, c, "compile: " + err);
     Problem p = problem(c);
-    Forward ref = forward(c, p, [](double x) { return x; }, false);
+    Forward ref = forward(c, p, identity, false);
     // The backward sees O as the forward stores it (rounded to the dtype).
     std::vector<double> oIn = ref.o;
     for (double &x : oIn)
@@ -491,43 +643,100 @@ struct Checker {
     std::vector<HostTensor> res;
     if (!runBackward(*fn, c, p, oIn, lseIn, res, err))
       return report(false, c, "run: " + err);
-    Grads exact = backward(c, p, ref, ref.o, [](double x) { return x; }, false);
+    Grads slack;
+    Grads exact = backward(c, p, ref, ref.o, identity, false, &slack);
     Forward naiveF = forward(c, p, rounder(c.dtype), true);
     Grads naive = backward(c, p, naiveF, oIn, rounder(c.dtype), true);
     std::string what;
-    bool ok = within("dQ", res[0].data, naive.dq, exact.dq, what);
-    ok &= within("dK", res[1].data, naive.dk, exact.dk, what);
+    bool ok = within("dQ", res[0].data, naive.dq, exact.dq, what, &slack.dq);
+    ok &= within("dK", res[1].data, naive.dk, exact.dk, what, &slack.dk);
     ok &= within("dV", res[2].data, naive.dv, exact.dv, what);
-    if (c.deterministic) {
-      std::vector<HostTensor> again;
-      if (!runBackward(*fn, c, p, oIn, lseIn, again, err))
-        return report(false, c, "rerun: " + err);
-      bool same = true;
-      for (size_t t = 0; t < 3; ++t)
-        same &= std::memcmp(res[t].data.data(), again[t].data.data(),
-                            res[t].data.size() * sizeof(double)) == 0;
-      what += same ? "bit-identical rerun " : "RERUN DIFFERS ";
-      ok &= same;
-    }
+    ok &= blockingInvariant(c, p, oIn, lseIn, res, what);
     report(ok, c, what);
   }
 
+  /// Deterministic mode fixes the order of every sum: dQ_i adds the key
+  /// blocks in order (and a block's keys in order) whatever the query
+  /// blocking, and dK_j, dV_j add the group's heads and the query blocks in
+  /// order whatever the key blocking; skipped blocks only leave out exact
+  /// zeros. So another block-q must reproduce dQ bit for bit, and another
+  /// block-kv dK and dV. The parallel-dQ strategy shares the key-block code,
+  /// so its dK and dV equal deterministic mode's. (Only bits that the
+  /// algorithm fixes are compared: dQ under another block-kv, or dQ of the
+  /// two strategies, may round differently.)
+  bool blockingInvariant(const Case &c, const Problem &p,
+                         const std::vector<double> &oIn,
+                         const std::vector<double> &lseIn,
+                         const std::vector<HostTensor> &res, std::string &what) {
+    Case other = c;
+    other.deterministic = true;
+    bool changeQ = c.deterministic && uniform(0, 1);
+    int64_t &block = changeQ ? other.blockQ : other.blockKV;
+    if (c.deterministic)
+      block = block == 16 ? pick<int64_t>({32, 64}) : block / 2;
+    std::string err;
+    std::vector<HostTensor> again;
+    auto fn = compile(other, backwardIR(other), "bwd", err);
+    if (!fn || !runBackward(*fn, other, p, oIn, lseIn, again, err)) {
+      what += "second blocking: " + err;
+      return false;
+    }
+    auto same = [&](int t) { return res[t].data == again[t].data; };
+    bool ok = changeQ ? same(0) : same(1) && same(2);
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%s %s bq%lld bkv%lld%s ",
+                  changeQ ? "dQ" : "dK dV", ok ? "bit-identical at" : "DIFFER at",
+                  (long long)other.blockQ, (long long)other.blockKV,
+                  c.deterministic ? "" : " deterministic");
+    what += buf;
+    return ok;
+  }
+
+  /// Whether some visible score sits near a kink of the case's score_mod,
+  /// where a difference quotient could straddle two slopes (or f32 take the
+  /// other side): within 1e-6 of the kink's operands, or a score step of
+  /// 1e-4 (ten times what a step of 1e-5 in one input moves a score here).
+  bool nearKink(const Case &c, const Problem &p) {
+    if (c.mod != Mod::Random)
+      return false;
+    int64_t g = c.h / c.hkv;
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t i = 0; i < c.nq; ++i)
+        for (int64_t j = 0; j < c.nk; ++j) {
+          if (!visible(c, i, j))
+            continue;
+          double dot = 0;
+          for (int64_t d = 0; d < c.d; ++d)
+            dot += p.q.data[idx4(0, h, i, d, c.h, c.nq, c.d)] *
+                   p.k.data[idx4(0, h / g, j, d, c.hkv, c.nk, c.d)];
+          if (!c.program->nearKinks(dot * c.scale, {0, h, i, j}, 1e-6, 1e-4)
+                   .empty())
+            return true;
+        }
+    return false;
+  }
+
   /// Central differences of L = Σ O∘dO in float64 against the f64 analytic
-  /// gradients and against fa's f32 gradients.
-  void checkFiniteDifferences(Case c) {
-    c.dtype = ElemKind::F32;
+  /// gradients and against fa's f32 gradients. Problems with a score near a
+  /// kink of the score_mod are drawn again.
+  void checkFiniteDifferences(const Case &c) {
     std::string err;
     auto fn = compile(c, backwardIR(c), "bwd", err);
     if (!fn)
       return report(false, c, "compile: " + err);
     Problem p = problem(c);
-    Forward ref = forward(c, p, [](double x) { return x; }, false);
-    Grads exact = backward(c, p, ref, ref.o, [](double x) { return x; }, false);
+    for (int redraw = 0; nearKink(c, p); ++redraw) {
+      if (redraw == 100)
+        return report(false, c, "setup: every problem drawn is near a kink");
+      p = problem(c);
+    }
+    Forward ref = forward(c, p, identity, false);
+    Grads exact = backward(c, p, ref, ref.o, identity, false);
     std::vector<HostTensor> res;
     if (!runBackward(*fn, c, p, ref.o, ref.lse, res, err))
       return report(false, c, "run: " + err);
     auto loss = [&](Problem &pp) {
-      Forward f = forward(c, pp, [](double x) { return x; }, false);
+      Forward f = forward(c, pp, identity, false);
       double l = 0;
       for (size_t i = 0; i < f.o.size(); ++i)
         l += f.o[i] * pp.dO.data[i];
@@ -552,7 +761,9 @@ struct Checker {
         worstRef = std::max(worstRef, std::fabs((*analytic[t])[e] - fd) / scaleRef);
         worstFa = std::max(worstFa, std::fabs(res[t].data[e] - fd) / scaleRef);
       }
-    ok = worstRef < 1e-6 && worstFa < 1e-3;
+    // fa's f32 gradients are ~1e-7 off here; 1e-4 leaves room for
+    // score_mods that amplify rounding and still sees a wrong derivative.
+    ok = worstRef < 1e-6 && worstFa < 1e-4;
     char buf[128];
     std::snprintf(buf, sizeof(buf),
                   "finite differences: f64 analytic %.2g, fa f32 %.2g", worstRef,
@@ -579,15 +790,13 @@ int main(int argc, char **argv) {
     Case c = chk.draw(n, bwd);
     bwd ? chk.checkBackward(c) : chk.checkForward(c);
   }
-  for (int n = 0; n < fdCases; ++n) {
-    Case c = chk.draw(n, true);
-    c.b = 1;
-    c.nq = chk.uniform(1, 12);
-    c.nk = chk.uniform(1, 12);
-    c.d = 32;
-    c.dv = 16;
-    chk.checkFiniteDifferences(c);
-  }
+  for (int n = 0; n < fdCases; ++n)
+    chk.checkFiniteDifferences(chk.draw(n, true, /*small=*/true));
+  std::vector<ModOp> notDrawn = chk.opsNotDrawn();
+  if (notDrawn.empty())
+    outs() << "random score_mods used every differentiable op\n";
+  for (ModOp op : notDrawn)
+    outs() << "random score_mods never used " << fa_check::opName(op) << "\n";
   outs() << chk.passed << " passed, " << chk.failed << " failed\n";
   return chk.failed ? 1 : 0;
 }

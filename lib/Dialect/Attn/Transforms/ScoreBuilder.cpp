@@ -123,6 +123,17 @@ static bool isDifferentiable(Operation *op) {
              math::LogOp, math::SqrtOp, math::AbsFOp, YieldOp>(op);
 }
 
+/// Whether `op` reads a value of `values`, as an operand or from inside one of
+/// its regions (a region may use values defined above it).
+static bool readsAnyOf(Operation &op, const llvm::DenseSet<Value> &values) {
+  auto isRead = [&](Value v) { return values.contains(v); };
+  WalkResult found = op.walk([&](Operation *inner) {
+    return llvm::any_of(inner->getOperands(), isRead) ? WalkResult::interrupt()
+                                                      : WalkResult::advance();
+  });
+  return found.wasInterrupted();
+}
+
 LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
                                                    Operation *diagOp) {
   if (!spec.scoreMod)
@@ -130,10 +141,19 @@ LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
   Block &block = spec.scoreMod->front();
   llvm::DenseSet<Value> depends{block.getArgument(0)};
   for (Operation &op : block) {
-    bool dep = llvm::any_of(op.getOperands(),
-                            [&](Value v) { return depends.contains(v); });
-    if (!dep)
+    if (!readsAnyOf(op, depends))
       continue;
+    // buildScore differentiates the top-level ops only: a score that flows
+    // through a region (scf.if, scf.for, scf.execute_region) would reach the
+    // yield without a tangent and be taken for a constant.
+    if (op.getNumRegions() != 0) {
+      InFlightDiagnostic diag =
+          diagOp->emitOpError("cannot differentiate score_mod op '")
+          << op.getName()
+          << "' with respect to the score: the score flows through its region";
+      diag.attachNote(op.getLoc()) << "score-dependent region op here";
+      return diag;
+    }
     if (!isDifferentiable(&op))
       return diagOp->emitOpError("cannot differentiate score_mod op '")
              << op.getName() << "' with respect to the score";
