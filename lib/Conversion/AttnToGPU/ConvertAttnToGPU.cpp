@@ -105,6 +105,9 @@ struct ConvertAttnToGPUPass final
 
   /// Emits the kernels of the plan on `tile` (once per distinct kernel).
   LogicalResult convert(OpBuilder &b, ModuleOp module, Operation *tile) {
+    if (auto backward = dyn_cast<attn::BackwardTileOp>(tile))
+      if (failed(attn::verifyDifferentiable(backward.getScoreSpec(), tile)))
+        return failure();
     auto planAttr = tile->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
     std::string error;
     FailureOr<KernelPlan> plan =

@@ -92,3 +92,4 @@ func.func @index_bias_through_if(%q: tensor<1x1x8x16xf32>, %lse: tensor<1x1x8xf3
       -> tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
   return %dq, %dk, %dv : tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>
 }
+

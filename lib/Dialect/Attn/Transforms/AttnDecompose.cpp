@@ -205,6 +205,9 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
   Location loc = op.getLoc();
   rw.setInsertionPoint(op);
   ScoreSpec spec = op.getScoreSpec();
+  // A tile written by hand has not met attn-recompute-backward's check.
+  if (failed(verifyDifferentiable(spec, op)))
+    return failure();
   bool masked = op.getApplyMask() && spec.hasMask();
   ValueRange offsets = op.getOffsets(), lengths = op.getLengths();
   Value q = op.getQuery(), k = op.getKey(), v = op.getValue();

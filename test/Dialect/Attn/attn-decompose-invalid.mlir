@@ -1,0 +1,21 @@
+// RUN: fa-opt %s -split-input-file -attn-decompose -verify-diagnostics
+
+// A backward tile written by hand meets the same check when decomposed.
+func.func @tile_region(%q: tensor<1x1x4x8xf32>, %lse: tensor<1x1x4xf32>, %acc: tensor<1x1x4x8xf32>, %i: index)
+    -> (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{cannot differentiate score_mod op 'scf.if' with respect to the score}}
+  %a, %b, %c = attn.backward_tile %q, %q, %q, %q, %lse, %lse into %acc, %acc, %acc at [%i, %i, %i, %i] of [%i, %i] score_mod {
+  ^bb0(%s: f32, %bb: index, %h: index, %qi: index, %kj: index):
+    %t = arith.constant true
+    // expected-note @+1 {{score-dependent region op here}}
+    %r = scf.if %t -> f32 {
+      scf.yield %s : f32
+    } else {
+      scf.yield %s : f32
+    }
+    attn.yield %r : f32
+  } : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>,
+      tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
+      -> tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
+  return %a, %b, %c : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
+}
