@@ -29,7 +29,7 @@
 #   "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
-#   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME (time
+#   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
 #   fa with score_mod NAME beside fa without it and FlexAttention with it, on
 #   FA_FLEX_SEQS x d 128). The sanitizer runs on out/bundle, else on the score_mod bundle.
 #   The whole command must end within the device's 600 s per call.
@@ -166,12 +166,12 @@ if [ $HAVE_BUNDLE = 1 ] && [ -n "${FA_FLEX:-}" ]; then
     || fail "bench (flex)"
 fi
 
-if [ $HAVE_MOD = 1 ] && [ -n "${FA_MOD_BENCH:-}" ]; then
-  step "benchmark: score_mod ${FA_MOD_BENCH} (fa with and without it, FlexAttention with it)"
+for mod in $([ $HAVE_MOD = 1 ] && echo "${FA_MOD_BENCH:-}" | tr , ' '); do
+  step "benchmark: score_mod $mod (fa with and without it, FlexAttention with it)"
   timeout ${FA_MOD_BENCH_TIMEOUT:-200} python3 bench/bench.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
-    --score-mod "$FA_MOD_BENCH" --seqs "${FA_FLEX_SEQS:-2048,8192}" --dims 128 \
-    --json "$WORK/score_mod/bench.json" || fail "bench (score_mod $FA_MOD_BENCH)"
-fi
+    --score-mod "$mod" --seqs "${FA_FLEX_SEQS:-2048,8192}" --dims 128 \
+    --json "$WORK/score_mod/bench_$mod.json" || fail "bench (score_mod $mod)"
+done
 # The score_mod steps' results as one file ($OUT brings back at most 8).
 [ $HAVE_MOD = 1 ] && python3 -c '
 import glob, json, os, sys
