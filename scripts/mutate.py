@@ -15,10 +15,10 @@ Suites (names used in test/mutants.json):
   fa-check-bwd   fa-check --direction bwd (+ finite differences)
   runtime-unit   the GoogleTest runtime unit tests, through ctest
 
-With --bundles DIR, a mutant that names fa-aot configs in "bundle" also gets
-DIR/<name>/ (fa-aot of those configs, mutated), so that a later GPU run can
-check its numerics; a GPU-lowering mutant lit does not kill is reported as
-"needs device".
+A GPU-lowering mutant ("gpu": true) that no suite kills is reported as
+"survived (needs device)": only a GPU run can tell. With --bundles DIR such a
+mutant that names fa-aot configs in "bundle" also gets DIR/<name>/ (fa-aot
+of those configs, built from the mutated compiler), for a later device run.
 
 Usage:
   scripts/mutate.py [--work DIR] [--only NAME,...] [--report FILE]
@@ -224,8 +224,6 @@ def mutate_one(m, work, args):
             result["status"] = "invalid"
             result["detail"] = "build failed: " + first_lines(out)
             return result
-        if args.bundles and m.get("bundle"):
-            result["bundle"] = write_bundle(m, work, args.bundles)
         for s in m["suites"]:
             ts = time.time()
             rc, out = run_suite(s, work, args)
@@ -243,7 +241,10 @@ def mutate_one(m, work, args):
         if result["killed_by"]:
             result["status"] = "killed"
         elif m.get("gpu"):
+            # Only a GPU run can tell: keep the mutated kernels for one.
             result["status"] = "survived (needs device)"
+            if args.bundles and m.get("bundle"):
+                result["bundle"] = write_bundle(m, work, args.bundles)
         else:
             result["status"] = "survived"
         return result
@@ -360,6 +361,9 @@ def main():
             r["detail"].splitlines()[0] if r["detail"] else ""))
         if r["bundle"]:
             log("        bundle: %s" % r["bundle"])
+        if args.report:
+            with open(args.report + ".json", "w") as f:
+                json.dump(results, f, indent=1)
     # Leave the scratch build matching the unmutated sources.
     build(work, sorted({t for ts in SUITE_TARGETS.values() for t in ts}),
           args.jobs)
