@@ -21,8 +21,9 @@ mutant that names fa-aot configs in "bundle" also gets DIR/<name>/ (fa-aot
 of those configs, built from the mutated compiler), for a later device run.
 
 Usage:
-  scripts/mutate.py [--work DIR] [--only NAME,...] [--report FILE]
-                    [--bundles DIR] [--no-baseline] [--all-suites]
+  scripts/mutate.py [--work DIR] [--rev REV] [--only NAME,...]
+                    [--report FILE] [--bundles DIR] [--no-baseline]
+                    [--all-suites] [--check-cases N] [--list]
 """
 
 import argparse
@@ -116,15 +117,15 @@ def check_applicable(mutants, tree):
     return bad
 
 
-def ensure_worktree(work, build_type):
-    """A detached worktree of HEAD at `work`, configured and built."""
-    head = subprocess.check_output(["git", "-C", ROOT, "rev-parse", "HEAD"],
+def ensure_worktree(work, build_type, rev):
+    """A detached worktree of `rev` at `work`, configured for ninja."""
+    head = subprocess.check_output(["git", "-C", ROOT, "rev-parse", rev],
                                    text=True).strip()
     if not os.path.exists(os.path.join(work, ".git")):
         subprocess.check_call(["git", "-C", ROOT, "worktree", "add", "--detach",
                                work, head])
     else:
-        # Follow HEAD of the source tree (the tests may have changed).
+        # Follow the requested revision (the tests may have changed).
         subprocess.check_call(["git", "-C", work, "checkout", "--detach",
                                "--quiet", head])
     dirty = subprocess.check_output(["git", "-C", work, "status",
@@ -169,7 +170,7 @@ def run_suite(suite, work, args):
                "--fd-cases", str(args.fd_cases)]
         return run(cmd, work, timeout=args.timeout)
     if kind == "runtime-unit":
-        cmd = ["ctest", "--test-dir", b, "-R", "^runtime-unit$",
+        cmd = ["ctest", "--test-dir", b, "-R", "^runtime-unit$", "--no-tests=error",
                "--output-on-failure"]
         return run(cmd, work, timeout=args.timeout)
     sys.exit("unknown suite %r" % suite)
@@ -312,6 +313,9 @@ def main():
     p.add_argument("--work", default=os.path.join(os.path.dirname(ROOT),
                                                   os.path.basename(ROOT) + "-mutants"),
                    help="scratch worktree (created from HEAD if missing)")
+    p.add_argument("--rev", default="HEAD",
+                   help="revision whose sources and tests are mutated "
+                        "(an older one shows what its tests missed)")
     p.add_argument("--only", help="comma-separated mutant names")
     p.add_argument("--report", help="append a markdown table to this file")
     p.add_argument("--bundles", help="write fa-aot bundles of GPU mutants here")
@@ -343,7 +347,7 @@ def main():
         return
 
     work = os.path.abspath(args.work)
-    head = ensure_worktree(work, args.build_type)
+    head = ensure_worktree(work, args.build_type, args.rev)
     bad = check_applicable(mutants, work)
     if bad:
         sys.exit("mutants that do not apply to %s:\n  %s" % (work, "\n  ".join(bad)))
