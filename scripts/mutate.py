@@ -209,6 +209,7 @@ def mutate_one(m, work, args):
     with open(path) as f:
         original = f.read()
     result = {"name": m["name"], "file": m["file"], "expected": m["suites"],
+              "original": m["original"], "replacement": m["replacement"],
               "killed_by": [], "ran": [], "status": None, "detail": "",
               "bundle": None}
     t0 = time.time()
@@ -292,14 +293,18 @@ def report(results, head, args, path):
         (head[:12], len(results), len(killed), len(survived), len(invalid),
          args.check_cases, args.fd_cases),
         "",
-        "| mutant | file | result | killed by | suites run |",
+        "| mutant | file | change | result | killed by |",
         "|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append("| %s | %s | %s | %s | %s |" % (
-            r["name"], r["file"].replace("lib/", ""), r["status"],
-            ", ".join("`%s`" % k for k in r["killed_by"]) or "—",
-            ", ".join(r["ran"]) or "—"))
+        lines.append("| %s | %s | `%s` → `%s` | %s | %s |" % (
+            r["name"], r["file"].replace("lib/", ""),
+            r["original"].strip().replace("|", "\\|"),
+            r["replacement"].strip().replace("|", "\\|"), r["status"],
+            ("; ".join("`%s`" % k + (" (" + r["detail"].splitlines()[0] + ")"
+                                      if i == 0 and r["detail"] else "")
+                       for i, k in enumerate(r["killed_by"])) or "—")
+            .replace("|", "\\|")))
     lines.append("")
     with open(path, "a") as f:
         f.write("\n".join(lines) + "\n")
