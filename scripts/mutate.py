@@ -9,6 +9,10 @@ rebuilds only what changed; ccache serves the restored originals), runs the
 suites in order until one fails, records killed/survived, and restores the
 file. A mutant whose build fails is reported as invalid, not as killed.
 
+test/mutants.json is a list, one mutant a line: {"name", "file", "original",
+"replacement", "suites"} and, for a GPU-lowering mutant, "gpu": true and
+"bundle": [fa-aot configs of the kernels it changes].
+
 Suites (names used in test/mutants.json):
   lit:REGEX      lit on the scratch build's test dir, --filter REGEX
   fa-check-fwd   fa-check --direction fwd (random CPU cases vs float64)
