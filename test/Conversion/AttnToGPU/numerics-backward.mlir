@@ -1,5 +1,5 @@
-// RUN: fa-opt %s -convert-attn-to-gpu | FileCheck %s --enable-var-scope --check-prefixes=PRE,BWD
-// RUN: fa-opt %s -convert-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope --check-prefix=WS
+// RUN: fa-opt %s -fa-attn-to-gpu | FileCheck %s --enable-var-scope --check-prefixes=PRE,BWD
+// RUN: fa-opt %s -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope --check-prefix=WS
 
 // What decides the numbers the backward kernels compute, as data flow:
 // Delta = rowsum(dO∘O) in fa_bwd_pre and the row it is stored to; in fa_bwd

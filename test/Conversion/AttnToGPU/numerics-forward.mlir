@@ -1,5 +1,5 @@
-// RUN: fa-opt %s -convert-attn-to-gpu | FileCheck %s --enable-var-scope --check-prefixes=COMMON,MMA
-// RUN: fa-opt %s -convert-attn-to-gpu="mma=wgmma" -fa-wgmma-persistent=false | FileCheck %s --enable-var-scope --check-prefixes=COMMON,WG
+// RUN: fa-opt %s -fa-attn-to-gpu | FileCheck %s --enable-var-scope --check-prefixes=COMMON,MMA
+// RUN: fa-opt %s -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-persistent=false | FileCheck %s --enable-var-scope --check-prefixes=COMMON,WG
 
 // What decides the numbers the forward kernels compute, as data flow: the
 // GQA head map, scale·log2(e) folded into one multiply, the online-softmax

@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -split-input-file -convert-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | FileCheck %s --enable-var-scope
 
 // Which scores the mma.sync kernels mask (-inf) on boundary tiles: the bounds
 // are computed per lane from its rows and its first key or query column, so
