@@ -1568,6 +1568,25 @@ TEST_F(Validate, OutputsMustNotOverlap) {
       << lastError();
 }
 
+TEST_F(Validate, OutputsMayTouchInputs) {
+  // One buffer cut into q | o: adjacent ranges do not overlap.
+  fa_attention_args a = fwd;
+  a.o.data = a.q.data + uint64_t(B * H * Nq * D * 2);
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, &a), FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(Validate, ValueHeadDimOfTheKernel) {
+  // A narrower v than the kernel's Dv would make it read past v's rows.
+  fa_attention_args a = fwd;
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {B, Hkv, Nk, D / 2});
+  a.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, Nq, D / 2});
+  rejectFwd(a, "has value head dim 32");
+  fa_attention_backward_args b = bwd;
+  b.v = tensor(addr(2), FA_DTYPE_BF16, {B, Hkv, Nk, 2 * D});
+  rejectBwd(b, "has value head dim 128");
+}
+
 TEST_F(Validate, BackwardGrids) {
   // docs/ABI.md: pre and post over query blocks, the main kernel over key
   // blocks times dsplit column slices.
