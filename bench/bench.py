@@ -256,6 +256,11 @@ def main():
                             fns["fa:" + args.score_mod] = fa_callable(
                                 mod_bundle, q, k, v, do, causal, direction, args,
                                 score_mod=args.score_mod)
+                            # The same score_mod from each A/B variant bundle.
+                            for k_, b_ in variants.items():
+                                fns["fa:%s@%s" % (args.score_mod, k_)] = fa_callable(
+                                    b_, q, k, v, do, causal, direction, args,
+                                    score_mod=args.score_mod)
                     for name, res in time_interleaved(fns, runs, args.budget_ms).items():
                         if "ms" in res:
                             res["tflops"] = f / res["ms"] / 1e9

@@ -120,12 +120,10 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   if (plan.backward) {
     // The warp-specialised backward adds a producer warpgroup to the two
     // consumer warpgroups.
-    // A score_mod keeps d(score)/d(S) per score until dS: the 12-warp
-    // consumer spills at d128 (36 B), the 8-warp kernel does not (it stays
-    // available for the deterministic backward, which needs the producer).
-    plan.warpSpecialized =
-        wgmmaBackwardWarpSpecialized() &&
-        (!plan.spec.scoreMod || plan.headDim <= 64 || options.deterministic);
+    // Also with a score_mod: its d(score)/d(S), kept until dS, costs the
+    // 12-warp d128 consumer up to 12 B of spills (softcap), yet that kernel
+    // ran 1.25-1.5x the 8-warp one on the H200 (PERF.md).
+    plan.warpSpecialized = wgmmaBackwardWarpSpecialized();
     const int64_t warps = plan.warpSpecialized ? 12 : 8;
     plan.warps = warps;
     plan.blockQ = 64;
