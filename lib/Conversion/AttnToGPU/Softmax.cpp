@@ -115,17 +115,58 @@ void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
     }
 }
 
+/// Whether `v` is the same for every score of the kernel: a constant, a
+/// kernel parameter (the scale), or a product of those.
+static bool isKernelInvariant(Value v) {
+  if (matchPattern(v, m_Constant()))
+    return true;
+  if (auto mul = v.getDefiningOp<arith::MulFOp>())
+    return isKernelInvariant(mul.getLhs()) && isKernelInvariant(mul.getRhs());
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && isa<gpu::GPUFuncOp>(arg.getOwner()->getParentOp());
+}
+
+/// (x·a)·c → x·(a·c) for invariant a and c where x·a has no other use: the
+/// score's chain of multiplies (scale, 1/30, 2·log2e for softcap's tanh)
+/// becomes one per score, the other a loop invariant that LLVM hoists.
+/// Re-associating changes the rounding by at most an ulp of the product.
+static void foldScaleChains(KernelBuilder &kb, Block *block, Operation *before,
+                            Block::iterator end) {
+  OpBuilder &b = kb.b;
+  OpBuilder::InsertionGuard guard(b);
+  Block::iterator it =
+      before ? std::next(Block::iterator(before)) : block->begin();
+  SmallVector<arith::MulFOp> muls;
+  for (; it != end; ++it)
+    if (auto mul = dyn_cast<arith::MulFOp>(&*it))
+      muls.push_back(mul);
+  for (arith::MulFOp outer : muls) {
+    auto inner = outer.getLhs().getDefiningOp<arith::MulFOp>();
+    if (!inner || !inner->hasOneUse() || !isKernelInvariant(outer.getRhs()) ||
+        !isKernelInvariant(inner.getRhs()))
+      continue;
+    b.setInsertionPoint(outer);
+    Value factor =
+        arith::MulFOp::create(b, kb.loc, inner.getRhs(), outer.getRhs());
+    outer.getLhsMutable().assign(inner.getLhs());
+    outer.getRhsMutable().assign(factor);
+    inner->erase();
+  }
+}
+
 /// The score_mod's transcendentals on the special-function unit, as the
 /// kernels' own softmax computes exp2: tanh(x) = 1 − 2/(2^(2x·log2e) + 1)
 /// (absolute error ~2e-7, against libdevice tanhf's ~20 instructions), exp
 /// and log through ex2/lg2.approx, and a division by a constant as a
 /// multiplication by its reciprocal (≤ 1.5 ulp). Rewrites the ops of the
-/// block from `first` (null: its start) up to the builder's insertion point.
-static void lowerScoreModMath(KernelBuilder &kb, Operation *first) {
+/// insertion block after `before` (null: from its start) up to the builder's
+/// insertion point.
+static void lowerScoreModMath(KernelBuilder &kb, Operation *before) {
   OpBuilder &b = kb.b;
   Block *block = b.getInsertionBlock();
   Block::iterator end = b.getInsertionPoint();
-  Block::iterator it = first ? Block::iterator(first) : block->begin();
+  Block::iterator it =
+      before ? std::next(Block::iterator(before)) : block->begin();
   SmallVector<Operation *> ops;
   for (; it != end; ++it)
     ops.push_back(&*it);
@@ -164,6 +205,7 @@ static void lowerScoreModMath(KernelBuilder &kb, Operation *first) {
     op->getResult(0).replaceAllUsesWith(replacement);
     op->erase();
   }
+  foldScaleChains(kb, block, before, end);
 }
 
 /// The last op before the builder's insertion point (null at a block start).
@@ -180,7 +222,7 @@ static Value buildGpuScore(KernelBuilder &kb, Value s,
   Operation *before = lastOpBefore(kb.b);
   Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
                                  derivative, scale);
-  lowerScoreModMath(kb, before ? before->getNextNode() : nullptr);
+  lowerScoreModMath(kb, before);
   return score;
 }
 
