@@ -18,7 +18,11 @@
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
 #       --score-mods test/gpu/score_mods.mlir -o out/bundle-mod
-# and carried with: out/include out/bundle out/bundle-mod.
+#   python3 test/gpu/random_score_mods.py --seed 1 --count 12 \
+#       --mlir out/random_mods.mlir --configs out/random_mods.txt
+#   build/bin/fa-aot --score-mods out/random_mods.mlir --config-file out/random_mods.txt \
+#       -o out/bundle-rnd
+# and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd.
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
@@ -129,6 +133,20 @@ if [ $HAVE_MOD = 1 ]; then
     fail "every-kernel suite ($MOD_BUNDLE)"
 fi
 
+# Random score_mod programs (test/gpu/random_score_mods.py), their references
+# rebuilt here from the kernel names.
+RND_BUNDLE=${FA_RND_BUNDLE:-out/bundle-rnd}
+if [ -f "$RND_BUNDLE/manifest.json" ]; then
+  step "random score_mod programs: differential tests and every kernel of $RND_BUNDLE"
+  mkdir -p "$WORK/score_mod"
+  timeout -k 10 $T_MOD python3 test/gpu/test_score_mod.py --bundle "$RND_BUNDLE" --lib "$LIB" \
+    --cases "$MOD_CASES" --json "$WORK/score_mod/random_differential.json" ||
+    fail "random score_mod differential tests ($RND_BUNDLE)"
+  timeout -k 10 $T_MOD_EVERY python3 test/gpu/test_every_kernel.py --bundle "$RND_BUNDLE" \
+    --lib "$LIB" --shapes "$MOD_SHAPES" --json "$WORK/score_mod/random_every_kernel.json" ||
+    fail "every-kernel suite ($RND_BUNDLE)"
+fi
+
 step "compute-sanitizer (every kernel, two small launches each)"
 # A planted bug per tool first: a tool that misses it would call anything clean.
 [ "${FA_SAN:-1}" = 0 ] || nvcc -arch=sm_90 -o "$WORK/sanitizer_control" test/gpu/sanitizer_control.cu ||
@@ -173,7 +191,7 @@ for mod in $([ $HAVE_MOD = 1 ] && echo "${FA_MOD_BENCH:-}" | tr , ' '); do
     --json "$WORK/score_mod/bench_$mod.json" || fail "bench (score_mod $mod)"
 done
 # The score_mod steps' results as one file ($OUT brings back at most 8).
-[ $HAVE_MOD = 1 ] && python3 -c '
+[ -d "$WORK/score_mod" ] && python3 -c '
 import glob, json, os, sys
 out = {}
 for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):

@@ -44,9 +44,13 @@ SCORE_MODS = {f.__name__: f for f in (softcap30, alibi16, relbias, clamp)}
 
 
 def get(name):
-    """The reference of score_mod `name`; KeyError names the known ones."""
+    """The reference of score_mod `name` (a random program rnd<seed>_<i> of
+    random_score_mods.py is rebuilt from its name); KeyError names the known
+    ones."""
+    import random_score_mods
     try:
-        return SCORE_MODS[name]
+        return SCORE_MODS.get(name) or SCORE_MODS.setdefault(
+            name, random_score_mods.lookup(name) or SCORE_MODS[name])
     except KeyError:
         raise KeyError("no reference for score_mod %r (test/gpu/score_mods.py has %s)" %
                        (name, ", ".join(sorted(SCORE_MODS)))) from None

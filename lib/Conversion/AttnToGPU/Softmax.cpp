@@ -131,7 +131,7 @@ static bool isKernelInvariant(Value v) {
 /// becomes one per score, the other a loop invariant that LLVM hoists.
 /// Re-associating changes the rounding by at most an ulp of the product.
 static void foldScaleChains(KernelBuilder &kb, Block *block, Operation *before,
-                            Block::iterator end) {
+                            Block::iterator end, ArrayRef<Value *> tracked) {
   OpBuilder &b = kb.b;
   OpBuilder::InsertionGuard guard(b);
   Block::iterator it =
@@ -143,7 +143,8 @@ static void foldScaleChains(KernelBuilder &kb, Block *block, Operation *before,
   for (arith::MulFOp outer : muls) {
     auto inner = outer.getLhs().getDefiningOp<arith::MulFOp>();
     if (!inner || !inner->hasOneUse() || !isKernelInvariant(outer.getRhs()) ||
-        !isKernelInvariant(inner.getRhs()))
+        !isKernelInvariant(inner.getRhs()) ||
+        llvm::any_of(tracked, [&](Value *v) { return *v == inner.getResult(); }))
       continue;
     b.setInsertionPoint(outer);
     Value factor =
@@ -160,8 +161,10 @@ static void foldScaleChains(KernelBuilder &kb, Block *block, Operation *before,
 /// and log through ex2/lg2.approx, and a division by a constant as a
 /// multiplication by its reciprocal (≤ 1.5 ulp). Rewrites the ops of the
 /// insertion block after `before` (null: from its start) up to the builder's
-/// insertion point.
-static void lowerScoreModMath(KernelBuilder &kb, Operation *before) {
+/// insertion point; the values in `tracked` (the score, its derivative)
+/// follow their replacements.
+static void lowerScoreModMath(KernelBuilder &kb, Operation *before,
+                              ArrayRef<Value *> tracked) {
   OpBuilder &b = kb.b;
   Block *block = b.getInsertionBlock();
   Block::iterator end = b.getInsertionPoint();
@@ -202,10 +205,13 @@ static void lowerScoreModMath(KernelBuilder &kb, Operation *before) {
     } else {
       continue;
     }
+    for (Value *v : tracked)
+      if (*v == op->getResult(0))
+        *v = replacement;
     op->getResult(0).replaceAllUsesWith(replacement);
     op->erase();
   }
-  foldScaleChains(kb, block, before, end);
+  foldScaleChains(kb, block, before, end, tracked);
 }
 
 /// The last op before the builder's insertion point (null at a block start).
@@ -222,7 +228,10 @@ static Value buildGpuScore(KernelBuilder &kb, Value s,
   Operation *before = lastOpBefore(kb.b);
   Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
                                  derivative, scale);
-  lowerScoreModMath(kb, before);
+  SmallVector<Value *, 2> tracked{&score};
+  if (derivative)
+    tracked.push_back(derivative);
+  lowerScoreModMath(kb, before, tracked);
   return score;
 }
 
