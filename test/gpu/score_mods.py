@@ -56,6 +56,15 @@ def get(name):
                        (name, ", ".join(sorted(SCORE_MODS)))) from None
 
 
+def known(name):
+    """Whether `name` has a reference (a named one or a random program)."""
+    try:
+        get(name)
+        return True
+    except KeyError:
+        return False
+
+
 def apply(name, s):
     """score_mod `name` (None: none) applied to scores s [B, H, Nq, Nk], each
     with its (b, h, q, kv) indices; in s's dtype, differentiable."""
