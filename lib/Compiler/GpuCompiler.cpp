@@ -505,19 +505,27 @@ GpuCompiler::compile(const KernelConfig &config) {
       return library.takeError();
     key += "|" + hashHex(*library);
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = memory.find(key); it != memory.end())
-    return it->second;
-  if (!options.cacheDir.empty())
-    if (std::optional<CompiledKernel> k =
-            loadCached(options.cacheDir, key, config)) {
-      auto p = std::make_shared<const CompiledKernel>(std::move(*k));
-      memory[key] = p;
-      return p;
-    }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = memory.find(key); it != memory.end())
+      return it->second;
+    if (!options.cacheDir.empty())
+      if (std::optional<CompiledKernel> k =
+              loadCached(options.cacheDir, key, config)) {
+        auto p = std::make_shared<const CompiledKernel>(std::move(*k));
+        memory[key] = p;
+        return p;
+      }
+  }
+  // Compiled outside the lock, in a context of its own, so that configs
+  // compile in parallel (fa-aot -j); two threads that race on one key both
+  // compile it and the first result is kept.
   llvm::Expected<CompiledKernel> k = compileUncached(config);
   if (!k)
     return k.takeError();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = memory.find(key); it != memory.end())
+    return it->second;
   if (!options.cacheDir.empty())
     storeCached(options.cacheDir, key, *k);
   auto p = std::make_shared<const CompiledKernel>(std::move(*k));

@@ -14,6 +14,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+#include <optional>
+#include <thread>
+
 using namespace llvm;
 using namespace mlir::fa;
 
@@ -27,6 +31,9 @@ static cl::opt<bool> defaults(
                          "d64 causal), and the deterministic wgmma backwards"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
+static cl::opt<unsigned> jobs(
+    "j", cl::desc("configs compiled in parallel (0: one per hardware thread)"),
+    cl::init(0));
 static cl::opt<std::string> scoreMods(
     "score-mods", cl::desc("a .mlir file of score_mod functions that configs "
                            "name with mod=<name>"),
@@ -95,12 +102,30 @@ int main(int argc, char **argv) {
   options.cacheDir = cacheDir;
   options.scoreModFile = scoreMods;
   GpuCompiler compiler(options);
+  // Each config compiles in a context of its own, `jobs` at a time; results
+  // are reported and written in the order given, whatever finished first.
+  std::vector<std::optional<Expected<CompiledKernelRef>>> results(texts.size());
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next++) < texts.size();) {
+        Expected<KernelConfig> cfg = KernelConfig::parse(texts[i]);
+        results[i].emplace(cfg ? compiler.compile(*cfg)
+                               : Expected<CompiledKernelRef>(cfg.takeError()));
+      }
+    };
+    unsigned threads = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < std::min<size_t>(threads, texts.size()); ++t)
+      pool.emplace_back(work);
+    work();
+    for (std::thread &t : pool)
+      t.join();
+  }
   std::vector<CompiledKernelRef> kernels;
   int failures = 0;
-  for (const std::string &text : texts) {
-    Expected<KernelConfig> cfg = KernelConfig::parse(text);
-    auto kernel = cfg ? compiler.compile(*cfg)
-                      : Expected<CompiledKernelRef>(cfg.takeError());
+  for (auto &result : results) {
+    Expected<CompiledKernelRef> &kernel = *result;
     if (!kernel) {
       errs() << "fa-aot: " << toString(kernel.takeError()) << "\n";
       ++failures;
