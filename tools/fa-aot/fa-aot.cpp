@@ -8,6 +8,7 @@
 
 #include "fa/Compiler/Bundle.h"
 #include "fa/Compiler/GpuCompiler.h"
+#include "fa/Conversion/AttnToGPU.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -21,23 +22,33 @@
 using namespace llvm;
 using namespace mlir::fa;
 
-static cl::list<std::string> configs("config", cl::desc("kernel config, e.g. fwd:bf16:d128:causal"));
-static cl::opt<std::string> configFile("config-file", cl::desc("file with one config per line"));
+static cl::OptionCategory aotOptions("fa-aot options");
+static cl::list<std::string>
+    configs("config", cl::cat(aotOptions),
+            cl::desc("kernel config, e.g. fwd:bf16:d128:causal"));
+static cl::opt<std::string>
+    configFile("config-file", cl::cat(aotOptions),
+               cl::desc("file with one config per line"));
 static cl::opt<bool> defaults(
-    "defaults", cl::desc("the default set: d in {64,128} x masks {none,causal} "
-                         "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
-                         "block_kv 192 wgmma forwards, persistent-grid wgmma "
-                         "forwards for short rows (d128 maskless and causal, "
-                         "d64 causal), and the deterministic wgmma backwards"));
-static cl::opt<std::string> outDir("o", cl::desc("bundle directory"), cl::Required);
-static cl::opt<std::string> cacheDir("cache-dir", cl::desc("disk cache (none by default)"));
-static cl::opt<unsigned> jobs(
-    "j", cl::desc("configs compiled in parallel (0: one per hardware thread)"),
-    cl::init(0));
-static cl::opt<std::string> scoreMods(
-    "score-mods", cl::desc("a .mlir file of score_mod functions that configs "
-                           "name with mod=<name>"),
-    cl::value_desc("file"));
+    "defaults", cl::cat(aotOptions),
+    cl::desc("the default set: d in {64,128} x masks {none,causal} "
+             "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
+             "block_kv 192 wgmma forwards, persistent-grid wgmma "
+             "forwards for short rows (d128 maskless and causal, "
+             "d64 causal), and the deterministic wgmma backwards"));
+static cl::opt<std::string> outDir("o", cl::cat(aotOptions),
+                                   cl::desc("bundle directory"), cl::Required);
+static cl::opt<std::string> cacheDir("cache-dir", cl::cat(aotOptions),
+                                     cl::desc("disk cache (none by default)"));
+static cl::opt<unsigned>
+    jobs("j", cl::cat(aotOptions),
+         cl::desc("configs compiled in parallel (0: one per hardware thread)"),
+         cl::init(0));
+static cl::opt<std::string>
+    scoreMods("score-mods", cl::cat(aotOptions),
+              cl::desc("a .mlir file of score_mod functions that configs "
+                       "name with mod=<name>"),
+              cl::value_desc("file"));
 
 /// The configs of --defaults.
 static std::vector<std::string> defaultConfigs() {
@@ -86,7 +97,19 @@ static bool readConfigFile(StringRef path, std::vector<std::string> &texts) {
 }
 
 int main(int argc, char **argv) {
-  cl::ParseCommandLineOptions(argc, argv, "fa ahead-of-time kernel compiler\n");
+  cl::HideUnrelatedOptions({&aotOptions, &codegenOptionCategory()});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "fa ahead-of-time kernel compiler: configs -> a bundle (manifest.json, "
+      "<tag>.ptx, <tag>.cubin, fa_bundle.h)\n\n"
+      "  config = direction:dtype:dHEAD[:vHEAD_V]:mask[:lLEFT:rRIGHT]"
+      "[:mma][:bqN][:bkvN][:wN][:sN][:sm_XX][:det][:persistent|blocks]"
+      "[:mod=NAME]\n"
+      "    fwd:bf16:d128:causal            mma.sync forward, sm_90a\n"
+      "    bwd:f16:d64:none:wgmma          sm_90a wgmma backward\n"
+      "    fwd:bf16:d128:none:wgmma:bkv192 a wider key tile\n"
+      "    fwd:bf16:d96:window:l128:r0     a sliding window\n"
+      "    fwd:bf16:d128:causal:mod=softcap30 --score-mods mods.mlir\n");
   std::vector<std::string> texts(configs.begin(), configs.end());
   if (defaults) {
     std::vector<std::string> more = defaultConfigs();
@@ -114,7 +137,8 @@ int main(int argc, char **argv) {
                                : Expected<CompiledKernelRef>(cfg.takeError()));
       }
     };
-    unsigned threads = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
+    unsigned threads =
+        jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
     std::vector<std::thread> pool;
     for (unsigned t = 1; t < std::min<size_t>(threads, texts.size()); ++t)
       pool.emplace_back(work);

@@ -10,6 +10,7 @@
 
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <optional>
 #include <string>
@@ -161,6 +162,10 @@ gpu::GPUFuncOp buildForwardKernel(OpBuilder &b, Location loc,
 gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan);
+
+/// The category of the code-generation switches (-fa-wgmma-*), so that tools
+/// can list them in their --help beside their own options.
+llvm::cl::OptionCategory &codegenOptionCategory();
 
 /// The A/B switches of the wgmma forward that change its code without
 /// changing its tag (command-line flags); part of every cache key.

@@ -48,7 +48,7 @@ using namespace mlir::fa::gpu_lowering;
 // The kernel's structure (docs/hopper-notes.md has what each is worth on the
 // H200).
 static llvm::cl::opt<bool> clWarpSpecialized(
-    "fa-wgmma-bwd-ws",
+    "fa-wgmma-bwd-ws", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma backward: warp-specialised (384 threads): a "
                    "producer warpgroup loads Q, dO (2 stages), K and V by TMA "
                    "and LSE, Delta with plain loads, and adds dQ into a "

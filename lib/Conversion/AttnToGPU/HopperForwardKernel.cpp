@@ -37,28 +37,35 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
+llvm::cl::OptionCategory &mlir::fa::codegenOptionCategory() {
+  static llvm::cl::OptionCategory category(
+      "fa code generation (A/B switches of the wgmma kernels; each choice "
+      "that departs from the measured default is named in the kernel tag)");
+  return category;
+}
+
 // Switches for A/B measurements of the consumer schedule and the epilogue
 // (docs/hopper-notes.md records what each is worth on the H200; together
 // they pay, ping-pong alone loses on causal masks).
 static llvm::cl::opt<bool> clPingPong(
-    "fa-wgmma-ping-pong",
+    "fa-wgmma-ping-pong", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: the consumer warpgroups take turns issuing "
                    "their GEMMs (named barriers 1 and 2)"),
     llvm::cl::init(true));
 static llvm::cl::opt<bool> clSmemEpilogue(
-    "fa-wgmma-smem-epilogue",
+    "fa-wgmma-smem-epilogue", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: O goes through the Q tile's shared memory "
                    "and leaves with 16-byte stores"),
     llvm::cl::init(true));
 static llvm::cl::opt<bool> clLazyRescale(
-    "fa-wgmma-lazy-rescale",
+    "fa-wgmma-lazy-rescale", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: a row keeps its softmax base until its max "
                    "grows by more than 2^8, and a warp skips rescaling O "
                    "when none of its rows moved"),
     llvm::cl::init(false));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clRescaleInTurn(
-    "fa-wgmma-rescale-in-turn",
+    "fa-wgmma-rescale-in-turn", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: O is rescaled by the previous tile's "
                    "factors between issuing S(j) and P·V(j-1), inside the "
                    "ping-pong turn, instead of before asking for it "
@@ -66,7 +73,7 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clRescaleInTurn(
                    "block_kv > 128, where it was measured to pay)"));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clRaggedFirst(
-    "fa-wgmma-ragged-first",
+    "fa-wgmma-ragged-first", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward without a mask: the last, ragged key tile "
                    "runs first, Q·Kᵀ and softmax on the multiple of 64 keys "
                    "that covers it; the loop's tiles are then full and "
@@ -74,7 +81,7 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clRaggedFirst(
                    "grid, whose consumer has no register to spare)"));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
-    "fa-wgmma-persistent",
+    "fa-wgmma-persistent", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: one CTA per SM takes query tiles from a "
                    "counter; the next tile's Q and first K tile load under "
                    "this tile's last P·V and epilogue (default: for maskless "
