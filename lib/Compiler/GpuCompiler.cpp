@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -45,48 +46,66 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
                  int64_t &out) -> bool {
     return field.consume_front(prefix) && !field.getAsInteger(10, out);
   };
+  // Which kind of field each part sets: a second one of a kind is an error,
+  // not "the last one wins".
+  llvm::StringMap<llvm::StringRef> seen;
   for (llvm::StringRef p : parts) {
     int64_t n;
+    llvm::StringRef kind;
     if (p == "fwd" || p == "bwd")
-      c.direction = p.str();
+      c.direction = p.str(), kind = "direction";
     else if (p == "bf16" || p == "f16")
-      c.dtype = p.str();
+      c.dtype = p.str(), kind = "dtype";
     else if (p == "none" || p == "causal" || p == "causal_bottom_right" ||
              p == "window")
-      c.mask = p.str();
+      c.mask = p.str(), kind = "mask";
     else if (p.starts_with("sm_"))
-      c.target = p.str();
+      c.target = p.str(), kind = "target";
     else if (p == "wgmma" || p == "mma_sync")
-      c.mma = p.str();
+      c.mma = p.str(), kind = "mma";
     else if (p == "det")
-      c.deterministic = true;
+      c.deterministic = true, kind = "det";
     else if (p == "persistent" || p == "blocks")
-      c.grid = p.str();
-    else if (p.consume_front("mod=") && !p.empty())
-      c.scoreMod = p.str();
+      c.grid = p.str(), kind = "grid";
+    else if (p.starts_with("mod=") && p.size() > 4)
+      c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (num(p, "bkv", n))
-      c.blockKV = n;
+      c.blockKV = n, kind = "block_kv";
     else if (num(p, "bq", n))
-      c.blockQ = n;
+      c.blockQ = n, kind = "block_q";
     else if (num(p, "d", n))
-      c.headDim = n;
+      c.headDim = n, kind = "head dim";
     else if (num(p, "v", n))
-      c.headDimV = n;
+      c.headDimV = n, kind = "value head dim";
     else if (num(p, "w", n))
-      c.warps = n;
+      c.warps = n, kind = "warps";
     else if (num(p, "s", n))
-      c.stages = n;
+      c.stages = n, kind = "stages";
     else if (num(p, "l", n))
-      c.windowLeft = n;
+      c.windowLeft = n, kind = "window left";
     else if (num(p, "r", n))
-      c.windowRight = n;
+      c.windowRight = n, kind = "window right";
     else
       return err("unknown config field '" + p + "' in '" + text + "'");
+    auto [it, fresh] = seen.try_emplace(kind, p);
+    if (!fresh)
+      return err("config '" + text + "' gives the " + kind + " twice: '" +
+                 it->second + "' and '" + p + "'");
   }
   if (c.headDimV == 0)
     c.headDimV = c.headDim;
-  if (c.mask == "window" && (c.windowLeft < 0 || c.windowRight < 0))
+  bool window = c.mask == "window";
+  if (window && (c.windowLeft < 0 || c.windowRight < 0))
     return err("a window config needs l<left> and r<right>: '" + text + "'");
+  if (!window && (seen.count("window left") || seen.count("window right")))
+    return err("window sizes apply to the window mask only, got mask " +
+               c.mask + " in '" + text + "'");
+  // The kernels take the window as i32 offsets.
+  if (window && (c.windowLeft >= (int64_t(1) << 31) ||
+                 c.windowRight >= (int64_t(1) << 31)))
+    return err("expected window sizes below 2^31, got l" +
+               llvm::Twine(c.windowLeft) + " and r" +
+               llvm::Twine(c.windowRight) + " in '" + text + "'");
   return c;
 }
 

@@ -776,6 +776,12 @@ struct Checker {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::cl::ParseCommandLineOptions(argc, argv, "fa randomised CPU checks\n");
+  // A run that checks nothing must not pass.
+  if (numCases < 1 || fdCases < 0) {
+    llvm::errs() << "fa-check: expected --cases >= 1 and --fd-cases >= 0, got "
+                 << numCases << " and " << fdCases << "\n";
+    return 2;
+  }
   mlir::DialectRegistry registry;
   registerDialects(registry);
   mlir::MLIRContext ctx(registry);

@@ -11,6 +11,7 @@
 #include "fa/Conversion/AttnToGPU.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -83,6 +84,15 @@ static std::vector<std::string> defaultConfigs() {
 
 /// Appends the configs of a --config-file (one per line, # comments).
 static bool readConfigFile(StringRef path, std::vector<std::string> &texts) {
+  // Not a device or a pipe that never ends (/dev/zero), nor a huge file.
+  sys::fs::file_status status;
+  if (sys::fs::status(path, status) || !sys::fs::is_regular_file(status) ||
+      status.getSize() > (1u << 20)) {
+    errs() << "fa-aot: expected --config-file to name a regular file of at "
+              "most 1 MiB, got "
+           << path << "\n";
+    return false;
+  }
   auto buf = MemoryBuffer::getFile(path);
   if (!buf) {
     errs() << "fa-aot: cannot read " << path << "\n";
@@ -165,6 +175,13 @@ int main(int argc, char **argv) {
                      k.llvmSeconds, k.ptxasSeconds)
            << (k.fromCache ? " (cached)" : "") << "\n";
     kernels.push_back(std::move(*kernel));
+  }
+  // A bundle missing some configs would load and then lack kernels the
+  // caller asked for: nothing is written unless every config compiled.
+  if (failures) {
+    errs() << "fa-aot: " << failures << " of " << texts.size()
+           << " configs failed; no bundle written to " << outDir << "\n";
+    return 1;
   }
   if (Error e = writeBundle(outDir, kernels)) {
     errs() << "fa-aot: " << toString(std::move(e)) << "\n";

@@ -280,6 +280,10 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   if (plan.blockQ % 16 || plan.blockKV % 16 || plan.blockQ <= 0 ||
       plan.blockKV <= 0)
     return fail("expected block-q and block-kv to be positive multiples of 16");
+  // A CTA has at most 1024 threads.
+  if (plan.warps < 1 || plan.warps > 32)
+    return fail("expected 1 to 32 warps (at most 1024 threads per CTA), got " +
+                llvm::Twine(plan.warps));
   // The forward double-buffers K/V; the backward keeps K/V resident and
   // single-buffers the Q/dO tiles of its query loop.
   if (backward)
