@@ -9,6 +9,7 @@
 #include "Driver.h"
 
 #include <cstring>
+#include <sys/stat.h>
 #include <fstream>
 #include <iterator>
 
@@ -24,6 +25,16 @@ fa_status initDriver() {
 }
 
 fa_status readFile(const std::string &path, std::string &out) {
+  // Only a regular file of bounded size: a directory reads as nothing and a
+  // device such as /dev/zero would never end.
+  constexpr uint64_t kMaxBytes = uint64_t(1) << 31;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    return fail(FA_ERROR_NOT_FOUND,
+                "cannot open '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || uint64_t(st.st_size) > kMaxBytes)
+    return fail(FA_ERROR_IO, "expected '" + path +
+                                 "' to be a regular file of at most 2 GiB");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return fail(FA_ERROR_NOT_FOUND,

@@ -16,6 +16,7 @@
 #include <limits>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -140,6 +141,22 @@ TEST(Manifest, MissingFile) {
   EXPECT_EQ(b, nullptr);
   EXPECT_NE(lastError().find(dir + "/manifest.json"), std::string::npos)
       << lastError();
+}
+
+TEST(Manifest, NotARegularFile) {
+  // A manifest.json that is a directory, or a device that never ends, is an
+  // error with the path, never a crash or a hang.
+  fa_bundle *b = nullptr;
+  std::string dir = tempDir("manifest_dir");
+  mkdir((dir + "/manifest.json").c_str(), 0755);
+  EXPECT_EQ(fa_bundle_load(dir.c_str(), &b), FA_ERROR_IO);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_NE(lastError().find("regular file"), std::string::npos) << lastError();
+  std::string zero = tempDir("manifest_zero");
+  unlink((zero + "/manifest.json").c_str());
+  ASSERT_EQ(symlink("/dev/zero", (zero + "/manifest.json").c_str()), 0);
+  EXPECT_EQ(fa_bundle_load(zero.c_str(), &b), FA_ERROR_IO);
+  EXPECT_EQ(b, nullptr);
 }
 
 TEST(Manifest, BadJson) {
