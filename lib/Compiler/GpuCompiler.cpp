@@ -291,7 +291,8 @@ static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
 }
 
 llvm::Expected<CompiledKernel>
-GpuCompiler::compileUncached(const KernelConfig &config) {
+GpuCompiler::compileUncached(const KernelConfig &config,
+                             llvm::StringRef scoreModLibrary) {
   llvm::Expected<std::string> ir = buildAttnIR(config);
   if (!ir)
     return ir.takeError();
@@ -314,11 +315,8 @@ GpuCompiler::compileUncached(const KernelConfig &config) {
       attention = op;
   });
   if (!config.scoreMod.empty()) {
-    llvm::Expected<std::string> text =
-        readScoreModLibrary(options.scoreModFile);
-    if (!text)
-      return text.takeError();
-    OwningOpRef<ModuleOp> library = parseSourceString<ModuleOp>(*text, &ctx);
+    OwningOpRef<ModuleOp> library =
+        parseSourceString<ModuleOp>(scoreModLibrary, &ctx);
     if (!library)
       return err("cannot parse the score-mod library " +
                  options.scoreModFile + ": " + diag);
@@ -517,12 +515,14 @@ GpuCompiler::compile(const KernelConfig &config) {
   if (config.mma == "wgmma")
     key += "|" + (config.direction == "bwd" ? wgmmaBackwardVariantKey()
                                             : wgmmaVariantKey());
+  std::string scoreModLibrary;
   if (!config.scoreMod.empty()) {
     llvm::Expected<std::string> library =
         readScoreModLibrary(options.scoreModFile);
     if (!library)
       return library.takeError();
-    key += "|" + hashHex(*library);
+    scoreModLibrary = std::move(*library);
+    key += "|" + hashHex(scoreModLibrary);
   }
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -539,7 +539,7 @@ GpuCompiler::compile(const KernelConfig &config) {
   // Compiled outside the lock, in a context of its own, so that configs
   // compile in parallel (fa-aot -j); two threads that race on one key both
   // compile it and the first result is kept.
-  llvm::Expected<CompiledKernel> k = compileUncached(config);
+  llvm::Expected<CompiledKernel> k = compileUncached(config, scoreModLibrary);
   if (!k)
     return k.takeError();
   std::lock_guard<std::mutex> lock(mutex);

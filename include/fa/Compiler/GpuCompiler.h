@@ -71,7 +71,10 @@ public:
   static llvm::Expected<std::string> buildAttnIR(const KernelConfig &config);
 
 private:
-  llvm::Expected<CompiledKernel> compileUncached(const KernelConfig &config);
+  /// `scoreModLibrary`: the text of options.scoreModFile where the config
+  /// names a score_mod (read once by compile(), which keys the cache on it).
+  llvm::Expected<CompiledKernel>
+  compileUncached(const KernelConfig &config, llvm::StringRef scoreModLibrary);
   GpuCompilerOptions options;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const CompiledKernel>> memory;
