@@ -354,11 +354,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto [iBegin, iEnd] = kb.tileRange(
       attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk), nq,
       bq);
-  Value scaleLog2 = plan.spec.scoreMod
-                        ? kb.f32(M_LOG2E)
-                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
-  auto exp2 = [&](Value x) { return kb.exp2(x); };
-  attn::OnlineSoftmaxMath math{b, loc, exp2, nullptr};
+  Value scaleLog2 = softmaxScaleLog2(kb, scale);
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
   Value keyRow0 = kb.mul(kb.warp, 16);
 
   const int64_t dkN = llvm::divideCeil(wk, 8) * 4,

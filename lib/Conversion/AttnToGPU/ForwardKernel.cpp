@@ -84,11 +84,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   if (plan.keepQInRegisters())
     for (int64_t ks = 0; ks < dPad / 16; ++ks)
       qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
-  // With a score_mod the scale is applied inside it (applyScoreMod), so the
-  // softmax multiplies by log2(e) alone.
-  Value scaleLog2 = plan.spec.scoreMod
-                        ? kb.f32(M_LOG2E)
-                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  Value scaleLog2 = softmaxScaleLog2(kb, scale);
   RowKeyBounds bounds =
       rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk}, rowBase, qBegin, bq);
 

@@ -520,6 +520,11 @@ Value KernelBuilder::exp2(Value x) {
       .getResult(0);
 }
 
+attn::OnlineSoftmaxMath KernelBuilder::softmaxMath() {
+  return {b, loc, [this](Value x) { return exp2(x); },
+          [this](Value x) { return log2(x); }};
+}
+
 Value KernelBuilder::log2(Value x) {
   return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
                                        b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"),

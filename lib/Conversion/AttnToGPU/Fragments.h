@@ -16,6 +16,7 @@
 #define FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H
 
 #include "fa/Conversion/AttnToGPU.h"
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -203,6 +204,9 @@ public:
 
   Value exp2(Value x);
   Value log2(Value x);
+  /// The online-softmax arithmetic (OnlineSoftmaxMath) with the exp2 and
+  /// log2 above.
+  attn::OnlineSoftmaxMath softmaxMath();
   Value shuffleXor(Value x, int64_t mask);
   Value maxf(Value x, Value y);
   Value negInf() { return f32(-INFINITY); }
@@ -283,6 +287,10 @@ Value tileInside(KernelBuilder &kb, const RowKeyBounds &bounds, Value k0,
 /// (index).
 void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
                 const RowKeyBounds &bounds, Value k0);
+
+/// The factor taking a raw score to base-2 units: scale·log2(e), or log2(e)
+/// alone under a score_mod, which applies the scale itself (applyScoreMod).
+Value softmaxScaleLog2(KernelBuilder &kb, Value scale);
 
 /// Applies the plan's score_mod to S in accumulator layout: lane (g, t) holds
 /// rows tile.q + rowBase + g, +8 and keys keyBase + 8n + 2t, +1. Each score

@@ -132,11 +132,7 @@ void HopperBackward::build() {
   if (!layout.warpSpecialized)
     loadKeyValueAsync();
   setupQueryTiles();
-  // With a score_mod the scale is applied inside it, so P multiplies the
-  // score by log2(e) alone.
-  scaleLog2 = plan.spec.scoreMod
-                  ? kb.f32(M_LOG2E)
-                  : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  scaleLog2 = softmaxScaleLog2(kb, scale);
   firstHead = kb.mul(kvHead, headsPerKvHead);
   if (layout.warpSpecialized)
     buildWarpSpecializedKernel();

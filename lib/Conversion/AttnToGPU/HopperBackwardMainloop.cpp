@@ -159,8 +159,7 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
   });
   // LSE per query column, base 2; −inf rows give P = 0. Columns past Nq
   // read 0 and are masked.
-  auto exp2 = [&](Value x) { return kb.exp2(x); };
-  attn::OnlineSoftmaxMath math{b, loc, exp2, nullptr};
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value l2 = rowStatsPair(stage, n, 0);
     for (int64_t c = 0; c < 2; ++c) {
@@ -181,7 +180,7 @@ void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
   // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale (·d(score)/d(Sᵀ) with a score_mod) in
   // place of dPᵀ.
   const int64_t bq = plan.blockQ;
-  attn::OnlineSoftmaxMath math{b, loc, nullptr, nullptr};
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value d2 = rowStatsPair(stage, n, bq);
     for (int64_t c = 0; c < 2; ++c) {

@@ -129,11 +129,10 @@ WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
   schedule.smemEpilogue = clSmemEpilogue;
   schedule.lazyRescale = clLazyRescale;
   schedule.rescaleInTurn = optionOr(clRescaleInTurn, schedule.rescaleInTurn);
-  // Ragged-first needs a maskless forward and is never taken by the
-  // persistent D > 64 consumer, whatever the switch says.
-  schedule.raggedFirst = plan.spec.mask == attn::MaskKind::None &&
-                         !(plan.persistent && plan.headDim > 64) &&
-                         optionOr(clRaggedFirst, true);
+  // The switch can only turn ragged-first off: where the measured default
+  // does not take it (a mask, the persistent D > 64 consumer) it cannot run.
+  schedule.raggedFirst =
+      schedule.raggedFirst && optionOr(clRaggedFirst, true);
   return schedule;
 }
 
@@ -587,11 +586,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
                          kb.mul(warpInGroup, 16)); // this warp's rows
   Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
   Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
-  // With a score_mod the scale is applied inside it (applyScoreMod), so the
-  // softmax multiplies by log2(e) alone.
-  Value scaleLog2 = plan.spec.scoreMod
-                        ? kb.f32(M_LOG2E)
-                        : arith::MulFOp::create(b, loc, scale, kb.f32(M_LOG2E));
+  Value scaleLog2 = softmaxScaleLog2(kb, scale);
   RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
                                      rowBase, qRow0, kRowsPerConsumer);
   const bool ragged = raggedFirst();

@@ -9,14 +9,11 @@
 
 #include "Fragments.h"
 
-#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
-
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
-
 
 using namespace mlir;
 using namespace mlir::fa::gpu_lowering;
@@ -113,6 +110,13 @@ void mlir::fa::gpu_lowering::maskScores(KernelBuilder &kb,
                                   lo[i / 2]));
       s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
     }
+}
+
+Value mlir::fa::gpu_lowering::softmaxScaleLog2(KernelBuilder &kb,
+                                              Value scale) {
+  if (kb.plan.spec.scoreMod)
+    return kb.f32(M_LOG2E);
+  return arith::MulFOp::create(kb.b, kb.loc, scale, kb.f32(M_LOG2E));
 }
 
 /// Whether `v` is the same for every score of the kernel: a constant, a
@@ -227,7 +231,7 @@ static Value buildGpuScore(KernelBuilder &kb, Value s,
                            Value scale) {
   Operation *before = lastOpBefore(kb.b);
   Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
-                                 derivative, scale);
+                                     derivative, scale);
   SmallVector<Value *, 2> tracked{&score};
   if (derivative)
     tracked.push_back(derivative);
@@ -322,9 +326,7 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t sTiles = s.size() / 4, accTiles = acc.size() / 4;
-  auto exp2 = [&](Value x) { return kb.exp2(x); };
-  auto log2 = [&](Value x) { return kb.log2(x); };
-  attn::OnlineSoftmaxMath math{b, loc, exp2, log2};
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
   for (int64_t r = 0; r < 2; ++r) {
     Value tileMax = kb.negInf();
     for (int64_t n = 0; n < sTiles; ++n)
@@ -366,9 +368,7 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
 void mlir::fa::gpu_lowering::finalizeSoftmax(KernelBuilder &kb,
                                              SoftmaxState &state,
                                              Value invSum[2], Value lse[2]) {
-  auto exp2 = [&](Value x) { return kb.exp2(x); };
-  auto log2 = [&](Value x) { return kb.log2(x); };
-  attn::OnlineSoftmaxMath math{kb.b, kb.loc, exp2, log2};
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
   for (int64_t r = 0; r < 2; ++r) {
     Value l = quadReduce(kb, state.rowSum[r], /*isMax=*/false);
     std::tie(invSum[r], lse[r]) = math.finalizeRow(state.rowMax[r], l);

@@ -145,13 +145,9 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
               })
           .getResult(0);
   // P = 2^(t − base(m_new)), in place of t; α = 2^(m − base(m_new)).
-  auto exp2 = [](OpBuilder &b, Location l) {
-    return [&b, l](Value x) -> Value { return math::Exp2Op::create(b, l, x); };
-  };
   Value p = generic(rw, loc, {maxNew}, {t}, 4, {{0, 1, 2}, {0, 1, 2, 3}}, 0,
                     [&](OpBuilder &b, Location l, ValueRange a) {
-                      auto e = exp2(b, l);
-                      OnlineSoftmaxMath math{b, l, e, nullptr};
+                      auto math = OnlineSoftmaxMath::withMathOps(b, l);
                       linalg::YieldOp::create(
                           b, l, math.probability(a[1], math.exponentBase(a[0])));
                     })
@@ -161,8 +157,7 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
   Value alpha =
       generic(rw, loc, {max, maxNew}, {rowInit}, 3, {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}}, 0,
               [&](OpBuilder &b, Location l, ValueRange a) {
-                auto e = exp2(b, l);
-                OnlineSoftmaxMath math{b, l, e, nullptr};
+                auto math = OnlineSoftmaxMath::withMathOps(b, l);
                 linalg::YieldOp::create(
                     b, l, math.rescaleFactor(a[0], math.exponentBase(a[1])));
               })
@@ -231,8 +226,7 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
                                  spec.scoreMod ? &deriv : nullptr);
         // P = 2^(score·log2e − LSE·log2e), as the GPU kernels recompute it;
         // a row with LSE = −inf gets P = 0.
-        auto e = [&](Value x) -> Value { return math::Exp2Op::create(b, l, x); };
-        OnlineSoftmaxMath math{b, l, e, nullptr};
+        auto math = OnlineSoftmaxMath::withMathOps(b, l);
         Value t = arith::MulFOp::create(b, l, score, cF32(b, l, M_LOG2E));
         Value pv = math.probability(t, math.lseBase2(a[0]));
         if (masked)
@@ -269,7 +263,7 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
   dsDims.push_back({0, 1, 2, 3});
   Value ds = generic(rw, loc, dsIns, {dp}, 4, dsDims, 0,
                      [&](OpBuilder &b, Location l, ValueRange a) {
-                       OnlineSoftmaxMath math{b, l, nullptr, nullptr};
+                       auto math = OnlineSoftmaxMath::withMathOps(b, l);
                        Value c = chain ? a[2] : cF32(b, l, spec.scale);
                        linalg::YieldOp::create(
                            b, l, math.scoreGradient(a[0], a.back(), a[1], c));

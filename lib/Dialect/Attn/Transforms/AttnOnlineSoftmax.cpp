@@ -66,8 +66,7 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
       ValueRange{online.getNewMax(), online.getNewSum()},
       ValueRange{invInit, lseInit}, ArrayRef<AffineMap>{id3, id3, id3, id3},
       iterators(3), [&](OpBuilder &b, Location l, ValueRange args) {
-        auto log2 = [&](Value x) -> Value { return math::Log2Op::create(b, l, x); };
-        OnlineSoftmaxMath math{b, l, nullptr, log2};
+        auto math = OnlineSoftmaxMath::withMathOps(b, l);
         auto [invSum, lse] = math.finalizeRow(args[0], args[1]);
         linalg::YieldOp::create(b, l, ValueRange{invSum, lse});
       });

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 
 #include <cmath>
 #include <limits>
@@ -13,6 +14,13 @@ using namespace mlir::fa::attn;
 
 static Value f32Constant(OpBuilder &b, Location loc, double v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+OnlineSoftmaxMath OnlineSoftmaxMath::withMathOps(OpBuilder &b,
+                                                 Location loc) {
+  return {b, loc,
+          [&b, loc](Value x) -> Value { return math::Exp2Op::create(b, loc, x); },
+          [&b, loc](Value x) -> Value { return math::Log2Op::create(b, loc, x); }};
 }
 
 Value OnlineSoftmaxMath::exponentBase(Value max) {

@@ -14,14 +14,19 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <functional>
+
 namespace mlir::fa::attn {
 
 /// Builds the online-softmax terms with the target's exp2 and log2.
 struct OnlineSoftmaxMath {
   OpBuilder &b;
   Location loc;
-  function_ref<Value(Value)> exp2;
-  function_ref<Value(Value)> log2;
+  std::function<Value(Value)> exp2;
+  std::function<Value(Value)> log2;
+
+  /// With the math dialect's exp2 and log2 (the CPU decomposition).
+  static OnlineSoftmaxMath withMathOps(OpBuilder &b, Location loc);
 
   /// What the exponents subtract for a row whose running max is `max`: the
   /// max itself, or 0 while the row has seen no visible key (max = −inf), so
