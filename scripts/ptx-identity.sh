@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 baseline=test/ptx-identity.sha256
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+work=${FA_PTX_WORK:-$(mktemp -d)}; [ -n "${FA_PTX_WORK:-}" ] || trap "rm -rf $work" EXIT
 "$aot" --defaults --config-file test/gpu/configs.txt -o "$work/bundle" >"$work/aot.log" 2>&1 || { cat "$work/aot.log"; exit 1; }
 (cd "$work/bundle" && sha256sum -- *.ptx manifest.json | sort -k2) >"$work/now.sha256"
 if [ $record = 1 ]; then

@@ -151,17 +151,22 @@ FailureOr<KernelPlan> resolveKernelPlan(bool backward, Type elemType,
                                         const GpuTileOptions &options,
                                         std::string &error);
 
-/// Emits `fa_fwd_<tag>` into `module` (docs/ABI.md).
+class TiledLoopNest;
+
+/// Emits `fa_fwd_<tag>` into `module` (docs/ABI.md): one CTA per iteration
+/// of the parallel loops of `loops`, running its key-block loop.
 gpu::GPUFuncOp buildForwardKernel(OpBuilder &b, Location loc,
                                   gpu::GPUModuleOp module,
-                                  const KernelPlan &plan);
+                                  const KernelPlan &plan,
+                                  const TiledLoopNest &loops);
 
 /// Emits the sm_90a wgmma/TMA `fa_fwd_<tag>` into `module`: the forward
 /// parameters of docs/ABI.md followed by the tensor-map pointers of Q, K, V
 /// ("sm_90a wgmma entries").
 gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
-                                       const KernelPlan &plan);
+                                       const KernelPlan &plan,
+                                       const TiledLoopNest &loops);
 
 /// The category of the code-generation switches (-fa-wgmma-*), so that tools
 /// can list them in their --help beside their own options.
@@ -197,9 +202,10 @@ bool wgmmaBackwardWarpSpecialized();
 int64_t wgmmaBackwardSharedBytes(const KernelPlan &plan);
 
 /// Emits `fa_bwd_pre_<tag>`, `fa_bwd_<tag>` and `fa_bwd_post_<tag>` (fa_bwd
-/// on wgmma for mma = wgmma, with the same parameters).
+/// on wgmma for mma = wgmma, with the same parameters); fa_bwd runs the
+/// query-block loop of `loops` for its key block.
 void buildBackwardKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
-                          const KernelPlan &plan);
+                          const KernelPlan &plan, const TiledLoopNest &loops);
 
 } // namespace mlir::fa
 

@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TiledLoopNest.h"
 #include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
@@ -250,7 +251,8 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
-                            const KernelPlan &plan) {
+                            const KernelPlan &plan,
+                            const TiledLoopNest &loops) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   // Tensor-core steps run over the head dims padded to 16 (zeros in shared
   // memory); n8 tiles wholly past D / Dv are not accumulated, and columns
@@ -349,11 +351,10 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     kb.commitAsync();
   };
 
-  // Query tiles that intersect the band of this key block.
-  Value kEndVis = kb.minsi(kb.add(kBegin, bkv), nk);
-  auto [iBegin, iEnd] = kb.tileRange(
-      attn::buildQueryBand(b, loc, plan.spec, kBegin, kEndVis, nq, nk), nq,
-      bq);
+  // The query blocks of the tiled loop (those that meet this key block's
+  // band).
+  auto [iBegin, iEnd] = loops.cloneTileRange(
+      b, {batch, kvHead, kBlock, heads, kvHeads, nq, nk});
   Value scaleLog2 = softmaxScaleLog2(kb, scale);
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
   Value keyRow0 = kb.mul(kb.warp, 16);
@@ -579,15 +580,16 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
 void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
                                     gpu::GPUModuleOp module,
-                                    const KernelPlan &plan) {
+                                    const KernelPlan &plan,
+                                    const TiledLoopNest &loops) {
   OpBuilder::InsertionGuard guard(b);
   buildPreKernel(b, loc, module, plan);
   if (plan.strategy == MmaStrategy::Wgmma) {
     gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan);
     KernelBuilder kb(b, loc, plan);
-    buildBackwardMainWgmma(kb, module, func);
+    buildBackwardMainWgmma(kb, module, func, loops);
   } else {
-    buildMainKernel(b, loc, module, plan);
+    buildMainKernel(b, loc, module, plan, loops);
   }
   buildPostKernel(b, loc, module, plan);
 }

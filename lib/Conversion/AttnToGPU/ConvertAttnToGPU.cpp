@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TiledLoopNest.h"
+
 #include "fa/Conversion/AttnToGPU.h"
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -118,6 +120,9 @@ struct ConvertAttnToGPUPass final
         tag && tag.getValue() != plan->tag())
       return tile->emitOpError("expected the kernel plan to name kernel ")
              << plan->tag() << ", got " << tag;
+    FailureOr<TiledLoopNest> loops = TiledLoopNest::get(tile);
+    if (failed(loops))
+      return failure();
     std::string name = "fa_" + plan->tag();
     if (module.lookupSymbol(name))
       return success(); // an identical kernel was already emitted
@@ -125,11 +130,11 @@ struct ConvertAttnToGPUPass final
     Location loc = tile->getLoc();
     auto gpuModule = gpu::GPUModuleOp::create(b, loc, name);
     if (plan->backward)
-      buildBackwardKernels(b, loc, gpuModule, *plan);
+      buildBackwardKernels(b, loc, gpuModule, *plan, *loops);
     else if (plan->strategy == MmaStrategy::Wgmma)
-      buildForwardKernelWgmma(b, loc, gpuModule, *plan);
+      buildForwardKernelWgmma(b, loc, gpuModule, *plan, *loops);
     else
-      buildForwardKernel(b, loc, gpuModule, *plan);
+      buildForwardKernel(b, loc, gpuModule, *plan, *loops);
     return success();
   }
 };

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
+#include "TiledLoopNest.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "llvm/Support/MathExtras.h"
@@ -20,7 +21,8 @@ using namespace mlir::fa::gpu_lowering;
 
 gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                             gpu::GPUModuleOp module,
-                                            const KernelPlan &plan) {
+                                            const KernelPlan &plan,
+                                            const TiledLoopNest &loops) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   // Tensor-core steps run over the head dims padded to 16 (zeros in shared
   // memory); n8 tiles wholly past D / Dv are not accumulated, and columns
@@ -69,10 +71,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                       dv, plan.strideV()};
   };
 
-  // Key tiles that intersect the band of this query block.
-  Value qEnd = kb.minsi(kb.add(qBegin, bq), nq);
-  auto [jBegin, jEnd] = kb.tileRange(
-      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk), nk, bkv);
+  // The key blocks of the tiled loop (those that meet this block's band).
+  auto [jBegin, jEnd] = loops.cloneTileRange(
+      b, {batch, head, qBlock, heads, kvHeads, nq, nk});
 
   kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
   kb.copyTileAsync(kMem, kBase, kb.mul(jBegin, bkv), nk, kTile(kb.idx(0)));

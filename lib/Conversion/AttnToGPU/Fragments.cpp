@@ -62,11 +62,7 @@ gpu::GPUFuncOp mlir::fa::gpu_lowering::createKernelFunc(
 std::pair<Value, Value>
 KernelBuilder::tileRange(std::pair<Value, Value> band, Value extent,
                          int64_t tile) {
-  auto [lo, hi] = band;
-  Value from = lo ? maxsi(lo, idx(0)) : idx(0);
-  Value to = hi ? maxsi(minsi(hi, extent), idx(0)) : extent;
-  Value begin = divui(from, tile);
-  return {begin, maxsi(ceilDiv(to, tile), begin)};
+  return attn::buildBlockRange(b, loc, band, extent, tile);
 }
 Value KernelBuilder::minsi(Value x, Value y) {
   return arith::MinSIOp::create(b, loc, x, y);

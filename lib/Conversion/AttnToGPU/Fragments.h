@@ -97,10 +97,7 @@ public:
   Value remui(Value x, int64_t y);
   Value ceilDiv(Value x, int64_t y);
   /// Tiles [begin, end) of `tile` rows that meet the band [lo, hi) of a mask
-  /// (a null end is 0 or `extent`). Both ends are clamped to [0, extent]: a
-  /// band can lie wholly outside (bottom-right causal with Nq > Nk puts a
-  /// whole query block above it), and then the range is empty rather than
-  /// a wrapped-around unsigned count.
+  /// (attn::buildBlockRange, the passes' own loop bounds).
   std::pair<Value, Value> tileRange(std::pair<Value, Value> band, Value extent,
                                     int64_t tile);
   Value minsi(Value x, Value y);

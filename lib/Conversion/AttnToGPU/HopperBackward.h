@@ -80,7 +80,7 @@ struct ConsumerTile {
 class HopperBackward {
 public:
   HopperBackward(KernelBuilder &kb, gpu::GPUModuleOp module,
-                 gpu::GPUFuncOp func);
+                 gpu::GPUFuncOp func, const TiledLoopNest &loops);
 
   /// Fills the body of the kernel: the warp-specialised one (plan
   /// .warpSpecialized) or the one whose 256 threads load with cp.async.
@@ -93,6 +93,7 @@ private:
   const KernelPlan &plan;
   gpu::GPUModuleOp module;
   gpu::GPUFuncOp func;
+  const TiledLoopNest &loops;
   HopperBackwardSmem layout;
 
   // Parameters (fa_bwd of docs/ABI.md).

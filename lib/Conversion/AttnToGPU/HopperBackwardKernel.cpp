@@ -74,9 +74,9 @@ int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
 }
 
 HopperBackward::HopperBackward(KernelBuilder &kb, gpu::GPUModuleOp module,
-                               gpu::GPUFuncOp func)
+                               gpu::GPUFuncOp func, const TiledLoopNest &loops)
     : kb(kb), b(kb.b), loc(kb.loc), plan(kb.plan), module(module),
-      func(func), layout(hopperBackwardSmem(kb.plan)) {
+      func(func), loops(loops), layout(hopperBackwardSmem(kb.plan)) {
   qMem = param(0);
   kMem = param(1);
   vMem = param(2);
@@ -306,6 +306,7 @@ void HopperBackward::emitConsumerWarpgroups() {
 
 void mlir::fa::gpu_lowering::buildBackwardMainWgmma(KernelBuilder &kb,
                                                     gpu::GPUModuleOp module,
-                                                    gpu::GPUFuncOp func) {
-  HopperBackward(kb, module, func).build();
+                                                    gpu::GPUFuncOp func,
+                                                    const TiledLoopNest &loops) {
+  HopperBackward(kb, module, func, loops).build();
 }

@@ -37,13 +37,11 @@ void HopperBackward::setupKeyBlock() {
 }
 
 void HopperBackward::setupQueryTiles() {
-  // Query tiles that intersect the band of this key block, for each query
-  // head of the group: one walk over tiles × heads, tile t of head
-  // t / tilesPerHead.
-  Value keyEnd = kb.minsi(kb.add(keyBegin, plan.blockKV), nk);
-  std::tie(tileBegin, tileEnd) = kb.tileRange(
-      attn::buildQueryBand(b, loc, plan.spec, keyBegin, keyEnd, nq, nk), nq,
-      plan.blockQ);
+  // The query blocks of the tiled loop (those that meet this key block's
+  // band), for each query head of the group: one walk over tiles × heads,
+  // tile t of head t / tilesPerHead.
+  std::tie(tileBegin, tileEnd) = loops.cloneTileRange(
+      b, {batch, kvHead, keyBlock, heads, kvHeads, nq, nk});
   tilesPerHead = kb.sub(tileEnd, tileBegin);
   tileCount = kb.mul(tilesPerHead, headsPerKvHead);
 }

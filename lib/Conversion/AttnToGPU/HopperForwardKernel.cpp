@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TiledLoopNest.h"
 #include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -196,8 +197,10 @@ struct Barriers {
 /// Emits the producer and consumer code; shares the ids and bases of the CTA.
 class HopperForward {
 public:
-  HopperForward(KernelBuilder &kb, const HopperSmem &layout)
-      : kb(kb), b(kb.b), loc(kb.loc), plan(kb.plan), layout(layout) {}
+  HopperForward(KernelBuilder &kb, const HopperSmem &layout,
+                const TiledLoopNest &loops)
+      : kb(kb), b(kb.b), loc(kb.loc), plan(kb.plan), layout(layout),
+        loops(loops) {}
 
   /// Fills the body of `func` (parameters as docs/ABI.md's wgmma entries).
   void build(gpu::GPUModuleOp module, gpu::GPUFuncOp func);
@@ -211,6 +214,7 @@ private:
   Location loc;
   const KernelPlan &plan;
   HopperSmem layout;
+  const TiledLoopNest &loops;
   Barriers bars;
   Value qMap, kMap, vMap;
   Value batches, heads, kvHeads, nq, nk;
@@ -325,11 +329,9 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
   qBh = kb.add(kb.mul(batch, heads), head);
   kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
   qBegin = kb.mul(qBlock, plan.blockQ);
-  // Key tiles that intersect the band of this query block.
-  Value qEnd = kb.minsi(kb.add(qBegin, plan.blockQ), nq);
-  std::tie(jBegin, jEnd) = kb.tileRange(
-      attn::buildKeyBand(b, loc, plan.spec, qBegin, qEnd, nq, nk), nk,
-      plan.blockKV);
+  // The key blocks of the tiled loop (those that meet this tile's band).
+  std::tie(jBegin, jEnd) = loops.cloneTileRange(
+      b, {batch, head, qBlock, heads, kvHeads, nq, nk});
 }
 
 void HopperForward::forEachTile(function_ref<void()> body) {
@@ -1055,7 +1057,8 @@ int64_t mlir::fa::wgmmaForwardSharedBytes(const KernelPlan &plan) {
 
 gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                                  gpu::GPUModuleOp module,
-                                                 const KernelPlan &plan) {
+                                                 const KernelPlan &plan,
+                                                 const TiledLoopNest &loops) {
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   Type ptr = LLVM::LLVMPointerType::get(b.getContext());
   OpBuilder::InsertionGuard guard(b);
@@ -1072,7 +1075,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
       params, plan, wgmmaForwardSharedBytes(plan));
   KernelBuilder kb(b, loc, plan);
   HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
-                               plan.blockKV, plan.stages, plan.persistent})
+                               plan.blockKV, plan.stages, plan.persistent},
+                loops)
       .build(module, func);
   return func;
 }

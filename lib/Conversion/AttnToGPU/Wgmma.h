@@ -23,6 +23,7 @@
 #define FA_LIB_CONVERSION_ATTNTOGPU_WGMMA_H
 
 #include "Fragments.h"
+#include "TiledLoopNest.h"
 
 namespace mlir::fa::gpu_lowering {
 
@@ -138,9 +139,10 @@ struct BarrierRing {
 };
 
 /// Fills the body of `func`, fa_bwd of docs/ABI.md, with the wgmma main
-/// backward (HopperBackwardKernel.cpp).
+/// backward (HopperBackwardKernel.cpp), running the query-block loop of
+/// `loops` for its key block.
 void buildBackwardMainWgmma(KernelBuilder &kb, gpu::GPUModuleOp module,
-                            gpu::GPUFuncOp func);
+                            gpu::GPUFuncOp func, const TiledLoopNest &loops);
 
 } // namespace mlir::fa::gpu_lowering
 

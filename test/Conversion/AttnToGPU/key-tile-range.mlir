@@ -1,5 +1,5 @@
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -canonicalize | FileCheck %s
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu -canonicalize | FileCheck %s
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -canonicalize -cse | FileCheck %s
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu -canonicalize -cse | FileCheck %s
 
 // Bottom-right causal with Nq > Nk puts whole query blocks above the band:
 // the band's upper key bound (qEnd + Nk - Nq) is negative there. It is

@@ -33,8 +33,8 @@ func.func @log_last(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: te
 // CHECK-NOT: math.log
 // CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"
 // CHECK: gpu.return
-func.func @log_last_bwd(%q: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
-  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %o, %lse score_mod {
+func.func @log_last_bwd(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %one = arith.constant 1.0 : f32
     %sq = arith.mulf %s, %s : f32

@@ -74,8 +74,8 @@ func.func @softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: t
   } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
 }
-func.func @softcap_bwd(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
-  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %o, %lse {mask = #attn.mask<causal>, attn.score_mod_name = "softcap"} score_mod {
+func.func @softcap_bwd(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse {mask = #attn.mask<causal>, attn.score_mod_name = "softcap"} score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
     %cap = arith.constant 30.0 : f32
     %x = arith.divf %s, %cap : f32

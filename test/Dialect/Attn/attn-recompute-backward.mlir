@@ -15,10 +15,12 @@
 // CHECK:   scf.for %[[KB:.+]] = %c0 to %c4 step %c1 iter_args(%[[DQACC:.+]] = %[[DQG]], {{.+}})
 // CHECK:     %[[K0:.+]] = arith.muli %[[KB]], %c32
 // CHECK:     tensor.extract_slice %[[K]][0, %[[HK]], %[[K0]], 0] [1, 1, 32, 32]
-// CHECK:     %[[QB0:.+]] = arith.floordivsi
+// CHECK:     %[[LO:.+]] = arith.maxsi %[[K0]], %c0
+// CHECK:     %[[QB0:.+]] = arith.divui %[[LO]], %c64
+// CHECK:     %[[QB1:.+]] = arith.maxsi %[[QB0]], %c2
 // CHECK:     scf.for %[[G:.+]] = %c0 to %c2 step %c1
 // CHECK:       %[[H:.+]] = arith.addi %[[H0]], %[[G]]
-// CHECK:       scf.for %[[QB:.+]] = %[[QB0]] to %c2 step %c1
+// CHECK:       scf.for %[[QB:.+]] = %[[QB0]] to %[[QB1]] step %c1
 // CHECK:         tensor.extract_slice %[[LSE]][0, %[[H]], %{{.+}}] [1, 1, 64]
 // CHECK:         tensor.extract_slice %[[D]][0, %[[H]], %{{.+}}] [1, 1, 64]
 // CHECK:         scf.if

@@ -38,9 +38,13 @@ func.func @nomask(%q: tensor<2x4x128x32xbf16>, %k: tensor<2x2x128x32xbf16>, %v: 
 // CHECK:   %[[Q0:.+]] = arith.muli %[[QB]], %c64
 // CHECK:   %[[QS:.+]] = arith.minsi %{{.+}}, %c64
 // CHECK:   tensor.extract_slice {{.+}} [1, 1, %[[QS]], 16] {{.+}} to tensor<1x1x?x16xf16>
-// CHECK:   %[[QEND:.+]] = arith.addi %[[Q0]], %[[QS]]
+// CHECK:   %[[QE:.+]] = arith.addi %[[Q0]], %c64
+// CHECK:   %[[QEND:.+]] = arith.minsi %[[QE]], %c100
 // CHECK:   %[[HI:.+]] = arith.minsi %[[QEND]], %c90
-// CHECK:   %[[KBEND:.+]] = arith.ceildivsi %[[HI]], %c32
+// CHECK:   %[[HI0:.+]] = arith.maxsi %[[HI]], %c0
+// CHECK:   %[[UP:.+]] = arith.addi %[[HI0]], %c31
+// CHECK:   %[[END:.+]] = arith.divui %[[UP]], %c32
+// CHECK:   %[[KBEND:.+]] = arith.maxsi %[[END]], %c0
 // CHECK:   scf.for %[[KB:.+]] = %c0 to %[[KBEND]] step %c1
 // CHECK:     %[[INSIDE:.+]] = arith.cmpi sle
 // CHECK:     scf.if %[[INSIDE]]
@@ -63,8 +67,9 @@ func.func @causal_ragged(%q: tensor<1x1x100x16xf16>, %k: tensor<1x1x90x16xf16>, 
 // A sliding window also skips the key blocks left of the band.
 // CHECK-LABEL: func @window
 // CHECK: %[[LO:.+]] = arith.maxsi %{{.+}}, %c0
-// CHECK: %[[KBBEGIN:.+]] = arith.floordivsi %[[LO]], %c32
-// CHECK: %[[KBEND:.+]] = arith.ceildivsi
+// CHECK: %[[KBBEGIN:.+]] = arith.divui %[[LO]], %c32
+// CHECK: %[[END:.+]] = arith.divui %{{.+}}, %c32
+// CHECK: %[[KBEND:.+]] = arith.maxsi %[[END]], %[[KBBEGIN]]
 // CHECK: scf.for %{{.+}} = %[[KBBEGIN]] to %[[KBEND]]
 // CHECK:   arith.cmpi sge
 // CHECK:   arith.cmpi sle

@@ -53,8 +53,8 @@ struct BackwardBuilder {
     Value bkv = cIndex(rw, loc, opt.blockKV), bq = cIndex(rw, loc, opt.blockQ);
     Value k0 = arith::MulIOp::create(rw, loc, kb, bkv);
     OpFoldResult ks = blockExtent(rw, loc, nk, nkStatic, opt.blockKV, k0);
-    Value kEnd = arith::AddIOp::create(rw, loc, k0,
-                                       getValueOrCreateConstantIndexOp(rw, loc, ks));
+    Value kEnd = arith::MinSIOp::create(
+        rw, loc, arith::AddIOp::create(rw, loc, k0, bkv), nk);
     SmallVector<OpFoldResult> kOffs{b, hk, k0, zero};
     Value kTile = slice(k, kOffs, {one, one, ks, rw.getIndexAttr(d)});
     Value vTile = slice(v, kOffs, {one, one, ks, rw.getIndexAttr(dv)});
@@ -63,18 +63,10 @@ struct BackwardBuilder {
 
     // Query blocks with some row that sees a key of block j.
     Value c0 = cIndex(rw, loc, 0);
-    Value qbBegin = c0;
-    Value qbEnd = arith::CeilDivUIOp::create(rw, loc, nq, bq);
-    bool masked = spec.hasMask();
-    if (masked) {
-      auto [lo, hi] = buildQueryBand(rw, loc, spec, k0, kEnd, nq, nk);
-      if (lo)
-        qbBegin = arith::FloorDivSIOp::create(
-            rw, loc, arith::MaxSIOp::create(rw, loc, lo, c0), bq);
-      if (hi)
-        qbEnd = arith::CeilDivSIOp::create(
-            rw, loc, arith::MinSIOp::create(rw, loc, hi, nq), bq);
-    }
+    std::pair<Value, Value> band;
+    if (spec.hasMask())
+      band = buildQueryBand(rw, loc, spec, k0, kEnd, nq, nk);
+    auto [qbBegin, qbEnd] = buildBlockRange(rw, loc, band, nq, opt.blockQ);
 
     auto headLoop = scf::ForOp::create(
         rw, loc, c0, group, cIndex(rw, loc, 1), ValueRange{dqGroup, dk0, dv0},
@@ -117,7 +109,7 @@ struct BackwardBuilder {
                   return tile;
                 };
                 Value inside =
-                    masked ? buildBlockInsideMask(rw, loc, spec, q0, qEnd, k0,
+                    spec.hasMask() ? buildBlockInsideMask(rw, loc, spec, q0, qEnd, k0,
                                                   kEnd, nq, nk)
                            : Value();
                 SmallVector<Value> r =

@@ -77,24 +77,20 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   // Absolute positions of this Q block, and the range of key blocks whose
   // keys some of its rows can see.
   Value qAbs = arith::AddIOp::create(rw, loc, offsets[2], q0);
-  Value qAbsEnd = arith::AddIOp::create(
-      rw, loc, qAbs, getValueOrCreateConstantIndexOp(rw, loc, qs));
-  Value zero = cIndex(rw, loc, 0), bkv = cIndex(rw, loc, blockKV);
-  Value kbBegin = zero;
-  Value kbEnd = arith::CeilDivUIOp::create(rw, loc, nk, bkv);
+  Value qEnd = arith::MinSIOp::create(
+      rw, loc, arith::AddIOp::create(rw, loc, q0, cIndex(rw, loc, blockQ)), nq);
+  Value qAbsEnd = arith::AddIOp::create(rw, loc, offsets[2], qEnd);
+  Value bkv = cIndex(rw, loc, blockKV);
+  std::pair<Value, Value> band;
   if (masked) {
+    // The band in this op's key positions.
     auto [lo, hi] = buildKeyBand(rw, loc, spec, qAbs, qAbsEnd, nqAll, nkAll);
-    if (lo) {
-      Value local = arith::SubIOp::create(rw, loc, lo, offsets[3]);
-      local = arith::MaxSIOp::create(rw, loc, local, zero);
-      kbBegin = arith::FloorDivSIOp::create(rw, loc, local, bkv);
-    }
-    if (hi) {
-      Value local = arith::SubIOp::create(rw, loc, hi, offsets[3]);
-      local = arith::MinSIOp::create(rw, loc, local, nk);
-      kbEnd = arith::CeilDivSIOp::create(rw, loc, local, bkv);
-    }
+    if (lo)
+      band.first = arith::SubIOp::create(rw, loc, lo, offsets[3]);
+    if (hi)
+      band.second = arith::SubIOp::create(rw, loc, hi, offsets[3]);
   }
+  auto [kbBegin, kbEnd] = buildBlockRange(rw, loc, band, nk, blockKV);
 
   auto loop = scf::ForOp::create(
       rw, loc, kbBegin, kbEnd, cIndex(rw, loc, 1),

@@ -80,6 +80,24 @@ std::pair<Value, Value> mlir::fa::attn::buildQueryBand(OpBuilder &b,
   return {lo, hi};
 }
 
+std::pair<Value, Value>
+mlir::fa::attn::buildBlockRange(OpBuilder &b, Location loc,
+                                std::pair<Value, Value> band, Value extent,
+                                int64_t blockSize) {
+  auto [lo, hi] = band;
+  auto maxsi = [&](Value x, Value y) {
+    return arith::MaxSIOp::create(b, loc, x, y).getResult();
+  };
+  Value from = lo ? maxsi(lo, cIndex(b, loc, 0)) : cIndex(b, loc, 0);
+  Value to = hi ? maxsi(arith::MinSIOp::create(b, loc, hi, extent),
+                        cIndex(b, loc, 0))
+                : extent;
+  Value begin = arith::DivUIOp::create(b, loc, from, cIndex(b, loc, blockSize));
+  Value last = arith::AddIOp::create(b, loc, to, cIndex(b, loc, blockSize - 1));
+  Value end = arith::DivUIOp::create(b, loc, last, cIndex(b, loc, blockSize));
+  return {begin, maxsi(end, begin)};
+}
+
 Value mlir::fa::attn::buildBlockInsideMask(OpBuilder &b, Location loc,
                                            const ScoreSpec &spec, Value qBegin,
                                            Value qEnd, Value kBegin, Value kEnd,

@@ -97,6 +97,16 @@ std::pair<Value, Value> buildQueryBand(OpBuilder &b, Location loc,
                                        const ScoreSpec &spec, Value kBegin,
                                        Value kEnd, Value nq, Value nk);
 
+/// The blocks of `blockSize` positions of [0, extent) that meet the band
+/// [lo, hi) (a null side is unbounded): [begin, end), with end == begin when
+/// the band misses [0, extent) (bottom-right causal with Nq > Nk puts whole
+/// query blocks above it), never a wrapped-around count. The key-block loop
+/// of attn-tile and the query-block loop of attn-recompute-backward, which
+/// the GPU kernels run as the passes computed them.
+std::pair<Value, Value> buildBlockRange(OpBuilder &b, Location loc,
+                                        std::pair<Value, Value> band,
+                                        Value extent, int64_t blockSize);
+
 /// i1: whether every (q, kv) in [qBegin, qEnd) × [kBegin, kEnd) is visible, so
 /// the block needs no mask.
 Value buildBlockInsideMask(OpBuilder &b, Location loc, const ScoreSpec &spec,

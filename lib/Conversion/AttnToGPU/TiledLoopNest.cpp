@@ -1,0 +1,138 @@
+//===- TiledLoopNest.cpp - the tiled loops a kernel runs --------*- C++ -*-===//
+
+#include "TiledLoopNest.h"
+
+#include "fa/Dialect/Attn/IR/Attn.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+
+/// The tensor a chain of extract_slice ops reads.
+static Value untiled(Value v) {
+  while (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>())
+    v = slice.getSource();
+  return v;
+}
+
+FailureOr<TiledLoopNest> TiledLoopNest::get(Operation *tile) {
+  auto tileLoop = tile->getParentOfType<scf::ForOp>();
+  auto forall = tile->getParentOfType<scf::ForallOp>();
+  if (!tileLoop || !forall || !forall->isProperAncestor(tileLoop))
+    return tile->emitOpError("expected to lie in the tile loop of a tiled "
+                             "loop nest (from attn-tile or "
+                             "attn-recompute-backward)");
+  Value query, key, value;
+  scf::ForOp keyLoop;
+  if (auto fwd = dyn_cast<attn::OnlineAttentionOp>(tile)) {
+    query = fwd.getQuery(), key = fwd.getKey(), value = fwd.getValue();
+    if (forall.getRank() != 3)
+      return tile->emitOpError("expected a (batch, head, query block) "
+                               "forall, got rank ")
+             << forall.getRank();
+  } else {
+    auto bwd = cast<attn::BackwardTileOp>(tile);
+    query = bwd.getQuery(), key = bwd.getKey(), value = bwd.getValue();
+    // The key-block loop is the forall's outermost loop.
+    for (Operation *p = tileLoop; p != forall; p = p->getParentOp())
+      if (auto loop = dyn_cast<scf::ForOp>(p); loop && p->getParentOp() == forall)
+        keyLoop = loop;
+    if (forall.getRank() != 2 || !keyLoop)
+      return tile->emitOpError("expected a (batch, key head) forall around "
+                               "a key-block loop");
+  }
+  TiledLoopNest nest(tile, tileLoop, forall, keyLoop, untiled(query),
+                     untiled(key), untiled(value));
+  if (nest.query == nest.key)
+    return tile->emitOpError("expected distinct query and key tensors on "
+                             "the GPU path (the kernel takes Nq and Nk as "
+                             "separate arguments), got one value for both");
+  if (failed(nest.collectBoundOps()))
+    return failure();
+  return nest;
+}
+
+Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
+                              const TileLoopInputs &in) const {
+  if (auto arg = dyn_cast<BlockArgument>(leaf)) {
+    ValueRange ivs = forall.getInductionVars();
+    if (!keyLoop) {
+      if (arg == ivs[0]) return in.batch;
+      if (arg == ivs[1]) return in.head;
+      if (arg == ivs[2]) return in.block;
+      return {};
+    }
+    if (arg == ivs[0]) return in.batch;
+    if (arg == ivs[1]) return in.head;
+    if (arg == keyLoop.getInductionVar()) return in.block;
+    return {};
+  }
+  auto dim = leaf.getDefiningOp<tensor::DimOp>();
+  if (!dim)
+    return {};
+  std::optional<int64_t> index = dim.getConstantIndex();
+  Value source = untiled(dim.getSource());
+  if (!index || (source != query && source != key && source != value))
+    return {};
+  auto type = cast<RankedTensorType>(source.getType());
+  if (*index == 3 && !type.isDynamicDim(3))
+    return b ? arith::ConstantIndexOp::create(*b, leaf.getLoc(),
+                                              type.getDimSize(3))
+             : leaf;
+  if (*index == 1) return source == query ? in.heads : in.kvHeads;
+  if (*index == 2) return source == query ? in.nq : in.nk;
+  return {}; // the batch count: the grid's, not the loop's
+}
+
+LogicalResult TiledLoopNest::collectBoundOps() {
+  // inputFor with stand-ins: without a builder it creates nothing.
+  Value lb = tileLoop.getLowerBound(), ub = tileLoop.getUpperBound();
+  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb};
+  SmallVector<Value> work{lb, ub};
+  DenseSet<Value> seen;
+  DenseSet<Operation *> ops;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second || inputFor(nullptr, x, stub))
+      continue;
+    Operation *def = x.getDefiningOp();
+    if (!def || isa<tensor::DimOp>(def))
+      return tile->emitOpError("expected the tile loop's bounds to depend on "
+                               "the CTA's block indices and the problem's "
+                               "sizes only, got ")
+             << x;
+    if (!isPure(def) || def->getNumRegions() != 0)
+      return tile->emitOpError("expected the tile loop's bounds to be "
+                               "computed by pure ops, got ")
+             << def->getName();
+    ops.insert(def);
+    llvm::append_range(work, def->getOperands());
+  }
+  // Program order, so the kernel computes them in the order the passes did.
+  forall->getParentOp()->walk([&](Operation *op) {
+    if (ops.contains(op))
+      boundOps.push_back(op);
+  });
+  return success();
+}
+
+std::pair<Value, Value>
+TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in) const {
+  IRMapping map;
+  auto lookup = [&](Value v) {
+    if (!map.contains(v))
+      map.map(v, inputFor(&b, v, in));
+    return map.lookup(v);
+  };
+  for (Operation *op : boundOps) {
+    for (Value operand : op->getOperands())
+      lookup(operand);
+    b.clone(*op, map);
+  }
+  Value begin = lookup(tileLoop.getLowerBound());
+  return {begin, lookup(tileLoop.getUpperBound())};
+}

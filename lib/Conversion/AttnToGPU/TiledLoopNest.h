@@ -1,0 +1,63 @@
+//===- TiledLoopNest.h - the tiled loops a kernel runs ----------*- C++ -*-===//
+//
+// The loop nest that attn-tile (forward) or attn-recompute-backward
+// (backward) built around a planned tile op. A kernel runs one iteration of
+// the nest's parallel loops per CTA and the nest's tile loop (the key blocks
+// of a query block, the query blocks of a key block) inside; the loop's
+// bounds are the passes' IR, cloned into the kernel, so a rewrite of them
+// (a narrower band, a split of the key range) reaches the GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_CONVERSION_ATTNTOGPU_TILEDLOOPNEST_H
+#define FA_CONVERSION_ATTNTOGPU_TILEDLOOPNEST_H
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir::fa {
+
+/// The kernel's values for the free values of the tile loop's bounds.
+struct TileLoopInputs {
+  Value batch;    ///< the CTA's batch index
+  Value head;     ///< query head (forward) or key head (backward)
+  Value block;    ///< the CTA's query block (forward) or key block (backward)
+  Value heads, kvHeads, nq, nk; ///< the problem's sizes (index)
+};
+
+class TiledLoopNest {
+public:
+  /// The nest around `tile` (attn.online_attention or attn.backward_tile),
+  /// or a diagnostic on `tile` when its tile loop's bounds read a value the
+  /// kernel does not have.
+  static FailureOr<TiledLoopNest> get(Operation *tile);
+
+  /// [begin, end) of the tile loop for the CTA at `in`, cloned at `b`.
+  std::pair<Value, Value> cloneTileRange(OpBuilder &b,
+                                         const TileLoopInputs &in) const;
+
+private:
+  TiledLoopNest(Operation *tile, scf::ForOp tileLoop, scf::ForallOp forall,
+                scf::ForOp keyLoop, Value query, Value key, Value value)
+      : tile(tile), tileLoop(tileLoop), forall(forall), keyLoop(keyLoop),
+        query(query), key(key), value(value) {}
+
+  /// The kernel value of `leaf` (a loop index or a tensor size), or null;
+  /// a static head dim is a constant created at `b` (returned as `leaf`
+  /// itself without a builder).
+  Value inputFor(OpBuilder *b, Value leaf, const TileLoopInputs &in) const;
+  /// Collects, in program order, the ops that compute the tile loop's
+  /// bounds from leaves; fails unless they are pure and region-free.
+  LogicalResult collectBoundOps();
+
+  // Op handles are mutable: their accessors are not const.
+  Operation *tile;
+  mutable scf::ForOp tileLoop; ///< key blocks (forward), query blocks (backward)
+  mutable scf::ForallOp forall;
+  mutable scf::ForOp keyLoop;  ///< backward only: the loop over key blocks
+  Value query, key, value; ///< the untiled operands the sizes are read from
+  SmallVector<Operation *> boundOps;
+};
+
+} // namespace mlir::fa
+
+#endif // FA_CONVERSION_ATTNTOGPU_TILEDLOOPNEST_H
