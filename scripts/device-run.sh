@@ -77,8 +77,9 @@ step "test fixture bundle (naive kernels, bf16 as sm_90 cubin, f16 as sm_80 PTX)
 python3 test/Runtime/fixture/make_fixture_bundle.py --out "$FIXTURE" --nvcc nvcc --cubin-arch sm_90 \
   || fail "fixture bundle"
 
-step "example (C, runtime only)"
-cmake -G Ninja -S examples -B "$WORK/build-example" -DFA_RUNTIME_LIBRARY="$LIB" >/dev/null &&
+step "example (C, runtime only: cmake --install, then find_package(fa))"
+cmake --install "$WORK/build-rt" --prefix "$WORK/prefix" >/dev/null &&
+  cmake -G Ninja -S examples -B "$WORK/build-example" -DCMAKE_PREFIX_PATH="$WORK/prefix" >/dev/null &&
   ninja -C "$WORK/build-example" >/dev/null || fail "example build"
 "$WORK/build-example/fa-example-forward" "$FIXTURE" || fail "example on the fixture bundle"
 HAVE_BUNDLE=0
