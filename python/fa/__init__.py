@@ -453,9 +453,14 @@ def _make_function():
 _function = None
 
 
+_torch_ops = None  # fa._torch_ops once PyTorch is seen (it imports torch)
+
+
 def _register_torch_ops():
-    from . import _torch_ops
-    _torch_ops.register()
+    global _torch_ops
+    from . import _torch_ops as ops
+    ops.register()
+    _torch_ops = ops
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
@@ -486,14 +491,18 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     global _function
     b = _bundle(bundle)
     mask_args = (causal, causal_bottom_right, None if window is None else tuple(window))
-    if torch.compiler.is_compiling():
+    if hasattr(torch, "compiler") and torch.compiler.is_compiling():
         # Traced: only the custom op, whose implementation checks the rest.
-        from . import _torch_ops
+        if _torch_ops is None:
+            raise FaError(1, "fa: import torch before fa.load() (or call fa.attention once "
+                             "outside torch.compile) so that fa's custom ops are registered")
         o, lse = _torch_ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
                                       score_mod)
         return (o, lse) if return_lse else o
     _mma_code(mma)
     _score_mod_name(score_mod)
+    if _torch_ops is None:
+        _register_torch_ops()
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         if _function is None:
             _function = _make_function()

@@ -16,6 +16,8 @@ from typing import Optional, Tuple
 
 import torch
 
+from . import _backward, _bundles, _forward, _mask
+
 _registered = False
 
 
@@ -30,7 +32,6 @@ def register():
     if _registered or not hasattr(torch.library, "custom_op"):
         return
     _registered = True
-    from . import _backward, _bundles, _forward
 
     @torch.library.custom_op("fa::attention_fwd", mutates_args=(), device_types="cuda")
     def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bundle: int,
@@ -83,7 +84,6 @@ def attention(q, k, v, bundle, mask_args, scale, mma, deterministic, score_mod):
     if not _registered:
         raise RuntimeError("fa: torch.compile of fa.attention needs torch.library.custom_op "
                            "(PyTorch 2.4 or later); this is PyTorch %s" % torch.__version__)
-    from . import _mask
     mask, (left, right) = _mask(*mask_args)
     return torch.ops.fa.attention_fwd(q, k, v, bundle.id, mask, left, right,
                                       None if scale is None else float(scale), mma or "",
