@@ -38,8 +38,11 @@ def register():
                       mask: str, window_left: int, window_right: int, scale: Optional[float],
                       mma: str, deterministic: bool,
                       score_mod: str) -> Tuple[torch.Tensor, torch.Tensor]:
-        return _forward(q, k, v, _bundles[bundle], _mask_args(mask, window_left, window_right),
-                        scale, mma or None, score_mod or None)
+        # A compiled graph may hand the op other strides than eager code
+        # would; the kernels take contiguous tensors (no copy when they are).
+        return _forward(q.contiguous(), k.contiguous(), v.contiguous(), _bundles[bundle],
+                        _mask_args(mask, window_left, window_right), scale, mma or None,
+                        score_mod or None)
 
     @attention_fwd.register_fake
     def _(q, k, v, bundle, mask, window_left, window_right, scale, mma, deterministic,
@@ -54,14 +57,16 @@ def register():
                       window_left: int, window_right: int, scale: Optional[float],
                       deterministic: bool,
                       score_mod: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _backward(q, k, v, o, do, lse, _bundles[bundle],
+        return _backward(q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), do,
+                         lse.contiguous(), _bundles[bundle],
                          _mask_args(mask, window_left, window_right), scale, deterministic,
                          score_mod or None)
 
     @attention_bwd.register_fake
     def _(q, k, v, o, do, lse, bundle, mask, window_left, window_right, scale, deterministic,
           score_mod):
-        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        # Contiguous, as the real implementation's (made from contiguous inputs).
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def setup_context(ctx, inputs, output):
         q, k, v, bundle, mask, left, right, scale, _mma, deterministic, score_mod = inputs
