@@ -453,14 +453,15 @@ def _make_function():
 _function = None
 
 
-_torch_ops = None  # fa._torch_ops once PyTorch is seen (it imports torch)
+_ops = None  # the module fa._torch_ops once PyTorch is seen (it imports torch)
 
 
 def _register_torch_ops():
-    global _torch_ops
-    from . import _torch_ops as ops
+    global _ops
+    import importlib
+    ops = importlib.import_module(__name__ + "._torch_ops")
     ops.register()
-    _torch_ops = ops
+    _ops = ops
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
@@ -493,15 +494,15 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     mask_args = (causal, causal_bottom_right, None if window is None else tuple(window))
     if hasattr(torch, "compiler") and torch.compiler.is_compiling():
         # Traced: only the custom op, whose implementation checks the rest.
-        if _torch_ops is None:
+        if _ops is None:
             raise FaError(1, "fa: import torch before fa.load() (or call fa.attention once "
                              "outside torch.compile) so that fa's custom ops are registered")
-        o, lse = _torch_ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
+        o, lse = _ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
                                       score_mod)
         return (o, lse) if return_lse else o
     _mma_code(mma)
     _score_mod_name(score_mod)
-    if _torch_ops is None:
+    if _ops is None:
         _register_torch_ops()
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         if _function is None:
