@@ -4,7 +4,8 @@ fa._runtime.open_library looks first. The metadata is in pyproject.toml.
 
 Environment: CMAKE_GENERATOR, CMAKE_CXX_COMPILER_LAUNCHER (e.g. ccache) as
 for any CMake build; FA_JSON_INCLUDE_DIR, a directory holding nlohmann/ when
-the system has none."""
+the system has none; FA_PACKAGE_COMPILER, an fa-aot to ship as fa/bin/fa-aot,
+where fa.jit finds it (it still needs the MLIR/LLVM it was linked with)."""
 import os
 import shutil
 import subprocess
@@ -34,6 +35,10 @@ class BuildWithRuntime(build_py):
         target = os.path.join(self.build_lib, "fa")
         os.makedirs(target, exist_ok=True)
         shutil.copy2(os.path.join(work, "lib", "libfa_runtime.so"), target)
+        compiler = os.environ.get("FA_PACKAGE_COMPILER")
+        if compiler:
+            os.makedirs(os.path.join(target, "bin"), exist_ok=True)
+            shutil.copy2(compiler, os.path.join(target, "bin", "fa-aot"))
 
 
 class BinaryDistribution(Distribution):
