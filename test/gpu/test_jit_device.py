@@ -11,12 +11,12 @@ device,
 loads no bundle at all (fa.load(None): every kernel by JIT) with FA_AOT a
 stand-in that answers --version as the recorded compiler and fails any
 compile, so each case must be served from the cache: it runs fa.attention
-forward and backward against a float64 reference (the DESIGN.md rule), then
+forward and backward through test_attention.run_case (the float64 reference
+and the DESIGN.md rule of the GPU differential tests), then
 checks that a config missing from the cache does reach the compiler (the
 stand-in's failure, named in the FaError).
 """
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -61,49 +61,42 @@ def stand_in(cache, work):
     return path
 
 
+def case_of(dtype, d, mask, autograd):
+    """A test_attention.run_case case: mma and bwd_mma None, as fa.attention
+    asks by default, so the queries are those --prepare compiled for."""
+    return {"dtype": dtype, "d": d, "dv": d, "mask": mask, "window": (-1, -1), "mma": None,
+            "b": 2, "h": 4, "hkv": 2, "nq": 200, "nk": 170 if mask == "none" else 200,
+            "scale": None, "bwd": True, "bwd_mma": None, "autograd": autograd, "det": False,
+            "ramp": False, "repeat": False}
+
+
 def run(args):
     import torch
     import fa
-    from test_attention import allowed_mask, judge, reference
+    from test_attention import run_case
     work = tempfile.mkdtemp(prefix="fa-jit-device-")
     os.environ["FA_AOT"] = stand_in(args.cache, work)
     os.environ["FA_CACHE_DIR"] = os.path.abspath(args.cache)
     torch.zeros(1, device="cuda")
     bundle = fa.load(None, args.lib)
-    dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
     failed = False
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dtype, d, mask in CASES:
-        b, h, n = 2, 4, 200
-        q, k, v, do = (torch.randn(b, h, n, d, device="cuda", dtype=dtypes[dtype],
-                                   generator=gen) for _ in range(4))
-        for t in (q, k, v):
-            t.requires_grad_(True)
-        o, lse = fa.attention(q, k, v, causal=mask == "causal", return_lse=True)
-        o.backward(do)
-        allowed = allowed_mask(mask, (-1, -1), n, n, "cuda")
-        scale = 1 / math.sqrt(d)
-        q64, k64, v64 = (t.detach().double().requires_grad_(True) for t in (q, k, v))
-        o64, lse64 = reference(q64, k64, v64, allowed, scale)
-        o64.backward(do.double())
-        ql, kl, vl = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-        olow, _ = reference(ql, kl, vl, allowed, scale)
-        olow.backward(do)
-        results = []
-        ok = judge("o", o.detach(), olow.detach(), o64.detach(), results)
-        for name, got, low, ref in (("dq", q.grad, ql.grad, q64.grad),
-                                    ("dk", k.grad, kl.grad, k64.grad),
-                                    ("dv", v.grad, vl.grad, v64.grad)):
-            ok &= judge(name, got, low, ref, results)
-        tags = sorted(kk["tag"] for kk in bundle.kernels()
-                      if kk["head_dim"] == d and kk["dtype"] == dtype and kk["mask"] == mask)
-        print("%s %s d%d %s: %s; kernels %s" % ("ok" if ok else "FAIL", dtype, d, mask,
-                                               ", ".join("%s err %.2e (math %.2e)" % (
-                                                   r["what"], r["err"], r["math_err"])
-                                                   for r in results), tags))
-        failed |= not ok or len(tags) != 2
+        for autograd in (False, True):
+            results = run_case(case_of(dtype, d, mask, autograd), gen, "cuda")
+            ok = all(r["ok"] for r in results)
+            print("%s %s d%d %s (%s): %s" % (
+                "ok" if ok else "FAIL", dtype, d, mask,
+                "fa.attention" if autograd else "forward_into/backward_into",
+                ", ".join("%s err %.2e (math %.2e)" % (r["what"], r["err"], r["math_err"])
+                          for r in results)))
+            failed |= not ok
+        tags = sorted(k["tag"] for k in bundle.kernels()
+                      if k["head_dim"] == d and k["dtype"] == dtype and k["mask"] == mask)
+        print("   JIT kernels loaded from the cache: %s" % ", ".join(tags))
+        failed |= len(tags) != 2
     dtype, d, mask = MISSING
-    x = torch.randn(1, 1, 64, d, device="cuda", dtype=dtypes[dtype])
+    x = torch.randn(1, 1, 64, d, device="cuda", dtype=torch.bfloat16)
     try:
         fa.attention(x, x, x)
         print("FAIL a config missing from the cache ran without compiling")
