@@ -73,7 +73,11 @@ class TensorMapArgs(ctypes.Structure):
 
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The source checkout this package is imported from, if it is (not when
+# installed): its build directories hold libfa_runtime and fa-aot.
 CHECKOUT_DIR = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+if not os.path.exists(os.path.join(CHECKOUT_DIR, "lib", "Runtime", "CMakeLists.txt")):
+    CHECKOUT_DIR = None
 
 
 def _candidates():
@@ -85,7 +89,8 @@ def _candidates():
     if os.path.exists(shipped):
         yield shipped
     for pattern in ("build*/lib/libfa_runtime.so", "build*/lib/Runtime/libfa_runtime.so"):
-        yield from sorted(glob.glob(os.path.join(CHECKOUT_DIR, pattern)))
+        if CHECKOUT_DIR:
+            yield from sorted(glob.glob(os.path.join(CHECKOUT_DIR, pattern)))
     yield "libfa_runtime.so"
 
 

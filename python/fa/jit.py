@@ -39,9 +39,9 @@ def find_compiler():
             raise FaError(NOT_FOUND, "fa: FA_AOT is %r, which is not an executable fa-aot" % env)
         return env
     candidates = [os.path.join(PACKAGE_DIR, "bin", "fa-aot")]
-    candidates += [os.path.join(CHECKOUT_DIR, d, "bin", "fa-aot")
-                   for d in sorted(os.listdir(CHECKOUT_DIR)) if d.startswith("build")] \
-        if os.path.isdir(CHECKOUT_DIR) else []
+    if CHECKOUT_DIR:
+        candidates += [os.path.join(CHECKOUT_DIR, d, "bin", "fa-aot")
+                       for d in sorted(os.listdir(CHECKOUT_DIR)) if d.startswith("build")]
     for path in candidates:
         if os.access(path, os.X_OK):
             return path
