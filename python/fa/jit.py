@@ -6,6 +6,7 @@ one-kernel bundle under the disk cache:
 
     $FA_CACHE_DIR, else $XDG_CACHE_HOME/fa, else ~/.cache/fa
       jit/<hash of `fa-aot --version`>/<config>[-mods-<hash>]/manifest.json ...
+      jit/compilers/<hash of fa-aot's path, inode, size, mtime>: its --version
 
 `fa-aot --version` names the compiler's build (fa-aot and the LLVM it was
 built with), so a rebuilt compiler compiles into a new directory and never
@@ -28,7 +29,7 @@ from ._runtime import CHECKOUT_DIR, MASK_NAMES, PACKAGE_DIR, FaError
 
 NOT_FOUND = 2
 
-_versions = {}  # (path, stat identity) -> `fa-aot --version` output
+_versions = {}  # "path|inode|size|mtime" -> `fa-aot --version` output
 
 
 def find_compiler():
@@ -50,18 +51,40 @@ def find_compiler():
 
 def compiler_version(path):
     """`fa-aot --version` of the compiler at `path`, asked once per build of
-    that file in this process."""
+    that file: remembered in this process and, under the cache, across
+    processes (keyed by the file's identity, size and modification time)."""
     st = os.stat(path)
-    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = "%s|%d|%d|%d" % (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
     version = _versions.get(key)
-    if version is None:
+    if version is not None:
+        return version
+    memo = os.path.join(cache_root(), "jit", "compilers", _digest(key))
+    try:
+        with open(memo) as f:
+            version = f.read().strip()
+    except OSError:
+        version = None
+    if not version:
         run = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
         version = run.stdout.strip()
         if run.returncode != 0 or not version:
             raise FaError(NOT_FOUND, "fa: %s --version failed (exit %d): %s"
                           % (path, run.returncode, run.stderr.strip()))
-        _versions[key] = version
+        _write_atomically(memo, version + "\n")
+    _versions[key] = version
     return version
+
+
+def _write_atomically(path, text):
+    """Best effort: a cache that cannot be written is asked again next time."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".writing-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def cache_root():
@@ -143,8 +166,7 @@ def compile_bundle(config, score_mods=None):
         return entry
     parent = os.path.dirname(entry)
     os.makedirs(parent, exist_ok=True)
-    with open(os.path.join(parent, "version.txt"), "w") as f:
-        f.write(compiler_version(compiler) + "\n")
+    _write_atomically(os.path.join(parent, "version.txt"), compiler_version(compiler) + "\n")
     work = tempfile.mkdtemp(prefix=".compiling-", dir=parent)
     try:
         out = os.path.join(work, "bundle")

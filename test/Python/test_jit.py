@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """JIT on a bundle miss (python/fa/jit.py), without a GPU or PyTorch: a query
 the loaded bundle lacks is compiled by fa-aot into the disk cache and loaded;
-a later process reuses it without compiling; a compiler whose --version
-differs compiles anew; processes compiling one config at once all get a
+a later process reuses it without compiling (nor asking the compiler its
+version again); the compiler rebuilt in place with another --version
+compiles anew; processes compiling one config at once all get a
 complete entry; with no compiler the error names the config and the fa-aot
 command, which builds it. fa-aot runs through a wrapper that logs each
 compile, so "no recompile" is counted, not assumed.
@@ -36,13 +37,15 @@ PROBE = textwrap.dedent("""
 
 
 def wrapper(path, real, log, version_suffix=""):
-    """An fa-aot that logs each compile (not --version) and can report
-    another version."""
+    """An fa-aot that logs each compile to `log` and each --version to
+    `log`.version, and can report another version."""
     with open(path, "w") as f:
         f.write("#!/bin/sh\n"
                 "if [ \"$1\" = --version ]; then\n"
+                "  echo version >> %s.version\n"
                 "  echo \"$(%s --version)%s\"; exit 0\nfi\n"
-                "echo \"$*\" >> %s\nexec %s \"$@\"\n" % (real, version_suffix, log, real))
+                "echo \"$*\" >> %s\nexec %s \"$@\"\n"
+                % (log, real, version_suffix, log, real))
     os.chmod(path, 0o755)
     return path
 
@@ -105,15 +108,19 @@ def main():
         assert first["dirs"][-1] == done[0], (first["dirs"], done)
         print("ok compile on a miss: %s from %s" % (first["tag"], done[0]))
 
+        asked = compiles(log + ".version")
         again, = probe(args, env, pkg_root)
         assert again == first and compiles(log) == 1, (again, compiles(log))
-        print("ok cache hit in a new process: no compile")
+        assert compiles(log + ".version") == asked, "the compiler's version was asked again"
+        print("ok cache hit in a new process: no compile, the compiler's version remembered")
 
-        other = wrapper(os.path.join(work, "fa-aot-other"), args.fa_aot, log, " (variant)")
-        changed, = probe(args, dict(env, FA_AOT=other), pkg_root)
+        # The compiler rebuilt in place: another version at the same path.
+        wrapper(aot, args.fa_aot, log, " (rebuilt)")
+        changed, = probe(args, env, pkg_root)
         assert changed.get("tag") == first["tag"] and compiles(log) == 2, (changed, compiles(log))
         assert changed["dirs"][-1] != first["dirs"][-1], changed
-        print("ok another compiler version compiles anew into %s" % changed["dirs"][-1])
+        print("ok the compiler rebuilt with another version compiles anew into %s"
+              % changed["dirs"][-1])
 
         racers = probe(args, dict(env, FA_CACHE_DIR=os.path.join(work, "race")), pkg_root, n=6)
         assert all(r.get("tag") == first["tag"] for r in racers), racers
