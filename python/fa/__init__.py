@@ -39,11 +39,11 @@ class Bundle:
     """Loaded bundles (a directory or a list of them, searched in order; none
     for JIT only). Kernel lookups and per-shape launch arguments are cached.
     With jit=True a kernel none of them has is compiled on first use
-    (fa.jit); score_mods names the .mlir library of score_mod functions
+    (fa.jit); score_mod_file names the .mlir library of score_mod functions
     that JIT configs with a score_mod compile against (default
     $FA_SCORE_MODS)."""
 
-    def __init__(self, bundle_dir=None, lib_path=None, jit=True, score_mods=None):
+    def __init__(self, bundle_dir=None, lib_path=None, jit=True, score_mod_file=None):
         # Let PyTorch create its CUDA context before the driver is touched
         # through this library, so both use the device's primary context.
         torch = sys.modules.get("torch")
@@ -58,7 +58,7 @@ class Bundle:
         self._handles = [self._load(d) for d in self.dirs]
         self._handle = self._handles[0] if self._handles else None
         self.jit = jit
-        self.score_mods = score_mods
+        self.score_mod_file = score_mod_file
         self._cache = {}
         self._plans = {}
         self.id = len(_bundles)
@@ -155,7 +155,7 @@ class Bundle:
         returns the kernel; FaError naming the config and how to build it
         when it cannot."""
         status, message = self._miss or (2, "no bundle loaded")
-        mods = self.score_mods or os.environ.get("FA_SCORE_MODS")
+        mods = self.score_mod_file or os.environ.get("FA_SCORE_MODS")
         mod = query.score_mod.decode() if query.score_mod else None
         try:
             config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
@@ -167,7 +167,7 @@ class Bundle:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
         if mod and not mods:
             raise FaError(status, "fa: %s: %s; compiling %s needs the score_mod library "
-                          "(Bundle(score_mods=FILE) or $FA_SCORE_MODS)"
+                          "(Bundle(score_mod_file=FILE) or $FA_SCORE_MODS)"
                           % (_status_name(status), message, config))
         if not self.jit:
             raise FaError(status, "fa: %s: %s (JIT is off for this bundle; build it with: %s)"
@@ -197,11 +197,11 @@ def _shutting_down():
     return sys.is_finalizing()
 
 
-def load(bundle_dir=None, lib_path=None, jit=True, score_mods=None):
+def load(bundle_dir=None, lib_path=None, jit=True, score_mod_file=None):
     """Loads a bundle (a directory, a list of them, or None for JIT only)
     and makes it the default for attention()."""
     global _default
-    _default = Bundle(bundle_dir, lib_path, jit, score_mods)
+    _default = Bundle(bundle_dir, lib_path, jit, score_mod_file)
     return _default
 
 

@@ -26,10 +26,11 @@ PACKAGE = os.path.join(HERE, "..", "..", "python", "fa")
 # The fixture bundle has bf16 d64/d128 kernels only: d32 is a miss.
 MISS = "fwd:bf16:d32:none:mma_sync:sm_90a"
 PROBE = textwrap.dedent("""
-    import json, sys, fa
+    import json, os, sys, fa
     b = fa.Bundle(sys.argv[1], sys.argv[2])
     try:
-        k = b.find(0, "bf16", 32, 32, "none", (-1, -1), 90)
+        k = b.find(0, "bf16", 32, 32, "none", (-1, -1), 90,
+                   score_mod=os.environ.get("FA_TEST_MOD"))
         print(json.dumps({"tag": b._info(k)["tag"], "dirs": b.dirs}))
     except fa.FaError as e:
         print(json.dumps({"error": str(e), "status": e.status}))
@@ -144,6 +145,15 @@ def main():
         with open(os.path.join(built, "manifest.json")) as f:
             assert json.load(f)["kernels"][0]["tag"] == first["tag"]
         print("ok no compiler: the error names %s and '%s', which builds it" % (MISS, command))
+
+        mods = os.path.join(HERE, "..", "gpu", "score_mods.mlir")
+        modded, = probe(args, dict(env, FA_TEST_MOD="softcap30", FA_SCORE_MODS=mods), pkg_root)
+        assert modded.get("tag", "").endswith("_mod_softcap30"), modded
+        assert "-mods-" in modded["dirs"][-1], modded
+        unmodded, = probe(args, dict(env, FA_TEST_MOD="softcap30"), pkg_root)
+        assert "needs the score_mod library" in unmodded.get("error", ""), unmodded
+        print("ok a score_mod config compiles against $FA_SCORE_MODS (%s), and without it the "
+              "error says so" % modded["tag"])
 
         broken, = probe(args, dict(bare, FA_AOT=os.path.join(work, "no-such-fa-aot")), pkg_root)
         assert "FA_AOT is" in broken.get("error", ""), broken
