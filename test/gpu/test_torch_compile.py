@@ -108,8 +108,11 @@ def opcheck(args, log):
                                fwd_args),
                               ("fa::attention_bwd", torch.ops.fa.attention_bwd.default,
                                bwd_args)):
-        result = torch.library.opcheck(op, op_args)
-        bad = {test: r for test, r in result.items() if r != "SUCCESS"}
+        try:  # raises at the first failing test by default
+            result = torch.library.opcheck(op, op_args)
+            bad = {test: r for test, r in result.items() if r != "SUCCESS"}
+        except Exception as e:  # noqa: BLE001 - reported as the check's failure
+            bad = {"raised": "%s: %s" % (type(e).__name__, str(e)[:400])}
         log.append((name, not bad, "opcheck %s" % (bad or "all SUCCESS")))
         ok = ok and not bad
     return ok
