@@ -39,7 +39,8 @@ rm -rf "$tmp"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   say "GPU present: fa-aot bundle (mma.sync + sm_90a wgmma forwards) run through libfa_runtime"
   $bin/fa-aot --config fwd:bf16:d128:none --config fwd:bf16:d128:none:wgmma -o build/demo-bundle
-  cmake -S examples -B build/example -DFA_RUNTIME_LIBRARY="$PWD/build/lib/libfa_runtime.so" >/dev/null
+  cmake --install build --prefix build/prefix >/dev/null
+  cmake -S examples -B build/example -DCMAKE_PREFIX_PATH="$PWD/build/prefix" >/dev/null
   cmake --build build/example >/dev/null
   build/example/fa-example-forward build/demo-bundle
 else

@@ -22,7 +22,8 @@
 #       --mlir out/random_mods.mlir --configs out/random_mods.txt
 #   build/bin/fa-aot --score-mods out/random_mods.mlir --config-file out/random_mods.txt \
 #       -o out/bundle-rnd
-# and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd.
+#   python3 test/gpu/test_jit_device.py --prepare --fa-aot build/bin/fa-aot --cache out/jit-cache
+# and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache.
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
@@ -36,6 +37,9 @@
 #   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
 #   fa with score_mod NAME beside fa without it and FlexAttention with it, on
 #   FA_FLEX_SEQS x d 128). The sanitizer runs on out/bundle, else on the score_mod bundle.
+#   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
+#   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny-call
+#   host overhead against SDPA), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,8 +81,9 @@ step "test fixture bundle (naive kernels, bf16 as sm_90 cubin, f16 as sm_80 PTX)
 python3 test/Runtime/fixture/make_fixture_bundle.py --out "$FIXTURE" --nvcc nvcc --cubin-arch sm_90 \
   || fail "fixture bundle"
 
-step "example (C, runtime only)"
-cmake -G Ninja -S examples -B "$WORK/build-example" -DFA_RUNTIME_LIBRARY="$LIB" >/dev/null &&
+step "example (C, runtime only: cmake --install, then find_package(fa))"
+cmake --install "$WORK/build-rt" --prefix "$WORK/prefix" >/dev/null &&
+  cmake -G Ninja -S examples -B "$WORK/build-example" -DCMAKE_PREFIX_PATH="$WORK/prefix" >/dev/null &&
   ninja -C "$WORK/build-example" >/dev/null || fail "example build"
 "$WORK/build-example/fa-example-forward" "$FIXTURE" || fail "example on the fixture bundle"
 HAVE_BUNDLE=0
@@ -198,6 +203,33 @@ for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     with open(p) as f:
         out[os.path.basename(p)[:-5]] = json.load(f)
 json.dump(out, open(sys.argv[2], "w"), indent=1)' "$WORK/score_mod" "$OUT/score_mod.json"
+
+# Everyday use (issue 18): kernels from the JIT disk cache, torch.compile,
+# host overhead; their JSON goes to $OUT/everyday.json.
+mkdir -p "$WORK/everyday"
+JIT_CACHE=${FA_JIT_CACHE:-out/jit-cache}
+if [ "${FA_JIT:-1}" != 0 ] && [ -f "$JIT_CACHE/fa-aot-version.txt" ]; then
+  step "JIT: kernels served from the carried disk cache (no bundle loaded), a miss reaches the compiler"
+  timeout -k 10 ${FA_JIT_TIMEOUT:-120} python3 test/gpu/test_jit_device.py --cache "$JIT_CACHE" \
+    --lib "$LIB" || fail "JIT from the disk cache"
+fi
+if [ "${FA_TORCH_COMPILE:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
+  step "torch.compile(fullgraph=True) training steps with fa attention against eager and SDPA"
+  timeout -k 10 ${FA_TORCH_COMPILE_TIMEOUT:-300} python3 test/gpu/test_torch_compile.py \
+    --bundle "$BUNDLE" --lib "$LIB" --json "$WORK/everyday/torch_compile.json" ||
+    fail "torch.compile"
+fi
+if [ "${FA_OVERHEAD:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
+  step "host overhead of tiny calls: fa against SDPA"
+  timeout -k 10 ${FA_OVERHEAD_TIMEOUT:-180} python3 bench/overhead.py --bundle "$BUNDLE" \
+    --lib "$LIB" --profile --json "$WORK/everyday/overhead.json" || fail "overhead benchmark"
+fi
+python3 -c '
+import glob, json, os, sys
+out = {os.path.basename(p)[:-5]: json.load(open(p))
+       for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json")))}
+if out:
+    json.dump(out, open(sys.argv[2], "w"), indent=1)' "$WORK/everyday" "$OUT/everyday.json"
 
 step "done"
 [ $status = 0 ] && echo "DEVICE RUN: PASS" || echo "DEVICE RUN: FAIL"

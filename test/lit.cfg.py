@@ -19,6 +19,7 @@ tools = ["fa-opt", "fa-run", "fa-aot", "FileCheck", "not", "count"]
 llvm_config.add_tool_substitutions(tools, [config.fa_tools_dir, config.llvm_tools_dir])
 config.substitutions.append(("%python", shutil.which("python3") or "python3"))
 config.substitutions.append(("%fa_src", os.path.dirname(config.test_source_root)))
+config.substitutions.append(("%fa_tools", config.fa_tools_dir))
 
 # ptxas is present where the CUDA toolkit is; GPU execution never is in CI.
 ptxas = os.path.join(config.cuda_root, "bin", "ptxas")

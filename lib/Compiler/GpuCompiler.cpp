@@ -510,7 +510,7 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
 
 llvm::Expected<std::shared_ptr<const CompiledKernel>>
 GpuCompiler::compile(const KernelConfig &config) {
-  std::string key = std::string(kCompilerVersion) + "|" + config.str() + "|" +
+  std::string key = compilerVersion() + "|" + config.str() + "|" +
                     options.cudaToolkit;
   if (config.mma == "wgmma")
     key += "|" + (config.direction == "bwd" ? wgmmaBackwardVariantKey()

@@ -74,6 +74,15 @@ namespace fa::runtime {
 
 fa_status kernelFunction(const fa_kernel &kernel, const Entry &entry,
                          CUcontext ctx, CUdevice device, CUfunction &out) {
+  fa_bundle &bundle = *kernel.bundle;
+  std::lock_guard<std::mutex> lock(bundle.mutex);
+  // Launches after the first in a context skip the device queries, the
+  // module search, the symbol lookup and the shared-memory attributes.
+  for (const LoadedFunction &f : bundle.functions)
+    if (f.ctx == ctx && f.entry == &entry) {
+      out = f.function;
+      return FA_SUCCESS;
+    }
   const KernelConfig &c = kernel.config;
   int cc = 0;
   if (fa_status s = deviceComputeCapability(device, cc))
@@ -81,9 +90,6 @@ fa_status kernelFunction(const fa_kernel &kernel, const Entry &entry,
   const std::string *path = nullptr;
   if (fa_status s = moduleFile(c, cc, path))
     return s;
-
-  fa_bundle &bundle = *kernel.bundle;
-  std::lock_guard<std::mutex> lock(bundle.mutex);
   CUmodule module = nullptr;
   if (fa_status s = loadedModule(bundle, ctx, *path, module))
     return s;
@@ -93,7 +99,10 @@ fa_status kernelFunction(const fa_kernel &kernel, const Entry &entry,
                                         c.tag + "' is not in '" + *path + "'");
   if (r != CUDA_SUCCESS)
     return cuFail("cuModuleGetFunction", r);
-  return allowEntrySharedMemory(entry, out, device);
+  if (fa_status s = allowEntrySharedMemory(entry, out, device))
+    return s;
+  bundle.functions.push_back({ctx, &entry, out});
+  return FA_SUCCESS;
 }
 
 } // namespace fa::runtime

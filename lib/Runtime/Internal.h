@@ -89,6 +89,14 @@ struct LoadedModule {
   CUmodule module = nullptr;
 };
 
+/// An entry's function in one context, with its shared-memory limit raised:
+/// what every later launch of the entry in that context reuses.
+struct LoadedFunction {
+  CUcontext ctx = nullptr;
+  const void *entry = nullptr; // the kernel config's Entry
+  CUfunction function = nullptr;
+};
+
 /// Device memory for the tensor maps of launches in one context; defined in
 /// TensorMaps.h.
 struct MapRing;
@@ -103,8 +111,9 @@ struct fa_kernel {
 struct fa_bundle {
   std::string dir;
   std::vector<std::unique_ptr<fa_kernel>> kernels;
-  std::mutex mutex; // guards modules and mapRings
+  std::mutex mutex; // guards modules, functions and mapRings
   std::vector<fa::runtime::LoadedModule> modules;
+  std::vector<fa::runtime::LoadedFunction> functions;
   std::vector<std::unique_ptr<fa::runtime::MapRing>> mapRings;
   ~fa_bundle();
 };

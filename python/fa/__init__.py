@@ -7,70 +7,103 @@
     o = fa.attention(q, k, v, causal=True, score_mod="softcap30")
                                              # kernels built with mod=softcap30
 
+    fa.load()                                # no bundle: every kernel by JIT
+
 Pure Python over the C ABI of libfa_runtime (ctypes); no compiled extension.
 Tensors must be contiguous: the runtime rejects other strides rather than
 copying. Launches go on PyTorch's current stream of the tensors' device.
+A kernel no loaded bundle has is compiled on first use where fa-aot is
+installed and cached on disk (fa.jit). Under torch.compile, attention() is
+the custom ops fa::attention_fwd / fa::attention_bwd (fa._torch_ops).
 """
-import contextlib
 import ctypes
 import math
+import os
 import re
 import sys
 
-from ._runtime import (BWD, DTYPE_NAMES, FWD, MASK_NAMES, MASKS, MMA_NAMES, MMAS, FaError,
-                       BackwardArgs, ForwardArgs, KernelInfo, KernelQuery, Tensor, check,
-                       open_library)
+from . import jit
+from ._runtime import (BWD, DTYPE_NAMES, DTYPES, FWD, MASK_NAMES, MASKS, MMA_NAMES, MMAS,
+                       FaError, BackwardArgs, ForwardArgs, KernelInfo, KernelQuery, Tensor,
+                       check, open_library)
 
 __all__ = ["load", "attention", "forward_into", "backward_into", "Bundle", "FaError"]
 
 _default = None
+_bundles = []  # every Bundle made, by Bundle.id (the custom ops name bundles by it)
+_NOT_IN_BUNDLE = (2, 6)  # FA_ERROR_NOT_FOUND, FA_ERROR_UNSUPPORTED
+_MAX_PLANS = 4096
 
 
 class Bundle:
-    """A loaded bundle. Kernel lookups are cached per configuration."""
+    """Loaded bundles (a directory or a list of them, searched in order; none
+    for JIT only). Kernel lookups and per-shape launch arguments are cached.
+    With jit=True a kernel none of them has is compiled on first use
+    (fa.jit); score_mod_file names the .mlir library of score_mod functions
+    that JIT configs with a score_mod compile against (default
+    $FA_SCORE_MODS)."""
 
-    def __init__(self, bundle_dir, lib_path=None):
+    def __init__(self, bundle_dir=None, lib_path=None, jit=True, score_mod_file=None):
         # Let PyTorch create its CUDA context before the driver is touched
         # through this library, so both use the device's primary context.
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             torch.cuda.init()
         self.lib = open_library(lib_path)
-        self.dir = str(bundle_dir)
-        handle = ctypes.c_void_p()
-        check(self.lib, self.lib.fa_bundle_load(self.dir.encode(), ctypes.byref(handle)))
-        self._handle = handle
+        dirs = [] if bundle_dir is None else (
+            [bundle_dir] if isinstance(bundle_dir, (str, bytes)) or hasattr(bundle_dir, "__fspath__")
+            else list(bundle_dir))
+        self.dirs = [str(d) for d in dirs]
+        self.dir = self.dirs[0] if self.dirs else None
+        self._handles = [self._load(d) for d in self.dirs]
+        self._handle = self._handles[0] if self._handles else None
+        self.jit = jit
+        self.score_mod_file = score_mod_file
         self._cache = {}
+        self._plans = {}
+        self.id = len(_bundles)
+        _bundles.append(self)
+        if torch is not None:
+            _register_torch_ops()
+
+    def _load(self, directory):
+        handle = ctypes.c_void_p()
+        check(self.lib, self.lib.fa_bundle_load(str(directory).encode(), ctypes.byref(handle)))
+        return handle
 
     def __del__(self):
         # Interpreter shutdown may have torn down CUDA already; the process
         # exit releases the modules anyway.
-        handle = getattr(self, "_handle", None)
-        if handle and not _shutting_down():
-            self.lib.fa_bundle_free(handle)
-            self._handle = None
+        for handle in getattr(self, "_handles", ()):
+            if handle and not _shutting_down():
+                self.lib.fa_bundle_free(handle)
+        self._handles = []
 
     def kernels(self):
-        """Every kernel's configuration, as dicts."""
+        """Every kernel's configuration, as dicts (the loaded bundles' in
+        order, then those compiled for this Bundle by JIT)."""
         out = []
-        for i in range(self.lib.fa_bundle_kernel_count(self._handle)):
-            info = KernelInfo()
-            check(self.lib, self.lib.fa_kernel_get_info(
-                self.lib.fa_bundle_kernel_at(self._handle, i), ctypes.byref(info)))
-            out.append({
-                "tag": info.tag.decode(), "target": info.target.decode(),
-                "direction": "fwd" if info.direction == FWD else "bwd",
-                "dtype": DTYPE_NAMES[info.dtype], "mask": MASK_NAMES[info.mask],
-                "head_dim": info.head_dim, "head_dim_v": info.head_dim_v,
-                "block_q": info.block_q, "block_kv": info.block_kv, "warps": info.warps,
-                "stages": info.stages, "window_left": info.window_left,
-                "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
-                "mma": MMA_NAMES.get(info.mma, str(info.mma)),
-                "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
-                "deterministic": bool(info.deterministic),
-                "persistent_grid": bool(info.persistent_grid),
-                "score_mod": info.score_mod.decode() if info.score_mod else None})
+        for handle in self._handles:
+            for i in range(self.lib.fa_bundle_kernel_count(handle)):
+                out.append(self._info(self.lib.fa_bundle_kernel_at(handle, i)))
         return out
+
+    def _info(self, kernel):
+        info = KernelInfo()
+        check(self.lib, self.lib.fa_kernel_get_info(kernel, ctypes.byref(info)))
+        return {
+            "tag": info.tag.decode(), "target": info.target.decode(),
+            "direction": "fwd" if info.direction == FWD else "bwd",
+            "dtype": DTYPE_NAMES[info.dtype], "mask": MASK_NAMES[info.mask],
+            "head_dim": info.head_dim, "head_dim_v": info.head_dim_v,
+            "block_q": info.block_q, "block_kv": info.block_kv, "warps": info.warps,
+            "stages": info.stages, "window_left": info.window_left,
+            "window_right": info.window_right, "has_cubin": bool(info.has_cubin),
+            "mma": MMA_NAMES.get(info.mma, str(info.mma)),
+            "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
+            "deterministic": bool(info.deterministic),
+            "persistent_grid": bool(info.persistent_grid),
+            "score_mod": info.score_mod.decode() if info.score_mod else None}
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""
@@ -79,10 +112,12 @@ class Bundle:
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
              mma=None, nk=0, deterministic=False, score_mod=None):
         """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
-        deterministic=True takes only deterministic backward kernels (which
-        the default search never returns). score_mod (a name, or None for
-        plain attention) takes only kernels with exactly that score_mod; the
-        FaError of a missing one lists those the bundle has."""
+        dtype is a torch dtype or a name ('bf16', 'f16'). deterministic=True
+        takes only deterministic backward kernels (which the default search
+        never returns). score_mod (a name, or None for plain attention) takes
+        only kernels with exactly that score_mod; the FaError of a missing
+        one lists those the bundle has. A kernel no loaded bundle has is
+        compiled (JIT) where fa-aot is installed."""
         code = _mma_code(mma)
         mod = _score_mod_name(score_mod)
         key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
@@ -92,22 +127,81 @@ class Bundle:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code,
                             None if mod is None else mod.encode())
-            out = ctypes.c_void_p()
-            find = (self.lib.fa_kernel_find_deterministic if deterministic
-                    else self.lib.fa_kernel_find_for_keys)
-            check(self.lib, find(self._handle, ctypes.byref(q), nk, ctypes.byref(out)))
-            kernel = self._cache[key] = out
+            kernel = self._search(q, nk, deterministic)
+            if kernel is None:
+                kernel = self._compile(q, nk, deterministic)
+            self._cache[key] = kernel
         return kernel
+
+    def _search(self, query, nk, deterministic, handles=None):
+        """The first loaded bundle's kernel for `query`; None when none has
+        one, keeping the first bundle's message for the error."""
+        find = (self.lib.fa_kernel_find_deterministic if deterministic
+                else self.lib.fa_kernel_find_for_keys)
+        self._miss = None
+        for handle in self._handles if handles is None else handles:
+            out = ctypes.c_void_p()
+            status = find(handle, ctypes.byref(query), nk, ctypes.byref(out))
+            if status == 0:
+                return out
+            if status not in _NOT_IN_BUNDLE:
+                check(self.lib, status)
+            if self._miss is None:
+                self._miss = (status, self.lib.fa_last_error().decode())
+        return None
+
+    def _compile(self, query, nk, deterministic):
+        """Compiles the kernel of `query` (fa.jit), loads its bundle and
+        returns the kernel; FaError naming the config and how to build it
+        when it cannot."""
+        status, message = self._miss or (2, "no bundle loaded")
+        mods = self.score_mod_file or os.environ.get("FA_SCORE_MODS")
+        mod = query.score_mod.decode() if query.score_mod else None
+        try:
+            config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
+                                     query.head_dim_v, query.mask,
+                                     (query.window_left, query.window_right),
+                                     query.compute_capability, MMA_NAMES[query.mma],
+                                     deterministic, mod)
+        except FaError as e:
+            raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
+        if mod and not mods:
+            raise FaError(status, "fa: %s: %s; compiling %s needs the score_mod library "
+                          "(Bundle(score_mod_file=FILE) or $FA_SCORE_MODS)"
+                          % (_status_name(status), message, config))
+        if not self.jit:
+            raise FaError(status, "fa: %s: %s (JIT is off for this bundle; build it with: %s)"
+                          % (_status_name(status), message,
+                             " ".join(jit.aot_command("fa-aot", config, "<dir>", mods))))
+        try:
+            directory = jit.compile_bundle(config, mods)
+        except FaError as e:
+            raise FaError(status, "fa: %s: %s\n%s" % (_status_name(status), message, e)) from None
+        handle = self._load(directory)
+        kernel = self._search(query, nk, deterministic, [handle])
+        if kernel is None:
+            self.lib.fa_bundle_free(handle)
+            raise FaError(self._miss[0], "fa: the kernel compiled for %s in %s does not answer "
+                          "the query: %s" % (config, directory, self._miss[1]))
+        self._handles.append(handle)
+        self.dirs.append(directory)
+        return kernel
+
+
+def _status_name(status):
+    from ._runtime import STATUS_NAMES
+    return STATUS_NAMES.get(status, status)
 
 
 def _shutting_down():
     return sys.is_finalizing()
 
 
-def load(bundle_dir, lib_path=None):
-    """Loads a bundle and makes it the default for attention()."""
+def load(bundle_dir=None, lib_path=None, jit=True, score_mod_file=None):
+    """Loads a bundle (a directory, a list of them, or None for JIT only)
+    and makes it the default for attention()."""
     global _default
-    _default = Bundle(bundle_dir, lib_path)
+    _default = Bundle(bundle_dir, lib_path, jit, score_mod_file)
     return _default
 
 
@@ -115,15 +209,25 @@ def _bundle(bundle):
     if bundle is not None:
         return bundle
     if _default is None:
-        raise FaError(1, "fa: no bundle loaded; call fa.load(bundle_dir) first")
+        raise FaError(1, "fa: no bundle loaded; call fa.load(bundle_dir) first "
+                         "(fa.load() for kernels compiled on first use)")
     return _default
 
 
+_DTYPE_CODES = {}
+
+
 def _dtype_code(dtype):
+    code = _DTYPE_CODES.get(dtype)
+    if code is not None:
+        return code
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
     import torch
     codes = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
     if dtype not in codes:
         raise FaError(1, "fa: unsupported dtype %s (expected float16 or bfloat16)" % dtype)
+    _DTYPE_CODES[dtype] = codes[dtype]
     return codes[dtype]
 
 
@@ -181,7 +285,9 @@ _capabilities = {}
 
 def _capability(t):
     import torch
-    index = t.device.index if t.is_cuda else torch.cuda.current_device()
+    index = t.get_device()
+    if index < 0:
+        index = torch.cuda.current_device()
     cap = _capabilities.get(index)
     if cap is None:
         major, minor = torch.cuda.get_device_capability(index)
@@ -189,15 +295,46 @@ def _capability(t):
     return cap
 
 
+def _stream_of(torch):
+    """index -> the raw handle of the device's current stream: PyTorch's
+    direct query where it has one (no Stream object per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+_current_stream = None
+
+
 def _launch(lib, fn, kernel, args, t):
     """fn(kernel, &args, stream) on the current stream of t's device, made
     the current device for the call (switched only when it is not)."""
     import torch
-    dev = t.device if t.is_cuda else torch.device("cuda", torch.cuda.current_device())
-    stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
-    current = dev.index is None or dev.index == torch.cuda.current_device()
-    with contextlib.nullcontext() if current else torch.cuda.device(dev):
+    global _current_stream
+    if _current_stream is None:
+        _current_stream = _stream_of(torch)
+    current = torch.cuda.current_device()
+    index = t.get_device()
+    if index < 0:
+        index = current
+    stream = _current_stream(index)
+    if index == current:
         check(lib, fn(kernel, ctypes.byref(args), stream))
+    else:
+        with torch.cuda.device(index):
+            check(lib, fn(kernel, ctypes.byref(args), stream))
+
+
+def _plan(b, key, make):
+    """The launch plan of `key` (kernel, function, argument-struct template
+    with every shape, stride and dtype filled in), made by make() once."""
+    plan = b._plans.get(key)
+    if plan is None:
+        if len(b._plans) >= _MAX_PLANS:
+            b._plans.clear()
+        plan = b._plans[key] = make()
+    return plan
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
@@ -208,12 +345,26 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     wgmma where the device runs it (sm_90). `score_mod` names the score_mod
     compiled into the kernel (None: plain attention)."""
     b = _bundle(bundle)
-    mask, win = _mask(causal, causal_bottom_right, window)
-    d, dv = q.shape[-1], v.shape[-1]
-    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
-                    score_mod=score_mod)
-    args = ForwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(o), _tensor(lse),
-                       1.0 / math.sqrt(d) if scale is None else float(scale))
+    tensors = (q, k, v, o, lse)
+    # Everything the kernel choice and the argument struct depend on except
+    # the data pointers, which are all that change from call to call.
+    key = (FWD, q.device, causal, causal_bottom_right,
+           None if window is None else tuple(window), scale, mma, score_mod,
+           *[(t.shape, t.stride(), t.dtype) for t in tensors])
+
+    def make():
+        mask, win = _mask(causal, causal_bottom_right, window)
+        d, dv = q.shape[-1], v.shape[-1]
+        kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
+                        score_mod=score_mod)
+        args = ForwardArgs(*[_tensor(t) for t in tensors],
+                           1.0 / math.sqrt(d) if scale is None else float(scale))
+        return kernel, bytes(args)
+
+    kernel, template = _plan(b, key, make)
+    args = ForwardArgs.from_buffer_copy(template)
+    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
     _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
 
 
@@ -228,61 +379,89 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     derivative the backward kernel applies."""
     import torch
     b = _bundle(bundle)
-    mask, win = _mask(causal, causal_bottom_right, window)
-    d, dv_dim = q.shape[-1], v.shape[-1]
-    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
-                    deterministic, score_mod)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     if dq_accum is None:
         dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
-                                                  dq_accum)],
-                        1.0 / math.sqrt(d) if scale is None else float(scale))
+    tensors = (q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
+    key = (BWD, q.device, causal, causal_bottom_right,
+           None if window is None else tuple(window), scale, mma, bool(deterministic),
+           score_mod, *[(t.shape, t.stride(), t.dtype) for t in tensors])
+
+    def make():
+        mask, win = _mask(causal, causal_bottom_right, window)
+        d, dv_dim = q.shape[-1], v.shape[-1]
+        kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
+                        deterministic, score_mod)
+        args = BackwardArgs(*[_tensor(t) for t in tensors],
+                            1.0 / math.sqrt(d) if scale is None else float(scale))
+        return kernel, bytes(args)
+
+    kernel, template = _plan(b, key, make)
+    args = BackwardArgs.from_buffer_copy(template)
+    for name, t in zip(BackwardArgs.TENSORS, tensors):
+        getattr(args, name).data = t.data_ptr()
     _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
 
 
-def _forward(q, k, v, opts):
+def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
+    """O and LSE, allocated here, of the forward with these arguments."""
     import torch
-    shape = (q.shape[0], q.shape[1], q.shape[2])
-    o = torch.empty(shape + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    shape = q.shape[:-1]
+    o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    forward_into(q, k, v, o, lse, **opts)
+    forward_into(q, k, v, o, lse, *mask_args, scale=scale, bundle=b, mma=mma,
+                 score_mod=score_mod)
     return o, lse
+
+
+def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod):
+    """dQ, dK, dV, allocated here. `mma` picks only the forward kernel: the
+    backward is the runtime's choice (wgmma on sm_90 where the bundle has
+    it), since a bundle may hold a config's backward in one build only."""
+    import torch
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, None, None, *mask_args,
+                  scale=scale, bundle=b, deterministic=deterministic, score_mod=score_mod)
+    return dq, dk, dv
 
 
 def _make_function():
     import torch
 
     class AttentionFunction(torch.autograd.Function):
-        """O, LSE = attention(Q, K, V); gradients through the bundle's bwd
-        kernels. LSE is not differentiable."""
+        """O, LSE = attention(Q, K, V) in eager mode; gradients through the
+        bundle's bwd kernels. LSE is not differentiable."""
 
         @staticmethod
-        def forward(ctx, q, k, v, opts, deterministic):
-            o, lse = _forward(q, k, v, opts)
-            ctx.deterministic = deterministic
+        def forward(ctx, q, k, v, b, mask_args, scale, mma, deterministic, score_mod):
+            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.opts = opts
+            ctx.args = (b, mask_args, scale, deterministic, score_mod)
             ctx.mark_non_differentiable(lse)
             return o, lse
 
         @staticmethod
         def backward(ctx, do, _dlse):
             q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            # `mma` picks the forward kernel; the backward is the runtime's
-            # choice (wgmma on sm_90 where the bundle has it), since a bundle
-            # may hold a config's backward in one build only.
-            opts = {k_: v_ for k_, v_ in ctx.opts.items() if k_ != "mma"}
-            opts["deterministic"] = ctx.deterministic
-            backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, **opts)
-            return dq, dk, dv, None, None
+            dq, dk, dv = _backward(q, k, v, o, do, lse, *ctx.args)
+            return dq, dk, dv, None, None, None, None, None, None
 
     return AttentionFunction
 
 
 _function = None
+
+
+_ops = None  # the module fa._torch_ops once PyTorch is seen (it imports torch)
+
+
+def _register_torch_ops():
+    global _ops
+    import importlib
+    ops = importlib.import_module(__name__ + "._torch_ops")
+    ops.register()
+    _ops = ops
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
@@ -305,18 +484,35 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     with that score_mod (fa-aot --score-mods FILE, config field mod=name),
     which modify every score after the scale, s -> name(s, b, h, q_idx,
     kv_idx), forward and backward; None (default) is plain attention. A name
-    the bundle lacks raises FaError listing those it has.
+    the bundle lacks raises FaError listing those it has. Under
+    torch.compile this is the custom op fa::attention_fwd (backward
+    fa::attention_bwd), traced without a graph break.
     """
     import torch
     global _function
+    b = _bundle(bundle)
+    mask_args = (causal, causal_bottom_right, None if window is None else tuple(window))
+    if hasattr(torch, "compiler") and torch.compiler.is_compiling():
+        # Traced: only the custom op, whose implementation checks the rest.
+        if _ops is None:
+            raise FaError(1, "fa: import torch before fa.load() (or call fa.attention once "
+                             "outside torch.compile) so that fa's custom ops are registered")
+        o, lse = _ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
+                                      score_mod)
+        return (o, lse) if return_lse else o
     _mma_code(mma)
     _score_mod_name(score_mod)
-    opts = dict(causal=causal, causal_bottom_right=causal_bottom_right, window=window,
-                scale=scale, bundle=_bundle(bundle), mma=mma, score_mod=score_mod)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+    if _ops is None:
+        _register_torch_ops()
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         if _function is None:
             _function = _make_function()
-        o, lse = _function.apply(q, k, v, opts, bool(deterministic))
+        o, lse = _function.apply(q, k, v, b, mask_args, scale, mma, bool(deterministic),
+                                 score_mod)
     else:
-        o, lse = _forward(q, k, v, opts)
+        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod)
     return (o, lse) if return_lse else o
+
+
+if "torch" in sys.modules:
+    _register_torch_ops()

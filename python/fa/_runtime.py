@@ -37,8 +37,8 @@ class ForwardArgs(ctypes.Structure):
 
 
 class BackwardArgs(ctypes.Structure):
-    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "d_o", "lse", "dq", "dk", "dv",
-                                      "delta", "dq_accum")] + [("scale", ctypes.c_float)]
+    TENSORS = ("q", "k", "v", "o", "d_o", "lse", "dq", "dk", "dv", "delta", "dq_accum")
+    _fields_ = [(n, Tensor) for n in TENSORS] + [("scale", ctypes.c_float)]
 
 
 class KernelQuery(ctypes.Structure):
@@ -72,19 +72,43 @@ class TensorMapArgs(ctypes.Structure):
                 ("oob_fill", ctypes.c_int)]
 
 
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The source checkout this package is imported from, if it is (not when
+# installed): its build directories hold libfa_runtime and fa-aot.
+CHECKOUT_DIR = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+if not os.path.exists(os.path.join(CHECKOUT_DIR, "lib", "Runtime", "CMakeLists.txt")):
+    CHECKOUT_DIR = None
+
+
 def _candidates():
     env = os.environ.get("FA_RUNTIME_LIB")
     if env:
         yield env
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # Shipped inside the package by `pip install` (setup.py).
+    shipped = os.path.join(PACKAGE_DIR, "libfa_runtime.so")
+    if os.path.exists(shipped):
+        yield shipped
     for pattern in ("build*/lib/libfa_runtime.so", "build*/lib/Runtime/libfa_runtime.so"):
-        yield from sorted(glob.glob(os.path.join(root, pattern)))
+        if CHECKOUT_DIR:
+            yield from sorted(glob.glob(os.path.join(CHECKOUT_DIR, pattern)))
     yield "libfa_runtime.so"
 
 
 def open_library(path=None):
-    """Loads libfa_runtime.so: `path`, else $FA_RUNTIME_LIB, else a build
-    directory of this checkout, else the loader's search path."""
+    """Loads libfa_runtime.so: `path`, else $FA_RUNTIME_LIB, else the one
+    installed in the package, else a build directory of this checkout, else
+    the loader's search path. Loaded once per path."""
+    key = path or None
+    lib = _libraries.get(key)
+    if lib is None:
+        lib = _libraries[key] = _open_library(path)
+    return lib
+
+
+_libraries = {}
+
+
+def _open_library(path):
     errors = []
     for p in ([path] if path else _candidates()):
         try:

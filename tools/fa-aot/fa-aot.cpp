@@ -108,6 +108,9 @@ static bool readConfigFile(StringRef path, std::vector<std::string> &texts) {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&aotOptions, &codegenOptionCategory()});
+  // The JIT of python/fa keys its disk cache by this line.
+  cl::SetVersionPrinter(
+      [](raw_ostream &os) { os << "fa-aot " << compilerVersion() << "\n"; });
   cl::ParseCommandLineOptions(
       argc, argv,
       "fa ahead-of-time kernel compiler: configs -> a bundle (manifest.json, "

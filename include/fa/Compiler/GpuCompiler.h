@@ -23,6 +23,13 @@ namespace mlir::fa {
 /// The compiler version that keys caches and is written to manifests.
 constexpr const char *kCompilerVersion = "fa 0.1.0";
 
+/// The linker's build id of the binary holding the compiler (hex), or
+/// "unknown": it changes whenever the compiler is rebuilt differently.
+std::string compilerBuildId();
+/// kCompilerVersion with the LLVM version and the build id: what
+/// `fa-aot --version` prints and what keys caches of compiled kernels.
+std::string compilerVersion();
+
 /// One kernel entry point and its launch shape.
 struct KernelEntry {
   std::string role; // fwd | bwd_pre | bwd | bwd_post

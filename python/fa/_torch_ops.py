@@ -1,0 +1,95 @@
+"""fa's forward and backward as torch.library custom ops, for torch.compile.
+
+    fa::attention_fwd(q, k, v, bundle, mask, window_left, window_right, scale,
+                      mma, deterministic, score_mod) -> (o, lse)
+    fa::attention_bwd(q, k, v, o, do, lse, bundle, mask, window_left,
+                      window_right, scale, deterministic, score_mod) -> (dq, dk, dv)
+
+Dynamo and AOTAutograd see only these ops and their fake implementations
+(shapes and dtypes); the ctypes launch and the stream query run in the real
+implementations, outside traced code. `bundle` is fa.Bundle.id; `mask` is
+"none", "causal", "causal_bottom_right" or "window"; `mma` and `score_mod` are
+"" for none; `scale` None means 1/sqrt(D). attention_fwd is differentiable in
+q, k, v through attention_bwd (register_autograd); LSE is not.
+"""
+from typing import Optional, Tuple
+
+import torch
+
+from . import _backward, _bundles, _forward, _mask
+
+_registered = False
+
+
+def _mask_args(mask, window_left, window_right):
+    return (mask == "causal", mask == "causal_bottom_right",
+            (window_left, window_right) if mask == "window" else None)
+
+
+def register():
+    """Defines the ops once per process (torch >= 2.4 has custom_op)."""
+    global _registered
+    if _registered or not hasattr(torch.library, "custom_op"):
+        return
+    _registered = True
+
+    @torch.library.custom_op("fa::attention_fwd", mutates_args=(), device_types="cuda")
+    def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bundle: int,
+                      mask: str, window_left: int, window_right: int, scale: Optional[float],
+                      mma: str, deterministic: bool,
+                      score_mod: str) -> Tuple[torch.Tensor, torch.Tensor]:
+        # A compiled graph may hand the op other strides than eager code
+        # would; the kernels take contiguous tensors (no copy when they are).
+        return _forward(q.contiguous(), k.contiguous(), v.contiguous(), _bundles[bundle],
+                        _mask_args(mask, window_left, window_right), scale, mma or None,
+                        score_mod or None)
+
+    @attention_fwd.register_fake
+    def _(q, k, v, bundle, mask, window_left, window_right, scale, mma, deterministic,
+          score_mod):
+        rows = q.shape[:-1]
+        return (q.new_empty((*rows, v.shape[-1])),
+                q.new_empty(rows, dtype=torch.float32))
+
+    @torch.library.custom_op("fa::attention_bwd", mutates_args=(), device_types="cuda")
+    def attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                      do: torch.Tensor, lse: torch.Tensor, bundle: int, mask: str,
+                      window_left: int, window_right: int, scale: Optional[float],
+                      deterministic: bool,
+                      score_mod: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _backward(q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), do,
+                         lse.contiguous(), _bundles[bundle],
+                         _mask_args(mask, window_left, window_right), scale, deterministic,
+                         score_mod or None)
+
+    @attention_bwd.register_fake
+    def _(q, k, v, o, do, lse, bundle, mask, window_left, window_right, scale, deterministic,
+          score_mod):
+        # Contiguous, as the real implementation's (made from contiguous inputs).
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def setup_context(ctx, inputs, output):
+        q, k, v, bundle, mask, left, right, scale, _mma, deterministic, score_mod = inputs
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.args = (bundle, mask, left, right, scale, deterministic, score_mod)
+        ctx.mark_non_differentiable(lse)
+
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = torch.ops.fa.attention_bwd(q, k, v, o, do, lse, *ctx.args)
+        return dq, dk, dv, None, None, None, None, None, None, None, None
+
+    attention_fwd.register_autograd(backward, setup_context=setup_context)
+
+
+def attention(q, k, v, bundle, mask_args, scale, mma, deterministic, score_mod):
+    """fa.attention's (O, LSE) through the custom op (what torch.compile
+    traces)."""
+    if not _registered:
+        raise RuntimeError("fa: torch.compile of fa.attention needs torch.library.custom_op "
+                           "(PyTorch 2.4 or later); this is PyTorch %s" % torch.__version__)
+    mask, (left, right) = _mask(*mask_args)
+    return torch.ops.fa.attention_fwd(q, k, v, bundle.id, mask, left, right,
+                                      None if scale is None else float(scale), mma or "",
+                                      deterministic, score_mod or "")

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""JIT on a bundle miss (python/fa/jit.py), without a GPU or PyTorch: a query
+the loaded bundle lacks is compiled by fa-aot into the disk cache and loaded;
+a later process reuses it without compiling (nor asking the compiler its
+version again); the compiler rebuilt in place with another --version
+compiles anew; processes compiling one config at once all get a
+complete entry; with no compiler the error names the config and the fa-aot
+command, which builds it. fa-aot runs through a wrapper that logs each
+compile, so "no recompile" is counted, not assumed.
+
+    test_jit.py --fa-aot build/bin/fa-aot --lib build/lib/libfa_runtime.so \
+        --bundle build/test/Runtime/fixture-bundle
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(HERE, "..", "..", "python", "fa")
+
+# The fixture bundle has bf16 d64/d128 kernels only: d32 is a miss.
+MISS = "fwd:bf16:d32:none:mma_sync:sm_90a"
+PROBE = textwrap.dedent("""
+    import json, os, sys, fa
+    b = fa.Bundle(sys.argv[1], sys.argv[2])
+    try:
+        k = b.find(0, "bf16", 32, 32, "none", (-1, -1), 90,
+                   score_mod=os.environ.get("FA_TEST_MOD"))
+        print(json.dumps({"tag": b._info(k)["tag"], "dirs": b.dirs}))
+    except fa.FaError as e:
+        print(json.dumps({"error": str(e), "status": e.status}))
+""")
+
+
+def wrapper(path, real, log, version_suffix=""):
+    """An fa-aot that logs each compile to `log` and each --version to
+    `log`.version, and can report another version."""
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n"
+                "if [ \"$1\" = --version ]; then\n"
+                "  echo version >> %s.version\n"
+                "  echo \"$(%s --version)%s\"; exit 0\nfi\n"
+                "echo \"$*\" >> %s\nexec %s \"$@\"\n"
+                % (log, real, version_suffix, log, real))
+    os.chmod(path, 0o755)
+    return path
+
+
+def probe(args, env, pythonpath, n=1):
+    """Runs PROBE in n processes at once; their JSON answers."""
+    full = dict(os.environ, PYTHONPATH=pythonpath, **env)
+    procs = [subprocess.Popen([sys.executable, "-c", PROBE, args.bundle, args.lib], env=full,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, "probe failed (%d): %s" % (p.returncode, stderr)
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+def compiles(log):
+    if not os.path.exists(log):
+        return 0
+    with open(log) as f:
+        return sum(1 for _ in f)
+
+
+def entries(cache):
+    """Cache entries (directories with a manifest) and leftovers of compiles."""
+    done, partial = [], []
+    for root, dirs, files in os.walk(os.path.join(cache, "jit")):
+        for d in dirs:
+            (partial if d.startswith(".compiling-") else done).append(os.path.join(root, d))
+    done = [d for d in done if os.path.exists(os.path.join(d, "manifest.json"))]
+    return done, partial
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fa-aot", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bundle", required=True)
+    args = ap.parse_args()
+    args.fa_aot, args.lib = os.path.abspath(args.fa_aot), os.path.abspath(args.lib)
+    work = tempfile.mkdtemp(prefix="fa-jit-test-")
+    try:
+        # The package alone, away from this checkout's build directories, so
+        # only FA_AOT or PATH can provide a compiler.
+        pkg_root = os.path.join(work, "site")
+        shutil.copytree(PACKAGE, os.path.join(pkg_root, "fa"),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        cache, log = os.path.join(work, "cache"), os.path.join(work, "compiles.log")
+        aot = wrapper(os.path.join(work, "fa-aot"), args.fa_aot, log)
+        env = {"FA_CACHE_DIR": cache, "FA_AOT": aot}
+
+        first, = probe(args, env, pkg_root)
+        assert first.get("tag", "").startswith("fwd_bf16_d32_"), first
+        assert compiles(log) == 1, "expected one compile, log has %d" % compiles(log)
+        done, partial = entries(cache)
+        assert len(done) == 1 and not partial, (done, partial)
+        assert first["dirs"][-1] == done[0], (first["dirs"], done)
+        print("ok compile on a miss: %s from %s" % (first["tag"], done[0]))
+
+        asked = compiles(log + ".version")
+        again, = probe(args, env, pkg_root)
+        assert again == first and compiles(log) == 1, (again, compiles(log))
+        assert compiles(log + ".version") == asked, "the compiler's version was asked again"
+        print("ok cache hit in a new process: no compile, the compiler's version remembered")
+
+        # The compiler rebuilt in place: another version at the same path.
+        wrapper(aot, args.fa_aot, log, " (rebuilt)")
+        changed, = probe(args, env, pkg_root)
+        assert changed.get("tag") == first["tag"] and compiles(log) == 2, (changed, compiles(log))
+        assert changed["dirs"][-1] != first["dirs"][-1], changed
+        print("ok the compiler rebuilt with another version compiles anew into %s"
+              % changed["dirs"][-1])
+
+        racers = probe(args, dict(env, FA_CACHE_DIR=os.path.join(work, "race")), pkg_root, n=6)
+        assert all(r.get("tag") == first["tag"] for r in racers), racers
+        done, partial = entries(os.path.join(work, "race"))
+        assert len(done) == 1 and not partial, (done, partial)
+        assert len({r["dirs"][-1] for r in racers}) == 1, racers
+        with open(os.path.join(done[0], "manifest.json")) as f:
+            assert [k["tag"] for k in json.load(f)["kernels"]] == [first["tag"]]
+        print("ok 6 processes compiling at once: one complete entry, no leftovers")
+
+        bare = {"FA_CACHE_DIR": os.path.join(work, "none"), "FA_AOT": "",
+                "PATH": "/usr/bin:/bin"}
+        missing, = probe(args, bare, pkg_root)
+        err = missing.get("error", "")
+        assert missing.get("status") == 2 and "has no kernel for" in err, missing
+        command = "fa-aot --config %s -o <dir>" % MISS
+        assert "kernel %s" % MISS in err and command in err, err
+        built = os.path.join(work, "built")
+        subprocess.run([args.fa_aot, "--config", MISS, "-o", built], check=True,
+                       capture_output=True)
+        with open(os.path.join(built, "manifest.json")) as f:
+            assert json.load(f)["kernels"][0]["tag"] == first["tag"]
+        print("ok no compiler: the error names %s and '%s', which builds it" % (MISS, command))
+
+        mods = os.path.join(HERE, "..", "gpu", "score_mods.mlir")
+        modded, = probe(args, dict(env, FA_TEST_MOD="softcap30", FA_SCORE_MODS=mods), pkg_root)
+        assert modded.get("tag", "").endswith("_mod_softcap30"), modded
+        assert "-mods-" in modded["dirs"][-1], modded
+        unmodded, = probe(args, dict(env, FA_TEST_MOD="softcap30"), pkg_root)
+        assert "needs the score_mod library" in unmodded.get("error", ""), unmodded
+        print("ok a score_mod config compiles against $FA_SCORE_MODS (%s), and without it the "
+              "error says so" % modded["tag"])
+
+        broken, = probe(args, dict(bare, FA_AOT=os.path.join(work, "no-such-fa-aot")), pkg_root)
+        assert "FA_AOT is" in broken.get("error", ""), broken
+        print("ok FA_AOT naming no executable: %s" % broken["error"].splitlines()[-1][:120])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("RESULT: JIT tests passed")
+
+
+if __name__ == "__main__":
+    main()

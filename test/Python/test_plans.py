@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""fa's per-shape launch plans (python/fa/__init__.py), without a GPU or
+PyTorch: forward_into / backward_into build the runtime's argument struct
+once per (shapes, strides, dtypes, options) and then only set data pointers.
+Tensors here are stand-ins with shapes, strides and addresses; the launch is
+replaced by the runtime's GPU-free check (fa_attention_*_check) plus a record
+of the struct. Checks: a repeated call reuses the plan (one kernel lookup)
+with the new addresses in the struct; the struct equals one built afresh;
+other strides, dtypes or options get a plan of their own, so a
+non-contiguous tensor after a contiguous one of the same shape is still
+rejected by the runtime rather than launched with stale strides.
+
+    test_plans.py --lib build/lib/libfa_runtime.so --bundle build/test/Runtime/fixture-bundle
+"""
+import argparse
+import ctypes
+import os
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fake_torch():
+    """Just what fa touches on its launch path."""
+    torch = types.ModuleType("torch")
+    torch.library = types.SimpleNamespace()  # no custom_op: fa registers no ops
+    torch.cuda = types.SimpleNamespace(current_device=lambda: 0, is_available=lambda: False,
+                                       get_device_capability=lambda index: (9, 0))
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
+    torch.float32 = "f32"
+    torch.empty = lambda shape, dtype, device: Fake(tuple(shape), dtype)
+    return torch
+
+
+class Fake:
+    """A CUDA tensor stand-in: contiguous unless strides are given."""
+    next_address = 1 << 32
+
+    def __init__(self, shape, dtype, strides=None):
+        self.shape, self.dtype, self.device = tuple(shape), dtype, "cuda:0"
+        if strides is None:
+            strides, step = [], 1
+            for n in reversed(self.shape):
+                strides.insert(0, step)
+                step *= n
+        self._strides = tuple(strides)
+        self.address = Fake.next_address
+        Fake.next_address += 1 << 24
+
+    def stride(self, i=None):
+        return self._strides if i is None else self._strides[i]
+
+    def dim(self):
+        return len(self.shape)
+
+    def data_ptr(self):
+        return self.address
+
+    def get_device(self):
+        return 0
+
+    def contiguous(self):
+        return self
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--bundle", required=True)
+    args = ap.parse_args()
+    sys.modules["torch"] = fake_torch()
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    import fa
+    from fa import _runtime as rt
+
+    bundle = fa.load(args.bundle, args.lib, jit=False)
+    lib = bundle.lib
+    launched, finds = [], []
+    real_find = bundle.find
+
+    def counting_find(*a, **k):
+        finds.append(a)
+        return real_find(*a, **k)
+
+    def checked_launch(lib_, fn, kernel, struct, t):
+        check = (lib.fa_attention_forward_check if fn is lib.fa_attention_forward
+                 else lib.fa_attention_backward_check)
+        status = check(kernel, ctypes.byref(struct))
+        launched.append((bytes(struct), status, lib.fa_last_error().decode()))
+        rt.check(lib, status)
+
+    bundle.find = counting_find
+    fa._launch = checked_launch
+
+    def forward_tensors(nq=100, d=64):
+        q, k, v = (Fake((2, 4, nq, d), "bf16") for _ in range(3))
+        return q, k, v, Fake((2, 4, nq, d), "bf16"), Fake((2, 4, nq), "f32")
+
+    first = forward_tensors()
+    fa.forward_into(*first, causal=True)
+    second = forward_tensors()
+    fa.forward_into(*second, causal=True)
+    assert len(finds) == 1, "expected one kernel lookup for two calls, got %d" % len(finds)
+    made = rt.ForwardArgs(*[fa._tensor(t) for t in second], 1 / 8)
+    assert launched[-1][0] == bytes(made), "the reused plan's struct differs from a fresh one"
+    assert launched[0][0] != launched[1][0], "the second call kept the first call's addresses"
+    print("ok forward: 2 calls, 1 kernel lookup, the struct of the second call equals a fresh "
+          "one")
+
+    fa.forward_into(*second, causal=False)
+    fa.forward_into(*forward_tensors(nq=130), causal=True)
+    assert len(finds) == 3, "other options or shapes reused a plan (%d lookups)" % len(finds)
+    q, k, v, o, lse = forward_tensors()
+    strided = Fake(q.shape, "bf16", strides=(4 * 100 * 64, 64, 4 * 64, 1))
+    try:
+        fa.forward_into(strided, k, v, o, lse, causal=True)
+        raise AssertionError("a non-contiguous q after a contiguous one was launched")
+    except fa.FaError as e:
+        rejected = str(e)
+    assert "contiguous" in rejected, rejected
+    assert len(finds) == 4, "the strided q reused the contiguous plan"
+    print("ok forward: other options, shapes and strides get plans of their own; the strided "
+          "q is rejected: %s" % rejected.splitlines()[0][:110])
+
+    def backward_tensors():
+        q, k, v, o, lse = forward_tensors()
+        return (q, k, v, o, Fake(o.shape, "bf16"), lse, Fake(q.shape, "bf16"),
+                Fake(k.shape, "bf16"), Fake(v.shape, "bf16"))
+
+    before = len(finds)
+    for _ in range(3):
+        fa.backward_into(*backward_tensors(), causal=True)
+    assert len(finds) == before + 1, "backward: %d lookups for 3 calls" % (len(finds) - before)
+    assert all(status == 0 for _, status, _ in launched[-3:]), launched[-3:]
+    assert len({s for s, _, _ in launched[-3:]}) == 3, "backward structs kept old addresses"
+    print("ok backward: 3 calls, 1 kernel lookup, each struct passes the runtime's check with "
+          "its own addresses")
+    print("RESULT: launch plans passed")
+
+
+if __name__ == "__main__":
+    main()
