@@ -161,6 +161,39 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
   }];
 }
 
+def Attn_MergeOp : Attn_Op<"merge", [Pure]> {
+  let summary = "combines partial attention results by their log-sum-exp";
+  let description = [{
+    The join of attention computed over S disjoint parts of the key range
+    (split-KV decode, context parallelism, a shared prefix in cascade
+    attention). Partial s holds O_s = softmax over its keys times V, in f32,
+    and LSE_s = log Σ_j exp(s_ij) over its keys. With M = max_s LSE_s and
+    w_s = exp(LSE_s − M):
+      O   = Σ_s w_s·O_s / Σ_s w_s
+      LSE = M + log Σ_s w_s
+    A partial that saw no visible key (LSE_s = -inf) contributes nothing; a
+    row no partial saw gives O = 0 and LSE = -inf, never NaN.
+
+    Partials are [S,B,H,Nq,Dv] (f32) and [S,B,H,Nq] (f32); the output O is
+    [B,H,Nq,Dv] of f16, bf16 or f32 and LSE is [B,H,Nq] f32.
+
+    ```mlir
+    %o, %lse = attn.merge %parts, %part_lses
+        : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32>
+        -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$partial_output,
+                       AnyRankedTensor:$partial_lse);
+  let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
+  let assemblyFormat = [{
+    $partial_output `,` $partial_lse attr-dict
+    `:` type($partial_output) `,` type($partial_lse)
+    `->` type($output) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
 def Attn_YieldOp : Attn_Op<"yield", [Pure, ReturnLike, Terminator,
     ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp",
                  "BackwardTileOp"]>]> {

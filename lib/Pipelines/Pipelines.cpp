@@ -57,6 +57,8 @@ void fa::buildAttnToLinalgPipeline(OpPassManager &pm,
   f.addPass(attn::createAttnRecomputeBackwardPass(
       {options.blockQ, options.blockKV, options.deterministic}));
   f.addPass(attn::createAttnOnlineSoftmaxPass());
+  if (options.keySplits > 0)
+    f.addPass(attn::createAttnSplitKvPass({options.keySplits, options.blockKV}));
   f.addPass(attn::createAttnTilePass({options.blockQ, options.blockKV}));
   f.addPass(attn::createAttnDecomposePass());
   f.addPass(createCanonicalizerPass());

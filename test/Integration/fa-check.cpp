@@ -47,6 +47,10 @@ static llvm::cl::opt<int> fdCases("fd-cases",
                                   llvm::cl::desc("finite-difference cases"),
                                   llvm::cl::init(0));
 static llvm::cl::opt<bool> verbose("v", llvm::cl::desc("print every case"));
+static llvm::cl::opt<bool> splitKv(
+    "split-kv",
+    llvm::cl::desc("forward: decode-shaped cases split over 1..16 key ranges "
+                   "(attn-split-kv) and joined by attn.merge"));
 
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
@@ -62,6 +66,7 @@ struct Case {
   double scale;
   int64_t blockQ, blockKV;
   bool deterministic = true;
+  int64_t splits = 0; // attn-split-kv's key splits; 0: none
 };
 
 const char *dtypeName(ElemKind k) {
@@ -100,6 +105,8 @@ std::string describe(const Case &c) {
   os << " bq" << c.blockQ << " bkv" << c.blockKV;
   if (!c.deterministic)
     os << " parallel-dq";
+  if (c.splits)
+    os << " splits" << c.splits;
   return os.str();
 }
 
@@ -499,7 +506,47 @@ struct Checker {
     c.blockQ = pick<int64_t>({16, 32, 64});
     c.blockKV = pick<int64_t>({16, 32, 64});
     c.deterministic = !bwd || uniform(0, 3) != 0;
+    if (splitKv)
+      drawSplit(c);
     return c;
+  }
+
+  /// Decode shapes for split-KV: few query rows, more keys, wide GQA
+  /// groups, and split counts from 1 to more than the key blocks.
+  void drawSplit(Case &c) {
+    c.nq = pick<int64_t>({1, 1, 2, 4, 16, uniform(1, 40)});
+    c.nk = uniform(0, 7) == 0 ? 1 : uniform(1, c.d >= 128 ? 200 : 320);
+    c.hkv = uniform(1, 2);
+    c.h = c.hkv * pick<int64_t>({1, 4, 8});
+    c.b = uniform(1, 2);
+    int64_t keyBlocks = (c.nk + c.blockKV - 1) / c.blockKV;
+    c.splits = uniform(0, 3) == 0 ? keyBlocks + uniform(1, 3)
+                                  : uniform(1, std::min<int64_t>(keyBlocks, 16));
+  }
+
+  /// What the split cases covered, so a run that never exercised an edge
+  /// says so.
+  struct SplitCoverage {
+    int moreSplitsThanBlocks = 0, maskHidesSplit = 0, oneKey = 0, gqa = 0;
+  } splitCoverage;
+
+  void countSplitCoverage(const Case &c) {
+    int64_t keyBlocks = (c.nk + c.blockKV - 1) / c.blockKV;
+    splitCoverage.moreSplitsThanBlocks += c.splits > keyBlocks;
+    splitCoverage.oneKey += c.nk == 1;
+    splitCoverage.gqa += c.h > c.hkv;
+    for (int64_t s = 0; s < c.splits; ++s) {
+      int64_t k0 = std::min(s * keyBlocks / c.splits * c.blockKV, c.nk);
+      int64_t k1 = std::min((s + 1) * keyBlocks / c.splits * c.blockKV, c.nk);
+      bool seen = false;
+      for (int64_t i = 0; i < c.nq && !seen; ++i)
+        for (int64_t j = k0; j < k1 && !seen; ++j)
+          seen = visible(c, i, j);
+      if (k1 > k0 && !seen) {
+        ++splitCoverage.maskHidesSplit;
+        return;
+      }
+    }
   }
 
   /// The differentiable ops no random program of the run has used.
@@ -541,6 +588,7 @@ struct Checker {
     opt.blockQ = c.blockQ;
     opt.blockKV = c.blockKV;
     opt.deterministic = c.deterministic;
+    opt.keySplits = c.splits;
     return CpuFunction::compile(*module, entry, opt, err);
   }
 
@@ -610,6 +658,8 @@ struct Checker {
     std::vector<HostTensor> res;
     if (!fn->run({p.q, p.k, p.v}, res, err))
       return report(false, c, "run: " + err);
+    if (c.splits)
+      countSplitCoverage(c);
     Forward ref = forward(c, p, identity, false);
     Forward naive = forward(c, p, rounder(c.dtype), true);
     std::string what;
@@ -792,6 +842,11 @@ int main(int argc, char **argv) {
                  << direction << "'\n";
     return 2;
   }
+  if (bwd && splitKv) {
+    llvm::errs() << "fa-check: error: --split-kv splits the forward only, got "
+                    "--direction bwd\n";
+    return 2;
+  }
   for (int n = 0; n < numCases; ++n) {
     Case c = chk.draw(n, bwd);
     bwd ? chk.checkBackward(c) : chk.checkForward(c);
@@ -803,6 +858,13 @@ int main(int argc, char **argv) {
     outs() << "random score_mods used every differentiable op\n";
   for (ModOp op : notDrawn)
     outs() << "random score_mods never used " << fa_check::opName(op) << "\n";
+  if (splitKv) {
+    const auto &cov = chk.splitCoverage;
+    outs() << "split-kv: " << cov.moreSplitsThanBlocks
+           << " cases with more splits than key blocks, " << cov.maskHidesSplit
+           << " with a split whose keys the mask hides, " << cov.oneKey
+           << " with Nk = 1, " << cov.gqa << " with GQA\n";
+  }
   outs() << chk.passed << " passed, " << chk.failed << " failed\n";
   return chk.failed ? 1 : 0;
 }

@@ -24,6 +24,11 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
       *this, "deterministic",
       llvm::cl::desc("accumulate dQ in a fixed order over key blocks"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> keySplits{
+      *this, "key-splits",
+      llvm::cl::desc("forward: split the key range over this many workers "
+                     "joined by attn.merge (attn-split-kv; 0: no split)"),
+      llvm::cl::init(0)};
 };
 
 /// The attn rewrites down to linalg: recompute backward, online softmax,

@@ -43,6 +43,15 @@ static FailureOr<Operation *> findPlannedTile(func::FuncOp func) {
                       "fa-attn-to-gpu pipeline)");
       return WalkResult::interrupt();
     }
+    if (isa<attn::MergeOp>(op)) {
+      // The key splits of attn-split-kv need a split grid dimension and a
+      // merge kernel, which this lowering does not build yet: lowering the
+      // tiles alone would drop the merge.
+      op->emitOpError("split-KV (attn-split-kv and attn.merge) is not "
+                      "lowered to GPU kernels yet; leave attn-split-kv out "
+                      "of the GPU pipeline");
+      return WalkResult::interrupt();
+    }
     if (!isa<attn::OnlineAttentionOp, attn::BackwardTileOp>(op))
       return WalkResult::advance();
     Attribute plan = op->getAttr(attn::kKernelPlanAttr);

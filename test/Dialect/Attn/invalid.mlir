@@ -206,3 +206,59 @@ func.func @tile_heads(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %a
       -> tensor<1x2x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>
   return
 }
+
+// -----
+
+func.func @merge_rank(%o: tensor<1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>) {
+  // expected-error @+1 {{expected partial_output to have rank 5 [splits, batch, heads, seq, head_dim], got rank 4}}
+  %out, %lse = attn.merge %o, %l : tensor<1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_partial_elem(%o: tensor<4x1x32x1x128xbf16>, %l: tensor<4x1x32x1xf32>) {
+  // expected-error @+1 {{expected partial_output element type f32, got 'bf16'}}
+  %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xbf16>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_no_parts(%o: tensor<0x1x32x1x128xf32>, %l: tensor<0x1x32x1xf32>) {
+  // expected-error @+1 {{expected at least one partial result, got 0}}
+  %out, %lse = attn.merge %o, %l : tensor<0x1x32x1x128xf32>, tensor<0x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_split_count(%o: tensor<4x1x32x1x128xf32>, %l: tensor<3x1x32x1xf32>) {
+  // expected-error @+1 {{expected partial_lse shape [4, 1, 32, 1], got [3, 1, 32, 1]}}
+  %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xf32>, tensor<3x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_out_shape(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>) {
+  // expected-error @+1 {{expected output shape [1, 32, 1, 128], got [1, 32, 1, 64]}}
+  %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x64xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_out_elem(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>) {
+  // expected-error @+1 {{expected output element type f16, bf16 or f32, got 'i8'}}
+  %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xi8>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_lse(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>) {
+  // expected-error @+1 {{expected lse element type 'f32', got 'f16'}}
+  %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf16>
+  return
+}

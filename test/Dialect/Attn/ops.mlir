@@ -60,3 +60,18 @@ func.func @tile_ops(%q: tensor<1x1x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %v: 
       -> tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>
   return %a : tensor<1x1x16x32xf32>
 }
+
+// -----
+
+// Partial results of four key splits joined by their LSE; dynamic extents
+// round-trip.
+// CHECK-LABEL: func @merge
+// CHECK: %{{.+}}, %{{.+}} = attn.merge %{{.+}}, %{{.+}} : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+// CHECK: attn.merge %{{.+}}, %{{.+}} : tensor<?x2x8x?x64xf32>, tensor<?x2x8x?xf32> -> tensor<2x8x?x64xf32>, tensor<2x8x?xf32>
+func.func @merge(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>,
+                 %od: tensor<?x2x8x?x64xf32>, %ld: tensor<?x2x8x?xf32>)
+    -> (tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>, tensor<2x8x?x64xf32>, tensor<2x8x?xf32>) {
+  %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  %out2, %lse2 = attn.merge %od, %ld : tensor<?x2x8x?x64xf32>, tensor<?x2x8x?xf32> -> tensor<2x8x?x64xf32>, tensor<2x8x?xf32>
+  return %out, %lse, %out2, %lse2 : tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>, tensor<2x8x?x64xf32>, tensor<2x8x?xf32>
+}

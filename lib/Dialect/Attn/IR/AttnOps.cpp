@@ -323,5 +323,41 @@ LogicalResult BackwardTileOp::verify() {
 
 ScoreSpec BackwardTileOp::getScoreSpec() { return buildScoreSpec(*this); }
 
+//===----------------------------------------------------------------------===//
+// MergeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MergeOp::verify() {
+  auto parts = cast<RankedTensorType>(getPartialOutput().getType());
+  auto partLse = cast<RankedTensorType>(getPartialLse().getType());
+  if (parts.getRank() != 5)
+    return emitOpError("expected partial_output to have rank 5 [splits, "
+                       "batch, heads, seq, head_dim], got rank ")
+           << parts.getRank();
+  Type f32 = Float32Type::get(getContext());
+  if (parts.getElementType() != f32)
+    return emitOpError("expected partial_output element type f32, got ")
+           << parts.getElementType();
+  ArrayRef<int64_t> p = parts.getShape();
+  if (p[0] == 0)
+    return emitOpError("expected at least one partial result, got 0");
+  if (ShapedType::isDynamic(p[4]))
+    return emitOpError("expected static head dim of partial_output");
+  if (failed(expectTensor(*this, "partial_lse", partLse,
+                          {p[0], p[1], p[2], p[3]}, f32)))
+    return failure();
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  Type elem = out.getElementType();
+  if (!(elem.isF16() || elem.isBF16() || elem.isF32()))
+    return emitOpError("expected output element type f16, bf16 or f32, got ")
+           << elem;
+  if (failed(expectTensor(*this, "output", out, {p[1], p[2], p[3], p[4]},
+                          elem)) ||
+      failed(expectTensor(*this, "lse", getLse().getType(),
+                          {p[1], p[2], p[3]}, f32)))
+    return failure();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "attn/AttnOps.cpp.inc"

@@ -12,6 +12,7 @@
 #include "Utils.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <limits>
@@ -281,21 +282,104 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
   return success();
 }
 
+LogicalResult mlir::fa::attn::decomposeMerge(RewriterBase &rw, MergeOp op) {
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  Value parts = op.getPartialOutput(), partLse = op.getPartialLse();
+  SmallVector<OpFoldResult> outSizes =
+      tensor::getMixedSizes(rw, loc, parts); // [S, B, H, Nq, Dv]
+  outSizes.erase(outSizes.begin());
+  SmallVector<OpFoldResult> rowSizes(outSizes.begin(), outSizes.end() - 1);
+  // M = max_s LSE_s   loops (b, h, i, s)
+  Value maxLse =
+      generic(rw, loc, {partLse}, {filledF32(rw, loc, rowSizes, -kInf)}, 4,
+              {{3, 0, 1, 2}, {0, 1, 2}}, 1,
+              [](OpBuilder &b, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    b, l, ValueRange{arith::MaximumFOp::create(b, l, a[1], a[0])});
+              })
+          .getResult(0);
+  // w_s = 2^((LSE_s − base(M))·log2e)   loops (s, b, h, i)
+  Value weightInit = tensor::EmptyOp::create(
+      rw, loc, tensor::getMixedSizes(rw, loc, partLse), rw.getF32Type());
+  Value weights =
+      generic(rw, loc, {partLse, maxLse}, {weightInit}, 4,
+              {{0, 1, 2, 3}, {1, 2, 3}, {0, 1, 2, 3}}, 0,
+              [&](OpBuilder &b, Location l, ValueRange a) {
+                auto math = OnlineSoftmaxMath::withMathOps(b, l);
+                linalg::YieldOp::create(b, l, math.mergeWeight(a[0], a[1]));
+              })
+          .getResult(0);
+  // W = Σ_s w_s   loops (b, h, i, s)
+  Value weightSum =
+      generic(rw, loc, {weights}, {filledF32(rw, loc, rowSizes, 0.0)}, 4,
+              {{3, 0, 1, 2}, {0, 1, 2}}, 1,
+              [](OpBuilder &b, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    b, l, ValueRange{arith::AddFOp::create(b, l, a[1], a[0])});
+              })
+          .getResult(0);
+  // Σ_s w_s·O_s   loops (b, h, i, e, s); a weightless partial adds nothing,
+  // whatever its O_s holds.
+  Value weighted =
+      generic(rw, loc, {weights, parts}, {filledF32(rw, loc, outSizes, 0.0)}, 5,
+              {{4, 0, 1, 2}, {4, 0, 1, 2, 3}, {0, 1, 2, 3}}, 1,
+              [](OpBuilder &b, Location l, ValueRange a) {
+                Value term = arith::MulFOp::create(b, l, a[0], a[1]);
+                Value none = arith::CmpFOp::create(
+                    b, l, arith::CmpFPredicate::OEQ, a[0], cF32(b, l, 0.0));
+                term = arith::SelectOp::create(b, l, none, cF32(b, l, 0.0), term);
+                linalg::YieldOp::create(
+                    b, l, ValueRange{arith::AddFOp::create(b, l, a[2], term)});
+              })
+          .getResult(0);
+  // Per row (1/W, LSE), then O = Σ w_s·O_s · (1/W).
+  Value rowInit = tensor::EmptyOp::create(rw, loc, rowSizes, rw.getF32Type());
+  auto rows = generic(rw, loc, {maxLse, weightSum}, {rowInit, rowInit}, 3,
+                      {{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}}, 0,
+                      [&](OpBuilder &b, Location l, ValueRange a) {
+                        auto math = OnlineSoftmaxMath::withMathOps(b, l);
+                        auto [inv, lse] = math.finalizeMerge(a[0], a[1]);
+                        linalg::YieldOp::create(b, l, ValueRange{inv, lse});
+                      });
+  Type elem = cast<RankedTensorType>(op.getOutput().getType()).getElementType();
+  Value outInit = tensor::EmptyOp::create(rw, loc, outSizes, elem);
+  Value out = generic(rw, loc, {weighted, rows.getResult(0)}, {outInit}, 4,
+                      {{0, 1, 2, 3}, {0, 1, 2}, {0, 1, 2, 3}}, 0,
+                      [&](OpBuilder &b, Location l, ValueRange a) {
+                        Value o = arith::MulFOp::create(b, l, a[0], a[1]);
+                        if (o.getType() != elem)
+                          o = arith::TruncFOp::create(b, l, elem, o);
+                        linalg::YieldOp::create(b, l, o);
+                      })
+                  .getResult(0);
+  Value lse = rows.getResult(1);
+  if (lse.getType() != op.getLse().getType())
+    lse = tensor::CastOp::create(rw, loc, op.getLse().getType(), lse);
+  if (out.getType() != op.getOutput().getType())
+    out = tensor::CastOp::create(rw, loc, op.getOutput().getType(), out);
+  rw.replaceOp(op, ValueRange{out, lse});
+  return success();
+}
+
 namespace {
 struct AttnDecomposePass final
     : mlir::fa::attn::impl::AttnDecomposePassBase<AttnDecomposePass> {
   void runOnOperation() override {
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
-      if (isa<OnlineAttentionOp, BackwardTileOp>(op))
+      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp>(op))
         ops.push_back(op);
     });
     IRRewriter rw(&getContext());
     for (Operation *op : ops) {
       LogicalResult r =
-          isa<OnlineAttentionOp>(op)
-              ? decomposeOnlineAttention(rw, cast<OnlineAttentionOp>(op))
-              : decomposeBackwardTile(rw, cast<BackwardTileOp>(op));
+          TypeSwitch<Operation *, LogicalResult>(op)
+              .Case([&](OnlineAttentionOp o) {
+                return decomposeOnlineAttention(rw, o);
+              })
+              .Case([&](BackwardTileOp o) { return decomposeBackwardTile(rw, o); })
+              .Case([&](MergeOp o) { return decomposeMerge(rw, o); });
       if (failed(r))
         return signalPassFailure();
     }

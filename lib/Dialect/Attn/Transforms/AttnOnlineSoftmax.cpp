@@ -28,7 +28,6 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
                                                      AttentionOp op) {
   Location loc = op.getLoc();
   rw.setInsertionPoint(op);
-  MLIRContext *ctx = op.getContext();
   Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
   SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rw, loc, q);
   SmallVector<OpFoldResult> accSizes{qSizes[0], qSizes[1], qSizes[2],
@@ -54,37 +53,52 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
     rw.inlineRegionBefore(op.getScoreMod(), online.getScoreMod(),
                           online.getScoreMod().end());
 
-  // Per row (1/l, LSE) of OnlineSoftmaxMath::finalizeRow, then O = acc·(1/l).
   auto oType = cast<RankedTensorType>(op.getOutput().getType());
-  auto lseType = cast<RankedTensorType>(op.getLse().getType());
-  AffineMap id3 = rw.getMultiDimIdentityMap(3);
+  auto [out, lse] =
+      finalizeOnlineAttention(rw, loc, online.getNewAcc(), online.getNewMax(),
+                              online.getNewSum(), oType.getElementType(),
+                              accSizes);
+  rw.replaceOp(op, ValueRange{out, lse});
+  return success();
+}
+
+std::pair<Value, Value> mlir::fa::attn::finalizeOnlineAttention(
+    OpBuilder &rw, Location loc, Value acc, Value max, Value sum,
+    Type outputElementType, ArrayRef<OpFoldResult> accSizes) {
+  MLIRContext *ctx = rw.getContext();
+  auto rowType = cast<RankedTensorType>(max.getType());
+  auto accType = cast<RankedTensorType>(acc.getType());
+  unsigned rank = rowType.getRank();
+  ArrayRef<OpFoldResult> rowSizes = accSizes.drop_back();
+  // Per row (1/l, LSE) of OnlineSoftmaxMath::finalizeRow, then O = acc·(1/l).
+  AffineMap idRows = rw.getMultiDimIdentityMap(rank);
   Type f32 = rw.getF32Type();
   Value invInit = tensor::EmptyOp::create(rw, loc, rowSizes, f32);
   Value lseInit = tensor::EmptyOp::create(rw, loc, rowSizes, f32);
   auto rows = linalg::GenericOp::create(
-      rw, loc, TypeRange{invInit.getType(), lseType},
-      ValueRange{online.getNewMax(), online.getNewSum()},
-      ValueRange{invInit, lseInit}, ArrayRef<AffineMap>{id3, id3, id3, id3},
-      iterators(3), [&](OpBuilder &b, Location l, ValueRange args) {
+      rw, loc, TypeRange{invInit.getType(), rowType}, ValueRange{max, sum},
+      ValueRange{invInit, lseInit},
+      ArrayRef<AffineMap>{idRows, idRows, idRows, idRows}, iterators(rank),
+      [&](OpBuilder &b, Location l, ValueRange args) {
         auto math = OnlineSoftmaxMath::withMathOps(b, l);
         auto [invSum, lse] = math.finalizeRow(args[0], args[1]);
         linalg::YieldOp::create(b, l, ValueRange{invSum, lse});
       });
-  AffineMap id4 = rw.getMultiDimIdentityMap(4);
-  AffineMap rows4 = projection(ctx, 4, {0, 1, 2});
-  Value oInit = tensor::EmptyOp::create(rw, loc, accSizes, oType.getElementType());
+  AffineMap idAcc = rw.getMultiDimIdentityMap(rank + 1);
+  SmallVector<unsigned> rowDims = llvm::to_vector(llvm::seq<unsigned>(0, rank));
+  AffineMap rowsOfAcc = projection(ctx, rank + 1, rowDims);
+  auto oType = RankedTensorType::get(accType.getShape(), outputElementType);
+  Value oInit = tensor::EmptyOp::create(rw, loc, accSizes, outputElementType);
   auto out = linalg::GenericOp::create(
-      rw, loc, oType, ValueRange{online.getNewAcc(), rows.getResult(0)},
-      ValueRange{oInit}, ArrayRef<AffineMap>{id4, rows4, id4}, iterators(4),
+      rw, loc, oType, ValueRange{acc, rows.getResult(0)}, ValueRange{oInit},
+      ArrayRef<AffineMap>{idAcc, rowsOfAcc, idAcc}, iterators(rank + 1),
       [&](OpBuilder &b, Location l, ValueRange args) {
         Value o = arith::MulFOp::create(b, l, args[0], args[1]);
-        if (oType.getElementType() != o.getType())
-          o = arith::TruncFOp::create(b, l, oType.getElementType(), o);
+        if (outputElementType != o.getType())
+          o = arith::TruncFOp::create(b, l, outputElementType, o);
         linalg::YieldOp::create(b, l, o);
       });
-  Value lse = rows.getResult(1);
-  rw.replaceOp(op, ValueRange{out.getResult(0), lse});
-  return success();
+  return {out.getResult(0), rows.getResult(1)};
 }
 
 namespace {

@@ -150,9 +150,10 @@ struct AttnTilePass final : mlir::fa::attn::impl::AttnTilePassBase<AttnTilePass>
   using Base::Base;
   void runOnOperation() override {
     SmallVector<OnlineAttentionOp> ops;
-    // Only whole problems are tiled; tiles already inside a loop stay.
+    // Only whole problems (or key splits of one) are tiled; tiles already
+    // inside a loop stay.
     getOperation().walk([&](OnlineAttentionOp op) {
-      if (!op->getParentOfType<scf::ForallOp>())
+      if (isUntiledProblem(op))
         ops.push_back(op);
     });
     IRRewriter rw(&getContext());

@@ -65,6 +65,27 @@ Value OnlineSoftmaxMath::lseBase2(Value lse) {
   return arith::SelectOp::create(b, loc, empty, f32Constant(b, loc, inf), lse2);
 }
 
+Value OnlineSoftmaxMath::mergeWeight(Value lse, Value maxLse) {
+  Value diff = arith::SubFOp::create(b, loc, lse, exponentBase(maxLse));
+  return exp2(arith::MulFOp::create(b, loc, diff, f32Constant(b, loc, M_LOG2E)));
+}
+
+std::pair<Value, Value> OnlineSoftmaxMath::finalizeMerge(Value maxLse,
+                                                         Value weightSum) {
+  Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                      weightSum, f32Constant(b, loc, 0.0));
+  Value inv = arith::DivFOp::create(b, loc, f32Constant(b, loc, 1.0), weightSum);
+  Value invSum = arith::SelectOp::create(b, loc, empty,
+                                         f32Constant(b, loc, 0.0), inv);
+  Value lnSum = arith::MulFOp::create(b, loc, log2(weightSum),
+                                      f32Constant(b, loc, M_LN2));
+  Value lse = arith::AddFOp::create(b, loc, maxLse, lnSum);
+  lse = arith::SelectOp::create(
+      b, loc, empty,
+      f32Constant(b, loc, -std::numeric_limits<double>::infinity()), lse);
+  return {invSum, lse};
+}
+
 Value OnlineSoftmaxMath::scoreGradient(Value p, Value dp, Value delta,
                                        Value dscore) {
   Value diff = arith::SubFOp::create(b, loc, dp, delta);

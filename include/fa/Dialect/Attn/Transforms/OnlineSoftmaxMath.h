@@ -54,6 +54,17 @@ struct OnlineSoftmaxMath {
   /// its P is exactly 0.
   Value lseBase2(Value lse);
 
+  /// The weight of a partial result with log-sum-exp `lse` in a merge
+  /// whose largest partial LSE is `maxLse` (natural units):
+  /// w = 2^((lse − base(maxLse))·log2e), so a partial that saw no key
+  /// (lse = −inf) weighs exactly 0, also when every partial is empty.
+  Value mergeWeight(Value lse, Value maxLse);
+
+  /// The finalisation of a merged row from its largest partial LSE M and
+  /// weight sum W: (1/W, LSE = M + ln W); a row no partial saw (W = 0)
+  /// gives 1/W = 0 (so O = 0) and LSE = −inf.
+  std::pair<Value, Value> finalizeMerge(Value maxLse, Value weightSum);
+
   /// dS = P∘(dP − Delta)·dscore: the softmax gradient of one score element,
   /// dscore being scale or the score_mod chain factor d(score)/d(S).
   Value scoreGradient(Value p, Value dp, Value delta, Value dscore);

@@ -31,6 +31,50 @@ def AttnOnlineSoftmaxPass : Pass<"attn-online-softmax", "func::FuncOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def AttnSplitKvPass : Pass<"attn-split-kv", "func::FuncOp"> {
+  let summary = "Split the key range of the online form over workers joined by attn.merge";
+  let description = [{
+    For decode (few query rows, a long key range) one worker per query block
+    leaves a GPU idle; splitting the key reduction gives S independent
+    workers. Each attn.online_attention over a whole problem, with the
+    finalisation attn-online-softmax wrote for it, becomes an scf.forall over
+    S key splits (marked `attn.key_splits = S`). Split s runs the online
+    update over key blocks [s·nblk/S, (s+1)·nblk/S) of `block-kv` keys
+    (nblk = ceil(Nk / block-kv); a kernel plan's block_kv wins), with its
+    absolute key offset so masks and score_mod see true positions, and is
+    finalised into a partial O_s (f32) and LSE_s. attn.merge joins them. A
+    split with no visible key (S > nblk, or a mask) gives O_s = 0 and
+    LSE_s = −inf and contributes nothing.
+
+    Before:
+    ```mlir
+    %acc, %m, %l = attn.online_attention %q, %k, %v, %acc0, %m0, %l0 at [...] of [%nq, %nk] : ...
+    %rows:2 = linalg.generic ... ins(%m, %l ...)       // 1/l, LSE
+    %o = linalg.generic ... ins(%acc, %rows#0 ...)       // acc·(1/l)
+    ```
+    After:
+    ```mlir
+    %parts:3 = scf.forall (%s) in (4) shared_outs(...) {
+      %k_s = tensor.extract_slice %k[0, 0, %k0, 0] [B, Hkv, %len, D] [1, 1, 1, 1]
+      %a, %mx, %sm = attn.online_attention %q, %k_s, %v_s, ... at [0, 0, 0, %k0] of [%nq, %nk]
+      ...
+    } {attn.key_splits = 4 : i64}
+    %o_s, %lse_s = ... finalisation of [S, B, H, Nq, ...] ...
+    %o, %lse = attn.merge %o_s, %lse_s : ...
+    ```
+  }];
+  let options = [
+    Option<"splits", "splits", "int64_t", "4", "key splits (workers per row)">,
+    Option<"blockKV", "block-kv", "int64_t", "64",
+           "key rows per block: splits own whole blocks">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
   let summary = "Tile attn.online_attention into Q blocks and a KV-block loop";
   let description = [{

@@ -9,6 +9,7 @@
 #define FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H
 
 #include "fa/Dialect/Attn/IR/Attn.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::fa::attn {
@@ -40,6 +41,34 @@ inline void copyKernelPlan(Operation *from, Operation *to) {
 /// attn.attention → init + attn.online_attention + finalisation (seed 4.2.2).
 LogicalResult rewriteToOnlineSoftmax(RewriterBase &rewriter, AttentionOp op);
 
+/// The finalisation of the online form: O = acc·(1/l) in `outputElementType`
+/// and LSE = ln2·(m + log2 l) per row (O = 0, LSE = −inf where l = 0), for
+/// (acc, m, l) of any leading rank (a whole problem, or split partials) and
+/// the extents `accSizes` (of acc; the rows' are all but its last).
+std::pair<Value, Value>
+finalizeOnlineAttention(OpBuilder &builder, Location loc, Value acc, Value max,
+                        Value sum, Type outputElementType,
+                        ArrayRef<OpFoldResult> accSizes);
+
+/// The discardable attribute (the split count, i64) on the scf.forall of
+/// attn-split-kv: attn-tile tiles the online ops directly inside it as whole
+/// problems, and the GPU lowering maps it to the grid's split dimension.
+inline constexpr llvm::StringLiteral kKeySplitsAttr = "attn.key_splits";
+
+/// Whether `op` is a whole problem (or one key split of one) that attn-tile
+/// still has to tile, rather than a tile inside attn-tile's loops.
+inline bool isUntiledProblem(Operation *op) {
+  auto loop = op->getParentOfType<scf::ForallOp>();
+  return !loop || loop->hasAttr(kKeySplitsAttr);
+}
+
+/// attn.online_attention over a whole problem, with its finalisation →
+/// an scf.forall over `splits` key ranges (whole key blocks of `blockKV`
+/// keys: split s takes blocks [s·nblk/S, (s+1)·nblk/S)), each finalised
+/// into a partial (O f32, LSE), joined by attn.merge.
+LogicalResult splitKeyRange(RewriterBase &rewriter, OnlineAttentionOp op,
+                            int64_t splits, int64_t blockKV);
+
 /// attn.online_attention → forall over (b, h, Q block) × for over KV blocks.
 LogicalResult tileOnlineAttention(RewriterBase &rewriter, OnlineAttentionOp op,
                                   int64_t blockQ, int64_t blockKV);
@@ -59,6 +88,9 @@ LogicalResult lowerAttentionBackward(RewriterBase &rewriter,
 LogicalResult decomposeOnlineAttention(RewriterBase &rewriter,
                                        OnlineAttentionOp op);
 LogicalResult decomposeBackwardTile(RewriterBase &rewriter, BackwardTileOp op);
+/// attn.merge → linalg: the largest partial LSE, the partials' weights, their
+/// weighted sum and the merged row's finalisation (OnlineSoftmaxMath).
+LogicalResult decomposeMerge(RewriterBase &rewriter, MergeOp op);
 
 //===----------------------------------------------------------------------===//
 // Score evaluation shared by the rewrites (ScoreBuilder.cpp)
