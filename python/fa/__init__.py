@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-from . import jit
+from . import jit, mods
 from ._runtime import (BWD, DTYPE_NAMES, DTYPES, FWD, MASK_NAMES, MASKS, MMA_NAMES, MMAS,
                        FaError, BackwardArgs, ForwardArgs, KernelInfo, KernelQuery, Tensor,
                        check, open_library)
@@ -155,8 +155,9 @@ class Bundle:
         returns the kernel; FaError naming the config and how to build it
         when it cannot."""
         status, message = self._miss or (2, "no bundle loaded")
-        mods = self.score_mod_file or os.environ.get("FA_SCORE_MODS")
         mod = query.score_mod.decode() if query.score_mod else None
+        library = (mods.library_for(mod) if mod else None) or self.score_mod_file or \
+            os.environ.get("FA_SCORE_MODS")
         try:
             config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
                                      query.head_dim_v, query.mask,
@@ -165,16 +166,16 @@ class Bundle:
                                      deterministic, mod)
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
-        if mod and not mods:
+        if mod and not library:
             raise FaError(status, "fa: %s: %s; compiling %s needs the score_mod library "
                           "(Bundle(score_mod_file=FILE) or $FA_SCORE_MODS)"
                           % (_status_name(status), message, config))
         if not self.jit:
             raise FaError(status, "fa: %s: %s (JIT is off for this bundle; build it with: %s)"
                           % (_status_name(status), message,
-                             " ".join(jit.aot_command("fa-aot", config, "<dir>", mods))))
+                             " ".join(jit.aot_command("fa-aot", config, "<dir>", library))))
         try:
-            directory = jit.compile_bundle(config, mods)
+            directory = jit.compile_bundle(config, library)
         except FaError as e:
             raise FaError(status, "fa: %s: %s\n%s" % (_status_name(status), message, e)) from None
         handle = self._load(directory)
@@ -242,13 +243,17 @@ _MOD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _score_mod_name(score_mod):
-    """None, or the name of a score_mod compiled into the bundle's kernels."""
+    """None, or the name of a score_mod: one compiled into the bundle's
+    kernels, or a Python function (traced by fa.mods, compiled on first use)."""
     if score_mod is None:
         return None
+    if callable(score_mod) or isinstance(score_mod, mods.ScoreMod):
+        return mods.trace(score_mod).name
     if not isinstance(score_mod, str) or not _MOD_NAME.match(score_mod):
-        raise FaError(1, "fa: score_mod is %r; expected None or the name of a score_mod the "
-                         "bundle's kernels were built with (identifier characters, e.g. "
-                         "'softcap30')" % (score_mod,))
+        raise FaError(1, "fa: score_mod is %r; expected None, a function (score, b, h, q_idx, "
+                         "kv_idx) -> score, or the name of a score_mod the bundle's kernels "
+                         "were built with (identifier characters, e.g. 'softcap30')"
+                         % (score_mod,))
     return score_mod
 
 
@@ -480,13 +485,16 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     (wgmma on sm_90 too, where the bundle has them). `deterministic=True`
     makes the backward use the bundle's deterministic kernel (dQ summed in a
     fixed order: gradients bit-identical run to run, at some speed cost); the
-    forward is the same either way. `score_mod="name"` runs the kernels built
-    with that score_mod (fa-aot --score-mods FILE, config field mod=name),
-    which modify every score after the scale, s -> name(s, b, h, q_idx,
-    kv_idx), forward and backward; None (default) is plain attention. A name
+    forward is the same either way. `score_mod` modifies every score after
+    the scale, s -> score_mod(s, b, h, q_idx, kv_idx), forward and backward:
+    a Python function (fa.mods: traced into fa's IR and compiled on first
+    use, e.g. lambda s, b, h, q, kv: 30 * fa.mods.tanh(s / 30)), or the name
+    of a score_mod the bundle's kernels were built with (fa-aot --score-mods
+    FILE, config field mod=name); None (default) is plain attention. A name
     the bundle lacks raises FaError listing those it has. Under
     torch.compile this is the custom op fa::attention_fwd (backward
-    fa::attention_bwd), traced without a graph break.
+    fa::attention_bwd), traced without a graph break; pass a name there
+    (fa.mods.trace(fn).name, traced outside the compiled region).
     """
     import torch
     global _function
@@ -501,7 +509,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
                                       score_mod)
         return (o, lse) if return_lse else o
     _mma_code(mma)
-    _score_mod_name(score_mod)
+    score_mod = _score_mod_name(score_mod)
     if _ops is None:
         _register_torch_ops()
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):

@@ -15,6 +15,11 @@ forward and backward through test_attention.run_case (the float64 reference
 and the DESIGN.md rule of the GPU differential tests), then
 checks that a config missing from the cache does reach the compiler (the
 stand-in's failure, named in the FaError).
+
+It also runs score_mods written in Python (fa.mods, PY_MODS): --prepare traces
+them and compiles their kernels into the cache; on the device fa.attention
+(score_mod=<the function>) traces them again, finds those kernels, and is
+judged against the same functions applied to float64 scores.
 """
 import argparse
 import os
@@ -28,6 +33,28 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 # (dtype, D, mask): none of them is in the default bundle (bf16 d64/d128).
 CASES = [("bf16", 96, "causal"), ("f16", 64, "none"), ("bf16", 32, "none")]
 MISSING = ("bf16", 80, "none")
+
+
+def py_softcap(s, b, h, q, kv):
+    from fa import mods
+    return 20 * mods.tanh(s / 20)
+
+
+def py_alibi_window(s, b, h, q, kv):
+    from fa import mods
+    slope = mods.exp2(-0.5 * (h + 1))
+    return mods.where(abs(q - kv) <= 96, s - slope * abs(q - kv), s - 40.0)
+
+
+# (function, dtype, D, mask): Python score_mods, traced and JIT-compiled.
+PY_MODS = [(py_softcap, "bf16", 128, "causal"), (py_alibi_window, "bf16", 64, "none")]
+
+
+def py_mod_configs(fn, dtype, d, mask):
+    from fa import jit, mods
+    name = mods.trace(fn).name
+    return name, [jit.config_text(direction, dtype, d, d, mask, (-1, -1), 90, score_mod=name)
+                  for direction in (0, 1)]
 
 
 def configs(case):
@@ -44,6 +71,12 @@ def prepare(args):
     for case in CASES:
         for config in configs(case):
             print("cached %s in %s" % (config, jit.compile_bundle(config)))
+    from fa import mods
+    for fn, *case in PY_MODS:
+        name, cfgs = py_mod_configs(fn, *case)
+        for config in cfgs:
+            print("cached %s (%s) in %s" % (config, fn.__name__,
+                                            jit.compile_bundle(config, mods.library_for(name))))
     with open(os.path.join(args.cache, "fa-aot-version.txt"), "w") as f:
         f.write(jit.compiler_version(args.fa_aot) + "\n")
 
@@ -95,6 +128,7 @@ def run(args):
                       if k["head_dim"] == d and k["dtype"] == dtype and k["mask"] == mask)
         print("   JIT kernels loaded from the cache: %s" % ", ".join(tags))
         failed |= len(tags) != 2
+    failed |= run_py_mods(gen)
     dtype, d, mask = MISSING
     x = torch.randn(1, 1, 64, d, device="cuda", dtype=torch.bfloat16)
     try:
@@ -109,6 +143,32 @@ def run(args):
     subprocess.run(["rm", "-rf", work])
     print("RESULT: JIT on the device %s" % ("FAILED" if failed else "passed"))
     sys.exit(1 if failed else 0)
+
+
+def run_py_mods(gen):
+    """fa.attention with score_mod=<Python function>: JIT kernels from the
+    cache, judged by test_attention's rule with the function as reference."""
+    import torch
+    import fa
+    import score_mods
+    from test_attention import run_case
+    failed = False
+    for fn, dtype, d, mask in PY_MODS:
+        name, _ = py_mod_configs(fn, dtype, d, mask)
+        score_mods.SCORE_MODS[name] = fn  # the reference: the same function on tensors
+        case = dict(case_of(dtype, d, mask, True), score_mod=name)
+        results = run_case(case, gen, "cuda")
+        ok = all(r["ok"] for r in results)
+        # The function itself, not its name: the same kernels, the same bits.
+        q = torch.randn(1, 2, 130, d, device="cuda", dtype=torch.bfloat16)
+        same = torch.equal(fa.attention(q, q, q, score_mod=fn, causal=mask == "causal"),
+                           fa.attention(q, q, q, score_mod=name, causal=mask == "causal"))
+        print("%s Python score_mod %s (%s, %s d%d %s): %s; by function == by name: %s" % (
+            "ok" if ok and same else "FAIL", fn.__name__, name, dtype, d, mask,
+            ", ".join("%s err %.2e (math %.2e)" % (r["what"], r["err"], r["math_err"])
+                      for r in results if "err" in r), same))
+        failed |= not (ok and same)
+    return failed
 
 
 def main():

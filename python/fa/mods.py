@@ -1,0 +1,421 @@
+"""score_mods written in Python.
+
+A score_mod is a function of one attention score and its position,
+
+    def softcap(score, b, h, q_idx, kv_idx):
+        return 30 * fa.mods.tanh(score / 30)
+
+with FlexAttention's signature: `score` is the score after the scale, the
+indices are integers. fa.mods.trace(fn) runs it once on symbolic values and
+writes what it computed as a func.func of fa's score_mod library (MLIR), which
+fa-aot and the JIT compile into the kernels (forward and, differentiated by
+the compiler, backward). fa.attention(..., score_mod=fn) does this itself and
+compiles on first use.
+
+What a score_mod may use: + - * / (and unary -, abs) on the score, the
+indices and Python numbers; // and % on indices; comparisons, & | ~ on their
+results; and where, tanh, exp, exp2, log, sqrt, maximum, minimum,
+clamp from this module (or the same torch functions and tensor methods, so a
+FlexAttention score_mod written with torch runs unchanged). Index arithmetic
+stays in integers; an index meets the score as float32. Python `if` on a
+traced value, and reading captured tensors, cannot be traced: the error says
+so.
+
+The same function serves as its own reference: on numbers and torch tensors
+fa.mods.tanh etc. compute with math / torch.
+"""
+import hashlib
+import math
+import os
+import re
+
+from ._runtime import FaError
+
+_F32, _INDEX, _I1 = "f32", "index", "i1"
+
+
+class _Trace:
+    """The ops of one trace, in order, as MLIR lines."""
+
+    def __init__(self):
+        self.lines = []
+        self.count = 0
+        self.consts = {}
+
+    def emit(self, text, type_):
+        name = "%%v%d" % self.count
+        self.count += 1
+        self.lines.append("  %s = %s" % (name, text))
+        return Sym(self, name, type_)
+
+    def const(self, value, type_):
+        key = (repr(value), type_)
+        if key not in self.consts:
+            if type_ == _I1:  # a bool literal has its type
+                text = "arith.constant %s" % ("true" if value else "false")
+            else:
+                literal = _float_literal(value) if type_ == _F32 else str(int(value))
+                text = "arith.constant %s : %s" % (literal, type_)
+            self.consts[key] = self.emit(text, type_)
+        return self.consts[key]
+
+
+def _float_literal(value):
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise FaError(1, "fa.mods: the constant %r is not finite; a score_mod's constants "
+                         "must be finite numbers" % value)
+    return "%.9e" % value
+
+
+class Sym:
+    """A traced value: the score (f32), an index, or a condition (i1)."""
+
+    def __init__(self, trace, name, type_):
+        self._trace, self._name, self._type = trace, name, type_
+
+    # The traced value's dtype, for `x.to(score.dtype)` in torch-style code.
+    @property
+    def dtype(self):
+        return self._type
+
+    def to(self, dtype=None, *args, **kwargs):
+        """x.to(score.dtype) in torch-style code: a number as float32."""
+        return _as(self, _F32)
+
+    def float(self):
+        return _as(self, _F32)
+
+    def abs(self):
+        return abs_(self)
+
+    def clamp(self, min=None, max=None):
+        return clamp(self, min, max)
+
+    def tanh(self):
+        return tanh(self)
+
+    def exp(self):
+        return exp(self)
+
+    def __bool__(self):
+        raise FaError(1, "fa.mods: a score_mod branched on a traced value (Python if/and/or/"
+                         "bool()); write fa.mods.where(condition, x, y) instead")
+
+    def __index__(self):
+        raise FaError(1, "fa.mods: a score_mod used a traced value as a Python integer "
+                         "(indexing a captured tensor or list?); score_mods that read "
+                         "tensors are not compiled into GPU kernels yet")
+
+    __int__ = __float__ = __index__
+
+    def __add__(self, o): return _arith("add", self, o)
+    def __radd__(self, o): return _arith("add", o, self)
+    def __sub__(self, o): return _arith("sub", self, o)
+    def __rsub__(self, o): return _arith("sub", o, self)
+    def __mul__(self, o): return _arith("mul", self, o)
+    def __rmul__(self, o): return _arith("mul", o, self)
+    def __truediv__(self, o): return _arith("div", _as(self, _F32), o)
+    def __rtruediv__(self, o): return _arith("div", o, _as(self, _F32))
+    def __floordiv__(self, o): return _int_arith("floordivsi", self, o)
+    def __rfloordiv__(self, o): return _int_arith("floordivsi", o, self)
+    def __mod__(self, o): return _int_arith("remsi", self, o)
+    def __rmod__(self, o): return _int_arith("remsi", o, self)
+    def __neg__(self): return _arith("sub", 0, self)
+    def __pos__(self): return self
+    def __abs__(self): return abs_(self)
+    def __lt__(self, o): return _compare("lt", self, o)
+    def __le__(self, o): return _compare("le", self, o)
+    def __gt__(self, o): return _compare("gt", self, o)
+    def __ge__(self, o): return _compare("ge", self, o)
+    def __eq__(self, o): return _compare("eq", self, o)
+    def __ne__(self, o): return _compare("ne", self, o)
+    def __and__(self, o): return _logic("andi", self, o)
+    __rand__ = __and__
+    def __or__(self, o): return _logic("ori", self, o)
+    __ror__ = __or__
+    def __invert__(self): return _logic("xori", self, True)
+    __hash__ = object.__hash__
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch.tanh(score) and friends on traced values."""
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        handler = _TORCH.get(name)
+        if handler is None:
+            raise FaError(1, "fa.mods: torch.%s is not supported in a score_mod (supported: %s)"
+                          % (name, ", ".join(sorted(_TORCH))))
+        return handler(*args, **kwargs)
+
+
+def _trace_of(*values):
+    for v in values:
+        if isinstance(v, Sym):
+            return v._trace
+    return None
+
+
+def _lift(trace, value, type_):
+    """A Sym of `type_` for a Sym or a Python number."""
+    if isinstance(value, Sym):
+        return _as(value, type_)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FaError(1, "fa.mods: a score_mod combined a traced value with %r (%s); only "
+                         "Python numbers and traced values can be combined"
+                         % (value, type(value).__name__))
+    return trace.const(value, type_)
+
+
+def _as(sym, type_):
+    """`sym` converted to `type_` (index → f32 through i32, i1 → f32 as 0/1)."""
+    if sym._type == type_:
+        return sym
+    t = sym._trace
+    if sym._type == _INDEX and type_ == _F32:
+        i32 = t.emit("arith.index_cast %s : index to i32" % sym._name, "i32")
+        return t.emit("arith.sitofp %s : i32 to f32" % i32._name, _F32)
+    if sym._type == _I1 and type_ == _F32:
+        return t.emit("arith.uitofp %s : i1 to f32" % sym._name, _F32)
+    raise FaError(1, "fa.mods: a score_mod used a %s value where an %s is needed (use "
+                     "fa.mods.where to turn a condition into a number)" % (sym._type, type_))
+
+
+def _common_type(a, b):
+    types = {getattr(x, "_type", _F32 if isinstance(x, float) else _INDEX) for x in (a, b)}
+    return _F32 if _F32 in types or _I1 in types else _INDEX
+
+
+def _arith(op, a, b):
+    t = _trace_of(a, b)
+    type_ = _common_type(a, b)
+    x, y = _lift(t, a, type_), _lift(t, b, type_)
+    suffix = "f" if type_ == _F32 else "i"
+    if op == "div" and type_ != _F32:
+        raise FaError(1, "fa.mods: '/' of two integers; use // for integer division")
+    return t.emit("arith.%s%s %s, %s : %s" % (op, suffix, x._name, y._name, type_), type_)
+
+
+def _int_arith(op, a, b):
+    t = _trace_of(a, b)
+    if _common_type(a, b) != _INDEX:
+        raise FaError(1, "fa.mods: // and %% apply to indices only in a score_mod")
+    x, y = _lift(t, a, _INDEX), _lift(t, b, _INDEX)
+    return t.emit("arith.%s %s, %s : index" % (op, x._name, y._name), _INDEX)
+
+
+_FLOAT_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+_INT_PREDICATES = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+
+
+def _compare(pred, a, b):
+    t = _trace_of(a, b)
+    type_ = _common_type(a, b)
+    x, y = _lift(t, a, type_), _lift(t, b, type_)
+    if type_ == _F32:
+        return t.emit("arith.cmpf %s, %s, %s : f32" % (_FLOAT_PREDICATES[pred], x._name, y._name), _I1)
+    return t.emit("arith.cmpi %s, %s, %s : index" % (_INT_PREDICATES[pred], x._name, y._name), _I1)
+
+
+def _logic(op, a, b):
+    t = _trace_of(a, b)
+    x, y = _lift_bool(t, a), _lift_bool(t, b)
+    return t.emit("arith.%s %s, %s : i1" % (op, x._name, y._name), _I1)
+
+
+def _lift_bool(trace, v):
+    if isinstance(v, Sym):
+        if v._type != _I1:
+            raise FaError(1, "fa.mods: & | ~ apply to conditions (comparisons) only")
+        return v
+    return trace.const(bool(v), _I1)
+
+
+def _unary_math(op, x):
+    x = _as(x, _F32)
+    return x._trace.emit("math.%s %s : f32" % (op, x._name), _F32)
+
+
+def _dispatch(name, numeric, op):
+    """A function of one value: traced, torch (by name) or Python number."""
+    def fn(x):
+        if isinstance(x, Sym):
+            return op(x)
+        if isinstance(x, (int, float)):
+            return numeric(x)
+        import torch
+        return getattr(torch, name)(x)
+    fn.__name__ = name
+    return fn
+
+
+tanh = _dispatch("tanh", math.tanh, lambda x: _unary_math("tanh", x))
+exp = _dispatch("exp", math.exp, lambda x: _unary_math("exp", x))
+exp2 = _dispatch("exp2", lambda v: 2.0 ** v, lambda x: _unary_math("exp2", x))
+log = _dispatch("log", math.log, lambda x: _unary_math("log", x))
+sqrt = _dispatch("sqrt", math.sqrt, lambda x: _unary_math("sqrt", x))
+
+
+def _abs_sym(x):
+    if x._type == _F32:
+        return _unary_math("absf", x)
+    # |i| = i < 0 ? 0 - i : i, in index arithmetic.
+    return where(x < 0, 0 - x, x)
+
+
+abs_ = _dispatch("abs", abs, _abs_sym)
+
+
+def where(condition, x, y):
+    """x where `condition` holds, else y."""
+    t = _trace_of(condition, x, y)
+    if t is None:
+        if isinstance(condition, (bool, int)):
+            return x if condition else y
+        import torch
+        return torch.where(condition, x, y)
+    type_ = _common_type(x, y)
+    c = _lift_bool(t, condition)
+    a, b = _lift(t, x, type_), _lift(t, y, type_)
+    return t.emit("arith.select %s, %s, %s : %s" % (c._name, a._name, b._name, type_), type_)
+
+
+def maximum(x, y):
+    if _trace_of(x, y) is None:
+        return max(x, y) if isinstance(x, (int, float)) else __import__("torch").maximum(x, y)
+    return _minmax("maximumf", "maxsi", x, y)
+
+
+def minimum(x, y):
+    if _trace_of(x, y) is None:
+        return min(x, y) if isinstance(x, (int, float)) else __import__("torch").minimum(x, y)
+    return _minmax("minimumf", "minsi", x, y)
+
+
+def _minmax(fop, iop, x, y):
+    t = _trace_of(x, y)
+    type_ = _common_type(x, y)
+    a, b = _lift(t, x, type_), _lift(t, y, type_)
+    return t.emit("arith.%s %s, %s : %s" % (fop if type_ == _F32 else iop, a._name, b._name,
+                                             type_), type_)
+
+
+def clamp(x, min=None, max=None):
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x
+
+
+_TORCH = {"tanh": tanh, "exp": exp, "exp2": exp2, "log": log, "sqrt": sqrt,
+          "abs": abs_, "where": where, "maximum": maximum, "minimum": minimum,
+          "clamp": clamp, "clip": clamp}
+
+
+class ScoreMod:
+    """A traced score_mod: its name in the kernels' tags and its MLIR."""
+
+    def __init__(self, name, mlir):
+        self.name, self.mlir = name, mlir
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return "ScoreMod(%r)" % self.name
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_traced = {}  # name -> ScoreMod
+_by_function = {}  # (function, captured values) -> ScoreMod: calls skip the trace
+
+
+def _function_key(fn, name):
+    """A key that changes when what `fn` computes can: its code, the values
+    its closure and defaults hold and the numbers among the globals it
+    names (None when they are not hashable, which disables the cache)."""
+    code = getattr(fn, "__code__", None)
+    cells = tuple(c.cell_contents for c in getattr(fn, "__closure__", None) or ())
+    scope = getattr(fn, "__globals__", {})
+    numbers = tuple((n, scope[n]) for n in getattr(code, "co_names", ())
+                    if isinstance(scope.get(n), (int, float)))
+    key = (fn, code, cells, numbers, getattr(fn, "__defaults__", None), name)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def trace(fn, name=None):
+    """The score_mod `fn` as fa's IR. `name` (a C identifier, at most 64
+    characters) names its kernels; by default `py_` and a hash of the IR, so
+    equal programs share kernels and a changed one never reuses stale ones."""
+    if isinstance(fn, ScoreMod):
+        return fn
+    if not callable(fn):
+        raise FaError(1, "fa.mods.trace: expected a function (score, b, h, q_idx, kv_idx) -> "
+                         "score, got %r" % (fn,))
+    key = _function_key(fn, name)
+    if key is not None and key in _by_function:
+        return _by_function[key]
+    mod = _trace(fn, name)
+    if key is not None:
+        _by_function[key] = mod
+    return mod
+
+
+def _trace(fn, name):
+    t = _Trace()
+    args = [Sym(t, "%score", _F32)] + [Sym(t, "%" + n, _INDEX) for n in ("b", "h", "q", "kv")]
+    try:
+        result = fn(*args)
+    except FaError as e:
+        raise FaError(e.status, "%s (tracing score_mod %s)" % (e, _describe(fn))) from None
+    except Exception as e:  # the user's code failed on traced values
+        raise FaError(1, "fa.mods: tracing score_mod %s failed: %s: %s; a score_mod is built "
+                         "from arithmetic, comparisons and fa.mods functions"
+                         % (_describe(fn), type(e).__name__, e)) from None
+    result = _lift(t, result, _F32) if not isinstance(result, Sym) else _as(result, _F32)
+    body = "\n".join(t.lines)
+    digest = hashlib.sha256(body.encode() + result._name.encode()).hexdigest()[:16]
+    name = name or "py_" + digest
+    if not _NAME.match(name):
+        raise FaError(1, "fa.mods.trace: name %r is not a C identifier of at most 64 characters"
+                         % (name,))
+    mlir = ("func.func @%s(%%score: f32, %%b: index, %%h: index, %%q: index, %%kv: index) "
+            "-> f32 {\n%s%sreturn %s : f32\n}\n"
+            % (name, body, "\n  " if body else "  ", result._name))
+    mod = ScoreMod(name, mlir)
+    _traced[name] = mod
+    return mod
+
+
+def write_library(path, *fns):
+    """Writes the traced functions (or ScoreMods) as one score_mod library
+    for `fa-aot --score-mods PATH` (configs name them with mod=NAME);
+    returns their names."""
+    traced = [trace(fn) for fn in fns]
+    with open(path, "w") as f:
+        f.write("\n".join(m.mlir for m in traced))
+    return [m.name for m in traced]
+
+
+def _describe(fn):
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def library_for(name):
+    """The path of a one-function score_mod library holding traced `name`
+    (written once into the JIT cache), or None if `name` was not traced."""
+    mod = _traced.get(name)
+    if mod is None:
+        return None
+    from . import jit
+    directory = os.path.join(jit.cache_root(), "mods")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name + ".mlir")
+    if not os.path.exists(path):
+        jit._write_atomically(path, mod.mlir)
+    return path
