@@ -71,11 +71,13 @@ class Bundle:
         check(self.lib, self.lib.fa_bundle_load(str(directory).encode(), ctypes.byref(handle)))
         return handle
 
-    def __del__(self):
-        # Interpreter shutdown may have torn down CUDA already; the process
-        # exit releases the modules anyway.
+    def __del__(self, _finalizing=sys.is_finalizing):
+        # Interpreter shutdown may have torn down CUDA (and this module's
+        # globals) already; the process exit releases the modules anyway.
+        if _finalizing():
+            return
         for handle in getattr(self, "_handles", ()):
-            if handle and not _shutting_down():
+            if handle:
                 self.lib.fa_bundle_free(handle)
         self._handles = []
 
@@ -192,10 +194,6 @@ class Bundle:
 def _status_name(status):
     from ._runtime import STATUS_NAMES
     return STATUS_NAMES.get(status, status)
-
-
-def _shutting_down():
-    return sys.is_finalizing()
 
 
 def load(bundle_dir=None, lib_path=None, jit=True, score_mod_file=None):

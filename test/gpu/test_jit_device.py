@@ -41,9 +41,12 @@ def py_softcap(s, b, h, q, kv):
 
 
 def py_alibi_window(s, b, h, q, kv):
+    # Indices meet the score in its dtype (x.to(s.dtype)), as FlexAttention
+    # score_mods are written: the bf16 reference stays bf16.
     from fa import mods
-    slope = mods.exp2(-0.5 * (h + 1))
-    return mods.where(abs(q - kv) <= 96, s - slope * abs(q - kv), s - 40.0)
+    distance = abs(q - kv)
+    slope = mods.exp2(-0.5 * (h + 1).to(s.dtype))
+    return mods.where(distance <= 96, s - slope * distance.to(s.dtype), s - 40.0)
 
 
 # (function, dtype, D, mask): Python score_mods, traced and JIT-compiled.
