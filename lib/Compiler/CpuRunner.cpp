@@ -11,6 +11,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 
@@ -313,6 +314,10 @@ bool CpuFunction::run(const std::vector<HostTensor> &inputs,
     return false;
   }
   results.clear();
+  // Returned buffers are owned by the caller after buffer deallocation
+  // (arguments and constants are returned as copies). One buffer may be
+  // several results: free each once, after every result is read.
+  llvm::SmallPtrSet<void *, 4> owned;
   size_t w = 0;
   for (size_t r = 0; r < sig.resultShapes.size(); ++r) {
     size_t rank = sig.resultShapes[r].size();
@@ -339,10 +344,11 @@ bool CpuFunction::run(const std::vector<HostTensor> &inputs,
         idx[d] = 0;
       }
     }
-    // Returned buffers are owned by the caller after buffer deallocation.
-    std::free(alloc);
+    owned.insert(alloc);
     results.push_back(std::move(t));
     w += 3 + 2 * rank;
   }
+  for (void *alloc : owned)
+    std::free(alloc);
   return true;
 }
