@@ -118,7 +118,7 @@ fa_bundle::~fa_bundle() {
 
 extern "C" {
 
-fa_status fa_bundle_load(const char *dir, fa_bundle **out) {
+fa_status fa_bundle_load(const char *dir, fa_bundle **out) try {
   if (!dir || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_bundle_load: null argument");
   *out = nullptr;
@@ -134,22 +134,31 @@ fa_status fa_bundle_load(const char *dir, fa_bundle **out) {
     k->bundle = bundle.get();
   *out = bundle.release();
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
-void fa_bundle_free(fa_bundle *bundle) { delete bundle; }
+void fa_bundle_free(fa_bundle *bundle) try { delete bundle; } catch (...) {
+  return failedResult<void>(__func__);
+}
 
-int32_t fa_bundle_kernel_count(const fa_bundle *bundle) {
+int32_t fa_bundle_kernel_count(const fa_bundle *bundle) try {
   return bundle ? static_cast<int32_t>(bundle->kernels.size()) : 0;
+} catch (...) {
+  return failedResult<int32_t>(__func__);
 }
 
-const fa_kernel *fa_bundle_kernel_at(const fa_bundle *bundle, int32_t index) {
+const fa_kernel *fa_bundle_kernel_at(const fa_bundle *bundle,
+                                     int32_t index) try {
   if (!bundle || index < 0 ||
       index >= static_cast<int32_t>(bundle->kernels.size()))
     return nullptr;
   return bundle->kernels[index].get();
+} catch (...) {
+  return failedResult<const fa_kernel *>(__func__);
 }
 
-fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
+fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) try {
   if (!kernel || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_get_info: null argument");
   const KernelConfig &c = kernel->config;
@@ -165,6 +174,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) {
           c.fwd.persistent,
           c.scoreMod.empty() ? nullptr : c.scoreMod.c_str()};
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 } // extern "C"

@@ -210,7 +210,8 @@ struct fa_module {
 
 extern "C" {
 
-fa_status fa_module_load_data(const void *image, size_t size, fa_module **out) {
+fa_status fa_module_load_data(const void *image, size_t size,
+                              fa_module **out) try {
   if (!image || !size || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "fa_module_load_data: null or empty argument");
@@ -228,9 +229,11 @@ fa_status fa_module_load_data(const void *image, size_t size, fa_module **out) {
     return s;
   *out = module.release();
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
-fa_status fa_module_load_file(const char *path, fa_module **out) {
+fa_status fa_module_load_file(const char *path, fa_module **out) try {
   if (!path || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "fa_module_load_file: null argument");
@@ -244,10 +247,12 @@ fa_status fa_module_load_file(const char *path, fa_module **out) {
   if (s != FA_SUCCESS)
     return fail(s, lastErrorMessage() + " (from '" + path + "')");
   return s;
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_module_get_function(fa_module *module, const char *name,
-                                 CUfunction *out) {
+                                 CUfunction *out) try {
   if (!module || !name || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "fa_module_get_function: null argument");
@@ -258,11 +263,13 @@ fa_status fa_module_get_function(fa_module *module, const char *name,
   if (r != CUDA_SUCCESS)
     return cuFail("cuModuleGetFunction", r);
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_module_launch(CUfunction function, const unsigned grid[3],
                            const unsigned block[3], unsigned shared_bytes,
-                           CUstream stream, void **params) {
+                           CUstream stream, void **params) try {
   if (!function || !grid || !block)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_module_launch: null argument");
   if (shared_bytes > kDefaultSharedLimit)
@@ -274,12 +281,16 @@ fa_status fa_module_launch(CUfunction function, const unsigned grid[3],
   if (r != CUDA_SUCCESS)
     return cuFail("cuLaunchKernel", r);
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
-void fa_module_free(fa_module *module) {
+void fa_module_free(fa_module *module) try {
   if (module && module->module)
     cuModuleUnload(module->module);
   delete module;
+} catch (...) {
+  return failedResult<void>(__func__);
 }
 
 } // extern "C"

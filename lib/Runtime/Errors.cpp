@@ -8,22 +8,49 @@
 
 #include "Driver.h"
 
+#include <exception>
+#include <new>
 #include <sstream>
 
 namespace {
 thread_local std::string lastError;
+/// What fa_last_error returns when even the message could not be allocated.
+thread_local const char *fixedError = nullptr;
 } // namespace
 
 namespace fa::runtime {
 
 fa_status fail(fa_status status, std::string message) {
+  fixedError = nullptr;
   lastError = std::move(message);
   return status;
 }
 
 fa_status succeed() {
+  fixedError = nullptr;
   lastError.clear();
   return FA_SUCCESS;
+}
+
+fa_status failFromException(const char *api) noexcept {
+  try {
+    try {
+      throw;
+    } catch (const std::bad_alloc &) {
+      return fail(FA_ERROR_INTERNAL, std::string(api) + ": out of host memory");
+    } catch (const std::exception &e) {
+      return fail(FA_ERROR_INTERNAL,
+                  std::string(api) + ": internal error: " + e.what());
+    } catch (...) {
+      return fail(FA_ERROR_INTERNAL,
+                  std::string(api) + ": internal error (unknown exception)");
+    }
+  } catch (...) {
+    // No memory for the message either.
+    lastError.clear();
+    fixedError = "fa runtime: out of host memory";
+    return FA_ERROR_INTERNAL;
+  }
 }
 
 const std::string &lastErrorMessage() { return lastError; }
@@ -58,7 +85,10 @@ fa_status cuFail(const char *call, CUresult r) {
 
 extern "C" {
 
-const char *fa_last_error(void) { return lastError.c_str(); }
+// These three cannot throw: they only read a string or pick a literal.
+const char *fa_last_error(void) {
+  return fixedError ? fixedError : lastError.c_str();
+}
 
 const char *fa_status_string(fa_status status) {
   switch (status) {
@@ -76,6 +106,8 @@ const char *fa_status_string(fa_status status) {
     return "CUDA error";
   case FA_ERROR_UNSUPPORTED:
     return "unsupported";
+  case FA_ERROR_INTERNAL:
+    return "internal error";
   }
   return "unknown status";
 }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -126,6 +127,20 @@ fa_status fail(fa_status status, std::string message);
 fa_status succeed();
 /// The thread's last error (fa_last_error).
 const std::string &lastErrorMessage();
+/// The handler of every C entry point (each is a function-try-block whose
+/// `catch (...)` calls this): records the C++ exception in flight as the
+/// thread's last error, naming `api`, and returns FA_ERROR_INTERNAL. Never
+/// throws, even when there is no memory left for the message.
+fa_status failFromException(const char *api) noexcept;
+/// failFromException for an entry point returning `R`: its status, or for
+/// the functions without one their "nothing" value (0, NULL).
+template <typename R> R failedResult(const char *api) noexcept {
+  fa_status status = failFromException(api);
+  if constexpr (std::is_same_v<R, fa_status>)
+    return status;
+  else if constexpr (!std::is_void_v<R>)
+    return R{};
+}
 /// Puts `prefix` before the thread's last error (the API call and kernel a
 /// lower-level failure happened in) and returns `status`.
 fa_status failWithPrefix(fa_status status, const std::string &prefix);

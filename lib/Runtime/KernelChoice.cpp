@@ -292,20 +292,26 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
 extern "C" {
 
 fa_status fa_kernel_find(const fa_bundle *bundle, const fa_kernel_query *query,
-                         const fa_kernel **out) {
+                         const fa_kernel **out) try {
   return findKernel(bundle, query, 0, false, out);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
                                   const fa_kernel_query *query, int64_t nk,
-                                  const fa_kernel **out) {
+                                  const fa_kernel **out) try {
   return findKernel(bundle, query, nk, false, out);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_kernel_find_deterministic(const fa_bundle *bundle,
                                        const fa_kernel_query *query, int64_t nk,
-                                       const fa_kernel **out) {
+                                       const fa_kernel **out) try {
   return findKernel(bundle, query, nk, true, out);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 } // extern "C"

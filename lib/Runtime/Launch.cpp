@@ -219,30 +219,39 @@ std::array<Grid, 3> backwardGrids(const KernelConfig &c,
 extern "C" {
 
 fa_status fa_attention_forward_check(const fa_kernel *kernel,
-                                     const fa_attention_args *args) {
+                                     const fa_attention_args *args) try {
   return checkCall(kernel, args);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
-fa_status fa_attention_backward_check(const fa_kernel *kernel,
-                                      const fa_attention_backward_args *args) {
+fa_status
+fa_attention_backward_check(const fa_kernel *kernel,
+                            const fa_attention_backward_args *args) try {
   return checkCall(kernel, args);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_attention_forward_tensor_maps(
     const fa_kernel *kernel, const fa_attention_args *args,
-    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) try {
   return tensorMapsOut(kernel, args, out, count);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_attention_backward_tensor_maps(
     const fa_kernel *kernel, const fa_attention_backward_args *args,
-    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) {
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) try {
   return tensorMapsOut(kernel, args, out, count);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_attention_backward_grids(const fa_kernel *kernel,
                                       const fa_attention_backward_args *args,
-                                      unsigned grids[3][3]) {
+                                      unsigned grids[3][3]) try {
   if (fa_status s = checkCall(kernel, args))
     return s;
   if (!grids)
@@ -252,10 +261,13 @@ fa_status fa_attention_backward_grids(const fa_kernel *kernel,
   for (int i = 0; i < 3; ++i)
     std::copy(all[i].begin(), all[i].end(), grids[i]);
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_attention_forward(const fa_kernel *kernel,
-                               const fa_attention_args *args, CUstream stream) {
+                               const fa_attention_args *args,
+                               CUstream stream) try {
   ContextScope scope;
   if (fa_status s = prepareLaunch(kernel, args, stream, scope))
     return s;
@@ -277,11 +289,13 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
                                 params, kForwardParams, c.fwd.persistent))
     return s;
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_attention_backward(const fa_kernel *kernel,
                                 const fa_attention_backward_args *args,
-                                CUstream stream) {
+                                CUstream stream) try {
   ContextScope scope;
   if (fa_status s = prepareLaunch(kernel, args, stream, scope))
     return s;
@@ -319,6 +333,8 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
   if (fa_status s = launch(post, c.bwdPost, grids[2], stream, postParams))
     return s;
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
 }
 
 } // extern "C"

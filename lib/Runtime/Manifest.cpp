@@ -180,8 +180,8 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
                      : " (the q, k, v maps follow fa_fwd's 11 parameters)"));
 
   const json &dims = field(m, "dims", at);
-  std::string wantDims =
-      json::array({want.dims[0], want.dims[1], want.dims[2]}).dump();
+  std::string wantDims = std::string("[\"") + want.dims[0] + "\",\"" +
+                         want.dims[1] + "\",\"" + want.dims[2] + "\"]";
   bool dimsOk = dims.is_array() && dims.size() == 3;
   for (size_t i = 0; dimsOk && i < 3; ++i)
     dimsOk = dims[i].is_string() && dims[i].get<std::string>() == want.dims[i];
@@ -446,13 +446,44 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   return kernel;
 }
 
+/// Manifests nest a few levels; deeper JSON is rejected while parsing, which
+/// bounds the recursion of DocumentOwner's teardown.
+constexpr int kMaxJsonDepth = 16;
+
+/// A parsed document, emptied bottom-up when it goes: nlohmann's own
+/// teardown moves children to a heap-allocated stack inside a noexcept
+/// destructor, where running out of memory would terminate the caller.
+struct DocumentOwner {
+  json root;
+  ~DocumentOwner() { release(root); }
+  static void release(json &v) noexcept {
+    if (v.is_array()) {
+      for (json &child : v)
+        release(child);
+      v.get_ref<json::array_t &>().clear();
+    } else if (v.is_object()) {
+      for (auto &member : v.get_ref<json::object_t &>())
+        release(member.second);
+      v.get_ref<json::object_t &>().clear();
+    }
+  }
+};
+
 } // namespace
 
 fa_status parseManifest(const std::string &text, const std::string &dir,
                         std::vector<std::unique_ptr<fa_kernel>> &kernels,
                         std::string &error) {
   try {
-    json root = json::parse(text);
+    DocumentOwner document;
+    document.root =
+        json::parse(text, [](int depth, json::parse_event_t, json &) {
+          if (depth > kMaxJsonDepth)
+            bad("manifest", "nested deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
+          return true;
+        });
+    const json &root = document.root;
     if (!root.is_object())
       bad("manifest", "must be a JSON object");
     std::string format = stringField(root, "format", "manifest");

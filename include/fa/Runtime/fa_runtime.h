@@ -6,7 +6,10 @@
  *
  * Errors: every function returns an fa_status; on failure the calling
  * thread's fa_last_error() holds a message naming the offending argument and
- * its values. Nothing is launched when validation fails.
+ * its values. Nothing is launched when validation fails. No C++ exception
+ * leaves a function of this API: one the runtime meets inside (out of host
+ * memory above all) is FA_ERROR_INTERNAL, or for the functions that return
+ * no status, their "nothing" value (0, NULL) with fa_last_error() set.
  *
  * Contexts: launches use the calling thread's current CUDA context; when no
  * context is current, the context that owns q's memory is used for the call.
@@ -53,6 +56,8 @@ typedef enum fa_status {
   FA_ERROR_BAD_MANIFEST = 4,     /* manifest.json is malformed */
   FA_ERROR_CUDA = 5,             /* a CUDA driver call failed */
   FA_ERROR_UNSUPPORTED = 6,      /* no kernel runs on this device */
+  FA_ERROR_INTERNAL = 7, /* the runtime failed inside (out of host memory);
+                            the message says where and why */
 } fa_status;
 
 typedef enum fa_dtype {
