@@ -112,7 +112,17 @@ void fa::buildLowerToNVVMPipeline(OpPassManager &pm,
   GpuModuleToBinaryPassOptions bin;
   bin.toolkitPath = options.toolkit.empty() ? defaultCudaToolkit()
                                             : std::string(options.toolkit);
-  bin.compilationTarget = options.format;
+  switch (options.format) {
+  case BinaryFormat::Isa:
+    bin.compilationTarget = "isa";
+    break;
+  case BinaryFormat::Bin:
+    bin.compilationTarget = "bin";
+    break;
+  case BinaryFormat::Fatbin:
+    bin.compilationTarget = "fatbin";
+    break;
+  }
   pm.addPass(createGpuModuleToBinaryPass(bin));
 }
 

@@ -41,6 +41,9 @@ void buildAttnToLinalgPipeline(OpPassManager &pm,
 void buildLowerToLLVMPipeline(OpPassManager &pm,
                               const LowerToLLVMOptions &options);
 
+/// What `fa-lower-to-nvvm` leaves in its gpu.binary.
+enum class BinaryFormat { Isa, Bin, Fatbin };
+
 /// Options of `fa-lower-to-nvvm`.
 struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
   PassOptions::Option<int64_t> blockQ{*this, "block-q",
@@ -73,9 +76,16 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};
-  PassOptions::Option<std::string> format{
-      *this, "format", llvm::cl::desc("gpu.binary format: isa (PTX), bin, fatbin"),
-      llvm::cl::init("isa")};
+  // An enum, so that any other value is a parse error, not a message from
+  // gpu-module-to-binary that leaves the exit status 0.
+  PassOptions::Option<BinaryFormat> format{
+      *this, "format", llvm::cl::desc("gpu.binary format"),
+      llvm::cl::init(BinaryFormat::Isa),
+      llvm::cl::values(
+          clEnumValN(BinaryFormat::Isa, "isa", "PTX text"),
+          clEnumValN(BinaryFormat::Bin, "bin", "a cubin (runs ptxas)"),
+          clEnumValN(BinaryFormat::Fatbin, "fatbin",
+                     "a fatbin (runs ptxas and fatbinary)"))};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit (libdevice, ptxas); default $CUDA_HOME or /usr/local/cuda"),
