@@ -262,3 +262,52 @@ func.func @merge_lse(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>) {
   %out, %lse = attn.merge %o, %l : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf16>
   return
 }
+
+// -----
+
+// Dynamic inputs leave the extents open; the results must still agree with
+// each other: the output fixes batch 2, the lse says 3.
+func.func @dynamic_results_disagree(%q: tensor<?x?x?x16xf16>, %k: tensor<?x?x?x16xf16>, %v: tensor<?x?x?x16xf16>) {
+  // expected-error @+1 {{expected lse shape [2, 4, 8], got [3, 4, 8]}}
+  %o, %l = attn.attention %q, %k, %v : tensor<?x?x?x16xf16>, tensor<?x?x?x16xf16>, tensor<?x?x?x16xf16> -> tensor<2x4x8x16xf16>, tensor<3x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_query_rows_disagree(%q: tensor<1x4x?x16xf16>, %k: tensor<1x4x?x16xf16>, %v: tensor<1x4x?x16xf16>) {
+  // expected-error @+1 {{expected lse shape [1, 4, 8], got [1, 4, 9]}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x4x?x16xf16>, tensor<1x4x?x16xf16>, tensor<1x4x?x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x9xf32>
+  return
+}
+
+// -----
+
+// Key and value batch sizes must agree with each other when the query's is
+// dynamic.
+func.func @dynamic_query_kv_batches_disagree(%q: tensor<?x4x8x16xf16>, %k: tensor<2x4x8x16xf16>, %v: tensor<3x4x8x16xf16>) {
+  // expected-error @+1 {{expected key and value batch size to equal query batch size, got 2, 3 and ?}}
+  %o, %l = attn.attention %q, %k, %v : tensor<?x4x8x16xf16>, tensor<2x4x8x16xf16>, tensor<3x4x8x16xf16> -> tensor<?x4x8x16xf16>, tensor<?x4x8xf32>
+  return
+}
+
+// -----
+
+// The output's head count, learnt from a result, must still be a multiple of
+// the key heads.
+func.func @dynamic_heads_from_result(%q: tensor<1x?x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected key head count to divide query head count, got 4 and 6}}
+  %o, %l = attn.attention %q, %k, %v : tensor<1x?x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x6x8x16xf16>, tensor<1x?x8xf32>
+  return
+}
+
+// -----
+
+// The backward: the gradients fix the extents the inputs leave open.
+func.func @dynamic_backward_disagree(%q: tensor<?x?x?x16xf16>, %o: tensor<?x?x?x16xf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error @+1 {{expected grad_key shape [2, ?, ?, 16], got [5, 4, 8, 16]}}
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %o, %lse
+      : tensor<?x?x?x16xf16>, tensor<?x?x?x16xf16>, tensor<?x?x?x16xf16>, tensor<?x?x?x16xf16>, tensor<?x?x?x16xf16>, tensor<?x?x?xf32>
+      -> tensor<2x4x8x16xf16>, tensor<5x4x8x16xf16>, tensor<?x?x?x16xf16>
+  return
+}

@@ -31,6 +31,10 @@ void AttnDialect::initialize() {
 // Shared verification
 //===----------------------------------------------------------------------===//
 
+static std::string shapeStr(int64_t extent) {
+  return ShapedType::isDynamic(extent) ? "?" : std::to_string(extent);
+}
+
 static std::string shapeStr(ArrayRef<int64_t> shape) {
   std::string s = "[";
   llvm::raw_string_ostream os(s);
@@ -72,12 +76,45 @@ static LogicalResult expectTensor(Operation *op, StringRef name, Type type,
 }
 
 namespace {
-/// Extents of one attention problem, read off Q, K and V.
+/// Extents of one attention problem, read off Q, K and V and refined by
+/// every other operand and result: an extent dynamic in Q, K and V is fixed
+/// by the first tensor that gives it, and must agree everywhere else.
 struct Dims {
   int64_t b, h, hkv, nq, nk, d, dv;
   Type elem;
 };
 } // namespace
+
+/// Takes `size` for an extent not known yet.
+static void learn(int64_t &known, int64_t size) {
+  if (ShapedType::isDynamic(known))
+    known = size;
+}
+
+/// expectTensor against the extents known so far, then learns the ones
+/// `type` fixes.
+static LogicalResult expectAndLearn(Operation *op, StringRef name, Type type,
+                                    ArrayRef<int64_t *> extents,
+                                    Type elemType) {
+  SmallVector<int64_t> shape;
+  for (int64_t *e : extents)
+    shape.push_back(*e);
+  if (failed(expectTensor(op, name, type, shape, elemType)))
+    return failure();
+  for (auto [e, size] :
+       llvm::zip(extents, cast<RankedTensorType>(type).getShape()))
+    learn(*e, size);
+  return success();
+}
+
+static LogicalResult verifyHeadRatio(Operation *op, const Dims &d) {
+  if (!ShapedType::isDynamic(d.h) && !ShapedType::isDynamic(d.hkv) &&
+      (d.hkv == 0 || d.h % d.hkv != 0))
+    return op->emitOpError("expected key head count to divide query head "
+                           "count, got ")
+           << d.hkv << " and " << d.h;
+  return success();
+}
 
 static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
   auto qt = cast<RankedTensorType>(q.getType());
@@ -113,23 +150,27 @@ static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
       return op->emitOpError("expected ")
              << name << " head dim in [1, 256], got " << hd;
   }
-  if (differ(kt.getDimSize(0), d.b) || differ(vt.getDimSize(0), d.b))
+  int64_t batch = d.b;
+  learn(batch, kt.getDimSize(0));
+  if (differ(kt.getDimSize(0), d.b) || differ(vt.getDimSize(0), batch))
     return op->emitOpError("expected key and value batch size to equal query "
                            "batch size, got ")
-           << kt.getDimSize(0) << ", " << vt.getDimSize(0) << " and " << d.b;
+           << shapeStr(kt.getDimSize(0)) << ", " << shapeStr(vt.getDimSize(0))
+           << " and " << shapeStr(d.b);
+  learn(d.b, batch);
+  learn(d.b, vt.getDimSize(0));
   if (differ(vt.getDimSize(1), d.hkv))
     return op->emitOpError("expected value head count to equal key head "
                            "count, got ")
            << vt.getDimSize(1) << " and " << d.hkv;
-  if (!ShapedType::isDynamic(d.h) && !ShapedType::isDynamic(d.hkv) &&
-      (d.hkv == 0 || d.h % d.hkv != 0))
-    return op->emitOpError("expected key head count to divide query head "
-                           "count, got ")
-           << d.hkv << " and " << d.h;
+  learn(d.hkv, vt.getDimSize(1));
+  if (failed(verifyHeadRatio(op, d)))
+    return failure();
   if (differ(vt.getDimSize(2), d.nk))
     return op->emitOpError("expected value sequence length to equal key "
                            "sequence length, got ")
            << vt.getDimSize(2) << " and " << d.nk;
+  learn(d.nk, vt.getDimSize(2));
   if (kt.getDimSize(3) != d.d)
     return op->emitOpError("expected key head dim to equal query head dim, got ")
            << kt.getDimSize(3) << " and " << d.d;
@@ -217,12 +258,12 @@ LogicalResult AttentionOp::verify() {
   if (failed(d) || failed(verifyScoreAttrs(*this)))
     return failure();
   Type f32 = Float32Type::get(getContext());
-  if (failed(expectTensor(*this, "output", getOutput().getType(),
-                          {d->b, d->h, d->nq, d->dv}, d->elem)) ||
-      failed(expectTensor(*this, "lse", getLse().getType(),
-                          {d->b, d->h, d->nq}, f32)))
+  if (failed(expectAndLearn(*this, "output", getOutput().getType(),
+                            {&d->b, &d->h, &d->nq, &d->dv}, d->elem)) ||
+      failed(expectAndLearn(*this, "lse", getLse().getType(),
+                            {&d->b, &d->h, &d->nq}, f32)))
     return failure();
-  return success();
+  return verifyHeadRatio(*this, *d);
 }
 
 ScoreSpec AttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
@@ -236,25 +277,21 @@ LogicalResult AttentionBackwardOp::verify() {
   if (failed(d) || failed(verifyScoreAttrs(*this)))
     return failure();
   Type f32 = Float32Type::get(getContext());
-  SmallVector<int64_t> oShape{d->b, d->h, d->nq, d->dv};
-  if (failed(expectTensor(*this, "output", getOutput().getType(), oShape,
-                          d->elem)) ||
-      failed(expectTensor(*this, "grad_output", getGradOutput().getType(),
-                          oShape, d->elem)) ||
-      failed(expectTensor(*this, "lse", getLse().getType(),
-                          {d->b, d->h, d->nq}, f32)))
+  SmallVector<int64_t *> oShape{&d->b, &d->h, &d->nq, &d->dv};
+  if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
+                            d->elem)) ||
+      failed(expectAndLearn(*this, "grad_output", getGradOutput().getType(),
+                            oShape, d->elem)) ||
+      failed(expectAndLearn(*this, "lse", getLse().getType(),
+                            {&d->b, &d->h, &d->nq}, f32)) ||
+      failed(expectAndLearn(*this, "grad_query", getGradQuery().getType(),
+                            {&d->b, &d->h, &d->nq, &d->d}, d->elem)) ||
+      failed(expectAndLearn(*this, "grad_key", getGradKey().getType(),
+                            {&d->b, &d->hkv, &d->nk, &d->d}, d->elem)) ||
+      failed(expectAndLearn(*this, "grad_value", getGradValue().getType(),
+                            {&d->b, &d->hkv, &d->nk, &d->dv}, d->elem)))
     return failure();
-  for (auto [name, res, in] :
-       {std::tuple<StringRef, Value, Value>{"grad_query", getGradQuery(),
-                                            getQuery()},
-        {"grad_key", getGradKey(), getKey()},
-        {"grad_value", getGradValue(), getValue()}}) {
-    auto it = cast<RankedTensorType>(in.getType());
-    if (failed(expectTensor(*this, name, res.getType(), it.getShape(),
-                            it.getElementType())))
-      return failure();
-  }
-  return success();
+  return verifyHeadRatio(*this, *d);
 }
 
 ScoreSpec AttentionBackwardOp::getScoreSpec() { return buildScoreSpec(*this); }
