@@ -175,8 +175,22 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
   bb.nk = dimValue(rw, loc, bb.k, 2);
   bb.group = arith::DivUIOp::create(rw, loc, heads, kvHeads);
 
-  // D_i = rowsum(dO_i ∘ O_i)
   SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rw, loc, bb.q);
+  SmallVector<OpFoldResult> kSizes = tensor::getMixedSizes(rw, loc, bb.k);
+  SmallVector<OpFoldResult> vSizes = tensor::getMixedSizes(rw, loc, bb.v);
+  Value dq0 = filledF32(rw, loc, qSizes, 0.0);
+  Value dk0 = filledF32(rw, loc, kSizes, 0.0);
+  Value dv0 = filledF32(rw, loc, vSizes, 0.0);
+  // No queries or no keys: no gradient flows (zero or zero-size results, as
+  // the forward gives), and the tiles would slice an empty dimension.
+  if (bb.nqStatic == 0 || bb.nkStatic == 0) {
+    rw.replaceOp(op, ValueRange{castLike(rw, loc, dq0, bb.q),
+                                castLike(rw, loc, dk0, bb.k),
+                                castLike(rw, loc, dv0, bb.v)});
+    return success();
+  }
+
+  // D_i = rowsum(dO_i ∘ O_i)
   SmallVector<OpFoldResult> rowSizes{qSizes[0], qSizes[1], qSizes[2]};
   MLIRContext *ctx = rw.getContext();
   AffineMap id4 = rw.getMultiDimIdentityMap(4);
@@ -195,11 +209,6 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
                  })
                  .getResult(0);
 
-  SmallVector<OpFoldResult> kSizes = tensor::getMixedSizes(rw, loc, bb.k);
-  SmallVector<OpFoldResult> vSizes = tensor::getMixedSizes(rw, loc, bb.v);
-  Value dq0 = filledF32(rw, loc, qSizes, 0.0);
-  Value dk0 = filledF32(rw, loc, kSizes, 0.0);
-  Value dv0 = filledF32(rw, loc, vSizes, 0.0);
   Value keyBlocks = arith::CeilDivUIOp::create(rw, loc, bb.nk,
                                                cIndex(rw, loc, opt.blockKV));
   OpFoldResult one = bb.one, zero = bb.zero;
