@@ -137,9 +137,44 @@ func.func @window_on_causal(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, 
 // -----
 
 func.func @score_mod_args(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
-  // expected-error @+1 {{expected score_mod arguments (f32, index, index, index, index) for (score, b, h, q_idx, kv_idx), got 1 arguments}}
+  // expected-error @+1 {{expected score_mod to take 5 arguments (score: f32, b, h, q_idx, kv_idx: index), got 1: ('f32')}}
   %o, %l = attn.attention %q, %k, %v score_mod {
   ^bb0(%s: f32):
+    attn.yield %s : f32
+  } : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+// Five arguments of the wrong types: the message names the first wrong one.
+func.func @score_mod_arg_types(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected score_mod argument #2 (h) of type 'index', got 'i32'}}
+  %o, %l = attn.attention %q, %k, %v score_mod {
+  ^bb0(%s: f32, %b: index, %h: i32, %qi: index, %kv: index):
+    attn.yield %s : f32
+  } : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_score_type(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected score_mod argument #0 (score) of type 'f32', got 'f16'}}
+  %o, %l = attn.attention %q, %k, %v score_mod {
+  ^bb0(%s: f16, %b: index, %h: index, %qi: index, %kv: index):
+    %x = arith.extf %s : f16 to f32
+    attn.yield %x : f32
+  } : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_too_many(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
+  // expected-error @+1 {{expected score_mod to take 5 arguments (score: f32, b, h, q_idx, kv_idx: index), got 6: ('f32', 'index', 'index', 'index', 'index', 'index')}}
+  %o, %l = attn.attention %q, %k, %v score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %qi: index, %kv: index, %x: index):
     attn.yield %s : f32
   } : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
   return

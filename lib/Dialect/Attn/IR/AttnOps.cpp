@@ -205,10 +205,20 @@ static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
   SmallVector<Type> expected{b.getF32Type(), b.getIndexType(),
                              b.getIndexType(), b.getIndexType(),
                              b.getIndexType()};
-  if (TypeRange(block.getArgumentTypes()) != TypeRange(expected))
-    return op->emitOpError("expected score_mod arguments (f32, index, index, "
-                           "index, index) for (score, b, h, q_idx, kv_idx), got ")
-           << block.getNumArguments() << " arguments";
+  const char *names[] = {"score", "b", "h", "q_idx", "kv_idx"};
+  if (block.getNumArguments() != expected.size()) {
+    InFlightDiagnostic diag = op->emitOpError(
+        "expected score_mod to take 5 arguments (score: f32, b, h, q_idx, "
+        "kv_idx: index), got ");
+    diag << block.getNumArguments() << ": (";
+    llvm::interleaveComma(block.getArgumentTypes(), diag);
+    return diag << ")";
+  }
+  for (auto [i, arg] : llvm::enumerate(block.getArguments()))
+    if (arg.getType() != expected[i])
+      return op->emitOpError("expected score_mod argument #")
+             << i << " (" << names[i] << ") of type " << expected[i]
+             << ", got " << arg.getType();
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
   if (!yield || yield.getValues().size() != 1 ||
       !yield.getValues()[0].getType().isF32())
