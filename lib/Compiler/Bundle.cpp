@@ -178,7 +178,8 @@ Error writeBundle(StringRef dir, ArrayRef<CompiledKernelRef> kernels) {
   if (Error e = checkBundle(kernels))
     return e;
   if (std::error_code ec = sys::fs::create_directories(dir))
-    return createStringError(ec, "cannot create %s: %s", dir.str().c_str(),
+    return createStringError(ec, "cannot create the bundle directory %s: %s",
+                             dir.str().c_str(),
                              ec.message().c_str());
   for (const CompiledKernelRef &k : kernels) {
     if (Error e = writeFile(dir + "/" + k->tag + ".ptx", k->ptx))

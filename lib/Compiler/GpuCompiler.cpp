@@ -40,6 +40,9 @@ static llvm::Error err(const llvm::Twine &msg) {
 
 llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
   KernelConfig c;
+  if (text.trim().empty())
+    return err("empty config: expected direction:dtype:dHEAD:mask, e.g. "
+               "fwd:bf16:d128:causal");
   llvm::SmallVector<llvm::StringRef> parts;
   text.trim().split(parts, ':');
   auto num = [&](llvm::StringRef field, llvm::StringRef prefix,

@@ -14,6 +14,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
@@ -86,8 +87,12 @@ static std::vector<std::string> defaultConfigs() {
 static bool readConfigFile(StringRef path, std::vector<std::string> &texts) {
   // Not a device or a pipe that never ends (/dev/zero), nor a huge file.
   sys::fs::file_status status;
-  if (sys::fs::status(path, status) || !sys::fs::is_regular_file(status) ||
-      status.getSize() > (1u << 20)) {
+  if (std::error_code ec = sys::fs::status(path, status)) {
+    errs() << "fa-aot: cannot read --config-file " << path << ": "
+           << ec.message() << "\n";
+    return false;
+  }
+  if (!sys::fs::is_regular_file(status) || status.getSize() > (1u << 20)) {
     errs() << "fa-aot: expected --config-file to name a regular file of at "
               "most 1 MiB, got "
            << path << "\n";
@@ -95,14 +100,45 @@ static bool readConfigFile(StringRef path, std::vector<std::string> &texts) {
   }
   auto buf = MemoryBuffer::getFile(path);
   if (!buf) {
-    errs() << "fa-aot: cannot read " << path << "\n";
+    errs() << "fa-aot: cannot read --config-file " << path << ": "
+           << buf.getError().message() << "\n";
     return false;
   }
+  size_t before = texts.size();
   SmallVector<StringRef> lines;
   (*buf)->getBuffer().split(lines, '\n', -1, false);
   for (StringRef l : lines)
     if (!l.trim().empty() && !l.trim().starts_with("#"))
       texts.push_back(l.trim().str());
+  if (texts.size() == before) {
+    errs() << "fa-aot: --config-file " << path
+           << " holds no configs (only blank lines and # comments)\n";
+    return false;
+  }
+  return true;
+}
+
+/// Checks before compiling that -o can become the bundle directory: an
+/// existing directory we may write into, or a path whose nearest existing
+/// ancestor is one.
+static bool checkOutputDir(StringRef dir) {
+  auto fail = [&](const Twine &why) {
+    errs() << "fa-aot: cannot write the bundle to -o '" << dir << "': " << why
+           << "\n";
+    return false;
+  };
+  if (dir.empty())
+    return fail("the path is empty");
+  SmallString<256> existing(dir);
+  while (!sys::fs::exists(existing)) {
+    StringRef parent = sys::path::parent_path(existing);
+    existing = parent.empty() ? StringRef(".") : parent;
+  }
+  if (!sys::fs::is_directory(existing))
+    return fail(existing == dir ? Twine("it exists and is not a directory")
+                                : "'" + existing + "' is not a directory");
+  if (sys::fs::access(existing, sys::fs::AccessMode::Write))
+    return fail("'" + existing + "' is not writable");
   return true;
 }
 
@@ -131,9 +167,12 @@ int main(int argc, char **argv) {
   if (!configFile.empty() && !readConfigFile(configFile, texts))
     return 1;
   if (texts.empty()) {
-    errs() << "fa-aot: nothing to compile\n";
+    errs() << "fa-aot: nothing to compile: give --config, --config-file or "
+              "--defaults\n";
     return 1;
   }
+  if (!checkOutputDir(outDir))
+    return 1;
   GpuCompilerOptions options;
   options.cacheDir = cacheDir;
   options.scoreModFile = scoreMods;
