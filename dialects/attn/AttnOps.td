@@ -23,6 +23,11 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     query head h reads key/value head h / (H / Hkv). Accumulation is in f32.
     `scale` defaults to 1/sqrt(D). The optional `score_mod` region maps
     (score : f32, b, h, q_idx, kv_idx : index) to a new score, after scaling.
+    It may read tensors defined outside it with `tensor.extract`; each index
+    is clamped into [0, size - 1] of its dimension (a negative index reads
+    the first element, one past the end the last). An index the verifier can
+    bound (a constant, or b, h, q_idx, kv_idx themselves against static
+    extents) must lie inside, and an indexed dimension must not be empty.
     A row whose keys are all masked out gives O = 0 and LSE = -inf.
 
     ```mlir

@@ -346,3 +346,59 @@ func.func @dynamic_backward_disagree(%q: tensor<?x?x?x16xf16>, %o: tensor<?x?x?x
       -> tensor<2x4x8x16xf16>, tensor<5x4x8x16xf16>, tensor<?x?x?x16xf16>
   return
 }
+
+// -----
+
+// A score_mod indexing a captured table with h where H (8) exceeds the table.
+func.func @score_mod_read_heads(%q: tensor<1x8x4x16xf16>, %slopes: tensor<4xf32>) {
+  %o, %l = attn.attention %q, %q, %q score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %qi: index, %kv: index):
+    // expected-error @+1 {{'tensor.extract' op index #0 is h, up to 7, outside the captured tensor's dimension of size 4}}
+    %x = tensor.extract %slopes[%h] : tensor<4xf32>
+    %r = arith.addf %s, %x : f32
+    attn.yield %r : f32
+  } : tensor<1x8x4x16xf16>, tensor<1x8x4x16xf16>, tensor<1x8x4x16xf16> -> tensor<1x8x4x16xf16>, tensor<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_read_constant(%q: tensor<1x8x4x16xf16>, %bias: tensor<8x6xf32>) {
+  %o, %l = attn.attention %q, %q, %q score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %qi: index, %kv: index):
+    %c6 = arith.constant 6 : index
+    // expected-error @+1 {{'tensor.extract' op index #1 = 6 is outside the captured tensor's dimension of size 6}}
+    %x = tensor.extract %bias[%h, %c6] : tensor<8x6xf32>
+    %r = arith.addf %s, %x : f32
+    attn.yield %r : f32
+  } : tensor<1x8x4x16xf16>, tensor<1x8x4x16xf16>, tensor<1x8x4x16xf16> -> tensor<1x8x4x16xf16>, tensor<1x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @score_mod_read_empty(%q: tensor<1x8x4x16xf16>, %bias: tensor<0xf32>, %i: index) {
+  %o, %l = attn.attention %q, %q, %q score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %qi: index, %kv: index):
+    // expected-error @+1 {{'tensor.extract' op reads dimension 0 of a tensor captured by a score_mod, which is empty}}
+    %x = tensor.extract %bias[%i] : tensor<0xf32>
+    %r = arith.addf %s, %x : f32
+    attn.yield %r : f32
+  } : tensor<1x8x4x16xf16>, tensor<1x8x4x16xf16>, tensor<1x8x4x16xf16> -> tensor<1x8x4x16xf16>, tensor<1x8x4xf32>
+  return
+}
+
+// -----
+
+// The backward: kv_idx reaches Nk - 1 = 9 in a table of 8.
+func.func @score_mod_read_backward(%q: tensor<1x2x4x16xf16>, %k: tensor<1x2x10x16xf16>, %lse: tensor<1x2x4xf32>, %table: tensor<8xf32>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %k, %q, %q, %lse score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %qi: index, %kv: index):
+    // expected-error @+1 {{'tensor.extract' op index #0 is kv_idx, up to 9, outside the captured tensor's dimension of size 8}}
+    %x = tensor.extract %table[%kv] : tensor<8xf32>
+    %r = arith.addf %s, %x : f32
+    attn.yield %r : f32
+  } : tensor<1x2x4x16xf16>, tensor<1x2x10x16xf16>, tensor<1x2x10x16xf16>, tensor<1x2x4x16xf16>, tensor<1x2x4x16xf16>, tensor<1x2x4xf32>
+    -> tensor<1x2x4x16xf16>, tensor<1x2x10x16xf16>, tensor<1x2x10x16xf16>
+  return
+}

@@ -2,7 +2,9 @@
 
 #include "fa/Dialect/Attn/IR/Attn.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -226,6 +228,52 @@ static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
   return success();
 }
 
+/// The score_mod's reads of captured tensors where the verifier can bound
+/// the index (the lowering clamps the rest, AttentionOp's rule): a constant,
+/// or b, h, q_idx, kv_idx themselves against static extents, must lie inside
+/// the tensor, and an indexed dimension must not be empty.
+static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
+  if (scoreMod.empty())
+    return success();
+  Block &block = scoreMod.front();
+  const char *names[] = {"score", "b", "h", "q_idx", "kv_idx"};
+  const int64_t extents[] = {0, d.b, d.h, d.nq, d.nk};
+  WalkResult walk = scoreMod.walk([&](tensor::ExtractOp read) {
+    auto type = cast<RankedTensorType>(read.getTensor().getType());
+    for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+      int64_t size = type.getDimSize(dim);
+      if (ShapedType::isDynamic(size))
+        continue;
+      if (size == 0) {
+        read.emitOpError("reads dimension ")
+            << dim << " of a tensor captured by a score_mod, which is empty";
+        return WalkResult::interrupt();
+      }
+      llvm::APInt constant;
+      if (matchPattern(index, m_ConstantInt(&constant)) &&
+          (constant.getSExtValue() < 0 || constant.getSExtValue() >= size)) {
+        read.emitOpError("index #")
+            << dim << " = " << constant.getSExtValue()
+            << " is outside the captured tensor's dimension of size " << size;
+        return WalkResult::interrupt();
+      }
+      auto arg = dyn_cast<BlockArgument>(index);
+      if (!arg || arg.getOwner() != &block || arg.getArgNumber() == 0)
+        continue;
+      int64_t extent = extents[arg.getArgNumber()];
+      if (!ShapedType::isDynamic(extent) && extent > size) {
+        read.emitOpError("index #")
+            << dim << " is " << names[arg.getArgNumber()] << ", up to "
+            << extent - 1
+            << ", outside the captured tensor's dimension of size " << size;
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 template <typename OpTy>
 static ScoreSpec buildScoreSpec(OpTy op) {
   ScoreSpec s;
@@ -271,9 +319,10 @@ LogicalResult AttentionOp::verify() {
   if (failed(expectAndLearn(*this, "output", getOutput().getType(),
                             {&d->b, &d->h, &d->nq, &d->dv}, d->elem)) ||
       failed(expectAndLearn(*this, "lse", getLse().getType(),
-                            {&d->b, &d->h, &d->nq}, f32)))
+                            {&d->b, &d->h, &d->nq}, f32)) ||
+      failed(verifyHeadRatio(*this, *d)))
     return failure();
-  return verifyHeadRatio(*this, *d);
+  return verifyScoreModReads(getScoreMod(), *d);
 }
 
 ScoreSpec AttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
@@ -299,9 +348,10 @@ LogicalResult AttentionBackwardOp::verify() {
       failed(expectAndLearn(*this, "grad_key", getGradKey().getType(),
                             {&d->b, &d->hkv, &d->nk, &d->d}, d->elem)) ||
       failed(expectAndLearn(*this, "grad_value", getGradValue().getType(),
-                            {&d->b, &d->hkv, &d->nk, &d->dv}, d->elem)))
+                            {&d->b, &d->hkv, &d->nk, &d->dv}, d->elem)) ||
+      failed(verifyHeadRatio(*this, *d)))
     return failure();
-  return verifyHeadRatio(*this, *d);
+  return verifyScoreModReads(getScoreMod(), *d);
 }
 
 ScoreSpec AttentionBackwardOp::getScoreSpec() { return buildScoreSpec(*this); }

@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -181,6 +182,23 @@ LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
   return success();
 }
 
+/// A score_mod's read of a captured tensor, with each index clamped into
+/// [0, size - 1] of its dimension (the rule AttentionOp documents): a
+/// position-derived index past a bias table's end reads its last entry, not
+/// memory outside it.
+static Value buildClampedRead(OpBuilder &b, Location loc, tensor::ExtractOp read,
+                              IRMapping &map) {
+  Value source = map.lookupOrDefault(read.getTensor());
+  SmallVector<Value> indices;
+  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+    Value last = arith::SubIOp::create(
+        b, loc, tensor::DimOp::create(b, loc, source, dim), cIndex(b, loc, 1));
+    Value below = arith::MinSIOp::create(b, loc, map.lookupOrDefault(index), last);
+    indices.push_back(arith::MaxSIOp::create(b, loc, below, cIndex(b, loc, 0)));
+  }
+  return tensor::ExtractOp::create(b, loc, source, indices);
+}
+
 Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
                                  const ScoreSpec &spec, Value dot,
                                  const ScorePosition &pos, Value *derivative,
@@ -213,6 +231,10 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
     if (auto yield = dyn_cast<YieldOp>(op)) {
       result = map.lookup(yield.getValues()[0]);
       break;
+    }
+    if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
+      map.map(read.getResult(), buildClampedRead(b, loc, read, map));
+      continue;
     }
     Operation *clone = b.clone(op, map);
     if (!derivative || clone->getNumResults() != 1 ||
