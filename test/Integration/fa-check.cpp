@@ -46,6 +46,11 @@ static llvm::cl::opt<std::string>
 static llvm::cl::opt<int> fdCases("fd-cases",
                                   llvm::cl::desc("finite-difference cases"),
                                   llvm::cl::init(0));
+static llvm::cl::opt<int> largeScoreCases(
+    "large-scores",
+    llvm::cl::desc("f32 cases with scores in the hundreds or thousands "
+                   "(ALiBi over long rows, inputs x30)"),
+    llvm::cl::init(0));
 static llvm::cl::opt<bool> verbose("v", llvm::cl::desc("print every case"));
 static llvm::cl::opt<bool> splitKv(
     "split-kv",
@@ -67,6 +72,7 @@ struct Case {
   int64_t blockQ, blockKV;
   bool deterministic = true;
   int64_t splits = 0; // attn-split-kv's key splits; 0: none
+  double inputScale = 1; // Q and K are drawn N(0, inputScale^2)
 };
 
 const char *dtypeName(ElemKind k) {
@@ -107,6 +113,8 @@ std::string describe(const Case &c) {
     os << " parallel-dq";
   if (c.splits)
     os << " splits" << c.splits;
+  if (c.inputScale != 1)
+    os << " inputs x" << c.inputScale;
   return os.str();
 }
 
@@ -549,6 +557,36 @@ struct Checker {
     }
   }
 
+  /// Case n of the large-score cases: f32 problems whose scores reach the
+  /// hundreds or thousands, where f32 rounding of the scores and of the LSE
+  /// matters: ALiBi with 8 query heads (slope 1/2 for the first) over rows
+  /// of 1-2k keys, or Q and K drawn 30 times larger.
+  Case drawLargeScores(int n, bool bwd) {
+    Case c = draw(n, bwd);
+    c.dtype = ElemKind::F32;
+    c.program = nullptr;
+    c.splits = 0;
+    c.b = 1;
+    if (n % 2 == 0) {
+      c.mod = Mod::Alibi;
+      c.hkv = pick<int64_t>({1, 2});
+      c.h = 8;
+      c.nq = uniform(4, 24);
+      c.nk = bwd ? uniform(600, 1200) : uniform(1000, 2000);
+      c.d = c.dv = pick<int64_t>({32, 64});
+    } else {
+      c.mod = Mod::None;
+      c.inputScale = 30;
+      c.nq = uniform(16, 96);
+      c.nk = uniform(16, 96);
+    }
+    if (c.mask == Mask::Window) {
+      c.left = uniform(0, c.nk);
+      c.right = uniform(0, 20);
+    }
+    return c;
+  }
+
   /// The differentiable ops no random program of the run has used.
   std::vector<ModOp> opsNotDrawn() const {
     std::vector<ModOp> missing;
@@ -558,10 +596,11 @@ struct Checker {
     return missing;
   }
 
-  HostTensor randomTensor(std::vector<int64_t> shape, ElemKind k) {
+  HostTensor randomTensor(std::vector<int64_t> shape, ElemKind k,
+                          double sigma = 1) {
     HostTensor t;
     t.shape = shape;
-    std::normal_distribution<double> nd(0.0, 1.0);
+    std::normal_distribution<double> nd(0.0, sigma);
     t.data.resize(t.numElements());
     for (double &x : t.data)
       x = roundTo(k, nd(rng));
@@ -570,8 +609,8 @@ struct Checker {
 
   Problem problem(const Case &c) {
     Problem p;
-    p.q = randomTensor({c.b, c.h, c.nq, c.d}, c.dtype);
-    p.k = randomTensor({c.b, c.hkv, c.nk, c.d}, c.dtype);
+    p.q = randomTensor({c.b, c.h, c.nq, c.d}, c.dtype, c.inputScale);
+    p.k = randomTensor({c.b, c.hkv, c.nk, c.d}, c.dtype, c.inputScale);
     p.v = randomTensor({c.b, c.hkv, c.nk, c.dv}, c.dtype);
     p.dO = randomTensor({c.b, c.h, c.nq, c.dv}, c.dtype);
     return p;
@@ -827,9 +866,11 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::cl::ParseCommandLineOptions(argc, argv, "fa randomised CPU checks\n");
   // A run that checks nothing must not pass.
-  if (numCases < 1 || fdCases < 0) {
-    llvm::errs() << "fa-check: expected --cases >= 1 and --fd-cases >= 0, got "
-                 << numCases << " and " << fdCases << "\n";
+  if (numCases < 1 || fdCases < 0 || largeScoreCases < 0) {
+    llvm::errs() << "fa-check: expected --cases >= 1, --fd-cases >= 0 and "
+                    "--large-scores >= 0, got "
+                 << numCases << ", " << fdCases << " and " << largeScoreCases
+                 << "\n";
     return 2;
   }
   mlir::DialectRegistry registry;
@@ -849,6 +890,10 @@ int main(int argc, char **argv) {
   }
   for (int n = 0; n < numCases; ++n) {
     Case c = chk.draw(n, bwd);
+    bwd ? chk.checkBackward(c) : chk.checkForward(c);
+  }
+  for (int n = 0; n < largeScoreCases; ++n) {
+    Case c = chk.drawLargeScores(n, bwd);
     bwd ? chk.checkBackward(c) : chk.checkForward(c);
   }
   for (int n = 0; n < fdCases; ++n)

@@ -102,6 +102,59 @@ Value buildScores(OpBuilder &b, Location loc, Value q, Value k, int64_t group) {
                  group, /*keyOperand=*/1)
       .getResult(0);
 }
+
+/// P recomputed from LSE over the scores `s` of one tile, in place of s, and
+/// with a score_mod (withDerivative) d(score)/d(S) beside it. `unscaled`
+/// (f32 inputs) takes the FMA form below.
+linalg::GenericOp buildProbabilities(OpBuilder &rw, Location loc,
+                                     const ScoreSpec &spec, Value s, Value lse,
+                                     ValueRange offsets, ValueRange lengths,
+                                     bool masked, bool withDerivative,
+                                     bool unscaled) {
+  bool deriv = withDerivative && spec.scoreMod;
+  SmallVector<Value> pOuts{s};
+  if (deriv)
+    pOuts.push_back(tensor::EmptyOp::create(
+        rw, loc, tensor::getMixedSizes(rw, loc, s), rw.getF32Type()));
+  SmallVector<SmallVector<unsigned>> pDims{{0, 1, 2}, {0, 1, 2, 3}};
+  if (deriv)
+    pDims.push_back({0, 1, 2, 3});
+  return generic(
+      rw, loc, {lse}, pOuts, 4, pDims, 0,
+      [&](OpBuilder &b, Location l, ValueRange a) {
+        ScorePosition pos = positionAt(b, l, offsets, lengths);
+        Value derivative;
+        Value score = buildScore(b, l, spec, a[1], pos,
+                                 deriv ? &derivative : nullptr);
+        // P = 2^(score·log2e − LSE·log2e), as the GPU kernels recompute it;
+        // a row with LSE = −inf gets P = 0. f32 inputs: P = e^(u·c − LSE),
+        // one FMA of the unscaled score u, so that neither the score nor LSE
+        // is rounded at the size of |LSE| before they cancel.
+        auto math = OnlineSoftmaxMath::withMathOps(b, l);
+        Value pv;
+        if (unscaled) {
+          Value noKey = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
+                                              a[0], cF32(b, l, -kInf));
+          Value base = arith::SelectOp::create(b, l, noKey, cF32(b, l, kInf),
+                                               a[0]);
+          Value u = spec.scoreMod ? score : a[1];
+          Value c = cF32(b, l, spec.scoreMod ? 1.0 : spec.scale);
+          pv = math::ExpOp::create(
+              b, l,
+              math::FmaOp::create(b, l, u, c, arith::NegFOp::create(b, l, base)));
+        } else {
+          Value t = arith::MulFOp::create(b, l, score, cF32(b, l, M_LOG2E));
+          pv = math.probability(t, math.lseBase2(a[0]));
+        }
+        if (masked)
+          pv = arith::SelectOp::create(b, l, buildMaskPredicate(b, l, spec, pos),
+                                       pv, cF32(b, l, 0.0));
+        SmallVector<Value> ys{pv};
+        if (derivative)
+          ys.push_back(derivative);
+        linalg::YieldOp::create(b, l, ys);
+      });
+}
 } // namespace
 
 LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
@@ -117,19 +170,25 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
   Value max = op.getMax(), sum = op.getSum(), acc = op.getAcc();
   SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rw, loc, max);
 
-  // Scores in base-2 units: t = score·log2(e), masked entries -inf.
+  // f32 inputs meet scores in the hundreds (ALiBi over long rows, large
+  // inputs), where rounding t = score·log2(e) before the max is subtracted
+  // costs up to |t|·2^-24 in every exponent: keep the score u unscaled and
+  // form each exponent as one FMA, u·factor − max, which rounds only the
+  // small difference. Other types keep t (their rounding dominates anyway).
+  bool unscaled = cast<RankedTensorType>(op.getQuery().getType())
+                      .getElementType()
+                      .isF32();
+  double factor = spec.scoreMod ? M_LOG2E : spec.scale * M_LOG2E;
+  // t (or u), masked entries -inf.
   Value s = buildScores(rw, loc, op.getQuery(), op.getKey(), *group);
   Value t = generic(rw, loc, {}, {s}, 4, {{0, 1, 2, 3}}, 0,
                     [&](OpBuilder &b, Location l, ValueRange a) {
                       ScorePosition pos = positionAt(b, l, offsets, lengths);
-                      Value r;
-                      if (!spec.scoreMod) {
-                        r = arith::MulFOp::create(
-                            b, l, a[0], cF32(b, l, spec.scale * M_LOG2E));
-                      } else {
+                      Value r = a[0];
+                      if (spec.scoreMod)
                         r = buildScore(b, l, spec, a[0], pos);
-                        r = arith::MulFOp::create(b, l, r, cF32(b, l, M_LOG2E));
-                      }
+                      if (!unscaled)
+                        r = arith::MulFOp::create(b, l, r, cF32(b, l, factor));
                       if (masked)
                         r = arith::SelectOp::create(
                             b, l, buildMaskPredicate(b, l, spec, pos), r,
@@ -137,20 +196,31 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
                       linalg::YieldOp::create(b, l, r);
                     })
                 .getResult(0);
-  // m_new = max(m, rowmax(t))
+  // m_new = max(m, rowmax(t)), the max kept in base-2 units either way.
   Value maxNew =
       generic(rw, loc, {t}, {max}, 4, {{0, 1, 2, 3}, {0, 1, 2}}, 1,
-              [](OpBuilder &b, Location l, ValueRange a) {
+              [&](OpBuilder &b, Location l, ValueRange a) {
+                Value x = unscaled ? arith::MulFOp::create(b, l, a[0],
+                                                           cF32(b, l, factor))
+                                   : a[0];
                 linalg::YieldOp::create(
-                    b, l, ValueRange{arith::MaximumFOp::create(b, l, a[1], a[0])});
+                    b, l, ValueRange{arith::MaximumFOp::create(b, l, a[1], x)});
               })
           .getResult(0);
   // P = 2^(t − base(m_new)), in place of t; α = 2^(m − base(m_new)).
   Value p = generic(rw, loc, {maxNew}, {t}, 4, {{0, 1, 2}, {0, 1, 2, 3}}, 0,
                     [&](OpBuilder &b, Location l, ValueRange a) {
                       auto math = OnlineSoftmaxMath::withMathOps(b, l);
-                      linalg::YieldOp::create(
-                          b, l, math.probability(a[1], math.exponentBase(a[0])));
+                      Value base = math.exponentBase(a[0]);
+                      // math.fma: the LLVM dialect's FMA (the GPU's form)
+                      // is not loaded before lowering to LLVM.
+                      Value pv =
+                          unscaled
+                              ? math.exp2(math::FmaOp::create(
+                                    b, l, a[1], cF32(b, l, factor),
+                                    arith::NegFOp::create(b, l, base)))
+                              : math.probability(a[1], base);
+                      linalg::YieldOp::create(b, l, pv);
                     })
                 .getResult(0);
   // l_new = α·l + rowsum(P).
@@ -211,33 +281,10 @@ LogicalResult mlir::fa::attn::decomposeBackwardTile(RewriterBase &rw,
 
   // Recompute S and P = exp(score − LSE); keep d(score)/d(S) beside it.
   Value s = buildScores(rw, loc, q, k, 1);
-  SmallVector<Value> pOuts{s};
-  if (spec.scoreMod)
-    pOuts.push_back(tensor::EmptyOp::create(
-        rw, loc, tensor::getMixedSizes(rw, loc, s), rw.getF32Type()));
-  SmallVector<SmallVector<unsigned>> pDims{{0, 1, 2}, {0, 1, 2, 3}};
-  if (spec.scoreMod)
-    pDims.push_back({0, 1, 2, 3});
-  auto pOp = generic(
-      rw, loc, {op.getLse()}, pOuts, 4, pDims, 0,
-      [&](OpBuilder &b, Location l, ValueRange a) {
-        ScorePosition pos = positionAt(b, l, offsets, lengths);
-        Value deriv;
-        Value score = buildScore(b, l, spec, a[1], pos,
-                                 spec.scoreMod ? &deriv : nullptr);
-        // P = 2^(score·log2e − LSE·log2e), as the GPU kernels recompute it;
-        // a row with LSE = −inf gets P = 0.
-        auto math = OnlineSoftmaxMath::withMathOps(b, l);
-        Value t = arith::MulFOp::create(b, l, score, cF32(b, l, M_LOG2E));
-        Value pv = math.probability(t, math.lseBase2(a[0]));
-        if (masked)
-          pv = arith::SelectOp::create(b, l, buildMaskPredicate(b, l, spec, pos),
-                                       pv, cF32(b, l, 0.0));
-        SmallVector<Value> ys{pv};
-        if (deriv)
-          ys.push_back(deriv);
-        linalg::YieldOp::create(b, l, ys);
-      });
+  bool unscaled = cast<RankedTensorType>(q.getType()).getElementType().isF32();
+  auto pOp = buildProbabilities(rw, loc, spec, s, op.getLse(), offsets,
+                                lengths, masked, /*withDerivative=*/true,
+                                unscaled);
   Value p = pOp.getResult(0);
   Value chain = spec.scoreMod ? pOp.getResult(1) : Value();
 
@@ -360,6 +407,24 @@ LogicalResult mlir::fa::attn::decomposeMerge(RewriterBase &rw, MergeOp op) {
     out = tensor::CastOp::create(rw, loc, op.getOutput().getType(), out);
   rw.replaceOp(op, ValueRange{out, lse});
   return success();
+}
+
+Value mlir::fa::attn::addProbabilityRowSums(OpBuilder &b, Location loc,
+                                            const ScoreSpec &spec, Value q,
+                                            Value k, Value lse, Value rowSums,
+                                            ValueRange offsets,
+                                            ValueRange lengths) {
+  Value s = buildScores(b, loc, q, k, 1);
+  Value p = buildProbabilities(b, loc, spec, s, lse, offsets, lengths,
+                               spec.hasMask(), /*withDerivative=*/false,
+                               /*unscaled=*/true)
+                .getResult(0);
+  return generic(b, loc, {p}, {rowSums}, 4, {{0, 1, 2, 3}, {0, 1, 2}}, 1,
+                 [](OpBuilder &b, Location l, ValueRange a) {
+                   linalg::YieldOp::create(
+                       b, l, ValueRange{arith::AddFOp::create(b, l, a[1], a[0])});
+                 })
+      .getResult(0);
 }
 
 namespace {

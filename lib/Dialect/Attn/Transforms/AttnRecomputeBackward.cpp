@@ -144,6 +144,80 @@ static Value castLike(RewriterBase &rw, Location loc, Value grad, Value like) {
       .getResult(0);
 }
 
+/// Σ_j P_ij per row [B, H, Nq], P recomputed from LSE as the tiles do: a
+/// loop over every key block per (batch, head, query block).
+static Value probabilityRowSums(RewriterBase &rw, Location loc,
+                                BackwardBuilder &bb, Value batch, Value heads) {
+  const RecomputeBackwardOptions &opt = bb.opt;
+  OpFoldResult one = bb.one, zero = bb.zero;
+  SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rw, loc, bb.lse);
+  Value queryBlocks =
+      arith::CeilDivUIOp::create(rw, loc, bb.nq, cIndex(rw, loc, opt.blockQ));
+  Value keyBlocks =
+      arith::CeilDivUIOp::create(rw, loc, bb.nk, cIndex(rw, loc, opt.blockKV));
+  auto forall = scf::ForallOp::create(
+      rw, loc, SmallVector<OpFoldResult>{batch, heads, queryBlocks},
+      ValueRange{filledF32(rw, loc, rowSizes, 0.0)}, std::nullopt);
+  OpBuilder::InsertionGuard guard(rw);
+  rw.setInsertionPointToStart(forall.getBody());
+  Value b = forall.getInductionVars()[0], h = forall.getInductionVars()[1];
+  Value q0 = arith::MulIOp::create(rw, loc, forall.getInductionVars()[2],
+                                   cIndex(rw, loc, opt.blockQ));
+  OpFoldResult qs = blockExtent(rw, loc, bb.nq, bb.nqStatic, opt.blockQ, q0);
+  Value hk = arith::DivUIOp::create(rw, loc, h, bb.group);
+  Value qTile = bb.slice(bb.q, {b, h, q0, zero}, {one, one, qs, rw.getIndexAttr(bb.d)});
+  Value lseTile = bb.slice(bb.lse, {b, h, q0}, {one, one, qs});
+  auto keyLoop = scf::ForOp::create(
+      rw, loc, cIndex(rw, loc, 0), keyBlocks, cIndex(rw, loc, 1),
+      ValueRange{filledF32(rw, loc, {one, one, qs}, 0.0)},
+      [&](OpBuilder &, Location, Value kb, ValueRange sums) {
+        Value k0 = arith::MulIOp::create(rw, loc, kb, cIndex(rw, loc, opt.blockKV));
+        OpFoldResult ks = blockExtent(rw, loc, bb.nk, bb.nkStatic, opt.blockKV, k0);
+        Value kTile = bb.slice(bb.k, {b, hk, k0, zero}, {one, one, ks, rw.getIndexAttr(bb.d)});
+        Value next = addProbabilityRowSums(rw, loc, bb.spec, qTile, kTile, lseTile,
+                                           sums[0], ValueRange{b, h, q0, k0},
+                                           ValueRange{bb.nq, bb.nk});
+        scf::YieldOp::create(rw, loc, next);
+      });
+  rw.setInsertionPointToStart(forall.getTerminator().getBody());
+  SmallVector<OpFoldResult> strides(3, one);
+  tensor::ParallelInsertSliceOp::create(rw, loc, keyLoop.getResult(0),
+                                        forall.getRegionIterArgs()[0],
+                                        SmallVector<OpFoldResult>{b, h, q0},
+                                        SmallVector<OpFoldResult>{one, one, qs},
+                                        strides);
+  return forall.getResult(0);
+}
+
+/// dO_i / Σ_j P_ij (dO where a row has no P): P recomputed from an f32 LSE
+/// is the softmax times a per-row factor, LSE's rounding (which grows with
+/// |LSE|) and the recomputed scores' own rounding; dividing dO divides dV,
+/// Delta and so dS by that factor, as if P were normalised.
+static Value normalizeGradOutput(RewriterBase &rw, Location loc,
+                                 BackwardBuilder &bb, Value batch,
+                                 Value heads) {
+  Value sums = probabilityRowSums(rw, loc, bb, batch, heads);
+  MLIRContext *ctx = rw.getContext();
+  Value init = tensor::EmptyOp::create(
+      rw, loc, tensor::getMixedSizes(rw, loc, bb.dO),
+      cast<RankedTensorType>(bb.dO.getType()).getElementType());
+  AffineMap id4 = rw.getMultiDimIdentityMap(4);
+  return linalg::GenericOp::create(
+             rw, loc, TypeRange{init.getType()}, ValueRange{bb.dO, sums},
+             ValueRange{init},
+             ArrayRef<AffineMap>{id4, projection(ctx, 4, {0, 1, 2}), id4},
+             iterators(4),
+             [](OpBuilder &b, Location l, ValueRange a) {
+               Value none = arith::CmpFOp::create(
+                   b, l, arith::CmpFPredicate::OEQ, a[1], cF32(b, l, 0.0));
+               Value scaled = arith::DivFOp::create(b, l, a[0], a[1]);
+               linalg::YieldOp::create(
+                   b, l, ValueRange{arith::SelectOp::create(b, l, none, a[0],
+                                                            scaled)});
+             })
+      .getResult(0);
+}
+
 LogicalResult mlir::fa::attn::lowerAttentionBackward(
     RewriterBase &rw, AttentionBackwardOp op,
     const RecomputeBackwardOptions &opt) {
@@ -189,6 +263,10 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
                                 castLike(rw, loc, dv0, bb.v)});
     return success();
   }
+
+  // f32 inputs (the CPU path): normalise the recomputed P through dO.
+  if (qType.getElementType().isF32() && !op->hasAttr(kKernelPlanAttr))
+    bb.dO = normalizeGradOutput(rw, loc, bb, batch, heads);
 
   // D_i = rowsum(dO_i ∘ O_i)
   SmallVector<OpFoldResult> rowSizes{qSizes[0], qSizes[1], qSizes[2]};

@@ -92,6 +92,15 @@ LogicalResult decomposeBackwardTile(RewriterBase &rewriter, BackwardTileOp op);
 /// weighted sum and the merged row's finalisation (OnlineSoftmaxMath).
 LogicalResult decomposeMerge(RewriterBase &rewriter, MergeOp op);
 
+/// rowSums + Σ_j P_ij over one (query block, key block) tile, P recomputed
+/// from `lse` exactly as decomposeBackwardTile recomputes it (f32 inputs;
+/// the block at `offsets` [b, h, q, kv] of lengths [nq, nk], masked per
+/// element). attn-recompute-backward divides dO by these sums, which
+/// cancels what the f32 LSE and scores lost to rounding.
+Value addProbabilityRowSums(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                            Value q, Value k, Value lse, Value rowSums,
+                            ValueRange offsets, ValueRange lengths);
+
 //===----------------------------------------------------------------------===//
 // Score evaluation shared by the rewrites (ScoreBuilder.cpp)
 //===----------------------------------------------------------------------===//
