@@ -5,7 +5,7 @@ import os
 
 FA_SUCCESS = 0
 STATUS_NAMES = {0: "success", 1: "invalid argument", 2: "not found", 3: "I/O error",
-                4: "bad manifest", 5: "CUDA error", 6: "unsupported"}
+                4: "bad manifest", 5: "CUDA error", 6: "unsupported", 7: "internal error"}
 DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 MASKS = {"none": 0, "causal": 1, "causal_bottom_right": 2, "window": 3}
