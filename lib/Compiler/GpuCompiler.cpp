@@ -70,6 +70,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.deterministic = true, kind = "det";
     else if (p == "persistent" || p == "blocks")
       c.grid = p.str(), kind = "grid";
+    else if (p == "splitkv")
+      c.splitKv = true, kind = "splitkv";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (num(p, "bkv", n))
@@ -128,6 +130,8 @@ std::string KernelConfig::str() const {
     s += ":mod=" + scoreMod;
   if (!grid.empty())
     s += ":" + grid;
+  if (splitKv)
+    s += ":splitkv";
   return s;
 }
 
@@ -332,6 +336,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   GpuTileOptions tiles{config.blockQ, config.blockKV, config.warps,
                        config.stages, config.target, config.mma,
                        config.deterministic, config.grid};
+  tiles.splitKv = config.splitKv;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -369,6 +374,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.mma = config.mma;
   pipe.deterministic = config.deterministic;
   pipe.grid = config.grid;
+  pipe.splitKv = config.splitKv;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))
     return err("the NVVM pipeline failed for " + config.str() + ": " + diag);

@@ -65,11 +65,17 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.mma = options.mma;
   plan.deterministic = options.deterministic;
   plan.grid = options.grid;
+  plan.splitKv = options.splitKv;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();
   f.addPass(attn::createAttnRecomputeBackwardPass());
   f.addPass(attn::createAttnOnlineSoftmaxPass());
+  // A split-KV plan: the kernels take the split count at run time (the
+  // partials' extent in the IR), so the forall's one static split only
+  // shapes the IR.
+  if (options.splitKv)
+    f.addPass(attn::createAttnSplitKvPass({/*splits=*/1, /*blockKV=*/0}));
   f.addPass(attn::createAttnTilePass());
   pm.addPass(createConvertAttnToGPUPass());
 }

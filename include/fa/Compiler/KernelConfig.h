@@ -33,13 +33,17 @@ struct KernelConfig {
   /// score-mod library (GpuCompilerOptions::scoreModFile), applied to every
   /// score (fwd) and differentiated (bwd); empty: none. Part of the tag.
   std::string scoreMod;
+  /// "splitkv": the mma.sync split-KV decode kernels (a split forward and a
+  /// merge; the split count is a launch argument). Part of the tag.
+  bool splitKv = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
 
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
-  /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>".
+  /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
+  /// "splitkv".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

@@ -62,6 +62,10 @@ struct GpuTileOptions {
   /// wgmma forward: exactly this schedule (a plan read back from IR), or
   /// none for the command-line switches over the measured defaults.
   std::optional<WgmmaForwardSchedule> schedule;
+  /// mma.sync forward only: split-KV decode (attn-split-kv), the key range
+  /// split over a grid dimension by a run-time count, partials merged by
+  /// attn.merge.
+  bool splitKv = false;
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -99,6 +103,9 @@ struct KernelPlan {
   /// workspace that the kernel takes after the tensor maps (docs/ABI.md);
   /// the tag ends in `_det`.
   bool deterministic = false;
+  /// mma.sync forward only: split-KV (GpuTileOptions::splitKv); the tag
+  /// ends in `_splitkv`.
+  bool splitKv = false;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are
@@ -137,8 +144,8 @@ FailureOr<KernelPlan> resolveKernelPlanFor(Operation *op,
                                            std::string &error);
 
 /// The plan as the `attn.kernel_plan` dictionary (attn::kKernelPlanAttr):
-/// its block sizes, warps, stages, target, mma, grid and deterministic
-/// choice, which resolve back to the same plan, and its tag.
+/// its block sizes, warps, stages, target, mma, grid, deterministic and
+/// split-KV choices, which resolve back to the same plan, and its tag.
 DictionaryAttr kernelPlanAttr(MLIRContext *ctx, const KernelPlan &plan);
 
 /// The options a `attn.kernel_plan` dictionary holds.

@@ -45,7 +45,11 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
     Option<"grid", "grid", "std::string", "\"\"",
            "wgmma forward: persistent (one CTA per SM taking query tiles "
            "from a counter), blocks (one CTA per query tile), or empty for "
-           "the default of -fa-wgmma-persistent">
+           "the default of -fa-wgmma-persistent">,
+    Option<"splitKv", "split-kv", "bool", "false",
+           "mma.sync forward: split-KV decode (the key range split over a "
+           "grid dimension by a run-time count, partials joined by "
+           "attn.merge; run attn-split-kv after attn-online-softmax)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

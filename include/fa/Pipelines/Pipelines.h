@@ -73,6 +73,12 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       *this, "grid",
       llvm::cl::desc("wgmma forward: persistent, blocks, or empty (default)"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> splitKv{
+      *this, "split-kv",
+      llvm::cl::desc("mma.sync forward: split-KV decode kernels "
+                     "(attn-split-kv; the split count is a run-time "
+                     "argument)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};
@@ -94,7 +100,7 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
 
 /// `fa-attn-to-gpu`: attn ops → their kernel plans (attn-gpu-plan) → the
 /// tiled loops of the seed passes (attn-recompute-backward,
-/// attn-online-softmax, attn-tile) → gpu.module kernels (convert-attn-to-gpu).
+/// attn-online-softmax, attn-split-kv for a split-KV plan, attn-tile) → gpu.module kernels (convert-attn-to-gpu).
 void buildAttnToGPUPipeline(OpPassManager &pm,
                             const LowerToNVVMOptions &options);
 

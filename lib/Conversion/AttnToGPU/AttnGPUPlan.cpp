@@ -33,6 +33,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.mma = mma;
     options.deterministic = deterministic;
     options.grid = grid;
+    options.splitKv = splitKv;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

@@ -66,6 +66,7 @@ std::string KernelPlan::tag() const {
   std::string chip = target;
   llvm::erase(chip, '_');
   return t + "_" + chip + (deterministic ? "_det" : "") +
+         (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
@@ -208,6 +209,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("the deterministic option needs the warp-specialised wgmma "
                   "backward (-fa-wgmma-bwd-ws), not the 256-thread one");
     plan.deterministic = true;
+  }
+  // The split kernels are the mma.sync forward's, with a split grid
+  // dimension and a merge kernel (docs/ABI.md).
+  if (options.splitKv) {
+    if (backward)
+      return fail("split-KV applies to the forward only, got a backward");
+    if (options.mma != "mma_sync")
+      return fail("split-KV needs mma = mma_sync, got mma = " + options.mma);
+    plan.splitKv = true;
   }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
@@ -363,6 +373,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
         "grid", b.getStringAttr(plan.persistent ? "persistent" : "blocks")));
   if (plan.deterministic)
     fields.push_back(b.getNamedAttr("deterministic", b.getUnitAttr()));
+  if (plan.splitKv)
+    fields.push_back(b.getNamedAttr("split_kv", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -398,6 +410,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.mma = string("mma", "");
   options.grid = string("grid", "");
   options.deterministic = attr.contains("deterministic");
+  options.splitKv = attr.contains("split_kv");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

@@ -16,7 +16,7 @@
 // CHECK: %[[L0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<3x1x8x1xf32>)
 // CHECK-DAG: %[[NK:.+]] = arith.constant 300 : index
 // CHECK-DAG: %[[BKV:.+]] = arith.constant 64 : index
-// CHECK-DAG: %[[S:.+]] = arith.constant 3 : index
+// CHECK-DAG: %[[S:.+]] = tensor.dim %[[ACC0]], %{{.+}} : tensor<3x1x8x1x64xf32>
 // CHECK: %[[NBLK:.+]] = arith.ceildivui %[[NK]], %[[BKV]]
 // CHECK: %[[PARTS:.+]]:3 = scf.forall (%[[SPLIT:.+]]) in (3) shared_outs(%[[ACC:.+]] = %[[ACC0]], %[[M:.+]] = %[[M0]], %[[L:.+]] = %[[L0]])
 // CHECK:   %[[B0:.+]] = arith.muli %[[SPLIT]], %[[NBLK]]

@@ -97,7 +97,12 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
   Value sumParts = filledF32(rw, loc, prepend(splits, rowSizes), 0.0);
 
   Value nk = dimValue(rw, loc, k, 2);
-  Value bkv = cIndex(rw, loc, blockKV), splitCount = cIndex(rw, loc, splits);
+  Value bkv = cIndex(rw, loc, blockKV);
+  // The split count is read off the partials, not built as a constant: the
+  // GPU lowering maps this value to the kernels' run-time split count (the
+  // forall's static count only sizes the CPU's partials); canonicalisation
+  // folds it on the CPU.
+  Value splitCount = tensor::DimOp::create(rw, loc, accParts, 0);
   Value keyBlocks = arith::CeilDivUIOp::create(rw, loc, nk, bkv);
   auto forall = scf::ForallOp::create(
       rw, loc, ArrayRef<OpFoldResult>{rw.getIndexAttr(splits)},
