@@ -351,6 +351,12 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   out.config.stages = plan->stages;
   out.config.dsplit = plan->dsplit;
   out.tag = plan->tag();
+  // The manifest has no entries for the split forward and its merge yet, and
+  // the runtime would launch the split kernel as a plain forward.
+  if (plan->splitKv)
+    return err(config.str() + ": split-KV kernels are not bundled yet (no "
+               "manifest entries or runtime launch); build them with "
+               "fa-opt -fa-lower-to-nvvm=\"split-kv=1\"");
   if (backward) {
     out.entries.push_back(
         {"bwd_pre", "fa_bwd_pre_" + out.tag, plan->threads(), 0});

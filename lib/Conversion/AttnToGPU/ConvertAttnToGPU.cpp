@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SplitKv.h"
 #include "TiledLoopNest.h"
 
 #include "fa/Conversion/AttnToGPU.h"
@@ -44,13 +45,16 @@ static FailureOr<Operation *> findPlannedTile(func::FuncOp func) {
       return WalkResult::interrupt();
     }
     if (isa<attn::MergeOp>(op)) {
-      // The key splits of attn-split-kv need a split grid dimension and a
-      // merge kernel, which this lowering does not build yet: lowering the
-      // tiles alone would drop the merge.
-      op->emitOpError("split-KV (attn-split-kv and attn.merge) is not "
-                      "lowered to GPU kernels yet; leave attn-split-kv out "
-                      "of the GPU pipeline");
-      return WalkResult::interrupt();
+      // The merge kernel comes with the split forward of a split-KV plan;
+      // lowering the tiles of another plan alone would drop the merge.
+      auto plan = op->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
+      if (!plan || !plan.contains("split_kv")) {
+        op->emitOpError("expected a split-KV kernel plan (attn-gpu-plan "
+                        "split-kv=1) on the merge of attn-split-kv, got ")
+            << (plan ? Attribute(plan) : Attribute());
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
     }
     if (!isa<attn::OnlineAttentionOp, attn::BackwardTileOp>(op))
       return WalkResult::advance();
@@ -132,6 +136,12 @@ struct ConvertAttnToGPUPass final
     FailureOr<TiledLoopNest> loops = TiledLoopNest::get(tile);
     if (failed(loops))
       return failure();
+    if (loops->isSplit() != plan->splitKv)
+      return tile->emitOpError("expected ")
+             << (plan->splitKv ? "the key-split loop of attn-split-kv around "
+                                 "the tile of a split-KV plan"
+                               : "a split-KV plan for the tile of a key "
+                                 "split (attn-gpu-plan split-kv=1)");
     std::string name = "fa_" + plan->tag();
     if (module.lookupSymbol(name))
       return success(); // an identical kernel was already emitted
@@ -144,6 +154,8 @@ struct ConvertAttnToGPUPass final
       buildForwardKernelWgmma(b, loc, gpuModule, *plan, *loops);
     else
       buildForwardKernel(b, loc, gpuModule, *plan, *loops);
+    if (plan->splitKv)
+      buildMergeKernel(b, loc, gpuModule, *plan);
     return success();
   }
 };

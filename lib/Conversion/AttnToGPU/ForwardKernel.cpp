@@ -5,9 +5,14 @@
 // buffers each, in separate cp.async groups so the load of V(j) overlaps
 // S(j) = Q·K(j)ᵀ and the softmax, and K(j+1) overlaps P·V(j).
 //
+// Split-KV (plan.splitKv): grid z runs over (batch, split) pairs; a CTA runs
+// the key blocks of its split (the IR's, from the split's first key) and
+// leaves its partial O (f32) and LSE in the workspace for the merge kernel.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
+#include "SplitKv.h"
 #include "TiledLoopNest.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -19,6 +24,25 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
+/// storeColumnPair for an f32 matrix (a split's partial O): 8-byte pairs
+/// where the row length is even.
+static void storeColumnPairF32(KernelBuilder &kb, Value mem, Value rowOff,
+                               int64_t n, int64_t cols, Value lo, Value hi) {
+  forColumnPair(
+      kb, n, cols, cols % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
+        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
+        Value at = kb.add(rowOff, col);
+        if (v.size() == 2) {
+          Value pair = vector::FromElementsOp::create(
+              kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()), v);
+          vector::StoreOp::create(kb.b, kb.loc, pair, mem, ValueRange{at},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(8));
+          return;
+        }
+        memref::StoreOp::create(kb.b, kb.loc, v[0], mem, ValueRange{at});
+      });
+}
+
 gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                             gpu::GPUModuleOp module,
                                             const KernelPlan &plan,
@@ -29,13 +53,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   // past them are not stored.
   const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   OpBuilder::InsertionGuard guard(b);
-  auto func = createKernelFunc(
-      b, loc, module, "fa_fwd_" + plan.tag(),
-      {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-       flatMemRef(f32), i32, i32, i32, i32, i32, f32},
-      plan, plan.forwardSharedBytes());
+  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
+                               forwardKernelParams(b.getContext(), plan), plan,
+                               plan.forwardSharedBytes());
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), oMem = arg(3),
@@ -48,6 +69,12 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value split, splits;
+  if (plan.splitKv) {
+    splits = kb.toIndex(arg(entry.getNumArguments() - 1)); // last: splits
+    split = arith::RemUIOp::create(b, loc, batch, splits);
+    batch = arith::DivUIOp::create(b, loc, batch, splits);
+  }
   // GQA: query head h reads key/value head h / (H / Hkv).
   Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
   Value kvHead = arith::DivUIOp::create(b, loc, head, group);
@@ -72,12 +99,19 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   };
 
   // The key blocks of the tiled loop (those that meet this block's band).
+  Value splitKey;
   auto [jBegin, jEnd] = loops.cloneTileRange(
-      b, {batch, head, qBlock, heads, kvHeads, nq, nk});
+      b, {batch, head, qBlock, heads, kvHeads, nq, nk, split, splits},
+      &splitKey);
+  // The first key of block j: a split's blocks count from its first key.
+  auto keyOf = [&](Value block) {
+    Value key = kb.mul(block, bkv);
+    return splitKey ? kb.add(splitKey, key) : key;
+  };
 
   kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
-  kb.copyTileAsync(kMem, kBase, kb.mul(jBegin, bkv), nk, kTile(kb.idx(0)));
-  kb.copyTileAsync(vMem, vBase, kb.mul(jBegin, bkv), nk, vTile(kb.idx(0)));
+  kb.copyTileAsync(kMem, kBase, keyOf(jBegin), nk, kTile(kb.idx(0)));
+  kb.copyTileAsync(vMem, vBase, keyOf(jBegin), nk, vTile(kb.idx(0)));
   kb.waitAsync(2);
   gpu::BarrierOp::create(b, loc);
   Value rowBase = kb.mul(kb.warp, 16);
@@ -103,7 +137,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     SmallVector<Value> acc(it.begin() + 4, it.end());
     Value stage = kb.remui(kb.sub(j, jBegin), 2);
     Value next = kb.sub(kb.idx(1), stage);
-    Value kBegin = kb.mul(j, bkv);
+    Value kBegin = keyOf(j);
 
     // S = Q·K(j)ᵀ once K(j) has landed (V(j) may still be in flight).
     kb.waitAsync(1);
@@ -164,6 +198,12 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   kb.waitAsync(0);
 
   // Epilogue: O = acc / l, LSE = ln2·(m + log2 l); empty rows give 0 and -inf.
+  // A split stores its partial rows [split, batch, head, ...] in f32.
+  Value outRowsBase = qRowsBase;
+  if (plan.splitKv)
+    outRowsBase = kb.add(kb.mul(kb.mul(kb.mul(split, kb.toIndex(arg(5))), heads), nq),
+                         qRowsBase);
+  Value outBase = plan.splitKv ? kb.mul(outRowsBase, dv) : oBase;
   ValueRange res = loop.getResults();
   SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
   Value invSum[2], lse[2];
@@ -173,19 +213,44 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.add(oBase, kb.mul(row, dv));
+    Value rowOff = kb.add(outBase, kb.mul(row, dv));
     for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
       Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
       Value hi = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);
-      storeColumnPair(kb, oMem, rowOff, n, dv, dv, lo, hi);
+      if (plan.splitKv)
+        storeColumnPairF32(kb, oMem, rowOff, n, dv, lo, hi);
+      else
+        storeColumnPair(kb, oMem, rowOff, n, dv, dv, lo, hi);
     }
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         kb.threadInGroup, kb.idx(0));
     auto lseIf = scf::IfOp::create(b, loc, first, false);
     b.setInsertionPointToStart(&lseIf.getThenRegion().front());
     memref::StoreOp::create(b, loc, lse[r], lseMem,
-                            ValueRange{kb.add(qRowsBase, row)});
+                            ValueRange{kb.add(outRowsBase, row)});
   }
   gpu::ReturnOp::create(b, loc);
   return func;
+}
+
+SmallVector<Type> mlir::fa::forwardKernelParams(MLIRContext *ctx,
+                                                const KernelPlan &plan) {
+  Type elem = plan.elemType, f32 = Float32Type::get(ctx);
+  Type i32 = IntegerType::get(ctx, 32);
+  // q, k, v, o, lse; batch, heads, kv_heads, nq, nk; scale. A split writes
+  // its partial O in f32 and takes the split count last.
+  SmallVector<Type> params{flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
+                           flatMemRef(plan.splitKv ? f32 : elem),
+                           flatMemRef(f32), i32, i32, i32, i32, i32, f32};
+  if (plan.splitKv)
+    params.push_back(i32);
+  return params;
+}
+
+SmallVector<Type> mlir::fa::splitKvMergeParams(MLIRContext *ctx,
+                                               const KernelPlan &plan) {
+  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
+  // o_part, lse_part (the workspace), o, lse; rows (B·H·Nq), splits.
+  return {flatMemRef(f32), flatMemRef(f32), flatMemRef(plan.elemType),
+          flatMemRef(f32), i32, i32};
 }

@@ -3,6 +3,7 @@
 #include "TiledLoopNest.h"
 
 #include "fa/Dialect/Attn/IR/Attn.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -51,14 +52,37 @@ FailureOr<TiledLoopNest> TiledLoopNest::get(Operation *tile) {
     return tile->emitOpError("expected distinct query and key tensors on "
                              "the GPU path (the kernel takes Nq and Nk as "
                              "separate arguments), got one value for both");
-  if (failed(nest.collectBoundOps()))
+  if (failed(nest.findSplit()) || failed(nest.collectBoundOps()))
     return failure();
   return nest;
+}
+
+LogicalResult TiledLoopNest::findSplit() {
+  auto outer = forall->getParentOfType<scf::ForallOp>();
+  if (!outer || !outer->hasAttr(attn::kKeySplitsAttr))
+    return success();
+  auto fwd = dyn_cast<attn::OnlineAttentionOp>(tile);
+  if (!fwd || outer.getRank() != 1)
+    return tile->emitOpError("expected a forward tile in a rank-1 key-split "
+                             "loop (from attn-split-kv)");
+  splitLoop = outer;
+  // The split's key slice: the one taken inside the split loop.
+  for (Value v = fwd.getKey(); auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
+       v = slice.getSource())
+    if (slice->getParentOp() == splitLoop.getOperation())
+      splitKeyOffset = dyn_cast<Value>(slice.getMixedOffsets()[2]);
+  if (!splitKeyOffset)
+    return tile->emitOpError("expected the key slice of its split, at a "
+                             "key offset computed from the split index, "
+                             "inside the key-split loop");
+  return success();
 }
 
 Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
                               const TileLoopInputs &in) const {
   if (auto arg = dyn_cast<BlockArgument>(leaf)) {
+    if (splitLoop && arg == splitLoop.getInductionVars()[0])
+      return in.split;
     ValueRange ivs = forall.getInductionVars();
     if (!keyLoop) {
       if (arg == ivs[0]) return in.batch;
@@ -75,6 +99,15 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
   if (!dim)
     return {};
   std::optional<int64_t> index = dim.getConstantIndex();
+  if (splitLoop && index == 0 &&
+      llvm::is_contained(splitLoop.getOutputs(), dim.getSource()))
+    return in.splits; // the split count, as the partials' extent
+  // The sizes of a split's key slice are the split's, not the problem's.
+  for (Value v = dim.getSource();
+       auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
+       v = slice.getSource())
+    if (splitLoop && slice->getParentOp() == splitLoop.getOperation())
+      return {};
   Value source = untiled(dim.getSource());
   if (!index || (source != query && source != key && source != value))
     return {};
@@ -91,8 +124,10 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
 LogicalResult TiledLoopNest::collectBoundOps() {
   // inputFor with stand-ins: without a builder it creates nothing.
   Value lb = tileLoop.getLowerBound(), ub = tileLoop.getUpperBound();
-  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb};
+  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb};
   SmallVector<Value> work{lb, ub};
+  if (splitKeyOffset)
+    work.push_back(splitKeyOffset);
   DenseSet<Value> seen;
   DenseSet<Operation *> ops;
   while (!work.empty()) {
@@ -105,7 +140,10 @@ LogicalResult TiledLoopNest::collectBoundOps() {
                                "the CTA's block indices and the problem's "
                                "sizes only, got ")
              << x;
-    if (!isPure(def) || def->getNumRegions() != 0)
+    // Free of memory effects, not necessarily speculatable: the kernel runs
+    // them where the IR does, once per CTA (a split's bounds divide by the
+    // run-time split count).
+    if (!isMemoryEffectFree(def) || def->getNumRegions() != 0)
       return tile->emitOpError("expected the tile loop's bounds to be "
                                "computed by pure ops, got ")
              << def->getName();
@@ -113,7 +151,8 @@ LogicalResult TiledLoopNest::collectBoundOps() {
     llvm::append_range(work, def->getOperands());
   }
   // Program order, so the kernel computes them in the order the passes did.
-  forall->getParentOp()->walk([&](Operation *op) {
+  Operation *nest = splitLoop ? splitLoop.getOperation() : forall.getOperation();
+  nest->getParentOp()->walk([&](Operation *op) {
     if (ops.contains(op))
       boundOps.push_back(op);
   });
@@ -121,7 +160,8 @@ LogicalResult TiledLoopNest::collectBoundOps() {
 }
 
 std::pair<Value, Value>
-TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in) const {
+TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in,
+                              Value *keyOffset) const {
   IRMapping map;
   auto lookup = [&](Value v) {
     if (!map.contains(v))
@@ -134,5 +174,8 @@ TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in) const {
     b.clone(*op, map);
   }
   Value begin = lookup(tileLoop.getLowerBound());
-  return {begin, lookup(tileLoop.getUpperBound())};
+  Value end = lookup(tileLoop.getUpperBound());
+  if (keyOffset)
+    *keyOffset = splitKeyOffset ? lookup(splitKeyOffset) : Value();
+  return {begin, end};
 }

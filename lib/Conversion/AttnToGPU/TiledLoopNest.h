@@ -22,6 +22,8 @@ struct TileLoopInputs {
   Value head;     ///< query head (forward) or key head (backward)
   Value block;    ///< the CTA's query block (forward) or key block (backward)
   Value heads, kvHeads, nq, nk; ///< the problem's sizes (index)
+  /// Split-KV only: the CTA's key split and the run-time split count.
+  Value split = {}, splits = {};
 };
 
 class TiledLoopNest {
@@ -31,15 +33,25 @@ public:
   /// kernel does not have.
   static FailureOr<TiledLoopNest> get(Operation *tile);
 
-  /// [begin, end) of the tile loop for the CTA at `in`, cloned at `b`.
+  /// [begin, end) of the tile loop for the CTA at `in`, cloned at `b`; in
+  /// the split form also the first key of the CTA's split (`keyOffset`:
+  /// the split's key blocks count from it).
   std::pair<Value, Value> cloneTileRange(OpBuilder &b,
-                                         const TileLoopInputs &in) const;
+                                         const TileLoopInputs &in,
+                                         Value *keyOffset = nullptr) const;
+
+  /// Whether the nest lies in the key-split loop of attn-split-kv.
+  bool isSplit() const { return static_cast<bool>(splitKeyOffset); }
 
 private:
   TiledLoopNest(Operation *tile, scf::ForOp tileLoop, scf::ForallOp forall,
                 scf::ForOp keyLoop, Value query, Value key, Value value)
       : tile(tile), tileLoop(tileLoop), forall(forall), keyLoop(keyLoop),
         query(query), key(key), value(value) {}
+
+  /// Finds the key-split loop around the nest and the offset of the
+  /// split's key slice; fails on a split form the kernels cannot run.
+  LogicalResult findSplit();
 
   /// The kernel value of `leaf` (a loop index or a tensor size), or null;
   /// a static head dim is a constant created at `b` (returned as `leaf`
@@ -54,6 +66,8 @@ private:
   mutable scf::ForOp tileLoop; ///< key blocks (forward), query blocks (backward)
   mutable scf::ForallOp forall;
   mutable scf::ForOp keyLoop;  ///< backward only: the loop over key blocks
+  mutable scf::ForallOp splitLoop; ///< split-KV only: over the key splits
+  Value splitKeyOffset; ///< split-KV only: the first key of the split
   Value query, key, value; ///< the untiled operands the sizes are read from
   SmallVector<Operation *> boundOps;
 };

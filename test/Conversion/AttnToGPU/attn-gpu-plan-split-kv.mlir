@@ -1,6 +1,5 @@
 // RUN: fa-opt %s -attn-gpu-plan="split-kv=1" | FileCheck %s
 // RUN: not fa-opt %s -attn-gpu-plan="split-kv=1 mma=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
-// RUN: fa-opt %s -fa-attn-to-gpu="split-kv=1" -verify-diagnostics
 
 // Split-KV is a code-shaping choice of the mma.sync forward: the plan records
 // it (split_kv) and the tag names it, so the split kernels never share a name
@@ -9,9 +8,6 @@
 // CHECK: attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", split_kv, stages = 2 : i64, tag = "fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv", target = "sm_90a", warps = 4 : i64}
 func.func @decode(%q: tensor<?x32x1x128xbf16>, %k: tensor<?x8x?x128xbf16>, %v: tensor<?x8x?x128xbf16>) -> (tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>) {
   // WGMMA: error: 'attn.attention' op split-KV needs mma = mma_sync, got mma = wgmma
-  // The pipeline runs attn-split-kv for the plan: the merge it adds is what
-  // convert-attn-to-gpu does not lower yet.
-  // expected-error @+1 {{split-KV (attn-split-kv and attn.merge) is not lowered to GPU kernels yet}}
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal_bottom_right>} : tensor<?x32x1x128xbf16>, tensor<?x8x?x128xbf16>, tensor<?x8x?x128xbf16> -> tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>
   return %o, %lse : tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>
 }

@@ -1,0 +1,40 @@
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="split-kv=1" | FileCheck %s
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="split-kv=1" > %t.mlir
+// RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
+// RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv.ptx
+// RUN: FileCheck %s --check-prefix=PTX64 < %t/fa_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv.ptx
+
+// A split-KV plan lowers to two kernels: the mma.sync forward over a grid
+// whose z runs over (batch, split) pairs, taking the split count as its last
+// (i32) parameter and writing f32 partial O and LSE rows to the workspace in
+// the places of o and lse, and the merge of attn.merge.
+// CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv
+// CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: f32, %[[SPLITS:.+]]: i32)
+// The CTA's split is grid z modulo the run-time count, its batch the quotient.
+// CHECK: %[[Z:.+]] = gpu.block_id z
+// CHECK: %[[S:.+]] = arith.index_castui %[[SPLITS]]
+// CHECK: arith.remui %[[Z]], %[[S]]
+// CHECK: arith.divui %[[Z]], %[[S]]
+// CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32)
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: vector.load {{.*}} : memref<1099511627776xf32>, vector<4xf32>
+// CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<4xbf16>
+
+// PTX: .entry fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX: .entry fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(
+// PTX: shfl.sync.bfly
+// PTX: ld.global.v4.b32
+// PTX: st.global.v2.b32
+// PTX64: .entry fa_merge_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv(
+func.func @decode(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x8x?x128xbf16>, %v: tensor<?x8x?x128xbf16>) -> (tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal_bottom_right>} : tensor<?x32x?x128xbf16>, tensor<?x8x?x128xbf16>, tensor<?x8x?x128xbf16> -> tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>
+  return %o, %lse : tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>
+}
+
+// -----
+
+func.func @decode_d64(%q: tensor<?x8x?x64xf16>, %k: tensor<?x1x?x64xf16>, %v: tensor<?x1x?x64xf16>) -> (tensor<?x8x?x64xf16>, tensor<?x8x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v : tensor<?x8x?x64xf16>, tensor<?x1x?x64xf16>, tensor<?x1x?x64xf16> -> tensor<?x8x?x64xf16>, tensor<?x8x?xf32>
+  return %o, %lse : tensor<?x8x?x64xf16>, tensor<?x8x?xf32>
+}
