@@ -14,6 +14,8 @@
 #                           test fixture bundle of test/Runtime/fixture is run)
 #   out/bundle-mod/         the score_mod kernels' bundle (optional: without it their steps are
 #                           skipped)
+#   out/splitkv/            the split-KV kernels' PTX (optional; FA_SPLITKV_PTX names another
+#                           folder): their differential test, test/gpu/test_splitkv_ptx.py
 # Built here (MLIR is not on the GPU machine):
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
@@ -23,6 +25,9 @@
 #   build/bin/fa-aot --score-mods out/random_mods.mlir --config-file out/random_mods.txt \
 #       -o out/bundle-rnd
 #   python3 test/gpu/test_jit_device.py --prepare --fa-aot build/bin/fa-aot --cache out/jit-cache
+#   mkdir -p out/splitkv && build/bin/fa-opt test/gpu/splitkv_kernels.mlir -split-input-file \
+#       -fa-lower-to-nvvm="split-kv=1" > out/splitkv/kernels.mlir &&
+#     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
 # and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache.
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
@@ -111,6 +116,14 @@ if [ $HAVE_BUNDLE = 1 ]; then
   step "differential tests: $BUNDLE"
   timeout $T_DIFF python3 test/gpu/test_attention.py --bundle "$BUNDLE" --lib "$LIB" --cases "$CASES" --progress \
     --json "$OUT/diff_bundle.json" || fail "differential tests ($BUNDLE)"
+fi
+
+SPLITKV_PTX=${FA_SPLITKV_PTX:-out/splitkv}
+if [ -d "$SPLITKV_PTX" ]; then
+  step "split-KV kernels (PTX from fa-opt, launched directly): differential tests"
+  timeout -k 10 ${FA_SPLITKV_TIMEOUT:-300} python3 test/gpu/test_splitkv_ptx.py --ptx "$SPLITKV_PTX" \
+    > "$WORK/splitkv.log" 2>&1 || fail "split-KV PTX differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/splitkv.log" | tail -n 40
 fi
 
 if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
