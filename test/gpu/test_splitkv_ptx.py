@@ -162,7 +162,6 @@ def main():
     cuda = ctypes.CDLL("libcuda.so.1")
     cuda.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    cuda.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
     cuda.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     paths = sorted(glob.glob(os.path.join(args.ptx, "fa_fwd_*_splitkv.ptx")))
     if not paths:
