@@ -31,11 +31,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   OpBuilder::InsertionGuard guard(b);
-  auto func = createKernelFunc(
-      b, loc, module, "fa_fwd_" + plan.tag(),
-      {flatMemRef(elem), flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-       flatMemRef(f32), i32, i32, i32, i32, i32, f32},
-      plan, plan.forwardSharedBytes());
+  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
+                               forwardParams(b.getContext(), plan), plan,
+                               plan.forwardSharedBytes());
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), oMem = arg(3),
