@@ -275,7 +275,9 @@ FA_API fa_status fa_attention_backward_grids(
  * capture records as graph nodes. A replay reads the tensors at the
  * addresses captured: new data goes into the same buffers. Load the modules
  * before capturing (one eager launch of each kernel, as PyTorch's warm-up
- * does): the first launch in a context loads its module. */
+ * does): the first launch in a context loads its module. A graph holds the
+ * bundle's kernels: free the bundle (fa_bundle_free unloads its modules)
+ * only after the graphs that captured them are destroyed. */
 FA_API fa_status fa_attention_forward(const fa_kernel *kernel,
                                       const fa_attention_args *args,
                                       CUstream stream);
