@@ -124,19 +124,14 @@ Error writeFile(const Twine &path, StringRef data) {
 } // namespace
 
 int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
-  // Versions 3 to 5 only where an older runtime would launch a kernel
-  // wrongly: it ignores "deterministic" and would omit the semaphores; it
-  // ignores "grid" and would launch one CTA per tile without the counter;
-  // it would pass tensor maps as pointers to device memory where the kernel
-  // takes them by value (version 5).
-  bool anyDeterministic = false, anyPersistent = false, anyMaps = false;
-  for (const CompiledKernelRef &k : kernels) {
-    anyDeterministic |= k->config.deterministic;
+  // A version only where an older runtime would launch a kernel wrongly: 3
+  // (deterministic backwards: semaphores) and 4 (persistent forwards: grid
+  // and counter) are subsumed by 5, since both kinds take tensor maps, which
+  // version 5 passes by value where older runtimes pass device addresses.
+  bool anyMaps = false;
+  for (const CompiledKernelRef &k : kernels)
     anyMaps |= takesTensorMaps(k->config);
-    for (const KernelEntry &e : k->entries)
-      anyPersistent |= e.persistent;
-  }
-  return anyMaps ? 5 : anyPersistent ? 4 : anyDeterministic ? 3 : 2;
+  return anyMaps ? 5 : 2;
 }
 
 std::string bundleManifest(ArrayRef<CompiledKernelRef> kernels) {
