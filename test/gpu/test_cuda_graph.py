@@ -22,6 +22,13 @@ unordered atomics) within 2 units in the last place of the largest |dQ|. A
 replay must also change the outputs from the previous round's (the graph
 reads the buffers, not a copy made at capture), and no output may keep a NaN.
 
+Then the Python API as a model would use it: fa.attention forward and
+backward (autograd, the runtime's kernel choice, workspaces from PyTorch's
+allocator) captured whole with torch.cuda.graph after a warm-up on a side
+stream, replayed on new Q, K, V, dO and compared with eager calls on the same
+data (O, dK, dV bit-identical; dQ within 2 ulp of max |dQ|), for bf16 d 64
+and 128, causal and not, deterministic backward or not, on the shapes above.
+
     python3 test/gpu/test_cuda_graph.py --bundle out/bundle --lib <libfa_runtime.so>
 """
 import argparse
@@ -163,6 +170,84 @@ def run_case(bundle, kernel, shape, dev, seed):
     return ""
 
 
+def run_api_case(shape, d, causal, deterministic, dev, seed):
+    """fa.attention + backward captured whole; '' if replays match eager."""
+    dtype = torch.bfloat16
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(seed)
+
+    def rand(*size):
+        return torch.randn(*size, generator=gen, device=dev).to(dtype)
+
+    b, h, hkv, nq, nk = shape.b, shape.h, shape.hkv, shape.nq, shape.nk
+    q, k, v = (rand(b, n_h, n, d).requires_grad_() for n_h, n in ((h, nq), (hkv, nk), (hkv, nk)))
+    do = rand(b, h, nq, d)
+
+    def step():
+        o = fa.attention(q, k, v, causal=causal, deterministic=deterministic)
+        o.backward(do)
+        return o
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            q.grad = k.grad = v.grad = None
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    q.grad = k.grad = v.grad = None
+    with torch.cuda.graph(graph):
+        o_static = step()
+    for _ in range(ROUNDS):
+        with torch.no_grad():
+            for t in (q, k, v, do):
+                t.copy_(rand(*t.shape))
+        graph.replay()
+        torch.cuda.synchronize()
+        got = {"o": o_static.detach().clone(), "dq": q.grad.clone(), "dk": k.grad.clone(),
+               "dv": v.grad.clone()}
+        eq, ek, ev = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        eo = fa.attention(eq, ek, ev, causal=causal, deterministic=deterministic)
+        eo.backward(do)
+        torch.cuda.synchronize()
+        want = {"o": eo.detach(), "dq": eq.grad, "dk": ek.grad, "dv": ev.grad}
+        for name in got:
+            if torch.isnan(got[name]).any():
+                return "%s: the replay left NaN" % name
+            problem = same(name, name != "dq" or deterministic, got[name], want[name])
+            if problem:
+                return "replay vs eager: " + problem
+    del graph
+    return ""
+
+
+def run_api(results, dev, progress):
+    """The fa.attention cases; kernels the bundle lacks are reported, not run."""
+    for shape in SHAPES:
+        for d in (64, 128):
+            for causal in (False, True):
+                for deterministic in (False, True):
+                    name = "api d%d %s%s" % (d, "causal" if causal else "none",
+                                             " det" if deterministic else "")
+                    if progress:
+                        print("... %s %s" % (name, shape.name), flush=True)
+                    try:
+                        problem = run_api_case(shape, d, causal, deterministic, dev,
+                                               seed=len(results))
+                    except fa.FaError as e:
+                        if e.status == 2:  # FA_ERROR_NOT_FOUND: not in this bundle
+                            print("skip %s %s: %s" % (name, shape.name, str(e).splitlines()[0]))
+                            continue
+                        problem = "FaError: %s" % e
+                    except RuntimeError as e:
+                        problem = "RuntimeError: %s" % e
+                    results.append({"tag": name, "shape": shape.name, "ok": not problem,
+                                    "problem": problem})
+                    print("%s %s %s %s" % ("ok  " if not problem else "FAIL", name,
+                                           shape.name, problem))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -200,10 +285,12 @@ def main():
                             "problem": problem})
             print("%s %s %s %s" % ("ok  " if ok else "FAIL", kernel["tag"], shape.name,
                                    problem))
-    failed = [r for r in results if not r["ok"]]
     captured = {r["tag"] for r in results}
+    run_api(results, dev, args.progress)
+    failed = [r for r in results if not r["ok"]]
     missing = [k["tag"] for k in kernels if k["tag"] not in captured]
-    print("RESULT: %d of %d captures replayed like eager launches (%d kernels, %.1f s)%s" % (
+    print("RESULT: %d of %d captures replayed like eager launches (%d kernels and the "
+          "fa.attention cases, %.1f s)%s" % (
         len(results) - len(failed), len(results), len(captured), time.time() - t0,
         "; not run on this device: " + ", ".join(missing) if missing else ""))
     if args.json:
