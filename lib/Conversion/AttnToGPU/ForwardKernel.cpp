@@ -29,7 +29,6 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   // past them are not stored.
   const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
   OpBuilder::InsertionGuard guard(b);
   auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
                                forwardParams(b.getContext(), plan), plan,
