@@ -166,9 +166,11 @@ def main():
     ap.add_argument("--masks", default="none,causal", help="comma-separated: none, causal")
     ap.add_argument("--flex", action="store_true",
                     help="also time FlexAttention (torch.compile'd flex_attention)")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME=BUNDLE",
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=BUNDLE[@LIB]",
                     help="also time fa from another bundle (same process), e.g. a compiler "
-                         "variant; printed under the row with its ratio to fa and cuDNN")
+                         "variant, through another libfa_runtime.so when @LIB is given (a "
+                         "bundle of another ABI version); printed under the row with its "
+                         "ratio to fa and cuDNN")
     ap.add_argument("--directions", default="fwd,bwd",
                     help="directions to time at all (baselines included)")
     ap.add_argument("--deterministic", action="store_true",
@@ -193,9 +195,10 @@ def main():
     variants = {}
     for spec in args.variant:
         name, _, path = spec.partition("=")
+        path, _, lib = path.partition("@")
         if not path:
-            ap.error("--variant expects NAME=BUNDLE, got %r" % spec)
-        variants[name] = fa.Bundle(path, args.lib)
+            ap.error("--variant expects NAME=BUNDLE[@LIB], got %r" % spec)
+        variants[name] = fa.Bundle(path, lib or args.lib)
     dims = [int(x) for x in args.dims.split(",")]
     seqs = ([int(x) for x in args.seqs.split(",")] if args.seqs else
             [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384])

@@ -35,7 +35,10 @@
 #   FA_FIXTURE_CASES (on the fixture bundle, 100), FA_BENCH (full | quick | none; default
 #   full with a bundle, quick without), FA_DIFF_TIMEOUT / FA_EVERY_TIMEOUT / FA_SAN_TIMEOUT /
 #   FA_BENCH_TIMEOUT (seconds per step), FA_EVERY=0 (skip the every-kernel suite),
-#   FA_SAN=0 (skip compute-sanitizer), FA_BENCH_ARGS (extra bench.py arguments, e.g.
+#   out/ab/bundle + out/ab/src (optional A/B: another release's bundle and runtime sources;
+#   FA_AB_ARGS bench.py arguments, default --quick; FA_AB_TIMEOUT, 300),
+#   FA_SAN=0 (skip compute-sanitizer), FA_GRAPH=0 (skip the CUDA-graph capture of every kernel;
+#   FA_GRAPH_TIMEOUT seconds, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
 #   "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
@@ -64,6 +67,7 @@ FIXTURE_CASES=${FA_FIXTURE_CASES:-100}
 T_DIFF=${FA_DIFF_TIMEOUT:-150}
 T_EVERY=${FA_EVERY_TIMEOUT:-180}
 T_SAN=${FA_SAN_TIMEOUT:-120}
+T_GRAPH=${FA_GRAPH_TIMEOUT:-120}
 T_BENCH=${FA_BENCH_TIMEOUT:-400}
 WORK=$(mktemp -d)
 FIXTURE=$WORK/fixture-bundle
@@ -139,6 +143,12 @@ if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
     fail "the every-kernel suite passed a kernel running another kernel's code"
 fi
 
+if [ $HAVE_BUNDLE = 1 ] && [ "${FA_GRAPH:-1}" != 0 ]; then
+  step "every kernel of $BUNDLE captured into a CUDA graph, replayed with new data, against eager"
+  timeout -k 10 $T_GRAPH python3 test/gpu/test_cuda_graph.py --bundle "$BUNDLE" --lib "$LIB" \
+    --json "$WORK/cuda_graph.json" || fail "CUDA-graph capture ($BUNDLE)"
+fi
+
 if [ $HAVE_MOD = 1 ]; then
   step "score_mod kernels: differential tests on $MOD_BUNDLE"
   mkdir -p "$WORK/score_mod"
@@ -193,6 +203,18 @@ elif [ "$MODE" != none ]; then
   # The fixture's naive kernels: checks the harness, not a performance number.
   timeout $T_BENCH python3 bench/bench.py --bundle "$FIXTURE" --lib "$LIB" --quick --tokens 8192 \
     --budget-ms 1500 --fa-directions fwd --json "$OUT/bench_fixture.json" || fail "bench (fixture)"
+fi
+
+# A/B against another release: its bundle (out/ab/bundle) launched through
+# its own runtime, built here from its sources (out/ab/src/{lib/Runtime,
+# include/fa/Runtime}), beside this one's, in the same process.
+if [ $HAVE_BUNDLE = 1 ] && [ -f out/ab/bundle/manifest.json ] && [ -d out/ab/src/lib/Runtime ]; then
+  step "A/B: $BUNDLE against out/ab/bundle through out/ab/src's runtime (${FA_AB_ARGS:---quick})"
+  cmake -G Ninja -S out/ab/src/lib/Runtime -B "$WORK/build-rt-ab" -DFA_JSON_INCLUDE_DIR="$PWD/out/include" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C "$WORK/build-rt-ab" >/dev/null &&
+    timeout ${FA_AB_TIMEOUT:-300} python3 bench/bench.py --bundle "$BUNDLE" --lib "$LIB" \
+      --variant "ab=out/ab/bundle@$WORK/build-rt-ab/lib/libfa_runtime.so" ${FA_AB_ARGS:---quick} \
+      --json "$OUT/bench_ab.json" || fail "A/B bench"
 fi
 
 if [ $HAVE_BUNDLE = 1 ] && [ -n "${FA_FLEX:-}" ]; then

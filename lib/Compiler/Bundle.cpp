@@ -40,6 +40,12 @@ json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
                       {"oob_fill", "zero"}};
 }
 
+/// Whether the kernel loads by TMA and takes tensor maps: the wgmma forward
+/// and the warp-specialised (12-warp) wgmma backward.
+bool takesTensorMaps(const KernelConfig &c) {
+  return c.mma == "wgmma" && (c.direction == "fwd" || c.warps == 12);
+}
+
 /// The manifest's object of one kernel.
 json::Object kernelObject(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
@@ -85,12 +91,12 @@ json::Object kernelObject(const CompiledKernel &k) {
   // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
   // the wgmma forward's, and the warp-specialised wgmma backward's (its 12
   // warps; the other wgmma backward has 8 and loads with cp.async).
-  if (c.mma == "wgmma" && c.direction == "fwd")
+  if (takesTensorMaps(c) && c.direction == "fwd")
     o["tensor_maps"] = json::Array{
         tensorMap("q", 11, "head_dim", "nq", "batch*heads", c.blockQ),
         tensorMap("k", 12, "head_dim", "nk", "batch*kv_heads", c.blockKV),
         tensorMap("v", 13, "head_dim_v", "nk", "batch*kv_heads", c.blockKV)};
-  if (c.mma == "wgmma" && c.direction == "bwd" && c.warps == 12)
+  if (takesTensorMaps(c) && c.direction == "bwd")
     o["tensor_maps"] = json::Array{
         tensorMap("q", 15, "head_dim", "nq", "batch*heads", c.blockQ),
         tensorMap("k", 16, "head_dim", "nk", "batch*kv_heads", c.blockKV),
@@ -118,16 +124,14 @@ Error writeFile(const Twine &path, StringRef data) {
 } // namespace
 
 int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
-  // Versions 3 and 4 only where an older runtime would launch a kernel
-  // wrongly: it ignores "deterministic" and would omit the semaphores; it
-  // ignores "grid" and would launch one CTA per tile without the counter.
-  bool anyDeterministic = false, anyPersistent = false;
-  for (const CompiledKernelRef &k : kernels) {
-    anyDeterministic |= k->config.deterministic;
-    for (const KernelEntry &e : k->entries)
-      anyPersistent |= e.persistent;
-  }
-  return anyPersistent ? 4 : anyDeterministic ? 3 : 2;
+  // A version only where an older runtime would launch a kernel wrongly: 3
+  // (deterministic backwards: semaphores) and 4 (persistent forwards: grid
+  // and counter) are subsumed by 5, since both kinds take tensor maps, which
+  // version 5 passes by value where older runtimes pass device addresses.
+  bool anyMaps = false;
+  for (const CompiledKernelRef &k : kernels)
+    anyMaps |= takesTensorMaps(k->config);
+  return anyMaps ? 5 : 2;
 }
 
 std::string bundleManifest(ArrayRef<CompiledKernelRef> kernels) {

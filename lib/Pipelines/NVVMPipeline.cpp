@@ -104,6 +104,8 @@ void fa::buildAttnToNVVMDialectPipeline(OpPassManager &pm,
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.useBarePtrCallConv = true; // flat pointers, as docs/ABI.md says
   g.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  // TMA tensor maps by value (__grid_constant__), so launches are capturable.
+  g.addNestedPass<LLVM::LLVMFuncOp>(createAttnGridConstantParamsPass());
   // NVVM ops without an LLVM intrinsic (mbarrier waits, wgmma) → inline PTX.
   g.addPass(createConvertNVVMToLLVMPass());
   g.addPass(arith::createArithExpandOpsPass());

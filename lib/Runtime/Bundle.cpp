@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TensorMaps.h"
+#include "Driver.h"
 
 using namespace fa::runtime;
 
@@ -108,8 +108,6 @@ fa_status kernelFunction(const fa_kernel &kernel, const Entry &entry,
 } // namespace fa::runtime
 
 fa_bundle::~fa_bundle() {
-  // The map rings wait for the launches that read them.
-  mapRings.clear();
   // Unloading needs the context alive; a context already destroyed took its
   // modules with it, so failures here are harmless.
   for (const LoadedModule &m : modules)

@@ -98,10 +98,6 @@ struct LoadedFunction {
   CUfunction function = nullptr;
 };
 
-/// Device memory for the tensor maps of launches in one context; defined in
-/// TensorMaps.h.
-struct MapRing;
-
 } // namespace fa::runtime
 
 struct fa_kernel {
@@ -112,10 +108,9 @@ struct fa_kernel {
 struct fa_bundle {
   std::string dir;
   std::vector<std::unique_ptr<fa_kernel>> kernels;
-  std::mutex mutex; // guards modules, functions and mapRings
+  std::mutex mutex; // guards modules and functions
   std::vector<fa::runtime::LoadedModule> modules;
   std::vector<fa::runtime::LoadedFunction> functions;
-  std::vector<std::unique_ptr<fa::runtime::MapRing>> mapRings;
   ~fa_bundle();
 };
 
@@ -194,6 +189,9 @@ std::array<Grid, 3> backwardGrids(const KernelConfig &config,
 /// Bytes of the semaphore workspace of a deterministic backward launch:
 /// one u32 per (batch, head, 64-row query tile).
 uint64_t semaphoreBytes(const fa_attention_backward_args &args);
+
+/// Bytes of a persistent forward's tile counter workspace (one u32).
+constexpr uint64_t kTileCounterBytes = 4;
 
 /// Bytes of a tensor (shape product times element size); 0 if malformed.
 uint64_t tensorBytes(const fa_tensor &t);

@@ -108,23 +108,31 @@ fa_status prepareLaunch(const fa_kernel *kernel, const Args *args,
 }
 
 /// Launches `entry` (function `f`) of `kernel`. `params` holds the kernel's
-/// `abiParams` ABI parameters and room after them: a TMA kernel's map
-/// pointers go there, then, with `tileCounter`, a persistent grid's counter.
+/// `abiParams` ABI parameters and room after them: a TMA kernel's maps go
+/// there (by value), then, with `tileCounter`, a persistent grid's counter,
+/// a zeroed workspace of the launch.
 template <typename Args>
-fa_status launchEntry(const fa_kernel &kernel, const Args &args, CUcontext ctx,
-                      CUfunction f, const Entry &entry, const Grid &grid,
-                      CUstream stream, void **params, int abiParams,
-                      bool tileCounter) {
+fa_status launchEntry(const fa_kernel &kernel, const Args &args, CUfunction f,
+                      const Entry &entry, const Grid &grid, CUstream stream,
+                      void **params, int abiParams, bool tileCounter) {
   const KernelConfig &c = kernel.config;
   if (c.tensorMaps.empty())
     return launch(f, entry, grid, stream, params);
   std::vector<fa_tensor_map_args> maps;
   if (fa_status s = mapArgsFor(c, args, maps))
     return s;
-  int counterParam =
-      tileCounter ? abiParams + static_cast<int>(maps.size()) : -1;
-  return launchWithMaps(kernel, apiName<Args>(), maps, ctx, f, entry, grid,
-                        stream, params, counterParam);
+  auto launchMain = [&] {
+    return launchWithMaps(apiName<Args>(), c.tag, maps, f, entry, grid, stream,
+                          params);
+  };
+  if (!tileCounter)
+    return launchMain();
+  int counterParam = abiParams + static_cast<int>(maps.size());
+  return withZeroedWorkspace(apiName<Args>(),
+                             "the tile counter of persistent kernel '" +
+                                 c.tag + "'",
+                             kTileCounterBytes, stream, params[counterParam],
+                             launchMain);
 }
 
 /// One CTA per (query tile, head, batch); a persistent kernel instead has
@@ -149,41 +157,6 @@ fa_status forwardGrid(const KernelConfig &c, const fa_attention_args &a,
   out = {static_cast<unsigned>(std::min<uint64_t>(tiles, std::max(sms, 1))), 1,
          1};
   return FA_SUCCESS;
-}
-
-/// Runs `launchMain` with the semaphore workspace of a deterministic
-/// backward at parameter slot `param`. The workspace is zeroed, used and
-/// freed in stream order, so concurrent launches on other streams get their
-/// own.
-template <typename LaunchMain>
-fa_status withSemaphoreWorkspace(const KernelConfig &c,
-                                 const fa_attention_backward_args &a,
-                                 CUstream stream, void *&param,
-                                 LaunchMain launchMain) {
-  // Checked before launchWithMaps does, so that nothing is allocated into a
-  // capture that is then rejected.
-  const char *api = apiName<fa_attention_backward_args>();
-  if (fa_status s = rejectCapture(api, c, stream))
-    return s;
-  uint64_t bytes = semaphoreBytes(a);
-  CUdeviceptr semaphores = 0;
-  if (CUresult r = cuMemAllocAsync(&semaphores, bytes, stream))
-    return fail(FA_ERROR_CUDA,
-                std::string(api) + ": " + cuMessage("cuMemAllocAsync", r) +
-                    " for the " + std::to_string(bytes) +
-                    "-byte semaphore workspace of deterministic kernel '" +
-                    c.tag + "'");
-  if (CUresult r = cuMemsetD32Async(semaphores, 0, bytes / 4, stream)) {
-    cuMemFreeAsync(semaphores, stream);
-    return cuFail("cuMemsetD32Async", r);
-  }
-  param = &semaphores;
-  // Freed whatever the launch did; its error, if any, is the one reported.
-  return cleanUpAfter(launchMain(), [&] {
-    if (CUresult r = cuMemFreeAsync(semaphores, stream))
-      return cuFail("cuMemFreeAsync", r);
-    return FA_SUCCESS;
-  });
 }
 
 /// The functions of bwd_pre, bwd and bwd_post, all loaded before any runs.
@@ -285,8 +258,8 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter.
   void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
-  if (fa_status s = launchEntry(*kernel, a, scope.ctx, f, c.fwd, grid, stream,
-                                params, kForwardParams, c.fwd.persistent))
+  if (fa_status s = launchEntry(*kernel, a, f, c.fwd, grid, stream, params,
+                                kForwardParams, c.fwd.persistent))
     return s;
   return succeed();
 } catch (...) {
@@ -321,13 +294,18 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))
     return s;
   auto launchMain = [&] {
-    return launchEntry(*kernel, a, scope.ctx, main, c.bwd, grids[1], stream,
-                       mainParams, kBackwardParams, false);
+    return launchEntry(*kernel, a, main, c.bwd, grids[1], stream, mainParams,
+                       kBackwardParams, false);
   };
   if (fa_status s =
           c.deterministic
-              ? withSemaphoreWorkspace(c, a, stream,
-                                       mainParams[c.semaphoreParam], launchMain)
+              ? withZeroedWorkspace(
+                    apiName<fa_attention_backward_args>(),
+                    "the " + std::to_string(semaphoreBytes(a)) +
+                        "-byte semaphore workspace of deterministic kernel '" +
+                        c.tag + "'",
+                    semaphoreBytes(a), stream, mainParams[c.semaphoreParam],
+                    launchMain)
               : launchMain())
     return s;
   if (fa_status s = launch(post, c.bwdPost, grids[2], stream, postParams))

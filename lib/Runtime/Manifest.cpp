@@ -525,6 +525,15 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
             "persistent-grid kernels need bundle version 4, the manifest "
             "says " +
                 std::to_string(version));
+      // Before version 5 kernels took their tensor maps as pointers to
+      // device memory the runtime owned; this runtime passes them by value.
+      if (version < 5 && !c.tensorMaps.empty())
+        bad("kernels[" + std::to_string(i) + "]",
+            "kernels with tensor maps take them by value since bundle "
+            "version 5; this manifest says " +
+                std::to_string(version) +
+                " (maps in device memory, which this runtime no longer "
+                "supports): rebuild the bundle with this release's fa-aot");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -15,6 +15,9 @@ copying. Launches go on PyTorch's current stream of the tensors' device.
 A kernel no loaded bundle has is compiled on first use where fa-aot is
 installed and cached on disk (fa.jit). Under torch.compile, attention() is
 the custom ops fa::attention_fwd / fa::attention_bwd (fa._torch_ops).
+Every kernel can be captured in a CUDA graph (torch.cuda.graph, also forward
+and backward together) once it has run eagerly, as PyTorch's warm-up does:
+the first call loads the kernel's module. Replays reuse the captured tensors.
 """
 import ctypes
 import math

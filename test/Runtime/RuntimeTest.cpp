@@ -60,7 +60,7 @@ std::string kernelJson(const std::string &tag, const std::string &direction,
 }
 
 std::string manifest(const std::vector<std::string> &kernels,
-                     const std::string &version = "2") {
+                     const std::string &version = "5") {
   std::string list;
   for (const std::string &k : kernels)
     list += (list.empty() ? "" : ",") + k;
@@ -165,10 +165,11 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "5"),
-                 "version 5 is not supported (this runtime reads versions 1 "
-                 "to 4)");
+  expectRejected("version", manifest({}, "6"),
+                 "version 6 is not supported (this runtime reads versions 1 "
+                 "to 5)");
 }
+
 
 TEST(Manifest, WrongFormat) {
   expectRejected("format", R"({"format": "x", "version": 1, "kernels": []})",
@@ -263,7 +264,7 @@ TEST(Manifest, PersistentGrid) {
   ASSERT_EQ(loadText("persistent",
                      manifest({withGrid("persistent"),
                                wgmmaJson("v", "bf16", 128, "none", true)},
-                              "4"),
+                              "5"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -556,7 +557,7 @@ std::string detBwdJson(const std::string &tag,
 
 TEST(Manifest, DeterministicBackward) {
   fa_bundle *b = nullptr;
-  ASSERT_EQ(loadText("det", manifest({wsBwdJson("ws"), detBwdJson("det")}, "3"),
+  ASSERT_EQ(loadText("det", manifest({wsBwdJson("ws"), detBwdJson("det")}, "5"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -570,7 +571,7 @@ TEST(Manifest, DeterministicBackward) {
   // Without the field (or false), a kernel is not deterministic.
   ASSERT_EQ(loadText("det_false",
                      manifest({detBwdJson("k", R"(, "deterministic": false)")},
-                              "3"),
+                              "5"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -617,7 +618,7 @@ TEST(FindDeterministic, OnlyOnRequest) {
                      manifest({detBwdJson("det"), wsBwdJson("ws"),
                                kernelJson("sync", "bwd", "bf16", 128, "causal",
                                           "sm_90a", true)},
-                              "3"),
+                              "5"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -729,7 +730,7 @@ TEST(ScoreMod, BadNamesAreRejected) {
 TEST(ScoreMod, NeedsNoNewerVersion) {
   // Runtimes older than score_mod kernels reject them (a non-null
   // score_mod), so any version may carry one.
-  for (const char *version : {"1", "2", "3", "4"}) {
+  for (const char *version : {"1", "2", "3", "4", "5"}) {
     fa_bundle *b = nullptr;
     EXPECT_EQ(loadText("mod_version", manifest({modJson("m", "fwd", "x")}, version),
                        &b),
@@ -1118,7 +1119,7 @@ static void loadThreeTiles(const char *name, const std::string &mask,
                      manifest({gridKernel("p128", 128, true, mask),
                                gridKernel("k192", 192, false, mask),
                                gridKernel("k128", 128, false, mask)},
-                              "4"),
+                              "5"),
                      b),
             FA_SUCCESS)
       << lastError();
@@ -1144,7 +1145,7 @@ TEST(FindTiles, PicksThePersistentGridForShortRows) {
   ASSERT_EQ(loadText("grids_same_tile",
                      manifest({gridKernel("p128", 128, true),
                                gridKernel("k128", 128, false)},
-                              "4"),
+                              "5"),
                      &b),
             FA_SUCCESS)
       << lastError();
@@ -1880,3 +1881,39 @@ TEST(FixtureBundle, LoadsAndSelects) {
 #endif
 
 } // namespace
+
+TEST(Manifest, TensorMapsByValueNeedVersion5) {
+  // Before version 5 the kernels read their maps from device memory the
+  // runtime owned; this runtime passes them by value, so it rejects those
+  // kernels instead of launching them with the wrong parameters.
+  for (const char *version : {"1", "2", "3", "4"}) {
+    expectRejected("maps_v4",
+                   manifest({wgmmaJson("k", "bf16", 128, "none", true,
+                                       abiMaps())},
+                            version),
+                   std::string("kernels[0]: kernels with tensor maps take "
+                               "them by value since bundle version 5; this "
+                               "manifest says ") +
+                       version);
+    expectRejected("ws_maps_v4", manifest({wsBwdJson("k", 128, wsMaps())}, "4"),
+                   "rebuild the bundle with this release's fa-aot");
+  }
+  // Kernels without maps still load from any version.
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("sync_v4",
+                     manifest({kernelJson("s", "fwd", "bf16", 64, "none",
+                                          "sm_80", true)},
+                              "4"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+  ASSERT_EQ(loadText("maps_v5",
+                     manifest({wgmmaJson("k", "bf16", 128, "none", true,
+                                         abiMaps())},
+                              "5"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+}

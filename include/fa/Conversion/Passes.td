@@ -95,4 +95,37 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def AttnGridConstantParamsPass
+    : Pass<"attn-grid-constant-params", "::mlir::LLVM::LLVMFuncOp"> {
+  let summary = "Pass a kernel's CUtensorMaps by value as __grid_constant__ parameters";
+  let description = [{
+    Runs on the kernels after `convert-gpu-to-nvvm`. Every parameter that the
+    kernel's `fa.grid_constant_params` attribute lists (set by
+    `convert-attn-to-gpu` for the TMA tensor maps) becomes a 128-byte,
+    64-byte-aligned by-value parameter marked `nvvm.grid_constant`: the
+    launch copies the CUtensorMap into the kernel's parameter space, and the
+    kernel uses the parameter's generic address (`cvta.param`) for
+    `prefetch.tensormap` and the TMA loads, so no launch needs device memory
+    of its own and every launch can be captured into a CUDA graph. Each use
+    gets the address right before it (inline PTX naming the parameter's
+    symbol, `<kernel>_param_<index>`), so no 64-bit address stays live across
+    a producer's loops. The attribute is removed; a listed index that is not
+    a `!llvm.ptr` parameter is an error.
+
+    ```mlir
+    llvm.func @fa_fwd_(%arg11: !llvm.ptr, ...)
+        attributes {fa.grid_constant_params = array<i32: 11>, nvvm.kernel}
+    // becomes
+    llvm.func @fa_fwd_(%arg11: !llvm.ptr {llvm.align = 64 : i64,
+        llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}, ...)
+        attributes {nvvm.kernel} {
+      ...
+      %a = llvm.inline_asm has_side_effects "mov.b64 $0, fa_fwd__param_11;
+          cvta.param.u64 $0, $0;", "=l"  : () -> i64
+      %map = llvm.inttoptr %a : i64 to !llvm.ptr
+    ```
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
 #endif // FA_CONVERSION_PASSES

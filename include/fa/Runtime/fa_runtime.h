@@ -35,14 +35,16 @@ extern "C" {
 #define FA_API
 #endif
 
-/* The newest bundle version this runtime reads (it reads 1 to 3 too).
+/* The newest bundle version this runtime reads (it reads 1 to 4 too).
  * Versions add what an older runtime would launch wrongly rather than reject:
  * 2 the backward's "dsplit" and wgmma backward kernels, 3 deterministic
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
- * a persistent grid (another grid, one more parameter; docs/ABI.md).
+ * a persistent grid (another grid, one more parameter), 5 tensor maps passed
+ * by value (docs/ABI.md). Kernels with tensor maps in bundles before 5 are
+ * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 4
+#define FA_RUNTIME_BUNDLE_VERSION 5
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -264,15 +266,18 @@ FA_API fa_status fa_attention_backward_grids(
  * device holding the whole tensor, and the stream belongs to the context),
  * then launch asynchronously on `stream`.
  *
- * Kernels that take tensor maps (wgmma) read them from device memory the
- * runtime owns: a per-context ring of slots, each written on the launch
- * stream (cuMemcpyHtoDAsync) and guarded by an event recorded after the
- * launch, so a slot is rewritten only once the launches reading it have
- * finished (a launch waits when every slot is still in use). A launch on the
- * same stream with the same maps, or one after the previous user finished,
- * reuses the slot without a copy. Such launches cannot be captured into a
- * CUDA graph (FA_ERROR_UNSUPPORTED); a bundle's slots are freed by
- * fa_bundle_free after their last launches complete. */
+ * Every launch can be captured into a CUDA graph (cuStreamBeginCapture):
+ * kernels that take tensor maps (wgmma) get them by value as kernel
+ * parameters, and the only device memory a launch uses beside the caller's
+ * is a small zeroed workspace of a persistent forward (its tile counter) or
+ * a deterministic backward (its semaphores), allocated, zeroed and freed on
+ * `stream` (cuMemAllocAsync, cuMemsetD32Async, cuMemFreeAsync), which a
+ * capture records as graph nodes. A replay reads the tensors at the
+ * addresses captured: new data goes into the same buffers. Load the modules
+ * before capturing (one eager launch of each kernel, as PyTorch's warm-up
+ * does): the first launch in a context loads its module. A graph holds the
+ * bundle's kernels: free the bundle (fa_bundle_free unloads its modules)
+ * only after the graphs that captured them are destroyed. */
 FA_API fa_status fa_attention_forward(const fa_kernel *kernel,
                                       const fa_attention_args *args,
                                       CUstream stream);

@@ -101,12 +101,10 @@ static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
 /// lane 0 stores. dq_accum: the block's D-column rows as one run of chunks.
 static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
+  Type elem = plan.elemType, f32 = b.getF32Type();
   auto func =
       createKernelFunc(b, loc, module, "fa_bwd_pre_" + plan.tag(),
-                       {flatMemRef(elem), flatMemRef(elem), flatMemRef(f32),
-                        flatMemRef(f32), i32, i32, i32},
-                       plan, 0);
+                       backwardPreParams(b.getContext(), plan), plan, 0);
   Block &entry = func.getBody().front();
   Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
         deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
@@ -189,10 +187,10 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 /// (docs/ABI.md): its post kernel reads chunk c from there.
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  auto func = createKernelFunc(
-      b, loc, module, "fa_bwd_post_" + plan.tag(),
-      {flatMemRef(f32), flatMemRef(elem), i32, i32, i32}, plan, 0);
+  Type elem = plan.elemType, f32 = b.getF32Type();
+  auto func = createKernelFunc(b, loc, module, "fa_bwd_post_" + plan.tag(),
+                               backwardPostParams(b.getContext(), plan), plan,
+                               0);
   Block &entry = func.getBody().front();
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
@@ -234,19 +232,8 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  SmallVector<Type> params{flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-                           flatMemRef(elem), flatMemRef(f32),  flatMemRef(f32),
-                           flatMemRef(f32),  flatMemRef(elem), flatMemRef(elem),
-                           i32,              i32,              i32,
-                           i32,              i32,              f32};
-  // The warp-specialised wgmma backward: q, k, v, dO tensor maps.
-  if (plan.warpSpecialized)
-    params.append(4, LLVM::LLVMPointerType::get(b.getContext()));
-  // The deterministic one: its dQ semaphores.
-  if (plan.deterministic)
-    params.push_back(LLVM::LLVMPointerType::get(b.getContext()));
-  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(), params, plan,
+  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(),
+                          backwardMainParams(b.getContext(), plan), plan,
                           plan.backwardSharedBytes());
 }
 

@@ -55,7 +55,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   OpBuilder::InsertionGuard guard(b);
   auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
-                               forwardKernelParams(b.getContext(), plan), plan,
+                               forwardParams(b.getContext(), plan), plan,
                                plan.forwardSharedBytes());
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
@@ -231,26 +231,4 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   }
   gpu::ReturnOp::create(b, loc);
   return func;
-}
-
-SmallVector<Type> mlir::fa::forwardKernelParams(MLIRContext *ctx,
-                                                const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = Float32Type::get(ctx);
-  Type i32 = IntegerType::get(ctx, 32);
-  // q, k, v, o, lse; batch, heads, kv_heads, nq, nk; scale. A split writes
-  // its partial O in f32 and takes the split count last.
-  SmallVector<Type> params{flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-                           flatMemRef(plan.splitKv ? f32 : elem),
-                           flatMemRef(f32), i32, i32, i32, i32, i32, f32};
-  if (plan.splitKv)
-    params.push_back(i32);
-  return params;
-}
-
-SmallVector<Type> mlir::fa::splitKvMergeParams(MLIRContext *ctx,
-                                               const KernelPlan &plan) {
-  Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
-  // o_part, lse_part (the workspace), o, lse; rows (B·H·Nq), splits.
-  return {flatMemRef(f32), flatMemRef(f32), flatMemRef(plan.elemType),
-          flatMemRef(f32), i32, i32};
 }

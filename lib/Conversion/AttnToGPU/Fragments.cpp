@@ -47,10 +47,13 @@ MemRefType mlir::fa::gpu_lowering::flatMemRef(Type t) {
 
 gpu::GPUFuncOp mlir::fa::gpu_lowering::createKernelFunc(
     OpBuilder &b, Location loc, gpu::GPUModuleOp module, StringRef name,
-    ArrayRef<Type> params, const KernelPlan &plan, int64_t sharedBytes) {
+    const KernelParams &params, const KernelPlan &plan, int64_t sharedBytes) {
   b.setInsertionPointToEnd(module.getBody());
-  auto func =
-      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(params, {}));
+  auto func = gpu::GPUFuncOp::create(b, loc, name,
+                                     b.getFunctionType(params.types, {}));
+  if (!params.tensorMaps.empty())
+    func->setAttr(kGridConstantParamsAttr,
+                  b.getDenseI32ArrayAttr(params.tensorMaps));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));

@@ -15,6 +15,7 @@
 #ifndef FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H
 #define FA_LIB_CONVERSION_ATTNTOGPU_FRAGMENTS_H
 
+#include "KernelParams.h"
 #include "fa/Conversion/AttnToGPU.h"
 #include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -48,10 +49,11 @@ inline int64_t rowChunkElems(int64_t cols, int64_t elemBytes) {
 /// attributes: `known_block_size` (plan.threads(); ptxas then caps registers
 /// per thread, which `setmaxnreg` needs) and `fa.shared_bytes`. The builder
 /// is left at the start of its body.
+/// Its by-value tensor maps are listed in kGridConstantParamsAttr.
 gpu::GPUFuncOp createKernelFunc(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module, StringRef name,
-                                ArrayRef<Type> params, const KernelPlan &plan,
-                                int64_t sharedBytes);
+                                const KernelParams &params,
+                                const KernelPlan &plan, int64_t sharedBytes);
 
 /// A row-padded tile inside the dynamic shared buffer. It holds `cols`
 /// columns of its global matrix (the row length there), followed by zeros up

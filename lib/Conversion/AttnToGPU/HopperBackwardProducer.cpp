@@ -79,8 +79,9 @@ Value HopperBackward::waitForSlot32(int64_t first, Value t, Value slot32,
 void HopperBackward::emitTmaLoads() {
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   ifThen(eq(kb.tid, kb.idx(0)), [&] {
+    // Kernel parameters (grid constants): prefetched, no proxy fence.
     for (Value map : {qMap, kMap, vMap, doMap})
-      nvgpu::TmaFenceOp::create(b, loc, map);
+      prefetchTensorMap(kb, map);
     ifThen(hasTiles, [&] {
       Value kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
       Value keyValueFull = kb.idx(BackwardBarriers::keyValueFull);

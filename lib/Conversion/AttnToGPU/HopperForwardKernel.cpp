@@ -444,8 +444,10 @@ void HopperForward::forEachTile(function_ref<void()> body) {
 }
 
 void HopperForward::emitProducer() {
+  // The maps are kernel parameters: fetched ahead of the first loads, with
+  // no proxy fence (nothing writes them during the grid).
   for (Value map : {qMap, kMap, vMap})
-    nvgpu::TmaFenceOp::create(b, loc, map);
+    prefetchTensorMap(kb, map);
   forEachTile([&] { emitProducerTile(); });
 }
 
@@ -1059,20 +1061,12 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                                  gpu::GPUModuleOp module,
                                                  const KernelPlan &plan,
                                                  const TiledLoopNest &loops) {
-  Type elem = plan.elemType, f32 = b.getF32Type(), i32 = b.getI32Type();
-  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
   OpBuilder::InsertionGuard guard(b);
   // known_block_size gives the register cap at entry (.maxntid) that lets
   // setmaxnreg take effect.
-  // A persistent grid's tile counter follows the tensor maps (docs/ABI.md).
-  SmallVector<Type> params{flatMemRef(elem), flatMemRef(elem), flatMemRef(elem),
-                           flatMemRef(elem), flatMemRef(f32), i32, i32, i32,
-                           i32, i32, f32, ptr, ptr, ptr};
-  if (plan.persistent)
-    params.push_back(ptr);
-  auto func = createKernelFunc(
-      b, loc, module, "fa_fwd_" + plan.tag(),
-      params, plan, wgmmaForwardSharedBytes(plan));
+  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
+                               forwardParams(b.getContext(), plan), plan,
+                               wgmmaForwardSharedBytes(plan));
   KernelBuilder kb(b, loc, plan);
   HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
                                plan.blockKV, plan.stages, plan.persistent},

@@ -25,7 +25,7 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   Type elem = plan.elemType, f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);
   auto func = createKernelFunc(b, loc, module, "fa_merge_" + plan.tag(),
-                               splitKvMergeParams(b.getContext(), plan), plan,
+                               mergeParams(b.getContext(), plan), plan,
                                /*sharedBytes=*/0);
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };

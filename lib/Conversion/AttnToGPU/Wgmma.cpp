@@ -84,6 +84,15 @@ Value mlir::fa::gpu_lowering::tmaMap(KernelBuilder &kb, Value ptr,
   return UnrealizedConversionCastOp::create(b, kb.loc, type, ptr).getResult(0);
 }
 
+void mlir::fa::gpu_lowering::prefetchTensorMap(KernelBuilder &kb, Value map) {
+  Value ptr = map.getDefiningOp<UnrealizedConversionCastOp>().getOperand(0);
+  LLVM::InlineAsmOp::create(kb.b, kb.loc, TypeRange{}, ValueRange{ptr},
+                            "prefetch.tensormap [$0];", "l",
+                            /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+}
+
 void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
                                          Value map, int64_t rows, int64_t cols,
                                          Value byteBase, Value row, Value bh,

@@ -86,6 +86,11 @@ SmallVector<Value> accumulatorToWgmmaA(KernelBuilder &kb, ArrayRef<Value> c);
 /// out-of-bounds elements read as zero.
 Value tmaMap(KernelBuilder &kb, Value ptr, int64_t rows);
 
+/// Prefetches the CUtensorMap of `map` (a tmaMap) into the TMA unit's cache
+/// by its generic address. Inline PTX: LLVM 22 lowers the intrinsic on a
+/// grid-constant parameter to two prefetches, one per address space.
+void prefetchTensorMap(KernelBuilder &kb, Value map);
+
 /// Expects the bytes of a `rows` × `cols` tile on mbarrier `barrier` of
 /// `group` (arrive.expect_tx) and loads it with one TMA box per 64 columns
 /// at coordinates (64·slab, row, bh) into 64-column slabs from shared byte

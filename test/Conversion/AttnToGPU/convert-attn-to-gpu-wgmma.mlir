@@ -8,6 +8,7 @@
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a(
 // CHECK-SAME: %{{.*}}: f32, %[[QMAP:.+]]: !llvm.ptr, %[[KMAP:.+]]: !llvm.ptr, %[[VMAP:.+]]: !llvm.ptr) kernel
+// CHECK-SAME: fa.grid_constant_params = array<i32: 11, 12, 13>
 // CHECK-SAME: fa.shared_bytes = 163840
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
 // CHECK: builtin.unrealized_conversion_cast %[[QMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
@@ -16,7 +17,7 @@
 // CHECK: gpu.barrier
 // Producer: fewer registers, Q once, then K and V into the ring.
 // CHECK: nvvm.setmaxregister decrease 24
-// CHECK: nvgpu.tma.fence.descriptor
+// CHECK: llvm.inline_asm has_side_effects "prefetch.tensormap [$0];", "l" %[[QMAP]]
 // CHECK: nvgpu.mbarrier.arrive.expect_tx
 // CHECK: nvgpu.tma.async.load
 // CHECK: scf.for

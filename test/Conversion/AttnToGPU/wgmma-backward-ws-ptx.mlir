@@ -23,7 +23,8 @@
 // CHECK-NOT: cp.async.cg
 // CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 24;
 // CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 240;
-// CHECK-DAG: fence.proxy.tensormap::generic.acquire
+// CHECK-DAG: cvta.param.u64
+// CHECK-DAG: prefetch.tensormap
 // CHECK-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // CHECK-DAG: mbarrier.arrive.expect_tx
 // CHECK-DAG: mbarrier.try_wait.parity

@@ -18,12 +18,18 @@
 // PTX: .target sm_90a
 // PTX: .extern .shared .align 1024 .b8 fa_smem_16bf[];
 // PTX: .entry fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a(
-// PTX-COUNT-3: .param .u64 .ptr .align 1 fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_param_{{1[123]}}
+// The tensor maps are 128-byte __grid_constant__ parameters, used by their
+// generic address (cvta.param) where a TMA load or prefetch needs them.
+// PTX-COUNT-3: .param .align 64 .b8 fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_param_{{1[123]}}[128]
 // PTX: .maxntid 384, 1, 1
 // PTX-DAG: mbarrier.init.shared.b64
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32 {{.*}}240;
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32 {{.*}}24;
-// PTX-DAG: fence.proxy.tensormap::generic.acquire
+// PTX-NOT: fence.proxy.tensormap
+// PTX-NOT: ld.param.b64 {{.*}}_param_1{{[123]}}]
+// PTX-DAG: mov.b64 [[QP:%rd[0-9]+]], fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_param_11;
+// PTX-DAG: cvta.param.u64 [[QP]], [[QP]];
+// PTX-DAG: prefetch.tensormap [%rd{{[0-9]+}}];
 // PTX-DAG: mbarrier.arrive.expect_tx.shared.b64
 // PTX-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-DAG: mbarrier.try_wait.parity.shared.b64

@@ -1,0 +1,92 @@
+//===- KernelParams.cpp - the kernels' parameter lists ----------*- C++ -*-===//
+
+#include "KernelParams.h"
+
+#include "Fragments.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+unsigned KernelParams::addTensorMap(MLIRContext *ctx) {
+  unsigned index = add(LLVM::LLVMPointerType::get(ctx));
+  tensorMaps.push_back(static_cast<int32_t>(index));
+  return index;
+}
+
+/// `count` flat global tensors of element type `type`.
+static void addTensors(KernelParams &p, Type type, int count) {
+  for (int i = 0; i < count; ++i)
+    p.add(flatMemRef(type));
+}
+
+/// `count` i32 sizes.
+static void addSizes(KernelParams &p, MLIRContext *ctx, int count) {
+  for (int i = 0; i < count; ++i)
+    p.add(IntegerType::get(ctx, 32));
+}
+
+KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
+                                                   const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, plan.elemType, 3); // q, k, v
+  // o; a split writes its partial O in f32 (the workspace).
+  addTensors(p, plan.splitKv ? Float32Type::get(ctx) : plan.elemType, 1);
+  addTensors(p, Float32Type::get(ctx), 1); // lse
+  addSizes(p, ctx, 5);                     // batch, heads, kv_heads, nq, nk
+  p.add(Float32Type::get(ctx));            // scale
+  if (plan.splitKv)
+    addSizes(p, ctx, 1); // the split count, last
+  if (plan.strategy == MmaStrategy::Wgmma) {
+    for (int i = 0; i < 3; ++i) // q, k, v
+      p.addTensorMap(ctx);
+    if (plan.persistent)
+      p.add(LLVM::LLVMPointerType::get(ctx)); // tile counter
+  }
+  return p;
+}
+
+KernelParams mlir::fa::gpu_lowering::backwardPreParams(MLIRContext *ctx,
+                                                       const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, plan.elemType, 2);         // o, do
+  addTensors(p, Float32Type::get(ctx), 2); // delta, dq_accum
+  addSizes(p, ctx, 3);                     // batch, heads, nq
+  return p;
+}
+
+KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
+                                                        const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, plan.elemType, 4);         // q, k, v, do
+  addTensors(p, Float32Type::get(ctx), 3); // lse, delta, dq_accum
+  addTensors(p, plan.elemType, 2);         // dk, dv
+  addSizes(p, ctx, 5);                     // batch, heads, kv_heads, nq, nk
+  p.add(Float32Type::get(ctx));            // scale
+  if (plan.warpSpecialized)
+    for (int i = 0; i < 4; ++i) // q, k, v, do
+      p.addTensorMap(ctx);
+  if (plan.deterministic)
+    p.add(LLVM::LLVMPointerType::get(ctx)); // dQ semaphores
+  return p;
+}
+
+KernelParams mlir::fa::gpu_lowering::backwardPostParams(MLIRContext *ctx,
+                                                        const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, Float32Type::get(ctx), 1); // dq_accum
+  addTensors(p, plan.elemType, 1);         // dq
+  addSizes(p, ctx, 3);                     // batch, heads, nq
+  return p;
+}
+
+KernelParams mlir::fa::gpu_lowering::mergeParams(MLIRContext *ctx,
+                                                 const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, Float32Type::get(ctx), 2); // o_part, lse_part (the workspace)
+  addTensors(p, plan.elemType, 1);         // o
+  addTensors(p, Float32Type::get(ctx), 1); // lse
+  addSizes(p, ctx, 2);                     // rows (B·H·Nq), splits
+  return p;
+}

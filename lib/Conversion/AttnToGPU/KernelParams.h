@@ -1,0 +1,61 @@
+//===- KernelParams.h - the kernels' parameter lists ------------*- C++ -*-===//
+//
+// The parameter list of every kernel entry of docs/ABI.md, built in one
+// place so that the kernels, the manifest's parameter indices and new
+// entries (split-KV, strides) agree on order and passing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_CONVERSION_ATTNTOGPU_KERNELPARAMS_H
+#define FA_LIB_CONVERSION_ATTNTOGPU_KERNELPARAMS_H
+
+#include "fa/Conversion/AttnToGPU.h"
+
+namespace mlir::fa::gpu_lowering {
+
+/// Bytes of a CUtensorMap, the by-value size of a tensor-map parameter.
+constexpr int64_t kTensorMapBytes = 128;
+
+/// The function attribute listing a kernel's by-value tensor-map parameters
+/// (i32 indices) until `attn-grid-constant-params` turns each into a 128-byte
+/// `__grid_constant__` parameter of the lowered llvm.func (gpu.func drops
+/// argument attributes in its lowering and rejects nvvm.grid_constant).
+inline constexpr llvm::StringLiteral kGridConstantParamsAttr =
+    "fa.grid_constant_params";
+
+/// A kernel's parameters in order.
+struct KernelParams {
+  SmallVector<Type> types;
+  /// Indices of the CUtensorMaps passed by value (kGridConstantParamsAttr).
+  SmallVector<int32_t> tensorMaps;
+
+  /// Appends `t`; returns its index.
+  unsigned add(Type t) {
+    types.push_back(t);
+    return types.size() - 1;
+  }
+  /// Appends a CUtensorMap passed by value: an !llvm.ptr to the parameter
+  /// inside the kernel (TMA and prefetch.tensormap take its generic
+  /// address), so no launch needs runtime-owned device memory.
+  unsigned addTensorMap(MLIRContext *ctx);
+};
+
+/// fa_fwd: q, k, v, o, lse; batch, heads, kv_heads, nq, nk; scale; then a
+/// split-KV forward's split count (its o and lse are the f32 workspace), or
+/// the wgmma forward's q, k, v maps and a persistent grid's tile counter.
+KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
+/// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq.
+KernelParams backwardPreParams(MLIRContext *ctx, const KernelPlan &plan);
+/// fa_bwd: q, k, v, do, lse, delta, dq_accum, dk, dv; batch, heads,
+/// kv_heads, nq, nk; scale; then the warp-specialised wgmma backward's q, k,
+/// v, do maps and a deterministic one's semaphores.
+KernelParams backwardMainParams(MLIRContext *ctx, const KernelPlan &plan);
+/// fa_bwd_post: dq_accum, dq; batch, heads, nq.
+KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);
+/// fa_merge (split-KV): o_part, lse_part (f32 workspace), o, lse; rows
+/// (batch·heads·nq), splits.
+KernelParams mergeParams(MLIRContext *ctx, const KernelPlan &plan);
+
+} // namespace mlir::fa::gpu_lowering
+
+#endif // FA_LIB_CONVERSION_ATTNTOGPU_KERNELPARAMS_H
