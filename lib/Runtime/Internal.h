@@ -77,7 +77,10 @@ struct KernelConfig {
   /// The score_mod function compiled into the kernel ("softcap30"); empty
   /// for plain attention. The kernel's parameters are the same either way.
   std::string scoreMod;
-  Entry fwd, bwdPre, bwd, bwdPost;
+  /// Split-KV decode kernel: fwd is the split forward, merge joins its
+  /// partials; only fa_attention_forward_splitkv launches it.
+  bool splitKv = false;
+  Entry fwd, bwdPre, bwd, bwdPost, merge;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };

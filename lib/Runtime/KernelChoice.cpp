@@ -158,8 +158,11 @@ fa_status queryComputeCapability(const fa_kernel_query &q, int &cc) {
 
 /// Whether kernel `c` computes the query's attention problem (direction,
 /// dtype, head dims, mask), whatever its score_mod, instructions and target.
+/// Split-KV kernels never answer a query: they need their own launch.
 bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
                        int headDimV) {
+  if (c.splitKv)
+    return false;
   if (c.direction != q.direction || c.dtype != q.dtype ||
       c.headDim != q.head_dim || c.headDimV != headDimV || c.mask != q.mask)
     return false;

@@ -396,6 +396,9 @@ std::string tensorMapArgs(const KernelConfig &c,
 std::string checkArguments(const KernelConfig &c, const fa_attention_args &a) {
   if (c.direction != FA_DIRECTION_FWD)
     return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
+  if (c.splitKv)
+    return "kernel '" + c.tag + "' is a split-KV kernel (a split forward and "
+           "a merge); fa_attention_forward launches plain forwards only";
   Sizes s;
   std::string err;
   if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())

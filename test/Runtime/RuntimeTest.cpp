@@ -165,9 +165,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "6"),
-                 "version 6 is not supported (this runtime reads versions 1 "
-                 "to 5)");
+  expectRejected("version", manifest({}, "7"),
+                 "version 7 is not supported (this runtime reads versions 1 "
+                 "to 6)");
 }
 
 
@@ -1917,3 +1917,103 @@ TEST(Manifest, TensorMapsByValueNeedVersion5) {
       << lastError();
   fa_bundle_free(b);
 }
+
+//===----------------------------------------------------------------------===//
+// Split-KV decode kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A split-KV forward as fa-aot writes it: "split_kv" and a merge entry,
+/// with `extra` members appended.
+std::string splitKvJson(const std::string &tag, const std::string &extra = "") {
+  return kernelJson(tag, "fwd", "bf16", 128, "none", "sm_90a", true,
+                    R"(, "split_kv": true, "entries": {
+                      "fwd": {"name": "fa_fwd_)" +
+                        tag + R"(", "threads": 128, "shared_bytes": 49152},
+                      "merge": {"name": "fa_merge_)" +
+                        tag + R"(", "threads": 128, "shared_bytes": 0}})" +
+                        extra);
+}
+
+TEST(SplitKv, ManifestNeedsVersion6AndAMergeEntry) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv", manifest({splitKvJson("s")}, "6"), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+  // A version-5 runtime would launch the split forward as a plain one.
+  expectRejected("splitkv_v5", manifest({splitKvJson("s")}, "5"),
+                 "kernels[0]: split-KV kernels need bundle version 6, the "
+                 "manifest says 5");
+  expectRejected("splitkv_nomerge",
+                 manifest({kernelJson("s", "fwd", "bf16", 128, "none",
+                                      "sm_90a", true, R"(, "split_kv": true)")},
+                          "6"),
+                 "kernels[0] ('s').entries: missing field 'merge'");
+  expectRejected("splitkv_type",
+                 manifest({splitKvJson("s", R"(, "split_kv": 1)")}, "6"),
+                 "field 'split_kv' must be true or false, got 1");
+  expectRejected(
+      "splitkv_merge_type",
+      manifest({splitKvJson("s", R"(, "entries": {
+          "fwd": {"name": "f", "threads": 128, "shared_bytes": 0},
+          "merge": {"name": "m", "threads": "128", "shared_bytes": 0}})")},
+               "6"),
+      "kernels[0] ('s').entries.merge: field 'threads' must be an integer");
+  expectRejected("splitkv_wgmma",
+                 manifest({wgmmaJson("w", "bf16", 128, "none", true, abiMaps(),
+                                     R"(, "split_kv": true, "entries": {
+          "fwd": {"name": "f", "threads": 384, "shared_bytes": 0},
+          "merge": {"name": "m", "threads": 384, "shared_bytes": 0}})")},
+                          "6"),
+                 "only mma.sync forwards have split-KV kernels");
+}
+
+TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv_find",
+                     manifest({splitKvJson("s"),
+                               kernelJson("p", "fwd", "bf16", 128, "none",
+                                          "sm_90a", true)},
+                              "6"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_NONE;
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  fa_kernel_info info;
+  // Listed first, but the plain searches skip it.
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "p");
+  ASSERT_EQ(fa_kernel_find_for_keys(b, &q, 65536, &k), FA_SUCCESS);
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "p");
+  // Reached by index, fa_attention_forward refuses it.
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+  wellFormedArgs(fwd, bwd, 1, 32, 8, 1, 8192, 128, 128);
+  EXPECT_EQ(fa_attention_forward_check(fa_bundle_kernel_at(b, 1), &fwd),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_check(fa_bundle_kernel_at(b, 0), &fwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 's' is a split-KV kernel"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+
+  // A bundle with only the split kernel has no plain one to give.
+  ASSERT_EQ(loadText("splitkv_only", manifest({splitKvJson("s")}, "6"), &b),
+            FA_SUCCESS);
+  EXPECT_EQ(fa_kernel_find(b, &q, &k), FA_ERROR_NOT_FOUND);
+  fa_bundle_free(b);
+}
+
+} // namespace

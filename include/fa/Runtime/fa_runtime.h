@@ -40,11 +40,12 @@ extern "C" {
  * 2 the backward's "dsplit" and wgmma backward kernels, 3 deterministic
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
- * by value (docs/ABI.md). Kernels with tensor maps in bundles before 5 are
+ * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
+ * "merge"). Kernels with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 5
+#define FA_RUNTIME_BUNDLE_VERSION 6
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
