@@ -176,6 +176,25 @@ std::string checkArguments(const KernelConfig &config,
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args);
 
+/// The caller's workspace of a split-KV launch and its split count.
+struct SplitKvWorkspace {
+  CUdeviceptr workspace = 0;
+  uint64_t bytes = 0;
+  int32_t splits = 0;
+};
+
+/// GPU-free checks of a split-KV launch: the forward's, then the splits and
+/// the workspace (size, 16-byte alignment, no overlap); "" if valid.
+std::string checkSplitKvArguments(const KernelConfig &config,
+                                  const fa_attention_args &args,
+                                  const SplitKvWorkspace &workspace);
+/// Bytes of a split-KV workspace: o_part [S,B,H,Nq,Dv] and lse_part
+/// [S,B,H,Nq], f32.
+uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,
+                               int64_t splits);
+/// The workspace's first `bytes` as an f32 tensor, for the pointer checks.
+fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
+
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);

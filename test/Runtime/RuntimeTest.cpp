@@ -2016,4 +2016,161 @@ TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
   fa_bundle_free(b);
 }
 
+/// A bundle with one split-KV kernel (bf16 d128, 64 x 64 tiles, 4 warps)
+/// and one plain forward, for the split-KV API's GPU-free parts.
+class SplitKvApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 1, H = 32, Hkv = 8, Nq = 1, Nk = 8192, D = 128;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("splitkv_api",
+                       manifest({splitKvJson("s"),
+                                 kernelJson("p", "fwd", "bf16", 128, "none",
+                                            "sm_90a", true)},
+                                "6"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    split = fa_bundle_kernel_at(bundle, 0);
+    plain = fa_bundle_kernel_at(bundle, 1);
+    fa_attention_backward_args unused{};
+    wellFormedArgs(fwd, unused, B, H, Hkv, Nq, Nk, D, D);
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  int32_t choose(int64_t b, int64_t h, int64_t nq, int64_t nk, int32_t sms) {
+    int32_t splits = -1;
+    EXPECT_EQ(fa_splitkv_choose(split, b, h, nq, nk, sms, &splits), FA_SUCCESS)
+        << lastError();
+    return splits;
+  }
+  /// Expects the split-KV check to fail with `expect` in the message.
+  void reject(const fa_attention_args &a, CUdeviceptr ws, uint64_t bytes,
+              int32_t splits, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_splitkv_check(split, &a, ws, bytes, splits),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+  uint64_t bytesFor(int32_t splits) {
+    uint64_t bytes = 0;
+    EXPECT_EQ(fa_splitkv_workspace_bytes(split, B, H, Nq, splits, &bytes),
+              FA_SUCCESS)
+        << lastError();
+    return bytes;
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *split = nullptr, *plain = nullptr;
+  fa_attention_args fwd{};
+  /// A fake 16-byte aligned device address past the tensors'.
+  const CUdeviceptr ws = addr(20);
+};
+
+TEST_F(SplitKvApi, WorkspaceBytes) {
+  // o_part [S,B,H,Nq,Dv] and lse_part [S,B,H,Nq], f32.
+  EXPECT_EQ(bytesFor(1), 4u * (32 * 128 + 32));
+  EXPECT_EQ(bytesFor(16), 16u * 4 * (32 * 128 + 32));
+  uint64_t bytes = 0;
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 8, 32, 3, 5, &bytes), FA_SUCCESS);
+  EXPECT_EQ(bytes, 4u * 5 * 8 * 32 * 3 * (128 + 1));
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 1, 32, 1, 0, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("splits 0: each must be at least 1"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 1 << 16, 1 << 16, 1, 1, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 1, 32, 1, 2, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_workspace_bytes(plain, 1, 32, 1, 2, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'p' is not a split-KV kernel"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_workspace_bytes(nullptr, 1, 32, 1, 2, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(SplitKvApi, ChooseSplits) {
+  // 1 x 8k, 32 heads, 1 query: 32 CTAs; ~2 waves of 132 SMs is 9 splits of
+  // 128 key blocks.
+  EXPECT_EQ(choose(1, 32, 1, 8192, 132), 9);
+  EXPECT_EQ(choose(1, 32, 1, 65536, 132), 9);
+  // 8 x 16k: 256 CTAs already fill 132 SMs.
+  EXPECT_EQ(choose(8, 32, 1, 16384, 132), 1);
+  EXPECT_EQ(choose(64, 32, 1, 4096, 132), 1);
+  // 2 x 32 = 64 CTAs: 5 splits for 264 CTAs.
+  EXPECT_EQ(choose(2, 32, 1, 4096, 132), 5);
+  // Each split at least 2 key blocks: 256 keys are 4 blocks, so 2 splits;
+  // 192 keys are 3 blocks, so 1; 64 keys, 1.
+  EXPECT_EQ(choose(1, 1, 1, 256, 132), 2);
+  EXPECT_EQ(choose(1, 1, 1, 192, 132), 1);
+  EXPECT_EQ(choose(1, 1, 1, 64, 132), 1);
+  // batch x splits at most 65535.
+  EXPECT_EQ(choose(30000, 1, 1, 1 << 24, 1000000), 2);
+  EXPECT_EQ(choose(40000, 1, 1, 1 << 24, 1000000), 1);
+  // The query tiles count: 128 queries are 2 tiles of 64.
+  EXPECT_EQ(choose(1, 32, 128, 8192, 132), 5);
+  int32_t splits = 0;
+  EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 8192, 0, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("sm_count 0: each must be in [1, 2^31 - 1]"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 0, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 8192, 132, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_choose(plain, 1, 32, 1, 8192, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(SplitKvApi, ValidArgumentsPass) {
+  EXPECT_EQ(fa_attention_forward_splitkv_check(split, &fwd, ws, bytesFor(9), 9),
+            FA_SUCCESS)
+      << lastError();
+  // A larger workspace is fine.
+  EXPECT_EQ(fa_attention_forward_splitkv_check(split, &fwd, ws, 1 << 30, 1),
+            FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(SplitKvApi, BadArgumentsAreRejected) {
+  uint64_t bytes = bytesFor(9);
+  reject(fwd, ws, bytes - 4, 9,
+         "workspace_bytes is " + std::to_string(bytes - 4) + ", but 9 splits "
+         "of [1,32,1,128] need " + std::to_string(bytes));
+  reject(fwd, ws + 8, bytes, 9, "must be a non-null, 16-byte aligned");
+  reject(fwd, 0, bytes, 9, "workspace 0x0 must be a non-null");
+  reject(fwd, ws, bytes, 0, "splits is 0 for batch 1; it must be at least 1");
+  reject(fwd, ws, 1ull << 40, 65536, "splits is 65536 for batch 1");
+  // The workspace must not overlap q, k, v, o or lse.
+  reject(fwd, fwd.k.data, bytes, 9, "overlaps");
+  // The forward's own checks.
+  fa_attention_args a = fwd;
+  a.scale = 0.0f;
+  reject(a, ws, bytes, 9, "scale is 0");
+  a = fwd;
+  a.o.shape[3] = 64;
+  reject(a, ws, bytes, 9, "o");
+  // Only split-KV kernels, and the plain launch refuses them.
+  EXPECT_EQ(fa_attention_forward_splitkv_check(plain, &fwd, ws, bytes, 9),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'p' is not a split-KV kernel"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_splitkv_check(split, nullptr, ws, bytes, 9),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_attention_forward_splitkv_check(nullptr, &fwd, ws, bytes, 9),
+            FA_ERROR_INVALID_ARGUMENT);
+  // The launch runs the same checks before it touches the driver.
+  EXPECT_EQ(fa_attention_forward_splitkv(split, &fwd, ws, bytes - 4, 9, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("fa_attention_forward_splitkv: workspace_bytes"),
+            std::string::npos)
+      << lastError();
+}
+
 } // namespace

@@ -289,6 +289,40 @@ FA_API fa_status fa_attention_backward(const fa_kernel *kernel,
                                        const fa_attention_backward_args *args,
                                        CUstream stream);
 
+/* Split-KV decode (kernels whose manifest entry has "split_kv": true, which
+ * the fa_kernel_find* searches never return; pick them from
+ * fa_bundle_kernel_at). The key range of every (batch, head, query tile) is
+ * split over `splits` CTAs, each leaving a partial O and LSE in the caller's
+ * workspace; a merge joins them into args->o and args->lse.
+ *
+ * Bytes of the workspace for `splits` splits: f32 o_part [S,B,H,Nq,Dv] then
+ * lse_part [S,B,H,Nq] (H: query heads; Dv: the kernel's). Needs no GPU. */
+FA_API fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel,
+                                            int64_t batch, int64_t heads,
+                                            int64_t nq, int32_t splits,
+                                            uint64_t *bytes);
+/* A split count for a problem on a GPU of `sm_count` SMs: 1 when the plain
+ * grid (query tiles x heads x batch) already has a CTA per SM, else enough
+ * splits for about 2 waves, each split at least 2 key blocks and
+ * batch x splits <= 65535. Needs no GPU. */
+FA_API fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
+                                   int64_t heads, int64_t nq, int64_t nk,
+                                   int32_t sm_count, int32_t *splits);
+/* The checks of fa_attention_forward_check, then: splits >= 1 and
+ * batch x splits <= 65535, the workspace non-null, 16-byte aligned, at least
+ * fa_splitkv_workspace_bytes long and overlapping no tensor. Needs no GPU. */
+FA_API fa_status fa_attention_forward_splitkv_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits);
+/* Validate (above, plus the device checks of fa_attention_forward, the
+ * workspace included), then launch the split forward and the merge in order
+ * on `stream`. Capturable in a CUDA graph like fa_attention_forward. */
+FA_API fa_status fa_attention_forward_splitkv(const fa_kernel *kernel,
+                                              const fa_attention_args *args,
+                                              CUdeviceptr workspace,
+                                              uint64_t workspace_bytes,
+                                              int32_t splits, CUstream stream);
+
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);
 FA_API fa_status fa_module_load_data(const void *image, size_t size,
