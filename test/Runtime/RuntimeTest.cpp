@@ -1995,6 +1995,18 @@ TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
   ASSERT_EQ(fa_kernel_find_for_keys(b, &q, 65536, &k), FA_SUCCESS);
   ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
   EXPECT_STREQ(info.tag, "p");
+  // Only the split-KV search returns it.
+  ASSERT_EQ(fa_kernel_find_splitkv(b, &q, 65536, &k), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "s");
+  q.dtype = FA_DTYPE_F16;
+  EXPECT_EQ(fa_kernel_find_splitkv(b, &q, 65536, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("has no kernel for fwd f16 d=128 dv=128 "
+                             "mask=none (split-KV)"),
+            std::string::npos)
+      << lastError();
+  q.dtype = FA_DTYPE_BF16;
   // Reached by index, fa_attention_forward refuses it.
   fa_attention_args fwd{};
   fa_attention_backward_args bwd{};

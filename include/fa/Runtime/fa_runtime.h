@@ -290,13 +290,16 @@ FA_API fa_status fa_attention_backward(const fa_kernel *kernel,
                                        CUstream stream);
 
 /* Split-KV decode (kernels whose manifest entry has "split_kv": true, which
- * the fa_kernel_find* searches never return; pick them from
- * fa_bundle_kernel_at). The key range of every (batch, head, query tile) is
+ * only fa_kernel_find_splitkv returns: the other searches never do; it
+ * ranks them as fa_kernel_find_for_keys does). The key range of every (batch, head, query tile) is
  * split over `splits` CTAs, each leaving a partial O and LSE in the caller's
  * workspace; a merge joins them into args->o and args->lse.
  *
  * Bytes of the workspace for `splits` splits: f32 o_part [S,B,H,Nq,Dv] then
  * lse_part [S,B,H,Nq] (H: query heads; Dv: the kernel's). Needs no GPU. */
+FA_API fa_status fa_kernel_find_splitkv(const fa_bundle *bundle,
+                                        const fa_kernel_query *query,
+                                        int64_t nk, const fa_kernel **out);
 FA_API fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel,
                                             int64_t batch, int64_t heads,
                                             int64_t nq, int32_t splits,
