@@ -108,7 +108,8 @@ class Bundle:
             "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
             "deterministic": bool(info.deterministic),
             "persistent_grid": bool(info.persistent_grid),
-            "score_mod": info.score_mod.decode() if info.score_mod else None}
+            "score_mod": info.score_mod.decode() if info.score_mod else None,
+            "split_kv": bool(info.split_kv)}
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""

@@ -1992,6 +1992,7 @@ TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
   ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
   ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
   EXPECT_STREQ(info.tag, "p");
+  EXPECT_EQ(info.split_kv, 0);
   ASSERT_EQ(fa_kernel_find_for_keys(b, &q, 65536, &k), FA_SUCCESS);
   ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
   EXPECT_STREQ(info.tag, "p");
@@ -2000,6 +2001,7 @@ TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
       << lastError();
   ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
   EXPECT_STREQ(info.tag, "s");
+  EXPECT_EQ(info.split_kv, 1);
   q.dtype = FA_DTYPE_F16;
   EXPECT_EQ(fa_kernel_find_splitkv(b, &q, 65536, &k), FA_ERROR_NOT_FOUND);
   EXPECT_NE(lastError().find("has no kernel for fwd f16 d=128 dv=128 "

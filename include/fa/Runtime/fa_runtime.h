@@ -165,6 +165,10 @@ typedef struct fa_kernel_info {
    * the scale; the backward differentiates it), NULL for none. Owned by the
    * bundle. */
   const char *score_mod;
+  /* 1: a split-KV decode kernel (split forward + merge), launched only by
+   * fa_attention_forward_splitkv. Last, like score_mod: a caller built
+   * against an older header reads the fields before it. */
+  int32_t split_kv;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
