@@ -39,7 +39,8 @@
 #   FA_AB_ARGS bench.py arguments, default --quick; FA_AB_TIMEOUT, 300),
 #   FA_SAN=0 (skip compute-sanitizer), FA_GRAPH=0 (skip the CUDA-graph capture of every kernel;
 #   FA_GRAPH_TIMEOUT seconds, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
-#   "--seqs 2048,8192"), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   "--seqs 2048,8192"), FA_DECODE=1 (bench/decode.py on $FA_BUNDLE: split-KV decode
+#   against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
 #   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
@@ -203,6 +204,12 @@ elif [ "$MODE" != none ]; then
   # The fixture's naive kernels: checks the harness, not a performance number.
   timeout $T_BENCH python3 bench/bench.py --bundle "$FIXTURE" --lib "$LIB" --quick --tokens 8192 \
     --budget-ms 1500 --fa-directions fwd --json "$OUT/bench_fixture.json" || fail "bench (fixture)"
+fi
+
+if [ "${FA_DECODE:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
+  step "decode benchmark (Nq 1, GQA 32/8, d 128 bf16): fa (split-KV where chosen) vs cuDNN, flash, K+V copy"
+  timeout ${FA_DECODE_TIMEOUT:-200} python3 bench/decode.py --bundle "$BUNDLE" --lib "$LIB" \
+    --json "$WORK/decode.json" || fail "decode benchmark"
 fi
 
 # A/B against another release: its bundle (out/ab/bundle) launched through

@@ -84,6 +84,8 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
   if (c.mma == "wgmma")
     o["mma"] = "wgmma";
+  if (c.splitKv)
+    o["split_kv"] = true;
   if (c.deterministic) {
     o["deterministic"] = true;
     o["semaphore_param"] = kSemaphoreParam;
@@ -128,9 +130,15 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // (deterministic backwards: semaphores) and 4 (persistent forwards: grid
   // and counter) are subsumed by 5, since both kinds take tensor maps, which
   // version 5 passes by value where older runtimes pass device addresses.
-  bool anyMaps = false;
-  for (const CompiledKernelRef &k : kernels)
+  // 6: split-KV kernels, which a version-5 runtime would launch as plain
+  // forwards (it ignores "split_kv" and the merge entry).
+  bool anyMaps = false, anySplit = false;
+  for (const CompiledKernelRef &k : kernels) {
     anyMaps |= takesTensorMaps(k->config);
+    anySplit |= k->config.splitKv;
+  }
+  if (anySplit)
+    return 6;
   return anyMaps ? 5 : 2;
 }
 

@@ -351,12 +351,6 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   out.config.stages = plan->stages;
   out.config.dsplit = plan->dsplit;
   out.tag = plan->tag();
-  // The manifest has no entries for the split forward and its merge yet, and
-  // the runtime would launch the split kernel as a plain forward.
-  if (plan->splitKv)
-    return err(config.str() + ": split-KV kernels are not bundled yet (no "
-               "manifest entries or runtime launch); build them with "
-               "fa-opt -fa-lower-to-nvvm=\"split-kv=1\"");
   if (backward) {
     out.entries.push_back(
         {"bwd_pre", "fa_bwd_pre_" + out.tag, plan->threads(), 0});
@@ -367,6 +361,10 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   } else {
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
                            plan->forwardSharedBytes(), plan->persistent});
+    // The split forward leaves partials that fa_merge joins (docs/ABI.md).
+    if (plan->splitKv)
+      out.entries.push_back(
+          {"merge", "fa_merge_" + out.tag, plan->threads(), 0});
   }
 
   auto t0 = Clock::now();

@@ -170,7 +170,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) try {
           c.mma,           static_cast<int32_t>(c.tensorMaps.size()),
           c.dsplit,        c.deterministic,
           c.fwd.persistent,
-          c.scoreMod.empty() ? nullptr : c.scoreMod.c_str()};
+          c.scoreMod.empty() ? nullptr : c.scoreMod.c_str(),
+          c.splitKv};
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

@@ -77,7 +77,10 @@ struct KernelConfig {
   /// The score_mod function compiled into the kernel ("softcap30"); empty
   /// for plain attention. The kernel's parameters are the same either way.
   std::string scoreMod;
-  Entry fwd, bwdPre, bwd, bwdPost;
+  /// Split-KV decode kernel: fwd is the split forward, merge joins its
+  /// partials; only fa_attention_forward_splitkv launches it.
+  bool splitKv = false;
+  Entry fwd, bwdPre, bwd, bwdPost, merge;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };
@@ -172,6 +175,25 @@ std::string checkArguments(const KernelConfig &config,
                            const fa_attention_args &args);
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args);
+
+/// The caller's workspace of a split-KV launch and its split count.
+struct SplitKvWorkspace {
+  CUdeviceptr workspace = 0;
+  uint64_t bytes = 0;
+  int32_t splits = 0;
+};
+
+/// GPU-free checks of a split-KV launch: the forward's, then the splits and
+/// the workspace (size, 16-byte alignment, no overlap); "" if valid.
+std::string checkSplitKvArguments(const KernelConfig &config,
+                                  const fa_attention_args &args,
+                                  const SplitKvWorkspace &workspace);
+/// Bytes of a split-KV workspace: o_part [S,B,H,Nq,Dv] and lse_part
+/// [S,B,H,Nq], f32.
+uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,
+                               int64_t splits);
+/// The workspace's first `bytes` as an f32 tensor, for the pointer checks.
+fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
 
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;

@@ -168,11 +168,13 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 }
 
 /// Whether kernel `c` computes the query's problem with its score_mod
-/// (`scoreMod`, "" for none), whatever its target.
+/// (`scoreMod`, "" for none), whatever its target. Split-KV kernels answer
+/// only the split-KV search: they need their own launch.
 bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    int headDimV, const std::string &scoreMod,
-                   bool deterministic) {
-  if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod)
+                   bool deterministic, bool splitKv) {
+  if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
+      c.splitKv != splitKv)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
     return false;
@@ -185,7 +187,7 @@ std::set<std::string> scoreModsFor(const fa_bundle &bundle,
                                    const fa_kernel_query &q, int headDimV) {
   std::set<std::string> mods;
   for (const auto &k : bundle.kernels)
-    if (computesAttention(k->config, q, headDimV))
+    if (!k->config.splitKv && computesAttention(k->config, q, headDimV))
       mods.insert(k->config.scoreMod);
   return mods;
 }
@@ -219,10 +221,11 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
                   "; it has:" + (have.empty() ? " none" : have));
 }
 
-/// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
-/// over the others only.
+/// fa_kernel_find_for_keys over the bundle's deterministic kernels only, its
+/// split-KV kernels only, or over the others only.
 fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
-                     int64_t nk, bool deterministic, const fa_kernel **out) {
+                     int64_t nk, bool deterministic, const fa_kernel **out,
+                     bool splitKv = false) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -250,7 +253,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   std::vector<std::string> matchingTargets;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
-    if (!computesQuery(c, q, dv, scoreMod, deterministic))
+    if (!computesQuery(c, q, dv, scoreMod, deterministic, splitKv))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -268,7 +271,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   }
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
                               q.window_left, q.window_right, q.mma, scoreMod) +
-                     (deterministic ? " (deterministic)" : "");
+                     (deterministic ? " (deterministic)" : "") +
+                     (splitKv ? " (split-KV)" : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;
@@ -302,6 +306,14 @@ fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
                                   const fa_kernel_query *query, int64_t nk,
                                   const fa_kernel **out) try {
   return findKernel(bundle, query, nk, false, out);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_splitkv(const fa_bundle *bundle,
+                                  const fa_kernel_query *query, int64_t nk,
+                                  const fa_kernel **out) try {
+  return findKernel(bundle, query, nk, false, out, /*splitKv=*/true);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -306,6 +306,23 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
+/// The optional "split_kv" field of a forward: a split-KV kernel has the
+/// entry "merge" beside "fwd", and only the mma.sync forwards have one.
+void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
+                  const std::string &where) {
+  auto split = k.find("split_kv");
+  if (split == k.end())
+    return;
+  if (!split->is_boolean())
+    bad(where, "field 'split_kv' must be true or false, got " + split->dump());
+  c.splitKv = split->get<bool>();
+  if (!c.splitKv)
+    return;
+  if (c.fwd.persistent)
+    bad(where + ".entries.fwd", "a split-KV kernel has no persistent grid");
+  c.merge = parseEntry(entries, "merge", where);
+}
+
 /// The optional "deterministic" and "semaphore_param" fields: only the
 /// warp-specialised wgmma backward has a deterministic variant, and it takes
 /// its semaphore workspace right after its tensor maps.
@@ -428,12 +445,16 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
     bad(where, "field 'entries' must be an object");
   if (c.direction == FA_DIRECTION_FWD) {
     c.fwd = parseEntry(entries, "fwd", where);
+    parseSplitKv(k, entries, c, where);
   } else {
     c.bwdPre = parseEntry(entries, "bwd_pre", where);
     c.bwd = parseEntry(entries, "bwd", where);
     c.bwdPost = parseEntry(entries, "bwd_post", where);
   }
   parseMma(k, c, where);
+  if (c.splitKv && c.mma != FA_MMA_SYNC)
+    bad(where, "field 'split_kv' is true, but only mma.sync forwards have "
+               "split-KV kernels");
   parseDeterministic(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
@@ -534,6 +555,12 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
                 std::to_string(version) +
                 " (maps in device memory, which this runtime no longer "
                 "supports): rebuild the bundle with this release's fa-aot");
+      // A version-5 reader ignores "split_kv" and would launch the split
+      // forward as a plain one.
+      if (version < 6 && c.splitKv)
+        bad("kernels[" + std::to_string(i) + "]",
+            "split-KV kernels need bundle version 6, the manifest says " +
+                std::to_string(version));
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -393,9 +393,16 @@ std::string tensorMapArgs(const KernelConfig &c,
   return mapArgs(c, a.q, a.k, a.v, &a.d_o, out);
 }
 
-std::string checkArguments(const KernelConfig &c, const fa_attention_args &a) {
-  if (c.direction != FA_DIRECTION_FWD)
-    return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
+namespace {
+
+std::string hexAddress(uint64_t x) {
+  std::ostringstream os;
+  os << "0x" << std::hex << x;
+  return os.str();
+}
+
+/// The checks of a forward's tensors and scale, plain or split-KV.
+std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
   Sizes s;
   std::string err;
   if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
@@ -411,6 +418,76 @@ std::string checkArguments(const KernelConfig &c, const fa_attention_args &a) {
     return err;
   std::vector<fa_tensor_map_args> maps;
   return tensorMapArgs(c, a, maps);
+}
+
+} // namespace
+
+std::string checkArguments(const KernelConfig &c, const fa_attention_args &a) {
+  if (c.direction != FA_DIRECTION_FWD)
+    return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
+  if (c.splitKv)
+    return "kernel '" + c.tag + "' is a split-KV kernel (a split forward and "
+           "a merge); use fa_attention_forward_splitkv";
+  return checkForward(c, a);
+}
+
+uint64_t splitKvPartialElements(int64_t b, int64_t h, int64_t nq, int64_t dv,
+                                int64_t splits) {
+  return static_cast<uint64_t>(splits) * b * h * nq * dv;
+}
+
+uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,
+                               int64_t splits) {
+  // o_part [S,B,H,Nq,Dv] then lse_part [S,B,H,Nq], f32 (docs/ABI.md).
+  return 4 * (splitKvPartialElements(b, h, nq, dv, splits) +
+              static_cast<uint64_t>(splits) * b * h * nq);
+}
+
+fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes) {
+  fa_tensor t{};
+  t.data = workspace;
+  t.dtype = FA_DTYPE_F32;
+  t.rank = 1;
+  t.shape[0] = static_cast<int64_t>(bytes / 4);
+  t.strides[0] = 1;
+  return t;
+}
+
+std::string checkSplitKvArguments(const KernelConfig &c,
+                                  const fa_attention_args &a,
+                                  const SplitKvWorkspace &w) {
+  if (c.direction != FA_DIRECTION_FWD || !c.splitKv)
+    return "kernel '" + c.tag + "' is not a split-KV kernel; use "
+           "fa_attention_forward or fa_attention_backward";
+  // The tensors first: the workspace's size follows from their shapes.
+  std::string err = checkForward(c, a);
+  if (!err.empty())
+    return err;
+  int64_t b = a.q.shape[0], h = a.q.shape[1], nq = a.q.shape[2],
+          dv = a.v.shape[3];
+  if (w.splits < 1 || static_cast<int64_t>(w.splits) * b > 65535)
+    return "splits is " + std::to_string(w.splits) + " for batch " +
+           std::to_string(b) + "; it must be at least 1 and batch x splits "
+           "(the grid's z) at most 65535";
+  if (splitKvPartialElements(b, h, nq, dv, w.splits) > INT32_MAX)
+    return "the partial O of " + std::to_string(w.splits) + " splits of [" +
+           std::to_string(b) + "," + std::to_string(h) + "," +
+           std::to_string(nq) + "," + std::to_string(dv) +
+           "] has more than 2^31 - 1 elements; use fewer splits";
+  uint64_t need = splitKvWorkspaceBytes(b, h, nq, dv, w.splits);
+  if (w.workspace == 0 || w.workspace % 16 != 0)
+    return "workspace " + hexAddress(w.workspace) +
+           " must be a non-null, 16-byte aligned device address";
+  if (w.bytes < need)
+    return "workspace_bytes is " + std::to_string(w.bytes) + ", but " +
+           std::to_string(w.splits) + " splits of [" + std::to_string(b) +
+           "," + std::to_string(h) + "," + std::to_string(nq) + "," +
+           std::to_string(dv) + "] need " + std::to_string(need) +
+           " (fa_splitkv_workspace_bytes)";
+  fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
+  std::vector<NamedTensor> all = tensorsOf(a);
+  all.push_back({"workspace", &ws});
+  return checkOverlap(all, {"workspace"});
 }
 
 std::string checkArguments(const KernelConfig &c,

@@ -108,7 +108,8 @@ class Bundle:
             "tensor_maps": info.tensor_map_count, "dsplit": info.dsplit,
             "deterministic": bool(info.deterministic),
             "persistent_grid": bool(info.persistent_grid),
-            "score_mod": info.score_mod.decode() if info.score_mod else None}
+            "score_mod": info.score_mod.decode() if info.score_mod else None,
+            "split_kv": bool(info.split_kv)}
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""
@@ -137,6 +138,26 @@ class Bundle:
                 kernel = self._compile(q, nk, deterministic)
             self._cache[key] = kernel
         return kernel
+
+    def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk):
+        """The loaded bundles' split-KV kernel for this forward (ranked as
+        find ranks), or None when none has one (never compiled on demand)."""
+        key = ("splitkv", dtype, head_dim, head_dim_v, mask, window, capability, nk)
+        if key not in self._cache:
+            q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
+                            window[0], window[1], capability, _mma_code(None), None)
+            found = None
+            for handle in self._handles:
+                out = ctypes.c_void_p()
+                status = self.lib.fa_kernel_find_splitkv(handle, ctypes.byref(q), nk,
+                                                         ctypes.byref(out))
+                if status == 0:
+                    found = out
+                    break
+                if status not in _NOT_IN_BUNDLE:
+                    check(self.lib, status)
+            self._cache[key] = found
+        return self._cache[key]
 
     def _search(self, query, nk, deterministic, handles=None):
         """The first loaded bundle's kernel for `query`; None when none has
@@ -313,9 +334,9 @@ def _stream_of(torch):
 _current_stream = None
 
 
-def _launch(lib, fn, kernel, args, t):
-    """fn(kernel, &args, stream) on the current stream of t's device, made
-    the current device for the call (switched only when it is not)."""
+def _launch(lib, fn, kernel, args, t, *extra):
+    """fn(kernel, &args, *extra, stream) on the current stream of t's device,
+    made the current device for the call (switched only when it is not)."""
     import torch
     global _current_stream
     if _current_stream is None:
@@ -326,10 +347,10 @@ def _launch(lib, fn, kernel, args, t):
         index = current
     stream = _current_stream(index)
     if index == current:
-        check(lib, fn(kernel, ctypes.byref(args), stream))
+        check(lib, fn(kernel, ctypes.byref(args), *extra, stream))
     else:
         with torch.cuda.device(index):
-            check(lib, fn(kernel, ctypes.byref(args), stream))
+            check(lib, fn(kernel, ctypes.byref(args), *extra, stream))
 
 
 def _plan(b, key, make):
@@ -410,12 +431,79 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
 
 
+_sm_counts = {}
+
+
+def _sm_count(t):
+    import torch
+    index = t.get_device()
+    if index < 0:
+        index = torch.cuda.current_device()
+    if index not in _sm_counts:
+        _sm_counts[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _sm_counts[index]
+
+
+def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale):
+    """(kernel, argument template, splits, workspace bytes) of a split-KV
+    launch for these tensors, or () when the bundle has no split-KV kernel
+    for them or fa_splitkv_choose picks 1 split (the plain forward fills the
+    GPU)."""
+    tensors = (q, k, v, o, lse)
+    key = ("splitkv", q.device, mask_args, scale,
+           *[(t.shape, t.stride(), t.dtype) for t in tensors])
+
+    def make():
+        mask, win = _mask(*mask_args)
+        d, dv = q.shape[-1], v.shape[-1]
+        kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2])
+        if kernel is None:
+            return ()  # cached: no split-KV kernel for this launch
+        splits = ctypes.c_int32()
+        check(b.lib, b.lib.fa_splitkv_choose(kernel, q.shape[0], q.shape[1], q.shape[2],
+                                             k.shape[2], _sm_count(q), ctypes.byref(splits)))
+        if splits.value < 2:
+            return ()
+        nbytes = ctypes.c_uint64()
+        check(b.lib, b.lib.fa_splitkv_workspace_bytes(kernel, q.shape[0], q.shape[1],
+                                                      q.shape[2], splits.value,
+                                                      ctypes.byref(nbytes)))
+        args = ForwardArgs(*[_tensor(t) for t in tensors],
+                           1.0 / math.sqrt(d) if scale is None else float(scale))
+        return kernel, bytes(args), splits.value, nbytes.value
+
+    return _plan(b, key, make)
+
+
+def _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
+    """Runs the split-KV forward into o and lse when the bundle has a kernel
+    for it and splitting pays (fa_splitkv_choose); False otherwise."""
+    import torch
+    plan = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
+    if not plan:
+        return False
+    kernel, template, splits, nbytes = plan
+    # torch's allocator aligns to 512 bytes, beyond the 16 the kernels need.
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+    args = ForwardArgs.from_buffer_copy(template)
+    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
+    _launch(b.lib, b.lib.fa_attention_forward_splitkv, kernel, args, q,
+            workspace.data_ptr(), nbytes, splits)
+    return True
+
+
 def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
-    """O and LSE, allocated here, of the forward with these arguments."""
+    """O and LSE, allocated here, of the forward with these arguments: the
+    split-KV kernels where the bundle has them and splitting pays (plain
+    attention, mma unforced or mma_sync), else the plain forward."""
     import torch
     shape = q.shape[:-1]
     o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    if score_mod is None and mma in (None, "mma_sync") and \
+            _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
+        return o, lse
     forward_into(q, k, v, o, lse, *mask_args, scale=scale, bundle=b, mma=mma,
                  score_mod=score_mod)
     return o, lse

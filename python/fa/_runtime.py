@@ -59,7 +59,7 @@ class KernelInfo(ctypes.Structure):
                 ("has_cubin", ctypes.c_int32), ("mma", ctypes.c_int),
                 ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32),
                 ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32),
-                ("score_mod", ctypes.c_char_p)]
+                ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32)]
 
 
 class TensorMapArgs(ctypes.Structure):
@@ -142,6 +142,18 @@ def _open_library(path):
                                                ctypes.POINTER(ctypes.c_int32)], st),
         "fa_attention_forward": ([vp, ctypes.POINTER(ForwardArgs), vp], st),
         "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
+        "fa_kernel_find_splitkv": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                    ctypes.POINTER(vp)], st),
+        "fa_splitkv_workspace_bytes": ([vp, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                        ctypes.c_int32, ctypes.POINTER(ctypes.c_uint64)], st),
+        "fa_splitkv_choose": ([vp, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                               ctypes.c_int64, ctypes.c_int32,
+                               ctypes.POINTER(ctypes.c_int32)], st),
+        "fa_attention_forward_splitkv_check": ([vp, ctypes.POINTER(ForwardArgs),
+                                                ctypes.c_uint64, ctypes.c_uint64,
+                                                ctypes.c_int32], st),
+        "fa_attention_forward_splitkv": ([vp, ctypes.POINTER(ForwardArgs), ctypes.c_uint64,
+                                          ctypes.c_uint64, ctypes.c_int32, vp], st),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)

@@ -28,8 +28,11 @@ def fake_torch():
     torch.cuda = types.SimpleNamespace(current_device=lambda: 0, is_available=lambda: False,
                                        get_device_capability=lambda index: (9, 0))
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
-    torch.float32 = "f32"
-    torch.empty = lambda shape, dtype, device: Fake(tuple(shape), dtype)
+    torch.cuda.get_device_properties = lambda index: types.SimpleNamespace(
+        multi_processor_count=132)
+    torch.float32, torch.uint8 = "f32", "u8"
+    torch.empty = lambda shape, dtype, device: Fake(
+        (shape,) if isinstance(shape, int) else tuple(shape), dtype)
     return torch
 
 
@@ -84,11 +87,12 @@ def main():
         finds.append(a)
         return real_find(*a, **k)
 
-    def checked_launch(lib_, fn, kernel, struct, t):
+    def checked_launch(lib_, fn, kernel, struct, t, *extra):
         check = (lib.fa_attention_forward_check if fn is lib.fa_attention_forward
-                 else lib.fa_attention_backward_check)
-        status = check(kernel, ctypes.byref(struct))
-        launched.append((bytes(struct), status, lib.fa_last_error().decode()))
+                 else lib.fa_attention_backward_check if fn is lib.fa_attention_backward
+                 else lib.fa_attention_forward_splitkv_check)
+        status = check(kernel, ctypes.byref(struct), *extra)
+        launched.append((bytes(struct), status, lib.fa_last_error().decode(), fn, extra))
         rt.check(lib, status)
 
     bundle.find = counting_find
@@ -133,11 +137,53 @@ def main():
     for _ in range(3):
         fa.backward_into(*backward_tensors(), causal=True)
     assert len(finds) == before + 1, "backward: %d lookups for 3 calls" % (len(finds) - before)
-    assert all(status == 0 for _, status, _ in launched[-3:]), launched[-3:]
-    assert len({s for s, _, _ in launched[-3:]}) == 3, "backward structs kept old addresses"
+    assert all(l[1] == 0 for l in launched[-3:]), launched[-3:]
+    assert len({l[0] for l in launched[-3:]}) == 3, "backward structs kept old addresses"
     print("ok backward: 3 calls, 1 kernel lookup, each struct passes the runtime's check with "
           "its own addresses")
+    split_kv(args, fa, launched)
     print("RESULT: launch plans passed")
+
+
+def split_kv(args, fa, launched):
+    """fa.attention's forward (fa._forward) takes a bundle's split-KV kernel
+    where fa_splitkv_choose picks more than one split, with a workspace of
+    fa_splitkv_workspace_bytes, and the plain kernel where the plain grid
+    fills the 132 SMs."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="fa_plans_splitkv_")
+    kernel = lambda tag, extra: (
+        '{"tag": "%s", "direction": "fwd", "dtype": "bf16", "head_dim": 128, '
+        '"head_dim_v": 128, "block_q": 64, "block_kv": 64, "warps": 4, "stages": 2, '
+        '"mask": "none", "window_left": -1, "window_right": -1, "score_mod": null, '
+        '"target": "sm_90a", "ptx": "%s.ptx", "entries": {"fwd": {"name": "fa_fwd_%s", '
+        '"threads": 128, "shared_bytes": 87040}%s}' % (tag, tag, tag, extra))
+    manifest = ('{"format": "fa-bundle", "version": 6, "compiler": "test", "kernels": [%s, %s]}'
+                % (kernel("plain", "}"),
+                   kernel("split", ', "merge": {"name": "fa_merge_split", "threads": 128, '
+                          '"shared_bytes": 0}}, "split_kv": true')))
+    open(os.path.join(d, "manifest.json"), "w").write(manifest)
+    for tag in ("plain", "split"):
+        open(os.path.join(d, tag + ".ptx"), "w").write("// not loaded: checks only\n")
+    bundle = fa.Bundle(d, args.lib, False, None)
+
+    def run(b, nk):
+        q = Fake((b, 32, 1, 128), "bf16")
+        k, v = Fake((b, 8, nk, 128), "bf16"), Fake((b, 8, nk, 128), "bf16")
+        fa._forward(q, k, v, bundle, (False, False, None), None, None, None)
+        _, status, error, fn, extra = launched[-1]
+        assert status == 0, error
+        return fn, extra
+
+    fn, extra = run(1, 8192)
+    assert fn is bundle.lib.fa_attention_forward_splitkv, "1 x 8k did not split"
+    workspace, nbytes, splits = extra
+    assert splits == 9 and nbytes == 9 * 4 * 32 * (128 + 1), extra
+    assert workspace % 16 == 0
+    fn, extra = run(8, 1024)  # (the stand-ins are 16 MiB apart)
+    assert fn is bundle.lib.fa_attention_forward and extra == (), "8 x 1k split"
+    print("ok split-KV: 1 x 8k runs 9 splits with a %d-byte workspace, the runtime's check "
+          "passes; 8 x 1k (256 CTAs) runs the plain forward" % nbytes)
 
 
 if __name__ == "__main__":

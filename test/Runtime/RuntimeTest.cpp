@@ -165,9 +165,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "6"),
-                 "version 6 is not supported (this runtime reads versions 1 "
-                 "to 5)");
+  expectRejected("version", manifest({}, "7"),
+                 "version 7 is not supported (this runtime reads versions 1 "
+                 "to 6)");
 }
 
 
@@ -1917,3 +1917,274 @@ TEST(Manifest, TensorMapsByValueNeedVersion5) {
       << lastError();
   fa_bundle_free(b);
 }
+
+//===----------------------------------------------------------------------===//
+// Split-KV decode kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A split-KV forward as fa-aot writes it: "split_kv" and a merge entry,
+/// with `extra` members appended.
+std::string splitKvJson(const std::string &tag, const std::string &extra = "") {
+  return kernelJson(tag, "fwd", "bf16", 128, "none", "sm_90a", true,
+                    R"(, "split_kv": true, "entries": {
+                      "fwd": {"name": "fa_fwd_)" +
+                        tag + R"(", "threads": 128, "shared_bytes": 49152},
+                      "merge": {"name": "fa_merge_)" +
+                        tag + R"(", "threads": 128, "shared_bytes": 0}})" +
+                        extra);
+}
+
+TEST(SplitKv, ManifestNeedsVersion6AndAMergeEntry) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv", manifest({splitKvJson("s")}, "6"), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+  // A version-5 runtime would launch the split forward as a plain one.
+  expectRejected("splitkv_v5", manifest({splitKvJson("s")}, "5"),
+                 "kernels[0]: split-KV kernels need bundle version 6, the "
+                 "manifest says 5");
+  expectRejected("splitkv_nomerge",
+                 manifest({kernelJson("s", "fwd", "bf16", 128, "none",
+                                      "sm_90a", true, R"(, "split_kv": true)")},
+                          "6"),
+                 "kernels[0] ('s').entries: missing field 'merge'");
+  expectRejected("splitkv_type",
+                 manifest({splitKvJson("s", R"(, "split_kv": 1)")}, "6"),
+                 "field 'split_kv' must be true or false, got 1");
+  expectRejected(
+      "splitkv_merge_type",
+      manifest({splitKvJson("s", R"(, "entries": {
+          "fwd": {"name": "f", "threads": 128, "shared_bytes": 0},
+          "merge": {"name": "m", "threads": "128", "shared_bytes": 0}})")},
+               "6"),
+      "kernels[0] ('s').entries.merge: field 'threads' must be an integer");
+  expectRejected("splitkv_wgmma",
+                 manifest({wgmmaJson("w", "bf16", 128, "none", true, abiMaps(),
+                                     R"(, "split_kv": true, "entries": {
+          "fwd": {"name": "f", "threads": 384, "shared_bytes": 0},
+          "merge": {"name": "m", "threads": 384, "shared_bytes": 0}})")},
+                          "6"),
+                 "only mma.sync forwards have split-KV kernels");
+}
+
+TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv_find",
+                     manifest({splitKvJson("s"),
+                               kernelJson("p", "fwd", "bf16", 128, "none",
+                                          "sm_90a", true)},
+                              "6"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_NONE;
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  fa_kernel_info info;
+  // Listed first, but the plain searches skip it.
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "p");
+  EXPECT_EQ(info.split_kv, 0);
+  ASSERT_EQ(fa_kernel_find_for_keys(b, &q, 65536, &k), FA_SUCCESS);
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "p");
+  // Only the split-KV search returns it.
+  ASSERT_EQ(fa_kernel_find_splitkv(b, &q, 65536, &k), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "s");
+  EXPECT_EQ(info.split_kv, 1);
+  q.dtype = FA_DTYPE_F16;
+  EXPECT_EQ(fa_kernel_find_splitkv(b, &q, 65536, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("has no kernel for fwd f16 d=128 dv=128 "
+                             "mask=none (split-KV)"),
+            std::string::npos)
+      << lastError();
+  q.dtype = FA_DTYPE_BF16;
+  // Reached by index, fa_attention_forward refuses it.
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+  wellFormedArgs(fwd, bwd, 1, 32, 8, 1, 8192, 128, 128);
+  EXPECT_EQ(fa_attention_forward_check(fa_bundle_kernel_at(b, 1), &fwd),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_check(fa_bundle_kernel_at(b, 0), &fwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 's' is a split-KV kernel"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+
+  // A bundle with only the split kernel has no plain one to give.
+  ASSERT_EQ(loadText("splitkv_only", manifest({splitKvJson("s")}, "6"), &b),
+            FA_SUCCESS);
+  EXPECT_EQ(fa_kernel_find(b, &q, &k), FA_ERROR_NOT_FOUND);
+  fa_bundle_free(b);
+}
+
+/// A bundle with one split-KV kernel (bf16 d128, 64 x 64 tiles, 4 warps)
+/// and one plain forward, for the split-KV API's GPU-free parts.
+class SplitKvApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 1, H = 32, Hkv = 8, Nq = 1, Nk = 8192, D = 128;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("splitkv_api",
+                       manifest({splitKvJson("s"),
+                                 kernelJson("p", "fwd", "bf16", 128, "none",
+                                            "sm_90a", true)},
+                                "6"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    split = fa_bundle_kernel_at(bundle, 0);
+    plain = fa_bundle_kernel_at(bundle, 1);
+    fa_attention_backward_args unused{};
+    wellFormedArgs(fwd, unused, B, H, Hkv, Nq, Nk, D, D);
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  int32_t choose(int64_t b, int64_t h, int64_t nq, int64_t nk, int32_t sms) {
+    int32_t splits = -1;
+    EXPECT_EQ(fa_splitkv_choose(split, b, h, nq, nk, sms, &splits), FA_SUCCESS)
+        << lastError();
+    return splits;
+  }
+  /// Expects the split-KV check to fail with `expect` in the message.
+  void reject(const fa_attention_args &a, CUdeviceptr ws, uint64_t bytes,
+              int32_t splits, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_splitkv_check(split, &a, ws, bytes, splits),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+  uint64_t bytesFor(int32_t splits) {
+    uint64_t bytes = 0;
+    EXPECT_EQ(fa_splitkv_workspace_bytes(split, B, H, Nq, splits, &bytes),
+              FA_SUCCESS)
+        << lastError();
+    return bytes;
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *split = nullptr, *plain = nullptr;
+  fa_attention_args fwd{};
+  /// A fake 16-byte aligned device address past the tensors'.
+  const CUdeviceptr ws = addr(20);
+};
+
+TEST_F(SplitKvApi, WorkspaceBytes) {
+  // o_part [S,B,H,Nq,Dv] and lse_part [S,B,H,Nq], f32.
+  EXPECT_EQ(bytesFor(1), 4u * (32 * 128 + 32));
+  EXPECT_EQ(bytesFor(16), 16u * 4 * (32 * 128 + 32));
+  uint64_t bytes = 0;
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 8, 32, 3, 5, &bytes), FA_SUCCESS);
+  EXPECT_EQ(bytes, 4u * 5 * 8 * 32 * 3 * (128 + 1));
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 1, 32, 1, 0, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("splits 0: each must be at least 1"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 1 << 16, 1 << 16, 1, 1, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_workspace_bytes(split, 1, 32, 1, 2, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_workspace_bytes(plain, 1, 32, 1, 2, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'p' is not a split-KV kernel"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_workspace_bytes(nullptr, 1, 32, 1, 2, &bytes),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(SplitKvApi, ChooseSplits) {
+  // 1 x 8k, 32 heads, 1 query: 32 CTAs; ~2 waves of 132 SMs is 9 splits of
+  // 128 key blocks.
+  EXPECT_EQ(choose(1, 32, 1, 8192, 132), 9);
+  EXPECT_EQ(choose(1, 32, 1, 65536, 132), 9);
+  // 8 x 16k: 256 CTAs already fill 132 SMs.
+  EXPECT_EQ(choose(8, 32, 1, 16384, 132), 1);
+  EXPECT_EQ(choose(64, 32, 1, 4096, 132), 1);
+  // 2 x 32 = 64 CTAs: 5 splits for 264 CTAs.
+  EXPECT_EQ(choose(2, 32, 1, 4096, 132), 5);
+  // Each split at least 2 key blocks: 256 keys are 4 blocks, so 2 splits;
+  // 192 keys are 3 blocks, so 1; 64 keys, 1.
+  EXPECT_EQ(choose(1, 1, 1, 256, 132), 2);
+  EXPECT_EQ(choose(1, 1, 1, 192, 132), 1);
+  EXPECT_EQ(choose(1, 1, 1, 64, 132), 1);
+  // batch x splits at most 65535.
+  EXPECT_EQ(choose(30000, 1, 1, 1 << 24, 1000000), 2);
+  EXPECT_EQ(choose(40000, 1, 1, 1 << 24, 1000000), 1);
+  // The query tiles count: 128 queries are 2 tiles of 64.
+  EXPECT_EQ(choose(1, 32, 128, 8192, 132), 5);
+  int32_t splits = 0;
+  EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 8192, 0, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("sm_count 0: each must be in [1, 2^31 - 1]"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 0, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 8192, 132, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_splitkv_choose(plain, 1, 32, 1, 8192, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(SplitKvApi, ValidArgumentsPass) {
+  EXPECT_EQ(fa_attention_forward_splitkv_check(split, &fwd, ws, bytesFor(9), 9),
+            FA_SUCCESS)
+      << lastError();
+  // A larger workspace is fine.
+  EXPECT_EQ(fa_attention_forward_splitkv_check(split, &fwd, ws, 1 << 30, 1),
+            FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(SplitKvApi, BadArgumentsAreRejected) {
+  uint64_t bytes = bytesFor(9);
+  reject(fwd, ws, bytes - 4, 9,
+         "workspace_bytes is " + std::to_string(bytes - 4) + ", but 9 splits "
+         "of [1,32,1,128] need " + std::to_string(bytes));
+  reject(fwd, ws + 8, bytes, 9, "must be a non-null, 16-byte aligned");
+  reject(fwd, 0, bytes, 9, "workspace 0x0 must be a non-null");
+  reject(fwd, ws, bytes, 0, "splits is 0 for batch 1; it must be at least 1");
+  reject(fwd, ws, 1ull << 40, 65536, "splits is 65536 for batch 1");
+  // The workspace must not overlap q, k, v, o or lse.
+  reject(fwd, fwd.k.data, bytes, 9, "overlaps");
+  // The forward's own checks.
+  fa_attention_args a = fwd;
+  a.scale = 0.0f;
+  reject(a, ws, bytes, 9, "scale is 0");
+  a = fwd;
+  a.o.shape[3] = 64;
+  reject(a, ws, bytes, 9, "o");
+  // Only split-KV kernels, and the plain launch refuses them.
+  EXPECT_EQ(fa_attention_forward_splitkv_check(plain, &fwd, ws, bytes, 9),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'p' is not a split-KV kernel"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_splitkv_check(split, nullptr, ws, bytes, 9),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_attention_forward_splitkv_check(nullptr, &fwd, ws, bytes, 9),
+            FA_ERROR_INVALID_ARGUMENT);
+  // The launch runs the same checks before it touches the driver.
+  EXPECT_EQ(fa_attention_forward_splitkv(split, &fwd, ws, bytes - 4, 9, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("fa_attention_forward_splitkv: workspace_bytes"),
+            std::string::npos)
+      << lastError();
+}
+
+} // namespace

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 def pick(bundle):
     for k in bundle.kernels():
-        if k["direction"] == "fwd" and k["mask"] == "none":
+        if k["direction"] == "fwd" and k["mask"] == "none" and not k.get("split_kv"):
             return k
     raise SystemExit("no forward kernel without a mask")
 

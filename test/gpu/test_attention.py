@@ -402,8 +402,9 @@ def main():
     torch.cuda.init()
     bundle = fa.load(args.bundle, args.lib)
     # score_mod kernels are test_score_mod.py's (it runs this file's cases
-    # with a score_mod); here only plain attention.
-    kernels = [k for k in bundle.kernels() if not k.get("score_mod")]
+    # with a score_mod); here only plain attention. Split-KV kernels serve
+    # fa.attention's decode calls beside a plain kernel of their config.
+    kernels = [k for k in bundle.kernels() if not k.get("score_mod") and not k.get("split_kv")]
     fwd_cfgs = [k for k in kernels if k["direction"] == "fwd" and
                 args.mma in ("any", k["mma"])]
     bwd_builds = {(k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],

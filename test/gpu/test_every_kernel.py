@@ -103,7 +103,9 @@ def bundle_kernels(bundle):
     for i, info in enumerate(infos):
         info["handle"] = ctypes.c_void_p(bundle.lib.fa_bundle_kernel_at(bundle._handle, i))
         assert info["handle"].value, "fa_bundle_kernel_at(%d) is null" % i
-    return infos
+    # Split-KV kernels take another launch (fa_attention_forward_splitkv):
+    # test_splitkv_ptx.py and bench/decode.py run them.
+    return [info for info in infos if not info.get("split_kv")]
 
 
 def launch_forward(bundle, kernel, q, k, v, o, lse, scale):

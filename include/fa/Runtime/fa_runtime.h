@@ -40,11 +40,12 @@ extern "C" {
  * 2 the backward's "dsplit" and wgmma backward kernels, 3 deterministic
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
- * by value (docs/ABI.md). Kernels with tensor maps in bundles before 5 are
+ * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
+ * "merge"). Kernels with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 5
+#define FA_RUNTIME_BUNDLE_VERSION 6
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -164,6 +165,10 @@ typedef struct fa_kernel_info {
    * the scale; the backward differentiates it), NULL for none. Owned by the
    * bundle. */
   const char *score_mod;
+  /* 1: a split-KV decode kernel (split forward + merge), launched only by
+   * fa_attention_forward_splitkv. Last, like score_mod: a caller built
+   * against an older header reads the fields before it. */
+  int32_t split_kv;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
@@ -287,6 +292,43 @@ FA_API fa_status fa_attention_forward(const fa_kernel *kernel,
 FA_API fa_status fa_attention_backward(const fa_kernel *kernel,
                                        const fa_attention_backward_args *args,
                                        CUstream stream);
+
+/* Split-KV decode (kernels whose manifest entry has "split_kv": true, which
+ * only fa_kernel_find_splitkv returns: the other searches never do; it
+ * ranks them as fa_kernel_find_for_keys does). The key range of every (batch, head, query tile) is
+ * split over `splits` CTAs, each leaving a partial O and LSE in the caller's
+ * workspace; a merge joins them into args->o and args->lse.
+ *
+ * Bytes of the workspace for `splits` splits: f32 o_part [S,B,H,Nq,Dv] then
+ * lse_part [S,B,H,Nq] (H: query heads; Dv: the kernel's). Needs no GPU. */
+FA_API fa_status fa_kernel_find_splitkv(const fa_bundle *bundle,
+                                        const fa_kernel_query *query,
+                                        int64_t nk, const fa_kernel **out);
+FA_API fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel,
+                                            int64_t batch, int64_t heads,
+                                            int64_t nq, int32_t splits,
+                                            uint64_t *bytes);
+/* A split count for a problem on a GPU of `sm_count` SMs: 1 when the plain
+ * grid (query tiles x heads x batch) already has a CTA per SM, else enough
+ * splits for about 2 waves, each split at least 2 key blocks and
+ * batch x splits <= 65535. Needs no GPU. */
+FA_API fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
+                                   int64_t heads, int64_t nq, int64_t nk,
+                                   int32_t sm_count, int32_t *splits);
+/* The checks of fa_attention_forward_check, then: splits >= 1 and
+ * batch x splits <= 65535, the workspace non-null, 16-byte aligned, at least
+ * fa_splitkv_workspace_bytes long and overlapping no tensor. Needs no GPU. */
+FA_API fa_status fa_attention_forward_splitkv_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits);
+/* Validate (above, plus the device checks of fa_attention_forward, the
+ * workspace included), then launch the split forward and the merge in order
+ * on `stream`. Capturable in a CUDA graph like fa_attention_forward. */
+FA_API fa_status fa_attention_forward_splitkv(const fa_kernel *kernel,
+                                              const fa_attention_args *args,
+                                              CUdeviceptr workspace,
+                                              uint64_t workspace_bytes,
+                                              int32_t splits, CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);

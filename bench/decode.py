@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Decode attention (Nq = 1, GQA 32/8, d = 128, bf16): fa.attention (which
+takes the bundle's split-KV kernel where fa_splitkv_choose splits) against
+cuDNN SDPA, SDPA flash and a device-to-device copy of the K+V bytes (the
+memory-bound floor). Prints µs per call and the K+V bytes read per second
+(TB/s) for B x Nk in 1x8k, 1x64k, 8x16k, 64x4k, and checks fa's O against
+SDPA math (float32) on each shape first (max |error| / max |O| < 1e-2).
+
+    python3 bench/decode.py --bundle out/bundle --lib build-rt/lib/libfa_runtime.so
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import fa  # noqa: E402
+
+SHAPES = [(1, 8192), (1, 65536), (8, 16384), (64, 4096)]
+H, HKV, D = 32, 8, 128
+
+
+def median_us(fn, reps=50, rounds=7):
+    """Median over `rounds` of the mean GPU time of `reps` back-to-back calls."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(rounds):
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / reps)
+    return sorted(times)[len(times) // 2]
+
+
+def sdpa(q, k, v, backend):
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+def run_shape(b, nk, bundle):
+    torch.manual_seed(b * 7 + nk)
+    q = torch.randn(b, H, 1, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    row = {"B": b, "Nk": nk}
+    # Which kernel fa takes, as fa.attention decides.
+    kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk)
+    splits = 1
+    if kernel is not None:
+        import ctypes
+        s = ctypes.c_int32()
+        fa.check(bundle.lib, bundle.lib.fa_splitkv_choose(kernel, b, H, 1, nk, fa._sm_count(q),
+                                                          ctypes.byref(s)))
+        splits = s.value
+    row["splits"] = splits
+    # Correctness: fa against SDPA math in float32.
+    o = fa.attention(q, k, v, bundle=bundle)
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    # Relative to the largest |O|: decode O is a mean over many keys, small.
+    err = ((o.float() - ref).abs().max() / ref.abs().max()).item()
+    row["rel_err"] = err
+    row["ok"] = bool(err < 1e-2)
+    kv_bytes = (k.numel() + v.numel()) * k.element_size()
+    dst = torch.empty(kv_bytes, dtype=torch.uint8, device="cuda")
+    src_k, src_v = k.view(torch.uint8).view(-1), v.view(torch.uint8).view(-1)
+
+    def copy():
+        dst[:src_k.numel()].copy_(src_k)
+        dst[src_k.numel():].copy_(src_v)
+
+    fns = {"fa": lambda: fa.attention(q, k, v, bundle=bundle),
+           "cudnn": lambda: sdpa(q, k, v, SDPBackend.CUDNN_ATTENTION),
+           "flash": lambda: sdpa(q, k, v, SDPBackend.FLASH_ATTENTION),
+           "copy": copy}
+    for name, fn in fns.items():
+        try:
+            us = median_us(fn)
+            row[name] = {"us": us, "TB/s": kv_bytes / (us * 1e-6) / 1e12}
+        except Exception as e:  # noqa: BLE001 (a backend may not take the shape)
+            row[name] = {"error": str(e).splitlines()[0][:160]}
+    return row
+
+
+def fmt(cell):
+    if "error" in cell:
+        return "%18s" % "n/a"
+    return "%9.1f %5.2f TB/s" % (cell["us"], cell["TB/s"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    bundle = fa.load(args.bundle, args.lib, jit=False)
+    rows, failed = [], 0
+    print("%-9s %6s %10s | %-18s | %-18s | %-18s | %-18s" %
+          ("B x Nk", "splits", "rel err", "fa µs, K+V TB/s", "cudnn", "flash", "copy K+V"))
+    for b, nk in SHAPES:
+        row = run_shape(b, nk, bundle)
+        rows.append(row)
+        failed += not row["ok"]
+        print("%-9s %6d %10.2e | %s | %s | %s | %s%s" %
+              ("%dx%dk" % (b, nk // 1024), row["splits"], row["rel_err"], fmt(row["fa"]),
+               fmt(row["cudnn"]), fmt(row["flash"]), fmt(row["copy"]),
+               "" if row["ok"] else "  FAIL (fa vs SDPA math)"))
+        sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

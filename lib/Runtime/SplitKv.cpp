@@ -1,0 +1,190 @@
+//===- SplitKv.cpp - Launch the split-KV decode kernels ----------*- C++ -*-===//
+//
+// A split-KV launch runs the split forward on (query tiles, heads,
+// batch x splits) CTAs, each writing a partial O and LSE into the caller's
+// workspace, then the merge, one warp per row (docs/ABI.md "Split-KV decode
+// entries"). The split count is the caller's; fa_splitkv_choose suggests one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include <algorithm>
+
+using namespace fa::runtime;
+
+namespace {
+
+constexpr const char *kApi = "fa_attention_forward_splitkv";
+constexpr int64_t kMaxGridZ = 65535;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Whether `kernel` is a split-KV kernel; else an error naming `api`.
+fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
+  if (!kernel)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": kernel is null");
+  if (!kernel->config.splitKv)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kernel '" + kernel->config.tag +
+                    "' is not a split-KV kernel");
+  return FA_SUCCESS;
+}
+
+/// The split count of fa_splitkv_choose for valid sizes.
+int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
+                     int64_t nq, int64_t nk, int32_t sms) {
+  int64_t ctas = ceilDiv(nq, c.blockQ) * heads * batch;
+  if (ctas >= sms)
+    return 1; // the plain grid already fills the GPU
+  // Each split takes at least 2 key blocks, and z = batch x splits.
+  int64_t most = std::min(ceilDiv(nk, c.blockKV) / 2, kMaxGridZ / batch);
+  int64_t want = ceilDiv(2 * int64_t{sms}, ctas); // about 2 waves
+  return static_cast<int32_t>(std::max<int64_t>(1, std::min(want, most)));
+}
+
+fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
+                         const SplitKvWorkspace &w, const char *api) {
+  if (fa_status s = requireSplitKernel(kernel, api))
+    return s;
+  if (!args)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": args is null");
+  std::string err = checkSplitKvArguments(kernel->config, *args, w);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return FA_SUCCESS;
+}
+
+/// The device-side checks: the tensors and the used workspace are memory of
+/// the context's device, and the stream belongs to it.
+fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
+                      CUstream stream, const ContextScope &scope) {
+  uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
+                                        a.q.shape[2], a.v.shape[3], w.splits);
+  fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
+  std::vector<NamedTensor> all = tensorsOf(a);
+  all.push_back({"workspace", &ws});
+  std::string prefix = std::string(kApi) + ": ";
+  if (fa_status s = checkPointers(all, scope.device))
+    return failWithPrefix(s, prefix);
+  if (fa_status s = checkStream(stream, scope.ctx))
+    return failWithPrefix(s, prefix);
+  return FA_SUCCESS;
+}
+
+/// Launches the split forward, then the merge, on `stream`.
+fa_status launchSplitAndMerge(const fa_kernel &kernel,
+                              const fa_attention_args &a,
+                              const SplitKvWorkspace &w, CUstream stream,
+                              const ContextScope &scope) {
+  const KernelConfig &c = kernel.config;
+  CUfunction split, merge;
+  if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
+    return s;
+  if (fa_status s = kernelFunction(kernel, c.merge, scope.ctx, scope.device, merge))
+    return s;
+  int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1],
+          nq = a.q.shape[2], nk = a.k.shape[2], splits = w.splits;
+  float scale = a.scale;
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              lse = a.lse.data, oPart = w.workspace;
+  CUdeviceptr lsePart =
+      oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
+  void *splitParams[] = {&q,  &k, &v,   &oPart, &lsePart, &b,     &h,
+                         &hkv, &nq, &nk, &scale, &splits};
+  Grid splitGrid{static_cast<unsigned>(ceilDiv(nq, c.blockQ)),
+                 static_cast<unsigned>(h), static_cast<unsigned>(b * splits)};
+  if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
+    return s;
+  int32_t rows = b * h * nq;
+  void *mergeParams[] = {&oPart, &lsePart, &o, &lse, &rows, &splits};
+  Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
+  return launch(merge, c.merge, mergeGrid, stream, mergeParams);
+}
+
+} // namespace
+
+extern "C" {
+
+fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel, int64_t batch,
+                                     int64_t heads, int64_t nq, int32_t splits,
+                                     uint64_t *bytes) try {
+  const char *api = "fa_splitkv_workspace_bytes";
+  if (fa_status s = requireSplitKernel(kernel, api))
+    return s;
+  if (!bytes)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": bytes is null");
+  const int64_t limit = INT32_MAX;
+  if (batch < 1 || heads < 1 || nq < 1 || splits < 1 || batch > limit ||
+      heads > limit || nq > limit || batch * heads > limit ||
+      batch * heads * nq > limit)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": batch " + std::to_string(batch) +
+                    ", heads " + std::to_string(heads) + ", nq " +
+                    std::to_string(nq) + ", splits " + std::to_string(splits) +
+                    ": each must be at least 1 and batch x heads x nq at "
+                    "most 2^31 - 1");
+  *bytes = splitKvWorkspaceBytes(batch, heads, nq, kernel->config.headDimV,
+                                 splits);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
+                            int64_t heads, int64_t nq, int64_t nk,
+                            int32_t sm_count, int32_t *splits) try {
+  const char *api = "fa_splitkv_choose";
+  if (fa_status s = requireSplitKernel(kernel, api))
+    return s;
+  if (!splits)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": splits is null");
+  const int64_t limit = INT32_MAX;
+  if (batch < 1 || heads < 1 || nq < 1 || nk < 1 || sm_count < 1 ||
+      batch > limit || heads > limit || nq > limit || nk > limit)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": batch " + std::to_string(batch) +
+                    ", heads " + std::to_string(heads) + ", nq " +
+                    std::to_string(nq) + ", nk " + std::to_string(nk) +
+                    ", sm_count " + std::to_string(sm_count) +
+                    ": each must be in [1, 2^31 - 1]");
+  *splits = chooseSplits(kernel->config, batch, heads, nq, nk, sm_count);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_splitkv_check(const fa_kernel *kernel,
+                                             const fa_attention_args *args,
+                                             CUdeviceptr workspace,
+                                             uint64_t workspace_bytes,
+                                             int32_t splits) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  if (fa_status s = checkSplitCall(kernel, args, w, __func__))
+    return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_splitkv(const fa_kernel *kernel,
+                                       const fa_attention_args *args,
+                                       CUdeviceptr workspace,
+                                       uint64_t workspace_bytes,
+                                       int32_t splits, CUstream stream) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  if (fa_status s = checkSplitCall(kernel, args, w, kApi))
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  if (fa_status s = checkDevice(*args, w, stream, scope))
+    return s;
+  if (fa_status s = launchSplitAndMerge(*kernel, *args, w, stream, scope))
+    return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+} // extern "C"
