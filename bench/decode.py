@@ -91,6 +91,32 @@ def run_shape(b, nk, bundle):
     return row
 
 
+def sweep(b, nk, bundle, counts):
+    """µs per split-KV call at each split count, the count given to the
+    runtime directly (what fa_splitkv_choose should pick)."""
+    import ctypes
+    q = torch.randn(b, H, 1, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    o, lse = torch.empty_like(q), torch.empty(b, H, 1, device="cuda")
+    kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk)
+    out = {}
+    for splits in counts:
+        if b * splits > 65535 or splits > (nk + 63) // 64:
+            continue
+        nbytes = ctypes.c_uint64()
+        fa.check(bundle.lib, bundle.lib.fa_splitkv_workspace_bytes(kernel, b, H, 1, splits,
+                                                                   ctypes.byref(nbytes)))
+        workspace = torch.empty(nbytes.value, dtype=torch.uint8, device="cuda")
+        args = fa.ForwardArgs(*[fa._tensor(t) for t in (q, k, v, o, lse)], 1.0 / D ** 0.5)
+
+        def call():
+            fa._launch(bundle.lib, bundle.lib.fa_attention_forward_splitkv, kernel, args, q,
+                       workspace.data_ptr(), nbytes.value, splits)
+        out[splits] = median_us(call, reps=20, rounds=3)
+    return out
+
+
 def fmt(cell):
     if "error" in cell:
         return "%18s" % "n/a"
@@ -103,8 +129,18 @@ def main():
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--lib", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--sweep", default=None,
+                    help="comma-separated split counts: time each on every shape instead")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
+    if args.sweep:
+        counts = [int(c) for c in args.sweep.split(",")]
+        for b, nk in SHAPES:
+            times = sweep(b, nk, bundle, counts)
+            print("%dx%dk: %s" % (b, nk // 1024, "  ".join("S=%d %.1f µs" % kv
+                                                          for kv in times.items())))
+            sys.stdout.flush()
+        return 0
     rows, failed = [], 0
     print("%-9s %6s %10s | %-18s | %-18s | %-18s | %-18s" %
           ("B x Nk", "splits", "rel err", "fa µs, K+V TB/s", "cudnn", "flash", "copy K+V"))

@@ -2108,15 +2108,15 @@ TEST_F(SplitKvApi, WorkspaceBytes) {
 }
 
 TEST_F(SplitKvApi, ChooseSplits) {
-  // 1 x 8k, 32 heads, 1 query: 32 CTAs; ~2 waves of 132 SMs is 9 splits of
-  // 128 key blocks.
-  EXPECT_EQ(choose(1, 32, 1, 8192, 132), 9);
-  EXPECT_EQ(choose(1, 32, 1, 65536, 132), 9);
+  // 1 x 8k, 32 heads, 1 query: 32 CTAs; two per SM on 132 SMs is 264, so 8
+  // splits (256 CTAs) of 128 key blocks.
+  EXPECT_EQ(choose(1, 32, 1, 8192, 132), 8);
+  EXPECT_EQ(choose(1, 32, 1, 65536, 132), 8);
   // 8 x 16k: 256 CTAs already fill 132 SMs.
   EXPECT_EQ(choose(8, 32, 1, 16384, 132), 1);
   EXPECT_EQ(choose(64, 32, 1, 4096, 132), 1);
-  // 2 x 32 = 64 CTAs: 5 splits for 264 CTAs.
-  EXPECT_EQ(choose(2, 32, 1, 4096, 132), 5);
+  // 2 x 32 = 64 CTAs: 4 splits, 256 of the 264 slots.
+  EXPECT_EQ(choose(2, 32, 1, 4096, 132), 4);
   // Each split at least 2 key blocks: 256 keys are 4 blocks, so 2 splits;
   // 192 keys are 3 blocks, so 1; 64 keys, 1.
   EXPECT_EQ(choose(1, 1, 1, 256, 132), 2);
@@ -2126,7 +2126,7 @@ TEST_F(SplitKvApi, ChooseSplits) {
   EXPECT_EQ(choose(30000, 1, 1, 1 << 24, 1000000), 2);
   EXPECT_EQ(choose(40000, 1, 1, 1 << 24, 1000000), 1);
   // The query tiles count: 128 queries are 2 tiles of 64.
-  EXPECT_EQ(choose(1, 32, 128, 8192, 132), 5);
+  EXPECT_EQ(choose(1, 32, 128, 8192, 132), 4);
   int32_t splits = 0;
   EXPECT_EQ(fa_splitkv_choose(split, 1, 32, 1, 8192, 0, &splits),
             FA_ERROR_INVALID_ARGUMENT);
