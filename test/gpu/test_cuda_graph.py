@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
-from test_every_kernel import (DTYPES, Shape, bundle_kernels, launch_backward,  # noqa: E402
+from test_every_kernel import (DTYPES, Shape, launch_backward, load_kernels,  # noqa: E402
                                launch_forward)
 
 SHAPES = [
@@ -260,10 +260,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
     torch.cuda.init()
-    bundle = fa.load(args.bundle, args.lib)
-    kernels = bundle_kernels(bundle)
-    if args.only:
-        kernels = [k for k in kernels if args.only in k["tag"]]
+    bundle, kernels = load_kernels(args)
     if not kernels:
         print("FAIL: no kernels to capture in %s" % args.bundle)
         return 1

@@ -108,6 +108,16 @@ def bundle_kernels(bundle):
     return [info for info in infos if not info.get("split_kv")]
 
 
+def load_kernels(args):
+    """fa.load(args.bundle, args.lib) and its kernels (bundle_kernels) whose
+    tag contains args.only, all of them without it."""
+    bundle = fa.load(args.bundle, args.lib)
+    kernels = bundle_kernels(bundle)
+    if args.only:
+        kernels = [k for k in kernels if args.only in k["tag"]]
+    return bundle, kernels
+
+
 def launch_forward(bundle, kernel, q, k, v, o, lse, scale):
     args = rt.ForwardArgs(fa._tensor(q), fa._tensor(k), fa._tensor(v), fa._tensor(o),
                           fa._tensor(lse), scale)
@@ -325,10 +335,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     torch.cuda.init()
-    bundle = fa.load(args.bundle, args.lib)
-    kernels = bundle_kernels(bundle)
-    if args.only:
-        kernels = [k for k in kernels if args.only in k["tag"]]
+    bundle, kernels = load_kernels(args)
     if not kernels:
         print("FAIL: no kernels to run in %s" % args.bundle)
         return 1
