@@ -49,6 +49,10 @@
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny-call
 #   host overhead against SDPA), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
+#   Context parallelism: FA_RING=1 (test/gpu/test_ring.py, the ring schedule simulated on this
+#   GPU against float64, then bench/ring.py --simulate FA_RING_WORLD (4) --tokens FA_RING_TOKENS
+#   (16384); FA_RING_TIMEOUT, 300). On a multi-GPU machine FA_RING_GPUS=W runs bench/ring.py
+#   under torchrun on W GPUs instead of the simulation.
 #   The whole command must end within the device's 600 s per call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -210,6 +214,19 @@ if [ "${FA_DECODE:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
   step "decode benchmark (Nq 1, GQA 32/8, d 128 bf16): fa (split-KV where chosen) vs cuDNN, flash, K+V copy"
   timeout ${FA_DECODE_TIMEOUT:-200} python3 bench/decode.py --bundle "$BUNDLE" --lib "$LIB" \
     --json "$WORK/decode.json" || fail "decode benchmark"
+fi
+
+if [ "${FA_RING:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
+  step "ring attention: the schedule simulated on one GPU against float64, then its benchmark"
+  timeout ${FA_RING_TIMEOUT:-300} python3 test/gpu/test_ring.py --bundle "$BUNDLE" --lib "$LIB" ||
+    fail "ring schedule"
+  if [ -n "${FA_RING_GPUS:-}" ]; then
+    timeout ${FA_RING_TIMEOUT:-300} torchrun --nproc_per_node="$FA_RING_GPUS" bench/ring.py \
+      --bundle "$BUNDLE" --lib "$LIB" --tokens ${FA_RING_TOKENS:-32768} || fail "ring benchmark"
+  else
+    timeout ${FA_RING_TIMEOUT:-300} python3 bench/ring.py --bundle "$BUNDLE" --lib "$LIB" \
+      --simulate ${FA_RING_WORLD:-4} --tokens ${FA_RING_TOKENS:-16384} || fail "ring benchmark"
+  fi
 fi
 
 # A/B against another release: its bundle (out/ab/bundle) launched through
