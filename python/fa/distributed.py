@@ -110,16 +110,38 @@ def _acc_dtype(t):
     return torch.promote_types(t.dtype, torch.float32)
 
 
-def merge_into(o_acc, lse_acc, o, lse):
-    """o_acc, lse_acc (_acc_dtype) <- their merge with a partial (o, lse), in
-    place; rows no partial has seen stay O = 0, LSE = -inf."""
+def _merge(o_acc, lse_acc, o, lse):
+    """The LSE merge of a partial into the running result, in place."""
     import torch
     new = torch.logaddexp(lse_acc, lse)
     safe = torch.where(torch.isinf(new), torch.zeros_like(new), new)
-    w_acc = torch.exp(lse_acc - safe).unsqueeze(-1)
-    w = torch.exp(lse - safe).unsqueeze(-1)
-    o_acc.mul_(w_acc).add_(o.to(o_acc.dtype) * w)
+    o_acc.mul_(torch.exp(lse_acc - safe).unsqueeze(-1)).addcmul_(
+        o, torch.exp(lse - safe).unsqueeze(-1))
     lse_acc.copy_(new)
+
+
+_merge_fused = None
+
+
+def merge_into(o_acc, lse_acc, o, lse):
+    """o_acc, lse_acc (_acc_dtype) <- their merge with a partial (o, lse), in
+    place; rows no partial has seen stay O = 0, LSE = -inf. On CUDA the merge
+    is one fused kernel where torch.compile works (it reads O_acc and O once
+    and writes O_acc once; eager it takes three passes), eager otherwise."""
+    global _merge_fused
+    if o_acc.is_cuda and _merge_fused is None:
+        import torch
+        try:
+            fused = torch.compile(_merge, dynamic=True)
+            # A trial on small tensors of the same kinds compiles it, or raises.
+            fused(torch.zeros(1, 1, 2, 8, dtype=o_acc.dtype, device=o_acc.device),
+                  torch.zeros(1, 1, 2, dtype=lse_acc.dtype, device=o_acc.device),
+                  torch.zeros(1, 1, 2, 8, dtype=o.dtype, device=o_acc.device),
+                  torch.zeros(1, 1, 2, dtype=lse.dtype, device=o_acc.device))
+            _merge_fused = fused
+        except Exception:  # no Triton or inductor here: the eager merge
+            _merge_fused = _merge
+    (_merge_fused if o_acc.is_cuda else _merge)(o_acc, lse_acc, o, lse)
 
 
 class _ForwardState:
@@ -132,14 +154,21 @@ class _ForwardState:
         acc = _acc_dtype(q)
         self.o = torch.zeros(b, h, n, dv, dtype=acc, device=q.device)
         self.lse = torch.full((b, h, n), float("-inf"), dtype=acc, device=q.device)
+        self.empty = True
 
     def step(self, rank, src, k, v):
+        n = self.q.shape[2]
         for rows, keys, causal in step_blocks(rank, src, self.opts["causal"],
-                                              self.opts["layout"], self.q.shape[2]):
+                                              self.opts["layout"], n):
             o, lse = attention(_rows(self.q, rows), _rows(k, keys), _rows(v, keys),
                                causal=causal, scale=self.opts["scale"], return_lse=True,
                                bundle=self.opts["bundle"])
-            merge_into(self.o[:, :, rows], self.lse[:, :, rows], o, lse)
+            if self.empty and rows == slice(0, n):  # the first partial: nothing to merge
+                self.o.copy_(o)
+                self.lse.copy_(lse)
+            else:
+                merge_into(self.o[:, :, rows], self.lse[:, :, rows], o, lse)
+            self.empty = False
 
     def result(self):
         """O in the inputs' dtype, LSE in float32 (as fa.attention's)."""
