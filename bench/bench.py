@@ -2,16 +2,20 @@
 """TFLOP/s of fa next to PyTorch SDPA's flash and cuDNN backends, measured in
 one process with CUDA events (median over interleaved rounds of back-to-back
 calls, see time_interleaved), bf16, B*N tokens fixed
-(64k by default), hidden 2048 (H = 2048/d), d in {64,128},
-N in {512..16k}, causal on and off, forward and backward.
+(64k by default), hidden 2048 (H = 2048/d), d in {64,128} (--dims: any, and
+DvDV for a value head dim DV, e.g. 192v128), N in {512..16k}, causal on and
+off, forward and backward.
 
-FLOPs: 4*B*H*N^2*D forward, half of that when causal; backward 2.5x forward.
+FLOPs: 2*B*H*N^2*(D + Dv) forward, half of that when causal; backward 2.5x
+forward.
 Backward times cover only the backward (fa: bwd_pre + bwd + bwd_post; SDPA:
 autograd.grad of a saved forward).
 
     python3 bench/bench.py --bundle out/bundle --lib <libfa_runtime.so> [--quick] [--json out.json]
         [--mma mma_sync|wgmma]   (fa's kernels; default: wgmma where the bundle has it)
         [--flex] [--seqs 2048,8192] [--dims 128]   (FlexAttention column; a subset of the grid)
+        [--dims 96,192v128,256 --compare-mma]   (other head dims; fa's mma.sync kernels as
+                                                 column fa:mma_sync beside the default)
         [--variant NAME=BUNDLE ...] [--directions fwd]   (A/B: other bundles in the same process)
         [--score-mod NAME [--mod-bundle BUNDLE]]   (fa with the score_mod NAME, beside fa
                                                     without it and FlexAttention with it)
@@ -93,14 +97,14 @@ def time_interleaved(fns, runs, budget_ms):
 
 
 def fa_callable(bundle, q, k, v, do, causal, direction, args, deterministic=False,
-                score_mod=None):
+                score_mod=None, mma=None):
     """fa's forward or backward from `bundle` into preallocated outputs
     (`deterministic`: the bundle's deterministic backward; `score_mod`: the
     kernels built with that score_mod); an error dict when the bundle has no
     kernel for it."""
-    kw = dict(causal=causal, mma=args.mma, bundle=bundle, score_mod=score_mod)
+    kw = dict(causal=causal, mma=mma or args.mma, bundle=bundle, score_mod=score_mod)
     try:
-        o = torch.empty_like(q)
+        o = torch.empty_like(do)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
         fa.forward_into(q, k, v, o, lse, **kw)
         if direction == "fwd":
@@ -137,8 +141,8 @@ def sdpa_callable(fwd_fn, backend, q, k, v, do, direction):
         return {"error": str(e).splitlines()[0][:200]}
 
 
-def flops(b, h, n, d, causal, direction):
-    f = 4.0 * b * h * n * n * d
+def flops(b, h, n, d, dv, causal, direction):
+    f = 2.0 * b * h * n * n * (d + dv)
     if causal:
         f /= 2
     return f * (2.5 if direction == "bwd" else 1.0)
@@ -162,7 +166,10 @@ def main():
                          "runtime's choice)")
     ap.add_argument("--seqs", default=None,
                     help="comma-separated N values (default: 512..16k, or 1k,4k with --quick)")
-    ap.add_argument("--dims", default="64,128", help="comma-separated head dims")
+    ap.add_argument("--dims", default="64,128",
+                    help="comma-separated head dims; DvDV for a value head dim DV (192v128)")
+    ap.add_argument("--compare-mma", action="store_true",
+                    help="also time fa's mma.sync kernels (column fa:mma_sync)")
     ap.add_argument("--masks", default="none,causal", help="comma-separated: none, causal")
     ap.add_argument("--flex", action="store_true",
                     help="also time FlexAttention (torch.compile'd flex_attention)")
@@ -199,7 +206,10 @@ def main():
         if not path:
             ap.error("--variant expects NAME=BUNDLE[@LIB], got %r" % spec)
         variants[name] = fa.Bundle(path, lib or args.lib)
-    dims = [int(x) for x in args.dims.split(",")]
+    dims = []
+    for x in args.dims.split(","):
+        d_, _, dv_ = x.partition("v")
+        dims.append((int(d_), int(dv_ or d_)))
     seqs = ([int(x) for x in args.seqs.split(",")] if args.seqs else
             [1024, 4096] if args.quick else [512, 1024, 2048, 4096, 8192, 16384])
     mod_bundle = (fa.Bundle(args.mod_bundle, args.lib) if args.mod_bundle else bundle)
@@ -219,17 +229,17 @@ def main():
     runs = 10 if args.quick else args.runs
     rows = []
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
-    for d in dims:
+    for d, dv in dims:
         h = args.hidden // d
         for n in seqs:
             b = max(1, args.tokens // n)
-            q, k, v, do = (torch.randn(b, h, n, d, device=dev, dtype=torch.bfloat16)
-                           for _ in range(4))
+            q, k, v, do = (torch.randn(b, h, n, x, device=dev, dtype=torch.bfloat16)
+                           for x in (d, d, dv, dv))
             for causal in [m == "causal" for m in masks]:
                 for direction in [x for x in ("fwd", "bwd") if x in args.directions.split(",")]:
-                    row = {"d": d, "n": n, "b": b, "h": h, "causal": causal,
+                    row = {"d": d, "dv": dv, "n": n, "b": b, "h": h, "causal": causal,
                            "direction": direction}
-                    f = flops(b, h, n, d, causal, direction)
+                    f = flops(b, h, n, d, dv, causal, direction)
                     fns = {}
                     for name, backend in BACKENDS.items():
                         fns[name] = sdpa_callable(
@@ -252,6 +262,9 @@ def main():
                         for key, bnd in [("fa", bundle)] + [("fa:" + k_, b_) for k_, b_
                                                             in variants.items()]:
                             fns[key] = fa_callable(bnd, q, k, v, do, causal, direction, args)
+                        if args.compare_mma:
+                            fns["fa:mma_sync"] = fa_callable(bundle, q, k, v, do, causal,
+                                                             direction, args, mma="mma_sync")
                         if args.deterministic and direction == "bwd":
                             fns["fa:det"] = fa_callable(bundle, q, k, v, do, causal,
                                                         direction, args, deterministic=True)
@@ -289,7 +302,7 @@ _header_done = False
 def print_row(row):
     global _header_done
     if not _header_done:
-        print("%4s %6s %3s %3s %-6s %-4s | %8s %8s %8s %8s | %9s %9s %9s" %
+        print("%7s %6s %3s %3s %-6s %-4s | %8s %8s %8s %8s | %9s %9s %9s" %
               ("d", "N", "B", "H", "causal", "dir", "fa", "flash", "flex", "cudnn", "fa/flash",
                "fa/flex", "fa/cudnn"))
         _header_done = True
@@ -303,23 +316,24 @@ def print_row(row):
 
     fa_, fl, fx, cu = tf("fa"), tf("flash"), tf("flex"), tf("cudnn")
     ratio = lambda a, b: "%9.2f" % (a / b) if a and b else "%9s" % "-"  # noqa: E731
-    print("%4d %6d %3d %3d %-6s %-4s | %s %s %s %s | %s %s %s" %
-          (row["d"], row["n"], row["b"], row["h"], "yes" if row["causal"] else "no",
+    dims = "%d" % row["d"] + ("v%d" % row["dv"] if row.get("dv", row["d"]) != row["d"] else "")
+    print("%7s %6d %3d %3d %-6s %-4s | %s %s %s %s | %s %s %s" %
+          (dims, row["n"], row["b"], row["h"], "yes" if row["causal"] else "no",
            row["direction"], fmt(fa_), fmt(fl), fmt(fx), fmt(cu), ratio(fa_, fl),
            ratio(fa_, fx), ratio(fa_, cu)),
           flush=True)
     for key in sorted(k_ for k_ in row if k_.startswith("fa:")):
         x = tf(key)
-        print("%29s %-14s %s | %s of fa, %s of cudnn" % ("", key, fmt(x), ratio(x, fa_).strip(),
+        print("%32s %-14s %s | %s of fa, %s of cudnn" % ("", key, fmt(x), ratio(x, fa_).strip(),
                                                          ratio(x, cu).strip()), flush=True)
         if "flex:" + key[3:] in row:  # the same score_mod in FlexAttention
             y = tf("flex:" + key[3:])
-            print("%29s %-14s %s | %s: %s of it; it: %s of flex" % (
+            print("%32s %-14s %s | %s: %s of it; it: %s of flex" % (
                 "", "flex:" + key[3:], fmt(y), key, ratio(x, y).strip(),
                 ratio(y, fx).strip()), flush=True)
         r = row.get(key) or {}
         if "error" in r:
-            print("%29s %-14s error: %s" % ("", key, r["error"]), flush=True)
+            print("%32s %-14s error: %s" % ("", key, r["error"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,9 @@ constexpr unsigned kWgmmaBackwardWsThreads = 384;
 
 /// Largest box extent TMA accepts in any dimension.
 constexpr int kMaxBoxDim = 256;
+/// Columns of the wgmma kernels' shared-memory slabs (128 B of 16-bit
+/// elements).
+constexpr int kSlabColumns = 64;
 
 TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
                              const KernelConfig &c, const std::string &at) {
@@ -215,9 +218,13 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
   // v and do have Dv columns; q and do are tiles of query rows.
   const std::string name = want.tensor;
   int cols = name == "v" || name == "do" ? c.headDimV : c.headDim;
-  if (cols % spec.box[0] != 0)
+  // The kernels' 64-column slabs may end past the head dim (D = 96: a last
+  // box half past it, which TMA zero-fills); other boxes must divide it.
+  if (cols % spec.box[0] != 0 && spec.box[0] != kSlabColumns)
     bad(at, "box[0] = " + std::to_string(spec.box[0]) +
-                " does not divide the head dim " + std::to_string(cols));
+                " does not divide the head dim " + std::to_string(cols) +
+                " (only boxes of " + std::to_string(kSlabColumns) +
+                " columns, the kernels' slabs, may end past it)");
   const bool queryRows = name == "q" || name == "do";
   int rows = queryRows ? c.blockQ : c.blockKV;
   if (spec.box[1] != rows)
@@ -264,9 +271,20 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
   }
   if (c.targetName != "sm_90a")
     bad(where, "mma 'wgmma' needs target sm_90a, got '" + c.targetName + "'");
-  if (c.headDim != c.headDimV || (c.headDim != 64 && c.headDim != 128))
-    bad(where, "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got " +
-                   std::to_string(c.headDim) + " and " +
+  // The compiler's set (wgmmaHeadDimsSupported): the forward also has
+  // d96, d256 and the 192/128 shape.
+  const bool bwdDir = c.direction == FA_DIRECTION_BWD;
+  const bool square = c.headDim == c.headDimV;
+  const bool dimsOk =
+      (square && (c.headDim == 64 || c.headDim == 128)) ||
+      (!bwdDir && ((square && (c.headDim == 96 || c.headDim == 256)) ||
+                   (c.headDim == 192 && c.headDimV == 128)));
+  if (!dimsOk)
+    bad(where, std::string("mma 'wgmma' needs (head_dim, head_dim_v) in ") +
+                   (bwdDir ? "{(64, 64), (128, 128)} for a backward"
+                           : "{(64, 64), (96, 96), (128, 128), (256, 256), "
+                             "(192, 128)} for a forward") +
+                   ", got " + std::to_string(c.headDim) + " and " +
                    std::to_string(c.headDimV));
   // A wgmma backward of 256 threads keeps the mma.sync backward's
   // parameters (cp.async loads, no maps); the warp-specialised one (384

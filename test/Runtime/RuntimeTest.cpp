@@ -314,6 +314,28 @@ TEST(Manifest, KernelsWithoutMmaAreMmaSync) {
   fa_bundle_free(b);
 }
 
+/// The wgmma forwards beyond d64/d128: d96 (its k and v maps' last 64-column
+/// box ends past the head dim), d256 and the 192/128 shape.
+TEST(Manifest, WgmmaForwardHeadDims) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("wgmma_dims",
+                     manifest({wgmmaJson("a", "bf16", 96, "none", true),
+                               wgmmaJson("b", "f16", 256, "causal", true),
+                               wgmmaJson("c", "bf16", 192, "causal", true,
+                                         abiMaps(), R"(, "head_dim_v": 128)")}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.mma, FA_MMA_WGMMA);
+  EXPECT_EQ(info.head_dim, 96);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 2), &info), FA_SUCCESS);
+  EXPECT_EQ(info.head_dim, 192);
+  EXPECT_EQ(info.head_dim_v, 128);
+  fa_bundle_free(b);
+}
+
 TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
   auto withMap = [](int i, auto edit) {
     std::vector<MapJson> maps = abiMaps();
@@ -335,8 +357,12 @@ TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
       {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
                  R"(, "target": "sm_90")"),
        "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
-      {wgmmaJson("k", "bf16", 96, "none", true),
-       "head_dim = head_dim_v in {64, 128}, got 96 and 96"},
+      {wgmmaJson("k", "bf16", 80, "none", true),
+       "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (96, 96), "
+       "(128, 128), (256, 256), (192, 128)} for a forward, got 80 and 80"},
+      {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
+                 R"(, "head_dim_v": 96)"),
+       "got 128 and 96"},
       {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
                  R"(, "head_dim_v": 64)"),
        "got 128 and 64"},
@@ -465,7 +491,8 @@ TEST(Manifest, WgmmaBackwardErrors) {
       {wgmmaBwdJson("k", R"(, "target": "sm_90")"),
        "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
       {wgmmaBwdJson("k", R"(, "head_dim": 96, "head_dim_v": 96)"),
-       "mma 'wgmma' needs head_dim = head_dim_v in {64, 128}, got 96 and 96"},
+       "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (128, 128)} "
+       "for a backward, got 96 and 96"},
   };
   for (const Case &c : cases)
     expectRejected("wgmma_bwd_err", manifest({c.kernel}), c.expect);

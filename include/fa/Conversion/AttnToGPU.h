@@ -53,7 +53,7 @@ struct GpuTileOptions {
   int64_t warps = 0;
   int64_t stages = 2;
   std::string target = "sm_90a";
-  /// "mma_sync" or "wgmma" (sm_90a, D = Dv in {64, 128}).
+  /// "mma_sync" or "wgmma" (sm_90a, wgmmaHeadDimsSupported).
   std::string mma = "mma_sync";
   /// The deterministic warp-specialised wgmma backward (KernelPlan).
   bool deterministic = false;
@@ -194,8 +194,15 @@ WgmmaForwardSchedule wgmmaForwardSchedule(const KernelPlan &plan);
 /// persistent grid (-fa-wgmma-persistent, else the measured default).
 bool wgmmaPersistentGrid(const attn::ScoreSpec &spec, int64_t headDim);
 
-/// Dynamic shared memory of the wgmma forward: Q and `stages` K/V tiles,
-/// unpadded (128 B swizzle).
+/// Whether the mma = wgmma kernels take head dims (D, Dv): both directions
+/// (64, 64) and (128, 128); the forward also (96, 96), (256, 256) and
+/// (192, 128). The runtime's manifest check (lib/Runtime/Manifest.cpp)
+/// accepts the same set.
+bool wgmmaHeadDimsSupported(bool backward, int64_t headDim, int64_t headDimV);
+
+/// Dynamic shared memory of the wgmma forward: Q and `stages` K/V tiles in
+/// 64-column slabs (128 B swizzle; a head dim that is not a multiple of 64
+/// takes a last slab whose columns past it TMA fills with zeros).
 int64_t wgmmaForwardSharedBytes(const KernelPlan &plan);
 
 /// The same for the wgmma backward.

@@ -163,9 +163,13 @@ constexpr int64_t kConsumerThreads = 256;
 struct HopperSmem {
   int64_t d, dv, bq, bkv, stages;
   bool persistent;
-  int64_t qBytes() const { return bq * d * 2; }
-  int64_t kBytes() const { return bkv * d * 2; }
-  int64_t vBytes() const { return bkv * dv * 2; }
+  /// Columns of a tile in whole 64-column slabs (D = 96: 128).
+  static int64_t slabbed(int64_t cols) {
+    return llvm::alignTo(cols, kSlabCols);
+  }
+  int64_t qBytes() const { return bq * slabbed(d) * 2; }
+  int64_t kBytes() const { return bkv * slabbed(d) * 2; }
+  int64_t vBytes() const { return bkv * slabbed(dv) * 2; }
   int64_t kBase() const { return qBytes(); }
   int64_t vBase() const { return qBytes() + stages * kBytes(); }
   int64_t tiles() const { return vBase() + stages * vBytes(); }

@@ -89,6 +89,24 @@ WgmmaForwardSchedule::tagSuffix(const WgmmaForwardSchedule &measured) const {
   return t;
 }
 
+bool mlir::fa::wgmmaHeadDimsSupported(bool backward, int64_t headDim,
+                                      int64_t headDimV) {
+  if (headDim == headDimV && (headDim == 64 || headDim == 128))
+    return true;
+  // The forward also takes head dims whose last TMA box is partly past D
+  // (96: one box of 64 and one of 32 columns plus 32 zero-filled), the
+  // 256-wide O of d256, and the DeepSeek shape with Dv < D.
+  return !backward && ((headDim == headDimV && (headDim == 96 || headDim == 256)) ||
+                       (headDim == 192 && headDimV == 128));
+}
+
+/// The forward's key tile: 128 keys up to D = 192, 64 at Dv = 256, where
+/// the O accumulator alone takes 128 of a consumer's 240 registers and
+/// Q (64 KB) plus two 64-key K/V stages (128 KB) fill shared memory.
+static int64_t wgmmaDefaultBlockKV(const KernelPlan &plan) {
+  return plan.headDimV > 128 ? 64 : 128;
+}
+
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
 /// producer warpgroup (12 warps), 128-key tiles, a 2- or 3-stage K/V ring.
 /// The wgmma backward: 128 keys in two warpgroups of 64 (8 warps; 12 with
@@ -103,9 +121,13 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   };
   if (plan.target != "sm_90a")
     return fail("expected target sm_90a for mma = wgmma, got " + plan.target);
-  if (plan.headDim != plan.headDimV || (plan.headDim != 64 && plan.headDim != 128))
-    return fail("expected D = Dv in {64, 128} for mma = wgmma, got D " +
-                llvm::Twine(plan.headDim) + " and Dv " +
+  if (!wgmmaHeadDimsSupported(plan.backward, plan.headDim, plan.headDimV))
+    return fail(llvm::Twine("expected (D, Dv) in ") +
+                (plan.backward ? "{(64, 64), (128, 128)} for the mma = wgmma "
+                                 "backward"
+                               : "{(64, 64), (96, 96), (128, 128), (256, 256), "
+                                 "(192, 128)} for the mma = wgmma forward") +
+                ", got D " + llvm::Twine(plan.headDim) + " and Dv " +
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
   if (!options.grid.empty() && options.grid != "persistent" &&
@@ -147,7 +169,7 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   }
   plan.warps = 12;
   plan.blockQ = 128;
-  plan.blockKV = options.blockKV ? options.blockKV : 128;
+  plan.blockKV = options.blockKV ? options.blockKV : wgmmaDefaultBlockKV(plan);
   if ((options.blockQ && options.blockQ != 128) ||
       (options.warps && options.warps != 12))
     return fail("expected block-q = 128 and 12 warps for mma = wgmma");

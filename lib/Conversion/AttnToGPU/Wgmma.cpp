@@ -99,16 +99,19 @@ void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
                                          Value barrier) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group,
-                                          kb.idx(rows * cols * 2), barrier,
-                                          Value());
+  // A last box partly past the head dim (D = 96) is still whole in shared
+  // memory: TMA writes its out-of-bounds columns as zeros and counts them
+  // in the transaction bytes.
+  const int64_t slabs = llvm::divideCeil(cols, kSlabCols);
+  nvgpu::MBarrierArriveExpectTxOp::create(
+      b, loc, group, kb.idx(rows * slabs * kSlabCols * 2), barrier, Value());
   // A box-shaped view of the shared buffer at each slab.
   auto slabType = MemRefType::get(
       {1, rows, kSlabCols}, kb.plan.elemType,
       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
                              {rows * kSlabCols, kSlabCols, 1}),
       b.getI64IntegerAttr(3));
-  for (int64_t slab = 0; slab < cols / kSlabCols; ++slab) {
+  for (int64_t slab = 0; slab < slabs; ++slab) {
     Value elemOffset =
         kb.divui(kb.add(byteBase, slab * rows * kSlabRowBytes), 2);
     Value dst = memref::ReinterpretCastOp::create(
