@@ -94,6 +94,12 @@ def cache_root():
     return os.path.join(base, "fa")
 
 
+# (D, Dv) of the sm_90a wgmma kernels (resolveWgmmaPlan), where they beat
+# mma.sync (PERF.md: the forwards at 96, 256 and 192/128 run 2-3x faster).
+WGMMA_HEAD_DIMS = {"fwd": {(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)},
+                   "bwd": {(64, 64), (128, 128)}}
+
+
 def target_name(capability):
     """sm_90a for Hopper (its wgmma kernels need the 'a' target), else sm_XY."""
     return "sm_90a" if capability == 90 else "sm_%d" % capability
@@ -102,8 +108,8 @@ def target_name(capability):
 def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capability,
                 mma_name="any", deterministic=False, score_mod=None):
     """The fa-aot config of a kernel query, or FaError naming what no config
-    can express. mma 'any' takes wgmma where the compiler has it (sm_90a,
-    D = Dv in {64, 128}) as the runtime prefers it there."""
+    can express. mma 'any' takes wgmma where the compiler has it (sm_90a;
+    WGMMA_HEAD_DIMS) as the runtime prefers it there."""
     fields = ["bwd" if direction else "fwd", dtype_name, "d%d" % head_dim]
     if head_dim_v and head_dim_v != head_dim:
         fields.append("v%d" % head_dim_v)
@@ -115,7 +121,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
             raise FaError(NOT_FOUND, "fa: a window with an unbounded side (left %d, right %d) "
                                      "has no compiled config; give both sizes" % (left, right))
         fields += ["l%d" % left, "r%d" % right]
-    wgmma_fits = capability == 90 and head_dim in (64, 128) and head_dim_v in (0, head_dim)
+    dims = (head_dim, head_dim_v or head_dim)
+    wgmma_fits = capability == 90 and dims in WGMMA_HEAD_DIMS["bwd" if direction else "fwd"]
     mma = mma_name if mma_name != "any" else ("wgmma" if wgmma_fits else "mma_sync")
     fields.append(mma)
     if deterministic:
