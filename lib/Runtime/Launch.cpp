@@ -49,12 +49,14 @@ unsigned ceilDiv(int64_t a, int64_t b) {
 /// fa_attention_{forward,backward}_check.
 template <typename Args>
 fa_status checkCall(const fa_kernel *kernel, const Args *args) {
-  std::string api = apiName<Args>();
+  // Strings only on failure: this runs before every launch.
   if (!kernel || !args)
-    return fail(FA_ERROR_INVALID_ARGUMENT, api + ": kernel or args is null");
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(apiName<Args>()) + ": kernel or args is null");
   std::string err = checkArguments(kernel->config, *args);
   if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, api + ": " + err);
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(apiName<Args>()) + ": " + err);
   return succeed();
 }
 
@@ -99,11 +101,11 @@ fa_status prepareLaunch(const fa_kernel *kernel, const Args *args,
     return s;
   if (fa_status s = scope.enter(args->q.data))
     return s;
-  std::string prefix = std::string(apiName<Args>()) + ": ";
+  auto prefix = [] { return std::string(apiName<Args>()) + ": "; };
   if (fa_status s = checkPointers(tensorsOf(*args), scope.device))
-    return failWithPrefix(s, prefix);
+    return failWithPrefix(s, prefix());
   if (fa_status s = checkStream(stream, scope.ctx))
-    return failWithPrefix(s, prefix);
+    return failWithPrefix(s, prefix());
   return FA_SUCCESS;
 }
 

@@ -10,7 +10,9 @@
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 namespace fa::runtime {
@@ -31,6 +33,22 @@ int64_t elementSize(fa_dtype dtype) {
 }
 
 bool validDtype(fa_dtype dtype) { return elementSize(dtype) != 0; }
+
+/// An ostringstream made on the first write: the checks run before every
+/// launch and write only when one fails, and making a stream costs more
+/// than all the checks of a launch that passes.
+class Message {
+public:
+  template <typename T> std::ostream &operator<<(const T &x) {
+    if (!os)
+      os.emplace();
+    return *os << x;
+  }
+  std::string str() const { return os ? os->str() : std::string(); }
+
+private:
+  std::optional<std::ostringstream> os;
+};
 
 std::string join(const int64_t *xs, int n) {
   std::ostringstream os;
@@ -85,7 +103,7 @@ Alignment alignmentFor(const KernelConfig &c, int64_t cols, fa_dtype dtype) {
 /// i32 sizes and index with 32-bit offsets).
 std::string checkTensor(const char *name, const fa_tensor &t, fa_dtype dtype,
                         int rank, const Alignment &align = {}) {
-  std::ostringstream os;
+  Message os;
   if (t.data == 0) {
     os << name << ".data is null";
     return os.str();
@@ -209,7 +227,7 @@ std::string checkQKV(const KernelConfig &c, const fa_tensor &q,
     return err;
   s = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
        k.shape[2], q.shape[3], v.shape[3]};
-  std::ostringstream os;
+  Message os;
   if (s.d != c.headDim) {
     os << "q.shape " << join(q.shape, 4) << " has head dim " << s.d
        << ", but kernel '" << c.tag << "' was built for head dim " << c.headDim;
@@ -256,7 +274,7 @@ std::string checkOverlap(const std::vector<NamedTensor> &all,
   for (const Range &a : ranges) {
     bool isOutput = false;
     for (const char *o : outputs)
-      isOutput |= std::string(o) == a.name;
+      isOutput |= std::strcmp(o, a.name) == 0;
     if (!isOutput)
       continue;
     for (const Range &b : ranges) {
