@@ -78,25 +78,4 @@ fa_status launchWithMaps(const char *api, const std::string &tag,
   return launch(f, entry, grid, stream, params);
 }
 
-fa_status withZeroedWorkspace(const char *api, const std::string &what,
-                              uint64_t bytes, CUstream stream, void *&param,
-                              const std::function<fa_status()> &launchMain) {
-  CUdeviceptr workspace = 0;
-  if (CUresult r = cuMemAllocAsync(&workspace, bytes, stream))
-    return fail(FA_ERROR_CUDA, std::string(api) + ": " +
-                                   cuMessage("cuMemAllocAsync", r) + " for " +
-                                   what);
-  if (CUresult r = cuMemsetD32Async(workspace, 0, bytes / 4, stream)) {
-    cuMemFreeAsync(workspace, stream);
-    return cuFail("cuMemsetD32Async", r);
-  }
-  param = &workspace;
-  // Freed whatever the launch did; its error, if any, is the one reported.
-  return cleanUpAfter(launchMain(), [&] {
-    if (CUresult r = cuMemFreeAsync(workspace, stream))
-      return cuFail("cuMemFreeAsync", r);
-    return FA_SUCCESS;
-  });
-}
-
 } // namespace fa::runtime

@@ -12,8 +12,6 @@
 
 #include "Driver.h"
 
-#include <functional>
-
 namespace fa::runtime {
 
 /// Encodes `mapArgs` into `maps` (cuTensorMapEncodeTiled, a host call); the
@@ -29,15 +27,6 @@ fa_status launchWithMaps(const char *api, const std::string &tag,
                          const std::vector<fa_tensor_map_args> &mapArgs,
                          CUfunction f, const Entry &entry, const Grid &grid,
                          CUstream stream, void **params);
-
-/// Runs `launchMain` with a zeroed u32 workspace of `bytes` bytes put at
-/// `param`: allocated, zeroed, used and freed in stream order
-/// (cuMemAllocAsync, cuMemsetD32Async, cuMemFreeAsync), so launches on other
-/// streams get their own and a stream capture records them as graph nodes.
-/// `what` names the workspace in an allocation error.
-fa_status withZeroedWorkspace(const char *api, const std::string &what,
-                              uint64_t bytes, CUstream stream, void *&param,
-                              const std::function<fa_status()> &launchMain);
 
 } // namespace fa::runtime
 

@@ -233,7 +233,8 @@ FA_API fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
  * tile choice; nk = 0 if unknown): dQ is then summed in a fixed order and is
  * bit-identical from run to run, at some cost in speed. Each launch of such a
  * kernel allocates a small semaphore workspace on the launch stream
- * (cuMemAllocAsync / cuMemFreeAsync, B*H*ceil(Nq/64)*4 bytes). */
+ * (a memory pool of the runtime's, or cuMemAllocAsync under stream capture;
+ * B*H*ceil(Nq/64)*4 bytes). */
 FA_API fa_status fa_kernel_find_deterministic(const fa_bundle *bundle,
                                               const fa_kernel_query *query,
                                               int64_t nk,
@@ -275,9 +276,11 @@ FA_API fa_status fa_attention_backward_grids(
  * kernels that take tensor maps (wgmma) get them by value as kernel
  * parameters, and the only device memory a launch uses beside the caller's
  * is a small zeroed workspace of a persistent forward (its tile counter) or
- * a deterministic backward (its semaphores), allocated, zeroed and freed on
- * `stream` (cuMemAllocAsync, cuMemsetD32Async, cuMemFreeAsync), which a
- * capture records as graph nodes. A replay reads the tensors at the
+ * a deterministic backward (its semaphores). Under capture it is allocated,
+ * zeroed and freed on `stream` (cuMemAllocAsync, cuMemsetD32Async,
+ * cuMemFreeAsync), which the capture records as graph nodes; eager launches
+ * reuse a tile counter per stream and take semaphores from the runtime's
+ * memory pool (docs/ABI.md). A replay reads the tensors at the
  * addresses captured: new data goes into the same buffers. Load the modules
  * before capturing (one eager launch of each kernel, as PyTorch's warm-up
  * does): the first launch in a context loads its module. A graph holds the
