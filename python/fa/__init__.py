@@ -332,25 +332,35 @@ def _stream_of(torch):
 
 
 _current_stream = None
+_current_device = None  # () -> the current device's index
+_torch = None
+
+
+def _launch_setup():
+    """The torch queries of every launch, looked up once."""
+    global _current_stream, _current_device, _torch
+    import torch
+    _torch = torch
+    _current_stream = _stream_of(torch)
+    _current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def _launch(lib, fn, kernel, args, t, *extra):
     """fn(kernel, &args, *extra, stream) on the current stream of t's device,
     made the current device for the call (switched only when it is not)."""
-    import torch
-    global _current_stream
-    if _current_stream is None:
-        _current_stream = _stream_of(torch)
-    current = torch.cuda.current_device()
+    if _torch is None:
+        _launch_setup()
+    current = _current_device()
     index = t.get_device()
     if index < 0:
         index = current
-    stream = _current_stream(index)
     if index == current:
-        check(lib, fn(kernel, ctypes.byref(args), *extra, stream))
+        status = fn(kernel, ctypes.byref(args), *extra, _current_stream(index))
     else:
-        with torch.cuda.device(index):
-            check(lib, fn(kernel, ctypes.byref(args), *extra, stream))
+        with _torch.cuda.device(index):
+            status = fn(kernel, ctypes.byref(args), *extra, _current_stream(index))
+    if status:
+        check(lib, status)
 
 
 def _plan(b, key, make):
@@ -475,48 +485,121 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale):
     return _plan(b, key, make)
 
 
-def _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
-    """Runs the split-KV forward into o and lse when the bundle has a kernel
-    for it and splitting pays (fa_splitkv_choose); False otherwise."""
-    import torch
-    plan = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
-    if not plan:
-        return False
-    kernel, template, splits, nbytes = plan
-    # torch's allocator aligns to 512 bytes, beyond the 16 the kernels need.
-    workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
-    args = ForwardArgs.from_buffer_copy(template)
-    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
-    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
-    _launch(b.lib, b.lib.fa_attention_forward_splitkv, kernel, args, q,
-            workspace.data_ptr(), nbytes, splits)
-    return True
+def _layout(t):
+    return t.shape, t.stride(), t.dtype
 
 
-def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
-    """O and LSE, allocated here, of the forward with these arguments: the
+def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod):
+    """(launch function, kernel, struct template, extra launch arguments,
+    split-KV workspace bytes) of _forward for tensors laid out as these: the
     split-KV kernels where the bundle has them and splitting pays (plain
     attention, mma unforced or mma_sync), else the plain forward."""
     import torch
     shape = q.shape[:-1]
+    # Stand-ins with o's and lse's layout for the struct (their data
+    # pointers are set per call).
     o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    if score_mod is None and mma in (None, "mma_sync") and \
-            _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
-        return o, lse
-    forward_into(q, k, v, o, lse, *mask_args, scale=scale, bundle=b, mma=mma,
-                 score_mod=score_mod)
+    if score_mod is None and mma in (None, "mma_sync"):
+        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
+        if split:
+            kernel, template, splits, nbytes = split
+            return b.lib.fa_attention_forward_splitkv, kernel, template, (nbytes, splits), nbytes
+    mask, win = _mask(*mask_args)
+    d, dv = q.shape[-1], v.shape[-1]
+    kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
+                    score_mod=score_mod)
+    args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
+                       1.0 / math.sqrt(d) if scale is None else float(scale))
+    return b.lib.fa_attention_forward, kernel, bytes(args), (), 0
+
+
+def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
+    """O and LSE, allocated here, of the forward with these arguments (the
+    kernel and struct of _forward_plan, made once per layout and options)."""
+    torch = _torch
+    if torch is None:
+        _launch_setup()
+        torch = _torch
+    device = q.device
+    key = ("attention", device, _layout(q), _layout(k), _layout(v), mask_args, scale, mma,
+           score_mod)
+    fn, kernel, template, extra, nbytes = _plan(
+        b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod))
+    shape = q.shape[:-1]
+    o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=device)
+    lse = torch.empty(shape, dtype=torch.float32, device=device)
+    args = ForwardArgs.from_buffer_copy(template)
+    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
+    if nbytes:
+        # torch's allocator aligns to 512 bytes, beyond the 16 the kernels need.
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        extra = (workspace.data_ptr(),) + extra
+    _launch(b.lib, fn, kernel, args, q, *extra)
     return o, lse
+
+
+def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, deterministic,
+                   score_mod):
+    """(kernel, struct template, workspace bytes, dq_accum's offset in it)
+    of _backward for tensors laid out as these. delta [B,H,Nq] and dq_accum
+    [B,H,Nq,D] (f32) share one workspace allocation: delta first, dq_accum
+    at the next 256-byte boundary."""
+    import torch
+    mask, win = _mask(*mask_args)
+    d, dv_dim = q.shape[-1], v.shape[-1]
+    kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), None, k.shape[-2],
+                    deterministic, score_mod)
+    rows = math.prod(q.shape[:-1])
+    offset = (rows * 4 + 255) // 256 * 256
+    delta = _Described(q.shape[:-1], torch.float32)
+    dq_accum = _Described(q.shape, torch.float32)
+    args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
+                                                 dq_accum)],
+                        1.0 / math.sqrt(d) if scale is None else float(scale))
+    return kernel, bytes(args), offset + rows * d * 4, offset
+
+
+class _Described:
+    """A contiguous tensor's shape and dtype, for _tensor (no memory)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+        self._strides = tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self, i=None):
+        return self._strides if i is None else self._strides[i]
+
+    def data_ptr(self):
+        return 0
 
 
 def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod):
     """dQ, dK, dV, allocated here. `mma` picks only the forward kernel: the
     backward is the runtime's choice (wgmma on sm_90 where the bundle has
     it), since a bundle may hold a config's backward in one build only."""
-    import torch
+    torch = _torch
+    if torch is None:
+        _launch_setup()
+        torch = _torch
+    do = do.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    backward_into(q, k, v, o, do.contiguous(), lse, dq, dk, dv, None, None, *mask_args,
-                  scale=scale, bundle=b, deterministic=deterministic, score_mod=score_mod)
+    key = ("backward", q.device, _layout(q), _layout(k), _layout(v), _layout(o), _layout(do),
+           _layout(lse), mask_args, scale, bool(deterministic), score_mod)
+    kernel, template, nbytes, offset = _plan(
+        b, key, lambda: _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale,
+                                       bool(deterministic), score_mod))
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+    base = workspace.data_ptr()
+    args = BackwardArgs.from_buffer_copy(template)
+    for name, t in zip(BackwardArgs.TENSORS[:9], (q, k, v, o, do, lse, dq, dk, dv)):
+        getattr(args, name).data = t.data_ptr()
+    args.delta.data, args.dq_accum.data = base, base + offset
+    _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
     return dq, dk, dv
 
 

@@ -33,6 +33,7 @@ def fake_torch():
     torch.float32, torch.uint8 = "f32", "u8"
     torch.empty = lambda shape, dtype, device: Fake(
         (shape,) if isinstance(shape, int) else tuple(shape), dtype)
+    torch.empty_like = lambda t: Fake(t.shape, t.dtype)
     return torch
 
 
@@ -141,8 +142,61 @@ def main():
     assert len({l[0] for l in launched[-3:]}) == 3, "backward structs kept old addresses"
     print("ok backward: 3 calls, 1 kernel lookup, each struct passes the runtime's check with "
           "its own addresses")
+    attention_plans(fa, bundle, finds, launched, forward_tensors, backward_tensors)
     split_kv(args, fa, launched)
     print("RESULT: launch plans passed")
+
+
+def attention_plans(fa, bundle, finds, launched, forward_tensors, backward_tensors):
+    """fa.attention's own forward and backward (fa._forward, fa._backward):
+    one plan per layout and options, outputs allocated per call, and the
+    backward's delta and dq_accum in one workspace allocation, each struct
+    passing the runtime's GPU-free check (which rejects overlapping tensors;
+    that each lies inside its allocation is the launch's check, on a GPU)."""
+    from fa import _runtime as rt
+    mask_args = (True, False, None)
+    before, outputs = len(finds), []
+    for _ in range(3):
+        q, k, v, _, _ = forward_tensors()
+        o, lse = fa._forward(q, k, v, bundle, mask_args, None, None, None)
+        outputs.append((o, lse))
+        struct, status, error, fn, extra = launched[-1]
+        assert status == 0, error
+        assert fn is bundle.lib.fa_attention_forward and extra == ()
+        made = rt.ForwardArgs(*[fa._tensor(t) for t in (q, k, v, o, lse)], 1 / 8)
+        assert struct == bytes(made), "fa._forward's struct differs from a fresh one"
+    assert len(finds) == before + 1, "fa._forward: %d lookups for 3 calls" % (
+        len(finds) - before)
+    assert len({id(o) for o, _ in outputs}) == 3, "fa._forward reused an output"
+    assert outputs[0][0].shape == (2, 4, 100, 64) and outputs[0][1].shape == (2, 4, 100)
+    q, k, v, _, _ = forward_tensors()
+    strided = Fake(q.shape, "bf16", strides=(4 * 100 * 64, 64, 4 * 64, 1))
+    try:
+        fa._forward(strided, k, v, bundle, mask_args, None, None, None)
+        raise AssertionError("fa._forward launched a non-contiguous q with a contiguous plan")
+    except fa.FaError as e:
+        assert "contiguous" in str(e), e
+    print("ok fa._forward: 3 calls, 1 kernel lookup, fresh outputs, each struct equals a fresh "
+          "one; a strided q gets its own plan and is rejected")
+
+    before = len(finds)
+    for _ in range(3):
+        q, k, v, o, do, lse, _, _, _ = backward_tensors()
+        dq, dk, dv = fa._backward(q, k, v, o, do, lse, bundle, mask_args, None, False, None)
+        struct, status, error, fn, _ = launched[-1]
+        assert status == 0, error
+        args = rt.BackwardArgs.from_buffer_copy(struct)
+        assert (args.dq.data, args.dk.data, args.dv.data) == (
+            dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+        rows = 2 * 4 * 100
+        assert args.delta.data % 512 == 0 and tuple(args.delta.shape[:3]) == (2, 4, 100)
+        gap = args.dq_accum.data - args.delta.data
+        assert gap >= rows * 4 and gap % 256 == 0, gap
+        assert tuple(args.dq_accum.shape) == (2, 4, 100, 64) and args.dq_accum.dtype == 2
+    assert len(finds) == before + 1, "fa._backward: %d lookups for 3 calls" % (
+        len(finds) - before)
+    print("ok fa._backward: 3 calls, 1 kernel lookup; delta and dq_accum in one workspace "
+          "(dq_accum %d bytes after delta), the runtime's check passes" % gap)
 
 
 def split_kv(args, fa, launched):
