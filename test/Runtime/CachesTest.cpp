@@ -1,6 +1,8 @@
-//===- WorkspaceTest.cpp - The runtime's per-device pools, GPU-free ------===//
+//===- CachesTest.cpp - The runtime's caches of launch state, GPU-free ---===//
 //
-// KeptPerKey holds the runtime's memory pool of each device: made once per
+// RecentTensorMaps keeps a thread's encoded TMA maps by their exact
+// arguments: any argument that differs (an address, a size, the tensor)
+// must miss, and the oldest entry goes first. KeptPerKey holds the runtime's memory pool of each device: made once per
 // device, never shared between devices, not kept when making it failed, and
 // made once however many threads launch at the same time. Launch workspaces
 // come from that pool only on an eagerly running stream; a captured stream
@@ -8,11 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TensorMaps.h"
 #include "Workspace.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 using namespace fa::runtime;
@@ -91,6 +95,79 @@ TEST(WorkspaceSource, EagerStreamsUseThePoolCapturedOnesTheGraph) {
             WorkspaceSource::CaptureGraph);
   EXPECT_EQ(workspaceSourceFor(CU_STREAM_CAPTURE_STATUS_INVALIDATED),
             WorkspaceSource::CaptureGraph);
+}
+
+/// The maps of q in a [1, 8, 128, 64] bf16 launch at `address`.
+fa_tensor_map_args qMap(uint64_t address) {
+  fa_tensor_map_args m{};
+  m.tensor = "q";
+  m.param = 11;
+  m.data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  m.rank = 3;
+  m.global_address = address;
+  m.global_dim[0] = 64;
+  m.global_dim[1] = 128;
+  m.global_dim[2] = 8;
+  m.global_strides[0] = 128;
+  m.global_strides[1] = 128 * 128;
+  m.box_dim[0] = 64;
+  m.box_dim[1] = 128;
+  m.box_dim[2] = 1;
+  m.element_strides[0] = m.element_strides[1] = m.element_strides[2] = 1;
+  m.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return m;
+}
+
+/// A stand-in encoding that records which arguments it came from.
+CUtensorMap fakeEncoding(uint64_t tag) {
+  CUtensorMap map{};
+  std::memcpy(&map, &tag, sizeof(tag));
+  return map;
+}
+
+uint64_t tagOf(const CUtensorMap *map) {
+  uint64_t tag = 0;
+  std::memcpy(&tag, map, sizeof(tag));
+  return tag;
+}
+
+TEST(RecentTensorMaps, HitsOnlyTheSameArguments) {
+  RecentTensorMaps<4> recent;
+  fa_tensor_map_args q = qMap(0x10000);
+  EXPECT_EQ(recent.find(q), nullptr);
+  recent.remember(q, fakeEncoding(1));
+  ASSERT_NE(recent.find(q), nullptr);
+  EXPECT_EQ(tagOf(recent.find(q)), 1u);
+
+  // Every field that changes the map must miss.
+  std::vector<fa_tensor_map_args> others(9, q);
+  others[0].global_address += 0x200;
+  others[1].global_dim[1] = 127;
+  others[2].global_strides[1] += 128;
+  others[3].box_dim[1] = 64;
+  others[4].tensor = "k";
+  others[5].param = 12;
+  others[6].data_type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  others[7].l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  others[8].global_dim[2] = 16;
+  for (size_t i = 0; i < others.size(); ++i)
+    EXPECT_EQ(recent.find(others[i]), nullptr) << "change " << i << " hit";
+  // The same arguments from a different string literal of the same name.
+  fa_tensor_map_args copy = q;
+  static const char otherQ[] = "q";
+  copy.tensor = otherQ;
+  EXPECT_NE(recent.find(copy), nullptr);
+}
+
+TEST(RecentTensorMaps, ForgetsTheOldestFirst) {
+  RecentTensorMaps<2> recent;
+  recent.remember(qMap(0x1000), fakeEncoding(1));
+  recent.remember(qMap(0x2000), fakeEncoding(2));
+  recent.remember(qMap(0x3000), fakeEncoding(3));
+  EXPECT_EQ(recent.find(qMap(0x1000)), nullptr);
+  ASSERT_NE(recent.find(qMap(0x2000)), nullptr);
+  EXPECT_EQ(tagOf(recent.find(qMap(0x2000))), 2u);
+  EXPECT_EQ(tagOf(recent.find(qMap(0x3000))), 3u);
 }
 
 } // namespace
