@@ -38,7 +38,8 @@
 #   out/ab/bundle + out/ab/src (optional A/B: another release's bundle and runtime sources;
 #   FA_AB_ARGS bench.py arguments, default --quick; FA_AB_TIMEOUT, 300),
 #   FA_SAN=0 (skip compute-sanitizer), FA_GRAPH=0 (skip the CUDA-graph capture of every kernel;
-#   FA_GRAPH_TIMEOUT seconds, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
+#   FA_GRAPH_TIMEOUT seconds, 120), FA_STREAMS=0 (skip the concurrent-streams test of the
+#   launch workspaces; FA_STREAMS_TIMEOUT, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
 #   "--seqs 2048,8192"), FA_DECODE=1 (bench/decode.py on $FA_BUNDLE: split-KV decode
 #   against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
@@ -47,8 +48,8 @@
 #   fa with score_mod NAME beside fa without it and FlexAttention with it, on
 #   FA_FLEX_SEQS x d 128). The sanitizer runs on out/bundle, else on the score_mod bundle.
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
-#   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny-call
-#   host overhead against SDPA), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
+#   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
+#   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
 #   Context parallelism: FA_RING=1 (test/gpu/test_ring.py, the ring schedule simulated on this
 #   GPU against float64, then bench/ring.py --simulate FA_RING_WORLD (4) --tokens FA_RING_TOKENS
 #   (16384); FA_RING_TIMEOUT, 300). On a multi-GPU machine FA_RING_GPUS=W runs bench/ring.py
@@ -152,6 +153,12 @@ if [ $HAVE_BUNDLE = 1 ] && [ "${FA_GRAPH:-1}" != 0 ]; then
   step "every kernel of $BUNDLE captured into a CUDA graph, replayed with new data, against eager"
   timeout -k 10 $T_GRAPH python3 test/gpu/test_cuda_graph.py --bundle "$BUNDLE" --lib "$LIB" \
     --json "$WORK/cuda_graph.json" || fail "CUDA-graph capture ($BUNDLE)"
+fi
+
+if [ $HAVE_BUNDLE = 1 ] && [ "${FA_STREAMS:-1}" != 0 ]; then
+  step "persistent forwards and deterministic backwards on 4 concurrent streams and beside a graph replay"
+  timeout -k 10 ${FA_STREAMS_TIMEOUT:-120} python3 test/gpu/test_streams.py --bundle "$BUNDLE" \
+    --lib "$LIB" || fail "concurrent streams ($BUNDLE)"
 fi
 
 if [ $HAVE_MOD = 1 ]; then
@@ -280,8 +287,10 @@ if [ "${FA_TORCH_COMPILE:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
 fi
 if [ "${FA_OVERHEAD:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
   step "host overhead of tiny calls: fa against SDPA"
-  timeout -k 10 ${FA_OVERHEAD_TIMEOUT:-180} python3 bench/overhead.py --bundle "$BUNDLE" \
-    --lib "$LIB" --profile --json "$WORK/everyday/overhead.json" || fail "overhead benchmark"
+  # Host µs against SDPA, fa's host time in layers (C ABI, *_into, fa.attention), GPU µs
+  # with the host kept ahead, torch.profiler kernels/memsets/allocations per call.
+  timeout -k 10 ${FA_OVERHEAD_TIMEOUT:-300} python3 bench/overhead.py --bundle "$BUNDLE" \
+    --lib "$LIB" --cprofile --json "$WORK/everyday/overhead.json" || fail "overhead benchmark"
 fi
 python3 -c '
 import glob, json, os, sys
