@@ -102,7 +102,8 @@ KeptPerKey<std::pair<unsigned long long, unsigned long long>, CUdeviceptr>
 /// The tile counter of `stream` in the current context; false in `kept`
 /// when the stream should take a per-launch workspace instead (the
 /// per-thread default stream, whose handle names a different stream in
-/// each thread, or too many streams kept already).
+/// each thread; a context or stream whose id cannot be read; too many
+/// streams kept already).
 fa_status streamTileCounter(CUstream stream, CUdeviceptr &out, bool &kept) {
   kept = false;
   if (stream == CU_STREAM_PER_THREAD ||
@@ -110,12 +111,10 @@ fa_status streamTileCounter(CUstream stream, CUdeviceptr &out, bool &kept) {
     return FA_SUCCESS;
   CUcontext ctx = nullptr;
   unsigned long long ctxId = 0, streamId = 0;
-  if (CUresult r = cuCtxGetCurrent(&ctx))
-    return cuFail("cuCtxGetCurrent", r);
-  if (CUresult r = cuCtxGetId(ctx, &ctxId))
-    return cuFail("cuCtxGetId", r);
-  if (CUresult r = cuStreamGetId(stream, &streamId))
-    return cuFail("cuStreamGetId", r);
+  if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx ||
+      cuCtxGetId(ctx, &ctxId) != CUDA_SUCCESS ||
+      cuStreamGetId(stream, &streamId) != CUDA_SUCCESS)
+    return FA_SUCCESS;
   if (fa_status s = streamTileCounters.get(
           {ctxId, streamId}, out,
           [&](CUdeviceptr &made) { return makeTileCounter(stream, made); }))
