@@ -155,6 +155,8 @@ def gpu_activity(fn, calls, scope=contextlib.nullcontext):
             continue
         name = evt.name
         low = name.lower()
+        if "sync" in low:  # the profiler's records of synchronisations, not GPU work
+            continue
         if "memset" in low:
             memsets += 1
             continue
@@ -307,7 +309,8 @@ def report(row):
               fmt(h.get("torch.empty x2"), 5), diff("backward_into", "C-ABI bwd launch"),
               fmt(h["fa fwd+bwd"] - h["fa fwd"] - h["backward_into"], 6)
               if all(k in h for k in ("fa fwd+bwd", "fa fwd", "backward_into")) else "n/a"))
-    print("  GPU activity per call (torch.profiler; torch allocations from memory_stats):")
+    print("  GPU activity per call (torch.profiler: launches per call x kernel, µs each; torch "
+          "allocations from memory_stats):")
     for name, act in row["activity"].items():
         kern = ", ".join("%s%s %.1fµs" % ("%g× " % c if c != 1 else "", short(n), us)
                          for n, (c, us) in sorted(act["kernels"].items(), key=lambda x: -x[1][1]))
