@@ -137,37 +137,49 @@ namespace {
 
 /// A host or foreign-device pointer would fault in the kernel, and a tensor
 /// that runs past its allocation would read or write someone else's memory.
-fa_status checkPointer(const char *name, const fa_tensor &t, CUdevice device) {
-  unsigned memType = 0;
-  int ordinal = -1;
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  CUpointer_attribute attrs[] = {
-      CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-  void *vals[] = {&memType, &ordinal, &start, &size};
-  CUresult r = cuPointerGetAttributes(4, attrs, vals, t.data);
-  std::string what = std::string(name) + ".data " + hex(t.data);
+/// `known` holds the allocations queried for the launch's earlier tensors.
+fa_status checkPointer(const char *name, const fa_tensor &t, CUdevice device,
+                       KnownAllocations &known) {
+  AllocationInfo info;
+  CUresult r = CUDA_SUCCESS;
+  if (const AllocationInfo *a = known.holding(t.data)) {
+    info = *a;
+  } else {
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *vals[] = {&info.memType, &info.ordinal, &info.start, &info.size};
+    r = cuPointerGetAttributes(4, attrs, vals, t.data);
+    if (r == CUDA_SUCCESS)
+      known.add(info);
+  }
+  unsigned memType = info.memType;
+  int ordinal = info.ordinal;
+  CUdeviceptr start = info.start;
+  size_t size = info.size;
+  // Built only for an error: this runs for every tensor of every launch.
+  auto what = [&] { return std::string(name) + ".data " + hex(t.data); };
   if (r != CUDA_SUCCESS)
     return fail(FA_ERROR_INVALID_ARGUMENT,
-                what + " is not CUDA device memory (" +
+                what() + " is not CUDA device memory (" +
                     cuMessage("cuPointerGetAttributes", r) + ")");
   if (memType != CU_MEMORYTYPE_DEVICE)
     return fail(FA_ERROR_INVALID_ARGUMENT,
-                what +
+                what() +
                     (memType == CU_MEMORYTYPE_HOST
                          ? " is host memory"
                          : " is not CUDA device memory") +
                     "; expected memory on device " + std::to_string(device));
   if (ordinal != static_cast<int>(device))
     return fail(FA_ERROR_INVALID_ARGUMENT,
-                what + " is on device " + std::to_string(ordinal) +
+                what() + " is on device " + std::to_string(ordinal) +
                     ", but the current context is on device " +
                     std::to_string(device));
   uint64_t bytes = tensorBytes(t);
   if (size && t.data + bytes > start + size)
     return fail(FA_ERROR_INVALID_ARGUMENT,
-                what + " needs " + std::to_string(bytes) +
+                what() + " needs " + std::to_string(bytes) +
                     " bytes, but its allocation [" + hex(start) + ", +" +
                     std::to_string(size) + ") ends " +
                     std::to_string(start + size - t.data) + " bytes after it");
@@ -180,8 +192,9 @@ namespace fa::runtime {
 
 fa_status checkPointers(const std::vector<NamedTensor> &tensors,
                         CUdevice device) {
+  KnownAllocations known;
   for (auto &[name, t] : tensors)
-    if (fa_status s = checkPointer(name, *t, device))
+    if (fa_status s = checkPointer(name, *t, device, known))
       return s;
   return FA_SUCCESS;
 }

@@ -56,6 +56,40 @@ private:
   bool pushed = false;
 };
 
+/// What cuPointerGetAttributes says of one allocation.
+struct AllocationInfo {
+  CUdeviceptr start = 0;
+  size_t size = 0; // 0 when the driver does not say
+  unsigned memType = 0;
+  int ordinal = -1;
+};
+
+/// The allocations one launch's checks have queried. Allocations do not
+/// overlap, so a pointer inside a known one has its attributes: the tensors
+/// of a launch that share an allocation (PyTorch carves small tensors out of
+/// 2 MiB segments) cost one driver query.
+class KnownAllocations {
+public:
+  /// The known allocation holding `address`, or null.
+  const AllocationInfo *holding(CUdeviceptr address) const {
+    for (unsigned i = 0; i < count; ++i) {
+      const AllocationInfo &a = known[i];
+      if (a.size && address >= a.start && address - a.start < a.size)
+        return &a;
+    }
+    return nullptr;
+  }
+  /// Remembers `info` (the first 16 only: a launch has at most 12 tensors).
+  void add(const AllocationInfo &info) {
+    if (count < known.size())
+      known[count++] = info;
+  }
+
+private:
+  std::array<AllocationInfo, 16> known{};
+  unsigned count = 0;
+};
+
 /// Each pointer must be device memory of `device` and hold the whole tensor.
 fa_status checkPointers(const std::vector<NamedTensor> &tensors,
                         CUdevice device);

@@ -1,6 +1,7 @@
 //===- CachesTest.cpp - The runtime's caches of launch state, GPU-free ---===//
 //
-// RecentTensorMaps keeps a thread's encoded TMA maps by their exact
+// KnownAllocations answers a launch's pointer checks for tensors inside an
+// allocation already queried, and only inside it. RecentTensorMaps keeps a thread's encoded TMA maps by their exact
 // arguments: any argument that differs (an address, a size, the tensor)
 // must miss, and the oldest entry goes first. KeptPerKey holds the runtime's memory pool of each device: made once per
 // device, never shared between devices, not kept when making it failed, and
@@ -95,6 +96,36 @@ TEST(WorkspaceSource, EagerStreamsUseThePoolCapturedOnesTheGraph) {
             WorkspaceSource::CaptureGraph);
   EXPECT_EQ(workspaceSourceFor(CU_STREAM_CAPTURE_STATUS_INVALIDATED),
             WorkspaceSource::CaptureGraph);
+}
+
+TEST(KnownAllocations, AnswersOnlyForAddressesInsideAKnownAllocation) {
+  KnownAllocations known;
+  EXPECT_EQ(known.holding(0x10000), nullptr);
+  known.add({0x10000, 0x200000, CU_MEMORYTYPE_DEVICE, 0});
+  known.add({0x400000, 0x1000, CU_MEMORYTYPE_DEVICE, 1});
+  ASSERT_NE(known.holding(0x10000), nullptr);
+  EXPECT_EQ(known.holding(0x10000)->ordinal, 0);
+  ASSERT_NE(known.holding(0x10000 + 0x1fffff), nullptr);
+  EXPECT_EQ(known.holding(0x10000 + 0x200000), nullptr) << "one past the end";
+  EXPECT_EQ(known.holding(0xffff), nullptr) << "just before the start";
+  ASSERT_NE(known.holding(0x400800), nullptr);
+  EXPECT_EQ(known.holding(0x400800)->ordinal, 1);
+  EXPECT_EQ(known.holding(0x401000), nullptr);
+}
+
+TEST(KnownAllocations, AnAllocationOfUnknownSizeHoldsNothing) {
+  KnownAllocations known;
+  known.add({0x10000, 0, CU_MEMORYTYPE_DEVICE, 0});
+  EXPECT_EQ(known.holding(0x10000), nullptr)
+      << "without a size the next tensor must be queried itself";
+}
+
+TEST(KnownAllocations, KeepsTheFirstSixteen) {
+  KnownAllocations known;
+  for (CUdeviceptr i = 0; i < 20; ++i)
+    known.add({0x100000 * (i + 1), 0x1000, CU_MEMORYTYPE_DEVICE, 0});
+  EXPECT_NE(known.holding(0x100000 * 16), nullptr);
+  EXPECT_EQ(known.holding(0x100000 * 17), nullptr);
 }
 
 /// The maps of q in a [1, 8, 128, 64] bf16 launch at `address`.
