@@ -131,10 +131,8 @@ fa_status launchEntry(const fa_kernel &kernel, const Args &args, CUfunction f,
   if (!tileCounter)
     return launchMain();
   int counterParam = abiParams + static_cast<int>(maps.size());
-  return withTileCounter(apiName<Args>(),
-                         "the tile counter of persistent kernel '" + c.tag +
-                             "'",
-                         stream, params[counterParam], launchMain);
+  return withTileCounter(apiName<Args>(), c.tag, stream, params[counterParam],
+                         launchMain);
 }
 
 /// One CTA per (query tile, head, batch); a persistent kernel instead has

@@ -127,20 +127,23 @@ fa_status streamTileCounter(CUstream stream, CUdeviceptr &out, bool &kept) {
 
 namespace fa::runtime {
 
-fa_status withTileCounter(const char *api, const std::string &what,
+fa_status withTileCounter(const char *api, const std::string &tag,
                           CUstream stream, void *&param,
                           const std::function<fa_status()> &launchMain) {
+  auto what = [&] {
+    return "the tile counter of persistent kernel '" + tag + "'";
+  };
   if (runsEagerly(stream)) {
     CUdeviceptr counter = 0;
     bool kept = false;
     if (fa_status s = streamTileCounter(stream, counter, kept))
-      return failWithPrefix(s, std::string(api) + ": " + what + ": ");
+      return failWithPrefix(s, std::string(api) + ": " + what() + ": ");
     if (kept) {
       param = &counter;
       return launchMain();
     }
   }
-  return withZeroedWorkspace(api, what, kTileCounterBytes, stream, param,
+  return withZeroedWorkspace(api, what(), kTileCounterBytes, stream, param,
                              launchMain);
 }
 

@@ -75,8 +75,8 @@ constexpr size_t kMaxStreamTileCounters = 4096;
 /// another, so a launch costs no allocation or memset. A captured stream
 /// takes withZeroedWorkspace's graph-owned counter, since replays of graphs
 /// captured on one stream may run concurrently on others. Call with a
-/// context current.
-fa_status withTileCounter(const char *api, const std::string &what,
+/// context current; `tag` names the kernel in an error.
+fa_status withTileCounter(const char *api, const std::string &tag,
                           CUstream stream, void *&param,
                           const std::function<fa_status()> &launchMain);
 
