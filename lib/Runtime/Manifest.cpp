@@ -271,17 +271,17 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
   }
   if (c.targetName != "sm_90a")
     bad(where, "mma 'wgmma' needs target sm_90a, got '" + c.targetName + "'");
-  // The compiler's set (wgmmaHeadDimsSupported): the forward also has
-  // d96, d256 and the 192/128 shape.
+  // The compiler's set (wgmmaHeadDimsSupported): both directions take
+  // d64, d96 and d128; the forward also d256 and the 192/128 shape.
   const bool bwdDir = c.direction == FA_DIRECTION_BWD;
   const bool square = c.headDim == c.headDimV;
   const bool dimsOk =
-      (square && (c.headDim == 64 || c.headDim == 128)) ||
-      (!bwdDir && ((square && (c.headDim == 96 || c.headDim == 256)) ||
+      (square && (c.headDim == 64 || c.headDim == 96 || c.headDim == 128)) ||
+      (!bwdDir && ((square && c.headDim == 256) ||
                    (c.headDim == 192 && c.headDimV == 128)));
   if (!dimsOk)
     bad(where, std::string("mma 'wgmma' needs (head_dim, head_dim_v) in ") +
-                   (bwdDir ? "{(64, 64), (128, 128)} for a backward"
+                   (bwdDir ? "{(64, 64), (96, 96), (128, 128)} for a backward"
                            : "{(64, 64), (96, 96), (128, 128), (256, 256), "
                              "(192, 128)} for a forward") +
                    ", got " + std::to_string(c.headDim) + " and " +

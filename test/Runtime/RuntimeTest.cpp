@@ -490,9 +490,13 @@ TEST(Manifest, WgmmaBackwardErrors) {
        "backward kernels take no tensor maps"},
       {wgmmaBwdJson("k", R"(, "target": "sm_90")"),
        "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
-      {wgmmaBwdJson("k", R"(, "head_dim": 96, "head_dim_v": 96)"),
-       "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (128, 128)} "
-       "for a backward, got 96 and 96"},
+      {wgmmaBwdJson("k", R"(, "head_dim": 256, "head_dim_v": 256)"),
+       "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (96, 96), "
+       "(128, 128)} for a backward, got 256 and 256"},
+      {wgmmaBwdJson("k", R"(, "head_dim": 192, "head_dim_v": 128)"),
+       "for a backward, got 192 and 128"},
+      {wgmmaBwdJson("k", R"(, "head_dim": 80, "head_dim_v": 80)"),
+       "for a backward, got 80 and 80"},
   };
   for (const Case &c : cases)
     expectRejected("wgmma_bwd_err", manifest({c.kernel}), c.expect);
@@ -532,6 +536,23 @@ TEST(Manifest, WgmmaBackwardWarpSpecialized) {
   EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
   EXPECT_EQ(info.mma, FA_MMA_WGMMA);
   EXPECT_EQ(info.warps, 12);
+  EXPECT_EQ(info.tensor_map_count, 4);
+  fa_bundle_free(b);
+}
+
+/// The warp-specialised backward at d96: its four maps' last 64-column box
+/// ends past the head dim, as the forward's do.
+TEST(Manifest, WgmmaBackwardD96) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("wgmma_bwd_d96", manifest({wsBwdJson("k", 96)}), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
+  EXPECT_EQ(info.mma, FA_MMA_WGMMA);
+  EXPECT_EQ(info.head_dim, 96);
+  EXPECT_EQ(info.head_dim_v, 96);
   EXPECT_EQ(info.tensor_map_count, 4);
   fa_bundle_free(b);
 }

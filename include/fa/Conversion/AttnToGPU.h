@@ -195,7 +195,7 @@ WgmmaForwardSchedule wgmmaForwardSchedule(const KernelPlan &plan);
 bool wgmmaPersistentGrid(const attn::ScoreSpec &spec, int64_t headDim);
 
 /// Whether the mma = wgmma kernels take head dims (D, Dv): both directions
-/// (64, 64) and (128, 128); the forward also (96, 96), (256, 256) and
+/// (64, 64), (96, 96) and (128, 128); the forward also (256, 256) and
 /// (192, 128). The runtime's manifest check (lib/Runtime/Manifest.cpp)
 /// accepts the same set.
 bool wgmmaHeadDimsSupported(bool backward, int64_t headDim, int64_t headDimV);

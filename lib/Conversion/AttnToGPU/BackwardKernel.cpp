@@ -182,7 +182,7 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 /// columns, 16 bytes; fewer when D % 4 ≠ 0 leaves rows less aligned),
 /// thread t taking chunks t, t + threads, …; all loads first (chunks past Nq
 /// read the block's first), then the stores of the element type where `ok`.
-/// The warp-specialised wgmma backward (D in {64, 128}, 4-column chunks)
+/// The warp-specialised wgmma backward (D in {64, 96, 128}, 4-column chunks)
 /// leaves chunk c of query row r at chunk c ^ (r mod 8) of its dq_accum row
 /// (docs/ABI.md): its post kernel reads chunk c from there.
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,

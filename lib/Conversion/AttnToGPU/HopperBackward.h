@@ -35,10 +35,14 @@ struct HopperBackwardSmem {
   /// dSᵀ: the warp-specialised consumers write the next tile's dSᵀ while
   /// the other buffer may still be read by this tile's dQ.
   int64_t dsBuffers() const { return warpSpecialized ? 2 : 1; }
-  int64_t kBytes() const { return bkv * d * 2; }
-  int64_t vBytes() const { return bkv * dv * 2; }
-  int64_t qBytes() const { return bq * d * 2; }
-  int64_t doBytes() const { return bq * dv * 2; }
+  /// Columns of a tile in whole 64-column slabs (D = 96: 128; TMA fills
+  /// the columns past D with zeros, cp.async leaves them unwritten, and no
+  /// product reads them).
+  static int64_t slabbed(int64_t cols) { return llvm::alignTo(cols, kSlabCols); }
+  int64_t kBytes() const { return bkv * slabbed(d) * 2; }
+  int64_t vBytes() const { return bkv * slabbed(dv) * 2; }
+  int64_t qBytes() const { return bq * slabbed(d) * 2; }
+  int64_t doBytes() const { return bq * slabbed(dv) * 2; }
   int64_t dsBytes() const { return bkv * bq * 2; }
   int64_t vBase() const { return kBytes(); }
   int64_t qBase() const { return vBase() + vBytes(); }
@@ -56,6 +60,19 @@ struct HopperBackwardSmem {
 };
 
 HopperBackwardSmem hopperBackwardSmem(const KernelPlan &plan);
+
+/// A consumer warpgroup's share of dQ = dS·K is D/2 columns. K is dQ's B
+/// operand, N-major, and a wgmma's N-major B may not start inside one
+/// 64-column slab and run into the next, so a share that would (D = 96:
+/// columns 48-95) is taken in two pieces: warpgroup w's piece covers
+/// columns [firstColumn + w·step, + width), each inside one slab.
+///   D = 64, 128:  one piece of D/2;
+///   D = 96:       32 at 0 / 64, and 16 at 32 / 48;
+///   D = 192:      64 at 0 / 128, and 32 at 64 / 96.
+struct DQPiece {
+  int64_t width, firstColumn, step;
+};
+SmallVector<DQPiece, 2> dqPieces(int64_t headDim);
 
 /// The mbarriers of the warp-specialised kernel, one group: K/V full, then
 /// the query-tile ring (Q, dO, LSE, Delta; full and empty) and the dQ-tile
@@ -206,8 +223,14 @@ private:
   void issueDVAndDK(Value base, ArrayRef<Value> pA, ArrayRef<Value> dsA,
                     Value stage, SmallVector<Value> &dV,
                     SmallVector<Value> &dK);
-  /// dQ = dS·K for warpgroup's D/2 columns; one group.
-  Value issueDQ(Value base, Value warpgroup, Value dsBuffer);
+  /// dQ = dS·K for warpgroup's D/2 columns (dqPieces), one accumulator
+  /// per piece; one group.
+  SmallVector<Value> issueDQ(Value base, Value warpgroup, Value dsBuffer);
+  /// The accumulators of issueDQ as one list of values, piece by piece,
+  /// through one operand fence.
+  SmallVector<Value> unpackDQ(ArrayRef<Value> dqAcc);
+  /// The first dQ column of warpgroup's `piece` (index).
+  Value dqPieceColumn(const DQPiece &piece, Value warpgroup);
   /// The LSE (offset 0) or Delta (offset bq) pair of lane columns of n8
   /// tile n in `stage`.
   Value rowStatsPair(Value stage, int64_t n, int64_t offset);
@@ -226,7 +249,7 @@ private:
 
   // The epilogue (HopperBackwardEpilogue.cpp).
   /// red.global: dq_accum += dQ of the tile at qBegin.
-  void reduceDQToGlobal(Value dqAcc, Value warpgroup, Value qBegin,
+  void reduceDQToGlobal(ArrayRef<Value> dqAcc, Value warpgroup, Value qBegin,
                         Value qRowsBase);
   /// The warp-specialised consumers: dQ (accumulator values) into dQ tile
   /// `slot`.

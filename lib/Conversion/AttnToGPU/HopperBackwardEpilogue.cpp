@@ -34,25 +34,28 @@ static void inlinePtx(OpBuilder &b, Location loc, StringRef text,
 // dQ
 //===----------------------------------------------------------------------===//
 
-void HopperBackward::reduceDQToGlobal(Value dqAcc, Value warpgroup,
+void HopperBackward::reduceDQToGlobal(ArrayRef<Value> dqAcc, Value warpgroup,
                                       Value qBegin, Value qRowsBase) {
   // dq_accum += dQ for rows < Nq: lane (g, t) adds columns 8n + 2t, +1 of
-  // this warpgroup's half in rows g and g + 8 of its warp.
-  const int64_t d = plan.headDim, dqColumns = d / 2;
-  SmallVector<Value> dq =
-      fenceOperands(b, loc, unpackStruct(b, loc, dqAcc, dqColumns / 2));
+  // each of this warpgroup's pieces in rows g and g + 8 of its warp.
+  const int64_t d = plan.headDim;
+  SmallVector<Value> dq = unpackDQ(dqAcc);
   Value queryRow0 = kb.mul(kb.remui(kb.warp, 4), 16);
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(qBegin, kb.add(queryRow0, kb.add(kb.groupId, r * 8)));
     ifThen(kb.lt(row, nq), [&] {
-      Value elem =
-          kb.add(kb.mul(kb.add(qRowsBase, row), d),
-                 kb.add(kb.mul(warpgroup, dqColumns),
-                        kb.mul(kb.threadInGroup, 2)));
-      Value addr = kb.add(dqAddr, kb.mul(elem, 4));
-      for (int64_t n = 0; n < dqColumns / 8; ++n)
-        kb.redAddF32(addr, n * 8 * 4,
-                     {dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
+      int64_t first = 0;
+      for (const DQPiece &piece : dqPieces(d)) {
+        Value elem = kb.add(kb.mul(kb.add(qRowsBase, row), d),
+                            kb.add(dqPieceColumn(piece, warpgroup),
+                                   kb.mul(kb.threadInGroup, 2)));
+        Value addr = kb.add(dqAddr, kb.mul(elem, 4));
+        for (int64_t n = 0; n < piece.width / 8; ++n)
+          kb.redAddF32(addr, n * 8 * 4,
+                       {dq[first + n * 4 + 2 * r],
+                        dq[first + n * 4 + 2 * r + 1]});
+        first += piece.width / 2;
+      }
     });
   }
 }
@@ -64,36 +67,58 @@ void HopperBackward::reduceDQToGlobal(Value dqAcc, Value warpgroup,
 // carry the same chunk order; fa_bwd_post undoes it (docs/ABI.md).
 void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
                                  Value slot) {
-  // Lane (g, t) holds rows 16·(warp mod 4) + g, +8 (g = row mod 8) and
-  // columns w·D/2 + 8n + 2t, +1 (w the warpgroup), i.e. 16 B chunk w·D/8 +
-  // 8·(n/4) + (2·(n mod 4) | t/2), at byte 8·(t mod 2) of it. The chunk's
-  // low three bits are xor-ed with g; (t/2) ^ g is per lane, 2·(n mod 4)
-  // per store.
-  const int64_t d = plan.headDim, dqColumns = d / 2;
+  // Lane (g, t) holds rows 16·(warp mod 4) + g, +8 (g = row mod 8) and, of
+  // each piece (dqPieces) at column c0, columns c0 + 8n + 2t, +1, i.e. 16 B
+  // chunk c0/4 + 8·(n/4) + (2·(n mod 4) | t/2), at byte 8·(t mod 2) of it.
+  // The chunk's low three bits are xor-ed with g; (t/2) ^ g is per lane,
+  // 2·(n mod 4) per store. Pieces start at a 128 B group of 8 chunks, or
+  // (D = 96's 16-column middle) w·step columns into one, which the lane's
+  // chunk then also carries.
+  const int64_t d = plan.headDim;
   Value laneBytes = arith::OrIOp::create(
       b, loc,
       kb.mul(arith::XOrIOp::create(b, loc, kb.divui(kb.threadInGroup, 2),
                                    kb.groupId),
              16),
       kb.mul(kb.remui(kb.threadInGroup, 2), 8));
-  Value rowBytes = kb.add(
-      kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()),
-      kb.add(kb.mul(kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId),
-                    d * 4),
-             kb.mul(warpgroup, dqColumns * 4)));
   auto f2 = VectorType::get({2}, b.getF32Type());
-  for (int64_t r = 0; r < 2; ++r)
-    for (int64_t n = 0; n < dqColumns / 8; ++n) {
-      Value inRow =
-          arith::XOrIOp::create(b, loc, laneBytes, kb.idx((n % 4) * 32));
-      Value bytes =
-          kb.add(kb.add(rowBytes, r * 8 * d * 4 + (n / 4) * 128), inRow);
-      Value pair = vector::FromElementsOp::create(
-          b, loc, f2, ValueRange{dq[n * 4 + 2 * r], dq[n * 4 + 2 * r + 1]});
-      vector::StoreOp::create(b, loc, pair, stats,
-                              ValueRange{kb.divui(bytes, 4)},
-                              /*nontemporal=*/false, llvm::MaybeAlign(8));
-    }
+  int64_t first = 0;
+  for (const DQPiece &piece : dqPieces(d)) {
+    assert(piece.firstColumn % 32 == 0 &&
+           (piece.step % 32 == 0 || 2 * piece.step <= 32) &&
+           "a dQ piece starts at a 128 B group or inside the first's half");
+    const bool inGroup = piece.step % 32 != 0;
+    Value pieceLane =
+        inGroup ? arith::XOrIOp::create(b, loc, laneBytes,
+                                        kb.mul(warpgroup, piece.step * 4))
+                : laneBytes;
+    auto columnBytes = [&]() -> Value {
+      if (inGroup)
+        return kb.idx(piece.firstColumn * 4);
+      Value bytes = kb.mul(warpgroup, piece.step * 4);
+      return piece.firstColumn ? kb.add(bytes, piece.firstColumn * 4) : bytes;
+    };
+    Value rowBytes = kb.add(
+        kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()),
+        kb.add(kb.mul(kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId),
+                      d * 4),
+               columnBytes()));
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t n = 0; n < piece.width / 8; ++n) {
+        Value inRow =
+            arith::XOrIOp::create(b, loc, pieceLane, kb.idx((n % 4) * 32));
+        Value bytes =
+            kb.add(kb.add(rowBytes, r * 8 * d * 4 + (n / 4) * 128), inRow);
+        Value pair = vector::FromElementsOp::create(
+            b, loc, f2,
+            ValueRange{dq[first + n * 4 + 2 * r],
+                       dq[first + n * 4 + 2 * r + 1]});
+        vector::StoreOp::create(b, loc, pair, stats,
+                                ValueRange{kb.divui(bytes, 4)},
+                                /*nontemporal=*/false, llvm::MaybeAlign(8));
+      }
+    first += piece.width / 2;
+  }
 }
 
 // dq_accum += dQ tile t: rows [qBegin, min(qBegin + bq, Nq)) of the tile's

@@ -13,8 +13,9 @@
 //   dV += Pᵀ·dO, dK += dSᵀ·Q   register-A wgmma; dK and dV stay in registers
 //   dQ = dS·K                  dSᵀ of both warpgroups through shared memory,
 //                              both operands MN-major; warpgroup w takes
-//                              columns [w·D/2, (w+1)·D/2), reduced into
-//                              dq_accum.
+//                              D/2 columns, in pieces that each stay inside
+//                              one 64-column slab of K (dqPieces; D = 96:
+//                              32 + 16), reduced into dq_accum.
 // By default (-fa-wgmma-bwd-ws) the kernel is warp-specialised: a producer
 // warpgroup loads K, V, Q and dO by TMA and LSE, Delta with plain loads, and
 // adds each finished dQ tile into dq_accum with one bulk reduction, while
@@ -24,7 +25,8 @@
 // with two barriers per tile: one publishes the tile's cp.async data, one
 // dSᵀ (buildAsyncCopyKernel).
 //
-// Shared memory (128 B swizzle, 64-column slabs; Wgmma.h):
+// Shared memory (128 B swizzle, 64-column slabs, D = 96 rounded up to two;
+// Wgmma.h):
 //   K [D/64][128][64] | V [Dv/64][128][64] | Q stage s [D/64][64][64] |
 //   dO stage s [Dv/64][64][64] | dSᵀ buffer b [128 keys][64 queries] |
 //   LSE, Delta stage s (f32 [2][64]) | dQ tile b (f32 [64][D], warp-
@@ -193,7 +195,8 @@ void HopperBackward::buildAsyncCopyKernel() {
         // Both warpgroups' dSᵀ, then this tile's dQ.
         fenceProxyAsyncShared();
         gpu::BarrierOp::create(b, loc);
-        Value dqAcc = issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
+        SmallVector<Value> dqAcc =
+            issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         reduceDQToGlobal(dqAcc, tile.warpgroup, qBegin, qRowsBase);
       });
@@ -287,12 +290,12 @@ void HopperBackward::emitConsumerWarpgroups() {
         // after their dQ of the last tile completed.
         fenceProxyAsyncShared();
         namedBarrier(b, loc, "bar.sync", 1, 256);
-        Value dqAcc = issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
+        SmallVector<Value> dqAcc =
+            issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         // Q, dO, LSE and Delta of the slot are read.
         arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
-        SmallVector<Value> dq = fenceOperands(
-            b, loc, unpackStruct(b, loc, dqAcc, plan.headDim / 4));
+        SmallVector<Value> dq = unpackDQ(dqAcc);
         // dQ into buffer `slot` once the reducer has added its last
         // contents.
         waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot,

@@ -84,27 +84,72 @@ void HopperBackward::issueDVAndDK(Value base, ArrayRef<Value> pA,
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 
-Value HopperBackward::issueDQ(Value base, Value warpgroup, Value dsBuffer) {
-  // A is dSᵀ (M-major) in `dsBuffer`, B this warpgroup's D/2 columns of K
-  // (N-major): slab w for D = 128, half a slab (64 B in) for D = 64.
-  const int64_t bkv = plan.blockKV, dqColumns = plan.headDim / 2;
-  Value kCols =
-      kb.mul(warpgroup, (dqColumns / kSlabCols) * bkv * kSlabRowBytes +
-                            (dqColumns % kSlabCols) * 2);
-  SmallVector<Value> dsDescs, kDescs;
+SmallVector<DQPiece, 2> mlir::fa::gpu_lowering::dqPieces(int64_t headDim) {
+  const int64_t half = headDim / 2;
+  if (half % kSlabCols == 0 || half <= kSlabCols / 2)
+    return {DQPiece{half, 0, half}};
+  // Outer pieces of `outer` columns at both ends of the row, the second
+  // starting a slab; the middle split in two halves inside one slab.
+  int64_t outer = half - half % 32;
+  while (outer > 0 && (headDim - outer) % kSlabCols != 0)
+    outer -= 32;
+  const int64_t middle = (headDim - 2 * outer) / 2;
+  assert(outer > 0 && (outer % kSlabCols) + 2 * middle <= kSlabCols &&
+         "dQ pieces must each stay inside one slab");
+  return {DQPiece{outer, 0, headDim - outer}, DQPiece{middle, outer, middle}};
+}
+
+Value HopperBackward::dqPieceColumn(const DQPiece &piece, Value warpgroup) {
+  Value column = kb.mul(warpgroup, piece.step);
+  return piece.firstColumn ? kb.add(column, piece.firstColumn) : column;
+}
+
+/// Byte offset of column `column` in a tile of 64-column slabs of `rows`.
+static int64_t slabColumnBytes(int64_t column, int64_t rows) {
+  return (column / kSlabCols) * rows * kSlabRowBytes + (column % kSlabCols) * 2;
+}
+
+SmallVector<Value> HopperBackward::issueDQ(Value base, Value warpgroup,
+                                           Value dsBuffer) {
+  // A is dSᵀ (M-major) in `dsBuffer`, B this warpgroup's pieces of K's
+  // columns (N-major): slab w for D = 128, half a slab (64 B in) for D = 64
+  // (dqPieces). A piece's two positions lie in the same or consecutive
+  // slabs, so its offset is linear in w.
+  const int64_t bkv = plan.blockKV;
+  const SmallVector<DQPiece, 2> pieces = dqPieces(plan.headDim);
+  SmallVector<Value> kCols;
+  for (const DQPiece &piece : pieces) {
+    Value cols = kb.mul(warpgroup, slabColumnBytes(piece.step, bkv));
+    kCols.push_back(piece.firstColumn
+                        ? kb.add(cols, slabColumnBytes(piece.firstColumn, bkv))
+                        : cols);
+  }
+  SmallVector<Value> dsDescs;
+  SmallVector<SmallVector<Value>> kDescs(pieces.size());
   for (int64_t kk = 0; kk < bkv / 16; ++kk) {
     dsDescs.push_back(wgmmaDescriptor(
         kb, base, kb.add(dsBuffer, kk * 16 * kSlabRowBytes),
         bkv * kSlabRowBytes));
-    kDescs.push_back(wgmmaDescriptor(kb, base,
-                                     kb.add(kCols, kk * 16 * kSlabRowBytes),
-                                     bkv * kSlabRowBytes));
+    for (auto [descs, cols] : llvm::zip_equal(kDescs, kCols))
+      descs.push_back(wgmmaDescriptor(kb, base,
+                                      kb.add(cols, kk * 16 * kSlabRowBytes),
+                                      bkv * kSlabRowBytes));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value acc = issueWgmmaShared(kb, dqColumns, dsDescs, kDescs,
-                               NVVM::MMALayout::col, NVVM::MMALayout::row);
+  SmallVector<Value> accs;
+  for (auto [piece, descs] : llvm::zip_equal(pieces, kDescs))
+    accs.push_back(issueWgmmaShared(kb, piece.width, dsDescs, descs,
+                                    NVVM::MMALayout::col,
+                                    NVVM::MMALayout::row));
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return acc;
+  return accs;
+}
+
+SmallVector<Value> HopperBackward::unpackDQ(ArrayRef<Value> dqAcc) {
+  SmallVector<Value> values;
+  for (auto [piece, acc] : llvm::zip_equal(dqPieces(plan.headDim), dqAcc))
+    values.append(unpackStruct(b, loc, acc, piece.width / 2));
+  return fenceOperands(b, loc, values);
 }
 
 //===----------------------------------------------------------------------===//

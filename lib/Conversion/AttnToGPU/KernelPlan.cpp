@@ -91,12 +91,13 @@ WgmmaForwardSchedule::tagSuffix(const WgmmaForwardSchedule &measured) const {
 
 bool mlir::fa::wgmmaHeadDimsSupported(bool backward, int64_t headDim,
                                       int64_t headDimV) {
-  if (headDim == headDimV && (headDim == 64 || headDim == 128))
+  if (headDim == headDimV && (headDim == 64 || headDim == 96 || headDim == 128))
     return true;
-  // The forward also takes head dims whose last TMA box is partly past D
-  // (96: one box of 64 and one of 32 columns plus 32 zero-filled), the
-  // 256-wide O of d256, and the DeepSeek shape with Dv < D.
-  return !backward && ((headDim == headDimV && (headDim == 96 || headDim == 256)) ||
+  // D = 96 takes a last TMA box half past D (one box of 64 and one of 32
+  // columns plus 32 zero-filled) and, in the backward, splits dQ's columns
+  // in slab-sized pieces (dqPieces). The forward also takes the 256-wide O
+  // of d256 and the DeepSeek shape with Dv < D.
+  return !backward && ((headDim == headDimV && headDim == 256) ||
                        (headDim == 192 && headDimV == 128));
 }
 
@@ -123,8 +124,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     return fail("expected target sm_90a for mma = wgmma, got " + plan.target);
   if (!wgmmaHeadDimsSupported(plan.backward, plan.headDim, plan.headDimV))
     return fail(llvm::Twine("expected (D, Dv) in ") +
-                (plan.backward ? "{(64, 64), (128, 128)} for the mma = wgmma "
-                                 "backward"
+                (plan.backward ? "{(64, 64), (96, 96), (128, 128)} for the "
+                                 "mma = wgmma backward"
                                : "{(64, 64), (96, 96), (128, 128), (256, 256), "
                                  "(192, 128)} for the mma = wgmma forward") +
                 ", got D " + llvm::Twine(plan.headDim) + " and Dv " +

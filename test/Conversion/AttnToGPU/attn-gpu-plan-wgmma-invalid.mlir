@@ -8,8 +8,8 @@ func.func @d80(%q: tensor<1x2x64x80xbf16>, %k: tensor<1x2x64x80xbf16>, %v: tenso
 
 // -----
 
-func.func @backward_d96(%q: tensor<1x2x64x96xbf16>, %k: tensor<1x2x64x96xbf16>, %v: tensor<1x2x64x96xbf16>, %o: tensor<1x2x64x96xbf16>, %do: tensor<1x2x64x96xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>) {
-  // expected-error @+1 {{expected (D, Dv) in {(64, 64), (128, 128)} for the mma = wgmma backward, got D 96 and Dv 96}}
-  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>
-  return %dq, %dk, %dv : tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>, tensor<1x2x64x96xbf16>
+func.func @backward_d256(%q: tensor<1x2x64x256xbf16>, %k: tensor<1x2x64x256xbf16>, %v: tensor<1x2x64x256xbf16>, %o: tensor<1x2x64x256xbf16>, %do: tensor<1x2x64x256xbf16>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>) {
+  // expected-error @+1 {{expected (D, Dv) in {(64, 64), (96, 96), (128, 128)} for the mma = wgmma backward, got D 256 and Dv 256}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>
+  return %dq, %dk, %dv : tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>, tensor<1x2x64x256xbf16>
 }
