@@ -109,7 +109,7 @@ class Bundle:
             "deterministic": bool(info.deterministic),
             "persistent_grid": bool(info.persistent_grid),
             "score_mod": info.score_mod.decode() if info.score_mod else None,
-            "split_kv": bool(info.split_kv)}
+            "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa)}
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""
@@ -139,18 +139,35 @@ class Bundle:
             self._cache[key] = kernel
         return kernel
 
-    def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk):
+    def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                     packed=False):
         """The loaded bundles' split-KV kernel for this forward (ranked as
-        find ranks), or None when none has one (never compiled on demand)."""
-        key = ("splitkv", dtype, head_dim, head_dim_v, mask, window, capability, nk)
+        find ranks), or None when none has one (never compiled on demand).
+        packed=True: the packed-GQA split-KV kernel instead."""
+        return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                                 split=True, packed=packed)
+
+    def find_packed(self, dtype, head_dim, head_dim_v, mask, window, capability, nk):
+        """The loaded bundles' plain (unsplit) packed-GQA forward, or None."""
+        return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                                 split=False, packed=True)
+
+    def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                     split, packed):
+        key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
+               capability, nk)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, _mma_code(None), None)
             found = None
             for handle in self._handles:
                 out = ctypes.c_void_p()
-                status = self.lib.fa_kernel_find_splitkv(handle, ctypes.byref(q), nk,
-                                                         ctypes.byref(out))
+                if packed:
+                    status = self.lib.fa_kernel_find_packed_gqa(
+                        handle, ctypes.byref(q), nk, int(split), ctypes.byref(out))
+                else:
+                    status = self.lib.fa_kernel_find_splitkv(handle, ctypes.byref(q), nk,
+                                                             ctypes.byref(out))
                 if status == 0:
                     found = out
                     break
@@ -444,25 +461,38 @@ def _sm_count(t):
     return _sm_counts[index]
 
 
-def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale):
+def _packs_gqa(q, k, block_q=64):
+    """Whether packing the query heads of a key head into one tile applies:
+    GQA (G = H / Hkv > 1, G <= block_q) and a query tile the plain kernel
+    would leave partly empty (Nq < block_q: decode and short appends)."""
+    group = q.shape[1] // k.shape[1]
+    return 1 < group <= block_q and q.shape[2] < block_q
+
+
+def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False):
     """(kernel, argument template, splits, workspace bytes) of a split-KV
     launch for these tensors, or () when the bundle has no split-KV kernel
     for them or fa_splitkv_choose picks 1 split (the plain forward fills the
-    GPU)."""
+    GPU). packed=True: the packed-GQA split kernel, whose grid has a CTA per
+    key head (fa_splitkv_choose_gqa), taken with any split count."""
     tensors = (q, k, v, o, lse)
-    key = ("splitkv", q.device, mask_args, scale,
+    key = ("splitkv", packed, q.device, mask_args, scale,
            *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(*mask_args)
         d, dv = q.shape[-1], v.shape[-1]
-        kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2])
+        kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
+                                packed=packed)
         if kernel is None:
             return ()  # cached: no split-KV kernel for this launch
         splits = ctypes.c_int32()
-        check(b.lib, b.lib.fa_splitkv_choose(kernel, q.shape[0], q.shape[1], q.shape[2],
-                                             k.shape[2], _sm_count(q), ctypes.byref(splits)))
-        if splits.value < 2:
+        check(b.lib, b.lib.fa_splitkv_choose_gqa(kernel, q.shape[0], q.shape[1], k.shape[1],
+                                                 q.shape[2], k.shape[2], _sm_count(q),
+                                                 ctypes.byref(splits)))
+        # One split costs the packed kernel only the merge of a small f32
+        # partial O, while its K/V reads drop by G: it runs even unsplit.
+        if splits.value < 2 and not packed:
             return ()
         nbytes = ctypes.c_uint64()
         check(b.lib, b.lib.fa_splitkv_workspace_bytes(kernel, q.shape[0], q.shape[1],
@@ -475,11 +505,39 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale):
     return _plan(b, key, make)
 
 
-def _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
+def _forward_packed(q, k, v, o, lse, b, mask_args, scale):
+    """Runs the unsplit packed-GQA forward into o and lse when the bundle has
+    one for these tensors; False otherwise."""
+    tensors = (q, k, v, o, lse)
+    key = ("packed", q.device, mask_args, scale,
+           *[(t.shape, t.stride(), t.dtype) for t in tensors])
+
+    def make():
+        mask, win = _mask(*mask_args)
+        d, dv = q.shape[-1], v.shape[-1]
+        kernel = b.find_packed(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2])
+        if kernel is None:
+            return ()
+        args = ForwardArgs(*[_tensor(t) for t in tensors],
+                           1.0 / math.sqrt(d) if scale is None else float(scale))
+        return kernel, bytes(args)
+
+    plan = _plan(b, key, make)
+    if not plan:
+        return False
+    kernel, template = plan
+    args = ForwardArgs.from_buffer_copy(template)
+    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
+    _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
+    return True
+
+
+def _forward_splitkv(q, k, v, o, lse, b, mask_args, scale, packed=False):
     """Runs the split-KV forward into o and lse when the bundle has a kernel
-    for it and splitting pays (fa_splitkv_choose); False otherwise."""
+    for it and splitting pays (fa_splitkv_choose_gqa); False otherwise."""
     import torch
-    plan = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
+    plan = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed)
     if not plan:
         return False
     kernel, template, splits, nbytes = plan
@@ -501,9 +559,15 @@ def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
     shape = q.shape[:-1]
     o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    if score_mod is None and mma in (None, "mma_sync") and \
-            _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
-        return o, lse
+    if score_mod is None and mma in (None, "mma_sync"):
+        # Decode with GQA: packed kernels read each K/V block once per key
+        # head; split where the grid is small, else the unsplit packed one.
+        if _packs_gqa(q, k) and (
+                _forward_splitkv(q, k, v, o, lse, b, mask_args, scale, packed=True) or
+                _forward_packed(q, k, v, o, lse, b, mask_args, scale)):
+            return o, lse
+        if _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
+            return o, lse
     forward_into(q, k, v, o, lse, *mask_args, scale=scale, bundle=b, mma=mma,
                  score_mod=score_mod)
     return o, lse
