@@ -147,11 +147,6 @@ class Bundle:
         return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
                                  split=True, packed=packed)
 
-    def find_packed(self, dtype, head_dim, head_dim_v, mask, window, capability, nk):
-        """The loaded bundles' plain (unsplit) packed-GQA forward, or None."""
-        return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                                 split=False, packed=True)
-
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
                      split, packed):
         key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
@@ -505,34 +500,6 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False):
     return _plan(b, key, make)
 
 
-def _forward_packed(q, k, v, o, lse, b, mask_args, scale):
-    """Runs the unsplit packed-GQA forward into o and lse when the bundle has
-    one for these tensors; False otherwise."""
-    tensors = (q, k, v, o, lse)
-    key = ("packed", q.device, mask_args, scale,
-           *[(t.shape, t.stride(), t.dtype) for t in tensors])
-
-    def make():
-        mask, win = _mask(*mask_args)
-        d, dv = q.shape[-1], v.shape[-1]
-        kernel = b.find_packed(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2])
-        if kernel is None:
-            return ()
-        args = ForwardArgs(*[_tensor(t) for t in tensors],
-                           1.0 / math.sqrt(d) if scale is None else float(scale))
-        return kernel, bytes(args)
-
-    plan = _plan(b, key, make)
-    if not plan:
-        return False
-    kernel, template = plan
-    args = ForwardArgs.from_buffer_copy(template)
-    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
-    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
-    _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
-    return True
-
-
 def _forward_splitkv(q, k, v, o, lse, b, mask_args, scale, packed=False):
     """Runs the split-KV forward into o and lse when the bundle has a kernel
     for it and splitting pays (fa_splitkv_choose_gqa); False otherwise."""
@@ -560,11 +527,10 @@ def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
     o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
     if score_mod is None and mma in (None, "mma_sync"):
-        # Decode with GQA: packed kernels read each K/V block once per key
-        # head; split where the grid is small, else the unsplit packed one.
-        if _packs_gqa(q, k) and (
-                _forward_splitkv(q, k, v, o, lse, b, mask_args, scale, packed=True) or
-                _forward_packed(q, k, v, o, lse, b, mask_args, scale)):
+        # Decode with GQA: the packed split kernel reads each K/V block once
+        # per key head (and runs unsplit where the grid is full).
+        if _packs_gqa(q, k) and \
+                _forward_splitkv(q, k, v, o, lse, b, mask_args, scale, packed=True):
             return o, lse
         if _forward_splitkv(q, k, v, o, lse, b, mask_args, scale):
             return o, lse

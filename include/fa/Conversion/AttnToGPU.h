@@ -66,8 +66,8 @@ struct GpuTileOptions {
   /// split over a grid dimension by a run-time count, partials merged by
   /// attn.merge.
   bool splitKv = false;
-  /// mma.sync forward only: packed GQA (attn-tile pack-gqa), the query heads
-  /// of one key head in one CTA's rows.
+  /// mma.sync split-KV forward only: packed GQA (attn-tile pack-gqa), the
+  /// query heads of one key head in one CTA's rows.
   bool packGqa = false;
 };
 

@@ -248,6 +248,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("pack-gqa applies to the forward only, got a backward");
     if (options.mma != "mma_sync")
       return fail("pack-gqa needs mma = mma_sync, got mma = " + options.mma);
+    // The packed forward is built split-KV only, which also runs unsplit
+    // (splits = 1): the unsplit build spills at d128 under causal and
+    // window masks (24-40 B).
+    if (!options.splitKv)
+      return fail("pack-gqa needs split-kv (the packed forward is the "
+                  "split-KV kernel; it runs unsplit with splits = 1)");
     plan.packGqa = true;
   }
   if (options.mma == "wgmma")

@@ -1,5 +1,4 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="pack-gqa=1 split-kv=1" | FileCheck %s
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="pack-gqa=1" | FileCheck %s --check-prefix=PLAIN
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="pack-gqa=1 split-kv=1" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_packgqa_splitkv.ptx
@@ -31,9 +30,6 @@
 // CHECK: arith.remui %{{.+}}, %[[G]]
 // CHECK: arith.divui %{{.+}}, %[[G]]
 // CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_packgqa_splitkv(
-// PLAIN-LABEL: gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_packgqa
-// PLAIN: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_packgqa(
-// PLAIN-NOT: gpu.func @fa_merge
 
 // PTX: .entry fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_packgqa_splitkv(
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
