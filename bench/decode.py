@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Decode attention (Nq = 1, GQA 32/8, d = 128, bf16): fa.attention (which
-takes the bundle's split-KV kernel where fa_splitkv_choose splits) against
+takes the bundle's packed-GQA split-KV kernel where it has one, else its
+split-KV kernel where fa_splitkv_choose splits), and fa with packing turned
+off (the unpacked split-KV kernel: each query head reads its key head again),
+against
 cuDNN SDPA, SDPA flash and a device-to-device copy of the K+V bytes (the
 memory-bound floor). Prints µs per call and the K+V bytes read per second
 (TB/s) for B x Nk in 1x8k, 1x64k, 8x16k, 64x4k, and checks fa's O against
@@ -52,16 +55,18 @@ def run_shape(b, nk, bundle):
     k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     row = {"B": b, "Nk": nk}
-    # Which kernel fa takes, as fa.attention decides.
-    kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk)
-    splits = 1
-    if kernel is not None:
-        import ctypes
-        s = ctypes.c_int32()
-        fa.check(bundle.lib, bundle.lib.fa_splitkv_choose(kernel, b, H, 1, nk, fa._sm_count(q),
-                                                          ctypes.byref(s)))
-        splits = s.value
-    row["splits"] = splits
+    # Which kernels fa takes, as fa.attention decides, packed and unpacked.
+    import ctypes
+    for key, packed in (("splits", True), ("unpacked_splits", False)):
+        kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk,
+                                     packed=packed)
+        splits = 0  # no such kernel
+        if kernel is not None:
+            s = ctypes.c_int32()
+            fa.check(bundle.lib, bundle.lib.fa_splitkv_choose_gqa(
+                kernel, b, H, HKV, 1, nk, fa._sm_count(q), ctypes.byref(s)))
+            splits = s.value
+        row[key] = splits
     # Correctness: fa against SDPA math in float32.
     o = fa.attention(q, k, v, bundle=bundle)
     with sdpa_kernel(SDPBackend.MATH):
@@ -78,7 +83,21 @@ def run_shape(b, nk, bundle):
         dst[:src_k.numel()].copy_(src_k)
         dst[src_k.numel():].copy_(src_v)
 
+    o_unpacked = torch.empty_like(q)
+    lse_unpacked = torch.empty(b, H, 1, device="cuda")
+
+    def unpacked():
+        """fa.attention's choice without the packed kernels."""
+        if not fa._forward_splitkv(q, k, v, o_unpacked, lse_unpacked, bundle,
+                                   (False, False, None), None):
+            fa.forward_into(q, k, v, o_unpacked, lse_unpacked, bundle=bundle)
+
+    unpacked()
+    err = ((o_unpacked.float() - ref).abs().max() / ref.abs().max()).item()
+    row["unpacked_rel_err"] = err
+    row["ok"] = row["ok"] and bool(err < 1e-2)
     fns = {"fa": lambda: fa.attention(q, k, v, bundle=bundle),
+           "fa_unpacked": unpacked,
            "cudnn": lambda: sdpa(q, k, v, SDPBackend.CUDNN_ATTENTION),
            "flash": lambda: sdpa(q, k, v, SDPBackend.FLASH_ATTENTION),
            "copy": copy}
@@ -91,7 +110,7 @@ def run_shape(b, nk, bundle):
     return row
 
 
-def sweep(b, nk, bundle, counts):
+def sweep(b, nk, bundle, counts, packed=False):
     """µs per split-KV call at each split count, the count given to the
     runtime directly (what fa_splitkv_choose should pick)."""
     import ctypes
@@ -99,7 +118,8 @@ def sweep(b, nk, bundle, counts):
     k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     o, lse = torch.empty_like(q), torch.empty(b, H, 1, device="cuda")
-    kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk)
+    kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk,
+                                 packed=packed)
     out = {}
     for splits in counts:
         if b * splits > 65535 or splits > (nk + 63) // 64:
@@ -131,25 +151,31 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--sweep", default=None,
                     help="comma-separated split counts: time each on every shape instead")
+    ap.add_argument("--packed", action="store_true",
+                    help="--sweep the packed-GQA split-KV kernel")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     if args.sweep:
         counts = [int(c) for c in args.sweep.split(",")]
         for b, nk in SHAPES:
-            times = sweep(b, nk, bundle, counts)
+            times = sweep(b, nk, bundle, counts, args.packed)
             print("%dx%dk: %s" % (b, nk // 1024, "  ".join("S=%d %.1f µs" % kv
                                                           for kv in times.items())))
             sys.stdout.flush()
         return 0
     rows, failed = [], 0
-    print("%-9s %6s %10s | %-18s | %-18s | %-18s | %-18s" %
-          ("B x Nk", "splits", "rel err", "fa µs, K+V TB/s", "cudnn", "flash", "copy K+V"))
+    print("fa: packed GQA (splits: the packed kernel's, / the unpacked one's; 0: none);"
+          " unpacked: the split-KV kernel without packing")
+    print("%-9s %6s %10s | %-18s | %-18s | %-18s | %-18s | %-18s" %
+          ("B x Nk", "splits", "rel err", "fa µs, K+V TB/s", "unpacked", "cudnn", "flash",
+           "copy K+V"))
     for b, nk in SHAPES:
         row = run_shape(b, nk, bundle)
         rows.append(row)
         failed += not row["ok"]
-        print("%-9s %6d %10.2e | %s | %s | %s | %s%s" %
-              ("%dx%dk" % (b, nk // 1024), row["splits"], row["rel_err"], fmt(row["fa"]),
+        print("%-9s %6s %10.2e | %s | %s | %s | %s | %s%s" %
+              ("%dx%dk" % (b, nk // 1024), "%d/%d" % (row["splits"], row["unpacked_splits"]),
+               row["rel_err"], fmt(row["fa"]), fmt(row["fa_unpacked"]),
                fmt(row["cudnn"]), fmt(row["flash"]), fmt(row["copy"]),
                "" if row["ok"] else "  FAIL (fa vs SDPA math)"))
         sys.stdout.flush()

@@ -16,6 +16,8 @@
 #                           skipped)
 #   out/splitkv/            the split-KV kernels' PTX (optional; FA_SPLITKV_PTX names another
 #                           folder): their differential test, test/gpu/test_splitkv_ptx.py
+#   out/bundle-gqa/         the packed-GQA kernels' bundle (optional; FA_GQA_BUNDLE names
+#                           another): their differential test, test/gpu/test_packgqa.py
 # Built here (MLIR is not on the GPU machine):
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
@@ -28,6 +30,7 @@
 #   mkdir -p out/splitkv && build/bin/fa-opt test/gpu/splitkv_kernels.mlir -split-input-file \
 #       -fa-lower-to-nvvm="split-kv=1" > out/splitkv/kernels.mlir &&
 #     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
+#   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
 # and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache.
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
@@ -40,8 +43,8 @@
 #   FA_SAN=0 (skip compute-sanitizer), FA_GRAPH=0 (skip the CUDA-graph capture of every kernel;
 #   FA_GRAPH_TIMEOUT seconds, 120), FA_STREAMS=0 (skip the concurrent-streams test of the
 #   launch workspaces; FA_STREAMS_TIMEOUT, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
-#   "--seqs 2048,8192"), FA_DECODE=1 (bench/decode.py on $FA_BUNDLE: split-KV decode
-#   against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   "--seqs 2048,8192"), FA_DECODE=1 (bench/decode.py on $FA_BUNDLE: split-KV decode, packed
+#   GQA and unpacked, against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
 #   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
@@ -136,6 +139,14 @@ if [ -d "$SPLITKV_PTX" ]; then
   grep -E "FAIL|passed|Error|error" "$WORK/splitkv.log" | tail -n 40
 fi
 
+GQA_BUNDLE=${FA_GQA_BUNDLE:-out/bundle-gqa}
+if [ -f "$GQA_BUNDLE/manifest.json" ]; then
+  step "packed-GQA kernels ($GQA_BUNDLE, through the runtime): differential tests"
+  timeout -k 10 ${FA_GQA_TIMEOUT:-240} python3 test/gpu/test_packgqa.py --bundle "$GQA_BUNDLE" \
+    --lib "$LIB" > "$WORK/packgqa.log" 2>&1 || fail "packed-GQA differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/packgqa.log" | tail -n 40
+fi
+
 if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then
   step "every kernel of $BUNDLE, launched directly"
   timeout -k 10 $T_EVERY python3 test/gpu/test_every_kernel.py --bundle "$BUNDLE" --lib "$LIB" --progress \
@@ -218,7 +229,7 @@ elif [ "$MODE" != none ]; then
 fi
 
 if [ "${FA_DECODE:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
-  step "decode benchmark (Nq 1, GQA 32/8, d 128 bf16): fa (split-KV where chosen) vs cuDNN, flash, K+V copy"
+  step "decode benchmark (Nq 1, GQA 32/8, d 128 bf16): fa (packed GQA, split-KV where chosen), fa unpacked, cuDNN, flash, K+V copy"
   timeout ${FA_DECODE_TIMEOUT:-200} python3 bench/decode.py --bundle "$BUNDLE" --lib "$LIB" \
     --json "$WORK/decode.json" || fail "decode benchmark"
 fi

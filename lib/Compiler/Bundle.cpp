@@ -86,6 +86,8 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["mma"] = "wgmma";
   if (c.splitKv)
     o["split_kv"] = true;
+  if (c.packGqa)
+    o["pack_gqa"] = true;
   if (c.deterministic) {
     o["deterministic"] = true;
     o["semaphore_param"] = kSemaphoreParam;
@@ -132,11 +134,16 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // version 5 passes by value where older runtimes pass device addresses.
   // 6: split-KV kernels, which a version-5 runtime would launch as plain
   // forwards (it ignores "split_kv" and the merge entry).
-  bool anyMaps = false, anySplit = false;
+  // 7: packed-GQA kernels, whose grid a version-6 runtime would build per
+  // query head instead of per key head.
+  bool anyMaps = false, anySplit = false, anyPacked = false;
   for (const CompiledKernelRef &k : kernels) {
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
+    anyPacked |= k->config.packGqa;
   }
+  if (anyPacked)
+    return 7;
   if (anySplit)
     return 6;
   return anyMaps ? 5 : 2;

@@ -72,6 +72,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.grid = p.str(), kind = "grid";
     else if (p == "splitkv")
       c.splitKv = true, kind = "splitkv";
+    else if (p == "packgqa")
+      c.packGqa = true, kind = "packgqa";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (num(p, "bkv", n))
@@ -132,6 +134,8 @@ std::string KernelConfig::str() const {
     s += ":" + grid;
   if (splitKv)
     s += ":splitkv";
+  if (packGqa)
+    s += ":packgqa";
   return s;
 }
 
@@ -337,6 +341,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                        config.stages, config.target, config.mma,
                        config.deterministic, config.grid};
   tiles.splitKv = config.splitKv;
+  tiles.packGqa = config.packGqa;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -379,6 +384,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.deterministic = config.deterministic;
   pipe.grid = config.grid;
   pipe.splitKv = config.splitKv;
+  pipe.packGqa = config.packGqa;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))
     return err("the NVVM pipeline failed for " + config.str() + ": " + diag);

@@ -66,6 +66,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.deterministic = options.deterministic;
   plan.grid = options.grid;
   plan.splitKv = options.splitKv;
+  plan.packGqa = options.packGqa;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();

@@ -60,7 +60,8 @@ void fa::buildAttnToLinalgPipeline(OpPassManager &pm,
   f.addPass(attn::createAttnOnlineSoftmaxPass());
   if (options.keySplits > 0)
     f.addPass(attn::createAttnSplitKvPass({options.keySplits, options.blockKV}));
-  f.addPass(attn::createAttnTilePass({options.blockQ, options.blockKV}));
+  f.addPass(attn::createAttnTilePass(
+      {options.blockQ, options.blockKV, options.packGqa}));
   f.addPass(attn::createAttnDecomposePass());
   f.addPass(createCanonicalizerPass());
   f.addPass(createCSEPass());

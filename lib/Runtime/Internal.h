@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -80,6 +81,9 @@ struct KernelConfig {
   /// Split-KV decode kernel: fwd is the split forward, merge joins its
   /// partials; only fa_attention_forward_splitkv launches it.
   bool splitKv = false;
+  /// Packed-GQA forward: a CTA's rows are the query heads of one key head
+  /// (queryTiles, grid y = key heads).
+  bool packGqa = false;
   Entry fwd, bwdPre, bwd, bwdPost, merge;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -175,6 +179,22 @@ std::string checkArguments(const KernelConfig &config,
                            const fa_attention_args &args);
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args);
+
+/// Query tiles of a forward's grid x for q [B,H,Nq,D] and Hkv key heads:
+/// ceil(Nq / block_q), or for a packed-GQA kernel ceil(Nq / n) with
+/// n = max(block_q / G, 1) queries of each of the G = H / Hkv heads a tile
+/// holds; its grid y is then Hkv, not H (docs/ABI.md).
+inline int64_t queryTiles(const KernelConfig &c, int64_t h, int64_t hkv,
+                          int64_t nq) {
+  int64_t perTile = c.blockQ;
+  if (c.packGqa && hkv > 0)
+    perTile = std::max<int64_t>(c.blockQ / std::max<int64_t>(h / hkv, 1), 1);
+  return (nq + perTile - 1) / perTile;
+}
+/// The heads of a forward's grid y: Hkv for a packed-GQA kernel, else H.
+inline int64_t gridHeads(const KernelConfig &c, int64_t h, int64_t hkv) {
+  return c.packGqa ? hkv : h;
+}
 
 /// The caller's workspace of a split-KV launch and its split count.
 struct SplitKvWorkspace {

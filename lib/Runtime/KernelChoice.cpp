@@ -172,9 +172,9 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 /// only the split-KV search: they need their own launch.
 bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    int headDimV, const std::string &scoreMod,
-                   bool deterministic, bool splitKv) {
+                   bool deterministic, bool splitKv, bool packGqa) {
   if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
-      c.splitKv != splitKv)
+      c.splitKv != splitKv || c.packGqa != packGqa)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
     return false;
@@ -187,7 +187,8 @@ std::set<std::string> scoreModsFor(const fa_bundle &bundle,
                                    const fa_kernel_query &q, int headDimV) {
   std::set<std::string> mods;
   for (const auto &k : bundle.kernels)
-    if (!k->config.splitKv && computesAttention(k->config, q, headDimV))
+    if (!k->config.splitKv && !k->config.packGqa &&
+        computesAttention(k->config, q, headDimV))
       mods.insert(k->config.scoreMod);
   return mods;
 }
@@ -225,7 +226,7 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
 /// split-KV kernels only, or over the others only.
 fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      int64_t nk, bool deterministic, const fa_kernel **out,
-                     bool splitKv = false) {
+                     bool splitKv = false, bool packGqa = false) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -253,7 +254,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   std::vector<std::string> matchingTargets;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
-    if (!computesQuery(c, q, dv, scoreMod, deterministic, splitKv))
+    if (!computesQuery(c, q, dv, scoreMod, deterministic, splitKv, packGqa))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -272,7 +273,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
                               q.window_left, q.window_right, q.mma, scoreMod) +
                      (deterministic ? " (deterministic)" : "") +
-                     (splitKv ? " (split-KV)" : "");
+                     (splitKv ? " (split-KV)" : "") +
+                     (packGqa ? " (packed GQA)" : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;
@@ -314,6 +316,20 @@ fa_status fa_kernel_find_splitkv(const fa_bundle *bundle,
                                   const fa_kernel_query *query, int64_t nk,
                                   const fa_kernel **out) try {
   return findKernel(bundle, query, nk, false, out, /*splitKv=*/true);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
+                                    const fa_kernel_query *query, int64_t nk,
+                                    int32_t split_kv,
+                                    const fa_kernel **out) try {
+  if (split_kv != 0 && split_kv != 1)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find_packed_gqa: split_kv is " +
+                    std::to_string(split_kv) + "; expected 0 or 1");
+  return findKernel(bundle, query, nk, false, out, split_kv == 1,
+                    /*packGqa=*/true);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

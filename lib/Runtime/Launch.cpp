@@ -139,8 +139,10 @@ fa_status launchEntry(const fa_kernel &kernel, const Args &args, CUfunction f,
 /// one CTA per SM walk the tiles (docs/ABI.md), never more CTAs than tiles.
 fa_status forwardGrid(const KernelConfig &c, const fa_attention_args &a,
                       CUdevice device, Grid &out) {
-  unsigned b = a.q.shape[0], h = a.q.shape[1];
-  unsigned queryTiles = ceilDiv(a.q.shape[2], c.blockQ);
+  unsigned b = a.q.shape[0];
+  unsigned h = gridHeads(c, a.q.shape[1], a.k.shape[1]);
+  unsigned queryTiles = static_cast<unsigned>(
+      fa::runtime::queryTiles(c, a.q.shape[1], a.k.shape[1], a.q.shape[2]));
   out = {queryTiles, h, b};
   if (!c.fwd.persistent)
     return FA_SUCCESS;

@@ -341,6 +341,21 @@ void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
   c.merge = parseEntry(entries, "merge", where);
 }
 
+/// The optional "pack_gqa" field: only mma.sync forwards pack GQA heads.
+void parsePackGqa(const json &k, KernelConfig &c, const std::string &where) {
+  auto pack = k.find("pack_gqa");
+  if (pack == k.end())
+    return;
+  if (!pack->is_boolean())
+    bad(where, "field 'pack_gqa' must be true or false, got " + pack->dump());
+  c.packGqa = pack->get<bool>();
+  if (c.packGqa && (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_SYNC))
+    bad(where, "field 'pack_gqa' is true, but only mma.sync forwards pack "
+               "GQA heads");
+  if (c.packGqa && c.fwd.persistent)
+    bad(where + ".entries.fwd", "a packed-GQA kernel has no persistent grid");
+}
+
 /// The optional "deterministic" and "semaphore_param" fields: only the
 /// warp-specialised wgmma backward has a deterministic variant, and it takes
 /// its semaphore workspace right after its tensor maps.
@@ -473,6 +488,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   if (c.splitKv && c.mma != FA_MMA_SYNC)
     bad(where, "field 'split_kv' is true, but only mma.sync forwards have "
                "split-KV kernels");
+  parsePackGqa(k, c, where);
   parseDeterministic(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
@@ -578,6 +594,12 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       if (version < 6 && c.splitKv)
         bad("kernels[" + std::to_string(i) + "]",
             "split-KV kernels need bundle version 6, the manifest says " +
+                std::to_string(version));
+      // A version-6 reader ignores "pack_gqa" and would launch one CTA per
+      // query head instead of per key head.
+      if (version < 7 && c.packGqa)
+        bad("kernels[" + std::to_string(i) + "]",
+            "packed-GQA kernels need bundle version 7, the manifest says " +
                 std::to_string(version));
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",

@@ -33,8 +33,9 @@ fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
 
 /// The split count of fa_splitkv_choose for valid sizes.
 int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
-                     int64_t nq, int64_t nk, int32_t sms) {
-  int64_t ctas = ceilDiv(nq, c.blockQ) * heads * batch;
+                     int64_t kvHeads, int64_t nq, int64_t nk, int32_t sms) {
+  int64_t ctas =
+      queryTiles(c, heads, kvHeads, nq) * gridHeads(c, heads, kvHeads) * batch;
   if (ctas >= sms)
     return 1; // the plain grid already fills the GPU
   // Each split takes at least 2 key blocks, and z = batch x splits.
@@ -96,8 +97,9 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
       oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
   void *splitParams[] = {&q,  &k, &v,   &oPart, &lsePart, &b,     &h,
                          &hkv, &nq, &nk, &scale, &splits};
-  Grid splitGrid{static_cast<unsigned>(ceilDiv(nq, c.blockQ)),
-                 static_cast<unsigned>(h), static_cast<unsigned>(b * splits)};
+  Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
+                 static_cast<unsigned>(gridHeads(c, h, hkv)),
+                 static_cast<unsigned>(b * splits)};
   if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
     return s;
   int32_t rows = b * h * nq;
@@ -135,10 +137,16 @@ fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel, int64_t batch,
   return failedResult<fa_status>(__func__);
 }
 
-fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
-                            int64_t heads, int64_t nq, int64_t nk,
-                            int32_t sm_count, int32_t *splits) try {
-  const char *api = "fa_splitkv_choose";
+} // extern "C"
+
+namespace {
+
+/// fa_splitkv_choose{,_gqa}: kvHeads 0 means "not given" (the plain
+/// entry), which a packed-GQA kernel refuses.
+fa_status chooseSplitsChecked(const fa_kernel *kernel, int64_t batch,
+                              int64_t heads, int64_t kvHeads, int64_t nq,
+                              int64_t nk, int32_t sm_count, int32_t *splits,
+                              const char *api) {
   if (fa_status s = requireSplitKernel(kernel, api))
     return s;
   if (!splits)
@@ -152,8 +160,39 @@ fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
                     std::to_string(nq) + ", nk " + std::to_string(nk) +
                     ", sm_count " + std::to_string(sm_count) +
                     ": each must be in [1, 2^31 - 1]");
-  *splits = chooseSplits(kernel->config, batch, heads, nq, nk, sm_count);
+  if (kvHeads == 0 && kernel->config.packGqa)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kernel '" + kernel->config.tag +
+                    "' packs GQA heads, so its grid depends on the key "
+                    "heads; use fa_splitkv_choose_gqa");
+  if (kvHeads != 0 && (kvHeads < 1 || heads % kvHeads))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kv_heads " + std::to_string(kvHeads) +
+                    " must be >= 1 and divide heads " + std::to_string(heads));
+  *splits = chooseSplits(kernel->config, batch, heads,
+                         kvHeads ? kvHeads : heads, nq, nk, sm_count);
   return succeed();
+}
+
+} // namespace
+
+extern "C" {
+
+fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
+                            int64_t heads, int64_t nq, int64_t nk,
+                            int32_t sm_count, int32_t *splits) try {
+  return chooseSplitsChecked(kernel, batch, heads, 0, nq, nk, sm_count, splits,
+                             "fa_splitkv_choose");
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_splitkv_choose_gqa(const fa_kernel *kernel, int64_t batch,
+                                int64_t heads, int64_t kv_heads, int64_t nq,
+                                int64_t nk, int32_t sm_count,
+                                int32_t *splits) try {
+  return chooseSplitsChecked(kernel, batch, heads, kv_heads, nq, nk, sm_count,
+                             splits, "fa_splitkv_choose_gqa");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

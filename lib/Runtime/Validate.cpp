@@ -425,6 +425,13 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
   std::string err;
   if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
     return err;
+  // A packed tile holds at least one query of each head of its group.
+  if (c.packGqa && s.h / s.hkv > c.blockQ)
+    return "kernel '" + c.tag + "' packs the query heads of a key head into " +
+           std::to_string(c.blockQ) + " rows, but q has " +
+           std::to_string(s.h) + " heads on " + std::to_string(s.hkv) +
+           " key heads (" + std::to_string(s.h / s.hkv) +
+           " per key head); use an unpacked kernel";
   std::vector<int64_t> oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
   Alignment vRows = vAlign(c), wholeRows;
   err = checkTensors({

@@ -109,7 +109,7 @@ class Bundle:
             "deterministic": bool(info.deterministic),
             "persistent_grid": bool(info.persistent_grid),
             "score_mod": info.score_mod.decode() if info.score_mod else None,
-            "split_kv": bool(info.split_kv)}
+            "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa)}
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""
@@ -139,18 +139,30 @@ class Bundle:
             self._cache[key] = kernel
         return kernel
 
-    def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk):
+    def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                     packed=False):
         """The loaded bundles' split-KV kernel for this forward (ranked as
-        find ranks), or None when none has one (never compiled on demand)."""
-        key = ("splitkv", dtype, head_dim, head_dim_v, mask, window, capability, nk)
+        find ranks), or None when none has one (never compiled on demand).
+        packed=True: the packed-GQA split-KV kernel instead."""
+        return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                                 split=True, packed=packed)
+
+    def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
+                     split, packed):
+        key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
+               capability, nk)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, _mma_code(None), None)
             found = None
             for handle in self._handles:
                 out = ctypes.c_void_p()
-                status = self.lib.fa_kernel_find_splitkv(handle, ctypes.byref(q), nk,
-                                                         ctypes.byref(out))
+                if packed:
+                    status = self.lib.fa_kernel_find_packed_gqa(
+                        handle, ctypes.byref(q), nk, int(split), ctypes.byref(out))
+                else:
+                    status = self.lib.fa_kernel_find_splitkv(handle, ctypes.byref(q), nk,
+                                                             ctypes.byref(out))
                 if status == 0:
                     found = out
                     break
@@ -454,25 +466,38 @@ def _sm_count(t):
     return _sm_counts[index]
 
 
-def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale):
+def _packs_gqa(q, k, block_q=64):
+    """Whether packing the query heads of a key head into one tile applies:
+    GQA (G = H / Hkv > 1, G <= block_q) and a query tile the plain kernel
+    would leave partly empty (Nq < block_q: decode and short appends)."""
+    group = q.shape[1] // k.shape[1]
+    return 1 < group <= block_q and q.shape[2] < block_q
+
+
+def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False):
     """(kernel, argument template, splits, workspace bytes) of a split-KV
     launch for these tensors, or () when the bundle has no split-KV kernel
     for them or fa_splitkv_choose picks 1 split (the plain forward fills the
-    GPU)."""
+    GPU). packed=True: the packed-GQA split kernel, whose grid has a CTA per
+    key head (fa_splitkv_choose_gqa), taken with any split count."""
     tensors = (q, k, v, o, lse)
-    key = ("splitkv", q.device, mask_args, scale,
+    key = ("splitkv", packed, q.device, mask_args, scale,
            *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(*mask_args)
         d, dv = q.shape[-1], v.shape[-1]
-        kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2])
+        kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
+                                packed=packed)
         if kernel is None:
             return ()  # cached: no split-KV kernel for this launch
         splits = ctypes.c_int32()
-        check(b.lib, b.lib.fa_splitkv_choose(kernel, q.shape[0], q.shape[1], q.shape[2],
-                                             k.shape[2], _sm_count(q), ctypes.byref(splits)))
-        if splits.value < 2:
+        check(b.lib, b.lib.fa_splitkv_choose_gqa(kernel, q.shape[0], q.shape[1], k.shape[1],
+                                                 q.shape[2], k.shape[2], _sm_count(q),
+                                                 ctypes.byref(splits)))
+        # One split costs the packed kernel only the merge of a small f32
+        # partial O, while its K/V reads drop by G: it runs even unsplit.
+        if splits.value < 2 and not packed:
             return ()
         nbytes = ctypes.c_uint64()
         check(b.lib, b.lib.fa_splitkv_workspace_bytes(kernel, q.shape[0], q.shape[1],
@@ -501,7 +526,12 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod):
     o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
     if score_mod is None and mma in (None, "mma_sync"):
-        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
+        # Decode with GQA: the packed split kernel reads each K/V block once
+        # per key head (and runs unsplit where the grid is full).
+        split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
+                                                   packed=True)
+        if not split:
+            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
         if split:
             kernel, template, splits, nbytes = split
             return b.lib.fa_attention_forward_splitkv, kernel, template, (nbytes, splits), nbytes

@@ -59,7 +59,8 @@ class KernelInfo(ctypes.Structure):
                 ("has_cubin", ctypes.c_int32), ("mma", ctypes.c_int),
                 ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32),
                 ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32),
-                ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32)]
+                ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32),
+                ("pack_gqa", ctypes.c_int32)]
 
 
 class TensorMapArgs(ctypes.Structure):
@@ -144,6 +145,11 @@ def _open_library(path):
         "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
         "fa_kernel_find_splitkv": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
                                     ctypes.POINTER(vp)], st),
+        "fa_kernel_find_packed_gqa": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                       ctypes.c_int32, ctypes.POINTER(vp)], st),
+        "fa_splitkv_choose_gqa": ([vp, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                   ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                   ctypes.POINTER(ctypes.c_int32)], st),
         "fa_splitkv_workspace_bytes": ([vp, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                         ctypes.c_int32, ctypes.POINTER(ctypes.c_uint64)], st),
         "fa_splitkv_choose": ([vp, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,

@@ -57,6 +57,12 @@ static llvm::cl::opt<bool> splitKv(
     llvm::cl::desc("forward: decode-shaped cases split over 1..16 key ranges "
                    "(attn-split-kv) and joined by attn.merge"));
 
+static llvm::cl::opt<bool> packGqa(
+    "pack-gqa",
+    llvm::cl::desc("forward: decode-shaped GQA cases tiled with the query "
+                   "heads of a key head packed into one tile (attn-tile "
+                   "pack-gqa), half of them also split over key ranges"));
+
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
 enum class Mod { None, Alibi, Softcap, Random };
@@ -72,6 +78,7 @@ struct Case {
   int64_t blockQ, blockKV;
   bool deterministic = true;
   int64_t splits = 0; // attn-split-kv's key splits; 0: none
+  bool packGqa = false; // attn-tile pack-gqa
   double inputScale = 1; // Q and K are drawn N(0, inputScale^2)
 };
 
@@ -113,6 +120,8 @@ std::string describe(const Case &c) {
     os << " parallel-dq";
   if (c.splits)
     os << " splits" << c.splits;
+  if (c.packGqa)
+    os << " pack-gqa";
   if (c.inputScale != 1)
     os << " inputs x" << c.inputScale;
   return os.str();
@@ -516,8 +525,32 @@ struct Checker {
     c.deterministic = !bwd || uniform(0, 3) != 0;
     if (splitKv)
       drawSplit(c);
+    if (packGqa)
+      drawPacked(c);
     return c;
   }
+
+  /// Decode shapes for packed GQA: Nq in {1, 2, 3, 17}, groups of 1 to 8
+  /// heads (3 and 6 do not divide block-q), half of them split.
+  void drawPacked(Case &c) {
+    c.packGqa = true;
+    if (!c.splits && uniform(0, 1))
+      drawSplit(c);
+    c.nq = pick<int64_t>({1, 2, 3, 17});
+    c.hkv = uniform(1, 2);
+    c.h = c.hkv * pick<int64_t>({1, 2, 3, 4, 6, 8});
+    int64_t group = c.h / c.hkv;
+    int64_t perTile = std::max<int64_t>(c.blockQ / group, 1);
+    packCoverage.grouped += group > 1;
+    packCoverage.ragged += c.blockQ % group != 0;
+    packCoverage.partialBlock += c.nq % perTile != 0;
+    packCoverage.split += c.splits > 0;
+  }
+
+  /// What the packed cases covered.
+  struct PackCoverage {
+    int grouped = 0, ragged = 0, partialBlock = 0, split = 0;
+  } packCoverage;
 
   /// Decode shapes for split-KV: few query rows, more keys, wide GQA
   /// groups, and split counts from 1 to more than the key blocks.
@@ -628,6 +661,7 @@ struct Checker {
     opt.blockKV = c.blockKV;
     opt.deterministic = c.deterministic;
     opt.keySplits = c.splits;
+    opt.packGqa = c.packGqa;
     return CpuFunction::compile(*module, entry, opt, err);
   }
 
@@ -883,6 +917,11 @@ int main(int argc, char **argv) {
                  << direction << "'\n";
     return 2;
   }
+  if (bwd && packGqa) {
+    llvm::errs() << "fa-check: error: --pack-gqa packs the forward only, got "
+                    "--direction bwd\n";
+    return 2;
+  }
   if (bwd && splitKv) {
     llvm::errs() << "fa-check: error: --split-kv splits the forward only, got "
                     "--direction bwd\n";
@@ -909,6 +948,13 @@ int main(int argc, char **argv) {
            << " cases with more splits than key blocks, " << cov.maskHidesSplit
            << " with a split whose keys the mask hides, " << cov.oneKey
            << " with Nk = 1, " << cov.gqa << " with GQA\n";
+  }
+  if (packGqa) {
+    const auto &cov = chk.packCoverage;
+    outs() << "pack-gqa: " << cov.grouped << " cases with G > 1, "
+           << cov.ragged << " with G not dividing block-q, "
+           << cov.partialBlock << " with a partial last query block, "
+           << cov.split << " split\n";
   }
   outs() << chk.passed << " passed, " << chk.failed << " failed\n";
   return chk.failed ? 1 : 0;

@@ -144,6 +144,7 @@ def main():
           "its own addresses")
     attention_plans(fa, bundle, finds, launched, forward_tensors, backward_tensors)
     split_kv(args, fa, launched)
+    packed_gqa(args, fa, launched)
     print("RESULT: launch plans passed")
 
 
@@ -199,6 +200,75 @@ def attention_plans(fa, bundle, finds, launched, forward_tensors, backward_tenso
           "(dq_accum %d bytes after delta), the runtime's check passes" % gap)
 
 
+SPLIT = ', "merge": {"name": "fa_merge_split", "threads": 128, "shared_bytes": 0}}, ' \
+    '"split_kv": true'
+
+
+def fake_decode_bundle(fa, args, d, version, kernels):
+    """A bundle of bf16 d128 forwards (tag, text closing the entries and
+    adding fields) whose PTX is never loaded (the launches are checks)."""
+    kernel = lambda tag, extra: (
+        '{"tag": "%s", "direction": "fwd", "dtype": "bf16", "head_dim": 128, '
+        '"head_dim_v": 128, "block_q": 64, "block_kv": 64, "warps": 4, "stages": 2, '
+        '"mask": "none", "window_left": -1, "window_right": -1, "score_mod": null, '
+        '"target": "sm_90a", "ptx": "%s.ptx", "entries": {"fwd": {"name": "fa_fwd_%s", '
+        '"threads": 128, "shared_bytes": 87040}%s}' % (tag, tag, tag, extra))
+    manifest = ('{"format": "fa-bundle", "version": %d, "compiler": "test", "kernels": [%s]}'
+                % (version, ", ".join(kernel(t, e) for t, e in kernels)))
+    open(os.path.join(d, "manifest.json"), "w").write(manifest)
+    for tag, _ in kernels:
+        open(os.path.join(d, tag + ".ptx"), "w").write("// not loaded: checks only\n")
+    return fa.Bundle(d, args.lib, False, None)
+
+
+def packed_gqa(args, fa, launched):
+    """fa.attention's forward takes the packed-GQA split kernel for GQA
+    decode (any split count, chosen per key head), the unpacked split kernel
+    for MHA, and the plain forward where Nq fills a tile."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="fa_plans_packgqa_")
+    packed_split = SPLIT.replace("fa_merge_split", "fa_merge_psplit") + ', "pack_gqa": true'
+    bundle = fake_decode_bundle(fa, args, d, 7, [("plain", "}"), ("split", SPLIT),
+                                                 ("psplit", packed_split)])
+    tags = {}
+    for i in range(bundle.lib.fa_bundle_kernel_count(bundle._handle)):
+        info = bundle._info(bundle.lib.fa_bundle_kernel_at(bundle._handle, i))
+        tags[bundle.lib.fa_bundle_kernel_at(bundle._handle, i)] = info["tag"]
+
+    kernels, checked = [], fa._launch
+
+    def recording_launch(lib_, fn, kernel, struct, t, *extra):
+        kernels.append(tags[kernel.value if hasattr(kernel, "value") else kernel])
+        return checked(lib_, fn, kernel, struct, t, *extra)
+
+    fa._launch = recording_launch
+
+    def run(b, h, hkv, nq, nk):
+        q = Fake((b, h, nq, 128), "bf16")
+        k, v = Fake((b, hkv, nk, 128), "bf16"), Fake((b, hkv, nk, 128), "bf16")
+        fa._forward(q, k, v, bundle, (False, False, None), None, None, None)
+        _, status, error, fn, extra = launched[-1]
+        assert status == 0, error
+        return kernels[-1], extra
+
+    # 8 key heads x 1 tile: 264 / 8 = 33 splits (the unpacked kernel: 8).
+    tag, extra = run(1, 32, 8, 1, 8192)
+    assert tag == "psplit" and extra[2] == 33, (tag, extra)
+    assert extra[1] == 33 * 4 * 32 * (128 + 1), extra
+    # 17 x 256: 136 packed CTAs fill the 132 SMs; packed, one split (the
+    # stand-ins are 16 MiB apart, so the keys stay short).
+    tag, extra = run(17, 32, 8, 1, 256)
+    assert tag == "psplit" and extra[2] == 1, (tag, extra)
+    # MHA and a full query tile keep the unpacked kernels.
+    tag, extra = run(1, 8, 8, 1, 8192)
+    assert tag == "split" and extra[2] == 33, (tag, extra)
+    tag, extra = run(1, 32, 8, 64, 8192)
+    assert tag == "split" and extra[2] == 8, (tag, extra)
+    fa._launch = checked
+    print("ok packed GQA: 1 x 8k at 32/8 runs the packed split kernel with 33 splits, 17 x 256 "
+          "with 1; MHA and Nq = 64 keep the unpacked split kernel")
+
+
 def split_kv(args, fa, launched):
     """fa.attention's forward (fa._forward) takes a bundle's split-KV kernel
     where fa_splitkv_choose picks more than one split, with a workspace of
@@ -206,20 +276,7 @@ def split_kv(args, fa, launched):
     fills the 132 SMs."""
     import tempfile
     d = tempfile.mkdtemp(prefix="fa_plans_splitkv_")
-    kernel = lambda tag, extra: (
-        '{"tag": "%s", "direction": "fwd", "dtype": "bf16", "head_dim": 128, '
-        '"head_dim_v": 128, "block_q": 64, "block_kv": 64, "warps": 4, "stages": 2, '
-        '"mask": "none", "window_left": -1, "window_right": -1, "score_mod": null, '
-        '"target": "sm_90a", "ptx": "%s.ptx", "entries": {"fwd": {"name": "fa_fwd_%s", '
-        '"threads": 128, "shared_bytes": 87040}%s}' % (tag, tag, tag, extra))
-    manifest = ('{"format": "fa-bundle", "version": 6, "compiler": "test", "kernels": [%s, %s]}'
-                % (kernel("plain", "}"),
-                   kernel("split", ', "merge": {"name": "fa_merge_split", "threads": 128, '
-                          '"shared_bytes": 0}}, "split_kv": true')))
-    open(os.path.join(d, "manifest.json"), "w").write(manifest)
-    for tag in ("plain", "split"):
-        open(os.path.join(d, tag + ".ptx"), "w").write("// not loaded: checks only\n")
-    bundle = fa.Bundle(d, args.lib, False, None)
+    bundle = fake_decode_bundle(fa, args, d, 6, [("plain", "}"), ("split", SPLIT)])
 
     def run(b, nk):
         q = Fake((b, 32, 1, 128), "bf16")

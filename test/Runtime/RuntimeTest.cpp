@@ -165,9 +165,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "7"),
-                 "version 7 is not supported (this runtime reads versions 1 "
-                 "to 6)");
+  expectRejected("version", manifest({}, "8"),
+                 "version 8 is not supported (this runtime reads versions 1 "
+                 "to 7)");
 }
 
 
@@ -2232,6 +2232,164 @@ TEST_F(SplitKvApi, BadArgumentsAreRejected) {
             FA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(lastError().find("fa_attention_forward_splitkv: workspace_bytes"),
             std::string::npos)
+      << lastError();
+}
+
+//===----------------------------------------------------------------------===//
+// Packed-GQA forwards
+//===----------------------------------------------------------------------===//
+
+/// A packed-GQA forward as fa-aot writes it, split-KV or not.
+std::string packedJson(const std::string &tag, bool split,
+                       const std::string &extra = "") {
+  if (split)
+    return splitKvJson(tag, R"(, "pack_gqa": true)" + extra);
+  return kernelJson(tag, "fwd", "bf16", 128, "none", "sm_90a", true,
+                    R"(, "pack_gqa": true)" + extra);
+}
+
+TEST(PackGqa, ManifestNeedsVersion7) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("packgqa",
+                     manifest({packedJson("ps", true), packedJson("pp", false)},
+                              "7"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+  // A version-6 runtime would launch one CTA per query head.
+  expectRejected("packgqa_v6", manifest({packedJson("pp", false)}, "6"),
+                 "kernels[0]: packed-GQA kernels need bundle version 7, the "
+                 "manifest says 6");
+  expectRejected("packgqa_type",
+                 manifest({kernelJson("pp", "fwd", "bf16", 128, "none",
+                                      "sm_90a", true, R"(, "pack_gqa": "yes")")},
+                          "7"),
+                 "field 'pack_gqa' must be true or false, got \"yes\"");
+  expectRejected("packgqa_bwd",
+                 manifest({kernelJson("pb", "bwd", "bf16", 128, "none",
+                                      "sm_90a", true, R"(, "pack_gqa": true)")},
+                          "7"),
+                 "only mma.sync forwards pack GQA heads");
+  expectRejected("packgqa_wgmma",
+                 manifest({wgmmaJson("w", "bf16", 128, "none", true, abiMaps(),
+                                     R"(, "pack_gqa": true)")},
+                          "7"),
+                 "only mma.sync forwards pack GQA heads");
+}
+
+/// A bundle with a packed split-KV kernel, a packed plain one, an unpacked
+/// split-KV one and a plain forward (bf16 d128, 64-row tiles).
+class PackGqaApi : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(loadText("packgqa_api",
+                       manifest({packedJson("ps", true), packedJson("pp", false),
+                                 splitKvJson("s"),
+                                 kernelJson("p", "fwd", "bf16", 128, "none",
+                                            "sm_90a", true)},
+                                "7"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    q.direction = FA_DIRECTION_FWD;
+    q.dtype = FA_DTYPE_BF16;
+    q.head_dim = 128;
+    q.mask = FA_MASK_NONE;
+    q.compute_capability = 90;
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+  std::string tagOf(const fa_kernel *k) {
+    fa_kernel_info info;
+    EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+    return info.tag;
+  }
+  int32_t choose(const fa_kernel *k, int64_t b, int64_t h, int64_t hkv,
+                 int64_t nq, int64_t nk) {
+    int32_t splits = -1;
+    EXPECT_EQ(fa_splitkv_choose_gqa(k, b, h, hkv, nq, nk, 132, &splits),
+              FA_SUCCESS)
+        << lastError();
+    return splits;
+  }
+
+  fa_bundle *bundle = nullptr;
+  fa_kernel_query q{};
+};
+
+TEST_F(PackGqaApi, OnlyThePackedSearchReturnsThem) {
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find(bundle, &q, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(tagOf(k), "p");
+  ASSERT_EQ(fa_kernel_find_splitkv(bundle, &q, 8192, &k), FA_SUCCESS);
+  EXPECT_EQ(tagOf(k), "s");
+  ASSERT_EQ(fa_kernel_find_packed_gqa(bundle, &q, 8192, 1, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(tagOf(k), "ps");
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_EQ(info.pack_gqa, 1);
+  EXPECT_EQ(info.split_kv, 1);
+  ASSERT_EQ(fa_kernel_find_packed_gqa(bundle, &q, 8192, 0, &k), FA_SUCCESS);
+  EXPECT_EQ(tagOf(k), "pp");
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_EQ(info.pack_gqa, 1);
+  EXPECT_EQ(info.split_kv, 0);
+  EXPECT_EQ(fa_kernel_find_packed_gqa(bundle, &q, 8192, 2, &k),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("split_kv is 2; expected 0 or 1"),
+            std::string::npos)
+      << lastError();
+  q.mask = FA_MASK_CAUSAL;
+  EXPECT_EQ(fa_kernel_find_packed_gqa(bundle, &q, 8192, 1, &k),
+            FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("(split-KV) (packed GQA)"), std::string::npos)
+      << lastError();
+}
+
+TEST_F(PackGqaApi, SplitsCountCtasPerKeyHead) {
+  const fa_kernel *packed = fa_bundle_kernel_at(bundle, 0);
+  const fa_kernel *unpacked = fa_bundle_kernel_at(bundle, 2);
+  // 1 x 8k, 32 heads on 8, one query: unpacked 32 CTAs, 8 splits; packed,
+  // one tile of the 4 heads of each key head, 8 CTAs: 264 / 8 = 33 splits.
+  EXPECT_EQ(choose(unpacked, 1, 32, 8, 1, 8192), 8);
+  EXPECT_EQ(choose(packed, 1, 32, 8, 1, 8192), 33);
+  // 17 queries of 4 heads: 16 queries a tile, 2 tiles, 16 CTAs: 16 splits.
+  EXPECT_EQ(choose(packed, 1, 32, 8, 17, 8192), 16);
+  // 8 x 16k: 64 packed CTAs leave room for 4 splits; unpacked 256 fill it.
+  EXPECT_EQ(choose(packed, 8, 32, 8, 1, 16384), 4);
+  EXPECT_EQ(choose(unpacked, 8, 32, 8, 1, 16384), 1);
+  // Without the key heads a packed kernel's grid is unknown.
+  int32_t splits = 0;
+  EXPECT_EQ(fa_splitkv_choose(packed, 1, 32, 1, 8192, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("use fa_splitkv_choose_gqa"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_choose_gqa(packed, 1, 32, 5, 1, 8192, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kv_heads 5 must be >= 1 and divide heads 32"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_splitkv_choose_gqa(fa_bundle_kernel_at(bundle, 3), 1, 32, 8, 1,
+                                  8192, 132, &splits),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(PackGqaApi, GroupMustFitTheTile) {
+  fa_attention_args fwd{};
+  fa_attention_backward_args unused{};
+  const fa_kernel *pp = fa_bundle_kernel_at(bundle, 1);
+  wellFormedArgs(fwd, unused, 1, 64, 1, 1, 4096, 128, 128);
+  EXPECT_EQ(fa_attention_forward_check(pp, &fwd), FA_SUCCESS) << lastError();
+  wellFormedArgs(fwd, unused, 1, 128, 1, 1, 4096, 128, 128);
+  EXPECT_EQ(fa_attention_forward_check(pp, &fwd), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'pp' packs the query heads of a key head "
+                             "into 64 rows, but q has 128 heads on 1 key heads"),
+            std::string::npos)
+      << lastError();
+  // The plain forward takes it.
+  EXPECT_EQ(fa_attention_forward_check(fa_bundle_kernel_at(bundle, 3), &fwd),
+            FA_SUCCESS)
       << lastError();
 }
 

@@ -36,6 +36,8 @@ struct KernelConfig {
   /// "splitkv": the mma.sync split-KV decode kernels (a split forward and a
   /// merge; the split count is a launch argument). Part of the tag.
   bool splitKv = false;
+  /// "packgqa": the mma.sync forward with packed GQA rows. Part of the tag.
+  bool packGqa = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -43,7 +45,7 @@ struct KernelConfig {
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
-  /// "splitkv".
+  /// "splitkv", "packgqa".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

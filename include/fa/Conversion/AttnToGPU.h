@@ -66,6 +66,9 @@ struct GpuTileOptions {
   /// split over a grid dimension by a run-time count, partials merged by
   /// attn.merge.
   bool splitKv = false;
+  /// mma.sync split-KV forward only: packed GQA (attn-tile pack-gqa), the
+  /// query heads of one key head in one CTA's rows.
+  bool packGqa = false;
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -106,6 +109,11 @@ struct KernelPlan {
   /// mma.sync forward only: split-KV (GpuTileOptions::splitKv); the tag
   /// ends in `_splitkv`.
   bool splitKv = false;
+  /// mma.sync forward only: packed GQA. One CTA per (batch, key head, block
+  /// of block_q / G queries of each of the G = H / Hkv heads); tile row r
+  /// holds head hk·G + r mod G at query q0 + r div G (PackedRows.h). The
+  /// tag has `_packgqa`.
+  bool packGqa = false;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are

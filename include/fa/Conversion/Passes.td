@@ -49,7 +49,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
     Option<"splitKv", "split-kv", "bool", "false",
            "mma.sync forward: split-KV decode (the key range split over a "
            "grid dimension by a run-time count, partials joined by "
-           "attn.merge; run attn-split-kv after attn-online-softmax)">
+           "attn.merge; run attn-split-kv after attn-online-softmax)">,
+    Option<"packGqa", "pack-gqa", "bool", "false",
+           "mma.sync forward: packed GQA (the query heads of one key head "
+           "share a CTA's rows; attn-tile reads the plan's pack_gqa)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

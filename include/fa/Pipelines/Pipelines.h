@@ -29,6 +29,11 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
       llvm::cl::desc("forward: split the key range over this many workers "
                      "joined by attn.merge (attn-split-kv; 0: no split)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> packGqa{
+      *this, "pack-gqa",
+      llvm::cl::desc("forward: tile the query heads of one key head together "
+                     "(attn-tile pack-gqa)"),
+      llvm::cl::init(false)};
 };
 
 /// The attn rewrites down to linalg: recompute backward, online softmax,
@@ -78,6 +83,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("mma.sync forward: split-KV decode kernels "
                      "(attn-split-kv; the split count is a run-time "
                      "argument)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> packGqa{
+      *this, "pack-gqa",
+      llvm::cl::desc("mma.sync forward: packed GQA (the query heads of one "
+                     "key head in one CTA's rows)"),
       llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),

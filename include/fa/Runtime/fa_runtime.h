@@ -41,11 +41,12 @@ extern "C" {
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
  * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
- * "merge"). Kernels with tensor maps in bundles before 5 are
+ * "merge"), 7 packed-GQA forwards ("pack_gqa": a CTA per key head). Kernels
+ * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 6
+#define FA_RUNTIME_BUNDLE_VERSION 7
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -169,6 +170,10 @@ typedef struct fa_kernel_info {
    * fa_attention_forward_splitkv. Last, like score_mod: a caller built
    * against an older header reads the fields before it. */
   int32_t split_kv;
+  /* 1: a packed-GQA forward (the query heads of one key head share a CTA's
+   * rows; grid y is the key heads), returned only by
+   * fa_kernel_find_packed_gqa. Last, like split_kv. */
+  int32_t pack_gqa;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
@@ -319,6 +324,25 @@ FA_API fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel,
 FA_API fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
                                    int64_t heads, int64_t nq, int64_t nk,
                                    int32_t sm_count, int32_t *splits);
+/* fa_splitkv_choose with the key heads, which a packed-GQA kernel's grid
+ * depends on (fa_splitkv_choose refuses those): its grid has
+ * batch x kv_heads x ceil(Nq / max(block_q / (heads / kv_heads), 1)) CTAs
+ * per split. */
+FA_API fa_status fa_splitkv_choose_gqa(const fa_kernel *kernel, int64_t batch,
+                                       int64_t heads, int64_t kv_heads,
+                                       int64_t nq, int64_t nk,
+                                       int32_t sm_count, int32_t *splits);
+/* Packed-GQA forwards ("pack_gqa": true; bundle version 7), which only this
+ * search returns, ranked as fa_kernel_find_for_keys does: split-KV ones
+ * (launched by fa_attention_forward_splitkv) when split_kv is 1, plain ones
+ * (fa_attention_forward) when 0. A packed kernel computes the same outputs
+ * as the unpacked one; its CTA (batch, key head, tile) holds the
+ * G = H / Hkv query heads of the key head, max(block_q / G, 1) queries of
+ * each, so K/V blocks are read once per key head. It needs G <= block_q. */
+FA_API fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
+                                           const fa_kernel_query *query,
+                                           int64_t nk, int32_t split_kv,
+                                           const fa_kernel **out);
 /* The checks of fa_attention_forward_check, then: splits >= 1 and
  * batch x splits <= 65535, the workspace non-null, 16-byte aligned, at least
  * fa_splitkv_workspace_bytes long and overlapping no tensor. Needs no GPU. */

@@ -34,6 +34,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.deterministic = deterministic;
     options.grid = grid;
     options.splitKv = splitKv;
+    options.packGqa = packGqa;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

@@ -142,6 +142,14 @@ struct ConvertAttnToGPUPass final
                                  "the tile of a split-KV plan"
                                : "a split-KV plan for the tile of a key "
                                  "split (attn-gpu-plan split-kv=1)");
+    if (loops->isPacked() != plan->packGqa)
+      return tile->emitOpError("expected ")
+             << (plan->packGqa ? "attn-tile's packed-GQA loops (pack_gqa in "
+                                 "its kernel plan) around the tile of a "
+                                 "packed-GQA plan"
+                               : "a packed-GQA plan (attn-gpu-plan "
+                                 "pack-gqa=1) for the tile of packed-GQA "
+                                 "loops");
     std::string name = "fa_" + plan->tag();
     if (module.lookupSymbol(name))
       return success(); // an identical kernel was already emitted

@@ -9,10 +9,16 @@
 // the key blocks of its split (the IR's, from the split's first key) and
 // leaves its partial O (f32) and LSE in the workspace for the merge kernel.
 //
+// Packed GQA (plan.packGqa): grid y runs over key heads; the CTA's rows hold
+// the query heads of its key head (TileRows.h), so each K/V block it loads
+// serves all of them. Q rows are gathered and O/LSE rows scattered by
+// (head, query); the mask and score_mod take each row's own.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
 #include "SplitKv.h"
+#include "TileRows.h"
 #include "TiledLoopNest.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -76,13 +82,24 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     batch = arith::DivUIOp::create(b, loc, batch, splits);
   }
   // GQA: query head h reads key/value head h / (H / Hkv).
+  // Packed: blockIdx.y is the key head.
   Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
-  Value kvHead = arith::DivUIOp::create(b, loc, head, group);
+  Value kvHead =
+      plan.packGqa ? head : arith::DivUIOp::create(b, loc, head, group);
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
   Value kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
   Value qBase = kb.mul(qRowsBase, d), oBase = kb.mul(qRowsBase, dv);
   Value kBase = kb.mul(kvRowsBase, d), vBase = kb.mul(kvRowsBase, dv);
   Value qBegin = kb.mul(qBlock, bq);
+  std::optional<TileRows> packed;
+  if (plan.packGqa) {
+    packed = TileRows::packed(kb, batch, heads, kvHeads, nq, kvHead, qBlock);
+    qBegin = packed->firstQuery();
+  }
+  // (head, query) of the lane's accumulator row r.
+  auto laneHeadQuery = [&](int64_t r) {
+    return packed->at(kb, TileRows::laneRow(kb, kb.mul(kb.warp, 16), r));
+  };
 
   // Shared memory: Q | K stage 0, 1 | V stage 0, 1 (rows padded by 16 B).
   const int64_t qElems = bq * plan.strideQK(), kElems = bkv * plan.strideQK(),
@@ -109,7 +126,17 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     return splitKey ? kb.add(splitKey, key) : key;
   };
 
-  kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
+  if (packed)
+    kb.copyGatheredTileAsync(
+        qMem,
+        [&](Value row) {
+          auto [h, q] = packed->at(kb, row);
+          return std::make_pair(packed->globalRow(kb, h, q),
+                                packed->valid(kb, row));
+        },
+        qTile);
+  else
+    kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
   kb.copyTileAsync(kMem, kBase, keyOf(jBegin), nk, kTile(kb.idx(0)));
   kb.copyTileAsync(vMem, vBase, keyOf(jBegin), nk, vTile(kb.idx(0)));
   kb.waitAsync(2);
@@ -121,7 +148,12 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
       qFrags.push_back(kb.loadA(qTile, rowBase, ks * 16));
   Value scaleLog2 = softmaxScaleLog2(kb, scale);
   RowKeyBounds bounds =
-      rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk}, rowBase, qBegin, bq);
+      packed ? rowKeyBounds(
+                   kb, {batch, head, qBegin, Value(), nq, nk}, qBegin,
+                   [&](int64_t r) { return laneHeadQuery(r).second; },
+                   [&]() { return packed->lastQuery(kb); })
+             : rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
+                            rowBase, qBegin, bq);
 
   // Loop state: row max ×2, row sum ×2, O accumulator (⌈dv/8⌉ n-tiles × 4).
   const int64_t accN = llvm::divideCeil(dv, 8) * 4, sN = bkv / 8 * 4;
@@ -157,7 +189,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     // K(j+1) streams in while the softmax and P·V(j) run.
     kb.copyTileAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next));
 
-    if (plan.spec.scoreMod)
+    if (plan.spec.scoreMod && packed)
+      applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk},
+                    laneHeadQuery, kBegin, scale);
+    else if (plan.spec.scoreMod)
       applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
                     kBegin, scale);
 
@@ -209,11 +244,29 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
   for (int64_t r = 0; r < 2; ++r) {
-    Value row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
-    auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+    Value row, rowValid, lseAt, rowOff;
+    if (packed) {
+      // The row's place in [B, H, Nq] (after the earlier splits' partials).
+      Value tileRow = TileRows::laneRow(kb, rowBase, r);
+      auto [h, q] = packed->at(kb, tileRow);
+      rowValid = packed->valid(kb, tileRow);
+      lseAt = packed->globalRow(kb, h, q);
+      if (plan.splitKv)
+        lseAt = kb.add(kb.mul(kb.mul(kb.mul(split, kb.toIndex(arg(5))), heads),
+                              nq),
+                       lseAt);
+    } else {
+      row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+      rowValid = kb.lt(row, nq);
+    }
+    auto ifOp = scf::IfOp::create(b, loc, rowValid, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.add(outBase, kb.mul(row, dv));
+    if (packed) {
+      rowOff = kb.mul(lseAt, dv);
+    } else {
+      rowOff = kb.add(outBase, kb.mul(row, dv));
+    }
     for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
       Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
       Value hi = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);
@@ -226,8 +279,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                         kb.threadInGroup, kb.idx(0));
     auto lseIf = scf::IfOp::create(b, loc, first, false);
     b.setInsertionPointToStart(&lseIf.getThenRegion().front());
-    memref::StoreOp::create(b, loc, lse[r], lseMem,
-                            ValueRange{kb.add(outRowsBase, row)});
+    memref::StoreOp::create(
+        b, loc, lse[r], lseMem,
+        ValueRange{packed ? lseAt : kb.add(outRowsBase, row)});
   }
   gpu::ReturnOp::create(b, loc);
   return func;

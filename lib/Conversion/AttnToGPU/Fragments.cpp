@@ -176,6 +176,17 @@ void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
                 });
 }
 
+void KernelBuilder::copyGatheredTileAsync(
+    Value gmem, function_ref<std::pair<Value, Value>(Value)> rowSource,
+    const SharedTile &tile) {
+  copyRowsAsync(
+      gmem, idx(0), Value(), Value(), tile.rows, tile.cols,
+      [&](Value row, Value, Value col) {
+        return add(tile.base, add(mul(row, tile.stride), col));
+      },
+      rowSource);
+}
+
 void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
                                           Value rowBegin, Value rowLimit,
                                           int64_t rows, int64_t cols,
@@ -190,9 +201,10 @@ void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
                 });
 }
 
-void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
-                                  Value rowLimit, int64_t rows, int64_t cols,
-                                  function_ref<Value(Value, Value, Value)> dst) {
+void KernelBuilder::copyRowsAsync(
+    Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
+    int64_t cols, function_ref<Value(Value, Value, Value)> dst,
+    function_ref<std::pair<Value, Value>(Value)> rowSource) {
   // Rows are padded to whole 16-column groups; the padding chunks read
   // nothing. A chunk is as wide as the global rows' alignment allows: 8
   // elements (16-byte cp.async.cg) for head dims that are multiples of 8,
@@ -238,8 +250,13 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
           b.setInsertionPointToStart(&inRow.getThenRegion().front());
         }
         Value col = mul(chunk, width);
-        Value grow = add(rowBegin, row);
-        Value valid = rowsInside ? Value() : lt(grow, rowLimit);
+        Value grow, valid;
+        if (rowSource) {
+          std::tie(grow, valid) = rowSource(row);
+        } else {
+          grow = add(rowBegin, row);
+          valid = rowsInside ? Value() : lt(grow, rowLimit);
+        }
         if (validChunks != chunksPerRow) {
           Value inCols = lt(chunk, idx(validChunks));
           valid = valid ? arith::AndIOp::create(b, loc, valid, inCols) : inCols;
@@ -292,7 +309,7 @@ void KernelBuilder::copyRowsAsync(Value gmem, Value gBase, Value rowBegin,
       emit();
     }
   };
-  if (!narrow) {
+  if (!narrow || rowSource) {
     copyAll(/*rowsInside=*/false);
   } else {
     // Narrow copies are many: all but a tile at the end of the rows take

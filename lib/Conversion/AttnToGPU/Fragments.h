@@ -153,6 +153,12 @@ public:
   /// stores for odd `tile.cols`. Commits the copies as one cp.async group.
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile);
+  /// copyTileAsync of gathered rows: tile row r is global row
+  /// `rowSource(r).first` (its first element at that row · tile.cols) when
+  /// `rowSource(r).second` (i1) holds, else zeros (packed GQA's Q tile).
+  void copyGatheredTileAsync(
+      Value gmem, function_ref<std::pair<Value, Value>(Value)> rowSource,
+      const SharedTile &tile);
   /// The f32 row statistics (LSE, Delta) of the `rows` query rows from
   /// `qBegin` of the head whose rows start at `qRowsBase`, into `stats` at
   /// `dst()` (evaluated once, per thread): threads [0, rows) copy LSE,
@@ -214,9 +220,12 @@ private:
   /// copyTileAsync's loop: `dst(row, chunk, col)` is the shared element
   /// offset of chunk `chunk` (rowChunkElems columns from `col`) of tile row
   /// `row`.
-  void copyRowsAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
-                     int64_t rows, int64_t cols,
-                     function_ref<Value(Value, Value, Value)> dst);
+  /// With `rowSource` the rows are gathered (copyGatheredTileAsync) and
+  /// rowBegin / rowLimit are unused.
+  void copyRowsAsync(
+      Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
+      int64_t cols, function_ref<Value(Value, Value, Value)> dst,
+      function_ref<std::pair<Value, Value>(Value)> rowSource = nullptr);
 
 public:
 
@@ -279,6 +288,13 @@ struct RowKeyBounds {
 /// `blockRows` rows from blockQ0 (`tile.kv` unused).
 RowKeyBounds rowKeyBounds(KernelBuilder &kb, const attn::ScorePosition &tile,
                           Value rowBase, Value blockQ0, int64_t blockRows);
+/// rowKeyBounds where the lane's rows r = 0, 1 (g and g + 8 of its warp's
+/// 16) hold queries `rowQuery(r)` and the tile's queries run from
+/// `firstQuery` to `lastQuery()` (packed GQA: not one query per row).
+RowKeyBounds rowKeyBounds(KernelBuilder &kb, const attn::ScorePosition &tile,
+                          Value firstQuery,
+                          function_ref<Value(int64_t)> rowQuery,
+                          function_ref<Value()> lastQuery);
 /// i1: the `width` keys from k0 (index) need no mask.
 Value tileInside(KernelBuilder &kb, const RowKeyBounds &bounds, Value k0,
                  int64_t width);
@@ -297,6 +313,12 @@ Value softmaxScaleLog2(KernelBuilder &kb, Value scale);
 /// builder of the CPU decomposition, with the kernel's run-time `scale`.
 void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
                    const attn::ScorePosition &tile, Value rowBase,
+                   Value keyBase, Value scale);
+/// applyScoreMod where the lane's row r (0, 1) holds (head, query)
+/// `rowHeadQuery(r)` (packed GQA).
+void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
+                   const attn::ScorePosition &tile,
+                   function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery,
                    Value keyBase, Value scale);
 
 /// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane

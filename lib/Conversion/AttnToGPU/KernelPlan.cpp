@@ -66,7 +66,7 @@ std::string KernelPlan::tag() const {
   std::string chip = target;
   llvm::erase(chip, '_');
   return t + "_" + chip + (deterministic ? "_det" : "") +
-         (splitKv ? "_splitkv" : "") +
+         (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
@@ -242,6 +242,21 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("split-KV needs mma = mma_sync, got mma = " + options.mma);
     plan.splitKv = true;
   }
+  // Packed rows are gathered by the mma.sync forward's Q loads and O/LSE
+  // stores (PackedRows.h).
+  if (options.packGqa) {
+    if (backward)
+      return fail("pack-gqa applies to the forward only, got a backward");
+    if (options.mma != "mma_sync")
+      return fail("pack-gqa needs mma = mma_sync, got mma = " + options.mma);
+    // The packed forward is built split-KV only, which also runs unsplit
+    // (splits = 1): the unsplit build spills at d128 under causal and
+    // window masks (24-40 B).
+    if (!options.splitKv)
+      return fail("pack-gqa needs split-kv (the packed forward is the "
+                  "split-KV kernel; it runs unsplit with splits = 1)");
+    plan.packGqa = true;
+  }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
   if (!options.grid.empty())
@@ -398,6 +413,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("deterministic", b.getUnitAttr()));
   if (plan.splitKv)
     fields.push_back(b.getNamedAttr("split_kv", b.getUnitAttr()));
+  if (plan.packGqa)
+    fields.push_back(b.getNamedAttr("pack_gqa", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -434,6 +451,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.grid = string("grid", "");
   options.deterministic = attr.contains("deterministic");
   options.splitKv = attr.contains("split_kv");
+  options.packGqa = attr.contains("pack_gqa");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

@@ -22,6 +22,17 @@ RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
                                                   const attn::ScorePosition &tile,
                                                   Value rowBase, Value blockQ0,
                                                   int64_t blockRows) {
+  return rowKeyBounds(
+      kb, tile, blockQ0,
+      [&](int64_t r) {
+        return kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+      },
+      [&]() { return kb.add(blockQ0, blockRows - 1); });
+}
+
+RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(
+    KernelBuilder &kb, const attn::ScorePosition &tile, Value firstQuery,
+    function_ref<Value(int64_t)> rowQuery, function_ref<Value()> lastQuery) {
   const attn::ScoreSpec &spec = kb.plan.spec;
   // [lo, hi) of query `q`, the upper side clamped to Nk.
   auto band = [&](Value q) {
@@ -34,18 +45,17 @@ RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
   // Without a mask every row ends at Nk = tileHi, hi stays null and the
   // bounds stay index-typed: the maskless key loops keep the code they were
   // tuned with.
-  bounds.tileHi = band(blockQ0).second;
+  bounds.tileHi = band(firstQuery).second;
   if (spec.hasMask()) {
     bounds.tileHi = kb.toI32(bounds.tileHi);
     Value laneKey = kb.mul(kb.threadInGroup, 2);
     for (int64_t r = 0; r < 2; ++r) {
-      auto [lo, hi] =
-          band(kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
+      auto [lo, hi] = band(rowQuery(r));
       bounds.lo[r] = lo ? kb.toI32(kb.sub(lo, laneKey)) : Value();
       bounds.hi[r] = kb.toI32(kb.sub(hi, laneKey));
     }
   }
-  Value lastLo = band(kb.add(blockQ0, blockRows - 1)).first;
+  Value lastLo = band(lastQuery()).first;
   bounds.tileLo = lastLo ? kb.toI32(lastLo) : Value();
   return bounds;
 }
@@ -244,13 +254,29 @@ void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
                                            const attn::ScorePosition &tile,
                                            Value rowBase, Value keyBase,
                                            Value scale) {
-  Value query[2];
+  applyScoreMod(
+      kb, s, tile,
+      [&](int64_t r) {
+        return std::make_pair(
+            tile.h,
+            kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
+      },
+      keyBase, scale);
+}
+
+void mlir::fa::gpu_lowering::applyScoreMod(
+    KernelBuilder &kb, MutableArrayRef<Value> s,
+    const attn::ScorePosition &tile,
+    function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery, Value keyBase,
+    Value scale) {
+  Value head[2], query[2];
   for (int64_t r = 0; r < 2; ++r)
-    query[r] = kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+    std::tie(head[r], query[r]) = rowHeadQuery(r);
   Value laneKey = kb.add(keyBase, kb.mul(kb.threadInGroup, 2));
   for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
     for (int64_t i = 0; i < 4; ++i) {
       attn::ScorePosition pos = tile;
+      pos.h = head[i / 2];
       pos.q = query[i / 2];
       pos.kv = kb.add(laneKey, n * 8 + i % 2);
       s[n * 4 + i] = buildGpuScore(kb, s[n * 4 + i], pos,

@@ -57,6 +57,10 @@ FailureOr<TiledLoopNest> TiledLoopNest::get(Operation *tile) {
   return nest;
 }
 
+bool TiledLoopNest::isPacked() const {
+  return forall->hasAttr(attn::kPackGqaAttr);
+}
+
 LogicalResult TiledLoopNest::findSplit() {
   auto outer = forall->getParentOfType<scf::ForallOp>();
   if (!outer || !outer->hasAttr(attn::kKeySplitsAttr))
@@ -102,11 +106,13 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
   if (splitLoop && index == 0 &&
       llvm::is_contained(splitLoop.getOutputs(), dim.getSource()))
     return in.splits; // the split count, as the partials' extent
-  // The sizes of a split's key slice are the split's, not the problem's.
+  // The key count of a split's key slice is the split's, not the problem's;
+  // its head count (attn-split-kv slices keys only) is the problem's.
   for (Value v = dim.getSource();
        auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
        v = slice.getSource())
-    if (splitLoop && slice->getParentOp() == splitLoop.getOperation())
+    if (splitLoop && slice->getParentOp() == splitLoop.getOperation() &&
+        index != 1)
       return {};
   Value source = untiled(dim.getSource());
   if (!index || (source != query && source != key && source != value))

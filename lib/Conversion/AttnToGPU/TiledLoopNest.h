@@ -42,6 +42,8 @@ public:
 
   /// Whether the nest lies in the key-split loop of attn-split-kv.
   bool isSplit() const { return static_cast<bool>(splitKeyOffset); }
+  /// Whether attn-tile packed GQA heads: the forall runs over key heads.
+  bool isPacked() const;
 
 private:
   TiledLoopNest(Operation *tile, scf::ForOp tileLoop, scf::ForallOp forall,

@@ -26,10 +26,38 @@ static SmallVector<OpFoldResult> ofrs(ArrayRef<Value> vals,
   return r;
 }
 
+/// Packed GQA: the G = H / Hkv query heads that share a key head fill one
+/// tile, n = max(block-q / G, 1) queries of each.
+struct PackedGroup {
+  Value group;           // G
+  Value queriesPerBlock; // n
+  OpFoldResult tileHeads; // G, static where the head counts are
+};
+
+/// G and n are computed from tensor.dim even for static head counts (they
+/// fold on the CPU): a kernel's tag does not name the head counts, so the
+/// GPU lowering must map them to its run-time arguments.
+static PackedGroup packedGroup(RewriterBase &rw, Location loc, Value q,
+                               Value k, int64_t blockQ) {
+  auto heads = [&](Value t) -> Value {
+    return tensor::DimOp::create(rw, loc, t, 1);
+  };
+  Value group = arith::DivUIOp::create(rw, loc, heads(q), heads(k));
+  Value perHead = arith::DivUIOp::create(rw, loc, cIndex(rw, loc, blockQ), group);
+  perHead = arith::MaxUIOp::create(rw, loc, perHead, cIndex(rw, loc, 1));
+  int64_t h = cast<RankedTensorType>(q.getType()).getDimSize(1);
+  int64_t hkv = cast<RankedTensorType>(k.getType()).getDimSize(1);
+  OpFoldResult tileHeads = group;
+  if (!ShapedType::isDynamic(h) && !ShapedType::isDynamic(hkv) && hkv > 0)
+    tileHeads = rw.getIndexAttr(h / hkv);
+  return {group, perHead, tileHeads};
+}
+
 LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
                                                   OnlineAttentionOp op,
                                                   int64_t blockQ,
-                                                  int64_t blockKV) {
+                                                  int64_t blockKV,
+                                                  bool packGqa) {
   if (blockQ <= 0 || blockKV <= 0)
     return op.emitOpError("expected positive block sizes, got block-q ")
            << blockQ << " and block-kv " << blockKV;
@@ -44,32 +72,58 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   Value batch = dimValue(rw, loc, q, 0), heads = dimValue(rw, loc, q, 1);
   Value nq = dimValue(rw, loc, q, 2), nk = dimValue(rw, loc, k, 2);
   Value group = arith::DivUIOp::create(rw, loc, heads, dimValue(rw, loc, k, 1));
-  Value qBlocks = arith::CeilDivUIOp::create(rw, loc, nq, cIndex(rw, loc, blockQ));
+  // A tile's queries of each of its heads: block-q of one head, or
+  // max(block-q / G, 1) of each of the G heads of a key head (packed GQA).
+  std::optional<PackedGroup> packed;
+  if (packGqa)
+    packed = packedGroup(rw, loc, q, k, blockQ);
+  Value rowsPerBlock = packed ? packed->queriesPerBlock : cIndex(rw, loc, blockQ);
+  Value qBlocks = arith::CeilDivUIOp::create(rw, loc, nq, rowsPerBlock);
   ValueRange offsets = op.getOffsets(), lengths = op.getLengths();
   Value nqAll = lengths[0], nkAll = lengths[1];
   bool masked = op.getApplyMask() && spec.hasMask();
 
+  Value parallelHeads = packed ? dimValue(rw, loc, k, 1) : heads;
   auto forall = scf::ForallOp::create(
-      rw, loc, ofrs({batch, heads, qBlocks}),
+      rw, loc, ofrs({batch, parallelHeads, qBlocks}),
       ValueRange{op.getAcc(), op.getMax(), op.getSum()}, std::nullopt);
+  if (packed)
+    forall->setAttr(kPackGqaAttr, rw.getUnitAttr());
   rw.setInsertionPointToStart(forall.getBody());
   ValueRange ivs = forall.getInductionVars();
   Value b = ivs[0], h = ivs[1], qb = ivs[2];
   ValueRange outs = forall.getRegionIterArgs();
-  Value q0 = arith::MulIOp::create(rw, loc, qb, cIndex(rw, loc, blockQ));
-  OpFoldResult qs = blockExtent(rw, loc, nq, qType.getDimSize(2), blockQ, q0);
-  Value hk = arith::DivUIOp::create(rw, loc, h, group);
+  // Unpacked tiles build their constants where they always have (the GPU
+  // lowering clones these ops into its kernels).
+  auto blockRows = [&]() -> Value {
+    return packed ? rowsPerBlock : cIndex(rw, loc, blockQ);
+  };
+  Value q0 = arith::MulIOp::create(rw, loc, qb, blockRows());
+  OpFoldResult qs;
+  std::optional<int64_t> staticRows = getConstantIntValue(rowsPerBlock);
+  if (staticRows)
+    qs = blockExtent(rw, loc, nq, qType.getDimSize(2), *staticRows, q0);
+  else
+    qs = arith::MinSIOp::create(rw, loc, rowsPerBlock,
+                                arith::SubIOp::create(rw, loc, nq, q0))
+             .getResult();
+  // Packed: the forall's head is the key head hk, the tile's query heads
+  // [hk·G, hk·G + G).
+  Value hk = packed ? h : arith::DivUIOp::create(rw, loc, h, group).getResult();
   OpFoldResult one = rw.getIndexAttr(1), zeroA = rw.getIndexAttr(0);
+  OpFoldResult tileHeads = packed ? packed->tileHeads : one;
+  if (packed)
+    h = arith::MulIOp::create(rw, loc, hk, packed->group);
   auto slice = [&](Value src, ArrayRef<OpFoldResult> offs,
                    ArrayRef<OpFoldResult> sizes) -> Value {
     SmallVector<OpFoldResult> strides(offs.size(), one);
     return tensor::ExtractSliceOp::create(rw, loc, src, offs, sizes, strides);
   };
   SmallVector<OpFoldResult> accOffs = ofrs({b, h, q0}, {zeroA});
-  SmallVector<OpFoldResult> accSizes{one, one, qs, rw.getIndexAttr(dv)};
+  SmallVector<OpFoldResult> accSizes{one, tileHeads, qs, rw.getIndexAttr(dv)};
   SmallVector<OpFoldResult> rowOffs = ofrs({b, h, q0});
-  SmallVector<OpFoldResult> rowSizes{one, one, qs};
-  Value qTile = slice(q, accOffs, {one, one, qs, rw.getIndexAttr(d)});
+  SmallVector<OpFoldResult> rowSizes{one, tileHeads, qs};
+  Value qTile = slice(q, accOffs, {one, tileHeads, qs, rw.getIndexAttr(d)});
   Value acc0 = slice(outs[0], accOffs, accSizes);
   Value max0 = slice(outs[1], rowOffs, rowSizes);
   Value sum0 = slice(outs[2], rowOffs, rowSizes);
@@ -78,7 +132,9 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   // keys some of its rows can see.
   Value qAbs = arith::AddIOp::create(rw, loc, offsets[2], q0);
   Value qEnd = arith::MinSIOp::create(
-      rw, loc, arith::AddIOp::create(rw, loc, q0, cIndex(rw, loc, blockQ)), nq);
+      rw, loc,
+      arith::AddIOp::create(rw, loc, q0, blockRows()),
+      nq);
   Value qAbsEnd = arith::AddIOp::create(rw, loc, offsets[2], qEnd);
   Value bkv = cIndex(rw, loc, blockKV);
   std::pair<Value, Value> band;
@@ -162,7 +218,8 @@ struct AttnTilePass final : mlir::fa::attn::impl::AttnTilePassBase<AttnTilePass>
       auto [bq, bkv] =
           plannedBlockSizes(op).value_or(std::make_pair<int64_t, int64_t>(
               blockQ, blockKV));
-      if (failed(tileOnlineAttention(rw, op, bq, bkv)))
+      bool pack = plannedPackGqa(op).value_or(packGqa);
+      if (failed(tileOnlineAttention(rw, op, bq, bkv, pack)))
         return signalPassFailure();
     }
   }

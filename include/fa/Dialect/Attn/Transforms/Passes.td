@@ -84,10 +84,25 @@ def AttnTilePass : Pass<"attn-tile", "func::FuncOp"> {
     blocks that intersect the band of the query block; blocks wholly inside
     the band run without a mask, boundary blocks with one (scf.if). Ragged
     tails use dynamically sized slices. No Nq×Nk value remains.
+
+    With `pack-gqa` (or a kernel plan's `pack_gqa`) the query heads that
+    share a key head fill one tile: the forall runs over (batch, key head
+    hk, query block), and tile (b, hk, qb) holds query heads
+    [hk·G, hk·G + G) (G = H / Hkv) × queries [qb·n, qb·n + n) with
+    n = max(block-q / G, 1), so each key block is read once for the G heads.
+    Masks and score_mod see each row's own head and query.
+
+    ```mlir
+    scf.forall (%b, %hk, %qb) in (%B, %Hkv, %nblk) shared_outs(...) {
+      %h0 = arith.muli %hk, %G
+      %qt = tensor.extract_slice %q[%b, %h0, %q0, 0] [1, %G, %n, D] ...
+    ```
   }];
   let options = [
     Option<"blockQ", "block-q", "int64_t", "64", "query rows per tile">,
     Option<"blockKV", "block-kv", "int64_t", "64", "key rows per tile">,
+    Option<"packGqa", "pack-gqa", "bool", "false",
+           "tile the query heads of one key head together (packed GQA)">,
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect",

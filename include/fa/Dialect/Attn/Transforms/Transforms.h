@@ -32,6 +32,19 @@ plannedBlockSizes(Operation *op) {
   return std::make_pair(q.getInt(), kv.getInt());
 }
 
+/// The discardable unit attribute on attn-tile's scf.forall when it runs
+/// over (batch, key head, query block) with packed GQA tiles.
+inline constexpr llvm::StringLiteral kPackGqaAttr = "attn.pack_gqa";
+
+/// Whether the kernel plan on `op`, if it carries one, packs GQA heads
+/// (its `pack_gqa` field).
+inline std::optional<bool> plannedPackGqa(Operation *op) {
+  auto plan = op->getAttrOfType<DictionaryAttr>(kKernelPlanAttr);
+  if (!plan)
+    return std::nullopt;
+  return plan.contains("pack_gqa");
+}
+
 /// Copies the kernel plan of `from`, if it has one, onto `to`.
 inline void copyKernelPlan(Operation *from, Operation *to) {
   if (Attribute plan = from->getAttr(kKernelPlanAttr))
@@ -70,8 +83,12 @@ LogicalResult splitKeyRange(RewriterBase &rewriter, OnlineAttentionOp op,
                             int64_t splits, int64_t blockKV);
 
 /// attn.online_attention → forall over (b, h, Q block) × for over KV blocks.
+/// Packed GQA (`packGqa`): forall over (b, key head hk, Q block) instead,
+/// each tile holding the G = H / Hkv query heads [hk·G, hk·G + G) of
+/// max(blockQ / G, 1) queries, so a key block is read once for the group.
 LogicalResult tileOnlineAttention(RewriterBase &rewriter, OnlineAttentionOp op,
-                                  int64_t blockQ, int64_t blockKV);
+                                  int64_t blockQ, int64_t blockKV,
+                                  bool packGqa = false);
 
 struct RecomputeBackwardOptions {
   int64_t blockQ = 64;
