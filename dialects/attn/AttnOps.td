@@ -30,6 +30,14 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     extents) must lie inside, and an indexed dimension must not be empty.
     A row whose keys are all masked out gives O = 0 and LSE = -inf.
 
+    `mod_args` are tensors the score_mod reads (per-head ALiBi slopes [H], a
+    relative-position bias table [H, Nq+Nk-1], a per-key bias [B, Nk]): ranked,
+    of f32, f16, bf16, i32 or i64. The region receives them as block arguments
+    after kv_idx, of the same types, and reads them with `tensor.extract`
+    under the clamping rule above. Unlike a captured tensor, a mod_arg is an
+    operand, so a GPU kernel takes it as a parameter. The backward treats
+    mod_args as constants: no gradient flows to them.
+
     ```mlir
     %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
         : tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16>
@@ -37,11 +45,13 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     ```
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
-                            AnyRankedTensor:$value), AttnScoreAttrs);
+                            AnyRankedTensor:$value,
+                            Variadic<AnyRankedTensor>:$mod_args), AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let regions = (region MaxSizedRegion<1>:$score_mod);
   let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict (`score_mod` $score_mod^)?
+    $query `,` $key `,` $value (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
   let hasVerifier = 1;
@@ -55,8 +65,10 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
   let summary = "gradients of attn.attention";
   let description = [{
     Given Q, K, V, the forward output O, the output gradient dO and the saved
-    LSE, computes dQ, dK, dV of the attention with the same scale, mask and
-    score_mod. dK and dV are summed over the query heads that share a key head.
+    LSE, computes dQ, dK, dV of the attention with the same scale, mask,
+    score_mod and mod_args. dK and dV are summed over the query heads that
+    share a key head. mod_args are constants of the backward: it computes no
+    gradient for them.
 
     ```mlir
     %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>}
@@ -67,13 +79,15 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value, AnyRankedTensor:$output,
-                            AnyRankedTensor:$grad_output, AnyRankedTensor:$lse),
+                            AnyRankedTensor:$grad_output, AnyRankedTensor:$lse,
+                            Variadic<AnyRankedTensor>:$mod_args),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
                       AnyRankedTensor:$grad_value);
   let regions = (region MaxSizedRegion<1>:$score_mod);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse attr-dict
+    $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict
     (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
         type($grad_output) `,` type($lse)
@@ -110,6 +124,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
                             AnyRankedTensor:$value, AnyRankedTensor:$acc,
                             AnyRankedTensor:$max, AnyRankedTensor:$sum,
                             Variadic<Index>:$offsets, Variadic<Index>:$lengths,
+                            Variadic<AnyRankedTensor>:$mod_args,
                             UnitAttr:$apply_mask),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$new_acc, AnyRankedTensor:$new_max,
@@ -117,7 +132,8 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
   let regions = (region MaxSizedRegion<1>:$score_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $acc `,` $max `,` $sum
-    `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
+    `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
   }];
@@ -145,6 +161,7 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
                             AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
                             AnyRankedTensor:$grad_value,
                             Variadic<Index>:$offsets, Variadic<Index>:$lengths,
+                            Variadic<AnyRankedTensor>:$mod_args,
                             UnitAttr:$apply_mask),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$new_grad_query,
@@ -154,7 +171,8 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad_output `,` $lse `,` $delta `into`
     $grad_query `,` $grad_key `,` $grad_value
-    `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]` attr-dict (`score_mod` $score_mod^)?
+    `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($grad_output) `,`
         type($lse) `,` type($delta) `,` type($grad_query) `,` type($grad_key) `,`
         type($grad_value)

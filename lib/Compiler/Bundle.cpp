@@ -88,6 +88,14 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["split_kv"] = true;
   if (c.packGqa)
     o["pack_gqa"] = true;
+  if (!k.modArgs.empty()) {
+    // The tensors the score_mod reads, passed after every other parameter
+    // of fa_fwd / fa_bwd (docs/ABI.md "mod_args").
+    json::Array args;
+    for (const ModArgInfo &a : k.modArgs)
+      args.push_back(json::Object{{"dtype", a.dtype}, {"rank", a.rank}});
+    o["mod_args"] = std::move(args);
+  }
   if (c.deterministic) {
     o["deterministic"] = true;
     o["semaphore_param"] = kSemaphoreParam;

@@ -55,8 +55,10 @@ static size_t elemBytes(ElemKind k) {
   case ElemKind::BF16:
     return 2;
   case ElemKind::F32:
+  case ElemKind::I32:
     return 4;
   case ElemKind::F64:
+  case ElemKind::I64:
     return 8;
   }
   return 0;
@@ -82,6 +84,16 @@ static void store(ElemKind k, double v, void *dst) {
   case ElemKind::F64:
     std::memcpy(dst, &v, 8);
     return;
+  case ElemKind::I32: {
+    int32_t i = static_cast<int32_t>(v);
+    std::memcpy(dst, &i, 4);
+    return;
+  }
+  case ElemKind::I64: {
+    int64_t i = static_cast<int64_t>(v);
+    std::memcpy(dst, &i, 8);
+    return;
+  }
   }
 }
 
@@ -107,6 +119,16 @@ static double load(ElemKind k, const void *src) {
     std::memcpy(&d, src, 8);
     return d;
   }
+  case ElemKind::I32: {
+    int32_t i;
+    std::memcpy(&i, src, 4);
+    return i;
+  }
+  case ElemKind::I64: {
+    int64_t i;
+    std::memcpy(&i, src, 8);
+    return static_cast<double>(i);
+  }
   }
   return 0;
 }
@@ -126,6 +148,10 @@ static std::optional<ElemKind> kindOf(Type t) {
     return ElemKind::F32;
   if (t.isF64())
     return ElemKind::F64;
+  if (t.isInteger(32))
+    return ElemKind::I32;
+  if (t.isInteger(64))
+    return ElemKind::I64;
   return std::nullopt;
 }
 
@@ -167,7 +193,7 @@ CpuFunction::compile(ModuleOp module, StringRef entry,
     if (!k || !isa<RankedTensorType, MemRefType>(t)) {
       llvm::raw_string_ostream os(error);
       os << "entry " << what << " #" << i << " has type " << t
-         << "; expected a ranked tensor or memref of f16, bf16, f32 or f64";
+         << "; expected a ranked tensor or memref of f16, bf16, f32, f64, i32 or i64";
       return false;
     }
     std::vector<int64_t> s;

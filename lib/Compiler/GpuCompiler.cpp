@@ -268,28 +268,46 @@ static llvm::Expected<std::string> readScoreModLibrary(llvm::StringRef path) {
 /// Copies the body of function @name of `library` into the score_mod region
 /// of the attention op `op`, whose attn.yield takes the function's return
 /// value, and names the region after the function.
+/// Whether `fn` has a score_mod's signature: (f32, index × 4, then one
+/// ranked tensor per mod_arg) -> f32.
+static bool isScoreModSignature(func::FuncOp fn) {
+  FunctionType type = fn.getFunctionType();
+  Builder b(fn.getContext());
+  if (type.getNumInputs() < attn::ScoreSpec::kScoreModPositionArgs ||
+      type.getNumResults() != 1 || type.getResult(0) != b.getF32Type() ||
+      type.getInput(0) != b.getF32Type())
+    return false;
+  for (unsigned i = 1; i < attn::ScoreSpec::kScoreModPositionArgs; ++i)
+    if (!type.getInput(i).isIndex())
+      return false;
+  return llvm::all_of(
+      type.getInputs().drop_front(attn::ScoreSpec::kScoreModPositionArgs),
+      [](Type t) { return isa<RankedTensorType>(t); });
+}
+
+/// Makes the library function @name the score_mod of `op`; a function that
+/// takes tensors after kv_idx makes them mod_args of `op`, new parameters of
+/// its function (the kernel's mod_arg parameters, docs/ABI.md).
 static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
                                   llvm::StringRef name) {
   auto fn = library.lookupSymbol<func::FuncOp>(name);
   if (!fn)
     return err("the score-mod library has no function @" + name);
-  Builder types(op->getContext());
-  Type f32 = types.getF32Type(), index = types.getIndexType();
-  FunctionType expected = types.getFunctionType(
-      {f32, index, index, index, index}, {f32});
-  if (fn.getFunctionType() != expected || fn.getBody().getBlocks().size() != 1) {
+  if (!isScoreModSignature(fn) || fn.getBody().getBlocks().size() != 1) {
     std::string got;
     llvm::raw_string_ostream os(got);
     os << fn.getFunctionType();
     return err("expected score_mod function @" + name + " of type " +
-               "(f32, index, index, index, index) -> f32 with one block, got " +
+               "(f32, index, index, index, index, [mod_arg tensors...]) -> "
+               "f32 with one block, got " +
                got);
   }
   Region &region = op->getRegion(0);
   Block &body = fn.getBody().front();
   OpBuilder b(op->getContext());
-  Block *block = b.createBlock(&region, {}, body.getArgumentTypes(),
-                               SmallVector<Location>(5, fn.getLoc()));
+  Block *block = b.createBlock(
+      &region, {}, body.getArgumentTypes(),
+      SmallVector<Location>(body.getNumArguments(), fn.getLoc()));
   IRMapping map;
   map.map(body.getArguments(), block->getArguments());
   for (Operation &inner : body.without_terminator())
@@ -297,8 +315,32 @@ static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   attn::YieldOp::create(b, ret.getLoc(),
                         ValueRange{map.lookup(ret.getOperand(0))});
+  auto parent = op->getParentOfType<func::FuncOp>();
+  for (Type t : fn.getFunctionType().getInputs().drop_front(
+           attn::ScoreSpec::kScoreModPositionArgs)) {
+    unsigned index = parent.getNumArguments();
+    if (failed(parent.insertArgument(index, t, {}, fn.getLoc())))
+      return err("cannot add mod_arg parameter to the attention function");
+    op->insertOperands(op->getNumOperands(), parent.getArgument(index));
+  }
   op->setAttr(kScoreModNameAttr, b.getStringAttr(name));
   return llvm::Error::success();
+}
+
+/// The mod_args of `spec` as the manifest lists them.
+static std::vector<ModArgInfo> modArgInfo(const attn::ScoreSpec &spec) {
+  std::vector<ModArgInfo> infos;
+  if (!spec.scoreMod)
+    return infos;
+  for (BlockArgument arg : spec.scoreMod->front().getArguments().drop_front(
+           attn::ScoreSpec::kScoreModPositionArgs)) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::string dtype;
+    llvm::raw_string_ostream os(dtype);
+    os << type.getElementType();
+    infos.push_back({dtype, type.getRank()});
+  }
+  return infos;
 }
 
 llvm::Expected<CompiledKernel>
@@ -348,6 +390,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     return err(config.str() + ": " + planError);
 
   CompiledKernel out;
+  out.modArgs = modArgInfo(plan->spec);
   out.config = config;
   out.config.headDimV = plan->headDimV;
   out.config.blockQ = plan->blockQ;
@@ -475,6 +518,11 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
                              eo->getInteger("threads").value_or(0),
                              eo->getInteger("shared_bytes").value_or(0),
                              eo->getBoolean("persistent").value_or(false)});
+  if (const llvm::json::Array *args = o->getArray("mod_args"))
+    for (const llvm::json::Value &a : *args)
+      if (const llvm::json::Object *ao = a.getAsObject())
+        k.modArgs.push_back({ao->getString("dtype").value_or("").str(),
+                             ao->getInteger("rank").value_or(0)});
   k.fromCache = true;
   return k;
 }
@@ -507,8 +555,13 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
                                          {"threads", e.threads},
                                          {"shared_bytes", e.sharedBytes},
                                          {"persistent", e.persistent}});
+  llvm::json::Array modArgs;
+  for (const ModArgInfo &a : k.modArgs)
+    modArgs.push_back(
+        llvm::json::Object{{"dtype", a.dtype}, {"rank", a.rank}});
   llvm::json::Object meta{
       {"key", key},
+      {"mod_args", std::move(modArgs)},
       {"tag", k.tag},
       {"ptx_hash", hashHex(k.ptx)},
       {"cubin_hash", k.cubin.empty() ? "" : hashHex(k.cubin)},

@@ -468,6 +468,13 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                      mod->dump());
     c.scoreMod = mod->get<std::string>();
   }
+  // A score_mod reading tensors takes them as parameters this runtime does
+  // not pass yet (docs/ABI.md "mod_args"): launching it would read missing
+  // parameters, so the kernel is refused.
+  if (auto args = k.find("mod_args");
+      args != k.end() && !(args->is_array() && args->empty()))
+    bad(where, "the kernel's score_mod reads tensors (field 'mod_args'), "
+               "which this runtime cannot pass yet");
 
   c.targetName = stringField(k, "target", where);
   if (!parseTarget(c.targetName, c.target))

@@ -52,6 +52,12 @@ static llvm::cl::opt<int> largeScoreCases(
                    "(ALiBi over long rows, inputs x30)"),
     llvm::cl::init(0));
 static llvm::cl::opt<bool> verbose("v", llvm::cl::desc("print every case"));
+static llvm::cl::opt<bool> modArgs(
+    "mod-args",
+    llvm::cl::desc("score_mods that read tensors passed as mod_args: ALiBi "
+                   "with slopes [H], a relative-position bias table "
+                   "[H, Nq+Nk-1] (f32 or bf16), a per-key bias [B, Nk] (f32 "
+                   "or i32)"));
 static llvm::cl::opt<bool> splitKv(
     "split-kv",
     llvm::cl::desc("forward: decode-shaped cases split over 1..16 key ranges "
@@ -65,7 +71,7 @@ static llvm::cl::opt<bool> packGqa(
 
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
-enum class Mod { None, Alibi, Softcap, Random };
+enum class Mod { None, Alibi, Softcap, Random, AlibiSlopes, RelBias, KeyBias };
 
 struct Case {
   ElemKind dtype;
@@ -80,6 +86,10 @@ struct Case {
   int64_t splits = 0; // attn-split-kv's key splits; 0: none
   bool packGqa = false; // attn-tile pack-gqa
   double inputScale = 1; // Q and K are drawn N(0, inputScale^2)
+  /// The tensors an AlibiSlopes, RelBias or KeyBias mod reads, and the
+  /// element type each is passed in.
+  std::vector<HostTensor> modArgs;
+  std::vector<std::string> modArgTypes;
 };
 
 const char *dtypeName(ElemKind k) {
@@ -100,6 +110,9 @@ const char *modName(Mod m) {
   case Mod::Alibi: return "alibi";
   case Mod::Softcap: return "softcap";
   case Mod::Random: return "random";
+  case Mod::AlibiSlopes: return "alibi_slopes";
+  case Mod::RelBias: return "rel_bias";
+  case Mod::KeyBias: return "key_bias";
   }
   return "";
 }
@@ -115,6 +128,8 @@ std::string describe(const Case &c) {
   os << " mod=" << modName(c.mod);
   if (c.program)
     os << "(" << c.program->size() << " values)";
+  for (const std::string &t : c.modArgTypes)
+    os << " " << t;
   os << " bq" << c.blockQ << " bkv" << c.blockKV;
   if (!c.deterministic)
     os << " parallel-dq";
@@ -143,6 +158,69 @@ std::string floatLit(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.9e", v);
   return buf;
+}
+
+/// `mod_args(%m0 : T0, ...)` of a case's op, or nothing.
+std::string modArgOperands(const Case &c) {
+  if (c.modArgs.empty())
+    return "";
+  std::string s = " mod_args(";
+  for (size_t i = 0; i < c.modArgs.size(); ++i)
+    s += (i ? ", %m" : "%m") + std::to_string(i);
+  s += " : ";
+  for (size_t i = 0; i < c.modArgs.size(); ++i)
+    s += (i ? ", " : "") + c.modArgTypes[i];
+  return s + ")";
+}
+
+/// `, %m0: T0, ...`: the function's mod_arg parameters.
+std::string modArgParams(const Case &c) {
+  std::string s;
+  for (size_t i = 0; i < c.modArgs.size(); ++i)
+    s += ", %m" + std::to_string(i) + ": " + c.modArgTypes[i];
+  return s;
+}
+
+/// The score_mod of a case whose mod reads a mod_arg (%t): ALiBi with a
+/// slope per head, a bias per (head, kv - q), a bias per (batch, key).
+std::string modArgRegion(const Case &c) {
+  std::ostringstream os;
+  const std::string &type = c.modArgTypes[0];
+  os << "^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: "
+     << type << "):\n";
+  auto toF32 = [&](const char *x) {
+    if (type.find("bf16") != std::string::npos)
+      os << "  %xf = arith.extf " << x << " : bf16 to f32\n";
+    else if (type.find("i32") != std::string::npos)
+      os << "  %xi = arith.sitofp " << x << " : i32 to f32\n"
+         << "  %quarter = arith.constant 2.5e-01 : f32\n"
+         << "  %xf = arith.mulf %xi, %quarter : f32\n";
+    else
+      os << "  %xf = arith.addf " << x << ", %zero : f32\n";
+  };
+  os << "  %zero = arith.constant 0.0 : f32\n";
+  if (c.mod == Mod::AlibiSlopes) {
+    os << "  %x = tensor.extract %t[%h] : " << type << "\n";
+    toF32("%x");
+    os << "  %ii = arith.index_cast %i : index to i64\n"
+       << "  %ji = arith.index_cast %j : index to i64\n"
+       << "  %dist = arith.subi %ji, %ii : i64\n"
+       << "  %df = arith.sitofp %dist : i64 to f32\n"
+       << "  %bias = arith.mulf %xf, %df : f32\n";
+  } else if (c.mod == Mod::RelBias) {
+    os << "  %last = arith.constant " << c.nq - 1 << " : index\n"
+       << "  %rel = arith.subi %j, %i : index\n"
+       << "  %col = arith.addi %rel, %last : index\n"
+       << "  %x = tensor.extract %t[%h, %col] : " << type << "\n";
+    toF32("%x");
+    os << "  %bias = arith.addf %xf, %zero : f32\n";
+  } else {
+    os << "  %x = tensor.extract %t[%b, %j] : " << type << "\n";
+    toF32("%x");
+    os << "  %bias = arith.addf %xf, %zero : f32\n";
+  }
+  os << "  %r = arith.addf %s, %bias : f32\n  attn.yield %r : f32\n";
+  return os.str();
 }
 
 std::string attrsAndRegion(const Case &c) {
@@ -180,6 +258,8 @@ std::string attrsAndRegion(const Case &c) {
        << "  attn.yield %r : f32\n}";
   } else if (c.mod == Mod::Random) {
     os << " score_mod {\n" << c.program->regionBody() << "}";
+  } else if (!c.modArgs.empty()) {
+    os << " score_mod {\n" << modArgRegion(c) << "}";
   }
   return os.str();
 }
@@ -201,8 +281,9 @@ std::string forwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
   return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
-         ") -> (" + outs + ") {\n  %o, %lse = attn.attention %q, %k, %v " +
-         attrsAndRegion(c) + " : " + qkv + " -> " + outs +
+         modArgParams(c) + ") -> (" + outs +
+         ") {\n  %o, %lse = attn.attention %q, %k, %v" + modArgOperands(c) +
+         " " + attrsAndRegion(c) + " : " + qkv + " -> " + outs +
          "\n  return %o, %lse : " + outs + "\n}\n";
 }
 
@@ -210,10 +291,11 @@ std::string backwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v;
   return "func.func @bwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
-         ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse + ") -> (" +
-         qkv + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
-               "%o, %do, %lse " +
-         attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
+         ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse +
+         modArgParams(c) + ") -> (" + qkv +
+         ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
+         "%o, %do, %lse" +
+         modArgOperands(c) + " " + attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
          t.lse + " -> " + qkv + "\n  return %dq, %dk, %dv : " + qkv + "\n}\n";
 }
 
@@ -234,6 +316,25 @@ bool visible(const Case &c, int64_t i, int64_t j) {
   return true;
 }
 
+/// The bias a mod_arg mod adds at `pos`, from the tensor as passed (its
+/// dtype's values; an i32 key bias counts quarters).
+double modArgBias(const Case &c, const Position &pos) {
+  const HostTensor &t = c.modArgs[0];
+  auto [b, h, i, j] = std::make_tuple(pos[0], pos[1], pos[2], pos[3]);
+  switch (c.mod) {
+  case Mod::AlibiSlopes:
+    return t.data[h] * double(j - i);
+  case Mod::RelBias:
+    return t.data[h * t.shape[1] + (j - i + c.nq - 1)];
+  case Mod::KeyBias: {
+    double x = t.data[b * t.shape[1] + j];
+    return c.modArgTypes[0].find("i32") != std::string::npos ? x * 0.25 : x;
+  }
+  default:
+    return 0;
+  }
+}
+
 /// score_mod and its derivative at the scaled score x of element `pos`; a
 /// random program rounds each of its values with `rd`.
 Dual scoreMod(const Case &c, double x, const Position &pos, const Round &rd) {
@@ -250,6 +351,10 @@ Dual scoreMod(const Case &c, double x, const Position &pos, const Round &rd) {
   }
   case Mod::Random:
     return c.program->evaluate(x, pos, rd);
+  case Mod::AlibiSlopes:
+  case Mod::RelBias:
+  case Mod::KeyBias:
+    return {x + modArgBias(c, pos), 1};
   }
   return {x, 1};
 }
@@ -312,6 +417,9 @@ double modMagnitude(const Case &c, double x, const Position &pos) {
     return 0;
   case Mod::Alibi:
   case Mod::Softcap:
+  case Mod::AlibiSlopes:
+  case Mod::RelBias:
+  case Mod::KeyBias:
     return std::fabs(x) + 2 * std::fabs(scoreMod(c, x, pos, identity).value);
   case Mod::Random:
     return c.program->magnitude(x, pos);
@@ -527,6 +635,8 @@ struct Checker {
       drawSplit(c);
     if (packGqa)
       drawPacked(c);
+    if (modArgs)
+      drawModArg(c, static_cast<Mod>(int(Mod::AlibiSlopes) + (n / 4) % 3));
     return c;
   }
 
@@ -551,6 +661,37 @@ struct Checker {
   struct PackCoverage {
     int grouped = 0, ragged = 0, partialBlock = 0, split = 0;
   } packCoverage;
+
+  /// A score_mod reading a mod_arg, with its tensor: slopes [H] in
+  /// [1/64, 1] (f32), a bias table [H, Nq+Nk-1] (f32 or bf16), a per-key
+  /// bias [B, Nk] (f32, or i32 quarters in [-8, 8]).
+  void drawModArg(Case &c, Mod mod) {
+    c.mod = mod;
+    c.program = nullptr;
+    HostTensor t;
+    std::string elem = "f32";
+    if (mod == Mod::AlibiSlopes) {
+      t.shape = {c.h};
+      for (int64_t h = 0; h < c.h; ++h)
+        t.data.push_back(roundTo(ElemKind::F32, std::exp2(-double(uniform(0, 6)) -
+                                                          uniform(0, 99) / 100.0)));
+    } else if (mod == Mod::RelBias) {
+      elem = pick<std::string>({"f32", "bf16"});
+      t = randomTensor({c.h, c.nq + c.nk - 1},
+                       elem == "bf16" ? ElemKind::BF16 : ElemKind::F32);
+    } else {
+      elem = pick<std::string>({"f32", "i32"});
+      if (elem == "i32") {
+        t.shape = {c.b, c.nk};
+        for (int64_t e = 0; e < c.b * c.nk; ++e)
+          t.data.push_back(double(uniform(-32, 32)));
+      } else {
+        t = randomTensor({c.b, c.nk}, ElemKind::F32);
+      }
+    }
+    c.modArgTypes = {tensorType(t.shape, elem)};
+    c.modArgs = {std::move(t)};
+  }
 
   /// Decode shapes for split-KV: few query rows, more keys, wide GQA
   /// groups, and split counts from 1 to more than the key blocks.
@@ -598,6 +739,8 @@ struct Checker {
     Case c = draw(n, bwd);
     c.dtype = ElemKind::F32;
     c.program = nullptr;
+    c.modArgs.clear();
+    c.modArgTypes.clear();
     c.splits = 0;
     c.b = 1;
     if (n % 2 == 0) {
@@ -729,7 +872,9 @@ struct Checker {
       return report(false, c, "compile: " + err);
     Problem p = problem(c);
     std::vector<HostTensor> res;
-    if (!fn->run({p.q, p.k, p.v}, res, err))
+    std::vector<HostTensor> inputs{p.q, p.k, p.v};
+    llvm::append_range(inputs, c.modArgs);
+    if (!fn->run(inputs, res, err))
       return report(false, c, "run: " + err);
     if (c.splits)
       countSplitCoverage(c);
@@ -746,7 +891,9 @@ struct Checker {
                    std::vector<HostTensor> &res, std::string &err) {
     HostTensor ot{{c.b, c.h, c.nq, c.dv}, o};
     HostTensor lt{{c.b, c.h, c.nq}, lse};
-    return fn.run({p.q, p.k, p.v, ot, p.dO, lt}, res, err);
+    std::vector<HostTensor> inputs{p.q, p.k, p.v, ot, p.dO, lt};
+    llvm::append_range(inputs, c.modArgs);
+    return fn.run(inputs, res, err);
   }
 
   void checkBackward(const Case &c) {

@@ -775,6 +775,29 @@ TEST(ScoreMod, BadNamesAreRejected) {
                    "name of identifier characters");
 }
 
+TEST(ScoreMod, ModArgsAreRefused) {
+  // A kernel whose score_mod reads tensors takes them after its other
+  // parameters (docs/ABI.md "mod_args"); this runtime cannot pass them, so
+  // it must not load the kernel (a launch would read missing parameters).
+  expectRejected("mod_args",
+                 manifest({modJson("fwd_mod_alibi_slopes", "fwd",
+                                   "alibi_slopes")
+                               .insert(1, R"("mod_args": [{"dtype": "f32",
+                                   "rank": 1}], )")}),
+                 "kernels[0] ('fwd_mod_alibi_slopes'): the kernel's score_mod "
+                 "reads tensors (field 'mod_args'), which this runtime cannot "
+                 "pass yet");
+  // An empty list is a kernel without mod_args.
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(loadText("mod_args_empty",
+                     manifest({modJson("m", "fwd", "x").insert(
+                         1, R"("mod_args": [], )")}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+}
+
 TEST(ScoreMod, NeedsNoNewerVersion) {
   // Runtimes older than score_mod kernels reject them (a non-null
   // score_mod), so any version may carry one.

@@ -27,8 +27,10 @@ struct HostTensor {
   int64_t numElements() const;
 };
 
-/// Element kinds the runner converts to and from.
-enum class ElemKind { F16, BF16, F32, F64 };
+/// Element kinds the runner converts to and from. The integer kinds serve
+/// index tensors a score_mod reads (mod_args); a double converts to them by
+/// truncation toward zero.
+enum class ElemKind { F16, BF16, F32, F64, I32, I64 };
 
 /// Rounds `v` to `kind` and back (what the kernel sees of an input).
 double roundTo(ElemKind kind, double v);

@@ -41,11 +41,19 @@ struct KernelEntry {
   bool persistent = false;
 };
 
+/// A tensor its score_mod reads, passed after the other kernel parameters
+/// (docs/ABI.md "mod_args"): element type (f32, f16, bf16, i32, i64), rank.
+struct ModArgInfo {
+  std::string dtype;
+  int64_t rank = 0;
+};
+
 /// A compiled config.
 struct CompiledKernel {
   KernelConfig config;     // with defaults resolved
   std::string tag;
   std::vector<KernelEntry> entries;
+  std::vector<ModArgInfo> modArgs; // in parameter order
   std::string ptx;
   std::string cubin;       // empty when ptxas is missing
   int64_t registers = -1;  // from ptxas -v (max over entries)

@@ -77,7 +77,7 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value split, splits;
   if (plan.splitKv) {
-    splits = kb.toIndex(arg(entry.getNumArguments() - 1)); // last: splits
+    splits = kb.toIndex(arg(11)); // after the scale (forwardParams)
     split = arith::RemUIOp::create(b, loc, batch, splits);
     batch = arith::DivUIOp::create(b, loc, batch, splits);
   }

@@ -3,6 +3,7 @@
 #include "KernelParams.h"
 
 #include "Fragments.h"
+#include "ModArgs.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
@@ -44,6 +45,7 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     if (plan.persistent)
       p.add(LLVM::LLVMPointerType::get(ctx)); // tile counter
   }
+  addModArgParams(p, ctx, plan); // last
   return p;
 }
 
@@ -69,6 +71,7 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
       p.addTensorMap(ctx);
   if (plan.deterministic)
     p.add(LLVM::LLVMPointerType::get(ctx)); // dQ semaphores
+  addModArgParams(p, ctx, plan); // last
   return p;
 }
 

@@ -42,13 +42,14 @@ struct KernelParams {
 
 /// fa_fwd: q, k, v, o, lse; batch, heads, kv_heads, nq, nk; scale; then a
 /// split-KV forward's split count (its o and lse are the f32 workspace), or
-/// the wgmma forward's q, k, v maps and a persistent grid's tile counter.
+/// the wgmma forward's q, k, v maps and a persistent grid's tile counter;
+/// last, the mod_args of a score_mod (ModArgs.h).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq.
 KernelParams backwardPreParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd: q, k, v, do, lse, delta, dq_accum, dk, dv; batch, heads,
 /// kv_heads, nq, nk; scale; then the warp-specialised wgmma backward's q, k,
-/// v, do maps and a deterministic one's semaphores.
+/// v, do maps and a deterministic one's semaphores; last, the mod_args.
 KernelParams backwardMainParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_post: dq_accum, dq; batch, heads, nq.
 KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
+#include "ModArgs.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -234,14 +235,22 @@ static Operation *lastOpBefore(OpBuilder &b) {
   return ip == b.getInsertionBlock()->begin() ? nullptr : &*std::prev(ip);
 }
 
+/// The kernel the builder is inserting into (its mod_arg parameters).
+static gpu::GPUFuncOp enclosingKernel(OpBuilder &b) {
+  Operation *op = b.getInsertionBlock()->getParentOp();
+  auto func = dyn_cast<gpu::GPUFuncOp>(op);
+  return func ? func : op->getParentOfType<gpu::GPUFuncOp>();
+}
+
 /// attn::buildScore on one fragment element, its score_mod's math lowered
 /// for the GPU (lowerScoreModMath).
 static Value buildGpuScore(KernelBuilder &kb, Value s,
                            const fa::attn::ScorePosition &pos, Value *derivative,
                            Value scale) {
   Operation *before = lastOpBefore(kb.b);
+  fa::attn::ModArgAccess modArgs = modArgAccess(enclosingKernel(kb.b), kb.plan);
   Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
-                                     derivative, scale);
+                                     derivative, scale, &modArgs);
   SmallVector<Value *, 2> tracked{&score};
   if (derivative)
     tracked.push_back(derivative);

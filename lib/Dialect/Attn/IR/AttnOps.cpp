@@ -179,10 +179,35 @@ static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
   return d;
 }
 
+/// The name of score_mod block argument `i` in diagnostics.
+static std::string scoreModArgName(unsigned i) {
+  const char *names[] = {"score", "b", "h", "q_idx", "kv_idx"};
+  if (i < ScoreSpec::kScoreModPositionArgs)
+    return names[i];
+  return "mod_arg #" + std::to_string(i - ScoreSpec::kScoreModPositionArgs);
+}
+
+/// mod_args are ranked tensors of f32, f16, bf16, i32 or i64 (what a kernel
+/// can load from global memory and the runtime can describe).
+static LogicalResult verifyModArgTypes(Operation *op, ValueRange modArgs) {
+  for (auto [i, arg] : llvm::enumerate(modArgs)) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    Type elem = type.getElementType();
+    if (!(elem.isF32() || elem.isF16() || elem.isBF16() ||
+          elem.isInteger(32) || elem.isInteger(64)))
+      return op->emitOpError("expected mod_arg #")
+             << i << " element type f32, f16, bf16, i32 or i64, got " << elem;
+    if (type.getRank() == 0)
+      return op->emitOpError("expected mod_arg #")
+             << i << " of rank at least 1, got " << type;
+  }
+  return success();
+}
+
 static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
                                       MaskKind mask, std::optional<int64_t> left,
                                       std::optional<int64_t> right,
-                                      Region &scoreMod) {
+                                      Region &scoreMod, ValueRange modArgs) {
   if (scale && (!std::isfinite(*scale) || *scale == 0.0f))
     return op->emitOpError("expected scale to be finite and non-zero, got ")
            << *scale;
@@ -198,8 +223,14 @@ static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
                            "window, got mask ")
            << stringifyMaskKind(mask);
   }
-  if (scoreMod.empty())
+  if (scoreMod.empty()) {
+    if (!modArgs.empty())
+      return op->emitOpError("expected a score_mod to read the ")
+             << modArgs.size() << " mod_args, got none";
     return success();
+  }
+  if (failed(verifyModArgTypes(op, modArgs)))
+    return failure();
   if (!scoreMod.hasOneBlock())
     return op->emitOpError("expected score_mod to have one block");
   Block &block = scoreMod.front();
@@ -207,20 +238,35 @@ static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
   SmallVector<Type> expected{b.getF32Type(), b.getIndexType(),
                              b.getIndexType(), b.getIndexType(),
                              b.getIndexType()};
-  const char *names[] = {"score", "b", "h", "q_idx", "kv_idx"};
+  llvm::append_range(expected, modArgs.getTypes());
   if (block.getNumArguments() != expected.size()) {
-    InFlightDiagnostic diag = op->emitOpError(
-        "expected score_mod to take 5 arguments (score: f32, b, h, q_idx, "
-        "kv_idx: index), got ");
-    diag << block.getNumArguments() << ": (";
+    InFlightDiagnostic diag = op->emitOpError("expected score_mod to take ")
+                              << expected.size()
+                              << " arguments (score: f32, b, h, q_idx, "
+                                 "kv_idx: index";
+    if (!modArgs.empty())
+      diag << ", then one per mod_arg of its type";
+    diag << "), got " << block.getNumArguments() << ": (";
     llvm::interleaveComma(block.getArgumentTypes(), diag);
     return diag << ")";
   }
   for (auto [i, arg] : llvm::enumerate(block.getArguments()))
     if (arg.getType() != expected[i])
       return op->emitOpError("expected score_mod argument #")
-             << i << " (" << names[i] << ") of type " << expected[i]
+             << i << " (" << scoreModArgName(i) << ") of type " << expected[i]
              << ", got " << arg.getType();
+  // A GPU kernel turns each read of a mod_arg into a load from its
+  // parameter; any other use would have no lowering.
+  for (BlockArgument arg :
+       block.getArguments().drop_front(ScoreSpec::kScoreModPositionArgs))
+    for (OpOperand &use : arg.getUses()) {
+      auto read = dyn_cast<tensor::ExtractOp>(use.getOwner());
+      if (!read || use.getOperandNumber() != 0)
+        return op->emitOpError("expected ")
+               << scoreModArgName(arg.getArgNumber())
+               << " to be read by tensor.extract only, got a use by '"
+               << use.getOwner()->getName() << "'";
+    }
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
   if (!yield || yield.getValues().size() != 1 ||
       !yield.getValues()[0].getType().isF32())
@@ -236,7 +282,6 @@ static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
   if (scoreMod.empty())
     return success();
   Block &block = scoreMod.front();
-  const char *names[] = {"score", "b", "h", "q_idx", "kv_idx"};
   const int64_t extents[] = {0, d.b, d.h, d.nq, d.nk};
   WalkResult walk = scoreMod.walk([&](tensor::ExtractOp read) {
     auto type = cast<RankedTensorType>(read.getTensor().getType());
@@ -258,12 +303,13 @@ static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
         return WalkResult::interrupt();
       }
       auto arg = dyn_cast<BlockArgument>(index);
-      if (!arg || arg.getOwner() != &block || arg.getArgNumber() == 0)
+      if (!arg || arg.getOwner() != &block || arg.getArgNumber() == 0 ||
+          arg.getArgNumber() >= ScoreSpec::kScoreModPositionArgs)
         continue;
       int64_t extent = extents[arg.getArgNumber()];
       if (!ShapedType::isDynamic(extent) && extent > size) {
         read.emitOpError("index #")
-            << dim << " is " << names[arg.getArgNumber()] << ", up to "
+            << dim << " is " << scoreModArgName(arg.getArgNumber()) << ", up to "
             << extent - 1
             << ", outside the captured tensor's dimension of size " << size;
         return WalkResult::interrupt();
@@ -284,6 +330,7 @@ static ScoreSpec buildScoreSpec(OpTy op) {
   s.windowLeft = op.getWindowLeft().value_or(0);
   s.windowRight = op.getWindowRight().value_or(0);
   s.scoreMod = op.getScoreMod().empty() ? nullptr : &op.getScoreMod();
+  llvm::append_range(s.modArgs, op.getModArgs());
   return s;
 }
 
@@ -293,7 +340,8 @@ static LogicalResult verifyScoreAttrs(OpTy op) {
                                                   op.getScale()->convertToFloat())
                                             : std::nullopt,
                           op.getMask(), op.getWindowLeft(),
-                          op.getWindowRight(), op.getScoreMod());
+                          op.getWindowRight(), op.getScoreMod(),
+                          op.getModArgs());
 }
 
 /// The tile ops locate their block with offsets [b, h, q, kv] and lengths

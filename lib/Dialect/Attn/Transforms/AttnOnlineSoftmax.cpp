@@ -43,7 +43,7 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   auto online = OnlineAttentionOp::create(
       rw, loc, TypeRange{acc0.getType(), max0.getType(), sum0.getType()}, q, k,
       v, acc0, max0, sum0, ValueRange{zero, zero, zero, zero}, ValueRange{nq, nk},
-      op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
+      op.getModArgs(), op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
       op.getWindowRightAttr());
   copyKernelPlan(op, online);

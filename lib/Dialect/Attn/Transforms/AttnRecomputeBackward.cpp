@@ -101,7 +101,7 @@ struct BackwardBuilder {
                                          it[2].getType()},
                       qTile, kTile, vTile, doTile, lseTile, deltaTile, dqTile,
                       it[1], it[2], tileOffsets, ValueRange{nq, nk},
-                      applyMask ? tb.getUnitAttr() : nullptr,
+                      op.getModArgs(), applyMask ? tb.getUnitAttr() : nullptr,
                       op.getScaleAttr(), op.getMaskAttr(),
                       op.getWindowLeftAttr(), op.getWindowRightAttr());
                   cloneScoreMod(op.getScoreMod(), tile.getScoreMod());

@@ -152,7 +152,7 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
       rw, loc, op->getResultTypes(), q, kSplit, vSplit,
       slab(parts[0], accType, accSizes), slab(parts[1], rowType, rowSizes),
       slab(parts[2], rowType, rowSizes), splitOffsets, op.getLengths(),
-      op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
+      op.getModArgs(), op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
       op.getWindowLeftAttr(), op.getWindowRightAttr());
   cloneScoreMod(op.getScoreMod(), split.getScoreMod());
   copyKernelPlan(op, split);

@@ -167,7 +167,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
         auto makeTile = [&](OpBuilder &tb, bool applyMask) -> Operation * {
           auto tile = OnlineAttentionOp::create(
               tb, l, iter.getTypes(), qTile, kTile, vTile, iter[0], iter[1],
-              iter[2], tileOffsets, ValueRange{nqAll, nkAll},
+              iter[2], tileOffsets, ValueRange{nqAll, nkAll}, op.getModArgs(),
               applyMask ? tb.getUnitAttr() : nullptr, op.getScaleAttr(),
               op.getMaskAttr(), op.getWindowLeftAttr(),
               op.getWindowRightAttr());

@@ -186,23 +186,34 @@ LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
 /// [0, size - 1] of its dimension (the rule AttentionOp documents): a
 /// position-derived index past a bias table's end reads its last entry, not
 /// memory outside it.
+/// A mod_arg read through `access` (a GPU kernel's parameters) goes the same
+/// way, through its extents and loads.
 static Value buildClampedRead(OpBuilder &b, Location loc, tensor::ExtractOp read,
-                              IRMapping &map) {
+                              IRMapping &map, const ScoreSpec &spec,
+                              const ModArgAccess *access) {
+  std::optional<unsigned> modArg;
+  if (auto arg = dyn_cast<BlockArgument>(read.getTensor());
+      access && arg && arg.getOwner() == &spec.scoreMod->front() &&
+      arg.getArgNumber() >= ScoreSpec::kScoreModPositionArgs)
+    modArg = arg.getArgNumber() - ScoreSpec::kScoreModPositionArgs;
   Value source = map.lookupOrDefault(read.getTensor());
   SmallVector<Value> indices;
   for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
-    Value last = arith::SubIOp::create(
-        b, loc, tensor::DimOp::create(b, loc, source, dim), cIndex(b, loc, 1));
+    Value size = modArg ? access->size(b, loc, *modArg, dim)
+                        : tensor::DimOp::create(b, loc, source, dim).getResult();
+    Value last = arith::SubIOp::create(b, loc, size, cIndex(b, loc, 1));
     Value below = arith::MinSIOp::create(b, loc, map.lookupOrDefault(index), last);
     indices.push_back(arith::MaxSIOp::create(b, loc, below, cIndex(b, loc, 0)));
   }
+  if (modArg)
+    return access->load(b, loc, *modArg, indices);
   return tensor::ExtractOp::create(b, loc, source, indices);
 }
 
 Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
                                  const ScoreSpec &spec, Value dot,
                                  const ScorePosition &pos, Value *derivative,
-                                 Value scale) {
+                                 Value scale, const ModArgAccess *modArgs) {
   auto cst = [&](double v) -> Value {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   };
@@ -220,6 +231,9 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
   map.map(block.getArgument(2), pos.h);
   map.map(block.getArgument(3), pos.q);
   map.map(block.getArgument(4), pos.kv);
+  if (!modArgs)
+    for (auto [i, tensor] : llvm::enumerate(spec.modArgs))
+      map.map(spec.modArgOperand(i), tensor);
   // Tangents w.r.t. the scaled score; a missing entry is zero.
   llvm::DenseMap<Value, Value> tangent;
   if (derivative)
@@ -233,7 +247,8 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
       break;
     }
     if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
-      map.map(read.getResult(), buildClampedRead(b, loc, read, map));
+      map.map(read.getResult(),
+              buildClampedRead(b, loc, read, map, spec, modArgs));
       continue;
     }
     Operation *clone = b.clone(op, map);

@@ -28,6 +28,16 @@ struct ScoreSpec {
   int64_t windowRight = 0;
   /// The score_mod region, or null.
   Region *scoreMod = nullptr;
+  /// The op's mod_args: the tensors behind the score_mod's block arguments
+  /// after kv_idx (empty without score_mod).
+  SmallVector<Value, 2> modArgs;
+
+  /// The score_mod's block argument for mod_arg `i`.
+  BlockArgument modArgOperand(unsigned i) const {
+    return scoreMod->front().getArgument(kScoreModPositionArgs + i);
+  }
+  /// The score_mod's arguments before the mod_args: score, b, h, q_idx, kv_idx.
+  static constexpr unsigned kScoreModPositionArgs = 5;
 
   bool hasMask() const { return mask != MaskKind::None; }
   /// Whether the band's diagonal is aligned to the bottom-right corner

@@ -8,6 +8,8 @@
 #ifndef FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H
 #define FA_DIALECT_ATTN_TRANSFORMS_TRANSFORMS_H
 
+#include <functional>
+
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
@@ -132,12 +134,25 @@ struct ScorePosition {
 Value buildMaskPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
                          const ScorePosition &pos);
 
+/// How a score_mod reaches its mod_args where they are not tensors: a GPU
+/// kernel reads them from its parameters. Without one, buildScore reads the
+/// op's tensors (spec.modArgs) with tensor.extract.
+struct ModArgAccess {
+  /// Extent `dim` of mod_arg `arg`, as an index.
+  std::function<Value(OpBuilder &, Location, unsigned arg, unsigned dim)> size;
+  /// Element `indices` (each inside its extent) of mod_arg `arg`.
+  std::function<Value(OpBuilder &, Location, unsigned arg, ValueRange indices)>
+      load;
+};
+
 /// The score after scaling and score_mod, in natural units, for the raw dot
 /// product `dot`. When `derivative` is non-null it receives d(score)/d(dot).
 /// A non-null `scale` (f32, e.g. a kernel parameter) replaces spec.scale.
+/// mod_args are read through `modArgs` when given (see ModArgAccess); they
+/// are constants of the derivative.
 Value buildScore(OpBuilder &b, Location loc, const ScoreSpec &spec, Value dot,
                  const ScorePosition &pos, Value *derivative = nullptr,
-                 Value scale = {});
+                 Value scale = {}, const ModArgAccess *modArgs = nullptr);
 
 /// Fails, naming the op, when the score_mod region holds an op the backward
 /// cannot differentiate with respect to the score.

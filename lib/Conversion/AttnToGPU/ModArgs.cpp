@@ -1,0 +1,81 @@
+//===- ModArgs.cpp - score_mod tensors as kernel parameters -----*- C++ -*-===//
+
+#include "ModArgs.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+SmallVector<RankedTensorType>
+mlir::fa::gpu_lowering::modArgTypes(const attn::ScoreSpec &spec) {
+  SmallVector<RankedTensorType> types;
+  if (!spec.scoreMod)
+    return types;
+  for (BlockArgument arg : spec.scoreMod->front().getArguments().drop_front(
+           attn::ScoreSpec::kScoreModPositionArgs))
+    types.push_back(cast<RankedTensorType>(arg.getType()));
+  return types;
+}
+
+/// A pointer into the global space: NVPTX turns invariant loads through it
+/// into ld.global.nc.
+static LLVM::LLVMPointerType globalPointer(MLIRContext *ctx) {
+  return LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/1);
+}
+
+void mlir::fa::gpu_lowering::addModArgParams(KernelParams &params,
+                                             MLIRContext *ctx,
+                                             const KernelPlan &plan) {
+  for (RankedTensorType type : modArgTypes(plan.spec)) {
+    params.add(globalPointer(ctx));
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      params.add(IntegerType::get(ctx, 32));
+  }
+}
+
+attn::ModArgAccess mlir::fa::gpu_lowering::modArgAccess(gpu::GPUFuncOp func,
+                                                        const KernelPlan &plan) {
+  SmallVector<RankedTensorType> types = modArgTypes(plan.spec);
+  int64_t count = 0;
+  for (RankedTensorType t : types)
+    count += 1 + t.getRank();
+  // Per mod_arg: its pointer parameter, then its extents.
+  SmallVector<unsigned> first;
+  unsigned next = func.getNumArguments() - count;
+  for (RankedTensorType t : types) {
+    first.push_back(next);
+    next += 1 + t.getRank();
+  }
+  SmallVector<Value> params(func.getArguments());
+  auto param = [params](unsigned i) { return params[i]; };
+  auto extent = [=](OpBuilder &b, Location loc, unsigned arg, unsigned dim) {
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                      param(first[arg] + 1 + dim))
+        .getResult();
+  };
+  attn::ModArgAccess access;
+  access.size = extent;
+  access.load = [=](OpBuilder &b, Location loc, unsigned arg,
+                    ValueRange indices) -> Value {
+    // Row-major: ((i0·n1 + i1)·n2 + i2)…
+    Value linear = indices[0];
+    for (unsigned d = 1; d < indices.size(); ++d)
+      linear = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, linear, extent(b, loc, arg, d)),
+          indices[d]);
+    Value offset =
+        arith::IndexCastOp::create(b, loc, b.getI64Type(), linear);
+    Type elem = types[arg].getElementType();
+    auto ptr = globalPointer(b.getContext());
+    Value address = LLVM::GEPOp::create(b, loc, ptr, elem, param(first[arg]),
+                                        ValueRange{offset});
+    return LLVM::LoadOp::create(b, loc, elem, address, /*alignment=*/0,
+                                /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                /*isInvariant=*/true);
+  };
+  return access;
+}
