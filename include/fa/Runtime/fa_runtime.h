@@ -41,11 +41,12 @@ extern "C" {
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
  * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
- * "merge"). Kernels with tensor maps in bundles before 5 are
+ * "merge"), 7 forwards that take the tensors' strides ("stride_param").
+ * Kernels with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 6
+#define FA_RUNTIME_BUNDLE_VERSION 7
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -89,8 +90,13 @@ typedef enum fa_mma {
   FA_MMA_WGMMA = 2, /* wgmma with TMA loads (sm_90a only) */
 } fa_mma;
 
-/* A dense tensor on the device. Shapes and strides count elements; strides
- * must be those of a contiguous row-major tensor of that shape. */
+/* A tensor on the device. Shapes and strides count elements. Strides must
+ * be those of a contiguous row-major tensor of that shape, except for q, k,
+ * v and o of a strided kernel (fa_kernel_info.strided): there any positive
+ * strides with a unit last one (a [B,N,H,D] projection viewed as [B,H,N,D]
+ * by transpose(1, 2), say), each a multiple of the rows' alignment in
+ * elements (8 for f16/bf16 head dims that are multiples of 8), o's elements
+ * distinct; a wgmma kernel (TMA) also needs 16-byte multiples. */
 typedef struct fa_tensor {
   CUdeviceptr data;
   fa_dtype dtype;
@@ -169,6 +175,9 @@ typedef struct fa_kernel_info {
    * fa_attention_forward_splitkv. Last, like score_mod: a caller built
    * against an older header reads the fields before it. */
   int32_t split_kv;
+  /* 1: the forward takes the strides of q, k, v and o (any views with a
+   * unit last stride, fa_tensor); 0: contiguous tensors only. Last. */
+  int32_t strided;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes

@@ -65,6 +65,26 @@ struct SharedTile {
   int64_t stride; // elements between rows
 };
 
+class KernelBuilder;
+
+/// A global [B, H, N, D] tensor addressed through the caller's strides
+/// (elements, index; the last dimension's stride is 1): element (b, h, n, d)
+/// is at b·batchStride + h·headStride + n·rowStride + d, 64-bit throughout.
+struct StridedTensor {
+  Value mem;
+  Value batchStride, headStride, rowStride;
+
+  /// The element offset of row 0 of head `head` of batch `batch`: the base
+  /// every tile of that (batch, head) adds its rows to.
+  Value headBase(KernelBuilder &kb, Value batch, Value head) const;
+  /// The element offset of row `row` of the head at `headBase`.
+  Value rowOffset(KernelBuilder &kb, Value headBase, Value row) const;
+};
+
+/// `mem` with the three i64 stride parameters `strides` (KernelParams).
+StridedTensor stridedTensor(KernelBuilder &kb, Value mem,
+                            const std::array<Value, 3> &strides);
+
 /// Emits the index arithmetic, data movement and tensor-core ops of one
 /// kernel; the mainloops are written against it.
 class KernelBuilder {
@@ -151,8 +171,10 @@ public:
   /// all threads take part. Copies are as wide as the rows' alignment allows
   /// (rowChunkElems): 16, 8 or 4-byte cp.async, or 2-byte loads and shared
   /// stores for odd `tile.cols`. Commits the copies as one cp.async group.
+  /// Global rows are `rowStride` elements apart (index; `tile.cols` when
+  /// null), a multiple of the chunk width (the runtime checks strides).
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
-                     const SharedTile &tile);
+                     const SharedTile &tile, Value rowStride = {});
   /// The f32 row statistics (LSE, Delta) of the `rows` query rows from
   /// `qBegin` of the head whose rows start at `qRowsBase`, into `stats` at
   /// `dst()` (evaluated once, per thread): threads [0, rows) copy LSE,
@@ -216,7 +238,8 @@ private:
   /// `row`.
   void copyRowsAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      int64_t rows, int64_t cols,
-                     function_ref<Value(Value, Value, Value)> dst);
+                     function_ref<Value(Value, Value, Value)> dst,
+                     Value rowStride = {});
 
 public:
 
