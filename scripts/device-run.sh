@@ -44,7 +44,8 @@
 #   FA_GRAPH_TIMEOUT seconds, 120), FA_STREAMS=0 (skip the concurrent-streams test of the
 #   launch workspaces; FA_STREAMS_TIMEOUT, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
 #   "--seqs 2048,8192"), FA_DECODE=1 (bench/decode.py on $FA_BUNDLE: split-KV decode, packed
-#   GQA and unpacked, against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   GQA and unpacked, against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_STRIDED=1
+#   (test/gpu/test_strided.py and bench/strided.py on $FA_BUNDLE; FA_STRIDED_TIMEOUT, 300), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
 #   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
@@ -226,6 +227,15 @@ elif [ "$MODE" != none ]; then
   # The fixture's naive kernels: checks the harness, not a performance number.
   timeout $T_BENCH python3 bench/bench.py --bundle "$FIXTURE" --lib "$LIB" --quick --tokens 8192 \
     --budget-ms 1500 --fa-directions fwd --json "$OUT/bench_fixture.json" || fail "bench (fixture)"
+fi
+
+if [ "${FA_STRIDED:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
+  step "strided inputs: every forward on x.view(B,N,H,D).transpose(1,2) views, O in their layout; fa.attention forward + backward"
+  timeout ${FA_STRIDED_TIMEOUT:-300} python3 test/gpu/test_strided.py --bundle "$BUNDLE" --lib "$LIB" \
+    || fail "strided inputs"
+  step "strided benchmark (B8 N4k H16 d128 causal from [B,N,H,D]): fa strided vs fa with copies vs cuDNN on the views"
+  timeout ${FA_STRIDED_TIMEOUT:-300} python3 bench/strided.py --bundle "$BUNDLE" --lib "$LIB" \
+    || fail "strided benchmark"
 fi
 
 if [ "${FA_DECODE:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then

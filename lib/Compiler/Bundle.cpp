@@ -8,6 +8,7 @@
 
 #include "fa/Compiler/Bundle.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -27,14 +28,26 @@ namespace {
 constexpr int64_t kSemaphoreParam = 19;
 
 /// One "tensor_maps" entry: a CUtensorMap the runtime builds over a tensor
-/// viewed as 3-D {dim, rows, planes}, innermost first, loaded in boxes of 64
-/// columns by boxRows rows.
+/// viewed as 3-D {dim, rows, planes} (planes = batch·heads), innermost
+/// first, loaded in boxes of 64 columns by boxRows rows; with `heads` and
+/// `batch` (a strided forward) 4-D {dim, rows, heads, batch} over the
+/// caller's strides.
 json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
-                       const char *rows, const char *planes, int64_t boxRows) {
+                       const char *rows, const char *planes, int64_t boxRows,
+                       const char *heads = nullptr,
+                       const char *batch = nullptr) {
+  json::Array dims{dim, rows}, box{64, boxRows, 1};
+  if (heads) {
+    dims.push_back(heads);
+    dims.push_back(batch);
+    box.push_back(1);
+  } else {
+    dims.push_back(planes);
+  }
   return json::Object{{"tensor", tensor},
                       {"param", param},
-                      {"dims", json::Array{dim, rows, planes}},
-                      {"box", json::Array{64, boxRows, 1}},
+                      {"dims", std::move(dims)},
+                      {"box", std::move(box)},
                       {"swizzle", 128},
                       {"l2_promotion", 256},
                       {"oob_fill", "zero"}};
@@ -44,6 +57,19 @@ json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
 /// and the warp-specialised (12-warp) wgmma backward.
 bool takesTensorMaps(const KernelConfig &c) {
   return c.mma == "wgmma" && (c.direction == "fwd" || c.warps == 12);
+}
+
+/// Every forward takes the strides of q, k, v and o (bundle version 7).
+bool takesStrides(const KernelConfig &c) { return c.direction == "fwd"; }
+
+/// The first stride parameter of a forward: after fa_fwd's 11, a split's
+/// count, the maps and a persistent grid's counter (docs/ABI.md).
+int64_t strideParam(const CompiledKernel &k) {
+  const KernelConfig &c = k.config;
+  bool persistent = llvm::any_of(
+      k.entries, [](const KernelEntry &e) { return e.persistent; });
+  return 11 + (c.splitKv ? 1 : 0) + (takesTensorMaps(c) ? 3 : 0) +
+         (persistent ? 1 : 0);
 }
 
 /// The manifest's object of one kernel.
@@ -105,9 +131,13 @@ json::Object kernelObject(const CompiledKernel &k) {
   // warps; the other wgmma backward has 8 and loads with cp.async).
   if (takesTensorMaps(c) && c.direction == "fwd")
     o["tensor_maps"] = json::Array{
-        tensorMap("q", 11, "head_dim", "nq", "batch*heads", c.blockQ),
-        tensorMap("k", 12, "head_dim", "nk", "batch*kv_heads", c.blockKV),
-        tensorMap("v", 13, "head_dim_v", "nk", "batch*kv_heads", c.blockKV)};
+        tensorMap("q", 11, "head_dim", "nq", "", c.blockQ, "heads", "batch"),
+        tensorMap("k", 12, "head_dim", "nk", "", c.blockKV, "kv_heads",
+                  "batch"),
+        tensorMap("v", 13, "head_dim_v", "nk", "", c.blockKV, "kv_heads",
+                  "batch")};
+  if (takesStrides(c))
+    o["stride_param"] = strideParam(k);
   if (takesTensorMaps(c) && c.direction == "bwd")
     o["tensor_maps"] = json::Array{
         tensorMap("q", 15, "head_dim", "nq", "batch*heads", c.blockQ),
@@ -143,14 +173,15 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // 6: split-KV kernels, which a version-5 runtime would launch as plain
   // forwards (it ignores "split_kv" and the merge entry).
   // 7: packed-GQA kernels, whose grid a version-6 runtime would build per
-  // query head instead of per key head.
-  bool anyMaps = false, anySplit = false, anyPacked = false;
+  // query head instead of per key head, and forwards that take strides,
+  // which a version-6 runtime would launch without them.
+  bool anyMaps = false, anySplit = false, anyNewer = false;
   for (const CompiledKernelRef &k : kernels) {
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
-    anyPacked |= k->config.packGqa;
+    anyNewer |= k->config.packGqa || takesStrides(k->config);
   }
-  if (anyPacked)
+  if (anyNewer)
     return 7;
   if (anySplit)
     return 6;

@@ -171,7 +171,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) try {
           c.dsplit,        c.deterministic,
           c.fwd.persistent,
           c.scoreMod.empty() ? nullptr : c.scoreMod.c_str(),
-          c.splitKv,       c.packGqa};
+          c.splitKv,       c.packGqa,
+          c.strided()};
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

@@ -53,7 +53,10 @@ bool isScoreModName(const std::string &name);
 struct TensorMapSpec {
   std::string tensor; // "q", "k", "v" or "do" (backward)
   int param = 0;
-  int box[3] = {0, 0, 0}; // innermost first
+  /// 3: (D, N, B·H) over a contiguous tensor; 4: (D, N, H, B) over the
+  /// caller's strides (strided kernels, bundle version 7).
+  int rank = 3;
+  int box[4] = {0, 0, 0, 0}; // innermost first
   int swizzleBytes = 128;
   int l2PromotionBytes = 256; // 0 = none
 };
@@ -84,9 +87,33 @@ struct KernelConfig {
   /// Packed-GQA forward: a CTA's rows are the query heads of one key head
   /// (queryTiles, grid y = key heads).
   bool packGqa = false;
+  /// A forward that takes the batch, head and row strides (i64, elements)
+  /// of q, k, v and o as its last parameters, from strideParam (a split
+  /// forward: q, k, v; its merge takes o's after heads and nq), so q, k, v
+  /// and o may be any views with a unit last stride; -1: contiguous only.
+  int strideParam = -1;
+  bool strided() const { return strideParam >= 0; }
   Entry fwd, bwdPre, bwd, bwdPost, merge;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
+};
+
+/// The batch, head and row strides (elements) of a strided kernel's
+/// [B,H,N,D] tensors, in the order it takes them (docs/ABI.md): the values
+/// a launch's parameter pointers point at.
+struct StrideParams {
+  int64_t values[4 * 3] = {};
+  int count = 0;
+  /// Appends t's batch, head and row strides.
+  void add(const fa_tensor &t) {
+    for (int i = 0; i < 3; ++i)
+      values[count++] = t.strides[i];
+  }
+  /// Points params[first], params[first + 1], ... at the values.
+  void place(void **params, int first) {
+    for (int i = 0; i < count; ++i)
+      params[first + i] = &values[i];
+  }
 };
 
 /// A module loaded into one context, shared by the kernels of a bundle that

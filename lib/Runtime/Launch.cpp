@@ -257,9 +257,16 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   ScalarParams n(a);
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
-  // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter.
-  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1] = {
+  // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter,
+  // last a strided kernel's strides of q, k, v, o.
+  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1 + 12] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
+  StrideParams strides;
+  if (c.strided()) {
+    for (const fa_tensor *t : {&a.q, &a.k, &a.v, &a.o})
+      strides.add(*t);
+    strides.place(params, c.strideParam);
+  }
   if (fa_status s = launchEntry(*kernel, a, f, c.fwd, grid, stream, params,
                                 kForwardParams, c.fwd.persistent))
     return s;

@@ -136,12 +136,19 @@ std::string moduleFile(const json &k, const char *key, const std::string &dir,
 struct ExpectedMap {
   const char *tensor;
   int param;
-  const char *dims[3];
+  const char *dims[4]; // the 4th null for a 3-D map
 };
 constexpr ExpectedMap kWgmmaMaps[] = {
     {"q", 11, {"head_dim", "nq", "batch*heads"}},
     {"k", 12, {"head_dim", "nk", "batch*kv_heads"}},
     {"v", 13, {"head_dim_v", "nk", "batch*kv_heads"}},
+};
+/// The 4-D maps of a strided wgmma forward (bundle version 7): the batch
+/// and head dims apart, so the caller's strides address them.
+constexpr ExpectedMap kWgmmaStridedMaps[] = {
+    {"q", 11, {"head_dim", "nq", "heads", "batch"}},
+    {"k", 12, {"head_dim", "nk", "kv_heads", "batch"}},
+    {"v", 13, {"head_dim_v", "nk", "kv_heads", "batch"}},
 };
 /// The maps of the warp-specialised wgmma backward (384 threads), after
 /// fa_bwd's 15 parameters.
@@ -183,18 +190,23 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
                      : " (the q, k, v maps follow fa_fwd's 11 parameters)"));
 
   const json &dims = field(m, "dims", at);
-  std::string wantDims = std::string("[\"") + want.dims[0] + "\",\"" +
-                         want.dims[1] + "\",\"" + want.dims[2] + "\"]";
-  bool dimsOk = dims.is_array() && dims.size() == 3;
-  for (size_t i = 0; dimsOk && i < 3; ++i)
+  const int rank = want.dims[3] ? 4 : 3;
+  spec.rank = rank;
+  std::string wantDims = "[";
+  for (int i = 0; i < rank; ++i)
+    wantDims += std::string(i ? ",\"" : "\"") + want.dims[i] + "\"";
+  wantDims += "]";
+  bool dimsOk = dims.is_array() && dims.size() == static_cast<size_t>(rank);
+  for (int i = 0; dimsOk && i < rank; ++i)
     dimsOk = dims[i].is_string() && dims[i].get<std::string>() == want.dims[i];
   if (!dimsOk)
     bad(at, "field 'dims' = " + dims.dump() + ", expected " + wantDims);
 
   const json &box = field(m, "box", at);
-  if (!box.is_array() || box.size() != 3)
-    bad(at, "field 'box' must be an array of 3 integers, got " + box.dump());
-  for (int i = 0; i < 3; ++i) {
+  if (!box.is_array() || box.size() != static_cast<size_t>(rank))
+    bad(at, "field 'box' must be an array of " + std::to_string(rank) +
+                " integers, got " + box.dump());
+  for (int i = 0; i < rank; ++i) {
     if (!box[i].is_number_integer() || box[i].get<long long>() < 1 ||
         box[i].get<long long>() > kMaxBoxDim)
       bad(at, "field 'box' = " + box.dump() + ": box[" + std::to_string(i) +
@@ -231,9 +243,11 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
     bad(at, "box[1] = " + std::to_string(spec.box[1]) + ", expected " +
                 (queryRows ? "block_q = " : "block_kv = ") +
                 std::to_string(rows));
-  if (spec.box[2] != 1)
-    bad(at, "box[2] = " + std::to_string(spec.box[2]) +
-                ", expected 1 (a tile lies in one batch and head)");
+  for (int i = 2; i < rank; ++i)
+    if (spec.box[i] != 1)
+      bad(at, "box[" + std::to_string(i) + "] = " +
+                  std::to_string(spec.box[i]) +
+                  ", expected 1 (a tile lies in one batch and head)");
 
   spec.l2PromotionBytes = intField(m, "l2_promotion", at, 0, INT_MAX);
   if (spec.l2PromotionBytes != 0 && spec.l2PromotionBytes != 64 &&
@@ -289,7 +303,9 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
   // A wgmma backward of 256 threads keeps the mma.sync backward's
   // parameters (cp.async loads, no maps); the warp-specialised one (384
   // threads) loads q, k, v and do by TMA.
-  const ExpectedMap *want = kWgmmaMaps;
+  // A strided forward (field 'stride_param') has 4-D maps.
+  const bool strided = k.contains("stride_param");
+  const ExpectedMap *want = strided ? kWgmmaStridedMaps : kWgmmaMaps;
   size_t n = std::size(kWgmmaMaps);
   const char *names = "q, k, v";
   if (c.direction == FA_DIRECTION_BWD) {
@@ -322,6 +338,26 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
     c.tensorMaps.push_back(
         parseTensorMap((*maps)[i], want[i], c,
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
+}
+
+/// The optional "stride_param" of a forward (bundle version 7): the index
+/// of its first stride parameter, after every other parameter of the fwd
+/// entry (docs/ABI.md).
+void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
+  if (!k.contains("stride_param"))
+    return;
+  if (c.direction != FA_DIRECTION_FWD)
+    bad(where, "field 'stride_param' is given, but only forward kernels take "
+               "strides");
+  c.strideParam = intField(k, "stride_param", where, 0, INT_MAX);
+  // fa_fwd's 11, a split's count, the maps, a persistent grid's counter.
+  int expect = 11 + (c.splitKv ? 1 : 0) +
+               static_cast<int>(c.tensorMaps.size()) +
+               (c.fwd.persistent ? 1 : 0);
+  if (c.strideParam != expect)
+    bad(where, "field 'stride_param' = " + std::to_string(c.strideParam) +
+                   ", expected " + std::to_string(expect) +
+                   " (the strides follow every other parameter of fa_fwd)");
 }
 
 /// The optional "split_kv" field of a forward: a split-KV kernel has the
@@ -497,6 +533,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                "split-KV kernels");
   parsePackGqa(k, c, where);
   parseDeterministic(k, c, where);
+  parseStrides(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -602,11 +639,13 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
         bad("kernels[" + std::to_string(i) + "]",
             "split-KV kernels need bundle version 6, the manifest says " +
                 std::to_string(version));
-      // A version-6 reader ignores "pack_gqa" and would launch one CTA per
-      // query head instead of per key head.
-      if (version < 7 && c.packGqa)
+      // A version-6 reader ignores "pack_gqa" and "stride_param": it would
+      // launch one CTA per query head instead of per key head, or the
+      // kernel without its strides.
+      if (version < 7 && (c.packGqa || c.strided()))
         bad("kernels[" + std::to_string(i) + "]",
-            "packed-GQA kernels need bundle version 7, the manifest says " +
+            std::string(c.packGqa ? "packed-GQA kernels" : "strided kernels (field 'stride_param')") +
+            " need bundle version 7, the manifest says " +
                 std::to_string(version));
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",

@@ -95,15 +95,26 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
               lse = a.lse.data, oPart = w.workspace;
   CUdeviceptr lsePart =
       oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
-  void *splitParams[] = {&q,  &k, &v,   &oPart, &lsePart, &b,     &h,
-                         &hkv, &nq, &nk, &scale, &splits};
+  // A strided kernel's split forward takes the strides of q, k and v last,
+  // its merge those of o after heads and nq (docs/ABI.md).
+  void *splitParams[12 + 9] = {&q,  &k, &v,   &oPart, &lsePart, &b,     &h,
+                               &hkv, &nq, &nk, &scale, &splits};
+  StrideParams inStrides, outStrides;
+  if (c.strided()) {
+    for (const fa_tensor *t : {&a.q, &a.k, &a.v})
+      inStrides.add(*t);
+    inStrides.place(splitParams, c.strideParam);
+    outStrides.add(a.o);
+  }
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
   if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
     return s;
   int32_t rows = b * h * nq;
-  void *mergeParams[] = {&oPart, &lsePart, &o, &lse, &rows, &splits};
+  void *mergeParams[8 + 3] = {&oPart, &lsePart, &o,  &lse,
+                               &rows,  &splits,  &h, &nq};
+  outStrides.place(mergeParams, 8);
   Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
   return launch(merge, c.merge, mergeGrid, stream, mergeParams);
 }

@@ -8,6 +8,7 @@
 
 #include "Internal.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -97,12 +98,83 @@ Alignment alignmentFor(const KernelConfig &c, int64_t cols, fa_dtype dtype) {
   return a;
 }
 
+/// How a tensor's strides may be: contiguous row-major, or (q, k, v, o of a
+/// strided kernel) any positive strides with a unit last one, an output's
+/// elements distinct.
+enum class Layout { Contiguous, StridedInput, StridedOutput };
+
+/// The elements from a tensor's first to its last addressed one, or 0 when
+/// that overflows 63 bits (strides positive).
+uint64_t addressedElements(const fa_tensor &t) {
+  int64_t last = 0;
+  for (int i = 0; i < t.rank; ++i) {
+    int64_t step;
+    if (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return 0;
+  }
+  return last == INT64_MAX ? 0 : static_cast<uint64_t>(last) + 1;
+}
+
+/// The strides of a strided kernel's tensor (Layout): positive, unit last,
+/// each a multiple of the rows' alignment in elements so every row and head
+/// starts as aligned as the kernel reads it, a 63-bit extent, and for an
+/// output no two elements at one address.
+std::string checkStrides(const char *name, const fa_tensor &t, Layout layout,
+                         const Alignment &align) {
+  std::ostringstream os;
+  const int rank = t.rank;
+  const int64_t unit = align.bytes / elementSize(t.dtype);
+  if (t.strides[rank - 1] != 1) {
+    os << name << ".strides are " << join(t.strides, rank)
+       << "; the last dimension's stride must be 1";
+    return os.str();
+  }
+  for (int i = 0; i < rank - 1; ++i) {
+    if (t.strides[i] < 1 || t.strides[i] % unit != 0) {
+      os << name << ".strides are " << join(t.strides, rank) << ": stride "
+         << t.strides[i] << " of dimension " << i << " must be positive and "
+         << "a multiple of " << unit << " elements (rows " << align.bytes
+         << "-byte aligned" << (align.why.empty() ? "" : align.why) << ")";
+      return os.str();
+    }
+  }
+  if (addressedElements(t) == 0 ||
+      addressedElements(t) > uint64_t(INT64_MAX) / elementSize(t.dtype)) {
+    os << name << ".strides " << join(t.strides, rank) << " for shape "
+       << join(t.shape, rank) << " address more than 2^63 bytes";
+    return os.str();
+  }
+  if (layout != Layout::StridedOutput)
+    return "";
+  // Distinct elements: with the dims ordered by stride, each stride reaches
+  // past everything the smaller ones address.
+  std::vector<int> order;
+  for (int i = 0; i < rank; ++i)
+    if (t.shape[i] > 1)
+      order.push_back(i);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  int64_t reach = 1;
+  for (int i : order) {
+    if (t.strides[i] < reach) {
+      os << name << ".strides " << join(t.strides, rank) << " for shape "
+         << join(t.shape, rank) << " put two elements of the output at one "
+         << "address";
+      return os.str();
+    }
+    reach = t.strides[i] * t.shape[i]; // within the extent checked above
+  }
+  return "";
+}
+
 /// Checks what a tensor must satisfy on its own: non-null, dtype, rank,
-/// positive 32-bit sizes, contiguous row-major strides, alignment (16 bytes
-/// unless `align` says less), element count within 32 bits (the kernels take
-/// i32 sizes and index with 32-bit offsets).
+/// positive 32-bit sizes, strides (contiguous row-major unless `layout`
+/// allows others: checkStrides), alignment (16 bytes unless `align` says
+/// less), element count within 32 bits (the kernels take i32 sizes).
 std::string checkTensor(const char *name, const fa_tensor &t, fa_dtype dtype,
-                        int rank, const Alignment &align = {}) {
+                        int rank, const Alignment &align = {},
+                        Layout layout = Layout::Contiguous) {
   Message os;
   if (t.data == 0) {
     os << name << ".data is null";
@@ -133,8 +205,13 @@ std::string checkTensor(const char *name, const fa_tensor &t, fa_dtype dtype,
       return os.str();
     }
   }
+  if (layout != Layout::Contiguous) {
+    std::string err = checkStrides(name, t, layout, align);
+    if (!err.empty())
+      return err;
+  }
   int64_t expect = 1;
-  for (int i = rank - 1; i >= 0; --i) {
+  for (int i = rank - 1; layout == Layout::Contiguous && i >= 0; --i) {
     if (t.strides[i] != expect) {
       std::vector<int64_t> want(rank);
       int64_t s = 1;
@@ -180,13 +257,15 @@ struct TensorRule {
   Alignment align;
   std::vector<int64_t> shape;
   const char *meaning;
+  Layout layout = Layout::Contiguous;
 };
 
 /// The first rule broken, in order (so the message names the first bad
 /// argument); "" if none is.
 std::string checkTensors(const std::vector<TensorRule> &rules) {
   for (const TensorRule &r : rules) {
-    std::string err = checkTensor(r.name, r.tensor, r.dtype, r.rank, r.align);
+    std::string err =
+        checkTensor(r.name, r.tensor, r.dtype, r.rank, r.align, r.layout);
     if (err.empty())
       err = checkShape(r.name, r.tensor, r.shape, r.meaning);
     if (!err.empty())
@@ -221,9 +300,10 @@ Alignment vAlign(const KernelConfig &c) {
 std::string checkQKV(const KernelConfig &c, const fa_tensor &q,
                      const fa_tensor &k, const fa_tensor &v, Sizes &s) {
   std::string err;
-  if (!(err = checkTensor("q", q, c.dtype, 4, qkAlign(c))).empty() ||
-      !(err = checkTensor("k", k, c.dtype, 4, qkAlign(c))).empty() ||
-      !(err = checkTensor("v", v, c.dtype, 4, vAlign(c))).empty())
+  Layout in = c.strided() ? Layout::StridedInput : Layout::Contiguous;
+  if (!(err = checkTensor("q", q, c.dtype, 4, qkAlign(c), in)).empty() ||
+      !(err = checkTensor("k", k, c.dtype, 4, qkAlign(c), in)).empty() ||
+      !(err = checkTensor("v", v, c.dtype, 4, vAlign(c), in)).empty())
     return err;
   s = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
        k.shape[2], q.shape[3], v.shape[3]};
@@ -302,11 +382,18 @@ uint64_t tensorBytes(const fa_tensor &t) {
   if (t.rank < 0 || t.rank > FA_MAX_RANK || !validDtype(t.dtype))
     return 0;
   uint64_t n = static_cast<uint64_t>(elementSize(t.dtype));
+  bool positiveStrides = t.rank > 0;
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] <= 0)
       return 0;
-    n *= static_cast<uint64_t>(t.shape[i]);
+    positiveStrides &= t.strides[i] > 0;
   }
+  // From the first addressed byte to past the last: the product of the
+  // sizes for a contiguous tensor.
+  if (positiveStrides)
+    return n * addressedElements(t);
+  for (int i = 0; i < t.rank; ++i)
+    n *= static_cast<uint64_t>(t.shape[i]);
   return n;
 }
 
@@ -354,16 +441,24 @@ std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
     m.param = spec.param;
     m.data_type = t.dtype == FA_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    // [B, Hk, N, D] viewed as (D, N, B*Hk): rows past N of each head lie
-    // outside the map and read as zero.
-    m.rank = 3;
+    // [B, Hk, N, D] viewed as (D, N, B*Hk), or with the caller's strides
+    // as (D, N, Hk, B): rows past N of each head lie outside the map and
+    // read as zero.
+    m.rank = static_cast<uint32_t>(spec.rank);
     m.global_address = t.data;
     m.global_dim[0] = static_cast<uint64_t>(t.shape[3]);
     m.global_dim[1] = static_cast<uint64_t>(t.shape[2]);
-    m.global_dim[2] = static_cast<uint64_t>(t.shape[0] * t.shape[1]);
-    m.global_strides[0] = elem * m.global_dim[0];
-    m.global_strides[1] = m.global_strides[0] * m.global_dim[1];
-    for (int i = 0; i < 3; ++i) {
+    if (spec.rank == 4) {
+      m.global_dim[2] = static_cast<uint64_t>(t.shape[1]);
+      m.global_dim[3] = static_cast<uint64_t>(t.shape[0]);
+      for (int i = 0; i < 3; ++i)
+        m.global_strides[i] = elem * static_cast<uint64_t>(t.strides[2 - i]);
+    } else {
+      m.global_dim[2] = static_cast<uint64_t>(t.shape[0] * t.shape[1]);
+      m.global_strides[0] = elem * m.global_dim[0];
+      m.global_strides[1] = m.global_strides[0] * m.global_dim[1];
+    }
+    for (int i = 0; i < spec.rank; ++i) {
       m.box_dim[i] = static_cast<uint32_t>(spec.box[i]);
       m.element_strides[i] = 1;
     }
@@ -386,6 +481,19 @@ std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
 
     // TMA reads 16-byte aligned rows; checkTensor and the manifest's head
     // dims imply it today, this keeps the encode from failing if they change.
+    // TMA takes strides that are multiples of 16 bytes below 2^40.
+    static const char *const kStrideNames[] = {"row", "head", "batch"};
+    for (int i = 0; spec.rank == 4 && i < 3; ++i) {
+      if (m.global_strides[i] % 16 == 0 && m.global_strides[i] < (1ull << 40))
+        continue;
+      std::ostringstream os;
+      os << name << "_map: TMA needs strides that are multiples of 16 bytes "
+         << "(below 2^40), but " << name << "'s " << kStrideNames[i]
+         << " stride is " << t.strides[2 - i] << " elements = "
+         << m.global_strides[i] << " bytes (" << name << ".strides "
+         << join(t.strides, 4) << "); make " << name << " contiguous";
+      return os.str();
+    }
     if (m.global_address % 16 != 0 || m.global_strides[0] % 16 != 0) {
       std::ostringstream os;
       os << name << "_map: TMA needs a 16-byte aligned address and row stride, "
@@ -435,7 +543,8 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
   std::vector<int64_t> oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
   Alignment vRows = vAlign(c), wholeRows;
   err = checkTensors({
-      {"o", a.o, c.dtype, 4, vRows, oShape, "[B,H,Nq,Dv] from q and v"},
+      {"o", a.o, c.dtype, 4, vRows, oShape, "[B,H,Nq,Dv] from q and v",
+       c.strided() ? Layout::StridedOutput : Layout::Contiguous},
       {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
   });
   if (!err.empty() || !(err = checkScale(a.scale)).empty() ||

@@ -10,8 +10,13 @@
     fa.load()                                # no bundle: every kernel by JIT
 
 Pure Python over the C ABI of libfa_runtime (ctypes); no compiled extension.
-Tensors must be contiguous: the runtime rejects other strides rather than
-copying. Launches go on PyTorch's current stream of the tensors' device.
+The forward takes q, k, v as any [B,H,N,D] views with a unit last stride
+(e.g. x.view(B, N, H, D).transpose(1, 2) of a projection) without copying and
+writes O in q's layout; where a kernel cannot take the strides (a bundle
+before version 7, or TMA strides that are not multiples of 16 bytes on a
+wgmma kernel) attention() copies to contiguous tensors instead. The backward
+kernels take contiguous tensors: attention()'s backward copies what is not.
+Launches go on PyTorch's current stream of the tensors' device.
 A kernel no loaded bundle has is compiled on first use where fa-aot is
 installed and cached on disk (fa.jit). Under torch.compile, attention() is
 the custom ops fa::attention_fwd / fa::attention_bwd (fa._torch_ops).
@@ -109,7 +114,8 @@ class Bundle:
             "deterministic": bool(info.deterministic),
             "persistent_grid": bool(info.persistent_grid),
             "score_mod": info.score_mod.decode() if info.score_mod else None,
-            "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa)}
+            "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa),
+            "strided": bool(info.strided)}
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""
@@ -514,16 +520,35 @@ def _layout(t):
     return t.shape, t.stride(), t.dtype
 
 
+def _empty_like_layout(ref, last):
+    """An empty [B,H,N,last] tensor whose B, H, N dims are laid out in the
+    order of ref's strides (O in q's layout: a transposed [B,N,H,D] view of q
+    gives O the same [B,N,H,Dv] memory order)."""
+    import torch
+    order = sorted(range(3), key=lambda i: -ref.stride(i))
+    dense = torch.empty([ref.shape[i] for i in order] + [last], dtype=ref.dtype,
+                        device=ref.device)
+    if order == [0, 1, 2]:  # q in [B,H,N,D] order: O contiguous
+        return dense
+    return dense.permute(*[order.index(i) for i in range(3)], 3)
+
+
+def _unit_last(t):
+    """t itself when its last stride is 1 (the kernels take such views),
+    else a contiguous copy."""
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
 def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod):
     """(launch function, kernel, struct template, extra launch arguments,
-    split-KV workspace bytes) of _forward for tensors laid out as these: the
-    split-KV kernels where the bundle has them and splitting pays (plain
-    attention, mma unforced or mma_sync), else the plain forward."""
+    split-KV workspace bytes) of _forward_as_given for tensors laid out as
+    these: the split-KV kernels where the bundle has them and splitting pays
+    (plain attention, mma unforced or mma_sync), else the plain forward."""
     import torch
     shape = q.shape[:-1]
     # Stand-ins with o's and lse's layout for the struct (their data
-    # pointers are set per call).
-    o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=q.device)
+    # pointers are set per call): O in q's layout.
+    o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
     if score_mod is None and mma in (None, "mma_sync"):
         # Decode with GQA: the packed split kernel reads each K/V block once
@@ -545,8 +570,24 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod):
 
 
 def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
-    """O and LSE, allocated here, of the forward with these arguments (the
-    kernel and struct of _forward_plan, made once per layout and options)."""
+    """O and LSE, allocated here, of the forward with these arguments. q, k,
+    v go to the kernel as they are (O in q's layout) unless the runtime
+    rejects their strides as an INVALID_ARGUMENT (a kernel without strides,
+    TMA alignment): then from contiguous copies."""
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    try:
+        return _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod)
+    except FaError as e:
+        views = [t for t in (q, k, v) if not t.is_contiguous()]
+        if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
+            raise
+    return _forward_as_given(q.contiguous(), k.contiguous(), v.contiguous(), b, mask_args,
+                             scale, mma, score_mod)
+
+
+def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod):
+    """_forward on these tensors as they are (the kernel and struct of
+    _forward_plan, made once per layout and options)."""
     torch = _torch
     if torch is None:
         _launch_setup()
@@ -556,9 +597,8 @@ def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
            score_mod)
     fn, kernel, template, extra, nbytes = _plan(
         b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod))
-    shape = q.shape[:-1]
-    o = torch.empty((*shape, v.shape[-1]), dtype=q.dtype, device=device)
-    lse = torch.empty(shape, dtype=torch.float32, device=device)
+    o = _empty_like_layout(q, v.shape[-1])
+    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=device)
     args = ForwardArgs.from_buffer_copy(template)
     args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
     args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
@@ -617,6 +657,9 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
         _launch_setup()
         torch = _torch
     do = do.contiguous()
+    # The backward kernels take contiguous tensors (strided views of the
+    # forward are copied here); dQ, dK, dV come back contiguous.
+    q, k, v, o = q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     key = ("backward", q.device, _layout(q), _layout(k), _layout(v), _layout(o), _layout(do),
            _layout(lse), mask_args, scale, bool(deterministic), score_mod)
@@ -675,8 +718,14 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
               return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None):
     """Scaled dot-product attention with the bundle's kernels.
 
-    q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] contiguous CUDA tensors of
-    one dtype (float16 or bfloat16), H a multiple of Hkv. `causal` aligns the
+    q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] CUDA tensors of one dtype
+    (float16 or bfloat16), H a multiple of Hkv, any strides with a unit last
+    one: a [B,N,H,D] projection passed as x.view(B, N, H, D).transpose(1, 2)
+    is read in place and O is written in q's layout (no copies; where the
+    kernel cannot take the strides, e.g. a wgmma kernel's TMA needs 16-byte
+    multiples, or a bundle before version 7, the forward runs on contiguous
+    copies instead). The backward copies strided inputs to contiguous ones and
+    returns contiguous gradients. `causal` aligns the
     diagonal top-left, `causal_bottom_right` bottom-right; `window=(left,
     right)` keeps keys i+off-left <= j <= i+off+right with off = Nk-Nq.
     `scale` defaults to 1/sqrt(D). Returns O, or (O, LSE) with LSE the f32

@@ -60,7 +60,8 @@ class KernelInfo(ctypes.Structure):
                 ("tensor_map_count", ctypes.c_int32), ("dsplit", ctypes.c_int32),
                 ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32),
                 ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32),
-                ("pack_gqa", ctypes.c_int32)]
+                ("pack_gqa", ctypes.c_int32),
+                ("strided", ctypes.c_int32)]
 
 
 class TensorMapArgs(ctypes.Structure):

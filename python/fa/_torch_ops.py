@@ -38,18 +38,21 @@ def register():
                       mask: str, window_left: int, window_right: int, scale: Optional[float],
                       mma: str, deterministic: bool,
                       score_mod: str) -> Tuple[torch.Tensor, torch.Tensor]:
-        # A compiled graph may hand the op other strides than eager code
-        # would; the kernels take contiguous tensors (no copy when they are).
-        return _forward(q.contiguous(), k.contiguous(), v.contiguous(), _bundles[bundle],
+        # Strided views go to the kernels as they are (O in q's layout);
+        # _forward copies only what the kernel cannot take.
+        return _forward(q, k, v, _bundles[bundle],
                         _mask_args(mask, window_left, window_right), scale, mma or None,
                         score_mod or None)
 
     @attention_fwd.register_fake
     def _(q, k, v, bundle, mask, window_left, window_right, scale, mma, deterministic,
           score_mod):
+        # O in q's layout, as the real implementation's (_empty_like_layout).
         rows = q.shape[:-1]
-        return (q.new_empty((*rows, v.shape[-1])),
-                q.new_empty(rows, dtype=torch.float32))
+        order = sorted(range(3), key=lambda i: -q.stride(i))
+        o = q.new_empty([q.shape[i] for i in order] + [v.shape[-1]]).permute(
+            *[order.index(i) for i in range(3)], 3)
+        return o, q.new_empty(rows, dtype=torch.float32)
 
     @torch.library.custom_op("fa::attention_bwd", mutates_args=(), device_types="cuda")
     def attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,

@@ -67,6 +67,15 @@ class Fake:
     def contiguous(self):
         return self
 
+    def is_contiguous(self):
+        return self._strides == Fake(self.shape, self.dtype)._strides
+
+    def permute(self, *dims):
+        view = Fake([self.shape[i] for i in dims], self.dtype,
+                    [self._strides[i] for i in dims])
+        view.address = self.address
+        return view
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,

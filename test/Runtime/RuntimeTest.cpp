@@ -1493,6 +1493,98 @@ TEST_F(Validate, Contiguity) {
   rejectFwd(a, "lse.strides are");
 }
 
+/// A [B,H,N,D] view of a [B,N,H,D] buffer (x.view(B,N,H,D).transpose(1,2)).
+void transposeHeads(fa_tensor &t) {
+  int64_t h = t.shape[1], n = t.shape[2], d = t.shape[3];
+  t.strides[0] = n * h * d;
+  t.strides[1] = d;
+  t.strides[2] = h * d;
+  t.strides[3] = 1;
+}
+
+/// A forward with "stride_param" (bundle version 7): q, k, v and o may be
+/// any views with a unit last stride; the checks of docs/ABI.md.
+TEST(StridedValidate, ViewsAndTheirLimits) {
+  const int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300, D = 64;
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(loadText("strided",
+                     manifest({kernelJson("f", "fwd", "bf16", 64, "none",
+                                          "sm_90a", true,
+                                          R"(, "stride_param": 11)")},
+                              "7"),
+                     &bundle),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(bundle, 0);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_EQ(info.strided, 1);
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+  wellFormedArgs(fwd, bwd, B, H, Hkv, Nq, Nk, D, D);
+  EXPECT_EQ(fa_attention_forward_check(k, &fwd), FA_SUCCESS) << lastError();
+  fa_attention_args a = fwd;
+  for (fa_tensor *t : {&a.q, &a.k, &a.v, &a.o})
+    transposeHeads(*t);
+  EXPECT_EQ(fa_attention_forward_check(k, &a), FA_SUCCESS) << lastError();
+  auto reject = [&](const fa_attention_args &bad, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_check(k, &bad), FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  };
+  fa_attention_args bad = a;
+  bad.k.strides[3] = 2;
+  reject(bad, "k.strides are [38400,64,128,2]; the last dimension's stride "
+              "must be 1");
+  bad = a;
+  bad.v.strides[2] = 68; // rows 136 bytes apart: not 16-byte aligned
+  reject(bad, "v.strides are [38400,64,68,1]: stride 68 of dimension 2 must "
+              "be positive and a multiple of 8 elements");
+  bad = a;
+  bad.q.strides[0] = 0; // a broadcast batch
+  reject(bad, "stride 0 of dimension 0 must be positive");
+  bad = a;
+  bad.q.strides[0] = int64_t(1) << 62;
+  reject(bad, "address more than 2^63 bytes");
+  // Inputs may share memory (one K/V head for every batch); the output may
+  // not: two of its elements at one address race.
+  bad = a;
+  bad.k.strides[0] = 8;
+  EXPECT_EQ(fa_attention_forward_check(k, &bad), FA_SUCCESS) << lastError();
+  bad = a;
+  bad.o.strides[1] = 8;
+  reject(bad, "o.strides [51200,8,512,1] for shape [2,8,100,64] put two "
+              "elements of the output at one address");
+  // The overlap check uses the extent the strides address.
+  bad = a;
+  bad.o.data = bad.q.data + 2 * 64;
+  reject(bad, "output o");
+  // LSE stays fa's, contiguous.
+  bad = a;
+  bad.lse.strides[1] = 2 * Nq;
+  reject(bad, "lse.strides are");
+  fa_bundle_free(bundle);
+}
+
+TEST(StridedValidate, ManifestField) {
+  auto strided = [](const std::string &param) {
+    return kernelJson("f", "fwd", "bf16", 64, "none", "sm_90a", true,
+                      R"(, "stride_param": )" + param);
+  };
+  expectRejected("stride-v6", manifest({strided("11")}, "6"),
+                 "strided kernels (field 'stride_param') need bundle version "
+                 "7, the manifest says 6");
+  expectRejected("stride-param", manifest({strided("12")}, "7"),
+                 "field 'stride_param' = 12, expected 11");
+  expectRejected(
+      "stride-bwd",
+      manifest({kernelJson("b", "bwd", "bf16", 64, "none", "sm_90a", true,
+                           R"(, "stride_param": 15)")},
+               "7"),
+      "only forward kernels take strides");
+}
+
 TEST_F(Validate, Alignment) {
   fa_attention_args a = fwd;
   a.k.data += 8;

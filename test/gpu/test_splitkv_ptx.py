@@ -83,12 +83,17 @@ class Kernels:
         lse_part = torch.full((splits, B, H, Nq), float("nan"), device=dev)
         ptr = lambda t: ctypes.c_uint64(t.data_ptr())
         i32 = ctypes.c_int32
+        # The batch, head and row strides (i64, elements) of q, k, v after the
+        # split count, and of o after the merge's heads and nq (docs/ABI.md).
+        strides = lambda t: [ctypes.c_int64(s) for s in t.stride()[:3]]
         self.launch(self.fwd, ((Nq + self.bq - 1) // self.bq, H, B * splits), self.smem,
                     [ptr(q), ptr(k), ptr(v), ptr(o_part), ptr(lse_part), i32(B), i32(H),
-                     i32(Hkv), i32(Nq), i32(Nk), ctypes.c_float(1 / math.sqrt(D)), i32(splits)])
+                     i32(Hkv), i32(Nq), i32(Nk), ctypes.c_float(1 / math.sqrt(D)), i32(splits)]
+                    + strides(q) + strides(k) + strides(v))
         rows = B * H * Nq
         self.launch(self.merge, ((rows + self.warps - 1) // self.warps, 1, 1), 0,
-                    [ptr(o_part), ptr(lse_part), ptr(o), ptr(lse), i32(rows), i32(splits)])
+                    [ptr(o_part), ptr(lse_part), ptr(o), ptr(lse), i32(rows), i32(splits),
+                     i32(H), i32(Nq)] + strides(o))
         torch.cuda.synchronize()
         return o, lse
 

@@ -41,7 +41,8 @@ extern "C" {
  * backward kernels (one more parameter, a semaphore workspace), 4 forwards on
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
  * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
- * "merge"), 7 packed-GQA forwards ("pack_gqa": a CTA per key head). Kernels
+ * "merge"), 7 packed-GQA forwards ("pack_gqa": a CTA per key head) and
+ * forwards that take the tensors' strides ("stride_param"). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
@@ -90,8 +91,13 @@ typedef enum fa_mma {
   FA_MMA_WGMMA = 2, /* wgmma with TMA loads (sm_90a only) */
 } fa_mma;
 
-/* A dense tensor on the device. Shapes and strides count elements; strides
- * must be those of a contiguous row-major tensor of that shape. */
+/* A tensor on the device. Shapes and strides count elements. Strides must
+ * be those of a contiguous row-major tensor of that shape, except for q, k,
+ * v and o of a strided kernel (fa_kernel_info.strided): there any positive
+ * strides with a unit last one (a [B,N,H,D] projection viewed as [B,H,N,D]
+ * by transpose(1, 2), say), each a multiple of the rows' alignment in
+ * elements (8 for f16/bf16 head dims that are multiples of 8), o's elements
+ * distinct; a wgmma kernel (TMA) also needs 16-byte multiples. */
 typedef struct fa_tensor {
   CUdeviceptr data;
   fa_dtype dtype;
@@ -174,6 +180,9 @@ typedef struct fa_kernel_info {
    * rows; grid y is the key heads), returned only by
    * fa_kernel_find_packed_gqa. Last, like split_kv. */
   int32_t pack_gqa;
+  /* 1: the forward takes the strides of q, k, v and o (any views with a
+   * unit last stride, fa_tensor); 0: contiguous tensors only. Last. */
+  int32_t strided;
 } fa_kernel_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes

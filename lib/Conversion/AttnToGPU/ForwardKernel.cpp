@@ -25,6 +25,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -60,9 +61,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   OpBuilder::InsertionGuard guard(b);
-  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
-                               forwardParams(b.getContext(), plan), plan,
-                               plan.forwardSharedBytes());
+  KernelParams params = forwardParams(b.getContext(), plan);
+  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
+                               plan, plan.forwardSharedBytes());
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), oMem = arg(3),
@@ -86,10 +87,15 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
   Value kvHead =
       plan.packGqa ? head : arith::DivUIOp::create(b, loc, head, group);
+  // Q, K, V and O in the caller's layout; the bases are formed once, out of
+  // the key loop. LSE (and a split's partial O) are fa's, contiguous.
+  StridedTensor qT = stridedTensor(kb, qMem, params.strides(entry, 0));
+  StridedTensor kT = stridedTensor(kb, kMem, params.strides(entry, 1));
+  StridedTensor vT = stridedTensor(kb, vMem, params.strides(entry, 2));
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  Value kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
-  Value qBase = kb.mul(qRowsBase, d), oBase = kb.mul(qRowsBase, dv);
-  Value kBase = kb.mul(kvRowsBase, d), vBase = kb.mul(kvRowsBase, dv);
+  Value qBase = qT.headBase(kb, batch, head);
+  Value kBase = kT.headBase(kb, batch, kvHead);
+  Value vBase = vT.headBase(kb, batch, kvHead);
   Value qBegin = kb.mul(qBlock, bq);
   std::optional<TileRows> packed;
   if (plan.packGqa) {
@@ -131,14 +137,16 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
         qMem,
         [&](Value row) {
           auto [h, q] = packed->at(kb, row);
-          return std::make_pair(packed->globalRow(kb, h, q),
+          return std::make_pair(qT.rowOffset(kb, qT.headBase(kb, batch, h), q),
                                 packed->valid(kb, row));
         },
         qTile);
   else
-    kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile);
-  kb.copyTileAsync(kMem, kBase, keyOf(jBegin), nk, kTile(kb.idx(0)));
-  kb.copyTileAsync(vMem, vBase, keyOf(jBegin), nk, vTile(kb.idx(0)));
+    kb.copyTileAsync(qMem, qBase, qBegin, nq, qTile, qT.rowStride);
+  kb.copyTileAsync(kMem, kBase, keyOf(jBegin), nk, kTile(kb.idx(0)),
+                   kT.rowStride);
+  kb.copyTileAsync(vMem, vBase, keyOf(jBegin), nk, vTile(kb.idx(0)),
+                   vT.rowStride);
   kb.waitAsync(2);
   gpu::BarrierOp::create(b, loc);
   Value rowBase = kb.mul(kb.warp, 16);
@@ -187,7 +195,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
       }
     }
     // K(j+1) streams in while the softmax and P·V(j) run.
-    kb.copyTileAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next));
+    kb.copyTileAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next),
+                     kT.rowStride);
 
     if (plan.spec.scoreMod && packed)
       applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk},
@@ -223,7 +232,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
           kb.mma(a, {bf[2], bf[3]}, MutableArrayRef<Value>(acc).slice(dp * 8 + 4, 4));
       }
     }
-    kb.copyTileAsync(vMem, vBase, kb.add(kBegin, bkv), nk, vTile(next));
+    kb.copyTileAsync(vMem, vBase, kb.add(kBegin, bkv), nk, vTile(next),
+                     vT.rowStride);
 
     SmallVector<Value> yield{state.rowMax[0], state.rowMax[1], state.rowSum[0],
                              state.rowSum[1]};
@@ -238,7 +248,16 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   if (plan.splitKv)
     outRowsBase = kb.add(kb.mul(kb.mul(kb.mul(split, kb.toIndex(arg(5))), heads), nq),
                          qRowsBase);
-  Value outBase = plan.splitKv ? kb.mul(outRowsBase, dv) : oBase;
+  // A split's partial rows are contiguous in the workspace; O is the
+  // caller's.
+  std::optional<StridedTensor> oT;
+  Value outBase;
+  if (plan.splitKv) {
+    outBase = kb.mul(outRowsBase, dv);
+  } else {
+    oT = stridedTensor(kb, oMem, params.strides(entry, 3));
+    outBase = oT->headBase(kb, batch, head);
+  }
   ValueRange res = loop.getResults();
   SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
   Value invSum[2], lse[2];
@@ -262,11 +281,11 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     auto ifOp = scf::IfOp::create(b, loc, rowValid, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    if (packed) {
-      rowOff = kb.mul(lseAt, dv);
-    } else {
-      rowOff = kb.add(outBase, kb.mul(row, dv));
-    }
+    if (packed)
+      rowOff = kb.mul(lseAt, dv); // a split's partial O: rows as LSE's
+    else
+      rowOff = oT ? oT->rowOffset(kb, outBase, row)
+                  : kb.add(outBase, kb.mul(row, dv));
     for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
       Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
       Value hi = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);

@@ -168,12 +168,35 @@ void KernelBuilder::redAddF32(Value addr, int64_t byteOffset,
                             /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
 
+Value StridedTensor::headBase(KernelBuilder &kb, Value batch,
+                              Value head) const {
+  return kb.add(kb.mul(batch, batchStride), kb.mul(head, headStride));
+}
+
+Value StridedTensor::rowOffset(KernelBuilder &kb, Value headBase,
+                               Value row) const {
+  return kb.add(headBase, kb.mul(row, rowStride));
+}
+
+StridedTensor
+mlir::fa::gpu_lowering::stridedTensor(KernelBuilder &kb, Value mem,
+                                      const std::array<Value, 3> &strides) {
+  auto toIndex = [&](Value i64) {
+    return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getIndexType(), i64)
+        .getResult();
+  };
+  return {mem, toIndex(strides[0]), toIndex(strides[1]), toIndex(strides[2])};
+}
+
 void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
-                                  Value rowLimit, const SharedTile &tile) {
-  copyRowsAsync(gmem, gBase, rowBegin, rowLimit, tile.rows, tile.cols,
-                [&](Value row, Value, Value col) {
-                  return add(tile.base, add(mul(row, tile.stride), col));
-                });
+                                  Value rowLimit, const SharedTile &tile,
+                                  Value rowStride) {
+  copyRowsAsync(
+      gmem, gBase, rowBegin, rowLimit, tile.rows, tile.cols,
+      [&](Value row, Value, Value col) {
+        return add(tile.base, add(mul(row, tile.stride), col));
+      },
+      rowStride);
 }
 
 void KernelBuilder::copyGatheredTileAsync(
@@ -184,7 +207,7 @@ void KernelBuilder::copyGatheredTileAsync(
       [&](Value row, Value, Value col) {
         return add(tile.base, add(mul(row, tile.stride), col));
       },
-      rowSource);
+      /*rowStride: rowSource gives element offsets=*/idx(1), rowSource);
 }
 
 void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
@@ -203,8 +226,13 @@ void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
 
 void KernelBuilder::copyRowsAsync(
     Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
-    int64_t cols, function_ref<Value(Value, Value, Value)> dst,
+    int64_t cols, function_ref<Value(Value, Value, Value)> dst, Value rowStride,
     function_ref<std::pair<Value, Value>(Value)> rowSource) {
+  // Caller's strides: a tile's rows are addressed from one base per thread
+  // (its first row), so each copy adds a multiple of the stride.
+  const bool strided = static_cast<bool>(rowStride);
+  if (!strided)
+    rowStride = idx(cols);
   // Rows are padded to whole 16-column groups; the padding chunks read
   // nothing. A chunk is as wide as the global rows' alignment allows: 8
   // elements (16-byte cp.async.cg) for head dims that are multiples of 8,
@@ -230,11 +258,20 @@ void KernelBuilder::copyRowsAsync(
   const int64_t chunks = rows * slots;
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   Value t = narrow ? opaqueIndex(tid) : tid;
-  Value tRow, tChunk;
-  if (fixedSlots) {
+  const bool splitRows = fixedSlots || (strided && threads % slots == 0);
+  Value tRow, tChunk, threadBase;
+  if (splitRows) {
     tRow = divui(t, slots);
     tChunk = remui(t, slots);
   }
+  if (strided && splitRows && !rowSource)
+    threadBase = add(gBase, mul(add(rowBegin, tRow), rowStride));
+  // The element offset of global row `grow` (tile row `row`, copy `first`).
+  auto rowAddress = [&](Value grow, int64_t first) {
+    if (threadBase)
+      return add(threadBase, mul(rowStride, idx(first / slots)));
+    return add(gBase, mul(grow, rowStride));
+  };
   // `rowsInside`: every row of the tile lies before rowLimit, so only the
   // padding columns need a clamped address.
   auto copyAll = [&](bool rowsInside) {
@@ -242,8 +279,8 @@ void KernelBuilder::copyRowsAsync(
       Value c = add(t, first);
       auto emit = [&]() {
         OpBuilder::InsertionGuard g(b);
-        Value row = fixedSlots ? add(tRow, first / slots) : divui(c, slots);
-        Value chunk = fixedSlots ? add(tChunk, first % slots) : remui(c, slots);
+        Value row = splitRows ? add(tRow, first / slots) : divui(c, slots);
+        Value chunk = splitRows ? add(tChunk, first % slots) : remui(c, slots);
         if (slots != chunksPerRow) {
           auto inRow = scf::IfOp::create(b, loc, lt(chunk, idx(chunksPerRow)),
                                          /*withElseRegion=*/false);
@@ -266,7 +303,8 @@ void KernelBuilder::copyRowsAsync(
         if (width == 1) {
           // A predicated load: rows past the end and padding columns read
           // nothing and store zero.
-          Value src = add(gBase, add(mul(grow, cols), col));
+          Value src = strided ? add(rowAddress(grow, first), col)
+                              : add(gBase, add(mul(grow, rowStride), col));
           Value at = dst(row, chunk, col);
           auto load = scf::IfOp::create(b, loc, TypeRange{plan.elemType}, valid,
                                         /*withElseRegion=*/true);
@@ -288,9 +326,15 @@ void KernelBuilder::copyRowsAsync(
         Value srcCol = col;
         if (validChunks != chunksPerRow)
           srcCol = select(valid, col, idx(0));
-        Value srcRow = rowsInside ? grow : select(valid, grow, idx(0));
         Value srcElems = select(valid, idx(width), idx(0));
-        Value src = add(gBase, add(mul(srcRow, cols), srcCol));
+        Value src;
+        if (strided) {
+          Value at = rowAddress(grow, first);
+          src = add(rowsInside ? at : select(valid, at, gBase), srcCol);
+        } else {
+          Value srcRow = rowsInside ? grow : select(valid, grow, idx(0));
+          src = add(gBase, add(mul(srcRow, rowStride), srcCol));
+        }
         Value at = dst(row, chunk, col);
         // .cg (bypassing L1) exists only for 16-byte copies.
         nvgpu::DeviceAsyncCopyOp::create(

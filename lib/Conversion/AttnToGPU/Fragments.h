@@ -65,6 +65,26 @@ struct SharedTile {
   int64_t stride; // elements between rows
 };
 
+class KernelBuilder;
+
+/// A global [B, H, N, D] tensor addressed through the caller's strides
+/// (elements, index; the last dimension's stride is 1): element (b, h, n, d)
+/// is at b·batchStride + h·headStride + n·rowStride + d, 64-bit throughout.
+struct StridedTensor {
+  Value mem;
+  Value batchStride, headStride, rowStride;
+
+  /// The element offset of row 0 of head `head` of batch `batch`: the base
+  /// every tile of that (batch, head) adds its rows to.
+  Value headBase(KernelBuilder &kb, Value batch, Value head) const;
+  /// The element offset of row `row` of the head at `headBase`.
+  Value rowOffset(KernelBuilder &kb, Value headBase, Value row) const;
+};
+
+/// `mem` with the three i64 stride parameters `strides` (KernelParams).
+StridedTensor stridedTensor(KernelBuilder &kb, Value mem,
+                            const std::array<Value, 3> &strides);
+
 /// Emits the index arithmetic, data movement and tensor-core ops of one
 /// kernel; the mainloops are written against it.
 class KernelBuilder {
@@ -151,11 +171,13 @@ public:
   /// all threads take part. Copies are as wide as the rows' alignment allows
   /// (rowChunkElems): 16, 8 or 4-byte cp.async, or 2-byte loads and shared
   /// stores for odd `tile.cols`. Commits the copies as one cp.async group.
+  /// Global rows are `rowStride` elements apart (index; `tile.cols` when
+  /// null), a multiple of the chunk width (the runtime checks strides).
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
-                     const SharedTile &tile);
-  /// copyTileAsync of gathered rows: tile row r is global row
-  /// `rowSource(r).first` (its first element at that row · tile.cols) when
-  /// `rowSource(r).second` (i1) holds, else zeros (packed GQA's Q tile).
+                     const SharedTile &tile, Value rowStride = {});
+  /// copyTileAsync of gathered rows: tile row r starts at element
+  /// `rowSource(r).first` of gmem when `rowSource(r).second` (i1) holds,
+  /// else it is zeros (packed GQA's Q tile, in the caller's layout).
   void copyGatheredTileAsync(
       Value gmem, function_ref<std::pair<Value, Value>(Value)> rowSource,
       const SharedTile &tile);
@@ -221,10 +243,11 @@ private:
   /// offset of chunk `chunk` (rowChunkElems columns from `col`) of tile row
   /// `row`.
   /// With `rowSource` the rows are gathered (copyGatheredTileAsync) and
-  /// rowBegin / rowLimit are unused.
+  /// rowBegin / rowLimit are unused (rowSource gives element offsets).
   void copyRowsAsync(
       Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
       int64_t cols, function_ref<Value(Value, Value, Value)> dst,
+      Value rowStride = {},
       function_ref<std::pair<Value, Value>(Value)> rowSource = nullptr);
 
 public:

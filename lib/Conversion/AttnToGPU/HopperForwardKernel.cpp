@@ -156,6 +156,11 @@ constexpr int64_t kRowsPerConsumer = 64;
 /// exactly. A persistent producer keeps its tile walk in i32 to fit.
 constexpr uint32_t kProducerRegs = 24;
 constexpr uint32_t kConsumerRegs = 240;
+/// A persistent producer walks the tiles and issues 4-D TMA loads (head and
+/// batch coordinates): 24 registers spill there, 32 fit, and 32·128 +
+/// 2·232·128 stays within 168·384.
+constexpr uint32_t kPersistentProducerRegs = 32;
+constexpr uint32_t kPersistentConsumerRegs = 232;
 /// Threads of the two consumer warpgroups.
 constexpr int64_t kConsumerThreads = 256;
 
@@ -207,7 +212,8 @@ public:
         loops(loops) {}
 
   /// Fills the body of `func` (parameters as docs/ABI.md's wgmma entries).
-  void build(gpu::GPUModuleOp module, gpu::GPUFuncOp func);
+  void build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
+             const KernelParams &params);
   SmallVector<Value>
   rescaleUnlessUnit(Value alpha[2], ArrayRef<Value> acc,
                     function_ref<void(SmallVector<Value> &)> rescale);
@@ -222,10 +228,12 @@ private:
   Barriers bars;
   Value qMap, kMap, vMap;
   Value batches, heads, kvHeads, nq, nk;
+  // O in the caller's layout (the strides of fa_fwd's last parameters).
+  StridedTensor oT;
   // The current query tile: its (batch, head), first row, key-tile range,
   // and its place in the CTA's sequence of tiles (tileIter) and of K/V ring
   // slots (ringBase); both are 0 unless the grid is persistent.
-  Value qBh, kvBh, qBegin, head, batch, jBegin, jEnd, tileIter, ringBase;
+  Value kvHead, qBegin, head, batch, jBegin, jEnd, tileIter, ringBase;
   Value ringBase32; // ringBase as i32 (the producer's key loop)
   Value descBase; // i64: swizzle mode | SBO | shared base >> 4
   // Persistent grid: the tile counter (u32, global), the u32 view of shared
@@ -261,7 +269,8 @@ private:
   /// Expects the tile's bytes on its full barrier and issues one TMA box per
   /// 64 columns.
   void loadTile(Value map, int64_t rows, int64_t cols, Value byteBase,
-                Value row, Value bh, int64_t fullBarrier, Value stage);
+                Value row, ArrayRef<Value> headBatch, int64_t fullBarrier,
+                Value stage);
 
   /// Sets the tile members for query block `qBlock` of (batch, head).
   void setTile(Value qBlock, Value headIdx, Value batchIdx);
@@ -281,7 +290,7 @@ private:
   /// tile → global memory in 16-byte row chunks; LSE by one lane per row.
   void emitSmemEpilogue(Value consumer, ValueRange acc, Value invSum[2],
                         Value lse[2], Value oMem, Value lseMem,
-                        Value qRowsBase, Value rowBase);
+                        Value qRowsBase, Value oBase, Value rowBase);
 
   /// Descriptors of Q (this consumer's rows) and K(stage), per k16 step.
   SmallVector<Value> qkDescriptors(Value qRow0Bytes, Value stage);
@@ -313,9 +322,10 @@ void HopperForward::arrive(int64_t barrier, Value stage) {
 }
 
 void HopperForward::loadTile(Value map, int64_t rows, int64_t cols,
-                             Value byteBase, Value row, Value bh,
-                             int64_t fullBarrier, Value stage) {
-  tmaLoadTile(kb, bars.group, map, rows, cols, byteBase, row, bh,
+                             Value byteBase, Value row,
+                             ArrayRef<Value> headBatch, int64_t fullBarrier,
+                             Value stage) {
+  tmaLoadTile(kb, bars.group, map, rows, cols, byteBase, row, headBatch,
               kb.add(stage, fullBarrier));
 }
 
@@ -327,11 +337,10 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
   head = headIdx;
   batch = batchIdx;
   // GQA: query head h reads key/value head h / (H / Hkv). The tensor maps
-  // are 3-D (D, N, B·H) so TMA zero-fills rows past Nq / Nk of each head.
-  Value kvHead = arith::DivUIOp::create(
+  // are 4-D (D, N, H, B) over the caller's strides, so TMA zero-fills rows
+  // past Nq / Nk of each head.
+  kvHead = arith::DivUIOp::create(
       b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
-  qBh = kb.add(kb.mul(batch, heads), head);
-  kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
   qBegin = kb.mul(qBlock, plan.blockQ);
   // The key blocks of the tiled loop (those that meet this tile's band).
   std::tie(jBegin, jEnd) = loops.cloneTileRange(
@@ -458,7 +467,8 @@ void HopperForward::emitProducer() {
 void HopperForward::emitProducerTile() {
   const int64_t bkv = plan.blockKV;
   // The key loop counts in i32: a persistent producer runs in 24 registers.
-  Value j0 = kb.toI32(jBegin), j1 = kb.toI32(jEnd), kvBh32 = kb.toI32(kvBh);
+  Value j0 = kb.toI32(jBegin), j1 = kb.toI32(jEnd);
+  Value kvHead32 = kb.toI32(kvHead), batch32 = kb.toI32(batch);
   Value n = arith::SubIOp::create(b, loc, j1, j0); // ring iterations
   // Ring iteration i of this tile reads key tile keyTileOf(i) (i32) into
   // slot (ringBase + i) mod stages once it is free. A fresh barrier passes a
@@ -486,10 +496,11 @@ void HopperForward::emitProducerTile() {
     loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
              kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
              kb.toIndex(arith::MulIOp::create(b, loc, keyTileOf(i), kb.c32(bkv))),
-             kb.toIndex(kvBh32), isK ? bars.kFull() : bars.vFull(), stage);
+             {kb.toIndex(kvHead32), kb.toIndex(batch32)},
+             isK ? bars.kFull() : bars.vFull(), stage);
   };
   auto loadQ = [&] {
-    loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, qBh,
+    loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, {head, batch},
              bars.qFull(), kb.idx(0));
   };
   auto loadFrom = [&](int64_t from) {
@@ -848,10 +859,11 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
   Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  Value oBase = oT.headBase(kb, batch, head);
   // (A persistent grid's next Q may already be landing in the Q tile.)
   if (plan.schedule.smemEpilogue && !plan.persistent) {
     emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
-                     qRowsBase, rowBase);
+                     qRowsBase, oBase, rowBase);
     return;
   }
   for (int64_t r = 0; r < 2; ++r) {
@@ -859,7 +871,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.mul(kb.add(qRowsBase, row), dv);
+    Value rowOff = oT.rowOffset(kb, oBase, row);
     for (int64_t n = 0; n < dv / 8; ++n) {
       Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
       Value hi =
@@ -878,7 +890,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
 void HopperForward::emitSmemEpilogue(Value consumer, ValueRange acc,
                                      Value invSum[2], Value lse[2], Value oMem,
                                      Value lseMem, Value qRowsBase,
-                                     Value rowBase) {
+                                     Value oBase, Value rowBase) {
   const int64_t dv = plan.headDimV, bq = plan.blockQ;
   const int64_t slabBytes = bq * kSlabRowBytes;
   // The Q rows of this consumer are read only by its own wgmmas, all retired
@@ -951,7 +963,7 @@ void HopperForward::emitSmemEpilogue(Value consumer, ValueRange acc,
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value off = kb.add(kb.mul(kb.add(qRowsBase, row), dv), kb.mul(cc, 8));
+    Value off = kb.add(oT.rowOffset(kb, oBase, row), kb.mul(cc, 8));
     vector::StoreOp::create(b, loc, v, oMem, ValueRange{off},
                             /*nontemporal=*/false, llvm::MaybeAlign(16));
   }
@@ -990,7 +1002,8 @@ SmallVector<Value> HopperForward::rescaleUnlessUnit(
   return SmallVector<Value>(ifOp.getResults());
 }
 
-void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
+void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
+                          const KernelParams &params) {
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value oMem = arg(3), lseMem = arg(4), scale = arg(10);
@@ -1000,9 +1013,10 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   kvHeads = kb.toIndex(arg(7));
   nq = kb.toIndex(arg(8));
   nk = kb.toIndex(arg(9));
-  qMap = tmaMap(kb, arg(11), plan.blockQ);
-  kMap = tmaMap(kb, arg(12), plan.blockKV);
-  vMap = tmaMap(kb, arg(13), plan.blockKV);
+  qMap = tmaMap(kb, arg(11), plan.blockQ, /*rank=*/4);
+  kMap = tmaMap(kb, arg(12), plan.blockKV, /*rank=*/4);
+  vMap = tmaMap(kb, arg(13), plan.blockKV, /*rank=*/4);
+  oT = stridedTensor(kb, oMem, params.strides(entry, 3));
 
   // One tile per CTA: set up once for both roles (forEachTile).
   if (!plan.persistent) {
@@ -1041,15 +1055,17 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegs,
-                                   NVVM::SetMaxRegisterAction::decrease);
+    NVVM::SetMaxRegisterOp::create(
+        b, loc, plan.persistent ? kPersistentProducerRegs : kProducerRegs,
+        NVVM::SetMaxRegisterAction::decrease);
     auto one = scf::IfOp::create(b, loc, isThread0, false);
     b.setInsertionPointToStart(&one.getThenRegion().front());
     emitProducer();
 
     b.setInsertionPointToStart(&roles.getElseRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegs,
-                                   NVVM::SetMaxRegisterAction::increase);
+    NVVM::SetMaxRegisterOp::create(
+        b, loc, plan.persistent ? kPersistentConsumerRegs : kConsumerRegs,
+        NVVM::SetMaxRegisterAction::increase);
     emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
   }
   gpu::ReturnOp::create(b, loc);
@@ -1068,13 +1084,13 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   // known_block_size gives the register cap at entry (.maxntid) that lets
   // setmaxnreg take effect.
-  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(),
-                               forwardParams(b.getContext(), plan), plan,
-                               wgmmaForwardSharedBytes(plan));
+  KernelParams params = forwardParams(b.getContext(), plan);
+  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
+                               plan, wgmmaForwardSharedBytes(plan));
   KernelBuilder kb(b, loc, plan);
   HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
                                plan.blockKV, plan.stages, plan.persistent},
                 loops)
-      .build(module, func);
+      .build(module, func, params);
   return func;
 }

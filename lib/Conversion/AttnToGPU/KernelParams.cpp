@@ -16,6 +16,18 @@ unsigned KernelParams::addTensorMap(MLIRContext *ctx) {
   return index;
 }
 
+void KernelParams::addStrides(MLIRContext *ctx, int tensors) {
+  strideParam = static_cast<int32_t>(types.size());
+  for (int i = 0; i < tensors * kStridesPerTensor; ++i)
+    add(IntegerType::get(ctx, 64));
+}
+
+std::array<Value, 3> KernelParams::strides(Block &entry, int tensor) const {
+  unsigned first = strideParam + tensor * kStridesPerTensor;
+  return {entry.getArgument(first), entry.getArgument(first + 1),
+          entry.getArgument(first + 2)};
+}
+
 /// `count` flat global tensors of element type `type`.
 static void addTensors(KernelParams &p, Type type, int count) {
   for (int i = 0; i < count; ++i)
@@ -45,6 +57,7 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     if (plan.persistent)
       p.add(LLVM::LLVMPointerType::get(ctx)); // tile counter
   }
+  p.addStrides(ctx, plan.splitKv ? 3 : 4); // q, k, v (, o)
   addModArgParams(p, ctx, plan); // last
   return p;
 }
@@ -90,6 +103,7 @@ KernelParams mlir::fa::gpu_lowering::mergeParams(MLIRContext *ctx,
   addTensors(p, Float32Type::get(ctx), 2); // o_part, lse_part (the workspace)
   addTensors(p, plan.elemType, 1);         // o
   addTensors(p, Float32Type::get(ctx), 1); // lse
-  addSizes(p, ctx, 2);                     // rows (B·H·Nq), splits
+  addSizes(p, ctx, 4); // rows (B·H·Nq), splits, heads, nq
+  p.addStrides(ctx, 1); // o
   return p;
 }

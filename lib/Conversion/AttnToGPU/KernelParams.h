@@ -11,6 +11,8 @@
 
 #include "fa/Conversion/AttnToGPU.h"
 
+#include <array>
+
 namespace mlir::fa::gpu_lowering {
 
 /// Bytes of a CUtensorMap, the by-value size of a tensor-map parameter.
@@ -28,6 +30,8 @@ struct KernelParams {
   SmallVector<Type> types;
   /// Indices of the CUtensorMaps passed by value (kGridConstantParamsAttr).
   SmallVector<int32_t> tensorMaps;
+  /// Index of the first stride parameter (addStrides), -1 for none.
+  int32_t strideParam = -1;
 
   /// Appends `t`; returns its index.
   unsigned add(Type t) {
@@ -38,12 +42,23 @@ struct KernelParams {
   /// inside the kernel (TMA and prefetch.tensormap take its generic
   /// address), so no launch needs runtime-owned device memory.
   unsigned addTensorMap(MLIRContext *ctx);
+  /// Appends the batch, head and row strides (i64, in elements) of each of
+  /// `tensors` global [B, H, N, D] tensors, in the order the tensors come;
+  /// after them come only a score_mod's mod_args (strideParam).
+  void addStrides(MLIRContext *ctx, int tensors);
+  /// The three stride parameters of tensor `tensor` (0 = the first with
+  /// strides) of a kernel body built with this list.
+  std::array<Value, 3> strides(Block &entry, int tensor) const;
 };
+
+/// Strides per tensor: batch, head, row (the last dimension's is 1).
+constexpr int kStridesPerTensor = 3;
 
 /// fa_fwd: q, k, v, o, lse; batch, heads, kv_heads, nq, nk; scale; then a
 /// split-KV forward's split count (its o and lse are the f32 workspace), or
 /// the wgmma forward's q, k, v maps and a persistent grid's tile counter;
-/// last, the mod_args of a score_mod (ModArgs.h).
+/// then the strides of q, k, v and o (a split forward's o_part is the
+/// workspace: q, k, v only), and last the mod_args of a score_mod (ModArgs.h).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq.
 KernelParams backwardPreParams(MLIRContext *ctx, const KernelPlan &plan);
@@ -54,7 +69,7 @@ KernelParams backwardMainParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_post: dq_accum, dq; batch, heads, nq.
 KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_merge (split-KV): o_part, lse_part (f32 workspace), o, lse; rows
-/// (batch·heads·nq), splits.
+/// (batch·heads·nq), splits, heads, nq; the strides of o.
 KernelParams mergeParams(MLIRContext *ctx, const KernelPlan &plan);
 
 } // namespace mlir::fa::gpu_lowering

@@ -1,6 +1,7 @@
 //===- MergeKernel.cpp - attn.merge of the split-KV partials ----*- C++ -*-===//
 //
-// One warp per output row r = (b·H + h)·Nq + q: the split forward left S
+// One warp per output row r = (b·H + h)·Nq + q (written to O at the
+// caller's strides): the split forward left S
 // partial rows O_s (f32, [S, B, H, Nq, Dv]) and LSE_s ([S, B, H, Nq]) in the
 // workspace. The warp takes M = max_s LSE_s over its lanes, then walks the
 // splits with each lane holding 16 bytes (4 f32) of every partial row,
@@ -24,9 +25,9 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   const int64_t dv = plan.headDimV;
   Type elem = plan.elemType, f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);
+  KernelParams params = mergeParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_merge_" + plan.tag(),
-                               mergeParams(b.getContext(), plan), plan,
-                               /*sharedBytes=*/0);
+                               params, plan, /*sharedBytes=*/0);
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value oPart = arg(0), lsePart = arg(1), oMem = arg(2), lseMem = arg(3);
@@ -38,6 +39,15 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   Value row = kb.add(kb.mul(cta, plan.warps), kb.warp);
   auto inRange = scf::IfOp::create(b, loc, kb.lt(row, rows), false);
   b.setInsertionPointToStart(&inRange.getThenRegion().front());
+  // O is in the caller's layout: row = (batch·H + head)·Nq + q.
+  Value heads = kb.toIndex(arg(6)), nq = kb.toIndex(arg(7));
+  StridedTensor oT = stridedTensor(kb, oMem, params.strides(entry, 0));
+  Value headRow = arith::DivUIOp::create(b, loc, row, nq);
+  Value oRow = oT.rowOffset(
+      kb,
+      oT.headBase(kb, arith::DivUIOp::create(b, loc, headRow, heads),
+                  arith::RemUIOp::create(b, loc, headRow, heads)),
+      arith::RemUIOp::create(b, loc, row, nq));
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
 
   // M: each lane's largest LSE over splits lane, lane + 32, ..., then the
@@ -110,7 +120,7 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
     b.setInsertionPointToStart(&store.getThenRegion().front());
     Value o = arith::MulFOp::create(b, loc, sumLoop.getResult(i), inv);
     vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, outType, o),
-                            oMem, ValueRange{kb.add(kb.mul(row, dv), chunkColumn(i))},
+                            oMem, ValueRange{kb.add(oRow, chunkColumn(i))},
                             false, llvm::MaybeAlign(width * 2));
   }
   auto first = scf::IfOp::create(

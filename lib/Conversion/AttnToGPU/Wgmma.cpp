@@ -71,9 +71,11 @@ Value mlir::fa::gpu_lowering::sharedAddress(KernelBuilder &kb) {
 }
 
 Value mlir::fa::gpu_lowering::tmaMap(KernelBuilder &kb, Value ptr,
-                                     int64_t rows) {
+                                     int64_t rows, int64_t rank) {
   OpBuilder &b = kb.b;
-  auto box = MemRefType::get({1, rows, kSlabCols}, kb.plan.elemType,
+  SmallVector<int64_t> shape(rank - 2, 1);
+  shape.append({rows, kSlabCols});
+  auto box = MemRefType::get(shape, kb.plan.elemType,
                              MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
   auto type = nvgpu::TensorMapDescriptorType::get(
@@ -95,8 +97,8 @@ void mlir::fa::gpu_lowering::prefetchTensorMap(KernelBuilder &kb, Value map) {
 
 void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
                                          Value map, int64_t rows, int64_t cols,
-                                         Value byteBase, Value row, Value bh,
-                                         Value barrier) {
+                                         Value byteBase, Value row,
+                                         ArrayRef<Value> outer, Value barrier) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   // A last box partly past the head dim (D = 96) is still whole in shared
@@ -106,23 +108,29 @@ void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
   nvgpu::MBarrierArriveExpectTxOp::create(
       b, loc, group, kb.idx(rows * slabs * kSlabCols * 2), barrier, Value());
   // A box-shaped view of the shared buffer at each slab.
+  const size_t outerDims = outer.size();
+  SmallVector<int64_t> shape(outerDims, 1), strides(outerDims,
+                                                     rows * kSlabCols);
+  shape.append({rows, kSlabCols});
+  strides.append({kSlabCols, 1});
   auto slabType = MemRefType::get(
-      {1, rows, kSlabCols}, kb.plan.elemType,
-      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
-                             {rows * kSlabCols, kSlabCols, 1}),
+      shape, kb.plan.elemType,
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides),
       b.getI64IntegerAttr(3));
+  SmallVector<OpFoldResult> sizes(outerDims, b.getIndexAttr(1)),
+      viewStrides(outerDims, b.getIndexAttr(rows * kSlabCols));
+  sizes.append({b.getIndexAttr(rows), b.getIndexAttr(kSlabCols)});
+  viewStrides.append({b.getIndexAttr(kSlabCols), b.getIndexAttr(1)});
   for (int64_t slab = 0; slab < slabs; ++slab) {
     Value elemOffset =
         kb.divui(kb.add(byteBase, slab * rows * kSlabRowBytes), 2);
     Value dst = memref::ReinterpretCastOp::create(
-        b, loc, slabType, kb.smem, OpFoldResult(elemOffset),
-        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(rows),
-                               b.getIndexAttr(kSlabCols)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(rows * kSlabCols),
-                               b.getIndexAttr(kSlabCols), b.getIndexAttr(1)});
-    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, group, map,
-                                  ValueRange{kb.idx(slab * kSlabCols), row, bh},
-                                  barrier, Value(), Value());
+        b, loc, slabType, kb.smem, OpFoldResult(elemOffset), sizes,
+        viewStrides);
+    SmallVector<Value> coords{kb.idx(slab * kSlabCols), row};
+    coords.append(outer.begin(), outer.end());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, group, map, coords, barrier,
+                                  Value(), Value());
   }
 }
 

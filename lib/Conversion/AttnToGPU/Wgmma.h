@@ -82,9 +82,9 @@ SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
 SmallVector<Value> accumulatorToWgmmaA(KernelBuilder &kb, ArrayRef<Value> c);
 
 /// The map parameter `ptr` (!llvm.ptr to a CUtensorMap of docs/ABI.md) as
-/// the nvgpu tensor map of (64 columns × `rows` × 1) boxes, 128 B swizzle,
-/// out-of-bounds elements read as zero.
-Value tmaMap(KernelBuilder &kb, Value ptr, int64_t rows);
+/// the nvgpu tensor map of (64 columns × `rows` × 1 …) boxes of a `rank`-D
+/// map, 128 B swizzle, out-of-bounds elements read as zero.
+Value tmaMap(KernelBuilder &kb, Value ptr, int64_t rows, int64_t rank = 3);
 
 /// Prefetches the CUtensorMap of `map` (a tmaMap) into the TMA unit's cache
 /// by its generic address. Inline PTX: LLVM 22 lowers the intrinsic on a
@@ -93,11 +93,12 @@ void prefetchTensorMap(KernelBuilder &kb, Value map);
 
 /// Expects the bytes of a `rows` × `cols` tile on mbarrier `barrier` of
 /// `group` (arrive.expect_tx) and loads it with one TMA box per 64 columns
-/// at coordinates (64·slab, row, bh) into 64-column slabs from shared byte
-/// `byteBase` (the layout above).
+/// at coordinates (64·slab, row, outer...) into 64-column slabs from shared
+/// byte `byteBase` (the layout above): `outer` is {b·H + h} for a 3-D map,
+/// {h, b} for a 4-D one.
 void tmaLoadTile(KernelBuilder &kb, Value group, Value map, int64_t rows,
-                 int64_t cols, Value byteBase, Value row, Value bh,
-                 Value barrier);
+                 int64_t cols, Value byteBase, Value row,
+                 ArrayRef<Value> outer, Value barrier);
 
 /// The shared-window address (i64) of `kb.smem`'s first byte, what wgmma
 /// descriptors and bulk copies take (below 2^32: truncate for `r` operands).

@@ -9,13 +9,13 @@
 // (i32) parameter and writing f32 partial O and LSE rows to the workspace in
 // the places of o and lse, and the merge of attn.merge.
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv
-// CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: f32, %[[SPLITS:.+]]: i32)
+// CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: f32, %[[SPLITS:[^:]+]]: i32, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64)
 // The CTA's split is grid z modulo the run-time count, its batch the quotient.
 // CHECK: %[[Z:.+]] = gpu.block_id z
 // CHECK: %[[S:.+]] = arith.index_castui %[[SPLITS]]
 // CHECK: arith.remui %[[Z]], %[[S]]
 // CHECK: arith.divui %[[Z]], %[[S]]
-// CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32)
+// CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64)
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: vector.load {{.*}} : memref<1099511627776xf32>, vector<4xf32>
 // CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<4xbf16>

@@ -7,11 +7,11 @@
 // shared memory (128 B swizzle): 128×128 + 2 × 2 × 128×128 elements.
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a(
-// CHECK-SAME: %{{.*}}: f32, %[[QMAP:.+]]: !llvm.ptr, %[[KMAP:.+]]: !llvm.ptr, %[[VMAP:.+]]: !llvm.ptr) kernel
+// CHECK-SAME: %{{.*}}: f32, %[[QMAP:[^:]+]]: !llvm.ptr, %[[KMAP:[^:]+]]: !llvm.ptr, %[[VMAP:[^:]+]]: !llvm.ptr, {{.*}}: i64) kernel
 // CHECK-SAME: fa.grid_constant_params = array<i32: 11, 12, 13>
 // CHECK-SAME: fa.shared_bytes = 163840
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
-// CHECK: builtin.unrealized_conversion_cast %[[QMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
+// CHECK: builtin.unrealized_conversion_cast %[[QMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
 // CHECK: nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 9>
 // CHECK: nvgpu.mbarrier.init
 // CHECK: gpu.barrier

@@ -4,19 +4,32 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | fa-opt -split-input-file > /dev/null
 
 // The function becomes a gpu.module holding the ABI kernel: flat pointers,
-// i32 sizes, f32 scale; Q block × head × batch from the block ids; 4 warps.
+// i32 sizes, f32 scale, then the batch, head and row strides (i64) of Q, K,
+// V and O; Q block × head × batch from the block ids; 4 warps.
 // CHECK: module attributes {gpu.container_module}
 // CHECK-NOT: func.func
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a
 // CHECK: memref.global "public" @{{.*}} : memref<0xbf16, 3> {alignment = 1024 : i64}
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a(
 // CHECK-SAME: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>,
-// CHECK-SAME: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+// CHECK-SAME: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32,
+// CHECK-SAME: %[[QSB:[^:]+]]: i64, %[[QSH:[^:]+]]: i64, %[[QSN:[^:]+]]: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64,
+// CHECK-SAME: %{{[^:]+}}: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %[[OSN:[^:]+]]: i64) kernel
 // CHECK-SAME: fa.shared_bytes = 87040
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: gpu.block_id  x
 // CHECK: gpu.block_id  y
-// CHECK: gpu.block_id  z
+// CHECK: %[[BATCH:.+]] = gpu.block_id  z
+// Q's head starts at batch·sB + head·sH (formed once, before the key loop).
+// CHECK-DAG: %[[SB:.+]] = arith.index_cast %[[QSB]] : i64 to index
+// CHECK-DAG: %[[SH:.+]] = arith.index_cast %[[QSH]] : i64 to index
+// CHECK-DAG: %[[SN:.+]] = arith.index_cast %[[QSN]] : i64 to index
+// CHECK-DAG: %[[OFFH:.+]] = arith.muli %{{.+}}, %[[SH]] : index
+// CHECK-DAG: %[[OFFB:.+]] = arith.muli %[[BATCH]], %[[SB]] : index
+// CHECK: %[[QBASE:.+]] = arith.addi %[[OFFB]], %[[OFFH]] : index
+// A thread's first Q row: base + (qBegin + its row)·sN.
+// CHECK: %[[QROW:.+]] = arith.muli %{{.+}}, %[[SN]] : index
+// CHECK: arith.addi %[[QBASE]], %[[QROW]] : index
 // Q, K(0), V(0) prologue copies, Q fragments through ldmatrix.
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1}
 // CHECK: nvvm.cp.async.commit.group

@@ -15,17 +15,18 @@
 // COMMON-SAME: xf32>, %{{[^:]+}}: i32, %[[HEADS:[^:]+]]: i32, %[[KVHEADS:[^:]+]]: i32, %{{[^:]+}}: i32, %{{[^:]+}}: i32, %[[SCALE:[^:]+]]: f32
 
 // GQA: query head h (block id y) of batch b (block id z) reads key/value
-// head h / (H / Hkv), whose rows start at (b·Hkv + h / (H / Hkv))·Nk.
+// head h / (H / Hkv): in the mma.sync kernel its rows start at
+// b·sB + (h / (H / Hkv))·sH of K's strides (LSE rows at (b·H + h)·Nq); the
+// wgmma kernel's TMA takes (h / (H / Hkv), b) as coordinates.
 // COMMON: %[[H:.+]] = arith.index_castui %[[HEADS]] : i32 to index
 // COMMON: %[[HKV:.+]] = arith.index_castui %[[KVHEADS]] : i32 to index
 // COMMON: %[[HEAD:.+]] = gpu.block_id  y
 // COMMON: %[[BATCH:.+]] = gpu.block_id  z
 // COMMON: %[[GROUP:.+]] = arith.divui %[[H]], %[[HKV]] : index
 // COMMON: %[[KVHEAD:.+]] = arith.divui %[[HEAD]], %[[GROUP]] : index
-// COMMON-DAG: %[[QBH:.+]] = arith.muli %[[BATCH]], %[[H]] : index
-// COMMON-DAG: arith.addi %[[QBH]], %[[HEAD]] : index
-// COMMON-DAG: %[[KVBH:.+]] = arith.muli %[[BATCH]], %[[HKV]] : index
-// COMMON-DAG: arith.addi %[[KVBH]], %[[KVHEAD]] : index
+// MMA-DAG: %[[QBH:.+]] = arith.muli %[[BATCH]], %[[H]] : index
+// MMA-DAG: arith.addi %[[QBH]], %[[HEAD]] : index
+// MMA-DAG: arith.muli %[[KVHEAD]], %{{.+}} : index
 
 // scale·log2(e) in one multiply of the scale parameter.
 // COMMON: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32

@@ -9,7 +9,7 @@
 // sees keys < min(q + 1, Nk); the bound is kept relative to the lane's first
 // key, 2t, and a column c of n-tile 0 survives where c < bound − k0.
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a(
-// CHECK-SAME: %{{[^:]+}}: i32, %{{[^:]+}}: i32, %[[NKARG:[^:]+]]: i32, %{{[^:]+}}: f32) kernel
+// CHECK-SAME: %{{[^:]+}}: i32, %{{[^:]+}}: i32, %[[NKARG:[^:]+]]: i32, %{{[^:]+}}: f32, {{.*}}) kernel
 // CHECK: %[[TID:.+]] = gpu.thread_id  x
 // CHECK: %[[WARP:.+]] = arith.divui %[[TID]], %c32{{(_[0-9]+)?}} : index
 // CHECK: %[[LANE:.+]] = arith.remui %[[TID]], %c32{{(_[0-9]+)?}} : index

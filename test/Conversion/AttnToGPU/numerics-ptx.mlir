@@ -8,7 +8,7 @@
 // epilogue's 1/l (0 for l = 0) and LSE = (m + lg2 l) × 0f3F317218 (ln 2),
 // -inf for l = 0.
 // CHECK: ld.param.b32 %r[[SCALE:[0-9]+]], [fa_fwd_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_param_10];
-// CHECK-NEXT: mul.rn.f32 %r[[SL2:[0-9]+]], %r[[SCALE]], 0f3FB8AA3B;
+// CHECK: mul.rn.f32 %r[[SL2:[0-9]+]], %r[[SCALE]], 0f3FB8AA3B;
 // CHECK: shfl.sync.bfly.b32 %r[[X1:[0-9]+]], %r[[T0:[0-9]+]], 1, 31, -1;
 // CHECK-NEXT: max.f32 %r[[T1:[0-9]+]], %r[[T0]], %r[[X1]];
 // CHECK-NEXT: shfl.sync.bfly.b32 %r[[X2:[0-9]+]], %r[[T1]], 2, 31, -1;

@@ -7,7 +7,7 @@
 // RUN: not fa-opt %s -fa-attn-to-gpu="mma=wgmma block-kv=256 stages=3" 2>&1 | FileCheck %s --check-prefix=SMEM
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv192_w12_s2_none_wgmma_sm90a
-// CHECK: nvgpu.tma.async.load {{.*}}memref<1x192x64xbf16, 3>
+// CHECK: nvgpu.tma.async.load {{.*}}memref<1x1x192x64xbf16, 3>
 // CHECK: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 192, k = 16>
 // CHECK-COUNT-12: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 

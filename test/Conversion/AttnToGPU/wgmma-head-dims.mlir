@@ -6,8 +6,8 @@
 // RUN: FileCheck %s --check-prefix=PTX96 < %t/fa_fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a.ptx
 // RUN: FileCheck %s --check-prefix=PTX256 < %t/fa_fwd_f16_d256_bq128_bkv64_w12_s2_causal_wgmma_sm90a.ptx
 // RUN: FileCheck %s --check-prefix=PTX192 < %t/fa_fwd_bf16_d192v128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx
-// RUN: grep -c cp.async.bulk.tensor.3d %t/fa_fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=TMA96
-// RUN: grep -c cp.async.bulk.tensor.3d %t/fa_fwd_bf16_d192v128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=TMA192
+// RUN: grep -c cp.async.bulk.tensor.4d %t/fa_fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=TMA96
+// RUN: grep -c cp.async.bulk.tensor.4d %t/fa_fwd_bf16_d192v128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=TMA192
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_f16_d256_bq128_bkv64_w12_s2_causal_wgmma_sm90a.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d192v128_bq128_bkv128_w12_s2_causal_wgmma_sm90a.ptx -o %t/c.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7513 --implicit-check-not=C7508 --implicit-check-not=C7514 --implicit-check-not=C7519
@@ -23,7 +23,7 @@
 // PLAN: attn.kernel_plan = {block_kv = 128 : i64, block_q = 128 : i64, grid = "blocks", mma = "wgmma", {{.*}} tag = "fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a"
 // GPU-LABEL: gpu.module @fa_fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a
 // GPU: gpu.func @fa_fwd_fwd_bf16_d96_bq128_bkv128_w12_s2_none_wgmma_sm90a(
-// GPU-SAME: %{{.*}}: f32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) kernel
+// GPU-SAME: %{{.*}}: f32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, {{.*}}: i64) kernel
 // GPU-SAME: fa.shared_bytes = 163840
 // GPU-SAME: known_block_size = array<i32: 384, 1, 1>
 // PTX96: .maxntid 384, 1, 1

@@ -13,12 +13,12 @@
 // By default the maskless D = 64 forward runs on a persistent grid (the
 // measured rule of -fa-wgmma-persistent); D = 128 and masked ones keep one
 // CTA per query tile unless the switch forces it. A persistent kernel takes
-// the tile counter after its three tensor maps; its producer fetches tiles
+// the tile counter after its three tensor maps (then the strides); its producer fetches tiles
 // with an atomic add past the first (blockIdx.x), the last fetch of a
 // launch puts the counter back to 0, and both roles walk tiles in scf.while
 // loops that end on the tile published behind Q.
 // IR-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent
-// IR-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[CTR:.*]]: !llvm.ptr)
+// IR-SAME: %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %[[CTR:[^:]+]]: !llvm.ptr, %{{.*}}: i64)
 // IR: gpu.block_id x
 // IR: scf.while
 // IR: llvm.atomicrmw add %[[CTR]]
@@ -32,12 +32,13 @@
 // ON: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent
 // ON: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_persistent
 
-// PTX: the producer walks tiles in 24 registers (its key loop in i32) and
-// the consumers keep 240, Q has a full and an empty mbarrier (11 barriers
+// PTX: the producer walks tiles in 32 registers (its key loop in i32; it
+// issues 4-D TMA loads with head and batch coordinates) and the consumers
+// keep 232, Q has a full and an empty mbarrier (11 barriers
 // with 2 stages), and the current tile sits after the tiles in shared memory.
 // CHECK: .maxntid 384, 1, 1
-// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 24;
-// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 240;
+// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 32;
+// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 232;
 // CHECK-DAG: mbarrier.init.shared.b64 [__mbarrier+72]
 // CHECK-DAG: atom.global.add.u32
 // CHECK-DAG: st.shared.b32 [fa_smem_32f+81920]

@@ -31,7 +31,7 @@
 // PTX-DAG: cvta.param.u64 [[QP]], [[QP]];
 // PTX-DAG: prefetch.tensormap [%rd{{[0-9]+}}];
 // PTX-DAG: mbarrier.arrive.expect_tx.shared.b64
-// PTX-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX-DAG: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-DAG: mbarrier.try_wait.parity.shared.b64
 // PTX-DAG: wgmma.fence.sync.aligned;
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1,  1, 0,  0;
@@ -51,7 +51,7 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
 // PTX64: .maxntid 384, 1, 1
 // PTX64-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16
 // PTX64-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
-// PTX64-DAG: cp.async.bulk.tensor.3d
+// PTX64-DAG: cp.async.bulk.tensor.4d
 func.func @f16(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16> -> tensor<?x?x?x64xf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x64xf16>, tensor<?x?x?xf32>
