@@ -236,10 +236,11 @@ static Operation *lastOpBefore(OpBuilder &b) {
 }
 
 /// The kernel the builder is inserting into (its mod_arg parameters).
-static gpu::GPUFuncOp enclosingKernel(OpBuilder &b) {
-  Operation *op = b.getInsertionBlock()->getParentOp();
-  auto func = dyn_cast<gpu::GPUFuncOp>(op);
-  return func ? func : op->getParentOfType<gpu::GPUFuncOp>();
+/// The kernel being built, found from its thread id: the insertion block
+/// may be a loop body not yet attached to its op (an scf.while's body
+/// builder runs before the op exists), the kernel's entry block never is.
+static gpu::GPUFuncOp enclosingKernel(KernelBuilder &kb) {
+  return kb.tid.getParentRegion()->getParentOfType<gpu::GPUFuncOp>();
 }
 
 /// attn::buildScore on one fragment element, its score_mod's math lowered
@@ -248,7 +249,7 @@ static Value buildGpuScore(KernelBuilder &kb, Value s,
                            const fa::attn::ScorePosition &pos, Value *derivative,
                            Value scale) {
   Operation *before = lastOpBefore(kb.b);
-  fa::attn::ModArgAccess modArgs = modArgAccess(enclosingKernel(kb.b), kb.plan);
+  fa::attn::ModArgAccess modArgs = modArgAccess(enclosingKernel(kb), kb.plan);
   Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
                                      derivative, scale, &modArgs);
   SmallVector<Value *, 2> tracked{&score};
