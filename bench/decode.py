@@ -86,10 +86,22 @@ def run_shape(b, nk, bundle):
     o_unpacked = torch.empty_like(q)
     lse_unpacked = torch.empty(b, H, 1, device="cuda")
 
+    plan = fa._splitkv_plan(q, k, v, o_unpacked, lse_unpacked, bundle, (False, False, None),
+                            None)
+    if plan:
+        kernel, template, splits, nbytes = plan
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        args = fa.ForwardArgs.from_buffer_copy(template)
+        args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
+        args.o.data, args.lse.data = o_unpacked.data_ptr(), lse_unpacked.data_ptr()
+
     def unpacked():
-        """fa.attention's choice without the packed kernels."""
-        if not fa._forward_splitkv(q, k, v, o_unpacked, lse_unpacked, bundle,
-                                   (False, False, None), None):
+        """fa.attention's choice without the packed kernels: the unpacked
+        split-KV kernel where it splits, else the plain forward."""
+        if plan:
+            fa._launch(bundle.lib, bundle.lib.fa_attention_forward_splitkv, kernel, args, q,
+                       workspace.data_ptr(), nbytes, splits)
+        else:
             fa.forward_into(q, k, v, o_unpacked, lse_unpacked, bundle=bundle)
 
     unpacked()
