@@ -110,6 +110,9 @@ def open_library(path=None):
 _libraries = {}
 
 
+FA_ERROR_UNSUPPORTED = 6  # fa_status (fa_runtime.h)
+
+
 def _open_library(path):
     errors = []
     for p in ([path] if path else _candidates()):
@@ -163,7 +166,13 @@ def _open_library(path):
                                           ctypes.c_uint64, ctypes.c_int32, vp], st),
     }
     for name, (args, res) in sigs.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            # An older runtime (an A/B against a release) lacks newer entry
+            # points: each answers "unsupported", as for a kernel it lacks.
+            setattr(lib, name, lambda *_: FA_ERROR_UNSUPPORTED)
+            continue
         fn.argtypes = args
         fn.restype = res
     return lib
