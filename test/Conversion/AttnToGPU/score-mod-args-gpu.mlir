@@ -16,8 +16,9 @@
 // loads through the read-only path: an invariant load from the global
 // space, ld.global.nc in PTX.
 
+// The forward's mod_args follow its 12 stride parameters (11-22).
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_mod_alibi_slopes(
-// CHECK-SAME: %[[SLOPES:arg11]]: !llvm.ptr<1>, %[[H:arg12]]: i32)
+// CHECK-SAME: %arg22: i64, %[[SLOPES:arg23]]: !llvm.ptr<1>, %[[H:arg24]]: i32)
 // CHECK: %[[N:.+]] = arith.index_cast %[[H]] : i32 to index
 // CHECK: %[[LAST:.+]] = arith.subi %[[N]], %c1 : index
 // CHECK: %[[LOW:.+]] = arith.minsi %{{.+}}, %[[LAST]] : index
@@ -26,8 +27,8 @@
 // CHECK: %[[PTR:.+]] = llvm.getelementptr %[[SLOPES]][%[[OFF]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
 // CHECK: llvm.load %[[PTR]] invariant : !llvm.ptr<1> -> f32
 // CHECK: gpu.return
-// PTX: .param .u64 {{.+}}_param_11,
-// PTX-NEXT: .param .u32 {{.+}}_param_12
+// PTX: .param .u64 {{.+}}_param_23,
+// PTX-NEXT: .param .u32 {{.+}}_param_24
 // PTX: ld.global.nc.b32
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
