@@ -37,7 +37,9 @@ static cl::opt<bool> defaults(
              "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
              "block_kv 192 wgmma forwards, persistent-grid wgmma "
              "forwards for short rows (d128 maskless and causal, "
-             "d64 causal), and the deterministic wgmma backwards"));
+             "d64 causal), packed-GQA split-KV decode forwards (d128 "
+             "maskless and causal_bottom_right), and the deterministic "
+             "wgmma backwards"));
 static cl::opt<std::string> outDir("o", cl::cat(aotOptions),
                                    cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::cat(aotOptions),
@@ -75,6 +77,12 @@ static std::vector<std::string> defaultConfigs() {
   texts.push_back("fwd:bf16:d128:none:wgmma:bkv176:persistent");
   texts.push_back("fwd:bf16:d64:causal:wgmma:persistent");
   texts.push_back("fwd:bf16:d128:causal:wgmma:persistent");
+  // Decode with GQA (Nq < 64): the packed split-KV forwards, which read
+  // each K/V block once per key head, 3x faster than the plain kernel at
+  // 1 x 64k, 8 x 16k and 64 x 4k keys (PERF.md); fa.attention takes them
+  // for GQA calls with short query rows.
+  for (const char *m : {"none", "causal_bottom_right"})
+    texts.push_back(std::string("fwd:bf16:d128:") + m + ":packgqa:splitkv");
   // The deterministic backward, chosen only on request
   // (fa_kernel_find_deterministic).
   for (const char *d : {"d64", "d128"})
