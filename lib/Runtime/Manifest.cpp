@@ -611,19 +611,18 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
         bad("kernels[" + std::to_string(i) + "]",
             "mma 'wgmma' backward kernels need bundle version 2, the "
             "manifest says 1");
-      // A version-2 reader ignores "deterministic" and would launch the
-      // kernel without its semaphore parameter.
-      if (version < 3 && c.deterministic)
-        bad("kernels[" + std::to_string(i) + "]",
-            "deterministic kernels need bundle version 3, the manifest says " +
-                std::to_string(version));
-      // A version-3 reader ignores "grid" and would launch one CTA per tile
-      // without the tile counter.
-      if (version < 4 && c.fwd.persistent)
-        bad("kernels[" + std::to_string(i) + "]",
-            "persistent-grid kernels need bundle version 4, the manifest "
-            "says " +
-                std::to_string(version));
+      // `what` needs a bundle of at least version `since`: an older reader
+      // would ignore the field that says so and launch it wrongly.
+      auto needs = [&](int since, bool uses, const std::string &what) {
+        if (version < since && uses)
+          bad("kernels[" + std::to_string(i) + "]",
+              what + " need bundle version " + std::to_string(since) +
+                  ", the manifest says " + std::to_string(version));
+      };
+      // Without "deterministic": no semaphore parameter.
+      needs(3, c.deterministic, "deterministic kernels");
+      // Without "grid": one CTA per tile and no tile counter.
+      needs(4, c.fwd.persistent, "persistent-grid kernels");
       // Before version 5 kernels took their tensor maps as pointers to
       // device memory the runtime owned; this runtime passes them by value.
       if (version < 5 && !c.tensorMaps.empty())
@@ -633,20 +632,12 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
                 std::to_string(version) +
                 " (maps in device memory, which this runtime no longer "
                 "supports): rebuild the bundle with this release's fa-aot");
-      // A version-5 reader ignores "split_kv" and would launch the split
-      // forward as a plain one.
-      if (version < 6 && c.splitKv)
-        bad("kernels[" + std::to_string(i) + "]",
-            "split-KV kernels need bundle version 6, the manifest says " +
-                std::to_string(version));
-      // A version-6 reader ignores "pack_gqa" and "stride_param": it would
-      // launch one CTA per query head instead of per key head, or the
-      // kernel without its strides.
-      if (version < 7 && (c.packGqa || c.strided()))
-        bad("kernels[" + std::to_string(i) + "]",
-            std::string(c.packGqa ? "packed-GQA kernels" : "strided kernels (field 'stride_param')") +
-            " need bundle version 7, the manifest says " +
-                std::to_string(version));
+      // Without "split_kv": the split forward launched as a plain one.
+      needs(6, c.splitKv, "split-KV kernels");
+      // Without "pack_gqa": one CTA per query head instead of per key head;
+      // without "stride_param": the kernel launched without its strides.
+      needs(7, c.packGqa, "packed-GQA kernels");
+      needs(7, c.strided(), "strided kernels (field 'stride_param')");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");
