@@ -72,6 +72,16 @@ int64_t strideParam(const CompiledKernel &k) {
          (persistent ? 1 : 0);
 }
 
+/// The first mod_arg parameter: after every other parameter of fa_fwd
+/// (its strides, 3 of each of q, k, v and, unless split, o) or fa_bwd (its
+/// 15, its maps, a deterministic one's semaphores; docs/ABI.md).
+int64_t modArgParam(const CompiledKernel &k) {
+  const KernelConfig &c = k.config;
+  if (c.direction == "fwd")
+    return strideParam(k) + 3 * (c.splitKv ? 3 : 4);
+  return 15 + (takesTensorMaps(c) ? 4 : 0) + (c.deterministic ? 1 : 0);
+}
+
 /// The manifest's object of one kernel.
 json::Object kernelObject(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
@@ -116,11 +126,23 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["pack_gqa"] = true;
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
-    // of fa_fwd / fa_bwd (docs/ABI.md "mod_args").
+    // of fa_fwd / fa_bwd (docs/ABI.md "mod_args"), and what their extents
+    // must be: a fixed size as a number, else a problem size's name.
     json::Array args;
-    for (const ModArgInfo &a : k.modArgs)
-      args.push_back(json::Object{{"dtype", a.dtype}, {"rank", a.rank}});
+    for (const ModArgInfo &a : k.modArgs) {
+      json::Array dims;
+      for (const std::string &d : a.dims) {
+        int64_t fixed = 0;
+        if (!StringRef(d).getAsInteger(10, fixed))
+          dims.push_back(fixed);
+        else
+          dims.push_back(d);
+      }
+      args.push_back(json::Object{
+          {"dtype", a.dtype}, {"rank", a.rank}, {"dims", std::move(dims)}});
+    }
     o["mod_args"] = std::move(args);
+    o["mod_arg_param"] = modArgParam(k);
   }
   if (c.deterministic) {
     o["deterministic"] = true;
@@ -175,12 +197,17 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // 7: packed-GQA kernels, whose grid a version-6 runtime would build per
   // query head instead of per key head, and forwards that take strides,
   // which a version-6 runtime would launch without them.
-  bool anyMaps = false, anySplit = false, anyNewer = false;
+  // 8: kernels whose score_mod reads tensors ("mod_args"), which a
+  // version-7 runtime refuses anyway; the version says so up front.
+  bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false;
   for (const CompiledKernelRef &k : kernels) {
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
     anyNewer |= k->config.packGqa || takesStrides(k->config);
+    anyModArgs |= !k->modArgs.empty();
   }
+  if (anyModArgs)
+    return 8;
   if (anyNewer)
     return 7;
   if (anySplit)

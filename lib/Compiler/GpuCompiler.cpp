@@ -327,8 +327,55 @@ static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
   return llvm::Error::success();
 }
 
-/// The mod_args of `spec` as the manifest lists them.
-static std::vector<ModArgInfo> modArgInfo(const attn::ScoreSpec &spec) {
+/// The argument attribute of a score-mod library function that binds its
+/// mod_arg's dynamic extents to problem sizes (docs/ABI.md "mod_args").
+static constexpr llvm::StringLiteral kModArgDimsAttr = "fa.dims";
+
+/// The problem sizes a mod_arg's extent may be bound to (docs/ABI.md).
+static bool isExtentName(llvm::StringRef name) {
+  return llvm::is_contained(
+      {"any", "batch", "heads", "kv_heads", "nq", "nk", "nq+nk-1"}, name);
+}
+
+/// The extents of mod_arg `index` of library function `fn`: a static
+/// extent of its type, else the entry of its `fa.dims` argument attribute
+/// (`tensor<?xf32> {fa.dims = ["heads"]}`), else "any".
+static llvm::Expected<std::vector<std::string>>
+modArgDims(func::FuncOp fn, unsigned index, RankedTensorType type) {
+  unsigned arg = attn::ScoreSpec::kScoreModPositionArgs + index;
+  auto named = fn.getArgAttrOfType<ArrayAttr>(arg, kModArgDimsAttr);
+  if (named && named.size() != static_cast<size_t>(type.getRank()))
+    return err("@" + fn.getName().str() + " mod_arg " + std::to_string(index) +
+               ": " + kModArgDimsAttr + " has " +
+               std::to_string(named.size()) + " entries for a rank-" +
+               std::to_string(type.getRank()) + " tensor");
+  std::vector<std::string> dims;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    std::string fixed = type.isDynamicDim(d)
+                            ? std::string()
+                            : std::to_string(type.getDimSize(d));
+    auto name = named ? dyn_cast<StringAttr>(named[d]) : StringAttr();
+    if (named && (!name || !isExtentName(name.getValue())))
+      return err("@" + fn.getName().str() + " mod_arg " +
+                 std::to_string(index) + ": " + kModArgDimsAttr + "[" +
+                 std::to_string(d) + "] must be one of \"any\", \"batch\", "
+                 "\"heads\", \"kv_heads\", \"nq\", \"nk\", \"nq+nk-1\"");
+    if (name && !fixed.empty() && name.getValue() != "any")
+      return err("@" + fn.getName().str() + " mod_arg " +
+                 std::to_string(index) + ": dimension " + std::to_string(d) +
+                 " is static (" + fixed + ") but " + kModArgDimsAttr +
+                 " binds it to " + name.getValue().str());
+    dims.push_back(!fixed.empty() ? fixed
+                   : name         ? name.getValue().str()
+                                  : std::string("any"));
+  }
+  return dims;
+}
+
+/// The mod_args of `spec` as the manifest lists them, their extents from
+/// the library function `fn` it came from.
+static llvm::Expected<std::vector<ModArgInfo>>
+modArgInfo(const attn::ScoreSpec &spec, func::FuncOp fn) {
   std::vector<ModArgInfo> infos;
   if (!spec.scoreMod)
     return infos;
@@ -338,7 +385,10 @@ static std::vector<ModArgInfo> modArgInfo(const attn::ScoreSpec &spec) {
     std::string dtype;
     llvm::raw_string_ostream os(dtype);
     os << type.getElementType();
-    infos.push_back({dtype, type.getRank()});
+    auto dims = modArgDims(fn, static_cast<unsigned>(infos.size()), type);
+    if (!dims)
+      return dims.takeError();
+    infos.push_back({dtype, type.getRank(), std::move(*dims)});
   }
   return infos;
 }
@@ -367,9 +417,9 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     if (isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
       attention = op;
   });
+  OwningOpRef<ModuleOp> library;
   if (!config.scoreMod.empty()) {
-    OwningOpRef<ModuleOp> library =
-        parseSourceString<ModuleOp>(scoreModLibrary, &ctx);
+    library = parseSourceString<ModuleOp>(scoreModLibrary, &ctx);
     if (!library)
       return err("cannot parse the score-mod library " +
                  options.scoreModFile + ": " + diag);
@@ -390,7 +440,12 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     return err(config.str() + ": " + planError);
 
   CompiledKernel out;
-  out.modArgs = modArgInfo(plan->spec);
+  auto modArgs = modArgInfo(
+      plan->spec,
+      library ? library->lookupSymbol<func::FuncOp>(config.scoreMod) : nullptr);
+  if (!modArgs)
+    return modArgs.takeError();
+  out.modArgs = std::move(*modArgs);
   out.config = config;
   out.config.headDimV = plan->headDimV;
   out.config.blockQ = plan->blockQ;
@@ -520,9 +575,14 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
                              eo->getBoolean("persistent").value_or(false)});
   if (const llvm::json::Array *args = o->getArray("mod_args"))
     for (const llvm::json::Value &a : *args)
-      if (const llvm::json::Object *ao = a.getAsObject())
-        k.modArgs.push_back({ao->getString("dtype").value_or("").str(),
-                             ao->getInteger("rank").value_or(0)});
+      if (const llvm::json::Object *ao = a.getAsObject()) {
+        ModArgInfo info{ao->getString("dtype").value_or("").str(),
+                        ao->getInteger("rank").value_or(0), {}};
+        if (const llvm::json::Array *dims = ao->getArray("dims"))
+          for (const llvm::json::Value &d : *dims)
+            info.dims.push_back(d.getAsString().value_or("any").str());
+        k.modArgs.push_back(std::move(info));
+      }
   k.fromCache = true;
   return k;
 }
@@ -556,9 +616,13 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
                                          {"shared_bytes", e.sharedBytes},
                                          {"persistent", e.persistent}});
   llvm::json::Array modArgs;
-  for (const ModArgInfo &a : k.modArgs)
-    modArgs.push_back(
-        llvm::json::Object{{"dtype", a.dtype}, {"rank", a.rank}});
+  for (const ModArgInfo &a : k.modArgs) {
+    llvm::json::Array dims;
+    for (const std::string &d : a.dims)
+      dims.push_back(d);
+    modArgs.push_back(llvm::json::Object{
+        {"dtype", a.dtype}, {"rank", a.rank}, {"dims", std::move(dims)}});
+  }
   llvm::json::Object meta{
       {"key", key},
       {"mod_args", std::move(modArgs)},

@@ -172,7 +172,31 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) try {
           c.fwd.persistent,
           c.scoreMod.empty() ? nullptr : c.scoreMod.c_str(),
           c.splitKv,       c.packGqa,
-          c.strided()};
+          c.strided(),     static_cast<int32_t>(c.modArgs.size())};
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_get_mod_arg(const fa_kernel *kernel, int32_t index,
+                                fa_mod_arg_info *out) try {
+  if (!kernel || !out)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_get_mod_arg: null argument");
+  const std::vector<ModArgSpec> &mods = kernel->config.modArgs;
+  if (index < 0 || index >= static_cast<int32_t>(mods.size()))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_get_mod_arg: index " + std::to_string(index) +
+                    " is outside kernel '" + kernel->config.tag + "''s " +
+                    std::to_string(mods.size()) + " mod_args");
+  const ModArgSpec &m = mods[index];
+  *out = fa_mod_arg_info{};
+  out->dtype = m.dtype;
+  out->rank = m.rank;
+  for (int d = 0; d < FA_MAX_RANK; ++d) {
+    out->extent[d] = m.extent[d];
+    out->size[d] = m.size[d];
+  }
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

@@ -120,6 +120,10 @@ const char *fa_dtype_name(fa_dtype dtype) {
     return "bf16";
   case FA_DTYPE_F32:
     return "f32";
+  case FA_DTYPE_I32:
+    return "i32";
+  case FA_DTYPE_I64:
+    return "i64";
   }
   return "<invalid dtype>";
 }

@@ -61,6 +61,15 @@ struct TensorMapSpec {
   int l2PromotionBytes = 256; // 0 = none
 };
 
+/// One tensor a kernel's score_mod reads (manifest "mod_args"): fwd and bwd
+/// take its address and then its extents as i32 (docs/ABI.md).
+struct ModArgSpec {
+  fa_dtype dtype = FA_DTYPE_F32;
+  int rank = 1;
+  fa_extent extent[FA_MAX_RANK] = {};
+  int64_t size[FA_MAX_RANK] = {}; // FA_EXTENT_FIXED only
+};
+
 struct KernelConfig {
   std::string tag;
   fa_direction direction = FA_DIRECTION_FWD;
@@ -93,6 +102,10 @@ struct KernelConfig {
   /// and o may be any views with a unit last stride; -1: contiguous only.
   int strideParam = -1;
   bool strided() const { return strideParam >= 0; }
+  /// The score_mod's tensors, in parameter order from modArgParam (after
+  /// every other parameter of fwd or bwd); empty for most kernels.
+  std::vector<ModArgSpec> modArgs;
+  int modArgParam = -1;
   Entry fwd, bwdPre, bwd, bwdPost, merge;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -113,6 +126,38 @@ struct StrideParams {
   void place(void **params, int first) {
     for (int i = 0; i < count; ++i)
       params[first + i] = &values[i];
+  }
+};
+
+/// The mod_args of one call (the _ex entry points), as the caller gave them.
+/// `checked` false: a query that does not launch (tensor maps, grids) and
+/// so does not need them.
+struct ModArgList {
+  const fa_tensor *tensors = nullptr;
+  int32_t count = 0;
+  bool checked = true;
+  static ModArgList unchecked() { return {nullptr, 0, false}; }
+};
+
+/// The mod_arg parameters of a launch: per mod_arg its address, then its
+/// extents (i32), which the kernel parameter pointers point at.
+struct ModArgParams {
+  CUdeviceptr pointers[FA_MAX_MOD_ARGS] = {};
+  int32_t extents[FA_MAX_MOD_ARGS * FA_MAX_RANK] = {};
+  /// Most parameters all mod_args take (a pointer and 4 extents each).
+  static constexpr int kMaxParams = FA_MAX_MOD_ARGS * (1 + FA_MAX_RANK);
+  /// Points params[first], ... at the mod_args of valid (checked) `mods`.
+  void place(void **params, int first, const ModArgList &mods) {
+    int next = first;
+    for (int i = 0; i < mods.count; ++i) {
+      const fa_tensor &t = mods.tensors[i];
+      pointers[i] = t.data;
+      params[next++] = &pointers[i];
+      for (int d = 0; d < t.rank; ++d) {
+        extents[i * FA_MAX_RANK + d] = static_cast<int32_t>(t.shape[d]);
+        params[next++] = &extents[i * FA_MAX_RANK + d];
+      }
+    }
   }
 };
 
@@ -203,9 +248,22 @@ int kernelRank(const KernelConfig &config, int cc, fa_mma want);
 /// GPU-free checks of the launch arguments of a forward or a backward
 /// kernel; "" if they are valid.
 std::string checkArguments(const KernelConfig &config,
-                           const fa_attention_args &args);
+                           const fa_attention_args &args,
+                           const ModArgList &mods);
 std::string checkArguments(const KernelConfig &config,
-                           const fa_attention_backward_args &args);
+                           const fa_attention_backward_args &args,
+                           const ModArgList &mods);
+
+/// The checks of `mods` against the kernel's mod_args and the sizes of
+/// valid q and k (ModArgs.cpp); "" if they pass or are not `checked`.
+std::string checkModArgs(const KernelConfig &config, const ModArgList &mods,
+                         const fa_tensor &q, const fa_tensor &k);
+/// "f32 [heads], f32 [heads, any]": the kernel's mod_args, for messages.
+std::string describeModArgs(const KernelConfig &config);
+/// The manifest's name of an extent ("heads", "nq+nk-1"), or nullptr.
+const char *extentName(fa_extent extent);
+/// Bytes of one element of `dtype`; 0 for an invalid one.
+int64_t elementSize(fa_dtype dtype);
 
 /// Query tiles of a forward's grid x for q [B,H,Nq,D] and Hkv key heads:
 /// ceil(Nq / block_q), or for a packed-GQA kernel ceil(Nq / n) with
@@ -234,7 +292,8 @@ struct SplitKvWorkspace {
 /// the workspace (size, 16-byte alignment, no overlap); "" if valid.
 std::string checkSplitKvArguments(const KernelConfig &config,
                                   const fa_attention_args &args,
-                                  const SplitKvWorkspace &workspace);
+                                  const SplitKvWorkspace &workspace,
+                                  const ModArgList &mods);
 /// Bytes of a split-KV workspace: o_part [S,B,H,Nq,Dv] and lse_part
 /// [S,B,H,Nq], f32.
 uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,
@@ -246,6 +305,17 @@ fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
+/// tensorsOf with the call's mod_args ("mod_args[i]") after the others.
+template <typename Args>
+std::vector<NamedTensor> tensorsOf(const Args &args, const ModArgList &mods) {
+  static const char *const kNames[FA_MAX_MOD_ARGS] = {
+      "mod_args[0]", "mod_args[1]", "mod_args[2]", "mod_args[3]",
+      "mod_args[4]", "mod_args[5]", "mod_args[6]", "mod_args[7]"};
+  std::vector<NamedTensor> all = tensorsOf(args);
+  for (int i = 0; i < mods.count && i < FA_MAX_MOD_ARGS; ++i)
+    all.push_back({kNames[i], &mods.tensors[i]});
+  return all;
+}
 
 /// A launch grid: x, y, z.
 using Grid = std::array<unsigned, 3>;

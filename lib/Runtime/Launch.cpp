@@ -47,14 +47,15 @@ unsigned ceilDiv(int64_t a, int64_t b) {
   return static_cast<unsigned>((a + b - 1) / b);
 }
 
-/// fa_attention_{forward,backward}_check.
+/// fa_attention_{forward,backward}_check{,_ex}.
 template <typename Args>
-fa_status checkCall(const fa_kernel *kernel, const Args *args) {
+fa_status checkCall(const fa_kernel *kernel, const Args *args,
+                    const ModArgList &mods) {
   // Strings only on failure: this runs before every launch.
   if (!kernel || !args)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(apiName<Args>()) + ": kernel or args is null");
-  std::string err = checkArguments(kernel->config, *args);
+  std::string err = checkArguments(kernel->config, *args, mods);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(apiName<Args>()) + ": " + err);
@@ -82,7 +83,7 @@ fa_status tensorMapsOut(const fa_kernel *kernel, const Args *args,
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(apiName<Args>()) + "_tensor_maps: null argument");
   *count = 0;
-  if (fa_status s = checkCall(kernel, args))
+  if (fa_status s = checkCall(kernel, args, ModArgList::unchecked()))
     return s;
   std::vector<fa_tensor_map_args> maps;
   if (fa_status s = mapArgsFor(kernel->config, *args, maps))
@@ -97,13 +98,14 @@ fa_status tensorMapsOut(const fa_kernel *kernel, const Args *args,
 /// device and that `stream` belongs to it.
 template <typename Args>
 fa_status prepareLaunch(const fa_kernel *kernel, const Args *args,
-                        CUstream stream, ContextScope &scope) {
-  if (fa_status s = checkCall(kernel, args))
+                        const ModArgList &mods, CUstream stream,
+                        ContextScope &scope) {
+  if (fa_status s = checkCall(kernel, args, mods))
     return s;
   if (fa_status s = scope.enter(args->q.data))
     return s;
   auto prefix = [] { return std::string(apiName<Args>()) + ": "; };
-  if (fa_status s = checkPointers(tensorsOf(*args), scope.device))
+  if (fa_status s = checkPointers(tensorsOf(*args, mods), scope.device))
     return failWithPrefix(s, prefix());
   if (fa_status s = checkStream(stream, scope.ctx))
     return failWithPrefix(s, prefix());
@@ -195,7 +197,16 @@ extern "C" {
 
 fa_status fa_attention_forward_check(const fa_kernel *kernel,
                                      const fa_attention_args *args) try {
-  return checkCall(kernel, args);
+  return checkCall(kernel, args, ModArgList{});
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_check_ex(const fa_kernel *kernel,
+                                        const fa_attention_args *args,
+                                        const fa_tensor *mod_args,
+                                        int32_t mod_arg_count) try {
+  return checkCall(kernel, args, ModArgList{mod_args, mod_arg_count});
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -203,7 +214,16 @@ fa_status fa_attention_forward_check(const fa_kernel *kernel,
 fa_status
 fa_attention_backward_check(const fa_kernel *kernel,
                             const fa_attention_backward_args *args) try {
-  return checkCall(kernel, args);
+  return checkCall(kernel, args, ModArgList{});
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_check_ex(const fa_kernel *kernel,
+                                         const fa_attention_backward_args *args,
+                                         const fa_tensor *mod_args,
+                                         int32_t mod_arg_count) try {
+  return checkCall(kernel, args, ModArgList{mod_args, mod_arg_count});
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -227,7 +247,7 @@ fa_status fa_attention_backward_tensor_maps(
 fa_status fa_attention_backward_grids(const fa_kernel *kernel,
                                       const fa_attention_backward_args *args,
                                       unsigned grids[3][3]) try {
-  if (fa_status s = checkCall(kernel, args))
+  if (fa_status s = checkCall(kernel, args, ModArgList::unchecked()))
     return s;
   if (!grids)
     return fail(FA_ERROR_INVALID_ARGUMENT,
@@ -243,8 +263,18 @@ fa_status fa_attention_backward_grids(const fa_kernel *kernel,
 fa_status fa_attention_forward(const fa_kernel *kernel,
                                const fa_attention_args *args,
                                CUstream stream) try {
+  return fa_attention_forward_ex(kernel, args, nullptr, 0, stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_ex(const fa_kernel *kernel,
+                                  const fa_attention_args *args,
+                                  const fa_tensor *mod_args,
+                                  int32_t mod_arg_count, CUstream stream) try {
   ContextScope scope;
-  if (fa_status s = prepareLaunch(kernel, args, stream, scope))
+  ModArgList mods{mod_args, mod_arg_count};
+  if (fa_status s = prepareLaunch(kernel, args, mods, stream, scope))
     return s;
   const KernelConfig &c = kernel->config;
   const fa_attention_args &a = *args;
@@ -258,8 +288,9 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
   // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter,
-  // last a strided kernel's strides of q, k, v, o.
-  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1 + 12] = {
+  // a strided kernel's strides of q, k, v, o, last the mod_args.
+  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1 + 12 +
+               ModArgParams::kMaxParams] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
   StrideParams strides;
   if (c.strided()) {
@@ -267,6 +298,8 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
       strides.add(*t);
     strides.place(params, c.strideParam);
   }
+  ModArgParams modParams;
+  modParams.place(params, c.modArgParam, mods);
   if (fa_status s = launchEntry(*kernel, a, f, c.fwd, grid, stream, params,
                                 kForwardParams, c.fwd.persistent))
     return s;
@@ -278,8 +311,18 @@ fa_status fa_attention_forward(const fa_kernel *kernel,
 fa_status fa_attention_backward(const fa_kernel *kernel,
                                 const fa_attention_backward_args *args,
                                 CUstream stream) try {
+  return fa_attention_backward_ex(kernel, args, nullptr, 0, stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_ex(const fa_kernel *kernel,
+                                   const fa_attention_backward_args *args,
+                                   const fa_tensor *mod_args,
+                                   int32_t mod_arg_count, CUstream stream) try {
   ContextScope scope;
-  if (fa_status s = prepareLaunch(kernel, args, stream, scope))
+  ModArgList mods{mod_args, mod_arg_count};
+  if (fa_status s = prepareLaunch(kernel, args, mods, stream, scope))
     return s;
   const KernelConfig &c = kernel->config;
   const fa_attention_backward_args &a = *args;
@@ -293,10 +336,13 @@ fa_status fa_attention_backward(const fa_kernel *kernel,
               dv = a.dv.data;
   void *preParams[] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
   // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
-  // semaphores.
-  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1] = {
+  // semaphores, last the mod_args.
+  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 +
+                   ModArgParams::kMaxParams] = {
       &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
       &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
+  ModArgParams modParams;
+  modParams.place(mainParams, c.modArgParam, mods);
   void *postParams[] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
   std::array<Grid, 3> grids = backwardGrids(c, a);
 

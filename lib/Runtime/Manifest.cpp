@@ -360,6 +360,97 @@ void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
                    " (the strides follow every other parameter of fa_fwd)");
 }
 
+/// The parameter after every other one of fa_fwd / fa_bwd, where the
+/// mod_args start (docs/ABI.md): after a forward's strides (3 of each of
+/// q, k, v and, unless split, o) or the maps, split count and counter of an
+/// unstrided one; after a backward's maps and semaphores.
+int firstModArgParam(const KernelConfig &c) {
+  int maps = static_cast<int>(c.tensorMaps.size());
+  if (c.direction == FA_DIRECTION_BWD)
+    return 15 + maps + (c.deterministic ? 1 : 0);
+  if (c.strided())
+    return c.strideParam + 3 * (c.splitKv ? 3 : 4);
+  return 11 + (c.splitKv ? 1 : 0) + maps + (c.fwd.persistent ? 1 : 0);
+}
+
+/// One extent of a mod_arg: a positive integer (a fixed size) or the name
+/// of a problem size ("heads", "nq+nk-1", "any").
+void parseExtent(const json &v, ModArgSpec &m, int d,
+                 const std::string &where) {
+  if (v.is_number_integer() && v.get<long long>() >= 1 &&
+      v.get<long long>() <= INT32_MAX) {
+    m.extent[d] = FA_EXTENT_FIXED;
+    m.size[d] = v.get<long long>();
+    return;
+  }
+  for (fa_extent e : {FA_EXTENT_ANY, FA_EXTENT_BATCH, FA_EXTENT_HEADS,
+                      FA_EXTENT_KV_HEADS, FA_EXTENT_NQ, FA_EXTENT_NK,
+                      FA_EXTENT_NQ_NK})
+    if (v.is_string() && v.get<std::string>() == extentName(e)) {
+      m.extent[d] = e;
+      return;
+    }
+  bad(where, "dims[" + std::to_string(d) + "] must be a size in [1, 2^31-1] "
+             "or one of any, batch, heads, kv_heads, nq, nk, nq+nk-1, got " +
+                 v.dump());
+}
+
+/// One entry of "mod_args": {"dtype", "rank", optional "dims"}.
+ModArgSpec parseModArg(const json &a, const std::string &where) {
+  if (!a.is_object())
+    bad(where, "must be an object, got " + a.dump());
+  ModArgSpec m;
+  std::string dtype = stringField(a, "dtype", where);
+  bool known = false;
+  for (fa_dtype t : {FA_DTYPE_F16, FA_DTYPE_BF16, FA_DTYPE_F32, FA_DTYPE_I32,
+                     FA_DTYPE_I64})
+    if (dtype == fa_dtype_name(t)) {
+      m.dtype = t;
+      known = true;
+    }
+  if (!known)
+    bad(where, "unknown dtype '" + dtype +
+                   "' (expected f16, bf16, f32, i32 or i64)");
+  m.rank = intField(a, "rank", where, 1, FA_MAX_RANK);
+  auto dims = a.find("dims");
+  if (dims == a.end())
+    return m; // every extent free (FA_EXTENT_ANY)
+  if (!dims->is_array() || dims->size() != static_cast<size_t>(m.rank))
+    bad(where, "field 'dims' must be an array of " + std::to_string(m.rank) +
+                   " extents (its rank), got " + dims->dump());
+  for (int d = 0; d < m.rank; ++d)
+    parseExtent((*dims)[d], m, d, where);
+  return m;
+}
+
+/// The optional "mod_args" (bundle version 8) and "mod_arg_param": the
+/// tensors the score_mod reads, passed after every other parameter of the
+/// entry that evaluates scores (a split-KV kernel's merge takes none).
+void parseModArgs(const json &k, KernelConfig &c, const std::string &where) {
+  auto args = k.find("mod_args");
+  if (args == k.end() || (args->is_array() && args->empty()))
+    return;
+  if (!args->is_array())
+    bad(where, "field 'mod_args' must be an array, got " + args->dump());
+  if (args->size() > FA_MAX_MOD_ARGS)
+    bad(where, "field 'mod_args' lists " + std::to_string(args->size()) +
+                   " tensors; at most " + std::to_string(FA_MAX_MOD_ARGS));
+  if (c.scoreMod.empty())
+    bad(where, "field 'mod_args' is given, but the kernel has no score_mod "
+               "to read them");
+  for (size_t i = 0; i < args->size(); ++i)
+    c.modArgs.push_back(parseModArg(
+        (*args)[i], where + ".mod_args[" + std::to_string(i) + "]"));
+  c.modArgParam = intField(k, "mod_arg_param", where, 0, INT_MAX);
+  int expect = firstModArgParam(c);
+  if (c.modArgParam != expect)
+    bad(where, "field 'mod_arg_param' = " + std::to_string(c.modArgParam) +
+                   ", expected " + std::to_string(expect) +
+                   " (the mod_args follow every other parameter of the " +
+                   (c.direction == FA_DIRECTION_FWD ? "fwd" : "bwd") +
+                   " entry)");
+}
+
 /// The optional "split_kv" field of a forward: a split-KV kernel has the
 /// entry "merge" beside "fwd", and only the mma.sync forwards have one.
 void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
@@ -504,13 +595,6 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                      mod->dump());
     c.scoreMod = mod->get<std::string>();
   }
-  // A score_mod reading tensors takes them as parameters this runtime does
-  // not pass yet (docs/ABI.md "mod_args"): launching it would read missing
-  // parameters, so the kernel is refused.
-  if (auto args = k.find("mod_args");
-      args != k.end() && !(args->is_array() && args->empty()))
-    bad(where, "the kernel's score_mod reads tensors (field 'mod_args'), "
-               "which this runtime cannot pass yet");
 
   c.targetName = stringField(k, "target", where);
   if (!parseTarget(c.targetName, c.target))
@@ -534,6 +618,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parsePackGqa(k, c, where);
   parseDeterministic(k, c, where);
   parseStrides(k, c, where);
+  parseModArgs(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -638,6 +723,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // without "stride_param": the kernel launched without its strides.
       needs(7, c.packGqa, "packed-GQA kernels");
       needs(7, c.strided(), "strided kernels (field 'stride_param')");
+      // Older runtimes refuse "mod_args"; the version says so too.
+      needs(8, !c.modArgs.empty(), "kernels with mod_args");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

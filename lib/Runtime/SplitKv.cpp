@@ -49,12 +49,13 @@ int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
 }
 
 fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
-                         const SplitKvWorkspace &w, const char *api) {
+                         const SplitKvWorkspace &w, const ModArgList &mods,
+                         const char *api) {
   if (fa_status s = requireSplitKernel(kernel, api))
     return s;
   if (!args)
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": args is null");
-  std::string err = checkSplitKvArguments(kernel->config, *args, w);
+  std::string err = checkSplitKvArguments(kernel->config, *args, w, mods);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   return FA_SUCCESS;
@@ -63,11 +64,12 @@ fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
 /// The device-side checks: the tensors and the used workspace are memory of
 /// the context's device, and the stream belongs to it.
 fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
-                      CUstream stream, const ContextScope &scope) {
+                      const ModArgList &mods, CUstream stream,
+                      const ContextScope &scope) {
   uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
                                         a.q.shape[2], a.v.shape[3], w.splits);
   fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
-  std::vector<NamedTensor> all = tensorsOf(a);
+  std::vector<NamedTensor> all = tensorsOf(a, mods);
   all.push_back({"workspace", &ws});
   std::string prefix = std::string(kApi) + ": ";
   if (fa_status s = checkPointers(all, scope.device))
@@ -80,7 +82,8 @@ fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
 /// Launches the split forward, then the merge, on `stream`.
 fa_status launchSplitAndMerge(const fa_kernel &kernel,
                               const fa_attention_args &a,
-                              const SplitKvWorkspace &w, CUstream stream,
+                              const SplitKvWorkspace &w,
+                              const ModArgList &mods, CUstream stream,
                               const ContextScope &scope) {
   const KernelConfig &c = kernel.config;
   CUfunction split, merge;
@@ -96,9 +99,10 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   CUdeviceptr lsePart =
       oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
   // A strided kernel's split forward takes the strides of q, k and v last,
-  // its merge those of o after heads and nq (docs/ABI.md).
-  void *splitParams[12 + 9] = {&q,  &k, &v,   &oPart, &lsePart, &b,     &h,
-                               &hkv, &nq, &nk, &scale, &splits};
+  // its merge those of o after heads and nq (docs/ABI.md); the mod_args
+  // come last.
+  void *splitParams[12 + 9 + ModArgParams::kMaxParams] = {
+      &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides, outStrides;
   if (c.strided()) {
     for (const fa_tensor *t : {&a.q, &a.k, &a.v})
@@ -106,6 +110,8 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
     inStrides.place(splitParams, c.strideParam);
     outStrides.add(a.o);
   }
+  ModArgParams modParams;
+  modParams.place(splitParams, c.modArgParam, mods);
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
@@ -214,7 +220,20 @@ fa_status fa_attention_forward_splitkv_check(const fa_kernel *kernel,
                                              uint64_t workspace_bytes,
                                              int32_t splits) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  if (fa_status s = checkSplitCall(kernel, args, w, __func__))
+  if (fa_status s = checkSplitCall(kernel, args, w, ModArgList{}, __func__))
+    return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_splitkv_check_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  ModArgList mods{mod_args, mod_arg_count};
+  if (fa_status s = checkSplitCall(kernel, args, w, mods, __func__))
     return s;
   return succeed();
 } catch (...) {
@@ -226,15 +245,28 @@ fa_status fa_attention_forward_splitkv(const fa_kernel *kernel,
                                        CUdeviceptr workspace,
                                        uint64_t workspace_bytes,
                                        int32_t splits, CUstream stream) try {
+  return fa_attention_forward_splitkv_ex(kernel, args, workspace,
+                                         workspace_bytes, splits, nullptr, 0,
+                                         stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_splitkv_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count, CUstream stream) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  if (fa_status s = checkSplitCall(kernel, args, w, kApi))
+  ModArgList mods{mod_args, mod_arg_count};
+  if (fa_status s = checkSplitCall(kernel, args, w, mods, kApi))
     return s;
   ContextScope scope;
   if (fa_status s = scope.enter(args->q.data))
     return s;
-  if (fa_status s = checkDevice(*args, w, stream, scope))
+  if (fa_status s = checkDevice(*args, w, mods, stream, scope))
     return s;
-  if (fa_status s = launchSplitAndMerge(*kernel, *args, w, stream, scope))
+  if (fa_status s =
+          launchSplitAndMerge(*kernel, *args, w, mods, stream, scope))
     return s;
   return succeed();
 } catch (...) {

@@ -17,10 +17,6 @@
 #include <sstream>
 
 namespace fa::runtime {
-namespace {
-
-/// Grid y and z are limited to 65535 blocks.
-constexpr int64_t kMaxGridYZ = 65535;
 
 int64_t elementSize(fa_dtype dtype) {
   switch (dtype) {
@@ -28,10 +24,18 @@ int64_t elementSize(fa_dtype dtype) {
   case FA_DTYPE_BF16:
     return 2;
   case FA_DTYPE_F32:
+  case FA_DTYPE_I32:
     return 4;
+  case FA_DTYPE_I64:
+    return 8;
   }
   return 0;
 }
+
+namespace {
+
+/// Grid y and z are limited to 65535 blocks.
+constexpr int64_t kMaxGridYZ = 65535;
 
 bool validDtype(fa_dtype dtype) { return elementSize(dtype) != 0; }
 
@@ -528,7 +532,8 @@ std::string hexAddress(uint64_t x) {
 }
 
 /// The checks of a forward's tensors and scale, plain or split-KV.
-std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
+std::string checkForward(const KernelConfig &c, const fa_attention_args &a,
+                         const ModArgList &mods) {
   Sizes s;
   std::string err;
   if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
@@ -548,7 +553,8 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
       {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
   });
   if (!err.empty() || !(err = checkScale(a.scale)).empty() ||
-      !(err = checkOverlap(tensorsOf(a), {"o", "lse"})).empty())
+      !(err = checkModArgs(c, mods, a.q, a.k)).empty() ||
+      !(err = checkOverlap(tensorsOf(a, mods), {"o", "lse"})).empty())
     return err;
   std::vector<fa_tensor_map_args> maps;
   return tensorMapArgs(c, a, maps);
@@ -556,13 +562,14 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a) {
 
 } // namespace
 
-std::string checkArguments(const KernelConfig &c, const fa_attention_args &a) {
+std::string checkArguments(const KernelConfig &c, const fa_attention_args &a,
+                           const ModArgList &mods) {
   if (c.direction != FA_DIRECTION_FWD)
     return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
   if (c.splitKv)
     return "kernel '" + c.tag + "' is a split-KV kernel (a split forward and "
            "a merge); use fa_attention_forward_splitkv";
-  return checkForward(c, a);
+  return checkForward(c, a, mods);
 }
 
 uint64_t splitKvPartialElements(int64_t b, int64_t h, int64_t nq, int64_t dv,
@@ -589,12 +596,13 @@ fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes) {
 
 std::string checkSplitKvArguments(const KernelConfig &c,
                                   const fa_attention_args &a,
-                                  const SplitKvWorkspace &w) {
+                                  const SplitKvWorkspace &w,
+                                  const ModArgList &mods) {
   if (c.direction != FA_DIRECTION_FWD || !c.splitKv)
     return "kernel '" + c.tag + "' is not a split-KV kernel; use "
            "fa_attention_forward or fa_attention_backward";
   // The tensors first: the workspace's size follows from their shapes.
-  std::string err = checkForward(c, a);
+  std::string err = checkForward(c, a, mods);
   if (!err.empty())
     return err;
   int64_t b = a.q.shape[0], h = a.q.shape[1], nq = a.q.shape[2],
@@ -619,13 +627,14 @@ std::string checkSplitKvArguments(const KernelConfig &c,
            std::to_string(dv) + "] need " + std::to_string(need) +
            " (fa_splitkv_workspace_bytes)";
   fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
-  std::vector<NamedTensor> all = tensorsOf(a);
+  std::vector<NamedTensor> all = tensorsOf(a, mods);
   all.push_back({"workspace", &ws});
   return checkOverlap(all, {"workspace"});
 }
 
 std::string checkArguments(const KernelConfig &c,
-                           const fa_attention_backward_args &a) {
+                           const fa_attention_backward_args &a,
+                           const ModArgList &mods) {
   if (c.direction != FA_DIRECTION_BWD)
     return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
   Sizes s;
@@ -651,8 +660,9 @@ std::string checkArguments(const KernelConfig &c,
        "workspace [B,H,Nq,D] from q"},
   });
   if (!err.empty() || !(err = checkScale(a.scale)).empty() ||
-      !(err =
-            checkOverlap(tensorsOf(a), {"dq", "dk", "dv", "delta", "dq_accum"}))
+      !(err = checkModArgs(c, mods, a.q, a.k)).empty() ||
+      !(err = checkOverlap(tensorsOf(a, mods),
+                           {"dq", "dk", "dv", "delta", "dq_accum"}))
            .empty())
     return err;
   // The main kernel's grid x: key blocks times column slices (docs/ABI.md).
@@ -663,6 +673,122 @@ std::string checkArguments(const KernelConfig &c,
            "', more than the limit of " + std::to_string(INT32_MAX);
   std::vector<fa_tensor_map_args> maps;
   return tensorMapArgs(c, a, maps);
+}
+
+const char *extentName(fa_extent extent) {
+  switch (extent) {
+  case FA_EXTENT_ANY:
+    return "any";
+  case FA_EXTENT_FIXED:
+    return "fixed";
+  case FA_EXTENT_BATCH:
+    return "batch";
+  case FA_EXTENT_HEADS:
+    return "heads";
+  case FA_EXTENT_KV_HEADS:
+    return "kv_heads";
+  case FA_EXTENT_NQ:
+    return "nq";
+  case FA_EXTENT_NK:
+    return "nk";
+  case FA_EXTENT_NQ_NK:
+    return "nq+nk-1";
+  }
+  return nullptr;
+}
+
+namespace {
+
+/// "[heads, any]" or "[8191]": what a mod_arg's extents must be.
+std::string describeExtents(const ModArgSpec &m) {
+  std::string text = "[";
+  for (int d = 0; d < m.rank; ++d) {
+    text += d ? ", " : "";
+    text += m.extent[d] == FA_EXTENT_FIXED ? std::to_string(m.size[d])
+                                           : extentName(m.extent[d]);
+  }
+  return text + "]";
+}
+
+/// The extent a mod_arg's dimension must have for q and k, or -1 for any.
+int64_t requiredExtent(const ModArgSpec &m, int d, const fa_tensor &q,
+                       const fa_tensor &k) {
+  switch (m.extent[d]) {
+  case FA_EXTENT_FIXED:
+    return m.size[d];
+  case FA_EXTENT_BATCH:
+    return q.shape[0];
+  case FA_EXTENT_HEADS:
+    return q.shape[1];
+  case FA_EXTENT_KV_HEADS:
+    return k.shape[1];
+  case FA_EXTENT_NQ:
+    return q.shape[2];
+  case FA_EXTENT_NK:
+    return k.shape[2];
+  case FA_EXTENT_NQ_NK:
+    return q.shape[2] + k.shape[2] - 1;
+  case FA_EXTENT_ANY:
+    break;
+  }
+  return -1;
+}
+
+} // namespace
+
+std::string describeModArgs(const KernelConfig &c) {
+  std::string text;
+  for (const ModArgSpec &m : c.modArgs)
+    text += (text.empty() ? "" : ", ") + std::string(fa_dtype_name(m.dtype)) +
+            " " + describeExtents(m);
+  return text;
+}
+
+std::string checkModArgs(const KernelConfig &c, const ModArgList &mods,
+                         const fa_tensor &q, const fa_tensor &k) {
+  if (!mods.checked)
+    return "";
+  const int32_t want = static_cast<int32_t>(c.modArgs.size());
+  if (mods.count != want) {
+    std::string reads =
+        want ? std::to_string(want) + " (" + describeModArgs(c) + ")"
+             : std::string("none");
+    return "kernel '" + c.tag + "' reads " + reads +
+           " score_mod tensors (mod_args), but the call passes " +
+           std::to_string(mods.count) +
+           (want ? "; pass them to the _ex launch functions" : "");
+  }
+  if (want && !mods.tensors)
+    return "mod_args is null, but kernel '" + c.tag + "' reads " +
+           std::to_string(want) + " mod_args";
+  static const char *const kNames[FA_MAX_MOD_ARGS] = {
+      "mod_args[0]", "mod_args[1]", "mod_args[2]", "mod_args[3]",
+      "mod_args[4]", "mod_args[5]", "mod_args[6]", "mod_args[7]"};
+  for (int32_t i = 0; i < want; ++i) {
+    const ModArgSpec &m = c.modArgs[i];
+    const fa_tensor &t = mods.tensors[i];
+    // The kernel reads single elements: their size is all the alignment
+    // it needs.
+    Alignment align;
+    align.bytes = elementSize(m.dtype);
+    align.why = " (its elements are read one at a time)";
+    std::string err = checkTensor(kNames[i], t, m.dtype, m.rank, align);
+    if (!err.empty())
+      return err;
+    for (int d = 0; d < m.rank; ++d) {
+      int64_t need = requiredExtent(m, d, q, k);
+      if (need >= 0 && t.shape[d] != need) {
+        std::ostringstream os;
+        os << kNames[i] << ".shape is " << join(t.shape, t.rank)
+           << ", but kernel '" << c.tag << "' reads it as "
+           << describeExtents(m) << " = dimension " << d << " of "
+           << need << " (q.shape " << join(q.shape, 4) << ", k.shape "
+           << join(k.shape, 4) << ")";
+        return os.str();
+      }
+    }
+  }
+  return "";
 }
 
 } // namespace fa::runtime

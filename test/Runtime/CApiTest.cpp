@@ -228,6 +228,81 @@ TEST(CApi, EveryAllocationFailureIsAnInternalError) {
   fa_bundle_free(bundle);
 }
 
+TEST(CApi, ModArgChecksSurviveAllocationFailures) {
+  // A forward and a backward whose score_mod reads slopes [H] (bundle
+  // version 8): the manifest, fa_kernel_get_mod_arg and the _ex checks,
+  // accepting and rejecting, each run out of memory at every allocation.
+  json full = smallManifest();
+  json fwd = full["kernels"][0], bwd = full["kernels"][1];
+  for (json *k : {&fwd, &bwd}) {
+    (*k)["tag"] = "mod_" + (*k)["tag"].get<std::string>();
+    (*k)["score_mod"] = "slopes";
+    (*k)["mod_args"] =
+        json::parse(R"([{"dtype": "f32", "rank": 1, "dims": ["heads"]}])");
+  }
+  fwd["mod_arg_param"] = 11;
+  bwd["mod_arg_param"] = 15;
+  full["kernels"] = json::array({fwd, bwd});
+  full["version"] = 8;
+  std::string dir = writeBundle("alloc_mod", full.dump());
+  sweepAllocationFailures("fa_bundle_load (mod_args)", [&] {
+    fa_bundle *b = nullptr;
+    fa_status s = fa_bundle_load(dir.c_str(), &b);
+    fa_bundle_free(b);
+    return s;
+  });
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(fa_bundle_load(dir.c_str(), &bundle), FA_SUCCESS)
+      << fa_last_error();
+  const fa_kernel *f = fa_bundle_kernel_at(bundle, 0);
+  const fa_kernel *b = fa_bundle_kernel_at(bundle, 1);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(f, &info), FA_SUCCESS);
+  sweepAllocationFailures("fa_kernel_get_mod_arg", [&] {
+    fa_mod_arg_info m;
+    return fa_kernel_get_mod_arg(f, 3, &m);
+  });
+  int d = info.head_dim;
+  fa_attention_args args{};
+  args.q = tensor(info.dtype, {1, 2, 100, d});
+  args.k = tensor(info.dtype, {1, 2, 300, d});
+  args.v = tensor(info.dtype, {1, 2, 300, d});
+  args.o = tensor(info.dtype, {1, 2, 100, d});
+  args.lse = tensor(FA_DTYPE_F32, {1, 2, 100});
+  args.scale = 0.125f;
+  fa_tensor slopes = tensor(FA_DTYPE_F32, {2}), wrong = tensor(FA_DTYPE_F32, {3});
+  ASSERT_EQ(fa_attention_forward_check_ex(f, &args, &slopes, 1), FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_forward_check_ex", [&] {
+    return fa_attention_forward_check_ex(f, &args, &slopes, 1);
+  });
+  EXPECT_GT(sweepAllocationFailures("fa_attention_forward_check_ex (bad)",
+                                    [&] {
+                                      return fa_attention_forward_check_ex(
+                                          f, &args, &wrong, 1);
+                                    }),
+            0);
+  EXPECT_GT(sweepAllocationFailures("fa_attention_forward_check (none)", [&] {
+              return fa_attention_forward_check(f, &args);
+            }),
+            0);
+  fa_attention_backward_args ba{};
+  for (fa_tensor *t : {&ba.q, &ba.o, &ba.d_o, &ba.dq})
+    *t = tensor(info.dtype, {1, 2, 100, d});
+  for (fa_tensor *t : {&ba.k, &ba.v, &ba.dk, &ba.dv})
+    *t = tensor(info.dtype, {1, 2, 300, d});
+  ba.lse = tensor(FA_DTYPE_F32, {1, 2, 100});
+  ba.delta = tensor(FA_DTYPE_F32, {1, 2, 100});
+  ba.dq_accum = tensor(FA_DTYPE_F32, {1, 2, 100, d});
+  ba.scale = 0.125f;
+  ASSERT_EQ(fa_attention_backward_check_ex(b, &ba, &slopes, 1), FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_backward_check_ex", [&] {
+    return fa_attention_backward_check_ex(b, &ba, &wrong, 1);
+  });
+  fa_bundle_free(bundle);
+}
+
 TEST(CApi, InternalErrorHasAName) {
   EXPECT_STREQ(fa_status_string(FA_ERROR_INTERNAL), "internal error");
 }

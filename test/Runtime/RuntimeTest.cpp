@@ -165,9 +165,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "8"),
-                 "version 8 is not supported (this runtime reads versions 1 "
-                 "to 7)");
+  expectRejected("version", manifest({}, "9"),
+                 "version 9 is not supported (this runtime reads versions 1 "
+                 "to 8)");
 }
 
 
@@ -775,27 +775,108 @@ TEST(ScoreMod, BadNamesAreRejected) {
                    "name of identifier characters");
 }
 
-TEST(ScoreMod, ModArgsAreRefused) {
-  // A kernel whose score_mod reads tensors takes them after its other
-  // parameters (docs/ABI.md "mod_args"); this runtime cannot pass them, so
-  // it must not load the kernel (a launch would read missing parameters).
-  expectRejected("mod_args",
-                 manifest({modJson("fwd_mod_alibi_slopes", "fwd",
-                                   "alibi_slopes")
-                               .insert(1, R"("mod_args": [{"dtype": "f32",
-                                   "rank": 1}], )")}),
-                 "kernels[0] ('fwd_mod_alibi_slopes'): the kernel's score_mod "
-                 "reads tensors (field 'mod_args'), which this runtime cannot "
-                 "pass yet");
-  // An empty list is a kernel without mod_args.
+/// A score_mod kernel whose mod_args are `modArgs` (JSON array text), as
+/// fa-aot writes it in a version-8 bundle.
+std::string modArgsJson(const std::string &tag, const std::string &direction,
+                        const std::string &modArgs,
+                        const std::string &param = "") {
+  std::string p = !param.empty() ? param : direction == "fwd" ? "11" : "15";
+  return kernelJson(tag, direction, "bf16", 64, "causal", "sm_90a", true,
+                    R"(, "score_mod": "m", "mod_args": )" + modArgs +
+                        R"(, "mod_arg_param": )" + p);
+}
+
+TEST(ScoreMod, ModArgsInTheManifest) {
+  // What each mod_arg's extents must be: a problem size, a fixed size or
+  // any; fa_kernel_get_mod_arg reports them.
   fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText("mod_args_empty",
+  ASSERT_EQ(loadText("mod_args_info",
+                     manifest({modArgsJson("f", "fwd",
+                                           R"([{"dtype": "f32", "rank": 1,
+                                                "dims": ["heads"]},
+                                               {"dtype": "i64", "rank": 2,
+                                                "dims": [8191, "nq+nk-1"]}])"),
+                               modArgsJson("b", "bwd",
+                                           R"([{"dtype": "bf16", "rank": 2}])")},
+                              "8"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.mod_arg_count, 2);
+  fa_mod_arg_info m;
+  ASSERT_EQ(fa_kernel_get_mod_arg(fa_bundle_kernel_at(b, 0), 1, &m),
+            FA_SUCCESS);
+  EXPECT_EQ(m.dtype, FA_DTYPE_I64);
+  EXPECT_EQ(m.rank, 2);
+  EXPECT_EQ(m.extent[0], FA_EXTENT_FIXED);
+  EXPECT_EQ(m.size[0], 8191);
+  EXPECT_EQ(m.extent[1], FA_EXTENT_NQ_NK);
+  ASSERT_EQ(fa_kernel_get_mod_arg(fa_bundle_kernel_at(b, 1), 0, &m),
+            FA_SUCCESS);
+  EXPECT_EQ(m.dtype, FA_DTYPE_BF16);
+  EXPECT_EQ(m.extent[0], FA_EXTENT_ANY); // no "dims": every extent free
+  EXPECT_EQ(m.extent[1], FA_EXTENT_ANY);
+  EXPECT_EQ(fa_kernel_get_mod_arg(fa_bundle_kernel_at(b, 1), 1, &m),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("index 1 is outside kernel 'b''s 1 mod_args"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_kernel_get_mod_arg(fa_bundle_kernel_at(b, 1), 0, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  fa_bundle_free(b);
+  // An empty list is a kernel without mod_args, in any version.
+  ASSERT_EQ(loadText("mod_args_empty",
                      manifest({modJson("m", "fwd", "x").insert(
                          1, R"("mod_args": [], )")}),
                      &b),
             FA_SUCCESS)
       << lastError();
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.mod_arg_count, 0);
   fa_bundle_free(b);
+}
+
+TEST(ScoreMod, ModArgManifestErrors) {
+  auto reject = [](const std::string &modArgs, const std::string &expect,
+                   const std::string &version = "8",
+                   const std::string &param = "") {
+    expectRejected("mod_args_bad",
+                   manifest({modArgsJson("k", "fwd", modArgs, param)}, version),
+                   expect);
+  };
+  const std::string slopes = R"([{"dtype": "f32", "rank": 1}])";
+  // A version-7 reader would not pass them: the version must say 8.
+  reject(slopes, "kernels with mod_args need bundle version 8, the manifest "
+                 "says 7", "7");
+  reject(slopes, "field 'mod_arg_param' = 12, expected 11 (the mod_args "
+                 "follow every other parameter of the fwd entry)", "8", "12");
+  reject(R"({"dtype": "f32"})", "field 'mod_args' must be an array");
+  reject(R"([{"dtype": "f64", "rank": 1}])",
+         "kernels[0] ('k').mod_args[0]: unknown dtype 'f64'");
+  reject(R"([{"dtype": "f32", "rank": 5}])", "mod_args[0]");
+  reject(R"([{"dtype": "f32", "rank": 2, "dims": ["heads"]}])",
+         "field 'dims' must be an array of 2 extents");
+  reject(R"([{"dtype": "f32", "rank": 1, "dims": ["seq"]}])",
+         "dims[0] must be a size in [1, 2^31-1] or one of any, batch, heads");
+  reject(R"([{"dtype": "f32", "rank": 1, "dims": [0]}])", "dims[0] must be");
+  reject(R"([1])", "mod_args[0]: must be an object");
+  std::string nine = "[";
+  for (int i = 0; i < 9; ++i)
+    nine += std::string(i ? "," : "") + R"({"dtype": "f32", "rank": 1})";
+  reject(nine + "]", "field 'mod_args' lists 9 tensors; at most 8");
+  expectRejected("mod_args_nomod",
+                 manifest({kernelJson("p", "fwd", "bf16", 64, "causal",
+                                      "sm_90a", true,
+                                      R"(, "mod_args": )" + slopes +
+                                          R"(, "mod_arg_param": 11)")},
+                          "8"),
+                 "field 'mod_args' is given, but the kernel has no score_mod");
+  // A newer bundle than this runtime reads is refused as a whole.
+  expectRejected("mod_args_v9", manifest({modArgsJson("k", "fwd", slopes)}, "9"),
+                 "version 9 is not supported (this runtime reads versions 1 "
+                 "to 8)");
 }
 
 TEST(ScoreMod, NeedsNoNewerVersion) {
@@ -2505,6 +2586,263 @@ TEST_F(PackGqaApi, GroupMustFitTheTile) {
   // The plain forward takes it.
   EXPECT_EQ(fa_attention_forward_check(fa_bundle_kernel_at(bundle, 3), &fwd),
             FA_SUCCESS)
+      << lastError();
+}
+
+//===----------------------------------------------------------------------===//
+// mod_args: the tensors a score_mod reads, checked and passed per launch
+//===----------------------------------------------------------------------===//
+
+/// Causal d64 forward, backward and split-KV kernels whose score_mod reads
+/// slopes [H] (f32) and a key bias [B, Nk] (bf16), and well-formed
+/// arguments for them (B 2, H 8, Hkv 2, Nq 100, Nk 300).
+class ModArgs : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300, D = 64;
+  void SetUp() override {
+    const std::string modArgs = R"([{"dtype": "f32", "rank": 1, "dims": ["heads"]},
+                                 {"dtype": "bf16", "rank": 2,
+                                  "dims": ["batch", "nk"]}])";
+    std::string split = kernelJson(
+        "s", "fwd", "bf16", 64, "causal", "sm_90a", true,
+        R"(, "score_mod": "m", "split_kv": true, "stride_param": 12,
+           "mod_args": )" + modArgs + R"(, "mod_arg_param": 21,
+           "entries": {"fwd": {"name": "a", "threads": 128, "shared_bytes": 0},
+                       "merge": {"name": "b", "threads": 128, "shared_bytes": 0}})");
+    ASSERT_EQ(loadText("mod_args_validate",
+                       manifest({modArgsJson("f", "fwd", modArgs),
+                                 modArgsJson("b", "bwd", modArgs), split},
+                                "8"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fwdKernel = fa_bundle_kernel_at(bundle, 0);
+    bwdKernel = fa_bundle_kernel_at(bundle, 1);
+    splitKernel = fa_bundle_kernel_at(bundle, 2);
+    wellFormedArgs(fwd, bwd, B, H, Hkv, Nq, Nk, D, D);
+    mods[0] = tensor(addr(20), FA_DTYPE_F32, {H});
+    mods[1] = tensor(addr(21), FA_DTYPE_BF16, {B, Nk});
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  /// Expects every check (forward, backward, split-KV) of `m` to fail with
+  /// `expect` in the message.
+  void reject(const fa_tensor *m, int32_t count, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_check_ex(fwdKernel, &fwd, m, count),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+    EXPECT_EQ(fa_attention_backward_check_ex(bwdKernel, &bwd, m, count),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+    uint64_t bytes = 0;
+    ASSERT_EQ(fa_splitkv_workspace_bytes(splitKernel, B, H, Nq, 2, &bytes),
+              FA_SUCCESS);
+    EXPECT_EQ(fa_attention_forward_splitkv_check_ex(splitKernel, &fwd,
+                                                    addr(30), bytes, 2, m,
+                                                    count),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+  /// reject() with mods[i] replaced by `t`.
+  void rejectArg(int i, const fa_tensor &t, const std::string &expect) {
+    fa_tensor m[2] = {mods[0], mods[1]};
+    m[i] = t;
+    reject(m, 2, expect);
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *fwdKernel = nullptr, *bwdKernel = nullptr,
+                  *splitKernel = nullptr;
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+  fa_tensor mods[2];
+};
+
+TEST_F(ModArgs, ValidModArgsPass) {
+  EXPECT_EQ(fa_attention_forward_check_ex(fwdKernel, &fwd, mods, 2),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_backward_check_ex(bwdKernel, &bwd, mods, 2),
+            FA_SUCCESS)
+      << lastError();
+  uint64_t bytes = 0;
+  ASSERT_EQ(fa_splitkv_workspace_bytes(splitKernel, B, H, Nq, 2, &bytes),
+            FA_SUCCESS);
+  EXPECT_EQ(fa_attention_forward_splitkv_check_ex(splitKernel, &fwd, addr(30),
+                                                  bytes, 2, mods, 2),
+            FA_SUCCESS)
+      << lastError();
+  // Elements are read one at a time: their size is the alignment needed.
+  fa_tensor m[2] = {mods[0], mods[1]};
+  m[0].data += 4;
+  m[1].data += 2;
+  EXPECT_EQ(fa_attention_forward_check_ex(fwdKernel, &fwd, m, 2), FA_SUCCESS)
+      << lastError();
+  // Tensor maps and grids do not depend on them.
+  unsigned grids[3][3];
+  EXPECT_EQ(fa_attention_backward_grids(bwdKernel, &bwd, grids), FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(ModArgs, PlainCallsAndWrongCountsNameWhatTheKernelReads) {
+  const std::string reads =
+      "kernel 'f' reads 2 (f32 [heads], bf16 [batch, nk]) score_mod tensors "
+      "(mod_args), but the call passes ";
+  EXPECT_EQ(fa_attention_forward_check(fwdKernel, &fwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find(reads + "0; pass them to the _ex launch "
+                                     "functions"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_check_ex(fwdKernel, &fwd, mods, 1),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find(reads + "1"), std::string::npos) << lastError();
+  EXPECT_EQ(fa_attention_backward_check(bwdKernel, &bwd),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'b' reads 2"), std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_splitkv_check(splitKernel, &fwd, addr(30),
+                                               1 << 30, 2),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 's' reads 2"), std::string::npos)
+      << lastError();
+  // A launch validates the same way before it touches the GPU.
+  EXPECT_EQ(fa_attention_forward(fwdKernel, &fwd, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find(reads + "0"), std::string::npos) << lastError();
+  EXPECT_EQ(fa_attention_backward_ex(bwdKernel, &bwd, mods, 3, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("the call passes 3"), std::string::npos)
+      << lastError();
+  reject(mods, -1, "but the call passes -1");
+  reject(nullptr, 2, "mod_args is null, but kernel");
+}
+
+TEST_F(ModArgs, PlainKernelsTakeNone) {
+  fa_bundle *plain = nullptr;
+  ASSERT_EQ(loadText("mod_args_plain",
+                     manifest({kernelJson("p", "fwd", "bf16", 64, "causal",
+                                          "sm_90a", true)}),
+                     &plain),
+            FA_SUCCESS);
+  const fa_kernel *k = fa_bundle_kernel_at(plain, 0);
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, nullptr, 0), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, mods, 1),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'p' reads none score_mod tensors "
+                             "(mod_args), but the call passes 1"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(plain);
+}
+
+TEST_F(ModArgs, EachTensorIsChecked) {
+  fa_tensor t = mods[0];
+  t.data = 0;
+  rejectArg(0, t, "mod_args[0].data is null");
+  rejectArg(0, tensor(addr(20), FA_DTYPE_BF16, {H}),
+            "mod_args[0].dtype is bf16, expected f32");
+  rejectArg(1, tensor(addr(21), FA_DTYPE_I32, {B, Nk}),
+            "mod_args[1].dtype is i32, expected bf16");
+  t = mods[1];
+  t.dtype = static_cast<fa_dtype>(42);
+  rejectArg(1, t, "mod_args[1].dtype is <invalid dtype 42>, expected bf16");
+  rejectArg(0, tensor(addr(20), FA_DTYPE_F32, {1, H}),
+            "mod_args[0].rank is 2, expected 1");
+  t = mods[0];
+  t.data += 2;
+  rejectArg(0, t, "mod_args[0].data 0x7f1400000002 is not 4-byte aligned "
+                  "(its elements are read one at a time)");
+  t = mods[1];
+  t.strides[0] = Nk + 8;
+  rejectArg(1, t, "mod_args[1].strides are [308,1] for shape [2,300], "
+                  "expected [300,1] (contiguous row-major)");
+  rejectArg(0, tensor(addr(20), FA_DTYPE_F32, {0}),
+            "mod_args[0].shape [0] has size 0 in dimension 0; sizes must be "
+            "in [1, 2^31-1]");
+}
+
+TEST_F(ModArgs, ExtentsFollowTheCallsSizes) {
+  rejectArg(0, tensor(addr(20), FA_DTYPE_F32, {Hkv}),
+            "mod_args[0].shape is [2], but kernel '");
+  rejectArg(0, tensor(addr(20), FA_DTYPE_F32, {Hkv}),
+            "' reads it as [heads] = dimension 0 of 8 (q.shape "
+            "[2,8,100,64], k.shape [2,2,300,64])");
+  rejectArg(1, tensor(addr(21), FA_DTYPE_BF16, {B, Nq}),
+            "reads it as [batch, nk] = dimension 1 of 300");
+  rejectArg(1, tensor(addr(21), FA_DTYPE_BF16, {1, Nk}),
+            "reads it as [batch, nk] = dimension 0 of 2");
+}
+
+TEST_F(ModArgs, FixedAnyAndRelativeExtents) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("mod_args_extents",
+                     manifest({modArgsJson("r", "fwd",
+                                           R"([{"dtype": "i32", "rank": 3,
+                                                "dims": [4, "nq+nk-1", "any"]},
+                                               {"dtype": "i64", "rank": 1,
+                                                "dims": ["kv_heads"]},
+                                               {"dtype": "f16", "rank": 1,
+                                                "dims": ["nq"]}])")},
+                              "8"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(b, 0);
+  fa_tensor m[3] = {tensor(addr(20), FA_DTYPE_I32, {4, Nq + Nk - 1, 7}),
+                    tensor(addr(21), FA_DTYPE_I64, {Hkv}),
+                    tensor(addr(22), FA_DTYPE_F16, {Nq})};
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, m, 3), FA_SUCCESS)
+      << lastError();
+  m[0].shape[2] = 1; // "any" takes every size >= 1
+  m[0].strides[0] = Nq + Nk - 1;
+  m[0].strides[1] = 1;
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, m, 3), FA_SUCCESS)
+      << lastError();
+  m[0] = tensor(addr(20), FA_DTYPE_I32, {5, Nq + Nk - 1, 7});
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, m, 3),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("reads it as [4, nq+nk-1, any] = dimension 0 "
+                             "of 4"),
+            std::string::npos)
+      << lastError();
+  m[0] = tensor(addr(20), FA_DTYPE_I32, {4, Nq + Nk, 7});
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, m, 3),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("dimension 1 of 399"), std::string::npos)
+      << lastError();
+  m[0] = tensor(addr(20), FA_DTYPE_I32, {4, Nq + Nk - 1, 7});
+  m[1] = tensor(addr(21), FA_DTYPE_I64, {H});
+  EXPECT_EQ(fa_attention_forward_check_ex(k, &fwd, m, 3),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("[kv_heads] = dimension 0 of 2"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+}
+
+TEST_F(ModArgs, MayNotOverlapAnOutput) {
+  // The kernels read them while writing o (forward) or dq, dk, dv
+  // (backward); reading beside an input is fine.
+  fa_tensor bad[2] = {tensor(fwd.o.data + 64, FA_DTYPE_F32, {H}), mods[1]};
+  EXPECT_EQ(fa_attention_forward_check_ex(fwdKernel, &fwd, bad, 2),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("output o [0x7f0300000000, 0x7f0300032000) "
+                             "overlaps mod_args[0] [0x7f0300000040, "
+                             "0x7f0300000060)"),
+            std::string::npos)
+      << lastError();
+  fa_tensor m[2] = {tensor(fwd.q.data + 64, FA_DTYPE_F32, {H}), mods[1]};
+  EXPECT_EQ(fa_attention_forward_check_ex(fwdKernel, &fwd, m, 2), FA_SUCCESS)
+      << lastError();
+  fa_tensor mb[2] = {mods[0], tensor(bwd.dk.data, FA_DTYPE_BF16, {B, Nk})};
+  EXPECT_EQ(fa_attention_backward_check_ex(bwdKernel, &bwd, mb, 2),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("overlaps mod_args[1]"), std::string::npos)
       << lastError();
 }
 

@@ -42,10 +42,13 @@ struct KernelEntry {
 };
 
 /// A tensor its score_mod reads, passed after the other kernel parameters
-/// (docs/ABI.md "mod_args"): element type (f32, f16, bf16, i32, i64), rank.
+/// (docs/ABI.md "mod_args"): element type (f32, f16, bf16, i32, i64), rank
+/// and what each extent must be: a fixed size ("8191"), a problem size
+/// ("batch", "heads", "kv_heads", "nq", "nk", "nq+nk-1") or "any".
 struct ModArgInfo {
   std::string dtype;
   int64_t rank = 0;
+  std::vector<std::string> dims;
 };
 
 /// A compiled config.

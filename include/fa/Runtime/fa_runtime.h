@@ -42,16 +42,20 @@ extern "C" {
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
  * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
  * "merge"), 7 packed-GQA forwards ("pack_gqa": a CTA per key head) and
- * forwards that take the tensors' strides ("stride_param"). Kernels
+ * forwards that take the tensors' strides ("stride_param"), 8 kernels
+ * whose score_mod reads tensors ("mod_args", passed by the _ex launches).
+ * Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 7
+#define FA_RUNTIME_BUNDLE_VERSION 8
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
 #define FA_MAX_TENSOR_MAPS 4
+/* Tensors a score_mod may read (mod_args) at most. */
+#define FA_MAX_MOD_ARGS 8
 
 typedef enum fa_status {
   FA_SUCCESS = 0,
@@ -69,6 +73,8 @@ typedef enum fa_dtype {
   FA_DTYPE_F16 = 0,
   FA_DTYPE_BF16 = 1,
   FA_DTYPE_F32 = 2,
+  FA_DTYPE_I32 = 3, /* mod_args only */
+  FA_DTYPE_I64 = 4, /* mod_args only */
 } fa_dtype;
 
 typedef enum fa_mask {
@@ -183,7 +189,32 @@ typedef struct fa_kernel_info {
   /* 1: the forward takes the strides of q, k, v and o (any views with a
    * unit last stride, fa_tensor); 0: contiguous tensors only. Last. */
   int32_t strided;
+  /* The tensors the kernel's score_mod reads (mod_args), passed to the _ex
+   * launches; fa_kernel_get_mod_arg describes each. 0 for most kernels.
+   * Last. */
+  int32_t mod_arg_count;
 } fa_kernel_info;
+
+/* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
+typedef enum fa_extent {
+  FA_EXTENT_ANY = 0,      /* any size >= 1: the kernel clamps its reads */
+  FA_EXTENT_FIXED = 1,    /* exactly fa_mod_arg_info.size[d] */
+  FA_EXTENT_BATCH = 2,    /* B of q */
+  FA_EXTENT_HEADS = 3,    /* H of q */
+  FA_EXTENT_KV_HEADS = 4, /* Hkv of k */
+  FA_EXTENT_NQ = 5,       /* Nq of q */
+  FA_EXTENT_NK = 6,       /* Nk of k */
+  FA_EXTENT_NQ_NK = 7,    /* Nq + Nk - 1 (a relative-position table) */
+} fa_extent;
+
+/* One tensor a kernel's score_mod reads: a contiguous row-major tensor of
+ * `dtype` and `rank` whose extents are as `extent` says. */
+typedef struct fa_mod_arg_info {
+  fa_dtype dtype;
+  int32_t rank;
+  fa_extent extent[FA_MAX_RANK];
+  int64_t size[FA_MAX_RANK]; /* FA_EXTENT_FIXED only, else 0 */
+} fa_mod_arg_info;
 
 /* The arguments of one cuTensorMapEncodeTiled call, as the runtime makes
  * them for a launch (docs/ABI.md, "sm_90a wgmma entries"): dimensions
@@ -222,6 +253,9 @@ FA_API const fa_kernel *fa_bundle_kernel_at(const fa_bundle *bundle,
                                             int32_t index);
 FA_API fa_status fa_kernel_get_info(const fa_kernel *kernel,
                                     fa_kernel_info *out);
+/* The mod_arg `index` (0 <= index < fa_kernel_info.mod_arg_count). */
+FA_API fa_status fa_kernel_get_mod_arg(const fa_kernel *kernel, int32_t index,
+                                       fa_mod_arg_info *out);
 
 /* Picks the kernel of the bundle that matches the query and runs on its
  * device. Its score_mod must be the query's exactly (NULL: none); when no
@@ -366,6 +400,41 @@ FA_API fa_status fa_attention_forward_splitkv(const fa_kernel *kernel,
                                               CUdeviceptr workspace,
                                               uint64_t workspace_bytes,
                                               int32_t splits, CUstream stream);
+
+/* The launches and checks above for kernels whose score_mod reads tensors
+ * (fa_kernel_info.mod_arg_count > 0; bundle version 8): `mod_args` holds
+ * exactly that many tensors, in the kernel's order (NULL when 0). Each is
+ * checked against its fa_mod_arg_info and the call's sizes: non-null data
+ * aligned to its element size, dtype, rank, contiguous row-major strides,
+ * every extent >= 1 and as the kernel requires (B, H, Hkv, Nq, Nk,
+ * Nq + Nk - 1, a fixed size or any), at most 2^31 - 1 elements, no overlap
+ * with an output; at launch also device memory of the context's device.
+ * The kernels only read them (no gradient flows to them). The plain
+ * functions are these with no mod_args, so they refuse kernels that take
+ * some, naming what the kernel reads. */
+FA_API fa_status fa_attention_forward_check_ex(const fa_kernel *kernel,
+                                               const fa_attention_args *args,
+                                               const fa_tensor *mod_args,
+                                               int32_t mod_arg_count);
+FA_API fa_status fa_attention_backward_check_ex(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor *mod_args, int32_t mod_arg_count);
+FA_API fa_status fa_attention_forward_splitkv_check_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count);
+FA_API fa_status fa_attention_forward_ex(const fa_kernel *kernel,
+                                         const fa_attention_args *args,
+                                         const fa_tensor *mod_args,
+                                         int32_t mod_arg_count,
+                                         CUstream stream);
+FA_API fa_status fa_attention_backward_ex(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor *mod_args, int32_t mod_arg_count, CUstream stream);
+FA_API fa_status fa_attention_forward_splitkv_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count, CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);
