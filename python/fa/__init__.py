@@ -31,9 +31,10 @@ import re
 import sys
 
 from . import jit, mods
-from ._runtime import (BWD, DTYPE_NAMES, DTYPES, FWD, MASK_NAMES, MASKS, MMA_NAMES, MMAS,
-                       FaError, BackwardArgs, ForwardArgs, KernelInfo, KernelQuery, Tensor,
-                       check, open_library)
+from ._runtime import (BWD, DTYPE_NAMES, DTYPES, EXTENT_NAMES, FWD, MASK_NAMES, MASKS,
+                       MAX_MOD_ARGS, MAX_RANK, MMA_NAMES, MMAS, FaError, BackwardArgs,
+                       ForwardArgs, KernelInfo, KernelQuery, ModArgInfo, Tensor, check,
+                       open_library)
 
 __all__ = ["load", "attention", "forward_into", "backward_into", "Bundle", "FaError"]
 
@@ -115,7 +116,19 @@ class Bundle:
             "persistent_grid": bool(info.persistent_grid),
             "score_mod": info.score_mod.decode() if info.score_mod else None,
             "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa),
-            "strided": bool(info.strided)}
+            "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info)}
+
+    def _mod_args(self, kernel, info):
+        """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
+        a problem size's name ("heads", "nq+nk-1", "any")."""
+        out = []
+        for i in range(info.mod_arg_count):
+            m = ModArgInfo()
+            check(self.lib, self.lib.fa_kernel_get_mod_arg(kernel, i, ctypes.byref(m)))
+            dims = [int(m.size[d]) if m.extent[d] == 1 else EXTENT_NAMES.get(m.extent[d], "?")
+                    for d in range(m.rank)]
+            out.append({"dtype": DTYPE_NAMES.get(m.dtype, str(m.dtype)), "dims": dims})
+        return out
 
     def score_mods(self):
         """The names of the score_mods the bundle's kernels have, sorted."""
@@ -297,6 +310,76 @@ def _score_mod_name(score_mod):
     return score_mod
 
 
+def _score_mod_and_args(score_mod, mod_args):
+    """(name, tensors) of a score_mod: a traced Python function's name and
+    the tensors it captures, or a bundle's score_mod by name with the
+    tensors `mod_args` lists (its mod_args, in the library function's
+    order)."""
+    if callable(score_mod) or isinstance(score_mod, mods.ScoreMod):
+        if mod_args:
+            raise FaError(1, "fa: mod_args is for a score_mod given by name; a Python "
+                             "score_mod passes the tensors it reads itself")
+        traced = mods.trace(score_mod)
+        return traced.name, traced.tensors
+    if mod_args and score_mod is None:
+        raise FaError(1, "fa: mod_args given without a score_mod to read them")
+    return _score_mod_name(score_mod), tuple(mod_args or ())
+
+
+_MOD_ARG_DTYPES = {"float32": DTYPES["f32"], "float16": DTYPES["f16"],
+                   "bfloat16": DTYPES["bf16"], "int32": DTYPES["i32"], "int64": DTYPES["i64"]}
+
+
+def _mod_args_for(tensors, q):
+    """The mod_args as the kernels read them: torch tensors on q's device,
+    contiguous (copied where they are not), detached (the kernels only read
+    them: no gradient reaches them)."""
+    if len(tensors) > MAX_MOD_ARGS:
+        raise FaError(1, "fa: %d mod_args; a score_mod reads at most %d tensors"
+                         % (len(tensors), MAX_MOD_ARGS))
+    out = []
+    for i, t in enumerate(tensors):
+        if not hasattr(t, "data_ptr") or not hasattr(t, "device"):
+            raise FaError(1, "fa: mod_args[%d] is %r; expected a torch tensor" % (i, t))
+        dtype = str(t.dtype).replace("torch.", "")
+        if dtype not in _MOD_ARG_DTYPES or not 1 <= t.dim() <= MAX_RANK:
+            raise FaError(1, "fa: mod_args[%d] is a %s tensor of rank %d; mod_args are float32, "
+                             "float16, bfloat16, int32 or int64 tensors of rank 1 to %d"
+                             % (i, dtype, t.dim(), MAX_RANK))
+        if t.device != q.device:
+            raise FaError(1, "fa: mod_args[%d] is on %s, but q is on %s; the kernels read "
+                             "mod_args on q's device" % (i, t.device, q.device))
+        t = t.detach()
+        out.append(t if t.is_contiguous() else t.contiguous())
+    return tuple(out)
+
+
+def _mod_arg_array(tensors):
+    """The fa_tensor array of the _ex launches (None for no mod_args)."""
+    if not tensors:
+        return None
+    array = (Tensor * len(tensors))()
+    for d, t in zip(array, tensors):
+        d.data = t.data_ptr()
+        d.dtype = _MOD_ARG_DTYPES[str(t.dtype).replace("torch.", "")]
+        d.rank = t.dim()
+        for i in range(t.dim()):
+            d.shape[i], d.strides[i] = t.shape[i], t.stride(i)
+    return array
+
+
+def _check_mod_arg_count(b, kernel, score_mod, tensors):
+    """FaError unless the call passes as many mod_args as `kernel` reads,
+    naming what it reads."""
+    info = b._info(kernel)
+    reads = info["mod_args"]
+    if len(reads) != len(tensors):
+        what = ", ".join("%s %s" % (m["dtype"], m["dims"]) for m in reads) or "none"
+        raise FaError(1, "fa: score_mod %r reads %d tensors (%s), but %d were passed; pass "
+                         "them as mod_args=[...] in that order"
+                         % (score_mod, len(reads), what, len(tensors)))
+
+
 def _tensor(t):
     """Describes a torch tensor for the runtime, strides as they are."""
     if t.dim() > 4:
@@ -393,13 +476,16 @@ def _plan(b, key, make):
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
-                 scale=None, bundle=None, mma=None, score_mod=None):
+                 scale=None, bundle=None, mma=None, score_mod=None, mod_args=None):
     """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
     [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
     wgmma where the device runs it (sm_90). `score_mod` names the score_mod
-    compiled into the kernel (None: plain attention)."""
+    compiled into the kernel (None: plain attention), `mod_args` the
+    tensors it reads (as for attention)."""
     b = _bundle(bundle)
+    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args)
+    mods_read = _mod_args_for(mods_read, q)
     tensors = (q, k, v, o, lse)
     # Everything the kernel choice and the argument struct depend on except
     # the data pointers, which are all that change from call to call.
@@ -412,28 +498,36 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
         d, dv = q.shape[-1], v.shape[-1]
         kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
                         score_mod=score_mod)
+        if score_mod is not None:
+            _check_mod_arg_count(b, kernel, score_mod, mods_read)
         args = ForwardArgs(*[_tensor(t) for t in tensors],
                            1.0 / math.sqrt(d) if scale is None else float(scale))
         return kernel, bytes(args)
 
-    kernel, template = _plan(b, key, make)
+    kernel, template = _plan(b, key + (len(mods_read),), make)
     args = ForwardArgs.from_buffer_copy(template)
     args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
     args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
-    _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
+    if score_mod is None:
+        _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
+    else:
+        _launch(b.lib, b.lib.fa_attention_forward_ex, kernel, args, q,
+                _mod_arg_array(mods_read), len(mods_read))
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
                   causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None,
-                  deterministic=False, score_mod=None):
+                  deterministic=False, score_mod=None, mod_args=None):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
     not given. `mma` as for forward_into. deterministic=True runs the bundle's
     deterministic backward (bit-identical dq run to run; slower), which must
     exist for the query. `score_mod` as for forward_into: the forward's, whose
-    derivative the backward kernel applies."""
+    derivative the backward kernel applies, `mod_args` the tensors it reads."""
     import torch
     b = _bundle(bundle)
+    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args)
+    mods_read = _mod_args_for(mods_read, q)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     if dq_accum is None:
@@ -448,15 +542,21 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
         d, dv_dim = q.shape[-1], v.shape[-1]
         kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
                         deterministic, score_mod)
+        if score_mod is not None:
+            _check_mod_arg_count(b, kernel, score_mod, mods_read)
         args = BackwardArgs(*[_tensor(t) for t in tensors],
                             1.0 / math.sqrt(d) if scale is None else float(scale))
         return kernel, bytes(args)
 
-    kernel, template = _plan(b, key, make)
+    kernel, template = _plan(b, key + (len(mods_read),), make)
     args = BackwardArgs.from_buffer_copy(template)
     for name, t in zip(BackwardArgs.TENSORS, tensors):
         getattr(args, name).data = t.data_ptr()
-    _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
+    if score_mod is None:
+        _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
+    else:
+        _launch(b.lib, b.lib.fa_attention_backward_ex, kernel, args, q,
+                _mod_arg_array(mods_read), len(mods_read))
 
 
 _sm_counts = {}
@@ -539,7 +639,7 @@ def _unit_last(t):
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
-def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod):
+def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     """(launch function, kernel, struct template, extra launch arguments,
     split-KV workspace bytes) of _forward_as_given for tensors laid out as
     these: the split-KV kernels where the bundle has them and splitting pays
@@ -566,26 +666,30 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod):
                     score_mod=score_mod)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
                        1.0 / math.sqrt(d) if scale is None else float(scale))
+    if score_mod is not None:
+        # The _ex launch with the mod_args (none for most score_mods).
+        _check_mod_arg_count(b, kernel, score_mod, mod_args)
+        return b.lib.fa_attention_forward_ex, kernel, bytes(args), None, 0
     return b.lib.fa_attention_forward, kernel, bytes(args), (), 0
 
 
-def _forward(q, k, v, b, mask_args, scale, mma, score_mod):
+def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     """O and LSE, allocated here, of the forward with these arguments. q, k,
     v go to the kernel as they are (O in q's layout) unless the runtime
     rejects their strides as an INVALID_ARGUMENT (a kernel without strides,
     TMA alignment): then from contiguous copies."""
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     try:
-        return _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod)
+        return _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args)
     except FaError as e:
         views = [t for t in (q, k, v) if not t.is_contiguous()]
         if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
             raise
     return _forward_as_given(q.contiguous(), k.contiguous(), v.contiguous(), b, mask_args,
-                             scale, mma, score_mod)
+                             scale, mma, score_mod, mod_args)
 
 
-def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod):
+def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     """_forward on these tensors as they are (the kernel and struct of
     _forward_plan, made once per layout and options)."""
     torch = _torch
@@ -594,9 +698,11 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod):
         torch = _torch
     device = q.device
     key = ("attention", device, _layout(q), _layout(k), _layout(v), mask_args, scale, mma,
-           score_mod)
+           score_mod, len(mod_args))
     fn, kernel, template, extra, nbytes = _plan(
-        b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod))
+        b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args))
+    if extra is None:  # the _ex launch: this call's mod_args
+        extra = (_mod_arg_array(mod_args), len(mod_args))
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=device)
     args = ForwardArgs.from_buffer_copy(template)
@@ -611,7 +717,7 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod):
 
 
 def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, deterministic,
-                   score_mod):
+                   score_mod, mod_args=()):
     """(kernel, struct template, workspace bytes, dq_accum's offset in it)
     of _backward for tensors laid out as these. delta [B,H,Nq] and dq_accum
     [B,H,Nq,D] (f32) share one workspace allocation: delta first, dq_accum
@@ -621,6 +727,8 @@ def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, determi
     d, dv_dim = q.shape[-1], v.shape[-1]
     kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), None, k.shape[-2],
                     deterministic, score_mod)
+    if score_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args)
     rows = math.prod(q.shape[:-1])
     offset = (rows * 4 + 255) // 256 * 256
     delta = _Described(q.shape[:-1], torch.float32)
@@ -648,7 +756,8 @@ class _Described:
         return 0
 
 
-def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod):
+def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod,
+              mod_args=()):
     """dQ, dK, dV, allocated here. `mma` picks only the forward kernel: the
     backward is the runtime's choice (wgmma on sm_90 where the bundle has
     it), since a bundle may hold a config's backward in one build only."""
@@ -662,17 +771,21 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
     q, k, v, o = q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     key = ("backward", q.device, _layout(q), _layout(k), _layout(v), _layout(o), _layout(do),
-           _layout(lse), mask_args, scale, bool(deterministic), score_mod)
+           _layout(lse), mask_args, scale, bool(deterministic), score_mod, len(mod_args))
     kernel, template, nbytes, offset = _plan(
         b, key, lambda: _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale,
-                                       bool(deterministic), score_mod))
+                                       bool(deterministic), score_mod, mod_args))
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
     base = workspace.data_ptr()
     args = BackwardArgs.from_buffer_copy(template)
     for name, t in zip(BackwardArgs.TENSORS[:9], (q, k, v, o, do, lse, dq, dk, dv)):
         getattr(args, name).data = t.data_ptr()
     args.delta.data, args.dq_accum.data = base, base + offset
-    _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
+    if score_mod is None:
+        _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
+    else:
+        _launch(b.lib, b.lib.fa_attention_backward_ex, kernel, args, q,
+                _mod_arg_array(mod_args), len(mod_args))
     return dq, dk, dv
 
 
@@ -684,10 +797,12 @@ def _make_function():
         bundle's bwd kernels. LSE is not differentiable."""
 
         @staticmethod
-        def forward(ctx, q, k, v, b, mask_args, scale, mma, deterministic, score_mod):
-            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod)
+        def forward(ctx, q, k, v, b, mask_args, scale, mma, deterministic, score_mod,
+                    mod_args):
+            # mod_args ride as a tuple, outside autograd: no gradient to them.
+            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.args = (b, mask_args, scale, deterministic, score_mod)
+            ctx.args = (b, mask_args, scale, deterministic, score_mod, mod_args)
             ctx.mark_non_differentiable(lse)
             return o, lse
 
@@ -695,7 +810,7 @@ def _make_function():
         def backward(ctx, do, _dlse):
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = _backward(q, k, v, o, do, lse, *ctx.args)
-            return dq, dk, dv, None, None, None, None, None, None
+            return dq, dk, dv, None, None, None, None, None, None, None
 
     return AttentionFunction
 
@@ -715,7 +830,8 @@ def _register_torch_ops():
 
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
-              return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None):
+              return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None,
+              mod_args=None):
     """Scaled dot-product attention with the bundle's kernels.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] CUDA tensors of one dtype
@@ -746,6 +862,16 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     torch.compile this is the custom op fa::attention_fwd (backward
     fa::attention_bwd), traced without a graph break; pass a name there
     (fa.mods.trace(fn).name, traced outside the compiled region).
+
+    A score_mod may read tensors: a Python one indexes torch tensors it
+    captures (lambda s, b, h, q, kv: s + slopes[h] * (kv - q); fa.mods), a
+    named one takes them as `mod_args`, in its library function's order
+    (score_mod="alibi_slopes", mod_args=[slopes]). They must be on q's
+    device, of the dtype the kernel reads (float32, float16, bfloat16,
+    int32 or int64) and of the extents it expects (the runtime checks;
+    non-contiguous ones are copied). They are read, never differentiated:
+    no gradient flows to them, and a tensor that requires grad is read
+    detached. Not yet under torch.compile.
     """
     import torch
     global _function
@@ -756,20 +882,25 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         if _ops is None:
             raise FaError(1, "fa: import torch before fa.load() (or call fa.attention once "
                              "outside torch.compile) so that fa's custom ops are registered")
+        if mod_args or (score_mod is not None and not isinstance(score_mod, str)):
+            raise FaError(1, "fa: score_mods that read tensors (mod_args) and Python score_mods "
+                             "are not supported under torch.compile yet; pass the name of a "
+                             "score_mod without mod_args")
         o, lse = _ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
                                       score_mod)
         return (o, lse) if return_lse else o
     _mma_code(mma)
-    score_mod = _score_mod_name(score_mod)
+    score_mod, tensors = _score_mod_and_args(score_mod, mod_args)
+    tensors = _mod_args_for(tensors, q)
     if _ops is None:
         _register_torch_ops()
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         if _function is None:
             _function = _make_function()
         o, lse = _function.apply(q, k, v, b, mask_args, scale, mma, bool(deterministic),
-                                 score_mod)
+                                 score_mod, tensors)
     else:
-        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod)
+        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors)
     return (o, lse) if return_lse else o
 
 

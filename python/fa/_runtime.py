@@ -6,7 +6,7 @@ import os
 FA_SUCCESS = 0
 STATUS_NAMES = {0: "success", 1: "invalid argument", 2: "not found", 3: "I/O error",
                 4: "bad manifest", 5: "CUDA error", 6: "unsupported", 7: "internal error"}
-DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
+DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "i32": 3, "i64": 4}  # i32, i64: mod_args only
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 MASKS = {"none": 0, "causal": 1, "causal_bottom_right": 2, "window": 3}
 MASK_NAMES = {v: k for k, v in MASKS.items()}
@@ -15,6 +15,7 @@ MMAS = {"any": 0, "mma_sync": 1, "wgmma": 2}
 MMA_NAMES = {v: k for k, v in MMAS.items()}
 MAX_RANK = 4
 MAX_TENSOR_MAPS = 4
+MAX_MOD_ARGS = 8
 
 
 class FaError(RuntimeError):
@@ -61,7 +62,16 @@ class KernelInfo(ctypes.Structure):
                 ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32),
                 ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32),
                 ("pack_gqa", ctypes.c_int32),
-                ("strided", ctypes.c_int32)]
+                ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32)]
+
+
+EXTENT_NAMES = {0: "any", 1: "fixed", 2: "batch", 3: "heads", 4: "kv_heads", 5: "nq",
+                6: "nk", 7: "nq+nk-1"}
+
+
+class ModArgInfo(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("extent", ctypes.c_int * MAX_RANK), ("size", ctypes.c_int64 * MAX_RANK)]
 
 
 class TensorMapArgs(ctypes.Structure):
@@ -147,6 +157,15 @@ def _open_library(path):
                                                ctypes.POINTER(ctypes.c_int32)], st),
         "fa_attention_forward": ([vp, ctypes.POINTER(ForwardArgs), vp], st),
         "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
+        "fa_kernel_get_mod_arg": ([vp, ctypes.c_int32, ctypes.POINTER(ModArgInfo)], st),
+        "fa_attention_forward_check_ex": ([vp, ctypes.POINTER(ForwardArgs),
+                                           ctypes.POINTER(Tensor), ctypes.c_int32], st),
+        "fa_attention_backward_check_ex": ([vp, ctypes.POINTER(BackwardArgs),
+                                            ctypes.POINTER(Tensor), ctypes.c_int32], st),
+        "fa_attention_forward_ex": ([vp, ctypes.POINTER(ForwardArgs), ctypes.POINTER(Tensor),
+                                     ctypes.c_int32, vp], st),
+        "fa_attention_backward_ex": ([vp, ctypes.POINTER(BackwardArgs),
+                                      ctypes.POINTER(Tensor), ctypes.c_int32, vp], st),
         "fa_kernel_find_splitkv": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
                                     ctypes.POINTER(vp)], st),
         "fa_kernel_find_packed_gqa": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,

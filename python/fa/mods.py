@@ -18,8 +18,20 @@ results; and where, tanh, exp, exp2, log, sqrt, maximum, minimum,
 clamp from this module (or the same torch functions and tensor methods, so a
 FlexAttention score_mod written with torch runs unchanged). Index arithmetic
 stays in integers; an index meets the score as float32. Python `if` on a
-traced value, and reading captured tensors, cannot be traced: the error says
-so.
+traced value cannot be traced: the error says so.
+
+A score_mod may read torch tensors it captures, indexed in all their
+dimensions at once by index expressions:
+
+    slopes = torch.tensor([...], device="cuda")            # [H]
+    alibi = lambda s, b, h, q, kv: s + slopes[h] * (kv - q)
+    rel = lambda s, b, h, q, kv: s + table[h, q - kv + nk - 1]   # [H, Nq+Nk-1]
+
+Each tensor becomes a mod_arg of the kernel (a parameter, so new values in
+the same or another tensor of that dtype and rank need no recompile); an
+index outside the tensor is clamped into it. float32/float16/bfloat16
+elements meet the score as float32, int32/int64 ones are indices. The
+kernels only read them: no gradient flows to a captured tensor.
 
 The same function serves as its own reference: on numbers and torch tensors
 fa.mods.tanh etc. compute with math / torch.
@@ -35,12 +47,22 @@ _F32, _INDEX, _I1 = "f32", "index", "i1"
 
 
 class _Trace:
-    """The ops of one trace, in order, as MLIR lines."""
+    """The ops of one trace, in order, as MLIR lines, and the tensors it
+    reads (its mod_args, in order of first read)."""
 
     def __init__(self):
         self.lines = []
         self.count = 0
         self.consts = {}
+        self.tensors = []
+
+    def mod_arg(self, tensor):
+        """The block argument of captured `tensor`, added on its first read."""
+        for i, t in enumerate(self.tensors):
+            if t is tensor:
+                return "%%m%d" % i
+        self.tensors.append(tensor)
+        return "%%m%d" % (len(self.tensors) - 1)
 
     def emit(self, text, type_):
         name = "%%v%d" % self.count
@@ -104,8 +126,8 @@ class Sym:
 
     def __index__(self):
         raise FaError(1, "fa.mods: a score_mod used a traced value as a Python integer "
-                         "(indexing a captured tensor or list?); score_mods that read "
-                         "tensors are not compiled into GPU kernels yet")
+                         "(indexing a list or a tuple?); only captured torch tensors can "
+                         "be indexed by positions")
 
     __int__ = __float__ = __index__
 
@@ -142,6 +164,8 @@ class Sym:
         """torch.tanh(score) and friends on traced values."""
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
+        if name == "__getitem__" and len(args) == 2:
+            return _read(args[0], args[1])
         handler = _TORCH.get(name)
         if handler is None:
             raise FaError(1, "fa.mods: torch.%s is not supported in a score_mod (supported: %s)"
@@ -308,16 +332,62 @@ def clamp(x, min=None, max=None):
     return x
 
 
+# torch dtype name -> the element type of a mod_arg, and the type its
+# elements meet the score_mod's arithmetic as.
+_ELEMENT_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16",
+                  "int32": "i32", "int64": "i64"}
+
+
+def _tensor_type(tensor):
+    """tensor<?x?xf32> for a captured torch tensor, or an FaError."""
+    dtype = str(getattr(tensor, "dtype", "")).replace("torch.", "")
+    element = _ELEMENT_TYPES.get(dtype)
+    rank = tensor.dim() if hasattr(tensor, "dim") else -1
+    if element is None or not 1 <= rank <= 4:
+        raise FaError(1, "fa.mods: a score_mod read a tensor of dtype %s and rank %d; mod_args "
+                         "are float32, float16, bfloat16, int32 or int64 tensors of rank 1 to 4"
+                         % (dtype or type(tensor).__name__, rank))
+    return "tensor<%s%s>" % ("?x" * rank, element), element, rank
+
+
+def _read(tensor, index):
+    """tensor[index] in a trace: a tensor.extract of the tensor's mod_arg at
+    index expressions, one per dimension (out-of-range positions are
+    clamped by the kernels), as f32 (float elements) or index (integers)."""
+    items = index if isinstance(index, tuple) else (index,)
+    t = _trace_of(*items)
+    type_, element, rank = _tensor_type(tensor)
+    if len(items) != rank or any(x is Ellipsis or isinstance(x, slice) or x is None
+                                 for x in items):
+        raise FaError(1, "fa.mods: a score_mod indexed a rank-%d tensor with %r; index every "
+                         "dimension at once with positions, e.g. t[h, kv]"
+                         % (rank, index))
+    positions = []
+    for x in items:
+        if isinstance(x, Sym) and x._type != _INDEX:
+            raise FaError(1, "fa.mods: a tensor index is a %s value; positions are index "
+                             "expressions of b, h, q_idx, kv_idx and integers" % x._type)
+        positions.append(_lift(t, x, _INDEX)._name)
+    name = t.mod_arg(tensor)
+    value = t.emit("tensor.extract %s[%s] : %s" % (name, ", ".join(positions), type_), element)
+    if element in ("f16", "bf16"):
+        return t.emit("arith.extf %s : %s to f32" % (value._name, element), _F32)
+    if element in ("i32", "i64"):
+        return t.emit("arith.index_cast %s : %s to index" % (value._name, element), _INDEX)
+    return value
+
+
 _TORCH = {"tanh": tanh, "exp": exp, "exp2": exp2, "log": log, "sqrt": sqrt,
           "abs": abs_, "where": where, "maximum": maximum, "minimum": minimum,
           "clamp": clamp, "clip": clamp}
 
 
 class ScoreMod:
-    """A traced score_mod: its name in the kernels' tags and its MLIR."""
+    """A traced score_mod: its name in the kernels' tags, its MLIR and the
+    captured tensors it reads (its mod_args, in parameter order)."""
 
-    def __init__(self, name, mlir):
-        self.name, self.mlir = name, mlir
+    def __init__(self, name, mlir, tensors=()):
+        self.name, self.mlir, self.tensors = name, mlir, tuple(tensors)
 
     def __str__(self):
         return self.name
@@ -379,15 +449,17 @@ def _trace(fn, name):
                          % (_describe(fn), type(e).__name__, e)) from None
     result = _lift(t, result, _F32) if not isinstance(result, Sym) else _as(result, _F32)
     body = "\n".join(t.lines)
-    digest = hashlib.sha256(body.encode() + result._name.encode()).hexdigest()[:16]
+    params = "".join(", %%m%d: %s" % (i, _tensor_type(x)[0]) for i, x in enumerate(t.tensors))
+    digest = hashlib.sha256(body.encode() + result._name.encode() +
+                            params.encode()).hexdigest()[:16]
     name = name or "py_" + digest
     if not _NAME.match(name):
         raise FaError(1, "fa.mods.trace: name %r is not a C identifier of at most 64 characters"
                          % (name,))
-    mlir = ("func.func @%s(%%score: f32, %%b: index, %%h: index, %%q: index, %%kv: index) "
+    mlir = ("func.func @%s(%%score: f32, %%b: index, %%h: index, %%q: index, %%kv: index%s) "
             "-> f32 {\n%s%sreturn %s : f32\n}\n"
-            % (name, body, "\n  " if body else "  ", result._name))
-    mod = ScoreMod(name, mlir)
+            % (name, params, body, "\n  " if body else "  ", result._name))
+    mod = ScoreMod(name, mlir, t.tensors)
     _traced[name] = mod
     return mod
 
