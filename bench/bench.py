@@ -97,12 +97,14 @@ def time_interleaved(fns, runs, budget_ms):
 
 
 def fa_callable(bundle, q, k, v, do, causal, direction, args, deterministic=False,
-                score_mod=None, mma=None):
+                score_mod=None, mma=None, mod_args=()):
     """fa's forward or backward from `bundle` into preallocated outputs
     (`deterministic`: the bundle's deterministic backward; `score_mod`: the
-    kernels built with that score_mod); an error dict when the bundle has no
-    kernel for it."""
+    kernels built with that score_mod, reading the tensors `mod_args`); an
+    error dict when the bundle has no kernel for it."""
     kw = dict(causal=causal, mma=mma or args.mma, bundle=bundle, score_mod=score_mod)
+    if mod_args:
+        kw["mod_args"] = list(mod_args)
     try:
         o = torch.empty_like(do)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
@@ -235,6 +237,12 @@ def main():
             b = max(1, args.tokens // n)
             q, k, v, do = (torch.randn(b, h, n, x, device=dev, dtype=torch.bfloat16)
                            for x in (d, d, dv, dv))
+            # The tensors the score_mod reads (ALiBi slopes, a bias): fa gets
+            # them as mod_args, FlexAttention's score_mod captures them.
+            mod_args = (score_mods.make_mod_args(args.score_mod, b, h, h, n, n, dev)
+                        if mod_fn is not None else ())
+            flex_mod = (score_mods.flex_score_mod(args.score_mod, mod_args)
+                        if mod_fn is not None else None)
             for causal in [m == "causal" for m in masks]:
                 for direction in [x for x in ("fwd", "bwd") if x in args.directions.split(",")]:
                     row = {"d": d, "dv": dv, "n": n, "b": b, "h": h, "causal": causal,
@@ -255,7 +263,7 @@ def main():
                                 None, q, k, v, do, direction)
                         if mod_fn is not None:
                             fns["flex:" + args.score_mod] = sdpa_callable(
-                                lambda q_, k_, v_: flex(q_, k_, v_, score_mod=mod_fn,
+                                lambda q_, k_, v_: flex(q_, k_, v_, score_mod=flex_mod,
                                                         block_mask=mask),
                                 None, q, k, v, do, direction)
                     if bundle is not None and direction in args.fa_directions.split(","):
@@ -271,19 +279,19 @@ def main():
                         if mod_fn is not None:
                             fns["fa:" + args.score_mod] = fa_callable(
                                 mod_bundle, q, k, v, do, causal, direction, args,
-                                score_mod=args.score_mod)
+                                score_mod=args.score_mod, mod_args=mod_args)
                             # The same score_mod from each A/B variant bundle.
                             for k_, b_ in variants.items():
                                 fns["fa:%s@%s" % (args.score_mod, k_)] = fa_callable(
                                     b_, q, k, v, do, causal, direction, args,
-                                    score_mod=args.score_mod)
+                                    score_mod=args.score_mod, mod_args=mod_args)
                     for name, res in time_interleaved(fns, runs, args.budget_ms).items():
                         if "ms" in res:
                             res["tflops"] = f / res["ms"] / 1e9
                         row[name] = res
                     rows.append(row)
                     print_row(row)
-            del q, k, v, do
+            del q, k, v, do, mod_args
             torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as fjson:

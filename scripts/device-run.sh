@@ -50,7 +50,9 @@
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
 #   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
 #   fa with score_mod NAME beside fa without it and FlexAttention with it, on
-#   FA_FLEX_SEQS x d 128). The sanitizer runs on out/bundle, else on the score_mod bundle.
+#   FA_FLEX_SEQS x d 128), FA_MODBENCH=1 (that for softcap30,alibi_slopes at N 2k..16k),
+#   FA_MODARGS_CASES (differential cases of the mod_args score_mods, 120). The sanitizer runs
+#   on out/bundle, else on the score_mod bundle.
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
 #   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
@@ -179,6 +181,11 @@ if [ $HAVE_MOD = 1 ]; then
   timeout -k 10 $T_MOD python3 test/gpu/test_score_mod.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
     --cases "$MOD_CASES" --progress --json "$WORK/score_mod/differential.json" ||
     fail "score_mod differential tests ($MOD_BUNDLE)"
+  step "score_mod kernels reading tensors (mod_args: ALiBi slopes, a relative-bias table, a key bias; and softcap30): differential tests, every mask, GQA, fwd+bwd"
+  timeout -k 10 $T_MOD python3 test/gpu/test_score_mod.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
+    --only alibi_slopes,rel_bias,key_bias,softcap30 --cases "${FA_MODARGS_CASES:-120}" --seed 7 \
+    --json "$WORK/score_mod/mod_args_differential.json" ||
+    fail "score_mod mod_args differential tests ($MOD_BUNDLE)"
   step "score_mod kernels: every kernel of $MOD_BUNDLE, launched directly (shapes $MOD_SHAPES)"
   timeout -k 10 $T_MOD_EVERY python3 test/gpu/test_every_kernel.py --bundle "$MOD_BUNDLE" \
     --lib "$LIB" --shapes "$MOD_SHAPES" --json "$WORK/score_mod/every_kernel.json" ||
@@ -276,10 +283,14 @@ if [ $HAVE_BUNDLE = 1 ] && [ -n "${FA_FLEX:-}" ]; then
     || fail "bench (flex)"
 fi
 
-for mod in $([ $HAVE_MOD = 1 ] && echo "${FA_MOD_BENCH:-}" | tr , ' '); do
-  step "benchmark: score_mod $mod (fa with and without it, FlexAttention with it)"
-  timeout ${FA_MOD_BENCH_TIMEOUT:-200} python3 bench/bench.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
-    --score-mod "$mod" --seqs "${FA_FLEX_SEQS:-2048,8192}" --dims 128 \
+# FA_MODBENCH=1: softcap30 and ALiBi from a slopes tensor at N 2k..16k, the
+# grid of issue 14's speed targets (FA_MOD_BENCH picks mods and FA_FLEX_SEQS N).
+MOD_BENCH=${FA_MOD_BENCH:-$([ "${FA_MODBENCH:-0}" = 1 ] && echo softcap30,alibi_slopes)}
+MOD_BENCH_SEQS=${FA_FLEX_SEQS:-$([ "${FA_MODBENCH:-0}" = 1 ] && echo 2048,4096,8192,16384 || echo 2048,8192)}
+for mod in $([ $HAVE_MOD = 1 ] && echo "$MOD_BENCH" | tr , ' '); do
+  step "benchmark: score_mod $mod (fa with and without it, FlexAttention with it, cuDNN plain)"
+  timeout ${FA_MOD_BENCH_TIMEOUT:-300} python3 bench/bench.py --bundle "$MOD_BUNDLE" --lib "$LIB" \
+    --score-mod "$mod" --seqs "$MOD_BENCH_SEQS" --dims 128 \
     --json "$WORK/score_mod/bench_$mod.json" || fail "bench (score_mod $mod)"
 done
 # The score_mod steps' results as one file ($OUT brings back at most 8).

@@ -74,3 +74,36 @@ func.func @clamp(%s: f32, %b: index, %h: index, %q: index, %kv: index) -> f32 {
   %r = arith.select %over, %soft, %floor : f32
   return %r : f32
 }
+
+// score_mods that read tensors (mod_args, docs/ABI.md): the tensors follow
+// kv_idx; fa.dims says what each extent must be, which the runtime checks at
+// every launch. Reads are clamped into the tensor.
+
+// ALiBi with a slope per query head from a tensor [H]: s + slopes[h]·(kv - q).
+func.func @alibi_slopes(%s: f32, %b: index, %h: index, %q: index, %kv: index, %slopes: tensor<?xf32> {fa.dims = ["heads"]}) -> f32 {
+  %slope = tensor.extract %slopes[%h] : tensor<?xf32>
+  %d = arith.subi %kv, %q : index
+  %di = arith.index_cast %d : index to i32
+  %df = arith.sitofp %di : i32 to f32
+  %bias = arith.mulf %slope, %df : f32
+  %r = arith.addf %s, %bias : f32
+  return %r : f32
+}
+
+// A relative-position bias table [H, 8191] (distances -4095..4095, the ends
+// clamped): s + table[h, kv - q + 4095].
+func.func @rel_bias(%s: f32, %b: index, %h: index, %q: index, %kv: index, %table: tensor<?x?xf32> {fa.dims = ["heads", "any"]}) -> f32 {
+  %center = arith.constant 4095 : index
+  %d = arith.subi %kv, %q : index
+  %col = arith.addi %d, %center : index
+  %x = tensor.extract %table[%h, %col] : tensor<?x?xf32>
+  %r = arith.addf %s, %x : f32
+  return %r : f32
+}
+
+// A per-key bias [B, Nk] (padding, key importance): s + bias[b, kv].
+func.func @key_bias(%s: f32, %b: index, %h: index, %q: index, %kv: index, %bias: tensor<?x?xf32> {fa.dims = ["batch", "nk"]}) -> f32 {
+  %x = tensor.extract %bias[%b, %kv] : tensor<?x?xf32>
+  %r = arith.addf %s, %x : f32
+  return %r : f32
+}

@@ -15,6 +15,9 @@ indices integer tensors, so the same function is
 Index arithmetic is done on the integers and converted to the score's dtype
 afterwards (as the kernels do in float32), so a low-precision reference does
 not round positions such as q_idx = 1001 before taking a distance.
+
+score_mods that read tensors (mod_args) take them after kv_idx, in the
+library function's order; make_mod_args() draws them for a problem.
 """
 import torch
 
@@ -40,7 +43,46 @@ def clamp(score, b, h, q_idx, kv_idx):
     return torch.where(score > 2, 2 + 0.1 * (score - 2), score.clamp(min=-1.5))
 
 
-SCORE_MODS = {f.__name__: f for f in (softcap30, alibi16, relbias, clamp)}
+def alibi_slopes(score, b, h, q_idx, kv_idx, slopes):
+    """s + slopes[h]·(kv - q), slopes [H] f32."""
+    return score + slopes[h].to(score.dtype) * (kv_idx - q_idx).to(score.dtype)
+
+
+# rel_bias reads table[h, kv - q + REL_CENTER], the index clamped into the
+# table as the kernels clamp every read.
+REL_CENTER = 4095
+
+
+def rel_bias(score, b, h, q_idx, kv_idx, table):
+    """s + table[h, kv - q + 4095], table [H, 8191] f32."""
+    col = (kv_idx - q_idx + REL_CENTER).clamp(0, table.shape[1] - 1)
+    return score + table[h, col].to(score.dtype)
+
+
+def key_bias(score, b, h, q_idx, kv_idx, bias):
+    """s + bias[b, kv], bias [B, Nk] f32."""
+    return score + bias[b, kv_idx].to(score.dtype)
+
+
+SCORE_MODS = {f.__name__: f for f in (softcap30, alibi16, relbias, clamp, alibi_slopes,
+                                      rel_bias, key_bias)}
+
+
+def make_mod_args(name, b, h, hkv, nq, nk, device, gen=None):
+    """Random tensors for score_mod `name` on a problem of these sizes, in
+    its library function's order (test/gpu/score_mods.mlir); () for a
+    score_mod that reads none. Slopes as ALiBi's geometric ones, scaled
+    randomly; biases of a few units, so they move the softmax."""
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device=device)
+    if name == "alibi_slopes":
+        geometric = torch.exp2(-8.0 * torch.arange(1, h + 1, device=device) / h)
+        return (geometric * (0.5 + randn(h).abs()),)
+    if name == "rel_bias":
+        return (2 * randn(h, 2 * REL_CENTER + 1),)
+    if name == "key_bias":
+        return (2 * randn(b, nk),)
+    return ()
 
 
 def get(name):
@@ -65,23 +107,33 @@ def known(name):
         return False
 
 
-def apply(name, s):
+def apply(name, s, mod_args=()):
     """score_mod `name` (None: none) applied to scores s [B, H, Nq, Nk], each
-    with its (b, h, q, kv) indices; in s's dtype, differentiable."""
+    with its (b, h, q, kv) indices and the tensors it reads; in s's dtype,
+    differentiable in s."""
     if name is None:
         return s
     bsz, heads, nq, nk = s.shape
     idx = lambda n, dim: torch.arange(n, device=s.device).view(  # noqa: E731
         [n if i == dim else 1 for i in range(4)])
-    return get(name)(s, idx(bsz, 0), idx(heads, 1), idx(nq, 2), idx(nk, 3))
+    return get(name)(s, idx(bsz, 0), idx(heads, 1), idx(nq, 2), idx(nk, 3),
+                     *[t.to(s.device) for t in mod_args])
 
 
-def derivative(name, s):
+def flex_score_mod(name, mod_args=()):
+    """score_mod `name` as FlexAttention takes it: its tensors captured."""
+    fn = get(name)
+    if not mod_args:
+        return fn
+    return lambda score, b, h, q_idx, kv_idx: fn(score, b, h, q_idx, kv_idx, *mod_args)
+
+
+def derivative(name, s, mod_args=()):
     """d score_mod / d score at s (float64 tensor of [B, H, Nq, Nk]); ones for
     None."""
     if name is None:
         return torch.ones_like(s)
     with torch.enable_grad():
         x = s.detach().requires_grad_()
-        (g,) = torch.autograd.grad(apply(name, x).sum(), x)
+        (g,) = torch.autograd.grad(apply(name, x, mod_args).sum(), x)
     return g

@@ -60,15 +60,16 @@ def allowed_mask(mask, window, nq, nk, device):
     return ok
 
 
-def reference(q, k, v, allowed, scale, score_mod=None):
+def reference(q, k, v, allowed, scale, score_mod=None, mod_args=()):
     """Attention in the inputs' dtype (differentiable): O and LSE, with O = 0 and
     LSE = -inf on rows whose keys are all masked. score_mod (a name of
-    score_mods.py) modifies the scores after the scale, before the mask."""
+    score_mods.py, reading the tensors mod_args) modifies the scores after the
+    scale, before the mask."""
     g = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(g, dim=1)
     v = v.repeat_interleave(g, dim=1)
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
-    s = score_mods.apply(score_mod, s)
+    s = score_mods.apply(score_mod, s, mod_args)
     s = s.masked_fill(~allowed, float("-inf"))
     m = s.amax(-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
@@ -118,7 +119,8 @@ def lse_slack(q, k, lse64, scale):
     return ulp * (4 * big + math.sqrt(q.shape[-1]) * abs(scale) * qn * kn)
 
 
-def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64, score_mod=None):
+def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64, score_mod=None,
+                mod_args=()):
     """What the backward's D = rowsum(dO∘O) adds to dQ and dK, which the
     references, differentiating their own P, do not see:
     - a shift: D reads O as the forward stored it (rounded, in the inputs'
@@ -141,8 +143,8 @@ def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64, score_mod=None
         k, v = (t.detach().repeat_interleave(g, dim=1) for t in (k64, v64))
         dd = (do.double() * (o.double() - o64.detach())).sum(-1, keepdim=True)
         s = torch.matmul(q, k.transpose(-1, -2)) * scale
-        slope = score_mods.derivative(score_mod, s).masked_fill(~allowed, 0)
-        s = score_mods.apply(score_mod, s)
+        slope = score_mods.derivative(score_mod, s, mod_args).masked_fill(~allowed, 0)
+        s = score_mods.apply(score_mod, s, mod_args)
         p = torch.nan_to_num(
             torch.exp(s - lse64.detach()[..., None]).masked_fill(~allowed, 0))
         p = p * slope  # dS / d(dP - D), through the score_mod
@@ -215,14 +217,19 @@ def run_case(case, gen, dev):
     scale = case["scale"] if case["scale"] is not None else 1.0 / math.sqrt(d)
     allowed = allowed_mask(case["mask"], case["window"], nq, nk, dev)
     mod = case.get("score_mod")  # a name of score_mods.py, or None
+    # The tensors the score_mod reads (none for most): fa gets them as
+    # mod_args, the references as the function's arguments.
+    mod_args = score_mods.make_mod_args(mod, b, h, hkv, nq, nk, dev, gen)
     kw = dict(mask_kwargs(case), score_mod=mod)
+    if mod_args:
+        kw["mod_args"] = list(mod_args)
     results = []
 
     # References: float64 and the same math in the inputs' precision.
     q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
-    o64, lse64 = reference(q64, k64, v64, allowed, scale, mod)
+    o64, lse64 = reference(q64, k64, v64, allowed, scale, mod, mod_args)
     ql, kl, vl = (t.clone().requires_grad_() for t in (q, k, v))
-    ol, _ = reference(ql, kl, vl, allowed, scale, mod)
+    ol, _ = reference(ql, kl, vl, allowed, scale, mod, mod_args)
 
     o = poisoned(b, h, nq, dv, dtype=dt, device=dev)
     lse = poisoned(b, h, nq, dtype=torch.float32, device=dev)
@@ -232,7 +239,7 @@ def run_case(case, gen, dev):
     # LSE is float32 whatever the inputs' dtype: against the same math in
     # float32, with the slack of fa's float32 rounding (lse_slack).
     with torch.no_grad():
-        _, lse32 = reference(q.float(), k.float(), v.float(), allowed, scale, mod)
+        _, lse32 = reference(q.float(), k.float(), v.float(), allowed, scale, mod, mod_args)
     judge("lse", lse, lse32, lse64, results, slack=lse_slack(q, k, lse64, scale))
 
     if case["bwd"]:
@@ -267,7 +274,7 @@ def run_case(case, gen, dev):
                 results.append({"what": "bit-identical dq/dk/dv over 3 runs", "ok": same})
         torch.cuda.synchronize()
         shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do,
-                                                         allowed, scale, lse64, mod)
+                                                         allowed, scale, lse64, mod, mod_args)
         judge("dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
               slack=slack_q)
         judge("dk", dk, kl.grad, k64.grad, results, ref_got=k64.grad + shift_k,

@@ -118,16 +118,26 @@ def load_kernels(args):
     return bundle, kernels
 
 
-def launch_forward(bundle, kernel, q, k, v, o, lse, scale):
+def launch_forward(bundle, kernel, q, k, v, o, lse, scale, mod_args=()):
+    """fa_attention_forward, or with the tensors a score_mod reads _ex."""
     args = rt.ForwardArgs(fa._tensor(q), fa._tensor(k), fa._tensor(v), fa._tensor(o),
                           fa._tensor(lse), scale)
-    fa._launch(bundle.lib, bundle.lib.fa_attention_forward, kernel["handle"], args, q)
+    if kernel.get("mod_args"):
+        fa._launch(bundle.lib, bundle.lib.fa_attention_forward_ex, kernel["handle"], args, q,
+                   fa._mod_arg_array(mod_args), len(mod_args))
+    else:
+        fa._launch(bundle.lib, bundle.lib.fa_attention_forward, kernel["handle"], args, q)
 
 
-def launch_backward(bundle, kernel, q, k, v, o, do, lse, dq, dk, dv, delta, acc, scale):
+def launch_backward(bundle, kernel, q, k, v, o, do, lse, dq, dk, dv, delta, acc, scale,
+                    mod_args=()):
     args = rt.BackwardArgs(*[fa._tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
                                                       acc)], scale)
-    fa._launch(bundle.lib, bundle.lib.fa_attention_backward, kernel["handle"], args, q)
+    if kernel.get("mod_args"):
+        fa._launch(bundle.lib, bundle.lib.fa_attention_backward_ex, kernel["handle"], args,
+                   q, fa._mod_arg_array(mod_args), len(mod_args))
+    else:
+        fa._launch(bundle.lib, bundle.lib.fa_attention_backward, kernel["handle"], args, q)
 
 
 def config_key(k):
@@ -160,32 +170,35 @@ class Problem:
         self.do = torch.randn(b, h, nq, dv, generator=gen, device=dev).to(self.dt)
         self.scale = shape.scale / math.sqrt(d)
         self.allowed = allowed_mask(mask, self.window, nq, nk, dev)
+        self.mod_args = score_mods.make_mod_args(mod, b, h, hkv, nq, nk, dev, gen)
         self._fwd = self._bwd = None
 
     def fwd(self):
         if self._fwd is None:
             with torch.no_grad():
                 o64, lse64 = reference(*(t.double() for t in (self.q, self.k, self.v)),
-                                       self.allowed, self.scale, self.mod)
-                ol, _ = reference(self.q, self.k, self.v, self.allowed, self.scale, self.mod)
+                                       self.allowed, self.scale, self.mod, self.mod_args)
+                ol, _ = reference(self.q, self.k, self.v, self.allowed, self.scale, self.mod,
+                                  self.mod_args)
                 _, lse32 = reference(*(t.float() for t in (self.q, self.k, self.v)),
-                                     self.allowed, self.scale, self.mod)
+                                     self.allowed, self.scale, self.mod, self.mod_args)
             self._fwd = o64, lse64, ol, lse32
         return self._fwd
 
     def bwd(self):
         if self._bwd is None:
             q64, k64, v64 = (t.double().requires_grad_() for t in (self.q, self.k, self.v))
-            o64, lse64 = reference(q64, k64, v64, self.allowed, self.scale, self.mod)
+            o64, lse64 = reference(q64, k64, v64, self.allowed, self.scale, self.mod,
+                                   self.mod_args)
             o64.backward(self.do.double())
             ql, kl, vl = (t.clone().requires_grad_() for t in (self.q, self.k, self.v))
-            ol, _ = reference(ql, kl, vl, self.allowed, self.scale, self.mod)
+            ol, _ = reference(ql, kl, vl, self.allowed, self.scale, self.mod, self.mod_args)
             ol.backward(self.do)
             o_in = o64.detach().to(self.dt)  # the backward's O: the reference's, rounded
             lse_in = lse64.detach().float()
             shift_q, shift_k, slack_q, slack_k = delta_terms(
                 q64, k64, v64, o_in, o64, self.do, self.allowed, self.scale, lse64,
-                self.mod)
+                self.mod, self.mod_args)
             self._bwd = {"o": o_in, "lse": lse_in,
                          "dq": (q64.grad + shift_q, ql.grad, q64.grad, slack_q),
                          "dk": (k64.grad + shift_k, kl.grad, k64.grad, slack_k),
@@ -207,7 +220,7 @@ def run_forward(bundle, kernel, p):
     o64, lse64, ol, lse32 = p.fwd()
     o = torch.full_like(ol, float("nan"))
     lse = torch.full(lse64.shape, float("nan"), device=o.device)
-    launch_forward(bundle, kernel, p.q, p.k, p.v, o, lse, p.scale)
+    launch_forward(bundle, kernel, p.q, p.k, p.v, o, lse, p.scale, p.mod_args)
     torch.cuda.synchronize()
     return [judge("o", o, o64, ol, o64),
             judge("lse", lse, lse64, lse32, lse64, slack=lse_slack(p.q, p.k, lse64, p.scale))]
@@ -221,7 +234,7 @@ def run_backward(bundle, kernel, p, repeat):
         delta = torch.full(r["lse"].shape, float("nan"), device=dq.device)
         acc = torch.full(p.q.shape, float("nan"), device=dq.device)
         launch_backward(bundle, kernel, p.q, p.k, p.v, r["o"], p.do, r["lse"], dq, dk, dv,
-                        delta, acc, p.scale)
+                        delta, acc, p.scale, p.mod_args)
         torch.cuda.synchronize()
         return dq, dk, dv
 
@@ -266,22 +279,23 @@ def sanitize_launch(bundle, k, shape, dev):
     kk = torch.randn(b, hkv, nk, d, device=dev).to(dt)
     v = torch.randn(b, hkv, nk, dv, device=dev).to(dt)
     scale = 1 / math.sqrt(d)
+    mod_args = score_mods.make_mod_args(k.get("score_mod"), b, h, hkv, nq, nk, dev)
     if k["direction"] == "fwd":
         o = torch.full((b, h, nq, dv), float("nan"), device=dev, dtype=dt)
         lse = torch.full((b, h, nq), float("nan"), device=dev)
-        launch_forward(bundle, k, q, kk, v, o, lse, scale)
+        launch_forward(bundle, k, q, kk, v, o, lse, scale, mod_args)
         outs = [o, lse]
     else:
         allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)
         with torch.no_grad():
             o, lse = reference(q.float(), kk.float(), v.float(), allowed, scale,
-                               k.get("score_mod"))
+                               k.get("score_mod"), mod_args)
         do = torch.randn(b, h, nq, dv, device=dev).to(dt)
         dq, dk, dvv = nan_like(q), nan_like(kk), nan_like(v)
         delta = torch.full((b, h, nq), float("nan"), device=dev)
         acc = torch.full((b, h, nq, d), float("nan"), device=dev)
         launch_backward(bundle, k, q, kk, v, o.to(dt), do, lse, dq, dk, dvv, delta, acc,
-                        scale)
+                        scale, mod_args)
         outs = [dq, dk, dvv]
     torch.cuda.synchronize()
     return not any(torch.isnan(t).any().item() for t in outs)

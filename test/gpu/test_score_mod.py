@@ -13,7 +13,9 @@ the scaled scores, by the flash-attn rule: err(fa) <= 2 * err(same math in
 the inputs' precision) + 1e-5 (LSE against float32 math plus lse_slack; dQ
 and dK with the Delta terms of test_attention.delta_terms, through the
 score_mod's derivative). Deterministic score_mod backwards run as configs of
-their own and repeat some backwards for bit-identical gradients.
+their own and repeat some backwards for bit-identical gradients. score_mods
+that read tensors (alibi_slopes, rel_bias, key_bias) get random ones per case
+(score_mods.make_mod_args) as mod_args, the references the same tensors.
 
 It also checks the lookup by name: a plain query never gets a score_mod kernel
 (and the reverse), where the bundle has both; a score_mod the bundle lacks and
@@ -138,7 +140,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write results here")
     ap.add_argument("--progress", action="store_true", help="print each case before running it")
-    ap.add_argument("--only", default=None, help="score_mod kernels of this name only")
+    ap.add_argument("--only", default=None,
+                    help="score_mod kernels of these names only (comma-separated)")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False  # the float32 LSE reference
@@ -146,7 +149,8 @@ def main():
     torch.cuda.init()
     bundle = fa.load(args.bundle, args.lib)
     kernels = bundle.kernels()
-    modded = [k for k in kernels if k["score_mod"] and args.only in (None, k["score_mod"])]
+    only = set(args.only.split(",")) if args.only else None
+    modded = [k for k in kernels if k["score_mod"] and (only is None or k["score_mod"] in only)]
     cfgs = configs(modded)
     if not cfgs:
         print("FAIL: the bundle has no score_mod forward kernels%s" %
