@@ -31,7 +31,10 @@
 #       -fa-lower-to-nvvm="split-kv=1" > out/splitkv/kernels.mlir &&
 #     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
 #   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
-# and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache.
+#   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
+#       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
+# and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache
+# (and out/bundle-pymod).
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
@@ -190,6 +193,18 @@ if [ $HAVE_MOD = 1 ]; then
   timeout -k 10 $T_MOD_EVERY python3 test/gpu/test_every_kernel.py --bundle "$MOD_BUNDLE" \
     --lib "$LIB" --shapes "$MOD_SHAPES" --json "$WORK/score_mod/every_kernel.json" ||
     fail "every-kernel suite ($MOD_BUNDLE)"
+fi
+
+# Python score_mods indexing captured tensors (fa.mods), their kernels from a
+# bundle built here by test_score_mod_python.py --prepare.
+PYMOD_BUNDLE=${FA_PYMOD_BUNDLE:-out/bundle-pymod}
+if [ "${FA_MOD:-1}" != 0 ] && [ -f "$PYMOD_BUNDLE/manifest.json" ]; then
+  step "Python score_mods reading captured tensors (ALiBi slopes, bf16 bias table, f16 key bias, int32 document ids): differential tests on $PYMOD_BUNDLE"
+  mkdir -p "$WORK/score_mod"
+  timeout -k 10 $T_MOD python3 test/gpu/test_score_mod_python.py --bundle "$PYMOD_BUNDLE" \
+    --lib "$LIB" --cases "${FA_PYMOD_CASES:-64}" > "$WORK/score_mod_python.log" 2>&1 ||
+    fail "Python score_mod differential tests ($PYMOD_BUNDLE)"
+  grep -E "^FAIL|passed|RESULT|Error|error" "$WORK/score_mod_python.log" | tail -n 40
 fi
 
 # Random score_mod programs (test/gpu/random_score_mods.py), their references

@@ -399,6 +399,7 @@ class ScoreMod:
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _traced = {}  # name -> ScoreMod
 _by_function = {}  # (function, captured values) -> ScoreMod: calls skip the trace
+_MAX_TRACES = 256
 
 
 def _function_key(fn, name):
@@ -432,6 +433,10 @@ def trace(fn, name=None):
         return _by_function[key]
     mod = _trace(fn, name)
     if key is not None:
+        # Bounded: a key holds the tensors the function captures, and a new
+        # closure over new tensors per call must not keep them all alive.
+        if len(_by_function) >= _MAX_TRACES:
+            _by_function.clear()
         _by_function[key] = mod
     return mod
 

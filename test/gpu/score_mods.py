@@ -88,7 +88,10 @@ def make_mod_args(name, b, h, hkv, nq, nk, device, gen=None):
 def get(name):
     """The reference of score_mod `name` (a random program rnd<seed>_<i> of
     random_score_mods.py is rebuilt from its name); KeyError names the known
-    ones."""
+    ones. A function (a Python score_mod fa traces, its tensors captured)
+    is its own reference."""
+    if callable(name):
+        return name
     import random_score_mods
     try:
         return SCORE_MODS.get(name) or SCORE_MODS.setdefault(
@@ -116,8 +119,10 @@ def apply(name, s, mod_args=()):
     bsz, heads, nq, nk = s.shape
     idx = lambda n, dim: torch.arange(n, device=s.device).view(  # noqa: E731
         [n if i == dim else 1 for i in range(4)])
+    # In s's dtype: a captured float32 tensor would otherwise promote a
+    # low-precision reference to float32.
     return get(name)(s, idx(bsz, 0), idx(heads, 1), idx(nq, 2), idx(nk, 3),
-                     *[t.to(s.device) for t in mod_args])
+                     *[t.to(s.device) for t in mod_args]).to(s.dtype)
 
 
 def flex_score_mod(name, mod_args=()):
