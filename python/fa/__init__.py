@@ -508,7 +508,7 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     args = ForwardArgs.from_buffer_copy(template)
     args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
     args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
-    if score_mod is None:
+    if not mods_read:
         _launch(b.lib, b.lib.fa_attention_forward, kernel, args, q)
     else:
         _launch(b.lib, b.lib.fa_attention_forward_ex, kernel, args, q,
@@ -552,7 +552,7 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     args = BackwardArgs.from_buffer_copy(template)
     for name, t in zip(BackwardArgs.TENSORS, tensors):
         getattr(args, name).data = t.data_ptr()
-    if score_mod is None:
+    if not mods_read:
         _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
     else:
         _launch(b.lib, b.lib.fa_attention_backward_ex, kernel, args, q,
@@ -667,8 +667,10 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
                        1.0 / math.sqrt(d) if scale is None else float(scale))
     if score_mod is not None:
-        # The _ex launch with the mod_args (none for most score_mods).
         _check_mod_arg_count(b, kernel, score_mod, mod_args)
+    if mod_args:
+        # The _ex launch with this call's mod_args (the plain one otherwise,
+        # which runtimes before mod_args have too).
         return b.lib.fa_attention_forward_ex, kernel, bytes(args), None, 0
     return b.lib.fa_attention_forward, kernel, bytes(args), (), 0
 
@@ -781,7 +783,7 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
     for name, t in zip(BackwardArgs.TENSORS[:9], (q, k, v, o, do, lse, dq, dk, dv)):
         getattr(args, name).data = t.data_ptr()
     args.delta.data, args.dq_accum.data = base, base + offset
-    if score_mod is None:
+    if not mod_args:
         _launch(b.lib, b.lib.fa_attention_backward, kernel, args, q)
     else:
         _launch(b.lib, b.lib.fa_attention_backward_ex, kernel, args, q,
