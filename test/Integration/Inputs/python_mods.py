@@ -111,7 +111,7 @@ def check(out):
 
 def errors(_=None):
     """Functions that cannot be traced, each with the message it gets."""
-    table = [1.0, 2.0]
+    table = [1.0, 2.0]  # a list: only torch tensors are read as mod_args
     cases = {
         "branch": lambda s, b, h, q, kv: s if s > 0 else -s,
         "tensor": lambda s, b, h, q, kv: s + table[kv],
