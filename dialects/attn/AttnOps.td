@@ -15,7 +15,7 @@ defvar AttnScoreAttrs = (ins
     OptionalAttr<I64Attr>:$window_right);
 
 def Attn_AttentionOp : Attn_Op<"attention", [
-    RecursiveMemoryEffects]> {
+    RecursiveMemoryEffects, AttrSizedOperandSegments]> {
   let summary = "scaled dot-product attention with its log-sum-exp";
   let description = [{
     O = softmax(mask(score_mod(Q·Kᵀ·scale)))·V and LSE = log Σ_j exp(s_ij) per row.
@@ -29,6 +29,16 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     bound (a constant, or b, h, q_idx, kv_idx themselves against static
     extents) must lie inside, and an indexed dimension must not be empty.
     A row whose keys are all masked out gives O = 0 and LSE = -inf.
+
+    Variable-length batches (`varlen(%cu_seqlens_q, %cu_seqlens_k)`, i32
+    [B+1] each): B sequences packed along the token axis, Q [Tq,H,D], K
+    [Tk,Hkv,D], V [Tk,Hkv,Dv], O [Tq,H,Dv] and LSE [H,Tq] (flash-attn's
+    varlen layout). Sequence b holds query rows [cu_q[b], cu_q[b+1]) and key
+    rows [cu_k[b], cu_k[b+1]); its queries see only its keys. Masks and
+    score_mod see b and indices measured from the sequence's own start, and
+    causal_bottom_right / window use the sequence's own Nq and Nk. The
+    offsets start at 0, never decrease and end at Tq (Tk); a sequence may be
+    empty.
 
     `mod_args` are tensors the score_mod reads (per-head ALiBi slopes [H], a
     relative-position bias table [H, Nq+Nk-1], a per-key bias [B, Nk]): ranked,
@@ -46,29 +56,36 @@ def Attn_AttentionOp : Attn_Op<"attention", [
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value,
+                            Optional<AnyRankedTensor>:$cu_seqlens_q,
+                            Optional<AnyRankedTensor>:$cu_seqlens_k,
                             Variadic<AnyRankedTensor>:$mod_args), AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let regions = (region MaxSizedRegion<1>:$score_mod);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    $query `,` $key `,` $value
+    (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
     attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::fa::attn::ScoreSpec getScoreSpec();
+    /// Whether the batch is packed sequences (cu_seqlens operands).
+    bool isVarlen() { return static_cast<bool>(getCuSeqlensQ()); }
   }];
 }
 
 def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
-    RecursiveMemoryEffects]> {
+    RecursiveMemoryEffects, AttrSizedOperandSegments]> {
   let summary = "gradients of attn.attention";
   let description = [{
     Given Q, K, V, the forward output O, the output gradient dO and the saved
     LSE, computes dQ, dK, dV of the attention with the same scale, mask,
     score_mod and mod_args. dK and dV are summed over the query heads that
     share a key head. mod_args are constants of the backward: it computes no
-    gradient for them.
+    gradient for them. With `varlen(...)` every tensor is packed as in
+    attn.attention (dQ like Q, dK and dV like K and V, LSE [H,Tq]).
 
     ```mlir
     %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>}
@@ -80,6 +97,8 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value, AnyRankedTensor:$output,
                             AnyRankedTensor:$grad_output, AnyRankedTensor:$lse,
+                            Optional<AnyRankedTensor>:$cu_seqlens_q,
+                            Optional<AnyRankedTensor>:$cu_seqlens_k,
                             Variadic<AnyRankedTensor>:$mod_args),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
@@ -87,6 +106,7 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
   let regions = (region MaxSizedRegion<1>:$score_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
+    (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict
     (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
@@ -96,6 +116,8 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::fa::attn::ScoreSpec getScoreSpec();
+    /// Whether the batch is packed sequences (cu_seqlens operands).
+    bool isVarlen() { return static_cast<bool>(getCuSeqlensQ()); }
   }];
 }
 
@@ -119,11 +141,19 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     and `of [nq, nk]` the whole problem's lengths, so masks and score_mod see
     absolute indices. Without `apply_mask` the block is known to lie inside
     the mask and no mask is evaluated.
+
+    A whole varlen problem (`varlen(%cu_seqlens_q, %cu_seqlens_k)`, the
+    offsets of attn.attention) views the packed tensors head-major with one
+    batch: Q [1,H,Tq,D], K and V [1,Hkv,Tk,D], acc [1,H,Tq,Dv]; `of` is
+    then [Tq, Tk] and each sequence's own lengths bound its masks. attn-tile
+    tiles it per sequence into ordinary tiles.
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value, AnyRankedTensor:$acc,
                             AnyRankedTensor:$max, AnyRankedTensor:$sum,
                             Variadic<Index>:$offsets, Variadic<Index>:$lengths,
+                            Optional<AnyRankedTensor>:$cu_seqlens_q,
+                            Optional<AnyRankedTensor>:$cu_seqlens_k,
                             Variadic<AnyRankedTensor>:$mod_args,
                             UnitAttr:$apply_mask),
                        AttnScoreAttrs);
@@ -133,6 +163,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $acc `,` $max `,` $sum
     `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
+    (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
@@ -140,6 +171,8 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::fa::attn::ScoreSpec getScoreSpec();
+    /// Whether this is a whole varlen problem (cu_seqlens operands).
+    bool isVarlen() { return static_cast<bool>(getCuSeqlensQ()); }
   }];
 }
 

@@ -1,6 +1,7 @@
 //===- CpuRunner.cpp - JIT attn IR on the host ------------------*- C++ -*-===//
 
 #include "fa/Compiler/CpuRunner.h"
+#include "fa/Dialect/Attn/IR/Attn.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -273,6 +274,72 @@ bool CpuFunction::checkDynamicShapes(const std::vector<HostTensor> &inputs,
   return false;
 }
 
+/// The entry argument `v` is, or null.
+static std::optional<unsigned> entryArgument(Value v, func::FuncOp func) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front())
+    return std::nullopt;
+  return arg.getArgNumber();
+}
+
+/// Checks one cu_seqlens input against the token count of its packed tensor.
+static bool checkOffsets(StringRef name, unsigned input, const HostTensor &cu,
+                         int64_t tokens, std::string &error) {
+  auto fail = [&](const std::string &what) {
+    error = (name + " (input #" + std::to_string(input) + ") " + what).str();
+    return false;
+  };
+  const std::vector<double> &at = cu.data;
+  if (at.empty() || at[0] != 0)
+    return fail("must start at 0, got " +
+                (at.empty() ? std::string("no offsets")
+                            : std::to_string(int64_t(at[0]))));
+  for (size_t i = 1; i < at.size(); ++i)
+    if (at[i] < at[i - 1])
+      return fail("must not decrease, got offset[" + std::to_string(i) +
+                  "] = " + std::to_string(int64_t(at[i])) + " after " +
+                  std::to_string(int64_t(at[i - 1])));
+  if (int64_t(at.back()) != tokens)
+    return fail("must end at the " + std::to_string(tokens) +
+                " packed tokens, got " + std::to_string(int64_t(at.back())));
+  return true;
+}
+
+bool CpuFunction::checkSequenceOffsets(const std::vector<HostTensor> &inputs,
+                                       std::string &error) {
+  auto func = source->lookupSymbol<func::FuncOp>(entry);
+  // The token count of a packed tensor: its input's extent, else its type's.
+  auto tokens = [&](Value packed) -> int64_t {
+    if (auto arg = entryArgument(packed, func))
+      return inputs[*arg].shape.empty() ? ShapedType::kDynamic
+                                        : inputs[*arg].shape[0];
+    return cast<RankedTensorType>(packed.getType()).getDimSize(0);
+  };
+  auto check = [&](Value q, Value k, Value cuQ, Value cuK) {
+    for (auto [name, cu, packed] :
+         {std::tuple<StringRef, Value, Value>{"cu_seqlens_q", cuQ, q},
+          {"cu_seqlens_k", cuK, k}}) {
+      std::optional<unsigned> arg = entryArgument(cu, func);
+      int64_t total = tokens(packed);
+      if (arg && !ShapedType::isDynamic(total) &&
+          !checkOffsets(name, *arg, inputs[*arg], total, error))
+        return false;
+    }
+    return true;
+  };
+  WalkResult walk = func.walk([&](Operation *op) {
+    bool ok = true;
+    if (auto fwd = dyn_cast<attn::AttentionOp>(op); fwd && fwd.isVarlen())
+      ok = check(fwd.getQuery(), fwd.getKey(), fwd.getCuSeqlensQ(),
+                 fwd.getCuSeqlensK());
+    if (auto bwd = dyn_cast<attn::AttentionBackwardOp>(op); bwd && bwd.isVarlen())
+      ok = check(bwd.getQuery(), bwd.getKey(), bwd.getCuSeqlensQ(),
+                 bwd.getCuSeqlensK());
+    return ok ? WalkResult::advance() : WalkResult::interrupt();
+  });
+  return !walk.wasInterrupted();
+}
+
 bool CpuFunction::run(const std::vector<HostTensor> &inputs,
                       std::vector<HostTensor> &results, std::string &error) {
   if (inputs.size() != sig.argShapes.size()) {
@@ -280,7 +347,8 @@ bool CpuFunction::run(const std::vector<HostTensor> &inputs,
             " inputs, got " + std::to_string(inputs.size());
     return false;
   }
-  if (!checkDynamicShapes(inputs, error))
+  if (!checkDynamicShapes(inputs, error) ||
+      !checkSequenceOffsets(inputs, error))
     return false;
   // Descriptors {allocated, aligned, offset, sizes..., strides...}.
   std::vector<std::vector<char>> storage(inputs.size());

@@ -10,6 +10,8 @@
 // none, ALiBi, softcap or a random program over every op the backward
 // differentiates (ScoreModProgram.h). The backward also gets float64 finite
 // differences, and deterministic mode must not depend on the blocking.
+// --varlen draws packed variable-length batches (cu_seqlens, lengths 0, 1
+// and ragged) and checks each sequence against its own dense reference.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +25,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -69,6 +72,11 @@ static llvm::cl::opt<bool> packGqa(
                    "heads of a key head packed into one tile (attn-tile "
                    "pack-gqa), half of them also split over key ranges"));
 
+static llvm::cl::opt<bool> varlen(
+    "varlen",
+    llvm::cl::desc("packed variable-length batches (cu_seqlens): each "
+                   "sequence checked against its own dense reference"));
+
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
 enum class Mod { None, Alibi, Softcap, Random, AlibiSlopes, RelBias, KeyBias };
@@ -90,6 +98,27 @@ struct Case {
   /// element type each is passed in.
   std::vector<HostTensor> modArgs;
   std::vector<std::string> modArgTypes;
+  /// Varlen: each sequence's query and key lengths (nq, nk are the longest;
+  /// b the sequence count); empty for a dense batch.
+  std::vector<int64_t> seqQ, seqK;
+  /// The sequence a per-sequence reference case stands for: the b that
+  /// score_mod sees.
+  int64_t seqIndex = 0;
+
+  bool isVarlen() const { return !seqQ.empty(); }
+  static int64_t total(const std::vector<int64_t> &lengths) {
+    int64_t t = 0;
+    for (int64_t n : lengths)
+      t += n;
+    return t;
+  }
+  /// cu_seqlens of `lengths`: [0, n0, n0 + n1, ...].
+  static HostTensor offsets(const std::vector<int64_t> &lengths) {
+    HostTensor t{{int64_t(lengths.size()) + 1}, {0.0}};
+    for (int64_t n : lengths)
+      t.data.push_back(t.data.back() + n);
+    return t;
+  }
 };
 
 const char *dtypeName(ElemKind k) {
@@ -139,6 +168,11 @@ std::string describe(const Case &c) {
     os << " pack-gqa";
   if (c.inputScale != 1)
     os << " inputs x" << c.inputScale;
+  if (c.isVarlen()) {
+    os << " varlen";
+    for (size_t s = 0; s < c.seqQ.size(); ++s)
+      os << (s ? "," : " ") << c.seqQ[s] << "x" << c.seqK[s];
+  }
   return os.str();
 }
 
@@ -267,8 +301,19 @@ std::string attrsAndRegion(const Case &c) {
 /// The tensor types of a case's operands.
 struct CaseTypes {
   std::string q, k, v, o, lse;
+  std::string cu; // varlen: the cu_seqlens type
   explicit CaseTypes(const Case &c) {
     std::string e = dtypeName(c.dtype);
+    if (c.isVarlen()) {
+      int64_t tq = Case::total(c.seqQ), tk = Case::total(c.seqK);
+      q = tensorType({tq, c.h, c.d}, e);
+      k = tensorType({tk, c.hkv, c.d}, e);
+      v = tensorType({tk, c.hkv, c.dv}, e);
+      o = tensorType({tq, c.h, c.dv}, e);
+      lse = tensorType({c.h, tq}, "f32");
+      cu = tensorType({c.b + 1}, "i32");
+      return;
+    }
     q = tensorType({c.b, c.h, c.nq, c.d}, e);
     k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
     v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
@@ -277,12 +322,24 @@ struct CaseTypes {
   }
 };
 
+/// `, %cuq: T, %cuk: T`: a varlen case's offset parameters, or nothing.
+std::string varlenParams(const CaseTypes &t) {
+  return t.cu.empty() ? "" : ", %cuq: " + t.cu + ", %cuk: " + t.cu;
+}
+
+/// ` varlen(%cuq, %cuk : T, T)` of a varlen case's op, or nothing.
+std::string varlenOperands(const CaseTypes &t) {
+  return t.cu.empty() ? ""
+                      : " varlen(%cuq, %cuk : " + t.cu + ", " + t.cu + ")";
+}
+
 std::string forwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
   return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
-         modArgParams(c) + ") -> (" + outs +
-         ") {\n  %o, %lse = attn.attention %q, %k, %v" + modArgOperands(c) +
+         varlenParams(t) + modArgParams(c) + ") -> (" + outs +
+         ") {\n  %o, %lse = attn.attention %q, %k, %v" + varlenOperands(t) +
+         modArgOperands(c) +
          " " + attrsAndRegion(c) + " : " + qkv + " -> " + outs +
          "\n  return %o, %lse : " + outs + "\n}\n";
 }
@@ -292,10 +349,10 @@ std::string backwardIR(const Case &c) {
   std::string qkv = t.q + ", " + t.k + ", " + t.v;
   return "func.func @bwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
          ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse +
-         modArgParams(c) + ") -> (" + qkv +
+         varlenParams(t) + modArgParams(c) + ") -> (" + qkv +
          ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
          "%o, %do, %lse" +
-         modArgOperands(c) + " " + attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
+         varlenOperands(t) + modArgOperands(c) + " " + attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
          t.lse + " -> " + qkv + "\n  return %dq, %dk, %dv : " + qkv + "\n}\n";
 }
 
@@ -459,8 +516,9 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
             absDot += std::fabs(qk);
           }
           double x = rd(rd(dot) * c.scale);
-          s[j] = rd(scoreMod(c, x, {b, h, i, j}, rd).value);
-          magnitude[j] = absDot * c.scale + modMagnitude(c, x, {b, h, i, j});
+          Position pos{c.seqIndex + b, h, i, j};
+          s[j] = rd(scoreMod(c, x, pos, rd).value);
+          magnitude[j] = absDot * c.scale + modMagnitude(c, x, pos);
           m = std::max(m, s[j]);
         }
         if (m == -kInf)
@@ -533,9 +591,10 @@ Grads backward(const Case &c, const Problem &p, const Forward &f,
                                 p.k.data[idx4(b, hk, j, d, c.hkv, c.nk, c.d)],
                        naive);
           double x = rd(rd(dot) * c.scale);
-          double der = scoreMod(c, x, {b, h, i, j}, rd).deriv;
+          Position pos{c.seqIndex + b, h, i, j};
+          double der = scoreMod(c, x, pos, rd).deriv;
           double ds = rd(pij * (rd(dp) - delta) * der * c.scale);
-          double jump = kinkSlack ? kinkJump(c, x, {b, h, i, j}) : 0;
+          double jump = kinkSlack ? kinkJump(c, x, pos) : 0;
           double dsSlack = std::fabs(pij * (dp - delta) * c.scale) * jump;
           for (int64_t d = 0; d < c.d; ++d) {
             size_t kd = idx4(b, hk, j, d, c.hkv, c.nk, c.d);
@@ -572,6 +631,94 @@ double maxError(const std::vector<double> &a, const std::vector<double> &ref,
     err = std::max(err, e);
   }
   return err;
+}
+
+//===--------------------------------------------------------------------===//
+// Varlen: packed [T, H, E] tensors and their per-sequence dense views
+//===--------------------------------------------------------------------===//
+
+/// Rows [start, start + n) of a packed [T, H, E] tensor as a dense
+/// [1, H, n, E] one.
+HostTensor unpackSequence(const HostTensor &packed, int64_t start, int64_t n) {
+  int64_t h = packed.shape[1], e = packed.shape[2];
+  HostTensor t{{1, h, n, e}, std::vector<double>(h * n * e)};
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t x = 0; x < e; ++x)
+        t.data[(hh * n + i) * e + x] = packed.data[((start + i) * h + hh) * e + x];
+  return t;
+}
+
+/// Writes a dense [1, H, n, E] sequence into rows [start, start + n) of a
+/// packed [T, H, E] array.
+void packSequence(const std::vector<double> &dense, std::vector<double> &packed,
+                  int64_t h, int64_t e, int64_t start, int64_t n) {
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t x = 0; x < e; ++x)
+        packed[((start + i) * h + hh) * e + x] = dense[(hh * n + i) * e + x];
+}
+
+/// Writes a dense [1, H, n] row array into columns [start, start + n) of a
+/// packed [H, T] one (the varlen LSE).
+void packRows(const std::vector<double> &dense, std::vector<double> &packed,
+              int64_t h, int64_t t, int64_t start, int64_t n) {
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t i = 0; i < n; ++i)
+      packed[hh * t + start + i] = dense[hh * n + i];
+}
+
+/// Sequence s of a varlen case as a dense case of one batch.
+Case sequenceCase(const Case &c, size_t s) {
+  Case sub = c;
+  sub.seqQ.clear();
+  sub.seqK.clear();
+  sub.b = 1;
+  sub.nq = c.seqQ[s];
+  sub.nk = c.seqK[s];
+  sub.seqIndex = int64_t(s);
+  return sub;
+}
+
+/// Where each sequence starts in the packed tensors.
+struct SequenceStarts {
+  std::vector<int64_t> q, k;
+  explicit SequenceStarts(const Case &c) {
+    HostTensor cq = Case::offsets(c.seqQ), ck = Case::offsets(c.seqK);
+    for (size_t s = 0; s < c.seqQ.size(); ++s) {
+      q.push_back(int64_t(cq.data[s]));
+      k.push_back(int64_t(ck.data[s]));
+    }
+  }
+};
+
+/// Sequence s of a varlen problem as a dense problem.
+Problem sequenceProblem(const Case &c, const Problem &p, const SequenceStarts &at,
+                        size_t s) {
+  return {unpackSequence(p.q, at.q[s], c.seqQ[s]),
+          unpackSequence(p.k, at.k[s], c.seqK[s]),
+          unpackSequence(p.v, at.k[s], c.seqK[s]),
+          unpackSequence(p.dO, at.q[s], c.seqQ[s])};
+}
+
+/// The forward of a varlen case, sequence by sequence, packed as fa returns
+/// it: O [Tq, H, Dv], LSE and its rounding scale [H, Tq].
+Forward varlenForward(const Case &c, const Problem &p, const Round &rd,
+                      bool naive) {
+  int64_t tq = Case::total(c.seqQ);
+  Forward f;
+  f.o.assign(tq * c.h * c.dv, 0.0);
+  f.lse.assign(c.h * tq, -kInf);
+  f.lseScale.assign(c.h * tq, 0.0);
+  SequenceStarts at(c);
+  for (size_t s = 0; s < c.seqQ.size(); ++s) {
+    Case sub = sequenceCase(c, s);
+    Forward fs = forward(sub, sequenceProblem(c, p, at, s), rd, naive);
+    packSequence(fs.o, f.o, c.h, c.dv, at.q[s], sub.nq);
+    packRows(fs.lse, f.lse, c.h, tq, at.q[s], sub.nq);
+    packRows(fs.lseScale, f.lseScale, c.h, tq, at.q[s], sub.nq);
+  }
+  return f;
 }
 
 //===--------------------------------------------------------------------===//
@@ -656,6 +803,47 @@ struct Checker {
     packCoverage.partialBlock += c.nq % perTile != 0;
     packCoverage.split += c.splits > 0;
   }
+
+  /// Case n of a varlen run: 1 to 4 sequences whose query and key lengths
+  /// are drawn apart (0, 1 or ragged; equal half the time under a mask),
+  /// over draw()'s dtypes, head dims, GQA groups, masks and score_mods.
+  Case drawVarlen(int n, bool bwd) {
+    Case c = draw(n, bwd);
+    c.deterministic = true;
+    int64_t maxN = bwd ? (c.d >= 128 ? 48 : 64) : (c.d >= 128 ? 64 : 112);
+    auto length = [&]() -> int64_t {
+      int64_t r = uniform(0, 7);
+      return r == 0 ? 0 : r == 1 ? 1 : uniform(2, maxN);
+    };
+    c.b = uniform(1, 4);
+    for (int64_t s = 0; s < c.b; ++s) {
+      c.seqQ.push_back(length());
+      c.seqK.push_back(c.mask != Mask::None && uniform(0, 1) ? c.seqQ.back()
+                                                             : length());
+    }
+    c.nq = *std::max_element(c.seqQ.begin(), c.seqQ.end());
+    c.nk = *std::max_element(c.seqK.begin(), c.seqK.end());
+    if (c.mod == Mod::Random) {
+      Position largest{c.b - 1, c.h - 1, std::max<int64_t>(c.nq, 1) - 1,
+                       std::max<int64_t>(c.nk, 1) - 1};
+      c.program = std::make_shared<const ScoreModProgram>(
+          ScoreModProgram::random(rng, largest, int(uniform(3, 4))));
+      std::set<ModOp> ops = c.program->ops();
+      opsDrawn.insert(ops.begin(), ops.end());
+    }
+    for (int64_t s = 0; s < c.b; ++s) {
+      varlenCoverage.emptyQuery += c.seqQ[s] == 0;
+      varlenCoverage.emptyKey += c.seqQ[s] > 0 && c.seqK[s] == 0;
+      varlenCoverage.single += c.seqQ[s] == 1 || c.seqK[s] == 1;
+    }
+    varlenCoverage.gqa += c.h > c.hkv;
+    return c;
+  }
+
+  /// What the varlen cases covered.
+  struct VarlenCoverage {
+    int emptyQuery = 0, emptyKey = 0, single = 0, gqa = 0;
+  } varlenCoverage;
 
   /// What the packed cases covered.
   struct PackCoverage {
@@ -785,6 +973,14 @@ struct Checker {
 
   Problem problem(const Case &c) {
     Problem p;
+    if (c.isVarlen()) {
+      int64_t tq = Case::total(c.seqQ), tk = Case::total(c.seqK);
+      p.q = randomTensor({tq, c.h, c.d}, c.dtype, c.inputScale);
+      p.k = randomTensor({tk, c.hkv, c.d}, c.dtype, c.inputScale);
+      p.v = randomTensor({tk, c.hkv, c.dv}, c.dtype);
+      p.dO = randomTensor({tq, c.h, c.dv}, c.dtype);
+      return p;
+    }
     p.q = randomTensor({c.b, c.h, c.nq, c.d}, c.dtype, c.inputScale);
     p.k = randomTensor({c.b, c.hkv, c.nk, c.d}, c.dtype, c.inputScale);
     p.v = randomTensor({c.b, c.hkv, c.nk, c.dv}, c.dtype);
@@ -873,17 +1069,25 @@ struct Checker {
     Problem p = problem(c);
     std::vector<HostTensor> res;
     std::vector<HostTensor> inputs{p.q, p.k, p.v};
+    if (c.isVarlen())
+      llvm::append_range(inputs, varlenInputs(c));
     llvm::append_range(inputs, c.modArgs);
     if (!fn->run(inputs, res, err))
       return report(false, c, "run: " + err);
     if (c.splits)
       countSplitCoverage(c);
-    Forward ref = forward(c, p, identity, false);
-    Forward naive = forward(c, p, rounder(c.dtype), true);
+    auto reference = c.isVarlen() ? varlenForward : forward;
+    Forward ref = reference(c, p, identity, false);
+    Forward naive = reference(c, p, rounder(c.dtype), true);
     std::string what;
     bool ok = within("O", res[0].data, naive.o, ref.o, what);
     ok &= lseWithin(res[1].data, ref, what);
     report(ok, c, what);
+  }
+
+  /// A varlen case's cu_seqlens_q and cu_seqlens_k inputs.
+  static std::vector<HostTensor> varlenInputs(const Case &c) {
+    return {Case::offsets(c.seqQ), Case::offsets(c.seqK)};
   }
 
   bool runBackward(CpuFunction &fn, const Case &c, const Problem &p,
@@ -891,12 +1095,84 @@ struct Checker {
                    std::vector<HostTensor> &res, std::string &err) {
     HostTensor ot{{c.b, c.h, c.nq, c.dv}, o};
     HostTensor lt{{c.b, c.h, c.nq}, lse};
+    if (c.isVarlen()) {
+      int64_t tq = Case::total(c.seqQ);
+      ot.shape = {tq, c.h, c.dv};
+      lt.shape = {c.h, tq};
+    }
     std::vector<HostTensor> inputs{p.q, p.k, p.v, ot, p.dO, lt};
+    if (c.isVarlen())
+      llvm::append_range(inputs, varlenInputs(c));
     llvm::append_range(inputs, c.modArgs);
     return fn.run(inputs, res, err);
   }
 
+  /// The references of a varlen backward, sequence by sequence, packed as
+  /// fa takes and returns them.
+  struct VarlenBackwardReference {
+    std::vector<double> oIn, lseIn; // what the backward is given
+    Grads exact, slack, naive;
+  };
+  VarlenBackwardReference varlenBackward(const Case &c, const Problem &p) {
+    int64_t tq = Case::total(c.seqQ), tk = Case::total(c.seqK);
+    VarlenBackwardReference r;
+    r.oIn.assign(tq * c.h * c.dv, 0.0);
+    r.lseIn.assign(c.h * tq, -kInf);
+    for (Grads *g : {&r.exact, &r.slack, &r.naive}) {
+      g->dq.assign(tq * c.h * c.d, 0.0);
+      g->dk.assign(tk * c.hkv * c.d, 0.0);
+      g->dv.assign(tk * c.hkv * c.dv, 0.0);
+    }
+    SequenceStarts at(c);
+    for (size_t s = 0; s < c.seqQ.size(); ++s) {
+      Case sub = sequenceCase(c, s);
+      Problem sp = sequenceProblem(c, p, at, s);
+      Forward ref = forward(sub, sp, identity, false);
+      std::vector<double> oIn = ref.o, lseIn = ref.lse;
+      for (double &x : oIn)
+        x = roundTo(c.dtype, x);
+      for (double &x : lseIn)
+        x = std::isinf(x) ? x : roundTo(ElemKind::F32, x);
+      Grads slack;
+      Grads exact = backward(sub, sp, ref, ref.o, identity, false, &slack);
+      Forward naiveF = forward(sub, sp, rounder(c.dtype), true);
+      Grads naive = backward(sub, sp, naiveF, oIn, rounder(c.dtype), true);
+      packSequence(oIn, r.oIn, c.h, c.dv, at.q[s], sub.nq);
+      packRows(lseIn, r.lseIn, c.h, tq, at.q[s], sub.nq);
+      for (auto [to, from] : {std::pair<Grads *, Grads *>{&r.exact, &exact},
+                              {&r.slack, &slack},
+                              {&r.naive, &naive}}) {
+        packSequence(from->dq, to->dq, c.h, c.d, at.q[s], sub.nq);
+        packSequence(from->dk, to->dk, c.hkv, c.d, at.k[s], sub.nk);
+        packSequence(from->dv, to->dv, c.hkv, c.dv, at.k[s], sub.nk);
+      }
+    }
+    return r;
+  }
+
+  void checkVarlenBackward(const Case &c) {
+    std::string err;
+    auto fn = compile(c, backwardIR(c), "bwd", err);
+    if (!fn)
+      return report(false, c, "compile: " + err);
+    Problem p = problem(c);
+    VarlenBackwardReference ref = varlenBackward(c, p);
+    std::vector<HostTensor> res;
+    if (!runBackward(*fn, c, p, ref.oIn, ref.lseIn, res, err))
+      return report(false, c, "run: " + err);
+    std::string what;
+    bool ok = within("dQ", res[0].data, ref.naive.dq, ref.exact.dq, what,
+                     &ref.slack.dq);
+    ok &= within("dK", res[1].data, ref.naive.dk, ref.exact.dk, what,
+                 &ref.slack.dk);
+    ok &= within("dV", res[2].data, ref.naive.dv, ref.exact.dv, what);
+    ok &= blockingInvariant(c, p, ref.oIn, ref.lseIn, res, what);
+    report(ok, c, what);
+  }
+
   void checkBackward(const Case &c) {
+    if (c.isVarlen())
+      return checkVarlenBackward(c);
     std::string err;
     auto fn = compile(c, backwardIR(c), "bwd", err);
     if (!fn)
@@ -1069,13 +1345,19 @@ int main(int argc, char **argv) {
                     "--direction bwd\n";
     return 2;
   }
+  if (varlen && (splitKv || packGqa || modArgs)) {
+    llvm::errs() << "fa-check: error: --varlen draws its own batches; it "
+                    "does not combine with --split-kv, --pack-gqa or "
+                    "--mod-args\n";
+    return 2;
+  }
   if (bwd && splitKv) {
     llvm::errs() << "fa-check: error: --split-kv splits the forward only, got "
                     "--direction bwd\n";
     return 2;
   }
   for (int n = 0; n < numCases; ++n) {
-    Case c = chk.draw(n, bwd);
+    Case c = varlen ? chk.drawVarlen(n, bwd) : chk.draw(n, bwd);
     bwd ? chk.checkBackward(c) : chk.checkForward(c);
   }
   for (int n = 0; n < largeScoreCases; ++n) {
@@ -1102,6 +1384,12 @@ int main(int argc, char **argv) {
            << cov.ragged << " with G not dividing block-q, "
            << cov.partialBlock << " with a partial last query block, "
            << cov.split << " split\n";
+  }
+  if (varlen) {
+    const auto &cov = chk.varlenCoverage;
+    outs() << "varlen: " << cov.emptyQuery << " sequences with no queries, "
+           << cov.emptyKey << " with queries but no keys, " << cov.single
+           << " with one query or key, " << cov.gqa << " cases with GQA\n";
   }
   outs() << chk.passed << " passed, " << chk.failed << " failed\n";
   return chk.failed ? 1 : 0;

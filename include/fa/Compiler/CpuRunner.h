@@ -64,6 +64,10 @@ private:
   /// copy of the source module with the entry's arguments made static.
   bool checkDynamicShapes(const std::vector<HostTensor> &inputs,
                           std::string &error);
+  /// Checks the cu_seqlens inputs of varlen ops: offsets from 0 that never
+  /// decrease and end at the packed tensor's token count.
+  bool checkSequenceOffsets(const std::vector<HostTensor> &inputs,
+                            std::string &error);
 
   std::string entry;
   Signature sig;

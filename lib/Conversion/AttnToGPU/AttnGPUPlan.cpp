@@ -19,6 +19,12 @@ namespace mlir::fa {
 using namespace mlir;
 using namespace mlir::fa;
 
+static bool isVarlen(Operation *op) {
+  if (auto fwd = dyn_cast<attn::AttentionOp>(op))
+    return fwd.isVarlen();
+  return cast<attn::AttentionBackwardOp>(op).isVarlen();
+}
+
 namespace {
 struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
   using Base::Base;
@@ -38,6 +44,11 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();
+      if (isVarlen(op)) {
+        op->emitOpError("expected a dense batch: varlen (cu_seqlens) "
+                        "batches have no GPU kernel yet");
+        return WalkResult::interrupt();
+      }
       std::string error;
       FailureOr<KernelPlan> plan = resolveKernelPlanFor(op, options, error);
       if (failed(plan)) {

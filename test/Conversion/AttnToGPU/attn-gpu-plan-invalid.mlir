@@ -28,3 +28,13 @@ func.func @odd_head_split(%q: tensor<1x2x64x130xbf16>, %k: tensor<1x2x64x130xbf1
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64xf32> -> tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
   return %dq, %dk, %dv : tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>, tensor<1x2x64x130xbf16>
 }
+
+// -----
+
+// Varlen batches run on the CPU path only so far: the GPU plan refuses them
+// rather than building a dense kernel.
+func.func @varlen(%q: tensor<64x4x64xbf16>, %k: tensor<64x4x64xbf16>, %v: tensor<64x4x64xbf16>, %cu: tensor<3xi32>) -> (tensor<64x4x64xbf16>, tensor<4x64xf32>) {
+  // expected-error @+1 {{expected a dense batch: varlen (cu_seqlens) batches have no GPU kernel yet}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<64x4x64xbf16>, tensor<64x4x64xbf16>, tensor<64x4x64xbf16> -> tensor<64x4x64xbf16>, tensor<4x64xf32>
+  return %o, %l : tensor<64x4x64xbf16>, tensor<4x64xf32>
+}

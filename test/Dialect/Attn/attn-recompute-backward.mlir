@@ -51,3 +51,36 @@ func.func @causal_gqa(%q: tensor<1x4x128x32xbf16>, %k: tensor<1x2x128x32xbf16>, 
       -> tensor<1x4x128x32xbf16>, tensor<1x2x128x32xbf16>, tensor<1x2x128x32xbf16>
   return %dq, %dk, %dv : tensor<1x4x128x32xbf16>, tensor<1x2x128x32xbf16>, tensor<1x2x128x32xbf16>
 }
+
+// -----
+
+// Varlen: the packed tensors are viewed head-major [1, H, T, D]; a forall over
+// (sequence, key head) slices the group's dQ and the head's dK, dV at the
+// sequence's rows, runs its own key blocks, and the tiles see positions and
+// lengths of their sequence. deterministic=false takes the same loops: a
+// sequence's key blocks are its own. The gradients are packed again.
+// CHECK-LABEL: func @varlen_bwd
+// CHECK: linalg.transpose ins(%arg0 : tensor<?x4x32xbf16>) {{.+}} permutation = [1, 0, 2]
+// CHECK: scf.forall (%[[S:.+]], %[[HK:.+]]) in (3, 2)
+// CHECK:   tensor.extract %arg6[%[[S]]] : tensor<4xi32>
+// CHECK:   tensor.extract %arg7[%[[S]]] : tensor<4xi32>
+// CHECK:   %[[KSTART:.+]] = arith.minsi
+// CHECK:   %[[KLEN:.+]] = arith.subi %{{.+}}, %[[KSTART]] : index
+// CHECK:   %[[KBLOCKS:.+]] = arith.ceildivui %[[KLEN]], %c32
+// CHECK:   tensor.extract_slice %{{.+}}[0, %[[HK]], %[[KSTART]], 0] [1, 1, %[[KLEN]], 32]
+// CHECK:   scf.for %[[KB:.+]] = %c0 to %[[KBLOCKS]]
+// CHECK:     %[[K0:.+]] = arith.muli %[[KB]], %c32
+// CHECK:     %[[KROW:.+]] = arith.addi %[[KSTART]], %[[K0]]
+// CHECK:     tensor.extract_slice %{{.+}}[0, %[[HK]], %[[KROW]], 0]
+// CHECK:     attn.backward_tile {{.+}} at [%[[S]], %{{.+}}, %{{.+}}, %[[K0]]] of [%{{.+}}, %[[KLEN]]]
+// CHECK: linalg.transpose {{.+}} permutation = [1, 0, 2]
+// PAR-LABEL: func @varlen_bwd
+// PAR: scf.forall (%{{.+}}, %{{.+}}) in (3, 2)
+// PAR-NOT: tensor<?x1x4x?x32xf32>
+func.func @varlen_bwd(%q: tensor<?x4x32xbf16>, %k: tensor<?x2x32xbf16>, %v: tensor<?x2x32xbf16>, %o: tensor<?x4x32xbf16>, %do: tensor<?x4x32xbf16>, %lse: tensor<4x?xf32>, %cuq: tensor<4xi32>, %cuk: tensor<4xi32>)
+    -> (tensor<?x4x32xbf16>, tensor<?x2x32xbf16>, tensor<?x2x32xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse varlen(%cuq, %cuk : tensor<4xi32>, tensor<4xi32>) {mask = #attn.mask<causal>}
+      : tensor<?x4x32xbf16>, tensor<?x2x32xbf16>, tensor<?x2x32xbf16>, tensor<?x4x32xbf16>, tensor<?x4x32xbf16>, tensor<4x?xf32>
+      -> tensor<?x4x32xbf16>, tensor<?x2x32xbf16>, tensor<?x2x32xbf16>
+  return %dq, %dk, %dv : tensor<?x4x32xbf16>, tensor<?x2x32xbf16>, tensor<?x2x32xbf16>
+}

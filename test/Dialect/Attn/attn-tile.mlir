@@ -84,3 +84,45 @@ func.func @window(%q: tensor<1x1x256x16xf32>, %k: tensor<1x1x256x16xf32>, %v: te
       -> tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
   return %a, %mm, %ll : tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
 }
+
+// -----
+
+// Varlen: a forall over (sequence, head, query blocks of the longest
+// sequence); each tile reads its sequence's span from cu_seqlens, slices its
+// rows from the sequence's start, sees positions and lengths of its own
+// sequence, and a block past a shorter sequence's end has no rows and no key
+// blocks.
+// CHECK-LABEL: func @varlen
+// CHECK: %[[LONGEST:.+]] = scf.for
+// CHECK:   tensor.extract %[[CUQ:.+]][%{{.+}}] : tensor<4xi32>
+// CHECK:   arith.maxsi %{{.+}}, %{{.+}} : index
+// CHECK: %[[QBLOCKS:.+]] = arith.ceildivui %[[LONGEST]], %c64
+// CHECK: scf.forall (%[[S:.+]], %[[H:.+]], %[[QB:.+]]) in (3, 4, %[[QBLOCKS]])
+// CHECK:   tensor.extract %[[CUQ]][%[[S]]] : tensor<4xi32>
+// CHECK:   tensor.extract %[[CUK:.+]][%[[S]]] : tensor<4xi32>
+// CHECK:   %[[KSTART:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+// CHECK:   %[[KLEN:.+]] = arith.subi %{{.+}}, %[[KSTART]] : index
+// CHECK:   %[[Q0:.+]] = arith.muli %[[QB]], %c64
+// CHECK:   %[[QS:.+]] = arith.maxsi %{{.+}}, %c0 : index
+// CHECK:   %[[QROW:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK:   tensor.extract_slice %{{.+}}[0, %[[H]], %[[QROW]], 0] [1, 1, %[[QS]], 32]
+// CHECK:   %[[EMPTY:.+]] = arith.cmpi eq, %[[QS]], %c0 : index
+// CHECK:   %[[KBEND:.+]] = arith.select %[[EMPTY]], %c0, %{{.+}} : index
+// CHECK:   scf.for %[[KB:.+]] = %c0 to %[[KBEND]]
+// CHECK:     %[[K0:.+]] = arith.muli %[[KB]], %c32
+// CHECK:     %[[KROW:.+]] = arith.addi %[[KSTART]], %[[K0]] : index
+// CHECK:     tensor.extract_slice %{{.+}}[0, %{{.+}}, %[[KROW]], 0]
+// CHECK:     attn.online_attention {{.+}} at [%[[S]], %[[H]], %[[Q0]], %[[K0]]] of [%{{.+}}, %[[KLEN]]]
+// CHECK-NOT: varlen
+// CHECK:   scf.forall.in_parallel
+// CHECK:     tensor.parallel_insert_slice %{{.+}} into %{{.+}}[0, %[[H]], %[[QROW]], 0] [1, 1, %[[QS]], 32]
+func.func @varlen(%q: tensor<1x4x?x32xbf16>, %k: tensor<1x2x?x32xbf16>, %v: tensor<1x2x?x32xbf16>,
+                  %acc: tensor<1x4x?x32xf32>, %m: tensor<1x4x?xf32>, %l: tensor<1x4x?xf32>,
+                  %cuq: tensor<4xi32>, %cuk: tensor<4xi32>, %nq: index, %nk: index) -> (tensor<1x4x?x32xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>) {
+  %c0 = arith.constant 0 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%nq, %nk]
+      varlen(%cuq, %cuk : tensor<4xi32>, tensor<4xi32>) {apply_mask, mask = #attn.mask<causal_bottom_right>}
+      : tensor<1x4x?x32xbf16>, tensor<1x2x?x32xbf16>, tensor<1x2x?x32xbf16>, tensor<1x4x?x32xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>
+      -> tensor<1x4x?x32xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>
+  return %a, %mm, %ll : tensor<1x4x?x32xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>
+}

@@ -402,3 +402,61 @@ func.func @score_mod_read_backward(%q: tensor<1x2x4x16xf16>, %k: tensor<1x2x10x1
     -> tensor<1x2x4x16xf16>, tensor<1x2x10x16xf16>, tensor<1x2x10x16xf16>
   return
 }
+
+// -----
+
+func.func @varlen_rank(%q: tensor<1x4x8x16xf16>, %k: tensor<8x4x16xf16>, %v: tensor<8x4x16xf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expected varlen query to have rank 3 [tokens, heads, head_dim], got rank 4}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<1x4x8x16xf16>, tensor<8x4x16xf16>, tensor<8x4x16xf16> -> tensor<8x4x16xf16>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_offsets_type(%q: tensor<8x4x16xf16>, %k: tensor<8x4x16xf16>, %v: tensor<8x4x16xf16>, %cu: tensor<3xi64>) {
+  // expected-error @+1 {{expected cu_seqlens_q to be a rank-1 tensor of i32 [batch + 1], got 'tensor<3xi64>'}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi64>, tensor<3xi64>) : tensor<8x4x16xf16>, tensor<8x4x16xf16>, tensor<8x4x16xf16> -> tensor<8x4x16xf16>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_offsets_sizes(%q: tensor<8x4x16xf16>, %k: tensor<8x4x16xf16>, %v: tensor<8x4x16xf16>, %cuq: tensor<3xi32>, %cuk: tensor<4xi32>) {
+  // expected-error @+1 {{expected cu_seqlens_q and cu_seqlens_k of one size, got 3 and 4}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cuq, %cuk : tensor<3xi32>, tensor<4xi32>) : tensor<8x4x16xf16>, tensor<8x4x16xf16>, tensor<8x4x16xf16> -> tensor<8x4x16xf16>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_no_offsets(%q: tensor<8x4x16xf16>, %k: tensor<8x4x16xf16>, %v: tensor<8x4x16xf16>, %cu: tensor<0xi32>) {
+  // expected-error @+1 {{expected cu_seqlens_q to hold at least one offset, got 0}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<0xi32>, tensor<0xi32>) : tensor<8x4x16xf16>, tensor<8x4x16xf16>, tensor<8x4x16xf16> -> tensor<8x4x16xf16>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_lse_layout(%q: tensor<8x4x16xf16>, %k: tensor<6x2x16xf16>, %v: tensor<6x2x16xf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expected lse shape [4, 8], got [8, 4]}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<8x4x16xf16>, tensor<6x2x16xf16>, tensor<6x2x16xf16> -> tensor<8x4x16xf16>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_kv_tokens(%q: tensor<8x4x16xf16>, %k: tensor<6x2x16xf16>, %v: tensor<5x2x16xf16>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expected value sequence length to equal key sequence length, got 5 and 6}}
+  %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<8x4x16xf16>, tensor<6x2x16xf16>, tensor<5x2x16xf16> -> tensor<8x4x16xf16>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_grad_key(%q: tensor<8x4x16xf16>, %k: tensor<6x2x16xf16>, %v: tensor<6x2x16xf16>, %o: tensor<8x4x16xf16>, %lse: tensor<4x8xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expected grad_key shape [6, 2, 16], got [6, 4, 16]}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>)
+      : tensor<8x4x16xf16>, tensor<6x2x16xf16>, tensor<6x2x16xf16>, tensor<8x4x16xf16>, tensor<8x4x16xf16>, tensor<4x8xf32>
+      -> tensor<8x4x16xf16>, tensor<6x4x16xf16>, tensor<6x2x16xf16>
+  return
+}

@@ -75,3 +75,22 @@ func.func @merge(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>,
   %out2, %lse2 = attn.merge %od, %ld : tensor<?x2x8x?x64xf32>, tensor<?x2x8x?xf32> -> tensor<2x8x?x64xf32>, tensor<2x8x?xf32>
   return %out, %lse, %out2, %lse2 : tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>, tensor<2x8x?x64xf32>, tensor<2x8x?xf32>
 }
+
+// -----
+
+// Varlen: packed Q [Tq,H,D], K/V [Tk,Hkv,D], O [Tq,H,Dv], LSE [H,Tq] with
+// cu_seqlens offsets i32 [B+1].
+// CHECK-LABEL: func @attention_varlen
+// CHECK: attn.attention %{{.*}}, %{{.*}}, %{{.*}} varlen(%{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>) {mask = #attn.mask<causal_bottom_right>}
+// CHECK-SAME: tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16> -> tensor<?x8x64xbf16>, tensor<8x?xf32>
+// CHECK: attn.attention_backward {{.*}} varlen(%{{.*}}, %{{.*}} : tensor<4xi32>, tensor<4xi32>)
+func.func @attention_varlen(%q: tensor<?x8x64xbf16>, %k: tensor<?x2x64xbf16>, %v: tensor<?x2x64xbf16>,
+                            %cuq: tensor<4xi32>, %cuk: tensor<4xi32>, %do: tensor<?x8x64xbf16>)
+    -> (tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>) {
+  %o, %lse = attn.attention %q, %k, %v varlen(%cuq, %cuk : tensor<4xi32>, tensor<4xi32>) {mask = #attn.mask<causal_bottom_right>}
+      : tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16> -> tensor<?x8x64xbf16>, tensor<8x?xf32>
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse varlen(%cuq, %cuk : tensor<4xi32>, tensor<4xi32>) {mask = #attn.mask<causal_bottom_right>}
+      : tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>, tensor<?x8x64xbf16>, tensor<?x8x64xbf16>, tensor<8x?xf32>
+      -> tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>
+  return %dq, %dk, %dv : tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>
+}

@@ -118,10 +118,8 @@ static LogicalResult verifyHeadRatio(Operation *op, const Dims &d) {
   return success();
 }
 
-static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
-  auto qt = cast<RankedTensorType>(q.getType());
-  auto kt = cast<RankedTensorType>(k.getType());
-  auto vt = cast<RankedTensorType>(v.getType());
+static FailureOr<Dims> verifyQKV(Operation *op, RankedTensorType qt,
+                                  RankedTensorType kt, RankedTensorType vt) {
   for (auto [name, t] : {std::pair<StringRef, RankedTensorType>{"query", qt},
                          {"key", kt},
                          {"value", vt}}) {
@@ -176,6 +174,73 @@ static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
   if (kt.getDimSize(3) != d.d)
     return op->emitOpError("expected key head dim to equal query head dim, got ")
            << kt.getDimSize(3) << " and " << d.d;
+  return d;
+}
+
+static FailureOr<Dims> verifyQKV(Operation *op, Value q, Value k, Value v) {
+  return verifyQKV(op, cast<RankedTensorType>(q.getType()),
+                   cast<RankedTensorType>(k.getType()),
+                   cast<RankedTensorType>(v.getType()));
+}
+
+/// The sequence offsets of a varlen op: rank-1 i32 tensors of one size B + 1
+/// (at least 1). Returns B (dynamic if neither size is static).
+static FailureOr<int64_t> verifySeqOffsets(Operation *op, Value cuQ,
+                                           Value cuK) {
+  if (!cuQ || !cuK)
+    return op->emitOpError("expected both cu_seqlens_q and cu_seqlens_k or "
+                           "neither");
+  int64_t size = ShapedType::kDynamic;
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"cu_seqlens_q", cuQ}, {"cu_seqlens_k", cuK}}) {
+    auto t = cast<RankedTensorType>(value.getType());
+    if (t.getRank() != 1 || !t.getElementType().isInteger(32))
+      return op->emitOpError("expected ")
+             << name << " to be a rank-1 tensor of i32 [batch + 1], got " << t;
+    if (t.getDimSize(0) == 0)
+      return op->emitOpError("expected ")
+             << name << " to hold at least one offset, got 0";
+    if (differ(size, t.getDimSize(0)))
+      return op->emitOpError("expected cu_seqlens_q and cu_seqlens_k of one "
+                             "size, got ")
+             << size << " and " << t.getDimSize(0);
+    learn(size, t.getDimSize(0));
+  }
+  return ShapedType::isDynamic(size) ? size : size - 1;
+}
+
+/// verifyQKV for a varlen op's packed tensors Q [Tq,H,D], K [Tk,Hkv,D],
+/// V [Tk,Hkv,Dv]: checked as the head-major [1,H,T,D] the passes view them
+/// as, with the batch taken from the offsets and Nq, Nk the token totals.
+static FailureOr<Dims> verifyPackedQKV(Operation *op, Value q, Value k,
+                                       Value v, Value cuQ, Value cuK) {
+  FailureOr<int64_t> batch = verifySeqOffsets(op, cuQ, cuK);
+  if (failed(batch))
+    return failure();
+  SmallVector<RankedTensorType> headMajor;
+  for (auto [name, value] : {std::pair<StringRef, Value>{"query", q},
+                             {"key", k},
+                             {"value", v}}) {
+    auto t = cast<RankedTensorType>(value.getType());
+    if (t.getRank() != 3)
+      return op->emitOpError("expected varlen ")
+             << name << " to have rank 3 [tokens, heads, head_dim], got rank "
+             << t.getRank();
+    headMajor.push_back(RankedTensorType::get(
+        {1, t.getDimSize(1), t.getDimSize(0), t.getDimSize(2)},
+        t.getElementType()));
+  }
+  FailureOr<Dims> d = verifyQKV(op, headMajor[0], headMajor[1], headMajor[2]);
+  if (succeeded(d))
+    d->b = *batch;
+  return d;
+}
+
+/// The extents a score_mod's reads are bounded by: a varlen op's q_idx and
+/// kv_idx stay below each sequence's own length, unknown here.
+static Dims scoreModExtents(Dims d, bool varlen) {
+  if (varlen)
+    d.nq = d.nk = ShapedType::kDynamic;
   return d;
 }
 
@@ -323,7 +388,8 @@ static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
 template <typename OpTy>
 static ScoreSpec buildScoreSpec(OpTy op) {
   ScoreSpec s;
-  int64_t d = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(3);
+  auto qType = cast<RankedTensorType>(op.getQuery().getType());
+  int64_t d = qType.getDimSize(qType.getRank() - 1);
   s.scale = op.getScale() ? op.getScale()->convertToDouble()
                           : 1.0 / std::sqrt(static_cast<double>(d));
   s.mask = op.getMask();
@@ -360,10 +426,22 @@ static LogicalResult verifyPosition(Operation *op, ValueRange offsets,
 //===----------------------------------------------------------------------===//
 
 LogicalResult AttentionOp::verify() {
-  FailureOr<Dims> d = verifyQKV(*this, getQuery(), getKey(), getValue());
+  bool varlen = getCuSeqlensQ() || getCuSeqlensK();
+  FailureOr<Dims> d =
+      varlen ? verifyPackedQKV(*this, getQuery(), getKey(), getValue(),
+                               getCuSeqlensQ(), getCuSeqlensK())
+             : verifyQKV(*this, getQuery(), getKey(), getValue());
   if (failed(d) || failed(verifyScoreAttrs(*this)))
     return failure();
   Type f32 = Float32Type::get(getContext());
+  if (varlen) {
+    if (failed(expectAndLearn(*this, "output", getOutput().getType(),
+                              {&d->nq, &d->h, &d->dv}, d->elem)) ||
+        failed(expectAndLearn(*this, "lse", getLse().getType(),
+                              {&d->h, &d->nq}, f32)))
+      return failure();
+    return verifyScoreModReads(getScoreMod(), scoreModExtents(*d, true));
+  }
   if (failed(expectAndLearn(*this, "output", getOutput().getType(),
                             {&d->b, &d->h, &d->nq, &d->dv}, d->elem)) ||
       failed(expectAndLearn(*this, "lse", getLse().getType(),
@@ -380,10 +458,31 @@ ScoreSpec AttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
 //===----------------------------------------------------------------------===//
 
 LogicalResult AttentionBackwardOp::verify() {
-  FailureOr<Dims> d = verifyQKV(*this, getQuery(), getKey(), getValue());
+  bool varlen = getCuSeqlensQ() || getCuSeqlensK();
+  FailureOr<Dims> d =
+      varlen ? verifyPackedQKV(*this, getQuery(), getKey(), getValue(),
+                               getCuSeqlensQ(), getCuSeqlensK())
+             : verifyQKV(*this, getQuery(), getKey(), getValue());
   if (failed(d) || failed(verifyScoreAttrs(*this)))
     return failure();
   Type f32 = Float32Type::get(getContext());
+  if (varlen) {
+    SmallVector<int64_t *> oShape{&d->nq, &d->h, &d->dv};
+    if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
+                              d->elem)) ||
+        failed(expectAndLearn(*this, "grad_output", getGradOutput().getType(),
+                              oShape, d->elem)) ||
+        failed(expectAndLearn(*this, "lse", getLse().getType(),
+                              {&d->h, &d->nq}, f32)) ||
+        failed(expectAndLearn(*this, "grad_query", getGradQuery().getType(),
+                              {&d->nq, &d->h, &d->d}, d->elem)) ||
+        failed(expectAndLearn(*this, "grad_key", getGradKey().getType(),
+                              {&d->nk, &d->hkv, &d->d}, d->elem)) ||
+        failed(expectAndLearn(*this, "grad_value", getGradValue().getType(),
+                              {&d->nk, &d->hkv, &d->dv}, d->elem)))
+      return failure();
+    return verifyScoreModReads(getScoreMod(), scoreModExtents(*d, true));
+  }
   SmallVector<int64_t *> oShape{&d->b, &d->h, &d->nq, &d->dv};
   if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
                             d->elem)) ||
@@ -413,6 +512,14 @@ LogicalResult OnlineAttentionOp::verify() {
   if (failed(d) || failed(verifyScoreAttrs(*this)) ||
       failed(verifyPosition(*this, getOffsets(), getLengths())))
     return failure();
+  if (getCuSeqlensQ() || getCuSeqlensK()) {
+    if (failed(verifySeqOffsets(*this, getCuSeqlensQ(), getCuSeqlensK())))
+      return failure();
+    if (differ(d->b, 1))
+      return emitOpError("expected a varlen problem viewed with one batch, "
+                         "got batch ")
+             << d->b;
+  }
   Type f32 = Float32Type::get(getContext());
   SmallVector<int64_t> rows{d->b, d->h, d->nq};
   if (failed(expectTensor(*this, "acc", getAcc().getType(),

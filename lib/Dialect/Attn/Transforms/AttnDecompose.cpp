@@ -161,6 +161,10 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
                                                        OnlineAttentionOp op) {
   Location loc = op.getLoc();
   rw.setInsertionPoint(op);
+  // Only attn-tile knows which rows belong to which sequence.
+  if (op.isVarlen())
+    return op.emitOpError("expected attn-tile to cut a varlen batch into its "
+                          "sequences before attn-decompose");
   FailureOr<int64_t> group = headGroup(op, op.getQuery(), op.getKey());
   if (failed(group))
     return failure();

@@ -9,6 +9,7 @@
 #include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "Utils.h"
+#include "Varlen.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -29,6 +30,14 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   Location loc = op.getLoc();
   rw.setInsertionPoint(op);
   Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  // A varlen batch runs as one head-major problem whose sequences attn-tile
+  // cuts apart; the finalisation below is the dense one.
+  bool varlen = op.isVarlen();
+  if (varlen) {
+    q = packedToHeadMajor(rw, loc, q);
+    k = packedToHeadMajor(rw, loc, k);
+    v = packedToHeadMajor(rw, loc, v);
+  }
   SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rw, loc, q);
   SmallVector<OpFoldResult> accSizes{qSizes[0], qSizes[1], qSizes[2],
                                      tensor::getMixedSize(rw, loc, v, 3)};
@@ -43,7 +52,7 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   auto online = OnlineAttentionOp::create(
       rw, loc, TypeRange{acc0.getType(), max0.getType(), sum0.getType()}, q, k,
       v, acc0, max0, sum0, ValueRange{zero, zero, zero, zero}, ValueRange{nq, nk},
-      op.getModArgs(), op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
+      op.getCuSeqlensQ(), op.getCuSeqlensK(), op.getModArgs(), op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
       op.getWindowRightAttr());
   copyKernelPlan(op, online);
@@ -58,6 +67,10 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
       finalizeOnlineAttention(rw, loc, online.getNewAcc(), online.getNewMax(),
                               online.getNewSum(), oType.getElementType(),
                               accSizes);
+  if (varlen) {
+    out = headMajorToPacked(rw, loc, out);
+    lse = dropUnitBatch(rw, loc, lse);
+  }
   rw.replaceOp(op, ValueRange{out, lse});
   return success();
 }

@@ -11,6 +11,7 @@
 #include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "Utils.h"
+#include "Varlen.h"
 
 namespace mlir::fa::attn {
 #define GEN_PASS_DEF_ATTNRECOMPUTEBACKWARDPASS
@@ -33,6 +34,14 @@ struct BackwardBuilder {
   Value nq, nk, group;
   int64_t nqStatic, nkStatic, d, dv;
   OpFoldResult one, zero;
+  // Varlen: tiles slice batch 0 at rows from their sequence's start (set
+  // per sequence; null for a dense batch, whose tiles slice batch b).
+  Value sliceBatch, qStart, kStart;
+
+  Value batchOf(Value b) { return sliceBatch ? sliceBatch : b; }
+  static Value rowIn(OpBuilder &ob, Location l, Value start, Value row) {
+    return start ? arith::AddIOp::create(ob, l, start, row).getResult() : row;
+  }
 
   Value slice(Value src, ArrayRef<OpFoldResult> offs,
               ArrayRef<OpFoldResult> sizes) {
@@ -55,7 +64,8 @@ struct BackwardBuilder {
     OpFoldResult ks = blockExtent(rw, loc, nk, nkStatic, opt.blockKV, k0);
     Value kEnd = arith::MinSIOp::create(
         rw, loc, arith::AddIOp::create(rw, loc, k0, bkv), nk);
-    SmallVector<OpFoldResult> kOffs{b, hk, k0, zero};
+    SmallVector<OpFoldResult> kOffs{batchOf(b), hk, rowIn(rw, loc, kStart, k0),
+                                    zero};
     Value kTile = slice(k, kOffs, {one, one, ks, rw.getIndexAttr(d)});
     Value vTile = slice(v, kOffs, {one, one, ks, rw.getIndexAttr(dv)});
     Value dk0 = filledF32(rw, loc, {one, one, ks, rw.getIndexAttr(d)}, 0.0);
@@ -81,8 +91,9 @@ struct BackwardBuilder {
                     blockExtent(rw, loc, nq, nqStatic, opt.blockQ, q0);
                 Value qEnd = arith::AddIOp::create(
                     rw, loc, q0, getValueOrCreateConstantIndexOp(rw, loc, qs));
-                SmallVector<OpFoldResult> qOffs{b, h, q0, zero};
-                SmallVector<OpFoldResult> rowOffs{b, h, q0};
+                Value qRow = rowIn(rw, loc, qStart, q0);
+                SmallVector<OpFoldResult> qOffs{batchOf(b), h, qRow, zero};
+                SmallVector<OpFoldResult> rowOffs{batchOf(b), h, qRow};
                 SmallVector<OpFoldResult> rowSizes{one, one, qs};
                 Value qTile = slice(q, qOffs, {one, one, qs, rw.getIndexAttr(d)});
                 Value doTile =
@@ -151,8 +162,11 @@ static Value probabilityRowSums(RewriterBase &rw, Location loc,
   const RecomputeBackwardOptions &opt = bb.opt;
   OpFoldResult one = bb.one, zero = bb.zero;
   SmallVector<OpFoldResult> rowSizes = tensor::getMixedSizes(rw, loc, bb.lse);
-  Value queryBlocks =
-      arith::CeilDivUIOp::create(rw, loc, bb.nq, cIndex(rw, loc, opt.blockQ));
+  bool varlen = bb.op.isVarlen();
+  Value longestQ = varlen ? longestSequence(rw, loc, bb.op.getCuSeqlensQ(), bb.nq)
+                          : bb.nq;
+  Value queryBlocks = arith::CeilDivUIOp::create(rw, loc, longestQ,
+                                                 cIndex(rw, loc, opt.blockQ));
   Value keyBlocks =
       arith::CeilDivUIOp::create(rw, loc, bb.nk, cIndex(rw, loc, opt.blockKV));
   auto forall = scf::ForallOp::create(
@@ -163,27 +177,51 @@ static Value probabilityRowSums(RewriterBase &rw, Location loc,
   Value b = forall.getInductionVars()[0], h = forall.getInductionVars()[1];
   Value q0 = arith::MulIOp::create(rw, loc, forall.getInductionVars()[2],
                                    cIndex(rw, loc, opt.blockQ));
-  OpFoldResult qs = blockExtent(rw, loc, bb.nq, bb.nqStatic, opt.blockQ, q0);
+  // This sequence's lengths and rows (varlen), or the whole problem's.
+  Value nq = bb.nq, nk = bb.nk, sliceB = b, qRow = q0, kStart;
+  OpFoldResult qs;
+  if (varlen) {
+    SequenceSpan spanQ = sequenceSpan(rw, loc, bb.op.getCuSeqlensQ(), b, bb.nq);
+    SequenceSpan spanK = sequenceSpan(rw, loc, bb.op.getCuSeqlensK(), b, bb.nk);
+    nq = spanQ.length;
+    nk = spanK.length;
+    sliceB = cIndex(rw, loc, 0);
+    kStart = spanK.start;
+    qs = rowsInBlock(rw, loc, nq, q0, cIndex(rw, loc, opt.blockQ));
+    qRow = arith::AddIOp::create(rw, loc, spanQ.start,
+                                 arith::MinSIOp::create(rw, loc, q0, nq));
+    Value noRows = arith::CmpIOp::create(
+        rw, loc, arith::CmpIPredicate::eq,
+        getValueOrCreateConstantIndexOp(rw, loc, qs), cIndex(rw, loc, 0));
+    keyBlocks = arith::SelectOp::create(
+        rw, loc, noRows, cIndex(rw, loc, 0),
+        arith::CeilDivUIOp::create(rw, loc, nk, cIndex(rw, loc, opt.blockKV)));
+  } else {
+    qs = blockExtent(rw, loc, bb.nq, bb.nqStatic, opt.blockQ, q0);
+  }
   Value hk = arith::DivUIOp::create(rw, loc, h, bb.group);
-  Value qTile = bb.slice(bb.q, {b, h, q0, zero}, {one, one, qs, rw.getIndexAttr(bb.d)});
-  Value lseTile = bb.slice(bb.lse, {b, h, q0}, {one, one, qs});
+  Value qTile = bb.slice(bb.q, {sliceB, h, qRow, zero}, {one, one, qs, rw.getIndexAttr(bb.d)});
+  Value lseTile = bb.slice(bb.lse, {sliceB, h, qRow}, {one, one, qs});
   auto keyLoop = scf::ForOp::create(
       rw, loc, cIndex(rw, loc, 0), keyBlocks, cIndex(rw, loc, 1),
       ValueRange{filledF32(rw, loc, {one, one, qs}, 0.0)},
       [&](OpBuilder &, Location, Value kb, ValueRange sums) {
         Value k0 = arith::MulIOp::create(rw, loc, kb, cIndex(rw, loc, opt.blockKV));
-        OpFoldResult ks = blockExtent(rw, loc, bb.nk, bb.nkStatic, opt.blockKV, k0);
-        Value kTile = bb.slice(bb.k, {b, hk, k0, zero}, {one, one, ks, rw.getIndexAttr(bb.d)});
+        OpFoldResult ks = blockExtent(
+            rw, loc, nk, varlen ? ShapedType::kDynamic : bb.nkStatic,
+            opt.blockKV, k0);
+        Value kTile = bb.slice(bb.k, {sliceB, hk, BackwardBuilder::rowIn(rw, loc, kStart, k0), zero},
+                               {one, one, ks, rw.getIndexAttr(bb.d)});
         Value next = addProbabilityRowSums(rw, loc, bb.spec, qTile, kTile, lseTile,
                                            sums[0], ValueRange{b, h, q0, k0},
-                                           ValueRange{bb.nq, bb.nk});
+                                           ValueRange{nq, nk});
         scf::YieldOp::create(rw, loc, next);
       });
   rw.setInsertionPointToStart(forall.getTerminator().getBody());
   SmallVector<OpFoldResult> strides(3, one);
   tensor::ParallelInsertSliceOp::create(rw, loc, keyLoop.getResult(0),
                                         forall.getRegionIterArgs()[0],
-                                        SmallVector<OpFoldResult>{b, h, q0},
+                                        SmallVector<OpFoldResult>{sliceB, h, qRow},
                                         SmallVector<OpFoldResult>{one, one, qs},
                                         strides);
   return forall.getResult(0);
@@ -237,13 +275,26 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
   bb.v = op.getValue();
   bb.dO = op.getGradOutput();
   bb.lse = op.getLse();
+  Value out = op.getOutput();
+  // A varlen batch is lowered as one head-major problem [1, H, T, D] whose
+  // loops cut the sequences apart; its gradients are packed again at the end.
+  bool varlen = op.isVarlen();
+  if (varlen) {
+    for (Value *t : {&bb.q, &bb.k, &bb.v, &bb.dO, &out})
+      *t = packedToHeadMajor(rw, loc, *t);
+    bb.lse = addUnitBatch(rw, loc, bb.lse);
+    qType = cast<RankedTensorType>(bb.q.getType());
+    kType = cast<RankedTensorType>(bb.k.getType());
+  }
   bb.nqStatic = qType.getDimSize(2);
   bb.nkStatic = kType.getDimSize(2);
   bb.d = qType.getDimSize(3);
   bb.dv = cast<RankedTensorType>(bb.v.getType()).getDimSize(3);
   bb.one = rw.getIndexAttr(1);
   bb.zero = rw.getIndexAttr(0);
-  Value batch = dimValue(rw, loc, bb.q, 0), heads = dimValue(rw, loc, bb.q, 1);
+  Value batch = varlen ? sequenceCount(rw, loc, op.getCuSeqlensQ())
+                       : dimValue(rw, loc, bb.q, 0);
+  Value heads = dimValue(rw, loc, bb.q, 1);
   Value kvHeads = dimValue(rw, loc, bb.k, 1);
   bb.nq = dimValue(rw, loc, bb.q, 2);
   bb.nk = dimValue(rw, loc, bb.k, 2);
@@ -257,10 +308,17 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
   Value dv0 = filledF32(rw, loc, vSizes, 0.0);
   // No queries or no keys: no gradient flows (zero or zero-size results, as
   // the forward gives), and the tiles would slice an empty dimension.
+  auto replaceWithGrads = [&](Value dq, Value dk, Value dv) {
+    SmallVector<Value> grads{castLike(rw, loc, dq, bb.q),
+                             castLike(rw, loc, dk, bb.k),
+                             castLike(rw, loc, dv, bb.v)};
+    if (varlen)
+      for (Value &g : grads)
+        g = headMajorToPacked(rw, loc, g);
+    rw.replaceOp(op, grads);
+  };
   if (bb.nqStatic == 0 || bb.nkStatic == 0) {
-    rw.replaceOp(op, ValueRange{castLike(rw, loc, dq0, bb.q),
-                                castLike(rw, loc, dk0, bb.k),
-                                castLike(rw, loc, dv0, bb.v)});
+    replaceWithGrads(dq0, dk0, dv0);
     return success();
   }
 
@@ -276,7 +334,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
                  rw, loc, TypeRange{RankedTensorType::get(
                               cast<RankedTensorType>(bb.lse.getType()).getShape(),
                               rw.getF32Type())},
-                 ValueRange{bb.dO, op.getOutput()},
+                 ValueRange{bb.dO, out},
                  ValueRange{filledF32(rw, loc, rowSizes, 0.0)},
                  ArrayRef<AffineMap>{id4, id4, projection(ctx, 4, {0, 1, 2})},
                  iterators(3, 1),
@@ -294,7 +352,9 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
   SmallVector<OpFoldResult> dqGroupSizes{one, groupOfr, qSizes[2],
                                          rw.getIndexAttr(bb.d)};
   Value dq, dk, dv;
-  if (opt.deterministic) {
+  // Varlen takes the per-(sequence, key head) loops: a sequence's key
+  // blocks are its own, so there is no shared key-block axis to spread.
+  if (opt.deterministic || varlen) {
     // Per (b, key head): key blocks in order, carrying the group's dQ.
     auto forall = scf::ForallOp::create(
         rw, loc, SmallVector<OpFoldResult>{batch, kvHeads},
@@ -303,11 +363,27 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
     rw.setInsertionPointToStart(forall.getBody());
     Value b = forall.getInductionVars()[0], hk = forall.getInductionVars()[1];
     ValueRange outs = forall.getRegionIterArgs();
+    OpFoldResult qRows = qSizes[2], kRows = kSizes[2];
+    OpFoldResult qRow0 = zero, kRow0 = zero, sliceB = b;
+    if (varlen) {
+      SequenceSpan spanQ = sequenceSpan(rw, loc, op.getCuSeqlensQ(), b, bb.nq);
+      SequenceSpan spanK = sequenceSpan(rw, loc, op.getCuSeqlensK(), b, bb.nk);
+      bb.sliceBatch = cIndex(rw, loc, 0);
+      sliceB = bb.sliceBatch;
+      qRow0 = bb.qStart = spanQ.start;
+      kRow0 = bb.kStart = spanK.start;
+      qRows = bb.nq = spanQ.length;
+      kRows = bb.nk = spanK.length;
+      bb.nqStatic = bb.nkStatic = ShapedType::kDynamic;
+      keyBlocks = arith::CeilDivUIOp::create(rw, loc, bb.nk,
+                                             cIndex(rw, loc, opt.blockKV));
+      dqGroupSizes[2] = qRows;
+    }
     Value h0 = arith::MulIOp::create(rw, loc, hk, bb.group);
-    SmallVector<OpFoldResult> dqOffs{b, h0, zero, zero};
-    SmallVector<OpFoldResult> headOffs{b, hk, zero, zero};
-    SmallVector<OpFoldResult> dkSizes{one, one, kSizes[2], rw.getIndexAttr(bb.d)};
-    SmallVector<OpFoldResult> dvSizes{one, one, kSizes[2], rw.getIndexAttr(bb.dv)};
+    SmallVector<OpFoldResult> dqOffs{sliceB, h0, qRow0, zero};
+    SmallVector<OpFoldResult> headOffs{sliceB, hk, kRow0, zero};
+    SmallVector<OpFoldResult> dkSizes{one, one, kRows, rw.getIndexAttr(bb.d)};
+    SmallVector<OpFoldResult> dvSizes{one, one, kRows, rw.getIndexAttr(bb.dv)};
     Value dqG = bb.slice(outs[0], dqOffs, dqGroupSizes);
     Value dkH = bb.slice(outs[1], headOffs, dkSizes);
     Value dvH = bb.slice(outs[2], headOffs, dvSizes);
@@ -390,9 +466,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
     dk = forall.getResult(1);
     dv = forall.getResult(2);
   }
-  rw.replaceOp(op, ValueRange{castLike(rw, loc, dq, bb.q),
-                              castLike(rw, loc, dk, bb.k),
-                              castLike(rw, loc, dv, bb.v)});
+  replaceWithGrads(dq, dk, dv);
   return success();
 }
 

@@ -69,6 +69,9 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
   if (splits <= 0 || blockKV <= 0)
     return op.emitOpError("expected positive splits and block-kv, got ")
            << splits << " and " << blockKV;
+  if (op.isVarlen())
+    return op.emitOpError("expected a dense problem: attn-split-kv does not "
+                          "split varlen (cu_seqlens) batches");
   // Splits start from the empty state; a running state would be counted
   // once per split.
   const double inf = std::numeric_limits<double>::infinity();
@@ -152,7 +155,7 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
       rw, loc, op->getResultTypes(), q, kSplit, vSplit,
       slab(parts[0], accType, accSizes), slab(parts[1], rowType, rowSizes),
       slab(parts[2], rowType, rowSizes), splitOffsets, op.getLengths(),
-      op.getModArgs(), op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
+      /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), op.getModArgs(), op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
       op.getWindowLeftAttr(), op.getWindowRightAttr());
   cloneScoreMod(op.getScoreMod(), split.getScoreMod());
   copyKernelPlan(op, split);

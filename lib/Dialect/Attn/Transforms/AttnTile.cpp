@@ -9,6 +9,7 @@
 #include "fa/Dialect/Attn/Transforms/Passes.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "Utils.h"
+#include "Varlen.h"
 
 namespace mlir::fa::attn {
 #define GEN_PASS_DEF_ATTNTILEPASS
@@ -69,8 +70,18 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   auto kType = cast<RankedTensorType>(k.getType());
   int64_t d = qType.getDimSize(3);
   int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(3);
+  bool varlen = op.isVarlen();
+  if (varlen && packGqa)
+    return op.emitOpError("expected no packed GQA for a varlen batch");
   Value batch = dimValue(rw, loc, q, 0), heads = dimValue(rw, loc, q, 1);
   Value nq = dimValue(rw, loc, q, 2), nk = dimValue(rw, loc, k, 2);
+  // Varlen: the token totals, and a forall over the sequences whose query
+  // blocks run to the longest one.
+  Value totalQ = nq, totalK = nk, longestQ = nq;
+  if (varlen) {
+    batch = sequenceCount(rw, loc, op.getCuSeqlensQ());
+    longestQ = longestSequence(rw, loc, op.getCuSeqlensQ(), totalQ);
+  }
   Value group = arith::DivUIOp::create(rw, loc, heads, dimValue(rw, loc, k, 1));
   // A tile's queries of each of its heads: block-q of one head, or
   // max(block-q / G, 1) of each of the G heads of a key head (packed GQA).
@@ -78,7 +89,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   if (packGqa)
     packed = packedGroup(rw, loc, q, k, blockQ);
   Value rowsPerBlock = packed ? packed->queriesPerBlock : cIndex(rw, loc, blockQ);
-  Value qBlocks = arith::CeilDivUIOp::create(rw, loc, nq, rowsPerBlock);
+  Value qBlocks = arith::CeilDivUIOp::create(rw, loc, longestQ, rowsPerBlock);
   ValueRange offsets = op.getOffsets(), lengths = op.getLengths();
   Value nqAll = lengths[0], nkAll = lengths[1];
   bool masked = op.getApplyMask() && spec.hasMask();
@@ -93,6 +104,21 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   ValueRange ivs = forall.getInductionVars();
   Value b = ivs[0], h = ivs[1], qb = ivs[2];
   ValueRange outs = forall.getRegionIterArgs();
+  // Where this tile's rows live: batch b, rows from 0 (dense), or batch 0,
+  // rows from the sequence's start (varlen, whose lengths are its own).
+  Value sliceBatch = b, qStart, kStart;
+  if (varlen) {
+    SequenceSpan spanQ = sequenceSpan(rw, loc, op.getCuSeqlensQ(), b, totalQ);
+    SequenceSpan spanK = sequenceSpan(rw, loc, op.getCuSeqlensK(), b, totalK);
+    sliceBatch = cIndex(rw, loc, 0);
+    qStart = spanQ.start;
+    kStart = spanK.start;
+    nq = nqAll = spanQ.length;
+    nk = nkAll = spanK.length;
+  }
+  auto rowIn = [&](Value start, Value row) -> Value {
+    return start ? arith::AddIOp::create(rw, loc, start, row).getResult() : row;
+  };
   // Unpacked tiles build their constants where they always have (the GPU
   // lowering clones these ops into its kernels).
   auto blockRows = [&]() -> Value {
@@ -101,7 +127,12 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   Value q0 = arith::MulIOp::create(rw, loc, qb, blockRows());
   OpFoldResult qs;
   std::optional<int64_t> staticRows = getConstantIntValue(rowsPerBlock);
-  if (staticRows)
+  Value qRow = q0;
+  if (varlen) {
+    // Blocks past a shorter sequence's end hold no rows and see no keys.
+    qs = rowsInBlock(rw, loc, nq, q0, blockRows());
+    qRow = rowIn(qStart, arith::MinSIOp::create(rw, loc, q0, nq));
+  } else if (staticRows)
     qs = blockExtent(rw, loc, nq, qType.getDimSize(2), *staticRows, q0);
   else
     qs = arith::MinSIOp::create(rw, loc, rowsPerBlock,
@@ -119,9 +150,9 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
     SmallVector<OpFoldResult> strides(offs.size(), one);
     return tensor::ExtractSliceOp::create(rw, loc, src, offs, sizes, strides);
   };
-  SmallVector<OpFoldResult> accOffs = ofrs({b, h, q0}, {zeroA});
+  SmallVector<OpFoldResult> accOffs = ofrs({sliceBatch, h, qRow}, {zeroA});
   SmallVector<OpFoldResult> accSizes{one, tileHeads, qs, rw.getIndexAttr(dv)};
-  SmallVector<OpFoldResult> rowOffs = ofrs({b, h, q0});
+  SmallVector<OpFoldResult> rowOffs = ofrs({sliceBatch, h, qRow});
   SmallVector<OpFoldResult> rowSizes{one, tileHeads, qs};
   Value qTile = slice(q, accOffs, {one, tileHeads, qs, rw.getIndexAttr(d)});
   Value acc0 = slice(outs[0], accOffs, accSizes);
@@ -147,6 +178,12 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
       band.second = arith::SubIOp::create(rw, loc, hi, offsets[3]);
   }
   auto [kbBegin, kbEnd] = buildBlockRange(rw, loc, band, nk, blockKV);
+  if (varlen) {
+    Value noRows = arith::CmpIOp::create(
+        rw, loc, arith::CmpIPredicate::eq,
+        getValueOrCreateConstantIndexOp(rw, loc, qs), cIndex(rw, loc, 0));
+    kbEnd = arith::SelectOp::create(rw, loc, noRows, kbBegin, kbEnd);
+  }
 
   auto loop = scf::ForOp::create(
       rw, loc, kbBegin, kbEnd, cIndex(rw, loc, 1),
@@ -155,9 +192,11 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
         OpBuilder::InsertionGuard g(rw);
         rw.setInsertionPointToStart(fb.getInsertionBlock());
         Value k0 = arith::MulIOp::create(rw, l, kb, bkv);
-        OpFoldResult ks =
-            blockExtent(rw, l, nk, kType.getDimSize(2), blockKV, k0);
-        SmallVector<OpFoldResult> kOffs = ofrs({b, hk, k0}, {zeroA});
+        OpFoldResult ks = blockExtent(
+            rw, l, nk, varlen ? ShapedType::kDynamic : kType.getDimSize(2),
+            blockKV, k0);
+        SmallVector<OpFoldResult> kOffs =
+            ofrs({sliceBatch, hk, rowIn(kStart, k0)}, {zeroA});
         Value kTile = slice(k, kOffs, {one, one, ks, rw.getIndexAttr(d)});
         Value vTile = slice(v, kOffs, {one, one, ks, rw.getIndexAttr(dv)});
         Value kAbs = arith::AddIOp::create(rw, l, offsets[3], k0);
@@ -167,7 +206,9 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
         auto makeTile = [&](OpBuilder &tb, bool applyMask) -> Operation * {
           auto tile = OnlineAttentionOp::create(
               tb, l, iter.getTypes(), qTile, kTile, vTile, iter[0], iter[1],
-              iter[2], tileOffsets, ValueRange{nqAll, nkAll}, op.getModArgs(),
+              iter[2], tileOffsets, ValueRange{nqAll, nkAll},
+              /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(),
+              op.getModArgs(),
               applyMask ? tb.getUnitAttr() : nullptr, op.getScaleAttr(),
               op.getMaskAttr(), op.getWindowLeftAttr(),
               op.getWindowRightAttr());
