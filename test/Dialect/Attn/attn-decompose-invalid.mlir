@@ -19,3 +19,17 @@ func.func @tile_region(%q: tensor<1x1x4x8xf32>, %lse: tensor<1x1x4xf32>, %acc: t
       -> tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
   return %a, %b, %c : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
 }
+
+// -----
+
+// Only attn-tile knows which rows of a varlen batch belong to which sequence.
+func.func @varlen(%q: tensor<1x2x9x8xf32>, %k: tensor<1x1x7x8xf32>, %v: tensor<1x1x7x8xf32>, %acc: tensor<1x2x9x8xf32>, %m: tensor<1x2x9xf32>, %l: tensor<1x2x9xf32>, %cu: tensor<3xi32>)
+    -> (tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32>) {
+  %c0 = arith.constant 0 : index
+  %nq = arith.constant 9 : index
+  %nk = arith.constant 7 : index
+  // expected-error @+1 {{expected attn-tile to cut a varlen batch into its sequences before attn-decompose}}
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%nq, %nk] varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>)
+      : tensor<1x2x9x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32> -> tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32>
+  return %a, %mm, %ll : tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32>
+}

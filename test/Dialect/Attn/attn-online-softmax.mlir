@@ -53,3 +53,25 @@ func.func @score_mod(%q: tensor<1x1x?x8xf32>, %k: tensor<1x1x?x8xf32>, %v: tenso
   } : tensor<1x1x?x8xf32>, tensor<1x1x?x8xf32>, tensor<1x1x?x8xf32> -> tensor<1x1x?x8xf32>, tensor<1x1x?xf32>
   return %o, %lse : tensor<1x1x?x8xf32>, tensor<1x1x?xf32>
 }
+
+// -----
+
+// Varlen: the packed tensors are viewed head-major with one batch
+// ([T, H, D] → [1, H, T, D]), the offsets go to the online op, the dense
+// finalisation runs, and O and LSE come back packed ([Tq, H, Dv], [H, Tq]).
+// CHECK-LABEL: func @varlen
+// CHECK: %[[QT:.+]] = linalg.transpose ins(%arg0 : tensor<?x4x32xbf16>) outs(%{{.+}} : tensor<4x?x32xbf16>) permutation = [1, 0, 2]
+// CHECK: %[[Q:.+]] = tensor.expand_shape %[[QT]] {{\[}}[0, 1], [2], [3]] {{.+}} into tensor<1x4x?x32xbf16>
+// CHECK: attn.online_attention %[[Q]], {{.+}} varlen(%arg3, %arg4 : tensor<4xi32>, tensor<4xi32>) {apply_mask, mask = #attn.mask<causal_bottom_right>}
+// CHECK-SAME: tensor<1x4x?x32xbf16>, tensor<1x2x?x32xbf16>, tensor<1x2x?x32xbf16>, tensor<1x4x?x32xf32>
+// CHECK: %[[ROWS:.+]]:2 = linalg.generic
+// CHECK: %[[O:.+]] = linalg.generic
+// CHECK: %[[OC:.+]] = tensor.collapse_shape %[[O]] {{\[}}[0, 1], [2], [3]] : tensor<1x4x?x32xbf16> into tensor<4x?x32xbf16>
+// CHECK: %[[OP:.+]] = linalg.transpose ins(%[[OC]] : tensor<4x?x32xbf16>) outs(%{{.+}} : tensor<?x4x32xbf16>) permutation = [1, 0, 2]
+// CHECK: %[[LSE:.+]] = tensor.collapse_shape %[[ROWS]]#1 {{\[}}[0, 1], [2]] : tensor<1x4x?xf32> into tensor<4x?xf32>
+// CHECK: return %[[OP]], %[[LSE]]
+func.func @varlen(%q: tensor<?x4x32xbf16>, %k: tensor<?x2x32xbf16>, %v: tensor<?x2x32xbf16>, %cuq: tensor<4xi32>, %cuk: tensor<4xi32>) -> (tensor<?x4x32xbf16>, tensor<4x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v varlen(%cuq, %cuk : tensor<4xi32>, tensor<4xi32>) {mask = #attn.mask<causal_bottom_right>}
+      : tensor<?x4x32xbf16>, tensor<?x2x32xbf16>, tensor<?x2x32xbf16> -> tensor<?x4x32xbf16>, tensor<4x?xf32>
+  return %o, %lse : tensor<?x4x32xbf16>, tensor<4x?xf32>
+}

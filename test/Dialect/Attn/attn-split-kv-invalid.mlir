@@ -31,3 +31,17 @@ func.func @escaping_state(%q: tensor<1x1x4x32xf32>, %k: tensor<1x1x64x32xf32>, %
       -> tensor<1x1x4x32xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>
   return %a, %mm, %ll : tensor<1x1x4x32xf32>, tensor<1x1x4xf32>, tensor<1x1x4xf32>
 }
+
+// -----
+
+// A varlen batch has no single key range to split.
+func.func @varlen(%q: tensor<1x2x9x8xf32>, %k: tensor<1x1x7x8xf32>, %v: tensor<1x1x7x8xf32>, %acc: tensor<1x2x9x8xf32>, %m: tensor<1x2x9xf32>, %l: tensor<1x2x9xf32>, %cu: tensor<3xi32>)
+    -> (tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32>) {
+  %c0 = arith.constant 0 : index
+  %nq = arith.constant 9 : index
+  %nk = arith.constant 7 : index
+  // expected-error @+1 {{expected a dense problem: attn-split-kv does not split varlen (cu_seqlens) batches}}
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%nq, %nk] varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>)
+      : tensor<1x2x9x8xf32>, tensor<1x1x7x8xf32>, tensor<1x1x7x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32> -> tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32>
+  return %a, %mm, %ll : tensor<1x2x9x8xf32>, tensor<1x2x9xf32>, tensor<1x2x9xf32>
+}
