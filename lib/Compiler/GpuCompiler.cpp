@@ -288,6 +288,14 @@ static bool isScoreModSignature(func::FuncOp fn) {
 /// Makes the library function @name the score_mod of `op`; a function that
 /// takes tensors after kv_idx makes them mod_args of `op`, new parameters of
 /// its function (the kernel's mod_arg parameters, docs/ABI.md).
+/// Appends `arg` to the mod_args of an attn.attention or attention_backward
+/// (through the op's accessor, which keeps its operand segments right).
+static void appendModArg(Operation *op, Value arg) {
+  if (auto fwd = dyn_cast<attn::AttentionOp>(op))
+    return fwd.getModArgsMutable().append(arg);
+  cast<attn::AttentionBackwardOp>(op).getModArgsMutable().append(arg);
+}
+
 static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
                                   llvm::StringRef name) {
   auto fn = library.lookupSymbol<func::FuncOp>(name);
@@ -321,7 +329,7 @@ static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
     unsigned index = parent.getNumArguments();
     if (failed(parent.insertArgument(index, t, {}, fn.getLoc())))
       return err("cannot add mod_arg parameter to the attention function");
-    op->insertOperands(op->getNumOperands(), parent.getArgument(index));
+    appendModArg(op, parent.getArgument(index));
   }
   op->setAttr(kScoreModNameAttr, b.getStringAttr(name));
   return llvm::Error::success();
