@@ -10,7 +10,9 @@ tensors (GPU time, median of rounds):
   fa contiguous  fa.attention on contiguous [B, H, N, D] copies made beforehand
                  (the kernel alone: the goal is strided within 3% of it)
   cuDNN          SDPA's cuDNN backend on the views
-and checks that fa strided's O equals fa contiguous's bit for bit.
+and the same four as forward + backward (o.backward(dO); fa strided reads the
+views and writes dQ, dK, dV in their layouts, no copy), and checks that fa
+strided's O equals fa contiguous's bit for bit.
 
     python3 bench/strided.py --bundle out/bundle --lib <libfa_runtime.so>
 """
@@ -68,7 +70,32 @@ def main():
                      ("fa contiguous", contiguous), ("cuDNN", cudnn)):
         us = median_us(fn, reps=20)
         print("%-14s %9.1f us  %6.1f TFLOP/s" % (name, us, flops / us / 1e6), flush=True)
-    return 0 if same else 1
+    # Forward + backward (3.5x the forward's FLOPs) from leaves of each layout.
+    do = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16)
+    leaves = {"views": [t.detach().requires_grad_() for t in (q, k, v)],
+              "contiguous": [t.detach().requires_grad_() for t in (qc, kc, vc)]}
+
+    def train(kind, copy=False):
+        def step():
+            lq, lk, lv = leaves[kind]
+            if copy:
+                lq, lk, lv = lq.contiguous(), lk.contiguous(), lv.contiguous()
+            fa.attention(lq, lk, lv, causal=causal, bundle=bundle).backward(do)
+        return step
+
+    def cudnn_train():
+        lq, lk, lv = leaves["views"]
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            F.scaled_dot_product_attention(lq, lk, lv, is_causal=causal).backward(do)
+
+    for name, fn in (("fa strided", train("views")), ("fa copies", train("views", True)),
+                     ("fa contiguous", train("contiguous")), ("cuDNN", cudnn_train)):
+        us = median_us(fn, reps=10)
+        print("fwd+bwd %-14s %9.1f us  %6.1f TFLOP/s" % (name, us, 3.5 * flops / us / 1e6),
+              flush=True)
+    grads = [t.grad.stride() == t.stride() for t in leaves["views"]]
+    print("fwd+bwd: dQ, dK, dV in the views' layouts: %s" % all(grads))
+    return 0 if same and all(grads) else 1
 
 
 if __name__ == "__main__":

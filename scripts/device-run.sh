@@ -252,10 +252,10 @@ elif [ "$MODE" != none ]; then
 fi
 
 if [ "${FA_STRIDED:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
-  step "strided inputs: every forward on x.view(B,N,H,D).transpose(1,2) views, O in their layout; fa.attention forward + backward"
+  step "strided inputs: every forward and backward kernel on x.view(B,N,H,D).transpose(1,2) views, O (dQ, dK, dV) in their layout; fa.attention forward + backward"
   timeout ${FA_STRIDED_TIMEOUT:-300} python3 test/gpu/test_strided.py --bundle "$BUNDLE" --lib "$LIB" \
     || fail "strided inputs"
-  step "strided benchmark (B8 N4k H16 d128 causal from [B,N,H,D]): fa strided vs fa with copies vs cuDNN on the views"
+  step "strided benchmark (B8 N4k H16 d128 causal from [B,N,H,D]): fa strided vs fa with copies vs cuDNN on the views, forward and forward + backward"
   timeout ${FA_STRIDED_TIMEOUT:-300} python3 bench/strided.py --bundle "$BUNDLE" --lib "$LIB" \
     || fail "strided benchmark"
 fi

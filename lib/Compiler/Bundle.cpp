@@ -59,13 +59,20 @@ bool takesTensorMaps(const KernelConfig &c) {
   return c.mma == "wgmma" && (c.direction == "fwd" || c.warps == 12);
 }
 
-/// Every forward takes the strides of q, k, v and o (bundle version 7).
-bool takesStrides(const KernelConfig &c) { return c.direction == "fwd"; }
+/// Every kernel takes the strides of the caller's tensors (bundle version
+/// 7): a forward those of q, k, v and o, a backward those of q, k, v, do, dk
+/// and dv (fa_bwd), o and do (fa_bwd_pre), dq (fa_bwd_post).
+bool takesStrides(const KernelConfig &c) {
+  return c.direction == "fwd" || c.direction == "bwd";
+}
 
-/// The first stride parameter of a forward: after fa_fwd's 11, a split's
-/// count, the maps and a persistent grid's counter (docs/ABI.md).
+/// The first stride parameter of fa_fwd (after its 11, a split's count, the
+/// maps and a persistent grid's counter) or of fa_bwd (after its 15, the
+/// maps and a deterministic kernel's semaphores); docs/ABI.md.
 int64_t strideParam(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
+  if (c.direction == "bwd")
+    return 15 + (takesTensorMaps(c) ? 4 : 0) + (c.deterministic ? 1 : 0);
   bool persistent = llvm::any_of(
       k.entries, [](const KernelEntry &e) { return e.persistent; });
   return 11 + (c.splitKv ? 1 : 0) + (takesTensorMaps(c) ? 3 : 0) +
@@ -74,12 +81,12 @@ int64_t strideParam(const CompiledKernel &k) {
 
 /// The first mod_arg parameter: after every other parameter of fa_fwd
 /// (its strides, 3 of each of q, k, v and, unless split, o) or fa_bwd (its
-/// 15, its maps, a deterministic one's semaphores; docs/ABI.md).
+/// strides, 3 of each of q, k, v, do, dk, dv; docs/ABI.md).
 int64_t modArgParam(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
   if (c.direction == "fwd")
     return strideParam(k) + 3 * (c.splitKv ? 3 : 4);
-  return 15 + (takesTensorMaps(c) ? 4 : 0) + (c.deterministic ? 1 : 0);
+  return strideParam(k) + 3 * 6;
 }
 
 /// The manifest's object of one kernel.
@@ -162,10 +169,13 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["stride_param"] = strideParam(k);
   if (takesTensorMaps(c) && c.direction == "bwd")
     o["tensor_maps"] = json::Array{
-        tensorMap("q", 15, "head_dim", "nq", "batch*heads", c.blockQ),
-        tensorMap("k", 16, "head_dim", "nk", "batch*kv_heads", c.blockKV),
-        tensorMap("v", 17, "head_dim_v", "nk", "batch*kv_heads", c.blockKV),
-        tensorMap("do", 18, "head_dim_v", "nq", "batch*heads", c.blockQ)};
+        tensorMap("q", 15, "head_dim", "nq", "", c.blockQ, "heads", "batch"),
+        tensorMap("k", 16, "head_dim", "nk", "", c.blockKV, "kv_heads",
+                  "batch"),
+        tensorMap("v", 17, "head_dim_v", "nk", "", c.blockKV, "kv_heads",
+                  "batch"),
+        tensorMap("do", 18, "head_dim_v", "nq", "", c.blockQ, "heads",
+                  "batch")};
   if (!k.cubin.empty())
     o["cubin"] = k.tag + ".cubin";
   return o;
@@ -195,8 +205,9 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // 6: split-KV kernels, which a version-5 runtime would launch as plain
   // forwards (it ignores "split_kv" and the merge entry).
   // 7: packed-GQA kernels, whose grid a version-6 runtime would build per
-  // query head instead of per key head, and forwards that take strides,
-  // which a version-6 runtime would launch without them.
+  // query head instead of per key head, and kernels that take strides,
+  // which a version-6 runtime would launch without them (a version-7
+  // runtime before strided backwards rejects 'stride_param' on a backward).
   // 8: kernels whose score_mod reads tensors ("mod_args"), which a
   // version-7 runtime refuses anyway; the version says so up front.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false;

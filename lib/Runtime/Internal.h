@@ -99,7 +99,10 @@ struct KernelConfig {
   /// A forward that takes the batch, head and row strides (i64, elements)
   /// of q, k, v and o as its last parameters, from strideParam (a split
   /// forward: q, k, v; its merge takes o's after heads and nq), so q, k, v
-  /// and o may be any views with a unit last stride; -1: contiguous only.
+  /// and o may be any views with a unit last stride; or a backward whose
+  /// fa_bwd takes those of q, k, v, do, dk and dv from strideParam, its
+  /// fa_bwd_pre those of o and do (kBackwardPreStrideParam) and fa_bwd_post
+  /// those of dq (kBackwardPostStrideParam). -1: contiguous only.
   int strideParam = -1;
   bool strided() const { return strideParam >= 0; }
   /// The score_mod's tensors, in parameter order from modArgParam (after
@@ -111,11 +114,17 @@ struct KernelConfig {
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };
 
+/// The first stride parameter of a strided backward's fa_bwd_pre (after o,
+/// do, delta, dq_accum, batch, heads, nq) and fa_bwd_post (after dq_accum,
+/// dq, batch, heads, nq); docs/ABI.md.
+constexpr int kBackwardPreStrideParam = 7;
+constexpr int kBackwardPostStrideParam = 5;
+
 /// The batch, head and row strides (elements) of a strided kernel's
 /// [B,H,N,D] tensors, in the order it takes them (docs/ABI.md): the values
 /// a launch's parameter pointers point at.
 struct StrideParams {
-  int64_t values[4 * 3] = {};
+  int64_t values[6 * 3] = {};
   int count = 0;
   /// Appends t's batch, head and row strides.
   void add(const fa_tensor &t) {

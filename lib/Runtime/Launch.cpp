@@ -334,16 +334,30 @@ fa_status fa_attention_backward_ex(const fa_kernel *kernel,
               dO = a.d_o.data, lse = a.lse.data, delta = a.delta.data,
               dqAccum = a.dq_accum.data, dq = a.dq.data, dk = a.dk.data,
               dv = a.dv.data;
-  void *preParams[] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
+  // A strided kernel's entries take the strides of o, do (bwd_pre); q, k,
+  // v, do, dk, dv (bwd, after its maps and semaphores); dq (bwd_post).
+  void *preParams[7 + 2 * 3] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
   // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
-  // semaphores, last the mod_args.
-  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 +
+  // semaphores, the strides of q, k, v, do, dk, dv (a strided kernel), last
+  // the mod_args.
+  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 + 6 * 3 +
                    ModArgParams::kMaxParams] = {
       &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
       &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
+  void *postParams[5 + 3] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
+  StrideParams preStrides, mainStrides, postStrides;
+  if (c.strided()) {
+    for (const fa_tensor *t : {&a.o, &a.d_o})
+      preStrides.add(*t);
+    preStrides.place(preParams, kBackwardPreStrideParam);
+    for (const fa_tensor *t : {&a.q, &a.k, &a.v, &a.d_o, &a.dk, &a.dv})
+      mainStrides.add(*t);
+    mainStrides.place(mainParams, c.strideParam);
+    postStrides.add(a.dq);
+    postStrides.place(postParams, kBackwardPostStrideParam);
+  }
   ModArgParams modParams;
   modParams.place(mainParams, c.modArgParam, mods);
-  void *postParams[] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
   std::array<Grid, 3> grids = backwardGrids(c, a);
 
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))

@@ -158,6 +158,13 @@ constexpr ExpectedMap kWgmmaBackwardMaps[] = {
     {"v", 17, {"head_dim_v", "nk", "batch*kv_heads"}},
     {"do", 18, {"head_dim_v", "nq", "batch*heads"}},
 };
+/// The 4-D maps of a strided warp-specialised wgmma backward.
+constexpr ExpectedMap kWgmmaBackwardStridedMaps[] = {
+    {"q", 15, {"head_dim", "nq", "heads", "batch"}},
+    {"k", 16, {"head_dim", "nk", "kv_heads", "batch"}},
+    {"v", 17, {"head_dim_v", "nk", "kv_heads", "batch"}},
+    {"do", 18, {"head_dim_v", "nq", "heads", "batch"}},
+};
 /// Threads of the warp-specialised wgmma backward's main entry.
 constexpr unsigned kWgmmaBackwardWsThreads = 384;
 
@@ -318,7 +325,7 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        std::to_string(c.bwd.threads) + ")");
       return;
     }
-    want = kWgmmaBackwardMaps;
+    want = strided ? kWgmmaBackwardStridedMaps : kWgmmaBackwardMaps;
     n = std::size(kWgmmaBackwardMaps);
     names = "q, k, v, do";
   }
@@ -340,24 +347,28 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
-/// The optional "stride_param" of a forward (bundle version 7): the index
-/// of its first stride parameter, after every other parameter of the fwd
-/// entry (docs/ABI.md).
+/// The optional "stride_param" (bundle version 7): the index of the first
+/// stride parameter of fa_fwd or fa_bwd, after every other parameter of
+/// that entry (docs/ABI.md); a backward's bwd_pre and bwd_post then take
+/// strides too, at fixed indices.
 void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
   if (!k.contains("stride_param"))
     return;
-  if (c.direction != FA_DIRECTION_FWD)
-    bad(where, "field 'stride_param' is given, but only forward kernels take "
-               "strides");
   c.strideParam = intField(k, "stride_param", where, 0, INT_MAX);
-  // fa_fwd's 11, a split's count, the maps, a persistent grid's counter.
-  int expect = 11 + (c.splitKv ? 1 : 0) +
-               static_cast<int>(c.tensorMaps.size()) +
-               (c.fwd.persistent ? 1 : 0);
+  const bool bwd = c.direction == FA_DIRECTION_BWD;
+  // fa_fwd's 11, a split's count, the maps, a persistent grid's counter;
+  // fa_bwd's 15, the maps, a deterministic kernel's semaphores.
+  int maps = static_cast<int>(c.tensorMaps.size());
+  int expect = bwd ? 15 + maps + (c.deterministic ? 1 : 0)
+                   : 11 + (c.splitKv ? 1 : 0) + maps +
+                         (c.fwd.persistent ? 1 : 0);
   if (c.strideParam != expect)
     bad(where, "field 'stride_param' = " + std::to_string(c.strideParam) +
                    ", expected " + std::to_string(expect) +
-                   " (the strides follow every other parameter of fa_fwd)");
+                   (bwd ? " (the strides follow every other parameter of "
+                          "fa_bwd)"
+                        : " (the strides follow every other parameter of "
+                          "fa_fwd)"));
 }
 
 /// The parameter after every other one of fa_fwd / fa_bwd, where the
@@ -366,10 +377,11 @@ void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
 /// unstrided one; after a backward's maps and semaphores.
 int firstModArgParam(const KernelConfig &c) {
   int maps = static_cast<int>(c.tensorMaps.size());
-  if (c.direction == FA_DIRECTION_BWD)
-    return 15 + maps + (c.deterministic ? 1 : 0);
+  const bool bwd = c.direction == FA_DIRECTION_BWD;
   if (c.strided())
-    return c.strideParam + 3 * (c.splitKv ? 3 : 4);
+    return c.strideParam + 3 * (bwd ? 6 : c.splitKv ? 3 : 4);
+  if (bwd)
+    return 15 + maps + (c.deterministic ? 1 : 0);
   return 11 + (c.splitKv ? 1 : 0) + maps + (c.fwd.persistent ? 1 : 0);
 }
 

@@ -647,13 +647,17 @@ std::string checkArguments(const KernelConfig &c,
   Alignment qkRows = qkAlign(c), vRows = vAlign(c), wholeRows,
             accumRows = alignmentFor(c, c.headDim, FA_DTYPE_F32);
   const char *fromQV = "[B,H,Nq,Dv] from q and v";
+  // A strided backward reads o and d_o and writes dq, dk and dv through
+  // their strides; LSE and the workspaces stay contiguous.
+  Layout in = c.strided() ? Layout::StridedInput : Layout::Contiguous,
+         out = c.strided() ? Layout::StridedOutput : Layout::Contiguous;
   err = checkTensors({
-      {"o", a.o, c.dtype, 4, vRows, oShape, fromQV},
-      {"d_o", a.d_o, c.dtype, 4, vRows, oShape, fromQV},
+      {"o", a.o, c.dtype, 4, vRows, oShape, fromQV, in},
+      {"d_o", a.d_o, c.dtype, 4, vRows, oShape, fromQV, in},
       {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
-      {"dq", a.dq, c.dtype, 4, qkRows, qShape, "the shape of q"},
-      {"dk", a.dk, c.dtype, 4, qkRows, kShape, "the shape of k"},
-      {"dv", a.dv, c.dtype, 4, vRows, vShape, "the shape of v"},
+      {"dq", a.dq, c.dtype, 4, qkRows, qShape, "the shape of q", out},
+      {"dk", a.dk, c.dtype, 4, qkRows, kShape, "the shape of k", out},
+      {"dv", a.dv, c.dtype, 4, vRows, vShape, "the shape of v", out},
       {"delta", a.delta, FA_DTYPE_F32, 3, wholeRows, rowShape,
        "workspace [B,H,Nq] from q"},
       {"dq_accum", a.dq_accum, FA_DTYPE_F32, 4, accumRows, qShape,

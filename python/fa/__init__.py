@@ -15,7 +15,7 @@ The forward takes q, k, v as any [B,H,N,D] views with a unit last stride
 writes O in q's layout; where a kernel cannot take the strides (a bundle
 before version 7, or TMA strides that are not multiples of 16 bytes on a
 wgmma kernel) attention() copies to contiguous tensors instead. The backward
-kernels take contiguous tensors: attention()'s backward copies what is not.
+kernels take the same views (dQ, dK, dV come back in q's, k's, v's layouts).
 Launches go on PyTorch's current stream of the tensors' device.
 A kernel no loaded bundle has is compiled on first use where fa-aot is
 installed and cached on disk (fa.jit). Under torch.compile, attention() is
@@ -762,16 +762,33 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
               mod_args=()):
     """dQ, dK, dV, allocated here. `mma` picks only the forward kernel: the
     backward is the runtime's choice (wgmma on sm_90 where the bundle has
-    it), since a bundle may hold a config's backward in one build only."""
+    it), since a bundle may hold a config's backward in one build only.
+    q, k, v, o and do go to the kernels as they are (dQ, dK, dV in the
+    layouts of q, k, v) unless the runtime rejects their strides as an
+    INVALID_ARGUMENT (a kernel without strides, TMA alignment): then from
+    contiguous copies."""
+    tensors = [_unit_last(t) for t in (q, k, v, o, do)]
+    try:
+        return _backward_as_given(*tensors, lse, b, mask_args, scale, deterministic,
+                                  score_mod)
+    except FaError as e:
+        views = [t for t in tensors if not t.is_contiguous()]
+        if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
+            raise
+    return _backward_as_given(*[t.contiguous() for t in tensors], lse, b, mask_args, scale,
+                              deterministic, score_mod)
+
+
+def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod):
+    """_backward on these tensors as they are (the kernel and struct of
+    _backward_plan, made once per layout and options)."""
     torch = _torch
     if torch is None:
         _launch_setup()
         torch = _torch
-    do = do.contiguous()
-    # The backward kernels take contiguous tensors (strided views of the
-    # forward are copied here); dQ, dK, dV come back contiguous.
-    q, k, v, o = q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous()
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq = _empty_like_layout(q, q.shape[-1])
+    dk = _empty_like_layout(k, k.shape[-1])
+    dv = _empty_like_layout(v, v.shape[-1])
     key = ("backward", q.device, _layout(q), _layout(k), _layout(v), _layout(o), _layout(do),
            _layout(lse), mask_args, scale, bool(deterministic), score_mod, len(mod_args))
     kernel, template, nbytes, offset = _plan(
@@ -842,8 +859,9 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     is read in place and O is written in q's layout (no copies; where the
     kernel cannot take the strides, e.g. a wgmma kernel's TMA needs 16-byte
     multiples, or a bundle before version 7, the forward runs on contiguous
-    copies instead). The backward copies strided inputs to contiguous ones and
-    returns contiguous gradients. `causal` aligns the
+    copies instead). The backward reads the same views and writes dQ, dK, dV
+    in q's, k's, v's layouts (contiguous copies only where a kernel cannot
+    take the strides, as the forward). `causal` aligns the
     diagonal top-left, `causal_bottom_right` bottom-right; `window=(left,
     right)` keeps keys i+off-left <= j <= i+off+right with off = Nk-Nq.
     `scale` defaults to 1/sqrt(D). Returns O, or (O, LSE) with LSE the f32

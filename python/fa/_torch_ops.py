@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _backward, _bundles, _forward, _mask
+from . import _backward, _bundles, _empty_like_layout, _forward, _mask
 
 _registered = False
 
@@ -60,16 +60,30 @@ def register():
                       window_left: int, window_right: int, scale: Optional[float],
                       deterministic: bool,
                       score_mod: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return _backward(q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(), do,
-                         lse.contiguous(), _bundles[bundle],
-                         _mask_args(mask, window_left, window_right), scale, deterministic,
-                         score_mod or None)
+        # Strided views go to the kernels as they are (dQ, dK, dV in q's,
+        # k's, v's layouts); a fallback to contiguous copies is put back in
+        # those layouts, the fake's.
+        grads = _backward(q, k, v, o, do, lse.contiguous(), _bundles[bundle],
+                          _mask_args(mask, window_left, window_right), scale, deterministic,
+                          score_mod or None)
+        out = []
+        for g, ref in zip(grads, (q, k, v)):
+            want = _empty_like_layout(ref, ref.shape[-1])
+            if g.stride() != want.stride():
+                want.copy_(g)
+                g = want
+            out.append(g)
+        return tuple(out)
 
     @attention_bwd.register_fake
     def _(q, k, v, o, do, lse, bundle, mask, window_left, window_right, scale, deterministic,
           score_mod):
-        # Contiguous, as the real implementation's (made from contiguous inputs).
-        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+        # In the layouts of q, k, v, as the real implementation's.
+        def like(t):
+            order = sorted(range(3), key=lambda i: -t.stride(i))
+            return t.new_empty([t.shape[i] for i in order] + [t.shape[-1]]).permute(
+                *[order.index(i) for i in range(3)], 3)
+        return like(q), like(k), like(v)
 
     def setup_context(ctx, inputs, output):
         q, k, v, bundle, mask, left, right, scale, _mma, deterministic, score_mod = inputs

@@ -1658,12 +1658,99 @@ TEST(StridedValidate, ManifestField) {
                  "7, the manifest says 6");
   expectRejected("stride-param", manifest({strided("12")}, "7"),
                  "field 'stride_param' = 12, expected 11");
+  // A backward's strides follow fa_bwd's 15 parameters.
   expectRejected(
       "stride-bwd",
       manifest({kernelJson("b", "bwd", "bf16", 64, "none", "sm_90a", true,
-                           R"(, "stride_param": 15)")},
+                           R"(, "stride_param": 11)")},
                "7"),
-      "only forward kernels take strides");
+      "field 'stride_param' = 11, expected 15 (the strides follow every "
+      "other parameter of fa_bwd)");
+}
+
+/// A backward with "stride_param": q, k, v, o, d_o may be any views with a
+/// unit last stride and dq, dk, dv any layout whose elements are distinct;
+/// LSE and the workspaces stay contiguous.
+TEST(StridedValidate, BackwardViews) {
+  const int64_t B = 2, H = 8, Hkv = 2, Nq = 100, Nk = 300, D = 64;
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(loadText("strided-bwd",
+                     manifest({kernelJson("b", "bwd", "bf16", 64, "none",
+                                          "sm_90a", true,
+                                          R"(, "stride_param": 15)")},
+                              "7"),
+                     &bundle),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(bundle, 0);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_EQ(info.strided, 1);
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+  wellFormedArgs(fwd, bwd, B, H, Hkv, Nq, Nk, D, D);
+  EXPECT_EQ(fa_attention_backward_check(k, &bwd), FA_SUCCESS) << lastError();
+  fa_attention_backward_args a = bwd;
+  for (fa_tensor *t : {&a.q, &a.k, &a.v, &a.o, &a.d_o, &a.dq, &a.dk, &a.dv})
+    transposeHeads(*t);
+  EXPECT_EQ(fa_attention_backward_check(k, &a), FA_SUCCESS) << lastError();
+  auto reject = [&](const fa_attention_backward_args &bad,
+                    const std::string &expect) {
+    EXPECT_EQ(fa_attention_backward_check(k, &bad), FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  };
+  fa_attention_backward_args bad = a;
+  bad.d_o.strides[3] = 2;
+  reject(bad, "d_o.strides are [51200,64,512,2]; the last dimension's "
+              "stride must be 1");
+  bad = a;
+  bad.o.strides[2] = 68;
+  reject(bad, "o.strides are [51200,64,68,1]: stride 68 of dimension 2 must "
+              "be positive and a multiple of 8 elements");
+  // Inputs may share memory; the gradients may not put two elements at one
+  // address, nor overlap another tensor.
+  bad = a;
+  bad.k.strides[0] = 8;
+  EXPECT_EQ(fa_attention_backward_check(k, &bad), FA_SUCCESS) << lastError();
+  bad = a;
+  bad.dk.strides[1] = 8;
+  reject(bad, "dk.strides [38400,8,128,1] for shape [2,2,300,64] put two "
+              "elements of the output at one address");
+  bad = a;
+  bad.dv.strides[0] = 0;
+  reject(bad, "stride 0 of dimension 0 must be positive");
+  bad = a;
+  bad.dq.data = bad.q.data + 2 * 64;
+  reject(bad, "output dq");
+  // LSE, Delta and dq_accum stay contiguous.
+  bad = a;
+  bad.dq_accum.strides[2] = 2 * D;
+  reject(bad, "dq_accum.strides are");
+  fa_bundle_free(bundle);
+}
+
+/// A backward without "stride_param" (bundles before strided backwards)
+/// takes contiguous tensors only.
+TEST(StridedValidate, BackwardWithoutStrides) {
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(loadText("contiguous-bwd",
+                     manifest({kernelJson("b", "bwd", "bf16", 64, "none",
+                                          "sm_90a", true)},
+                              "7"),
+                     &bundle),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(bundle, 0);
+  fa_attention_args fwd{};
+  fa_attention_backward_args bwd{};
+  wellFormedArgs(fwd, bwd, 2, 8, 2, 100, 300, 64, 64);
+  transposeHeads(bwd.dq);
+  EXPECT_EQ(fa_attention_backward_check(k, &bwd), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("dq.strides are"), std::string::npos)
+      << lastError();
+  fa_bundle_free(bundle);
 }
 
 TEST_F(Validate, Alignment) {

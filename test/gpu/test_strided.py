@@ -10,10 +10,18 @@ and O must equal, bit for bit, the same kernel's O from contiguous inputs
 (only addressing differs). Shapes: ragged tiles with GQA, and one with more
 query tiles than SMs (persistent grids). Outputs are NaN-poisoned first.
 
+Every backward kernel (mma.sync, wgmma warp-specialised, deterministic,
+dsplit) runs the same way on q, k, v, o and dO as [B, N, H, D] views with
+dQ, dK, dV allocated (NaN-poisoned) in [B, N, H, D] memory order: the
+gradients are judged against float64 autograd by the DESIGN.md rule
+(test_every_kernel.Problem's references), and dK, dV (register
+accumulators, a fixed order) must equal bit for bit the same kernel's from
+contiguous tensors; dQ too for deterministic kernels (the others add dQ with
+unordered atomics).
+
 Then fa.attention end to end on the strided views: forward (no copy: O
-shares q's layout) and backward (the backward copies; gradients against
-float64 autograd by the rule of test_attention.py, within 2x the
-same-dtype error + 1e-5... judged as max error against the float64 grads).
+shares q's layout) and backward (no copy either: dQ, dK, dV in q's, k's,
+v's layouts; gradients against float64 autograd by the same rule).
 
     python3 test/gpu/test_strided.py --bundle out/bundle --lib <libfa_runtime.so>
 """
@@ -31,7 +39,8 @@ sys.path.insert(0, HERE)
 import fa  # noqa: E402
 from fa import _runtime as rt  # noqa: E402
 from test_attention import allowed_mask, lse_slack, max_err, reference  # noqa: E402
-from test_every_kernel import DTYPES, judge  # noqa: E402
+from test_every_kernel import (DTYPES, Problem, Shape, config_key, judge,  # noqa: E402
+                               launch_backward)
 
 SHAPES = [  # name, B, H, Hkv, Nq, Nk
     ("ragged-gqa", 2, 6, 2, 333, 461),
@@ -45,11 +54,57 @@ def projection_view(b, n, h, d, dtype, gen, dev):
     return x.transpose(1, 2)
 
 
-def kernels_of(bundle):
+def kernels_of(bundle, direction="fwd"):
     infos = bundle.kernels()
     for i, info in enumerate(infos):
         info["handle"] = ctypes.c_void_p(bundle.lib.fa_bundle_kernel_at(bundle._handle, i))
-    return [k for k in infos if k["direction"] == "fwd" and not k.get("score_mod")]
+    return [k for k in infos if k["direction"] == direction and not k.get("score_mod")]
+
+
+def as_projection(t):
+    """t's values as a [B, H, N, D] view of a [B, N, H, D] buffer."""
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def check_backward_kernel(bundle, kernel, shape, dev):
+    """One backward kernel on [B, N, H, D] views against the float64
+    gradients and against its own run on contiguous tensors."""
+    seed = hash((kernel["tag"], shape.name)) % 2**31
+    p = Problem(config_key(kernel), shape, dev, seed)
+    r = p.bwd()
+    b, h, nq = p.q.shape[0], p.q.shape[1], p.q.shape[2]
+
+    def run(q, k, v, o, do, layout):
+        dq, dk, dv = (layout(torch.full_like(t, float("nan"))) for t in (p.q, p.k, p.v))
+        delta = torch.full((b, h, nq), float("nan"), device=dev)
+        acc = torch.full(p.q.shape, float("nan"), device=dev)
+        launch_backward(bundle, kernel, q, k, v, o, do, r["lse"], dq, dk, dv, delta, acc,
+                        p.scale)
+        torch.cuda.synchronize()
+        return dq, dk, dv
+
+    views = [as_projection(t) for t in (p.q, p.k, p.v, r["o"], p.do)]
+    got = run(*views, as_projection)
+    ref = run(p.q, p.k, p.v, r["o"], p.do, lambda t: t)
+    res = [judge(name, g, *r[name][:3], slack=r[name][3])
+           for name, g in zip(("dq", "dk", "dv"), got)]
+    layout_ok = all(g.stride() == v.stride() for g, v in zip(got, views[:3]))
+    res.append({"what": "layout", "err": 0.0 if layout_ok else 1.0, "tol": 0.0,
+                "ok": layout_ok})
+    bits = lambda t: t.contiguous().view(torch.int16)  # noqa: E731
+    exact = ("dq", "dk", "dv") if kernel.get("deterministic") else ("dk", "dv")
+    for name, g, c in zip(("dq", "dk", "dv"), got, ref):
+        if name in exact:
+            same = torch.equal(bits(g), bits(c))
+            res.append({"what": name + "==contiguous", "err": 0.0 if same else 1.0,
+                        "tol": 0.0, "ok": same})
+    return res
+
+
+BACKWARD_SHAPES = [
+    Shape("ragged-gqa", 2, 6, 2, 333, 461, 1.0, False),
+    Shape("grid", 2, 16, 4, 1100, 1050, 1.0, False),
+]
 
 
 def launch(bundle, kernel, q, k, v, o, lse, scale):
@@ -116,14 +171,15 @@ def check_api(bundle, dev):
         o.backward(do)
         o64.backward(do.double())
         ol.backward(do)
-        layout_ok = o.stride() == q.stride()
+        layout_ok = o.stride() == q.stride() and all(
+            t.grad.stride() == t.stride() for t in (q, k, v))
         checks = [judge("o", o.detach(), o64.detach(), ol.detach(), o64.detach())]
         for nm, t, t64, tl in (("dq", q, q64, ql), ("dk", k, k64, kl), ("dv", v, v64, vl)):
             checks.append(judge(nm, t.grad, t64.grad, tl.grad, t64.grad))
         ok = layout_ok and all(c["ok"] for c in checks)
         failures += not ok
-        print("fa.attention strided causal=%s: O strides %s (q %s) %s; %s -> %s" % (
-            causal, o.stride(), q.stride(), "ok" if layout_ok else "WRONG",
+        print("fa.attention strided causal=%s: O strides %s, dQ %s (q %s) %s; %s -> %s" % (
+            causal, o.stride(), q.grad.stride(), q.stride(), "ok" if layout_ok else "WRONG",
             ", ".join("%s %.2e/%.2e" % (c["what"], c["err"], c["tol"]) for c in checks),
             "pass" if ok else "FAIL"))
     return failures
@@ -153,6 +209,24 @@ def main():
             runs += 1
             print("%-70s %-10s %s %s" % (
                 kernel["tag"], shape[0],
+                " ".join("%s %.2e/%.2e" % (r["what"], r["err"], r["tol"]) for r in res),
+                "pass" if ok else "FAIL"), flush=True)
+    for kernel in kernels_of(bundle, "bwd"):
+        if args.only not in kernel["tag"]:
+            continue
+        if not kernel.get("strided"):
+            print("%s: takes no strides (bundle before strided backwards), skipped"
+                  % kernel["tag"])
+            continue
+        if kernel["mma"] == "wgmma" and torch.cuda.get_device_capability() != (9, 0):
+            continue
+        for shape in BACKWARD_SHAPES:
+            res = check_backward_kernel(bundle, kernel, shape, dev)
+            ok = all(r["ok"] for r in res)
+            failures += not ok
+            runs += 1
+            print("%-70s %-10s %s %s" % (
+                kernel["tag"], shape.name,
                 " ".join("%s %.2e/%.2e" % (r["what"], r["err"], r["tol"]) for r in res),
                 "pass" if ok else "FAIL"), flush=True)
     failures += check_api(bundle, dev)

@@ -42,9 +42,10 @@ extern "C" {
  * a persistent grid (another grid, one more parameter), 5 tensor maps passed
  * by value (docs/ABI.md), 6 split-KV decode kernels ("split_kv", entry
  * "merge"), 7 packed-GQA forwards ("pack_gqa": a CTA per key head) and
- * forwards that take the tensors' strides ("stride_param"), 8 kernels
- * whose score_mod reads tensors ("mod_args", passed by the _ex launches).
- * Kernels
+ * kernels that take the tensors' strides ("stride_param"; on backwards
+ * since strided backwards, which older version-7 runtimes reject), 8
+ * kernels whose score_mod reads tensors ("mod_args", passed by the _ex
+ * launches). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
@@ -99,7 +100,8 @@ typedef enum fa_mma {
 
 /* A tensor on the device. Shapes and strides count elements. Strides must
  * be those of a contiguous row-major tensor of that shape, except for q, k,
- * v and o of a strided kernel (fa_kernel_info.strided): there any positive
+ * v and o of a strided kernel (fa_kernel_info.strided), and d_o, dq, dk and
+ * dv of a strided backward (dq, dk, dv distinct like o): there any positive
  * strides with a unit last one (a [B,N,H,D] projection viewed as [B,H,N,D]
  * by transpose(1, 2), say), each a multiple of the rows' alignment in
  * elements (8 for f16/bf16 head dims that are multiples of 8), o's elements
@@ -186,8 +188,9 @@ typedef struct fa_kernel_info {
    * rows; grid y is the key heads), returned only by
    * fa_kernel_find_packed_gqa. Last, like split_kv. */
   int32_t pack_gqa;
-  /* 1: the forward takes the strides of q, k, v and o (any views with a
-   * unit last stride, fa_tensor); 0: contiguous tensors only. Last. */
+  /* 1: the forward takes the strides of q, k, v and o, the backward those
+   * of q, k, v, o, d_o, dq, dk and dv (any views with a unit last stride,
+   * fa_tensor); 0: contiguous tensors only. */
   int32_t strided;
   /* The tensors the kernel's score_mod reads (mod_args), passed to the _ex
    * launches; fa_kernel_get_mod_arg describes each. 0 for most kernels.

@@ -43,13 +43,31 @@ using namespace mlir::fa::gpu_lowering;
 
 namespace {
 /// This CTA's block of query rows (grid (ceil(Nq/block_q), heads, batch)).
-/// The rows of one (batch, head) pair are contiguous in O, dO, Delta,
-/// dq_accum and dQ, so the block is one contiguous run of rows.
+/// The rows of one (batch, head) pair are contiguous in Delta and dq_accum,
+/// so the block is one contiguous run of their rows; O, dO and dQ are the
+/// caller's, addressed through their strides from (batch, head, row0).
 struct QueryBlock {
   Value first; // index: the block's first row among all (batch, head) rows
   Value count; // index: min(block_q, Nq − its first row in the head), ≥ 1
+  Value batch, head, row0; // index: the block's (batch, head, first row)
 };
 } // namespace
+
+/// `v` (index) through an opaque 64-bit move, re-evaluated where it is
+/// used: a row stride read this way inside the query-tile loops keeps LLVM
+/// from hoisting every copy's row·stride product out of them (with odd head
+/// dims, one per 2-byte copy), which would hold them all in registers.
+static Value opaqueIndex64(KernelBuilder &kb, Value v) {
+  OpBuilder &b = kb.b;
+  Value i64v = arith::IndexCastOp::create(b, kb.loc, b.getI64Type(), v);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, kb.loc, b.getI64Type(), ValueRange{i64v}, "mov.b64 $0, $1;", "=l,l",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return arith::IndexCastOp::create(b, kb.loc, b.getIndexType(),
+                                    asmOp.getResult(0));
+}
 
 static QueryBlock queryBlock(KernelBuilder &kb, Value headsArg, Value nqArg) {
   OpBuilder &b = kb.b;
@@ -61,7 +79,8 @@ static QueryBlock queryBlock(KernelBuilder &kb, Value headsArg, Value nqArg) {
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value row0 = kb.mul(qBlock, kb.plan.blockQ);
   Value first = kb.add(kb.mul(kb.add(kb.mul(batch, heads), head), nq), row0);
-  return {first, kb.minsi(kb.sub(nq, row0), kb.idx(kb.plan.blockQ))};
+  return {first, kb.minsi(kb.sub(nq, row0), kb.idx(kb.plan.blockQ)), batch,
+          head, row0};
 }
 
 /// Calls `fn(at, ok)` for this thread's chunks (`width` elements, dividing
@@ -102,15 +121,23 @@ static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
 static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type();
-  auto func =
-      createKernelFunc(b, loc, module, "fa_bwd_pre_" + plan.tag(),
-                       backwardPreParams(b.getContext(), plan), plan, 0);
+  KernelParams params = backwardPreParams(b.getContext(), plan);
+  auto func = createKernelFunc(b, loc, module, "fa_bwd_pre_" + plan.tag(),
+                               params, plan, 0);
   Block &entry = func.getBody().front();
   Value oMem = entry.getArgument(0), doMem = entry.getArgument(1),
         deltaMem = entry.getArgument(2), dqMem = entry.getArgument(3);
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();
   QueryBlock block = queryBlock(kb, entry.getArgument(5), entry.getArgument(6));
+  // O and dO in the caller's layout: each thread's rows from the block's
+  // first row of the head.
+  StridedTensor oT = stridedTensor(kb, oMem, params.strides(entry, 0));
+  StridedTensor doT = stridedTensor(kb, doMem, params.strides(entry, 1));
+  Value oFirst = oT.rowOffset(kb, oT.headBase(kb, block.batch, block.head),
+                              block.row0);
+  Value doFirst = doT.rowOffset(kb, doT.headBase(kb, block.batch, block.head),
+                                block.row0);
 
   // Chunks of 8 elements (16 bytes) when Dv allows, else as wide as the
   // rows' alignment.
@@ -123,7 +150,6 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   auto v8 = VectorType::get({width}, elem);
   // Every load first; lanes whose row lies at or past Nq or whose chunk lies
   // past the row read the block's first chunk and add nothing.
-  Value safe = kb.mul(block.first, dv);
   SmallVector<Value> rows, oks, oChunks, doChunks;
   for (int64_t r0 = 0; r0 < plan.blockQ; r0 += plan.threads() / lanes) {
     Value row = kb.add(rowInStep, r0);
@@ -133,11 +159,12 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       Value ok = kb.lt(row, block.count);
       if (c0 + lanes > chunks)
         ok = arith::AndIOp::create(b, loc, ok, kb.lt(chunk, kb.idx(chunks)));
-      Value at =
-          kb.add(kb.mul(kb.add(block.first, row), dv), kb.mul(chunk, width));
+      Value col = kb.mul(chunk, width);
+      Value oAt = kb.add(kb.add(oFirst, kb.mul(row, oT.rowStride)), col);
+      Value doAt = kb.add(kb.add(doFirst, kb.mul(row, doT.rowStride)), col);
       oks.push_back(ok);
-      oChunks.push_back(loadClamped(kb, oMem, at, ok, safe, v8));
-      doChunks.push_back(loadClamped(kb, doMem, at, ok, safe, v8));
+      oChunks.push_back(loadClamped(kb, oMem, oAt, ok, oFirst, v8));
+      doChunks.push_back(loadClamped(kb, doMem, doAt, ok, doFirst, v8));
     }
   }
   // The shuffles run on all lanes (full mask); only the stores are guarded.
@@ -188,14 +215,18 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
   Type elem = plan.elemType, f32 = b.getF32Type();
+  KernelParams params = backwardPostParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_bwd_post_" + plan.tag(),
-                               backwardPostParams(b.getContext(), plan), plan,
-                               0);
+                               params, plan, 0);
   Block &entry = func.getBody().front();
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();
   QueryBlock block = queryBlock(kb, entry.getArgument(3), entry.getArgument(4));
+  // dQ in the caller's layout (the layout of q).
+  StridedTensor dqT = stridedTensor(kb, dqMem, params.strides(entry, 0));
+  Value dqFirst = dqT.rowOffset(kb, dqT.headBase(kb, block.batch, block.head),
+                                block.row0);
   const int64_t width = rowChunkElems(plan.headDim, 4);
   auto f4 = VectorType::get({width}, f32), e4 = VectorType::get({width}, elem);
   Value safe = kb.mul(block.first, plan.headDim);
@@ -203,14 +234,15 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   const int64_t perRow = plan.headDim / width;
   int64_t first = 0;
   forEachBlockChunk(kb, block, plan.headDim, width, [&](Value at, Value ok) {
-    ats.push_back(at);
+    Value chunk = kb.add(kb.tid, first);
+    Value row = kb.divui(chunk, perRow), c = kb.remui(chunk, perRow);
+    ats.push_back(kb.add(kb.add(dqFirst, kb.mul(row, dqT.rowStride)),
+                         kb.mul(c, width)));
     oks.push_back(ok);
     Value from = at;
     if (plan.warpSpecialized) {
       // The block starts at a multiple of block_q (of 8) rows of its head,
       // so the chunk's row in the block gives r mod 8.
-      Value chunk = kb.add(kb.tid, first);
-      Value row = kb.divui(chunk, perRow), c = kb.remui(chunk, perRow);
       Value swizzled = arith::XOrIOp::create(b, loc, c, kb.remui(row, 8));
       from = kb.add(kb.sub(at, kb.mul(c, width)), kb.mul(swizzled, width));
     }
@@ -299,7 +331,6 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
-  Value kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
   Value kBegin = kb.mul(kBlock, bkv);
 
   // Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ.
@@ -325,16 +356,37 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   SharedTile dsTile{kb.idx(kElems + vElems + qElems + doElems), bkv, bq,
                     bq + 8};
 
-  kb.copyTileAsync(kMem, kb.mul(kvRowsBase, d), kBegin, nk, kTile);
-  kb.copyTileAsync(vMem, kb.mul(kvRowsBase, dv), kBegin, nk, vTile);
+  // Q, K, V, dO, dK and dV in the caller's layout; LSE, Delta and dq_accum
+  // are fa's, contiguous.
+  KernelParams params = backwardMainParams(b.getContext(), plan);
+  StridedTensor qT = stridedTensor(kb, qMem, params.strides(entry, 0));
+  StridedTensor kT = stridedTensor(kb, kMem, params.strides(entry, 1));
+  StridedTensor vT = stridedTensor(kb, vMem, params.strides(entry, 2));
+  StridedTensor doT = stridedTensor(kb, doMem, params.strides(entry, 3));
+  kb.copyTileAsync(kMem, kT.headBase(kb, batch, kvHead), kBegin, nk, kTile,
+                   kT.rowStride);
+  kb.copyTileAsync(vMem, vT.headBase(kb, batch, kvHead), kBegin, nk, vTile,
+                   vT.rowStride);
 
-  // Q, dO, LSE and Delta of the query tile at qBegin of the head whose rows
-  // start at qRowsBase; rows at or past Nq are zero-filled.
-  auto loadQueryTile = [&](Value qRowsBase, Value qBegin) {
-    kb.copyTileAsync(qMem, kb.mul(qRowsBase, d), qBegin, nq, qTile);
-    kb.copyTileAsync(doMem, kb.mul(qRowsBase, dv), qBegin, nq, doTile);
-    kb.copyRowStatsAsync(stats, lseMem, deltaMem, qRowsBase, qBegin, nq, bq,
-                         [&] { return statSlot(kb.tid); });
+  // Q's and dO's strides read afresh in each tile's loads (opaqueIndex64).
+  auto opaque = [&](const StridedTensor &t) {
+    return StridedTensor{t.mem, opaqueIndex64(kb, t.batchStride),
+                         opaqueIndex64(kb, t.headStride),
+                         opaqueIndex64(kb, t.rowStride)};
+  };
+  auto rowsBaseOf = [&](Value head) {
+    return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  };
+  // Q, dO, LSE and Delta of the query tile at qBegin of query head `head`;
+  // rows at or past Nq are zero-filled.
+  auto loadQueryTile = [&](Value head, Value qBegin) {
+    StridedTensor q = opaque(qT), dO = opaque(doT);
+    kb.copyTileAsync(qMem, q.headBase(kb, batch, head), qBegin, nq, qTile,
+                     q.rowStride);
+    kb.copyTileAsync(doMem, dO.headBase(kb, batch, head), qBegin, nq, doTile,
+                     dO.rowStride);
+    kb.copyRowStatsAsync(stats, lseMem, deltaMem, rowsBaseOf(head), qBegin, nq,
+                         bq, [&] { return statSlot(kb.tid); });
     kb.commitAsync();
   };
 
@@ -349,10 +401,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   const int64_t dkN = llvm::divideCeil(wk, 8) * 4,
                 dvN = llvm::divideCeil(wv, 8) * 4, sN = bq / 8 * 4;
   SmallVector<Value> init(dkN + dvN, kb.f32(0));
-  auto rowsBaseOf = [&](Value head) {
-    return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  };
-  loadQueryTile(rowsBaseOf(kb.mul(kvHead, group)), kb.mul(iBegin, bq));
+  loadQueryTile(kb.mul(kvHead, group), kb.mul(iBegin, bq));
   auto headLoop = scf::ForOp::create(b, loc, kb.idx(0), group, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g0(b);
@@ -487,7 +536,7 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       {
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(&nextIf.getThenRegion().front());
-        loadQueryTile(rowsBaseOf(kb.add(kb.mul(kvHead, group), nextHead)),
+        loadQueryTile(kb.add(kb.mul(kvHead, group), nextHead),
                       kb.mul(nextTile, bq));
       }
 
@@ -553,15 +602,18 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // dK (scale already in dS) and dV for keys < Nk, this CTA's columns.
   SmallVector<Value> res(headLoop.getResults());
   Value keyRow = kb.add(kBegin, keyRow0);
-  auto store = [&](ArrayRef<Value> acc, Value mem, int64_t cols, Value first,
-                   int64_t width) {
-    Value base = kb.mul(kvRowsBase, cols);
+  auto store = [&](ArrayRef<Value> acc, const StridedTensor &t, int64_t cols,
+                   Value first, int64_t width) {
+    Value base = t.headBase(kb, batch, kvHead);
     if (first)
       base = kb.add(base, first);
-    storeAccumulator(kb, acc, mem, base, keyRow, nk, width, {}, cols);
+    storeAccumulator(kb, acc, t.mem, base, keyRow, nk, width, {}, cols,
+                     t.rowStride);
   };
-  store(ArrayRef<Value>(res).take_front(dkN), dkMem, d, colK, wk);
-  store(ArrayRef<Value>(res).drop_front(dkN), dvMem, dv, colV, wv);
+  store(ArrayRef<Value>(res).take_front(dkN),
+        stridedTensor(kb, dkMem, params.strides(entry, 4)), d, colK, wk);
+  store(ArrayRef<Value>(res).drop_front(dkN),
+        stridedTensor(kb, dvMem, params.strides(entry, 5)), dv, colV, wv);
   gpu::ReturnOp::create(b, loc);
 }
 

@@ -213,15 +213,17 @@ void KernelBuilder::copyGatheredTileAsync(
 void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
                                           Value rowBegin, Value rowLimit,
                                           int64_t rows, int64_t cols,
-                                          Value base) {
-  copyRowsAsync(gmem, gBase, rowBegin, rowLimit, rows, cols,
-                [&](Value row, Value chunk, Value) {
-                  Value slab = divui(chunk, 8);
-                  Value swz = arith::XOrIOp::create(b, loc, remui(chunk, 8),
-                                                    remui(row, 8));
-                  return add(base, add(mul(slab, rows * 64),
-                                       add(mul(row, 64), mul(swz, 8))));
-                });
+                                          Value base, Value rowStride) {
+  copyRowsAsync(
+      gmem, gBase, rowBegin, rowLimit, rows, cols,
+      [&](Value row, Value chunk, Value) {
+        Value slab = divui(chunk, 8);
+        Value swz =
+            arith::XOrIOp::create(b, loc, remui(chunk, 8), remui(row, 8));
+        return add(base,
+                   add(mul(slab, rows * 64), add(mul(row, 64), mul(swz, 8))));
+      },
+      rowStride);
 }
 
 void KernelBuilder::copyRowsAsync(
@@ -517,16 +519,18 @@ void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
                                               Value base, Value row0,
                                               Value rowLimit, int64_t cols,
                                               ArrayRef<Value> rowScale,
-                                              int64_t rowStride) {
+                                              int64_t rowStride,
+                                              Value dynamicRowStride) {
   OpBuilder &b = kb.b;
   if (!rowStride)
     rowStride = cols;
+  Value rowElems = dynamicRowStride ? dynamicRowStride : kb.idx(rowStride);
   for (int64_t r = 0; r < 2; ++r) {
     Value row = kb.add(row0, kb.add(kb.groupId, r * 8));
     auto ifOp = scf::IfOp::create(b, kb.loc, kb.lt(row, rowLimit), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = kb.add(base, kb.mul(row, rowStride));
+    Value rowOff = kb.add(base, kb.mul(row, rowElems));
     for (int64_t n = 0; n < llvm::divideCeil(cols, 8); ++n) {
       Value lo = acc[n * 4 + 2 * r], hi = acc[n * 4 + 2 * r + 1];
       if (!rowScale.empty()) {

@@ -193,9 +193,10 @@ public:
   /// (Wgmma.h): 64-column slabs of `rows` rows, 16 B chunk c of row r at
   /// chunk c ^ (r mod 8); `cols` a multiple of 8. Commits the copies as one
   /// cp.async group.
+  /// Global rows are `rowStride` elements apart (`cols` when null).
   void copyTileAsyncSwizzled(Value gmem, Value gBase, Value rowBegin,
                              Value rowLimit, int64_t rows, int64_t cols,
-                             Value base);
+                             Value base, Value rowStride = {});
   /// Commits the cp.async copies issued since the last commit as one group.
   /// (cp.async.commit_group itself, not nvgpu's token form: a group whose
   /// copies are all predicated has no token to name.)
@@ -280,10 +281,14 @@ void storeColumnPair(KernelBuilder &kb, Value mem, Value rowOff, int64_t n,
 /// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, `cols`
 /// columns in n8 tiles from `base`) to a row-major global matrix with rows of
 /// `rowStride` elements (`cols` when 0), rows < `rowLimit` only, each value
-/// multiplied by `rowScale[r]` when given.
+/// multiplied by `rowScale[r]` when given. A caller's tensor passes its row
+/// stride as `dynamicRowStride` (index), which then addresses the rows;
+/// `rowStride` still gives the rows' alignment (the runtime checks strides
+/// are multiples of it).
 void storeAccumulator(KernelBuilder &kb, ArrayRef<Value> acc, Value mem,
                       Value base, Value row0, Value rowLimit, int64_t cols,
-                      ArrayRef<Value> rowScale = {}, int64_t rowStride = 0);
+                      ArrayRef<Value> rowScale = {}, int64_t rowStride = 0,
+                      Value dynamicRowStride = {});
 
 /// Online-softmax state of one warp's 16 rows as held by one lane: rows g and
 /// g+8 (see Fragments.h).

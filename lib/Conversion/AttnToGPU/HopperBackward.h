@@ -115,12 +115,15 @@ private:
 
   // Parameters (fa_bwd of docs/ABI.md).
   Value qMem, kMem, vMem, doMem, lseMem, deltaMem, dqMem, dkMem, dvMem, scale;
+  // Q, K, V, dO, dK and dV in the caller's layout (their stride
+  // parameters); LSE, Delta and dq_accum are fa's, contiguous.
+  StridedTensor qT, kT, vT, doT, dkT, dvT;
   Value heads, kvHeads, nq, nk; // index
   // The tile scheduler's choice: this CTA's key block of (batch, kvHead),
-  // whose rows of K and V start at kvRowsBase, and its walk over tileCount
+  // and its walk over tileCount
   // query tiles: tilesPerHead tiles [tileBegin, tileEnd) of each of the
   // headsPerKvHead query heads from firstHead.
-  Value keyBlock, kvHead, batch, headsPerKvHead, kvRowsBase, keyBegin;
+  Value keyBlock, kvHead, batch, headsPerKvHead, keyBegin;
   Value tileBegin, tileEnd, tilesPerHead, tileCount, firstHead;
   // Shared memory: the f32 view of the row statistics (and dQ tiles), the
   // wgmma descriptor base; dq_accum's address; scale·log2(e).
@@ -188,9 +191,9 @@ private:
   // The producer (HopperBackwardProducer.cpp).
   /// cp.async: K and V of the key block, once.
   void loadKeyValueAsync();
-  /// cp.async: Q, dO, LSE and Delta of the tile at qBegin of the head whose
-  /// rows start at qRowsBase, into `stage`; rows at or past Nq read zero.
-  void loadQueryTileAsync(Value qRowsBase, Value qBegin, Value stage);
+  /// cp.async: Q, dO, LSE and Delta of the tile at qBegin of query head
+  /// `head`, into `stage`; rows at or past Nq read zero.
+  void loadQueryTileAsync(Value head, Value qBegin, Value stage);
   /// cp.async: tile `next`'s loads, if there is such a tile.
   void prefetchQueryTile(Value next);
   /// Waits for this thread's cp.async data and makes it and the generic

@@ -218,7 +218,9 @@ void HopperBackward::storeDKAndDV(ArrayRef<Value> results) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
   storeAccumulator(kb, results.take_front(d / 2), dkMem,
-                   kb.mul(kvRowsBase, d), keyRow, nk, d);
+                   dkT.headBase(kb, batch, kvHead), keyRow, nk, d, {}, d,
+                   dkT.rowStride);
   storeAccumulator(kb, results.slice(d / 2, dv / 2), dvMem,
-                   kb.mul(kvRowsBase, dv), keyRow, nk, dv);
+                   dvT.headBase(kb, batch, kvHead), keyRow, nk, dv, {}, dv,
+                   dvT.rowStride);
 }

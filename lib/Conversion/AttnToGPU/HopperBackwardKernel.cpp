@@ -126,6 +126,14 @@ Value HopperBackward::keyRow0Of(Value warpgroup) {
 
 void HopperBackward::build() {
   kb.setupThreadIds();
+  KernelParams params = backwardMainParams(b.getContext(), plan);
+  Block &entry = func.getBody().front();
+  qT = stridedTensor(kb, qMem, params.strides(entry, 0));
+  kT = stridedTensor(kb, kMem, params.strides(entry, 1));
+  vT = stridedTensor(kb, vMem, params.strides(entry, 2));
+  doT = stridedTensor(kb, doMem, params.strides(entry, 3));
+  dkT = stridedTensor(kb, dkMem, params.strides(entry, 4));
+  dvT = stridedTensor(kb, dvMem, params.strides(entry, 5));
   setupKeyBlock();
   kb.setupSharedMemory(module, layout.total() / 2);
   stats = kb.sharedView(module, b.getF32Type(), layout.total() / 4);
@@ -175,8 +183,7 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
 void HopperBackward::buildAsyncCopyKernel() {
   SmallVector<Value> init(plan.headDim / 2 + plan.headDimV / 2, kb.f32(0));
   ifThen(kb.lt(kb.idx(0), tileCount), [&] {
-    loadQueryTileAsync(queryRowsBaseOf(firstHead), kb.mul(tileBegin, plan.blockQ),
-                       kb.idx(0));
+    loadQueryTileAsync(firstHead, kb.mul(tileBegin, plan.blockQ), kb.idx(0));
   });
   SmallVector<Value> results = forEachConsumerTile(
       init, [&](const ConsumerTile &tile, SmallVector<Value> &dK,
@@ -223,10 +230,11 @@ void HopperBackward::buildWarpSpecializedKernel() {
   // setmaxnreg (C7508) and spills the consumers.
   func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                 b.getI32IntegerAttr(1));
-  qMap = tmaMap(kb, param(15), plan.blockQ);
-  kMap = tmaMap(kb, param(16), plan.blockKV);
-  vMap = tmaMap(kb, param(17), plan.blockKV);
-  doMap = tmaMap(kb, param(18), plan.blockQ);
+  // 4-D maps {D, N, H, B}: the caller's strides address heads and batches.
+  qMap = tmaMap(kb, param(15), plan.blockQ, 4);
+  kMap = tmaMap(kb, param(16), plan.blockKV, 4);
+  vMap = tmaMap(kb, param(17), plan.blockKV, 4);
+  doMap = tmaMap(kb, param(18), plan.blockQ, 4);
   initBarriers();
   hasTiles = kb.lt(kb.idx(0), tileCount);
 

@@ -21,23 +21,26 @@ using namespace mlir::fa::gpu_lowering;
 
 void HopperBackward::loadKeyValueAsync() {
   const int64_t bkv = plan.blockKV;
-  kb.copyTileAsyncSwizzled(kMem, kb.mul(kvRowsBase, plan.headDim), keyBegin,
-                           nk, bkv, plan.headDim, kb.idx(0));
-  kb.copyTileAsyncSwizzled(vMem, kb.mul(kvRowsBase, plan.headDimV), keyBegin,
-                           nk, bkv, plan.headDimV,
-                           kb.idx(layout.vBase() / 2));
+  kb.copyTileAsyncSwizzled(kMem, kT.headBase(kb, batch, kvHead), keyBegin, nk,
+                           bkv, plan.headDim, kb.idx(0), kT.rowStride);
+  kb.copyTileAsyncSwizzled(vMem, vT.headBase(kb, batch, kvHead), keyBegin, nk,
+                           bkv, plan.headDimV, kb.idx(layout.vBase() / 2),
+                           vT.rowStride);
 }
 
-void HopperBackward::loadQueryTileAsync(Value qRowsBase, Value qBegin,
+void HopperBackward::loadQueryTileAsync(Value head, Value qBegin,
                                         Value stage) {
   const int64_t d = plan.headDim, dv = plan.headDimV, bq = plan.blockQ;
   kb.copyTileAsyncSwizzled(
-      qMem, kb.mul(qRowsBase, d), qBegin, nq, bq, d,
-      kb.add(kb.mul(stage, layout.qBytes() / 2), layout.qBase() / 2));
+      qMem, qT.headBase(kb, batch, head), qBegin, nq, bq, d,
+      kb.add(kb.mul(stage, layout.qBytes() / 2), layout.qBase() / 2),
+      qT.rowStride);
   kb.copyTileAsyncSwizzled(
-      doMem, kb.mul(qRowsBase, dv), qBegin, nq, bq, dv,
-      kb.add(kb.mul(stage, layout.doBytes() / 2), layout.doBase() / 2));
-  kb.copyRowStatsAsync(stats, lseMem, deltaMem, qRowsBase, qBegin, nq, bq, [&] {
+      doMem, doT.headBase(kb, batch, head), qBegin, nq, bq, dv,
+      kb.add(kb.mul(stage, layout.doBytes() / 2), layout.doBase() / 2),
+      doT.rowStride);
+  kb.copyRowStatsAsync(stats, lseMem, deltaMem, queryRowsBaseOf(head), qBegin,
+                       nq, bq, [&] {
     return kb.add(kb.add(kb.mul(stage, 2 * bq), layout.statsFloat()), kb.tid);
   });
   kb.commitAsync();
@@ -45,7 +48,7 @@ void HopperBackward::loadQueryTileAsync(Value qRowsBase, Value qBegin,
 
 void HopperBackward::prefetchQueryTile(Value next) {
   ifThen(kb.lt(next, tileCount), [&] {
-    loadQueryTileAsync(queryRowsBaseOf(headOf(next)), qBeginOf(next),
+    loadQueryTileAsync(headOf(next), qBeginOf(next),
                        kb.remui(next, layout.stages()));
   });
 }
@@ -83,23 +86,23 @@ void HopperBackward::emitTmaLoads() {
     for (Value map : {qMap, kMap, vMap, doMap})
       prefetchTensorMap(kb, map);
     ifThen(hasTiles, [&] {
-      Value kvBh = kb.add(kb.mul(batch, kvHeads), kvHead);
       Value keyValueFull = kb.idx(BackwardBarriers::keyValueFull);
       tmaLoadTile(kb, barriers, kMap, bkv, plan.headDim, kb.idx(0), keyBegin,
-                  kvBh, keyValueFull);
+                  {kvHead, batch}, keyValueFull);
       tmaLoadTile(kb, barriers, vMap, bkv, plan.headDimV,
-                  kb.idx(layout.vBase()), keyBegin, kvBh, keyValueFull);
+                  kb.idx(layout.vBase()), keyBegin, {kvHead, batch},
+                  keyValueFull);
     });
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
       Value slot =
           waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
-      Value qBh = kb.toIndex(add32(batchHeads32, head));
+      Value qHead = kb.toIndex(head);
       Value qBegin = kb.toIndex(mul32(qTile, kb.c32(bq)));
       Value full = kb.add(slot, BackwardBarriers::queryFull);
       tmaLoadTile(kb, barriers, qMap, bq, plan.headDim, qStageOf(slot),
-                  qBegin, qBh, full);
+                  qBegin, {qHead, batch}, full);
       tmaLoadTile(kb, barriers, doMap, bq, plan.headDimV, doStageOf(slot),
-                  qBegin, qBh, full);
+                  qBegin, {qHead, batch}, full);
     });
   });
 }

@@ -32,7 +32,6 @@ void HopperBackward::setupKeyBlock() {
   kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   headsPerKvHead = arith::DivUIOp::create(b, loc, heads, kvHeads);
-  kvRowsBase = kb.mul(kb.add(kb.mul(batch, kvHeads), kvHead), nk);
   keyBegin = kb.mul(keyBlock, plan.blockKV);
 }
 

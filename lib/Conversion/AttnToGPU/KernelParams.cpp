@@ -68,6 +68,7 @@ KernelParams mlir::fa::gpu_lowering::backwardPreParams(MLIRContext *ctx,
   addTensors(p, plan.elemType, 2);         // o, do
   addTensors(p, Float32Type::get(ctx), 2); // delta, dq_accum
   addSizes(p, ctx, 3);                     // batch, heads, nq
+  p.addStrides(ctx, 2);                    // o, do
   return p;
 }
 
@@ -84,6 +85,7 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
       p.addTensorMap(ctx);
   if (plan.deterministic)
     p.add(LLVM::LLVMPointerType::get(ctx)); // dQ semaphores
+  p.addStrides(ctx, 6); // q, k, v, do, dk, dv
   addModArgParams(p, ctx, plan); // last
   return p;
 }
@@ -94,6 +96,7 @@ KernelParams mlir::fa::gpu_lowering::backwardPostParams(MLIRContext *ctx,
   addTensors(p, Float32Type::get(ctx), 1); // dq_accum
   addTensors(p, plan.elemType, 1);         // dq
   addSizes(p, ctx, 3);                     // batch, heads, nq
+  p.addStrides(ctx, 1);                    // dq
   return p;
 }
 

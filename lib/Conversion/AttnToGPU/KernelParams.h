@@ -60,13 +60,15 @@ constexpr int kStridesPerTensor = 3;
 /// then the strides of q, k, v and o (a split forward's o_part is the
 /// workspace: q, k, v only), and last the mod_args of a score_mod (ModArgs.h).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
-/// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq.
+/// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
+/// and do.
 KernelParams backwardPreParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd: q, k, v, do, lse, delta, dq_accum, dk, dv; batch, heads,
 /// kv_heads, nq, nk; scale; then the warp-specialised wgmma backward's q, k,
-/// v, do maps and a deterministic one's semaphores; last, the mod_args.
+/// v, do maps and a deterministic one's semaphores; the strides of q, k, v,
+/// do, dk and dv; last, the mod_args.
 KernelParams backwardMainParams(MLIRContext *ctx, const KernelPlan &plan);
-/// fa_bwd_post: dq_accum, dq; batch, heads, nq.
+/// fa_bwd_post: dq_accum, dq; batch, heads, nq; the strides of dq.
 KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_merge (split-KV): o_part, lse_part (f32 workspace), o, lse; rows
 /// (batch·heads·nq), splits, heads, nq; the strides of o.

@@ -14,18 +14,22 @@
 // CHECK: %[[FIRST:.+]] = arith.addi %{{.+}}, %[[ROW0]] : index
 // CHECK: %[[REST:.+]] = arith.subi %{{.+}}, %[[ROW0]] : index
 // CHECK: %[[COUNT:.+]] = arith.minsi %[[REST]], %c64{{(_[0-9]+)?}} : index
+// O's (and dO's) block starts at b·sB + h·sH + row0·sN (the caller's
+// strides, parameters 7-9 and 10-12); lanes past Nq read that first chunk.
+// CHECK: %[[OSN:.+]] = arith.index_cast %arg9 : i64 to index
+// CHECK: %[[R0SN:.+]] = arith.muli %[[ROW0]], %[[OSN]] : index
+// CHECK-NEXT: %[[OFIRST:.+]] = arith.addi %{{.+}}, %[[R0SN]] : index
 // The thread id splits into the chunk (tid mod 16) and the row (tid / 16).
 // CHECK: %[[LANE:.+]] = arith.remui %[[TID]], %c16{{(_[0-9]+)?}} : index
 // CHECK: %[[ROWIN:.+]] = arith.divui %[[TID]], %c16{{(_[0-9]+)?}} : index
-// CHECK: %[[SAFE:.+]] = arith.muli %[[FIRST]], %c128{{(_[0-9]+)?}} : index
 // CHECK: %[[R0:.+]] = arith.addi %[[ROWIN]], %c0{{(_[0-9]+)?}} : index
 // CHECK: %[[CH0:.+]] = arith.addi %[[LANE]], %c0{{(_[0-9]+)?}} : index
 // CHECK: %[[OK0:.+]] = arith.cmpi slt, %[[R0]], %[[COUNT]] : index
 // CHECK: %[[COL0:.+]] = arith.muli %[[CH0]], %c8{{(_[0-9]+)?}} : index
-// CHECK: %[[ABS0:.+]] = arith.addi %[[FIRST]], %[[R0]] : index
-// CHECK: %[[ROWAT0:.+]] = arith.muli %[[ABS0]], %c128{{(_[0-9]+)?}} : index
-// CHECK: %[[AT0:.+]] = arith.addi %[[ROWAT0]], %[[COL0]] : index
-// CHECK: %[[OAT0:.+]] = arith.select %[[OK0]], %[[AT0]], %[[SAFE]] : index
+// CHECK: %[[ROWAT0:.+]] = arith.muli %[[R0]], %[[OSN]] : index
+// CHECK: %[[ABS0:.+]] = arith.addi %[[OFIRST]], %[[ROWAT0]] : index
+// CHECK: %[[AT0:.+]] = arith.addi %[[ABS0]], %[[COL0]] : index
+// CHECK: %[[OAT0:.+]] = arith.select %[[OK0]], %[[AT0]], %[[OFIRST]] : index
 // CHECK: vector.load %arg0[%[[OAT0]]] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK: vector.load %arg1[%{{.+}}] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK-NOT: gpu.shuffle
@@ -108,8 +112,7 @@ func.func @backward_d128(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>,
 // CHECK: %[[CHOK:.+]] = arith.cmpi slt, %[[CH0]], %c9{{(_[0-9]+)?}} : index
 // CHECK: %[[OK0:.+]] = arith.andi %[[ROWOK]], %[[CHOK]] : i1
 // CHECK: %[[COL0:.+]] = arith.muli %[[CH0]], %c8{{(_[0-9]+)?}} : index
-// CHECK: %[[ABS0:.+]] = arith.addi %{{.+}}, %[[R0]] : index
-// CHECK: arith.muli %[[ABS0]], %c72{{(_[0-9]+)?}} : index
+// CHECK: arith.muli %[[R0]], %{{.+}} : index
 // CHECK: arith.select %[[OK0]]
 // CHECK: vector.load %arg0[%{{.+}}] {alignment = 16 : i64} : memref<1099511627776xf16>, vector<8xf16>
 // CHECK: arith.addi %[[ROWIN]], %c8{{(_[0-9]+)?}} : index

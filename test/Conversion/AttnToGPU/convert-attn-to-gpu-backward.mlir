@@ -7,15 +7,23 @@
 
 // The backward becomes three kernels of docs/ABI.md in one gpu.module.
 // CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a
-// Delta = rowsum(dO∘O) with 16-byte loads, dq_accum zeroed.
-// CHECK: gpu.func @fa_bwd_pre_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// Delta = rowsum(dO∘O) with 16-byte loads, dq_accum zeroed. O and dO are
+// the caller's: their batch, head and row strides (i64) come last, and a
+// row's chunks start at b·sB + h·sH + n·sN.
+// CHECK: gpu.func @fa_bwd_pre_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(%{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xf32>, %{{[^:]+}}: i32, %{{[^:]+}}: i32, %{{[^:]+}}: i32,
+// CHECK-SAME: %{{[^:]+}}: i64, %{{[^:]+}}: i64, %[[OSN:[^:]+]]: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %[[DOSN:[^:]+]]: i64) kernel
+// CHECK-DAG: %[[SN:.+]] = arith.index_cast %[[OSN]] : i64 to index
+// CHECK-DAG: %[[DSN:.+]] = arith.index_cast %[[DOSN]] : i64 to index
+// CHECK-DAG: arith.muli %{{.+}}, %[[SN]] : index
+// CHECK-DAG: arith.muli %{{.+}}, %[[DSN]] : index
 // CHECK: vector.load {{.*}} : memref<1099511627776xbf16>, vector<8xbf16>
 // CHECK: vector.reduction <add>
 // CHECK: vector.store {{.*}} : memref<1099511627776xf32>, vector<4xf32>
 // The main kernel: K/V resident, a loop over the group's query heads and
 // over the query tiles of the key block's band; dK/dV carried in registers.
 // CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(
-// CHECK-SAME: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+// Then the strides of q, k, v, do, dk and dv.
+// CHECK-SAME: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{[^:]+}}: f32, %arg15: i64{{.*}}, %arg32: i64) kernel
 // CHECK-SAME: fa.shared_bytes = 122880
 // The first query tile's LSE and Delta go to shared memory with 4-byte
 // cp.async before the loops.
@@ -41,7 +49,10 @@
 // CHECK: scf.yield %[[TILES]]#
 // dK and dV stored once per CTA.
 // CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<2xbf16>
-// CHECK: gpu.func @fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(%{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xbf16>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// fa_bwd_post writes dQ through its strides.
+// CHECK: gpu.func @fa_bwd_post_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(%{{.*}}: memref<1099511627776xf32>, %{{.*}}: memref<1099511627776xbf16>, %{{[^:]+}}: i32, %{{[^:]+}}: i32, %{{[^:]+}}: i32, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %[[DQSN:[^:]+]]: i64) kernel
+// CHECK: %[[QSN:.+]] = arith.index_cast %[[DQSN]] : i64 to index
+// CHECK: arith.muli %{{.+}}, %[[QSN]] : index
 // CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
 
 // PTX: gpu.binary @fa_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a

@@ -9,13 +9,21 @@
 // LSE in base 2 with -inf → +inf (P = 0 for an empty row),
 // P = 2^(S·scale·log2e − LSE·log2e) and dS = P∘(dP − Delta)·scale.
 
-// fa_bwd_pre: thread t's chunk of O and of dO at the same offset, their
-// f32 product summed, lanes outside the block adding 0.
+// fa_bwd_pre: thread t's chunk of O and of dO at the same row and column
+// (each through its own strides: offsets row·sN + column from the block's
+// first row), their f32 product summed, lanes outside the block adding 0.
 // PRE-LABEL: gpu.func @fa_bwd_pre_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(
 // PRE-SAME: %[[O:[^:]+]]: memref<1099511627776xbf16>, %[[DO:[^:]+]]: memref<1099511627776xbf16>, %[[DELTA:[^:]+]]: memref<1099511627776xf32>
-// PRE: %[[OAT:.+]] = arith.select %[[OK:[^,]+]], %[[AT:[^,]+]], %[[SAFE:[^ ]+]] : index
+// PRE: %[[COL:.+]] = arith.muli %{{[^,]+}}, %c8 : index
+// PRE-NEXT: %[[OR:.+]] = arith.muli %[[ROW:[^,]+]], %[[OSN:[^ ]+]] : index
+// PRE-NEXT: %[[OROW:.+]] = arith.addi %[[OFIRST:[^,]+]], %[[OR]] : index
+// PRE-NEXT: %[[OAT0:.+]] = arith.addi %[[OROW]], %[[COL]] : index
+// PRE-NEXT: %[[DOR:.+]] = arith.muli %[[ROW]], %[[DOSN:[^ ]+]] : index
+// PRE-NEXT: %[[DOROW:.+]] = arith.addi %[[DOFIRST:[^,]+]], %[[DOR]] : index
+// PRE-NEXT: %[[DOAT0:.+]] = arith.addi %[[DOROW]], %[[COL]] : index
+// PRE: %[[OAT:.+]] = arith.select %[[OK:[^,]+]], %[[OAT0]], %[[OFIRST]] : index
 // PRE-NEXT: %[[OCH:.+]] = vector.load %[[O]][%[[OAT]]] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
-// PRE-NEXT: %[[DOAT:.+]] = arith.select %[[OK]], %[[AT]], %[[SAFE]] : index
+// PRE-NEXT: %[[DOAT:.+]] = arith.select %[[OK]], %[[DOAT0]], %[[DOFIRST]] : index
 // PRE-NEXT: %[[DOCH:.+]] = vector.load %[[DO]][%[[DOAT]]] {alignment = 16 : i64} : memref<1099511627776xbf16>, vector<8xbf16>
 // PRE-DAG: %[[OF:.+]] = arith.extf %[[OCH]] : vector<8xbf16> to vector<8xf32>
 // PRE-DAG: %[[DOF:.+]] = arith.extf %[[DOCH]] : vector<8xbf16> to vector<8xf32>
@@ -43,8 +51,9 @@
 // BWD: %[[KVHEAD:.+]] = gpu.block_id  y
 // BWD-NEXT: %[[BATCH:.+]] = gpu.block_id  z
 // BWD-NEXT: %[[GROUP:.+]] = arith.divui %[[H]], %[[HKV]] : index
-// BWD-NEXT: %[[KVBH:.+]] = arith.muli %[[BATCH]], %[[HKV]] : index
-// BWD-NEXT: arith.addi %[[KVBH]], %[[KVHEAD]] : index
+// K's rows of key head g start at batch·sB + g·sH (its strides).
+// BWD-DAG: arith.muli %[[BATCH]], %{{[^ ]+}} : index
+// BWD-DAG: arith.muli %[[KVHEAD]], %{{[^ ]+}} : index
 // BWD: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
 // BWD-NEXT: %[[SL2:.+]] = arith.mulf %[[SCALE]], %[[LOG2E]] : f32
 

@@ -57,7 +57,7 @@ func.func @causal(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tens
 // tile an element survives where its key < Nk, its query < Nq (column c <
 // Nq − (qBegin + 2t)) and the mask keeps (key − (qBegin + 2t), c).
 // CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w8_s1_causal_sm90a(
-// CHECK-SAME: %{{[^:]+}}: i32, %{{[^:]+}}: i32, %[[NQARG:[^:]+]]: i32, %[[NKARG:[^:]+]]: i32, %{{[^:]+}}: f32) kernel
+// CHECK-SAME: %{{[^:]+}}: i32, %{{[^:]+}}: i32, %[[NQARG:[^:]+]]: i32, %[[NKARG:[^:]+]]: i32, %{{[^:]+}}: f32, %{{.*}}: i64) kernel
 // CHECK: %[[TID:.+]] = gpu.thread_id  x
 // CHECK: %[[WARP:.+]] = arith.divui %[[TID]], %c32{{(_[0-9]+)?}} : index
 // CHECK: %[[LANE:.+]] = arith.remui %[[TID]], %c32{{(_[0-9]+)?}} : index

@@ -48,11 +48,12 @@ func.func @alibi_slopes(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v
 
 // -----
 
-// The backward: a bf16 table [H, 8191] of relative positions read at
+// The backward (its mod_args after the 18 strides, 15-32): a bf16 table
+// [H, 8191] of relative positions read at
 // (h, kv - q + 4095), a row-major offset from its two extents; the
 // derivative treats it as a constant.
 // CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d64_bq64_bkv64_w4_s1_none_sm90a_mod_rel_bias(
-// CHECK-SAME: %[[TAB:arg15]]: !llvm.ptr<1>, %[[ROWS:arg16]]: i32, %[[COLS:arg17]]: i32)
+// CHECK-SAME: %arg32: i64, %[[TAB:arg33]]: !llvm.ptr<1>, %[[ROWS:arg34]]: i32, %[[COLS:arg35]]: i32)
 // CHECK: %[[ROWN:.+]] = arith.index_cast %[[ROWS]] : i32 to index
 // CHECK: arith.minsi %{{.+}}, %{{.+}} : index
 // CHECK: %[[COLN:.+]] = arith.index_cast %[[COLS]] : i32 to index

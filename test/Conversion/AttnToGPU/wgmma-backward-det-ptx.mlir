@@ -20,7 +20,9 @@
 // CHECK: .target sm_90a
 // CHECK-LABEL: .entry fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_det(
 // CHECK: .param .align 64 .b8 fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_det_param_18[128],
-// CHECK-NEXT: .param .u64 .ptr .align 1 fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_det_param_19
+// CHECK-NEXT: .param .u64 .ptr .align 1 fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_det_param_19,
+// CHECK-NEXT: .param .u64 fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_det_param_20,
+// CHECK: .param .u64 fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_det_param_37
 // CHECK-NEXT: )
 // CHECK: .maxntid 384, 1, 1
 // CHECK-NOT: red.global.add.f32

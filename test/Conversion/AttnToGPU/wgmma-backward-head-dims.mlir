@@ -4,7 +4,7 @@
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a.ptx
-// RUN: grep -c cp.async.bulk.tensor.3d %t/fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=TMA
+// RUN: grep -c cp.async.bulk.tensor.4d %t/fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=TMA
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 .*, p, 1,  1, 0,  0;" %t/fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT12
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 .*, p, 1, 1, 1;" %t/fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT8
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 .*, p, 1,  1, 1,  1;" %t/fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT8
@@ -31,10 +31,11 @@
 // PLAN: attn.kernel_plan = {block_kv = 128 : i64, block_q = 64 : i64, {{.*}}mma = "wgmma", {{.*}}tag = "bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a"
 // GPU-LABEL: gpu.module @fa_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a
 // GPU: gpu.func @fa_bwd_bwd_bf16_d96_bq64_bkv128_w12_s2_none_wgmma_sm90a(
-// GPU-SAME: %{{.*}}: f32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) kernel
+// The four maps, then the 18 strides of q, k, v, do, dk, dv.
+// GPU-SAME: %{{[^:]+}}: f32, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %arg19: i64{{.*}}, %arg36: i64) kernel
 // GPU-SAME: fa.shared_bytes = 214016
 // GPU-SAME: known_block_size = array<i32: 384, 1, 1>
-// GPU-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x128x64xbf16
+// GPU-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x1x128x64xbf16
 // PTX: .maxntid 384, 1, 1
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32 240;
 // K and V: 128 rows of two whole boxes; Q and dO: 64 rows.

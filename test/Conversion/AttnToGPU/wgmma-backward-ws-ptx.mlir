@@ -9,8 +9,9 @@
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_f16_d64_bq64_bkv128_w12_s2_window_l32_r0_wgmma_sm90a.ptx -o %t/d.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7508 --implicit-check-not=C7512 --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
 
 // The warp-specialised wgmma backward (the default, -fa-wgmma-bwd-ws) in
-// PTX: 384 threads, one CTA per SM, setmaxnreg 24 / 240; TMA loads of K, V,
-// Q and dO (cp.async.bulk.tensor on mbarriers); dQ leaves the main kernel
+// PTX: 384 threads, one CTA per SM, setmaxnreg 24 / 240; 4-D TMA loads (over
+// the caller's strides) of K, V, Q and dO (cp.async.bulk.tensor on
+// mbarriers); dQ leaves the main kernel
 // by one bulk reduce-add per tile, with no red.global.add and no cp.async.
 // fa_bwd_post reads the row-swizzled dq_accum. ptxas: no spills in any of
 // the kernels, setmaxnreg honoured (no C7508), no wgmma serialisation.
@@ -25,7 +26,7 @@
 // CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 240;
 // CHECK-DAG: cvta.param.u64
 // CHECK-DAG: prefetch.tensormap
-// CHECK-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// CHECK-DAG: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // CHECK-DAG: mbarrier.arrive.expect_tx
 // CHECK-DAG: mbarrier.try_wait.parity
 // CHECK-DAG: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32

@@ -9,7 +9,7 @@
 // 1024 + 2·64·128·4 bytes.
 // WS-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a
 // WS: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a(
-// WS-SAME: %{{.*}}: f32, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) kernel
+// WS-SAME: %{{[^:]+}}: f32, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %{{[^:]+}}: !llvm.ptr, %arg19: i64{{.*}}, %arg36: i64) kernel
 // WS-SAME: fa.shared_bytes = 230400
 // WS-SAME: known_block_size = array<i32: 384, 1, 1>
 // WS-SAME: nvvm.minctasm = 1
@@ -22,9 +22,9 @@
 // The producer warpgroup: TMA of K and V (two 64-column boxes each), then
 // of Q and dO per tile on 32-bit tile counters; LSE and Delta; the writer.
 // WS: nvvm.setmaxregister  decrease 24
-// WS-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x128x64xbf16
+// WS-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x1x128x64xbf16
 // WS: scf.for {{.*}} -> (i32, i32)  : i32
-// WS-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x64x64xbf16
+// WS-COUNT-4: nvgpu.tma.async.load {{.*}} -> memref<1x1x64x64xbf16
 // WS: scf.for {{.*}} -> (i32, i32)  : i32
 // WS: memref.load
 // WS: nvgpu.mbarrier.arrive
@@ -61,7 +61,7 @@
 // CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a
 // CHECK: gpu.func @fa_bwd_pre_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a(
 // CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w8_s2_causal_wgmma_sm90a(
-// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{[^:]+}}: f32, %arg15: i64{{.*}}, %arg32: i64) kernel
 // CHECK-SAME: fa.shared_bytes = 148480
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // K and V resident, then a loop over query heads × query tiles with dK and
