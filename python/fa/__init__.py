@@ -770,16 +770,17 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
     tensors = [_unit_last(t) for t in (q, k, v, o, do)]
     try:
         return _backward_as_given(*tensors, lse, b, mask_args, scale, deterministic,
-                                  score_mod)
+                                  score_mod, mod_args)
     except FaError as e:
         views = [t for t in tensors if not t.is_contiguous()]
         if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
             raise
     return _backward_as_given(*[t.contiguous() for t in tensors], lse, b, mask_args, scale,
-                              deterministic, score_mod)
+                              deterministic, score_mod, mod_args)
 
 
-def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod):
+def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod,
+                       mod_args=()):
     """_backward on these tensors as they are (the kernel and struct of
     _backward_plan, made once per layout and options)."""
     torch = _torch
