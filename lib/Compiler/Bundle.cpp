@@ -131,6 +131,13 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["split_kv"] = true;
   if (c.packGqa)
     o["pack_gqa"] = true;
+  if (c.varlen) {
+    // Packed [T, H, D] tensors: the maps' and the sizes' nq, nk are the token
+    // totals and their batch is 1; cu_seqlens_q and cu_seqlens_k follow the
+    // strides (docs/ABI.md "Varlen").
+    o["varlen"] = true;
+    o["cu_seqlens_param"] = strideParam(k) + 3 * 4;
+  }
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
     // of fa_fwd / fa_bwd (docs/ABI.md "mod_args"), and what their extents
@@ -210,13 +217,19 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // runtime before strided backwards rejects 'stride_param' on a backward).
   // 8: kernels whose score_mod reads tensors ("mod_args"), which a
   // version-7 runtime refuses anyway; the version says so up front.
-  bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false;
+  // 10 (9 is mask_mod's): varlen forwards, which an older runtime would
+  // launch as dense ones without cu_seqlens.
+  bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
+       anyVarlen = false;
   for (const CompiledKernelRef &k : kernels) {
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
     anyNewer |= k->config.packGqa || takesStrides(k->config);
     anyModArgs |= !k->modArgs.empty();
+    anyVarlen |= k->config.varlen;
   }
+  if (anyVarlen)
+    return 10;
   if (anyModArgs)
     return 8;
   if (anyNewer)

@@ -74,6 +74,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.splitKv = true, kind = "splitkv";
     else if (p == "packgqa")
       c.packGqa = true, kind = "packgqa";
+    else if (p == "varlen")
+      c.varlen = true, kind = "varlen";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (num(p, "bkv", n))
@@ -136,6 +138,8 @@ std::string KernelConfig::str() const {
     s += ":splitkv";
   if (packGqa)
     s += ":packgqa";
+  if (varlen)
+    s += ":varlen";
   return s;
 }
 
@@ -156,6 +160,22 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     attrs += ", window_left = " + std::to_string(c.windowLeft) +
              " : i64, window_right = " + std::to_string(c.windowRight) + " : i64";
   std::string q = ty(c.headDim), v = ty(dv), lse = "tensor<?x?x?xf32>";
+  if (c.varlen) {
+    if (c.direction != "fwd")
+      return err("varlen applies to the forward only, got '" + c.direction +
+                 "'");
+    // Packed [T, H, D] tensors, LSE [H, T], the offsets i32 [B+1].
+    q = "tensor<?x?x" + std::to_string(c.headDim) + "x" + t + ">";
+    v = "tensor<?x?x" + std::to_string(dv) + "x" + t + ">";
+    lse = "tensor<?x?xf32>";
+    std::string cu = "tensor<?xi32>";
+    return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
+           ", %cuq: " + cu + ", %cuk: " + cu + ") -> (" + v + ", " + lse +
+           ") {\n  %o, %lse = attn.attention %q, %k, %v varlen(%cuq, %cuk : " +
+           cu + ", " + cu + ") {" + attrs + "} : " + q + ", " + q + ", " + v +
+           " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
+           lse + "\n}\n";
+  }
   if (c.direction == "fwd")
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
            ") -> (" + v + ", " + lse + ") {\n  %o, %lse = attn.attention %q, "
@@ -442,6 +462,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                        config.deterministic, config.grid};
   tiles.splitKv = config.splitKv;
   tiles.packGqa = config.packGqa;
+  tiles.varlen = config.varlen;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))

@@ -38,6 +38,9 @@ struct KernelConfig {
   bool splitKv = false;
   /// "packgqa": the mma.sync forward with packed GQA rows. Part of the tag.
   bool packGqa = false;
+  /// "varlen": the wgmma forward of a varlen batch (packed [T, H, D]
+  /// tensors, cu_seqlens; docs/ABI.md). Part of the tag.
+  bool varlen = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -45,7 +48,7 @@ struct KernelConfig {
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
-  /// "splitkv", "packgqa".
+  /// "splitkv", "packgqa", "varlen".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

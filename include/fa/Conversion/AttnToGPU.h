@@ -69,6 +69,9 @@ struct GpuTileOptions {
   /// mma.sync split-KV forward only: packed GQA (attn-tile pack-gqa), the
   /// query heads of one key head in one CTA's rows.
   bool packGqa = false;
+  /// wgmma forward only: a varlen batch (packed [T, H, D] tensors, the
+  /// sequences named by cu_seqlens), set from the op by attn-gpu-plan.
+  bool varlen = false;
 };
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -114,6 +117,11 @@ struct KernelPlan {
   /// holds head hk·G + r mod G at query q0 + r div G (PackedRows.h). The
   /// tag has `_packgqa`.
   bool packGqa = false;
+  /// wgmma forward only: a varlen batch. The grid's z runs over sequences,
+  /// its x over the query blocks of the longest; the kernel reads each
+  /// sequence's rows from cu_seqlens (VarlenKernel.h). The tag has
+  /// `_varlen`.
+  bool varlen = false;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are

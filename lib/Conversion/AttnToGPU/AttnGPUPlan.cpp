@@ -44,11 +44,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();
-      if (isVarlen(op)) {
-        op->emitOpError("expected a dense batch: varlen (cu_seqlens) "
-                        "batches have no GPU kernel yet");
-        return WalkResult::interrupt();
-      }
+      options.varlen = isVarlen(op);
       std::string error;
       FailureOr<KernelPlan> plan = resolveKernelPlanFor(op, options, error);
       if (failed(plan)) {

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TiledLoopNest.h"
+#include "VarlenKernel.h"
 #include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -228,6 +229,12 @@ private:
   Barriers bars;
   Value qMap, kMap, vMap;
   Value batches, heads, kvHeads, nq, nk;
+  // The sizes the tiled loop's bounds read: nq, nk, or a varlen batch's
+  // token totals (then nq, nk are the CTA's sequence's lengths).
+  Value boundNq, boundNk;
+  // Varlen: cu_seqlens_q, cu_seqlens_k and the first packed row of the
+  // CTA's sequence in Q/O/LSE and in K/V (VarlenKernel.h); null if dense.
+  Value cuSeqlensQ, cuSeqlensK, seqStartQ, seqStartK;
   // O in the caller's layout (the strides of fa_fwd's last parameters).
   StridedTensor oT;
   // The current query tile: its (batch, head), first row, key-tile range,
@@ -274,6 +281,14 @@ private:
 
   /// Sets the tile members for query block `qBlock` of (batch, head).
   void setTile(Value qBlock, Value headIdx, Value batchIdx);
+  /// Varlen: reads sequence `seq`'s rows; nq, nk become its lengths.
+  void setSequence(Value seq);
+  /// The batch coordinate of the TMA boxes (0 for a packed varlen tensor).
+  Value tmaBatch(Value batchIdx) { return seqStartQ ? kb.idx(0) : batchIdx; }
+  /// `row` of the CTA's sequence as a packed row (itself if dense).
+  Value packedRow(Value seqStart, Value row) {
+    return seqStart ? kb.add(seqStart, row) : row;
+  }
   /// Runs `body` for each query tile of this CTA: the grid's own, or, on a
   /// persistent grid, tiles blockIdx.x, + gridDim.x, ...
   void forEachTile(function_ref<void()> body);
@@ -343,8 +358,19 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
       b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
   qBegin = kb.mul(qBlock, plan.blockQ);
   // The key blocks of the tiled loop (those that meet this tile's band).
-  std::tie(jBegin, jEnd) = loops.cloneTileRange(
-      b, {batch, head, qBlock, heads, kvHeads, nq, nk});
+  TileLoopInputs in{batch, head, qBlock, heads, kvHeads, boundNq, boundNk};
+  in.cuSeqlensQ = cuSeqlensQ;
+  in.cuSeqlensK = cuSeqlensK;
+  std::tie(jBegin, jEnd) = loops.cloneTileRange(b, in);
+}
+
+void HopperForward::setSequence(Value seq) {
+  SequenceRows q = loadSequenceRows(b, loc, cuSeqlensQ, seq, boundNq);
+  SequenceRows k = loadSequenceRows(b, loc, cuSeqlensK, seq, boundNk);
+  seqStartQ = q.start;
+  seqStartK = k.start;
+  nq = q.length;
+  nk = k.length;
 }
 
 void HopperForward::forEachTile(function_ref<void()> body) {
@@ -495,12 +521,14 @@ void HopperForward::emitProducerTile() {
     int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
     loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
              kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
-             kb.toIndex(arith::MulIOp::create(b, loc, keyTileOf(i), kb.c32(bkv))),
-             {kb.toIndex(kvHead32), kb.toIndex(batch32)},
+             packedRow(seqStartK, kb.toIndex(arith::MulIOp::create(
+                                      b, loc, keyTileOf(i), kb.c32(bkv)))),
+             {kb.toIndex(kvHead32), tmaBatch(kb.toIndex(batch32))},
              isK ? bars.kFull() : bars.vFull(), stage);
   };
   auto loadQ = [&] {
-    loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0), qBegin, {head, batch},
+    loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0),
+             packedRow(seqStartQ, qBegin), {head, tmaBatch(batch)},
              bars.qFull(), kb.idx(0));
   };
   auto loadFrom = [&](int64_t from) {
@@ -858,8 +886,14 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
-  Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  Value oBase = oT.headBase(kb, batch, head);
+  // LSE [B, H, Nq], or a varlen batch's [H, Tq] from the sequence's row;
+  // O's rows likewise count from the sequence's first packed row.
+  Value qRowsBase =
+      seqStartQ ? kb.add(kb.mul(head, boundNq), seqStartQ)
+                : kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  Value oBase = seqStartQ ? oT.rowOffset(kb, oT.headBase(kb, kb.idx(0), head),
+                                         seqStartQ)
+                          : oT.headBase(kb, batch, head);
   // (A persistent grid's next Q may already be landing in the Q tile.)
   if (plan.schedule.smemEpilogue && !plan.persistent) {
     emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
@@ -1011,8 +1045,12 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   batches = kb.toIndex(arg(5));
   heads = kb.toIndex(arg(6));
   kvHeads = kb.toIndex(arg(7));
-  nq = kb.toIndex(arg(8));
-  nk = kb.toIndex(arg(9));
+  nq = boundNq = kb.toIndex(arg(8));
+  nk = boundNk = kb.toIndex(arg(9));
+  if (plan.varlen) {
+    cuSeqlensQ = arg(params.cuSeqlensParam);
+    cuSeqlensK = arg(params.cuSeqlensParam + 1);
+  }
   qMap = tmaMap(kb, arg(11), plan.blockQ, /*rank=*/4);
   kMap = tmaMap(kb, arg(12), plan.blockKV, /*rank=*/4);
   vMap = tmaMap(kb, arg(13), plan.blockKV, /*rank=*/4);
@@ -1024,7 +1062,10 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     ringBase32 = kb.c32(0);
     Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-    setTile(qBlock, headIdx, gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
+    Value batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+    if (plan.varlen) // (plans refuse a persistent varlen grid)
+      setSequence(batchIdx);
+    setTile(qBlock, headIdx, batchIdx);
   }
 
   kb.setupSharedMemory(module, layout.total() / 2);
@@ -1049,6 +1090,13 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   }
   gpu::BarrierOp::create(b, loc);
 
+  OpBuilder::InsertionGuard whole(b);
+  if (plan.varlen) {
+    // The grid runs over the query blocks of the longest sequence: a CTA
+    // whose block starts past its own sequence's end has nothing to do.
+    auto active = scf::IfOp::create(b, loc, kb.lt(qBegin, nq), false);
+    b.setInsertionPointToStart(&active.getThenRegion().front());
+  }
   Value warpGroup = kb.divui(kb.tid, 128);
   auto roles = scf::IfOp::create(b, loc, eq(warpGroup, kb.idx(0)),
                                  /*withElseRegion=*/true);
@@ -1068,6 +1116,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
         NVVM::SetMaxRegisterAction::increase);
     emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
   }
+  b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b, loc);
 }
 

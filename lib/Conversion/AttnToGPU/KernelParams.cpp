@@ -4,6 +4,7 @@
 
 #include "Fragments.h"
 #include "ModArgs.h"
+#include "VarlenKernel.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
@@ -58,6 +59,11 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
       p.add(LLVM::LLVMPointerType::get(ctx)); // tile counter
   }
   p.addStrides(ctx, plan.splitKv ? 3 : 4); // q, k, v (, o)
+  if (plan.varlen) {
+    p.cuSeqlensParam = static_cast<int32_t>(p.types.size());
+    p.add(cuSeqlensParamType(ctx)); // cu_seqlens_q
+    p.add(cuSeqlensParamType(ctx)); // cu_seqlens_k
+  }
   addModArgParams(p, ctx, plan); // last
   return p;
 }

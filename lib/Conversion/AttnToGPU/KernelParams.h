@@ -32,6 +32,9 @@ struct KernelParams {
   SmallVector<int32_t> tensorMaps;
   /// Index of the first stride parameter (addStrides), -1 for none.
   int32_t strideParam = -1;
+  /// Varlen forward: index of cu_seqlens_q (cu_seqlens_k follows), -1 for
+  /// none.
+  int32_t cuSeqlensParam = -1;
 
   /// Appends `t`; returns its index.
   unsigned add(Type t) {
@@ -58,7 +61,9 @@ constexpr int kStridesPerTensor = 3;
 /// split-KV forward's split count (its o and lse are the f32 workspace), or
 /// the wgmma forward's q, k, v maps and a persistent grid's tile counter;
 /// then the strides of q, k, v and o (a split forward's o_part is the
-/// workspace: q, k, v only), and last the mod_args of a score_mod (ModArgs.h).
+/// workspace: q, k, v only), a varlen forward's cu_seqlens_q and
+/// cu_seqlens_k (i32; batch is then the sequence count B and nq, nk the
+/// token totals), and last the mod_args of a score_mod (ModArgs.h).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
 /// and do.

@@ -67,7 +67,7 @@ std::string KernelPlan::tag() const {
   llvm::erase(chip, '_');
   return t + "_" + chip + (deterministic ? "_det" : "") +
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
-         (persistent ? "_persistent" : "") +
+         (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
@@ -138,7 +138,7 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     return fail("grid = " + options.grid +
                 " applies to the mma = wgmma forward only, got a backward");
   plan.persistent = options.grid.empty()
-                        ? !plan.backward &&
+                        ? !plan.backward && !plan.varlen &&
                               wgmmaPersistentGrid(plan.spec, plan.headDim)
                         : options.grid == "persistent";
   if (plan.backward) {
@@ -256,6 +256,21 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("pack-gqa needs split-kv (the packed forward is the "
                   "split-KV kernel; it runs unsplit with splits = 1)");
     plan.packGqa = true;
+  }
+  if (options.varlen) {
+    if (backward || options.mma != "wgmma")
+      return fail(llvm::Twine("varlen (cu_seqlens) batches have a GPU kernel "
+                              "for the mma = wgmma forward only, got ") +
+                  (backward ? "a backward" : "mma = " + options.mma));
+    if (spec.scoreMod)
+      return fail("expected no score_mod on a varlen batch on the GPU (its "
+                  "mod_args are indexed by a dense batch)");
+    // One CTA per (sequence, head, query block): the persistent tile walk
+    // counts dense tiles.
+    if (options.grid == "persistent")
+      return fail("expected grid = blocks for a varlen batch, got grid = "
+                  "persistent");
+    plan.varlen = true;
   }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
@@ -415,6 +430,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("split_kv", b.getUnitAttr()));
   if (plan.packGqa)
     fields.push_back(b.getNamedAttr("pack_gqa", b.getUnitAttr()));
+  if (plan.varlen)
+    fields.push_back(b.getNamedAttr("varlen", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -452,6 +469,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.deterministic = attr.contains("deterministic");
   options.splitKv = attr.contains("split_kv");
   options.packGqa = attr.contains("pack_gqa");
+  options.varlen = attr.contains("varlen");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

@@ -1,6 +1,7 @@
 //===- TiledLoopNest.cpp - the tiled loops a kernel runs --------*- C++ -*-===//
 
 #include "TiledLoopNest.h"
+#include "VarlenKernel.h"
 
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -52,7 +53,8 @@ FailureOr<TiledLoopNest> TiledLoopNest::get(Operation *tile) {
     return tile->emitOpError("expected distinct query and key tensors on "
                              "the GPU path (the kernel takes Nq and Nk as "
                              "separate arguments), got one value for both");
-  if (failed(nest.findSplit()) || failed(nest.collectBoundOps()))
+  if (failed(nest.findSplit()) || failed(nest.findVarlen()) ||
+      failed(nest.collectBoundOps()))
     return failure();
   return nest;
 }
@@ -82,8 +84,46 @@ LogicalResult TiledLoopNest::findSplit() {
   return success();
 }
 
+/// The tensor of the first tensor.extract that `v` is computed from (a
+/// varlen length reads its sequence's offsets), or null.
+static Value offsetsTensorOf(Value v) {
+  SmallVector<Value> work{v};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    Operation *def = x.getDefiningOp();
+    if (!def || def->getNumRegions() != 0)
+      continue;
+    if (auto extract = dyn_cast<tensor::ExtractOp>(def))
+      return extract.getTensor();
+    llvm::append_range(work, def->getOperands());
+  }
+  return {};
+}
+
+LogicalResult TiledLoopNest::findVarlen() {
+  auto fwd = dyn_cast<attn::OnlineAttentionOp>(tile);
+  if (!fwd)
+    return success();
+  // Dense lengths are the tensors' sizes; varlen ones are read from
+  // cu_seqlens, both or neither.
+  cuSeqlensQ = offsetsTensorOf(fwd.getLengths()[0]);
+  cuSeqlensK = offsetsTensorOf(fwd.getLengths()[1]);
+  if (static_cast<bool>(cuSeqlensQ) != static_cast<bool>(cuSeqlensK))
+    return tile->emitOpError("expected both lengths of the tile read from "
+                             "cu_seqlens (attn-tile of a varlen batch) or "
+                             "neither");
+  return success();
+}
+
 Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
                               const TileLoopInputs &in) const {
+  if (cuSeqlensQ && leaf == cuSeqlensQ)
+    return in.cuSeqlensQ;
+  if (cuSeqlensK && leaf == cuSeqlensK)
+    return in.cuSeqlensK;
   if (auto arg = dyn_cast<BlockArgument>(leaf)) {
     if (splitLoop && arg == splitLoop.getInductionVars()[0])
       return in.split;
@@ -130,7 +170,7 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
 LogicalResult TiledLoopNest::collectBoundOps() {
   // inputFor with stand-ins: without a builder it creates nothing.
   Value lb = tileLoop.getLowerBound(), ub = tileLoop.getUpperBound();
-  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb};
+  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb};
   SmallVector<Value> work{lb, ub};
   if (splitKeyOffset)
     work.push_back(splitKeyOffset);
@@ -177,6 +217,15 @@ TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in,
   for (Operation *op : boundOps) {
     for (Value operand : op->getOperands())
       lookup(operand);
+    // An offset of cu_seqlens: a load from the kernel's parameter.
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op);
+        extract && isVarlen()) {
+      map.map(extract.getResult(),
+              gpu_lowering::loadSequenceOffset(
+                  b, op->getLoc(), map.lookup(extract.getTensor()),
+                  map.lookup(extract.getIndices()[0])));
+      continue;
+    }
     b.clone(*op, map);
   }
   Value begin = lookup(tileLoop.getLowerBound());

@@ -24,6 +24,9 @@ struct TileLoopInputs {
   Value heads, kvHeads, nq, nk; ///< the problem's sizes (index)
   /// Split-KV only: the CTA's key split and the run-time split count.
   Value split = {}, splits = {};
+  /// Varlen only: the kernel's cu_seqlens_q and cu_seqlens_k parameters
+  /// (VarlenKernel.h); nq and nk are then the token totals.
+  Value cuSeqlensQ = {}, cuSeqlensK = {};
 };
 
 class TiledLoopNest {
@@ -44,6 +47,8 @@ public:
   bool isSplit() const { return static_cast<bool>(splitKeyOffset); }
   /// Whether attn-tile packed GQA heads: the forall runs over key heads.
   bool isPacked() const;
+  /// Whether the bounds read cu_seqlens (attn-tile of a varlen batch).
+  bool isVarlen() const { return static_cast<bool>(cuSeqlensQ); }
 
 private:
   TiledLoopNest(Operation *tile, scf::ForOp tileLoop, scf::ForallOp forall,
@@ -54,6 +59,9 @@ private:
   /// Finds the key-split loop around the nest and the offset of the
   /// split's key slice; fails on a split form the kernels cannot run.
   LogicalResult findSplit();
+  /// Finds the cu_seqlens tensors of a varlen tile: the offsets its
+  /// sequence lengths (the tile's nq, nk operands) are read from.
+  LogicalResult findVarlen();
 
   /// The kernel value of `leaf` (a loop index or a tensor size), or null;
   /// a static head dim is a constant created at `b` (returned as `leaf`
@@ -71,6 +79,7 @@ private:
   mutable scf::ForallOp splitLoop; ///< split-KV only: over the key splits
   Value splitKeyOffset; ///< split-KV only: the first key of the split
   Value query, key, value; ///< the untiled operands the sizes are read from
+  Value cuSeqlensQ, cuSeqlensK; ///< varlen only: the offsets tensors
   SmallVector<Operation *> boundOps;
 };
 
