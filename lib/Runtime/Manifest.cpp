@@ -595,6 +595,14 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                      mod->dump());
     c.scoreMod = mod->get<std::string>();
   }
+  // A mask_mod (bundle version 9) is compiled into the kernel; this runtime
+  // cannot yet choose kernels by mask_mod, so serving one would apply a
+  // mask the caller did not ask for: the kernel is refused.
+  if (auto maskMod = k.find("mask_mod");
+      maskMod != k.end() && !maskMod->is_null())
+    bad(where, "the kernel has a mask_mod (field 'mask_mod' = " +
+                   maskMod->dump() +
+                   "), which this runtime cannot choose kernels by yet");
 
   c.targetName = stringField(k, "target", where);
   if (!parseTarget(c.targetName, c.target))
