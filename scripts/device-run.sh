@@ -61,6 +61,8 @@
 #   FA_FLEX_SEQS x d 128), FA_MODBENCH=1 (that for softcap30,alibi_slopes at N 2k..16k),
 #   FA_MODARGS_CASES (differential cases of the mod_args score_mods, 120). The sanitizer runs
 #   on out/bundle, else on the score_mod bundle.
+#   mask_mod kernels: FA_MASKMOD_BUNDLE (default out/bundle-maskmod; skipped without it),
+#   FA_MASKMOD_CASES (differential cases per forward kernel, 16), FA_MASKMOD_TIMEOUT (300).
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
 #   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
@@ -154,7 +156,8 @@ MASKMOD_BUNDLE=${FA_MASKMOD_BUNDLE:-out/bundle-maskmod}
 if [ -f "$MASKMOD_BUNDLE/manifest.json" ]; then
   step "mask_mod kernels ($MASKMOD_BUNDLE, through the runtime): differential tests"
   timeout -k 10 ${FA_MASKMOD_TIMEOUT:-300} python3 test/gpu/test_maskmod.py --lib "$LIB" \
-    --bundle "$MASKMOD_BUNDLE" > "$WORK/maskmod.log" 2>&1 || fail "mask_mod differential tests"
+    --bundle "$MASKMOD_BUNDLE" --cases "${FA_MASKMOD_CASES:-16}" \
+    > "$WORK/maskmod.log" 2>&1 || fail "mask_mod differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/maskmod.log" | tail -n 40
 fi
 
