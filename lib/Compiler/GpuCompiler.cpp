@@ -420,14 +420,11 @@ static llvm::Error attachMaskMod(Operation *op, ModuleOp library,
                got);
   }
   unsigned ownOffset = attn::ScoreSpec::kMaskModPositionArgs;
-  SmallVector<Type> earlier;
-  unsigned firstModArg = op->getNumOperands() -
-                         (op->getRegion(0).empty()
-                              ? 0
-                              : op->getRegion(0).getNumArguments() -
-                                    attn::ScoreSpec::kScoreModPositionArgs);
-  for (Value v : op->getOperands().drop_front(firstModArg))
-    earlier.push_back(v.getType());
+  // The mod_args attached so far (the score_mod's).
+  ValueRange modArgs = isa<attn::AttentionOp>(op)
+                           ? cast<attn::AttentionOp>(op).getModArgs()
+                           : cast<attn::AttentionBackwardOp>(op).getModArgs();
+  SmallVector<Type> earlier(modArgs.getTypes());
   Block &body = fn.getBody().front();
   SmallVector<Type> argTypes;
   for (BlockArgument arg : body.getArguments().take_front(ownOffset))
@@ -452,7 +449,7 @@ static llvm::Error attachMaskMod(Operation *op, ModuleOp library,
     unsigned index = parent.getNumArguments();
     if (failed(parent.insertArgument(index, t, {}, fn.getLoc())))
       return err("cannot add mod_arg parameter to the attention function");
-    op->insertOperands(op->getNumOperands(), parent.getArgument(index));
+    appendModArg(op, parent.getArgument(index));
     if (!op->getRegion(0).empty())
       op->getRegion(0).front().addArgument(t, fn.getLoc());
   }

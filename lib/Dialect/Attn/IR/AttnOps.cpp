@@ -522,7 +522,11 @@ LogicalResult AttentionOp::verify() {
         failed(expectAndLearn(*this, "lse", getLse().getType(),
                               {&d->h, &d->nq}, f32)))
       return failure();
-    return verifyScoreModReads(getScoreMod(), scoreModExtents(*d, true));
+    return failure(
+        failed(verifyModReads(getScoreMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/false)) ||
+        failed(verifyModReads(getMaskMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/true)));
   }
   if (failed(expectAndLearn(*this, "output", getOutput().getType(),
                             {&d->b, &d->h, &d->nq, &d->dv}, d->elem)) ||
@@ -564,7 +568,11 @@ LogicalResult AttentionBackwardOp::verify() {
         failed(expectAndLearn(*this, "grad_value", getGradValue().getType(),
                               {&d->nk, &d->hkv, &d->dv}, d->elem)))
       return failure();
-    return verifyScoreModReads(getScoreMod(), scoreModExtents(*d, true));
+    return failure(
+        failed(verifyModReads(getScoreMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/false)) ||
+        failed(verifyModReads(getMaskMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/true)));
   }
   SmallVector<int64_t *> oShape{&d->b, &d->h, &d->nq, &d->dv};
   if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
