@@ -204,6 +204,12 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     else if (plan.spec.scoreMod)
       applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
                     kBegin, scale);
+    if (packed)
+      applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk},
+                   laneHeadQuery, kBegin);
+    else
+      applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                   kBegin);
 
     // Only tiles crossing the band's edge or Nk evaluate a mask. The key
     // offset goes through an opaque copy: otherwise LLVM splits the loop at
