@@ -96,19 +96,18 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
 }
 
 /// The lane's values of the tile level's types.
-static void addTileTypeConversions(TypeConverter &converter, Type elemType) {
+static void addTileTypeConversions(TypeConverter &converter) {
   converter.addConversion([](Type t) { return t; });
   converter.addConversion(
       [](ag::SharedTileType t) -> Type { return IndexType::get(t.getContext()); });
-  converter.addConversion([elemType](ag::FragmentType t,
-                                     SmallVectorImpl<Type> &out) {
+  converter.addConversion([](ag::FragmentType t, SmallVectorImpl<Type> &out) {
+    // Packed pairs in operand_a (KernelBuilder::fragType), f32 otherwise.
     Type lane = t.getElementType();
     if (t.getLayout() == ag::FragmentLayout::OperandA)
       lane = t.getElementType().isBF16()
                  ? Type(IntegerType::get(t.getContext(), 32))
                  : Type(VectorType::get({2}, t.getElementType()));
     out.append(t.getLaneValueCount(), lane);
-    (void)elemType;
     return success();
   });
   converter.addConversion([](ag::KeyBoundsType t, SmallVectorImpl<Type> &out) {
@@ -506,7 +505,7 @@ struct ConvertAttnGPUToNVVMPass final
       return;
 
     TypeConverter converter;
-    addTileTypeConversions(converter, Type());
+    addTileTypeConversions(converter);
     ConversionTarget target(*ctx);
     target.addIllegalDialect<ag::AttnGPUDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
