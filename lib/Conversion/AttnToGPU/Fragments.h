@@ -278,6 +278,11 @@ void forColumnPair(KernelBuilder &kb, int64_t n, int64_t cols, bool pairs,
 void storeColumnPair(KernelBuilder &kb, Value mem, Value rowOff, int64_t n,
                      int64_t cols, int64_t rowStride, Value lo, Value hi);
 
+/// storeColumnPair for an f32 matrix (a split's partial O): 8-byte pairs
+/// where the row length is even.
+void storeColumnPairF32(KernelBuilder &kb, Value mem, Value rowOff, int64_t n,
+                        int64_t cols, Value lo, Value hi);
+
 /// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, `cols`
 /// columns in n8 tiles from `base`) to a row-major global matrix with rows of
 /// `rowStride` elements (`cols` when 0), rows < `rowLimit` only, each value

@@ -262,8 +262,9 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
   auto zeroIfNull = [&](Value v) { return v ? v : cst(0.0); };
   Value result;
   for (Operation &op : block) {
-    if (auto yield = dyn_cast<YieldOp>(op)) {
-      result = map.lookup(yield.getValues()[0]);
+    // attn.yield, or the tile level's attn_gpu.yield of the same region.
+    if (op.hasTrait<OpTrait::IsTerminator>()) {
+      result = map.lookup(op.getOperand(0));
       break;
     }
     if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
