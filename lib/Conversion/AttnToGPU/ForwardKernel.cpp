@@ -14,9 +14,10 @@
 // serves all of them. Q rows are gathered and O/LSE rows scattered by
 // (head, query); the mask and score_mod take each row's own.
 //
-// Every plan but packed GQA is built at the GPU tile level (attn_gpu ops:
-// buildForwardTileKernel), which convert-attn-gpu-to-nvvm lowers to this
-// file's fragment code; packed GQA is still built here directly.
+// Every plan but packed GQA and mask_mod is built at the GPU tile level
+// (attn_gpu ops: buildForwardTileKernel), which convert-attn-gpu-to-nvvm
+// lowers to this file's fragment code; those two are still built here
+// directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -502,7 +503,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
                                             gpu::GPUModuleOp module,
                                             const KernelPlan &plan,
                                             const TiledLoopNest &loops) {
-  if (!plan.packGqa)
+  // The tile level has no mask_mod op yet: such plans stay on the direct
+  // builder, which applies it (applyMaskMod) as it does for packed GQA.
+  if (!plan.packGqa && !plan.spec.maskMod)
     return buildForwardTileKernel(b, loc, module, plan, loops);
   return buildPackedForwardKernel(b, loc, module, plan, loops);
 }
