@@ -18,6 +18,9 @@
 #                           folder): their differential test, test/gpu/test_splitkv_ptx.py
 #   out/bundle-gqa/         the packed-GQA kernels' bundle (optional; FA_GQA_BUNDLE names
 #                           another): their differential test, test/gpu/test_packgqa.py
+#   out/bundle-maskmod/     mask_mod kernels (optional; FA_MASKMOD_BUNDLE names another): the
+#                           document-mask and prefix-LM forwards' differential test,
+#                           test/gpu/test_maskmod.py (through the runtime)
 # Built here (MLIR is not on the GPU machine):
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
@@ -31,10 +34,12 @@
 #       -fa-lower-to-nvvm="split-kv=1" > out/splitkv/kernels.mlir &&
 #     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
 #   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
+#   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
+#       -o out/bundle-maskmod
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 # and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache
-# (and out/bundle-pymod).
+# (and out/bundle-pymod, out/bundle-maskmod).
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
@@ -56,6 +61,8 @@
 #   FA_FLEX_SEQS x d 128), FA_MODBENCH=1 (that for softcap30,alibi_slopes at N 2k..16k),
 #   FA_MODARGS_CASES (differential cases of the mod_args score_mods, 120). The sanitizer runs
 #   on out/bundle, else on the score_mod bundle.
+#   mask_mod kernels: FA_MASKMOD_BUNDLE (default out/bundle-maskmod; skipped without it),
+#   FA_MASKMOD_CASES (differential cases per forward kernel, 16), FA_MASKMOD_TIMEOUT (300).
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
 #   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
@@ -143,6 +150,15 @@ if [ -d "$SPLITKV_PTX" ]; then
   timeout -k 10 ${FA_SPLITKV_TIMEOUT:-300} python3 test/gpu/test_splitkv_ptx.py --ptx "$SPLITKV_PTX" \
     > "$WORK/splitkv.log" 2>&1 || fail "split-KV PTX differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/splitkv.log" | tail -n 40
+fi
+
+MASKMOD_BUNDLE=${FA_MASKMOD_BUNDLE:-out/bundle-maskmod}
+if [ -f "$MASKMOD_BUNDLE/manifest.json" ]; then
+  step "mask_mod kernels ($MASKMOD_BUNDLE, through the runtime): differential tests"
+  timeout -k 10 ${FA_MASKMOD_TIMEOUT:-300} python3 test/gpu/test_maskmod.py --lib "$LIB" \
+    --bundle "$MASKMOD_BUNDLE" --cases "${FA_MASKMOD_CASES:-16}" \
+    > "$WORK/maskmod.log" 2>&1 || fail "mask_mod differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/maskmod.log" | tail -n 40
 fi
 
 GQA_BUNDLE=${FA_GQA_BUNDLE:-out/bundle-gqa}

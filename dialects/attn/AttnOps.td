@@ -48,6 +48,13 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     operand, so a GPU kernel takes it as a parameter. The backward treats
     mod_args as constants: no gradient flows to them.
 
+    The optional `mask_mod` region maps (b, h, q_idx, kv_idx : index, then
+    the mod_args) to an i1: false masks the element out (-inf before the
+    softmax). It composes with `mask` (an element is visible only if both
+    keep it) and applies after score_mod. It reads mod_args under the same
+    rule as score_mod; a document mask reads doc ids [B, N]:
+    `visible = doc[b, q_idx] == doc[b, kv_idx]`.
+
     ```mlir
     %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
         : tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16>
@@ -60,12 +67,12 @@ def Attn_AttentionOp : Attn_Op<"attention", [
                             Optional<AnyRankedTensor>:$cu_seqlens_k,
                             Variadic<AnyRankedTensor>:$mod_args), AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
-  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
-    attr-dict (`score_mod` $score_mod^)?
+    attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
   let hasVerifier = 1;
@@ -103,12 +110,12 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
                       AnyRankedTensor:$grad_value);
-  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict
-    (`score_mod` $score_mod^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
         type($grad_output) `,` type($lse)
     `->` type($grad_query) `,` type($grad_key) `,` type($grad_value)
@@ -159,12 +166,12 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$new_acc, AnyRankedTensor:$new_max,
                       AnyRankedTensor:$new_sum);
-  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $acc `,` $max `,` $sum
     `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
-    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)?
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
   }];
@@ -200,12 +207,12 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
   let results = (outs AnyRankedTensor:$new_grad_query,
                       AnyRankedTensor:$new_grad_key,
                       AnyRankedTensor:$new_grad_value);
-  let regions = (region MaxSizedRegion<1>:$score_mod);
+  let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $grad_output `,` $lse `,` $delta `into`
     $grad_query `,` $grad_key `,` $grad_value
     `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
-    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)?
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($grad_output) `,`
         type($lse) `,` type($delta) `,` type($grad_query) `,` type($grad_key) `,`
         type($grad_value)
@@ -253,7 +260,7 @@ def Attn_MergeOp : Attn_Op<"merge", [Pure]> {
 def Attn_YieldOp : Attn_Op<"yield", [Pure, ReturnLike, Terminator,
     ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp",
                  "BackwardTileOp"]>]> {
-  let summary = "yields the modified score of a score_mod region";
+  let summary = "yields the score of a score_mod or the visibility of a mask_mod";
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }

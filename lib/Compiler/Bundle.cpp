@@ -123,6 +123,10 @@ json::Object kernelObject(const CompiledKernel &k) {
                  {"target", c.target},
                  {"entries", std::move(entries)},
                  {"ptx", k.tag + ".ptx"}};
+  // A mask_mod (bundle version 9) is named only where there is one, so
+  // manifests without mask_mod kernels stay as they were.
+  if (!c.maskMod.empty())
+    o["mask_mod"] = c.maskMod;
   if (c.direction == "bwd")
     o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
   if (c.mma == "wgmma")
@@ -217,11 +221,14 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // runtime before strided backwards rejects 'stride_param' on a backward).
   // 8: kernels whose score_mod reads tensors ("mod_args"), which a
   // version-7 runtime refuses anyway; the version says so up front.
-  // 10 (9 is mask_mod's): varlen forwards, which an older runtime would
-  // launch as dense ones without cu_seqlens.
+  // 9: mask_mod kernels, which a version-8 runtime (it ignores
+  // "mask_mod") would serve for queries without the mask.
+  // 10: varlen forwards, which an older runtime would launch as dense ones
+  // without cu_seqlens.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
-       anyVarlen = false;
+       anyVarlen = false, anyMaskMod = false;
   for (const CompiledKernelRef &k : kernels) {
+    anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
     anyNewer |= k->config.packGqa || takesStrides(k->config);
@@ -230,6 +237,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   }
   if (anyVarlen)
     return 10;
+  if (anyMaskMod)
+    return 9;
   if (anyModArgs)
     return 8;
   if (anyNewer)
@@ -270,12 +279,24 @@ Error checkBundle(ArrayRef<CompiledKernelRef> kernels) {
     // The manifest's score_mod is the config's: the tag must show that the
     // compiler built it in, or a plain kernel would be served as the mod's.
     const std::string &mod = k->config.scoreMod;
-    if (!mod.empty() && !StringRef(k->tag).ends_with("_mod_" + mod))
+    std::string modSuffix = "_mod_" + mod;
+    if (!k->config.maskMod.empty())
+      modSuffix += "_maskmod_" + k->config.maskMod;
+    if (!mod.empty() && !StringRef(k->tag).ends_with(modSuffix))
       return createStringError(
           inconvertibleErrorCode(),
           "kernel '%s' has score_mod '%s' in its config but its tag does not "
           "end in '_mod_%s': the compiler did not build the score_mod into it",
           k->tag.c_str(), mod.c_str(), mod.c_str());
+    const std::string &maskMod = k->config.maskMod;
+    if (!maskMod.empty() &&
+        !StringRef(k->tag).ends_with("_maskmod_" + maskMod))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "kernel '%s' has mask_mod '%s' in its config but its tag does not "
+          "end in '_maskmod_%s': the compiler did not build the mask_mod into "
+          "it",
+          k->tag.c_str(), maskMod.c_str(), maskMod.c_str());
     if (!tags.insert(k->tag).second)
       return createStringError(inconvertibleErrorCode(),
                                "kernel '%s' is listed twice", k->tag.c_str());

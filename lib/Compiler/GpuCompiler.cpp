@@ -78,6 +78,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.varlen = true, kind = "varlen";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
+    else if (p.starts_with("maskmod=") && p.size() > 8)
+      c.maskMod = p.drop_front(8).str(), kind = "mask_mod";
     else if (num(p, "bkv", n))
       c.blockKV = n, kind = "block_kv";
     else if (num(p, "bq", n))
@@ -132,6 +134,8 @@ std::string KernelConfig::str() const {
     s += ":det";
   if (!scoreMod.empty())
     s += ":mod=" + scoreMod;
+  if (!maskMod.empty())
+    s += ":maskmod=" + maskMod;
   if (!grid.empty())
     s += ":" + grid;
   if (splitKv)
@@ -276,8 +280,8 @@ static double since(Clock::time_point t) {
 /// The text of the score-mod library, or an error naming the file.
 static llvm::Expected<std::string> readScoreModLibrary(llvm::StringRef path) {
   if (path.empty())
-    return err("a config names a score_mod but no score-mod library was given "
-               "(fa-aot --score-mods FILE)");
+    return err("a config names a score_mod or mask_mod but no score-mod "
+               "library was given (fa-aot --score-mods FILE)");
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return err("cannot read the score-mod library " + path + ": " +
@@ -365,13 +369,15 @@ static bool isExtentName(llvm::StringRef name) {
       {"any", "batch", "heads", "kv_heads", "nq", "nk", "nq+nk-1"}, name);
 }
 
-/// The extents of mod_arg `index` of library function `fn`: a static
+/// The extents of mod_arg `index`, argument `arg` of library function `fn`
+/// (null: none bound): a static
 /// extent of its type, else the entry of its `fa.dims` argument attribute
 /// (`tensor<?xf32> {fa.dims = ["heads"]}`), else "any".
 static llvm::Expected<std::vector<std::string>>
-modArgDims(func::FuncOp fn, unsigned index, RankedTensorType type) {
-  unsigned arg = attn::ScoreSpec::kScoreModPositionArgs + index;
-  auto named = fn.getArgAttrOfType<ArrayAttr>(arg, kModArgDimsAttr);
+modArgDims(func::FuncOp fn, unsigned index, unsigned arg,
+           RankedTensorType type) {
+  auto named =
+      fn ? fn.getArgAttrOfType<ArrayAttr>(arg, kModArgDimsAttr) : ArrayAttr();
   if (named && named.size() != static_cast<size_t>(type.getRank()))
     return err("@" + fn.getName().str() + " mod_arg " + std::to_string(index) +
                ": " + kModArgDimsAttr + " has " +
@@ -400,20 +406,100 @@ modArgDims(func::FuncOp fn, unsigned index, RankedTensorType type) {
   return dims;
 }
 
+/// Whether `fn` has a mask_mod's signature: (index × 4, then one ranked
+/// tensor per mod_arg) -> i1.
+static bool isMaskModSignature(func::FuncOp fn) {
+  FunctionType type = fn.getFunctionType();
+  if (type.getNumInputs() < attn::ScoreSpec::kMaskModPositionArgs ||
+      type.getNumResults() != 1 || !type.getResult(0).isInteger(1))
+    return false;
+  for (unsigned i = 0; i < attn::ScoreSpec::kMaskModPositionArgs; ++i)
+    if (!type.getInput(i).isIndex())
+      return false;
+  return llvm::all_of(
+      type.getInputs().drop_front(attn::ScoreSpec::kMaskModPositionArgs),
+      [](Type t) { return isa<RankedTensorType>(t); });
+}
+
+/// Makes the library function @name the mask_mod of `op`. Its tensors
+/// become mod_args after those of the score_mod (if any): both regions take
+/// every mod_arg, so the score_mod gets block arguments for the mask_mod's
+/// tensors and the mask_mod for the score_mod's.
+static llvm::Error attachMaskMod(Operation *op, ModuleOp library,
+                                 llvm::StringRef name) {
+  auto fn = library.lookupSymbol<func::FuncOp>(name);
+  if (!fn)
+    return err("the score-mod library has no function @" + name);
+  if (!isMaskModSignature(fn) || fn.getBody().getBlocks().size() != 1) {
+    std::string got;
+    llvm::raw_string_ostream os(got);
+    os << fn.getFunctionType();
+    return err("expected mask_mod function @" + name + " of type " +
+               "(index, index, index, index, [mod_arg tensors...]) -> i1 "
+               "with one block, got " +
+               got);
+  }
+  unsigned ownOffset = attn::ScoreSpec::kMaskModPositionArgs;
+  // The mod_args attached so far (the score_mod's).
+  ValueRange modArgs = isa<attn::AttentionOp>(op)
+                           ? cast<attn::AttentionOp>(op).getModArgs()
+                           : cast<attn::AttentionBackwardOp>(op).getModArgs();
+  SmallVector<Type> earlier(modArgs.getTypes());
+  Block &body = fn.getBody().front();
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : body.getArguments().take_front(ownOffset))
+    argTypes.push_back(arg.getType());
+  llvm::append_range(argTypes, earlier);
+  for (BlockArgument arg : body.getArguments().drop_front(ownOffset))
+    argTypes.push_back(arg.getType());
+  OpBuilder b(op->getContext());
+  Block *block = b.createBlock(&op->getRegion(1), {}, argTypes,
+                               SmallVector<Location>(argTypes.size(),
+                                                     fn.getLoc()));
+  IRMapping map;
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    map.map(arg, block->getArgument(i < ownOffset ? i : i + earlier.size()));
+  for (Operation &inner : body.without_terminator())
+    b.clone(inner, map);
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  attn::YieldOp::create(b, ret.getLoc(),
+                        ValueRange{map.lookup(ret.getOperand(0))});
+  auto parent = op->getParentOfType<func::FuncOp>();
+  for (Type t : fn.getFunctionType().getInputs().drop_front(ownOffset)) {
+    unsigned index = parent.getNumArguments();
+    if (failed(parent.insertArgument(index, t, {}, fn.getLoc())))
+      return err("cannot add mod_arg parameter to the attention function");
+    appendModArg(op, parent.getArgument(index));
+    if (!op->getRegion(0).empty())
+      op->getRegion(0).front().addArgument(t, fn.getLoc());
+  }
+  op->setAttr(kMaskModNameAttr, b.getStringAttr(name));
+  return llvm::Error::success();
+}
+
 /// The mod_args of `spec` as the manifest lists them, their extents from
-/// the library function `fn` it came from.
+/// the library functions they came from: the score_mod's `scoreFn` first,
+/// then the mask_mod's `maskFn` (either null where there is none).
 static llvm::Expected<std::vector<ModArgInfo>>
-modArgInfo(const attn::ScoreSpec &spec, func::FuncOp fn) {
+modArgInfo(const attn::ScoreSpec &spec, func::FuncOp scoreFn,
+           func::FuncOp maskFn) {
   std::vector<ModArgInfo> infos;
-  if (!spec.scoreMod)
-    return infos;
-  for (BlockArgument arg : spec.scoreMod->front().getArguments().drop_front(
-           attn::ScoreSpec::kScoreModPositionArgs)) {
+  unsigned fromScoreMod =
+      scoreFn ? scoreFn.getNumArguments() - attn::ScoreSpec::kScoreModPositionArgs
+              : 0;
+  for (Value arg : spec.modArgs) {
     auto type = cast<RankedTensorType>(arg.getType());
     std::string dtype;
     llvm::raw_string_ostream os(dtype);
     os << type.getElementType();
-    auto dims = modArgDims(fn, static_cast<unsigned>(infos.size()), type);
+    unsigned index = static_cast<unsigned>(infos.size());
+    bool ofScoreMod = index < fromScoreMod;
+    auto dims = modArgDims(
+        ofScoreMod ? scoreFn : maskFn, index,
+        ofScoreMod ? attn::ScoreSpec::kScoreModPositionArgs + index
+                   : attn::ScoreSpec::kMaskModPositionArgs + index -
+                         fromScoreMod,
+        type);
     if (!dims)
       return dims.takeError();
     infos.push_back({dtype, type.getRank(), std::move(*dims)});
@@ -446,14 +532,18 @@ GpuCompiler::compileUncached(const KernelConfig &config,
       attention = op;
   });
   OwningOpRef<ModuleOp> library;
-  if (!config.scoreMod.empty()) {
+  if (!config.scoreMod.empty() || !config.maskMod.empty()) {
     library = parseSourceString<ModuleOp>(scoreModLibrary, &ctx);
     if (!library)
       return err("cannot parse the score-mod library " +
                  options.scoreModFile + ": " + diag);
+  }
+  if (!config.scoreMod.empty())
     if (llvm::Error e = attachScoreMod(attention, *library, config.scoreMod))
       return e;
-  }
+  if (!config.maskMod.empty())
+    if (llvm::Error e = attachMaskMod(attention, *library, config.maskMod))
+      return e;
 
   // The plan the pass will resolve, for the manifest and the tag.
   bool backward = config.direction == "bwd";
@@ -469,9 +559,12 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     return err(config.str() + ": " + planError);
 
   CompiledKernel out;
-  auto modArgs = modArgInfo(
-      plan->spec,
-      library ? library->lookupSymbol<func::FuncOp>(config.scoreMod) : nullptr);
+  auto lookup = [&](const std::string &name) {
+    return library && !name.empty() ? library->lookupSymbol<func::FuncOp>(name)
+                                    : func::FuncOp();
+  };
+  auto modArgs =
+      modArgInfo(plan->spec, lookup(config.scoreMod), lookup(config.maskMod));
   if (!modArgs)
     return modArgs.takeError();
   out.modArgs = std::move(*modArgs);
@@ -681,7 +774,7 @@ GpuCompiler::compile(const KernelConfig &config) {
     key += "|" + (config.direction == "bwd" ? wgmmaBackwardVariantKey()
                                             : wgmmaVariantKey());
   std::string scoreModLibrary;
-  if (!config.scoreMod.empty()) {
+  if (!config.scoreMod.empty() || !config.maskMod.empty()) {
     llvm::Expected<std::string> library =
         readScoreModLibrary(options.scoreModFile);
     if (!library)

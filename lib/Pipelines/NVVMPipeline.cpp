@@ -79,6 +79,8 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
     f.addPass(attn::createAttnSplitKvPass({/*splits=*/1, /*blockKV=*/0}));
   f.addPass(attn::createAttnTilePass());
   pm.addPass(createConvertAttnToGPUPass());
+  // The tile level (the mma.sync forward's attn_gpu ops) → fragments.
+  pm.addPass(createConvertAttnGPUToNVVMPass());
 }
 
 void fa::buildAttnToNVVMDialectPipeline(OpPassManager &pm,
@@ -136,7 +138,8 @@ void fa::buildLowerToNVVMPipeline(OpPassManager &pm,
 }
 
 void fa::registerGPUDialects(DialectRegistry &registry) {
-  registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect, NVVM::NVVMDialect,
+  registry.insert<attn_gpu::AttnGPUDialect, gpu::GPUDialect,
+                  nvgpu::NVGPUDialect, NVVM::NVVMDialect,
                   vector::VectorDialect>();
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   // convert-gpu-to-nvvm takes the patterns of the other dialects (cf above

@@ -90,6 +90,9 @@ struct KernelConfig {
   /// The score_mod function compiled into the kernel ("softcap30"); empty
   /// for plain attention. The kernel's parameters are the same either way.
   std::string scoreMod;
+  /// The mask_mod function compiled into the kernel ("document"); empty for
+  /// none. Its tensors are mod_args too, after the score_mod's.
+  std::string maskMod;
   /// Split-KV decode kernel: fwd is the split forward, merge joins its
   /// partials; only fa_attention_forward_splitkv launches it.
   bool splitKv = false;

@@ -116,7 +116,8 @@ const char *mmaName(fa_mma m) {
 /// " score_mod=<name>" for a score_mod.
 std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
                      fa_mask mask, int windowLeft, int windowRight,
-                     fa_mma mma, const std::string &scoreMod = "") {
+                     fa_mma mma, const std::string &scoreMod = "",
+                     const std::string &maskMod = "") {
   std::ostringstream os;
   os << (dir == FA_DIRECTION_FWD ? "fwd" : "bwd") << ' ' << fa_dtype_name(dtype)
      << " d=" << d << " dv=" << dv << " mask=" << maskName(mask);
@@ -126,6 +127,8 @@ std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
     os << " mma=" << mmaName(mma);
   if (!scoreMod.empty())
     os << " score_mod=" << scoreMod;
+  if (!maskMod.empty())
+    os << " mask_mod=" << maskMod;
   return os.str();
 }
 
@@ -135,7 +138,7 @@ std::string describeKernel(const KernelConfig &c) {
   return describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
                   c.windowLeft, c.windowRight,
                   c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY,
-                  c.scoreMod) +
+                  c.scoreMod, c.maskMod) +
          (c.deterministic ? " (deterministic)" : "") + " (" + c.targetName +
          ")";
 }
@@ -172,8 +175,10 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 /// only the split-KV search: they need their own launch.
 bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    int headDimV, const std::string &scoreMod,
-                   bool deterministic, bool splitKv, bool packGqa) {
+                   const std::string &maskMod, bool deterministic,
+                   bool splitKv, bool packGqa) {
   if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
+      c.maskMod != maskMod ||
       c.splitKv != splitKv || c.packGqa != packGqa)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
@@ -245,6 +250,12 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                 "fa_kernel_find: score_mod is '" + scoreMod +
                     "'; expected NULL (none) or a name of identifier "
                     "characters ([A-Za-z_][A-Za-z0-9_]*)");
+  std::string maskMod = q.mask_mod ? q.mask_mod : "";
+  if (q.mask_mod && !isScoreModName(maskMod))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find: mask_mod is '" + maskMod +
+                    "'; expected NULL (none) or a name of identifier "
+                    "characters ([A-Za-z_][A-Za-z0-9_]*)");
   int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
   int cc = 0;
   if (fa_status s = queryComputeCapability(q, cc))
@@ -254,7 +265,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   std::vector<std::string> matchingTargets;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
-    if (!computesQuery(c, q, dv, scoreMod, deterministic, splitKv, packGqa))
+    if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, splitKv,
+                       packGqa))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -271,7 +283,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     return succeed();
   }
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
-                              q.window_left, q.window_right, q.mma, scoreMod) +
+                              q.window_left, q.window_right, q.mma, scoreMod,
+                              maskMod) +
                      (deterministic ? " (deterministic)" : "") +
                      (splitKv ? " (split-KV)" : "") +
                      (packGqa ? " (packed GQA)" : "");

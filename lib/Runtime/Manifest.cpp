@@ -447,9 +447,9 @@ void parseModArgs(const json &k, KernelConfig &c, const std::string &where) {
   if (args->size() > FA_MAX_MOD_ARGS)
     bad(where, "field 'mod_args' lists " + std::to_string(args->size()) +
                    " tensors; at most " + std::to_string(FA_MAX_MOD_ARGS));
-  if (c.scoreMod.empty())
+  if (c.scoreMod.empty() && c.maskMod.empty())
     bad(where, "field 'mod_args' is given, but the kernel has no score_mod "
-               "to read them");
+               "or mask_mod to read them");
   for (size_t i = 0; i < args->size(); ++i)
     c.modArgs.push_back(parseModArg(
         (*args)[i], where + ".mod_args[" + std::to_string(i) + "]"));
@@ -607,6 +607,16 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
                      mod->dump());
     c.scoreMod = mod->get<std::string>();
   }
+  // A mask_mod (bundle version 9) is compiled into the kernel under its
+  // name; only queries naming it (fa_kernel_query.mask_mod) match.
+  if (auto maskMod = k.find("mask_mod");
+      maskMod != k.end() && !maskMod->is_null()) {
+    if (!maskMod->is_string() || !isScoreModName(maskMod->get<std::string>()))
+      bad(where, "field 'mask_mod' must be null or a name of identifier "
+                 "characters ([A-Za-z_][A-Za-z0-9_]*), got " +
+                     maskMod->dump());
+    c.maskMod = maskMod->get<std::string>();
+  }
 
   c.targetName = stringField(k, "target", where);
   if (!parseTarget(c.targetName, c.target))
@@ -735,6 +745,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // without "stride_param": the kernel launched without its strides.
       needs(7, c.packGqa, "packed-GQA kernels");
       needs(7, c.strided(), "strided kernels (field 'stride_param')");
+      // Without "mask_mod": served to queries without the mask.
+      needs(9, !c.maskMod.empty(), "mask_mod kernels");
       // Older runtimes refuse "mod_args"; the version says so too.
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       if (!tags.insert(kernel->config.tag).second)

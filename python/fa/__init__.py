@@ -116,7 +116,8 @@ class Bundle:
             "persistent_grid": bool(info.persistent_grid),
             "score_mod": info.score_mod.decode() if info.score_mod else None,
             "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa),
-            "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info)}
+            "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info),
+            "mask_mod": info.mask_mod.decode() if info.mask_mod else None}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -135,23 +136,26 @@ class Bundle:
         return sorted({k["score_mod"] for k in self.kernels() if k["score_mod"]})
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
-             mma=None, nk=0, deterministic=False, score_mod=None):
+             mma=None, nk=0, deterministic=False, score_mod=None, mask_mod=None):
         """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
         dtype is a torch dtype or a name ('bf16', 'f16'). deterministic=True
         takes only deterministic backward kernels (which the default search
         never returns). score_mod (a name, or None for plain attention) takes
         only kernels with exactly that score_mod; the FaError of a missing
-        one lists those the bundle has. A kernel no loaded bundle has is
-        compiled (JIT) where fa-aot is installed."""
+        one lists those the bundle has. mask_mod (a name of the bundle's
+        mask_mod kernels, or None) likewise. A kernel no loaded bundle has is
+        compiled (JIT) where fa-aot is installed (not for a mask_mod yet)."""
         code = _mma_code(mma)
         mod = _score_mod_name(score_mod)
+        mask_mod = _mask_mod_name(mask_mod)
         key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
-               bool(deterministic), mod)
+               bool(deterministic), mod, mask_mod)
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code,
-                            None if mod is None else mod.encode())
+                            None if mod is None else mod.encode(),
+                            None if mask_mod is None else mask_mod.encode())
             kernel = self._search(q, nk, deterministic)
             if kernel is None:
                 kernel = self._compile(q, nk, deterministic)
@@ -212,6 +216,10 @@ class Bundle:
         returns the kernel; FaError naming the config and how to build it
         when it cannot."""
         status, message = self._miss or (2, "no bundle loaded")
+        if query.mask_mod:
+            raise FaError(status, "fa: %s: %s; mask_mod kernels come from a bundle (fa-aot "
+                          "--score-mods FILE --config ...:maskmod=%s)"
+                          % (_status_name(status), message, query.mask_mod.decode()))
         mod = query.score_mod.decode() if query.score_mod else None
         library = (mods.library_for(mod) if mod else None) or self.score_mod_file or \
             os.environ.get("FA_SCORE_MODS")
@@ -310,7 +318,18 @@ def _score_mod_name(score_mod):
     return score_mod
 
 
-def _score_mod_and_args(score_mod, mod_args):
+def _mask_mod_name(mask_mod):
+    """None, or the name of a mask_mod compiled into the bundle's kernels."""
+    if mask_mod is None:
+        return None
+    if not isinstance(mask_mod, str) or not _MOD_NAME.match(mask_mod):
+        raise FaError(1, "fa: mask_mod is %r; expected None or the name of a mask_mod the "
+                         "bundle's kernels were built with (identifier characters, e.g. "
+                         "'document')" % (mask_mod,))
+    return mask_mod
+
+
+def _score_mod_and_args(score_mod, mod_args, mask_mod=None):
     """(name, tensors) of a score_mod: a traced Python function's name and
     the tensors it captures, or a bundle's score_mod by name with the
     tensors `mod_args` lists (its mod_args, in the library function's
@@ -321,8 +340,8 @@ def _score_mod_and_args(score_mod, mod_args):
                              "score_mod passes the tensors it reads itself")
         traced = mods.trace(score_mod)
         return traced.name, traced.tensors
-    if mod_args and score_mod is None:
-        raise FaError(1, "fa: mod_args given without a score_mod to read them")
+    if mod_args and score_mod is None and mask_mod is None:
+        raise FaError(1, "fa: mod_args given without a score_mod or mask_mod to read them")
     return _score_mod_name(score_mod), tuple(mod_args or ())
 
 
@@ -476,30 +495,33 @@ def _plan(b, key, make):
 
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
-                 scale=None, bundle=None, mma=None, score_mod=None, mod_args=None):
+                 scale=None, bundle=None, mma=None, score_mod=None, mod_args=None,
+                 mask_mod=None):
     """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
     [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
     wgmma where the device runs it (sm_90). `score_mod` names the score_mod
-    compiled into the kernel (None: plain attention), `mod_args` the
-    tensors it reads (as for attention)."""
+    compiled into the kernel (None: plain attention), `mask_mod` the
+    bundle's mask_mod (None: none), `mod_args` the tensors they read (the
+    score_mod's, then the mask_mod's)."""
     b = _bundle(bundle)
-    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args)
+    mask_mod = _mask_mod_name(mask_mod)
+    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args, mask_mod)
     mods_read = _mod_args_for(mods_read, q)
     tensors = (q, k, v, o, lse)
     # Everything the kernel choice and the argument struct depend on except
     # the data pointers, which are all that change from call to call.
     key = (FWD, q.device, causal, causal_bottom_right,
-           None if window is None else tuple(window), scale, mma, score_mod,
+           None if window is None else tuple(window), scale, mma, score_mod, mask_mod,
            *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(causal, causal_bottom_right, window)
         d, dv = q.shape[-1], v.shape[-1]
         kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
-                        score_mod=score_mod)
-        if score_mod is not None:
-            _check_mod_arg_count(b, kernel, score_mod, mods_read)
+                        score_mod=score_mod, mask_mod=mask_mod)
+        if score_mod is not None or mask_mod is not None:
+            _check_mod_arg_count(b, kernel, score_mod or mask_mod, mods_read)
         args = ForwardArgs(*[_tensor(t) for t in tensors],
                            1.0 / math.sqrt(d) if scale is None else float(scale))
         return kernel, bytes(args)
@@ -517,16 +539,18 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
                   causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None,
-                  deterministic=False, score_mod=None, mod_args=None):
+                  deterministic=False, score_mod=None, mod_args=None, mask_mod=None):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
     not given. `mma` as for forward_into. deterministic=True runs the bundle's
     deterministic backward (bit-identical dq run to run; slower), which must
     exist for the query. `score_mod` as for forward_into: the forward's, whose
-    derivative the backward kernel applies, `mod_args` the tensors it reads."""
+    derivative the backward kernel applies, `mask_mod` the forward's,
+    `mod_args` the tensors they read."""
     import torch
     b = _bundle(bundle)
-    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args)
+    mask_mod = _mask_mod_name(mask_mod)
+    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args, mask_mod)
     mods_read = _mod_args_for(mods_read, q)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
@@ -535,15 +559,15 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     tensors = (q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
     key = (BWD, q.device, causal, causal_bottom_right,
            None if window is None else tuple(window), scale, mma, bool(deterministic),
-           score_mod, *[(t.shape, t.stride(), t.dtype) for t in tensors])
+           score_mod, mask_mod, *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(causal, causal_bottom_right, window)
         d, dv_dim = q.shape[-1], v.shape[-1]
         kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
-                        deterministic, score_mod)
-        if score_mod is not None:
-            _check_mod_arg_count(b, kernel, score_mod, mods_read)
+                        deterministic, score_mod, mask_mod)
+        if score_mod is not None or mask_mod is not None:
+            _check_mod_arg_count(b, kernel, score_mod or mask_mod, mods_read)
         args = BackwardArgs(*[_tensor(t) for t in tensors],
                             1.0 / math.sqrt(d) if scale is None else float(scale))
         return kernel, bytes(args)

@@ -47,7 +47,8 @@ class KernelQuery(ctypes.Structure):
                 ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
                 ("mask", ctypes.c_int), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32),
-                ("mma", ctypes.c_int), ("score_mod", ctypes.c_char_p)]
+                ("mma", ctypes.c_int), ("score_mod", ctypes.c_char_p),
+                ("mask_mod", ctypes.c_char_p)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -62,7 +63,8 @@ class KernelInfo(ctypes.Structure):
                 ("deterministic", ctypes.c_int32), ("persistent_grid", ctypes.c_int32),
                 ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32),
                 ("pack_gqa", ctypes.c_int32),
-                ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32)]
+                ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
+                ("mask_mod", ctypes.c_char_p)]
 
 
 EXTENT_NAMES = {0: "any", 1: "fixed", 2: "batch", 3: "heads", 4: "kv_heads", 5: "nq",

@@ -61,6 +61,12 @@ static llvm::cl::opt<bool> modArgs(
                    "with slopes [H], a relative-position bias table "
                    "[H, Nq+Nk-1] (f32 or bf16), a per-key bias [B, Nk] (f32 "
                    "or i32)"));
+static llvm::cl::opt<bool> maskMods(
+    "mask-mods",
+    llvm::cl::desc("mask_mods reading mod_args: document masks (doc ids "
+                   "[B, N], i32 or i64), prefix-LM (kv < prefix[b] or "
+                   "causal), per-head arithmetic patterns; each with the "
+                   "enum masks and score_mods (one reading its own mod_arg)"));
 static llvm::cl::opt<bool> splitKv(
     "split-kv",
     llvm::cl::desc("forward: decode-shaped cases split over 1..16 key ranges "
@@ -80,6 +86,12 @@ static llvm::cl::opt<bool> varlen(
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
 enum class Mod { None, Alibi, Softcap, Random, AlibiSlopes, RelBias, KeyBias };
+enum class MaskMod { None, Document, PrefixLM, Pattern };
+
+/// A per-head arithmetic mask: (q·qc + kv·kc + h·hc) mod m != r.
+struct MaskPattern {
+  int64_t qc = 1, kc = 1, hc = 0, m = 2, r = 0;
+};
 
 struct Case {
   ElemKind dtype;
@@ -119,6 +131,10 @@ struct Case {
       t.data.push_back(t.data.back() + n);
     return t;
   }
+  /// The mask_mod, the mod_arg it reads (Document, PrefixLM) and its pattern.
+  MaskMod maskMod = MaskMod::None;
+  size_t maskArg = 0;
+  MaskPattern pattern;
 };
 
 const char *dtypeName(ElemKind k) {
@@ -145,6 +161,15 @@ const char *modName(Mod m) {
   }
   return "";
 }
+const char *maskModName(MaskMod m) {
+  switch (m) {
+  case MaskMod::None: return "none";
+  case MaskMod::Document: return "document";
+  case MaskMod::PrefixLM: return "prefix_lm";
+  case MaskMod::Pattern: return "pattern";
+  }
+  return "";
+}
 constexpr double kSoftcap = 2.0;
 
 std::string describe(const Case &c) {
@@ -155,6 +180,11 @@ std::string describe(const Case &c) {
   if (c.mask == Mask::Window)
     os << "(" << c.left << "," << c.right << ")";
   os << " mod=" << modName(c.mod);
+  if (c.maskMod != MaskMod::None)
+    os << " mask_mod=" << maskModName(c.maskMod);
+  if (c.maskMod == MaskMod::Pattern)
+    os << "(" << c.pattern.qc << "q+" << c.pattern.kc << "kv+" << c.pattern.hc
+       << "h mod " << c.pattern.m << " != " << c.pattern.r << ")";
   if (c.program)
     os << "(" << c.program->size() << " values)";
   for (const std::string &t : c.modArgTypes)
@@ -215,13 +245,75 @@ std::string modArgParams(const Case &c) {
   return s;
 }
 
+/// `, %a<i>: T<i>` for the case's mod_args from `from` on: a region takes
+/// every mod_arg of its op, also those only the other region reads.
+std::string extraModArgParams(const Case &c, size_t from) {
+  std::string s;
+  for (size_t i = from; i < c.modArgs.size(); ++i)
+    s += ", %a" + std::to_string(i) + ": " + c.modArgTypes[i];
+  return s;
+}
+
+/// `region`, a score_mod whose header names `own` mod_args, taking the
+/// case's other mod_args too (appended to its block arguments).
+std::string withAllModArgs(const Case &c, std::string region, size_t own) {
+  size_t at = region.find("):\n");
+  return region.insert(at, extraModArgParams(c, own));
+}
+
+/// The mask_mod region of a case, or "".
+std::string maskModRegion(const Case &c) {
+  if (c.maskMod == MaskMod::None)
+    return "";
+  std::ostringstream os;
+  os << " mask_mod {\n^bb0(%b: index, %h: index, %i: index, %j: index"
+     << extraModArgParams(c, 0) << "):\n";
+  std::string t = "%a" + std::to_string(c.maskArg);
+  std::string type = c.maskMod == MaskMod::Pattern ? "" : c.modArgTypes[c.maskArg];
+  std::string elem = type.find("i64") != std::string::npos ? "i64" : "i32";
+  switch (c.maskMod) {
+  case MaskMod::Document:
+    os << "  %dq = tensor.extract " << t << "[%b, %i] : " << type << "\n"
+       << "  %dk = tensor.extract " << t << "[%b, %j] : " << type << "\n"
+       << "  %r = arith.cmpi eq, %dq, %dk : " << elem << "\n";
+    break;
+  case MaskMod::PrefixLM:
+    os << "  %p = tensor.extract " << t << "[%b] : " << type << "\n"
+       << "  %pi = arith.index_cast %p : " << elem << " to index\n"
+       << "  %inPrefix = arith.cmpi slt, %j, %pi : index\n"
+       << "  %causal = arith.cmpi sle, %j, %i : index\n"
+       << "  %r = arith.ori %inPrefix, %causal : i1\n";
+    break;
+  case MaskMod::Pattern: {
+    const MaskPattern &m = c.pattern;
+    os << "  %qc = arith.constant " << m.qc << " : index\n"
+       << "  %kc = arith.constant " << m.kc << " : index\n"
+       << "  %hc = arith.constant " << m.hc << " : index\n"
+       << "  %m = arith.constant " << m.m << " : index\n"
+       << "  %rem = arith.constant " << m.r << " : index\n"
+       << "  %x0 = arith.muli %i, %qc : index\n"
+       << "  %x1 = arith.muli %j, %kc : index\n"
+       << "  %x2 = arith.muli %h, %hc : index\n"
+       << "  %x3 = arith.addi %x0, %x1 : index\n"
+       << "  %x4 = arith.addi %x3, %x2 : index\n"
+       << "  %x5 = arith.remui %x4, %m : index\n"
+       << "  %r = arith.cmpi ne, %x5, %rem : index\n";
+    break;
+  }
+  case MaskMod::None:
+    break;
+  }
+  os << "  attn.yield %r : i1\n}";
+  return os.str();
+}
+
 /// The score_mod of a case whose mod reads a mod_arg (%t): ALiBi with a
 /// slope per head, a bias per (head, kv - q), a bias per (batch, key).
 std::string modArgRegion(const Case &c) {
   std::ostringstream os;
   const std::string &type = c.modArgTypes[0];
   os << "^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: "
-     << type << "):\n";
+     << type << extraModArgParams(c, 1) << "):\n";
   auto toF32 = [&](const char *x) {
     if (type.find("bf16") != std::string::npos)
       os << "  %xf = arith.extf " << x << " : bf16 to f32\n";
@@ -268,7 +360,8 @@ std::string attrsAndRegion(const Case &c) {
   os << "}";
   if (c.mod == Mod::Alibi) {
     // slope_h = 2^(-8(h+1)/H); bias = slope_h · (kv - q)
-    os << " score_mod {\n^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):\n"
+    os << " score_mod {\n^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index"
+       << extraModArgParams(c, 0) << "):\n"
        << "  %c1 = arith.constant 1 : index\n"
        << "  %h1 = arith.addi %h, %c1 : index\n"
        << "  %hi = arith.index_cast %h1 : index to i64\n"
@@ -284,17 +377,21 @@ std::string attrsAndRegion(const Case &c) {
        << "  %r = arith.addf %s, %bias : f32\n"
        << "  attn.yield %r : f32\n}";
   } else if (c.mod == Mod::Softcap) {
-    os << " score_mod {\n^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):\n"
+    os << " score_mod {\n^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index"
+       << extraModArgParams(c, 0) << "):\n"
        << "  %cap = arith.constant " << floatLit(kSoftcap) << " : f32\n"
        << "  %x = arith.divf %s, %cap : f32\n"
        << "  %t = math.tanh %x : f32\n"
        << "  %r = arith.mulf %t, %cap : f32\n"
        << "  attn.yield %r : f32\n}";
   } else if (c.mod == Mod::Random) {
-    os << " score_mod {\n" << c.program->regionBody() << "}";
-  } else if (!c.modArgs.empty()) {
+    os << " score_mod {\n" << withAllModArgs(c, c.program->regionBody(), 0)
+       << "}";
+  } else if (c.mod == Mod::AlibiSlopes || c.mod == Mod::RelBias ||
+             c.mod == Mod::KeyBias) {
     os << " score_mod {\n" << modArgRegion(c) << "}";
   }
+  os << maskModRegion(c);
   return os.str();
 }
 
@@ -362,7 +459,29 @@ std::string backwardIR(const Case &c) {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-bool visible(const Case &c, int64_t i, int64_t j) {
+/// Whether the case's mask_mod keeps (b, h, i, j), from its tensor as passed.
+bool maskModVisible(const Case &c, int64_t b, int64_t h, int64_t i, int64_t j) {
+  switch (c.maskMod) {
+  case MaskMod::None:
+    return true;
+  case MaskMod::Document: {
+    const HostTensor &doc = c.modArgs[c.maskArg];
+    int64_t n = doc.shape[1];
+    return doc.data[b * n + i] == doc.data[b * n + j];
+  }
+  case MaskMod::PrefixLM:
+    return j < c.modArgs[c.maskArg].data[b] || j <= i;
+  case MaskMod::Pattern: {
+    const MaskPattern &m = c.pattern;
+    return (i * m.qc + j * m.kc + h * m.hc) % m.m != m.r;
+  }
+  }
+  return true;
+}
+
+bool visible(const Case &c, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (!maskModVisible(c, b, h, i, j))
+    return false;
   int64_t off = (c.mask == Mask::CausalBR || c.mask == Mask::Window) ? c.nk - c.nq : 0;
   switch (c.mask) {
   case Mask::None: return true;
@@ -504,7 +623,7 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
         int64_t hk = h / g;
         double m = -kInf;
         for (int64_t j = 0; j < c.nk; ++j) {
-          if (!visible(c, i, j)) {
+          if (!visible(c, b, h, i, j)) {
             s[j] = -kInf;
             continue;
           }
@@ -784,8 +903,93 @@ struct Checker {
       drawPacked(c);
     if (modArgs)
       drawModArg(c, static_cast<Mod>(int(Mod::AlibiSlopes) + (n / 4) % 3));
+    if (maskMods)
+      drawMaskMod(c, n);
     return c;
   }
+
+  /// Case n's mask_mod (masks cycle fastest, then the mask_mod kind, then
+  /// the score_mod: none, ALiBi, softcap, a random program, or a per-key
+  /// bias reading its own mod_arg), with its tensor after the score_mod's:
+  /// doc ids [B, max(Nq, Nk)] of 1..5 documents of random lengths (i32 or
+  /// i64), prefix lengths [B] in [0, Nk] (i32), or a per-head pattern.
+  void drawMaskMod(Case &c, int n) {
+    c.maskMod = static_cast<MaskMod>(1 + (n / 4) % 3);
+    Mod mods[] = {Mod::None, Mod::Alibi, Mod::Softcap, Mod::Random,
+                  Mod::KeyBias};
+    Mod mod = mods[(n / 12) % 5];
+    c.program = nullptr;
+    c.modArgs.clear();
+    c.modArgTypes.clear();
+    c.mod = mod;
+    if (mod == Mod::KeyBias) {
+      drawModArg(c, mod);
+    } else if (mod == Mod::Random) {
+      Position largest{c.b - 1, c.h - 1, c.nq - 1, c.nk - 1};
+      c.program = std::make_shared<const ScoreModProgram>(
+          ScoreModProgram::random(rng, largest, int(uniform(3, 4))));
+      std::set<ModOp> ops = c.program->ops();
+      opsDrawn.insert(ops.begin(), ops.end());
+    }
+    c.maskArg = c.modArgs.size();
+    HostTensor t;
+    std::string elem = "i32";
+    if (c.maskMod == MaskMod::Document) {
+      elem = pick<std::string>({"i32", "i64"});
+      int64_t len = std::max(c.nq, c.nk);
+      t.shape = {c.b, len};
+      for (int64_t b = 0; b < c.b; ++b) {
+        // Document boundaries: sorted random starts, ids counting up.
+        std::vector<int64_t> starts{0};
+        for (int64_t d = uniform(0, 4); d > 0; --d)
+          starts.push_back(uniform(0, len));
+        std::sort(starts.begin(), starts.end());
+        for (int64_t i = 0; i < len; ++i)
+          t.data.push_back(double(
+              std::upper_bound(starts.begin(), starts.end(), i) -
+              starts.begin()));
+      }
+    } else if (c.maskMod == MaskMod::PrefixLM) {
+      c.mask = Mask::None; // the mask_mod is causal outside the prefix
+      t.shape = {c.b};
+      for (int64_t b = 0; b < c.b; ++b)
+        t.data.push_back(double(uniform(0, c.nk)));
+    } else {
+      c.pattern.qc = uniform(0, 3);
+      c.pattern.kc = uniform(1, 3);
+      c.pattern.hc = uniform(0, 2);
+      c.pattern.m = uniform(2, 5);
+      c.pattern.r = uniform(0, c.pattern.m - 1);
+    }
+    if (c.maskMod != MaskMod::Pattern) {
+      c.modArgTypes.push_back(tensorType(t.shape, elem));
+      c.modArgs.push_back(std::move(t));
+    }
+    maskModCoverage.count(c);
+  }
+
+  /// What the mask_mod cases covered, so a run that never met an edge
+  /// says so: rows with no visible key, GQA, score_mods with a mask_mod,
+  /// and two mod_args (a score_mod's and a mask_mod's).
+  struct MaskModCoverage {
+    int emptyRows = 0, gqa = 0, withScoreMod = 0, twoModArgs = 0;
+    void count(const Case &c) {
+      gqa += c.h > c.hkv;
+      withScoreMod += c.mod != Mod::None;
+      twoModArgs += c.modArgs.size() == 2;
+      for (int64_t b = 0; b < c.b; ++b)
+        for (int64_t h = 0; h < c.h; ++h)
+          for (int64_t i = 0; i < c.nq; ++i) {
+            bool any = false;
+            for (int64_t j = 0; j < c.nk && !any; ++j)
+              any = visible(c, b, h, i, j);
+            if (!any) {
+              ++emptyRows;
+              return;
+            }
+          }
+    }
+  } maskModCoverage;
 
   /// Decode shapes for packed GQA: Nq in {1, 2, 3, 17}, groups of 1 to 8
   /// heads (3 and 6 do not divide block-q), half of them split.
@@ -911,7 +1115,7 @@ struct Checker {
       bool seen = false;
       for (int64_t i = 0; i < c.nq && !seen; ++i)
         for (int64_t j = k0; j < k1 && !seen; ++j)
-          seen = visible(c, i, j);
+          seen = visible(c, 0, 0, i, j);
       if (k1 > k0 && !seen) {
         ++splitCoverage.maskHidesSplit;
         return;
@@ -1249,7 +1453,7 @@ struct Checker {
     for (int64_t h = 0; h < c.h; ++h)
       for (int64_t i = 0; i < c.nq; ++i)
         for (int64_t j = 0; j < c.nk; ++j) {
-          if (!visible(c, i, j))
+          if (!visible(c, 0, h, i, j))
             continue;
           double dot = 0;
           for (int64_t d = 0; d < c.d; ++d)
@@ -1377,6 +1581,13 @@ int main(int argc, char **argv) {
            << " cases with more splits than key blocks, " << cov.maskHidesSplit
            << " with a split whose keys the mask hides, " << cov.oneKey
            << " with Nk = 1, " << cov.gqa << " with GQA\n";
+  }
+  if (maskMods) {
+    const auto &cov = chk.maskModCoverage;
+    outs() << "mask-mods: " << cov.emptyRows
+           << " cases with a row the masks hide entirely, " << cov.gqa
+           << " with GQA, " << cov.withScoreMod << " with a score_mod, "
+           << cov.twoModArgs << " with two mod_args\n";
   }
   if (packGqa) {
     const auto &cov = chk.packCoverage;

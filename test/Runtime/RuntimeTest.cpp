@@ -165,9 +165,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "9"),
-                 "version 9 is not supported (this runtime reads versions 1 "
-                 "to 8)");
+  expectRejected("version", manifest({}, "10"),
+                 "version 10 is not supported (this runtime reads versions 1 "
+                 "to 9)");
 }
 
 
@@ -874,9 +874,10 @@ TEST(ScoreMod, ModArgManifestErrors) {
                           "8"),
                  "field 'mod_args' is given, but the kernel has no score_mod");
   // A newer bundle than this runtime reads is refused as a whole.
-  expectRejected("mod_args_v9", manifest({modArgsJson("k", "fwd", slopes)}, "9"),
-                 "version 9 is not supported (this runtime reads versions 1 "
-                 "to 8)");
+  expectRejected("mod_args_v10",
+                 manifest({modArgsJson("k", "fwd", slopes)}, "10"),
+                 "version 10 is not supported (this runtime reads versions 1 "
+                 "to 9)");
 }
 
 TEST(ScoreMod, NeedsNoNewerVersion) {
@@ -890,6 +891,80 @@ TEST(ScoreMod, NeedsNoNewerVersion) {
         << version << ": " << lastError();
     fa_bundle_free(b);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// mask_mod kernels
+//===----------------------------------------------------------------------===//
+
+/// A causal bf16 d64 forward with the mask_mod `maskMod` reading doc ids
+/// [B, N] (i32), as fa-aot writes it in a version-9 bundle.
+std::string maskModJson(const std::string &tag, const std::string &maskMod,
+                        const std::string &scoreMod = "") {
+  std::string mods = R"(, "mask_mod": ")" + maskMod + R"(")";
+  if (!scoreMod.empty())
+    mods += R"(, "score_mod": ")" + scoreMod + R"(")";
+  return kernelJson(tag, "fwd", "bf16", 64, "causal", "sm_90a", true,
+                    mods + R"(, "mod_args": [{"dtype": "i32", "rank": 2}],
+                               "mod_arg_param": 11)");
+}
+
+TEST(MaskMod, OnlyQueriesNamingItFindIt) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("mask_mod_find",
+                     manifest({kernelJson("plain", "fwd", "bf16", 64, "causal",
+                                          "sm_90a", true),
+                               maskModJson("doc", "document"),
+                               maskModJson("doc_softcap", "document",
+                                           "softcap30")},
+                              "9"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  auto find = [&](const char *scoreMod, const char *maskMod) -> std::string {
+    fa_kernel_query q{};
+    q.direction = FA_DIRECTION_FWD;
+    q.dtype = FA_DTYPE_BF16;
+    q.head_dim = 64;
+    q.mask = FA_MASK_CAUSAL;
+    q.compute_capability = 90;
+    q.score_mod = scoreMod;
+    q.mask_mod = maskMod;
+    const fa_kernel *k = nullptr;
+    if (fa_kernel_find(b, &q, &k) != FA_SUCCESS)
+      return "error: " + lastError();
+    fa_kernel_info info;
+    EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+    EXPECT_EQ(info.mask_mod == nullptr, maskMod == nullptr);
+    if (maskMod) {
+      EXPECT_STREQ(info.mask_mod, maskMod);
+      EXPECT_EQ(info.mod_arg_count, 1);
+    }
+    return info.tag;
+  };
+  // A query without a mask_mod never gets a kernel that masks more.
+  EXPECT_EQ(find(nullptr, nullptr), "plain");
+  EXPECT_EQ(find(nullptr, "document"), "doc");
+  EXPECT_EQ(find("softcap30", "document"), "doc_softcap");
+  std::string miss = find(nullptr, "prefix_lm");
+  EXPECT_NE(miss.find("mask_mod=prefix_lm"), std::string::npos) << miss;
+  EXPECT_NE(find("softcap30", nullptr).find("error: "), std::string::npos);
+  EXPECT_NE(find(nullptr, "bad name").find("fa_kernel_find: mask_mod is 'bad "
+                                           "name'"),
+            std::string::npos);
+  fa_bundle_free(b);
+}
+
+TEST(MaskMod, OlderBundleVersionsAndBadNamesAreRejected) {
+  // A version-8 reader ignores "mask_mod" and would serve the kernel to
+  // queries without the mask.
+  expectRejected("mask_mod_v8", manifest({maskModJson("doc", "document")}, "8"),
+                 "kernels[0]: mask_mod kernels need bundle version 9, the "
+                 "manifest says 8");
+  expectRejected("mask_mod_name",
+                 manifest({maskModJson("doc", "doc ids")}, "9"),
+                 "kernels[0] ('doc'): field 'mask_mod' must be null or a name "
+                 "of identifier characters");
 }
 
 /// A bundle with plain, softcap30 and alibi16 causal d128 forwards (alibi16

@@ -50,8 +50,9 @@ static cl::opt<unsigned>
          cl::init(0));
 static cl::opt<std::string>
     scoreMods("score-mods", cl::cat(aotOptions),
-              cl::desc("a .mlir file of score_mod functions that configs "
-                       "name with mod=<name>"),
+              cl::desc("a .mlir file of score_mod and mask_mod functions "
+                       "that configs name with mod=<name> and "
+                       "maskmod=<name>"),
               cl::value_desc("file"));
 
 /// The configs of --defaults.
@@ -161,12 +162,13 @@ int main(int argc, char **argv) {
       "<tag>.ptx, <tag>.cubin, fa_bundle.h)\n\n"
       "  config = direction:dtype:dHEAD[:vHEAD_V]:mask[:lLEFT:rRIGHT]"
       "[:mma][:bqN][:bkvN][:wN][:sN][:sm_XX][:det][:persistent|blocks]"
-      "[:mod=NAME]\n"
+      "[:mod=NAME][:maskmod=NAME]\n"
       "    fwd:bf16:d128:causal            mma.sync forward, sm_90a\n"
       "    bwd:f16:d64:none:wgmma          sm_90a wgmma backward\n"
       "    fwd:bf16:d128:none:wgmma:bkv192 a wider key tile\n"
       "    fwd:bf16:d96:window:l128:r0     a sliding window\n"
-      "    fwd:bf16:d128:causal:mod=softcap30 --score-mods mods.mlir\n");
+      "    fwd:bf16:d128:causal:mod=softcap30 --score-mods mods.mlir\n"
+      "    fwd:bf16:d128:causal:maskmod=document --score-mods mods.mlir\n");
   std::vector<std::string> texts(configs.begin(), configs.end());
   if (defaults) {
     std::vector<std::string> more = defaultConfigs();

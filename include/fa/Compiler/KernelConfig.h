@@ -33,6 +33,10 @@ struct KernelConfig {
   /// score-mod library (GpuCompilerOptions::scoreModFile), applied to every
   /// score (fwd) and differentiated (bwd); empty: none. Part of the tag.
   std::string scoreMod;
+  /// "maskmod=<name>": the mask_mod function @<name> of the same library
+  /// ((b, h, q_idx, kv_idx: index, [tensors...]) -> i1), masking every
+  /// element it returns false for; empty: none. Part of the tag.
+  std::string maskMod;
   /// "splitkv": the mma.sync split-KV decode kernels (a split forward and a
   /// merge; the split count is a launch argument). Part of the tag.
   bool splitKv = false;
@@ -48,6 +52,7 @@ struct KernelConfig {
   /// Parses "fwd:bf16:d128:causal" with optional further fields
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
+  /// "maskmod=<name>",
   /// "splitkv", "packgqa", "varlen".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.

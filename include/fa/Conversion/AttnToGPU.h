@@ -94,6 +94,9 @@ struct KernelPlan {
   /// The name of spec.scoreMod, if any (the tag ends in `_mod_<name>`):
   /// the op's `attn.score_mod_name`, else a hash of the region's text.
   std::string scoreModName;
+  /// The name of spec.maskMod, if any (the tag ends in `_maskmod_<name>`):
+  /// the op's `attn.mask_mod_name`, else a hash of the region's text.
+  std::string maskModName;
   /// Backward: CTAs per key block, each accumulating D/dsplit columns of dK
   /// and dQ and Dv/dsplit of dV (docs/ABI.md grid); 1 unless D + Dv > 256.
   int64_t dsplit = 1;
@@ -151,6 +154,8 @@ struct KernelPlan {
 /// Names the score_mod region of an attn op (set by the compiler from the
 /// score-mod library's function name); it becomes part of the kernel tag.
 inline constexpr llvm::StringLiteral kScoreModNameAttr = "attn.score_mod_name";
+/// The same for a mask_mod attached from a library.
+inline constexpr llvm::StringLiteral kMaskModNameAttr = "attn.mask_mod_name";
 
 /// The plan of the kernel computing `op` (attn.attention,
 /// attn.attention_backward or one of their tile ops: the element type, head

@@ -3,7 +3,9 @@
 #ifndef FA_CONVERSION_PASSES_H
 #define FA_CONVERSION_PASSES_H
 
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

@@ -76,7 +76,9 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
     batch), 16 query rows per warp, K/V tiles double-buffered with cp.async,
     ldmatrix fragments, mma.sync m16n8k16 with f32 accumulators, exp2 with
     scale·log2e folded, blocks outside the mask skipped and only boundary
-    blocks masked. The wgmma kernels (sm_90a) add TMA, warp specialisation
+    blocks masked. It is emitted at the GPU tile level (attn_gpu ops: its
+    schedule as IR, lowered by `convert-attn-gpu-to-nvvm`), except packed
+    GQA, which is still built from fragments directly. The wgmma kernels (sm_90a) add TMA, warp specialisation
     and ping-pong.
 
     After (the `fa-attn-to-gpu` pipeline on a causal bf16 d128 forward):
@@ -88,11 +90,47 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
     }
     ```
   }];
+  let dependentDialects = ["::mlir::fa::attn_gpu::AttnGPUDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def ConvertAttnGPUToNVVMPass : Pass<"convert-attn-gpu-to-nvvm", "ModuleOp"> {
+  let summary = "Lower the attn_gpu tile level to mma.sync, ldmatrix and cp.async";
+  let description = [{
+    Lowers every kernel whose body is attn_gpu tile ops (the mma.sync
+    forward that `convert-attn-to-gpu` builds) to the fragment builders'
+    code: register fragments become the scalar values one lane holds (a 1:N
+    type conversion; the key loop's `scf.for` carries them), shared tiles
+    their element offsets in the dynamic shared buffer, `attn_gpu.mma_qk` /
+    `mma_pv` ldmatrix loads and `nvvm.mma.sync` m16n8k16, `async_copy`
+    cp.async groups, `online_softmax` and `finalize_softmax` the quad-shuffle
+    row reductions and exp2 of Softmax.cpp, `score_mod` the region through
+    the CPU decomposition's score builder. The kernel's plan is resolved
+    again from its `attn.kernel_plan` (the tag must match) and the tile ops'
+    types and attributes.
+
+    ```mlir
+    %s = attn_gpu.mma_qk %qf, %kt : !attn_gpu.fragment<16x128xbf16, operand_a>,
+        !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+        -> !attn_gpu.fragment<16x64xf32, accumulator>
+    // becomes, per k16 step and n16 pair of key rows:
+    %b:4 = nvgpu.ldmatrix %smem[%off] {numTiles = 4 : i32, transpose = false}
+    %c = nvvm.mma.sync A[...] B[...] C[...] {shape = #nvvm.shape<m = 16, n = 8, k = 16>, ...}
+    ```
+  }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::NVVM::NVVMDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

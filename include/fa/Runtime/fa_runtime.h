@@ -45,12 +45,13 @@ extern "C" {
  * kernels that take the tensors' strides ("stride_param"; on backwards
  * since strided backwards, which older version-7 runtimes reject), 8
  * kernels whose score_mod reads tensors ("mod_args", passed by the _ex
- * launches). Kernels
+ * launches), 9 kernels with a mask_mod ("mask_mod": chosen only by queries
+ * naming it). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 8
+#define FA_RUNTIME_BUNDLE_VERSION 9
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -153,6 +154,10 @@ typedef struct fa_kernel_query {
    * only kernels of exactly that name match. NULL: plain attention, only
    * kernels without a score_mod. A zero-initialised query asks for none. */
   const char *score_mod;
+  /* The mask_mod compiled into the kernel (manifest "mask_mod", e.g.
+   * "document"): only kernels of exactly that name match; NULL: only kernels
+   * without one. Last, like score_mod. */
+  const char *mask_mod;
 } fa_kernel_query;
 
 typedef struct fa_kernel_info {
@@ -196,6 +201,10 @@ typedef struct fa_kernel_info {
    * launches; fa_kernel_get_mod_arg describes each. 0 for most kernels.
    * Last. */
   int32_t mod_arg_count;
+  /* The mask_mod compiled into the kernel (elements it returns false for
+   * are masked out, with the mask), NULL for none. Owned by the bundle.
+   * Last. */
+  const char *mask_mod;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */

@@ -441,6 +441,8 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       if (plan.spec.scoreMod)
         chain = applyScoreModTransposed(
             kb, s, {batch, head, qBegin, kBegin, nq, nk}, keyRow0, scale);
+      applyMaskModTransposed(kb, s, {batch, head, qBegin, kBegin, nq, nk},
+                             keyRow0);
       // The mask sees the tile position through an opaque copy so LLVM does
       // not hoist per-element offsets out of the loop (as in the forward).
       Value maskQuery = kb.opaqueIndex(qBegin);

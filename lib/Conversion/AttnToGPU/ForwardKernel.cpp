@@ -14,6 +14,11 @@
 // serves all of them. Q rows are gathered and O/LSE rows scattered by
 // (head, query); the mask and score_mod take each row's own.
 //
+// Every plan but packed GQA and mask_mod is built at the GPU tile level
+// (attn_gpu ops: buildForwardTileKernel), which convert-attn-gpu-to-nvvm
+// lowers to this file's fragment code; those two are still built here
+// directly.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
@@ -22,6 +27,8 @@
 #include "TiledLoopNest.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
@@ -31,29 +38,12 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-/// storeColumnPair for an f32 matrix (a split's partial O): 8-byte pairs
-/// where the row length is even.
-static void storeColumnPairF32(KernelBuilder &kb, Value mem, Value rowOff,
-                               int64_t n, int64_t cols, Value lo, Value hi) {
-  forColumnPair(
-      kb, n, cols, cols % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
-        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
-        Value at = kb.add(rowOff, col);
-        if (v.size() == 2) {
-          Value pair = vector::FromElementsOp::create(
-              kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()), v);
-          vector::StoreOp::create(kb.b, kb.loc, pair, mem, ValueRange{at},
-                                  /*nontemporal=*/false, llvm::MaybeAlign(8));
-          return;
-        }
-        memref::StoreOp::create(kb.b, kb.loc, v[0], mem, ValueRange{at});
-      });
-}
-
-gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
-                                            gpu::GPUModuleOp module,
-                                            const KernelPlan &plan,
-                                            const TiledLoopNest &loops) {
+/// The packed-GQA forward, built from fragments directly (not yet at the
+/// tile level).
+static gpu::GPUFuncOp buildPackedForwardKernel(OpBuilder &b, Location loc,
+                                               gpu::GPUModuleOp module,
+                                               const KernelPlan &plan,
+                                               const TiledLoopNest &loops) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   // Tensor-core steps run over the head dims padded to 16 (zeros in shared
   // memory); n8 tiles wholly past D / Dv are not accumulated, and columns
@@ -204,6 +194,12 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
     else if (plan.spec.scoreMod)
       applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
                     kBegin, scale);
+    if (packed)
+      applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk},
+                   laneHeadQuery, kBegin);
+    else
+      applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                   kBegin);
 
     // Only tiles crossing the band's edge or Nk evaluate a mask. The key
     // offset goes through an opaque copy: otherwise LLVM splits the loop at
@@ -304,4 +300,212 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   }
   gpu::ReturnOp::create(b, loc);
   return func;
+}
+
+namespace ag = mlir::fa::attn_gpu;
+
+/// The forward kernel as attn_gpu tile ops: the tiled loops mapped to the
+/// grid (CTA = (query block, head, batch)), the key-block loop kept as an
+/// scf.for carrying the (max, sum, acc) fragments, its body the schedule of
+/// the file comment. The index arithmetic is the kernel's own; the tile ops
+/// lower in place (ConvertAttnGPUToNVVM.cpp), so the kernel's code is the
+/// one the fragment builders always emitted.
+static gpu::GPUFuncOp buildForwardTileKernel(OpBuilder &b, Location loc,
+                                             gpu::GPUModuleOp module,
+                                             const KernelPlan &plan,
+                                             const TiledLoopNest &loops) {
+  MLIRContext *ctx = b.getContext();
+  const int64_t d = plan.headDim, dv = plan.headDimV;
+  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
+  OpBuilder::InsertionGuard guard(b);
+  KernelParams params = forwardParams(ctx, plan);
+  auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
+                               plan, plan.forwardSharedBytes());
+  func->setAttr(attn::kKernelPlanAttr, kernelPlanAttr(ctx, plan));
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  Value qMem = arg(0), kMem = arg(1), vMem = arg(2), oMem = arg(3),
+        lseMem = arg(4), scale = arg(10);
+
+  // Index arithmetic only: the lane ids belong to the lowering.
+  KernelBuilder kb(b, loc, plan);
+  Value heads = kb.toIndex(arg(6)), kvHeads = kb.toIndex(arg(7));
+  Value nq = kb.toIndex(arg(8)), nk = kb.toIndex(arg(9));
+  Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value head = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value split, splits;
+  if (plan.splitKv) {
+    splits = kb.toIndex(arg(11)); // after the scale (forwardParams)
+    split = arith::RemUIOp::create(b, loc, batch, splits);
+    batch = arith::DivUIOp::create(b, loc, batch, splits);
+  }
+  // GQA: query head h reads key/value head h / (H / Hkv).
+  Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
+  Value kvHead = arith::DivUIOp::create(b, loc, head, group);
+  StridedTensor qT = stridedTensor(kb, qMem, params.strides(entry, 0));
+  StridedTensor kT = stridedTensor(kb, kMem, params.strides(entry, 1));
+  StridedTensor vT = stridedTensor(kb, vMem, params.strides(entry, 2));
+  Value qRowsBase = kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  Value qBase = qT.headBase(kb, batch, head);
+  Value kBase = kT.headBase(kb, batch, kvHead);
+  Value vBase = vT.headBase(kb, batch, kvHead);
+  Value qBegin = kb.mul(qBlock, bq);
+
+  // Shared memory: Q | K stage 0, 1 | V stage 0, 1 (rows padded by 16 B).
+  const int64_t qElems = bq * plan.strideQK(), kElems = bkv * plan.strideQK(),
+                vElems = bkv * plan.strideV();
+  ag::SharedMemoryOp::create(b, loc, qElems + 2 * kElems + 2 * vElems,
+                             plan.elemType);
+  auto tileType = [&](int64_t rows, int64_t cols, int64_t stride) {
+    return ag::SharedTileType::get(ctx, rows, cols, plan.elemType, stride);
+  };
+  Value qTile = ag::SharedTileOp::create(b, loc, tileType(bq, d, plan.strideQK()),
+                                         Value(), 0, IntegerAttr());
+  auto kTile = [&](Value stage) {
+    return ag::SharedTileOp::create(b, loc, tileType(bkv, d, plan.strideQK()),
+                                    stage, qElems, b.getI64IntegerAttr(kElems))
+        .getResult();
+  };
+  auto vTile = [&](Value stage) {
+    return ag::SharedTileOp::create(b, loc, tileType(bkv, dv, plan.strideV()),
+                                    stage, qElems + 2 * kElems,
+                                    b.getI64IntegerAttr(vElems))
+        .getResult();
+  };
+  auto copyAsync = [&](Value mem, Value base, Value rowBegin, Value rowLimit,
+                       Value tile, Value rowStride) {
+    ag::AsyncCopyOp::create(b, loc, mem, base, rowBegin, rowLimit, rowStride,
+                            tile);
+  };
+
+  // The key blocks of the tiled loop (those that meet this block's band).
+  Value splitKey;
+  auto [jBegin, jEnd] = loops.cloneTileRange(
+      b, {batch, head, qBlock, heads, kvHeads, nq, nk, split, splits},
+      &splitKey);
+  // The first key of block j: a split's blocks count from its first key.
+  auto keyOf = [&](Value block) {
+    Value key = kb.mul(block, bkv);
+    return splitKey ? kb.add(splitKey, key) : key;
+  };
+
+  copyAsync(qMem, qBase, qBegin, nq, qTile, qT.rowStride);
+  copyAsync(kMem, kBase, keyOf(jBegin), nk, kTile(kb.idx(0)), kT.rowStride);
+  copyAsync(vMem, vBase, keyOf(jBegin), nk, vTile(kb.idx(0)), vT.rowStride);
+  ag::AsyncWaitOp::create(b, loc, 2);
+  gpu::BarrierOp::create(b, loc);
+  Value rowBase = ag::WarpRowOffsetOp::create(b, loc, b.getIndexType());
+  auto f32Fragment = [&](int64_t cols, ag::FragmentLayout layout) {
+    return ag::FragmentType::get(ctx, 16, cols, b.getF32Type(), layout);
+  };
+  Value qOperand = qTile, qOperandRow = rowBase;
+  if (plan.keepQInRegisters()) {
+    qOperand = ag::LoadOperandAOp::create(
+        b, loc,
+        ag::FragmentType::get(ctx, 16, plan.paddedHeadDim(), plan.elemType,
+                              ag::FragmentLayout::OperandA),
+        qTile, rowBase);
+    qOperandRow = Value();
+  }
+  Value scaleLog2 = softmaxScaleLog2(kb, scale);
+  const attn::ScoreSpec &spec = plan.spec;
+  bool window = spec.mask == attn::MaskKind::Window;
+  Value bounds = ag::KeyBoundsOp::create(
+      b, loc, ag::KeyBoundsType::get(ctx, window, spec.hasMask()), batch, head,
+      qBegin, nq, nk, rowBase, bq, spec.mask,
+      window ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
+      window ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+
+  // Loop state: row max, row sum (rows layout), O accumulator (16 × Dv).
+  Type rowsType = f32Fragment(1, ag::FragmentLayout::Rows);
+  Type accType = f32Fragment(dv, ag::FragmentLayout::Accumulator);
+  Type scoresType = f32Fragment(bkv, ag::FragmentLayout::Accumulator);
+  SmallVector<Value> init{
+      ag::FillOp::create(b, loc, rowsType, kb.negInf()),
+      ag::FillOp::create(b, loc, rowsType, kb.f32(0)),
+      ag::FillOp::create(b, loc, accType, kb.f32(0))};
+  auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j = loop.getInductionVar();
+    ValueRange it = loop.getRegionIterArgs();
+    Value stage = kb.remui(kb.sub(j, jBegin), 2);
+    Value next = kb.sub(kb.idx(1), stage);
+    Value kBegin = keyOf(j);
+
+    // S = Q·K(j)ᵀ once K(j) has landed (V(j) may still be in flight).
+    ag::AsyncWaitOp::create(b, loc, 1);
+    gpu::BarrierOp::create(b, loc);
+    Value s = ag::MmaQKOp::create(b, loc, scoresType, qOperand, qOperandRow,
+                                  kTile(stage));
+    // K(j+1) streams in while the softmax and P·V(j) run.
+    copyAsync(kMem, kBase, kb.add(kBegin, bkv), nk, kTile(next), kT.rowStride);
+
+    if (spec.scoreMod) {
+      auto mod = ag::ScoreModOp::create(b, loc, scoresType, s, scale, batch, head, qBegin,
+                                        nq, nk, rowBase, kBegin);
+      IRMapping map;
+      spec.scoreMod->cloneInto(&mod.getScoreMod(), map);
+      Operation *yield = mod.getScoreMod().front().getTerminator();
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(yield);
+      ag::YieldOp::create(b, yield->getLoc(), yield->getOperand(0));
+      yield->erase();
+      s = mod.getResult();
+    }
+    // Only tiles crossing the band's edge or Nk evaluate a mask.
+    s = ag::MaskOp::create(b, loc, scoresType, s, bounds, kBegin);
+    auto update =
+        ag::OnlineSoftmaxOp::create(b, loc, scoresType, rowsType, rowsType,
+                                    accType, s, it[0], it[1], it[2], scaleLog2);
+
+    // O += P·V(j); P goes from accumulator layout to A fragments in registers.
+    ag::AsyncWaitOp::create(b, loc, 1);
+    gpu::BarrierOp::create(b, loc);
+    Value acc = ag::MmaPVOp::create(b, loc, accType, update.getProbs(),
+                                    vTile(stage),
+                                    update.getNewAcc());
+    copyAsync(vMem, vBase, kb.add(kBegin, bkv), nk, vTile(next), vT.rowStride);
+    scf::YieldOp::create(
+        b, loc,
+        SmallVector<Value>{update.getNewMax(), update.getNewSum(), acc});
+  }
+  ag::AsyncWaitOp::create(b, loc, 0);
+
+  // Epilogue: O = acc / l, LSE = ln2·(m + log2 l); empty rows give 0 and -inf.
+  // A split stores its partial rows [split, batch, head, ...] in f32,
+  // contiguous in the workspace; O is in the caller's layout.
+  Value outRowsBase = qRowsBase;
+  if (plan.splitKv)
+    outRowsBase = kb.add(
+        kb.mul(kb.mul(kb.mul(split, kb.toIndex(arg(5))), heads), nq), qRowsBase);
+  Value outBase, outRowStride;
+  if (plan.splitKv) {
+    outBase = kb.mul(outRowsBase, dv);
+  } else {
+    StridedTensor oT = stridedTensor(kb, oMem, params.strides(entry, 3));
+    outBase = oT.headBase(kb, batch, head);
+    outRowStride = oT.rowStride;
+  }
+  ValueRange res = loop.getResults();
+  auto final = ag::FinalizeSoftmaxOp::create(b, loc, rowsType, rowsType,
+                                             res[0], res[1]);
+  ag::StoreOutputOp::create(b, loc, res[2], final.getInvSum(), final.getLse(),
+                            oMem, outBase, outRowStride, lseMem, outRowsBase,
+                            qBegin, rowBase, nq);
+  gpu::ReturnOp::create(b, loc);
+  return func;
+}
+
+gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
+                                            gpu::GPUModuleOp module,
+                                            const KernelPlan &plan,
+                                            const TiledLoopNest &loops) {
+  // The tile level has no mask_mod op yet: such plans stay on the direct
+  // builder, which applies it (applyMaskMod) as it does for packed GQA.
+  if (!plan.packGqa && !plan.spec.maskMod)
+    return buildForwardTileKernel(b, loc, module, plan, loops);
+  return buildPackedForwardKernel(b, loc, module, plan, loops);
 }

@@ -625,3 +625,22 @@ SmallVector<Value> KernelBuilder::maskUnlessInside(
   scf::YieldOp::create(b, loc, masked);
   return SmallVector<Value>(ifOp.getResults());
 }
+
+/// storeColumnPair for an f32 matrix (a split's partial O): 8-byte pairs
+/// where the row length is even.
+void mlir::fa::gpu_lowering::storeColumnPairF32(KernelBuilder &kb, Value mem, Value rowOff,
+                               int64_t n, int64_t cols, Value lo, Value hi) {
+  forColumnPair(
+      kb, n, cols, cols % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
+        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
+        Value at = kb.add(rowOff, col);
+        if (v.size() == 2) {
+          Value pair = vector::FromElementsOp::create(
+              kb.b, kb.loc, VectorType::get({2}, kb.b.getF32Type()), v);
+          vector::StoreOp::create(kb.b, kb.loc, pair, mem, ValueRange{at},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(8));
+          return;
+        }
+        memref::StoreOp::create(kb.b, kb.loc, v[0], mem, ValueRange{at});
+      });
+}

@@ -278,6 +278,11 @@ void forColumnPair(KernelBuilder &kb, int64_t n, int64_t cols, bool pairs,
 void storeColumnPair(KernelBuilder &kb, Value mem, Value rowOff, int64_t n,
                      int64_t cols, int64_t rowStride, Value lo, Value hi);
 
+/// storeColumnPair for an f32 matrix (a split's partial O): 8-byte pairs
+/// where the row length is even.
+void storeColumnPairF32(KernelBuilder &kb, Value mem, Value rowOff, int64_t n,
+                        int64_t cols, Value lo, Value hi);
+
 /// Stores accumulator tiles (rows g, g+8 of 16 starting at `row0`, `cols`
 /// columns in n8 tiles from `base`) to a row-major global matrix with rows of
 /// `rowStride` elements (`cols` when 0), rows < `rowLimit` only, each value
@@ -356,6 +361,23 @@ SmallVector<Value> applyScoreModTransposed(KernelBuilder &kb,
                                            MutableArrayRef<Value> s,
                                            const attn::ScorePosition &tile,
                                            Value keyRow0, Value scale);
+
+/// Sets the scores the plan's mask_mod masks out to -inf (nothing without
+/// one), for S in accumulator layout as in applyScoreMod: after the
+/// score_mod, on every element of every tile (a mask_mod can hit any).
+void applyMaskMod(KernelBuilder &kb, MutableArrayRef<Value> s,
+                  const attn::ScorePosition &tile, Value rowBase,
+                  Value keyBase);
+/// applyMaskMod where the lane's row r (0, 1) holds (head, query)
+/// `rowHeadQuery(r)` (packed GQA).
+void applyMaskMod(KernelBuilder &kb, MutableArrayRef<Value> s,
+                  const attn::ScorePosition &tile,
+                  function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery,
+                  Value keyBase);
+/// applyMaskMod for Sᵀ of the backward, laid out as in
+/// applyScoreModTransposed.
+void applyMaskModTransposed(KernelBuilder &kb, MutableArrayRef<Value> s,
+                            const attn::ScorePosition &tile, Value keyRow0);
 
 /// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane
 /// (g, t) holds keys keyRow0 + g, +8 and queries 8n + 2t, +1 of the tile at

@@ -196,6 +196,9 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
     chain = applyScoreModTransposed(
         kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
         tile.keyRow0, scale);
+  applyMaskModTransposed(
+      kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
+      tile.keyRow0);
   s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
     maskScoresTransposed(kb, masked,
                          {batch, head, maskQuery, keyBegin, kb.opaqueIndex(nq),

@@ -651,6 +651,8 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     if (plan.spec.scoreMod)
       applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
                     kb.mul(keyTile, plan.blockKV), scale);
+    applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                 kb.mul(keyTile, plan.blockKV));
     if (masked) {
       Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
       s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, keys), s,
@@ -835,7 +837,9 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
       arrive(bars.kEmpty(), stage);
       // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
-      Value keyTile = ragged && plan.spec.scoreMod ? kb.sub(j, kb.idx(1)) : j;
+      Value keyTile = ragged && (plan.spec.scoreMod || plan.spec.maskMod)
+                          ? kb.sub(j, kb.idx(1))
+                          : j;
       Value a[2];
       SmallVector<Value> pF32 =
           scoreStep(keyTile, /*masked=*/!ragged, s, bkv, st, a);

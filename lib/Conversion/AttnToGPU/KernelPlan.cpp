@@ -71,7 +71,8 @@ std::string KernelPlan::tag() const {
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
-         (scoreModName.empty() ? "" : "_mod_" + scoreModName);
+         (scoreModName.empty() ? "" : "_mod_" + scoreModName) +
+         (maskModName.empty() ? "" : "_maskmod_" + maskModName);
 }
 
 std::string
@@ -285,7 +286,11 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.warps = options.warps ? options.warps
                                : (options.blockQ ? options.blockQ / 16 : 4);
     plan.blockQ = options.blockQ ? options.blockQ : plan.warps * 16;
-    plan.blockKV = options.blockKV ? options.blockKV : (maxD <= 128 ? 64 : 32);
+    // A mask_mod evaluated on every score of a 64-key tile spills (8 B at
+    // d64, 72 B at d128 beside a score_mod reading a tensor): 32 keys.
+    plan.blockKV = options.blockKV             ? options.blockKV
+                   : maxD <= 128 && !spec.maskMod ? 64
+                                                  : 32;
     if (plan.blockQ != plan.warps * 16)
       return fail("expected block-q = 16 x warps, got block-q " +
                   llvm::Twine(plan.blockQ) + " and " + llvm::Twine(plan.warps) +
@@ -368,19 +373,21 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   return plan;
 }
 
-/// The name a score_mod goes by in tags: the plan's or the op's name, else
-/// "r" and a hash of the region's text, so equal regions share kernels.
-static std::string scoreModName(Operation *op, const attn::ScoreSpec &spec) {
-  if (!spec.scoreMod)
+/// The name a score_mod or mask_mod (`region`, or null) goes by in tags:
+/// the plan's field `planField`, or the op's attribute `opAttr`, else "r"
+/// and a hash of the region's text, so equal regions share kernels.
+static std::string modName(Operation *op, Region *region, StringRef planField,
+                           StringRef opAttr) {
+  if (!region)
     return "";
   if (auto plan = op->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr))
-    if (auto name = plan.getAs<StringAttr>("score_mod"))
+    if (auto name = plan.getAs<StringAttr>(planField))
       return name.str();
-  if (auto name = op->getAttrOfType<StringAttr>(kScoreModNameAttr))
+  if (auto name = op->getAttrOfType<StringAttr>(opAttr))
     return name.str();
   std::string text;
   llvm::raw_string_ostream os(text);
-  Block &body = spec.scoreMod->front();
+  Block &body = region->front();
   for (BlockArgument arg : body.getArguments())
     os << arg.getType() << ",";
   for (Operation &o : body)
@@ -402,8 +409,12 @@ FailureOr<KernelPlan> mlir::fa::resolveKernelPlanFor(
   FailureOr<KernelPlan> plan =
       resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
                         v.getShape().back(), spec, options, error);
-  if (succeeded(plan))
-    plan->scoreModName = scoreModName(op, spec);
+  if (succeeded(plan)) {
+    plan->scoreModName =
+        modName(op, spec.scoreMod, "score_mod", kScoreModNameAttr);
+    plan->maskModName =
+        modName(op, spec.maskMod, "mask_mod", kMaskModNameAttr);
+  }
   return plan;
 }
 
@@ -435,6 +446,9 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
+  if (!plan.maskModName.empty())
+    fields.push_back(
+        b.getNamedAttr("mask_mod", b.getStringAttr(plan.maskModName)));
   if (plan.strategy == MmaStrategy::Wgmma && !plan.backward) {
     const WgmmaForwardSchedule &w = plan.schedule;
     fields.push_back(b.getNamedAttr(

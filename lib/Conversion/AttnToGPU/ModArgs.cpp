@@ -11,11 +11,16 @@ using namespace mlir::fa::gpu_lowering;
 
 SmallVector<RankedTensorType>
 mlir::fa::gpu_lowering::modArgTypes(const attn::ScoreSpec &spec) {
+  // Both regions take every mod_arg; either names their types.
   SmallVector<RankedTensorType> types;
-  if (!spec.scoreMod)
-    return types;
-  for (BlockArgument arg : spec.scoreMod->front().getArguments().drop_front(
-           attn::ScoreSpec::kScoreModPositionArgs))
+  ValueRange args;
+  if (spec.scoreMod)
+    args = spec.scoreMod->front().getArguments().drop_front(
+        attn::ScoreSpec::kScoreModPositionArgs);
+  else if (spec.maskMod)
+    args = spec.maskMod->front().getArguments().drop_front(
+        attn::ScoreSpec::kMaskModPositionArgs);
+  for (Value arg : args)
     types.push_back(cast<RankedTensorType>(arg.getType()));
   return types;
 }

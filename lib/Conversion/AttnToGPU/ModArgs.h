@@ -1,6 +1,6 @@
 //===- ModArgs.h - score_mod tensors as kernel parameters -------*- C++ -*-===//
 //
-// A score_mod's mod_args reach the kernels that evaluate scores (fa_fwd,
+// The mod_args of a score_mod or mask_mod reach the kernels that evaluate scores (fa_fwd,
 // fa_bwd) as parameters after every other one (docs/ABI.md): per mod_arg, a
 // global pointer to its row-major elements, then its extents as i32.
 //
@@ -15,7 +15,8 @@
 
 namespace mlir::fa::gpu_lowering {
 
-/// The mod_arg types of `spec` (its score_mod's block arguments after kv_idx).
+/// The mod_arg types of `spec` (its score_mod's or mask_mod's block
+/// arguments after kv_idx).
 SmallVector<RankedTensorType> modArgTypes(const attn::ScoreSpec &spec);
 
 /// Appends the mod_arg parameters of `plan`: a pointer and the extents of

@@ -313,6 +313,72 @@ SmallVector<Value> mlir::fa::gpu_lowering::applyScoreModTransposed(
   return chain;
 }
 
+/// attn::buildMaskModPredicate on one fragment element: `s` where the plan's
+/// mask_mod keeps `pos`, -inf where it masks it out.
+static Value maskModElement(KernelBuilder &kb, Value s,
+                            const fa::attn::ScorePosition &pos) {
+  fa::attn::ModArgAccess modArgs = modArgAccess(enclosingKernel(kb), kb.plan);
+  Value keep = fa::attn::buildMaskModPredicate(kb.b, kb.loc, kb.plan.spec, pos,
+                                               &modArgs);
+  return kb.select(keep, s, kb.negInf());
+}
+
+void mlir::fa::gpu_lowering::applyMaskMod(KernelBuilder &kb,
+                                          MutableArrayRef<Value> s,
+                                          const attn::ScorePosition &tile,
+                                          Value rowBase, Value keyBase) {
+  applyMaskMod(
+      kb, s, tile,
+      [&](int64_t r) {
+        return std::make_pair(
+            tile.h,
+            kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
+      },
+      keyBase);
+}
+
+void mlir::fa::gpu_lowering::applyMaskMod(
+    KernelBuilder &kb, MutableArrayRef<Value> s,
+    const attn::ScorePosition &tile,
+    function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery,
+    Value keyBase) {
+  if (!kb.plan.spec.maskMod)
+    return;
+  Value head[2], query[2];
+  for (int64_t r = 0; r < 2; ++r)
+    std::tie(head[r], query[r]) = rowHeadQuery(r);
+  // The key offset goes through an opaque copy, as the band's mask does:
+  // otherwise LLVM hoists per-element addresses out of the key loop.
+  Value laneKey =
+      kb.add(kb.opaqueIndex(keyBase), kb.mul(kb.threadInGroup, 2));
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.h = head[i / 2];
+      pos.q = query[i / 2];
+      pos.kv = kb.add(laneKey, n * 8 + i % 2);
+      s[n * 4 + i] = maskModElement(kb, s[n * 4 + i], pos);
+    }
+}
+
+void mlir::fa::gpu_lowering::applyMaskModTransposed(
+    KernelBuilder &kb, MutableArrayRef<Value> s,
+    const attn::ScorePosition &tile, Value keyRow0) {
+  if (!kb.plan.spec.maskMod)
+    return;
+  Value key[2];
+  for (int64_t r = 0; r < 2; ++r)
+    key[r] = kb.add(tile.kv, kb.add(keyRow0, kb.add(kb.groupId, r * 8)));
+  Value laneQuery = kb.add(tile.q, kb.mul(kb.threadInGroup, 2));
+  for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      attn::ScorePosition pos = tile;
+      pos.q = kb.add(laneQuery, n * 8 + i % 2);
+      pos.kv = key[i / 2];
+      s[n * 4 + i] = maskModElement(kb, s[n * 4 + i], pos);
+    }
+}
+
 /// Sᵀ elements a tile's mask removes get -inf: keys past Nk, queries past Nq,
 /// and pairs outside the band. As in the forward, the band depends only on
 /// kv − q, so positions are relative to this lane's first query column.
@@ -335,10 +401,12 @@ void mlir::fa::gpu_lowering::maskScoresTransposed(
       pos.kv = relKey[i / 2];
       Value ok = arith::AndIOp::create(b, kb.loc, keyOk[i / 2],
                                        kb.lt(pos.q, queriesLeft));
-      if (kb.plan.spec.hasMask())
+      // The band only: pos is relative here, and applyMaskModTransposed
+      // has applied the mask_mod at absolute positions.
+      if (kb.plan.spec.mask != attn::MaskKind::None)
         ok = arith::AndIOp::create(
             b, kb.loc, ok,
-            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec, pos));
+            attn::buildMaskPredicate(b, kb.loc, kb.plan.spec.bandOnly(), pos));
       s[n * 4 + i] = kb.select(ok, s[n * 4 + i], kb.negInf());
     }
 }

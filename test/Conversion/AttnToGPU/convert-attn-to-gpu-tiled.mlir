@@ -30,6 +30,18 @@
 // STAGES: scf.forall
 // STAGES: IR Dump After ConvertAttnToGPUPass
 // STAGES: gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a
+// The tile level: the schedule as attn_gpu ops around the key loop.
+// STAGES: attn_gpu.shared_memory
+// STAGES: scf.for {{.+}} -> (!attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x128xf32, accumulator>)
+// STAGES: attn_gpu.mma_qk
+// STAGES: attn_gpu.mask
+// STAGES: attn_gpu.online_softmax
+// STAGES: attn_gpu.mma_pv
+// STAGES: attn_gpu.store_output
+// STAGES: IR Dump After ConvertAttnGPUToNVVMPass
+// STAGES-NOT: attn_gpu.
+// STAGES: nvgpu.ldmatrix
+// STAGES: nvvm.mma.sync
 // STAGES: IR Dump After ConvertGpuOpsToNVVMOps
 // STAGES: nvvm.mma.sync
 // STAGES: IR Dump After GpuModuleToBinaryPass

@@ -1,7 +1,7 @@
 // RUN: fa-opt %s -split-input-file -verify-diagnostics
 
 func.func @mod_args_without_score_mod(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>, %t: tensor<4xf32>) {
-  // expected-error @+1 {{expected a score_mod to read the 1 mod_args, got none}}
+  // expected-error @+1 {{expected a score_mod or mask_mod to read the 1 mod_args, got none}}
   %o, %l = attn.attention %q, %k, %v mod_args(%t : tensor<4xf32>) : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
   return
 }

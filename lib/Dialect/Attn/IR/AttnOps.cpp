@@ -269,33 +269,27 @@ static LogicalResult verifyModArgTypes(Operation *op, ValueRange modArgs) {
   return success();
 }
 
-static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
-                                      MaskKind mask, std::optional<int64_t> left,
-                                      std::optional<int64_t> right,
-                                      Region &scoreMod, ValueRange modArgs) {
-  if (scale && (!std::isfinite(*scale) || *scale == 0.0f))
-    return op->emitOpError("expected scale to be finite and non-zero, got ")
-           << *scale;
-  if (mask == MaskKind::Window) {
-    if (!left || !right)
-      return op->emitOpError(
-          "expected window_left and window_right with mask window");
-    if (*left < 0 || *right < 0)
-      return op->emitOpError("expected non-negative window sizes, got ")
-             << *left << " and " << *right;
-  } else if (left || right) {
-    return op->emitOpError("window_left/window_right apply only to mask "
-                           "window, got mask ")
-           << stringifyMaskKind(mask);
-  }
-  if (scoreMod.empty()) {
-    if (!modArgs.empty())
-      return op->emitOpError("expected a score_mod to read the ")
-             << modArgs.size() << " mod_args, got none";
-    return success();
-  }
-  if (failed(verifyModArgTypes(op, modArgs)))
-    return failure();
+/// Every use of a mod_arg block argument is the tensor of a tensor.extract:
+/// a GPU kernel turns each read into a load from its parameter; any other
+/// use would have no lowering.
+static LogicalResult verifyModArgReadsOnly(Operation *op, Block &block,
+                                           unsigned positionArgs,
+                                           const std::string &regionName) {
+  for (BlockArgument arg : block.getArguments().drop_front(positionArgs))
+    for (OpOperand &use : arg.getUses()) {
+      auto read = dyn_cast<tensor::ExtractOp>(use.getOwner());
+      if (!read || use.getOperandNumber() != 0)
+        return op->emitOpError("expected ")
+               << (regionName == "score_mod" ? std::string() : regionName + "'s ")
+               << "mod_arg #" << arg.getArgNumber() - positionArgs
+               << " to be read by tensor.extract only, got a use by '"
+               << use.getOwner()->getName() << "'";
+    }
+  return success();
+}
+
+static LogicalResult verifyScoreMod(Operation *op, Region &scoreMod,
+                                    ValueRange modArgs) {
   if (!scoreMod.hasOneBlock())
     return op->emitOpError("expected score_mod to have one block");
   Block &block = scoreMod.front();
@@ -320,18 +314,10 @@ static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
       return op->emitOpError("expected score_mod argument #")
              << i << " (" << scoreModArgName(i) << ") of type " << expected[i]
              << ", got " << arg.getType();
-  // A GPU kernel turns each read of a mod_arg into a load from its
-  // parameter; any other use would have no lowering.
-  for (BlockArgument arg :
-       block.getArguments().drop_front(ScoreSpec::kScoreModPositionArgs))
-    for (OpOperand &use : arg.getUses()) {
-      auto read = dyn_cast<tensor::ExtractOp>(use.getOwner());
-      if (!read || use.getOperandNumber() != 0)
-        return op->emitOpError("expected ")
-               << scoreModArgName(arg.getArgNumber())
-               << " to be read by tensor.extract only, got a use by '"
-               << use.getOwner()->getName() << "'";
-    }
+  if (failed(verifyModArgReadsOnly(op, block,
+                                   ScoreSpec::kScoreModPositionArgs,
+                                   "score_mod")))
+    return failure();
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
   if (!yield || yield.getValues().size() != 1 ||
       !yield.getValues()[0].getType().isF32())
@@ -339,15 +325,107 @@ static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
   return success();
 }
 
-/// The score_mod's reads of captured tensors where the verifier can bound
+/// The name of mask_mod block argument `i` in diagnostics.
+static std::string maskModArgName(unsigned i) {
+  const char *names[] = {"b", "h", "q_idx", "kv_idx"};
+  if (i < ScoreSpec::kMaskModPositionArgs)
+    return names[i];
+  return "mod_arg #" + std::to_string(i - ScoreSpec::kMaskModPositionArgs);
+}
+
+static LogicalResult verifyMaskMod(Operation *op, Region &maskMod,
+                                   ValueRange modArgs) {
+  if (!maskMod.hasOneBlock())
+    return op->emitOpError("expected mask_mod to have one block");
+  Block &block = maskMod.front();
+  Builder b(op->getContext());
+  SmallVector<Type> expected(ScoreSpec::kMaskModPositionArgs,
+                             b.getIndexType());
+  llvm::append_range(expected, modArgs.getTypes());
+  if (block.getNumArguments() != expected.size()) {
+    InFlightDiagnostic diag = op->emitOpError("expected mask_mod to take ")
+                              << expected.size()
+                              << " arguments (b, h, q_idx, kv_idx: index";
+    if (!modArgs.empty())
+      diag << ", then one per mod_arg of its type";
+    diag << "), got " << block.getNumArguments() << ": (";
+    llvm::interleaveComma(block.getArgumentTypes(), diag);
+    return diag << ")";
+  }
+  for (auto [i, arg] : llvm::enumerate(block.getArguments()))
+    if (arg.getType() != expected[i])
+      return op->emitOpError("expected mask_mod argument #")
+             << i << " (" << maskModArgName(i) << ") of type " << expected[i]
+             << ", got " << arg.getType();
+  if (failed(verifyModArgReadsOnly(op, block, ScoreSpec::kMaskModPositionArgs,
+                                   "mask_mod")))
+    return failure();
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield || yield.getValues().size() != 1 ||
+      !yield.getValues()[0].getType().isInteger(1)) {
+    InFlightDiagnostic diag =
+        op->emitOpError("expected mask_mod to end in attn.yield of one i1");
+    if (yield)
+      diag << ", got (" << yield.getValues().getTypes() << ")";
+    return diag;
+  }
+  return success();
+}
+
+static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
+                                      MaskKind mask, std::optional<int64_t> left,
+                                      std::optional<int64_t> right,
+                                      Region &scoreMod, Region &maskMod,
+                                      ValueRange modArgs) {
+  if (scale && (!std::isfinite(*scale) || *scale == 0.0f))
+    return op->emitOpError("expected scale to be finite and non-zero, got ")
+           << *scale;
+  if (mask == MaskKind::Window) {
+    if (!left || !right)
+      return op->emitOpError(
+          "expected window_left and window_right with mask window");
+    if (*left < 0 || *right < 0)
+      return op->emitOpError("expected non-negative window sizes, got ")
+             << *left << " and " << *right;
+  } else if (left || right) {
+    return op->emitOpError("window_left/window_right apply only to mask "
+                           "window, got mask ")
+           << stringifyMaskKind(mask);
+  }
+  if (scoreMod.empty() && maskMod.empty()) {
+    if (!modArgs.empty())
+      return op->emitOpError("expected a score_mod or mask_mod to read the ")
+             << modArgs.size() << " mod_args, got none";
+    return success();
+  }
+  if (failed(verifyModArgTypes(op, modArgs)))
+    return failure();
+  if (!scoreMod.empty() && failed(verifyScoreMod(op, scoreMod, modArgs)))
+    return failure();
+  if (!maskMod.empty() && failed(verifyMaskMod(op, maskMod, modArgs)))
+    return failure();
+  return success();
+}
+
+/// A score_mod's or mask_mod's reads of captured tensors where the verifier can bound
 /// the index (the lowering clamps the rest, AttentionOp's rule): a constant,
 /// or b, h, q_idx, kv_idx themselves against static extents, must lie inside
 /// the tensor, and an indexed dimension must not be empty.
-static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
+static LogicalResult verifyModReads(Region &scoreMod, const Dims &d,
+                                    bool isMaskMod) {
   if (scoreMod.empty())
     return success();
   Block &block = scoreMod.front();
-  const int64_t extents[] = {0, d.b, d.h, d.nq, d.nk};
+  // Extents of the position arguments, by block argument number.
+  SmallVector<int64_t> extents{d.b, d.h, d.nq, d.nk};
+  if (!isMaskMod)
+    extents.insert(extents.begin(), 0);
+  unsigned positionArgs = isMaskMod ? ScoreSpec::kMaskModPositionArgs
+                                    : ScoreSpec::kScoreModPositionArgs;
+  StringRef regionName = isMaskMod ? "mask_mod" : "score_mod";
+  auto argName = [&](unsigned i) {
+    return isMaskMod ? maskModArgName(i) : scoreModArgName(i);
+  };
   WalkResult walk = scoreMod.walk([&](tensor::ExtractOp read) {
     auto type = cast<RankedTensorType>(read.getTensor().getType());
     for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
@@ -356,7 +434,8 @@ static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
         continue;
       if (size == 0) {
         read.emitOpError("reads dimension ")
-            << dim << " of a tensor captured by a score_mod, which is empty";
+            << dim << " of a tensor captured by a " << regionName
+            << ", which is empty";
         return WalkResult::interrupt();
       }
       llvm::APInt constant;
@@ -368,13 +447,15 @@ static LogicalResult verifyScoreModReads(Region &scoreMod, const Dims &d) {
         return WalkResult::interrupt();
       }
       auto arg = dyn_cast<BlockArgument>(index);
-      if (!arg || arg.getOwner() != &block || arg.getArgNumber() == 0 ||
-          arg.getArgNumber() >= ScoreSpec::kScoreModPositionArgs)
+      // The score (score_mod's argument 0) and the mod_args are no positions.
+      if (!arg || arg.getOwner() != &block ||
+          arg.getArgNumber() >= positionArgs ||
+          (!isMaskMod && arg.getArgNumber() == 0))
         continue;
       int64_t extent = extents[arg.getArgNumber()];
       if (!ShapedType::isDynamic(extent) && extent > size) {
         read.emitOpError("index #")
-            << dim << " is " << scoreModArgName(arg.getArgNumber()) << ", up to "
+            << dim << " is " << argName(arg.getArgNumber()) << ", up to "
             << extent - 1
             << ", outside the captured tensor's dimension of size " << size;
         return WalkResult::interrupt();
@@ -396,6 +477,7 @@ static ScoreSpec buildScoreSpec(OpTy op) {
   s.windowLeft = op.getWindowLeft().value_or(0);
   s.windowRight = op.getWindowRight().value_or(0);
   s.scoreMod = op.getScoreMod().empty() ? nullptr : &op.getScoreMod();
+  s.maskMod = op.getMaskMod().empty() ? nullptr : &op.getMaskMod();
   llvm::append_range(s.modArgs, op.getModArgs());
   return s;
 }
@@ -407,7 +489,7 @@ static LogicalResult verifyScoreAttrs(OpTy op) {
                                             : std::nullopt,
                           op.getMask(), op.getWindowLeft(),
                           op.getWindowRight(), op.getScoreMod(),
-                          op.getModArgs());
+                          op.getMaskMod(), op.getModArgs());
 }
 
 /// The tile ops locate their block with offsets [b, h, q, kv] and lengths
@@ -440,7 +522,11 @@ LogicalResult AttentionOp::verify() {
         failed(expectAndLearn(*this, "lse", getLse().getType(),
                               {&d->h, &d->nq}, f32)))
       return failure();
-    return verifyScoreModReads(getScoreMod(), scoreModExtents(*d, true));
+    return failure(
+        failed(verifyModReads(getScoreMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/false)) ||
+        failed(verifyModReads(getMaskMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/true)));
   }
   if (failed(expectAndLearn(*this, "output", getOutput().getType(),
                             {&d->b, &d->h, &d->nq, &d->dv}, d->elem)) ||
@@ -448,7 +534,8 @@ LogicalResult AttentionOp::verify() {
                             {&d->b, &d->h, &d->nq}, f32)) ||
       failed(verifyHeadRatio(*this, *d)))
     return failure();
-  return verifyScoreModReads(getScoreMod(), *d);
+  return failure(failed(verifyModReads(getScoreMod(), *d, false)) ||
+                 failed(verifyModReads(getMaskMod(), *d, true)));
 }
 
 ScoreSpec AttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
@@ -481,7 +568,11 @@ LogicalResult AttentionBackwardOp::verify() {
         failed(expectAndLearn(*this, "grad_value", getGradValue().getType(),
                               {&d->nk, &d->hkv, &d->dv}, d->elem)))
       return failure();
-    return verifyScoreModReads(getScoreMod(), scoreModExtents(*d, true));
+    return failure(
+        failed(verifyModReads(getScoreMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/false)) ||
+        failed(verifyModReads(getMaskMod(), scoreModExtents(*d, true),
+                              /*isMaskMod=*/true)));
   }
   SmallVector<int64_t *> oShape{&d->b, &d->h, &d->nq, &d->dv};
   if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
@@ -498,7 +589,8 @@ LogicalResult AttentionBackwardOp::verify() {
                             {&d->b, &d->hkv, &d->nk, &d->dv}, d->elem)) ||
       failed(verifyHeadRatio(*this, *d)))
     return failure();
-  return verifyScoreModReads(getScoreMod(), *d);
+  return failure(failed(verifyModReads(getScoreMod(), *d, false)) ||
+                 failed(verifyModReads(getMaskMod(), *d, true)));
 }
 
 ScoreSpec AttentionBackwardOp::getScoreSpec() { return buildScoreSpec(*this); }

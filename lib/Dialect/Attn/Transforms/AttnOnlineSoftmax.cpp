@@ -52,7 +52,7 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   auto online = OnlineAttentionOp::create(
       rw, loc, TypeRange{acc0.getType(), max0.getType(), sum0.getType()}, q, k,
       v, acc0, max0, sum0, ValueRange{zero, zero, zero, zero}, ValueRange{nq, nk},
-      op.getCuSeqlensQ(), op.getCuSeqlensK(), op.getModArgs(), op.getMask() != MaskKind::None ? rw.getUnitAttr() : nullptr,
+      op.getCuSeqlensQ(), op.getCuSeqlensK(), op.getModArgs(), op.getScoreSpec().hasMask() ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
       op.getWindowRightAttr());
   copyKernelPlan(op, online);
@@ -61,6 +61,9 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   if (!op.getScoreMod().empty())
     rw.inlineRegionBefore(op.getScoreMod(), online.getScoreMod(),
                           online.getScoreMod().end());
+  if (!op.getMaskMod().empty())
+    rw.inlineRegionBefore(op.getMaskMod(), online.getMaskMod(),
+                          online.getMaskMod().end());
 
   auto oType = cast<RankedTensorType>(op.getOutput().getType());
   auto [out, lse] =

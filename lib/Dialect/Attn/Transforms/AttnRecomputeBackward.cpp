@@ -116,6 +116,7 @@ struct BackwardBuilder {
                       op.getScaleAttr(), op.getMaskAttr(),
                       op.getWindowLeftAttr(), op.getWindowRightAttr());
                   cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
+                  cloneScoreMod(op.getMaskMod(), tile.getMaskMod());
                   copyKernelPlan(op, tile);
                   return tile;
                 };

@@ -158,6 +158,7 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
       /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), op.getModArgs(), op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
       op.getWindowLeftAttr(), op.getWindowRightAttr());
   cloneScoreMod(op.getScoreMod(), split.getScoreMod());
+  cloneScoreMod(op.getMaskMod(), split.getMaskMod());
   copyKernelPlan(op, split);
 
   rw.setInsertionPointToStart(forall.getTerminator().getBody());

@@ -213,6 +213,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
               op.getMaskAttr(), op.getWindowLeftAttr(),
               op.getWindowRightAttr());
           cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
+          cloneScoreMod(op.getMaskMod(), tile.getMaskMod());
           copyKernelPlan(op, tile);
           return tile;
         };

@@ -31,9 +31,10 @@ static Value diagonalOffset(OpBuilder &b, Location loc, const ScoreSpec &spec,
   return cIndex(b, loc, 0);
 }
 
-Value mlir::fa::attn::buildMaskPredicate(OpBuilder &b, Location loc,
-                                         const ScoreSpec &spec,
-                                         const ScorePosition &pos) {
+/// i1: the enum mask's band test alone.
+static Value buildBandPredicate(OpBuilder &b, Location loc,
+                                const ScoreSpec &spec,
+                                const ScorePosition &pos) {
   Value diag = arith::AddIOp::create(
       b, loc, pos.q, diagonalOffset(b, loc, spec, pos.nq, pos.nk));
   Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
@@ -48,6 +49,19 @@ Value mlir::fa::attn::buildMaskPredicate(OpBuilder &b, Location loc,
     ok = arith::AndIOp::create(b, loc, ok, c);
   }
   return ok;
+}
+
+Value mlir::fa::attn::buildMaskPredicate(OpBuilder &b, Location loc,
+                                         const ScoreSpec &spec,
+                                         const ScorePosition &pos,
+                                         const ModArgAccess *modArgs) {
+  if (!spec.maskMod)
+    return buildBandPredicate(b, loc, spec, pos);
+  Value maskMod = buildMaskModPredicate(b, loc, spec, pos, modArgs);
+  if (spec.mask == MaskKind::None)
+    return maskMod;
+  return arith::AndIOp::create(b, loc, buildBandPredicate(b, loc, spec, pos),
+                               maskMod);
 }
 
 std::pair<Value, Value> mlir::fa::attn::buildKeyBand(OpBuilder &b, Location loc,
@@ -103,6 +117,9 @@ Value mlir::fa::attn::buildBlockInsideMask(OpBuilder &b, Location loc,
                                            const ScoreSpec &spec, Value qBegin,
                                            Value qEnd, Value kBegin, Value kEnd,
                                            Value nq, Value nk) {
+  // A mask_mod can mask any element: no block is known to lie inside it.
+  if (!spec.maskIsBand())
+    return arith::ConstantIntOp::create(b, loc, 0, 1);
   Value one = cIndex(b, loc, 1);
   Value off = diagonalOffset(b, loc, spec, nq, nk);
   Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
@@ -188,14 +205,17 @@ LogicalResult mlir::fa::attn::verifyDifferentiable(const ScoreSpec &spec,
 /// memory outside it.
 /// A mod_arg read through `access` (a GPU kernel's parameters) goes the same
 /// way, through its extents and loads.
+/// `region` is the score_mod's or mask_mod's block, whose arguments from
+/// `positionArgs` on are the mod_args.
 static Value buildClampedRead(OpBuilder &b, Location loc, tensor::ExtractOp read,
-                              IRMapping &map, const ScoreSpec &spec,
+                              IRMapping &map, Block &region,
+                              unsigned positionArgs,
                               const ModArgAccess *access) {
   std::optional<unsigned> modArg;
   if (auto arg = dyn_cast<BlockArgument>(read.getTensor());
-      access && arg && arg.getOwner() == &spec.scoreMod->front() &&
-      arg.getArgNumber() >= ScoreSpec::kScoreModPositionArgs)
-    modArg = arg.getArgNumber() - ScoreSpec::kScoreModPositionArgs;
+      access && arg && arg.getOwner() == &region &&
+      arg.getArgNumber() >= positionArgs)
+    modArg = arg.getArgNumber() - positionArgs;
   Value source = map.lookupOrDefault(read.getTensor());
   SmallVector<Value> indices;
   for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
@@ -242,13 +262,15 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
   auto zeroIfNull = [&](Value v) { return v ? v : cst(0.0); };
   Value result;
   for (Operation &op : block) {
-    if (auto yield = dyn_cast<YieldOp>(op)) {
-      result = map.lookup(yield.getValues()[0]);
+    // attn.yield, or the tile level's attn_gpu.yield of the same region.
+    if (op.hasTrait<OpTrait::IsTerminator>()) {
+      result = map.lookup(op.getOperand(0));
       break;
     }
     if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
       map.map(read.getResult(),
-              buildClampedRead(b, loc, read, map, spec, modArgs));
+              buildClampedRead(b, loc, read, map, block,
+                               ScoreSpec::kScoreModPositionArgs, modArgs));
       continue;
     }
     Operation *clone = b.clone(op, map);
@@ -349,4 +371,31 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
     *derivative = arith::MulFOp::create(b, loc, dScore, scaleValue());
   }
   return result;
+}
+
+Value mlir::fa::attn::buildMaskModPredicate(OpBuilder &b, Location loc,
+                                            const ScoreSpec &spec,
+                                            const ScorePosition &pos,
+                                            const ModArgAccess *modArgs) {
+  Block &block = spec.maskMod->front();
+  IRMapping map;
+  map.map(block.getArgument(0), pos.b);
+  map.map(block.getArgument(1), pos.h);
+  map.map(block.getArgument(2), pos.q);
+  map.map(block.getArgument(3), pos.kv);
+  if (!modArgs)
+    for (auto [i, tensor] : llvm::enumerate(spec.modArgs))
+      map.map(spec.maskModArgOperand(i), tensor);
+  for (Operation &op : block) {
+    if (auto yield = dyn_cast<YieldOp>(op))
+      return map.lookup(yield.getValues()[0]);
+    if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
+      map.map(read.getResult(),
+              buildClampedRead(b, loc, read, map, block,
+                               ScoreSpec::kMaskModPositionArgs, modArgs));
+      continue;
+    }
+    b.clone(op, map);
+  }
+  llvm_unreachable("the verifier requires mask_mod to end in attn.yield");
 }

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 
 namespace mlir::fa::attn::detail {
 
@@ -70,7 +71,8 @@ inline OpFoldResult blockExtent(OpBuilder &b, Location loc, Value n,
   return arith::MinSIOp::create(b, loc, cIndex(b, loc, block), rest).getResult();
 }
 
-/// Copies a score_mod region (possibly empty) into the empty region `to`.
+/// Copies a score_mod or mask_mod region (possibly empty) into the empty
+/// region `to`.
 inline void cloneScoreMod(Region &from, Region &to) {
   if (from.empty())
     return;
@@ -80,12 +82,21 @@ inline void cloneScoreMod(Region &from, Region &to) {
 
 /// The boundary-block dispatch of the tiled loops: the tile built by
 /// `makeTile(b, /*applyMask=*/false)` when `inside` holds, the masked one
-/// otherwise. Without a mask (`inside` null) only the unmasked tile is built.
+/// otherwise. Without a mask (`inside` null) only the unmasked tile is built;
+/// where no block can be inside (`inside` a constant false: a mask_mod) only
+/// the masked one.
 inline SmallVector<Value>
 buildMaskDispatch(OpBuilder &b, Location loc, Value inside,
                   function_ref<Operation *(OpBuilder &, bool)> makeTile) {
   if (!inside)
     return makeTile(b, false)->getResults();
+  if (matchPattern(inside, m_Zero())) {
+    Operation *never = inside.getDefiningOp();
+    SmallVector<Value> results = makeTile(b, true)->getResults();
+    if (never->use_empty())
+      never->erase();
+    return results;
+  }
   auto ifOp = scf::IfOp::create(
       b, loc, inside,
       [&](OpBuilder &ib, Location il) {

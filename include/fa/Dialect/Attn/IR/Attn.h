@@ -28,18 +28,36 @@ struct ScoreSpec {
   int64_t windowRight = 0;
   /// The score_mod region, or null.
   Region *scoreMod = nullptr;
-  /// The op's mod_args: the tensors behind the score_mod's block arguments
-  /// after kv_idx (empty without score_mod).
+  /// The mask_mod region (b, h, q_idx, kv_idx, mod_args...) -> i1, or null.
+  Region *maskMod = nullptr;
+  /// The op's mod_args: the tensors behind the score_mod's and the
+  /// mask_mod's block arguments after their position arguments.
   SmallVector<Value, 2> modArgs;
 
   /// The score_mod's block argument for mod_arg `i`.
   BlockArgument modArgOperand(unsigned i) const {
     return scoreMod->front().getArgument(kScoreModPositionArgs + i);
   }
+  /// The mask_mod's block argument for mod_arg `i`.
+  BlockArgument maskModArgOperand(unsigned i) const {
+    return maskMod->front().getArgument(kMaskModPositionArgs + i);
+  }
   /// The score_mod's arguments before the mod_args: score, b, h, q_idx, kv_idx.
   static constexpr unsigned kScoreModPositionArgs = 5;
+  /// The mask_mod's arguments before the mod_args: b, h, q_idx, kv_idx.
+  static constexpr unsigned kMaskModPositionArgs = 4;
 
-  bool hasMask() const { return mask != MaskKind::None; }
+  /// Whether some (q, kv) may be masked out: an enum mask or a mask_mod.
+  bool hasMask() const { return mask != MaskKind::None || maskMod; }
+  /// Whether the mask's visible set is a band the tiling can bound and
+  /// classify by indices alone (no mask_mod: it can hit any tile).
+  bool maskIsBand() const { return !maskMod; }
+  /// This spec without its mask_mod: the enum mask's band alone.
+  ScoreSpec bandOnly() const {
+    ScoreSpec band = *this;
+    band.maskMod = nullptr;
+    return band;
+  }
   /// Whether the band's diagonal is aligned to the bottom-right corner
   /// (offset Nk - Nq) rather than the top-left (offset 0).
   bool bottomRight() const {

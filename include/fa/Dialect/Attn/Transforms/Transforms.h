@@ -130,9 +130,6 @@ struct ScorePosition {
   Value nq, nk;      // index
 };
 
-/// i1: whether key `kv` is visible from query `q` under `spec`'s mask.
-Value buildMaskPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
-                         const ScorePosition &pos);
 
 /// How a score_mod reaches its mod_args where they are not tensors: a GPU
 /// kernel reads them from its parameters. Without one, buildScore reads the
@@ -144,6 +141,18 @@ struct ModArgAccess {
   std::function<Value(OpBuilder &, Location, unsigned arg, ValueRange indices)>
       load;
 };
+
+/// i1: whether key `kv` is visible from query `q` under `spec`'s mask: the
+/// enum mask's band and the mask_mod, both. mod_args are read through
+/// `modArgs` when given (see ModArgAccess).
+Value buildMaskPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                         const ScorePosition &pos,
+                         const ModArgAccess *modArgs = nullptr);
+
+/// i1: the mask_mod alone (spec.maskMod must be set), inlined at `pos`.
+Value buildMaskModPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                            const ScorePosition &pos,
+                            const ModArgAccess *modArgs = nullptr);
 
 /// The score after scaling and score_mod, in natural units, for the raw dot
 /// product `dot`. When `derivative` is non-null it receives d(score)/d(dot).
@@ -181,7 +190,7 @@ std::pair<Value, Value> buildBlockRange(OpBuilder &b, Location loc,
                                         Value extent, int64_t blockSize);
 
 /// i1: whether every (q, kv) in [qBegin, qEnd) × [kBegin, kEnd) is visible, so
-/// the block needs no mask.
+/// the block needs no mask (never under a mask_mod, which can hit any block).
 Value buildBlockInsideMask(OpBuilder &b, Location loc, const ScoreSpec &spec,
                            Value qBegin, Value qEnd, Value kBegin, Value kEnd,
                            Value nq, Value nk);

@@ -1,0 +1,106 @@
+//===- AttnGPUBase.td - attn_gpu dialect, types -------------*- tablegen -*-===//
+//
+// The GPU tile level: the schedule of one attention kernel as IR. Values are
+// a warp's register fragments and the CTA's shared-memory tiles, whose types
+// carry their layouts; the ops move tiles (cp.async into a stage of the K/V
+// ring), multiply them on tensor cores and run the online softmax on the
+// fragments. `convert-attn-gpu-to-nvvm` lowers them to the fragment
+// builders' mma.sync / ldmatrix / cp.async code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_GPU_BASE_TD
+#define ATTN_GPU_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def AttnGPU_Dialect : Dialect {
+  let name = "attn_gpu";
+  let cppNamespace = "::mlir::fa::attn_gpu";
+  let summary = "The GPU tile level of attention kernels";
+  let description = [{
+    One kernel's schedule between the tiled attn IR (`attn-tile`) and the
+    tensor-core code: shared-memory tiles with padded rows, register
+    fragments in the mma.sync m16n8k16 layouts, asynchronous tile copies into
+    the stages of a ring, the two MMAs with their operand sources, the online
+    softmax update, masking and score_mod on score fragments, and the
+    epilogue. Built by `convert-attn-to-gpu`, lowered by
+    `convert-attn-gpu-to-nvvm`.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let dependentDialects = ["::mlir::fa::attn::AttnDialect"];
+}
+
+// Which lane holds which element of a warp's 16-row fragment (Fragments.h):
+//   accumulator: the m16n8 f32 C layout, per n8 column tile lane (g, t) holds
+//                (g, 2t..2t+1) and (g+8, 2t..2t+1): 4 values per 8 columns;
+//   operand_a:   the m16k16 A layout, packed pairs of the element type: 4
+//                registers per 16 columns;
+//   rows:        one value per accumulator row (g and g+8): 2 values.
+def AttnGPU_FragmentLayout : I32EnumAttr<"FragmentLayout",
+    "lane layout of a register fragment", [
+    I32EnumAttrCase<"Accumulator", 0, "accumulator">,
+    I32EnumAttrCase<"OperandA", 1, "operand_a">,
+    I32EnumAttrCase<"Rows", 2, "rows">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::fa::attn_gpu";
+}
+
+class AttnGPU_Type<string name, string typeMnemonic>
+    : TypeDef<AttnGPU_Dialect, name> {
+  let mnemonic = typeMnemonic;
+}
+
+def AttnGPU_FragmentType : AttnGPU_Type<"Fragment", "fragment"> {
+  let summary = "a warp's 16-row register fragment in an mma.sync layout";
+  let description = [{
+    `!attn_gpu.fragment<16x64xf32, accumulator>`: the 16 × 64 tile of a warp
+    spread over its 32 lanes in the named layout; lowers to the values one
+    lane holds (FragmentType::getLaneValueCount).
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols,
+                        "::mlir::Type":$elementType,
+                        "::mlir::fa::attn_gpu::FragmentLayout":$layout);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Values one lane holds: 4 per n8 column tile (accumulator), 4 per k16
+    /// step (operand_a), 2 (rows).
+    int64_t getLaneValueCount() const;
+  }];
+}
+
+def AttnGPU_SharedTileType : AttnGPU_Type<"SharedTile", "shared_tile"> {
+  let summary = "a row-padded tile of the CTA's dynamic shared memory";
+  let description = [{
+    `!attn_gpu.shared_tile<64x128xbf16, stride = 136>`: `rows` rows of `cols`
+    elements, `stride` elements apart (the padding spreads an ldmatrix's row
+    addresses over distinct banks; columns from `cols` to the next multiple
+    of 16 hold zeros). Lowers to the element offset of its row 0 in the
+    shared buffer.
+  }];
+  let parameters = (ins "int64_t":$rows, "int64_t":$cols,
+                        "::mlir::Type":$elementType, "int64_t":$stride);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def AttnGPU_KeyBoundsType : AttnGPU_Type<"KeyBounds", "key_bounds"> {
+  let summary = "the keys a lane's two accumulator rows may see";
+  let description = [{
+    The band of the mask per accumulator row and for the whole query tile,
+    computed once per tile (RowKeyBounds in Fragments.h). `left`: the band
+    has a lower edge (window); `right`: an upper one (any mask; without it
+    every row ends at Nk). Lowers to tileHi, then lo[2] and tileLo (left),
+    then hi[2] (right).
+  }];
+  let parameters = (ins "bool":$left, "bool":$right);
+  let assemblyFormat = "`<` `left` `=` $left `,` `right` `=` $right `>`";
+}
+
+class AttnGPU_Op<string mnemonic, list<Trait> traits = []>
+    : Op<AttnGPU_Dialect, mnemonic, traits>;
+
+#endif // ATTN_GPU_BASE_TD

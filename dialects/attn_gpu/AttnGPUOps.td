@@ -1,0 +1,280 @@
+//===- AttnGPUOps.td - attn_gpu tile-level ops --------------*- tablegen -*-===//
+//
+// The ops of one forward kernel's schedule, in the order the kernel runs
+// them: the shared buffer and its tiles, asynchronous tile copies, the
+// operand fragments, the key band, then per key block Q·Kᵀ, score_mod, the
+// mask, the online softmax and P·V, and the epilogue.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ATTN_GPU_OPS_TD
+#define ATTN_GPU_OPS_TD
+
+include "attn_gpu/AttnGPUBase.td"
+include "attn/AttnBase.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def AttnGPU_Fragment : Type<CPred<"::llvm::isa<::mlir::fa::attn_gpu::FragmentType>($_self)">,
+                            "register fragment", "::mlir::fa::attn_gpu::FragmentType">;
+def AttnGPU_SharedTile : Type<CPred<"::llvm::isa<::mlir::fa::attn_gpu::SharedTileType>($_self)">,
+                              "shared-memory tile", "::mlir::fa::attn_gpu::SharedTileType">;
+def AttnGPU_KeyBounds : Type<CPred<"::llvm::isa<::mlir::fa::attn_gpu::KeyBoundsType>($_self)">,
+                             "key bounds", "::mlir::fa::attn_gpu::KeyBoundsType">;
+
+def AttnGPU_SharedMemoryOp : AttnGPU_Op<"shared_memory"> {
+  let summary = "the kernel's dynamic shared buffer";
+  let description = [{
+    `elements` elements of `element_type` of dynamic shared memory, which the
+    kernel's `shared_tile`s divide; one per kernel, before every tile.
+  }];
+  let arguments = (ins I64Attr:$elements, TypeAttr:$element_type);
+  let assemblyFormat = "$elements `x` $element_type attr-dict";
+  let hasVerifier = 1;
+}
+
+def AttnGPU_SharedTileOp : AttnGPU_Op<"shared_tile", [Pure]> {
+  let summary = "a tile of the shared buffer, or a stage of a ring of tiles";
+  let description = [{
+    The tile at element `offset` of the buffer; with `stage`, stage `stage`
+    of a ring of tiles `stage_elements` apart from `offset` (the K/V
+    double buffers).
+    ```mlir
+    %k = attn_gpu.shared_tile offset 8704 stage %s of 8704
+        : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+    ```
+  }];
+  let arguments = (ins Optional<Index>:$stage, I64Attr:$offset,
+                       OptionalAttr<I64Attr>:$stage_elements);
+  let results = (outs AttnGPU_SharedTile:$tile);
+  let assemblyFormat = [{
+    `offset` $offset (`stage` $stage^ `of` $stage_elements)? attr-dict `:`
+    type($tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy"> {
+  let summary = "copy rows of a global matrix into a shared tile (cp.async)";
+  let description = [{
+    Rows [row_begin, row_begin + rows) of the matrix whose row 0 is at
+    element `base` of `source`, rows `row_stride` elements apart, into
+    `tile`; rows at or past `row_limit` and the padding columns are zeros.
+    All threads take part; the copies form one cp.async group.
+  }];
+  let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
+                       Index:$row_limit, Index:$row_stride,
+                       AttnGPU_SharedTile:$tile);
+  let assemblyFormat = [{
+    $source `[` $base `]` `rows` $row_begin `below` $row_limit `stride`
+    $row_stride `into` $tile attr-dict `:` type($source) `,` type($tile)
+  }];
+}
+
+def AttnGPU_AsyncWaitOp : AttnGPU_Op<"async_wait"> {
+  let summary = "wait until at most `pending` copy groups are in flight";
+  let arguments = (ins I64Attr:$pending);
+  let assemblyFormat = "$pending attr-dict";
+}
+
+def AttnGPU_WarpRowOffsetOp : AttnGPU_Op<"warp_row_offset", [Pure]> {
+  let summary = "the first query-tile row of this warp's 16";
+  let description = [{
+    Warp w owns rows [16w, 16w + 16) of the query tile: its fragments hold
+    them.
+  }];
+  let results = (outs Index:$row);
+  let assemblyFormat = "attr-dict `:` type($row)";
+}
+
+def AttnGPU_LoadOperandAOp : AttnGPU_Op<"load_operand_a"> {
+  let summary = "load a warp's 16 rows of a shared tile as A fragments";
+  let description = [{
+    Rows [row, row + 16) of `tile`, every k16 step of its padded columns,
+    through ldmatrix, into the operand_a layout.
+  }];
+  let arguments = (ins AttnGPU_SharedTile:$tile, Index:$row);
+  let results = (outs AttnGPU_Fragment:$fragment);
+  let assemblyFormat = [{
+    $tile `[` $row `]` attr-dict `:` type($tile) `->` type($fragment)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_FillOp : AttnGPU_Op<"fill", [Pure]> {
+  let summary = "a fragment with every element `value`";
+  let arguments = (ins F32:$value);
+  let results = (outs AttnGPU_Fragment:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+}
+
+def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds", [Pure]> {
+  let summary = "the band of keys visible to a warp's rows and to the tile";
+  let description = [{
+    For the query tile of `block_rows` rows from `query_begin` of head `head`
+    of batch `batch` (problem lengths `nq`, `nk`), the keys the lane's rows
+    `row` + g, + 8 may see under `mask`, and the keys inside the band for
+    every row of the tile: computed once, read by `attn_gpu.mask` in the
+    key loop.
+  }];
+  let arguments = (ins Index:$batch, Index:$head, Index:$query_begin,
+                       Index:$nq, Index:$nk, Index:$row,
+                       I64Attr:$block_rows,
+                       DefaultValuedAttr<Attn_MaskKindAttr,
+                           "::mlir::fa::attn::MaskKind::None">:$mask,
+                       OptionalAttr<I64Attr>:$window_left,
+                       OptionalAttr<I64Attr>:$window_right);
+  let results = (outs AttnGPU_KeyBounds:$bounds);
+  let assemblyFormat = [{
+    `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of` ` ` `[` $nq `,` $nk `]`
+    `row` $row attr-dict `:` type($bounds)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_MmaQKOp : AttnGPU_Op<"mma_qk"> {
+  let summary = "S = Q·Kᵀ on tensor cores (mma.sync m16n8k16)";
+  let description = [{
+    The warp's 16 × block_kv scores in the accumulator layout, from Q as
+    operand_a fragments in registers or, with `[row]`, read from its shared
+    tile at every k step, and the n-major K tile through ldmatrix.
+  }];
+  let arguments = (ins AnyType:$query, Optional<Index>:$query_row,
+                       AttnGPU_SharedTile:$key);
+  let results = (outs AttnGPU_Fragment:$scores);
+  let assemblyFormat = [{
+    $query (`[` $query_row^ `]`)? `,` $key attr-dict `:` type($query) `,`
+    type($key) `->` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_ScoreModOp : AttnGPU_Op<"score_mod",
+    [AllTypesMatch<["scores", "result"]>]> {
+  let summary = "apply a score_mod to each element of a score fragment";
+  let description = [{
+    Each score s of the fragment becomes score_mod(scale·s, b, h, q, kv)
+    with its position: the lane's rows `row` + g, + 8 from `query_begin`,
+    its columns 2t, 2t + 1 of each n8 tile from `key_begin`. The region is
+    the attn op's (its terminator an `attn_gpu.yield`), built by the CPU
+    decomposition's score builder; its mod_args are the kernel's trailing
+    parameters.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, F32:$scale, Index:$batch,
+                       Index:$head, Index:$query_begin, Index:$nq, Index:$nk,
+                       Index:$row, Index:$key_begin);
+  let results = (outs AttnGPU_Fragment:$result);
+  let regions = (region SizedRegion<1>:$score_mod);
+  let hasRegionVerifier = 1;
+  let assemblyFormat = [{
+    $scores `scale` $scale `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of`
+    ` ` `[` $nq `,` $nk `]` `row` $row `key` $key_begin attr-dict `:`
+    type($scores) $score_mod
+  }];
+}
+
+def AttnGPU_YieldOp : AttnGPU_Op<"yield", [Pure, ReturnLike, Terminator,
+    HasParent<"ScoreModOp">]> {
+  let summary = "yields the modified score of a score_mod region";
+  let arguments = (ins F32:$score);
+  let assemblyFormat = "$score attr-dict `:` type($score)";
+}
+
+def AttnGPU_MaskOp : AttnGPU_Op<"mask", [AllTypesMatch<["scores", "result"]>]> {
+  let summary = "set the scores outside the key band to -inf";
+  let description = [{
+    Scores of the key block from `key_begin` that lie outside `bounds` (the
+    mask's band, or past Nk) become -inf; a block wholly inside the band
+    for every row of the tile is left as it is without evaluating the mask.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_KeyBounds:$bounds,
+                       Index:$key_begin);
+  let results = (outs AttnGPU_Fragment:$result);
+  let assemblyFormat = [{
+    $scores `,` $bounds `key` $key_begin attr-dict `:` type($scores) `,`
+    type($bounds)
+  }];
+}
+
+def AttnGPU_OnlineSoftmaxOp : AttnGPU_Op<"online_softmax", [Pure,
+    AllTypesMatch<["scores", "probs"]>,
+    AllTypesMatch<["max", "sum", "new_max", "new_sum"]>,
+    AllTypesMatch<["acc", "new_acc"]>]> {
+  let summary = "the online-softmax update of (max, sum, acc) by a score block";
+  let description = [{
+    attn.online_attention's update on fragments: in base-2 units
+    t = s·scale_log2, m' = max(m, rowmax t), α = 2^(m − m'), P = 2^(t − m'),
+    l' = α·l + rowsum P, acc' = α·acc; `probs` is P, in the scores'
+    accumulator layout, for `attn_gpu.mma_pv`. Row reductions run over the
+    4 lanes of a row. Rows with nothing unmasked keep m = -inf, α = P = 0.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_Fragment:$max,
+                       AttnGPU_Fragment:$sum, AttnGPU_Fragment:$acc,
+                       F32:$scale_log2);
+  let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$new_max,
+                      AttnGPU_Fragment:$new_sum, AttnGPU_Fragment:$new_acc);
+  let assemblyFormat = [{
+    $scores `,` $max `,` $sum `,` $acc `scale` $scale_log2 attr-dict `:`
+    type($scores) `,` type($max) `,` type($sum) `,` type($acc) `->`
+    type($probs) `,` type($new_max) `,` type($new_sum) `,` type($new_acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_MmaPVOp : AttnGPU_Op<"mma_pv", [AllTypesMatch<["acc", "result"]>]> {
+  let summary = "acc += P·V on tensor cores (mma.sync m16n8k16)";
+  let description = [{
+    P from the scores' accumulator layout, packed in registers into A
+    fragments (the two layouts agree lane for lane), V from its k-major
+    shared tile through ldmatrix.trans; n8 column tiles wholly past the
+    value head dim are not accumulated.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$probs, AttnGPU_SharedTile:$value,
+                       AttnGPU_Fragment:$acc);
+  let results = (outs AttnGPU_Fragment:$result);
+  let assemblyFormat = [{
+    $probs `,` $value `,` $acc attr-dict `:` type($probs) `,` type($value)
+    `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_FinalizeSoftmaxOp : AttnGPU_Op<"finalize_softmax", [Pure,
+    AllTypesMatch<["max", "sum", "inv_sum", "lse"]>]> {
+  let summary = "1/l and LSE = ln2·(m + log2 l) per row";
+  let description = [{
+    Reduces the lane-local row sums over the 4 lanes of a row; rows with
+    l = 0 get 1/l = 0 and LSE = -inf (O = 0, never NaN).
+  }];
+  let arguments = (ins AttnGPU_Fragment:$max, AttnGPU_Fragment:$sum);
+  let results = (outs AttnGPU_Fragment:$inv_sum, AttnGPU_Fragment:$lse);
+  let assemblyFormat = [{
+    $max `,` $sum attr-dict `:` type($max) `,` type($sum) `->` type($inv_sum)
+    `,` type($lse)
+  }];
+}
+
+def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output"> {
+  let summary = "the epilogue: O = acc / l and LSE of the warp's rows";
+  let description = [{
+    Stores the rows `query_begin` + `row` + g, + 8 below `nq`: acc · inv_sum
+    into `output` (row r at `output_base` + r·`output_row_stride`, columns
+    below the value head dim, in the output's element type; without a row
+    stride the rows are a split's contiguous f32 partials) and `lse` into
+    `lse_out` at `lse_base` + r.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$acc, AttnGPU_Fragment:$inv_sum,
+                       AttnGPU_Fragment:$lse, AnyMemRef:$output,
+                       Index:$output_base, Optional<Index>:$output_row_stride,
+                       AnyMemRef:$lse_out, Index:$lse_base,
+                       Index:$query_begin, Index:$row, Index:$nq);
+  let assemblyFormat = [{
+    $acc `,` $inv_sum `,` $lse `to` $output `[` $output_base (`stride`
+    $output_row_stride^)? `]` `,` $lse_out `[` $lse_base `]` `rows`
+    $query_begin `+` $row `below` $nq attr-dict `:` type($acc) `,`
+    type($inv_sum) `,` type($lse) `,` type($output) `,` type($lse_out)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // ATTN_GPU_OPS_TD

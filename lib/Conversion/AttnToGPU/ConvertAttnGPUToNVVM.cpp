@@ -1,0 +1,525 @@
+//===- ConvertAttnGPUToNVVM.cpp - convert-attn-gpu-to-nvvm ------*- C++ -*-===//
+//
+// Lowers the attn_gpu tile level to the fragment builders' code (Fragments.h,
+// Softmax.cpp): a 1:N dialect conversion in which a register fragment
+// becomes the values one lane holds, a shared tile its element offset and
+// key bounds their 32-bit edges. Each tile op is replaced in place, in
+// program order, so the kernel is the one the builders emit directly: the
+// lane ids are made at the kernel's entry, the shared buffer where
+// attn_gpu.shared_memory stands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragments.h"
+
+#include "fa/Conversion/Passes.h"
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_CONVERTATTNGPUTONVVMPASS
+#include "fa/Conversion/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+namespace ag = mlir::fa::attn_gpu;
+
+namespace {
+/// What the tile ops of one kernel share in the lowering: its plan, the lane
+/// ids made at its entry and its shared buffer.
+struct KernelLowering {
+  KernelPlan plan;
+  KernelBuilder::ThreadIds ids;
+  Value smem;
+};
+using KernelLowerings = DenseMap<Operation *, std::unique_ptr<KernelLowering>>;
+} // namespace
+
+/// The tile op of `func` of type OpTy, failing unless there is exactly one
+/// (`optional`: at most one).
+template <typename OpTy>
+static FailureOr<OpTy> uniqueOp(gpu::GPUFuncOp func, bool optional = false) {
+  SmallVector<OpTy> ops;
+  func.walk([&](OpTy op) { ops.push_back(op); });
+  if (ops.size() == 1 || (optional && ops.empty()))
+    return ops.empty() ? OpTy() : ops.front();
+  return func.emitOpError("expected ")
+         << (optional ? "at most " : "exactly ") << "one '"
+         << OpTy::getOperationName() << "' in a tile-level kernel, got "
+         << ops.size();
+}
+
+/// The kernel plan of a tile-level kernel, resolved again from its
+/// `attn.kernel_plan` and what its tile ops carry: the element type and
+/// head dims (the K and V tiles), the mask (key_bounds) and the score_mod.
+static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
+  auto planAttr = func->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
+  if (!planAttr)
+    return func.emitOpError("expected an '")
+           << attn::kKernelPlanAttr << "' on a tile-level kernel";
+  FailureOr<ag::MmaQKOp> qk = uniqueOp<ag::MmaQKOp>(func);
+  if (failed(qk))
+    return failure();
+  FailureOr<ag::MmaPVOp> pv = uniqueOp<ag::MmaPVOp>(func);
+  if (failed(pv))
+    return failure();
+  FailureOr<ag::KeyBoundsOp> bounds = uniqueOp<ag::KeyBoundsOp>(func);
+  if (failed(bounds))
+    return failure();
+  FailureOr<ag::ScoreModOp> mod = uniqueOp<ag::ScoreModOp>(func, true);
+  if (failed(mod))
+    return failure();
+  ag::SharedTileType key = qk->getKey().getType();
+  ag::SharedTileType value = pv->getValue().getType();
+  attn::ScoreSpec spec;
+  spec.mask = bounds->getMask();
+  spec.windowLeft = bounds->getWindowLeft().value_or(0);
+  spec.windowRight = bounds->getWindowRight().value_or(0);
+  spec.scoreMod = *mod ? &mod->getScoreMod() : nullptr;
+  std::string error;
+  FailureOr<KernelPlan> plan = resolveKernelPlan(
+      /*backward=*/false, key.getElementType(), key.getCols(), value.getCols(),
+      spec, kernelPlanOptions(planAttr), error);
+  if (failed(plan))
+    return func.emitOpError(error);
+  if (auto name = planAttr.getAs<StringAttr>("score_mod"))
+    plan->scoreModName = name.str();
+  auto tag = planAttr.getAs<StringAttr>("tag");
+  if (!tag || tag.getValue() != plan->tag())
+    return func.emitOpError("expected the kernel plan to name kernel ")
+           << plan->tag() << ", got " << tag;
+  return plan;
+}
+
+/// The lane's values of the tile level's types.
+static void addTileTypeConversions(TypeConverter &converter) {
+  converter.addConversion([](Type t) { return t; });
+  converter.addConversion(
+      [](ag::SharedTileType t) -> Type { return IndexType::get(t.getContext()); });
+  converter.addConversion([](ag::FragmentType t, SmallVectorImpl<Type> &out) {
+    // Packed pairs in operand_a (KernelBuilder::fragType), f32 otherwise.
+    Type lane = t.getElementType();
+    if (t.getLayout() == ag::FragmentLayout::OperandA)
+      lane = t.getElementType().isBF16()
+                 ? Type(IntegerType::get(t.getContext(), 32))
+                 : Type(VectorType::get({2}, t.getElementType()));
+    out.append(t.getLaneValueCount(), lane);
+    return success();
+  });
+  converter.addConversion([](ag::KeyBoundsType t, SmallVectorImpl<Type> &out) {
+    Type i32 = IntegerType::get(t.getContext(), 32);
+    // tileHi stays an index without a mask (Softmax.cpp: rowKeyBounds).
+    out.push_back(t.getRight() ? i32 : IndexType::get(t.getContext()));
+    if (t.getLeft())
+      out.append(3, i32); // lo[0], lo[1], tileLo
+    if (t.getRight())
+      out.append(2, i32); // hi[0], hi[1]
+    return success();
+  });
+}
+
+static RowKeyBounds unpackBounds(ValueRange v, ag::KeyBoundsType t) {
+  RowKeyBounds bounds{};
+  bounds.tileHi = v[0];
+  unsigned i = 1;
+  if (t.getLeft()) {
+    bounds.lo[0] = v[i++], bounds.lo[1] = v[i++], bounds.tileLo = v[i++];
+  }
+  if (t.getRight())
+    bounds.hi[0] = v[i++], bounds.hi[1] = v[i++];
+  return bounds;
+}
+
+namespace {
+/// A tile op's lowering: the fragment builders on the rewriter, with the
+/// kernel's lane ids and shared buffer.
+template <typename OpTy>
+struct TileOpLowering : OpConversionPattern<OpTy> {
+  TileOpLowering(const TypeConverter &converter, MLIRContext *ctx,
+                 KernelLowerings &kernels)
+      : OpConversionPattern<OpTy>(converter, ctx), kernels(kernels) {}
+
+  KernelLowering &kernelOf(Operation *op) const {
+    return *kernels.at(op->template getParentOfType<gpu::GPUFuncOp>());
+  }
+  /// A builder of `op`'s kernel emitting through `b` at its insertion point.
+  KernelBuilder builderFor(Operation *op, OpBuilder &b) const {
+    KernelLowering &k = kernelOf(op);
+    KernelBuilder kb(b, op->getLoc(), k.plan);
+    kb.setThreadIds(k.ids);
+    kb.smem = k.smem;
+    return kb;
+  }
+
+  KernelLowerings &kernels;
+};
+
+struct SharedMemoryLowering : TileOpLowering<ag::SharedMemoryOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::SharedMemoryOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    kb.setupSharedMemory(op->getParentOfType<gpu::GPUModuleOp>(),
+                         op.getElements());
+    kernelOf(op).smem = kb.smem;
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct SharedTileLowering : TileOpLowering<ag::SharedTileOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::SharedTileOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Value base = kb.idx(op.getOffset());
+    if (op.getStage())
+      base = kb.add(kb.mul(adaptor.getStage().front(), *op.getStageElements()),
+                    op.getOffset());
+    rewriter.replaceOp(op, base);
+    return success();
+  }
+};
+
+static SharedTile sharedTile(Value tile, ValueRange base) {
+  auto t = cast<ag::SharedTileType>(tile.getType());
+  return SharedTile{base.front(), t.getRows(), t.getCols(), t.getStride()};
+}
+
+struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::AsyncCopyOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    kb.copyTileAsync(op.getSource(), op.getBase(), op.getRowBegin(),
+                     op.getRowLimit(), sharedTile(op.getTile(), adaptor.getTile()),
+                     op.getRowStride());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct AsyncWaitLowering : TileOpLowering<ag::AsyncWaitOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::AsyncWaitOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    builderFor(op, rewriter).waitAsync(op.getPending());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct WarpRowOffsetLowering : TileOpLowering<ag::WarpRowOffsetOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::WarpRowOffsetOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    rewriter.replaceOp(op, kb.mul(kb.warp, 16));
+    return success();
+  }
+};
+
+struct LoadOperandALowering : TileOpLowering<ag::LoadOperandAOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::LoadOperandAOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
+    SmallVector<Value> frags;
+    for (int64_t ks = 0; ks < op.getFragment().getType().getCols() / 16; ++ks)
+      llvm::append_range(frags, kb.loadA(tile, op.getRow(), ks * 16));
+    rewriter.replaceOpWithMultiple(op, {frags});
+    return success();
+  }
+};
+
+struct FillLowering : TileOpLowering<ag::FillOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::FillOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    SmallVector<Value> values(op.getResult().getType().getLaneValueCount(),
+                              adaptor.getValue().front());
+    rewriter.replaceOpWithMultiple(op, {values});
+    return success();
+  }
+};
+
+struct KeyBoundsLowering : TileOpLowering<ag::KeyBoundsOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::KeyBoundsOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Value qBegin = op.getQueryBegin();
+    RowKeyBounds bounds = rowKeyBounds(
+        kb, {op.getBatch(), op.getHead(), qBegin, Value(), op.getNq(), op.getNk()},
+        op.getRow(), qBegin, op.getBlockRows());
+    SmallVector<Value> values{bounds.tileHi};
+    ag::KeyBoundsType type = op.getBounds().getType();
+    if (type.getLeft())
+      values.append({bounds.lo[0], bounds.lo[1], bounds.tileLo});
+    if (type.getRight())
+      values.append({bounds.hi[0], bounds.hi[1]});
+    if (llvm::is_contained(values, Value()))
+      return rewriter.notifyMatchFailure(op, "mask without the band's edges");
+    rewriter.replaceOpWithMultiple(op, {values});
+    return success();
+  }
+};
+
+struct MmaQKLowering : TileOpLowering<ag::MmaQKOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::MmaQKOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    ag::SharedTileType keyType = op.getKey().getType();
+    const int64_t dPad = (keyType.getCols() + 15) / 16 * 16;
+    const int64_t bkv = keyType.getRows();
+    SmallVector<Value> s(bkv / 8 * 4, kb.f32(0));
+    SharedTile kt = sharedTile(op.getKey(), adaptor.getKey());
+    bool queryInRegisters = !op.getQueryRow();
+    ValueRange qFrags = adaptor.getQuery();
+    for (int64_t ks = 0; ks < dPad / 16; ++ks) {
+      SmallVector<Value, 4> a =
+          queryInRegisters
+              ? SmallVector<Value, 4>(qFrags.slice(ks * 4, 4))
+              : kb.loadA(sharedTile(op.getQuery(), qFrags), op.getQueryRow(),
+                         ks * 16);
+      for (int64_t np = 0; np < bkv / 16; ++np) {
+        SmallVector<Value, 4> bf =
+            kb.loadBFromNMajor(kt, kb.idx(np * 16), ks * 16);
+        kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(s).slice(np * 8, 4));
+        kb.mma(a, {bf[2], bf[3]},
+               MutableArrayRef<Value>(s).slice(np * 8 + 4, 4));
+      }
+    }
+    rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct ScoreModLowering : TileOpLowering<ag::ScoreModOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::ScoreModOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // The score builder's GPU math rewrites the ops it has just built
+    // (Softmax.cpp: lowerScoreModMath), so they are built outside the
+    // rewriter; every one of them is already legal.
+    OpBuilder b(op);
+    KernelBuilder kb = builderFor(op, b);
+    SmallVector<Value> s(adaptor.getScores());
+    applyScoreMod(kb, s,
+                  {op.getBatch(), op.getHead(), op.getQueryBegin(), Value(),
+                   op.getNq(), op.getNk()},
+                  op.getRow(), op.getKeyBegin(), op.getScale());
+    rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct MaskLowering : TileOpLowering<ag::MaskOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::MaskOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    RowKeyBounds bounds =
+        unpackBounds(adaptor.getBounds(), op.getBounds().getType());
+    // The key offset goes through an opaque copy: otherwise LLVM splits the
+    // loop at the causal diagonal and the two copies spill at D = 128.
+    Value maskKey = kb.opaqueIndex(op.getKeyBegin());
+    int64_t width = op.getScores().getType().getCols();
+    SmallVector<Value> s = kb.maskUnlessInside(
+        tileInside(kb, bounds, maskKey, width), adaptor.getScores(),
+        [&](SmallVector<Value> &masked) {
+          maskScores(kb, masked, bounds, maskKey);
+        });
+    rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::OnlineSoftmaxOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    ValueRange m = adaptor.getMax(), l = adaptor.getSum();
+    SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
+    SmallVector<Value> s(adaptor.getScores()), acc(adaptor.getAcc());
+    onlineSoftmaxUpdate(kb, s, acc, state, adaptor.getScaleLog2().front());
+    SmallVector<Value> newMax{state.rowMax[0], state.rowMax[1]};
+    SmallVector<Value> newSum{state.rowSum[0], state.rowSum[1]};
+    rewriter.replaceOpWithMultiple(op, {s, newMax, newSum, acc});
+    return success();
+  }
+};
+
+struct MmaPVLowering : TileOpLowering<ag::MmaPVOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::MmaPVOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    ag::SharedTileType valueType = op.getValue().getType();
+    const int64_t dv = valueType.getCols(), dvPad = (dv + 15) / 16 * 16;
+    SharedTile vt = sharedTile(op.getValue(), adaptor.getValue());
+    ValueRange p = adaptor.getProbs();
+    SmallVector<Value> acc(adaptor.getAcc());
+    for (int64_t kk = 0; kk < valueType.getRows() / 16; ++kk) {
+      ValueRange p0 = p.slice(kk * 8, 4), p1 = p.slice(kk * 8 + 4, 4);
+      SmallVector<Value, 4> a{kb.pack(p0[0], p0[1]), kb.pack(p0[2], p0[3]),
+                              kb.pack(p1[0], p1[1]), kb.pack(p1[2], p1[3])};
+      for (int64_t dp = 0; dp < dvPad / 16; ++dp) {
+        SmallVector<Value, 4> bf =
+            kb.loadBFromKMajor(vt, kk * 16, kb.idx(dp * 16));
+        kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(acc).slice(dp * 8, 4));
+        // n8 tiles wholly past Dv are not accumulated.
+        if (dp * 16 + 8 < dv)
+          kb.mma(a, {bf[2], bf[3]},
+                 MutableArrayRef<Value>(acc).slice(dp * 8 + 4, 4));
+      }
+    }
+    rewriter.replaceOpWithMultiple(op, {acc});
+    return success();
+  }
+};
+
+struct FinalizeSoftmaxLowering : TileOpLowering<ag::FinalizeSoftmaxOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::FinalizeSoftmaxOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    ValueRange m = adaptor.getMax(), l = adaptor.getSum();
+    SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
+    Value invSum[2], lse[2];
+    finalizeSoftmax(kb, state, invSum, lse);
+    SmallVector<Value> inv{invSum[0], invSum[1]}, lses{lse[0], lse[1]};
+    rewriter.replaceOpWithMultiple(op, {inv, lses});
+    return success();
+  }
+};
+
+struct StoreOutputLowering : TileOpLowering<ag::StoreOutputOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::StoreOutputOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Location loc = op.getLoc();
+    ValueRange acc = adaptor.getAcc();
+    ValueRange invSum = adaptor.getInvSum(), lse = adaptor.getLse();
+    const int64_t dv = op.getAcc().getType().getCols();
+    Value rowStride = op.getOutputRowStride();
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = kb.add(op.getQueryBegin(),
+                         kb.add(op.getRow(), kb.add(kb.groupId, r * 8)));
+      auto ifOp = scf::IfOp::create(rewriter, loc, kb.lt(row, op.getNq()),
+                                    /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard g(rewriter);
+      rewriter.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      Value rowOff = rowStride
+                         ? kb.add(op.getOutputBase(), kb.mul(row, rowStride))
+                         : kb.add(op.getOutputBase(), kb.mul(row, dv));
+      for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
+        Value lo = arith::MulFOp::create(rewriter, loc, acc[n * 4 + 2 * r],
+                                         invSum[r]);
+        Value hi = arith::MulFOp::create(rewriter, loc, acc[n * 4 + 2 * r + 1],
+                                         invSum[r]);
+        if (rowStride)
+          storeColumnPair(kb, op.getOutput(), rowOff, n, dv, dv, lo, hi);
+        else
+          storeColumnPairF32(kb, op.getOutput(), rowOff, n, dv, lo, hi);
+      }
+      Value first = arith::CmpIOp::create(rewriter, loc,
+                                          arith::CmpIPredicate::eq,
+                                          kb.threadInGroup, kb.idx(0));
+      auto lseIf = scf::IfOp::create(rewriter, loc, first, false);
+      rewriter.setInsertionPointToStart(&lseIf.getThenRegion().front());
+      memref::StoreOp::create(rewriter, loc, lse[r], op.getLseOut(),
+                              ValueRange{kb.add(op.getLseBase(), row)});
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct ConvertAttnGPUToNVVMPass final
+    : fa::impl::ConvertAttnGPUToNVVMPassBase<ConvertAttnGPUToNVVMPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    // The GPU path lowers every attn op on the way here; one left behind
+    // would be a kernel silently missing.
+    WalkResult left = module.walk([](Operation *op) {
+      if (!isa<attn::AttnDialect>(op->getDialect()))
+        return WalkResult::advance();
+      op->emitOpError("was not lowered to GPU kernels (run "
+                      "convert-attn-to-gpu on the tiled form first)");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      return signalPassFailure();
+    KernelLowerings kernels;
+    WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
+      bool tileLevel = false;
+      func.walk([&](Operation *op) {
+        tileLevel |= isa<ag::AttnGPUDialect>(op->getDialect());
+      });
+      if (!tileLevel)
+        return WalkResult::advance();
+      FailureOr<KernelPlan> plan = tileKernelPlan(func);
+      if (failed(plan))
+        return WalkResult::interrupt();
+      auto &k = kernels[func];
+      k = std::make_unique<KernelLowering>();
+      k->plan = *plan;
+      // The lane ids first, as the kernel builders make them.
+      OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+      KernelBuilder kb(b, func.getLoc(), k->plan);
+      kb.setupThreadIds();
+      k->ids = kb.threadIds();
+      func->removeAttr(attn::kKernelPlanAttr);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+    if (kernels.empty())
+      return;
+
+    TypeConverter converter;
+    addTileTypeConversions(converter);
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<ag::AttnGPUDialect>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
+                                                         target);
+    patterns.add<SharedMemoryLowering, SharedTileLowering, AsyncCopyLowering,
+                 AsyncWaitLowering, WarpRowOffsetLowering, LoadOperandALowering,
+                 FillLowering, KeyBoundsLowering, MmaQKLowering,
+                 ScoreModLowering, MaskLowering, OnlineSoftmaxLowering,
+                 MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
+        converter, ctx, kernels);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,283 @@
+//===- AttnGPUOps.cpp - attn_gpu types, ops and verifiers -------*- C++ -*-===//
+
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fa::attn_gpu;
+
+#include "attn_gpu/AttnGPUDialect.cpp.inc"
+#include "attn_gpu/AttnGPUEnums.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "attn_gpu/AttnGPUTypes.cpp.inc"
+#define GET_OP_CLASSES
+#include "attn_gpu/AttnGPUOps.cpp.inc"
+
+void AttnGPUDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "attn_gpu/AttnGPUTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "attn_gpu/AttnGPUOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+/// `<RxCxT` of both types' syntax.
+static ParseResult parseTileShape(AsmParser &parser, int64_t &rows,
+                                  int64_t &cols, Type &elementType) {
+  SmallVector<int64_t, 2> shape;
+  if (parser.parseLess() ||
+      parser.parseDimensionList(shape, /*allowDynamic=*/false) ||
+      parser.parseType(elementType))
+    return failure();
+  if (shape.size() != 2)
+    return parser.emitError(parser.getNameLoc(),
+                            "expected a rows x cols shape, got ")
+           << shape.size() << " dims";
+  rows = shape[0], cols = shape[1];
+  return success();
+}
+
+Type FragmentType::parse(AsmParser &parser) {
+  int64_t rows, cols;
+  Type elementType;
+  if (failed(parseTileShape(parser, rows, cols, elementType)) ||
+      parser.parseComma())
+    return {};
+  StringRef keyword;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword) || parser.parseGreater())
+    return {};
+  std::optional<FragmentLayout> layout = symbolizeFragmentLayout(keyword);
+  if (!layout) {
+    parser.emitError(at, "expected accumulator, operand_a or rows, got ")
+        << keyword;
+    return {};
+  }
+  return parser.getChecked<FragmentType>(parser.getContext(), rows, cols,
+                                         elementType, *layout);
+}
+
+void FragmentType::print(AsmPrinter &printer) const {
+  printer << "<" << getRows() << "x" << getCols() << "x" << getElementType()
+          << ", " << stringifyFragmentLayout(getLayout()) << ">";
+}
+
+LogicalResult
+FragmentType::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t rows, int64_t cols, Type elementType,
+                     FragmentLayout layout) {
+  if (rows != 16)
+    return emitError() << "expected a warp's 16 rows, got " << rows;
+  switch (layout) {
+  case FragmentLayout::Accumulator:
+  case FragmentLayout::Rows:
+    if (!elementType.isF32())
+      return emitError() << "expected f32 elements in the "
+                         << stringifyFragmentLayout(layout)
+                         << " layout, got " << elementType;
+    if (layout == FragmentLayout::Rows && cols != 1)
+      return emitError() << "expected 1 column in the rows layout, got "
+                         << cols;
+    if (cols <= 0)
+      return emitError() << "expected a positive column count, got " << cols;
+    return success();
+  case FragmentLayout::OperandA:
+    if (!elementType.isF16() && !elementType.isBF16())
+      return emitError() << "expected f16 or bf16 operand_a elements, got "
+                         << elementType;
+    if (cols <= 0 || cols % 16 != 0)
+      return emitError() << "expected operand_a columns in k16 steps, got "
+                         << cols;
+    return success();
+  }
+  return success();
+}
+
+int64_t FragmentType::getLaneValueCount() const {
+  switch (getLayout()) {
+  case FragmentLayout::Accumulator:
+    return (getCols() + 7) / 8 * 4;
+  case FragmentLayout::OperandA:
+    return getCols() / 16 * 4;
+  case FragmentLayout::Rows:
+    return 2;
+  }
+  return 0;
+}
+
+Type SharedTileType::parse(AsmParser &parser) {
+  int64_t rows, cols, stride;
+  Type elementType;
+  if (failed(parseTileShape(parser, rows, cols, elementType)) ||
+      parser.parseComma() || parser.parseKeyword("stride") ||
+      parser.parseEqual() || parser.parseInteger(stride) ||
+      parser.parseGreater())
+    return {};
+  return parser.getChecked<SharedTileType>(parser.getContext(), rows, cols,
+                                           elementType, stride);
+}
+
+void SharedTileType::print(AsmPrinter &printer) const {
+  printer << "<" << getRows() << "x" << getCols() << "x" << getElementType()
+          << ", stride = " << getStride() << ">";
+}
+
+LogicalResult
+SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError,
+                       int64_t rows, int64_t cols, Type elementType,
+                       int64_t stride) {
+  if (rows <= 0 || rows % 16 != 0)
+    return emitError() << "expected rows in steps of 16, got " << rows;
+  if (!elementType.isF16() && !elementType.isBF16())
+    return emitError() << "expected f16 or bf16 elements, got " << elementType;
+  int64_t padded = (cols + 15) / 16 * 16;
+  if (cols <= 0 || stride < padded)
+    return emitError() << "expected a row stride of at least the columns "
+                          "padded to 16 ("
+                       << padded << "), got " << stride;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+static bool isLayout(Type t, FragmentLayout layout) {
+  auto f = dyn_cast<FragmentType>(t);
+  return f && f.getLayout() == layout;
+}
+
+LogicalResult SharedMemoryOp::verify() {
+  Type t = getElementType();
+  if (!t.isF16() && !t.isBF16())
+    return emitOpError("expected f16 or bf16 elements, got ") << t;
+  if (getElements() <= 0)
+    return emitOpError("expected a positive element count, got ")
+           << getElements();
+  return success();
+}
+
+LogicalResult SharedTileOp::verify() {
+  if (static_cast<bool>(getStage()) != getStageElements().has_value())
+    return emitOpError("expected a stage together with its stage_elements");
+  if (getOffset() < 0)
+    return emitOpError("expected a non-negative offset, got ") << getOffset();
+  return success();
+}
+
+LogicalResult LoadOperandAOp::verify() {
+  SharedTileType tile = getTile().getType();
+  FragmentType frag = getFragment().getType();
+  int64_t padded = (tile.getCols() + 15) / 16 * 16;
+  if (frag.getLayout() != FragmentLayout::OperandA ||
+      frag.getCols() != padded || frag.getElementType() != tile.getElementType())
+    return emitOpError("expected a 16x")
+           << padded << "x" << tile.getElementType()
+           << " operand_a fragment, got " << frag;
+  return success();
+}
+
+LogicalResult KeyBoundsOp::verify() {
+  KeyBoundsType type = getBounds().getType();
+  bool window = getMask() == fa::attn::MaskKind::Window;
+  bool masked = getMask() != fa::attn::MaskKind::None;
+  if (type.getLeft() != window || type.getRight() != masked)
+    return emitOpError("expected bounds with left = ")
+           << window << ", right = " << masked << " for mask "
+           << fa::attn::stringifyMaskKind(getMask()) << ", got " << type;
+  if (window != (getWindowLeft() && getWindowRight()))
+    return emitOpError("expected window_left and window_right exactly with "
+                       "a window mask");
+  return success();
+}
+
+LogicalResult MmaQKOp::verify() {
+  SharedTileType key = getKey().getType();
+  Type query = getQuery().getType();
+  int64_t padded = (key.getCols() + 15) / 16 * 16;
+  if (auto tile = dyn_cast<SharedTileType>(query)) {
+    if (!getQueryRow())
+      return emitOpError("expected the warp's row of a shared query tile");
+    if (tile.getCols() != key.getCols())
+      return emitOpError("expected query and key head dims to match, got ")
+             << tile.getCols() << " and " << key.getCols();
+  } else if (isLayout(query, FragmentLayout::OperandA)) {
+    if (getQueryRow())
+      return emitOpError("expected no row for a query fragment");
+    if (cast<FragmentType>(query).getCols() != padded)
+      return emitOpError("expected a query fragment of ")
+             << padded << " columns, got " << query;
+  } else {
+    return emitOpError("expected the query as a shared tile or an "
+                       "operand_a fragment, got ")
+           << query;
+  }
+  FragmentType scores = getScores().getType();
+  if (scores.getLayout() != FragmentLayout::Accumulator ||
+      scores.getCols() != key.getRows())
+    return emitOpError("expected 16x") << key.getRows()
+           << "xf32 accumulator scores, got " << scores;
+  return success();
+}
+
+LogicalResult OnlineSoftmaxOp::verify() {
+  if (!isLayout(getScores().getType(), FragmentLayout::Accumulator) ||
+      !isLayout(getAcc().getType(), FragmentLayout::Accumulator))
+    return emitOpError("expected scores and acc in the accumulator layout");
+  if (!isLayout(getMax().getType(), FragmentLayout::Rows))
+    return emitOpError("expected max and sum in the rows layout, got ")
+           << getMax().getType();
+  return success();
+}
+
+LogicalResult MmaPVOp::verify() {
+  FragmentType probs = getProbs().getType();
+  SharedTileType value = getValue().getType();
+  FragmentType acc = getAcc().getType();
+  if (probs.getLayout() != FragmentLayout::Accumulator ||
+      probs.getCols() != value.getRows())
+    return emitOpError("expected accumulator probabilities of ")
+           << value.getRows() << " columns, got " << probs;
+  if (acc.getLayout() != FragmentLayout::Accumulator ||
+      acc.getCols() != value.getCols())
+    return emitOpError("expected an accumulator of ")
+           << value.getCols() << " columns, got " << acc;
+  return success();
+}
+
+LogicalResult StoreOutputOp::verify() {
+  if (!isLayout(getAcc().getType(), FragmentLayout::Accumulator) ||
+      !isLayout(getInvSum().getType(), FragmentLayout::Rows) ||
+      !isLayout(getLse().getType(), FragmentLayout::Rows))
+    return emitOpError("expected an accumulator and rows of 1/l and LSE");
+  Type elem = getOutput().getType().getElementType();
+  if (!getOutputRowStride() && !elem.isF32())
+    return emitOpError("expected f32 partial rows without a row stride, got ")
+           << elem;
+  return success();
+}
+
+LogicalResult ScoreModOp::verifyRegions() {
+  Block &body = getScoreMod().front();
+  if (body.getNumArguments() < 5)
+    return emitOpError("expected the score_mod arguments (score, b, h, q_idx, "
+                       "kv_idx, mod_args...), got ")
+           << body.getNumArguments();
+  Type f32 = Float32Type::get(getContext());
+  Type index = IndexType::get(getContext());
+  if (body.getArgument(0).getType() != f32 ||
+      llvm::any_of(body.getArguments().slice(1, 4),
+                   [&](BlockArgument a) { return a.getType() != index; }))
+    return emitOpError("expected (f32, index, index, index, index) leading "
+                       "score_mod arguments");
+  return success();
+}

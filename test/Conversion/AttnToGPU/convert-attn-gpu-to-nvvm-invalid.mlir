@@ -1,0 +1,57 @@
+// RUN: fa-opt %s -split-input-file -verify-diagnostics -convert-attn-gpu-to-nvvm
+
+// An attn op left on the way to NVVM is a kernel missing: an error, never
+// a silent no-op.
+func.func @leftover(%q: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
+  // expected-error @+1 {{'attn.attention' op was not lowered to GPU kernels (run convert-attn-to-gpu on the tiled form first)}}
+  %o, %lse = attn.attention %q, %q, %q : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// The lowering reads the kernel's plan back from its attn.kernel_plan.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @+1 {{'gpu.func' op expected an 'attn.kernel_plan' on a tile-level kernel}}
+    gpu.func @k() kernel {
+      attn_gpu.shared_memory 1024 x bf16
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// The plan it resolves from the tile ops' types and mask must be the one
+// the kernel is named after.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @+1 {{'gpu.func' op expected the kernel plan to name kernel fwd_bf16_d64_bq64_bkv64_w4_s2_none_sm90a, got "fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a"}}
+    gpu.func @k(%i: index, %x: f32) kernel attributes {attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 2 : i64, tag = "fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a", target = "sm_90a", warps = 4 : i64}} {
+      attn_gpu.shared_memory 1024 x bf16
+      %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+      %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i {block_rows = 64 : i64} : !attn_gpu.key_bounds<left = false, right = false>
+      %s = attn_gpu.mma_qk %t[%i], %t : !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.shared_tile<64x64xbf16, stride = 72> -> !attn_gpu.fragment<16x64xf32, accumulator>
+      %acc = attn_gpu.fill %x : !attn_gpu.fragment<16x64xf32, accumulator>
+      %o = attn_gpu.mma_pv %s, %t, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.fragment<16x64xf32, accumulator>
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// One key loop per kernel: two Q·Kᵀ products are not a forward the
+// lowering knows.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @+1 {{'gpu.func' op expected exactly one 'attn_gpu.mma_qk' in a tile-level kernel, got 2}}
+    gpu.func @k(%i: index) kernel attributes {attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 2 : i64, tag = "fwd_bf16_d64_bq64_bkv64_w4_s2_none_sm90a", target = "sm_90a", warps = 4 : i64}} {
+      %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+      %s = attn_gpu.mma_qk %t[%i], %t : !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.shared_tile<64x64xbf16, stride = 72> -> !attn_gpu.fragment<16x64xf32, accumulator>
+      %s2 = attn_gpu.mma_qk %t[%i], %t : !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.shared_tile<64x64xbf16, stride = 72> -> !attn_gpu.fragment<16x64xf32, accumulator>
+      gpu.return
+    }
+  }
+}

@@ -1,0 +1,54 @@
+// RUN: fa-opt %s | fa-opt | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -mlir-print-op-generic | fa-opt | FileCheck %s --enable-var-scope
+
+// Every tile op and type round-trips through its custom syntax.
+
+// CHECK-LABEL: func @schedule
+func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<64xf32>,
+                    %i: index, %scale: f32) {
+  // CHECK: attn_gpu.shared_memory 43520 x bf16
+  attn_gpu.shared_memory 43520 x bf16
+  // CHECK: %[[Q:.+]] = attn_gpu.shared_tile offset 0 {{.*}}: {{.*}}<64x128xbf16, stride = 136>
+  %qt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+  // CHECK: %[[K:.+]] = attn_gpu.shared_tile offset 8704 stage %{{.+}} of 8704 {{.*}}: {{.*}}<64x128xbf16, stride = 136>
+  %kt = attn_gpu.shared_tile offset 8704 stage %i of 8704 : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+  // CHECK: attn_gpu.async_copy %{{.+}}[%{{.+}}] rows %{{.+}} below %{{.+}} stride %{{.+}} into %[[Q]]
+  attn_gpu.async_copy %q[%i] rows %i below %i stride %i into %qt : memref<1024xbf16>, !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+  // CHECK: attn_gpu.async_wait 1
+  attn_gpu.async_wait 1
+  // CHECK: %[[ROW:.+]] = attn_gpu.warp_row_offset : index
+  %row = attn_gpu.warp_row_offset : index
+  // CHECK: %[[QF:.+]] = attn_gpu.load_operand_a %[[Q]][%[[ROW]]] {{.*}}: {{.*}}<64x128xbf16, stride = 136> -> {{.*}}<16x128xbf16, operand_a>
+  %qf = attn_gpu.load_operand_a %qt[%row] : !attn_gpu.shared_tile<64x128xbf16, stride = 136> -> !attn_gpu.fragment<16x128xbf16, operand_a>
+  // CHECK: attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %[[ROW]] {block_rows = 64 : i64, mask = #attn.mask<window>, window_left = 8 : i64, window_right = 0 : i64} {{.*}}: {{.*}}<left = true, right = true>
+  %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %row {block_rows = 64 : i64, mask = #attn.mask<window>, window_left = 8 : i64, window_right = 0 : i64} : !attn_gpu.key_bounds<left = true, right = true>
+  %zero = arith.constant 0.0 : f32
+  // CHECK: attn_gpu.fill %{{.+}} {{.*}}: {{.*}}<16x1xf32, rows>
+  %m = attn_gpu.fill %zero : !attn_gpu.fragment<16x1xf32, rows>
+  %acc = attn_gpu.fill %zero : !attn_gpu.fragment<16x128xf32, accumulator>
+  // CHECK: %[[S:.+]] = attn_gpu.mma_qk %[[QF]], %[[K]] {{.*}}: {{.*}}<16x128xbf16, operand_a>, {{.*}}<64x128xbf16, stride = 136> -> {{.*}}<16x64xf32, accumulator>
+  %s = attn_gpu.mma_qk %qf, %kt : !attn_gpu.fragment<16x128xbf16, operand_a>, !attn_gpu.shared_tile<64x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: attn_gpu.mma_qk %[[Q]][%[[ROW]]], %[[K]]
+  %s2 = attn_gpu.mma_qk %qt[%row], %kt : !attn_gpu.shared_tile<64x128xbf16, stride = 136>, !attn_gpu.shared_tile<64x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: attn_gpu.score_mod %[[S]] scale %{{.+}} at [{{.+}}] of [{{.+}}] row %[[ROW]] key %{{.+}} {{.*}}: {{.*}}<16x64xf32, accumulator> {
+  // CHECK: math.tanh
+  %sm = attn_gpu.score_mod %s scale %scale at [%i, %i, %i] of [%i, %i] row %row key %i : !attn_gpu.fragment<16x64xf32, accumulator> {
+  ^bb0(%x: f32, %bb: index, %h: index, %qi: index, %kv: index):
+    %t = math.tanh %x : f32
+    attn_gpu.yield %t : f32
+  }
+  // CHECK: attn_gpu.mask %{{.+}}, %{{.+}} key %{{.+}} {{.*}}: {{.*}}<16x64xf32, accumulator>, {{.*}}<left = true, right = true>
+  %mk = attn_gpu.mask %sm, %b key %i : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.key_bounds<left = true, right = true>
+  // CHECK: %[[P:[^,]+]], %{{.+}}, %{{.+}}, %[[PA:[^,]+]] = attn_gpu.online_softmax
+  %p:4 = attn_gpu.online_softmax %mk, %m, %m, %acc scale %scale
+      : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x128xf32, accumulator>
+      -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x128xf32, accumulator>
+  // CHECK: attn_gpu.mma_pv %[[P]], %[[K]], %[[PA]]
+  %o2 = attn_gpu.mma_pv %p#0, %kt, %p#3 : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x128xbf16, stride = 136>, !attn_gpu.fragment<16x128xf32, accumulator>
+  // CHECK: %[[INV:[^,]+]], %[[LSE:[^ ]+]] = attn_gpu.finalize_softmax
+  %f:2 = attn_gpu.finalize_softmax %p#1, %p#2 : !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows> -> !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>
+  // CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} + %[[ROW]] below %{{.+}}
+  attn_gpu.store_output %o2, %f#0, %f#1 to %o[%i stride %i], %lse[%i] rows %i + %row below %i
+      : !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xbf16>, memref<64xf32>
+  return
+}
