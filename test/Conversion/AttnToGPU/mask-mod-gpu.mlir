@@ -49,10 +49,11 @@ func.func @document(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: te
 
 // -----
 
-// The backward: prefix lengths [B]; the mask_mod is applied to Sᵀ at the
-// absolute (q, kv) of each element, so P (and dS) is 0 where it masks.
+// The backward: prefix lengths [B] after the 18 stride parameters; the
+// mask_mod is applied to Sᵀ at the absolute (q, kv) of each element, so P
+// (and dS) is 0 where it masks.
 // CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_maskmod_prefix_lm(
-// CHECK-SAME: %[[PRE:arg15]]: !llvm.ptr<1>, %[[N:arg16]]: i32)
+// CHECK-SAME: %[[PRE:arg33]]: !llvm.ptr<1>, %[[N:arg34]]: i32)
 // CHECK: %[[PP:.+]] = llvm.getelementptr %[[PRE]][%{{.+}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
 // CHECK: llvm.load %[[PP]] invariant : !llvm.ptr<1> -> i32
 // CHECK: arith.ori
