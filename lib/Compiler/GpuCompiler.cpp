@@ -289,9 +289,6 @@ static llvm::Expected<std::string> readScoreModLibrary(llvm::StringRef path) {
   return (*buffer)->getBuffer().str();
 }
 
-/// Copies the body of function @name of `library` into the score_mod region
-/// of the attention op `op`, whose attn.yield takes the function's return
-/// value, and names the region after the function.
 /// Whether `fn` has a score_mod's signature: (f32, index × 4, then one
 /// ranked tensor per mod_arg) -> f32.
 static bool isScoreModSignature(func::FuncOp fn) {
@@ -309,9 +306,21 @@ static bool isScoreModSignature(func::FuncOp fn) {
       [](Type t) { return isa<RankedTensorType>(t); });
 }
 
-/// Makes the library function @name the score_mod of `op`; a function that
-/// takes tensors after kv_idx makes them mod_args of `op`, new parameters of
-/// its function (the kernel's mod_arg parameters, docs/ABI.md).
+/// Whether `fn` has a mask_mod's signature: (index × 4, then one ranked
+/// tensor per mod_arg) -> i1.
+static bool isMaskModSignature(func::FuncOp fn) {
+  FunctionType type = fn.getFunctionType();
+  if (type.getNumInputs() < attn::ScoreSpec::kMaskModPositionArgs ||
+      type.getNumResults() != 1 || !type.getResult(0).isInteger(1))
+    return false;
+  for (unsigned i = 0; i < attn::ScoreSpec::kMaskModPositionArgs; ++i)
+    if (!type.getInput(i).isIndex())
+      return false;
+  return llvm::all_of(
+      type.getInputs().drop_front(attn::ScoreSpec::kMaskModPositionArgs),
+      [](Type t) { return isa<RankedTensorType>(t); });
+}
+
 /// Appends `arg` to the mod_args of an attn.attention or attention_backward
 /// (through the op's accessor, which keeps its operand segments right).
 static void appendModArg(Operation *op, Value arg) {
@@ -320,42 +329,84 @@ static void appendModArg(Operation *op, Value arg) {
   cast<attn::AttentionBackwardOp>(op).getModArgsMutable().append(arg);
 }
 
-static llvm::Error attachScoreMod(Operation *op, ModuleOp library,
-                                  llvm::StringRef name) {
+static ValueRange modArgsOf(Operation *op) {
+  if (auto fwd = dyn_cast<attn::AttentionOp>(op))
+    return fwd.getModArgs();
+  return cast<attn::AttentionBackwardOp>(op).getModArgs();
+}
+
+/// What distinguishes the two kinds of mod a library function may be.
+struct ModKind {
+  const char *what;      // "score_mod" or "mask_mod"
+  const char *signature; // the expected type, for the diagnostic
+  unsigned region;       // the attn op's region it fills
+  unsigned positionArgs; // leading non-tensor arguments
+  llvm::StringLiteral nameAttr;
+  bool (*hasSignature)(func::FuncOp);
+};
+
+static const ModKind kScoreModKind{
+    "score_mod",
+    "(f32, index, index, index, index, [mod_arg tensors...]) -> f32",
+    0,
+    attn::ScoreSpec::kScoreModPositionArgs,
+    kScoreModNameAttr,
+    isScoreModSignature};
+static const ModKind kMaskModKind{
+    "mask_mod", "(index, index, index, index, [mod_arg tensors...]) -> i1", 1,
+    attn::ScoreSpec::kMaskModPositionArgs, kMaskModNameAttr,
+    isMaskModSignature};
+
+/// Makes library function @name the `kind` mod of `op`: its body fills the
+/// op's region (attn.yield takes its return value) and the region is named
+/// after it. Its tensors become mod_args after those attached already; both
+/// regions take every mod_arg, so each region gets block arguments for the
+/// other's tensors (docs/ABI.md "mod_args": the kernel's parameters).
+static llvm::Error attachMod(Operation *op, ModuleOp library,
+                             llvm::StringRef name, const ModKind &kind) {
   auto fn = library.lookupSymbol<func::FuncOp>(name);
   if (!fn)
     return err("the score-mod library has no function @" + name);
-  if (!isScoreModSignature(fn) || fn.getBody().getBlocks().size() != 1) {
+  if (!kind.hasSignature(fn) || fn.getBody().getBlocks().size() != 1) {
     std::string got;
     llvm::raw_string_ostream os(got);
     os << fn.getFunctionType();
-    return err("expected score_mod function @" + name + " of type " +
-               "(f32, index, index, index, index, [mod_arg tensors...]) -> "
-               "f32 with one block, got " +
-               got);
+    return err(std::string("expected ") + kind.what + " function @" +
+               name.str() + " of type " + kind.signature +
+               " with one block, got " + got);
   }
-  Region &region = op->getRegion(0);
+  unsigned own = kind.positionArgs;
+  SmallVector<Type> earlier(modArgsOf(op).getTypes());
   Block &body = fn.getBody().front();
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : body.getArguments().take_front(own))
+    argTypes.push_back(arg.getType());
+  llvm::append_range(argTypes, earlier);
+  for (BlockArgument arg : body.getArguments().drop_front(own))
+    argTypes.push_back(arg.getType());
   OpBuilder b(op->getContext());
-  Block *block = b.createBlock(
-      &region, {}, body.getArgumentTypes(),
-      SmallVector<Location>(body.getNumArguments(), fn.getLoc()));
+  Block *block = b.createBlock(&op->getRegion(kind.region), {}, argTypes,
+                               SmallVector<Location>(argTypes.size(),
+                                                     fn.getLoc()));
   IRMapping map;
-  map.map(body.getArguments(), block->getArguments());
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    map.map(arg, block->getArgument(i < own ? i : i + earlier.size()));
   for (Operation &inner : body.without_terminator())
     b.clone(inner, map);
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   attn::YieldOp::create(b, ret.getLoc(),
                         ValueRange{map.lookup(ret.getOperand(0))});
+  Region &other = op->getRegion(1 - kind.region);
   auto parent = op->getParentOfType<func::FuncOp>();
-  for (Type t : fn.getFunctionType().getInputs().drop_front(
-           attn::ScoreSpec::kScoreModPositionArgs)) {
+  for (Type t : fn.getFunctionType().getInputs().drop_front(own)) {
     unsigned index = parent.getNumArguments();
     if (failed(parent.insertArgument(index, t, {}, fn.getLoc())))
       return err("cannot add mod_arg parameter to the attention function");
     appendModArg(op, parent.getArgument(index));
+    if (!other.empty())
+      other.front().addArgument(t, fn.getLoc());
   }
-  op->setAttr(kScoreModNameAttr, b.getStringAttr(name));
+  op->setAttr(kind.nameAttr, b.getStringAttr(name));
   return llvm::Error::success();
 }
 
@@ -404,77 +455,6 @@ modArgDims(func::FuncOp fn, unsigned index, unsigned arg,
                                   : std::string("any"));
   }
   return dims;
-}
-
-/// Whether `fn` has a mask_mod's signature: (index × 4, then one ranked
-/// tensor per mod_arg) -> i1.
-static bool isMaskModSignature(func::FuncOp fn) {
-  FunctionType type = fn.getFunctionType();
-  if (type.getNumInputs() < attn::ScoreSpec::kMaskModPositionArgs ||
-      type.getNumResults() != 1 || !type.getResult(0).isInteger(1))
-    return false;
-  for (unsigned i = 0; i < attn::ScoreSpec::kMaskModPositionArgs; ++i)
-    if (!type.getInput(i).isIndex())
-      return false;
-  return llvm::all_of(
-      type.getInputs().drop_front(attn::ScoreSpec::kMaskModPositionArgs),
-      [](Type t) { return isa<RankedTensorType>(t); });
-}
-
-/// Makes the library function @name the mask_mod of `op`. Its tensors
-/// become mod_args after those of the score_mod (if any): both regions take
-/// every mod_arg, so the score_mod gets block arguments for the mask_mod's
-/// tensors and the mask_mod for the score_mod's.
-static llvm::Error attachMaskMod(Operation *op, ModuleOp library,
-                                 llvm::StringRef name) {
-  auto fn = library.lookupSymbol<func::FuncOp>(name);
-  if (!fn)
-    return err("the score-mod library has no function @" + name);
-  if (!isMaskModSignature(fn) || fn.getBody().getBlocks().size() != 1) {
-    std::string got;
-    llvm::raw_string_ostream os(got);
-    os << fn.getFunctionType();
-    return err("expected mask_mod function @" + name + " of type " +
-               "(index, index, index, index, [mod_arg tensors...]) -> i1 "
-               "with one block, got " +
-               got);
-  }
-  unsigned ownOffset = attn::ScoreSpec::kMaskModPositionArgs;
-  // The mod_args attached so far (the score_mod's).
-  ValueRange modArgs = isa<attn::AttentionOp>(op)
-                           ? cast<attn::AttentionOp>(op).getModArgs()
-                           : cast<attn::AttentionBackwardOp>(op).getModArgs();
-  SmallVector<Type> earlier(modArgs.getTypes());
-  Block &body = fn.getBody().front();
-  SmallVector<Type> argTypes;
-  for (BlockArgument arg : body.getArguments().take_front(ownOffset))
-    argTypes.push_back(arg.getType());
-  llvm::append_range(argTypes, earlier);
-  for (BlockArgument arg : body.getArguments().drop_front(ownOffset))
-    argTypes.push_back(arg.getType());
-  OpBuilder b(op->getContext());
-  Block *block = b.createBlock(&op->getRegion(1), {}, argTypes,
-                               SmallVector<Location>(argTypes.size(),
-                                                     fn.getLoc()));
-  IRMapping map;
-  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
-    map.map(arg, block->getArgument(i < ownOffset ? i : i + earlier.size()));
-  for (Operation &inner : body.without_terminator())
-    b.clone(inner, map);
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  attn::YieldOp::create(b, ret.getLoc(),
-                        ValueRange{map.lookup(ret.getOperand(0))});
-  auto parent = op->getParentOfType<func::FuncOp>();
-  for (Type t : fn.getFunctionType().getInputs().drop_front(ownOffset)) {
-    unsigned index = parent.getNumArguments();
-    if (failed(parent.insertArgument(index, t, {}, fn.getLoc())))
-      return err("cannot add mod_arg parameter to the attention function");
-    appendModArg(op, parent.getArgument(index));
-    if (!op->getRegion(0).empty())
-      op->getRegion(0).front().addArgument(t, fn.getLoc());
-  }
-  op->setAttr(kMaskModNameAttr, b.getStringAttr(name));
-  return llvm::Error::success();
 }
 
 /// The mod_args of `spec` as the manifest lists them, their extents from
@@ -539,10 +519,12 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                  options.scoreModFile + ": " + diag);
   }
   if (!config.scoreMod.empty())
-    if (llvm::Error e = attachScoreMod(attention, *library, config.scoreMod))
+    if (llvm::Error e =
+            attachMod(attention, *library, config.scoreMod, kScoreModKind))
       return e;
   if (!config.maskMod.empty())
-    if (llvm::Error e = attachMaskMod(attention, *library, config.maskMod))
+    if (llvm::Error e =
+            attachMod(attention, *library, config.maskMod, kMaskModKind))
       return e;
 
   // The plan the pass will resolve, for the manifest and the tag.
