@@ -65,7 +65,9 @@
 #   FA_MASKMOD_CASES (differential cases per forward kernel, 16), FA_MASKMOD_TIMEOUT (300).
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
-#   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
+#   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_EXT=1 (build
+#   fa's C++ autograd extension and test it against the Python path: test/gpu/test_torch_ext.py;
+#   FA_EXT_TIMEOUT, 400), FA_JIT_TIMEOUT / FA_TORCH_COMPILE_TIMEOUT / FA_OVERHEAD_TIMEOUT.
 #   Context parallelism: FA_RING=1 (test/gpu/test_ring.py, the ring schedule simulated on this
 #   GPU against float64, then bench/ring.py --simulate FA_RING_WORLD (4) --tokens FA_RING_TOKENS
 #   (16384); FA_RING_TIMEOUT, 300). On a multi-GPU machine FA_RING_GPUS=W runs bench/ring.py
@@ -347,6 +349,11 @@ if [ "${FA_TORCH_COMPILE:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
   timeout -k 10 ${FA_TORCH_COMPILE_TIMEOUT:-300} python3 test/gpu/test_torch_compile.py \
     --bundle "$BUNDLE" --lib "$LIB" --json "$WORK/everyday/torch_compile.json" ||
     fail "torch.compile"
+fi
+if [ "${FA_EXT:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
+  step "C++ autograd extension against the Python path (build, numerics, CUDA graph, host µs)"
+  FA_TORCH_EXT=1 timeout -k 10 ${FA_EXT_TIMEOUT:-400} python3 test/gpu/test_torch_ext.py \
+    --bundle "$BUNDLE" --lib "$LIB" || fail "torch extension"
 fi
 if [ "${FA_OVERHEAD:-0}" != 0 ] && [ $HAVE_BUNDLE = 1 ]; then
   step "host overhead of tiny calls: fa against SDPA"

@@ -833,6 +833,66 @@ def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, 
     return dq, dk, dv
 
 
+_ext = None  # the C++ autograd extension's module (fa._torch_ext); False: none
+
+
+def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic):
+    """The C++ extension's plan for these tensors (fa._torch_ext), or None
+    (then the Python path): contiguous q, k, v whose forward is the plain
+    launch (not split-KV). Made once per shape and options."""
+    global _ext
+    if _ext is None:
+        from . import _torch_ext
+        _ext = _torch_ext.module() or False
+    if not _ext or not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        return None
+    key = ("ext", q.device, q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, mask_args,
+           scale, mma, bool(deterministic))
+    plan, has_backward = _plan(b, key, lambda: _make_ext_plan(b, q, k, v, mask_args, scale,
+                                                              mma, deterministic, key))
+    if plan < 0 or not (has_backward or not _needs_grad(q, k, v)):
+        return None  # a call without a backward kernel raises from the Python path
+    return plan
+
+
+def _needs_grad(q, k, v):
+    import torch
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
+def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
+    """Registers the launch plan of key with the extension: the forward's
+    struct from _forward_plan (checked by the runtime here: a bad shape
+    raises FaError as on the Python path), the backward's from
+    _backward_plan with dO in O's layout (the extension copies a dO laid out
+    otherwise). (plan id, whether it has a backward); id -1 where the
+    forward is not the plain launch."""
+    import torch
+    from ._torch_ext import function_address
+    if not (q.is_cuda and q.dtype == k.dtype == v.dtype):
+        return -1, False
+    fn, kernel, template, extra, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None)
+    if fn is not b.lib.fa_attention_forward or extra != ():
+        return -1, False
+    check(b.lib, b.lib.fa_attention_forward_check(
+        kernel, ctypes.byref(ForwardArgs.from_buffer_copy(template))))
+    o = _empty_like_layout(q, v.shape[-1])
+    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    try:
+        bwd_kernel, bwd_template, nbytes, offset = _backward_plan(
+            q, k, v, o, o, lse, q, k, v, b, mask_args, scale, bool(deterministic), None)
+        bwd = (bwd_template, [getattr(BackwardArgs, n).offset for n in BackwardArgs.TENSORS],
+               function_address(b.lib.fa_attention_backward), bwd_kernel.value)
+    except FaError:  # no backward kernel: the extension runs only no-grad calls
+        bwd, nbytes, offset = (b"", [], 0, 0), 0, 0
+    fwd_offsets = [getattr(ForwardArgs, n).offset for n in ("q", "k", "v", "o", "lse")]
+    plan = _ext.register_plan(
+        "%d:%r" % (b.id, key), template, fwd_offsets,
+        function_address(b.lib.fa_attention_forward), kernel.value, *bwd, list(o.shape),
+        list(o.stride()), list(lse.shape), nbytes, offset, function_address(b.lib.fa_last_error))
+    return plan, bool(bwd[0])
+
+
 def _make_function():
     import torch
 
@@ -848,10 +908,15 @@ def _make_function():
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.args = (b, mask_args, scale, deterministic, score_mod, mod_args)
             ctx.mark_non_differentiable(lse)
+            # No zero-filled gradient for the LSE (a kernel and an allocation
+            # per backward): its gradient arrives as None.
+            ctx.set_materialize_grads(False)
             return o, lse
 
         @staticmethod
         def backward(ctx, do, _dlse):
+            if do is None:  # O does not reach the loss
+                return None, None, None, None, None, None, None, None, None, None
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = _backward(q, k, v, o, do, lse, *ctx.args)
             return dq, dk, dv, None, None, None, None, None, None, None
@@ -917,6 +982,11 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     non-contiguous ones are copied). They are read, never differentiated:
     no gradient flows to them, and a tensor that requires grad is read
     detached. Not yet under torch.compile.
+
+    Contiguous q, k, v without a score_mod run through fa's C++ autograd
+    function where it is built (fa._torch_ext: FA_TORCH_EXT=1 or `python3 -m
+    fa._torch_ext`), at a fraction of a Python autograd.Function's host time;
+    the kernels and results are the same either way.
     """
     import torch
     global _function
@@ -939,6 +1009,11 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     tensors = _mod_args_for(tensors, q)
     if _ops is None:
         _register_torch_ops()
+    if score_mod is None and not tensors:
+        plan = _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic)
+        if plan is not None:
+            o, lse = _ext.attention(q, k, v, plan)
+            return (o, lse) if return_lse else o
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         if _function is None:
             _function = _make_function()
