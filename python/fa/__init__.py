@@ -838,20 +838,21 @@ _ext = None  # the C++ autograd extension's module (fa._torch_ext); False: none
 
 def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic):
     """The C++ extension's plan for these tensors (fa._torch_ext), or None
-    (then the Python path): contiguous q, k, v whose forward is the plain
-    launch (not split-KV). Made once per shape and options."""
+    (then the Python path): q, k, v whose strides the kernels take as they
+    are and whose forward is the plain launch (not split-KV). Made once per
+    layout and options."""
     global _ext
     if _ext is None:
         from . import _torch_ext
         _ext = _torch_ext.module() or False
-    if not _ext or not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+    if not _ext:
         return None
-    key = ("ext", q.device, q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, mask_args,
-           scale, mma, bool(deterministic))
+    key = ("ext", q.device, q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
+           q.dtype, k.dtype, v.dtype, mask_args, scale, mma, bool(deterministic))
     plan, has_backward = _plan(b, key, lambda: _make_ext_plan(b, q, k, v, mask_args, scale,
                                                               mma, deterministic, key))
     if plan < 0 or not (has_backward or not _needs_grad(q, k, v)):
-        return None  # a call without a backward kernel raises from the Python path
+        return None  # the Python path: copies, or the error of a missing backward
     return plan
 
 
@@ -860,36 +861,62 @@ def _needs_grad(q, k, v):
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
+def _checked(lib, check_fn, kernel, args_type, template, pointers):
+    """Whether the runtime's GPU-free check accepts `template` with these
+    data pointers (real allocations: it checks alignment and overlaps);
+    raises FaError for anything but a layout the kernel cannot take."""
+    args = args_type.from_buffer_copy(template)
+    for name, t in pointers.items():
+        getattr(args, name).data = t if isinstance(t, int) else t.data_ptr()
+    status = check_fn(kernel, ctypes.byref(args))
+    if status == 1:  # FA_ERROR_INVALID_ARGUMENT: strides (the Python path copies) or shapes
+        return False
+    check(lib, status)
+    return True
+
+
 def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
     """Registers the launch plan of key with the extension: the forward's
-    struct from _forward_plan (checked by the runtime here: a bad shape
-    raises FaError as on the Python path), the backward's from
-    _backward_plan with dO in O's layout (the extension copies a dO laid out
-    otherwise). (plan id, whether it has a backward); id -1 where the
-    forward is not the plain launch."""
+    struct from _forward_plan, the backward's from _backward_plan with dO in
+    O's layout (the extension copies a dO laid out otherwise), each checked
+    by the runtime on real allocations. (plan id, whether it has a
+    backward); id -1 where the Python path must run (split-KV, layouts a
+    kernel rejects, or bad input, whose FaError the Python path raises)."""
     import torch
     from ._torch_ext import function_address
     if not (q.is_cuda and q.dtype == k.dtype == v.dtype):
         return -1, False
+    if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (q, k, v)):
+        return -1, False  # the Python path copies such a tensor
     fn, kernel, template, extra, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None)
     if fn is not b.lib.fa_attention_forward or extra != ():
         return -1, False
-    check(b.lib, b.lib.fa_attention_forward_check(
-        kernel, ctypes.byref(ForwardArgs.from_buffer_copy(template))))
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    if not _checked(b.lib, b.lib.fa_attention_forward_check, kernel, ForwardArgs, template,
+                    dict(q=q, k=k, v=v, o=o, lse=lse)):
+        return -1, False
+    grads = [_empty_like_layout(t, t.shape[-1]) for t in (q, k, v)]
+    bwd, nbytes, offset = (b"", [], 0, 0), 0, 0
     try:
         bwd_kernel, bwd_template, nbytes, offset = _backward_plan(
-            q, k, v, o, o, lse, q, k, v, b, mask_args, scale, bool(deterministic), None)
-        bwd = (bwd_template, [getattr(BackwardArgs, n).offset for n in BackwardArgs.TENSORS],
-               function_address(b.lib.fa_attention_backward), bwd_kernel.value)
+            q, k, v, o, o, lse, *grads, b, mask_args, scale, bool(deterministic), None)
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+        base = workspace.data_ptr()
+        if _checked(b.lib, b.lib.fa_attention_backward_check, bwd_kernel, BackwardArgs,
+                    bwd_template, dict(q=q, k=k, v=v, o=o, d_o=o, lse=lse, dq=grads[0],
+                                       dk=grads[1], dv=grads[2], delta=base,
+                                       dq_accum=base + offset)):
+            bwd = (bwd_template, [getattr(BackwardArgs, n).offset for n in BackwardArgs.TENSORS],
+                   function_address(b.lib.fa_attention_backward), bwd_kernel.value)
     except FaError:  # no backward kernel: the extension runs only no-grad calls
-        bwd, nbytes, offset = (b"", [], 0, 0), 0, 0
+        pass
     fwd_offsets = [getattr(ForwardArgs, n).offset for n in ("q", "k", "v", "o", "lse")]
     plan = _ext.register_plan(
         "%d:%r" % (b.id, key), template, fwd_offsets,
         function_address(b.lib.fa_attention_forward), kernel.value, *bwd, list(o.shape),
-        list(o.stride()), list(lse.shape), nbytes, offset, function_address(b.lib.fa_last_error))
+        list(o.stride()), list(lse.shape), [list(g.stride()) for g in grads], nbytes, offset,
+        function_address(b.lib.fa_last_error))
     return plan, bool(bwd[0])
 
 
@@ -983,7 +1010,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     no gradient flows to them, and a tensor that requires grad is read
     detached. Not yet under torch.compile.
 
-    Contiguous q, k, v without a score_mod run through fa's C++ autograd
+    Calls without a score_mod run through fa's C++ autograd
     function where it is built (fa._torch_ext: FA_TORCH_EXT=1 or `python3 -m
     fa._torch_ext`), at a fraction of a Python autograd.Function's host time;
     the kernels and results are the same either way.

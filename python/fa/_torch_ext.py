@@ -3,7 +3,7 @@ built with torch.utils.cpp_extension.
 
 A Python torch.autograd.Function costs more host time per forward +
 backward than PyTorch's whole SDPA call; the extension takes the common
-call (contiguous q, k, v, no score_mod) off that path. FA_TORCH_EXT
+call (no score_mod, q/k/v strides the kernels take) off that path. FA_TORCH_EXT
 chooses: "1" builds it on first use (a C++ compiler, PyTorch's headers and
 CUDA's; about a minute, then cached by PyTorch under
 ~/.cache/torch_extensions), "0" never uses it, unset uses it when a build

@@ -8,7 +8,8 @@ d 64/128, MHA and GQA, no mask/causal, ragged N): O and LSE bit-identical to
 the Python path's (the same kernel), dQ/dK/dV within 2 units in the last
 place of the largest gradient (dQ is summed with unordered atomics), and O
 against SDPA's float32 math within the flash-attn rule's scale. Also: a dO
-laid out otherwise (a transposed view), a call without grad, a shape the
+laid out otherwise (a transposed view), [B, N, H, D] projection views (read
+in place, gradients in their layouts), a call without grad, a shape the
 runtime rejects (FaError, as on the Python path), and a CUDA graph of a
 training step through the extension replayed on new data.
 Then host µs per call (median of rounds of back-to-back calls, tiny shape
@@ -69,7 +70,7 @@ def run_case(bundle, B, H, Hkv, N, D, causal, dtype):
                 o.backward(do)
         else:
             o, lse = fa.attention(*leaves, causal=causal, return_lse=True, bundle=bundle)
-            assert o.grad_fn is not None and "Python" not in type(o.grad_fn).__name__, \
+            assert "AttentionFunction" not in type(o.grad_fn).__name__, \
                 "the extension did not take the call: %s" % type(o.grad_fn).__name__
             o.backward(do)
         results.append((o.detach(), lse, *[t.grad for t in leaves]))
@@ -109,6 +110,35 @@ def strided_do_and_nograd(bundle):
         o2 = fa.attention(q, k, v, bundle=bundle)
     ok = ok and torch.equal(o1, o2) and o1.grad_fn is None
     print("  transposed dO grads within 2 ulp, no-grad O equal: %s" % ("ok" if ok else "FAIL"))
+    return ok
+
+
+def projection_views(bundle):
+    """q, k, v as [B, N, H, D] projections viewed as [B, H, N, D]: the
+    extension takes them in place, O and the gradients in their layouts."""
+    B, N, H, Hkv, D = 2, 300, 8, 2, 128
+    base = [torch.randn(B, N, h, D, device="cuda", dtype=torch.bfloat16)
+            for h in (H, Hkv, Hkv)]
+    do = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+    outs = []
+    for scope in (None, python_path()):
+        leaves = [t.clone().requires_grad_() for t in base]
+        views = [t.transpose(1, 2) for t in leaves]
+        if scope:
+            with scope:
+                o = fa.attention(*views, causal=True, bundle=bundle)
+        else:
+            o = fa.attention(*views, causal=True, bundle=bundle)
+            if "AttentionFunction" in type(o.grad_fn).__name__:
+                print("  [B,N,H,D] views: the extension did not take the call: FAIL")
+                return False
+        o.backward(do)
+        outs.append([o.detach()] + [t.grad for t in leaves])
+    ok = torch.equal(outs[0][0], outs[1][0]) and outs[0][0].stride() == outs[1][0].stride()
+    ok = ok and all(ulps_ok(a, b) and a.stride() == b.stride()
+                    for a, b in zip(outs[0][1:], outs[1][1:]))
+    print("  [B,N,H,D] views in place, O equal, grads within 2 ulp, same layouts: %s"
+          % ("ok" if ok else "FAIL"))
     return ok
 
 
@@ -234,7 +264,8 @@ def main():
                                                    _torch_ext._module.__file__))
     bundle = fa.load(args.bundle, args.lib, jit=False)
     results = [run_case(bundle, *case) for case in CASES]
-    results += [strided_do_and_nograd(bundle), rejected_shape(bundle), graph_step(bundle)]
+    results += [strided_do_and_nograd(bundle), projection_views(bundle), rejected_shape(bundle),
+                graph_step(bundle)]
     failed = results.count(False)
     print("%d passed, %d failed" % (len(results) - failed, failed))
     timing(bundle)

@@ -1,9 +1,9 @@
 // fa's attention as a C++ autograd function for PyTorch.
 //
 // A Python torch.autograd.Function costs more host time per forward +
-// backward than PyTorch's whole SDPA call (docs/python.md, PERF.md), so the
-// common call — contiguous q, k, v, no score_mod — runs here: Python makes
-// the launch plan once per shape (kernels, the runtime's argument structs
+// backward than PyTorch's whole SDPA call (PERF.md), so the common call —
+// q, k, v in layouts the kernels take, no score_mod — runs here: Python makes
+// the launch plan once per layout (kernels, the runtime's argument structs
 // with every shape and stride filled in, output layouts); this file
 // allocates the outputs, writes the data pointers into a copy of each
 // struct and calls libfa_runtime's launch through the pointer Python
@@ -35,6 +35,7 @@ struct Launch {
 struct Plan {
   Launch forward, backward; // backward.fn null: no backward kernel
   std::vector<int64_t> oSize, oStride, lseSize;
+  std::vector<std::vector<int64_t>> gradStrides; // dQ, dK, dV
   int64_t workspaceBytes = 0, dqAccumOffset = 0; // delta first, then dQ accum
   ErrorFn lastError = nullptr;
 };
@@ -69,12 +70,16 @@ int64_t registerPlan(const std::string &key, const std::string &fwdArgs,
                      std::vector<int64_t> bwdOffsets, int64_t bwdFn,
                      int64_t bwdKernel, std::vector<int64_t> oSize,
                      std::vector<int64_t> oStride,
-                     std::vector<int64_t> lseSize, int64_t workspaceBytes,
+                     std::vector<int64_t> lseSize,
+                     std::vector<std::vector<int64_t>> gradStrides,
+                     int64_t workspaceBytes,
                      int64_t dqAccumOffset, int64_t lastError) {
   TORCH_CHECK(fwdOffsets.size() == 5, "fa: 5 forward tensors, got ",
               fwdOffsets.size());
   TORCH_CHECK(bwdFn == 0 || bwdOffsets.size() == 11,
               "fa: 11 backward tensors, got ", bwdOffsets.size());
+  TORCH_CHECK(gradStrides.size() == 3, "fa: 3 gradient layouts, got ",
+              gradStrides.size());
   std::lock_guard<std::mutex> lock(plansMutex);
   auto found = planIndex.find(key);
   if (found != planIndex.end())
@@ -87,6 +92,7 @@ int64_t registerPlan(const std::string &key, const std::string &fwdArgs,
   plan.oSize = std::move(oSize);
   plan.oStride = std::move(oStride);
   plan.lseSize = std::move(lseSize);
+  plan.gradStrides = std::move(gradStrides);
   plan.workspaceBytes = workspaceBytes;
   plan.dqAccumOffset = dqAccumOffset;
   plan.lastError = reinterpret_cast<ErrorFn>(lastError);
@@ -138,8 +144,10 @@ std::vector<at::Tensor> backwardGradients(const Plan &plan,
     copy.copy_(dO);
     dO = copy;
   }
-  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k),
-             dv = at::empty_like(v);
+  // dQ, dK, dV in the layouts the plan's struct describes (q's, k's, v's).
+  at::Tensor dq = at::empty_strided(q.sizes(), plan.gradStrides[0], q.options());
+  at::Tensor dk = at::empty_strided(k.sizes(), plan.gradStrides[1], k.options());
+  at::Tensor dv = at::empty_strided(v.sizes(), plan.gradStrides[2], v.options());
   at::Tensor workspace =
       at::empty({plan.workspaceBytes}, q.options().dtype(at::kByte));
   char *base = static_cast<char *>(workspace.data_ptr());
