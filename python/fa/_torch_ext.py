@@ -3,7 +3,9 @@ built with torch.utils.cpp_extension.
 
 A Python torch.autograd.Function costs more host time per forward +
 backward than PyTorch's whole SDPA call; the extension takes the common
-call (no score_mod, q/k/v strides the kernels take) off that path. FA_TORCH_EXT
+call (no score_mod, q/k/v strides the kernels take) off that path.
+`pip install --no-build-isolation .` builds it into the package where it
+sees PyTorch and a CUDA toolkit. Otherwise FA_TORCH_EXT
 chooses: "1" builds it on first use (a C++ compiler, PyTorch's headers and
 CUDA's; about a minute, then cached by PyTorch under
 ~/.cache/torch_extensions), "0" never uses it, unset uses it when a build
@@ -39,6 +41,20 @@ def build(verbose=False):
     return _module
 
 
+def _packaged():
+    """The build `pip install` put into the package (setup.py), or None."""
+    global _module
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _NAME + ".so")
+    if not os.path.exists(path):
+        return None
+    import importlib.util
+    import torch  # noqa: F401 (the extension links against torch's libraries)
+    spec = importlib.util.spec_from_file_location(_NAME, path)
+    _module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_module)
+    return _module
+
+
 def module():
     """The extension's module, or None where FA_TORCH_EXT rules it out or it
     cannot be built (then fa keeps its Python autograd.Function)."""
@@ -50,6 +66,8 @@ def module():
     if choice == "0":
         return None
     try:
+        if choice != "1" and _packaged():
+            return _module
         if choice == "1" or _built():
             return build()
     except Exception as e:  # noqa: BLE001 (no compiler, headers, CUDA)
