@@ -37,6 +37,10 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--shape", default="8,4096,16,128", help="B,N,H,D")
     ap.add_argument("--causal", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="then time strided and contiguous alternately this many more times "
+                         "and print the ratio of each pair (the GPU's drift between runs is "
+                         "larger than the 3%% goal)")
     args = ap.parse_args()
     b, n, h, d = (int(x) for x in args.shape.split(","))
     causal = bool(args.causal)
@@ -93,9 +97,26 @@ def main():
         us = median_us(fn, reps=10)
         print("fwd+bwd %-14s %9.1f us  %6.1f TFLOP/s" % (name, us, 3.5 * flops / us / 1e6),
               flush=True)
+    if args.repeat > 1:
+        repeat_pairs(strided, contiguous, train("views"), train("contiguous"), args.repeat)
     grads = [t.grad.stride() == t.stride() for t in leaves["views"]]
     print("fwd+bwd: dQ, dK, dV in the views' layouts: %s" % all(grads))
     return 0 if same and all(grads) else 1
+
+
+def repeat_pairs(strided, contiguous, strided_train, contiguous_train, repeat):
+    """strided/contiguous time ratios of `repeat` back-to-back pairs, forward
+    and forward + backward, each pair's order alternating."""
+    for label, pair, reps in (("fwd", (strided, contiguous), 20),
+                              ("fwd+bwd", (strided_train, contiguous_train), 10)):
+        ratios = []
+        for r in range(repeat):
+            order = pair if r % 2 == 0 else pair[::-1]
+            times = {fn: median_us(fn, reps=reps, rounds=3) for fn in order}
+            ratios.append(times[pair[0]] / times[pair[1]])
+        ratios.sort()
+        print("%s strided/contiguous over %d pairs: median %.3f, min %.3f, max %.3f" %
+              (label, repeat, ratios[len(ratios) // 2], ratios[0], ratios[-1]), flush=True)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@
 #   launch workspaces; FA_STREAMS_TIMEOUT, 120), FA_BENCH_ARGS (extra bench.py arguments, e.g.
 #   "--seqs 2048,8192"), FA_DECODE=1 (bench/decode.py on $FA_BUNDLE: split-KV decode, packed
 #   GQA and unpacked, against SDPA, with its correctness check; FA_DECODE_TIMEOUT, 200), FA_STRIDED=1
-#   (test/gpu/test_strided.py and bench/strided.py on $FA_BUNDLE; FA_STRIDED_TIMEOUT, 300), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
+#   (test/gpu/test_strided.py and bench/strided.py on $FA_BUNDLE; FA_STRIDED_TIMEOUT, 300;
+#   FA_STRIDED_REPEAT=R: R more alternating strided/contiguous pairs, their ratios), FA_FLEX=1 (also time FlexAttention on FA_FLEX_SEQS x FA_FLEX_DIMS).
 #   score_mod kernels: FA_MOD_BUNDLE (default out/bundle-mod), FA_MOD=0 (skip them),
 #   FA_MOD_CASES (differential cases, 120), FA_MOD_SHAPES (every-kernel shapes; default all but
 #   long8k), FA_MOD_TIMEOUT / FA_MOD_EVERY_TIMEOUT (seconds per step), FA_MOD_BENCH=NAME[,NAME...] (time
@@ -275,7 +276,7 @@ if [ "${FA_STRIDED:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
     || fail "strided inputs"
   step "strided benchmark (B8 N4k H16 d128 causal from [B,N,H,D]): fa strided vs fa with copies vs cuDNN on the views, forward and forward + backward"
   timeout ${FA_STRIDED_TIMEOUT:-300} python3 bench/strided.py --bundle "$BUNDLE" --lib "$LIB" \
-    || fail "strided benchmark"
+    --repeat ${FA_STRIDED_REPEAT:-1} || fail "strided benchmark"
 fi
 
 if [ "${FA_DECODE:-0}" = 1 ] && [ $HAVE_BUNDLE = 1 ]; then
