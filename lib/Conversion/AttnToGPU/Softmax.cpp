@@ -170,11 +170,42 @@ static void foldScaleChains(KernelBuilder &kb, Block *block, Operation *before,
   }
 }
 
-/// The score_mod's transcendentals on the special-function unit, as the
-/// kernels' own softmax computes exp2: tanh(x) = 1 − 2/(2^(2x·log2e) + 1)
-/// (absolute error ~2e-7, against libdevice tanhf's ~20 instructions), exp
-/// and log through ex2/lg2.approx, and a division by a constant as a
-/// multiplication by its reciprocal (≤ 1.5 ulp). Rewrites the ops of the
+/// f32(v) for an index v: a constant offset of v becomes an f32 add, so that
+/// f32(laneKey + c) is one conversion per tile and an add per column.
+static Value indexToF32(KernelBuilder &kb, Value v) {
+  OpBuilder &b = kb.b;
+  IntegerAttr c;
+  if (auto add = v.getDefiningOp<arith::AddIOp>())
+    if (matchPattern(add.getRhs(), m_Constant(&c)))
+      return arith::AddFOp::create(b, kb.loc, indexToF32(kb, add.getLhs()),
+                                   kb.f32(static_cast<double>(c.getInt())));
+  Value i32 = arith::IndexCastOp::create(b, kb.loc, b.getI32Type(), v);
+  return arith::SIToFPOp::create(b, kb.loc, b.getF32Type(), i32);
+}
+
+/// f32(a − b) of index positions (ALiBi's kv − q) as f32(a) − f32(b): the
+/// conversion (a quarter-rate instruction, as exp2 is) leaves the per-element
+/// work for one per row and per tile column. Exact while positions stay
+/// below 2^24; beyond, within an ulp of the position.
+static Value distributedPositionToF32(KernelBuilder &kb, arith::SIToFPOp op) {
+  auto cast = op.getIn().getDefiningOp<arith::IndexCastOp>();
+  if (!op.getType().isF32() || !cast || !cast.getType().isInteger(32))
+    return {};
+  auto sub = cast.getIn().getDefiningOp<arith::SubIOp>();
+  if (!sub)
+    return {};
+  return arith::SubFOp::create(kb.b, kb.loc, indexToF32(kb, sub.getLhs()),
+                               indexToF32(kb, sub.getRhs()));
+}
+
+/// The score_mod's math for the GPU: transcendentals on the special-function
+/// unit, as the kernels' own softmax computes exp2 — tanh as tanh.approx.f32
+/// (one MUFU instruction, relative error 2^-11, as flash-attn's softcap; the
+/// ex2/rcp form, accurate to 2e-7, took two and held a softcap forward at
+/// 0.65x the plain one), exp and log through ex2/lg2.approx —, a division by
+/// a constant as a multiplication by its reciprocal (≤ 1.5 ulp), and
+/// positions' differences converted per operand (distributedPositionToF32).
+/// Rewrites the ops of the
 /// insertion block after `before` (null: from its start) up to the builder's
 /// insertion point; the values in `tracked` (the score, its derivative)
 /// follow their replacements.
@@ -189,20 +220,20 @@ static void lowerScoreModMath(KernelBuilder &kb, Operation *before,
   for (; it != end; ++it)
     ops.push_back(&*it);
   OpBuilder::InsertionGuard guard(b);
-  auto rcp = [&](Value x) {
-    return LLVM::CallIntrinsicOp::create(
-               b, kb.loc, b.getF32Type(),
-               b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"), ValueRange{x})
-        .getResult(0);
-  };
   for (Operation *op : ops) {
     b.setInsertionPoint(op);
     Value replacement;
     if (auto tanh = dyn_cast<math::TanhOp>(op)) {
-      Value e = kb.exp2(arith::MulFOp::create(b, kb.loc, tanh.getOperand(),
-                                              kb.f32(2 * M_LOG2E)));
-      Value r = rcp(arith::AddFOp::create(b, kb.loc, e, kb.f32(1.0)));
-      replacement = LLVM::FMAOp::create(b, kb.loc, r, kb.f32(-2.0), kb.f32(1.0));
+      if (!tanh.getType().isF32())
+        continue;
+      replacement = LLVM::TanhOp::create(
+          b, kb.loc, tanh.getOperand(),
+          LLVM::FastmathFlagsAttr::get(b.getContext(),
+                                       LLVM::FastmathFlags::afn));
+    } else if (auto toFloat = dyn_cast<arith::SIToFPOp>(op)) {
+      replacement = distributedPositionToF32(kb, toFloat);
+      if (!replacement)
+        continue;
     } else if (auto exp = dyn_cast<math::ExpOp>(op)) {
       replacement = kb.exp2(
           arith::MulFOp::create(b, kb.loc, exp.getOperand(), kb.f32(M_LOG2E)));

@@ -3,6 +3,7 @@
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.wgmma.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.sync.mlir %t && %python %S/Inputs/extract-ptx.py %t.wgmma.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_mod_alibi_slopes.ptx
+// RUN: FileCheck %s --check-prefix=PTX-CVT < %t/fa_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_mod_alibi_slopes.ptx
 // RUN: FileCheck %s --check-prefix=PTX-BWD < %t/fa_bwd_bf16_d64_bq64_bkv64_w4_s1_none_sm90a_mod_rel_bias.ptx
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_mod_alibi_slopes.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d64_bq64_bkv64_w4_s1_none_sm90a_mod_rel_bias.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
@@ -30,6 +31,11 @@
 // PTX: .param .u64 {{.+}}_param_23,
 // PTX-NEXT: .param .u32 {{.+}}_param_24
 // PTX: ld.global.nc.b32
+// f32(kv − q) is converted per operand (f32(kv) − f32(q), the key's column
+// offsets as f32 adds): one cvt per query row (2 per thread) and one per key
+// tile, not one per score element (32 per tile):
+// PTX-CVT-COUNT-3: cvt.rn.f32.s32
+// PTX-CVT-NOT: cvt.rn.f32.s32
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 func.func @alibi_slopes(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %slopes: tensor<?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
