@@ -839,8 +839,8 @@ _ext = None  # the C++ autograd extension's module (fa._torch_ext); False: none
 def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic):
     """The C++ extension's plan for these tensors (fa._torch_ext), or None
     (then the Python path): q, k, v whose strides the kernels take as they
-    are and whose forward is the plain launch (not split-KV). Made once per
-    layout and options."""
+    are, the forward the Python path would launch (plain or split-KV).
+    Made once per layout and options."""
     global _ext
     if _ext is None:
         from . import _torch_ext
@@ -861,15 +861,20 @@ def _needs_grad(q, k, v):
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
-def _checked(lib, check_fn, kernel, args_type, template, pointers):
+_ext_refusals = {}  # plan key -> why the extension does not take such calls
+
+
+def _checked(lib, check_fn, kernel, args_type, template, pointers, key, what, extra=()):
     """Whether the runtime's GPU-free check accepts `template` with these
-    data pointers (real allocations: it checks alignment and overlaps);
-    raises FaError for anything but a layout the kernel cannot take."""
+    data pointers (real allocations: it checks alignment and overlaps); the
+    reason it does not goes to _ext_refusals[key]. Raises FaError for
+    anything but a layout the kernel cannot take."""
     args = args_type.from_buffer_copy(template)
     for name, t in pointers.items():
         getattr(args, name).data = t if isinstance(t, int) else t.data_ptr()
-    status = check_fn(kernel, ctypes.byref(args))
+    status = check_fn(kernel, ctypes.byref(args), *extra)
     if status == 1:  # FA_ERROR_INVALID_ARGUMENT: strides (the Python path copies) or shapes
+        _ext_refusals[key] = "%s: %s" % (what, lib.fa_last_error().decode())
         return False
     check(lib, status)
     return True
@@ -880,8 +885,8 @@ def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
     struct from _forward_plan, the backward's from _backward_plan with dO in
     O's layout (the extension copies a dO laid out otherwise), each checked
     by the runtime on real allocations. (plan id, whether it has a
-    backward); id -1 where the Python path must run (split-KV, layouts a
-    kernel rejects, or bad input, whose FaError the Python path raises)."""
+    backward); id -1 where the Python path must run (layouts a kernel
+    rejects, or bad input, whose FaError the Python path raises)."""
     import torch
     from ._torch_ext import function_address
     if not (q.is_cuda and q.dtype == k.dtype == v.dtype):
@@ -889,12 +894,23 @@ def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
     if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (q, k, v)):
         return -1, False  # the Python path copies such a tensor
     fn, kernel, template, extra, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None)
-    if fn is not b.lib.fa_attention_forward or extra != ():
-        return -1, False
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-    if not _checked(b.lib, b.lib.fa_attention_forward_check, kernel, ForwardArgs, template,
-                    dict(q=q, k=k, v=v, o=o, lse=lse)):
+    tensors = dict(q=q, k=k, v=v, o=o, lse=lse)
+    if fn is b.lib.fa_attention_forward_splitkv:  # split-KV: a workspace per call
+        split_bytes, splits = extra
+        workspace = torch.empty(split_bytes, dtype=torch.uint8, device=q.device)
+        checked = _checked(b.lib, b.lib.fa_attention_forward_splitkv_check, kernel,
+                           ForwardArgs, template, tensors, key, "split-KV forward",
+                           (workspace.data_ptr(), split_bytes, splits))
+    elif fn is b.lib.fa_attention_forward and extra == ():
+        split_bytes, splits = 0, 0
+        checked = _checked(b.lib, b.lib.fa_attention_forward_check, kernel, ForwardArgs,
+                           template, tensors, key, "forward")
+    else:
+        _ext_refusals[key] = "the forward is a mod_args launch"
+        return -1, False
+    if not checked:
         return -1, False
     grads = [_empty_like_layout(t, t.shape[-1]) for t in (q, k, v)]
     bwd, nbytes, offset = (b"", [], 0, 0), 0, 0
@@ -906,15 +922,15 @@ def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
         if _checked(b.lib, b.lib.fa_attention_backward_check, bwd_kernel, BackwardArgs,
                     bwd_template, dict(q=q, k=k, v=v, o=o, d_o=o, lse=lse, dq=grads[0],
                                        dk=grads[1], dv=grads[2], delta=base,
-                                       dq_accum=base + offset)):
+                                       dq_accum=base + offset), key, "backward"):
             bwd = (bwd_template, [getattr(BackwardArgs, n).offset for n in BackwardArgs.TENSORS],
                    function_address(b.lib.fa_attention_backward), bwd_kernel.value)
-    except FaError:  # no backward kernel: the extension runs only no-grad calls
-        pass
+    except FaError as e:  # no backward kernel: the extension runs only no-grad calls
+        _ext_refusals[key] = "backward: %s" % e
     fwd_offsets = [getattr(ForwardArgs, n).offset for n in ("q", "k", "v", "o", "lse")]
     plan = _ext.register_plan(
-        "%d:%r" % (b.id, key), template, fwd_offsets,
-        function_address(b.lib.fa_attention_forward), kernel.value, *bwd, list(o.shape),
+        "%d:%r" % (b.id, key), template, fwd_offsets, function_address(fn), kernel.value,
+        splits, split_bytes, *bwd, list(o.shape),
         list(o.stride()), list(lse.shape), [list(g.stride()) for g in grads], nbytes, offset,
         function_address(b.lib.fa_last_error))
     return plan, bool(bwd[0])

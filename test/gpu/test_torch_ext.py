@@ -71,7 +71,7 @@ def run_case(bundle, B, H, Hkv, N, D, causal, dtype):
         else:
             o, lse = fa.attention(*leaves, causal=causal, return_lse=True, bundle=bundle)
             assert "AttentionFunction" not in type(o.grad_fn).__name__, \
-                "the extension did not take the call: %s" % type(o.grad_fn).__name__
+                "the extension did not take the call: %s" % list(fa._ext_refusals.values())
             o.backward(do)
         results.append((o.detach(), lse, *[t.grad for t in leaves]))
     (o1, l1, *g1), (o2, l2, *g2) = results
@@ -130,7 +130,8 @@ def projection_views(bundle):
         else:
             o = fa.attention(*views, causal=True, bundle=bundle)
             if "AttentionFunction" in type(o.grad_fn).__name__:
-                print("  [B,N,H,D] views: the extension did not take the call: FAIL")
+                print("  [B,N,H,D] views: the extension did not take the call (%s): FAIL"
+                      % list(fa._ext_refusals.values()))
                 return False
         o.backward(do)
         outs.append([o.detach()] + [t.grad for t in leaves])

@@ -21,6 +21,9 @@
 namespace {
 
 using LaunchFn = int (*)(const void *kernel, const void *args, void *stream);
+using SplitLaunchFn = int (*)(const void *kernel, const void *args,
+                              uint64_t workspace, uint64_t bytes,
+                              int32_t splits, void *stream);
 using ErrorFn = const char *(*)();
 
 /// One launch: the argument struct with null data pointers, where each
@@ -30,6 +33,10 @@ struct Launch {
   std::vector<int64_t> offsets;
   LaunchFn fn = nullptr;
   const void *kernel = nullptr;
+  // A split-KV forward (fa_attention_forward_splitkv): its split count and
+  // workspace bytes, the workspace allocated per call; 0 splits: fn.
+  int32_t splits = 0;
+  int64_t splitBytes = 0;
 };
 
 struct Plan {
@@ -47,6 +54,7 @@ std::deque<Plan> plans;
 std::map<std::string, int64_t> planIndex;
 
 const Plan &planAt(int64_t id) {
+  std::lock_guard<std::mutex> lock(plansMutex); // a deque's elements stay put
   TORCH_CHECK(id >= 0 && id < static_cast<int64_t>(plans.size()),
               "fa: no launch plan ", id);
   return plans[id];
@@ -66,7 +74,8 @@ Launch makeLaunch(const std::string &args, std::vector<int64_t> offsets,
 /// Registers the plan of `key` (once: a second call returns the first id).
 int64_t registerPlan(const std::string &key, const std::string &fwdArgs,
                      std::vector<int64_t> fwdOffsets, int64_t fwdFn,
-                     int64_t fwdKernel, const std::string &bwdArgs,
+                     int64_t fwdKernel, int64_t fwdSplits,
+                     int64_t fwdSplitBytes, const std::string &bwdArgs,
                      std::vector<int64_t> bwdOffsets, int64_t bwdFn,
                      int64_t bwdKernel, std::vector<int64_t> oSize,
                      std::vector<int64_t> oStride,
@@ -86,6 +95,8 @@ int64_t registerPlan(const std::string &key, const std::string &fwdArgs,
     return found->second;
   Plan plan;
   plan.forward = makeLaunch(fwdArgs, std::move(fwdOffsets), fwdFn, fwdKernel);
+  plan.forward.splits = static_cast<int32_t>(fwdSplits);
+  plan.forward.splitBytes = fwdSplitBytes;
   if (bwdFn)
     plan.backward =
         makeLaunch(bwdArgs, std::move(bwdOffsets), bwdFn, bwdKernel);
@@ -117,7 +128,17 @@ void run(const Plan &plan, const Launch &launch,
   }
   c10::cuda::CUDAGuard guard(onDevice.device());
   cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  int status = launch.fn(launch.kernel, args, stream);
+  int status;
+  if (launch.splits > 0) {
+    at::Tensor workspace = at::empty(
+        {launch.splitBytes}, onDevice.options().dtype(at::kByte));
+    status = reinterpret_cast<SplitLaunchFn>(launch.fn)(
+        launch.kernel, args,
+        reinterpret_cast<uint64_t>(workspace.data_ptr()),
+        static_cast<uint64_t>(launch.splitBytes), launch.splits, stream);
+  } else {
+    status = launch.fn(launch.kernel, args, stream);
+  }
   TORCH_CHECK(status == 0, "fa: ", plan.lastError ? plan.lastError() : "",
               " (fa_status ", status, ")");
 }
