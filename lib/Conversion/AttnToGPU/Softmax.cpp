@@ -198,11 +198,31 @@ static Value distributedPositionToF32(KernelBuilder &kb, arith::SIToFPOp op) {
                                indexToF32(kb, sub.getRhs()));
 }
 
+/// tanh on the special-function unit. With `afn` (math.tanh ... fastmath<afn>:
+/// the mod accepts approximate functions) one tanh.approx.f32, relative error
+/// 2^-11, as flash-attn's softcap: a softcap forward at 0.77-0.84x the plain
+/// one, but LSE errors up to 1.4x the differential tests' tolerance (PERF.md).
+/// Otherwise 1 − 2/(2^(2x·log2e) + 1): absolute error ~2e-7, two MUFU
+/// instructions (0.63-0.67x), against libdevice tanhf's ~20.
+static Value lowerTanh(KernelBuilder &kb, math::TanhOp tanh) {
+  OpBuilder &b = kb.b;
+  if (bitEnumContainsAll(tanh.getFastmath(), arith::FastMathFlags::afn))
+    return LLVM::TanhOp::create(
+        b, kb.loc, tanh.getOperand(),
+        LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::afn));
+  Value e = kb.exp2(arith::MulFOp::create(b, kb.loc, tanh.getOperand(),
+                                          kb.f32(2 * M_LOG2E)));
+  Value sum = arith::AddFOp::create(b, kb.loc, e, kb.f32(1.0));
+  Value r = LLVM::CallIntrinsicOp::create(
+                b, kb.loc, b.getF32Type(),
+                b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"), ValueRange{sum})
+                .getResult(0);
+  return LLVM::FMAOp::create(b, kb.loc, r, kb.f32(-2.0), kb.f32(1.0));
+}
+
 /// The score_mod's math for the GPU: transcendentals on the special-function
-/// unit, as the kernels' own softmax computes exp2 — tanh as tanh.approx.f32
-/// (one MUFU instruction, relative error 2^-11, as flash-attn's softcap; the
-/// ex2/rcp form, accurate to 2e-7, took two and held a softcap forward at
-/// 0.65x the plain one), exp and log through ex2/lg2.approx —, a division by
+/// unit, as the kernels' own softmax computes exp2 — tanh (lowerTanh), exp and
+/// log through ex2/lg2.approx —, a division by
 /// a constant as a multiplication by its reciprocal (≤ 1.5 ulp), and
 /// positions' differences converted per operand (distributedPositionToF32).
 /// Rewrites the ops of the
@@ -224,12 +244,7 @@ static void lowerScoreModMath(KernelBuilder &kb, Operation *before,
     b.setInsertionPoint(op);
     Value replacement;
     if (auto tanh = dyn_cast<math::TanhOp>(op)) {
-      if (!tanh.getType().isF32())
-        continue;
-      replacement = LLVM::TanhOp::create(
-          b, kb.loc, tanh.getOperand(),
-          LLVM::FastmathFlagsAttr::get(b.getContext(),
-                                       LLVM::FastmathFlags::afn));
+      replacement = lowerTanh(kb, tanh);
     } else if (auto toFloat = dyn_cast<arith::SIToFPOp>(op)) {
       replacement = distributedPositionToF32(kb, toFloat);
       if (!replacement)
