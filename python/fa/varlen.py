@@ -195,6 +195,22 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     require grad raise FaError.
     """
     import torch
+    o = torch.empty((q.shape[0], q.shape[1], v.shape[2]) if q.dim() == 3 and v.dim() == 3
+                    else (0,), dtype=q.dtype, device=q.device)
+    lse = torch.empty((q.shape[1], q.shape[0]) if q.dim() == 3 else (0,),
+                      dtype=torch.float32, device=q.device)
+    forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                 causal, softmax_scale, window_size, bundle, causal_top_left, check_seqlens)
+    return (o, lse) if return_lse else o
+
+
+def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                 causal=False, softmax_scale=None, window_size=(-1, -1), bundle=None,
+                 causal_top_left=False, check_seqlens=True):
+    """attention_varlen into caller-provided o [Tq,H,Dv] (the kernel's dtype,
+    any strides with a unit last one) and lse [H,Tq] (float32, contiguous);
+    the runtime checks them."""
+    import torch
     from . import _bundle
     b = _bundle(bundle)
     _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k)
@@ -210,10 +226,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     if check_seqlens and not torch.cuda.is_current_stream_capturing():
         equal_lengths = _check_offsets(b.lib, cu_seqlens_q, cu_seqlens_k, q.shape[0],
                                        k.shape[0], max_q, max_k)
-    d = q.shape[2]
-    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
-    o = torch.empty((q.shape[0], q.shape[1], v.shape[2]), dtype=q.dtype, device=q.device)
-    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    scale = 1.0 / math.sqrt(q.shape[2]) if softmax_scale is None else float(softmax_scale)
     kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths)
     cu_q, cu_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     q, k, v = [t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
@@ -225,4 +238,3 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
             raise
         _launch_varlen(b, kernel, q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
                        cu_q, cu_k, batch, max_q, scale)
-    return (o, lse) if return_lse else o
