@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 import fa  # noqa: E402
 from fa import varlen  # noqa: E402
-from fa._runtime import FWD, MASKS, KernelQuery  # noqa: E402
+from fa._runtime import FWD, MASKS, KernelQuery, Tensor, VarlenArgs  # noqa: E402
 
 
 def expect_error(fn, text):
@@ -85,6 +85,27 @@ def check_jit(b, fa_aot):
     info = b._info(kernel)
     assert info["varlen"] and info["mask"] == "causal" and info["head_dim"] == 64, info
     assert info["tag"].endswith("_varlen"), info["tag"]
+    # fa-aot's manifest entry takes packed arguments (fake addresses: the
+    # check needs no GPU) and refuses dense ones.
+    def packed(address, dtype, shape):
+        t = Tensor()
+        t.data, t.dtype, t.rank = address, dtype, len(shape)
+        step = 1
+        for i in reversed(range(len(shape))):
+            t.shape[i], t.strides[i] = shape[i], step
+            step *= shape[i]
+        return t
+    base = 1 << 40
+    args = VarlenArgs(packed(base, 1, (300, 4, 64)), packed(base + (1 << 32), 1, (500, 2, 64)),
+                      packed(base + (2 << 32), 1, (500, 2, 64)),
+                      packed(base + (3 << 32), 1, (300, 4, 64)),
+                      packed(base + (4 << 32), 2, (4, 300)), base + (5 << 32), base + (6 << 32),
+                      3, 200, 0.125)
+    status = b.lib.fa_attention_forward_varlen_check(kernel, ctypes.byref(args))
+    assert status == 0, b.lib.fa_last_error().decode()
+    args.lse = packed(base + (4 << 32), 2, (300, 4))
+    assert b.lib.fa_attention_forward_varlen_check(kernel, ctypes.byref(args)) == 1
+    assert "lse.shape is [300,4], expected [4,300]" in b.lib.fa_last_error().decode()
     # The dense search never returns it.
     out = ctypes.c_void_p()
     assert b.lib.fa_kernel_find(b._handles[-1], ctypes.byref(query), ctypes.byref(out)) == 2
