@@ -23,8 +23,9 @@
 #                           test/gpu/test_maskmod.py (through the runtime)
 #   out/bundle-varlen/      varlen forwards (FA_VARLEN_BUNDLE names another), run with
 #                           FA_VARLEN=1: test/gpu/test_varlen.py (FA_VARLEN_CASES, 120), and with
-#                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence, fa
-#                           dense on out/bundle, SDPA flash; FA_VARLEN_BENCH_ARGS)
+#                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
+#                           dense on FA_VARLEN_DENSE_BUNDLE (out/bundle), SDPA flash;
+#                           FA_VARLEN_BENCH_ARGS); memcheck of 12 short cases unless FA_VARLEN_SAN=0
 # Built here (MLIR is not on the GPU machine):
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
@@ -176,11 +177,20 @@ if [ "${FA_VARLEN:-0}" = 1 ]; then
     --bundle "$VARLEN_BUNDLE" --cases "${FA_VARLEN_CASES:-120}" > "$WORK/varlen.log" 2>&1 ||
     fail "varlen differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/varlen.log" | tail -n 40
+  if [ "${FA_VARLEN_SAN:-1}" != 0 ]; then
+    step "varlen forwards under compute-sanitizer memcheck (packed rows, offsets clamped, 12 short cases)"
+    timeout -k 10 ${FA_SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 test/gpu/test_varlen.py --lib "$LIB" --bundle "$VARLEN_BUNDLE" --cases 12 \
+      --max-len 300 --seed 5 > "$WORK/varlen_memcheck.log" 2>&1
+    rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/varlen_memcheck.log" | tail -n 20
+    [ $rc = 0 ] && echo "memcheck: clean" || fail "varlen memcheck (exit $rc)"
+  fi
 fi
 if [ "${FA_VARLEN_BENCH:-0}" = 1 ]; then
   step "varlen prefill benchmark (bench/varlen.py: 64k tokens of 100..8k, causal and not)"
   timeout -k 10 ${FA_VARLEN_BENCH_TIMEOUT:-300} python3 bench/varlen.py --lib "$LIB" \
-    --bundle "$VARLEN_BUNDLE" --dense-bundle "$BUNDLE" ${FA_VARLEN_BENCH_ARGS:-} ||
+    --bundle "$VARLEN_BUNDLE" --dense-bundle "${FA_VARLEN_DENSE_BUNDLE:-out/bundle}" \
+    ${FA_VARLEN_BENCH_ARGS:-} ||
     fail "varlen benchmark"
 fi
 
