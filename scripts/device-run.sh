@@ -21,6 +21,11 @@
 #   out/bundle-maskmod/     mask_mod kernels (optional; FA_MASKMOD_BUNDLE names another): the
 #                           document-mask and prefix-LM forwards' differential test,
 #                           test/gpu/test_maskmod.py (through the runtime)
+#   out/bundle-varlen/      varlen forwards (FA_VARLEN_BUNDLE names another), run with
+#                           FA_VARLEN=1: test/gpu/test_varlen.py (FA_VARLEN_CASES, 120), and with
+#                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
+#                           dense on FA_VARLEN_DENSE_BUNDLE (out/bundle), SDPA flash;
+#                           FA_VARLEN_BENCH_ARGS); memcheck of 12 short cases unless FA_VARLEN_SAN=0
 # Built here (MLIR is not on the GPU machine):
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
@@ -36,6 +41,7 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
 #   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
 #       -o out/bundle-maskmod
+#   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 # and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache
@@ -162,6 +168,30 @@ if [ -f "$MASKMOD_BUNDLE/manifest.json" ]; then
     --bundle "$MASKMOD_BUNDLE" --cases "${FA_MASKMOD_CASES:-16}" \
     > "$WORK/maskmod.log" 2>&1 || fail "mask_mod differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/maskmod.log" | tail -n 40
+fi
+
+VARLEN_BUNDLE=${FA_VARLEN_BUNDLE:-out/bundle-varlen}
+if [ "${FA_VARLEN:-0}" = 1 ]; then
+  step "varlen forwards ($VARLEN_BUNDLE, through the runtime and fa.attention_varlen): differential tests"
+  timeout -k 10 ${FA_VARLEN_TIMEOUT:-300} python3 test/gpu/test_varlen.py --lib "$LIB" \
+    --bundle "$VARLEN_BUNDLE" --cases "${FA_VARLEN_CASES:-120}" > "$WORK/varlen.log" 2>&1 ||
+    fail "varlen differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/varlen.log" | tail -n 40
+  if [ "${FA_VARLEN_SAN:-1}" != 0 ]; then
+    step "varlen forwards under compute-sanitizer memcheck (packed rows, offsets clamped, 12 short cases)"
+    timeout -k 10 ${FA_SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 test/gpu/test_varlen.py --lib "$LIB" --bundle "$VARLEN_BUNDLE" --cases 12 \
+      --max-len 300 --seed 5 > "$WORK/varlen_memcheck.log" 2>&1
+    rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/varlen_memcheck.log" | tail -n 20
+    [ $rc = 0 ] && echo "memcheck: clean" || fail "varlen memcheck (exit $rc)"
+  fi
+fi
+if [ "${FA_VARLEN_BENCH:-0}" = 1 ]; then
+  step "varlen prefill benchmark (bench/varlen.py: 64k tokens of 100..8k, causal and not)"
+  timeout -k 10 ${FA_VARLEN_BENCH_TIMEOUT:-300} python3 bench/varlen.py --lib "$LIB" \
+    --bundle "$VARLEN_BUNDLE" --dense-bundle "${FA_VARLEN_DENSE_BUNDLE:-out/bundle}" \
+    ${FA_VARLEN_BENCH_ARGS:-} ||
+    fail "varlen benchmark"
 fi
 
 GQA_BUNDLE=${FA_GQA_BUNDLE:-out/bundle-gqa}

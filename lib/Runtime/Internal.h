@@ -112,6 +112,12 @@ struct KernelConfig {
   /// every other parameter of fwd or bwd); empty for most kernels.
   std::vector<ModArgSpec> modArgs;
   int modArgParam = -1;
+  /// Varlen forward (bundle version 10): packed [T, H, D] tensors, the
+  /// sequences' offsets cu_seqlens_q, cu_seqlens_k at cuSeqlensParam and the
+  /// one after it (after the strides); only fa_attention_forward_varlen
+  /// launches it (Varlen.cpp).
+  bool varlen = false;
+  int cuSeqlensParam = -1;
   Entry fwd, bwdPre, bwd, bwdPost, merge;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -328,6 +334,22 @@ std::vector<NamedTensor> tensorsOf(const Args &args, const ModArgList &mods) {
     all.push_back({kNames[i], &mods.tensors[i]});
   return all;
 }
+
+/// Validate.cpp's single-tensor checks, for the varlen launch (Varlen.cpp):
+/// checkTensor of a packed tensor with rows of `cols` elements (a strided
+/// kernel's layout: any positive strides with a unit last one, distinct
+/// elements for an `output`), or, with cols 0, of a contiguous one.
+std::string checkTensorFor(const KernelConfig &c, const char *name,
+                           const fa_tensor &t, fa_dtype dtype, int rank,
+                           int64_t cols, bool output);
+/// checkShape: "<name>.shape is [..], expected [..] (<meaning>)" or "".
+std::string checkShapeFor(const char *name, const fa_tensor &t,
+                          const std::vector<int64_t> &want,
+                          const char *meaning);
+std::string checkScaleValue(float scale);
+/// No output of `outputs` overlaps another tensor of `all`; "" if none.
+std::string checkOutputOverlap(const std::vector<NamedTensor> &all,
+                               const std::vector<const char *> &outputs);
 
 /// A launch grid: x, y, z.
 using Grid = std::array<unsigned, 3>;

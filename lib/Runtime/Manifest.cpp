@@ -495,6 +495,37 @@ void parsePackGqa(const json &k, KernelConfig &c, const std::string &where) {
     bad(where + ".entries.fwd", "a packed-GQA kernel has no persistent grid");
 }
 
+/// The optional "varlen" and "cu_seqlens_param" fields (bundle version 10):
+/// a wgmma forward over packed sequences, which takes the strides of its
+/// packed tensors and then cu_seqlens_q, cu_seqlens_k (docs/ABI.md).
+void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
+  auto varlen = k.find("varlen");
+  if (varlen == k.end())
+    return;
+  if (!varlen->is_boolean())
+    bad(where, "field 'varlen' must be true or false, got " + varlen->dump());
+  c.varlen = varlen->get<bool>();
+  if (!c.varlen)
+    return;
+  if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
+      c.splitKv || c.packGqa || c.fwd.persistent || !c.strided())
+    bad(where, "field 'varlen' is true, but only strided wgmma forwards on "
+               "a grid of query tiles (no split-KV, packed GQA or persistent "
+               "grid) run varlen batches");
+  if (!c.modArgs.empty() || !c.scoreMod.empty() || !c.maskMod.empty())
+    bad(where, "field 'varlen' is true, but varlen kernels have no score_mod, "
+               "mask_mod or mod_args");
+  c.cuSeqlensParam = intField(k, "cu_seqlens_param", where, 0, INT_MAX);
+  // After q, k, v and o's three strides each.
+  int expect = c.strideParam + 3 * 4;
+  if (c.cuSeqlensParam != expect)
+    bad(where, "field 'cu_seqlens_param' = " +
+                   std::to_string(c.cuSeqlensParam) + ", expected " +
+                   std::to_string(expect) +
+                   " (cu_seqlens_q and cu_seqlens_k follow the strides of "
+                   "q, k, v and o)");
+}
+
 /// The optional "deterministic" and "semaphore_param" fields: only the
 /// warp-specialised wgmma backward has a deterministic variant, and it takes
 /// its semaphore workspace right after its tensor maps.
@@ -641,6 +672,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseDeterministic(k, c, where);
   parseStrides(k, c, where);
   parseModArgs(k, c, where);
+  parseVarlen(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -747,6 +779,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(7, c.strided(), "strided kernels (field 'stride_param')");
       // Without "mask_mod": served to queries without the mask.
       needs(9, !c.maskMod.empty(), "mask_mod kernels");
+      // Without "varlen": launched as a dense forward without cu_seqlens.
+      needs(10, c.varlen, "varlen kernels");
       // Older runtimes refuse "mod_args"; the version says so too.
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       if (!tags.insert(kernel->config.tag).second)

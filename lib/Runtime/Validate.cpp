@@ -569,6 +569,9 @@ std::string checkArguments(const KernelConfig &c, const fa_attention_args &a,
   if (c.splitKv)
     return "kernel '" + c.tag + "' is a split-KV kernel (a split forward and "
            "a merge); use fa_attention_forward_splitkv";
+  if (c.varlen)
+    return "kernel '" + c.tag + "' is a varlen forward (packed sequences); "
+           "use fa_attention_forward_varlen";
   return checkForward(c, a, mods);
 }
 
@@ -793,6 +796,28 @@ std::string checkModArgs(const KernelConfig &c, const ModArgList &mods,
     }
   }
   return "";
+}
+
+std::string checkTensorFor(const KernelConfig &c, const char *name,
+                           const fa_tensor &t, fa_dtype dtype, int rank,
+                           int64_t cols, bool output) {
+  if (cols == 0)
+    return checkTensor(name, t, dtype, rank);
+  return checkTensor(name, t, dtype, rank, alignmentFor(c, cols, dtype),
+                     output ? Layout::StridedOutput : Layout::StridedInput);
+}
+
+std::string checkShapeFor(const char *name, const fa_tensor &t,
+                          const std::vector<int64_t> &want,
+                          const char *meaning) {
+  return checkShape(name, t, want, meaning);
+}
+
+std::string checkScaleValue(float scale) { return checkScale(scale); }
+
+std::string checkOutputOverlap(const std::vector<NamedTensor> &all,
+                               const std::vector<const char *> &outputs) {
+  return checkOverlap(all, outputs);
 }
 
 } // namespace fa::runtime

@@ -36,7 +36,8 @@ from ._runtime import (BWD, DTYPE_NAMES, DTYPES, EXTENT_NAMES, FWD, MASK_NAMES, 
                        ForwardArgs, KernelInfo, KernelQuery, ModArgInfo, Tensor, check,
                        open_library)
 
-__all__ = ["load", "attention", "forward_into", "backward_into", "Bundle", "FaError"]
+__all__ = ["load", "attention", "attention_varlen", "forward_into", "backward_into", "Bundle",
+           "FaError"]
 
 _default = None
 _bundles = []  # every Bundle made, by Bundle.id (the custom ops name bundles by it)
@@ -117,7 +118,8 @@ class Bundle:
             "score_mod": info.score_mod.decode() if info.score_mod else None,
             "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa),
             "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info),
-            "mask_mod": info.mask_mod.decode() if info.mask_mod else None}
+            "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
+            "varlen": bool(info.varlen)}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -1066,6 +1068,8 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors)
     return (o, lse) if return_lse else o
 
+
+from .varlen import attention_varlen  # noqa: E402 (it uses the helpers above)
 
 if "torch" in sys.modules:
     _register_torch_ops()

@@ -42,6 +42,14 @@ class BackwardArgs(ctypes.Structure):
     _fields_ = [(n, Tensor) for n in TENSORS] + [("scale", ctypes.c_float)]
 
 
+class VarlenArgs(ctypes.Structure):
+    """fa_attention_varlen_args: packed q [Tq,H,D], k, v [Tk,Hkv,D|Dv],
+    o [Tq,H,Dv], lse [H,Tq] and the sequences' offsets."""
+    _fields_ = [(n, Tensor) for n in ("q", "k", "v", "o", "lse")] + [
+        ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64),
+        ("batch", ctypes.c_int32), ("max_seqlen_q", ctypes.c_int32), ("scale", ctypes.c_float)]
+
+
 class KernelQuery(ctypes.Structure):
     _fields_ = [("direction", ctypes.c_int), ("dtype", ctypes.c_int),
                 ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
@@ -64,7 +72,7 @@ class KernelInfo(ctypes.Structure):
                 ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32),
                 ("pack_gqa", ctypes.c_int32),
                 ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
-                ("mask_mod", ctypes.c_char_p)]
+                ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32)]
 
 
 EXTENT_NAMES = {0: "any", 1: "fixed", 2: "batch", 3: "heads", 4: "kv_heads", 5: "nq",
@@ -185,6 +193,14 @@ def _open_library(path):
                                                 ctypes.c_int32], st),
         "fa_attention_forward_splitkv": ([vp, ctypes.POINTER(ForwardArgs), ctypes.c_uint64,
                                           ctypes.c_uint64, ctypes.c_int32, vp], st),
+        "fa_kernel_find_varlen": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                   ctypes.POINTER(vp)], st),
+        "fa_attention_forward_varlen_check": ([vp, ctypes.POINTER(VarlenArgs)], st),
+        "fa_attention_forward_varlen": ([vp, ctypes.POINTER(VarlenArgs), vp], st),
+        "fa_varlen_check_seqlens": ([ctypes.POINTER(ctypes.c_int32),
+                                     ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
+                                     ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                     ctypes.c_int32], st),
     }
     for name, (args, res) in sigs.items():
         try:

@@ -417,3 +417,93 @@ TEST(CApi, EveryFieldOfEveryKind) {
   // Most replacements break the manifest: the checks are field by field.
   EXPECT_GT(rejected, loads * 3 / 4) << rejected << " of " << loads;
 }
+
+TEST(CApi, VarlenChecksSurviveAllocationFailures) {
+  // A varlen wgmma forward (bundle version 10): its manifest fields, its
+  // search (hit and miss), the launch checks accepting and rejecting, its
+  // maps and grid, and the host check of the offsets, each out of memory at
+  // every allocation.
+  json full = smallManifest();
+  json v = full["kernels"][2];
+  v["tag"] = "varlen_fwd";
+  v["stride_param"] = 14;
+  v["varlen"] = true;
+  v["cu_seqlens_param"] = 26;
+  for (json &m : v["tensor_maps"]) {
+    m["dims"].back() = m["tensor"] == "q" ? "heads" : "kv_heads";
+    m["dims"].push_back("batch");
+    m["box"].push_back(1);
+  }
+  full["kernels"] = json::array({v});
+  full["version"] = 10;
+  std::string dir = writeBundle("alloc_varlen", full.dump());
+  sweepAllocationFailures("fa_bundle_load (varlen)", [&] {
+    fa_bundle *b = nullptr;
+    fa_status s = fa_bundle_load(dir.c_str(), &b);
+    fa_bundle_free(b);
+    return s;
+  });
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(fa_bundle_load(dir.c_str(), &bundle), FA_SUCCESS)
+      << fa_last_error();
+  const fa_kernel *k = fa_bundle_kernel_at(bundle, 0);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  ASSERT_EQ(info.varlen, 1);
+  fa_kernel_query query{};
+  query.direction = FA_DIRECTION_FWD;
+  query.dtype = info.dtype;
+  query.head_dim = info.head_dim;
+  query.mask = info.mask;
+  query.compute_capability = 90;
+  const fa_kernel *found = nullptr;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &query, 1000, &found), FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_kernel_find_varlen", [&] {
+    return fa_kernel_find_varlen(bundle, &query, 1000, &found);
+  });
+  EXPECT_GT(sweepAllocationFailures("fa_kernel_find (varlen only)", [&] {
+              return fa_kernel_find(bundle, &query, &found);
+            }),
+            0);
+  int d = info.head_dim;
+  fa_attention_varlen_args a{};
+  a.q = tensor(info.dtype, {500, 4, d});
+  a.k = tensor(info.dtype, {700, 2, d});
+  a.v = tensor(info.dtype, {700, 2, d});
+  a.o = tensor(info.dtype, {500, 4, d});
+  a.lse = tensor(FA_DTYPE_F32, {4, 500});
+  a.cu_seqlens_q = tensor(FA_DTYPE_I32, {4}).data;
+  a.cu_seqlens_k = tensor(FA_DTYPE_I32, {4}).data;
+  a.batch = 3;
+  a.max_seqlen_q = 300;
+  a.scale = 0.125f;
+  ASSERT_EQ(fa_attention_forward_varlen_check(k, &a), FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_forward_varlen_check", [&] {
+    return fa_attention_forward_varlen_check(k, &a);
+  });
+  fa_tensor_map_args maps[FA_MAX_TENSOR_MAPS];
+  int32_t count = 0;
+  sweepAllocationFailures("fa_attention_forward_varlen_tensor_maps", [&] {
+    return fa_attention_forward_varlen_tensor_maps(k, &a, maps, &count);
+  });
+  unsigned grid[3];
+  sweepAllocationFailures("fa_attention_forward_varlen_grid", [&] {
+    return fa_attention_forward_varlen_grid(k, &a, grid);
+  });
+  fa_attention_varlen_args bad = a;
+  bad.o = tensor(info.dtype, {499, 4, d});
+  EXPECT_GT(sweepAllocationFailures("fa_attention_forward_varlen_check (bad)",
+                                    [&] {
+                                      return fa_attention_forward_varlen_check(
+                                          k, &bad);
+                                    }),
+            0);
+  const int32_t cq[] = {0, 100, 50, 500}, ck[] = {0, 10, 20, 700};
+  EXPECT_GT(sweepAllocationFailures("fa_varlen_check_seqlens (bad)", [&] {
+              return fa_varlen_check_seqlens(cq, ck, 3, 500, 700, -1, -1);
+            }),
+            0);
+  fa_bundle_free(bundle);
+}

@@ -46,12 +46,13 @@ extern "C" {
  * since strided backwards, which older version-7 runtimes reject), 8
  * kernels whose score_mod reads tensors ("mod_args", passed by the _ex
  * launches), 9 kernels with a mask_mod ("mask_mod": chosen only by queries
- * naming it). Kernels
+ * naming it), 10 varlen forwards ("varlen": packed sequences named by
+ * cu_seqlens, launched only by fa_attention_forward_varlen). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 9
+#define FA_RUNTIME_BUNDLE_VERSION 10
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -205,6 +206,10 @@ typedef struct fa_kernel_info {
    * are masked out, with the mask), NULL for none. Owned by the bundle.
    * Last. */
   const char *mask_mod;
+  /* 1: a varlen forward (packed sequences, cu_seqlens; bundle version 10),
+   * returned only by fa_kernel_find_varlen and launched only by
+   * fa_attention_forward_varlen. Last. */
+  int32_t varlen;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -447,6 +452,76 @@ FA_API fa_status fa_attention_forward_splitkv_ex(
     const fa_kernel *kernel, const fa_attention_args *args,
     CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
     const fa_tensor *mod_args, int32_t mod_arg_count, CUstream stream);
+
+/* Varlen forward (kernels whose manifest entry has "varlen": true; bundle
+ * version 10): B sequences of different lengths packed along the token
+ * axis. Sequence b owns query rows [cu_seqlens_q[b], cu_seqlens_q[b+1]) of q,
+ * o and lse and key rows [cu_seqlens_k[b], cu_seqlens_k[b+1]) of k and v;
+ * masks count from each sequence's own start with its own lengths
+ * (docs/ABI.md, "Varlen wgmma forward").
+ *
+ * q [Tq,H,D], k [Tk,Hkv,D], v [Tk,Hkv,Dv], o [Tq,H,Dv] in the kernel's dtype,
+ * any strides with a unit last one (each a multiple of 16 bytes: TMA), o's
+ * elements distinct; lse [H,Tq] f32, contiguous. cu_seqlens_q/k: device
+ * pointers to i32 [batch + 1], 4-byte aligned, non-decreasing from 0 to at
+ * most Tq (Tk). max_seqlen_q: at least the longest query sequence (the
+ * grid's x is ceil(max_seqlen_q / block_q); rows of a longer sequence past
+ * it are not computed). The launch does not read the offsets (that would
+ * need a synchronisation): the kernel clamps them to [0, T], so bad ones
+ * cannot address memory outside the tensors, and fa_varlen_check_seqlens
+ * checks a host copy. Rows outside every sequence are not written.
+ * Tq = 0 or max_seqlen_q = 0: nothing to compute, nothing is launched (the
+ * tensors of 0 tokens may have null data). Tk = 0 with Tq > 0: every query
+ * sees no key: o is filled with 0 and lse with -inf (o's heads adjacent in
+ * its rows, strides[1] = Dv). */
+typedef struct fa_attention_varlen_args {
+  fa_tensor q, k, v, o, lse;
+  CUdeviceptr cu_seqlens_q, cu_seqlens_k;
+  int32_t batch;        /* B >= 1, at most 65535 (the grid's z) */
+  int32_t max_seqlen_q; /* >= 0 */
+  float scale;
+} fa_attention_varlen_args;
+
+/* The varlen forward for the query (fa_kernel_find's matching and ranking
+ * over the bundle's varlen kernels only; max_seqlen_k picks among tiles as
+ * nk does, 0 if unknown). The other searches never return them. */
+FA_API fa_status fa_kernel_find_varlen(const fa_bundle *bundle,
+                                       const fa_kernel_query *query,
+                                       int64_t max_seqlen_k,
+                                       const fa_kernel **out);
+/* The argument checks that need no GPU (shapes against the kernel and each
+ * other, dtypes, strides, alignment, batch, max_seqlen_q, the cu_seqlens
+ * pointers' alignment, scale, overlap). */
+FA_API fa_status fa_attention_forward_varlen_check(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args);
+/* The tensor maps a varlen launch builds (4-D over the packed tensors:
+ * {D, T, H, 1}, strides row, head, whole tensor; after the checks); *count
+ * is 0 when nothing would be launched. Needs no GPU. */
+FA_API fa_status fa_attention_forward_varlen_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count);
+/* The launch grid (ceil(max_seqlen_q / block_q), H, batch); all 0 when
+ * nothing would be launched. Needs no GPU. */
+FA_API fa_status fa_attention_forward_varlen_grid(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    unsigned grid[3]);
+/* Validate (above, plus: the tensors and both cu_seqlens arrays are device
+ * memory of the context's device holding them whole, the stream belongs to
+ * the context), then launch asynchronously on `stream`; capturable in a
+ * CUDA graph. */
+FA_API fa_status fa_attention_forward_varlen(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    CUstream stream);
+/* Checks host copies of the offsets against the packed tensors: each array
+ * starts at 0, never decreases and ends at most at its total (tokens past
+ * the end belong to no sequence), and no sequence is longer than
+ * max_seqlen_q (max_seqlen_k; a negative one is not checked). The message
+ * names the first offending sequence. */
+FA_API fa_status fa_varlen_check_seqlens(const int32_t *cu_seqlens_q,
+                                         const int32_t *cu_seqlens_k,
+                                         int32_t batch, int64_t total_q,
+                                         int64_t total_k, int32_t max_seqlen_q,
+                                         int32_t max_seqlen_k);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);

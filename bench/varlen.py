@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Varlen prefill (issue 16): B sequences of random lengths packed along the
+token axis, causal and not, bf16. Times, in one process on the same tokens
+(GPU time, median of rounds), and reports TFLOP/s over the computed tokens
+(4·H·D·L² per sequence, half of it under the causal mask):
+  fa varlen        fa.varlen.forward_into, one launch for the batch
+                   (check_seqlens=False, as flash-attn; "+check" adds the
+                   host copy and check of cu_seqlens)
+  fa per sequence  fa.attention on each sequence's contiguous [1,H,L,D]
+  fa dense         fa.attention on [B', H, L', D] of equal lengths, B'·L'
+                   the same total (the rate the issue holds varlen to: within 5%)
+  SDPA flash       per sequence (PyTorch's FlashAttention-2 backend)
+  flash-attn       flash_attn_varlen_func, where flash_attn is installed
+and checks fa varlen's O against fa per sequence.
+
+    python3 bench/varlen.py --bundle out/bundle-varlen --dense-bundle out/bundle --lib <so>
+"""
+import argparse
+import os
+import random
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import fa  # noqa: E402
+from fa import varlen  # noqa: E402
+from decode import median_us  # noqa: E402
+
+
+def lengths(seed, total, lo, hi):
+    """Random lengths in [lo, hi] summing to `total` (the last one trimmed)."""
+    rng = random.Random(seed)
+    out = []
+    while sum(out) < total:
+        out.append(min(rng.randint(lo, hi), total - sum(out)))
+    if out[-1] < lo and len(out) > 1:
+        out[-2] += out.pop()
+    return out
+
+
+def run(bundle, lens, h, d, causal, reps):
+    dev, dt = "cuda", torch.bfloat16
+    total = sum(lens)
+    cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int32,
+                      device=dev)
+    q, k, v = (torch.randn(total, h, d, device=dev, dtype=dt) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty(h, total, device=dev, dtype=torch.float32)
+    longest = max(lens)
+    kw = {"causal": True} if causal else {}
+    if causal and not any(k["varlen"] and k["mask"] == "causal_bottom_right" and
+                          k["dtype"] == "bf16" and k["head_dim"] == d
+                          for k in bundle.kernels()):
+        kw = {"causal_top_left": True}  # equal lengths: the same mask
+
+    def fa_varlen(check=False):
+        varlen.forward_into(q, k, v, o, lse, cu, cu, longest, longest, bundle=bundle,
+                            check_seqlens=check, **kw)
+        return o
+
+    starts = cu.tolist()
+    seqs = [[t[starts[i]:starts[i + 1]].transpose(0, 1).unsqueeze(0).contiguous()
+             for t in (q, k, v)] for i in range(len(lens))]
+
+    def fa_per_sequence():
+        return [fa.attention(*s, causal=causal, bundle=bundle) for s in seqs]
+
+    mean = max(128, (total // len(lens)) // 128 * 128)
+    dense = [torch.randn(max(1, total // mean), h, mean, d, device=dev, dtype=dt)
+             for _ in range(3)]
+
+    def fa_dense():
+        return fa.attention(*dense, causal=causal, bundle=bundle)
+
+    def sdpa_per_sequence():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return [F.scaled_dot_product_attention(*s, is_causal=causal) for s in seqs]
+
+    timed = [("fa varlen", fa_varlen), ("fa varlen +check", lambda: fa_varlen(True)),
+             ("fa per sequence", fa_per_sequence), ("SDPA flash", sdpa_per_sequence)]
+    try:
+        from flash_attn import flash_attn_varlen_func
+        timed.append(("flash-attn varlen", lambda: flash_attn_varlen_func(
+            q, k, v, cu, cu, longest, longest, causal=causal)))
+    except ImportError:
+        pass
+    # Correctness first: varlen's O against the per-sequence dense kernels
+    # (SDPA's where the dense bundle lacks them).
+    fa_varlen(True)
+    try:
+        per = fa_per_sequence()
+        reference = "fa per sequence"
+    except fa.FaError as e:
+        print("  (fa dense kernels unavailable: %s)" % str(e).splitlines()[0])
+        timed = [t for t in timed if t[0] != "fa per sequence"]
+        fa_dense = None
+        per = sdpa_per_sequence()
+        reference = "SDPA flash"
+    err = max((o[starts[i]:starts[i + 1]].float() - per[i][0].transpose(0, 1).float())
+              .abs().max().item() for i in range(len(lens)) if lens[i])
+    flops = sum(4.0 * h * d * n * n * (0.5 if causal else 1.0) for n in lens)
+    dense_flops = 4.0 * dense[0].shape[0] * h * d * mean * mean * (0.5 if causal else 1.0)
+    print("%s: %d sequences, %d tokens (lengths %d..%d), H%d d%d bf16; max |varlen - %s| = "
+          "%.3g" % ("causal" if causal else "none", len(lens), total, min(lens), longest, h, d,
+                    reference, err))
+    rates = {}
+    for name, fn in timed:
+        us = median_us(fn, reps=reps)
+        rates[name] = flops / us / 1e6
+        print("  %-18s %9.1f us  %6.1f TFLOP/s" % (name, us, rates[name]), flush=True)
+    if fa_dense is not None:
+        us = median_us(fa_dense, reps=reps)
+        rates["fa dense"] = dense_flops / us / 1e6
+        print("  %-18s %9.1f us  %6.1f TFLOP/s  ([%d,%d,%d,%d], equal lengths)"
+              % ("fa dense", us, rates["fa dense"], dense[0].shape[0], h, mean, d), flush=True)
+    for other in ("fa dense", "fa per sequence", "SDPA flash", "flash-attn varlen"):
+        if other in rates:
+            print("  fa varlen / %s = %.3f" % (other, rates["fa varlen"] / rates[other]))
+    return err
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bundle", default=os.environ.get("FA_VARLEN_BUNDLE", "out/bundle-varlen"))
+    ap.add_argument("--dense-bundle", default="out/bundle")
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--tokens", type=int, default=65536)
+    ap.add_argument("--min-len", type=int, default=100)
+    ap.add_argument("--max-len", type=int, default=8192)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--dims", default="128,64")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    dirs = [a.bundle] + ([a.dense_bundle] if os.path.exists(
+        os.path.join(a.dense_bundle, "manifest.json")) else [])
+    bundle = fa.Bundle(dirs, lib_path=a.lib, jit=False)
+    torch.manual_seed(a.seed)
+    lens = lengths(a.seed, a.tokens, a.min_len, a.max_len)
+    worst = 0.0
+    for d in (int(x) for x in a.dims.split(",")):
+        for causal in (False, True):
+            worst = max(worst, run(bundle, lens, a.heads, d, causal, a.reps))
+    # bf16 outputs of two kernels of one algorithm: a few ulps of |O| < 4.
+    sys.exit(0 if worst < 0.05 else "varlen differs from the per-sequence kernels")
+
+
+if __name__ == "__main__":
+    main()

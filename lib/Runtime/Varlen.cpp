@@ -1,0 +1,418 @@
+//===- Varlen.cpp - fa_attention_forward_varlen and its checks -----------===//
+//
+// A varlen batch packs B sequences along the token axis: q [Tq,H,D],
+// k [Tk,Hkv,D], v [Tk,Hkv,Dv], o [Tq,H,Dv], lse [H,Tq]. Its kernel is the
+// strided wgmma forward with one batch: the runtime views each packed tensor
+// as [1,H,T,D] (the dense 4-D maps and strides, docs/ABI.md "Varlen wgmma
+// forward"), passes B as the batch and the token totals as nq, nk, and
+// cu_seqlens_q, cu_seqlens_k after the strides. Each CTA of the grid
+// (ceil(max_seqlen_q / block_q), H, B) reads its own sequence's offsets.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TensorMaps.h"
+
+#include <cstring>
+#include <sstream>
+
+using namespace fa::runtime;
+
+namespace {
+
+constexpr const char *kApi = "fa_attention_forward_varlen";
+/// Grid y and z are limited to 65535 blocks.
+constexpr int64_t kMaxGridYZ = 65535;
+/// Parameters before the tensor maps (fa_fwd's 11).
+constexpr int kForwardParams = 11;
+/// A launch's maps, strides (q, k, v, o: 3 each) and two cu_seqlens.
+constexpr int kMaxParams = kForwardParams + FA_MAX_TENSOR_MAPS + 12 + 2;
+
+/// The packed tensors' sizes, from q, k and v.
+struct PackedSizes {
+  int64_t tq = 0, tk = 0, h = 0, hkv = 0, d = 0, dv = 0;
+};
+
+std::string shapeText(const fa_tensor &t) {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < t.rank && i < FA_MAX_RANK; ++i)
+    os << (i ? "," : "") << t.shape[i];
+  os << ']';
+  return os.str();
+}
+
+/// Checks one packed tensor: its dtype, rank, strides and alignment as
+/// checkTensorFor does (`cols` 0: contiguous), then its shape `want`. A
+/// tensor with no tokens (dimension `tokenDim` 0) addresses no memory: only
+/// its dtype, rank and shape are checked, and its data may be null.
+std::string checkPacked(const KernelConfig &c, const char *name,
+                        const fa_tensor &t, fa_dtype dtype, int rank,
+                        int tokenDim, int64_t cols, bool output,
+                        const std::vector<int64_t> &want, const char *meaning) {
+  if (t.rank == rank && t.shape[tokenDim] == 0) {
+    if (t.dtype != dtype)
+      return std::string(name) + ".dtype is " +
+             (fa_dtype_name(t.dtype) ? fa_dtype_name(t.dtype) : "?") +
+             ", expected " + fa_dtype_name(dtype);
+  } else {
+    std::string err = checkTensorFor(c, name, t, dtype, rank, cols, output);
+    if (!err.empty())
+      return err;
+  }
+  return checkShapeFor(name, t, want, meaning);
+}
+
+/// Checks q, k, v against each other and the kernel; fills `s`.
+std::string checkInputs(const KernelConfig &c,
+                        const fa_attention_varlen_args &a, PackedSizes &s) {
+  const fa_tensor &q = a.q, &k = a.k, &v = a.v;
+  std::string err;
+  if (q.rank != 3 || k.rank != 3 || v.rank != 3)
+    return "q, k and v must be packed [T,H,D] tensors (rank 3), got ranks " +
+           std::to_string(q.rank) + ", " + std::to_string(k.rank) + ", " +
+           std::to_string(v.rank);
+  s = {q.shape[0], k.shape[0], q.shape[1], k.shape[1], q.shape[2], v.shape[2]};
+  if (!(err = checkPacked(c, "q", q, c.dtype, 3, 0, c.headDim, false,
+                          {s.tq, s.h, c.headDim},
+                          "[Tq,H,D] with the kernel's head dim"))
+           .empty())
+    return err;
+  if (s.h < 1 || s.h > kMaxGridYZ)
+    return "q.shape " + shapeText(q) + " has " + std::to_string(s.h) +
+           " heads; expected 1 to " + std::to_string(kMaxGridYZ) +
+           " (the grid's y)";
+  if (!(err = checkPacked(c, "k", k, c.dtype, 3, 0, c.headDim, false,
+                          {s.tk, s.hkv, c.headDim}, "[Tk,Hkv,D] with D of q"))
+           .empty())
+    return err;
+  if (s.hkv < 1 || s.h % s.hkv != 0)
+    return "q has " + std::to_string(s.h) + " heads and k has " +
+           std::to_string(s.hkv) +
+           "; the query head count must be a multiple of the key head count";
+  return checkPacked(c, "v", v, c.dtype, 3, 0, c.headDimV, false,
+                     {s.tk, s.hkv, c.headDimV},
+                     "[Tk,Hkv,Dv] with Tk, Hkv of k and the kernel's Dv");
+}
+
+/// The cu_seqlens arrays as i32 [batch + 1] tensors (pointer and overlap
+/// checks).
+fa_tensor offsetsTensor(CUdeviceptr data, int32_t batch) {
+  fa_tensor t{};
+  t.data = data;
+  t.dtype = FA_DTYPE_I32;
+  t.rank = 1;
+  t.shape[0] = int64_t(batch) + 1;
+  t.strides[0] = 1;
+  return t;
+}
+
+/// Every tensor of the launch that addresses memory, with the offsets.
+struct LaunchTensors {
+  fa_tensor cuQ, cuK;
+  std::vector<NamedTensor> all;
+  LaunchTensors(const fa_attention_varlen_args &a)
+      : cuQ(offsetsTensor(a.cu_seqlens_q, a.batch)),
+        cuK(offsetsTensor(a.cu_seqlens_k, a.batch)) {
+    for (auto [name, t] : std::initializer_list<NamedTensor>{
+             {"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"lse", &a.lse}})
+      if (tensorBytes(*t) != 0)
+        all.push_back({name, t});
+    all.push_back({"cu_seqlens_q", &cuQ});
+    all.push_back({"cu_seqlens_k", &cuK});
+  }
+};
+
+/// What a valid call does: nothing (no query row or max_seqlen_q 0), fill
+/// o and lse (no key), or launch the kernel.
+enum class Work { None, Fill, Launch };
+
+Work workOf(const fa_attention_varlen_args &a) {
+  if (a.q.shape[0] == 0 || a.max_seqlen_q == 0)
+    return Work::None;
+  return a.k.shape[0] == 0 ? Work::Fill : Work::Launch;
+}
+
+/// [T,H,D] with strides (row, head, 1) as the dense kernel's [1,H,T,D]; the
+/// batch stride, never stepped, is the tensor's extent (a multiple of the
+/// row stride, so TMA's 16-byte rule holds).
+fa_tensor batchOfOne(const fa_tensor &t) {
+  fa_tensor v{};
+  v.data = t.data;
+  v.dtype = t.dtype;
+  v.rank = 4;
+  int64_t shape[4] = {1, t.shape[1], t.shape[0], t.shape[2]};
+  int64_t strides[4] = {t.strides[0] * t.shape[0], t.strides[1], t.strides[0],
+                        t.strides[2]};
+  std::memcpy(v.shape, shape, sizeof shape);
+  std::memcpy(v.strides, strides, sizeof strides);
+  return v;
+}
+
+/// The dense forward's arguments the kernel sees (its maps and strides).
+fa_attention_args denseView(const fa_attention_varlen_args &a) {
+  fa_attention_args d{};
+  d.q = batchOfOne(a.q);
+  d.k = batchOfOne(a.k);
+  d.v = batchOfOne(a.v);
+  d.o = batchOfOne(a.o);
+  d.lse = a.lse;
+  d.scale = a.scale;
+  return d;
+}
+
+/// The GPU-free checks; "" if the arguments are valid.
+std::string checkVarlen(const KernelConfig &c,
+                        const fa_attention_varlen_args &a) {
+  if (!c.varlen)
+    return "kernel '" + c.tag + "' is not a varlen forward; find one with "
+           "fa_kernel_find_varlen (fa-aot config field 'varlen')";
+  if (a.batch < 1 || a.batch > kMaxGridYZ)
+    return "batch is " + std::to_string(a.batch) + "; expected 1 to " +
+           std::to_string(kMaxGridYZ) + " sequences (the grid's z)";
+  if (a.max_seqlen_q < 0)
+    return "max_seqlen_q is " + std::to_string(a.max_seqlen_q) +
+           "; expected the longest query sequence's length (>= 0)";
+  for (auto [name, p] : {std::pair{"cu_seqlens_q", a.cu_seqlens_q},
+                         std::pair{"cu_seqlens_k", a.cu_seqlens_k}})
+    if (p == 0 || p % 4 != 0) {
+      std::ostringstream os;
+      os << name << " 0x" << std::hex << p << std::dec
+         << " must be a non-null, 4-byte aligned device address of "
+         << a.batch + 1 << " int32 offsets";
+      return os.str();
+    }
+  PackedSizes s;
+  std::string err;
+  if (!(err = checkInputs(c, a, s)).empty())
+    return err;
+  if (!(err = checkPacked(c, "o", a.o, c.dtype, 3, 0, c.headDimV, true,
+                          {s.tq, s.h, s.dv}, "[Tq,H,Dv] from q and v"))
+           .empty() ||
+      !(err = checkPacked(c, "lse", a.lse, FA_DTYPE_F32, 2, 1, 0, true,
+                          {s.h, s.tq}, "[H,Tq] from q"))
+           .empty() ||
+      !(err = checkScaleValue(a.scale)).empty())
+    return err;
+  LaunchTensors tensors(a);
+  if (!(err = checkOutputOverlap(tensors.all, {"o", "lse"})).empty())
+    return err;
+  switch (workOf(a)) {
+  case Work::None:
+    return "";
+  case Work::Fill:
+    if (a.o.strides[1] != s.dv)
+      return "k has no tokens, so o is filled with zeros, which needs its "
+             "heads adjacent in each row: o.strides[1] is " +
+             std::to_string(a.o.strides[1]) + ", expected Dv = " +
+             std::to_string(s.dv);
+    return "";
+  case Work::Launch:
+    break;
+  }
+  std::vector<fa_tensor_map_args> maps;
+  return tensorMapArgs(c, denseView(a), maps);
+}
+
+fa_status checkCall(const fa_kernel *kernel,
+                    const fa_attention_varlen_args *args, const char *api) {
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kernel or args is null");
+  std::string err = checkVarlen(kernel->config, *args);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return succeed();
+}
+
+Grid gridOf(const KernelConfig &c, const fa_attention_varlen_args &a) {
+  if (workOf(a) != Work::Launch)
+    return {0, 0, 0};
+  return {static_cast<unsigned>((int64_t(a.max_seqlen_q) + c.blockQ - 1) /
+                                c.blockQ),
+          static_cast<unsigned>(a.q.shape[1]),
+          static_cast<unsigned>(a.batch)};
+}
+
+/// Every query row sees no key: O = 0, LSE = -inf (what the kernel writes
+/// for such rows), in stream order.
+fa_status fillEmpty(const fa_attention_varlen_args &a, CUstream stream) {
+  size_t rows = static_cast<size_t>(a.o.shape[0]);
+  size_t rowElements = static_cast<size_t>(a.o.shape[1] * a.o.shape[2]);
+  size_t pitch = static_cast<size_t>(a.o.strides[0]) * 2;
+  if (CUresult r =
+          cuMemsetD2D16Async(a.o.data, pitch, 0, rowElements, rows, stream))
+    return cuFail("cuMemsetD2D16Async (o = 0)", r);
+  constexpr unsigned kMinusInfinity = 0xff800000u;
+  if (CUresult r = cuMemsetD32Async(
+          a.lse.data, kMinusInfinity,
+          static_cast<size_t>(a.lse.shape[0] * a.lse.shape[1]), stream))
+    return cuFail("cuMemsetD32Async (lse = -inf)", r);
+  return FA_SUCCESS;
+}
+
+fa_status launchVarlen(const fa_kernel &kernel,
+                       const fa_attention_varlen_args &a,
+                       const ContextScope &scope, CUstream stream) {
+  const KernelConfig &c = kernel.config;
+  CUfunction f;
+  if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, f))
+    return s;
+  fa_attention_args view = denseView(a);
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(c, view, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(kApi) + ": " + err);
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              lse = a.lse.data, cuQ = a.cu_seqlens_q, cuK = a.cu_seqlens_k;
+  // batch: the sequences; nq, nk: the token totals (docs/ABI.md).
+  int32_t b = a.batch, h = static_cast<int32_t>(a.q.shape[1]),
+          hkv = static_cast<int32_t>(a.k.shape[1]),
+          nq = static_cast<int32_t>(a.q.shape[0]),
+          nk = static_cast<int32_t>(a.k.shape[0]);
+  float scale = a.scale;
+  void *params[kMaxParams] = {&q, &k,   &v,  &o,  &lse, &b,
+                              &h, &hkv, &nq, &nk, &scale};
+  StrideParams strides;
+  for (const fa_tensor *t : {&view.q, &view.k, &view.v, &view.o})
+    strides.add(*t);
+  strides.place(params, c.strideParam);
+  params[c.cuSeqlensParam] = &cuQ;
+  params[c.cuSeqlensParam + 1] = &cuK;
+  Grid grid = gridOf(c, a);
+  return launchWithMaps(kApi, c.tag, maps, f, c.fwd, grid, stream, params);
+}
+
+/// One offsets array against its total and longest sequence; "" if valid.
+std::string checkOffsets(const char *name, const int32_t *cu, int32_t batch,
+                         int64_t total, int32_t maxLength, const char *maxName) {
+  std::ostringstream os;
+  if (cu[0] != 0) {
+    os << name << "[0] is " << cu[0] << "; the first sequence starts at 0";
+    return os.str();
+  }
+  for (int32_t b = 0; b < batch; ++b) {
+    int64_t length = int64_t(cu[b + 1]) - cu[b];
+    if (length < 0) {
+      os << name << "[" << b + 1 << "] = " << cu[b + 1] << " is below " << name
+         << "[" << b << "] = " << cu[b] << ": offsets must not decrease";
+      return os.str();
+    }
+    if (maxLength >= 0 && length > maxLength) {
+      os << "sequence " << b << " has " << length << " tokens (" << name
+         << "[" << b << "] = " << cu[b] << ", [" << b + 1
+         << "] = " << cu[b + 1] << "), more than " << maxName << " = "
+         << maxLength;
+      return os.str();
+    }
+  }
+  if (cu[batch] > total) {
+    os << name << "[" << batch << "] = " << cu[batch]
+       << " is past the packed tensor's " << total << " tokens";
+    return os.str();
+  }
+  return "";
+}
+
+} // namespace
+
+extern "C" {
+
+fa_status fa_attention_forward_varlen_check(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args) try {
+  return checkCall(kernel, args, "fa_attention_forward_varlen_check");
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_varlen_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count) try {
+  const char *api = "fa_attention_forward_varlen_tensor_maps";
+  if (!out || !count)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": null argument");
+  *count = 0;
+  if (fa_status s = checkCall(kernel, args, api))
+    return s;
+  if (workOf(*args) != Work::Launch)
+    return succeed();
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(kernel->config, denseView(*args), maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_varlen_grid(const fa_kernel *kernel,
+                                           const fa_attention_varlen_args *args,
+                                           unsigned grid[3]) try {
+  const char *api = "fa_attention_forward_varlen_grid";
+  if (!grid)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": grid is null");
+  if (fa_status s = checkCall(kernel, args, api))
+    return s;
+  Grid g = gridOf(kernel->config, *args);
+  std::copy(g.begin(), g.end(), grid);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_varlen(const fa_kernel *kernel,
+                                      const fa_attention_varlen_args *args,
+                                      CUstream stream) try {
+  if (fa_status s = checkCall(kernel, args, kApi))
+    return s;
+  const fa_attention_varlen_args &a = *args;
+  Work work = workOf(a);
+  if (work == Work::None)
+    return succeed();
+  ContextScope scope;
+  if (fa_status s = scope.enter(work == Work::Launch ? a.q.data : a.o.data))
+    return s;
+  auto prefix = std::string(kApi) + ": ";
+  LaunchTensors tensors(a);
+  if (fa_status s = checkPointers(tensors.all, scope.device))
+    return failWithPrefix(s, prefix);
+  if (fa_status s = checkStream(stream, scope.ctx))
+    return failWithPrefix(s, prefix);
+  fa_status s = work == Work::Fill ? fillEmpty(a, stream)
+                                   : launchVarlen(*kernel, a, scope, stream);
+  if (s != FA_SUCCESS)
+    return failWithPrefix(s, prefix);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_varlen_check_seqlens(const int32_t *cu_seqlens_q,
+                                  const int32_t *cu_seqlens_k, int32_t batch,
+                                  int64_t total_q, int64_t total_k,
+                                  int32_t max_seqlen_q,
+                                  int32_t max_seqlen_k) try {
+  const char *api = "fa_varlen_check_seqlens";
+  if (!cu_seqlens_q || !cu_seqlens_k)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": cu_seqlens_q or cu_seqlens_k is null");
+  if (batch < 1 || total_q < 0 || total_k < 0)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": batch " + std::to_string(batch) +
+                    ", total_q " + std::to_string(total_q) + ", total_k " +
+                    std::to_string(total_k) +
+                    "; expected batch >= 1 and totals >= 0");
+  std::string err = checkOffsets("cu_seqlens_q", cu_seqlens_q, batch, total_q,
+                                 max_seqlen_q, "max_seqlen_q");
+  if (err.empty())
+    err = checkOffsets("cu_seqlens_k", cu_seqlens_k, batch, total_k,
+                       max_seqlen_k, "max_seqlen_k");
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+} // extern "C"

@@ -1,0 +1,451 @@
+//===- VarlenTest.cpp - GPU-free tests of the varlen forward's runtime ----===//
+//
+// The manifest fields of a varlen wgmma forward (bundle version 10), its
+// search, the checks of fa_attention_forward_varlen's arguments (each
+// rejection and the accepted shapes), and the tensor maps and grid a launch
+// would use, with fake device addresses: nothing here calls the driver.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Runtime/fa_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace {
+
+std::string lastError() { return fa_last_error(); }
+
+/// A wgmma forward as fa-aot writes it for `fwd:bf16:d<D>:<mask>:wgmma:varlen`
+/// (strides from 14, cu_seqlens at 26), with `extra` members appended.
+std::string varlenKernel(const std::string &tag, int d,
+                         const std::string &mask = "causal",
+                         const std::string &extra = R"(, "varlen": true,
+                             "cu_seqlens_param": 26)") {
+  auto map = [](const char *t, int param, const char *dims) {
+    return std::string(R"({"tensor": ")") + t + R"(", "param": )" +
+           std::to_string(param) + R"(, "dims": )" + dims +
+           R"(, "box": [64, 128, 1, 1], "swizzle": 128, "l2_promotion": 256,
+              "oob_fill": "zero"})";
+  };
+  std::string maps =
+      "[" + map("q", 11, R"(["head_dim", "nq", "heads", "batch"])") + ", " +
+      map("k", 12, R"(["head_dim", "nk", "kv_heads", "batch"])") + ", " +
+      map("v", 13, R"(["head_dim_v", "nk", "kv_heads", "batch"])") + "]";
+  std::string ds = std::to_string(d);
+  return R"({"tag": ")" + tag + R"(", "direction": "fwd", "dtype": "bf16",
+      "head_dim": )" + ds + R"(, "head_dim_v": )" + ds + R"(,
+      "block_q": 128, "block_kv": 128, "warps": 12, "stages": 2,
+      "mask": ")" + mask + R"(", "window_left": -1, "window_right": -1,
+      "score_mod": null, "target": "sm_90a", "mma": "wgmma",
+      "entries": {"fwd": {"name": "fa_fwd_)" + tag +
+         R"(", "threads": 384, "shared_bytes": 163840}},
+      "ptx": ")" + tag + R"(.ptx", "cubin": ")" + tag + R"(.cubin",
+      "stride_param": 14, "tensor_maps": )" + maps + extra + "}";
+}
+
+std::string manifest(const std::vector<std::string> &kernels,
+                     const std::string &version = "10") {
+  std::string list;
+  for (const std::string &k : kernels)
+    list += (list.empty() ? "" : ",") + k;
+  return R"({"format": "fa-bundle", "version": )" + version +
+         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+}
+
+fa_status loadText(const std::string &name, const std::string &text,
+                   fa_bundle **out) {
+  std::string dir = ::testing::TempDir() + "fa_varlen_" + name;
+  mkdir(dir.c_str(), 0755);
+  std::ofstream(dir + "/manifest.json") << text;
+  return fa_bundle_load(dir.c_str(), out);
+}
+
+void expectRejected(const std::string &name, const std::string &text,
+                    const std::string &expect) {
+  fa_bundle *b = nullptr;
+  EXPECT_EQ(loadText(name, text, &b), FA_ERROR_BAD_MANIFEST) << expect;
+  EXPECT_NE(lastError().find(expect), std::string::npos)
+      << "expected '" << expect << "' in: " << lastError();
+  fa_bundle_free(b);
+}
+
+uint64_t addr(int i) { return 0x7f0000000000ull + (uint64_t(i) << 32); }
+
+fa_tensor tensor(uint64_t data, fa_dtype dtype, std::vector<int64_t> shape) {
+  fa_tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int32_t>(shape.size());
+  int64_t stride = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return t;
+}
+
+TEST(VarlenManifest, FieldsAndVersion) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("ok", manifest({varlenKernel("v", 128)}), &b), FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.varlen, 1);
+  EXPECT_EQ(info.strided, 1);
+  fa_bundle_free(b);
+  // A version-9 runtime would launch it as a dense forward.
+  expectRejected("v9", manifest({varlenKernel("v", 128)}, "9"),
+                 "kernels[0]: varlen kernels need bundle version 10, the "
+                 "manifest says 9");
+  expectRejected("v11", manifest({varlenKernel("v", 128)}, "11"),
+                 "version 11 is not supported (this runtime reads versions 1 "
+                 "to 10)");
+  expectRejected("param",
+                 manifest({varlenKernel("v", 128, "causal",
+                                        R"(, "varlen": true,
+                                           "cu_seqlens_param": 25)")}),
+                 "field 'cu_seqlens_param' = 25, expected 26 (cu_seqlens_q and "
+                 "cu_seqlens_k follow the strides of q, k, v and o)");
+  expectRejected("noparam",
+                 manifest({varlenKernel("v", 128, "causal",
+                                        R"(, "varlen": true)")}),
+                 "cu_seqlens_param");
+  expectRejected("type",
+                 manifest({varlenKernel("v", 128, "causal",
+                                        R"(, "varlen": 1)")}),
+                 "field 'varlen' must be true or false, got 1");
+  // The plans refuse a score_mod with varlen.
+  std::string modded = varlenKernel("v", 128);
+  modded.replace(modded.find(R"("score_mod": null)"),
+                 std::string(R"("score_mod": null)").size(),
+                 R"("score_mod": "softcap30")");
+  expectRejected("mod", manifest({modded}),
+                 "field 'varlen' is true, but varlen kernels have no "
+                 "score_mod, mask_mod or mod_args");
+}
+
+/// A bundle with a varlen and a dense causal forward of the same problem.
+class VarlenApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 3, H = 8, Hkv = 2, Tq = 500, Tk = 700, D = 128;
+  void SetUp() override {
+    std::string dense = varlenKernel("dense", 128, "causal", "");
+    ASSERT_EQ(loadText("api",
+                       manifest({varlenKernel("v128", 128), dense,
+                                 varlenKernel("v64", 64, "none")}),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    varlen = fa_bundle_kernel_at(bundle, 0);
+    dense_ = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype bf = FA_DTYPE_BF16;
+    a.q = tensor(addr(0), bf, {Tq, H, D});
+    a.k = tensor(addr(1), bf, {Tk, Hkv, D});
+    a.v = tensor(addr(2), bf, {Tk, Hkv, D});
+    a.o = tensor(addr(3), bf, {Tq, H, D});
+    a.lse = tensor(addr(4), FA_DTYPE_F32, {H, Tq});
+    a.cu_seqlens_q = addr(5);
+    a.cu_seqlens_k = addr(6);
+    a.batch = B;
+    a.max_seqlen_q = 300;
+    a.scale = 0.125f;
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+  void reject(const fa_attention_varlen_args &bad, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_varlen_check(varlen, &bad),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+    // The launch runs the same checks first and launches nothing.
+    EXPECT_EQ(fa_attention_forward_varlen(varlen, &bad, nullptr),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos) << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *varlen = nullptr, *dense_ = nullptr;
+  fa_attention_varlen_args a{};
+};
+
+TEST_F(VarlenApi, OnlyTheVarlenSearchReturnsThem) {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_CAUSAL;
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find(bundle, &q, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(k, dense_);
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(k, varlen);
+  q.mask = FA_MASK_NONE;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 0, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("fwd bf16 d=128 dv=128 mask=none (varlen)"),
+            std::string::npos)
+      << lastError();
+  // The bundle's list marks its varlen kernels.
+  EXPECT_NE(lastError().find("mask=causal mma=wgmma (varlen) (sm_90a)"),
+            std::string::npos)
+      << lastError();
+  q.head_dim = 64;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 0, &k), FA_SUCCESS);
+  EXPECT_EQ(k, fa_bundle_kernel_at(bundle, 2));
+  EXPECT_EQ(fa_kernel_find(bundle, &q, &k), FA_ERROR_NOT_FOUND);
+}
+
+TEST_F(VarlenApi, DenseLaunchesRefuseVarlenKernels) {
+  fa_attention_args d{};
+  d.q = tensor(addr(0), FA_DTYPE_BF16, {1, H, Tq, D});
+  d.k = tensor(addr(1), FA_DTYPE_BF16, {1, Hkv, Tk, D});
+  d.v = tensor(addr(2), FA_DTYPE_BF16, {1, Hkv, Tk, D});
+  d.o = tensor(addr(3), FA_DTYPE_BF16, {1, H, Tq, D});
+  d.lse = tensor(addr(4), FA_DTYPE_F32, {1, H, Tq});
+  d.scale = 0.125f;
+  EXPECT_EQ(fa_attention_forward_check(dense_, &d), FA_SUCCESS) << lastError();
+  EXPECT_EQ(fa_attention_forward_check(varlen, &d), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'v128' is a varlen forward (packed "
+                             "sequences); use fa_attention_forward_varlen"),
+            std::string::npos)
+      << lastError();
+  // And the varlen launch refuses a dense kernel.
+  EXPECT_EQ(fa_attention_forward_varlen_check(dense_, &a),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'dense' is not a varlen forward"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST_F(VarlenApi, AcceptsPackedTensorsAndBuildsTheirMaps) {
+  ASSERT_EQ(fa_attention_forward_varlen_check(varlen, &a), FA_SUCCESS)
+      << lastError();
+  fa_tensor_map_args maps[FA_MAX_TENSOR_MAPS];
+  int32_t count = 0;
+  ASSERT_EQ(fa_attention_forward_varlen_tensor_maps(varlen, &a, maps, &count),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(count, 3);
+  // q: {D, Tq, H, 1}, strides row H*D, head D, the whole tensor (bytes).
+  EXPECT_STREQ(maps[0].tensor, "q");
+  EXPECT_EQ(maps[0].param, 11);
+  EXPECT_EQ(maps[0].rank, 4u);
+  EXPECT_EQ(maps[0].global_address, addr(0));
+  const uint64_t qDims[4] = {D, Tq, H, 1}, kDims[4] = {D, Tk, Hkv, 1};
+  const uint64_t qStrides[3] = {2 * H * D, 2 * D, 2 * H * D * Tq},
+                 kStrides[3] = {2 * Hkv * D, 2 * D, 2 * Hkv * D * Tk};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(maps[0].global_dim[i], qDims[i]) << i;
+    EXPECT_EQ(maps[1].global_dim[i], kDims[i]) << i;
+    EXPECT_EQ(maps[2].global_dim[i], kDims[i]) << i;
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(maps[0].global_strides[i], qStrides[i]) << i;
+    EXPECT_EQ(maps[1].global_strides[i], kStrides[i]) << i;
+  }
+  EXPECT_EQ(maps[0].box_dim[1], 128u);
+  unsigned grid[3] = {};
+  ASSERT_EQ(fa_attention_forward_varlen_grid(varlen, &a, grid), FA_SUCCESS);
+  // ceil(300 / 128) query blocks of the longest sequence, H, B.
+  EXPECT_EQ(grid[0], 3u);
+  EXPECT_EQ(grid[1], unsigned(H));
+  EXPECT_EQ(grid[2], unsigned(B));
+
+  // q, k, v read out of a packed qkv [T, 3, H, D] (K/V heads = H): strided
+  // views; o may be a view too.
+  fa_attention_varlen_args p = a;
+  p.k = tensor(addr(1), FA_DTYPE_BF16, {Tq, H, D});
+  p.v = p.k;
+  for (fa_tensor *t : {&p.q, &p.k, &p.v}) {
+    t->data = addr(0) + 2 * D * H * (t == &p.q ? 0 : t == &p.k ? 1 : 2);
+    t->strides[0] = 3 * H * D;
+  }
+  ASSERT_EQ(fa_attention_forward_varlen_tensor_maps(varlen, &p, maps, &count),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(maps[1].global_strides[0], uint64_t(2 * 3 * H * D));
+  EXPECT_EQ(maps[1].global_address, addr(0) + 2 * D * H);
+}
+
+TEST_F(VarlenApi, RejectsEachBadArgument) {
+  fa_attention_varlen_args bad = a;
+  EXPECT_EQ(fa_attention_forward_varlen_check(varlen, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel or args is null"), std::string::npos);
+  bad.batch = 0;
+  reject(bad, "batch is 0; expected 1 to 65535 sequences");
+  bad = a;
+  bad.batch = 70000;
+  reject(bad, "batch is 70000");
+  bad = a;
+  bad.max_seqlen_q = -1;
+  reject(bad, "max_seqlen_q is -1");
+  bad = a;
+  bad.cu_seqlens_q = 0;
+  reject(bad, "cu_seqlens_q 0x0 must be a non-null, 4-byte aligned device "
+              "address of 4 int32 offsets");
+  bad = a;
+  bad.cu_seqlens_k = addr(6) + 2;
+  reject(bad, "cu_seqlens_k 0x");
+  bad = a;
+  bad.q = tensor(addr(0), FA_DTYPE_BF16, {1, Tq, H, D});
+  reject(bad, "q, k and v must be packed [T,H,D] tensors (rank 3), got ranks "
+              "4, 3, 3");
+  bad = a;
+  bad.q.dtype = FA_DTYPE_F16;
+  reject(bad, "q.dtype is f16, expected bf16");
+  bad = a;
+  bad.q = tensor(addr(0), FA_DTYPE_BF16, {Tq, H, 64});
+  reject(bad, "q.shape is [500,8,64], expected [500,8,128] ([Tq,H,D] with "
+              "the kernel's head dim)");
+  bad = a;
+  bad.q.data = 0;
+  reject(bad, "q.data is null");
+  bad = a;
+  bad.q.data += 8;
+  reject(bad, "q.data 0x7f0000000008 is not 16-byte aligned");
+  bad = a;
+  bad.k = tensor(addr(1), FA_DTYPE_BF16, {Tk, 3, D});
+  bad.v = tensor(addr(2), FA_DTYPE_BF16, {Tk, 3, D});
+  reject(bad, "q has 8 heads and k has 3; the query head count must be a "
+              "multiple of the key head count");
+  bad = a;
+  bad.v = tensor(addr(2), FA_DTYPE_BF16, {Tk - 1, Hkv, D});
+  reject(bad, "v.shape is [699,2,128], expected [700,2,128]");
+  bad = a;
+  bad.o = tensor(addr(3), FA_DTYPE_BF16, {Tk, H, D});
+  reject(bad, "o.shape is [700,8,128], expected [500,8,128] ([Tq,H,Dv] from "
+              "q and v)");
+  bad = a;
+  bad.lse = tensor(addr(4), FA_DTYPE_F32, {Tq, H});
+  reject(bad, "lse.shape is [500,8], expected [8,500] ([H,Tq] from q)");
+  bad = a;
+  bad.lse.dtype = FA_DTYPE_BF16;
+  reject(bad, "lse.dtype is bf16, expected f32");
+  bad = a;
+  bad.lse.strides[0] = Tq + 4;
+  reject(bad, "lse.strides are [504,1] for shape [8,500], expected [500,1]");
+  bad = a;
+  bad.k.strides[2] = 2;
+  reject(bad, "k.strides are [256,128,2]; the last dimension's stride must "
+              "be 1");
+  bad = a;
+  bad.o.strides[1] = 0; // heads on one address
+  reject(bad, "must be positive");
+  bad = a;
+  bad.o.strides[0] = 64; // rows overlapping heads
+  reject(bad, "put two elements of the output at one address");
+  bad = a;
+  bad.o.data = addr(0) + 1024;
+  reject(bad, "output o");
+  bad = a;
+  bad.lse.data = a.cu_seqlens_q;
+  reject(bad, "overlaps cu_seqlens_q");
+  bad = a;
+  bad.scale = std::nanf("");
+  reject(bad, "scale is nan");
+  // TMA: a stride that is no multiple of 16 bytes.
+  bad = a;
+  bad.q.strides[0] = H * D + 8; // 16 bytes more per row is fine...
+  EXPECT_EQ(fa_attention_forward_varlen_check(varlen, &bad), FA_SUCCESS)
+      << lastError();
+  bad.q.strides[1] = D + 8; // ... heads 272 bytes apart too
+  EXPECT_EQ(fa_attention_forward_varlen_check(varlen, &bad), FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(VarlenApi, EmptyBatchesLaunchNothing) {
+  unsigned grid[3] = {9, 9, 9};
+  fa_tensor_map_args maps[FA_MAX_TENSOR_MAPS];
+  int32_t count = -1;
+  // No query token: tensors of 0 tokens may have null data.
+  fa_attention_varlen_args e = a;
+  e.q = tensor(0, FA_DTYPE_BF16, {0, H, D});
+  e.o = tensor(0, FA_DTYPE_BF16, {0, H, D});
+  e.lse = tensor(0, FA_DTYPE_F32, {H, 0});
+  e.max_seqlen_q = 0;
+  ASSERT_EQ(fa_attention_forward_varlen_check(varlen, &e), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_attention_forward_varlen_grid(varlen, &e, grid), FA_SUCCESS);
+  EXPECT_EQ(grid[0] | grid[1] | grid[2], 0u);
+  ASSERT_EQ(fa_attention_forward_varlen_tensor_maps(varlen, &e, maps, &count),
+            FA_SUCCESS);
+  EXPECT_EQ(count, 0);
+  // A no-op launch touches no GPU (this test has none) and succeeds.
+  EXPECT_EQ(fa_attention_forward_varlen(varlen, &e, nullptr), FA_SUCCESS)
+      << lastError();
+  // Its shapes must still agree.
+  e.o = tensor(addr(3), FA_DTYPE_BF16, {1, H, D});
+  EXPECT_EQ(fa_attention_forward_varlen_check(varlen, &e),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("o.shape is [1,8,128], expected [0,8,128]"),
+            std::string::npos)
+      << lastError();
+  // max_seqlen_q 0 with tokens: every sequence is empty.
+  e = a;
+  e.max_seqlen_q = 0;
+  ASSERT_EQ(fa_attention_forward_varlen_grid(varlen, &e, grid), FA_SUCCESS);
+  EXPECT_EQ(grid[0], 0u);
+  // No key token: o and lse are filled, which needs o's heads adjacent.
+  e = a;
+  e.k = tensor(0, FA_DTYPE_BF16, {0, Hkv, D});
+  e.v = tensor(0, FA_DTYPE_BF16, {0, Hkv, D});
+  ASSERT_EQ(fa_attention_forward_varlen_check(varlen, &e), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_attention_forward_varlen_tensor_maps(varlen, &e, maps, &count),
+            FA_SUCCESS);
+  EXPECT_EQ(count, 0);
+  e.o.strides[1] = 2 * D;
+  e.o.strides[0] = 2 * D * H;
+  EXPECT_EQ(fa_attention_forward_varlen_check(varlen, &e),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("k has no tokens, so o is filled with zeros, "
+                             "which needs its heads adjacent"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST(VarlenSeqlens, HostCheckOfTheOffsets) {
+  const int32_t q[] = {0, 100, 100, 350}, k[] = {0, 200, 201, 700};
+  EXPECT_EQ(fa_varlen_check_seqlens(q, k, 3, 350, 700, 250, 499), FA_SUCCESS)
+      << lastError();
+  // Tokens past the last sequence belong to none.
+  EXPECT_EQ(fa_varlen_check_seqlens(q, k, 3, 400, 700, 250, -1), FA_SUCCESS);
+  auto reject = [&](const int32_t *cq, const int32_t *ck, int64_t tq,
+                    int32_t maxQ, int32_t maxK, const std::string &expect) {
+    EXPECT_EQ(fa_varlen_check_seqlens(cq, ck, 3, tq, 700, maxQ, maxK),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  };
+  reject(q, k, 349, 250, 499,
+         "cu_seqlens_q[3] = 350 is past the packed tensor's 349 tokens");
+  reject(q, k, 350, 249, 499,
+         "sequence 2 has 250 tokens (cu_seqlens_q[2] = 100, [3] = 350), more "
+         "than max_seqlen_q = 249");
+  reject(q, k, 350, 250, 498,
+         "sequence 2 has 499 tokens (cu_seqlens_k[2] = 201, [3] = 700), more "
+         "than max_seqlen_k = 498");
+  const int32_t down[] = {0, 100, 90, 350}, late[] = {1, 100, 100, 350};
+  reject(down, k, 350, -1, -1,
+         "cu_seqlens_q[2] = 90 is below cu_seqlens_q[1] = 100: offsets must "
+         "not decrease");
+  reject(late, k, 350, -1, -1,
+         "cu_seqlens_q[0] is 1; the first sequence starts at 0");
+  EXPECT_EQ(fa_varlen_check_seqlens(nullptr, k, 3, 350, 700, -1, -1),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_varlen_check_seqlens(q, k, 0, 350, 700, -1, -1),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("batch 0"), std::string::npos) << lastError();
+}
+
+} // namespace

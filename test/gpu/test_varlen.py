@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Differential GPU test of the varlen wgmma forwards (H200 only, never CI),
+through the runtime and fa.varlen.forward_into / fa.attention_varlen.
+
+Random cases over the bundle's varlen kernels (every dtype, head dim and
+mask it has): 1-8 sequences of 0..2048 queries and keys each (0 and 1
+included, lengths of queries and keys equal or independent), GQA/MQA, some
+with tokens past the last sequence, some reading q, k, v out of a packed
+qkv [T, 3, H, D] (strided views), whole batches without queries (a no-op)
+or without keys (o = 0, lse = -inf). Each sequence is compared with a
+float64 reference of its own (masks from its own start with its own
+lengths) under the flash-attn rule of test_attention.py: max|fa - ref64| <=
+2 * max|same math in the inputs' dtype - ref64| + 1e-5 (LSE against float32
+math plus lse_slack). Outputs are NaN-poisoned first, so a row a kernel
+fails to write shows; rows outside every sequence must stay poisoned. Bad
+offsets must raise FaError before any launch.
+
+Built on the development machine (MLIR is not on the GPU machine):
+    build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
+Then, on the GPU machine:
+    python3 test/gpu/test_varlen.py --bundle out/bundle-varlen --lib <libfa_runtime.so>
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+import fa  # noqa: E402
+from fa import varlen  # noqa: E402
+from test_attention import (DTYPES, allowed_mask, judge, lse_slack, poisoned,  # noqa: E402
+                            reference)
+
+
+def random_lengths(rng, batch, longest):
+    """Sequence lengths with 0, 1 and ragged ones well represented."""
+    pick = lambda: rng.choice([0, 1, rng.randint(2, 130),  # noqa: E731
+                               rng.randint(1, longest), rng.randint(1, longest)])
+    return [pick() for _ in range(batch)]
+
+
+def random_case(rng, kernel, index, max_len=2048):
+    h = rng.choice([1, 2, 4, 8, 16])
+    hkv = rng.choice([x for x in (1, 2, 4, 8, 16) if h % x == 0])
+    batch = rng.randint(1, 8)
+    longest = min(max_len, rng.choice([256, 1024, 2048]))
+    lq = random_lengths(rng, batch, longest)
+    lk = lq if rng.random() < 0.5 else random_lengths(rng, batch, longest)
+    kind = index % 10
+    if kind == 8:
+        lq = [0] * batch  # no query at all: nothing is launched
+    if kind == 9:
+        lk = [0] * batch  # no key at all: o = 0, lse = -inf
+    return {"tag": kernel["tag"], "dtype": kernel["dtype"], "d": kernel["head_dim"],
+            "dv": kernel["head_dim_v"], "mask": kernel["mask"],
+            "window": (kernel["window_left"], kernel["window_right"]),
+            "h": h, "hkv": hkv, "lq": lq, "lk": lk,
+            "pad_q": rng.choice([0, 0, 0, 5]), "pad_k": rng.choice([0, 0, 0, 3]),
+            "qkv_packed": kind in (3, 6) and h == hkv and lq == lk and kernel["head_dim"] ==
+            kernel["head_dim_v"],
+            "scale": rng.choice([None, 0.3])}
+
+
+def mask_arguments(case):
+    """fa.varlen's arguments for the kernel's mask (flash-attn's meanings)."""
+    if case["mask"] == "causal":
+        return {"causal_top_left": True}
+    if case["mask"] == "causal_bottom_right":
+        return {"causal": True}
+    if case["mask"] == "window":
+        return {"window_size": case["window"]}
+    return {}
+
+
+def offsets(lengths, dev):
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    return torch.tensor(cu, dtype=torch.int32, device=dev), cu
+
+
+def inputs(case, gen, dev):
+    dt = DTYPES[case["dtype"]]
+    tq = sum(case["lq"]) + case["pad_q"]
+    tk = sum(case["lk"]) + case["pad_k"]
+    h, hkv, d, dv = case["h"], case["hkv"], case["d"], case["dv"]
+    if case["qkv_packed"]:
+        qkv = torch.randn(tq, 3, h, d, generator=gen, device=dev).to(dt)
+        return qkv[:, 0], qkv[:, 1], qkv[:, 2]
+    q = torch.randn(tq, h, d, generator=gen, device=dev).to(dt)
+    k = torch.randn(tk, hkv, d, generator=gen, device=dev).to(dt)
+    v = torch.randn(tk, hkv, dv, generator=gen, device=dev).to(dt)
+    return q, k, v
+
+
+def check_sequence(case, q, k, v, o, lse, scale, results, b, rows, keys):
+    """Sequence b's rows of o and lse against its own references."""
+    (q0, q1), (k0, k1) = rows, keys
+    got_o, got_lse = o[q0:q1], lse[:, q0:q1]
+    if q1 == q0:
+        return
+    if k1 == k0:
+        # No key: O = 0 and LSE = -inf exactly.
+        ok = bool((got_o == 0).all()) and bool(torch.isneginf(got_lse).all())
+        results.append({"what": "seq%d o=0, lse=-inf (no keys)" % b, "ok": ok})
+        return
+    as_dense = lambda t: t.transpose(0, 1).unsqueeze(0)  # noqa: E731 [1,H,L,D]
+    qs, ks, vs = as_dense(q[q0:q1]), as_dense(k[k0:k1]), as_dense(v[k0:k1])
+    allowed = allowed_mask(case["mask"], case["window"], q1 - q0, k1 - k0, q.device)
+    with torch.no_grad():
+        o64, lse64 = reference(qs.double(), ks.double(), vs.double(), allowed, scale)
+        ol, _ = reference(qs, ks, vs, allowed, scale)
+        _, lse32 = reference(qs.float(), ks.float(), vs.float(), allowed, scale)
+    judge("seq%d o" % b, as_dense(got_o), ol, o64, results)
+    judge("seq%d lse" % b, got_lse.unsqueeze(0), lse32, lse64, results,
+          slack=lse_slack(qs, ks, lse64, scale))
+
+
+def run_case(case, bundle, gen, dev):
+    q, k, v = inputs(case, gen, dev)
+    cu_q, host_q = offsets(case["lq"], dev)
+    cu_k, host_k = offsets(case["lk"], dev)
+    if case["qkv_packed"]:
+        cu_k, host_k = cu_q, host_q
+    tq, h, dv = q.shape[0], case["h"], case["dv"]
+    o = poisoned(tq, h, dv, dtype=q.dtype, device=dev)
+    lse = poisoned(h, tq, dtype=torch.float32, device=dev)
+    scale = case["scale"] if case["scale"] is not None else 1.0 / math.sqrt(case["d"])
+    varlen.forward_into(q, k, v, o, lse, cu_q, cu_k, max(case["lq"]), max(case["lk"]),
+                        softmax_scale=case["scale"], bundle=bundle, **mask_arguments(case))
+    torch.cuda.synchronize()
+    results = []
+    batch = len(case["lq"])
+    for b in range(batch):
+        check_sequence(case, q, k, v, o, lse, scale, results, b,
+                       (host_q[b], host_q[b + 1]), (host_k[b], host_k[b + 1]))
+    # Rows past the last sequence belong to none and stay as they were
+    # (unless there is no key: then o and lse are filled whole).
+    end = host_q[batch]
+    if end < tq and sum(case["lk"]) + case["pad_k"] > 0 and max(case["lq"]) > 0:
+        untouched = bool(torch.isnan(o[end:]).all()) and bool(torch.isnan(lse[:, end:]).all())
+        results.append({"what": "rows past the last sequence untouched", "ok": untouched})
+    return results
+
+
+def check_api(bundle, dev):
+    """fa.attention_varlen end to end once per dtype, and what it refuses."""
+    out = []
+    kernels = [k for k in bundle.kernels() if k["varlen"]]
+    for kern in kernels[:1]:
+        dt = DTYPES[kern["dtype"]]
+        d = kern["head_dim"]
+        cu = torch.tensor([0, 100, 400], dtype=torch.int32, device=dev)
+        q = torch.randn(400, 4, d, device=dev).to(dt)
+        kw = mask_arguments({"mask": kern["mask"],
+                             "window": (kern["window_left"], kern["window_right"])})
+        o, lse = fa.attention_varlen(q, q, q, cu, cu, 300, 300, return_lse=True,
+                                     bundle=bundle, **kw)
+        out.append({"what": "attention_varlen shapes", "ok": tuple(o.shape) == (400, 4, d) and
+                    tuple(lse.shape) == (4, 400)})
+        for bad, expect in (((cu, cu, 299, 300), "more than max_seqlen_q = 299"),
+                            ((torch.tensor([0, 100, 90], dtype=torch.int32, device=dev), cu,
+                              300, 300), "offsets must not decrease")):
+            try:
+                fa.attention_varlen(q, q, q, *bad, bundle=bundle, **kw)
+                ok = False
+            except fa.FaError as e:
+                ok = expect in str(e)
+            out.append({"what": "refuses: " + expect, "ok": ok})
+        qg = q.clone().requires_grad_()
+        try:
+            fa.attention_varlen(qg, qg, qg, cu, cu, 300, 300, bundle=bundle, **kw)
+            ok = False
+        except fa.FaError as e:
+            ok = "backward" in str(e)
+        out.append({"what": "refuses grad (forward only)", "ok": ok})
+    return out
+
+
+def check_graph(bundle, dev):
+    """A varlen launch captured into a CUDA graph (the offsets' host check is
+    skipped under capture), replayed with new data in the same buffers: the
+    replay equals an eager launch on that data."""
+    kern = [k for k in bundle.kernels() if k["varlen"]][0]
+    dt, d = DTYPES[kern["dtype"]], kern["head_dim"]
+    kw = mask_arguments({"mask": kern["mask"],
+                         "window": (kern["window_left"], kern["window_right"])})
+    cu = torch.tensor([0, 130, 131, 700], dtype=torch.int32, device=dev)
+    q, k, v = (torch.randn(700, 4, d, device=dev).to(dt) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty(4, 700, device=dev)
+    run = lambda: varlen.forward_into(q, k, v, o, lse, cu, cu, 569, 569,  # noqa: E731
+                                      bundle=bundle, **kw)
+    run()  # loads the module before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for t in (q, k, v):
+        t.copy_(torch.randn_like(t, dtype=torch.float32).to(dt))
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed, replayed_lse = o.clone(), lse.clone()
+    run()
+    torch.cuda.synchronize()
+    ok = torch.equal(replayed, o) and torch.equal(replayed_lse, lse)
+    return [{"what": "CUDA graph replay with new data equals eager", "ok": ok}]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bundle", default=os.environ.get("FA_VARLEN_BUNDLE", "out/bundle-varlen"))
+    p.add_argument("--lib", default=None)
+    p.add_argument("--cases", type=int, default=120)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--max-len", type=int, default=2048,
+                   help="longest sequence (smaller under compute-sanitizer)")
+    p.add_argument("--json", default=None)
+    a = p.parse_args()
+    dev = torch.device("cuda")
+    bundle = fa.Bundle(a.bundle, lib_path=a.lib, jit=False)
+    kernels = [k for k in bundle.kernels() if k["varlen"]]
+    if not kernels:
+        sys.exit("no varlen kernels in %s" % a.bundle)
+    rng = random.Random(a.seed)
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(a.seed)
+    failures, report = 0, []
+    start = time.time()
+    api = check_api(bundle, dev) + check_graph(bundle, dev)
+    for r in api:
+        print("%s api: %s" % ("ok  " if r["ok"] else "FAIL", r["what"]))
+        failures += not r["ok"]
+    for i in range(a.cases):
+        case = random_case(rng, kernels[i % len(kernels)], i, a.max_len)
+        try:
+            results = run_case(case, bundle, gen, dev)
+        except Exception as e:  # a launch failure is a failed case, named
+            results = [{"what": "raised %s: %s" % (type(e).__name__, e), "ok": False}]
+        ok = all(r["ok"] for r in results)
+        failures += not ok
+        report.append({"case": case, "ok": ok, "results": results})
+        label = "%s h%d/%d lq=%s lk=%s%s" % (case["tag"], case["h"], case["hkv"], case["lq"],
+                                            case["lk"], " qkv" if case["qkv_packed"] else "")
+        if not ok:
+            bad = [r for r in results if not r["ok"]][:3]
+            print("FAIL %s: %s" % (label, bad))
+        else:
+            print("ok   %s" % label)
+    print("varlen: %d/%d cases passed (%d kernels, %.0f s)%s"
+          % (a.cases - sum(not r["ok"] for r in report), a.cases, len(kernels),
+             time.time() - start, "" if failures == 0 else "; %d FAILED" % failures))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"api": api, "cases": report}, f, default=str)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
