@@ -100,6 +100,18 @@ def AttnGPU_KeyBoundsType : AttnGPU_Type<"KeyBounds", "key_bounds"> {
   let assemblyFormat = "`<` `left` `=` $left `,` `right` `=` $right `>`";
 }
 
+def AttnGPU_PackedRowsType : AttnGPU_Type<"PackedRows", "packed_rows"> {
+  let summary = "which (head, query) each row of a packed-GQA query tile holds";
+  let description = [{
+    Packed GQA: the CTA of key head hk holds the G = H / Hkv query heads
+    sharing it, n = max(block_rows / G, 1) queries of each; tile row r is
+    head hk·G + r mod G at query q0 + r div G, and rows from G·n on are
+    padding. Made by `attn_gpu.packed_rows`, read by the ops that need a
+    row's position (the Q gather, the key band, score_mod, mask_mod, the
+    epilogue). Lowers to (batch, H, Nq, hk·G, q0, G, n).
+  }];
+}
+
 class AttnGPU_Op<string mnemonic, list<Trait> traits = []>
     : Op<AttnGPU_Dialect, mnemonic, traits>;
 

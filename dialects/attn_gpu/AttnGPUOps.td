@@ -21,6 +21,10 @@ def AttnGPU_SharedTile : Type<CPred<"::llvm::isa<::mlir::fa::attn_gpu::SharedTil
                               "shared-memory tile", "::mlir::fa::attn_gpu::SharedTileType">;
 def AttnGPU_KeyBounds : Type<CPred<"::llvm::isa<::mlir::fa::attn_gpu::KeyBoundsType>($_self)">,
                              "key bounds", "::mlir::fa::attn_gpu::KeyBoundsType">;
+def AttnGPU_PackedRows
+    : Type<CPred<"::llvm::isa<::mlir::fa::attn_gpu::PackedRowsType>($_self)">,
+           "packed rows", "::mlir::fa::attn_gpu::PackedRowsType">,
+      BuildableType<"::mlir::fa::attn_gpu::PackedRowsType::get($_builder.getContext())">;
 
 def AttnGPU_SharedMemoryOp : AttnGPU_Op<"shared_memory"> {
   let summary = "the kernel's dynamic shared buffer";
@@ -77,6 +81,51 @@ def AttnGPU_AsyncWaitOp : AttnGPU_Op<"async_wait"> {
   let assemblyFormat = "$pending attr-dict";
 }
 
+def AttnGPU_PackedRowsOp : AttnGPU_Op<"packed_rows", [Pure]> {
+  let summary = "the rows of a packed-GQA query tile";
+  let description = [{
+    The query tile `query_block` of key head `key_head` of batch `batch`
+    (H query heads over Hkv key heads, Nq queries) holds the G = H / Hkv
+    heads of the key head, n = max(block_rows / G, 1) queries of each:
+    `rows` maps tile row r to head hk·G + r mod G, query q0 + r div G, and
+    `first_query` is q0 = query_block·n. The split-KV decode kernel is such a
+    tile whose key loop runs one split's blocks.
+    ```mlir
+    %rows, %q0 = attn_gpu.packed_rows key_head %y block %x of [%b, %h, %hkv, %nq]
+        {block_rows = 64 : i64} : !attn_gpu.packed_rows
+    ```
+  }];
+  let arguments = (ins Index:$key_head, Index:$query_block, Index:$batch,
+                       Index:$heads, Index:$kv_heads, Index:$nq,
+                       I64Attr:$block_rows);
+  let results = (outs AttnGPU_PackedRows:$rows, Index:$first_query);
+  let assemblyFormat = [{
+    `key_head` $key_head `block` $query_block `of` ` ` `[` $batch `,` $heads
+    `,` $kv_heads `,` $nq `]` attr-dict `:` type($rows)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_AsyncGatherOp : AttnGPU_Op<"async_gather"> {
+  let summary = "gather the rows of a packed query tile into a shared tile";
+  let description = [{
+    Tile row r of `tile` receives query q of head h of batch `batch` of
+    `source`, (h, q) as `rows` maps r, at element batch·batch_stride +
+    h·head_stride + q·row_stride (the caller's layout); padding rows, rows
+    past Nq and the padding columns are zeros. All threads take part; the
+    copies form one cp.async group.
+  }];
+  let arguments = (ins AnyMemRef:$source, Index:$batch, Index:$batch_stride,
+                       Index:$head_stride, Index:$row_stride,
+                       AttnGPU_PackedRows:$rows, AttnGPU_SharedTile:$tile);
+  let assemblyFormat = [{
+    $source `[` $batch `]` `strides` ` ` `[` $batch_stride `,` $head_stride `,`
+    $row_stride `]` `rows` $rows `into` $tile attr-dict `:` type($source) `,`
+    type($tile)
+  }];
+  let hasVerifier = 1;
+}
+
 def AttnGPU_WarpRowOffsetOp : AttnGPU_Op<"warp_row_offset", [Pure]> {
   let summary = "the first query-tile row of this warp's 16";
   let description = [{
@@ -115,11 +164,15 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds", [Pure]> {
     of batch `batch` (problem lengths `nq`, `nk`), the keys the lane's rows
     `row` + g, + 8 may see under `mask`, and the keys inside the band for
     every row of the tile: computed once, read by `attn_gpu.mask` in the
-    key loop.
+    key loop. With `rows` the lane's rows are packed GQA's (their queries
+    from `rows`, the tile's last query that of its last head). `mask_mod`:
+    the kernel also has an `attn_gpu.mask_mod`, whose rows keep an upper
+    edge (Nk) without a band.
   }];
   let arguments = (ins Index:$batch, Index:$head, Index:$query_begin,
                        Index:$nq, Index:$nk, Index:$row,
-                       I64Attr:$block_rows,
+                       Optional<AttnGPU_PackedRows>:$rows,
+                       I64Attr:$block_rows, UnitAttr:$mask_mod,
                        DefaultValuedAttr<Attn_MaskKindAttr,
                            "::mlir::fa::attn::MaskKind::None">:$mask,
                        OptionalAttr<I64Attr>:$window_left,
@@ -127,7 +180,7 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds", [Pure]> {
   let results = (outs AttnGPU_KeyBounds:$bounds);
   let assemblyFormat = [{
     `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of` ` ` `[` $nq `,` $nk `]`
-    `row` $row attr-dict `:` type($bounds)
+    `row` $row (`rows` $rows^)? attr-dict `:` type($bounds)
   }];
   let hasVerifier = 1;
 }
@@ -158,26 +211,52 @@ def AttnGPU_ScoreModOp : AttnGPU_Op<"score_mod",
     its columns 2t, 2t + 1 of each n8 tile from `key_begin`. The region is
     the attn op's (its terminator an `attn_gpu.yield`), built by the CPU
     decomposition's score builder; its mod_args are the kernel's trailing
-    parameters.
+    parameters. With `rows` each row's head and query are packed GQA's.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, F32:$scale, Index:$batch,
                        Index:$head, Index:$query_begin, Index:$nq, Index:$nk,
-                       Index:$row, Index:$key_begin);
+                       Index:$row, Index:$key_begin,
+                       Optional<AttnGPU_PackedRows>:$rows);
   let results = (outs AttnGPU_Fragment:$result);
   let regions = (region SizedRegion<1>:$score_mod);
   let hasRegionVerifier = 1;
   let assemblyFormat = [{
     $scores `scale` $scale `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of`
-    ` ` `[` $nq `,` $nk `]` `row` $row `key` $key_begin attr-dict `:`
-    type($scores) $score_mod
+    ` ` `[` $nq `,` $nk `]` `row` $row `key` $key_begin (`rows` $rows^)?
+    attr-dict `:` type($scores) $score_mod
+  }];
+}
+
+def AttnGPU_MaskModOp : AttnGPU_Op<"mask_mod",
+    [AllTypesMatch<["scores", "result"]>]> {
+  let summary = "apply a mask_mod to each element of a score fragment";
+  let description = [{
+    Each score of the fragment whose position (b, h, q, kv) the region
+    rejects (yields false) becomes -inf; positions as in
+    `attn_gpu.score_mod` (with `rows`, packed GQA's). The region is the attn
+    op's mask_mod (its terminator an `attn_gpu.yield` of an i1), evaluated
+    on every score of every key block by the CPU decomposition's predicate
+    builder; its mod_args are the kernel's trailing parameters.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, Index:$batch, Index:$head,
+                       Index:$query_begin, Index:$nq, Index:$nk, Index:$row,
+                       Index:$key_begin, Optional<AttnGPU_PackedRows>:$rows);
+  let results = (outs AttnGPU_Fragment:$result);
+  let regions = (region SizedRegion<1>:$mask_mod);
+  let hasRegionVerifier = 1;
+  let assemblyFormat = [{
+    $scores `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of` ` ` `[`
+    $nq `,` $nk `]` `row` $row `key` $key_begin (`rows` $rows^)? attr-dict
+    `:` type($scores) $mask_mod
   }];
 }
 
 def AttnGPU_YieldOp : AttnGPU_Op<"yield", [Pure, ReturnLike, Terminator,
-    HasParent<"ScoreModOp">]> {
-  let summary = "yields the modified score of a score_mod region";
-  let arguments = (ins F32:$score);
-  let assemblyFormat = "$score attr-dict `:` type($score)";
+    ParentOneOf<["ScoreModOp", "MaskModOp"]>]> {
+  let summary = "yields a score_mod's score (f32) or a mask_mod's verdict (i1)";
+  let arguments = (ins AnyTypeOf<[F32, I1]>:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
 }
 
 def AttnGPU_MaskOp : AttnGPU_Op<"mask", [AllTypesMatch<["scores", "result"]>]> {
@@ -254,24 +333,34 @@ def AttnGPU_FinalizeSoftmaxOp : AttnGPU_Op<"finalize_softmax", [Pure,
   }];
 }
 
-def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output"> {
+def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output",
+    [AttrSizedOperandSegments]> {
   let summary = "the epilogue: O = acc / l and LSE of the warp's rows";
   let description = [{
     Stores the rows `query_begin` + `row` + g, + 8 below `nq`: acc · inv_sum
     into `output` (row r at `output_base` + r·`output_row_stride`, columns
     below the value head dim, in the output's element type; without a row
     stride the rows are a split's contiguous f32 partials) and `lse` into
-    `lse_out` at `lse_base` + r.
+    `lse_out` at `lse_base` + r. With `rows` (packed GQA, f32 partials only)
+    the lane's rows are those `rows` maps to (h, q), padding rows and rows
+    past `nq` not stored, each at row R = `lse_base` + (b·H + h)·Nq + q, or
+    with `split` s of `batches` B (the kernel's i32 parameter; split-KV
+    decode) R = `lse_base` + ((s·B + b)·H + h)·Nq + q: O at `output_base` +
+    R·Dv, LSE at R.
   }];
   let arguments = (ins AttnGPU_Fragment:$acc, AttnGPU_Fragment:$inv_sum,
                        AttnGPU_Fragment:$lse, AnyMemRef:$output,
                        Index:$output_base, Optional<Index>:$output_row_stride,
                        AnyMemRef:$lse_out, Index:$lse_base,
-                       Index:$query_begin, Index:$row, Index:$nq);
+                       Index:$query_begin, Index:$row, Index:$nq,
+                       Optional<AttnGPU_PackedRows>:$rows,
+                       Optional<Index>:$split, Optional<I32>:$batches);
   let assemblyFormat = [{
     $acc `,` $inv_sum `,` $lse `to` $output `[` $output_base (`stride`
     $output_row_stride^)? `]` `,` $lse_out `[` $lse_base `]` `rows`
-    $query_begin `+` $row `below` $nq attr-dict `:` type($acc) `,`
+    $query_begin `+` $row `below` $nq (`packed` $rows^)? (`split` $split^
+    `of` $batches)? attr-dict `:`
+    type($acc) `,`
     type($inv_sum) `,` type($lse) `,` type($output) `,` type($lse_out)
   }];
   let hasVerifier = 1;

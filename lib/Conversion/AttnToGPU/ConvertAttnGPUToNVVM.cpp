@@ -3,7 +3,8 @@
 // Lowers the attn_gpu tile level to the fragment builders' code (Fragments.h,
 // Softmax.cpp): a 1:N dialect conversion in which a register fragment
 // becomes the values one lane holds, a shared tile its element offset and
-// key bounds their 32-bit edges. Each tile op is replaced in place, in
+// key bounds their 32-bit edges, packed rows the values TileRows keeps. Each
+// tile op is replaced in place, in
 // program order, so the kernel is the one the builders emit directly: the
 // lane ids are made at the kernel's entry, the shared buffer where
 // attn_gpu.shared_memory stands.
@@ -11,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
+#include "TileRows.h"
 
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
@@ -53,9 +55,30 @@ static FailureOr<OpTy> uniqueOp(gpu::GPUFuncOp func, bool optional = false) {
          << ops.size();
 }
 
+/// Fails unless the kernel's packed_rows and mask_mod ops agree with its
+/// plan's pack_gqa and its key_bounds.
+static LogicalResult checkRowsAndMaskMod(gpu::GPUFuncOp func,
+                                         DictionaryAttr planAttr,
+                                         ag::KeyBoundsOp bounds) {
+  FailureOr<ag::PackedRowsOp> rows = uniqueOp<ag::PackedRowsOp>(func, true);
+  FailureOr<ag::MaskModOp> maskMod = uniqueOp<ag::MaskModOp>(func, true);
+  if (failed(rows) || failed(maskMod))
+    return failure();
+  bool packGqa = planAttr.contains("pack_gqa");
+  if (packGqa != static_cast<bool>(*rows))
+    return func.emitOpError("expected ")
+           << (packGqa ? "one" : "no") << " 'attn_gpu.packed_rows' for a plan "
+           << (packGqa ? "with" : "without") << " pack_gqa";
+  if (bounds.getMaskMod() != static_cast<bool>(*maskMod))
+    return bounds.emitOpError("expected mask_mod on the key bounds exactly "
+                              "when the kernel has an 'attn_gpu.mask_mod'");
+  return success();
+}
+
 /// The kernel plan of a tile-level kernel, resolved again from its
 /// `attn.kernel_plan` and what its tile ops carry: the element type and
-/// head dims (the K and V tiles), the mask (key_bounds) and the score_mod.
+/// head dims (the K and V tiles), the mask (key_bounds), the score_mod and
+/// mask_mod, packed rows (pack_gqa).
 static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   auto planAttr = func->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
   if (!planAttr)
@@ -71,8 +94,9 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   if (failed(bounds))
     return failure();
   FailureOr<ag::ScoreModOp> mod = uniqueOp<ag::ScoreModOp>(func, true);
-  if (failed(mod))
+  if (failed(mod) || failed(checkRowsAndMaskMod(func, planAttr, *bounds)))
     return failure();
+  ag::MaskModOp maskMod = *uniqueOp<ag::MaskModOp>(func, true);
   ag::SharedTileType key = qk->getKey().getType();
   ag::SharedTileType value = pv->getValue().getType();
   attn::ScoreSpec spec;
@@ -80,6 +104,7 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   spec.windowLeft = bounds->getWindowLeft().value_or(0);
   spec.windowRight = bounds->getWindowRight().value_or(0);
   spec.scoreMod = *mod ? &mod->getScoreMod() : nullptr;
+  spec.maskMod = maskMod ? &maskMod.getMaskMod() : nullptr;
   std::string error;
   FailureOr<KernelPlan> plan = resolveKernelPlan(
       /*backward=*/false, key.getElementType(), key.getCols(), value.getCols(),
@@ -88,6 +113,8 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
     return func.emitOpError(error);
   if (auto name = planAttr.getAs<StringAttr>("score_mod"))
     plan->scoreModName = name.str();
+  if (auto name = planAttr.getAs<StringAttr>("mask_mod"))
+    plan->maskModName = name.str();
   auto tag = planAttr.getAs<StringAttr>("tag");
   if (!tag || tag.getValue() != plan->tag())
     return func.emitOpError("expected the kernel plan to name kernel ")
@@ -108,6 +135,10 @@ static void addTileTypeConversions(TypeConverter &converter) {
                  ? Type(IntegerType::get(t.getContext(), 32))
                  : Type(VectorType::get({2}, t.getElementType()));
     out.append(t.getLaneValueCount(), lane);
+    return success();
+  });
+  converter.addConversion([](ag::PackedRowsType t, SmallVectorImpl<Type> &out) {
+    out.append(7, IndexType::get(t.getContext())); // TileRows::values
     return success();
   });
   converter.addConversion([](ag::KeyBoundsType t, SmallVectorImpl<Type> &out) {
@@ -217,6 +248,53 @@ struct AsyncWaitLowering : TileOpLowering<ag::AsyncWaitOp> {
   }
 };
 
+struct PackedRowsLowering : TileOpLowering<ag::PackedRowsOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::PackedRowsOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    TileRows rows = TileRows::packed(kb, op.getBatch(), op.getHeads(),
+                                     op.getKvHeads(), op.getNq(),
+                                     op.getKeyHead(), op.getQueryBlock(),
+                                     op.getBlockRows());
+    SmallVector<Value> first{rows.firstQuery()};
+    rewriter.replaceOpWithMultiple(op, {rows.values(), first});
+    return success();
+  }
+};
+
+/// The (head, query) of the lane's accumulator row r (0, 1): its warp's
+/// rows from `rowBase`, packed.
+static std::pair<Value, Value> laneHeadQuery(KernelBuilder &kb,
+                                             const TileRows &rows,
+                                             Value rowBase, int64_t r) {
+  return rows.at(kb, TileRows::laneRow(kb, rowBase, r));
+}
+
+struct AsyncGatherLowering : TileOpLowering<ag::AsyncGatherOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::AsyncGatherOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    TileRows rows = TileRows::fromValues(adaptor.getRows());
+    StridedTensor source{op.getSource(), op.getBatchStride(),
+                         op.getHeadStride(), op.getRowStride()};
+    kb.copyGatheredTileAsync(
+        op.getSource(),
+        [&](Value row) {
+          auto [h, q] = rows.at(kb, row);
+          return std::make_pair(
+              source.rowOffset(kb, source.headBase(kb, op.getBatch(), h), q),
+              rows.valid(kb, row));
+        },
+        sharedTile(op.getTile(), adaptor.getTile()));
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct WarpRowOffsetLowering : TileOpLowering<ag::WarpRowOffsetOp> {
   using TileOpLowering::TileOpLowering;
   LogicalResult
@@ -262,9 +340,20 @@ struct KeyBoundsLowering : TileOpLowering<ag::KeyBoundsOp> {
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
     Value qBegin = op.getQueryBegin();
-    RowKeyBounds bounds = rowKeyBounds(
-        kb, {op.getBatch(), op.getHead(), qBegin, Value(), op.getNq(), op.getNk()},
-        op.getRow(), qBegin, op.getBlockRows());
+    attn::ScorePosition tile{op.getBatch(), op.getHead(), qBegin,
+                             Value(),       op.getNq(),   op.getNk()};
+    RowKeyBounds bounds;
+    if (op.getRows()) {
+      TileRows rows = TileRows::fromValues(adaptor.getRows());
+      bounds = rowKeyBounds(
+          kb, tile, qBegin,
+          [&](int64_t r) {
+            return laneHeadQuery(kb, rows, op.getRow(), r).second;
+          },
+          [&]() { return rows.lastQuery(kb); });
+    } else {
+      bounds = rowKeyBounds(kb, tile, op.getRow(), qBegin, op.getBlockRows());
+    }
     SmallVector<Value> values{bounds.tileHi};
     ag::KeyBoundsType type = op.getBounds().getType();
     if (type.getLeft())
@@ -321,10 +410,43 @@ struct ScoreModLowering : TileOpLowering<ag::ScoreModOp> {
     OpBuilder b(op);
     KernelBuilder kb = builderFor(op, b);
     SmallVector<Value> s(adaptor.getScores());
-    applyScoreMod(kb, s,
-                  {op.getBatch(), op.getHead(), op.getQueryBegin(), Value(),
-                   op.getNq(), op.getNk()},
-                  op.getRow(), op.getKeyBegin(), op.getScale());
+    attn::ScorePosition tile{op.getBatch(), op.getHead(), op.getQueryBegin(),
+                             Value(),       op.getNq(),   op.getNk()};
+    if (op.getRows()) {
+      TileRows rows = TileRows::fromValues(adaptor.getRows());
+      applyScoreMod(
+          kb, s, tile,
+          [&](int64_t r) { return laneHeadQuery(kb, rows, op.getRow(), r); },
+          op.getKeyBegin(), op.getScale());
+    } else {
+      applyScoreMod(kb, s, tile, op.getRow(), op.getKeyBegin(), op.getScale());
+    }
+    rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct MaskModLowering : TileOpLowering<ag::MaskModOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::MaskModOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // Built outside the rewriter as score_mod's: the predicate builder
+    // clones the region's ops, every one of them already legal.
+    OpBuilder b(op);
+    KernelBuilder kb = builderFor(op, b);
+    SmallVector<Value> s(adaptor.getScores());
+    attn::ScorePosition tile{op.getBatch(), op.getHead(), op.getQueryBegin(),
+                             Value(),       op.getNq(),   op.getNk()};
+    if (op.getRows()) {
+      TileRows rows = TileRows::fromValues(adaptor.getRows());
+      applyMaskMod(
+          kb, s, tile,
+          [&](int64_t r) { return laneHeadQuery(kb, rows, op.getRow(), r); },
+          op.getKeyBegin());
+    } else {
+      applyMaskMod(kb, s, tile, op.getRow(), op.getKeyBegin());
+    }
     rewriter.replaceOpWithMultiple(op, {s});
     return success();
   }
@@ -415,12 +537,53 @@ struct FinalizeSoftmaxLowering : TileOpLowering<ag::FinalizeSoftmaxOp> {
   }
 };
 
+/// store_output of packed rows: each lane row at its (head, query)'s row of
+/// the f32 partials and LSE, padding rows and rows past Nq skipped.
+static void storePackedRows(KernelBuilder &kb, ag::StoreOutputOp op,
+                            ValueRange acc, ValueRange invSum, ValueRange lse,
+                            const TileRows &rows) {
+  OpBuilder &b = kb.b;
+  const int64_t dv = op.getAcc().getType().getCols();
+  for (int64_t r = 0; r < 2; ++r) {
+    Value tileRow = TileRows::laneRow(kb, op.getRow(), r);
+    auto [h, q] = rows.at(kb, tileRow);
+    Value rowValid = rows.valid(kb, tileRow);
+    Value row = rows.globalRow(kb, h, q);
+    if (op.getSplit())
+      row = kb.add(rows.splitRowBase(kb, op.getSplit(),
+                                     kb.toIndex(op.getBatches())),
+                   row);
+    row = kb.add(op.getLseBase(), row);
+    auto ifOp = scf::IfOp::create(b, kb.loc, rowValid, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value rowOff = kb.add(op.getOutputBase(), kb.mul(row, dv));
+    for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
+      Value lo = arith::MulFOp::create(b, kb.loc, acc[n * 4 + 2 * r], invSum[r]);
+      Value hi =
+          arith::MulFOp::create(b, kb.loc, acc[n * 4 + 2 * r + 1], invSum[r]);
+      storeColumnPairF32(kb, op.getOutput(), rowOff, n, dv, lo, hi);
+    }
+    Value first = arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::eq,
+                                        kb.threadInGroup, kb.idx(0));
+    auto lseIf = scf::IfOp::create(b, kb.loc, first, false);
+    b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+    memref::StoreOp::create(b, kb.loc, lse[r], op.getLseOut(), ValueRange{row});
+  }
+}
+
 struct StoreOutputLowering : TileOpLowering<ag::StoreOutputOp> {
   using TileOpLowering::TileOpLowering;
   LogicalResult
   matchAndRewrite(ag::StoreOutputOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
+    if (op.getRows()) {
+      storePackedRows(kb, op, adaptor.getAcc(), adaptor.getInvSum(),
+                      adaptor.getLse(), TileRows::fromValues(adaptor.getRows()));
+      rewriter.eraseOp(op);
+      return success();
+    }
     Location loc = op.getLoc();
     ValueRange acc = adaptor.getAcc();
     ValueRange invSum = adaptor.getInvSum(), lse = adaptor.getLse();
@@ -513,9 +676,10 @@ struct ConvertAttnGPUToNVVMPass final
     scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
                                                          target);
     patterns.add<SharedMemoryLowering, SharedTileLowering, AsyncCopyLowering,
-                 AsyncWaitLowering, WarpRowOffsetLowering, LoadOperandALowering,
-                 FillLowering, KeyBoundsLowering, MmaQKLowering,
-                 ScoreModLowering, MaskLowering, OnlineSoftmaxLowering,
+                 AsyncWaitLowering, PackedRowsLowering, AsyncGatherLowering,
+                 WarpRowOffsetLowering, LoadOperandALowering, FillLowering,
+                 KeyBoundsLowering, MmaQKLowering, ScoreModLowering,
+                 MaskModLowering, MaskLowering, OnlineSoftmaxLowering,
                  MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
         converter, ctx, kernels);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

@@ -63,3 +63,75 @@ func.func @partial_rows(%acc: !attn_gpu.fragment<16x64xf32, accumulator>, %r: !a
   attn_gpu.store_output %acc, %r, %r to %o[%i], %l[%i] rows %i + %i below %i : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<64xbf16>, memref<64xf32>
   return
 }
+
+// -----
+
+func.func @packed_rows_block(%i: index) {
+  // expected-error @+1 {{'attn_gpu.packed_rows' op expected block_rows in steps of a warp's 16, got 40}}
+  %rows, %q0 = attn_gpu.packed_rows key_head %i block %i of [%i, %i, %i, %i] {block_rows = 40 : i64} : !attn_gpu.packed_rows
+  return
+}
+
+// -----
+
+func.func @gather_elements(%q: memref<1024xf16>, %i: index, %rows: !attn_gpu.packed_rows, %t: !attn_gpu.shared_tile<64x64xbf16, stride = 72>) {
+  // expected-error @+1 {{'attn_gpu.async_gather' op expected the source's elements ('f16') to be the tile's ('bf16')}}
+  attn_gpu.async_gather %q[%i] strides [%i, %i, %i] rows %rows into %t : memref<1024xf16>, !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+  return
+}
+
+// -----
+
+// A mask_mod keeps the rows' upper edges: bounds without them would drop
+// the keys past Nk.
+func.func @bounds_mask_mod(%i: index) {
+  // expected-error @+1 {{'attn_gpu.key_bounds' op expected bounds with left = 0, right = 1 for mask none with a mask_mod, got '!attn_gpu.key_bounds<left = false, right = false>'}}
+  %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i {block_rows = 64 : i64, mask_mod} : !attn_gpu.key_bounds<left = false, right = false>
+  return
+}
+
+// -----
+
+func.func @mask_mod_yield(%s: !attn_gpu.fragment<16x32xf32, accumulator>, %i: index) {
+  %m = attn_gpu.mask_mod %s at [%i, %i, %i] of [%i, %i] row %i key %i : !attn_gpu.fragment<16x32xf32, accumulator> {
+  ^bb0(%bb: index, %h: index, %qi: index, %kv: index):
+    %x = arith.constant 1.0 : f32
+    // expected-error @+1 {{'attn_gpu.yield' op expected a mask_mod to yield 'i1', got 'f32'}}
+    attn_gpu.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+func.func @score_mod_yield(%s: !attn_gpu.fragment<16x32xf32, accumulator>, %i: index, %x: f32) {
+  %m = attn_gpu.score_mod %s scale %x at [%i, %i, %i] of [%i, %i] row %i key %i : !attn_gpu.fragment<16x32xf32, accumulator> {
+  ^bb0(%y: f32, %bb: index, %h: index, %qi: index, %kv: index):
+    %t = arith.constant true
+    // expected-error @+1 {{'attn_gpu.yield' op expected a score_mod to yield 'f32', got 'i1'}}
+    attn_gpu.yield %t : i1
+  }
+  return
+}
+
+// -----
+
+func.func @mask_mod_args(%s: !attn_gpu.fragment<16x32xf32, accumulator>, %i: index) {
+  // expected-error @+1 {{'attn_gpu.mask_mod' op expected (index, index, index, index) leading mask_mod arguments}}
+  %m = attn_gpu.mask_mod %s at [%i, %i, %i] of [%i, %i] row %i key %i : !attn_gpu.fragment<16x32xf32, accumulator> {
+  ^bb0(%y: f32, %bb: index, %h: index, %qi: index):
+    %t = arith.constant true
+    attn_gpu.yield %t : i1
+  }
+  return
+}
+
+// -----
+
+// Packed rows land in a split's f32 partials, rows as LSE's.
+func.func @packed_store_stride(%acc: !attn_gpu.fragment<16x64xf32, accumulator>, %r: !attn_gpu.fragment<16x1xf32, rows>, %o: memref<1024xf32>, %lse: memref<64xf32>, %i: index, %rows: !attn_gpu.packed_rows) {
+  // expected-error @+1 {{'attn_gpu.store_output' op expected packed rows to store f32 partial rows, without a row stride}}
+  attn_gpu.store_output %acc, %r, %r to %o[%i stride %i], %lse[%i] rows %i + %i below %i packed %rows
+      : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xf32>, memref<64xf32>
+  return
+}

@@ -52,3 +52,46 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
       : !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xbf16>, memref<64xf32>
   return
 }
+
+// Packed GQA: the rows' (head, query) mapping is a value the ops that need
+// a row's position take; mask_mod is a region like score_mod's, yielding i1.
+// CHECK-LABEL: func @packed
+func.func @packed(%q: memref<1024xbf16>, %o: memref<1024xf32>, %lse: memref<64xf32>,
+                  %i: index, %doc: tensor<?x?xi32>) {
+  // CHECK: %[[ROWS:[^,]+]], %[[Q0:[^ ]+]] = attn_gpu.packed_rows key_head %{{.+}} block %{{.+}} of [%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}] {block_rows = 64 : i64} : !attn_gpu.packed_rows
+  %rows, %q0 = attn_gpu.packed_rows key_head %i block %i of [%i, %i, %i, %i] {block_rows = 64 : i64} : !attn_gpu.packed_rows
+  %qt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+  // CHECK: attn_gpu.async_gather %{{.+}}[%{{.+}}] strides [%{{.+}}, %{{.+}}, %{{.+}}] rows %[[ROWS]] into %{{.+}} : memref<1024xbf16>, {{.*}}<64x64xbf16, stride = 72>
+  attn_gpu.async_gather %q[%i] strides [%i, %i, %i] rows %rows into %qt : memref<1024xbf16>, !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+  // CHECK: attn_gpu.key_bounds at [%{{.+}}, %{{.+}}, %[[Q0]]] of [%{{.+}}, %{{.+}}] row %{{.+}} rows %[[ROWS]] {block_rows = 64 : i64, mask = #attn.mask<causal>, mask_mod} : <left = false, right = true>
+  %b = attn_gpu.key_bounds at [%i, %i, %q0] of [%i, %i] row %i rows %rows {block_rows = 64 : i64, mask = #attn.mask<causal>, mask_mod} : !attn_gpu.key_bounds<left = false, right = true>
+  %zero = arith.constant 0.0 : f32
+  %s = attn_gpu.fill %zero : !attn_gpu.fragment<16x32xf32, accumulator>
+  // CHECK: attn_gpu.score_mod %{{.+}} scale %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} key %{{.+}} rows %[[ROWS]] : <16x32xf32, accumulator> {
+  %sm = attn_gpu.score_mod %s scale %zero at [%i, %i, %q0] of [%i, %i] row %i key %i rows %rows : !attn_gpu.fragment<16x32xf32, accumulator> {
+  ^bb0(%x: f32, %bb: index, %h: index, %qi: index, %kv: index):
+    attn_gpu.yield %x : f32
+  }
+  // CHECK: attn_gpu.mask_mod %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} key %{{.+}} rows %[[ROWS]] : <16x32xf32, accumulator> {
+  // CHECK: tensor.extract
+  // CHECK: attn_gpu.yield %{{.+}} : i1
+  %mm = attn_gpu.mask_mod %sm at [%i, %i, %q0] of [%i, %i] row %i key %i rows %rows : !attn_gpu.fragment<16x32xf32, accumulator> {
+  ^bb0(%bb: index, %h: index, %qi: index, %kv: index, %d: tensor<?x?xi32>):
+    %dq = tensor.extract %d[%bb, %qi] : tensor<?x?xi32>
+    %dk = tensor.extract %d[%bb, %kv] : tensor<?x?xi32>
+    %same = arith.cmpi eq, %dq, %dk : i32
+    attn_gpu.yield %same : i1
+  }
+  // CHECK: attn_gpu.mask_mod %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} key %{{.+}} : <16x32xf32, accumulator> {
+  %mp = attn_gpu.mask_mod %mm at [%i, %i, %i] of [%i, %i] row %i key %i : !attn_gpu.fragment<16x32xf32, accumulator> {
+  ^bb0(%bb: index, %h: index, %qi: index, %kv: index):
+    %ok = arith.cmpi ule, %kv, %qi : index
+    attn_gpu.yield %ok : i1
+  }
+  %acc = attn_gpu.fill %zero : !attn_gpu.fragment<16x64xf32, accumulator>
+  %r = attn_gpu.fill %zero : !attn_gpu.fragment<16x1xf32, rows>
+  // CHECK: attn_gpu.store_output %{{.+}} to %{{.+}}[%{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} + %{{.+}} below %{{.+}} packed %[[ROWS]] :
+  attn_gpu.store_output %acc, %r, %r to %o[%i], %lse[%i] rows %q0 + %i below %i packed %rows
+      : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xf32>, memref<64xf32>
+  return
+}

@@ -387,8 +387,9 @@ Value mlir::fa::attn::buildMaskModPredicate(OpBuilder &b, Location loc,
     for (auto [i, tensor] : llvm::enumerate(spec.modArgs))
       map.map(spec.maskModArgOperand(i), tensor);
   for (Operation &op : block) {
-    if (auto yield = dyn_cast<YieldOp>(op))
-      return map.lookup(yield.getValues()[0]);
+    // attn.yield, or the tile level's attn_gpu.yield of the same region.
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      return map.lookup(op.getOperand(0));
     if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
       map.map(read.getResult(),
               buildClampedRead(b, loc, read, map, block,
@@ -397,5 +398,5 @@ Value mlir::fa::attn::buildMaskModPredicate(OpBuilder &b, Location loc,
     }
     b.clone(op, map);
   }
-  llvm_unreachable("the verifier requires mask_mod to end in attn.yield");
+  llvm_unreachable("the verifiers require mask_mod to end in a yield");
 }

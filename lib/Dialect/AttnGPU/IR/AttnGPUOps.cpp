@@ -174,6 +174,22 @@ LogicalResult SharedTileOp::verify() {
   return success();
 }
 
+LogicalResult PackedRowsOp::verify() {
+  if (getBlockRows() <= 0 || getBlockRows() % 16 != 0)
+    return emitOpError("expected block_rows in steps of a warp's 16, got ")
+           << getBlockRows();
+  return success();
+}
+
+LogicalResult AsyncGatherOp::verify() {
+  Type source = cast<MemRefType>(getSource().getType()).getElementType();
+  Type tile = getTile().getType().getElementType();
+  if (source != tile)
+    return emitOpError("expected the source's elements (")
+           << source << ") to be the tile's (" << tile << ")";
+  return success();
+}
+
 LogicalResult LoadOperandAOp::verify() {
   SharedTileType tile = getTile().getType();
   FragmentType frag = getFragment().getType();
@@ -189,11 +205,13 @@ LogicalResult LoadOperandAOp::verify() {
 LogicalResult KeyBoundsOp::verify() {
   KeyBoundsType type = getBounds().getType();
   bool window = getMask() == fa::attn::MaskKind::Window;
-  bool masked = getMask() != fa::attn::MaskKind::None;
+  // A mask_mod keeps the rows' upper edges even without a band.
+  bool masked = getMask() != fa::attn::MaskKind::None || getMaskMod();
   if (type.getLeft() != window || type.getRight() != masked)
     return emitOpError("expected bounds with left = ")
            << window << ", right = " << masked << " for mask "
-           << fa::attn::stringifyMaskKind(getMask()) << ", got " << type;
+           << fa::attn::stringifyMaskKind(getMask())
+           << (getMaskMod() ? " with a mask_mod" : "") << ", got " << type;
   if (window != (getWindowLeft() && getWindowRight()))
     return emitOpError("expected window_left and window_right exactly with "
                        "a window mask");
@@ -260,6 +278,13 @@ LogicalResult StoreOutputOp::verify() {
       !isLayout(getLse().getType(), FragmentLayout::Rows))
     return emitOpError("expected an accumulator and rows of 1/l and LSE");
   Type elem = getOutput().getType().getElementType();
+  if (getRows() && getOutputRowStride())
+    return emitOpError("expected packed rows to store f32 partial rows, "
+                       "without a row stride");
+  if (static_cast<bool>(getSplit()) != static_cast<bool>(getBatches()) ||
+      (getSplit() && !getRows()))
+    return emitOpError("expected a split together with its batch count, "
+                       "for packed rows only (plain splits are in lse_base)");
   if (!getOutputRowStride() && !elem.isF32())
     return emitOpError("expected f32 partial rows without a row stride, got ")
            << elem;
@@ -279,5 +304,30 @@ LogicalResult ScoreModOp::verifyRegions() {
                    [&](BlockArgument a) { return a.getType() != index; }))
     return emitOpError("expected (f32, index, index, index, index) leading "
                        "score_mod arguments");
+  return success();
+}
+
+LogicalResult MaskModOp::verifyRegions() {
+  Block &body = getMaskMod().front();
+  if (body.getNumArguments() < 4)
+    return emitOpError("expected the mask_mod arguments (b, h, q_idx, kv_idx, "
+                       "mod_args...), got ")
+           << body.getNumArguments();
+  Type index = IndexType::get(getContext());
+  if (llvm::any_of(body.getArguments().take_front(4),
+                   [&](BlockArgument a) { return a.getType() != index; }))
+    return emitOpError("expected (index, index, index, index) leading "
+                       "mask_mod arguments");
+  return success();
+}
+
+LogicalResult YieldOp::verify() {
+  bool maskMod = isa<MaskModOp>((*this)->getParentOp());
+  Type expected = maskMod ? Type(IntegerType::get(getContext(), 1))
+                          : Type(Float32Type::get(getContext()));
+  if (getValue().getType() != expected)
+    return emitOpError("expected ")
+           << (maskMod ? "a mask_mod to yield " : "a score_mod to yield ")
+           << expected << ", got " << getValue().getType();
   return success();
 }
