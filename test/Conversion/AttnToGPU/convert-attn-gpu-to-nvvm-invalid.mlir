@@ -55,3 +55,41 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A packed-GQA plan without the packed rows would store each row at the
+// wrong (head, query).
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @+1 {{'gpu.func' op expected one 'attn_gpu.packed_rows' for a plan with pack_gqa}}
+    gpu.func @k(%i: index, %x: f32) kernel attributes {attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", pack_gqa, split_kv, stages = 2 : i64, tag = "fwd_bf16_d64_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv", target = "sm_90a", warps = 4 : i64}} {
+      attn_gpu.shared_memory 1024 x bf16
+      %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+      %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i {block_rows = 64 : i64} : !attn_gpu.key_bounds<left = false, right = false>
+      %s = attn_gpu.mma_qk %t[%i], %t : !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.shared_tile<64x64xbf16, stride = 72> -> !attn_gpu.fragment<16x64xf32, accumulator>
+      %acc = attn_gpu.fill %x : !attn_gpu.fragment<16x64xf32, accumulator>
+      %o = attn_gpu.mma_pv %s, %t, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.fragment<16x64xf32, accumulator>
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// Key bounds that claim a mask_mod the kernel does not have (or miss one
+// it has) would lower to edges of the wrong plan.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @k(%i: index, %x: f32) kernel attributes {attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 2 : i64, tag = "fwd_bf16_d64_bq64_bkv64_w4_s2_none_sm90a", target = "sm_90a", warps = 4 : i64}} {
+      attn_gpu.shared_memory 1024 x bf16
+      %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+      // expected-error @+1 {{'attn_gpu.key_bounds' op expected mask_mod on the key bounds exactly when the kernel has an 'attn_gpu.mask_mod'}}
+      %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i {block_rows = 64 : i64, mask_mod} : !attn_gpu.key_bounds<left = false, right = true>
+      %s = attn_gpu.mma_qk %t[%i], %t : !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.shared_tile<64x64xbf16, stride = 72> -> !attn_gpu.fragment<16x64xf32, accumulator>
+      %acc = attn_gpu.fill %x : !attn_gpu.fragment<16x64xf32, accumulator>
+      %o = attn_gpu.mma_pv %s, %t, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.fragment<16x64xf32, accumulator>
+      gpu.return
+    }
+  }
+}

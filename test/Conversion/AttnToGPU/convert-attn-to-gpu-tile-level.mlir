@@ -103,3 +103,31 @@ func.func @softcap(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: ten
   } : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// A mask_mod: an attn_gpu.mask_mod region (the attn op's, yielding i1)
+// after the Q·Kᵀ product and before the band, on 32-key tiles; the key
+// bounds know of it (their rows keep an upper edge without a band).
+// CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq64_bkv32_w4_s2_none_sm90a_maskmod_prefix_lm(
+// CHECK-SAME: mask_mod = "prefix_lm"
+// CHECK: %[[BOUNDS:.+]] = attn_gpu.key_bounds {{.+}} {block_rows = 64 : i64, mask_mod} : <left = false, right = true>
+// CHECK: %[[S:.+]] = attn_gpu.mma_qk {{.+}} -> <16x32xf32, accumulator>
+// CHECK: %[[MM:.+]] = attn_gpu.mask_mod %[[S]] at [%{{.+}}, %{{.+}}, %{{.+}}] of [%{{.+}}, %{{.+}}] row %{{.+}} key %[[KEY:[^ ]+]] : <16x32xf32, accumulator> {
+// CHECK-NEXT: ^bb0(%{{.+}}: index, %{{.+}}: index, %[[QI:[^:]+]]: index, %[[KV:[^:]+]]: index, %{{.+}}: tensor<?xi32>):
+// CHECK: arith.cmpi slt, %[[KV]]
+// CHECK: attn_gpu.yield %{{.+}} : i1
+// CHECK-NEXT: }
+// CHECK-NEXT: attn_gpu.mask %[[MM]], %[[BOUNDS]] key %[[KEY]]
+func.func @prefix_lm(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %prefix: tensor<?xi32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v mod_args(%prefix : tensor<?xi32>) {attn.mask_mod_name = "prefix_lm"} mask_mod {
+  ^bb0(%b: index, %h: index, %qi: index, %kv: index, %t: tensor<?xi32>):
+    %p = tensor.extract %t[%b] : tensor<?xi32>
+    %pi = arith.index_cast %p : i32 to index
+    %in = arith.cmpi slt, %kv, %pi : index
+    %causal = arith.cmpi sle, %kv, %qi : index
+    %keep = arith.ori %in, %causal : i1
+    attn.yield %keep : i1
+  } : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+}
