@@ -1,9 +1,10 @@
 //===- AttnGPUOps.td - attn_gpu tile-level ops --------------*- tablegen -*-===//
 //
 // The ops of one forward kernel's schedule, in the order the kernel runs
-// them: the shared buffer and its tiles, asynchronous tile copies, the
-// operand fragments, the key band, then per key block Q·Kᵀ, score_mod, the
-// mask, the online softmax and P·V, and the epilogue.
+// them: the shared buffer and its tiles, packed GQA's rows, asynchronous
+// tile copies (a gather for packed Q), the operand fragments, the key band,
+// then per key block Q·Kᵀ, score_mod, mask_mod, the mask, the online
+// softmax and P·V, and the epilogue.
 //
 //===----------------------------------------------------------------------===//
 

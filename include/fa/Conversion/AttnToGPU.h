@@ -117,7 +117,7 @@ struct KernelPlan {
   bool splitKv = false;
   /// mma.sync forward only: packed GQA. One CTA per (batch, key head, block
   /// of block_q / G queries of each of the G = H / Hkv heads); tile row r
-  /// holds head hk·G + r mod G at query q0 + r div G (PackedRows.h). The
+  /// holds head hk·G + r mod G at query q0 + r div G (TileRows.h). The
   /// tag has `_packgqa`.
   bool packGqa = false;
   /// wgmma forward only: a varlen batch. The grid's z runs over sequences,

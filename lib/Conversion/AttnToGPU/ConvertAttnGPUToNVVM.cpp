@@ -264,13 +264,31 @@ struct PackedRowsLowering : TileOpLowering<ag::PackedRowsOp> {
   }
 };
 
-/// The (head, query) of the lane's accumulator row r (0, 1): its warp's
-/// rows from `rowBase`, packed.
-static std::pair<Value, Value> laneHeadQuery(KernelBuilder &kb,
-                                             const TileRows &rows,
-                                             Value rowBase, int64_t r) {
-  return rows.at(kb, TileRows::laneRow(kb, rowBase, r));
-}
+namespace {
+/// The (head, query) of a lane's accumulator row r (0, 1) in a score op's
+/// fragment: the tile's head at query_begin + row + g + 8r, or with packed
+/// rows their (head, query) of tile row row + g + 8r.
+struct LaneRows {
+  KernelBuilder &kb;
+  attn::ScorePosition tile;
+  Value row;
+  std::optional<TileRows> packed;
+
+  template <typename OpTy>
+  LaneRows(KernelBuilder &kb, OpTy op, ValueRange packedValues)
+      : kb(kb), tile{op.getBatch(), op.getHead(), op.getQueryBegin(),
+                     Value(),       op.getNq(),   op.getNk()},
+        row(op.getRow()) {
+    if (op.getRows())
+      packed = TileRows::fromValues(packedValues);
+  }
+  std::pair<Value, Value> operator()(int64_t r) const {
+    if (packed)
+      return packed->at(kb, TileRows::laneRow(kb, row, r));
+    return {tile.h, kb.add(tile.q, kb.add(row, kb.add(kb.groupId, r * 8)))};
+  }
+};
+} // namespace
 
 struct AsyncGatherLowering : TileOpLowering<ag::AsyncGatherOp> {
   using TileOpLowering::TileOpLowering;
@@ -340,20 +358,15 @@ struct KeyBoundsLowering : TileOpLowering<ag::KeyBoundsOp> {
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
     Value qBegin = op.getQueryBegin();
-    attn::ScorePosition tile{op.getBatch(), op.getHead(), qBegin,
-                             Value(),       op.getNq(),   op.getNk()};
-    RowKeyBounds bounds;
-    if (op.getRows()) {
-      TileRows rows = TileRows::fromValues(adaptor.getRows());
-      bounds = rowKeyBounds(
-          kb, tile, qBegin,
-          [&](int64_t r) {
-            return laneHeadQuery(kb, rows, op.getRow(), r).second;
-          },
-          [&]() { return rows.lastQuery(kb); });
-    } else {
-      bounds = rowKeyBounds(kb, tile, op.getRow(), qBegin, op.getBlockRows());
-    }
+    LaneRows lanes(kb, op, adaptor.getRows());
+    // The tile's last query: its last row's, or its last head's.
+    auto lastQuery = [&]() {
+      return lanes.packed ? lanes.packed->lastQuery(kb)
+                          : kb.add(qBegin, op.getBlockRows() - 1);
+    };
+    RowKeyBounds bounds = rowKeyBounds(
+        kb, lanes.tile, qBegin, [&](int64_t r) { return lanes(r).second; },
+        lastQuery);
     SmallVector<Value> values{bounds.tileHi};
     ag::KeyBoundsType type = op.getBounds().getType();
     if (type.getLeft())
@@ -410,17 +423,8 @@ struct ScoreModLowering : TileOpLowering<ag::ScoreModOp> {
     OpBuilder b(op);
     KernelBuilder kb = builderFor(op, b);
     SmallVector<Value> s(adaptor.getScores());
-    attn::ScorePosition tile{op.getBatch(), op.getHead(), op.getQueryBegin(),
-                             Value(),       op.getNq(),   op.getNk()};
-    if (op.getRows()) {
-      TileRows rows = TileRows::fromValues(adaptor.getRows());
-      applyScoreMod(
-          kb, s, tile,
-          [&](int64_t r) { return laneHeadQuery(kb, rows, op.getRow(), r); },
-          op.getKeyBegin(), op.getScale());
-    } else {
-      applyScoreMod(kb, s, tile, op.getRow(), op.getKeyBegin(), op.getScale());
-    }
+    LaneRows lanes(kb, op, adaptor.getRows());
+    applyScoreMod(kb, s, lanes.tile, lanes, op.getKeyBegin(), op.getScale());
     rewriter.replaceOpWithMultiple(op, {s});
     return success();
   }
@@ -436,17 +440,8 @@ struct MaskModLowering : TileOpLowering<ag::MaskModOp> {
     OpBuilder b(op);
     KernelBuilder kb = builderFor(op, b);
     SmallVector<Value> s(adaptor.getScores());
-    attn::ScorePosition tile{op.getBatch(), op.getHead(), op.getQueryBegin(),
-                             Value(),       op.getNq(),   op.getNk()};
-    if (op.getRows()) {
-      TileRows rows = TileRows::fromValues(adaptor.getRows());
-      applyMaskMod(
-          kb, s, tile,
-          [&](int64_t r) { return laneHeadQuery(kb, rows, op.getRow(), r); },
-          op.getKeyBegin());
-    } else {
-      applyMaskMod(kb, s, tile, op.getRow(), op.getKeyBegin());
-    }
+    LaneRows lanes(kb, op, adaptor.getRows());
+    applyMaskMod(kb, s, lanes.tile, lanes, op.getKeyBegin());
     rewriter.replaceOpWithMultiple(op, {s});
     return success();
   }

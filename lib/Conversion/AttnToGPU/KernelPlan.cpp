@@ -244,7 +244,7 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.splitKv = true;
   }
   // Packed rows are gathered by the mma.sync forward's Q loads and O/LSE
-  // stores (PackedRows.h).
+  // stores (attn_gpu.packed_rows, TileRows.h).
   if (options.packGqa) {
     if (backward)
       return fail("pack-gqa applies to the forward only, got a backward");
