@@ -8,6 +8,8 @@
 
 #include "fa/Runtime/fa_runtime.h"
 
+#include "TestSupport.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,17 +21,9 @@
 #include <unistd.h>
 #include <vector>
 
+using namespace fa_test;
+
 namespace {
-
-std::string tempDir(const std::string &name) {
-  std::string dir = ::testing::TempDir() + "fa_runtime_" + name;
-  mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
-void writeFile(const std::string &path, const std::string &text) {
-  std::ofstream(path) << text;
-}
 
 /// A kernel object of the manifest, with fields overridable by `extra`
 /// (JSON members appended after the defaults; later keys win in nlohmann).
@@ -108,26 +102,6 @@ std::string wgmmaJson(const std::string &tag, const std::string &dtype, int d,
                         R"(", "threads": 384, "shared_bytes": 163840}},
                        "mma": "wgmma", "tensor_maps": )" +
                         mapsJson(maps) + extra);
-}
-
-/// Loads a bundle from manifest text; returns the status.
-fa_status loadText(const std::string &name, const std::string &text,
-                   fa_bundle **out) {
-  std::string dir = tempDir(name);
-  writeFile(dir + "/manifest.json", text);
-  return fa_bundle_load(dir.c_str(), out);
-}
-
-std::string lastError() { return fa_last_error(); }
-
-/// Expects the manifest `text` to be rejected with `expect` in the message.
-void expectRejected(const std::string &name, const std::string &text,
-                    const std::string &expect) {
-  fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText(name, text, &b), FA_ERROR_BAD_MANIFEST) << expect;
-  EXPECT_NE(lastError().find(expect), std::string::npos)
-      << "expected '" << expect << "' in: " << lastError();
-  fa_bundle_free(b);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1439,23 +1413,6 @@ TEST(FindTiles, PicksTheKeyTileBySequenceLength) {
 //===----------------------------------------------------------------------===//
 // Argument validation
 //===----------------------------------------------------------------------===//
-
-/// Fake, well-separated device addresses: validation never dereferences.
-uint64_t addr(int i) { return 0x7f0000000000ull + (uint64_t(i) << 32); }
-
-fa_tensor tensor(uint64_t data, fa_dtype dtype, std::vector<int64_t> shape) {
-  fa_tensor t{};
-  t.data = data;
-  t.dtype = dtype;
-  t.rank = static_cast<int32_t>(shape.size());
-  int64_t stride = 1;
-  for (int i = t.rank - 1; i >= 0; --i) {
-    t.shape[i] = shape[i];
-    t.strides[i] = stride;
-    stride *= shape[i];
-  }
-  return t;
-}
 
 /// Well-formed contiguous bf16 arguments at the fake addresses 0-10 for
 /// these shapes (scale 1/8): each test breaks one thing.

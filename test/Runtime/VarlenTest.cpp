@@ -9,6 +9,8 @@
 
 #include "fa/Runtime/fa_runtime.h"
 
+#include "TestSupport.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,9 +19,9 @@
 #include <sys/stat.h>
 #include <vector>
 
-namespace {
+using namespace fa_test;
 
-std::string lastError() { return fa_last_error(); }
+namespace {
 
 /// A wgmma forward as fa-aot writes it for `fwd:bf16:d<D>:<mask>:wgmma:varlen`
 /// (strides from 14, cu_seqlens at 26), with `extra` members appended.
@@ -58,38 +60,6 @@ std::string manifest(const std::vector<std::string> &kernels,
          R"(, "compiler": "test", "kernels": [)" + list + "]}";
 }
 
-fa_status loadText(const std::string &name, const std::string &text,
-                   fa_bundle **out) {
-  std::string dir = ::testing::TempDir() + "fa_varlen_" + name;
-  mkdir(dir.c_str(), 0755);
-  std::ofstream(dir + "/manifest.json") << text;
-  return fa_bundle_load(dir.c_str(), out);
-}
-
-void expectRejected(const std::string &name, const std::string &text,
-                    const std::string &expect) {
-  fa_bundle *b = nullptr;
-  EXPECT_EQ(loadText(name, text, &b), FA_ERROR_BAD_MANIFEST) << expect;
-  EXPECT_NE(lastError().find(expect), std::string::npos)
-      << "expected '" << expect << "' in: " << lastError();
-  fa_bundle_free(b);
-}
-
-uint64_t addr(int i) { return 0x7f0000000000ull + (uint64_t(i) << 32); }
-
-fa_tensor tensor(uint64_t data, fa_dtype dtype, std::vector<int64_t> shape) {
-  fa_tensor t{};
-  t.data = data;
-  t.dtype = dtype;
-  t.rank = static_cast<int32_t>(shape.size());
-  int64_t stride = 1;
-  for (int i = t.rank - 1; i >= 0; --i) {
-    t.shape[i] = shape[i];
-    t.strides[i] = stride;
-    stride *= shape[i];
-  }
-  return t;
-}
 
 TEST(VarlenManifest, FieldsAndVersion) {
   fa_bundle *b = nullptr;
