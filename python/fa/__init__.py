@@ -853,7 +853,7 @@ def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic):
            q.dtype, k.dtype, v.dtype, mask_args, scale, mma, bool(deterministic))
     plan, has_backward = _plan(b, key, lambda: _make_ext_plan(b, q, k, v, mask_args, scale,
                                                               mma, deterministic, key))
-    if plan < 0 or not (has_backward or not _needs_grad(q, k, v)):
+    if plan < 0 or (not has_backward and _needs_grad(q, k, v)):
         return None  # the Python path: copies, or the error of a missing backward
     return plan
 
@@ -1059,7 +1059,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         if plan is not None:
             o, lse = _ext.attention(q, k, v, plan)
             return (o, lse) if return_lse else o
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if _needs_grad(q, k, v):
         if _function is None:
             _function = _make_function()
         o, lse = _function.apply(q, k, v, b, mask_args, scale, mma, bool(deterministic),
