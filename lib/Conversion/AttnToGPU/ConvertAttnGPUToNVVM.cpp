@@ -412,36 +412,33 @@ struct MmaQKLowering : TileOpLowering<ag::MmaQKOp> {
   }
 };
 
-struct ScoreModLowering : TileOpLowering<ag::ScoreModOp> {
-  using TileOpLowering::TileOpLowering;
-  LogicalResult
-  matchAndRewrite(ag::ScoreModOp op, OneToNOpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    // The score builder's GPU math rewrites the ops it has just built
-    // (Softmax.cpp: lowerScoreModMath), so they are built outside the
-    // rewriter; every one of them is already legal.
-    OpBuilder b(op);
-    KernelBuilder kb = builderFor(op, b);
-    SmallVector<Value> s(adaptor.getScores());
-    LaneRows lanes(kb, op, adaptor.getRows());
-    applyScoreMod(kb, s, lanes.tile, lanes, op.getKeyBegin(), op.getScale());
-    rewriter.replaceOpWithMultiple(op, {s});
-    return success();
-  }
-};
+/// The mod's ops applied to each score of the lane's rows.
+static void applyMod(KernelBuilder &kb, MutableArrayRef<Value> s,
+              const LaneRows &lanes, ag::ScoreModOp op) {
+  applyScoreMod(kb, s, lanes.tile, lanes, op.getKeyBegin(), op.getScale());
+}
+static void applyMod(KernelBuilder &kb, MutableArrayRef<Value> s,
+              const LaneRows &lanes, ag::MaskModOp op) {
+  applyMaskMod(kb, s, lanes.tile, lanes, op.getKeyBegin());
+}
 
-struct MaskModLowering : TileOpLowering<ag::MaskModOp> {
-  using TileOpLowering::TileOpLowering;
+/// score_mod and mask_mod. The ops are built outside the rewriter: the score
+/// builder's GPU math rewrites the ops it has just built (Softmax.cpp:
+/// lowerScoreModMath) and the predicate builder clones the region's ops,
+/// every one of them already legal.
+template <typename ModOp>
+struct ModLowering : TileOpLowering<ModOp> {
+  using TileOpLowering<ModOp>::TileOpLowering;
+  using OneToNOpAdaptor =
+      typename OpConversionPattern<ModOp>::OneToNOpAdaptor;
   LogicalResult
-  matchAndRewrite(ag::MaskModOp op, OneToNOpAdaptor adaptor,
+  matchAndRewrite(ModOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    // Built outside the rewriter as score_mod's: the predicate builder
-    // clones the region's ops, every one of them already legal.
     OpBuilder b(op);
-    KernelBuilder kb = builderFor(op, b);
+    KernelBuilder kb = this->builderFor(op, b);
     SmallVector<Value> s(adaptor.getScores());
     LaneRows lanes(kb, op, adaptor.getRows());
-    applyMaskMod(kb, s, lanes.tile, lanes, op.getKeyBegin());
+    applyMod(kb, s, lanes, op);
     rewriter.replaceOpWithMultiple(op, {s});
     return success();
   }
@@ -673,8 +670,8 @@ struct ConvertAttnGPUToNVVMPass final
     patterns.add<SharedMemoryLowering, SharedTileLowering, AsyncCopyLowering,
                  AsyncWaitLowering, PackedRowsLowering, AsyncGatherLowering,
                  WarpRowOffsetLowering, LoadOperandALowering, FillLowering,
-                 KeyBoundsLowering, MmaQKLowering, ScoreModLowering,
-                 MaskModLowering, MaskLowering, OnlineSoftmaxLowering,
+                 KeyBoundsLowering, MmaQKLowering, ModLowering<ag::ScoreModOp>,
+                 ModLowering<ag::MaskModOp>, MaskLowering, OnlineSoftmaxLowering,
                  MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
         converter, ctx, kernels);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
