@@ -176,10 +176,10 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    int headDimV, const std::string &scoreMod,
                    const std::string &maskMod, bool deterministic,
-                   bool splitKv, bool packGqa) {
+                   bool splitKv, bool packGqa, bool blockSparse) {
   if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
-      c.maskMod != maskMod ||
-      c.splitKv != splitKv || c.packGqa != packGqa)
+      c.maskMod != maskMod || c.splitKv != splitKv ||
+      c.packGqa != packGqa || c.blockSparse != blockSparse)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
     return false;
@@ -231,7 +231,8 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
 /// split-KV kernels only, or over the others only.
 fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      int64_t nk, bool deterministic, const fa_kernel **out,
-                     bool splitKv = false, bool packGqa = false) {
+                     bool splitKv = false, bool packGqa = false,
+                     bool blockSparse = false) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -266,7 +267,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
     if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, splitKv,
-                       packGqa))
+                       packGqa, blockSparse))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -287,7 +288,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                               maskMod) +
                      (deterministic ? " (deterministic)" : "") +
                      (splitKv ? " (split-KV)" : "") +
-                     (packGqa ? " (packed GQA)" : "");
+                     (packGqa ? " (packed GQA)" : "") +
+                     (blockSparse ? " (block-sparse)" : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;
@@ -343,6 +345,15 @@ fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
                     std::to_string(split_kv) + "; expected 0 or 1");
   return findKernel(bundle, query, nk, false, out, split_kv == 1,
                     /*packGqa=*/true);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_block_sparse(const fa_bundle *bundle,
+                                       const fa_kernel_query *query, int64_t nk,
+                                       const fa_kernel **out) try {
+  return findKernel(bundle, query, nk, false, out, false, false,
+                    /*blockSparse=*/true);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

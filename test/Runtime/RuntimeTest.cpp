@@ -165,9 +165,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "10"),
-                 "version 10 is not supported (this runtime reads versions 1 "
-                 "to 9)");
+  expectRejected("version", manifest({}, "13"),
+                 "version 13 is not supported (this runtime reads versions 1 "
+                 "to 12)");
 }
 
 
@@ -874,10 +874,10 @@ TEST(ScoreMod, ModArgManifestErrors) {
                           "8"),
                  "field 'mod_args' is given, but the kernel has no score_mod");
   // A newer bundle than this runtime reads is refused as a whole.
-  expectRejected("mod_args_v10",
-                 manifest({modArgsJson("k", "fwd", slopes)}, "10"),
-                 "version 10 is not supported (this runtime reads versions 1 "
-                 "to 9)");
+  expectRejected("mod_args_v13",
+                 manifest({modArgsJson("k", "fwd", slopes)}, "13"),
+                 "version 13 is not supported (this runtime reads versions 1 "
+                 "to 12)");
 }
 
 TEST(ScoreMod, NeedsNoNewerVersion) {
