@@ -68,6 +68,10 @@
 #   FA_FLEX_SEQS x d 128), FA_MODBENCH=1 (that for softcap30,alibi_slopes at N 2k..16k),
 #   FA_MODARGS_CASES (differential cases of the mod_args score_mods, 120). The sanitizer runs
 #   on out/bundle, else on the score_mod bundle.
+#   block-sparse kernels: FA_BLOCKSPARSE=1 runs test/gpu/test_blocksparse.py and
+#   bench/blocksparse.py on FA_BLOCKSPARSE_BUNDLE (default out/bundle-blocksparse, built with
+#   fa-aot --config-file test/gpu/configs_blocksparse.txt --score-mods test/gpu/block_masks.mlir);
+#   FA_BLOCKSPARSE_CASES (12 per forward kernel), FA_BLOCKSPARSE_BENCH=0 skips the benchmark.
 #   mask_mod kernels: FA_MASKMOD_BUNDLE (default out/bundle-maskmod; skipped without it),
 #   FA_MASKMOD_CASES (differential cases per forward kernel, 16), FA_MASKMOD_TIMEOUT (300).
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
@@ -192,6 +196,19 @@ if [ "${FA_VARLEN_BENCH:-0}" = 1 ]; then
     --bundle "$VARLEN_BUNDLE" --dense-bundle "${FA_VARLEN_DENSE_BUNDLE:-out/bundle}" \
     ${FA_VARLEN_BENCH_ARGS:-} ||
     fail "varlen benchmark"
+fi
+BLOCKSPARSE_BUNDLE=${FA_BLOCKSPARSE_BUNDLE:-out/bundle-blocksparse}
+if [ -n "${FA_BLOCKSPARSE:-}" ] && [ -f "$BLOCKSPARSE_BUNDLE/manifest.json" ]; then
+  step "block-sparse kernels ($BLOCKSPARSE_BUNDLE): block masks built on the GPU, differential tests"
+  timeout -k 10 ${FA_BLOCKSPARSE_TIMEOUT:-300} python3 test/gpu/test_blocksparse.py --lib "$LIB" \
+    --bundle "$BLOCKSPARSE_BUNDLE" --cases "${FA_BLOCKSPARSE_CASES:-12}" \
+    > "$WORK/blocksparse.log" 2>&1 || fail "block-sparse differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/blocksparse.log" | tail -n 40
+  if [ "${FA_BLOCKSPARSE_BENCH:-1}" = 1 ]; then
+    step "block-sparse benchmark (16k-token document mask, bf16 d128; bench/blocksparse.py)"
+    timeout -k 10 ${FA_BLOCKSPARSE_BENCH_TIMEOUT:-240} python3 bench/blocksparse.py --lib "$LIB" \
+      --bundle "$BLOCKSPARSE_BUNDLE" || fail "block-sparse benchmark"
+  fi
 fi
 
 GQA_BUNDLE=${FA_GQA_BUNDLE:-out/bundle-gqa}

@@ -85,7 +85,8 @@ int64_t strideParam(const CompiledKernel &k) {
 int64_t modArgParam(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
   if (c.direction == "fwd")
-    return strideParam(k) + 3 * (c.splitKv ? 3 : 4);
+    return strideParam(k) + 3 * (c.splitKv ? 3 : 4) +
+           (c.blockSparse ? 2 : 0); // block_mask, mask_heads
   return strideParam(k) + 3 * 6;
 }
 
@@ -141,6 +142,12 @@ json::Object kernelObject(const CompiledKernel &k) {
     // strides (docs/ABI.md "Varlen").
     o["varlen"] = true;
     o["cu_seqlens_param"] = strideParam(k) + 3 * 4;
+  }
+  if (c.blockSparse) {
+    // The block mask and its head count follow the strides; the entries
+    // block_mask and block_lists build it (docs/ABI.md "Block sparsity").
+    o["block_sparse"] = true;
+    o["block_mask_param"] = strideParam(k) + 3 * 4;
   }
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
@@ -225,8 +232,10 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // "mask_mod") would serve for queries without the mask.
   // 10: varlen forwards, which an older runtime would launch as dense ones
   // without cu_seqlens.
+  // 11: block-sparse forwards, which an older runtime would launch without
+  // their block mask.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
-       anyVarlen = false, anyMaskMod = false;
+       anyVarlen = false, anyMaskMod = false, anyBlockSparse = false;
   for (const CompiledKernelRef &k : kernels) {
     anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
@@ -234,7 +243,10 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyNewer |= k->config.packGqa || takesStrides(k->config);
     anyModArgs |= !k->modArgs.empty();
     anyVarlen |= k->config.varlen;
+    anyBlockSparse |= k->config.blockSparse;
   }
+  if (anyBlockSparse)
+    return 11;
   if (anyVarlen)
     return 10;
   if (anyMaskMod)

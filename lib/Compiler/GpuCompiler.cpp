@@ -76,6 +76,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.packGqa = true, kind = "packgqa";
     else if (p == "varlen")
       c.varlen = true, kind = "varlen";
+    else if (p == "blocksparse")
+      c.blockSparse = true, kind = "blocksparse";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -144,6 +146,8 @@ std::string KernelConfig::str() const {
     s += ":packgqa";
   if (varlen)
     s += ":varlen";
+  if (blockSparse)
+    s += ":blocksparse";
   return s;
 }
 
@@ -535,6 +539,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.splitKv = config.splitKv;
   tiles.packGqa = config.packGqa;
   tiles.varlen = config.varlen;
+  tiles.blockSparse = config.blockSparse;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -572,6 +577,13 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     if (plan->splitKv)
       out.entries.push_back(
           {"merge", "fa_merge_" + out.tag, plan->threads(), 0});
+    // The block mask's builders (BlockMask.h): classes, then the lists.
+    if (plan->blockSparse) {
+      out.entries.push_back(
+          {"block_mask", "fa_block_mask_" + out.tag, kBlockMaskThreads, 0});
+      out.entries.push_back(
+          {"block_lists", "fa_block_lists_" + out.tag, kBlockListsThreads, 0});
+    }
   }
 
   auto t0 = Clock::now();
@@ -587,6 +599,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.grid = config.grid;
   pipe.splitKv = config.splitKv;
   pipe.packGqa = config.packGqa;
+  pipe.blockSparse = config.blockSparse;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))
     return err("the NVVM pipeline failed for " + config.str() + ": " + diag);

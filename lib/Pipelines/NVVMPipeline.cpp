@@ -67,6 +67,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.grid = options.grid;
   plan.splitKv = options.splitKv;
   plan.packGqa = options.packGqa;
+  plan.blockSparse = options.blockSparse;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();

@@ -118,7 +118,12 @@ struct KernelConfig {
   /// launches it (Varlen.cpp).
   bool varlen = false;
   int cuSeqlensParam = -1;
-  Entry fwd, bwdPre, bwd, bwdPost, merge;
+  /// Block-sparse forward (bundle version 11): fwd takes a block mask and
+  /// its head count at blockMaskParam (after the strides); blockMask and
+  /// blockLists build one (fa_block_mask_build, docs/ABI.md).
+  bool blockSparse = false;
+  int blockMaskParam = -1;
+  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };
@@ -378,6 +383,19 @@ std::string tensorMapArgs(const KernelConfig &config,
 std::string tensorMapArgs(const KernelConfig &config,
                           const fa_attention_backward_args &args,
                           std::vector<fa_tensor_map_args> &out);
+
+/// Launches the forward of `kernel`; a block-sparse kernel needs
+/// `blockMask`, any other refuses one (Launch.cpp).
+fa_status launchForward(const fa_kernel *kernel, const fa_attention_args *args,
+                        const ModArgList &mods, const fa_block_mask *blockMask,
+                        CUstream stream);
+/// Why `mask` cannot be the block mask of `config` for the call `args`
+/// (empty: it can); BlockSparse.cpp.
+std::string checkBlockMaskFor(const KernelConfig &config,
+                              const fa_block_mask &mask,
+                              const fa_attention_args &args);
+/// The block mask's words as an i32 tensor (for checkPointers).
+fa_tensor blockMaskTensor(const KernelConfig &config, const fa_block_mask &mask);
 
 } // namespace fa::runtime
 

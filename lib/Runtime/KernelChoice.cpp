@@ -176,10 +176,11 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    int headDimV, const std::string &scoreMod,
                    const std::string &maskMod, bool deterministic,
-                   bool splitKv, bool packGqa, bool varlen) {
+                   bool splitKv, bool packGqa, bool varlen, bool blockSparse) {
   if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
-      c.maskMod != maskMod ||
-      c.splitKv != splitKv || c.packGqa != packGqa || c.varlen != varlen)
+      c.maskMod != maskMod || c.splitKv != splitKv ||
+      c.packGqa != packGqa || c.varlen != varlen ||
+      c.blockSparse != blockSparse)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
     return false;
@@ -232,7 +233,7 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
 fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      int64_t nk, bool deterministic, const fa_kernel **out,
                      bool splitKv = false, bool packGqa = false,
-                     bool varlen = false) {
+                     bool varlen = false, bool blockSparse = false) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -267,7 +268,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
     if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, splitKv,
-                       packGqa, varlen))
+                       packGqa, varlen, blockSparse))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -289,7 +290,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      (deterministic ? " (deterministic)" : "") +
                      (splitKv ? " (split-KV)" : "") +
                      (packGqa ? " (packed GQA)" : "") +
-                     (varlen ? " (varlen)" : "");
+                     (varlen ? " (varlen)" : "") +
+                     (blockSparse ? " (block-sparse)" : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;
@@ -355,6 +357,15 @@ fa_status fa_kernel_find_varlen(const fa_bundle *bundle,
                                 const fa_kernel **out) try {
   return findKernel(bundle, query, max_seqlen_k, false, out, false, false,
                     /*varlen=*/true);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_block_sparse(const fa_bundle *bundle,
+                                       const fa_kernel_query *query, int64_t nk,
+                                       const fa_kernel **out) try {
+  return findKernel(bundle, query, nk, false, out, false, false,
+                    /*varlen=*/false, /*blockSparse=*/true);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -272,8 +272,29 @@ fa_status fa_attention_forward_ex(const fa_kernel *kernel,
                                   const fa_attention_args *args,
                                   const fa_tensor *mod_args,
                                   int32_t mod_arg_count, CUstream stream) try {
+  return launchForward(kernel, args, ModArgList{mod_args, mod_arg_count},
+                       nullptr, stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+} // extern "C"
+
+fa_status fa::runtime::launchForward(const fa_kernel *kernel,
+                                     const fa_attention_args *args,
+                                     const ModArgList &mods,
+                                     const fa_block_mask *blockMask,
+                                     CUstream stream) {
   ContextScope scope;
-  ModArgList mods{mod_args, mod_arg_count};
+  if (kernel && args && kernel->config.blockSparse != (blockMask != nullptr))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string("fa_attention_forward: kernel '") +
+                    kernel->config.tag +
+                    (blockMask ? "' is not block-sparse: launch it without a "
+                                 "block mask"
+                               : "' is block-sparse: launch it with "
+                                 "fa_attention_forward_block_sparse and a "
+                                 "block mask"));
   if (fa_status s = prepareLaunch(kernel, args, mods, stream, scope))
     return s;
   const KernelConfig &c = kernel->config;
@@ -289,7 +310,7 @@ fa_status fa_attention_forward_ex(const fa_kernel *kernel,
               lse = a.lse.data;
   // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter,
   // a strided kernel's strides of q, k, v, o, last the mod_args.
-  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1 + 12 +
+  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1 + 12 + 2 +
                ModArgParams::kMaxParams] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
   StrideParams strides;
@@ -298,15 +319,31 @@ fa_status fa_attention_forward_ex(const fa_kernel *kernel,
       strides.add(*t);
     strides.place(params, c.strideParam);
   }
+  // A block-sparse kernel's block mask and its head count.
+  CUdeviceptr maskData = 0;
+  int32_t maskHeads = 0;
+  if (blockMask) {
+    std::string err = checkBlockMaskFor(c, *blockMask, a);
+    if (!err.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  "fa_attention_forward_block_sparse: " + err);
+    fa_tensor words = blockMaskTensor(c, *blockMask);
+    if (fa_status s = checkPointers({{"block_mask", &words}}, scope.device))
+      return failWithPrefix(s, "fa_attention_forward_block_sparse: ");
+    maskData = blockMask->data;
+    maskHeads = static_cast<int32_t>(blockMask->mask_heads);
+    params[c.blockMaskParam] = &maskData;
+    params[c.blockMaskParam + 1] = &maskHeads;
+  }
   ModArgParams modParams;
   modParams.place(params, c.modArgParam, mods);
   if (fa_status s = launchEntry(*kernel, a, f, c.fwd, grid, stream, params,
                                 kForwardParams, c.fwd.persistent))
     return s;
   return succeed();
-} catch (...) {
-  return failedResult<fa_status>(__func__);
 }
+
+extern "C" {
 
 fa_status fa_attention_backward(const fa_kernel *kernel,
                                 const fa_attention_backward_args *args,

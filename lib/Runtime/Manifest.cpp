@@ -379,7 +379,8 @@ int firstModArgParam(const KernelConfig &c) {
   int maps = static_cast<int>(c.tensorMaps.size());
   const bool bwd = c.direction == FA_DIRECTION_BWD;
   if (c.strided())
-    return c.strideParam + 3 * (bwd ? 6 : c.splitKv ? 3 : 4);
+    return c.strideParam + 3 * (bwd ? 6 : c.splitKv ? 3 : 4) +
+           (c.blockSparse ? 2 : 0);
   if (bwd)
     return 15 + maps + (c.deterministic ? 1 : 0);
   return 11 + (c.splitKv ? 1 : 0) + maps + (c.fwd.persistent ? 1 : 0);
@@ -478,6 +479,36 @@ void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
   if (c.fwd.persistent)
     bad(where + ".entries.fwd", "a split-KV kernel has no persistent grid");
   c.merge = parseEntry(entries, "merge", where);
+}
+
+/// The optional "block_sparse" field (bundle version 11): a wgmma forward
+/// with a mask_mod whose fwd entry takes a block mask and its head count
+/// right after its strides, and the two entries that build the mask.
+void parseBlockSparse(const json &k, const json &entries, KernelConfig &c,
+                      const std::string &where) {
+  auto sparse = k.find("block_sparse");
+  if (sparse == k.end())
+    return;
+  if (!sparse->is_boolean())
+    bad(where, "field 'block_sparse' must be true or false, got " +
+                   sparse->dump());
+  c.blockSparse = sparse->get<bool>();
+  if (!c.blockSparse)
+    return;
+  if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
+      c.maskMod.empty() || c.splitKv || c.packGqa || c.fwd.persistent ||
+      !c.strided())
+    bad(where, "field 'block_sparse' is true, but only strided wgmma "
+               "forwards with a mask_mod and one CTA per tile are "
+               "block-sparse");
+  c.blockMask = parseEntry(entries, "block_mask", where);
+  c.blockLists = parseEntry(entries, "block_lists", where);
+  c.blockMaskParam = intField(k, "block_mask_param", where, 0, INT_MAX);
+  int expect = c.strideParam + 3 * 4;
+  if (c.blockMaskParam != expect)
+    bad(where, "field 'block_mask_param' = " +
+                   std::to_string(c.blockMaskParam) + ", expected " +
+                   std::to_string(expect) + " (after the strides of fwd)");
 }
 
 /// The optional "pack_gqa" field: only mma.sync forwards pack GQA heads.
@@ -671,6 +702,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parsePackGqa(k, c, where);
   parseDeterministic(k, c, where);
   parseStrides(k, c, where);
+  parseBlockSparse(k, entries, c, where);
   parseModArgs(k, c, where);
   parseVarlen(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
@@ -783,6 +815,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(10, c.varlen, "varlen kernels");
       // Older runtimes refuse "mod_args"; the version says so too.
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
+      // Without "block_sparse": launched without the block mask.
+      needs(11, c.blockSparse, "block-sparse kernels");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -33,11 +33,11 @@ import sys
 from . import jit, mods
 from ._runtime import (BWD, DTYPE_NAMES, DTYPES, EXTENT_NAMES, FWD, MASK_NAMES, MASKS,
                        MAX_MOD_ARGS, MAX_RANK, MMA_NAMES, MMAS, FaError, BackwardArgs,
-                       ForwardArgs, KernelInfo, KernelQuery, ModArgInfo, Tensor, check,
-                       open_library)
+                       BlockMaskDesc, ForwardArgs, KernelInfo, KernelQuery, ModArgInfo,
+                       Tensor, check, open_library)
 
-__all__ = ["load", "attention", "attention_varlen", "forward_into", "backward_into", "Bundle",
-           "FaError"]
+__all__ = ["load", "attention", "attention_varlen", "forward_into", "backward_into",
+           "block_mask", "BlockMask", "Bundle", "FaError"]
 
 _default = None
 _bundles = []  # every Bundle made, by Bundle.id (the custom ops name bundles by it)
@@ -119,7 +119,7 @@ class Bundle:
             "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa),
             "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info),
             "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
-            "varlen": bool(info.varlen)}
+            "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse)}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -163,6 +163,35 @@ class Bundle:
                 kernel = self._compile(q, nk, deterministic)
             self._cache[key] = kernel
         return kernel
+
+    def find_block_sparse(self, dtype, head_dim, head_dim_v, capability, nk, mask_mod):
+        """The loaded bundles' block-sparse forward of `mask_mod` (fa-aot config
+        field 'blocksparse'); FaError naming what is missing when none has one."""
+        mask_mod = _mask_mod_name(mask_mod)
+        if mask_mod is None:
+            raise FaError(1, "fa: a block mask needs a mask_mod (the name of one the "
+                             "bundle's block-sparse kernels were built with)")
+        key = ("block_sparse", dtype, head_dim, head_dim_v, capability, nk, mask_mod)
+        if key not in self._cache:
+            q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS["none"],
+                            -1, -1, capability, _mma_code(None), None, mask_mod.encode())
+            kernel = None
+            for handle in self._handles:
+                out = ctypes.c_void_p()
+                status = self.lib.fa_kernel_find_block_sparse(handle, ctypes.byref(q), nk,
+                                                              ctypes.byref(out))
+                if status == 0:
+                    kernel = out
+                    break
+                if status not in _NOT_IN_BUNDLE:
+                    check(self.lib, status)
+            if kernel is None:
+                raise FaError(2, "fa: no loaded bundle has a block-sparse forward for mask_mod "
+                                 "'%s' (%s, d%d); build one with fa-aot --score-mods FILE "
+                                 "--config fwd:bf16:d%d:none:wgmma:maskmod=%s:blocksparse"
+                                 % (mask_mod, dtype, head_dim, head_dim, mask_mod))
+            self._cache[key] = kernel
+        return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
                      packed=False):
@@ -496,18 +525,106 @@ def _plan(b, key, make):
     return plan
 
 
+class BlockMask:
+    """A block mask on the GPU (docs/ABI.md "Block sparsity"): which key
+    blocks each query block of a mask_mod sees fully, partly or not at all,
+    built once by fa.block_mask and reusable by every forward with the same
+    sizes, mask_mod and mod_args contents. `data` is the int32 buffer,
+    `kernel` the block-sparse forward it was built for."""
+
+    def __init__(self, bundle, kernel, mask_mod, mod_args, data, desc):
+        self.bundle, self.kernel, self.mask_mod = bundle, kernel, mask_mod
+        self.mod_args, self.data, self.desc = mod_args, data, desc
+
+    @property
+    def shape(self):
+        d = self.desc
+        return (d.batch, d.heads, d.kv_heads, d.mask_heads, d.nq, d.nk)
+
+    def counts(self):
+        """(partial, full) key-block counts per (batch, mask head, query
+        block) as int32 tensors, read back from the buffer."""
+        info = self.bundle._info(self.kernel)
+        d = self.desc
+        rows, nqb = d.batch * d.mask_heads, -(-d.nq // info["block_q"])
+        partial = self.data[:rows * nqb].view(d.batch, d.mask_heads, nqb)
+        full = self.data[rows * nqb:2 * rows * nqb].view(d.batch, d.mask_heads, nqb)
+        return partial, full
+
+
+def block_mask(mask_mod, B, H, Nq, Nk, mod_args=None, kv_heads=None, per_head=False,
+               head_dim=128, head_dim_v=None, dtype="bf16", device=None, bundle=None):
+    """Builds the block mask of the bundle's block-sparse forward for `mask_mod`
+    (its name; Python mask_mods are not compiled yet) over B x H heads of Nq
+    queries and Nk keys, on the current stream of `device` (that of the first
+    mod_arg, else the current CUDA device). per_head=False builds one mask for
+    every head (the mask_mod is evaluated with h = 0 and must not read h);
+    True one per query head. Returns a BlockMask for forward_into(...,
+    block_mask=) and backward_into(..., block_mask=)."""
+    import torch
+    if callable(mask_mod):
+        raise FaError(1, "fa: block_mask takes a mask_mod by name (a function of the bundle's "
+                         "library); Python mask_mods are not compiled yet")
+    b = _bundle(bundle)
+    for name, v in (("B", B), ("H", H), ("Nq", Nq), ("Nk", Nk)):
+        if not isinstance(v, int) or v < 1:
+            raise FaError(1, "fa: block_mask: %s is %r; expected a positive int" % (name, v))
+    kv_heads = H if kv_heads is None else kv_heads
+    tensors = list(mod_args or [])
+    if device is None:
+        device = tensors[0].device if tensors else torch.device(
+            "cuda", torch.cuda.current_device())
+    probe = torch.empty(0, device=device)  # the device's capability and stream
+    dv = head_dim if head_dim_v is None else head_dim_v
+    kernel = b.find_block_sparse(dtype, head_dim, dv, _capability(probe), Nk, mask_mod)
+    mods_read = _mod_args_for(tensors, probe)
+    _check_mod_arg_count(b, kernel, mask_mod, mods_read)
+    mask_heads = H if per_head else 1
+    size = ctypes.c_uint64()
+    check(b.lib, b.lib.fa_block_mask_bytes(kernel, B, mask_heads, Nq, Nk, ctypes.byref(size)))
+    data = torch.empty(size.value // 4, dtype=torch.int32, device=device)
+    desc = BlockMaskDesc(data.data_ptr(), size.value, B, H, kv_heads, mask_heads, Nq, Nk)
+    array = _mod_arg_array(mods_read)
+    _launch(b.lib, b.lib.fa_block_mask_build, kernel, desc, probe, array, len(mods_read))
+    return BlockMask(b, kernel, mask_mod, mods_read, data, desc)
+
+
+def _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod, mods_read):
+    """forward_into with a block mask: its own kernel, the block-sparse launch."""
+    if not isinstance(block_mask, BlockMask):
+        raise FaError(1, "fa: block_mask is %r; expected what fa.block_mask returns"
+                         % (block_mask,))
+    if mask_mod is not None and mask_mod != block_mask.mask_mod:
+        raise FaError(1, "fa: mask_mod is '%s', but the block mask was built for mask_mod '%s'"
+                         % (mask_mod, block_mask.mask_mod))
+    d = q.shape[-1]
+    args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
+                       1.0 / math.sqrt(d) if scale is None else float(scale))
+    _launch(b.lib, b.lib.fa_attention_forward_block_sparse, block_mask.kernel, args, q,
+            ctypes.byref(block_mask.desc), _mod_arg_array(mods_read), len(mods_read))
+
+
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
                  scale=None, bundle=None, mma=None, score_mod=None, mod_args=None,
-                 mask_mod=None):
+                 mask_mod=None, block_mask=None):
     """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
     [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
     wgmma where the device runs it (sm_90). `score_mod` names the score_mod
     compiled into the kernel (None: plain attention), `mask_mod` the
     bundle's mask_mod (None: none), `mod_args` the tensors they read (the
-    score_mod's, then the mask_mod's)."""
+    score_mod's, then the mask_mod's). `block_mask` (from fa.block_mask)
+    runs its block-sparse kernel: only the key blocks it lists, the mask_mod
+    on the partial ones; the mask_mod defaults to the block mask's."""
     b = _bundle(bundle)
     mask_mod = _mask_mod_name(mask_mod)
+    if block_mask is not None:
+        if causal or causal_bottom_right or window is not None or score_mod is not None:
+            raise FaError(1, "fa: a block mask carries the whole mask: no causal, window or "
+                             "score_mod beside it")
+        mods_read = _mod_args_for(list(mod_args or []), q)
+        return _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod,
+                                     mods_read)
     score_mod, mods_read = _score_mod_and_args(score_mod, mod_args, mask_mod)
     mods_read = _mod_args_for(mods_read, q)
     tensors = (q, k, v, o, lse)
@@ -541,16 +658,27 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
                   causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None,
-                  deterministic=False, score_mod=None, mod_args=None, mask_mod=None):
+                  deterministic=False, score_mod=None, mod_args=None, mask_mod=None,
+                  block_mask=None):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
     not given. `mma` as for forward_into. deterministic=True runs the bundle's
     deterministic backward (bit-identical dq run to run; slower), which must
     exist for the query. `score_mod` as for forward_into: the forward's, whose
     derivative the backward kernel applies, `mask_mod` the forward's,
-    `mod_args` the tensors they read."""
+    `mod_args` the tensors they read. `block_mask` names the forward's mask_mod
+    (there is no block-sparse backward yet: the mask_mod backward visits every
+    key block)."""
     import torch
     b = _bundle(bundle)
+    if block_mask is not None:
+        if not isinstance(block_mask, BlockMask):
+            raise FaError(1, "fa: block_mask is %r; expected what fa.block_mask returns"
+                             % (block_mask,))
+        if mask_mod is not None and mask_mod != block_mask.mask_mod:
+            raise FaError(1, "fa: mask_mod is '%s', but the block mask was built for "
+                             "mask_mod '%s'" % (mask_mod, block_mask.mask_mod))
+        mask_mod = block_mask.mask_mod
     mask_mod = _mask_mod_name(mask_mod)
     score_mod, mods_read = _score_mod_and_args(score_mod, mod_args, mask_mod)
     mods_read = _mod_args_for(mods_read, q)

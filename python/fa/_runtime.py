@@ -72,7 +72,14 @@ class KernelInfo(ctypes.Structure):
                 ("score_mod", ctypes.c_char_p), ("split_kv", ctypes.c_int32),
                 ("pack_gqa", ctypes.c_int32),
                 ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
-                ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32)]
+                ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32),
+                ("block_sparse", ctypes.c_int32)]
+
+
+class BlockMaskDesc(ctypes.Structure):
+    """fa_block_mask: a block mask in device memory and the sizes it is for."""
+    _fields_ = [("data", ctypes.c_uint64), ("bytes", ctypes.c_uint64)] + [
+        (n, ctypes.c_int64) for n in ("batch", "heads", "kv_heads", "mask_heads", "nq", "nk")]
 
 
 EXTENT_NAMES = {0: "any", 1: "fixed", 2: "batch", 3: "heads", 4: "kv_heads", 5: "nq",
@@ -191,6 +198,15 @@ def _open_library(path):
         "fa_attention_forward_splitkv_check": ([vp, ctypes.POINTER(ForwardArgs),
                                                 ctypes.c_uint64, ctypes.c_uint64,
                                                 ctypes.c_int32], st),
+        "fa_kernel_find_block_sparse": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                         ctypes.POINTER(vp)], st),
+        "fa_block_mask_bytes": ([vp, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                 ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64)], st),
+        "fa_block_mask_build": ([vp, ctypes.POINTER(BlockMaskDesc), ctypes.POINTER(Tensor),
+                                 ctypes.c_int32, vp], st),
+        "fa_attention_forward_block_sparse": ([vp, ctypes.POINTER(ForwardArgs),
+                                               ctypes.POINTER(BlockMaskDesc),
+                                               ctypes.POINTER(Tensor), ctypes.c_int32, vp], st),
         "fa_attention_forward_splitkv": ([vp, ctypes.POINTER(ForwardArgs), ctypes.c_uint64,
                                           ctypes.c_uint64, ctypes.c_int32, vp], st),
         "fa_kernel_find_varlen": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,

@@ -139,9 +139,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "11"),
-                 "version 11 is not supported (this runtime reads versions 1 "
-                 "to 10)");
+  expectRejected("version", manifest({}, "12"),
+                 "version 12 is not supported (this runtime reads versions 1 "
+                 "to 11)");
 }
 
 
@@ -848,10 +848,10 @@ TEST(ScoreMod, ModArgManifestErrors) {
                           "8"),
                  "field 'mod_args' is given, but the kernel has no score_mod");
   // A newer bundle than this runtime reads is refused as a whole.
-  expectRejected("mod_args_v11",
-                 manifest({modArgsJson("k", "fwd", slopes)}, "11"),
-                 "version 11 is not supported (this runtime reads versions 1 "
-                 "to 10)");
+  expectRejected("mod_args_v12",
+                 manifest({modArgsJson("k", "fwd", slopes)}, "12"),
+                 "version 12 is not supported (this runtime reads versions 1 "
+                 "to 11)");
 }
 
 TEST(ScoreMod, NeedsNoNewerVersion) {

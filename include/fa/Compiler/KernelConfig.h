@@ -45,6 +45,10 @@ struct KernelConfig {
   /// "varlen": the wgmma forward of a varlen batch (packed [T, H, D]
   /// tensors, cu_seqlens; docs/ABI.md). Part of the tag.
   bool varlen = false;
+  /// "blocksparse": the wgmma forward of a mask_mod whose key loop runs over
+  /// a block mask, with the entries that build it (docs/ABI.md "Block
+  /// sparsity"). Part of the tag.
+  bool blockSparse = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -53,7 +57,7 @@ struct KernelConfig {
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
-  /// "splitkv", "packgqa", "varlen".
+  /// "splitkv", "packgqa", "varlen", "blocksparse".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

@@ -72,7 +72,15 @@ struct GpuTileOptions {
   /// wgmma forward only: a varlen batch (packed [T, H, D] tensors, the
   /// sequences named by cu_seqlens), set from the op by attn-gpu-plan.
   bool varlen = false;
+  /// wgmma forward with a mask_mod only: the key loop runs over the key
+  /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
+  bool blockSparse = false;
 };
+
+/// Threads per CTA of a block-sparse kernel's fa_block_mask (one query row
+/// per thread) and fa_block_lists (one warp per line) entries.
+constexpr int64_t kBlockMaskThreads = 128;
+constexpr int64_t kBlockListsThreads = 32;
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
 /// manifest describes.
@@ -125,6 +133,11 @@ struct KernelPlan {
   /// sequence's rows from cu_seqlens (VarlenKernel.h). The tag has
   /// `_varlen`.
   bool varlen = false;
+  /// wgmma forward with a mask_mod only: the key loop visits the full and
+  /// the partial key blocks of a block mask (a kernel parameter built by the
+  /// module's fa_block_mask entries), evaluating the mask_mod on partial
+  /// blocks only. The tag has `_blocksparse`.
+  bool blockSparse = false;
 
   int64_t threads() const { return warps * 32; }
   /// Whether Q fragments stay in registers for the whole KV loop (they are

@@ -52,7 +52,11 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
            "attn.merge; run attn-split-kv after attn-online-softmax)">,
     Option<"packGqa", "pack-gqa", "bool", "false",
            "mma.sync forward: packed GQA (the query heads of one key head "
-           "share a CTA's rows; attn-tile reads the plan's pack_gqa)">
+           "share a CTA's rows; attn-tile reads the plan's pack_gqa)">,
+    Option<"blockSparse", "block-sparse", "bool", "false",
+           "wgmma forward with a mask_mod: the key loop runs over the key "
+           "blocks of a block mask built by the kernel's fa_block_mask "
+           "entries (docs/ABI.md)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

@@ -89,6 +89,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("mma.sync forward: packed GQA (the query heads of one "
                      "key head in one CTA's rows)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> blockSparse{
+      *this, "block-sparse",
+      llvm::cl::desc("wgmma forward with a mask_mod: the key loop runs over "
+                     "the blocks of a block mask (docs/ABI.md)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

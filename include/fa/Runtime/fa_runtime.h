@@ -52,7 +52,7 @@ extern "C" {
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 10
+#define FA_RUNTIME_BUNDLE_VERSION 11
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -208,8 +208,11 @@ typedef struct fa_kernel_info {
   const char *mask_mod;
   /* 1: a varlen forward (packed sequences, cu_seqlens; bundle version 10),
    * returned only by fa_kernel_find_varlen and launched only by
-   * fa_attention_forward_varlen. Last. */
+   * fa_attention_forward_varlen. */
   int32_t varlen;
+  /* 1: a block-sparse forward (bundle version 11): launched only by
+   * fa_attention_forward_block_sparse with a block mask. Last. */
+  int32_t block_sparse;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -522,6 +525,43 @@ FA_API fa_status fa_varlen_check_seqlens(const int32_t *cu_seqlens_q,
                                          int32_t batch, int64_t total_q,
                                          int64_t total_k, int32_t max_seqlen_q,
                                          int32_t max_seqlen_k);
+/* Block sparsity (bundle version 11, docs/ABI.md "Block sparsity"). A
+ * block-sparse forward (fa_kernel_info.block_sparse) visits, per query block,
+ * only the key blocks its block mask lists, and evaluates its mask_mod only
+ * on the partial ones. The block mask lives in caller-owned device memory
+ * (`data`, `bytes`, 4-byte aligned; fa_block_mask_bytes says how much) and
+ * is built there on `stream` by fa_block_mask_build from the kernel's own
+ * mask_mod and its mod_args; it serves every launch with the same batch,
+ * heads, kv_heads, nq and nk (and mod_args contents). mask_heads is 1 (one
+ * mask for every head: the mask_mod is evaluated with h = 0 and must not
+ * depend on h) or heads (one per query head). */
+typedef struct fa_block_mask {
+  CUdeviceptr data;
+  uint64_t bytes;
+  int64_t batch, heads, kv_heads, mask_heads, nq, nk;
+} fa_block_mask;
+/* fa_kernel_find_for_keys over the bundle's block-sparse kernels only (the
+ * other finds never return one). */
+FA_API fa_status fa_kernel_find_block_sparse(const fa_bundle *bundle,
+                                             const fa_kernel_query *query,
+                                             int64_t nk,
+                                             const fa_kernel **out);
+/* The bytes a block mask of `kernel` needs for these sizes. */
+FA_API fa_status fa_block_mask_bytes(const fa_kernel *kernel, int64_t batch,
+                                     int64_t mask_heads, int64_t nq,
+                                     int64_t nk, uint64_t *bytes);
+/* Builds `mask` (its data is overwritten) from the kernel's mask_mod with its
+ * mod_args (as the forward takes them), in stream order. */
+FA_API fa_status fa_block_mask_build(const fa_kernel *kernel,
+                                     const fa_block_mask *mask,
+                                     const fa_tensor *mod_args,
+                                     int32_t mod_arg_count, CUstream stream);
+/* fa_attention_forward_ex of a block-sparse kernel with its block mask,
+ * which must have been built for the call's sizes by the same kernel. */
+FA_API fa_status fa_attention_forward_block_sparse(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_block_mask *mask, const fa_tensor *mod_args,
+    int32_t mod_arg_count, CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);

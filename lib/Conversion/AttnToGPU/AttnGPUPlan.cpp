@@ -41,6 +41,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.grid = grid;
     options.splitKv = splitKv;
     options.packGqa = packGqa;
+    options.blockSparse = blockSparse;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

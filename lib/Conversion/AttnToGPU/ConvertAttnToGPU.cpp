@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BlockMask.h"
 #include "SplitKv.h"
 #include "TiledLoopNest.h"
 
@@ -164,6 +165,8 @@ struct ConvertAttnToGPUPass final
       buildForwardKernel(b, loc, gpuModule, *plan, *loops);
     if (plan->splitKv)
       buildMergeKernel(b, loc, gpuModule, *plan);
+    if (plan->blockSparse)
+      buildBlockMaskKernels(b, loc, gpuModule, *plan);
     return success();
   }
 };

@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BlockMask.h"
 #include "TiledLoopNest.h"
 #include "VarlenKernel.h"
 #include "Wgmma.h"
@@ -120,8 +121,11 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
   // in-turn rescale, +2-5% at d128. The persistent D > 64 consumer has no
   // register to spare for the prologue's width branches (8 B of spills at
   // block_kv 176).
+  // A block-sparse key loop reads its key tiles from the block mask's
+  // lists, in their order.
   measured.raggedFirst = plan.spec.mask == attn::MaskKind::None &&
-                         !(plan.persistent && plan.headDim > 64);
+                         !(plan.persistent && plan.headDim > 64) &&
+                         !plan.blockSparse;
   return measured;
 }
 
@@ -235,6 +239,10 @@ private:
   // Varlen: cu_seqlens_q, cu_seqlens_k and the first packed row of the
   // CTA's sequence in Q/O/LSE and in K/V (VarlenKernel.h); null if dense.
   Value cuSeqlensQ, cuSeqlensK, seqStartQ, seqStartK;
+  // Block-sparse: the block mask (i32, global) and its head count; the
+  // current tile's full-block count and the first element of its full and
+  // partial key-block lists (BlockMask.h).
+  Value blockMask, maskHeads, fullBlocks, fullList, partialList;
   // O in the caller's layout (the strides of fa_fwd's last parameters).
   StridedTensor oT;
   // The current query tile: its (batch, head), first row, key-tile range,
@@ -281,6 +289,11 @@ private:
 
   /// Sets the tile members for query block `qBlock` of (batch, head).
   void setTile(Value qBlock, Value headIdx, Value batchIdx);
+  /// Block-sparse: the key loop of query block `qBlock` runs over its full
+  /// then its partial key blocks; sets jBegin = 0, jEnd = their count.
+  void setBlockSparseTile(Value qBlock);
+  /// Block-sparse: the key tile (index) of ring iteration `it` (index).
+  Value listedKeyTile(Value it);
   /// Varlen: reads sequence `seq`'s rows; nq, nk become its lengths.
   void setSequence(Value seq);
   /// The batch coordinate of the TMA boxes (0 for a packed varlen tensor).
@@ -357,11 +370,46 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
   kvHead = arith::DivUIOp::create(
       b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
   qBegin = kb.mul(qBlock, plan.blockQ);
+  if (plan.blockSparse) {
+    setBlockSparseTile(qBlock);
+    return;
+  }
   // The key blocks of the tiled loop (those that meet this tile's band).
   TileLoopInputs in{batch, head, qBlock, heads, kvHeads, boundNq, boundNk};
   in.cuSeqlensQ = cuSeqlensQ;
   in.cuSeqlensK = cuSeqlensK;
   std::tie(jBegin, jEnd) = loops.cloneTileRange(b, in);
+}
+
+void HopperForward::setBlockSparseTile(Value qBlock) {
+  // Row (batch, head mod mask_heads) of the mask: mask_heads is 1 or H.
+  BlockMaskLayout l =
+      BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+  Value maskRow = kb.add(kb.mul(batch, maskHeads),
+                         arith::RemUIOp::create(b, loc, head, maskHeads));
+  Value at = kb.add(kb.mul(maskRow, l.queryBlocks), qBlock);
+  // Counts clamped to the key blocks: a buffer that is not a block mask
+  // cannot make the loop run past them (its indices only misplace tiles,
+  // which TMA and the mask_mod's clamped reads keep inside the tensors).
+  auto count = [&](Value base, Value limit) {
+    Value n = kb.toIndex(arith::MaxSIOp::create(
+        b, loc, loadBlockMaskWord(kb, blockMask, kb.add(base, at)),
+        kb.c32(0)));
+    return kb.minsi(n, limit);
+  };
+  fullBlocks = count(l.fullKvCount, l.keyBlocks);
+  Value partial = count(l.kvCount, kb.sub(l.keyBlocks, fullBlocks));
+  Value first = kb.mul(at, l.keyBlocks);
+  fullList = kb.add(l.fullKvIndex, first);
+  partialList = kb.add(l.kvIndex, first);
+  jBegin = kb.idx(0);
+  jEnd = kb.add(fullBlocks, partial);
+}
+
+Value HopperForward::listedKeyTile(Value it) {
+  Value at = kb.select(kb.lt(it, fullBlocks), kb.add(fullList, it),
+                       kb.add(partialList, kb.sub(it, fullBlocks)));
+  return kb.toIndex(loadBlockMaskWord(kb, blockMask, at));
 }
 
 void HopperForward::setSequence(Value seq) {
@@ -501,6 +549,8 @@ void HopperForward::emitProducerTile() {
   // wait on the parity before its first phase, so round 0 finds every slot
   // empty.
   auto keyTileOf = [&](Value i) -> Value {
+    if (plan.blockSparse)
+      return kb.toI32(listedKeyTile(kb.toIndex(i)));
     if (!raggedFirst())
       return arith::AddIOp::create(b, loc, j0, i);
     // j0 - 1 + (i == 0 ? n : i): n is live as the loop bound anyway.
@@ -644,16 +694,29 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   // returns P (f32, in place of S) and the rescale factor of each row. The
   // factor comes from the shared update applied to a unit accumulator, so
   // the O accumulator can be rescaled after P·V(j-1) lands.
+  // Block-sparse: `iteration` (the ring iteration) tells a full key tile
+  // (no mask_mod, no bound) from a partial one.
   auto scoreStep = [&](Value keyTile, bool masked, Value sStruct,
-                       int64_t keys, SoftmaxState &state, Value alpha[2]) {
+                       int64_t keys, SoftmaxState &state, Value alpha[2],
+                       Value iteration) {
     SmallVector<Value> s =
         fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
     if (plan.spec.scoreMod)
       applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
                     kb.mul(keyTile, plan.blockKV), scale);
-    applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
-                 kb.mul(keyTile, plan.blockKV));
-    if (masked) {
+    if (plan.blockSparse) {
+      Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
+      s = kb.maskUnlessInside(
+          kb.lt(iteration, fullBlocks), s, [&](SmallVector<Value> &partial) {
+            applyMaskMod(kb, partial, {batch, head, qBegin, Value(), nq, nk},
+                         rowBase, kb.mul(keyTile, plan.blockKV));
+            maskScores(kb, partial, bounds, maskKey);
+          });
+    } else {
+      applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
+                   kb.mul(keyTile, plan.blockKV));
+    }
+    if (masked && !plan.blockSparse) {
       Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
       s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, keys), s,
                               [&](SmallVector<Value> &masked) {
@@ -731,7 +794,9 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     Value zero = kb.idx(0), stage0 = stageOf(zero);
     wait(bars.kFull(), stage0, parityAt(zero));
     SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, stage0);
-    Value firstTile = ragged ? kb.sub(jEnd, kb.idx(1)) : jBegin;
+    Value firstTile = plan.blockSparse ? listedKeyTile(zero)
+                      : ragged         ? kb.sub(jEnd, kb.idx(1))
+                                       : jBegin;
     auto prologue = [&](int64_t keys) {
       turnBegin();
       NVVM::WgmmaFenceAlignedOp::create(b, loc);
@@ -743,7 +808,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
       Value alpha[2];
       SmallVector<Value> pF32 =
-          scoreStep(firstTile, /*masked=*/true, s0, keys, st, alpha);
+          scoreStep(firstTile, /*masked=*/true, s0, keys, st, alpha, zero);
       pF32.resize(sN, kb.f32(0.0));
       SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
                              st.rowSum[1]};
@@ -837,12 +902,13 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
       arrive(bars.kEmpty(), stage);
       // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
-      Value keyTile = ragged && (plan.spec.scoreMod || plan.spec.maskMod)
+      Value keyTile = plan.blockSparse ? listedKeyTile(it)
+                      : ragged && (plan.spec.scoreMod || plan.spec.maskMod)
                           ? kb.sub(j, kb.idx(1))
                           : j;
       Value a[2];
       SmallVector<Value> pF32 =
-          scoreStep(keyTile, /*masked=*/!ragged, s, bkv, st, a);
+          scoreStep(keyTile, /*masked=*/!ragged, s, bkv, st, a, it);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
       arrive(bars.vEmpty(), prevStage);
       accNext = fenceOperands(b, loc, accNext);
@@ -1054,6 +1120,10 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   if (plan.varlen) {
     cuSeqlensQ = arg(params.cuSeqlensParam);
     cuSeqlensK = arg(params.cuSeqlensParam + 1);
+  }
+  if (plan.blockSparse) {
+    blockMask = arg(params.blockMaskParam);
+    maskHeads = kb.toIndex(arg(params.blockMaskParam + 1));
   }
   qMap = tmaMap(kb, arg(11), plan.blockQ, /*rank=*/4);
   kMap = tmaMap(kb, arg(12), plan.blockKV, /*rank=*/4);

@@ -64,6 +64,11 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     p.add(cuSeqlensParamType(ctx)); // cu_seqlens_q
     p.add(cuSeqlensParamType(ctx)); // cu_seqlens_k
   }
+  if (plan.blockSparse) {
+    p.blockMaskParam = static_cast<int32_t>(p.types.size());
+    p.add(cuSeqlensParamType(ctx)); // block_mask (i32, global)
+    addSizes(p, ctx, 1);            // mask_heads
+  }
   addModArgParams(p, ctx, plan); // last
   return p;
 }

@@ -35,6 +35,9 @@ struct KernelParams {
   /// Varlen forward: index of cu_seqlens_q (cu_seqlens_k follows), -1 for
   /// none.
   int32_t cuSeqlensParam = -1;
+  /// Block-sparse forward: index of the block mask's pointer (its head
+  /// count, i32, follows), -1 for none.
+  int32_t blockMaskParam = -1;
 
   /// Appends `t`; returns its index.
   unsigned add(Type t) {
@@ -63,7 +66,8 @@ constexpr int kStridesPerTensor = 3;
 /// then the strides of q, k, v and o (a split forward's o_part is the
 /// workspace: q, k, v only), a varlen forward's cu_seqlens_q and
 /// cu_seqlens_k (i32; batch is then the sequence count B and nq, nk the
-/// token totals), and last the mod_args of a score_mod (ModArgs.h).
+/// token totals), a block-sparse forward's block mask and its head count,
+/// and last the mod_args of a score_mod (ModArgs.h).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
 /// and do.

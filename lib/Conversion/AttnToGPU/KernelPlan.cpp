@@ -68,6 +68,7 @@ std::string KernelPlan::tag() const {
   return t + "_" + chip + (deterministic ? "_det" : "") +
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
+         (blockSparse ? "_blocksparse" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
@@ -140,6 +141,7 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 " applies to the mma = wgmma forward only, got a backward");
   plan.persistent = options.grid.empty()
                         ? !plan.backward && !plan.varlen &&
+                              !plan.blockSparse &&
                               wgmmaPersistentGrid(plan.spec, plan.headDim)
                         : options.grid == "persistent";
   if (plan.backward) {
@@ -272,6 +274,24 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("expected grid = blocks for a varlen batch, got grid = "
                   "persistent");
     plan.varlen = true;
+  }
+  if (options.blockSparse) {
+    if (backward || options.mma != "wgmma")
+      return fail(llvm::Twine("block-sparse kernels exist for the mma = wgmma "
+                              "forward only, got ") +
+                  (backward ? "a backward" : "mma = " + options.mma));
+    if (!spec.maskMod)
+      return fail("expected a mask_mod for a block-sparse kernel (its block "
+                  "mask is built from the mask_mod)");
+    if (spec.mask != attn::MaskKind::None)
+      return fail("expected mask = none for a block-sparse kernel (the "
+                  "mask_mod carries the whole mask), got mask = " +
+                  attn::stringifyMaskKind(spec.mask));
+    if (options.grid == "persistent" || options.varlen)
+      return fail(llvm::Twine("expected grid = blocks and a dense batch for "
+                              "a block-sparse kernel, got ") +
+                  (options.varlen ? "a varlen batch" : "grid = persistent"));
+    plan.blockSparse = true;
   }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
@@ -443,6 +463,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("pack_gqa", b.getUnitAttr()));
   if (plan.varlen)
     fields.push_back(b.getNamedAttr("varlen", b.getUnitAttr()));
+  if (plan.blockSparse)
+    fields.push_back(b.getNamedAttr("block_sparse", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -484,6 +506,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.splitKv = attr.contains("split_kv");
   options.packGqa = attr.contains("pack_gqa");
   options.varlen = attr.contains("varlen");
+  options.blockSparse = attr.contains("block_sparse");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

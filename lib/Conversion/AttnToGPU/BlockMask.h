@@ -1,0 +1,66 @@
+//===- BlockMask.h - the block mask of block-sparse kernels -----*- C++ -*-===//
+//
+// A block mask classifies each (query block, key block) of a mask_mod as
+// empty (no element visible), partial (some) or full (all, and every key
+// inside Nk): block-sparse forwards visit the full and partial key blocks
+// of their query block only and evaluate the mask_mod on the partial ones.
+// It is one i32 buffer in caller-owned device memory, built by the
+// fa_block_mask and fa_block_lists entries of the kernel's module and
+// reusable across launches of the same shapes (docs/ABI.md "Block
+// sparsity"). With R = batch · mask_heads rows (mask_heads 1: one mask for
+// every head; else one per query head), NQB = ceil(nq / block_q) and
+// NKB = ceil(nk / block_kv), the buffer holds, in order:
+//   kv_count [R, NQB], full_kv_count [R, NQB], q_count [R, NKB],
+//   full_q_count [R, NKB], kv_index [R, NQB, NKB], full_kv_index
+//   [R, NQB, NKB], q_index [R, NKB, NQB], full_q_index [R, NKB, NQB],
+//   block_class [R, NQB, NKB] (0 empty, 1 partial, 2 full).
+// The q lists (per key block, ascending query blocks) are the transposed
+// structure a backward walks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_CONVERSION_ATTNTOGPU_BLOCKMASK_H
+#define FA_LIB_CONVERSION_ATTNTOGPU_BLOCKMASK_H
+
+#include "fa/Conversion/AttnToGPU.h"
+
+namespace mlir::fa::gpu_lowering {
+
+class KernelBuilder;
+
+/// Block classes as stored in block_class.
+enum BlockClass : int32_t { kBlockEmpty = 0, kBlockPartial = 1, kBlockFull = 2 };
+
+/// Element offsets (index) of the arrays of one block mask.
+struct BlockMaskLayout {
+  Value queryBlocks, keyBlocks; ///< NQB, NKB
+  Value kvCount, fullKvCount, qCount, fullQCount;
+  Value kvIndex, fullKvIndex, qIndex, fullQIndex, blockClass;
+
+  /// The layout for `rows` = batch · mask_heads and the block counts of
+  /// nq and nk under `plan`'s block_q, block_kv.
+  static BlockMaskLayout get(KernelBuilder &kb, Value rows, Value nq,
+                             Value nk);
+};
+
+/// Element `index` (index) of the i32 global buffer `base`, read through
+/// the read-only path (nothing writes it while the kernel runs).
+Value loadBlockMaskWord(KernelBuilder &kb, Value base, Value index);
+/// Stores `value` (i32) into element `index` of `base`.
+void storeBlockMaskWord(KernelBuilder &kb, Value base, Value index,
+                        Value value);
+
+} // namespace mlir::fa::gpu_lowering
+
+namespace mlir::fa {
+
+/// Emits `fa_block_mask_<tag>` (classifies every block by evaluating the
+/// plan's mask_mod on each of its elements; grid (NKB, NQB, R), 128
+/// threads) and `fa_block_lists_<tag>` (turns the classes into the count
+/// and index lists; grid (NQB + NKB, R, 1), 32 threads) into `module`.
+void buildBlockMaskKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                           const KernelPlan &plan);
+
+} // namespace mlir::fa
+
+#endif // FA_LIB_CONVERSION_ATTNTOGPU_BLOCKMASK_H
