@@ -130,7 +130,7 @@ void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value words,
   Value l[5];
   for (int64_t i = 0; i < 5; ++i)
     l[i] = bit(kb, lane, i);
-  Value transposer = kb.sub(kb.warp, 1); // 0..2
+  Value transposer = kb.sub(kb.warp, kb.idx(1)); // 0..2
   auto loop = scf::ForOp::create(b, loc, transposer, kb.idx(iterations),
                                  kb.idx(kFp8TransposeWarps));
   OpBuilder::InsertionGuard g(b);
