@@ -18,6 +18,9 @@
 #                           folder): their differential test, test/gpu/test_splitkv_ptx.py
 #   out/bundle-gqa/         the packed-GQA kernels' bundle (optional; FA_GQA_BUNDLE names
 #                           another): their differential test, test/gpu/test_packgqa.py
+#   out/bundle-fp8/         fp8 e4m3 forwards (FA_FP8=1; FA_FP8_BUNDLE names another):
+#                           test/gpu/test_fp8.py, then bench/fp8.py (FA_FP8_BENCH=0 skips it;
+#                           FA_FP8_TIMEOUT, FA_FP8_BENCH_TIMEOUT, 240 s each)
 #   out/bundle-maskmod/     mask_mod kernels (optional; FA_MASKMOD_BUNDLE names another): the
 #                           document-mask and prefix-LM forwards' differential test,
 #                           test/gpu/test_maskmod.py (through the runtime)
@@ -39,6 +42,7 @@
 #       -fa-lower-to-nvvm="split-kv=1" > out/splitkv/kernels.mlir &&
 #     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
 #   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
+#   build/bin/fa-aot --config-file test/gpu/configs_fp8.txt -o out/bundle-fp8
 #   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
 #       -o out/bundle-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
@@ -217,6 +221,24 @@ if [ -f "$GQA_BUNDLE/manifest.json" ]; then
   timeout -k 10 ${FA_GQA_TIMEOUT:-240} python3 test/gpu/test_packgqa.py --bundle "$GQA_BUNDLE" \
     --lib "$LIB" > "$WORK/packgqa.log" 2>&1 || fail "packed-GQA differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/packgqa.log" | tail -n 40
+fi
+
+FP8_BUNDLE=${FA_FP8_BUNDLE:-out/bundle-fp8}
+if [ "${FA_FP8:-0}" = 1 ]; then
+  if [ -f "$FP8_BUNDLE/manifest.json" ]; then
+    step "fp8 e4m3 forwards ($FP8_BUNDLE): differential tests against float64 and naive fp8"
+    timeout -k 10 ${FA_FP8_TIMEOUT:-240} python3 test/gpu/test_fp8.py --bundle "$FP8_BUNDLE" \
+      --lib "$LIB" || fail "fp8 differential tests"
+    if [ "${FA_FP8_BENCH:-1}" != 0 ]; then
+      step "fp8 forward TFLOP/s against fa bf16 and SDPA (cuDNN, flash)"
+      FP8_BF16=()
+      [ $HAVE_BUNDLE = 1 ] && FP8_BF16=(--bf16-bundle "$BUNDLE")
+      timeout -k 10 ${FA_FP8_BENCH_TIMEOUT:-240} python3 bench/fp8.py --bundle "$FP8_BUNDLE" \
+        "${FP8_BF16[@]}" --lib "$LIB" --json "$OUT/fp8.json" || fail "fp8 benchmark"
+    fi
+  else
+    fail "FA_FP8=1 but no fp8 bundle at $FP8_BUNDLE"
+  fi
 fi
 
 if [ $HAVE_BUNDLE = 1 ] && [ "${FA_EVERY:-1}" != 0 ]; then

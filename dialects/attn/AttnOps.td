@@ -55,6 +55,13 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     rule as score_mod; a document mask reads doc ids [B, N]:
     `visible = doc[b, q_idx] == doc[b, kv_idx]`.
 
+    fp8 (FA3's forward): Q, K and V of f8E4M3FN take
+    `descale(%dq, %dk, %dv)`, f32 [B, Hkv] each: the op computes attention
+    of the dequantised x·descale[b, h / (H / Hkv)] (query head h reads the
+    factors of its key head), O is bf16 and LSE f32. No score_mod,
+    mask_mod or varlen with fp8; `attn-dequantize` rewrites it into f32
+    attention for the CPU, the sm_90a wgmma kernel consumes it as is.
+
     ```mlir
     %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
         : tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16>
@@ -65,13 +72,17 @@ def Attn_AttentionOp : Attn_Op<"attention", [
                             AnyRankedTensor:$value,
                             Optional<AnyRankedTensor>:$cu_seqlens_q,
                             Optional<AnyRankedTensor>:$cu_seqlens_k,
-                            Variadic<AnyRankedTensor>:$mod_args), AttnScoreAttrs);
+                            Variadic<AnyRankedTensor>:$mod_args,
+                            Optional<AnyRankedTensor>:$descale_q,
+                            Optional<AnyRankedTensor>:$descale_k,
+                            Optional<AnyRankedTensor>:$descale_v), AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
     attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
@@ -154,6 +165,10 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     batch: Q [1,H,Tq,D], K and V [1,Hkv,Tk,D], acc [1,H,Tq,Dv]; `of` is
     then [Tq, Tk] and each sequence's own lengths bound its masks. attn-tile
     tiles it per sequence into ordinary tiles.
+
+    fp8: f8E4M3FN blocks with `descale(%dq, %dk, %dv)` of the whole problem
+    (f32 [B, Hkv], indexed by the absolute b and key head of `at`): the
+    scores take dq·dk and P·V takes dv, as attn.attention's dequantisation.
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value, AnyRankedTensor:$acc,
@@ -162,6 +177,9 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
                             Optional<AnyRankedTensor>:$cu_seqlens_q,
                             Optional<AnyRankedTensor>:$cu_seqlens_k,
                             Variadic<AnyRankedTensor>:$mod_args,
+                            Optional<AnyRankedTensor>:$descale_q,
+                            Optional<AnyRankedTensor>:$descale_k,
+                            Optional<AnyRankedTensor>:$descale_v,
                             UnitAttr:$apply_mask),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$new_acc, AnyRankedTensor:$new_max,
@@ -171,7 +189,9 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     $query `,` $key `,` $value `,` $acc `,` $max `,` $sum
     `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
-    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
+    attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
   }];

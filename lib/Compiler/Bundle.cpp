@@ -29,14 +29,14 @@ constexpr int64_t kSemaphoreParam = 19;
 
 /// One "tensor_maps" entry: a CUtensorMap the runtime builds over a tensor
 /// viewed as 3-D {dim, rows, planes} (planes = batch·heads), innermost
-/// first, loaded in boxes of 64 columns by boxRows rows; with `heads` and
-/// `batch` (a strided forward) 4-D {dim, rows, heads, batch} over the
-/// caller's strides.
+/// first, loaded in boxes of boxCols columns (128 bytes) by boxRows rows;
+/// with `heads` and `batch` (a strided forward) 4-D {dim, rows, heads,
+/// batch} over the caller's strides.
 json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
                        const char *rows, const char *planes, int64_t boxRows,
                        const char *heads = nullptr,
-                       const char *batch = nullptr) {
-  json::Array dims{dim, rows}, box{64, boxRows, 1};
+                       const char *batch = nullptr, int64_t boxCols = 64) {
+  json::Array dims{dim, rows}, box{boxCols, boxRows, 1};
   if (heads) {
     dims.push_back(heads);
     dims.push_back(batch);
@@ -66,6 +66,9 @@ bool takesStrides(const KernelConfig &c) {
   return c.direction == "fwd" || c.direction == "bwd";
 }
 
+/// The fp8 forward: e4m3 q, k, v with three descale tensors after its maps.
+bool isFp8(const KernelConfig &c) { return c.dtype == "f8e4m3"; }
+
 /// The first stride parameter of fa_fwd (after its 11, a split's count, the
 /// maps and a persistent grid's counter) or of fa_bwd (after its 15, the
 /// maps and a deterministic kernel's semaphores); docs/ABI.md.
@@ -76,7 +79,7 @@ int64_t strideParam(const CompiledKernel &k) {
   bool persistent = llvm::any_of(
       k.entries, [](const KernelEntry &e) { return e.persistent; });
   return 11 + (c.splitKv ? 1 : 0) + (takesTensorMaps(c) ? 3 : 0) +
-         (persistent ? 1 : 0);
+         (persistent ? 1 : 0) + (isFp8(c) ? 3 : 0);
 }
 
 /// The first mod_arg parameter: after every other parameter of fa_fwd
@@ -176,13 +179,20 @@ json::Object kernelObject(const CompiledKernel &k) {
   // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
   // the wgmma forward's, and the warp-specialised wgmma backward's (its 12
   // warps; the other wgmma backward has 8 and loads with cp.async).
-  if (takesTensorMaps(c) && c.direction == "fwd")
+  if (takesTensorMaps(c) && c.direction == "fwd") {
+    int64_t boxCols = isFp8(c) ? 128 : 64; // 128 bytes
     o["tensor_maps"] = json::Array{
-        tensorMap("q", 11, "head_dim", "nq", "", c.blockQ, "heads", "batch"),
+        tensorMap("q", 11, "head_dim", "nq", "", c.blockQ, "heads", "batch",
+                  boxCols),
         tensorMap("k", 12, "head_dim", "nk", "", c.blockKV, "kv_heads",
-                  "batch"),
+                  "batch", boxCols),
         tensorMap("v", 13, "head_dim_v", "nk", "", c.blockKV, "kv_heads",
-                  "batch")};
+                  "batch", boxCols)};
+  }
+  // fp8 (bundle version 12): descale_q, descale_k, descale_v (f32 [B, Hkv])
+  // follow the maps.
+  if (isFp8(c))
+    o["descale_param"] = 14;
   if (takesStrides(c))
     o["stride_param"] = strideParam(k);
   if (takesTensorMaps(c) && c.direction == "bwd")
@@ -234,8 +244,11 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // without cu_seqlens.
   // 11: block-sparse forwards, which an older runtime would launch without
   // their block mask.
+  // 12: fp8 forwards (dtype f8e4m3), which an older runtime rejects by their
+  // dtype anyway; they take descale tensors after their tensor maps.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
-       anyVarlen = false, anyMaskMod = false, anyBlockSparse = false;
+       anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
+       anyFp8 = false;
   for (const CompiledKernelRef &k : kernels) {
     anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
@@ -244,7 +257,10 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyModArgs |= !k->modArgs.empty();
     anyVarlen |= k->config.varlen;
     anyBlockSparse |= k->config.blockSparse;
+    anyFp8 |= k->config.dtype == "f8e4m3";
   }
+  if (anyFp8)
+    return 12;
   if (anyBlockSparse)
     return 11;
   if (anyVarlen)

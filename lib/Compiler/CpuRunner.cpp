@@ -11,6 +11,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+
+#include <limits>
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/SourceMgr.h"
@@ -50,8 +52,42 @@ static float fromBF16Bits(uint16_t b) {
   return f;
 }
 
+/// The e4m3 byte of `f`: 4 exponent bits of bias 7, 3 mantissa bits,
+/// exponent 0 subnormal (m·2^-9), S.1111.111 NaN, no infinity.
+static uint8_t toE4M3Bits(float f) {
+  if (std::isnan(f))
+    return 0x7F;
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  double a = std::fabs(static_cast<double>(f));
+  const uint8_t maxFinite = 0x7E; // 448
+  if (a >= 448.0)
+    return sign | maxFinite;
+  int e = a == 0 ? -7 : static_cast<int>(std::floor(std::log2(a)));
+  if (e < -6) // subnormal; a result of 8 is 2^-6, the first normal
+    return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  int q = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - e)));
+  if (q == 16) {
+    q = 8;
+    ++e;
+  }
+  int bits = ((e + 7) << 3) | (q - 8);
+  return sign | static_cast<uint8_t>(std::min(bits, int(maxFinite)));
+}
+
+static float fromE4M3Bits(uint8_t b) {
+  int e = (b >> 3) & 0xF, m = b & 7;
+  float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (e == 15 && m == 7)
+    return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0)
+    return sign * std::ldexp(static_cast<float>(m), -9);
+  return sign * std::ldexp(1.0f + m / 8.0f, e - 7);
+}
+
 static size_t elemBytes(ElemKind k) {
   switch (k) {
+  case ElemKind::F8E4M3:
+    return 1;
   case ElemKind::F16:
   case ElemKind::BF16:
     return 2;
@@ -67,6 +103,11 @@ static size_t elemBytes(ElemKind k) {
 
 static void store(ElemKind k, double v, void *dst) {
   switch (k) {
+  case ElemKind::F8E4M3: {
+    uint8_t b = toE4M3Bits(static_cast<float>(v));
+    std::memcpy(dst, &b, 1);
+    return;
+  }
   case ElemKind::F16: {
     _Float16 h = static_cast<_Float16>(static_cast<float>(v));
     std::memcpy(dst, &h, 2);
@@ -100,6 +141,11 @@ static void store(ElemKind k, double v, void *dst) {
 
 static double load(ElemKind k, const void *src) {
   switch (k) {
+  case ElemKind::F8E4M3: {
+    uint8_t b;
+    std::memcpy(&b, src, 1);
+    return fromE4M3Bits(b);
+  }
   case ElemKind::F16: {
     _Float16 h;
     std::memcpy(&h, src, 2);
@@ -145,6 +191,8 @@ static std::optional<ElemKind> kindOf(Type t) {
     return ElemKind::F16;
   if (t.isBF16())
     return ElemKind::BF16;
+  if (isa<Float8E4M3FNType>(t))
+    return ElemKind::F8E4M3;
   if (t.isF32())
     return ElemKind::F32;
   if (t.isF64())

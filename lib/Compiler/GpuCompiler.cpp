@@ -57,7 +57,7 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
     llvm::StringRef kind;
     if (p == "fwd" || p == "bwd")
       c.direction = p.str(), kind = "direction";
-    else if (p == "bf16" || p == "f16")
+    else if (p == "bf16" || p == "f16" || p == "f8e4m3")
       c.dtype = p.str(), kind = "dtype";
     else if (p == "none" || p == "causal" || p == "causal_bottom_right" ||
              p == "window")
@@ -183,6 +183,21 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            cu + ", " + cu + ") {" + attrs + "} : " + q + ", " + q + ", " + v +
            " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";
+  }
+  if (c.dtype == "f8e4m3") {
+    if (c.direction != "fwd" || c.varlen)
+      return err("f8e4m3 has a dense forward only, got '" + c.str() + "'");
+    // Q, K, V in e4m3 with their descale factors [B, Hkv]; O in bf16.
+    q = "tensor<?x?x?x" + std::to_string(c.headDim) + "xf8E4M3FN>";
+    v = "tensor<?x?x?x" + std::to_string(dv) + "xf8E4M3FN>";
+    std::string o = "tensor<?x?x?x" + std::to_string(dv) + "xbf16>";
+    std::string ds = "tensor<?x?xf32>";
+    return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
+           ", %dq: " + ds + ", %dk: " + ds + ", %dv: " + ds + ") -> (" + o +
+           ", " + lse + ") {\n  %o, %lse = attn.attention %q, %k, %v "
+           "descale(%dq, %dk, %dv : " + ds + ", " + ds + ", " + ds + ") {" +
+           attrs + "} : " + q + ", " + q + ", " + v + " -> " + o + ", " + lse +
+           "\n  return %o, %lse : " + o + ", " + lse + "\n}\n";
   }
   if (c.direction == "fwd")
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +

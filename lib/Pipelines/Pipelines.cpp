@@ -55,6 +55,7 @@ using namespace mlir;
 void fa::buildAttnToLinalgPipeline(OpPassManager &pm,
                                    const LowerToLLVMOptions &options) {
   OpPassManager &f = pm.nest<func::FuncOp>();
+  f.addPass(attn::createAttnDequantizePass());
   f.addPass(attn::createAttnRecomputeBackwardPass(
       {options.blockQ, options.blockKV, options.deterministic}));
   f.addPass(attn::createAttnOnlineSoftmaxPass());

@@ -124,6 +124,8 @@ const char *fa_dtype_name(fa_dtype dtype) {
     return "i32";
   case FA_DTYPE_I64:
     return "i64";
+  case FA_DTYPE_F8E4M3:
+    return "f8e4m3";
   }
   return "<invalid dtype>";
 }

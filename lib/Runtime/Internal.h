@@ -123,6 +123,9 @@ struct KernelConfig {
   /// blockLists build one (fa_block_mask_build, docs/ABI.md).
   bool blockSparse = false;
   int blockMaskParam = -1;
+  /// fp8 forwards: the parameter of descale_q (descale_k, descale_v follow),
+  /// after the tensor maps; -1 for other kernels.
+  int descaleParam = -1;
   Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -327,6 +330,14 @@ fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
+/// An fp8 forward's tensors: tensorsOf's, then descale_q, _k, _v.
+std::vector<NamedTensor> tensorsOfFp8(const fa_attention_args &args,
+                                      const fa_tensor descales[3]);
+/// The checks of an fp8 forward (fa_attention_forward_fp8): those of a
+/// plain forward with o in bf16, then the descale tensors.
+std::string checkFp8Arguments(const KernelConfig &config,
+                              const fa_attention_args &args,
+                              const fa_tensor descales[3]);
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
 /// tensorsOf with the call's mod_args ("mod_args[i]") after the others.
 template <typename Args>

@@ -177,6 +177,29 @@ fa_status backwardFunctions(const fa_kernel &kernel, const ContextScope &scope,
   return kernelFunction(kernel, c.bwdPost, scope.ctx, scope.device, post);
 }
 
+/// fa_attention_forward_fp8{,_check}.
+fa_status checkFp8Call(const fa_kernel *kernel, const fa_attention_args *args,
+                       const fa_tensor descales[3]) {
+  const char *api = "fa_attention_forward_fp8";
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kernel or args is null");
+  std::string err = checkFp8Arguments(kernel->config, *args, descales);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return succeed();
+}
+
+/// Launches fwd of a checked forward in the context of `scope`
+/// (`descales`: an fp8 kernel's; `blockMask`: a block-sparse kernel's; else
+/// null).
+fa_status launchCheckedForward(const fa_kernel &kernel,
+                               const fa_attention_args &a,
+                               const ModArgList &mods,
+                               const fa_tensor *descales,
+                               const fa_block_mask *blockMask, CUstream stream,
+                               ContextScope &scope);
+
 } // namespace
 
 namespace fa::runtime {
@@ -297,10 +320,52 @@ fa_status fa::runtime::launchForward(const fa_kernel *kernel,
                                  "block mask"));
   if (fa_status s = prepareLaunch(kernel, args, mods, stream, scope))
     return s;
-  const KernelConfig &c = kernel->config;
-  const fa_attention_args &a = *args;
+  return launchCheckedForward(*kernel, *args, mods, nullptr, blockMask, stream,
+                              scope);
+}
+
+extern "C" {
+
+fa_status fa_attention_forward_fp8_check(const fa_kernel *kernel,
+                                         const fa_attention_args *args,
+                                         const fa_tensor descales[3]) try {
+  return checkFp8Call(kernel, args, descales);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
+                                   const fa_attention_args *args,
+                                   const fa_tensor descales[3],
+                                   CUstream stream) try {
+  if (fa_status s = checkFp8Call(kernel, args, descales))
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  const char *prefix = "fa_attention_forward_fp8: ";
+  if (fa_status s = checkPointers(tensorsOfFp8(*args, descales), scope.device))
+    return failWithPrefix(s, prefix);
+  if (fa_status s = checkStream(stream, scope.ctx))
+    return failWithPrefix(s, prefix);
+  return launchCheckedForward(*kernel, *args, ModArgList{}, descales, nullptr,
+                              stream, scope);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+} // extern "C"
+
+namespace {
+fa_status launchCheckedForward(const fa_kernel &kernel,
+                               const fa_attention_args &a,
+                               const ModArgList &mods,
+                               const fa_tensor *descales,
+                               const fa_block_mask *blockMask, CUstream stream,
+                               ContextScope &scope) {
+  const KernelConfig &c = kernel.config;
   CUfunction f;
-  if (fa_status s = kernelFunction(*kernel, c.fwd, scope.ctx, scope.device, f))
+  if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, f))
     return s;
   Grid grid;
   if (fa_status s = forwardGrid(c, a, scope.device, grid))
@@ -308,11 +373,18 @@ fa_status fa::runtime::launchForward(const fa_kernel *kernel,
   ScalarParams n(a);
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data;
-  // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter,
-  // a strided kernel's strides of q, k, v, o, last the mod_args.
-  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 1 + 12 + 2 +
+  // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter
+  // or an fp8 kernel's descales, a strided kernel's strides of q, k, v, o,
+  // a block-sparse kernel's block mask and its head count, last the mod_args.
+  void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 3 + 12 + 2 +
                ModArgParams::kMaxParams] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
+  CUdeviceptr descalePtrs[3] = {};
+  if (c.descaleParam >= 0)
+    for (int i = 0; i < 3; ++i) {
+      descalePtrs[i] = descales[i].data;
+      params[c.descaleParam + i] = &descalePtrs[i];
+    }
   StrideParams strides;
   if (c.strided()) {
     for (const fa_tensor *t : {&a.q, &a.k, &a.v, &a.o})
@@ -337,11 +409,12 @@ fa_status fa::runtime::launchForward(const fa_kernel *kernel,
   }
   ModArgParams modParams;
   modParams.place(params, c.modArgParam, mods);
-  if (fa_status s = launchEntry(*kernel, a, f, c.fwd, grid, stream, params,
+  if (fa_status s = launchEntry(kernel, a, f, c.fwd, grid, stream, params,
                                 kForwardParams, c.fwd.persistent))
     return s;
   return succeed();
 }
+} // namespace
 
 extern "C" {
 

@@ -228,7 +228,7 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
                 " is not supported (expected 128)");
   // Elements are 2 bytes (f16, bf16). A 128 B swizzle permutes 16 B chunks
   // within 128 B rows, so a box row must be whole chunks and at most one row.
-  int rowBytes = spec.box[0] * 2;
+  int rowBytes = spec.box[0] * static_cast<int>(elementSize(c.dtype));
   if (rowBytes > spec.swizzleBytes || rowBytes % 16 != 0)
     bad(at, "box[0] = " + std::to_string(spec.box[0]) + " elements is " +
                 std::to_string(rowBytes) +
@@ -347,6 +347,29 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
+/// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128
+/// forward that the compiler builds, with "descale_param" after its maps.
+void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
+  const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
+  if (!fp8) {
+    if (k.contains("descale_param"))
+      bad(where, "field 'descale_param' is given, but only f8e4m3 kernels "
+                 "take descale tensors");
+    return;
+  }
+  if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
+      c.headDim != 128 || c.headDimV != 128 || c.fwd.persistent ||
+      c.splitKv || c.packGqa || !c.modArgs.empty())
+    bad(where, "dtype 'f8e4m3' needs the mma 'wgmma' forward with head_dim "
+               "= head_dim_v = 128, one CTA per tile, no split-KV, packed "
+               "GQA or mod_args");
+  c.descaleParam = intField(k, "descale_param", where, 0, INT_MAX);
+  if (c.descaleParam != 14)
+    bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
+                   ", expected 14 (after fa_fwd's 11 parameters and its 3 "
+                   "tensor maps)");
+}
+
 /// The optional "stride_param" (bundle version 7): the index of the first
 /// stride parameter of fa_fwd or fa_bwd, after every other parameter of
 /// that entry (docs/ABI.md); a backward's bwd_pre and bwd_post then take
@@ -361,7 +384,8 @@ void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
   int maps = static_cast<int>(c.tensorMaps.size());
   int expect = bwd ? 15 + maps + (c.deterministic ? 1 : 0)
                    : 11 + (c.splitKv ? 1 : 0) + maps +
-                         (c.fwd.persistent ? 1 : 0);
+                         (c.fwd.persistent ? 1 : 0) +
+                         (c.dtype == FA_DTYPE_F8E4M3 ? 3 : 0); // descales
   if (c.strideParam != expect)
     bad(where, "field 'stride_param' = " + std::to_string(c.strideParam) +
                    ", expected " + std::to_string(expect) +
@@ -618,8 +642,10 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
     c.dtype = FA_DTYPE_F16;
   else if (dtype == "bf16")
     c.dtype = FA_DTYPE_BF16;
+  else if (dtype == "f8e4m3")
+    c.dtype = FA_DTYPE_F8E4M3;
   else
-    bad(where, "unknown dtype '" + dtype + "' (expected f16 or bf16)");
+    bad(where, "unknown dtype '" + dtype + "' (expected f16, bf16 or f8e4m3)");
 
   c.headDim = intField(k, "head_dim", where, 1, 1 << 16);
   c.headDimV = k.contains("head_dim_v")
@@ -705,6 +731,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseBlockSparse(k, entries, c, where);
   parseModArgs(k, c, where);
   parseVarlen(k, c, where);
+  parseFp8(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -817,6 +844,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       // Without "block_sparse": launched without the block mask.
       needs(11, c.blockSparse, "block-sparse kernels");
+      // Older runtimes refuse dtype f8e4m3; the version says so too.
+      needs(12, c.dtype == FA_DTYPE_F8E4M3, "f8e4m3 kernels");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

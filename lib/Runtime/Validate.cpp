@@ -20,6 +20,8 @@ namespace fa::runtime {
 
 int64_t elementSize(fa_dtype dtype) {
   switch (dtype) {
+  case FA_DTYPE_F8E4M3:
+    return 1;
   case FA_DTYPE_F16:
   case FA_DTYPE_BF16:
     return 2;
@@ -444,7 +446,8 @@ std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
     m.tensor = name;
     m.param = spec.param;
     m.data_type = t.dtype == FA_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+                  : t.dtype == FA_DTYPE_F8E4M3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     // [B, Hk, N, D] viewed as (D, N, B*Hk), or with the caller's strides
     // as (D, N, Hk, B): rows past N of each head lie outside the map and
     // read as zero.
@@ -546,9 +549,11 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a,
            " key heads (" + std::to_string(s.h / s.hkv) +
            " per key head); use an unpacked kernel";
   std::vector<int64_t> oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq};
-  Alignment vRows = vAlign(c), wholeRows;
+  // An fp8 kernel writes O in bf16.
+  fa_dtype oType = c.dtype == FA_DTYPE_F8E4M3 ? FA_DTYPE_BF16 : c.dtype;
+  Alignment vRows = alignmentFor(c, c.headDimV, oType), wholeRows;
   err = checkTensors({
-      {"o", a.o, c.dtype, 4, vRows, oShape, "[B,H,Nq,Dv] from q and v",
+      {"o", a.o, oType, 4, vRows, oShape, "[B,H,Nq,Dv] from q and v",
        c.strided() ? Layout::StridedOutput : Layout::Contiguous},
       {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
   });
@@ -566,6 +571,9 @@ std::string checkArguments(const KernelConfig &c, const fa_attention_args &a,
                            const ModArgList &mods) {
   if (c.direction != FA_DIRECTION_FWD)
     return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
+  if (c.dtype == FA_DTYPE_F8E4M3)
+    return "kernel '" + c.tag + "' is an fp8 forward, which takes descale "
+           "tensors; use fa_attention_forward_fp8";
   if (c.splitKv)
     return "kernel '" + c.tag + "' is a split-KV kernel (a split forward and "
            "a merge); use fa_attention_forward_splitkv";
@@ -573,6 +581,42 @@ std::string checkArguments(const KernelConfig &c, const fa_attention_args &a,
     return "kernel '" + c.tag + "' is a varlen forward (packed sequences); "
            "use fa_attention_forward_varlen";
   return checkForward(c, a, mods);
+}
+
+std::string checkFp8Arguments(const KernelConfig &c,
+                              const fa_attention_args &a,
+                              const fa_tensor descales[3]) {
+  if (c.dtype != FA_DTYPE_F8E4M3)
+    return "kernel '" + c.tag + "' is a " + fa_dtype_name(c.dtype) +
+           " kernel, not an fp8 forward; use fa_attention_forward";
+  if (!descales)
+    return "descales is null (expected descale_q, descale_k, descale_v)";
+  std::string err = checkForward(c, a, ModArgList{});
+  if (!err.empty())
+    return err;
+  std::vector<int64_t> shape{a.q.shape[0], a.k.shape[1]};
+  Alignment words;
+  words.bytes = 4;
+  err = checkTensors({
+      {"descale_q", descales[0], FA_DTYPE_F32, 2, words, shape,
+       "[B,Hkv] from q and k"},
+      {"descale_k", descales[1], FA_DTYPE_F32, 2, words, shape,
+       "[B,Hkv] from q and k"},
+      {"descale_v", descales[2], FA_DTYPE_F32, 2, words, shape,
+       "[B,Hkv] from q and k"},
+  });
+  if (!err.empty())
+    return err;
+  return checkOverlap(tensorsOfFp8(a, descales), {"o", "lse"});
+}
+
+std::vector<NamedTensor> tensorsOfFp8(const fa_attention_args &a,
+                                      const fa_tensor descales[3]) {
+  std::vector<NamedTensor> all = tensorsOf(a);
+  all.push_back({"descale_q", &descales[0]});
+  all.push_back({"descale_k", &descales[1]});
+  all.push_back({"descale_v", &descales[2]});
+  return all;
 }
 
 uint64_t splitKvPartialElements(int64_t b, int64_t h, int64_t nq, int64_t dv,

@@ -318,8 +318,11 @@ def _dtype_code(dtype):
         return DTYPES[dtype]
     import torch
     codes = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+    if hasattr(torch, "float8_e4m3fn"):
+        codes[torch.float8_e4m3fn] = DTYPES["f8e4m3"]
     if dtype not in codes:
-        raise FaError(1, "fa: unsupported dtype %s (expected float16 or bfloat16)" % dtype)
+        raise FaError(1, "fa: unsupported dtype %s (expected float16, bfloat16 or "
+                         "float8_e4m3fn)" % dtype)
     _DTYPE_CODES[dtype] = codes[dtype]
     return codes[dtype]
 
@@ -654,6 +657,62 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     else:
         _launch(b.lib, b.lib.fa_attention_forward_ex, kernel, args, q,
                 _mod_arg_array(mods_read), len(mods_read))
+
+
+def forward_fp8_into(q, k, v, o, lse, descales, causal=False, causal_bottom_right=False,
+                     window=None, scale=None, bundle=None):
+    """The fp8 forward into caller-provided o [B,H,Nq,Dv] (bfloat16) and lse
+    [B,H,Nq] (float32): q, k, v float8_e4m3fn, `descales` (descale_q,
+    descale_k, descale_v) float32 [B, Hkv] each. Every argument is validated
+    by the runtime (fa_attention_forward_fp8)."""
+    b = _bundle(bundle)
+    tensors = (q, k, v, o, lse)
+    key = ("fp8", q.device, causal, causal_bottom_right,
+           None if window is None else tuple(window), scale,
+           *[(t.shape, t.stride(), t.dtype) for t in tensors + tuple(descales)])
+
+    def make():
+        mask, win = _mask(causal, causal_bottom_right, window)
+        d, dv = q.shape[-1], v.shape[-1]
+        kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), "wgmma", k.shape[-2])
+        args = ForwardArgs(*[_tensor(t) for t in tensors],
+                           1.0 / math.sqrt(d) if scale is None else float(scale))
+        return kernel, bytes(args)
+
+    kernel, template = _plan(b, key, make)
+    args = ForwardArgs.from_buffer_copy(template)
+    args.q.data, args.k.data, args.v.data = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    args.o.data, args.lse.data = o.data_ptr(), lse.data_ptr()
+    scales = (Tensor * 3)(*[_tensor(t) for t in descales])
+    _launch(b.lib, b.lib.fa_attention_forward_fp8, kernel, args, q, scales)
+
+
+def _attention_fp8(q, k, v, b, mask_args, scale, descales):
+    """O (bfloat16) and LSE of the fp8 forward; descales default to ones."""
+    import torch
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        raise FaError(1, "fa: the fp8 (float8_e4m3fn) attention is forward only; call it "
+                         "under torch.no_grad() or with inputs that do not require grad")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise FaError(1, "fa: fp8 attention needs q, k, v all float8_e4m3fn, got %s, %s, %s"
+                      % (q.dtype, k.dtype, v.dtype))
+    ones = None
+    scales = []
+    for name, t in zip(("descale_q", "descale_k", "descale_v"), descales):
+        if t is None:
+            if ones is None:
+                ones = torch.ones(q.shape[0], k.shape[1], dtype=torch.float32, device=q.device)
+            t = ones
+        elif not isinstance(t, torch.Tensor):
+            raise FaError(1, "fa: %s must be a float32 tensor [B, Hkv], got %r" % (name, t))
+        scales.append(t.contiguous())
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    causal, causal_bottom_right, window = mask_args
+    forward_fp8_into(q, k, v, o, lse, scales, causal, causal_bottom_right, window, scale,
+                     bundle=b)
+    return o, lse
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
@@ -1113,8 +1172,14 @@ def _register_torch_ops():
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
               return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None,
-              mod_args=None):
+              mod_args=None, descale_q=None, descale_k=None, descale_v=None):
     """Scaled dot-product attention with the bundle's kernels.
+
+    fp8 (FA3's forward): q, k, v of torch.float8_e4m3fn with descale_q,
+    descale_k, descale_v float32 [B, Hkv] (None: ones) compute attention of
+    the dequantised inputs x * descale[b, h // (H // Hkv)]; O is bfloat16,
+    LSE float32, forward only (an error if an input requires grad), no
+    score_mod, the sm_90a wgmma kernels of a bundle built with fp8 configs.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] CUDA tensors of one dtype
     (float16 or bfloat16), H a multiple of Hkv, any strides with a unit last
@@ -1165,6 +1230,16 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     global _function
     b = _bundle(bundle)
     mask_args = (causal, causal_bottom_right, None if window is None else tuple(window))
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    descales = (descale_q, descale_k, descale_v)
+    if fp8 is not None and q.dtype == fp8:
+        if score_mod is not None or mod_args:
+            raise FaError(1, "fa: fp8 attention takes no score_mod or mod_args")
+        o, lse = _attention_fp8(q, k, v, b, mask_args, scale, descales)
+        return (o, lse) if return_lse else o
+    if any(t is not None for t in descales):
+        raise FaError(1, "fa: descale_q/k/v apply to float8_e4m3fn inputs only, got %s"
+                      % q.dtype)
     if hasattr(torch, "compiler") and torch.compiler.is_compiling():
         # Traced: only the custom op, whose implementation checks the rest.
         if _ops is None:

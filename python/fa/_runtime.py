@@ -6,7 +6,8 @@ import os
 FA_SUCCESS = 0
 STATUS_NAMES = {0: "success", 1: "invalid argument", 2: "not found", 3: "I/O error",
                 4: "bad manifest", 5: "CUDA error", 6: "unsupported", 7: "internal error"}
-DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "i32": 3, "i64": 4}  # i32, i64: mod_args only
+DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "i32": 3, "i64": 4,  # i32, i64: mod_args only
+          "f8e4m3": 5}  # q, k, v of fp8 forwards
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 MASKS = {"none": 0, "causal": 1, "causal_bottom_right": 2, "window": 3}
 MASK_NAMES = {v: k for k, v in MASKS.items()}
@@ -173,6 +174,10 @@ def _open_library(path):
                                                ctypes.POINTER(TensorMapArgs),
                                                ctypes.POINTER(ctypes.c_int32)], st),
         "fa_attention_forward": ([vp, ctypes.POINTER(ForwardArgs), vp], st),
+        "fa_attention_forward_fp8_check": ([vp, ctypes.POINTER(ForwardArgs),
+                                            ctypes.POINTER(Tensor)], st),
+        "fa_attention_forward_fp8": ([vp, ctypes.POINTER(ForwardArgs), ctypes.POINTER(Tensor),
+                                      vp], st),
         "fa_attention_backward": ([vp, ctypes.POINTER(BackwardArgs), vp], st),
         "fa_kernel_get_mod_arg": ([vp, ctypes.c_int32, ctypes.POINTER(ModArgInfo)], st),
         "fa_attention_forward_check_ex": ([vp, ctypes.POINTER(ForwardArgs),

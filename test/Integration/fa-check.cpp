@@ -12,6 +12,10 @@
 // differences, and deterministic mode must not depend on the blocking.
 // --varlen draws packed variable-length batches (cu_seqlens, lengths 0, 1
 // and ragged) and checks each sequence against its own dense reference.
+// --fp8 draws f32 inputs, quantises them to e4m3 with per-(batch, key head)
+// descale factors and checks the fp8 forward against the f64 reference of
+// the unquantised inputs, under the same rule with a naive fp8 baseline
+// (the same quantised inputs, f32 math).
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,6 +82,12 @@ static llvm::cl::opt<bool> packGqa(
                    "heads of a key head packed into one tile (attn-tile "
                    "pack-gqa), half of them also split over key ranges"));
 
+static llvm::cl::opt<bool> fp8(
+    "fp8",
+    llvm::cl::desc("forward: e4m3 Q, K, V with descale factors [B, Hkv], "
+                   "bf16 O, against the f64 reference of the unquantised "
+                   "inputs and a naive fp8 baseline"));
+
 static llvm::cl::opt<bool> varlen(
     "varlen",
     llvm::cl::desc("packed variable-length batches (cu_seqlens): each "
@@ -138,7 +148,10 @@ struct Case {
 };
 
 const char *dtypeName(ElemKind k) {
-  return k == ElemKind::F16 ? "f16" : k == ElemKind::BF16 ? "bf16" : "f32";
+  return k == ElemKind::F16    ? "f16"
+         : k == ElemKind::BF16 ? "bf16"
+         : k == ElemKind::F8E4M3 ? "f8E4M3FN"
+                               : "f32";
 }
 const char *maskName(Mask m) {
   switch (m) {
@@ -414,10 +427,30 @@ struct CaseTypes {
     q = tensorType({c.b, c.h, c.nq, c.d}, e);
     k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
     v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
-    o = tensorType({c.b, c.h, c.nq, c.dv}, e);
+    // fp8 inputs give a bf16 O and take descale factors [B, Hkv].
+    bool fp8 = c.dtype == ElemKind::F8E4M3;
+    o = tensorType({c.b, c.h, c.nq, c.dv}, fp8 ? "bf16" : e);
     lse = tensorType({c.b, c.h, c.nq}, "f32");
+    if (fp8)
+      descale = tensorType({c.b, c.hkv}, "f32");
   }
+  std::string descale; // fp8: the descale factors' type
 };
+
+/// `, %dq: T, %dk: T, %dv: T`: an fp8 case's descale parameters.
+std::string descaleParams(const CaseTypes &t) {
+  return t.descale.empty() ? ""
+                           : ", %dq: " + t.descale + ", %dk: " + t.descale +
+                                 ", %dv: " + t.descale;
+}
+
+/// ` descale(%dq, %dk, %dv : T, T, T)` of an fp8 case's op.
+std::string descaleOperands(const CaseTypes &t) {
+  const std::string &d = t.descale;
+  return d.empty() ? ""
+                   : " descale(%dq, %dk, %dv : " + d + ", " + d + ", " + d +
+                         ")";
+}
 
 /// `, %cuq: T, %cuk: T`: a varlen case's offset parameters, or nothing.
 std::string varlenParams(const CaseTypes &t) {
@@ -434,9 +467,9 @@ std::string forwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
   return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
-         varlenParams(t) + modArgParams(c) + ") -> (" + outs +
-         ") {\n  %o, %lse = attn.attention %q, %k, %v" + varlenOperands(t) +
-         modArgOperands(c) +
+         varlenParams(t) + modArgParams(c) + descaleParams(t) + ") -> (" +
+         outs + ") {\n  %o, %lse = attn.attention %q, %k, %v" +
+         varlenOperands(t) + modArgOperands(c) + descaleOperands(t) +
          " " + attrsAndRegion(c) + " : " + qkv + " -> " + outs +
          "\n  return %o, %lse : " + outs + "\n}\n";
 }
@@ -905,6 +938,13 @@ struct Checker {
       drawModArg(c, static_cast<Mod>(int(Mod::AlibiSlopes) + (n / 4) % 3));
     if (maskMods)
       drawMaskMod(c, n);
+    if (fp8) {
+      // The fp8 forward has no score_mod; inputs of several magnitudes.
+      c.dtype = ElemKind::F8E4M3;
+      c.mod = Mod::None;
+      c.program = nullptr;
+      c.inputScale = pick<double>({1, 4, 30});
+    }
     return c;
   }
 
@@ -1265,7 +1305,61 @@ struct Checker {
     return worst <= kLseUnits;
   }
 
+  /// e4m3 values of `x` [B, Hx, N, E] with one descale factor per (batch,
+  /// key head) (`group` heads of x per key head): amax / 448, so each
+  /// block's largest value lands on e4m3's largest finite one (FA3's
+  /// per-head scaling). `factors` is [B, Hkv]; `dequantised` x8·factor.
+  void quantise(const HostTensor &x, int64_t group, HostTensor &x8,
+                HostTensor &factors, HostTensor &dequantised) {
+    int64_t b = x.shape[0], h = x.shape[1];
+    int64_t block = x.shape[2] * x.shape[3];
+    factors = HostTensor{{b, h / group}, {}};
+    x8 = dequantised = x;
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hk = 0; hk < h / group; ++hk) {
+        int64_t first = (bi * h + hk * group) * block;
+        int64_t last = first + group * block;
+        double amax = 0;
+        for (int64_t i = first; i < last; ++i)
+          amax = std::max(amax, std::fabs(x.data[i]));
+        double f = roundTo(ElemKind::F32, amax > 0 ? amax / 448.0 : 1.0);
+        factors.data.push_back(f);
+        for (int64_t i = first; i < last; ++i) {
+          x8.data[i] = roundTo(ElemKind::F8E4M3, x.data[i] / f);
+          dequantised.data[i] = x8.data[i] * f;
+        }
+      }
+  }
+
+  /// The fp8 forward (--fp8): the f64 reference of the unquantised inputs,
+  /// the naive baseline of the dequantised ones in f32; O and LSE under the
+  /// 2× rule (LSE too moves with the quantisation, beyond an f32 bound).
+  void checkForwardFp8(const Case &c) {
+    std::string err;
+    auto fn = compile(c, forwardIR(c), "fwd", err);
+    if (!fn)
+      return report(false, c, "compile: " + err);
+    Case f32 = c;
+    f32.dtype = ElemKind::F32;
+    Problem p = problem(f32), p8 = p, deq = p;
+    HostTensor dq, dk, dv;
+    quantise(p.q, c.h / c.hkv, p8.q, dq, deq.q);
+    quantise(p.k, 1, p8.k, dk, deq.k);
+    quantise(p.v, 1, p8.v, dv, deq.v);
+    std::vector<HostTensor> res;
+    if (!fn->run({p8.q, p8.k, p8.v, dq, dk, dv}, res, err))
+      return report(false, c, "run: " + err);
+    Forward ref = forward(f32, p, identity, false);
+    Forward naive = forward(f32, deq, rounder(ElemKind::F32), true);
+    std::string what;
+    bool ok = within("O", res[0].data, naive.o, ref.o, what);
+    ok &= within("LSE", res[1].data, naive.lse, ref.lse, what);
+    report(ok, c, what);
+  }
+
   void checkForward(const Case &c) {
+    if (c.dtype == ElemKind::F8E4M3)
+      return checkForwardFp8(c);
     std::string err;
     auto fn = compile(c, forwardIR(c), "fwd", err);
     if (!fn)
@@ -1553,6 +1647,14 @@ int main(int argc, char **argv) {
     llvm::errs() << "fa-check: error: --varlen draws its own batches; it "
                     "does not combine with --split-kv, --pack-gqa or "
                     "--mod-args\n";
+    return 2;
+  }
+  if (fp8 && (bwd || varlen || splitKv || packGqa || modArgs || maskMods ||
+              largeScoreCases > 0)) {
+    llvm::errs() << "fa-check: error: --fp8 checks the dense forward only; "
+                    "it does not combine with --direction bwd, --varlen, "
+                    "--split-kv, --pack-gqa, --mod-args, --mask-mods or "
+                    "--large-scores\n";
     return 2;
   }
   if (bwd && splitKv) {

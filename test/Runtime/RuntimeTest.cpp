@@ -139,9 +139,9 @@ TEST(Manifest, BadJson) {
 }
 
 TEST(Manifest, WrongVersion) {
-  expectRejected("version", manifest({}, "12"),
-                 "version 12 is not supported (this runtime reads versions 1 "
-                 "to 11)");
+  expectRejected("version", manifest({}, "13"),
+                 "version 13 is not supported (this runtime reads versions 1 "
+                 "to 12)");
 }
 
 
@@ -154,7 +154,8 @@ TEST(Manifest, UnknownDtype) {
   expectRejected("dtype",
                  manifest({kernelJson("k0", "fwd", "f8", 64, "none", "sm_90a",
                                       true)}),
-                 "kernels[0] ('k0'): unknown dtype 'f8'");
+                 "kernels[0] ('k0'): unknown dtype 'f8' (expected f16, bf16 or "
+                 "f8e4m3)");
 }
 
 TEST(Manifest, FieldErrorsNameTheField) {
@@ -848,10 +849,10 @@ TEST(ScoreMod, ModArgManifestErrors) {
                           "8"),
                  "field 'mod_args' is given, but the kernel has no score_mod");
   // A newer bundle than this runtime reads is refused as a whole.
-  expectRejected("mod_args_v12",
-                 manifest({modArgsJson("k", "fwd", slopes)}, "12"),
-                 "version 12 is not supported (this runtime reads versions 1 "
-                 "to 11)");
+  expectRejected("mod_args_v13",
+                 manifest({modArgsJson("k", "fwd", slopes)}, "13"),
+                 "version 13 is not supported (this runtime reads versions 1 "
+                 "to 12)");
 }
 
 TEST(ScoreMod, NeedsNoNewerVersion) {
@@ -2963,6 +2964,137 @@ TEST_F(ModArgs, MayNotOverlapAnOutput) {
             FA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(lastError().find("overlaps mod_args[1]"), std::string::npos)
       << lastError();
+}
+
+//===----------------------------------------------------------------------===//
+// fp8 forwards (dtype f8e4m3, bundle version 12)
+//===----------------------------------------------------------------------===//
+
+/// The fp8 d128 forward as fa-aot writes it: 128-column (128-byte) boxes,
+/// descale tensors at 14, strides from 17.
+std::string fp8Json(const std::string &extra = R"(, "descale_param": 14)") {
+  std::vector<MapJson> maps = abiMaps();
+  for (MapJson &m : maps)
+    m.box = "[128, 128, 1]";
+  return wgmmaJson("f8", "f8e4m3", 128, "causal", true, maps, extra);
+}
+
+TEST(Fp8, Manifest) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("fp8", manifest({fp8Json()}, "12"), &b), FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.dtype, FA_DTYPE_F8E4M3);
+  EXPECT_STREQ(fa_dtype_name(info.dtype), "f8e4m3");
+  fa_bundle_free(b);
+  // An older bundle version, a missing or misplaced descale parameter, or
+  // one on another dtype is refused with the field named.
+  expectRejected("fp8_v11", manifest({fp8Json()}, "11"),
+                 "f8e4m3 kernels need bundle version 12, the manifest says 11");
+  expectRejected("fp8_noparam", manifest({fp8Json("")}, "12"),
+                 "missing field 'descale_param'");
+  expectRejected("fp8_param", manifest({fp8Json(R"(, "descale_param": 15)")}, "12"),
+                 "field 'descale_param' = 15, expected 14");
+  expectRejected("fp8_bf16",
+                 manifest({wgmmaJson("w", "bf16", 128, "causal", true, abiMaps(),
+                                     R"(, "descale_param": 14)")},
+                          "12"),
+                 "field 'descale_param' is given, but only f8e4m3 kernels");
+  expectRejected("fp8_d64",
+                 manifest({wgmmaJson("w", "f8e4m3", 64, "causal", true,
+                                     abiMaps(), R"(, "descale_param": 14)")},
+                          "12"),
+                 "dtype 'f8e4m3' needs the mma 'wgmma' forward with head_dim");
+}
+
+class Fp8Validate : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, N = 300, D = 128;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("fp8v",
+                       manifest({fp8Json(), wgmmaJson("w", "bf16", 128, "causal",
+                                                      true)},
+                                "12"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fp8 = fa_bundle_kernel_at(bundle, 0);
+    bf16 = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype e4m3 = FA_DTYPE_F8E4M3, f32 = FA_DTYPE_F32;
+    args.q = tensor(addr(0), e4m3, {B, H, N, D});
+    args.k = tensor(addr(1), e4m3, {B, Hkv, N, D});
+    args.v = tensor(addr(2), e4m3, {B, Hkv, N, D});
+    args.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, N, D});
+    args.lse = tensor(addr(4), f32, {B, H, N});
+    args.scale = 0.125f;
+    for (int i = 0; i < 3; ++i)
+      descales[i] = tensor(addr(5 + i), f32, {B, Hkv});
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  void expectRefused(const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_fp8_check(fp8, &args, descales),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *fp8 = nullptr, *bf16 = nullptr;
+  fa_attention_args args{};
+  fa_tensor descales[3];
+};
+
+TEST_F(Fp8Validate, WellFormed) {
+  EXPECT_EQ(fa_attention_forward_fp8_check(fp8, &args, descales), FA_SUCCESS)
+      << lastError();
+  // The plain forward's entry points refuse the kernel, its maps included.
+  fa_tensor_map_args maps[FA_MAX_TENSOR_MAPS];
+  int32_t count = 0;
+  EXPECT_EQ(fa_attention_forward_tensor_maps(fp8, &args, maps, &count),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(Fp8Validate, EntryPoints) {
+  EXPECT_EQ(fa_attention_forward_check(fp8, &args), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("is an fp8 forward, which takes descale tensors; "
+                             "use fa_attention_forward_fp8"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_fp8_check(bf16, &args, descales),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("is a bf16 kernel, not an fp8 forward"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_fp8_check(fp8, &args, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("descales is null"), std::string::npos)
+      << lastError();
+}
+
+TEST_F(Fp8Validate, Descales) {
+  descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, H});
+  expectRefused("descale_q.shape is [2,8], expected [2,2] ([B,Hkv] from q and k)");
+  descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, Hkv});
+  descales[1] = tensor(addr(6), FA_DTYPE_BF16, {B, Hkv});
+  expectRefused("descale_k.dtype is bf16, expected f32");
+  descales[1] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv});
+  descales[2] = tensor(addr(7) + 2, FA_DTYPE_F32, {B, Hkv});
+  expectRefused("descale_v.data 0x7f0700000002 is not 4-byte aligned");
+  descales[2] = tensor(addr(3), FA_DTYPE_F32, {B, Hkv});
+  expectRefused("overlaps");
+  descales[2] = tensor(0, FA_DTYPE_F32, {B, Hkv});
+  expectRefused("descale_v.data is null");
+}
+
+TEST_F(Fp8Validate, Tensors) {
+  args.o.dtype = FA_DTYPE_F8E4M3;
+  expectRefused("o.dtype is f8e4m3, expected bf16");
+  args.o.dtype = FA_DTYPE_BF16;
+  args.k.dtype = FA_DTYPE_BF16;
+  expectRefused("k.dtype is bf16, expected f8e4m3");
 }
 
 } // namespace

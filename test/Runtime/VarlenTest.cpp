@@ -74,9 +74,9 @@ TEST(VarlenManifest, FieldsAndVersion) {
   expectRejected("v9", manifest({varlenKernel("v", 128)}, "9"),
                  "kernels[0]: varlen kernels need bundle version 10, the "
                  "manifest says 9");
-  expectRejected("v12", manifest({varlenKernel("v", 128)}, "12"),
-                 "version 12 is not supported (this runtime reads versions 1 "
-                 "to 11)");
+  expectRejected("v13", manifest({varlenKernel("v", 128)}, "13"),
+                 "version 13 is not supported (this runtime reads versions 1 "
+                 "to 12)");
   expectRejected("param",
                  manifest({varlenKernel("v", 128, "causal",
                                         R"(, "varlen": true,

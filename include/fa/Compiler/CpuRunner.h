@@ -29,8 +29,9 @@ struct HostTensor {
 
 /// Element kinds the runner converts to and from. The integer kinds serve
 /// index tensors a score_mod reads (mod_args); a double converts to them by
-/// truncation toward zero.
-enum class ElemKind { F16, BF16, F32, F64, I32, I64 };
+/// truncation toward zero. F8E4M3 is OCP e4m3 "FN" (f8E4M3FN): rounded to
+/// nearest even and saturated to ±448, as cvt.rn.satfinite does.
+enum class ElemKind { F16, BF16, F32, F64, I32, I64, F8E4M3 };
 
 /// Rounds `v` to `kind` and back (what the kernel sees of an input).
 double roundTo(ElemKind kind, double v);

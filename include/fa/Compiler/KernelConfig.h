@@ -14,7 +14,7 @@ namespace mlir::fa {
 /// target). Zero tile fields take the per-head-dim defaults.
 struct KernelConfig {
   std::string direction = "fwd"; // fwd | bwd
-  std::string dtype = "bf16";    // bf16 | f16
+  std::string dtype = "bf16";    // bf16 | f16 | f8e4m3 (wgmma forward)
   int64_t headDim = 128;
   int64_t headDimV = 0; // 0: = headDim
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;

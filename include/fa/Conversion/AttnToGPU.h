@@ -86,7 +86,7 @@ constexpr int64_t kBlockListsThreads = 32;
 /// manifest describes.
 struct KernelPlan {
   bool backward = false;
-  Type elemType;            // f16 or bf16
+  Type elemType;            // f16, bf16 or f8E4M3FN (wgmma forward only)
   int64_t headDim = 0;      // D
   int64_t headDimV = 0;     // Dv
   int64_t blockQ = 0;
@@ -140,6 +140,12 @@ struct KernelPlan {
   bool blockSparse = false;
 
   int64_t threads() const { return warps * 32; }
+  /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
+  bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
+  /// The element type of O: bf16 for fp8 inputs, else the inputs' type.
+  Type outputElemType() const {
+    return isFp8() ? BFloat16Type::get(elemType.getContext()) : elemType;
+  }
   /// Whether Q fragments stay in registers for the whole KV loop (they are
   /// re-read from shared memory for large head dims to avoid spills).
   bool keepQInRegisters() const { return headDim <= 128; }

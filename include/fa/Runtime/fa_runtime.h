@@ -52,7 +52,7 @@ extern "C" {
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 11
+#define FA_RUNTIME_BUNDLE_VERSION 12
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -78,6 +78,7 @@ typedef enum fa_dtype {
   FA_DTYPE_F32 = 2,
   FA_DTYPE_I32 = 3, /* mod_args only */
   FA_DTYPE_I64 = 4, /* mod_args only */
+  FA_DTYPE_F8E4M3 = 5, /* q, k, v of fp8 forwards (OCP e4m3 "FN") */
 } fa_dtype;
 
 typedef enum fa_mask {
@@ -562,6 +563,21 @@ FA_API fa_status fa_attention_forward_block_sparse(
     const fa_kernel *kernel, const fa_attention_args *args,
     const fa_block_mask *mask, const fa_tensor *mod_args,
     int32_t mod_arg_count, CUstream stream);
+/* fp8 forwards (kernel dtype FA_DTYPE_F8E4M3; bundle version 12), which
+ * the plain forward functions refuse: q, k, v in e4m3, o in bf16, lse f32,
+ * and `descales` = {descale_q, descale_k, descale_v}: contiguous f32
+ * [B, Hkv] each (FA3's q/k/v_descale), 4-byte aligned, overlapping no
+ * output. The kernel computes attention of the dequantised inputs
+ * x * descale[b, h / (H / Hkv)] (a query head takes its key head's factor):
+ * S is scaled by descale_q * descale_k, P is rounded to e4m3 for P·V and O
+ * is scaled by descale_v. _check needs no GPU. */
+FA_API fa_status fa_attention_forward_fp8_check(const fa_kernel *kernel,
+                                                const fa_attention_args *args,
+                                                const fa_tensor descales[3]);
+FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
+                                          const fa_attention_args *args,
+                                          const fa_tensor descales[3],
+                                          CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);

@@ -563,8 +563,8 @@ void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
 Value KernelBuilder::truncPair(Value lo, Value hi) {
   Value v = vector::FromElementsOp::create(
       b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
-  return arith::TruncFOp::create(b, loc, VectorType::get({2}, plan.elemType),
-                                 v);
+  return arith::TruncFOp::create(
+      b, loc, VectorType::get({2}, plan.outputElemType()), v);
 }
 
 Value KernelBuilder::pack(Value lo, Value hi) {

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BlockMask.h"
+#include "HopperFp8.h"
 #include "TiledLoopNest.h"
 #include "VarlenKernel.h"
 #include "Wgmma.h"
@@ -126,13 +127,16 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
   measured.raggedFirst = plan.spec.mask == attn::MaskKind::None &&
                          !(plan.persistent && plan.headDim > 64) &&
                          !plan.blockSparse;
+  // fp8: O (bf16) is twice as wide as the Q tile (fp8) it would pass
+  // through: it leaves from registers.
+  measured.smemEpilogue = !plan.isFp8();
   return measured;
 }
 
 WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
   WgmmaForwardSchedule schedule = measuredWgmmaForwardSchedule(plan);
   schedule.pingPong = clPingPong;
-  schedule.smemEpilogue = clSmemEpilogue;
+  schedule.smemEpilogue = clSmemEpilogue && schedule.smemEpilogue;
   schedule.lazyRescale = clLazyRescale;
   schedule.rescaleInTurn = optionOr(clRescaleInTurn, schedule.rescaleInTurn);
   // The switch can only turn ragged-first off: where the measured default
@@ -166,6 +170,10 @@ constexpr uint32_t kConsumerRegs = 240;
 /// 2·232·128 stays within 168·384.
 constexpr uint32_t kPersistentProducerRegs = 32;
 constexpr uint32_t kPersistentConsumerRegs = 232;
+/// fp8: the producer warpgroup's transposing warps need more than 24
+/// registers; 40·128 + 2·232·128 = 168·384.
+constexpr uint32_t kFp8ProducerRegs = 40;
+constexpr uint32_t kFp8ConsumerRegs = 232;
 /// Threads of the two consumer warpgroups.
 constexpr int64_t kConsumerThreads = 256;
 
@@ -173,28 +181,36 @@ constexpr int64_t kConsumerThreads = 256;
 struct HopperSmem {
   int64_t d, dv, bq, bkv, stages;
   bool persistent;
-  /// Columns of a tile in whole 64-column slabs (D = 96: 128).
-  static int64_t slabbed(int64_t cols) {
-    return llvm::alignTo(cols, kSlabCols);
+  /// fp8: 1-byte elements, and a ring of Vᵀ tiles [Dv][bkv] after V's.
+  bool fp8 = false;
+  /// Bytes of a row of `cols` elements in whole 128 B slab rows (D = 96
+  /// in 16 bits: 256).
+  int64_t rowBytes(int64_t cols) const {
+    return llvm::alignTo(cols * (fp8 ? 1 : 2), kSlabRowBytes);
   }
-  int64_t qBytes() const { return bq * slabbed(d) * 2; }
-  int64_t kBytes() const { return bkv * slabbed(d) * 2; }
-  int64_t vBytes() const { return bkv * slabbed(dv) * 2; }
+  int64_t qBytes() const { return bq * rowBytes(d); }
+  int64_t kBytes() const { return bkv * rowBytes(d); }
+  int64_t vBytes() const { return bkv * rowBytes(dv); }
+  int64_t vtBytes() const { return fp8 ? dv * bkv : 0; }
   int64_t kBase() const { return qBytes(); }
   int64_t vBase() const { return qBytes() + stages * kBytes(); }
-  int64_t tiles() const { return vBase() + stages * vBytes(); }
+  int64_t vtBase() const { return vBase() + stages * vBytes(); }
+  int64_t tiles() const { return vtBase() + stages * vtBytes(); }
   /// A persistent grid's current tile (u32) follows the tiles.
   int64_t total() const { return tiles() + (persistent ? 16 : 0); }
 };
 
 /// The mbarriers of one CTA, all in one group: Q full, Q empty (persistent
-/// grid only), then K full, V full, K empty and V empty rings.
+/// grid only), then K full, V full, K empty and V empty rings, and for fp8
+/// a Vᵀ full ring (completed by the transposing threads).
 struct Barriers {
   Value group;
   int64_t stages;
   bool persistent = false;
+  bool fp8 = false;
   int64_t qCount() const { return persistent ? 2 : 1; }
-  int64_t count() const { return qCount() + 4 * stages; }
+  int64_t count() const { return qCount() + (fp8 ? 5 : 4) * stages; }
+  int64_t vtFull() const { return qCount() + 4 * stages; }
   int64_t qFull() const { return 0; }
   int64_t qEmpty() const { return 1; }
   int64_t kFull() const { return qCount(); }
@@ -204,7 +220,14 @@ struct Barriers {
   /// Full barriers complete on the producer's arrival plus the TMA bytes,
   /// empty ones on the consumers' arrivals.
   bool isEmpty(int64_t i) const {
-    return (persistent && i == qEmpty()) || i >= kEmpty();
+    return (persistent && i == qEmpty()) ||
+           (i >= kEmpty() && i < kEmpty() + 2 * stages);
+  }
+  /// Threads whose arrivals complete barrier i's phase.
+  int64_t arrivals(int64_t i, int64_t consumerThreads) const {
+    if (fp8 && i >= vtFull())
+      return kFp8TransposeThreads;
+    return isEmpty(i) ? consumerThreads : 1;
   }
 };
 
@@ -232,6 +255,9 @@ private:
   const TiledLoopNest &loops;
   Barriers bars;
   Value qMap, kMap, vMap;
+  // fp8: the descale tensors (f32 [B, Hkv]) and the i32 view of shared
+  // memory the V transpose moves words through.
+  Value descaleQ, descaleK, descaleV, smemWords;
   Value batches, heads, kvHeads, nq, nk;
   // The sizes the tiled loop's bounds read: nq, nk, or a varlen batch's
   // token totals (then nq, nk are the CTA's sequence's lengths).
@@ -263,6 +289,13 @@ private:
   bool raggedFirst() const { return plan.schedule.raggedFirst; }
 
   bool rescaleInTurn() const { return plan.schedule.rescaleInTurn; }
+
+  bool fp8() const { return plan.isFp8(); }
+  /// Columns of a `cols`-element tile as counted by the 16-bit TMA boxes and
+  /// descriptor steps (fp8 rows are half as many bytes).
+  int64_t boxCols(int64_t cols) const { return fp8() ? cols / 2 : cols; }
+  /// The Vᵀ full barrier for fp8, V's own otherwise: what P·V waits for.
+  int64_t pvFull() const { return fp8() ? bars.vtFull() : bars.vFull(); }
 
   Value i64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
@@ -310,6 +343,9 @@ private:
   /// slots.
   void emitProducer();
   void emitProducerTile();
+  /// fp8: warps 1-3 of the producer warpgroup transpose each V tile into
+  /// its Vᵀ slot once it lands, then arrive on its Vᵀ full barrier.
+  void emitTransposer();
   /// A consumer warpgroup: per tile the KV loop and the O / LSE epilogue.
   void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale);
   void emitConsumerTile(Value consumer, Value oMem, Value lseMem, Value scale);
@@ -569,7 +605,8 @@ void HopperForward::emitProducerTile() {
         b, loc, b.getI1Type(), arith::AddIOp::create(b, loc, round, kb.c32(1)));
     wait(isK ? bars.kEmpty() : bars.vEmpty(), stage, parity);
     int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
-    loadTile(isK ? kMap : vMap, bkv, isK ? plan.headDim : plan.headDimV,
+    loadTile(isK ? kMap : vMap, bkv,
+             boxCols(isK ? plan.headDim : plan.headDimV),
              kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
              packedRow(seqStartK, kb.toIndex(arith::MulIOp::create(
                                       b, loc, keyTileOf(i), kb.c32(bkv)))),
@@ -577,7 +614,7 @@ void HopperForward::emitProducerTile() {
              isK ? bars.kFull() : bars.vFull(), stage);
   };
   auto loadQ = [&] {
-    loadTile(qMap, plan.blockQ, plan.headDim, kb.idx(0),
+    loadTile(qMap, plan.blockQ, boxCols(plan.headDim), kb.idx(0),
              packedRow(seqStartQ, qBegin), {head, tmaBatch(batch)},
              bars.qFull(), kb.idx(0));
   };
@@ -613,6 +650,30 @@ void HopperForward::emitProducerTile() {
   });
 }
 
+void HopperForward::emitTransposer() {
+  // Ring iteration i: V(i) lands in slot i mod stages (its full barrier),
+  // Vᵀ(i) is written to the same slot of the Vᵀ ring. The slot is free: the
+  // producer refilled V only after the consumers' P·V of the previous round
+  // released it (V empty), which came after that round's Vᵀ full.
+  const BarrierRing ring{layout.stages};
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.sub(jEnd, jBegin),
+                                 kb.idx(1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value it = loop.getInductionVar();
+  Value stage = ring.slot(kb, it);
+  wait(bars.vFull(), stage, ring.fullParity(kb, it));
+  transposeVTile(kb, smemWords,
+                 kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()),
+                 kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase()),
+                 plan.blockKV, plan.headDimV);
+  // Vᵀ is read next by wgmma (the async proxy).
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  arrive(bars.vtFull(), stage);
+}
+
 //===----------------------------------------------------------------------===//
 // Consumers
 //===----------------------------------------------------------------------===//
@@ -622,7 +683,8 @@ SmallVector<Value> HopperForward::qkDescriptors(Value qRow0Bytes,
   const int64_t bkv = plan.blockKV;
   Value kStage = kb.add(kb.mul(stage, layout.kBytes()), layout.kBase());
   SmallVector<Value> descs;
-  for (int64_t ks = 0; ks < plan.headDim / 16; ++ks) {
+  // 32 B per k step: k16 of 16-bit or k32 of fp8 elements.
+  for (int64_t ks = 0; ks < boxCols(plan.headDim) / 16; ++ks) {
     int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
     descs.push_back(descriptor(
         kb.add(qRow0Bytes, slab * plan.blockQ * kSlabRowBytes + inSlab), 16));
@@ -634,6 +696,13 @@ SmallVector<Value> HopperForward::qkDescriptors(Value qRow0Bytes,
 
 SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
   const int64_t bkv = plan.blockKV;
+  if (fp8()) { // K-major Vᵀ: +32 B per k32 step of its 128 B rows
+    Value vtStage = kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase());
+    SmallVector<Value> descs;
+    for (int64_t kk = 0; kk < bkv / 32; ++kk)
+      descs.push_back(descriptor(kb.add(vtStage, kk * 32), 16));
+    return descs;
+  }
   Value vStage = kb.add(kb.mul(stage, layout.vBytes()), layout.vBase());
   SmallVector<Value> descs;
   for (int64_t kk = 0; kk < bkv / 16; ++kk)
@@ -648,6 +717,8 @@ Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
     q.push_back(descs[2 * ks]);
     k.push_back(descs[2 * ks + 1]);
   }
+  if (fp8())
+    return issueWgmmaSharedFp8(kb, keys, q, k);
   return issueWgmmaShared(kb, keys, q, k, NVVM::MMALayout::row,
                           NVVM::MMALayout::col);
 }
@@ -655,6 +726,8 @@ Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
 SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
                                           ArrayRef<Value> descs,
                                           ArrayRef<Value> acc) {
+  if (fp8())
+    return issueWgmmaRegisterAFp8(kb, p, descs, acc);
   return issueWgmmaRegisterA(kb, p, descs, acc);
 }
 
@@ -683,6 +756,18 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
                          kb.mul(warpInGroup, 16)); // this warp's rows
   Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
   Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
+  // fp8: S of the dequantised inputs is S·dq·dk, and O takes dv at the end.
+  Value oDescale;
+  if (fp8()) {
+    Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
+    auto load = [&](Value t) {
+      return memref::LoadOp::create(b, loc, t, ValueRange{at}).getResult();
+    };
+    scale = arith::MulFOp::create(
+        b, loc, scale,
+        arith::MulFOp::create(b, loc, load(descaleQ), load(descaleK)));
+    oDescale = load(descaleV);
+  }
   Value scaleLog2 = softmaxScaleLog2(kb, scale);
   RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
                                      rowBase, qRow0, kRowsPerConsumer);
@@ -733,7 +818,9 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   // P as A registers (Wgmma.h). Packing happens only once no wgmma is in
   // flight: registers of a later wgmma defined while one runs make ptxas
   // serialise them (C7513).
-  auto packP = [&](ArrayRef<Value> s) { return accumulatorToWgmmaA(kb, s); };
+  auto packP = [&](ArrayRef<Value> s) {
+    return fp8() ? packFp8A(kb, s) : accumulatorToWgmmaA(kb, s);
+  };
   // Ring iteration `it` of this tile is the CTA's ringBase + it.
   const BarrierRing ring{layout.stages};
   auto stageOf = [&](Value it) { return ring.slot(kb, kb.add(ringBase, it)); };
@@ -823,7 +910,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     widths.push_back(bkv);
     Value ragKeys = ragged ? kb.sub(nk, kb.mul(firstTile, bkv)) : Value();
     SmallVector<Type> firstTypes(4, b.getF32Type());
-    firstTypes.append(sN / 2, b.getI32Type()); // packed P
+    firstTypes.append(fp8() ? sN / 4 : sN / 2, b.getI32Type()); // packed P
     std::function<SmallVector<Value>(size_t)> emitWidths =
         [&](size_t i) -> SmallVector<Value> {
       if (i + 1 == widths.size())
@@ -883,7 +970,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
       // descriptor computed inside the issue sequence makes ptxas re-fence
       // and serialise the wgmmas (C7519, C7513).
       wait(bars.kFull(), stage, parityAt(it));
-      wait(bars.vFull(), prevStage, parityAt(prev));
+      wait(pvFull(), prevStage, parityAt(prev));
       SmallVector<Value> qk = qkDescriptors(qRow0Bytes, stage);
       SmallVector<Value> pv = pvDescriptors(prevStage);
       turnBegin();
@@ -936,7 +1023,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
     }
     Value last = kb.sub(kb.sub(jEnd, jBegin), kb.idx(1));
     Value lastStage = stageOf(last);
-    wait(bars.vFull(), lastStage, parityAt(last));
+    wait(pvFull(), lastStage, parityAt(last));
     SmallVector<Value> pvLast = pvDescriptors(lastStage);
     turnBegin();
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
@@ -956,6 +1043,9 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
   Value invSum[2], lse[2];
   finalizeSoftmax(kb, state, invSum, lse);
+  if (fp8())
+    for (Value &f : invSum)
+      f = arith::MulFOp::create(b, loc, f, oDescale);
   // LSE [B, H, Nq], or a varlen batch's [H, Tq] from the sequence's row;
   // O's rows likewise count from the sequence's first packed row.
   Value qRowsBase =
@@ -1128,6 +1218,11 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   qMap = tmaMap(kb, arg(11), plan.blockQ, /*rank=*/4);
   kMap = tmaMap(kb, arg(12), plan.blockKV, /*rank=*/4);
   vMap = tmaMap(kb, arg(13), plan.blockKV, /*rank=*/4);
+  if (fp8()) { // (fp8 plans are never persistent: no tile counter)
+    descaleQ = arg(14);
+    descaleK = arg(15);
+    descaleV = arg(16);
+  }
   oT = stridedTensor(kb, oMem, params.strides(entry, 3));
 
   // One tile per CTA: set up once for both roles (forEachTile).
@@ -1142,7 +1237,11 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     setTile(qBlock, headIdx, batchIdx);
   }
 
-  kb.setupSharedMemory(module, layout.total() / 2);
+  // Typed as O's 16-bit elements (the epilogue's stores); fp8 tiles are
+  // addressed in bytes through descriptors, TMA and the i32 view.
+  kb.smem = kb.sharedView(module, plan.outputElemType(), layout.total() / 2);
+  if (fp8())
+    smemWords = kb.sharedView(module, b.getI32Type(), layout.total() / 4);
   if (plan.persistent) {
     tileCounter = arg(14);
     tileSlot = kb.sharedView(module, b.getI32Type(), layout.total() / 4);
@@ -1151,6 +1250,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
 
   bars.stages = layout.stages;
   bars.persistent = plan.persistent;
+  bars.fp8 = fp8();
   bars.group = createBarrierGroup(kb, bars.count());
   Value isThread0 = eq(kb.tid, kb.idx(0));
   {
@@ -1160,7 +1260,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     // Full barriers complete on the producer's arrive + the TMA bytes; empty
     // barriers on every consumer thread's arrive.
     for (int64_t i = 0; i < bars.count(); ++i)
-      initBarrier(kb, bars.group, i, bars.isEmpty(i) ? kConsumerThreads : 1);
+      initBarrier(kb, bars.group, i, bars.arrivals(i, kConsumerThreads));
   }
   gpu::BarrierOp::create(b, loc);
 
@@ -1178,15 +1278,31 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
     NVVM::SetMaxRegisterOp::create(
-        b, loc, plan.persistent ? kPersistentProducerRegs : kProducerRegs,
+        b, loc,
+        fp8()             ? kFp8ProducerRegs
+        : plan.persistent ? kPersistentProducerRegs
+                          : kProducerRegs,
         NVVM::SetMaxRegisterAction::decrease);
-    auto one = scf::IfOp::create(b, loc, isThread0, false);
+    auto one = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/fp8());
     b.setInsertionPointToStart(&one.getThenRegion().front());
     emitProducer();
+    if (fp8()) {
+      b.setInsertionPointToStart(&one.getElseRegion().front());
+      auto transposer = scf::IfOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, kb.warp,
+                                kb.idx(1)),
+          false);
+      b.setInsertionPointToStart(&transposer.getThenRegion().front());
+      emitTransposer();
+    }
 
     b.setInsertionPointToStart(&roles.getElseRegion().front());
     NVVM::SetMaxRegisterOp::create(
-        b, loc, plan.persistent ? kPersistentConsumerRegs : kConsumerRegs,
+        b, loc,
+        fp8()             ? kFp8ConsumerRegs
+        : plan.persistent ? kPersistentConsumerRegs
+                          : kConsumerRegs,
         NVVM::SetMaxRegisterAction::increase);
     emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
   }
@@ -1195,8 +1311,9 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
 }
 
 int64_t mlir::fa::wgmmaForwardSharedBytes(const KernelPlan &plan) {
-  return HopperSmem{plan.headDim, plan.headDimV, plan.blockQ, plan.blockKV,
-                    plan.stages, plan.persistent}
+  return HopperSmem{plan.headDim,  plan.headDimV, plan.blockQ,
+                    plan.blockKV,  plan.stages,   plan.persistent,
+                    plan.isFp8()}
       .total();
 }
 
@@ -1211,8 +1328,10 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
   auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
                                plan, wgmmaForwardSharedBytes(plan));
   KernelBuilder kb(b, loc, plan);
-  HopperForward(kb, HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
-                               plan.blockKV, plan.stages, plan.persistent},
+  HopperForward(kb,
+                HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
+                           plan.blockKV, plan.stages, plan.persistent,
+                           plan.isFp8()},
                 loops)
       .build(module, func, params);
   return func;

@@ -46,7 +46,8 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
   KernelParams p;
   addTensors(p, plan.elemType, 3); // q, k, v
   // o; a split writes its partial O in f32 (the workspace).
-  addTensors(p, plan.splitKv ? Float32Type::get(ctx) : plan.elemType, 1);
+  addTensors(p, plan.splitKv ? Float32Type::get(ctx) : plan.outputElemType(),
+             1);
   addTensors(p, Float32Type::get(ctx), 1); // lse
   addSizes(p, ctx, 5);                     // batch, heads, kv_heads, nq, nk
   p.add(Float32Type::get(ctx));            // scale
@@ -57,6 +58,8 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
       p.addTensorMap(ctx);
     if (plan.persistent)
       p.add(LLVM::LLVMPointerType::get(ctx)); // tile counter
+    if (plan.isFp8())
+      addTensors(p, Float32Type::get(ctx), 3); // descale q, k, v [B, Hkv]
   }
   p.addStrides(ctx, plan.splitKv ? 3 : 4); // q, k, v (, o)
   if (plan.varlen) {

@@ -49,7 +49,7 @@ std::string KernelPlan::maskName() const {
 
 std::string KernelPlan::tag() const {
   std::string t = backward ? "bwd_" : "fwd_";
-  t += elemType.isBF16() ? "bf16" : "f16";
+  t += isFp8() ? "f8e4m3" : elemType.isBF16() ? "bf16" : "f16";
   t += "_d" + std::to_string(headDim);
   if (headDimV != headDim)
     t += "v" + std::to_string(headDimV);
@@ -108,6 +108,30 @@ bool mlir::fa::wgmmaHeadDimsSupported(bool backward, int64_t headDim,
 /// Q (64 KB) plus two 64-key K/V stages (128 KB) fill shared memory.
 static int64_t wgmmaDefaultBlockKV(const KernelPlan &plan) {
   return plan.headDimV > 128 ? 64 : 128;
+}
+
+/// The fp8 forward (HopperFp8.cpp): D = Dv = 128, 128-key tiles (the
+/// transposed V tile is one 128 B-swizzled slab of keys), one CTA per
+/// query tile, O leaving from registers (its bf16 tile is twice Q's fp8
+/// buffer).
+static LogicalResult checkFp8Plan(KernelPlan &plan, std::string &error) {
+  if (plan.headDim != 128 || plan.headDimV != 128) {
+    error = "expected D = Dv = 128 for the f8E4M3FN forward, got D " +
+            std::to_string(plan.headDim) + " and Dv " +
+            std::to_string(plan.headDimV);
+    return failure();
+  }
+  if (plan.blockKV != 128) {
+    error = "expected block-kv = 128 for the f8E4M3FN forward, got " +
+            std::to_string(plan.blockKV);
+    return failure();
+  }
+  if (plan.persistent) {
+    error = "expected grid = blocks for the f8E4M3FN forward, got grid = "
+            "persistent";
+    return failure();
+  }
+  return success();
 }
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
@@ -174,6 +198,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   plan.warps = 12;
   plan.blockQ = 128;
   plan.blockKV = options.blockKV ? options.blockKV : wgmmaDefaultBlockKV(plan);
+  if (plan.isFp8() && failed(checkFp8Plan(plan, error)))
+    return failure();
   if ((options.blockQ && options.blockQ != 128) ||
       (options.warps && options.warps != 12))
     return fail("expected block-q = 128 and 12 warps for mma = wgmma");
@@ -202,8 +228,20 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     error = msg.str();
     return failure();
   };
-  if (!elemType.isBF16() && !elemType.isF16())
-    return fail("expected f16 or bf16 for the tensor-core kernels");
+  if (isa<Float8E4M3FNType>(elemType)) {
+    // FA3's fp8 forward: no backward, no mods, dense batches, wgmma only.
+    if (backward || options.mma != "wgmma" || options.target != "sm_90a")
+      return fail("expected the f8E4M3FN forward with mma = wgmma on sm_90a, "
+                  "got " + llvm::Twine(backward ? "a backward" : "a forward") +
+                  " with mma = " + options.mma + " on " + options.target);
+    if (spec.scoreMod || spec.maskMod || options.varlen || options.splitKv ||
+        options.packGqa)
+      return fail("expected no score_mod, mask_mod, varlen, split-KV or "
+                  "packed GQA with f8E4M3FN inputs");
+  } else if (!elemType.isBF16() && !elemType.isF16()) {
+    return fail("expected f16, bf16 or f8E4M3FN (wgmma forward) for the "
+                "tensor-core kernels");
+  }
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})

@@ -75,7 +75,9 @@ Value mlir::fa::gpu_lowering::tmaMap(KernelBuilder &kb, Value ptr,
   OpBuilder &b = kb.b;
   SmallVector<int64_t> shape(rank - 2, 1);
   shape.append({rows, kSlabCols});
-  auto box = MemRefType::get(shape, kb.plan.elemType,
+  // In 16-bit units: an fp8 box of 128 columns is typed as 64 pairs, as the
+  // shared tiles are (the runtime encodes the map's real element type).
+  auto box = MemRefType::get(shape, kb.plan.outputElemType(),
                              MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
   auto type = nvgpu::TensorMapDescriptorType::get(
@@ -114,7 +116,7 @@ void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
   shape.append({rows, kSlabCols});
   strides.append({kSlabCols, 1});
   auto slabType = MemRefType::get(
-      shape, kb.plan.elemType,
+      shape, cast<MemRefType>(kb.smem.getType()).getElementType(),
       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides),
       b.getI64IntegerAttr(3));
   SmallVector<OpFoldResult> sizes(outerDims, b.getIndexAttr(1)),
@@ -127,7 +129,9 @@ void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
     Value dst = memref::ReinterpretCastOp::create(
         b, loc, slabType, kb.smem, OpFoldResult(elemOffset), sizes,
         viewStrides);
-    SmallVector<Value> coords{kb.idx(slab * kSlabCols), row};
+    // The map's columns are elements: 128 per slab for fp8.
+    int64_t slabElems = kb.plan.isFp8() ? 2 * kSlabCols : kSlabCols;
+    SmallVector<Value> coords{kb.idx(slab * slabElems), row};
     coords.append(outer.begin(), outer.end());
     nvgpu::TmaAsyncLoadOp::create(b, loc, dst, group, map, coords, barrier,
                                   Value(), Value());

@@ -13,7 +13,7 @@ func.func @backward_big(%q: tensor<1x2x64x248xbf16>, %k: tensor<1x2x64x248xbf16>
 // -----
 
 func.func @f32(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>) {
-  // expected-error @+1 {{expected f16 or bf16 for the tensor-core kernels}}
+  // expected-error @+1 {{expected f16, bf16 or f8E4M3FN (wgmma forward) for the tensor-core kernels}}
   %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
   return %o, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
 }

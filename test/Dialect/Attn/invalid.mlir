@@ -17,7 +17,7 @@ func.func @rank(%q: tensor<4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4
 // -----
 
 func.func @elem(%q: tensor<1x4x8x16xi8>, %k: tensor<1x4x8x16xi8>, %v: tensor<1x4x8x16xi8>) {
-  // expected-error @+1 {{expected query element type f16, bf16 or f32, got 'i8'}}
+  // expected-error @+1 {{expected query element type f16, bf16, f32 or f8E4M3FN, got 'i8'}}
   %o, %l = attn.attention %q, %k, %v : tensor<1x4x8x16xi8>, tensor<1x4x8x16xi8>, tensor<1x4x8x16xi8> -> tensor<1x4x8x16xi8>, tensor<1x4x8xf32>
   return
 }

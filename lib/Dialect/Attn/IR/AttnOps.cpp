@@ -129,8 +129,10 @@ static FailureOr<Dims> verifyQKV(Operation *op, RankedTensorType qt,
              << t.getRank();
   }
   Type elem = qt.getElementType();
-  if (!(elem.isF16() || elem.isBF16() || elem.isF32()))
-    return op->emitOpError("expected query element type f16, bf16 or f32, got ")
+  if (!(elem.isF16() || elem.isBF16() || elem.isF32() ||
+        isa<Float8E4M3FNType>(elem)))
+    return op->emitOpError("expected query element type f16, bf16, f32 or "
+                           "f8E4M3FN, got ")
            << elem;
   for (auto [name, t] : {std::pair<StringRef, RankedTensorType>{"key", kt},
                          {"value", vt}})
@@ -504,6 +506,47 @@ static LogicalResult verifyPosition(Operation *op, ValueRange offsets,
 }
 
 //===----------------------------------------------------------------------===//
+// fp8 descale factors
+//===----------------------------------------------------------------------===//
+
+/// fp8 Q, K, V come with their descale factors, f32 [B, Hkv] each (`batch`,
+/// `kvHeads` dynamic for a tile op, which takes the whole problem's), and
+/// the other element types with none. fp8 has no score_mod, mask_mod or
+/// varlen form.
+static LogicalResult verifyDescales(Operation *op, const Dims &d,
+                                    ValueRange descales, bool hasMods,
+                                    bool varlen) {
+  bool fp8 = isa<Float8E4M3FNType>(d.elem);
+  bool given = llvm::any_of(descales, [](Value v) { return bool(v); });
+  if (!fp8 && given)
+    return op->emitOpError("expected descale factors only with f8E4M3FN "
+                           "inputs, got ")
+           << d.elem;
+  if (!fp8)
+    return success();
+  if (!llvm::all_of(descales, [](Value v) { return bool(v); }))
+    return op->emitOpError("expected descale(q, k, v) factors with f8E4M3FN "
+                           "inputs");
+  if (hasMods || varlen)
+    return op->emitOpError("expected no ")
+           << (varlen ? "varlen batch" : "score_mod or mask_mod")
+           << " with f8E4M3FN inputs (the fp8 forward has neither)";
+  Type f32 = Float32Type::get(op->getContext());
+  const char *names[] = {"descale_q", "descale_k", "descale_v"};
+  for (auto [name, v] : llvm::zip(names, descales))
+    if (failed(expectTensor(op, name, v.getType(), {d.b, d.hkv}, f32)))
+      return failure();
+  return success();
+}
+
+/// The output element type: bf16 for fp8 inputs, else the inputs' type.
+static Type outputElementType(Type elem) {
+  if (isa<Float8E4M3FNType>(elem))
+    return BFloat16Type::get(elem.getContext());
+  return elem;
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
@@ -513,7 +556,11 @@ LogicalResult AttentionOp::verify() {
       varlen ? verifyPackedQKV(*this, getQuery(), getKey(), getValue(),
                                getCuSeqlensQ(), getCuSeqlensK())
              : verifyQKV(*this, getQuery(), getKey(), getValue());
-  if (failed(d) || failed(verifyScoreAttrs(*this)))
+  if (failed(d) || failed(verifyScoreAttrs(*this)) ||
+      failed(verifyDescales(*this, *d,
+                            {getDescaleQ(), getDescaleK(), getDescaleV()},
+                            !getScoreMod().empty() || !getMaskMod().empty(),
+                            varlen)))
     return failure();
   Type f32 = Float32Type::get(getContext());
   if (varlen) {
@@ -529,7 +576,8 @@ LogicalResult AttentionOp::verify() {
                               /*isMaskMod=*/true)));
   }
   if (failed(expectAndLearn(*this, "output", getOutput().getType(),
-                            {&d->b, &d->h, &d->nq, &d->dv}, d->elem)) ||
+                            {&d->b, &d->h, &d->nq, &d->dv},
+                            outputElementType(d->elem))) ||
       failed(expectAndLearn(*this, "lse", getLse().getType(),
                             {&d->b, &d->h, &d->nq}, f32)) ||
       failed(verifyHeadRatio(*this, *d)))
@@ -552,6 +600,10 @@ LogicalResult AttentionBackwardOp::verify() {
              : verifyQKV(*this, getQuery(), getKey(), getValue());
   if (failed(d) || failed(verifyScoreAttrs(*this)))
     return failure();
+  if (isa<Float8E4M3FNType>(d->elem))
+    return emitOpError("expected f16, bf16 or f32 inputs: the fp8 forward "
+                       "has no backward, got ")
+           << d->elem;
   Type f32 = Float32Type::get(getContext());
   if (varlen) {
     SmallVector<int64_t *> oShape{&d->nq, &d->h, &d->dv};
@@ -604,6 +656,13 @@ LogicalResult OnlineAttentionOp::verify() {
   if (failed(d) || failed(verifyScoreAttrs(*this)) ||
       failed(verifyPosition(*this, getOffsets(), getLengths())))
     return failure();
+  Dims whole = *d; // the descales cover the whole problem, not this tile
+  whole.b = whole.hkv = ShapedType::kDynamic;
+  if (failed(verifyDescales(*this, whole,
+                            {getDescaleQ(), getDescaleK(), getDescaleV()},
+                            !getScoreMod().empty() || !getMaskMod().empty(),
+                            getCuSeqlensQ() || getCuSeqlensK())))
+    return failure();
   if (getCuSeqlensQ() || getCuSeqlensK()) {
     if (failed(verifySeqOffsets(*this, getCuSeqlensQ(), getCuSeqlensK())))
       return failure();
@@ -638,6 +697,10 @@ LogicalResult BackwardTileOp::verify() {
   if (failed(d) || failed(verifyScoreAttrs(*this)) ||
       failed(verifyPosition(*this, getOffsets(), getLengths())))
     return failure();
+  if (isa<Float8E4M3FNType>(d->elem))
+    return emitOpError("expected f16, bf16 or f32 blocks: the fp8 forward "
+                       "has no backward, got ")
+           << d->elem;
   if (differ(d->h, d->hkv))
     return emitOpError("expected one key head per query head in a tile, got ")
            << d->hkv << " and " << d->h;

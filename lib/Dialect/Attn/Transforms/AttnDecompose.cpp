@@ -165,6 +165,12 @@ LogicalResult mlir::fa::attn::decomposeOnlineAttention(RewriterBase &rw,
   if (op.isVarlen())
     return op.emitOpError("expected attn-tile to cut a varlen batch into its "
                           "sequences before attn-decompose");
+  // The CPU computes fp8 attention on dequantised f32 inputs.
+  if (op.getDescaleQ())
+    return op.emitOpError("expected f16, bf16 or f32 blocks: run "
+                          "attn-dequantize before attn-online-softmax on the "
+                          "CPU path, got ")
+           << cast<RankedTensorType>(op.getQuery().getType()).getElementType();
   FailureOr<int64_t> group = headGroup(op, op.getQuery(), op.getKey());
   if (failed(group))
     return failure();

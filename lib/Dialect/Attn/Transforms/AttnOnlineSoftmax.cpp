@@ -52,7 +52,8 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   auto online = OnlineAttentionOp::create(
       rw, loc, TypeRange{acc0.getType(), max0.getType(), sum0.getType()}, q, k,
       v, acc0, max0, sum0, ValueRange{zero, zero, zero, zero}, ValueRange{nq, nk},
-      op.getCuSeqlensQ(), op.getCuSeqlensK(), op.getModArgs(), op.getScoreSpec().hasMask() ? rw.getUnitAttr() : nullptr,
+      op.getCuSeqlensQ(), op.getCuSeqlensK(), op.getModArgs(),
+      op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getScoreSpec().hasMask() ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
       op.getWindowRightAttr());
   copyKernelPlan(op, online);

@@ -140,6 +140,27 @@ def AttnRecomputeBackwardPass : Pass<"attn-recompute-backward", "func::FuncOp"> 
                            "::mlir::arith::ArithDialect"];
 }
 
+def AttnDequantizePass : Pass<"attn-dequantize", "func::FuncOp"> {
+  let summary = "Rewrite fp8 attention into f32 attention of dequantised inputs";
+  let description = [{
+    The CPU form of the fp8 forward: each f8E4M3FN Q, K, V becomes f32
+    x·descale[b, h / (H / Hkv)] (query head h takes its key head's factor),
+    attention runs in f32 and O is rounded to bf16.
+
+    ```mlir
+    %o, %lse = attn.attention %q, %k, %v descale(%dq, %dk, %dv : ...)
+        : tensor<1x4x64x128xf8E4M3FN>, ... -> tensor<1x4x64x128xbf16>, ...
+    // becomes
+    %qf = linalg.generic ... (f8E4M3FN decoded, times %dq[b, h / G]) -> f32
+    %of, %lse = attn.attention %qf, %kf, %vf : ... -> tensor<...xf32>, ...
+    %o = arith.truncf %of (elementwise) -> bf16
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def AttnDecomposePass : Pass<"attn-decompose", "func::FuncOp"> {
   let summary = "Decompose attn tile ops into linalg / arith / math";
   let description = [{

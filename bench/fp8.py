@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""TFLOP/s of fa's fp8 e4m3 forward (issue 19) next to fa's bf16 forward
+and PyTorch SDPA (cuDNN, flash) in one process, with bench.py's interleaved
+CUDA-event timing: B*N = 64k tokens, d 128, H = 16, N in {1k, 2k, 4k, 8k,
+16k}, causal off and on. FLOPs as bench.py: 4*B*H*N^2*d forward, half when
+causal. The fp8 call is fa.forward_fp8_into (preallocated O and LSE, the
+runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into.
+
+SDPA's cuDNN backend in this PyTorch takes no float8 inputs (it is tried
+and its error shown once), so the baselines are bf16 cuDNN and flash. The
+issue's target: fp8 >= 1000 TFLOP/s at N >= 8k.
+
+    python3 bench/fp8.py --bundle out/bundle-fp8 --bf16-bundle out/bundle --lib LIB
+        [--seqs 8192,16384] [--json out.json]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
+import fa  # noqa: E402
+from bench import time_interleaved  # noqa: E402
+
+FP8 = torch.float8_e4m3fn
+
+
+def sdpa(backend, q, k, v, causal):
+    def run():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+def row(bundle, bf16_bundle, B, H, N, d, causal):
+    dev = "cuda"
+    q = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
+    q8, k8, v8 = (t.to(FP8) for t in (q, k, v))
+    ones = torch.ones(B, H, device=dev)
+    o8 = torch.empty(B, H, N, d, device=dev, dtype=torch.bfloat16)
+    lse = torch.empty(B, H, N, device=dev)
+    o = torch.empty_like(o8)
+    fns = {}
+    try:
+        fa.forward_fp8_into(q8, k8, v8, o8, lse, (ones, ones, ones), causal=causal,
+                            bundle=bundle)
+        fns["fa:fp8"] = lambda: fa.forward_fp8_into(q8, k8, v8, o8, lse, (ones, ones, ones),
+                                                    causal=causal, bundle=bundle)
+    except fa.FaError as e:
+        fns["fa:fp8"] = {"error": str(e).splitlines()[0][:200]}
+    if bf16_bundle is not None:
+        try:
+            fa.forward_into(q, k, v, o, lse, causal=causal, bundle=bf16_bundle)
+            fns["fa:bf16"] = lambda: fa.forward_into(q, k, v, o, lse, causal=causal,
+                                                     bundle=bf16_bundle)
+        except fa.FaError as e:
+            fns["fa:bf16"] = {"error": str(e).splitlines()[0][:200]}
+    fns["cudnn:fp8"] = sdpa(SDPBackend.CUDNN_ATTENTION, q8, k8, v8, causal)
+    fns["cudnn:bf16"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
+    fns["flash:bf16"] = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
+    times = time_interleaved(fns, runs=15, budget_ms=400)
+    flops = 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
+    out = {}
+    for name, t in times.items():
+        out[name] = ({"tflops": flops / (t["ms"] * 1e-3) / 1e12, "ms": t["ms"]}
+                     if "ms" in t else t)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True, help="the fp8 bundle")
+    ap.add_argument("--bf16-bundle", default=None, help="a bundle with bf16 wgmma d128")
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    bundle = fa.load(args.bundle, args.lib, jit=False)
+    bf16 = fa.Bundle(args.bf16_bundle, args.lib, False, None) if args.bf16_bundle else None
+    d, H, tokens = 128, 16, 65536
+    results = []
+    cols = ["fa:fp8", "fa:bf16", "cudnn:fp8", "cudnn:bf16", "flash:bf16"]
+    print("%-7s %-6s " % ("N", "causal") + " ".join("%12s" % c for c in cols) + "  fp8/cudnn")
+    errors = {}
+    for causal in (False, True):
+        for N in [int(s) for s in args.seqs.split(",")]:
+            B = max(1, tokens // N)
+            r = row(bundle, bf16, B, H, N, d, causal)
+            cells = []
+            for c in cols:
+                if "tflops" in r.get(c, {}):
+                    cells.append("%12.0f" % r[c]["tflops"])
+                else:
+                    cells.append("%12s" % "-")
+                    errors.setdefault(c, r.get(c, {}).get("error", "not run"))
+            ratio = (r["fa:fp8"]["tflops"] / r["cudnn:bf16"]["tflops"]
+                     if "tflops" in r.get("fa:fp8", {}) and "tflops" in r.get("cudnn:bf16", {})
+                     else math.nan)
+            print("%-7d %-6s " % (N, causal) + " ".join(cells) + "  %.2f" % ratio)
+            results.append({"N": N, "B": B, "H": H, "d": d, "causal": causal, **r})
+    for c, e in errors.items():
+        print("%s: %s" % (c, e))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+//===- HopperFp8.h - the fp8 e4m3 pieces of the wgmma forward ---*- C++ -*-===//
+//
+// What the fp8 forward (FA3's) adds to HopperForwardKernel.cpp: e4m3 wgmma
+// (m64nNk32, both operands K-major), P rounded to e4m3 in the register
+// layout of wgmma's A operand, and V transposed in shared memory by the
+// producer warpgroup's spare warps, since an fp8 B operand must be K-major.
+//
+// P without data movement: lane (g, t) holds S columns 8n + 2t, +1 of each
+// n8 tile (Wgmma.h), but a k32 step of an 8-bit A takes columns 4t..4t+3
+// and 16 + 4t..19 + 4t of its rows. The lane's own four values of tiles
+// 4kk and 4kk + 1 fill the first register pair, those of 4kk + 2 and
+// 4kk + 3 the second; position 16c + 4t + i of a k32 step then holds key
+// 16c + 2t + {0, 1, 8, 9}[i], and the transpose writes V's rows into Vᵀ in
+// that same order (P·V sums over keys in any order).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_CONVERSION_ATTNTOGPU_HOPPERFP8_H
+#define FA_LIB_CONVERSION_ATTNTOGPU_HOPPERFP8_H
+
+#include "Wgmma.h"
+
+namespace mlir::fa::gpu_lowering {
+
+/// Warps 1-3 of the producer warpgroup transpose V (warp 0 holds the TMA
+/// thread).
+constexpr int64_t kFp8TransposeWarps = 3;
+constexpr int64_t kFp8TransposeThreads = kFp8TransposeWarps * 32;
+
+/// acc = A·B, e4m3 operands both K-major in shared memory, f32
+/// accumulators: one m64nNk32 wgmma per descriptor pair. Issued only.
+Value issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
+                          ArrayRef<Value> bDescs);
+
+/// acc += A·B with e4m3 A in registers (4 per k32 step, packFp8A) and a
+/// K-major e4m3 B in shared memory (one descriptor per k32 step). Issued
+/// only.
+SmallVector<Value> issueWgmmaRegisterAFp8(KernelBuilder &kb, ArrayRef<Value> a,
+                                          ArrayRef<Value> bDescs,
+                                          ArrayRef<Value> acc);
+
+/// An m64nN f32 accumulator (N/2 values) rounded to e4m3 (satfinite) as the
+/// A registers of N/32 k32 steps, keys permuted as the file comment says.
+SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
+
+/// Transposes V of one ring slot into Vᵀ for P·V (called by each thread of
+/// warps 1-3 of the producer warpgroup). V [bkv keys][Dv] is the TMA tile:
+/// 128 B rows of 128 columns in slabs of bkv rows from byte `vBase`; Vᵀ
+/// [Dv][bkv = 128 key positions] is 128 B rows from byte `vtBase`, both
+/// 128 B-swizzled. `words` is the shared buffer as i32.
+/// Each thread moves 4×4-byte blocks: four 32-bit loads of four key rows,
+/// a byte transpose (prmt), four 32-bit stores. The lane → block map keeps
+/// both the loads and the stores of a warp on 32 distinct banks.
+void transposeVTile(KernelBuilder &kb, Value words, Value vBase, Value vtBase,
+                    int64_t blockKV, int64_t headDimV);
+
+} // namespace mlir::fa::gpu_lowering
+
+#endif // FA_LIB_CONVERSION_ATTNTOGPU_HOPPERFP8_H

@@ -1,0 +1,41 @@
+// RUN: fa-opt %s -split-input-file -attn-dequantize | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-lower-to-llvm | FileCheck %s --check-prefix=LLVM
+
+// fp8 attention on the CPU: Q, K, V decoded from e4m3 and scaled by their
+// key head's descale factor (Q's query head h by h / (H / Hkv)), f32
+// attention with the same attributes, O rounded to bf16; LSE as is.
+// CHECK-LABEL: func.func @gqa
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x8x16xf8E4M3FN>, %[[K:.+]]: tensor<2x2x8x16xf8E4M3FN>, %[[V:.+]]: tensor<2x2x8x16xf8E4M3FN>, %[[DQ:.+]]: tensor<2x2xf32>, %[[DK:.+]]: tensor<2x2xf32>, %[[DV:.+]]: tensor<2x2xf32>)
+// CHECK: %[[QF:.+]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<2x4x8x16xf8E4M3FN>)
+// CHECK: arith.bitcast %{{.+}} : f8E4M3FN to i8
+// CHECK: arith.divui
+// CHECK: tensor.extract %[[DQ]]
+// CHECK: -> tensor<2x4x8x16xf32>
+// CHECK: %[[KF:.+]] = linalg.generic {{.*}} ins(%[[K]] : tensor<2x2x8x16xf8E4M3FN>)
+// CHECK: tensor.extract %[[DK]]
+// CHECK: %[[VF:.+]] = linalg.generic {{.*}} ins(%[[V]] : tensor<2x2x8x16xf8E4M3FN>)
+// CHECK: tensor.extract %[[DV]]
+// CHECK: %[[ATT:.+]], %[[LSE:.+]] = attn.attention %[[QF]], %[[KF]], %[[VF]] {mask = #attn.mask<causal>, scale = 2.500000e-01 : f32} : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32> -> tensor<2x4x8x16xf32>, tensor<2x4x8xf32>
+// CHECK: %[[OB:.+]] = linalg.generic {{.*}} ins(%[[ATT]] : tensor<2x4x8x16xf32>)
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: return %[[OB]], %[[LSE]]
+// The CPU pipeline runs it first: no fp8 value reaches LLVM but the bytes.
+// LLVM-LABEL: llvm.func @gqa
+// LLVM-NOT: f8E4M3FN
+func.func @gqa(%q: tensor<2x4x8x16xf8E4M3FN>, %k: tensor<2x2x8x16xf8E4M3FN>, %v: tensor<2x2x8x16xf8E4M3FN>,
+               %dq: tensor<2x2xf32>, %dk: tensor<2x2xf32>, %dv: tensor<2x2xf32>) -> (tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>) {
+  %o, %lse = attn.attention %q, %k, %v descale(%dq, %dk, %dv : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>) {mask = #attn.mask<causal>, scale = 0.25 : f32}
+      : tensor<2x4x8x16xf8E4M3FN>, tensor<2x2x8x16xf8E4M3FN>, tensor<2x2x8x16xf8E4M3FN> -> tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>
+  return %o, %lse : tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// Attention of other element types is left alone.
+// CHECK-LABEL: func.func @bf16
+// CHECK-NOT: linalg.generic
+// CHECK: attn.attention
+func.func @bf16(%q: tensor<1x2x8x16xbf16>) -> (tensor<1x2x8x16xbf16>, tensor<1x2x8xf32>) {
+  %o, %lse = attn.attention %q, %q, %q : tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16> -> tensor<1x2x8x16xbf16>, tensor<1x2x8xf32>
+  return %o, %lse : tensor<1x2x8x16xbf16>, tensor<1x2x8xf32>
+}
