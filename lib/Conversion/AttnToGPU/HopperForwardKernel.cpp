@@ -726,8 +726,6 @@ Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
 SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
                                           ArrayRef<Value> descs,
                                           ArrayRef<Value> acc) {
-  if (fp8())
-    return issueWgmmaRegisterAFp8(kb, p, descs, acc);
   return issueWgmmaRegisterA(kb, p, descs, acc);
 }
 

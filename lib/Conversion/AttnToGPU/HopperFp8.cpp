@@ -36,40 +36,6 @@ Value mlir::fa::gpu_lowering::issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n,
   return acc;
 }
 
-SmallVector<Value> mlir::fa::gpu_lowering::issueWgmmaRegisterAFp8(
-    KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> bDescs,
-    ArrayRef<Value> acc) {
-  // As issueWgmmaRegisterA: $0..$(n-1) accumulators (tied), a0-a3, the B
-  // descriptor; scale-d a predicate set inside the asm. 8-bit wgmma has no
-  // transpose immediates (both operands are K-major).
-  const int64_t n = acc.size();
-  std::string outs;
-  for (int64_t i = 0; i < n; ++i)
-    outs += (i ? ", $" : "$") + std::to_string(i);
-  std::string text =
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned."
-      "m64n" + std::to_string(2 * n) + "k32.f32.e4m3.e4m3 {" + outs + "}, {$" +
-      std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
-      std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
-      std::to_string(n + 4) + ", p, 1, 1;\n}";
-  std::string constraints;
-  for (int64_t i = 0; i < n; ++i)
-    constraints += (i ? ",=f" : "=f");
-  constraints += ",r,r,r,r,l";
-  for (int64_t i = 0; i < n; ++i)
-    constraints += "," + std::to_string(i);
-  SmallVector<Value> cur(acc);
-  for (int64_t kk = 0; kk < static_cast<int64_t>(bDescs.size()); ++kk) {
-    SmallVector<Value> operands(a.begin() + kk * 4, a.begin() + kk * 4 + 4);
-    operands.push_back(bDescs[kk]);
-    operands.append(cur);
-    auto asmOp = inlinePtx(kb.b, kb.loc, wgmmaAccType(kb.b, n), operands, text,
-                           constraints);
-    cur = unpackStruct(kb.b, kb.loc, asmOp.getResult(0), n);
-  }
-  return cur;
-}
-
 /// Four f32 → one i32 of e4m3 bytes, x0 in the lowest (cvt's second source
 /// lands in the low byte of its pair).
 static Value packE4M3x4(KernelBuilder &kb, Value x0, Value x1, Value x2,

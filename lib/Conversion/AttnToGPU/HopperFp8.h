@@ -32,13 +32,6 @@ constexpr int64_t kFp8TransposeThreads = kFp8TransposeWarps * 32;
 Value issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
                           ArrayRef<Value> bDescs);
 
-/// acc += A·B with e4m3 A in registers (4 per k32 step, packFp8A) and a
-/// K-major e4m3 B in shared memory (one descriptor per k32 step). Issued
-/// only.
-SmallVector<Value> issueWgmmaRegisterAFp8(KernelBuilder &kb, ArrayRef<Value> a,
-                                          ArrayRef<Value> bDescs,
-                                          ArrayRef<Value> acc);
-
 /// An m64nN f32 accumulator (N/2 values) rounded to e4m3 (satfinite) as the
 /// A registers of N/32 k32 steps, keys permuted as the file comment says.
 SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);

@@ -212,20 +212,23 @@ SmallVector<Value> mlir::fa::gpu_lowering::issueWgmmaRegisterA(
   // through inline PTX. Operands: $0..$(n-1) accumulators (tied inputs
   // after), a0-a3, the B descriptor. scale-d is a predicate set from an
   // immediate: a register defined between wgmma.fence and the wgmma would
-  // make ptxas serialise the wgmma pipeline (C7513).
+  // make ptxas serialise the wgmma pipeline (C7513). 8-bit wgmma (fp8
+  // plans) has k = 32 and no transpose immediate (both operands K-major).
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t n = acc.size();
-  std::string ab = kb.plan.elemType.isBF16() ? "bf16" : "f16";
+  const bool fp8 = kb.plan.isFp8();
+  std::string ab = fp8 ? "e4m3" : kb.plan.elemType.isBF16() ? "bf16" : "f16";
   std::string outs;
   for (int64_t i = 0; i < n; ++i)
     outs += (i ? ", $" : "$") + std::to_string(i);
   std::string asmText =
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" +
-      std::to_string(2 * n) + "k16.f32." + ab + "." + ab + " {" + outs +
-      "}, {$" + std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
-      std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
-      std::to_string(n + 4) + ", p, 1, 1, 1;\n}";
+      std::to_string(2 * n) + (fp8 ? "k32" : "k16") + ".f32." + ab + "." + ab +
+      " {" + outs + "}, {$" + std::to_string(n) + ", $" +
+      std::to_string(n + 1) + ", $" + std::to_string(n + 2) + ", $" +
+      std::to_string(n + 3) + "}, $" + std::to_string(n + 4) +
+      (fp8 ? ", p, 1, 1;\n}" : ", p, 1, 1, 1;\n}");
   std::string constraints;
   for (int64_t i = 0; i < n; ++i)
     constraints += (i ? ",=f" : "=f");

@@ -72,7 +72,8 @@ Value issueWgmmaShared(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
 
 /// acc += A·B with A in registers (4 packed registers per k16 step, the
 /// accumulator layout of Fragments.h's A) and an MN-major B in shared
-/// memory; acc has N/2 values. Issued only.
+/// memory; acc has N/2 values. Issued only. An fp8 plan's: e4m3 A per k32
+/// step (HopperFp8.h's packFp8A) and a K-major e4m3 B.
 SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
                                        ArrayRef<Value> bDescs,
                                        ArrayRef<Value> acc);
