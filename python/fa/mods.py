@@ -574,9 +574,10 @@ def resolve(score_mod, mask_mod, mod_args):
     """(score_mod name, mask_mod name, the tensors the kernel reads) of a
     call: a Python function is traced and passes the tensors it captures, a
     name takes them from `mod_args` (the score_mod's, then the mask_mod's,
-    as the kernel's parameters come: docs/ABI.md "mod_args")."""
-    score_fn = score_mod is not None and not isinstance(score_mod, str)
-    mask_fn = mask_mod is not None and not isinstance(mask_mod, str)
+    as the kernel's parameters come: docs/ABI.md "mod_args"). Names are
+    returned as given, for the caller to check."""
+    score_fn = callable(score_mod) or isinstance(score_mod, _Traced)
+    mask_fn = callable(mask_mod) or isinstance(mask_mod, _Traced)
     score = trace(score_mod) if score_fn else None
     mask = trace_mask(mask_mod) if mask_fn else None
     mod_args = tuple(mod_args or ())
