@@ -607,7 +607,10 @@ def library_for(*names, library=None):
     base = "+".join(m.name for m in traced)
     if named:
         with open(library) as f:
-            text = _with_functions(f.read(), text)
+            user = f.read()
+        # A library written by write_library may hold the traced ones already.
+        text = _with_functions(user, "\n".join(m.mlir for m in traced
+                                               if "@%s(" % m.name not in user))
         base = "lib_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     from . import jit
     directory = os.path.join(jit.cache_root(), "mods")

@@ -347,6 +347,18 @@ def check_jit(args, work):
                                   score_mod=key_bias, mask_mod="document"))
     assert info["mask_mod"] == "document" and [m["dtype"] for m in info["mod_args"]] == \
         ["f32", "i32"], info
+    # A user library in a module that already holds the traced function
+    # (as write_library writes it): the traced one is not added twice.
+    wrapped = os.path.join(work, "wrapped.mlir")
+    with open(wrapped, "w") as f:
+        f.write("// softcap and a traced mask_mod\nmodule {\n"
+                "func.func @cap(%s: f32, %b: index, %h: index, %q: index, %kv: index) -> f32 {\n"
+                "  %t = math.tanh %s : f32\n  return %t : f32\n}\n"
+                + mods.trace_mask(sliding).mlir + "}\n")
+    user = fa.Bundle(args.bundle, args.lib, score_mod_file=wrapped)
+    info = user._info(user.find(FWD, "bf16", 64, 64, "none", (-1, -1), 90, score_mod="cap",
+                                mask_mod=sliding))
+    assert (info["score_mod"], info["mask_mod"]) == ("cap", mods.trace_mask(sliding).name), info
     expect_error(lambda: b.find(FWD, "bf16", 64, 64, "none", (-1, -1), 90, mask_mod="document",
                                 score_mod=key_bias),
                  "needs the score_mod library", "maskmod=document")
