@@ -446,13 +446,15 @@ _MAX_TRACES = 256
 
 def _function_key(fn, name, kind):
     """A key that changes when what `fn` computes can: its code, the values
-    its closure and defaults hold and the numbers among the globals it
-    names (None when they are not hashable, which disables the cache)."""
+    its closure and defaults hold and the numbers and tensors among the
+    globals it names (a global rebound to new doc ids is traced anew; None
+    when they are not hashable, which disables the cache)."""
     code = getattr(fn, "__code__", None)
     cells = tuple(c.cell_contents for c in getattr(fn, "__closure__", None) or ())
     scope = getattr(fn, "__globals__", {})
     numbers = tuple((n, scope[n]) for n in getattr(code, "co_names", ())
-                    if isinstance(scope.get(n), (int, float)))
+                    if isinstance(scope.get(n), (int, float)) or
+                    hasattr(scope.get(n), "data_ptr"))
     key = (fn, code, cells, numbers, getattr(fn, "__defaults__", None), name, kind)
     try:
         hash(key)

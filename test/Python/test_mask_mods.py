@@ -79,6 +79,14 @@ def strided_doc_strict(b, h, q, kv):
     return same & dilated | (GATE[h] * (q - kv) > 10.0)
 
 
+def global_ids(b, h, q, kv):
+    """Reads the module's IDS, which the test rebinds."""
+    return IDS[b, q] == IDS[b, kv]
+
+
+IDS = DOC
+
+
 def key_bias(s, b, h, q, kv):
     return s + BIAS[b, kv]
 
@@ -144,6 +152,12 @@ def check_tracing():
     wide = other.long()
     assert mods.trace_mask(lambda b, h, q, kv: wide[b, q] == wide[b, kv]).name != d.name
     assert mods.trace_mask(causal) is c  # the same function is traced once
+    # A global the function reads rebound to new ids: traced anew, reading them.
+    global IDS
+    first = mods.trace_mask(global_ids)
+    IDS = other
+    again_ids = mods.trace_mask(global_ids)
+    assert first.tensors[0] is DOC and again_ids.tensors[0] is other, "stale captured tensor"
     # A constant mask and the naming of a mask_mod.
     assert "arith.constant true" in mods.trace_mask(lambda b, h, q, kv: True).mlir
     assert mods.trace_mask(causal, name="my_causal").name == "my_causal"
