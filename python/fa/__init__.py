@@ -165,32 +165,20 @@ class Bundle:
         return kernel
 
     def find_block_sparse(self, dtype, head_dim, head_dim_v, capability, nk, mask_mod):
-        """The loaded bundles' block-sparse forward of `mask_mod` (fa-aot config
-        field 'blocksparse'); FaError naming what is missing when none has one."""
+        """The loaded bundles' block-sparse forward of `mask_mod` (a name or a
+        Python function; fa-aot config field 'blocksparse'), compiled (JIT)
+        where none has one and fa-aot is installed; FaError naming what is
+        missing otherwise."""
         mask_mod = _mask_mod_name(mask_mod)
         if mask_mod is None:
-            raise FaError(1, "fa: a block mask needs a mask_mod (the name of one the "
-                             "bundle's block-sparse kernels were built with)")
+            raise FaError(1, "fa: a block mask needs a mask_mod (a Python function or the "
+                             "name of one the bundle's block-sparse kernels were built with)")
         key = ("block_sparse", dtype, head_dim, head_dim_v, capability, nk, mask_mod)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS["none"],
                             -1, -1, capability, _mma_code(None), None, mask_mod.encode())
-            kernel = None
-            for handle in self._handles:
-                out = ctypes.c_void_p()
-                status = self.lib.fa_kernel_find_block_sparse(handle, ctypes.byref(q), nk,
-                                                              ctypes.byref(out))
-                if status == 0:
-                    kernel = out
-                    break
-                if status not in _NOT_IN_BUNDLE:
-                    check(self.lib, status)
-            if kernel is None:
-                raise FaError(2, "fa: no loaded bundle has a block-sparse forward for mask_mod "
-                                 "'%s' (%s, d%d); build one with fa-aot --score-mods FILE "
-                                 "--config fwd:bf16:d%d:none:wgmma:maskmod=%s:blocksparse"
-                                 % (mask_mod, dtype, head_dim, head_dim, mask_mod))
-            self._cache[key] = kernel
+            self._cache[key] = (self._search(q, nk, False, block_sparse=True) or
+                                self._compile(q, nk, False, block_sparse=True))
         return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
@@ -225,10 +213,12 @@ class Bundle:
             self._cache[key] = found
         return self._cache[key]
 
-    def _search(self, query, nk, deterministic, handles=None):
-        """The first loaded bundle's kernel for `query`; None when none has
-        one, keeping the first bundle's message for the error."""
-        find = (self.lib.fa_kernel_find_deterministic if deterministic
+    def _search(self, query, nk, deterministic, handles=None, block_sparse=False):
+        """The first loaded bundle's kernel for `query` (its block-sparse
+        forward with block_sparse=True); None when none has one, keeping the
+        first bundle's message for the error."""
+        find = (self.lib.fa_kernel_find_block_sparse if block_sparse
+                else self.lib.fa_kernel_find_deterministic if deterministic
                 else self.lib.fa_kernel_find_for_keys)
         self._miss = None
         for handle in self._handles if handles is None else handles:
@@ -242,10 +232,11 @@ class Bundle:
                 self._miss = (status, self.lib.fa_last_error().decode())
         return None
 
-    def _compile(self, query, nk, deterministic):
-        """Compiles the kernel of `query` (fa.jit), loads its bundle and
-        returns the kernel; FaError naming the config and how to build it
-        when it cannot."""
+    def _compile(self, query, nk, deterministic, block_sparse=False):
+        """Compiles the kernel of `query` (fa.jit; its block-sparse wgmma
+        forward with block_sparse=True), loads its bundle and returns the
+        kernel; FaError naming the config and how to build it when it
+        cannot."""
         status, message = self._miss or (2, "no bundle loaded")
         mod = query.score_mod.decode() if query.score_mod else None
         mask_mod = query.mask_mod.decode() if query.mask_mod else None
@@ -256,8 +247,10 @@ class Bundle:
             config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
                                      query.head_dim_v, query.mask,
                                      (query.window_left, query.window_right),
-                                     query.compute_capability, MMA_NAMES[query.mma],
-                                     deterministic, mod, mask_mod)
+                                     query.compute_capability,
+                                     "wgmma" if block_sparse else MMA_NAMES[query.mma],
+                                     deterministic, mod, mask_mod) + \
+                (":blocksparse" if block_sparse else "")
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
         if (mod or mask_mod) and not library:
@@ -273,7 +266,7 @@ class Bundle:
         except FaError as e:
             raise FaError(status, "fa: %s: %s\n%s" % (_status_name(status), message, e)) from None
         handle = self._load(directory)
-        kernel = self._search(query, nk, deterministic, [handle])
+        kernel = self._search(query, nk, deterministic, [handle], block_sparse)
         if kernel is None:
             self.lib.fa_bundle_free(handle)
             raise FaError(self._miss[0], "fa: the kernel compiled for %s in %s does not answer "
@@ -552,17 +545,17 @@ class BlockMask:
 
 def block_mask(mask_mod, B, H, Nq, Nk, mod_args=None, kv_heads=None, per_head=False,
                head_dim=128, head_dim_v=None, dtype="bf16", device=None, bundle=None):
-    """Builds the block mask of the bundle's block-sparse forward for `mask_mod`
-    (its name; Python mask_mods are not compiled yet) over B x H heads of Nq
+    """Builds the block mask of the block-sparse forward for `mask_mod` (a
+    Python function reading the tensors it captures, or a name with its
+    `mod_args`; compiled on first use where no bundle has it) over B x H heads of Nq
     queries and Nk keys, on the current stream of `device` (that of the first
     mod_arg, else the current CUDA device). per_head=False builds one mask for
     every head (the mask_mod is evaluated with h = 0 and must not read h);
     True one per query head. Returns a BlockMask for forward_into(...,
     block_mask=) and backward_into(..., block_mask=)."""
     import torch
-    if callable(mask_mod):
-        raise FaError(1, "fa: block_mask takes a mask_mod by name (a function of the bundle's "
-                         "library); Python mask_mods are not compiled yet")
+    if callable(mask_mod) or isinstance(mask_mod, mods.MaskMod):
+        _, mask_mod, mod_args = _mods(None, mask_mod, mod_args)
     b = _bundle(bundle)
     for name, v in (("B", B), ("H", H), ("Nq", Nq), ("Nk", Nk)):
         if not isinstance(v, int) or v < 1:
@@ -614,13 +607,13 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     `mod_args` the tensors named ones read (the score_mod's, then the
     mask_mod's). `block_mask` (from fa.block_mask) runs its block-sparse
     kernel: only the key blocks it lists, the mask_mod on the partial ones;
-    the mask_mod defaults to the block mask's."""
+    the mask_mod and mod_args default to the block mask's."""
     b = _bundle(bundle)
     if block_mask is not None:
         if causal or causal_bottom_right or window is not None or score_mod is not None:
             raise FaError(1, "fa: a block mask carries the whole mask: no causal, window or "
                              "score_mod beside it")
-        mods_read = _mod_args_for(list(mod_args or []), q)
+        mods_read = _mod_args_for(list(block_mask.mod_args if mod_args is None else mod_args), q)
         return _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask,
                                      _mask_mod_name(mask_mod), mods_read)
     score_mod, mask_mod, mods_read = _mods(score_mod, mask_mod, mod_args)
@@ -729,10 +722,12 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
         if not isinstance(block_mask, BlockMask):
             raise FaError(1, "fa: block_mask is %r; expected what fa.block_mask returns"
                              % (block_mask,))
-        if mask_mod is not None and mask_mod != block_mask.mask_mod:
+        if mask_mod is not None and _mask_mod_name(mask_mod) != block_mask.mask_mod:
             raise FaError(1, "fa: mask_mod is '%s', but the block mask was built for "
-                             "mask_mod '%s'" % (mask_mod, block_mask.mask_mod))
+                             "mask_mod '%s'" % (_mask_mod_name(mask_mod), block_mask.mask_mod))
         mask_mod = block_mask.mask_mod
+        if mod_args is None and score_mod is None:
+            mod_args = block_mask.mod_args
     score_mod, mask_mod, mods_read = _mods(score_mod, mask_mod, mod_args)
     mods_read = _mod_args_for(mods_read, q)
     if delta is None:

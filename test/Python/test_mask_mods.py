@@ -16,7 +16,8 @@ CPU PyTorch.
   fa-aot (config maskmod=<traced name>) into the disk cache, whose manifest
   lists the mask_mod and its mod_args; a new function over new tensors of
   the same dtype reuses them without compiling; a traced score_mod and
-  mask_mod together, and a traced mod beside a named one of a user library.
+  mask_mod together, a traced mod beside a named one of a user library, and
+  the block-sparse forward of a traced mask_mod (fa.block_mask's kernel).
 - A bundle built by fa-aot from fa.mods.write_library serves the traced
   mask_mod without JIT (and its kernels do not spill); a miss without JIT
   names the fa-aot command.
@@ -378,6 +379,14 @@ def check_jit(args, work):
                  "needs the score_mod library", "maskmod=document")
     print("ok JIT: score_mod=fn with mask_mod=fn (mod_args f32 then i32), and traced mods "
           "beside a library's named ones")
+    # The block-sparse forward of a Python mask_mod (what fa.block_mask asks).
+    before = compiles(log)
+    kernel = b.find_block_sparse("bf16", 128, 128, 90, 1024, document)
+    info = b._info(kernel)
+    assert info["block_sparse"] and info["mask_mod"] == doc.name and info["mma"] == "wgmma", info
+    assert compiles(log) == before + 1, compiles(log)
+    assert b.find_block_sparse("bf16", 128, 128, 90, 1024, document).value == kernel.value
+    print("ok JIT: the block-sparse forward of a Python document mask (%s)" % info["tag"])
 
 
 def check_bundle(args, work):
