@@ -82,7 +82,7 @@
 #   FA_MASKMOD_CASES (differential cases per forward kernel, 16), FA_MASKMOD_TIMEOUT (300).
 #   Python mask_mods by JIT (test/gpu/test_maskmod_python.py): FA_MASKMOD_PY_CACHE (default
 #   out/jit-maskmod, made here with --prepare; skipped without it), FA_MASKMOD_PY=0 (skip),
-#   FA_MASKMOD_PY_CASES (random fwd+bwd cases, 56), FA_MASKMOD_PY_TIMEOUT (300).
+#   FA_MASKMOD_PY_CASES (random fwd+bwd cases, 56; 8 more block-sparse ones), FA_MASKMOD_PY_TIMEOUT (300).
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
 #   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_EXT=1 (build
@@ -187,7 +187,7 @@ fi
 # from the JIT disk cache made here by test_maskmod_python.py --prepare.
 MASKMOD_PY_CACHE=${FA_MASKMOD_PY_CACHE:-out/jit-maskmod}
 if [ "${FA_MASKMOD_PY:-1}" != 0 ] && [ -f "$MASKMOD_PY_CACHE/fa-aot-version.txt" ]; then
-  step "Python mask_mods by JIT ($MASKMOD_PY_CACHE, no bundle): document, prefix-LM, sliding, block-causal documents, with a Python score_mod; fa.attention forward + backward against float64"
+  step "Python mask_mods by JIT ($MASKMOD_PY_CACHE, no bundle): document, prefix-LM, sliding, block-causal documents, with a Python score_mod; fa.attention forward + backward, and fa.block_mask(fn) with the block-sparse forward, against float64"
   timeout -k 10 ${FA_MASKMOD_PY_TIMEOUT:-300} python3 test/gpu/test_maskmod_python.py \
     --cache "$MASKMOD_PY_CACHE" --lib "$LIB" --cases "${FA_MASKMOD_PY_CASES:-56}" \
     > "$WORK/maskmod_python.log" 2>&1 || fail "Python mask_mod differential tests"

@@ -17,7 +17,8 @@ prefix lengths in [0, Nk]) for random shapes (B 1-3, GQA/MQA, ragged Nq != Nk,
 Nq = 1), builds the mask_mod over them as a user would (a new closure: the
 same traced name, so the same kernels), and evaluates the same function on
 index tensors for the reference. Rows whose keys are all hidden must get
-O = 0 and LSE = -inf.
+O = 0 and LSE = -inf. Then fa.block_mask(fn) of a Python document mask and
+the block-sparse forward_into / backward_into with it.
 """
 import argparse
 import os
@@ -70,7 +71,11 @@ CONFIGS = [("document", "bf16", 128, "causal", None),
            ("sliding", "bf16", 128, "none", None),
            ("doc_blocks", "bf16", 64, "causal_bottom_right", None),
            ("document", "bf16", 64, "causal", softcap),
-           ("prefix_lm", "bf16", 96, "none", None)]
+           ("prefix_lm", "bf16", 96, "none", None),
+           ("document", "bf16", 128, "none", None)]
+# The block-sparse forward (fa.block_mask) of a Python document mask; its
+# backward is the last config's.
+BLOCK_SPARSE = ("document", "bf16", 128)
 
 
 def mask_tensor(kind, b, nq, nk, rng, device):
@@ -111,6 +116,13 @@ def prepare(args):
             config = jit.config_text(direction, dtype, d, d, mask, (-1, -1), 90,
                                      score_mod=score_name, mask_mod=mask_name)
             print("cached %s (%s) in %s" % (config, kind, jit.compile_bundle(config, library)))
+    kind, dtype, d = BLOCK_SPARSE
+    _, mask_name = traced_names(kind, None)
+    # As Bundle.find_block_sparse compiles on a miss.
+    config = jit.config_text(0, dtype, d, d, "none", (-1, -1), 90, "wgmma",
+                             mask_mod=mask_name) + ":blocksparse"
+    print("cached %s (%s) in %s" % (config, kind,
+                                    jit.compile_bundle(config, mods.library_for(mask_name))))
     with open(os.path.join(args.cache, "fa-aot-version.txt"), "w") as f:
         f.write(jit.compiler_version(args.fa_aot) + "\n")
 
@@ -192,6 +204,51 @@ def run_case(config, shape, rng, gen, dev):
     return results, int(empty.sum()), allowed.float().mean().item()
 
 
+def run_block_sparse(shape, rng, gen, dev):
+    """fa.block_mask(fn) of a Python document mask, then forward_into and
+    backward_into with it (the mod_args: the block mask's), against float64."""
+    import torch
+    import fa
+    from test_attention import (DTYPES, delta_terms, judge, lse_slack, poisoned,
+                                reference)
+    kind, dtype, d = BLOCK_SPARSE
+    b, h, hkv, nq, nk = shape
+    dt = DTYPES[dtype]
+    fn = MASK_KINDS[kind](mask_tensor(kind, b, nq, nk, rng, dev))
+    idx = lambda n, dim: torch.arange(n, device=dev).view(  # noqa: E731
+        [n if i == dim else 1 for i in range(4)])
+    allowed = fn(idx(b, 0), idx(h, 1), idx(nq, 2), idx(nk, 3)).expand(b, h, nq, nk)
+    bm = fa.block_mask(fn, b, h, nq, nk, kv_heads=hkv, head_dim=d, dtype=dt, device=dev)
+    q, k, v = (torch.randn(b, n, length, d, generator=gen, device=dev).to(dt)
+               for n, length in ((h, nq), (hkv, nk), (hkv, nk)))
+    do = torch.randn(b, h, nq, d, generator=gen, device=dev).to(dt)
+    scale = d ** -0.5
+    results = []
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    o64, lse64 = reference(q64, k64, v64, allowed, scale)
+    ql, kl, vl = (t.clone().requires_grad_() for t in (q, k, v))
+    ol, _ = reference(ql, kl, vl, allowed, scale)
+    o = poisoned(b, h, nq, d, dtype=dt, device=dev)
+    lse = poisoned(b, h, nq, dtype=torch.float32, device=dev)
+    fa.forward_into(q, k, v, o, lse, block_mask=bm)
+    torch.cuda.synchronize()
+    judge("o", o, ol, o64, results)
+    with torch.no_grad():
+        _, lse32 = reference(q.float(), k.float(), v.float(), allowed, scale)
+    judge("lse", lse, lse32, lse64, results, slack=lse_slack(q, k, lse64, scale))
+    o64.backward(do.double())
+    ol.backward(do)
+    dq, dk, dv = (poisoned(*t.shape, dtype=dt, device=dev) for t in (q, k, v))
+    fa.backward_into(q, k, v, o, do, lse, dq, dk, dv, block_mask=bm, mma="wgmma")
+    torch.cuda.synchronize()
+    shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do, allowed,
+                                                     scale, lse64)
+    judge("dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q, slack=slack_q)
+    judge("dk", dk, kl.grad, k64.grad, results, ref_got=k64.grad + shift_k, slack=slack_k)
+    judge("dv", dv, vl.grad, v64.grad, results)
+    return results, allowed.float().mean().item()
+
+
 def run(args):
     import torch
     import fa
@@ -224,10 +281,25 @@ def run(args):
             *shape, 100 * density, hidden,
             ", ".join("%s %.1e" % (r["what"], r["err"]) for r in results if "err" in r)
             if ok else [r for r in results if not r["ok"]]), flush=True)
+    for i in range(args.block_sparse_cases):
+        shape = random_shape(rng)
+        try:
+            results, density = run_block_sparse(shape, rng, gen, dev)
+        except Exception as e:  # noqa: BLE001 -- a kernel error is a failed case
+            results, density = [{"what": "exception", "ok": False, "message": str(e)}], 0.0
+        ok = all(r["ok"] for r in results)
+        failures += not ok
+        n += 1
+        print("%s block_mask(Python document mask) B%d H%d/%d Nq%d Nk%d (%.0f%% visible): %s"
+              % ("ok  " if ok else "FAIL", *shape, 100 * density,
+                 ", ".join("%s %.1e" % (r["what"], r["err"]) for r in results if "err" in r)
+                 if ok else [r for r in results if not r["ok"]]), flush=True)
     tags = sorted(k["tag"] for k in bundle.kernels())
     print("JIT kernels loaded from the cache (%d): %s" % (len(tags), ", ".join(tags)))
-    if len(tags) != 2 * len(CONFIGS):
-        print("FAIL expected %d kernels (each config forward and backward)" % (2 * len(CONFIGS)))
+    want = 2 * len(CONFIGS) + (1 if args.block_sparse_cases else 0)
+    if len(tags) != want:
+        print("FAIL expected %d kernels (each config forward and backward, the block-sparse "
+              "forward)" % want)
         failures += 1
     if not hidden_cases:
         print("FAIL no case hid a whole row")
@@ -247,6 +319,7 @@ def main():
     ap.add_argument("--fa-aot", default="build/bin/fa-aot")
     ap.add_argument("--lib", default=None)
     ap.add_argument("--cases", type=int, default=56)
+    ap.add_argument("--block-sparse-cases", type=int, default=8)
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
     if args.prepare:
