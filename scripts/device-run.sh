@@ -48,8 +48,10 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
+#   /usr/bin/python3 test/gpu/test_maskmod_python.py --prepare --fa-aot build/bin/fa-aot \
+#       --cache out/jit-maskmod   (Python mask_mods' JIT disk cache; any PyTorch)
 # and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache
-# (and out/bundle-pymod, out/bundle-maskmod).
+# (and out/bundle-pymod, out/bundle-maskmod, out/jit-maskmod).
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
@@ -78,6 +80,9 @@
 #   FA_BLOCKSPARSE_CASES (12 per forward kernel), FA_BLOCKSPARSE_BENCH=0 skips the benchmark.
 #   mask_mod kernels: FA_MASKMOD_BUNDLE (default out/bundle-maskmod; skipped without it),
 #   FA_MASKMOD_CASES (differential cases per forward kernel, 16), FA_MASKMOD_TIMEOUT (300).
+#   Python mask_mods by JIT (test/gpu/test_maskmod_python.py): FA_MASKMOD_PY_CACHE (default
+#   out/jit-maskmod, made here with --prepare; skipped without it), FA_MASKMOD_PY=0 (skip),
+#   FA_MASKMOD_PY_CASES (random fwd+bwd cases, 56; 8 more block-sparse ones), FA_MASKMOD_PY_TIMEOUT (300).
 #   Everyday use: FA_JIT=0 (skip the JIT-cache step, run when out/jit-cache exists),
 #   FA_TORCH_COMPILE=1 (torch.compile training against eager), FA_OVERHEAD=1 (tiny calls against
 #   SDPA: host µs, fa's layers, GPU µs, profiler counts; bench/overhead.py), FA_EXT=1 (build
@@ -176,6 +181,17 @@ if [ -f "$MASKMOD_BUNDLE/manifest.json" ]; then
     --bundle "$MASKMOD_BUNDLE" --cases "${FA_MASKMOD_CASES:-16}" \
     > "$WORK/maskmod.log" 2>&1 || fail "mask_mod differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/maskmod.log" | tail -n 40
+fi
+
+# Python mask_mods (fa.mods.trace_mask) through fa.attention, their kernels
+# from the JIT disk cache made here by test_maskmod_python.py --prepare.
+MASKMOD_PY_CACHE=${FA_MASKMOD_PY_CACHE:-out/jit-maskmod}
+if [ "${FA_MASKMOD_PY:-1}" != 0 ] && [ -f "$MASKMOD_PY_CACHE/fa-aot-version.txt" ]; then
+  step "Python mask_mods by JIT ($MASKMOD_PY_CACHE, no bundle): document, prefix-LM, sliding, block-causal documents, with a Python score_mod; fa.attention forward + backward, and fa.block_mask(fn) with the block-sparse forward, against float64"
+  timeout -k 10 ${FA_MASKMOD_PY_TIMEOUT:-300} python3 test/gpu/test_maskmod_python.py \
+    --cache "$MASKMOD_PY_CACHE" --lib "$LIB" --cases "${FA_MASKMOD_PY_CASES:-56}" \
+    > "$WORK/maskmod_python.log" 2>&1 || fail "Python mask_mod differential tests"
+  grep -E "^FAIL|passed|RESULT|Error|error" "$WORK/maskmod_python.log" | tail -n 40
 fi
 
 VARLEN_BUNDLE=${FA_VARLEN_BUNDLE:-out/bundle-varlen}

@@ -144,9 +144,9 @@ class Bundle:
         takes only deterministic backward kernels (which the default search
         never returns). score_mod (a name, or None for plain attention) takes
         only kernels with exactly that score_mod; the FaError of a missing
-        one lists those the bundle has. mask_mod (a name of the bundle's
-        mask_mod kernels, or None) likewise. A kernel no loaded bundle has is
-        compiled (JIT) where fa-aot is installed (not for a mask_mod yet)."""
+        one lists those the bundle has. mask_mod (a name, a Python function
+        (b, h, q_idx, kv_idx) -> bool, or None) likewise. A kernel no loaded
+        bundle has is compiled (JIT) where fa-aot is installed."""
         code = _mma_code(mma)
         mod = _score_mod_name(score_mod)
         mask_mod = _mask_mod_name(mask_mod)
@@ -165,32 +165,20 @@ class Bundle:
         return kernel
 
     def find_block_sparse(self, dtype, head_dim, head_dim_v, capability, nk, mask_mod):
-        """The loaded bundles' block-sparse forward of `mask_mod` (fa-aot config
-        field 'blocksparse'); FaError naming what is missing when none has one."""
+        """The loaded bundles' block-sparse forward of `mask_mod` (a name or a
+        Python function; fa-aot config field 'blocksparse'), compiled (JIT)
+        where none has one and fa-aot is installed; FaError naming what is
+        missing otherwise."""
         mask_mod = _mask_mod_name(mask_mod)
         if mask_mod is None:
-            raise FaError(1, "fa: a block mask needs a mask_mod (the name of one the "
-                             "bundle's block-sparse kernels were built with)")
+            raise FaError(1, "fa: a block mask needs a mask_mod (a Python function or the "
+                             "name of one the bundle's block-sparse kernels were built with)")
         key = ("block_sparse", dtype, head_dim, head_dim_v, capability, nk, mask_mod)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS["none"],
                             -1, -1, capability, _mma_code(None), None, mask_mod.encode())
-            kernel = None
-            for handle in self._handles:
-                out = ctypes.c_void_p()
-                status = self.lib.fa_kernel_find_block_sparse(handle, ctypes.byref(q), nk,
-                                                              ctypes.byref(out))
-                if status == 0:
-                    kernel = out
-                    break
-                if status not in _NOT_IN_BUNDLE:
-                    check(self.lib, status)
-            if kernel is None:
-                raise FaError(2, "fa: no loaded bundle has a block-sparse forward for mask_mod "
-                                 "'%s' (%s, d%d); build one with fa-aot --score-mods FILE "
-                                 "--config fwd:bf16:d%d:none:wgmma:maskmod=%s:blocksparse"
-                                 % (mask_mod, dtype, head_dim, head_dim, mask_mod))
-            self._cache[key] = kernel
+            self._cache[key] = (self._search(q, nk, False, block_sparse=True) or
+                                self._compile(q, nk, False, block_sparse=True))
         return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
@@ -225,10 +213,12 @@ class Bundle:
             self._cache[key] = found
         return self._cache[key]
 
-    def _search(self, query, nk, deterministic, handles=None):
-        """The first loaded bundle's kernel for `query`; None when none has
-        one, keeping the first bundle's message for the error."""
-        find = (self.lib.fa_kernel_find_deterministic if deterministic
+    def _search(self, query, nk, deterministic, handles=None, block_sparse=False):
+        """The first loaded bundle's kernel for `query` (its block-sparse
+        forward with block_sparse=True); None when none has one, keeping the
+        first bundle's message for the error."""
+        find = (self.lib.fa_kernel_find_block_sparse if block_sparse
+                else self.lib.fa_kernel_find_deterministic if deterministic
                 else self.lib.fa_kernel_find_for_keys)
         self._miss = None
         for handle in self._handles if handles is None else handles:
@@ -242,27 +232,28 @@ class Bundle:
                 self._miss = (status, self.lib.fa_last_error().decode())
         return None
 
-    def _compile(self, query, nk, deterministic):
-        """Compiles the kernel of `query` (fa.jit), loads its bundle and
-        returns the kernel; FaError naming the config and how to build it
-        when it cannot."""
+    def _compile(self, query, nk, deterministic, block_sparse=False):
+        """Compiles the kernel of `query` (fa.jit; its block-sparse wgmma
+        forward with block_sparse=True), loads its bundle and returns the
+        kernel; FaError naming the config and how to build it when it
+        cannot."""
         status, message = self._miss or (2, "no bundle loaded")
-        if query.mask_mod:
-            raise FaError(status, "fa: %s: %s; mask_mod kernels come from a bundle (fa-aot "
-                          "--score-mods FILE --config ...:maskmod=%s)"
-                          % (_status_name(status), message, query.mask_mod.decode()))
         mod = query.score_mod.decode() if query.score_mod else None
-        library = (mods.library_for(mod) if mod else None) or self.score_mod_file or \
-            os.environ.get("FA_SCORE_MODS")
+        mask_mod = query.mask_mod.decode() if query.mask_mod else None
+        # Traced mods bring their functions; named ones need the user's library.
+        library = mods.library_for(mod, mask_mod, library=self.score_mod_file or
+                                   os.environ.get("FA_SCORE_MODS"))
         try:
             config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
                                      query.head_dim_v, query.mask,
                                      (query.window_left, query.window_right),
-                                     query.compute_capability, MMA_NAMES[query.mma],
-                                     deterministic, mod)
+                                     query.compute_capability,
+                                     "wgmma" if block_sparse else MMA_NAMES[query.mma],
+                                     deterministic, mod, mask_mod) + \
+                (":blocksparse" if block_sparse else "")
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
-        if mod and not library:
+        if (mod or mask_mod) and not library:
             raise FaError(status, "fa: %s: %s; compiling %s needs the score_mod library "
                           "(Bundle(score_mod_file=FILE) or $FA_SCORE_MODS)"
                           % (_status_name(status), message, config))
@@ -275,7 +266,7 @@ class Bundle:
         except FaError as e:
             raise FaError(status, "fa: %s: %s\n%s" % (_status_name(status), message, e)) from None
         handle = self._load(directory)
-        kernel = self._search(query, nk, deterministic, [handle])
+        kernel = self._search(query, nk, deterministic, [handle], block_sparse)
         if kernel is None:
             self.lib.fa_bundle_free(handle)
             raise FaError(self._miss[0], "fa: the kernel compiled for %s in %s does not answer "
@@ -353,30 +344,25 @@ def _score_mod_name(score_mod):
 
 
 def _mask_mod_name(mask_mod):
-    """None, or the name of a mask_mod compiled into the bundle's kernels."""
+    """None, or the name of a mask_mod: one compiled into the bundle's
+    kernels, or a Python function (traced by fa.mods, compiled on first use)."""
     if mask_mod is None:
         return None
+    if callable(mask_mod) or isinstance(mask_mod, mods.MaskMod):
+        return mods.trace_mask(mask_mod).name
     if not isinstance(mask_mod, str) or not _MOD_NAME.match(mask_mod):
-        raise FaError(1, "fa: mask_mod is %r; expected None or the name of a mask_mod the "
-                         "bundle's kernels were built with (identifier characters, e.g. "
-                         "'document')" % (mask_mod,))
+        raise FaError(1, "fa: mask_mod is %r; expected None, a function (b, h, q_idx, kv_idx) "
+                         "-> bool, or the name of a mask_mod the bundle's kernels were built "
+                         "with (identifier characters, e.g. 'document')" % (mask_mod,))
     return mask_mod
 
 
-def _score_mod_and_args(score_mod, mod_args, mask_mod=None):
-    """(name, tensors) of a score_mod: a traced Python function's name and
-    the tensors it captures, or a bundle's score_mod by name with the
-    tensors `mod_args` lists (its mod_args, in the library function's
-    order)."""
-    if callable(score_mod) or isinstance(score_mod, mods.ScoreMod):
-        if mod_args:
-            raise FaError(1, "fa: mod_args is for a score_mod given by name; a Python "
-                             "score_mod passes the tensors it reads itself")
-        traced = mods.trace(score_mod)
-        return traced.name, traced.tensors
-    if mod_args and score_mod is None and mask_mod is None:
-        raise FaError(1, "fa: mod_args given without a score_mod or mask_mod to read them")
-    return _score_mod_name(score_mod), tuple(mod_args or ())
+def _mods(score_mod, mask_mod, mod_args):
+    """(score_mod name, mask_mod name, the tensors the kernel reads) of a
+    call: Python functions traced with the tensors they capture, named mods
+    with `mod_args` (fa.mods.resolve)."""
+    score_mod, mask_mod, tensors = mods.resolve(score_mod, mask_mod, mod_args)
+    return _score_mod_name(score_mod), _mask_mod_name(mask_mod), tensors
 
 
 _MOD_ARG_DTYPES = {"float32": DTYPES["f32"], "float16": DTYPES["f16"],
@@ -421,16 +407,18 @@ def _mod_arg_array(tensors):
     return array
 
 
-def _check_mod_arg_count(b, kernel, score_mod, tensors):
+def _check_mod_arg_count(b, kernel, score_mod, tensors, mask_mod=None):
     """FaError unless the call passes as many mod_args as `kernel` reads,
     naming what it reads."""
     info = b._info(kernel)
     reads = info["mod_args"]
     if len(reads) != len(tensors):
         what = ", ".join("%s %s" % (m["dtype"], m["dims"]) for m in reads) or "none"
-        raise FaError(1, "fa: score_mod %r reads %d tensors (%s), but %d were passed; pass "
+        mods_named = " with ".join("%s %r" % (kind, name) for kind, name in
+                                   (("score_mod", score_mod), ("mask_mod", mask_mod)) if name)
+        raise FaError(1, "fa: %s reads %d tensors (%s), but %d were passed; pass "
                          "them as mod_args=[...] in that order"
-                         % (score_mod, len(reads), what, len(tensors)))
+                         % (mods_named, len(reads), what, len(tensors)))
 
 
 def _tensor(t):
@@ -557,17 +545,17 @@ class BlockMask:
 
 def block_mask(mask_mod, B, H, Nq, Nk, mod_args=None, kv_heads=None, per_head=False,
                head_dim=128, head_dim_v=None, dtype="bf16", device=None, bundle=None):
-    """Builds the block mask of the bundle's block-sparse forward for `mask_mod`
-    (its name; Python mask_mods are not compiled yet) over B x H heads of Nq
+    """Builds the block mask of the block-sparse forward for `mask_mod` (a
+    Python function reading the tensors it captures, or a name with its
+    `mod_args`; compiled on first use where no bundle has it) over B x H heads of Nq
     queries and Nk keys, on the current stream of `device` (that of the first
     mod_arg, else the current CUDA device). per_head=False builds one mask for
     every head (the mask_mod is evaluated with h = 0 and must not read h);
     True one per query head. Returns a BlockMask for forward_into(...,
     block_mask=) and backward_into(..., block_mask=)."""
     import torch
-    if callable(mask_mod):
-        raise FaError(1, "fa: block_mask takes a mask_mod by name (a function of the bundle's "
-                         "library); Python mask_mods are not compiled yet")
+    if callable(mask_mod) or isinstance(mask_mod, mods.MaskMod):
+        _, mask_mod, mod_args = _mods(None, mask_mod, mod_args)
     b = _bundle(bundle)
     for name, v in (("B", B), ("H", H), ("Nq", Nq), ("Nk", Nk)):
         if not isinstance(v, int) or v < 1:
@@ -581,7 +569,7 @@ def block_mask(mask_mod, B, H, Nq, Nk, mod_args=None, kv_heads=None, per_head=Fa
     dv = head_dim if head_dim_v is None else head_dim_v
     kernel = b.find_block_sparse(dtype, head_dim, dv, _capability(probe), Nk, mask_mod)
     mods_read = _mod_args_for(tensors, probe)
-    _check_mod_arg_count(b, kernel, mask_mod, mods_read)
+    _check_mod_arg_count(b, kernel, None, mods_read, mask_mod)
     mask_heads = H if per_head else 1
     size = ctypes.c_uint64()
     check(b.lib, b.lib.fa_block_mask_bytes(kernel, B, mask_heads, Nq, Nk, ctypes.byref(size)))
@@ -615,20 +603,20 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
     wgmma where the device runs it (sm_90). `score_mod` names the score_mod
     compiled into the kernel (None: plain attention), `mask_mod` the
-    bundle's mask_mod (None: none), `mod_args` the tensors they read (the
-    score_mod's, then the mask_mod's). `block_mask` (from fa.block_mask)
-    runs its block-sparse kernel: only the key blocks it lists, the mask_mod
-    on the partial ones; the mask_mod defaults to the block mask's."""
+    mask_mod (None: none), each a name or a Python function (fa.mods),
+    `mod_args` the tensors named ones read (the score_mod's, then the
+    mask_mod's). `block_mask` (from fa.block_mask) runs its block-sparse
+    kernel: only the key blocks it lists, the mask_mod on the partial ones;
+    the mask_mod and mod_args default to the block mask's."""
     b = _bundle(bundle)
-    mask_mod = _mask_mod_name(mask_mod)
     if block_mask is not None:
         if causal or causal_bottom_right or window is not None or score_mod is not None:
             raise FaError(1, "fa: a block mask carries the whole mask: no causal, window or "
                              "score_mod beside it")
-        mods_read = _mod_args_for(list(mod_args or []), q)
-        return _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod,
-                                     mods_read)
-    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args, mask_mod)
+        mods_read = _mod_args_for(list(block_mask.mod_args if mod_args is None else mod_args), q)
+        return _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask,
+                                     _mask_mod_name(mask_mod), mods_read)
+    score_mod, mask_mod, mods_read = _mods(score_mod, mask_mod, mod_args)
     mods_read = _mod_args_for(mods_read, q)
     tensors = (q, k, v, o, lse)
     # Everything the kernel choice and the argument struct depend on except
@@ -643,7 +631,7 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
         kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
                         score_mod=score_mod, mask_mod=mask_mod)
         if score_mod is not None or mask_mod is not None:
-            _check_mod_arg_count(b, kernel, score_mod or mask_mod, mods_read)
+            _check_mod_arg_count(b, kernel, score_mod, mods_read, mask_mod)
         args = ForwardArgs(*[_tensor(t) for t in tensors],
                            1.0 / math.sqrt(d) if scale is None else float(scale))
         return kernel, bytes(args)
@@ -734,12 +722,13 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
         if not isinstance(block_mask, BlockMask):
             raise FaError(1, "fa: block_mask is %r; expected what fa.block_mask returns"
                              % (block_mask,))
-        if mask_mod is not None and mask_mod != block_mask.mask_mod:
+        if mask_mod is not None and _mask_mod_name(mask_mod) != block_mask.mask_mod:
             raise FaError(1, "fa: mask_mod is '%s', but the block mask was built for "
-                             "mask_mod '%s'" % (mask_mod, block_mask.mask_mod))
+                             "mask_mod '%s'" % (_mask_mod_name(mask_mod), block_mask.mask_mod))
         mask_mod = block_mask.mask_mod
-    mask_mod = _mask_mod_name(mask_mod)
-    score_mod, mods_read = _score_mod_and_args(score_mod, mod_args, mask_mod)
+        if mod_args is None and score_mod is None:
+            mod_args = block_mask.mod_args
+    score_mod, mask_mod, mods_read = _mods(score_mod, mask_mod, mod_args)
     mods_read = _mod_args_for(mods_read, q)
     if delta is None:
         delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
@@ -756,7 +745,7 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
         kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
                         deterministic, score_mod, mask_mod)
         if score_mod is not None or mask_mod is not None:
-            _check_mod_arg_count(b, kernel, score_mod or mask_mod, mods_read)
+            _check_mod_arg_count(b, kernel, score_mod, mods_read, mask_mod)
         args = BackwardArgs(*[_tensor(t) for t in tensors],
                             1.0 / math.sqrt(d) if scale is None else float(scale))
         return kernel, bytes(args)
@@ -852,7 +841,7 @@ def _unit_last(t):
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
-def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
+def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None):
     """(launch function, kernel, struct template, extra launch arguments,
     split-KV workspace bytes) of _forward_as_given for tensors laid out as
     these: the split-KV kernels where the bundle has them and splitting pays
@@ -863,7 +852,7 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     # pointers are set per call): O in q's layout.
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    if score_mod is None and mma in (None, "mma_sync"):
+    if score_mod is None and mask_mod is None and mma in (None, "mma_sync"):
         # Decode with GQA: the packed split kernel reads each K/V block once
         # per key head (and runs unsplit where the grid is full).
         split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
@@ -876,11 +865,11 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     mask, win = _mask(*mask_args)
     d, dv = q.shape[-1], v.shape[-1]
     kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
-                    score_mod=score_mod)
+                    score_mod=score_mod, mask_mod=mask_mod)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
                        1.0 / math.sqrt(d) if scale is None else float(scale))
-    if score_mod is not None:
-        _check_mod_arg_count(b, kernel, score_mod, mod_args)
+    if score_mod is not None or mask_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
     if mod_args:
         # The _ex launch with this call's mod_args (the plain one otherwise,
         # which runtimes before mod_args have too).
@@ -888,23 +877,25 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
     return b.lib.fa_attention_forward, kernel, bytes(args), (), 0
 
 
-def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
+def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None):
     """O and LSE, allocated here, of the forward with these arguments. q, k,
     v go to the kernel as they are (O in q's layout) unless the runtime
     rejects their strides as an INVALID_ARGUMENT (a kernel without strides,
     TMA alignment): then from contiguous copies."""
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     try:
-        return _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args)
+        return _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args,
+                                 mask_mod)
     except FaError as e:
         views = [t for t in (q, k, v) if not t.is_contiguous()]
         if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
             raise
     return _forward_as_given(q.contiguous(), k.contiguous(), v.contiguous(), b, mask_args,
-                             scale, mma, score_mod, mod_args)
+                             scale, mma, score_mod, mod_args, mask_mod)
 
 
-def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=()):
+def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(),
+                      mask_mod=None):
     """_forward on these tensors as they are (the kernel and struct of
     _forward_plan, made once per layout and options)."""
     torch = _torch
@@ -913,9 +904,10 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=())
         torch = _torch
     device = q.device
     key = ("attention", device, _layout(q), _layout(k), _layout(v), mask_args, scale, mma,
-           score_mod, len(mod_args))
+           score_mod, len(mod_args), mask_mod)
     fn, kernel, template, extra, nbytes = _plan(
-        b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args))
+        b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args,
+                                      mask_mod))
     if extra is None:  # the _ex launch: this call's mod_args
         extra = (_mod_arg_array(mod_args), len(mod_args))
     o = _empty_like_layout(q, v.shape[-1])
@@ -932,7 +924,7 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=())
 
 
 def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, deterministic,
-                   score_mod, mod_args=()):
+                   score_mod, mod_args=(), mask_mod=None):
     """(kernel, struct template, workspace bytes, dq_accum's offset in it)
     of _backward for tensors laid out as these. delta [B,H,Nq] and dq_accum
     [B,H,Nq,D] (f32) share one workspace allocation: delta first, dq_accum
@@ -941,9 +933,9 @@ def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, determi
     mask, win = _mask(*mask_args)
     d, dv_dim = q.shape[-1], v.shape[-1]
     kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), None, k.shape[-2],
-                    deterministic, score_mod)
-    if score_mod is not None:
-        _check_mod_arg_count(b, kernel, score_mod, mod_args)
+                    deterministic, score_mod, mask_mod)
+    if score_mod is not None or mask_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
     rows = math.prod(q.shape[:-1])
     offset = (rows * 4 + 255) // 256 * 256
     delta = _Described(q.shape[:-1], torch.float32)
@@ -972,7 +964,7 @@ class _Described:
 
 
 def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod,
-              mod_args=()):
+              mod_args=(), mask_mod=None):
     """dQ, dK, dV, allocated here. `mma` picks only the forward kernel: the
     backward is the runtime's choice (wgmma on sm_90 where the bundle has
     it), since a bundle may hold a config's backward in one build only.
@@ -983,17 +975,17 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
     tensors = [_unit_last(t) for t in (q, k, v, o, do)]
     try:
         return _backward_as_given(*tensors, lse, b, mask_args, scale, deterministic,
-                                  score_mod, mod_args)
+                                  score_mod, mod_args, mask_mod)
     except FaError as e:
         views = [t for t in tensors if not t.is_contiguous()]
         if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
             raise
     return _backward_as_given(*[t.contiguous() for t in tensors], lse, b, mask_args, scale,
-                              deterministic, score_mod, mod_args)
+                              deterministic, score_mod, mod_args, mask_mod)
 
 
 def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod,
-                       mod_args=()):
+                       mod_args=(), mask_mod=None):
     """_backward on these tensors as they are (the kernel and struct of
     _backward_plan, made once per layout and options)."""
     torch = _torch
@@ -1004,10 +996,11 @@ def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, 
     dk = _empty_like_layout(k, k.shape[-1])
     dv = _empty_like_layout(v, v.shape[-1])
     key = ("backward", q.device, _layout(q), _layout(k), _layout(v), _layout(o), _layout(do),
-           _layout(lse), mask_args, scale, bool(deterministic), score_mod, len(mod_args))
+           _layout(lse), mask_args, scale, bool(deterministic), score_mod, len(mod_args),
+           mask_mod)
     kernel, template, nbytes, offset = _plan(
         b, key, lambda: _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale,
-                                       bool(deterministic), score_mod, mod_args))
+                                       bool(deterministic), score_mod, mod_args, mask_mod))
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
     base = workspace.data_ptr()
     args = BackwardArgs.from_buffer_copy(template)
@@ -1134,11 +1127,11 @@ def _make_function():
 
         @staticmethod
         def forward(ctx, q, k, v, b, mask_args, scale, mma, deterministic, score_mod,
-                    mod_args):
+                    mod_args, mask_mod):
             # mod_args ride as a tuple, outside autograd: no gradient to them.
-            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args)
+            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args, mask_mod)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.args = (b, mask_args, scale, deterministic, score_mod, mod_args)
+            ctx.args = (b, mask_args, scale, deterministic, score_mod, mod_args, mask_mod)
             ctx.mark_non_differentiable(lse)
             # No zero-filled gradient for the LSE (a kernel and an allocation
             # per backward): its gradient arrives as None.
@@ -1148,10 +1141,10 @@ def _make_function():
         @staticmethod
         def backward(ctx, do, _dlse):
             if do is None:  # O does not reach the loss
-                return None, None, None, None, None, None, None, None, None, None
+                return (None,) * 11
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = _backward(q, k, v, o, do, lse, *ctx.args)
-            return dq, dk, dv, None, None, None, None, None, None, None
+            return (dq, dk, dv) + (None,) * 8
 
     return AttentionFunction
 
@@ -1172,7 +1165,8 @@ def _register_torch_ops():
 
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
               return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None,
-              mod_args=None, descale_q=None, descale_k=None, descale_v=None):
+              mod_args=None, descale_q=None, descale_k=None, descale_v=None,
+              mask_mod=None):
     """Scaled dot-product attention with the bundle's kernels.
 
     fp8 (FA3's forward): q, k, v of torch.float8_e4m3fn with descale_q,
@@ -1221,6 +1215,16 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     no gradient flows to them, and a tensor that requires grad is read
     detached. Not yet under torch.compile.
 
+    `mask_mod` hides scores, forward and backward: a Python function
+    (b, h, q_idx, kv_idx) -> bool, FlexAttention's mask_mod (fa.mods:
+    traced and compiled on first use, e.g. a document mask lambda b, h, q,
+    kv: doc[b, q] == doc[b, kv] over doc ids [B, N] it captures), or the
+    name of a mask_mod the bundle's kernels were built with (config field
+    maskmod=name; its tensors in mod_args, after the score_mod's). It
+    combines with causal/window and with a score_mod (applied first). A
+    row whose keys are all hidden gets O = 0 and LSE = -inf. Not yet under
+    torch.compile.
+
     Calls without a score_mod run through fa's C++ autograd
     function where it is built (fa._torch_ext: FA_TORCH_EXT=1 or `python3 -m
     fa._torch_ext`), at a fraction of a Python autograd.Function's host time;
@@ -1233,8 +1237,8 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     fp8 = getattr(torch, "float8_e4m3fn", None)
     descales = (descale_q, descale_k, descale_v)
     if fp8 is not None and q.dtype == fp8:
-        if score_mod is not None or mod_args:
-            raise FaError(1, "fa: fp8 attention takes no score_mod or mod_args")
+        if score_mod is not None or mask_mod is not None or mod_args:
+            raise FaError(1, "fa: fp8 attention takes no score_mod, mask_mod or mod_args")
         o, lse = _attention_fp8(q, k, v, b, mask_args, scale, descales)
         return (o, lse) if return_lse else o
     if any(t is not None for t in descales):
@@ -1245,6 +1249,9 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         if _ops is None:
             raise FaError(1, "fa: import torch before fa.load() (or call fa.attention once "
                              "outside torch.compile) so that fa's custom ops are registered")
+        if mask_mod is not None:
+            raise FaError(1, "fa: mask_mods are not supported under torch.compile yet; call "
+                             "fa.attention with a mask_mod outside the compiled region")
         if mod_args or (score_mod is not None and not isinstance(score_mod, str)):
             raise FaError(1, "fa: score_mods that read tensors (mod_args) and Python score_mods "
                              "are not supported under torch.compile yet; pass the name of a "
@@ -1253,11 +1260,11 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
                                       score_mod)
         return (o, lse) if return_lse else o
     _mma_code(mma)
-    score_mod, tensors = _score_mod_and_args(score_mod, mod_args)
+    score_mod, mask_mod, tensors = _mods(score_mod, mask_mod, mod_args)
     tensors = _mod_args_for(tensors, q)
     if _ops is None:
         _register_torch_ops()
-    if score_mod is None and not tensors:
+    if score_mod is None and mask_mod is None and not tensors:
         plan = _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic)
         if plan is not None:
             o, lse = _ext.attention(q, k, v, plan)
@@ -1266,9 +1273,9 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         if _function is None:
             _function = _make_function()
         o, lse = _function.apply(q, k, v, b, mask_args, scale, mma, bool(deterministic),
-                                 score_mod, tensors)
+                                 score_mod, tensors, mask_mod)
     else:
-        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors)
+        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors, mask_mod)
     return (o, lse) if return_lse else o
 
 

@@ -7,6 +7,7 @@ one-kernel bundle under the disk cache:
     $FA_CACHE_DIR, else $XDG_CACHE_HOME/fa, else ~/.cache/fa
       jit/<hash of `fa-aot --version`>/<config>[-mods-<hash>]/manifest.json ...
       jit/compilers/<hash of fa-aot's path, inode, size, mtime>: its --version
+      mods/<traced names>.mlir: the libraries of Python score_/mask_mods (fa.mods)
 
 `fa-aot --version` names the compiler's build (fa-aot and the LLVM it was
 built with), so a rebuilt compiler compiles into a new directory and never
@@ -107,7 +108,7 @@ def target_name(capability):
 
 
 def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capability,
-                mma_name="any", deterministic=False, score_mod=None):
+                mma_name="any", deterministic=False, score_mod=None, mask_mod=None):
     """The fa-aot config of a kernel query, or FaError naming what no config
     can express. mma 'any' takes wgmma where the compiler has it (sm_90a;
     WGMMA_HEAD_DIMS) as the runtime prefers it there."""
@@ -131,6 +132,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
     fields.append(target_name(capability))
     if score_mod:
         fields.append("mod=" + score_mod)
+    if mask_mod:
+        fields.append("maskmod=" + mask_mod)
     return ":".join(fields)
 
 

@@ -35,6 +35,20 @@ kernels only read them: no gradient flows to a captured tensor.
 
 The same function serves as its own reference: on numbers and torch tensors
 fa.mods.tanh etc. compute with math / torch.
+
+mask_mods are FlexAttention's mask_mod(b, h, q_idx, kv_idx) -> bool, traced
+by fa.mods.trace_mask (fa.attention(..., mask_mod=fn) does it itself):
+
+    sliding = lambda b, h, q, kv: (kv <= q) & (q - kv < 256)
+    document = lambda b, h, q, kv: doc_ids[b, q] == doc_ids[b, kv]   # [B, N] int32
+    prefix_lm = lambda b, h, q, kv: (kv < prefix[b]) | (kv <= q)       # [B] int32
+
+built from comparisons, & | ~ of them, where, + - * // % on the indices and
+reads of captured tensors (mod_args, as for score_mods; a score_mod's come
+first where a call has both). They return a condition: a number, Python
+if/and/or/not on a traced value, or a float `/` are errors saying what to
+write instead. The kernels evaluate the mask_mod on every score, after the
+score_mod and together with the call's causal/window mask.
 """
 import hashlib
 import math
@@ -50,7 +64,8 @@ class _Trace:
     """The ops of one trace, in order, as MLIR lines, and the tensors it
     reads (its mod_args, in order of first read)."""
 
-    def __init__(self):
+    def __init__(self, kind="score_mod"):
+        self.kind = kind  # "score_mod" or "mask_mod", for the messages
         self.lines = []
         self.count = 0
         self.consts = {}
@@ -76,17 +91,18 @@ class _Trace:
             if type_ == _I1:  # a bool literal has its type
                 text = "arith.constant %s" % ("true" if value else "false")
             else:
-                literal = _float_literal(value) if type_ == _F32 else str(int(value))
+                literal = (_float_literal(value, self.kind) if type_ == _F32
+                           else str(int(value)))
                 text = "arith.constant %s : %s" % (literal, type_)
             self.consts[key] = self.emit(text, type_)
         return self.consts[key]
 
 
-def _float_literal(value):
+def _float_literal(value, kind="score_mod"):
     value = float(value)
     if math.isnan(value) or math.isinf(value):
-        raise FaError(1, "fa.mods: the constant %r is not finite; a score_mod's constants "
-                         "must be finite numbers" % value)
+        raise FaError(1, "fa.mods: the constant %r is not finite; a %s's constants "
+                         "must be finite numbers" % (value, kind))
     return "%.9e" % value
 
 
@@ -121,13 +137,17 @@ class Sym:
         return exp(self)
 
     def __bool__(self):
+        if self._trace.kind == "mask_mod":
+            raise FaError(1, "fa.mods: a mask_mod branched on a traced value (Python if/and/"
+                             "or/not/bool()); combine conditions with & | ~ or write "
+                             "fa.mods.where(condition, x, y) instead")
         raise FaError(1, "fa.mods: a score_mod branched on a traced value (Python if/and/or/"
                          "bool()); write fa.mods.where(condition, x, y) instead")
 
     def __index__(self):
-        raise FaError(1, "fa.mods: a score_mod used a traced value as a Python integer "
+        raise FaError(1, "fa.mods: a %s used a traced value as a Python integer "
                          "(indexing a list or a tuple?); only captured torch tensors can "
-                         "be indexed by positions")
+                         "be indexed by positions" % self._trace.kind)
 
     __int__ = __float__ = __index__
 
@@ -168,8 +188,9 @@ class Sym:
             return _read(args[0], args[1])
         handler = _TORCH.get(name)
         if handler is None:
-            raise FaError(1, "fa.mods: torch.%s is not supported in a score_mod (supported: %s)"
-                          % (name, ", ".join(sorted(_TORCH))))
+            t = _trace_of(*args, *kwargs.values())
+            raise FaError(1, "fa.mods: torch.%s is not supported in a %s (supported: %s)"
+                          % (name, t.kind if t else "score_mod", ", ".join(sorted(_TORCH))))
         return handler(*args, **kwargs)
 
 
@@ -185,9 +206,9 @@ def _lift(trace, value, type_):
     if isinstance(value, Sym):
         return _as(value, type_)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FaError(1, "fa.mods: a score_mod combined a traced value with %r (%s); only "
+        raise FaError(1, "fa.mods: a %s combined a traced value with %r (%s); only "
                          "Python numbers and traced values can be combined"
-                         % (value, type(value).__name__))
+                         % (trace.kind, value, type(value).__name__))
     return trace.const(value, type_)
 
 
@@ -201,8 +222,9 @@ def _as(sym, type_):
         return t.emit("arith.sitofp %s : i32 to f32" % i32._name, _F32)
     if sym._type == _I1 and type_ == _F32:
         return t.emit("arith.uitofp %s : i1 to f32" % sym._name, _F32)
-    raise FaError(1, "fa.mods: a score_mod used a %s value where an %s is needed (use "
-                     "fa.mods.where to turn a condition into a number)" % (sym._type, type_))
+    raise FaError(1, "fa.mods: a %s used a %s value where an %s is needed (use "
+                     "fa.mods.where to turn a condition into a number)"
+                     % (t.kind, sym._type, type_))
 
 
 def _common_type(a, b):
@@ -223,7 +245,7 @@ def _arith(op, a, b):
 def _int_arith(op, a, b):
     t = _trace_of(a, b)
     if _common_type(a, b) != _INDEX:
-        raise FaError(1, "fa.mods: // and %% apply to indices only in a score_mod")
+        raise FaError(1, "fa.mods: // and %% apply to indices only in a %s" % t.kind)
     x, y = _lift(t, a, _INDEX), _lift(t, b, _INDEX)
     return t.emit("arith.%s %s, %s : index" % (op, x._name, y._name), _INDEX)
 
@@ -298,10 +320,17 @@ def where(condition, x, y):
             return x if condition else y
         import torch
         return torch.where(condition, x, y)
-    type_ = _common_type(x, y)
     c = _lift_bool(t, condition)
+    if _is_condition(x) and _is_condition(y):  # a condition (a mask_mod's result)
+        a, b = _lift_bool(t, x), _lift_bool(t, y)
+        return t.emit("arith.select %s, %s, %s : i1" % (c._name, a._name, b._name), _I1)
+    type_ = _common_type(x, y)
     a, b = _lift(t, x, type_), _lift(t, y, type_)
     return t.emit("arith.select %s, %s, %s : %s" % (c._name, a._name, b._name, type_), type_)
+
+
+def _is_condition(v):
+    return isinstance(v, bool) or (isinstance(v, Sym) and v._type == _I1)
 
 
 def maximum(x, y):
@@ -338,15 +367,15 @@ _ELEMENT_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16",
                   "int32": "i32", "int64": "i64"}
 
 
-def _tensor_type(tensor):
+def _tensor_type(tensor, kind="score_mod"):
     """tensor<?x?xf32> for a captured torch tensor, or an FaError."""
     dtype = str(getattr(tensor, "dtype", "")).replace("torch.", "")
     element = _ELEMENT_TYPES.get(dtype)
     rank = tensor.dim() if hasattr(tensor, "dim") else -1
     if element is None or not 1 <= rank <= 4:
-        raise FaError(1, "fa.mods: a score_mod read a tensor of dtype %s and rank %d; mod_args "
+        raise FaError(1, "fa.mods: a %s read a tensor of dtype %s and rank %d; mod_args "
                          "are float32, float16, bfloat16, int32 or int64 tensors of rank 1 to 4"
-                         % (dtype or type(tensor).__name__, rank))
+                         % (kind, dtype or type(tensor).__name__, rank))
     return "tensor<%s%s>" % ("?x" * rank, element), element, rank
 
 
@@ -356,12 +385,12 @@ def _read(tensor, index):
     clamped by the kernels), as f32 (float elements) or index (integers)."""
     items = index if isinstance(index, tuple) else (index,)
     t = _trace_of(*items)
-    type_, element, rank = _tensor_type(tensor)
+    type_, element, rank = _tensor_type(tensor, t.kind)
     if len(items) != rank or any(x is Ellipsis or isinstance(x, slice) or x is None
                                  for x in items):
-        raise FaError(1, "fa.mods: a score_mod indexed a rank-%d tensor with %r; index every "
+        raise FaError(1, "fa.mods: a %s indexed a rank-%d tensor with %r; index every "
                          "dimension at once with positions, e.g. t[h, kv]"
-                         % (rank, index))
+                         % (t.kind, rank, index))
     positions = []
     for x in items:
         if isinstance(x, Sym) and x._type != _INDEX:
@@ -382,9 +411,12 @@ _TORCH = {"tanh": tanh, "exp": exp, "exp2": exp2, "log": log, "sqrt": sqrt,
           "clamp": clamp, "clip": clamp}
 
 
-class ScoreMod:
-    """A traced score_mod: its name in the kernels' tags, its MLIR and the
-    captured tensors it reads (its mod_args, in parameter order)."""
+class _Traced:
+    """A traced mod: its name in the kernels' tags, its MLIR (a function of
+    fa's mod library) and the captured tensors it reads (its mod_args, in
+    parameter order)."""
+
+    kind = None
 
     def __init__(self, name, mlir, tensors=()):
         self.name, self.mlir, self.tensors = name, mlir, tuple(tensors)
@@ -393,25 +425,37 @@ class ScoreMod:
         return self.name
 
     def __repr__(self):
-        return "ScoreMod(%r)" % self.name
+        return "%s(%r)" % (type(self).__name__, self.name)
+
+
+class ScoreMod(_Traced):
+    """A traced score_mod (fa.mods.trace)."""
+    kind = "score_mod"
+
+
+class MaskMod(_Traced):
+    """A traced mask_mod (fa.mods.trace_mask)."""
+    kind = "mask_mod"
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_traced = {}  # name -> ScoreMod
-_by_function = {}  # (function, captured values) -> ScoreMod: calls skip the trace
+_traced = {}  # name -> ScoreMod or MaskMod
+_by_function = {}  # (function, captured values, kind) -> the traced mod: calls skip the trace
 _MAX_TRACES = 256
 
 
-def _function_key(fn, name):
+def _function_key(fn, name, kind):
     """A key that changes when what `fn` computes can: its code, the values
-    its closure and defaults hold and the numbers among the globals it
-    names (None when they are not hashable, which disables the cache)."""
+    its closure and defaults hold and the numbers and tensors among the
+    globals it names (a global rebound to new doc ids is traced anew; None
+    when they are not hashable, which disables the cache)."""
     code = getattr(fn, "__code__", None)
     cells = tuple(c.cell_contents for c in getattr(fn, "__closure__", None) or ())
     scope = getattr(fn, "__globals__", {})
     numbers = tuple((n, scope[n]) for n in getattr(code, "co_names", ())
-                    if isinstance(scope.get(n), (int, float)))
-    key = (fn, code, cells, numbers, getattr(fn, "__defaults__", None), name)
+                    if isinstance(scope.get(n), (int, float)) or
+                    hasattr(scope.get(n), "data_ptr"))
+    key = (fn, code, cells, numbers, getattr(fn, "__defaults__", None), name, kind)
     try:
         hash(key)
     except TypeError:
@@ -419,19 +463,48 @@ def _function_key(fn, name):
     return key
 
 
+# What each kind of mod is: its class, the signature its errors describe,
+# its leading parameters and the type it returns.
+_KINDS = {
+    "score_mod": (ScoreMod, "(score, b, h, q_idx, kv_idx) -> score",
+                  (("score", _F32), ("b", _INDEX), ("h", _INDEX), ("q", _INDEX),
+                   ("kv", _INDEX)), _F32, "py_"),
+    "mask_mod": (MaskMod, "(b, h, q_idx, kv_idx) -> bool",
+                 (("b", _INDEX), ("h", _INDEX), ("q", _INDEX), ("kv", _INDEX)), _I1,
+                 "py_mask_"),
+}
+
+
 def trace(fn, name=None):
     """The score_mod `fn` as fa's IR. `name` (a C identifier, at most 64
     characters) names its kernels; by default `py_` and a hash of the IR, so
     equal programs share kernels and a changed one never reuses stale ones."""
-    if isinstance(fn, ScoreMod):
+    return _traced_mod(fn, name, "score_mod")
+
+
+def trace_mask(fn, name=None):
+    """The mask_mod `fn` (FlexAttention's mask_mod(b, h, q_idx, kv_idx) ->
+    bool: whether query q_idx sees key kv_idx) as fa's IR: comparisons of
+    the indices, & | ~ of conditions, where, + - * // % on indices, reads of
+    captured int and float tensors (document ids [B, N], prefix lengths [B])
+    that become mod_args. `name` as for trace; by default `py_mask_` and a
+    hash of the IR."""
+    return _traced_mod(fn, name, "mask_mod")
+
+
+def _traced_mod(fn, name, kind):
+    cls, signature = _KINDS[kind][:2]
+    if isinstance(fn, cls):
         return fn
+    if isinstance(fn, _Traced):
+        raise FaError(1, "fa.mods: %r is a traced %s, given as a %s" % (fn, fn.kind, kind))
     if not callable(fn):
-        raise FaError(1, "fa.mods.trace: expected a function (score, b, h, q_idx, kv_idx) -> "
-                         "score, got %r" % (fn,))
-    key = _function_key(fn, name)
+        raise FaError(1, "fa.mods.%s: expected a function %s, got %r"
+                         % ("trace" if kind == "score_mod" else "trace_mask", signature, fn))
+    key = _function_key(fn, name, kind)
     if key is not None and key in _by_function:
         return _by_function[key]
-    mod = _trace(fn, name)
+    mod = _trace(fn, name, kind)
     if key is not None:
         # Bounded: a key holds the tensors the function captures, and a new
         # closure over new tensors per call must not keep them all alive.
@@ -441,39 +514,55 @@ def trace(fn, name=None):
     return mod
 
 
-def _trace(fn, name):
-    t = _Trace()
-    args = [Sym(t, "%score", _F32)] + [Sym(t, "%" + n, _INDEX) for n in ("b", "h", "q", "kv")]
+def _trace(fn, name, kind):
+    cls, signature, params, result_type, prefix = _KINDS[kind]
+    t = _Trace(kind)
     try:
-        result = fn(*args)
+        result = fn(*[Sym(t, "%" + n, type_) for n, type_ in params])
     except FaError as e:
-        raise FaError(e.status, "%s (tracing score_mod %s)" % (e, _describe(fn))) from None
+        raise FaError(e.status, "%s (tracing %s %s)" % (e, kind, _describe(fn))) from None
     except Exception as e:  # the user's code failed on traced values
-        raise FaError(1, "fa.mods: tracing score_mod %s failed: %s: %s; a score_mod is built "
-                         "from arithmetic, comparisons and fa.mods functions"
-                         % (_describe(fn), type(e).__name__, e)) from None
-    result = _lift(t, result, _F32) if not isinstance(result, Sym) else _as(result, _F32)
+        raise FaError(1, "fa.mods: tracing %s %s failed: %s: %s; a %s %s is built from "
+                         "arithmetic, comparisons and fa.mods functions"
+                         % (kind, _describe(fn), type(e).__name__, e, kind, signature)) from None
+    result = _result(t, result, result_type, fn)
     body = "\n".join(t.lines)
-    params = "".join(", %%m%d: %s" % (i, _tensor_type(x)[0]) for i, x in enumerate(t.tensors))
+    args = "".join(", %%m%d: %s" % (i, _tensor_type(x, kind)[0])
+                   for i, x in enumerate(t.tensors))
+    # The prefix keeps the kinds apart (and score_mod names as they were).
     digest = hashlib.sha256(body.encode() + result._name.encode() +
-                            params.encode()).hexdigest()[:16]
-    name = name or "py_" + digest
+                            args.encode()).hexdigest()[:16]
+    name = name or prefix + digest
     if not _NAME.match(name):
         raise FaError(1, "fa.mods.trace: name %r is not a C identifier of at most 64 characters"
                          % (name,))
-    mlir = ("func.func @%s(%%score: f32, %%b: index, %%h: index, %%q: index, %%kv: index%s) "
-            "-> f32 {\n%s%sreturn %s : f32\n}\n"
-            % (name, params, body, "\n  " if body else "  ", result._name))
-    mod = ScoreMod(name, mlir, t.tensors)
+    params_text = ", ".join("%%%s: %s" % p for p in params)
+    mlir = ("func.func @%s(%s%s) -> %s {\n%s%sreturn %s : %s\n}\n"
+            % (name, params_text, args, result_type, body, "\n  " if body else "  ",
+               result._name, result_type))
+    mod = cls(name, mlir, t.tensors)
     _traced[name] = mod
     return mod
 
 
+def _result(t, result, result_type, fn):
+    """The traced function's result as a Sym of `result_type`."""
+    if result_type == _F32:
+        return _lift(t, result, _F32) if not isinstance(result, Sym) else _as(result, _F32)
+    if _is_condition(result):
+        return _lift_bool(t, result)
+    what = ("%s value" % {_F32: "a float32", _INDEX: "an integer index"}[result._type]
+            if isinstance(result, Sym) else "%r (%s)" % (result, type(result).__name__))
+    raise FaError(1, "fa.mods: mask_mod %s returned %s; a mask_mod returns a condition: a "
+                     "comparison, & | ~ of comparisons, fa.mods.where of conditions, or "
+                     "True/False" % (_describe(fn), what))
+
+
 def write_library(path, *fns):
-    """Writes the traced functions (or ScoreMods) as one score_mod library
-    for `fa-aot --score-mods PATH` (configs name them with mod=NAME);
-    returns their names."""
-    traced = [trace(fn) for fn in fns]
+    """Writes the traced functions (ScoreMods, MaskMods, or functions, traced
+    as score_mods) as one library for `fa-aot --score-mods PATH` (configs
+    name them with mod=NAME and maskmod=NAME); returns their names."""
+    traced = [fn if isinstance(fn, _Traced) else trace(fn) for fn in fns]
     with open(path, "w") as f:
         f.write("\n".join(m.mlir for m in traced))
     return [m.name for m in traced]
@@ -483,16 +572,61 @@ def _describe(fn):
     return getattr(fn, "__qualname__", None) or repr(fn)
 
 
-def library_for(name):
-    """The path of a one-function score_mod library holding traced `name`
-    (written once into the JIT cache), or None if `name` was not traced."""
-    mod = _traced.get(name)
-    if mod is None:
-        return None
+def resolve(score_mod, mask_mod, mod_args):
+    """(score_mod name, mask_mod name, the tensors the kernel reads) of a
+    call: a Python function is traced and passes the tensors it captures, a
+    name takes them from `mod_args` (the score_mod's, then the mask_mod's,
+    as the kernel's parameters come: docs/ABI.md "mod_args"). Names are
+    returned as given, for the caller to check."""
+    score_fn = callable(score_mod) or isinstance(score_mod, _Traced)
+    mask_fn = callable(mask_mod) or isinstance(mask_mod, _Traced)
+    score = trace(score_mod) if score_fn else None
+    mask = trace_mask(mask_mod) if mask_fn else None
+    mod_args = tuple(mod_args or ())
+    if mod_args and (score_mod is None or score_fn) and (mask_mod is None or mask_fn):
+        if score_mod is None and mask_mod is None:
+            raise FaError(1, "fa: mod_args given without a score_mod or mask_mod to read them")
+        raise FaError(1, "fa: mod_args is for a score_mod or mask_mod given by name; a Python "
+                         "%s passes the tensors it reads itself"
+                         % ("score_mod" if score_fn else "mask_mod"))
+    # Named mods read mod_args; a traced one's tensors go in its place.
+    tensors = (score.tensors if score else ()) + mod_args + (mask.tensors if mask else ())
+    return (score.name if score else score_mod, mask.name if mask else mask_mod, tensors)
+
+
+def library_for(*names, library=None):
+    """The path of the mod library a JIT config naming `names` (score_mod and
+    mask_mod names, None for absent ones) compiles against: the traced ones'
+    functions, written once into the JIT cache, with the text of `library`
+    (a user's .mlir library) in front where a name is not traced. `library`
+    itself where none is traced; None where a name is not traced and there
+    is no `library`."""
+    traced = [_traced[n] for n in names if n in _traced]
+    named = [n for n in names if n and n not in _traced]
+    if not traced or (named and not library):
+        return library
+    text = "\n".join(m.mlir for m in traced)
+    base = "+".join(m.name for m in traced)
+    if named:
+        with open(library) as f:
+            user = f.read()
+        # A library written by write_library may hold the traced ones already.
+        text = _with_functions(user, "\n".join(m.mlir for m in traced
+                                               if "@%s(" % m.name not in user))
+        base = "lib_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     from . import jit
     directory = os.path.join(jit.cache_root(), "mods")
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, name + ".mlir")
+    path = os.path.join(directory, base + ".mlir")
     if not os.path.exists(path):
-        jit._write_atomically(path, mod.mlir)
+        jit._write_atomically(path, text)
     return path
+
+
+def _with_functions(library_text, functions):
+    """A user's library with traced functions added: inside its module where
+    it is one `module { ... }`, else after its functions."""
+    stripped = library_text.rstrip()
+    if re.match(r"\s*(//[^\n]*\n\s*)*module\b", library_text) and stripped.endswith("}"):
+        return stripped[:-1] + "\n" + functions + "}\n"
+    return library_text + "\n" + functions

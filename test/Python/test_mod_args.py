@@ -145,7 +145,7 @@ def check_attention_errors(b):
                  "mod_args given without a score_mod")
     expect_error(lambda: fa.attention(q, k, k, bundle=b, score_mod=lambda s, b_, h, i, j: s,
                                       mod_args=[slopes]),
-                 "mod_args is for a score_mod given by name")
+                 "mod_args is for a score_mod or mask_mod given by name")
     expect_error(lambda: fa.attention(q, k, k, bundle=b, score_mod="alibi_slopes",
                                       mod_args=[slopes]),
                  "mod_args[0] is on cpu, but q is on meta")
