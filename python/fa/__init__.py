@@ -196,30 +196,23 @@ class Bundle:
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, _mma_code(None), None)
-            found = None
-            for handle in self._handles:
-                out = ctypes.c_void_p()
-                if packed:
-                    status = self.lib.fa_kernel_find_packed_gqa(
-                        handle, ctypes.byref(q), nk, int(split), ctypes.byref(out))
-                else:
-                    status = self.lib.fa_kernel_find_splitkv(handle, ctypes.byref(q), nk,
-                                                             ctypes.byref(out))
-                if status == 0:
-                    found = out
-                    break
-                if status not in _NOT_IN_BUNDLE:
-                    check(self.lib, status)
-            self._cache[key] = found
+            if packed:
+                def find(handle, query, n, out):
+                    return self.lib.fa_kernel_find_packed_gqa(handle, query, n, int(split), out)
+            else:
+                find = self.lib.fa_kernel_find_splitkv
+            self._cache[key] = self._search(q, nk, find=find)
         return self._cache[key]
 
-    def _search(self, query, nk, deterministic, handles=None, block_sparse=False):
+    def _search(self, query, nk, deterministic=False, handles=None, block_sparse=False,
+                find=None):
         """The first loaded bundle's kernel for `query` (its block-sparse
-        forward with block_sparse=True); None when none has one, keeping the
-        first bundle's message for the error."""
-        find = (self.lib.fa_kernel_find_block_sparse if block_sparse
-                else self.lib.fa_kernel_find_deterministic if deterministic
-                else self.lib.fa_kernel_find_for_keys)
+        forward with block_sparse=True; `find`'s, a fa_kernel_find_* of the
+        same arguments, when given); None when none has one, keeping the
+        first bundle's (status, message) in self._miss for the error."""
+        find = find or (self.lib.fa_kernel_find_block_sparse if block_sparse
+                        else self.lib.fa_kernel_find_deterministic if deterministic
+                        else self.lib.fa_kernel_find_for_keys)
         self._miss = None
         for handle in self._handles if handles is None else handles:
             out = ctypes.c_void_p()

@@ -12,7 +12,6 @@ from . import jit
 from ._runtime import (DTYPE_NAMES, FWD, MASKS, FaError, KernelQuery, VarlenArgs, check)
 
 _INVALID = 1  # FA_ERROR_INVALID_ARGUMENT
-_NOT_IN_BUNDLE = (2, 6)  # FA_ERROR_NOT_FOUND, FA_ERROR_UNSUPPORTED
 
 
 def _fail(message):
@@ -96,18 +95,8 @@ def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k):
     from . import _dtype_code
     q = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1],
                     capability, 0, None, None)
-    found, miss = None, None
-    for handle in b._handles:
-        out = ctypes.c_void_p()
-        status = b.lib.fa_kernel_find_varlen(handle, ctypes.byref(q), max_seqlen_k,
-                                             ctypes.byref(out))
-        if status == 0:
-            found = out
-            break
-        if status not in _NOT_IN_BUNDLE:
-            check(b.lib, status)
-        if miss is None:
-            miss = b.lib.fa_last_error().decode()
+    found = b._search(q, max_seqlen_k, find=b.lib.fa_kernel_find_varlen)
+    miss = b._miss[1] if b._miss else None
     if found is None and b.jit and jit.find_compiler() is not None:
         found = _compile(b, q, mask, window, capability, max_seqlen_k)
     b._cache[key] = found
