@@ -61,6 +61,11 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     factors of its key head), O is bf16 and LSE f32. No score_mod,
     mask_mod or varlen with fp8; `attn-dequantize` rewrites it into f32
     attention for the CPU, the sm_90a wgmma kernel consumes it as is.
+    `sinks` (f32 [H], one per query head) are learnable logits that join
+    every row's softmax denominator without a value (attention sinks):
+    O = Σ_j e^{s_j−m} v_j / (e^{sink_h−m} + Σ_j e^{s_j−m}), and LSE counts
+    the sink, so a row whose keys are all masked out gives O = 0 and
+    LSE = sink_h. A sink of -inf is no sink.
 
     ```mlir
     %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
@@ -75,7 +80,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [
                             Variadic<AnyRankedTensor>:$mod_args,
                             Optional<AnyRankedTensor>:$descale_q,
                             Optional<AnyRankedTensor>:$descale_k,
-                            Optional<AnyRankedTensor>:$descale_v), AttnScoreAttrs);
+                            Optional<AnyRankedTensor>:$descale_v,
+                            Optional<AnyRankedTensor>:$sinks), AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
@@ -83,6 +89,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
     (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
@@ -104,6 +111,9 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
     share a key head. mod_args are constants of the backward: it computes no
     gradient for them. With `varlen(...)` every tensor is packed as in
     attn.attention (dQ like Q, dK and dV like K and V, LSE [H,Tq]).
+    With `sinks` (attn.attention's, f32 [H]) the LSE includes them and the
+    op also returns their gradient
+    d sink_h = −Σ_{b,q} e^{sink_h − LSE_bhq}·Delta_bhq (Delta = rowsum(dO∘O)).
 
     ```mlir
     %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>}
@@ -117,19 +127,23 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
                             AnyRankedTensor:$grad_output, AnyRankedTensor:$lse,
                             Optional<AnyRankedTensor>:$cu_seqlens_q,
                             Optional<AnyRankedTensor>:$cu_seqlens_k,
-                            Variadic<AnyRankedTensor>:$mod_args),
+                            Variadic<AnyRankedTensor>:$mod_args,
+                            Optional<AnyRankedTensor>:$sinks),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
-                      AnyRankedTensor:$grad_value);
+                      AnyRankedTensor:$grad_value,
+                      Optional<AnyRankedTensor>:$grad_sinks);
   let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
-    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? attr-dict
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
         type($grad_output) `,` type($lse)
     `->` type($grad_query) `,` type($grad_key) `,` type($grad_value)
+    (`,` type($grad_sinks)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -324,12 +324,16 @@ def AttnGPU_FinalizeSoftmaxOp : AttnGPU_Op<"finalize_softmax", [Pure,
   let summary = "1/l and LSE = ln2·(m + log2 l) per row";
   let description = [{
     Reduces the lane-local row sums over the 4 lanes of a row; rows with
-    l = 0 get 1/l = 0 and LSE = -inf (O = 0, never NaN).
+    l = 0 get 1/l = 0 and LSE = -inf (O = 0, never NaN). With `sink` (the
+    head's attention-sink logit, natural units) the sink joins every row
+    once as a key without a value (OnlineSoftmaxMath::finalizeRowWithSink):
+    `inv_sum` then also carries the rescale of acc to the joined max.
   }];
-  let arguments = (ins AttnGPU_Fragment:$max, AttnGPU_Fragment:$sum);
+  let arguments = (ins AttnGPU_Fragment:$max, AttnGPU_Fragment:$sum,
+                       Optional<F32>:$sink);
   let results = (outs AttnGPU_Fragment:$inv_sum, AttnGPU_Fragment:$lse);
   let assemblyFormat = [{
-    $max `,` $sum attr-dict `:` type($max) `,` type($sum) `->` type($inv_sum)
+    $max `,` $sum (`sink` $sink^)? attr-dict `:` type($max) `,` type($sum) `->` type($inv_sum)
     `,` type($lse)
   }];
 }

@@ -93,6 +93,15 @@ int64_t modArgParam(const CompiledKernel &k) {
   return strideParam(k) + 3 * 6;
 }
 
+/// How many parameters the mod_args take: a pointer and an i32 per extent
+/// each.
+int64_t modArgParamCount(const CompiledKernel &k) {
+  int64_t n = 0;
+  for (const ModArgInfo &a : k.modArgs)
+    n += 1 + a.rank;
+  return n;
+}
+
 /// The manifest's object of one kernel.
 json::Object kernelObject(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
@@ -151,6 +160,13 @@ json::Object kernelObject(const CompiledKernel &k) {
     // block_mask and block_lists build it (docs/ABI.md "Block sparsity").
     o["block_sparse"] = true;
     o["block_mask_param"] = strideParam(k) + 3 * 4;
+  }
+  if (c.sinks) {
+    // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args; a
+    // backward has the bwd_sink entry (docs/ABI.md "Sinks").
+    o["sinks"] = true;
+    if (c.direction == "fwd")
+      o["sinks_param"] = modArgParam(k) + modArgParamCount(k);
   }
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
@@ -246,10 +262,13 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // their block mask.
   // 12: fp8 forwards (dtype f8e4m3), which an older runtime rejects by their
   // dtype anyway; they take descale tensors after their tensor maps.
+  // 13: kernels with sinks, whose extra parameter and entry an older
+  // runtime would not pass or launch.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
        anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
-       anyFp8 = false;
+       anyFp8 = false, anySinks = false;
   for (const CompiledKernelRef &k : kernels) {
+    anySinks |= k->config.sinks;
     anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
@@ -259,6 +278,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyBlockSparse |= k->config.blockSparse;
     anyFp8 |= k->config.dtype == "f8e4m3";
   }
+  if (anySinks)
+    return 13;
   if (anyFp8)
     return 12;
   if (anyBlockSparse)

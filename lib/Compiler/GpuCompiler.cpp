@@ -78,6 +78,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.varlen = true, kind = "varlen";
     else if (p == "blocksparse")
       c.blockSparse = true, kind = "blocksparse";
+    else if (p == "sinks")
+      c.sinks = true, kind = "sinks";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -148,6 +150,8 @@ std::string KernelConfig::str() const {
     s += ":varlen";
   if (blockSparse)
     s += ":blocksparse";
+  if (sinks)
+    s += ":sinks";
   return s;
 }
 
@@ -168,6 +172,13 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     attrs += ", window_left = " + std::to_string(c.windowLeft) +
              " : i64, window_right = " + std::to_string(c.windowRight) + " : i64";
   std::string q = ty(c.headDim), v = ty(dv), lse = "tensor<?x?x?xf32>";
+  // Sinks: one more parameter and operand, and the backward's d_sinks.
+  const std::string sinksType = "tensor<?xf32>";
+  std::string sinksParam = c.sinks ? ", %sinks: " + sinksType : "";
+  std::string sinksOperand =
+      c.sinks ? " sinks(%sinks : " + sinksType + ")" : "";
+  if (c.varlen && c.sinks)
+    return err("sinks have no varlen GPU kernel yet, got '" + c.str() + "'");
   if (c.varlen) {
     if (c.direction != "fwd")
       return err("varlen applies to the forward only, got '" + c.direction +
@@ -201,16 +212,23 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   }
   if (c.direction == "fwd")
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
-           ") -> (" + v + ", " + lse + ") {\n  %o, %lse = attn.attention %q, "
-           "%k, %v {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + v +
+           sinksParam + ") -> (" + v + ", " + lse +
+           ") {\n  %o, %lse = attn.attention %q, %k, %v" + sinksOperand +
+           " {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + v +
            ", " + lse + "\n  return %o, %lse : " + v + ", " + lse + "\n}\n";
   std::string grads = q + ", " + q + ", " + v;
+  std::string names = "%dq, %dk, %dv";
+  if (c.sinks) {
+    grads += ", " + sinksType;
+    names += ", %dsinks";
+  }
   return "func.func @attention_backward(%q: " + q + ", %k: " + q + ", %v: " +
-         v + ", %o: " + v + ", %do: " + v + ", %lse: " + lse + ") -> (" +
-         grads + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
-         "%o, %do, %lse {" + attrs + "} : " + q + ", " + q + ", " + v + ", " +
-         v + ", " + v + ", " + lse + " -> " + grads +
-         "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
+         v + ", %o: " + v + ", %do: " + v + ", %lse: " + lse + sinksParam +
+         ") -> (" + grads + ") {\n  " + names +
+         " = attn.attention_backward %q, %k, %v, %o, %do, %lse" +
+         sinksOperand + " {" + attrs + "} : " + q + ", " + q + ", " + v +
+         ", " + v + ", " + v + ", " + lse + " -> " + grads + "\n  return " +
+         names + " : " + grads + "\n}\n";
 }
 
 //===----------------------------------------------------------------------===//
@@ -555,6 +573,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.packGqa = config.packGqa;
   tiles.varlen = config.varlen;
   tiles.blockSparse = config.blockSparse;
+  tiles.sinks = config.sinks;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -585,6 +604,10 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                            plan->backwardSharedBytes()});
     out.entries.push_back(
         {"bwd_post", "fa_bwd_post_" + out.tag, plan->threads(), 0});
+    // d_sinks after fa_bwd_pre's Delta (BackwardSinkKernel.cpp).
+    if (plan->sinks)
+      out.entries.push_back({"bwd_sink", "fa_bwd_sink_" + out.tag,
+                             plan->threads(), plan->warps * 4});
   } else {
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
                            plan->forwardSharedBytes(), plan->persistent});

@@ -16,6 +16,8 @@
 // descale factors and checks the fp8 forward against the f64 reference of
 // the unquantised inputs, under the same rule with a naive fp8 baseline
 // (the same quantised inputs, f32 math).
+// --sinks adds a learnable logit per query head to every row's softmax
+// denominator (attention sinks) and checks d_sinks as well.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,6 +89,11 @@ static llvm::cl::opt<bool> fp8(
     llvm::cl::desc("forward: e4m3 Q, K, V with descale factors [B, Hkv], "
                    "bf16 O, against the f64 reference of the unquantised "
                    "inputs and a naive fp8 baseline"));
+static llvm::cl::opt<bool> sinksOpt(
+    "sinks",
+    llvm::cl::desc("attention sinks: a logit per query head (f32 [H]) in "
+                   "every row's denominator; the backward checks d_sinks "
+                   "too (against f64 and finite differences)"));
 
 static llvm::cl::opt<bool> varlen(
     "varlen",
@@ -126,6 +133,12 @@ struct Case {
   /// The sequence a per-sequence reference case stands for: the b that
   /// score_mod sees.
   int64_t seqIndex = 0;
+  /// Attention sinks, one logit per query head (f32 values, −inf allowed);
+  /// empty for none.
+  std::vector<double> sinks;
+  bool hasSinks() const { return !sinks.empty(); }
+  /// The sinks input, f32 [H].
+  HostTensor sinksTensor() const { return {{h}, sinks}; }
 
   bool isVarlen() const { return !seqQ.empty(); }
   static int64_t total(const std::vector<int64_t> &lengths) {
@@ -211,6 +224,11 @@ std::string describe(const Case &c) {
     os << " pack-gqa";
   if (c.inputScale != 1)
     os << " inputs x" << c.inputScale;
+  if (c.hasSinks()) {
+    os << " sinks";
+    for (double x : c.sinks)
+      os << (std::isinf(x) ? " -inf" : " " + std::to_string(x).substr(0, 6));
+  }
   if (c.isVarlen()) {
     os << " varlen";
     for (size_t s = 0; s < c.seqQ.size(); ++s)
@@ -452,6 +470,19 @@ std::string descaleOperands(const CaseTypes &t) {
                          ")";
 }
 
+/// The sinks' type, f32 [H].
+std::string sinksType(const Case &c) { return tensorType({c.h}, "f32"); }
+
+/// `, %sinks: T`: the sinks parameter of a case with sinks, or nothing.
+std::string sinksParam(const Case &c) {
+  return c.hasSinks() ? ", %sinks: " + sinksType(c) : "";
+}
+
+/// ` sinks(%sinks : T)` of a case's op, or nothing.
+std::string sinksOperand(const Case &c) {
+  return c.hasSinks() ? " sinks(%sinks : " + sinksType(c) + ")" : "";
+}
+
 /// `, %cuq: T, %cuk: T`: a varlen case's offset parameters, or nothing.
 std::string varlenParams(const CaseTypes &t) {
   return t.cu.empty() ? "" : ", %cuq: " + t.cu + ", %cuk: " + t.cu;
@@ -467,9 +498,10 @@ std::string forwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
   return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
-         varlenParams(t) + modArgParams(c) + descaleParams(t) + ") -> (" +
-         outs + ") {\n  %o, %lse = attn.attention %q, %k, %v" +
+         varlenParams(t) + modArgParams(c) + descaleParams(t) + sinksParam(c) +
+         ") -> (" + outs + ") {\n  %o, %lse = attn.attention %q, %k, %v" +
          varlenOperands(t) + modArgOperands(c) + descaleOperands(t) +
+         sinksOperand(c) +
          " " + attrsAndRegion(c) + " : " + qkv + " -> " + outs +
          "\n  return %o, %lse : " + outs + "\n}\n";
 }
@@ -477,13 +509,17 @@ std::string forwardIR(const Case &c) {
 std::string backwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v;
+  std::string grads = qkv + (c.hasSinks() ? ", " + sinksType(c) : "");
+  std::string names = c.hasSinks() ? "%dq, %dk, %dv, %ds" : "%dq, %dk, %dv";
   return "func.func @bwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
          ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse +
-         varlenParams(t) + modArgParams(c) + ") -> (" + qkv +
-         ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, "
+         varlenParams(t) + modArgParams(c) + sinksParam(c) + ") -> (" + grads +
+         ") {\n  " + names + " = attn.attention_backward %q, %k, %v, "
          "%o, %do, %lse" +
-         varlenOperands(t) + modArgOperands(c) + " " + attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
-         t.lse + " -> " + qkv + "\n  return %dq, %dk, %dv : " + qkv + "\n}\n";
+         varlenOperands(t) + modArgOperands(c) + sinksOperand(c) + " " +
+         attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
+         t.lse + " -> " + grads + "\n  return " + names + " : " + grads +
+         "\n}\n";
 }
 
 //===--------------------------------------------------------------------===//
@@ -673,14 +709,19 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
           magnitude[j] = absDot * c.scale + modMagnitude(c, x, pos);
           m = std::max(m, s[j]);
         }
+        // A sink is one more logit in the denominator, without a value.
+        double sink = c.hasSinks() ? c.sinks[h] : -kInf;
+        m = std::max(m, sink);
         if (m == -kInf)
           continue;
-        double l = 0;
+        double l = sink == -kInf ? 0 : std::exp(sink - m);
         for (int64_t j = 0; j < c.nk; ++j)
           l += s[j] == -kInf ? 0 : std::exp(s[j] - m);
         size_t row = (size_t(b) * c.h + h) * c.nq + i;
         f.lse[row] = m + std::log(l);
         f.lseScale[row] = std::fabs(f.lse[row]) + std::log(double(c.nk)) + 1;
+        if (sink != -kInf)
+          f.lseScale[row] += std::exp(sink - m) / l * std::fabs(sink);
         for (int64_t j = 0; j < c.nk; ++j) {
           double pij = s[j] == -kInf ? 0 : rd(std::exp(s[j] - m) / l);
           f.p[row * c.nk + j] = pij;
@@ -699,10 +740,12 @@ Forward forward(const Case &c, const Problem &p, const Round &rd,
 
 struct Grads {
   std::vector<double> dq, dk, dv;
+  std::vector<double> dsinks; // [H], with sinks
 };
 
 Grads zeroGrads(const Case &c) {
   Grads gr;
+  gr.dsinks.assign(c.hasSinks() ? c.h : 0, 0.0);
   gr.dq.assign(c.b * c.h * c.nq * c.d, 0.0);
   gr.dk.assign(c.b * c.hkv * c.nk * c.d, 0.0);
   gr.dv.assign(c.b * c.hkv * c.nk * c.dv, 0.0);
@@ -727,6 +770,10 @@ Grads backward(const Case &c, const Problem &p, const Forward &f,
         double delta = 0;
         for (int64_t e = 0; e < c.dv; ++e)
           accumulate(delta, p.dO.data[row * c.dv + e] * oIn[row * c.dv + e], naive);
+        // d sink_h = −Σ_rows e^{sink_h − LSE}·Delta.
+        if (c.hasSinks() && c.sinks[h] != -kInf && f.lse[row] != -kInf)
+          accumulate(gr.dsinks[h], -std::exp(c.sinks[h] - f.lse[row]) * delta,
+                     naive);
         for (int64_t j = 0; j < c.nk; ++j) {
           double pij = f.p[row * c.nk + j];
           if (pij == 0)
@@ -945,8 +992,51 @@ struct Checker {
       c.program = nullptr;
       c.inputScale = pick<double>({1, 4, 30});
     }
+    if (sinksOpt)
+      drawSinks(c);
     return c;
   }
+
+  /// One sink per query head: mostly N(0, 2) logits, some dominant (12,
+  /// where the sink takes nearly all of a row and O is tiny) and some −inf
+  /// (no sink for that head).
+  void drawSinks(Case &c) {
+    c.sinks.clear();
+    std::normal_distribution<double> nd(0.0, 2.0);
+    for (int64_t h = 0; h < c.h; ++h) {
+      int64_t kind = uniform(0, 9);
+      double x = kind == 0 ? 12.0 : kind == 1 ? -kInf : nd(rng);
+      c.sinks.push_back(roundTo(ElemKind::F32, x));
+    }
+    sinkCoverage.count(c);
+  }
+
+  /// What the sink cases covered: rows only a sink sees (every key masked),
+  /// dominant and −inf sinks, GQA, and the finite differences of d_sinks.
+  struct SinkCoverage {
+    int sinkOnlyRows = 0, dominant = 0, none = 0, gqa = 0;
+    int finiteDifferences = 0;
+    void count(const Case &c) {
+      gqa += c.h > c.hkv;
+      for (double x : c.sinks) {
+        dominant += x == 12.0;
+        none += std::isinf(x);
+      }
+      for (int64_t h = 0; h < c.h; ++h) {
+        if (std::isinf(c.sinks[h]))
+          continue;
+        for (int64_t i = 0; i < c.nq; ++i) {
+          bool any = false;
+          for (int64_t j = 0; j < c.nk && !any; ++j)
+            any = visible(c, 0, h, i, j);
+          if (!any) {
+            ++sinkOnlyRows;
+            return;
+          }
+        }
+      }
+    }
+  } sinkCoverage;
 
   /// Case n's mask_mod (masks cycle fastest, then the mask_mod kind, then
   /// the score_mod: none, ALiBi, softcap, a random program, or a per-key
@@ -1370,6 +1460,8 @@ struct Checker {
     if (c.isVarlen())
       llvm::append_range(inputs, varlenInputs(c));
     llvm::append_range(inputs, c.modArgs);
+    if (c.hasSinks())
+      inputs.push_back(c.sinksTensor());
     if (!fn->run(inputs, res, err))
       return report(false, c, "run: " + err);
     if (c.splits)
@@ -1402,6 +1494,8 @@ struct Checker {
     if (c.isVarlen())
       llvm::append_range(inputs, varlenInputs(c));
     llvm::append_range(inputs, c.modArgs);
+    if (c.hasSinks())
+      inputs.push_back(c.sinksTensor());
     return fn.run(inputs, res, err);
   }
 
@@ -1440,6 +1534,9 @@ struct Checker {
       for (auto [to, from] : {std::pair<Grads *, Grads *>{&r.exact, &exact},
                               {&r.slack, &slack},
                               {&r.naive, &naive}}) {
+        to->dsinks.resize(from->dsinks.size());
+        for (size_t h = 0; h < from->dsinks.size(); ++h)
+          to->dsinks[h] += from->dsinks[h];
         packSequence(from->dq, to->dq, c.h, c.d, at.q[s], sub.nq);
         packSequence(from->dk, to->dk, c.hkv, c.d, at.k[s], sub.nk);
         packSequence(from->dv, to->dv, c.hkv, c.dv, at.k[s], sub.nk);
@@ -1464,6 +1561,9 @@ struct Checker {
     ok &= within("dK", res[1].data, ref.naive.dk, ref.exact.dk, what,
                  &ref.slack.dk);
     ok &= within("dV", res[2].data, ref.naive.dv, ref.exact.dv, what);
+    if (c.hasSinks())
+      ok &= within("dSinks", res[3].data, ref.naive.dsinks, ref.exact.dsinks,
+                   what);
     ok &= blockingInvariant(c, p, ref.oIn, ref.lseIn, res, what);
     report(ok, c, what);
   }
@@ -1495,6 +1595,8 @@ struct Checker {
     bool ok = within("dQ", res[0].data, naive.dq, exact.dq, what, &slack.dq);
     ok &= within("dK", res[1].data, naive.dk, exact.dk, what, &slack.dk);
     ok &= within("dV", res[2].data, naive.dv, exact.dv, what);
+    if (c.hasSinks())
+      ok &= within("dSinks", res[3].data, naive.dsinks, exact.dsinks, what);
     ok &= blockingInvariant(c, p, oIn, lseIn, res, what);
     report(ok, c, what);
   }
@@ -1579,8 +1681,9 @@ struct Checker {
     std::vector<HostTensor> res;
     if (!runBackward(*fn, c, p, ref.o, ref.lse, res, err))
       return report(false, c, "run: " + err);
+    Case perturbed = c; // its sinks are perturbed in place
     auto loss = [&](Problem &pp) {
-      Forward f = forward(c, pp, identity, false);
+      Forward f = forward(perturbed, pp, identity, false);
       double l = 0;
       for (size_t i = 0; i < f.o.size(); ++i)
         l += f.o[i] * pp.dO.data[i];
@@ -1605,6 +1708,22 @@ struct Checker {
         worstRef = std::max(worstRef, std::fabs((*analytic[t])[e] - fd) / scaleRef);
         worstFa = std::max(worstFa, std::fabs(res[t].data[e] - fd) / scaleRef);
       }
+    // d_sinks: every finite sink (a −inf sink has no neighbourhood).
+    for (size_t h = 0; h < perturbed.sinks.size(); ++h) {
+      double saved = perturbed.sinks[h], step = 1e-5;
+      if (std::isinf(saved))
+        continue;
+      perturbed.sinks[h] = saved + step;
+      double lp = loss(p);
+      perturbed.sinks[h] = saved - step;
+      double lm = loss(p);
+      perturbed.sinks[h] = saved;
+      double fd = (lp - lm) / (2 * step);
+      double scaleRef = std::max(1.0, std::fabs(fd));
+      worstRef = std::max(worstRef, std::fabs(exact.dsinks[h] - fd) / scaleRef);
+      worstFa = std::max(worstFa, std::fabs(res[3].data[h] - fd) / scaleRef);
+      ++sinkCoverage.finiteDifferences;
+    }
     // fa's f32 gradients are ~1e-7 off here; 1e-4 leaves room for
     // score_mods that amplify rounding and still sees a wrong derivative.
     ok = worstRef < 1e-6 && worstFa < 1e-4;
@@ -1650,11 +1769,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (fp8 && (bwd || varlen || splitKv || packGqa || modArgs || maskMods ||
-              largeScoreCases > 0)) {
+              sinksOpt || largeScoreCases > 0)) {
     llvm::errs() << "fa-check: error: --fp8 checks the dense forward only; "
                     "it does not combine with --direction bwd, --varlen, "
-                    "--split-kv, --pack-gqa, --mod-args, --mask-mods or "
-                    "--large-scores\n";
+                    "--split-kv, --pack-gqa, --mod-args, --mask-mods, --sinks "
+                    "or --large-scores\n";
+    return 2;
+  }
+  if (sinksOpt && (splitKv || packGqa)) {
+    llvm::errs() << "fa-check: error: --sinks does not combine with "
+                    "--split-kv or --pack-gqa (attn-split-kv rejects sinks)\n";
     return 2;
   }
   if (bwd && splitKv) {
@@ -1697,6 +1821,14 @@ int main(int argc, char **argv) {
            << cov.ragged << " with G not dividing block-q, "
            << cov.partialBlock << " with a partial last query block, "
            << cov.split << " split\n";
+  }
+  if (sinksOpt) {
+    const auto &cov = chk.sinkCoverage;
+    outs() << "sinks: " << cov.sinkOnlyRows
+           << " cases with a row only its sink sees, " << cov.dominant
+           << " dominant sinks, " << cov.none << " -inf sinks, " << cov.gqa
+           << " cases with GQA, " << cov.finiteDifferences
+           << " d_sinks finite differences\n";
   }
   if (varlen) {
     const auto &cov = chk.varlenCoverage;

@@ -49,6 +49,11 @@ struct KernelConfig {
   /// a block mask, with the entries that build it (docs/ABI.md "Block
   /// sparsity"). Part of the tag.
   bool blockSparse = false;
+  /// "sinks": attention sinks, a logit per query head (f32 [H]) in every
+  /// row's denominator; the forward takes them as its last parameter, the
+  /// backward adds the d_sinks entry `bwd_sink` (docs/ABI.md). Part of the
+  /// tag (`_sink`).
+  bool sinks = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -57,7 +62,7 @@ struct KernelConfig {
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
-  /// "splitkv", "packgqa", "varlen", "blocksparse".
+  /// "splitkv", "packgqa", "varlen", "blocksparse", "sinks".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

@@ -75,6 +75,9 @@ struct GpuTileOptions {
   /// wgmma forward with a mask_mod only: the key loop runs over the key
   /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
   bool blockSparse = false;
+  /// Attention sinks (KernelPlan::sinks), set from the op's sinks operand by
+  /// resolveKernelPlanFor, or from the plan of a tile op.
+  bool sinks = false;
 };
 
 /// Threads per CTA of a block-sparse kernel's fa_block_mask (one query row
@@ -138,6 +141,11 @@ struct KernelPlan {
   /// module's fa_block_mask entries), evaluating the mask_mod on partial
   /// blocks only. The tag has `_blocksparse`.
   bool blockSparse = false;
+  /// Attention sinks: a forward takes the sinks (f32 [H]) as its last
+  /// parameter and joins sink[h] to every row at the finalisation; a
+  /// backward adds the `fa_bwd_sink` entry that reduces d_sinks from LSE and
+  /// Delta. The tag ends in `_sink`.
+  bool sinks = false;
 
   int64_t threads() const { return warps * 32; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
@@ -260,6 +268,11 @@ int64_t wgmmaBackwardSharedBytes(const KernelPlan &plan);
 /// query-block loop of `loops` for its key block.
 void buildBackwardKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                           const KernelPlan &plan, const TiledLoopNest &loops);
+
+/// Emits `fa_bwd_sink_<tag>` of a backward plan with sinks: d_sinks [H]
+/// from LSE, Delta and the sinks, one CTA per head (BackwardSinkKernel.cpp).
+void buildBackwardSinkKernel(OpBuilder &b, Location loc,
+                             gpu::GPUModuleOp module, const KernelPlan &plan);
 
 } // namespace mlir::fa
 

@@ -633,4 +633,6 @@ void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
     buildMainKernel(b, loc, module, plan, loops);
   }
   buildPostKernel(b, loc, module, plan);
+  if (plan.sinks)
+    buildBackwardSinkKernel(b, loc, module, plan);
 }

@@ -522,7 +522,8 @@ struct FinalizeSoftmaxLowering : TileOpLowering<ag::FinalizeSoftmaxOp> {
     ValueRange m = adaptor.getMax(), l = adaptor.getSum();
     SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
     Value invSum[2], lse[2];
-    finalizeSoftmax(kb, state, invSum, lse);
+    ValueRange sink = adaptor.getSink();
+    finalizeSoftmax(kb, state, invSum, lse, sink.empty() ? Value() : sink[0]);
     SmallVector<Value> inv{invSum[0], invSum[1]}, lses{lse[0], lse[1]};
     rewriter.replaceOpWithMultiple(op, {inv, lses});
     return success();

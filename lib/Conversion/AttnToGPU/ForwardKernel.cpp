@@ -300,8 +300,11 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
   }
   ValueRange res = loop.getResults();
   Type rowsType = res[0].getType();
-  auto final = ag::FinalizeSoftmaxOp::create(b, loc, rowsType, rowsType,
-                                             res[0], res[1]);
+  // A plan with sinks is never packed (resolveKernelPlan): `head` is the
+  // query head whose sink joins every row.
+  auto final = ag::FinalizeSoftmaxOp::create(
+      b, loc, rowsType, rowsType, res[0], res[1],
+      loadSink(kb, entry, params, head));
   ag::StoreOutputOp::create(b, loc, res[2], final.getInvSum(), final.getLse(),
                             arg(3), outBase, outRowStride, arg(4), outRowsBase,
                             qBegin, rowBase, nq, rows, rows ? split : Value(),

@@ -395,9 +395,11 @@ void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
                          double lazyRescaleLog2 = 0);
 
 /// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)
-/// per row and LSE = ln2·(m + log2 l) (−inf where l = 0).
+/// per row and LSE = ln2·(m + log2 l) (−inf where l = 0). With `sink` (f32,
+/// the head's attention-sink logit) the sink joins each row once
+/// (OnlineSoftmaxMath::finalizeRowWithSink).
 void finalizeSoftmax(KernelBuilder &kb, SoftmaxState &state, Value invSum[2],
-                     Value lse[2]);
+                     Value lse[2], Value sink = {});
 
 } // namespace mlir::fa::gpu_lowering
 

@@ -271,6 +271,8 @@ private:
   Value blockMask, maskHeads, fullBlocks, fullList, partialList;
   // O in the caller's layout (the strides of fa_fwd's last parameters).
   StridedTensor oT;
+  // The sinks parameter (f32 [H]) of a plan with sinks; null otherwise.
+  Value sinksMem;
   // The current query tile: its (batch, head), first row, key-tile range,
   // and its place in the CTA's sequence of tiles (tileIter) and of K/V ring
   // slots (ringBase); both are 0 unless the grid is persistent.
@@ -1040,7 +1042,11 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   ValueRange res = any.getResults();
   SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
   Value invSum[2], lse[2];
-  finalizeSoftmax(kb, state, invSum, lse);
+  Value sink = sinksMem ? memref::LoadOp::create(b, loc, sinksMem,
+                                                 ValueRange{head})
+                              .getResult()
+                        : Value();
+  finalizeSoftmax(kb, state, invSum, lse, sink);
   if (fp8())
     for (Value &f : invSum)
       f = arith::MulFOp::create(b, loc, f, oDescale);
@@ -1222,6 +1228,8 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     descaleV = arg(16);
   }
   oT = stridedTensor(kb, oMem, params.strides(entry, 3));
+  if (params.sinksParam >= 0)
+    sinksMem = arg(params.sinksParam);
 
   // One tile per CTA: set up once for both roles (forEachTile).
   if (!plan.persistent) {

@@ -6,6 +6,7 @@
 #include "ModArgs.h"
 #include "VarlenKernel.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -27,6 +28,16 @@ std::array<Value, 3> KernelParams::strides(Block &entry, int tensor) const {
   unsigned first = strideParam + tensor * kStridesPerTensor;
   return {entry.getArgument(first), entry.getArgument(first + 1),
           entry.getArgument(first + 2)};
+}
+
+Value mlir::fa::gpu_lowering::loadSink(KernelBuilder &kb, Block &entry,
+                                       const KernelParams &params,
+                                       Value head) {
+  if (params.sinksParam < 0)
+    return {};
+  return memref::LoadOp::create(kb.b, kb.loc,
+                                entry.getArgument(params.sinksParam),
+                                ValueRange{head});
 }
 
 /// `count` flat global tensors of element type `type`.
@@ -72,7 +83,19 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     p.add(cuSeqlensParamType(ctx)); // block_mask (i32, global)
     addSizes(p, ctx, 1);            // mask_heads
   }
-  addModArgParams(p, ctx, plan); // last
+  addModArgParams(p, ctx, plan);
+  if (plan.sinks) {
+    p.sinksParam = static_cast<int32_t>(p.types.size());
+    addTensors(p, Float32Type::get(ctx), 1); // sinks, last
+  }
+  return p;
+}
+
+KernelParams mlir::fa::gpu_lowering::backwardSinkParams(MLIRContext *ctx,
+                                                        const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, Float32Type::get(ctx), 4); // lse, delta, sinks, d_sinks
+  addSizes(p, ctx, 3);                     // batch, heads, nq
   return p;
 }
 

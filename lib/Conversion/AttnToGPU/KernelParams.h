@@ -38,6 +38,9 @@ struct KernelParams {
   /// Block-sparse forward: index of the block mask's pointer (its head
   /// count, i32, follows), -1 for none.
   int32_t blockMaskParam = -1;
+  /// Forward with sinks: index of the sinks (f32 [H]), the last parameter;
+  /// -1 for none.
+  int32_t sinksParam = -1;
 
   /// Appends `t`; returns its index.
   unsigned add(Type t) {
@@ -57,6 +60,13 @@ struct KernelParams {
   std::array<Value, 3> strides(Block &entry, int tensor) const;
 };
 
+class KernelBuilder;
+
+/// The attention-sink logit of query head `head` (f32), loaded from the
+/// sinks parameter of a kernel built with `params`; null without sinks.
+Value loadSink(KernelBuilder &kb, Block &entry, const KernelParams &params,
+               Value head);
+
 /// Strides per tensor: batch, head, row (the last dimension's is 1).
 constexpr int kStridesPerTensor = 3;
 
@@ -68,7 +78,8 @@ constexpr int kStridesPerTensor = 3;
 /// workspace: q, k, v only), a varlen forward's cu_seqlens_q and
 /// cu_seqlens_k (i32; batch is then the sequence count B and nq, nk the
 /// token totals), a block-sparse forward's block mask and its head count,
-/// and last the mod_args of a score_mod (ModArgs.h).
+/// the mod_args of a score_mod (ModArgs.h), and last the sinks (f32 [H]) of
+/// a plan with sinks.
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
 /// and do.
@@ -78,6 +89,9 @@ KernelParams backwardPreParams(MLIRContext *ctx, const KernelPlan &plan);
 /// v, do maps and a deterministic one's semaphores; the strides of q, k, v,
 /// do, dk and dv; last, the mod_args.
 KernelParams backwardMainParams(MLIRContext *ctx, const KernelPlan &plan);
+/// fa_bwd_sink (plans with sinks): lse, delta, sinks, d_sinks (f32);
+/// batch, heads, nq.
+KernelParams backwardSinkParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_post: dq_accum, dq; batch, heads, nq; the strides of dq.
 KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_merge (split-KV): o_part, lse_part (f32 workspace), o, lse; rows

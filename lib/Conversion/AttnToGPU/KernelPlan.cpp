@@ -73,7 +73,8 @@ std::string KernelPlan::tag() const {
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
          (scoreModName.empty() ? "" : "_mod_" + scoreModName) +
-         (maskModName.empty() ? "" : "_maskmod_" + maskModName);
+         (maskModName.empty() ? "" : "_maskmod_" + maskModName) +
+         (sinks ? "_sink" : "");
 }
 
 std::string
@@ -331,6 +332,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   (options.varlen ? "a varlen batch" : "grid = persistent"));
     plan.blockSparse = true;
   }
+  if (options.sinks) {
+    // The sink joins each row at the finalisation of a whole row; a split's
+    // partials and packed rows of several heads have no kernel for it yet.
+    if (options.splitKv || options.packGqa || options.varlen ||
+        options.blockSparse)
+      return fail("expected no split-kv, pack-gqa, varlen or block-sparse "
+                  "with sinks (no GPU kernel joins a sink there yet)");
+    plan.sinks = true;
+  }
   if (options.mma == "wgmma")
     return resolveWgmmaPlan(plan, options, error);
   if (!options.grid.empty())
@@ -464,9 +474,15 @@ FailureOr<KernelPlan> mlir::fa::resolveKernelPlanFor(
           .Case<attn::AttentionOp, attn::AttentionBackwardOp,
                 attn::OnlineAttentionOp, attn::BackwardTileOp>(
               [](auto o) { return o.getScoreSpec(); });
+  // The attn ops say whether they have sinks; tile ops keep their plan's.
+  GpuTileOptions withSinks = options;
+  if (auto fwd = dyn_cast<attn::AttentionOp>(op))
+    withSinks.sinks = static_cast<bool>(fwd.getSinks());
+  if (auto bwd = dyn_cast<attn::AttentionBackwardOp>(op))
+    withSinks.sinks = static_cast<bool>(bwd.getSinks());
   FailureOr<KernelPlan> plan =
       resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
-                        v.getShape().back(), spec, options, error);
+                        v.getShape().back(), spec, withSinks, error);
   if (succeeded(plan)) {
     plan->scoreModName =
         modName(op, spec.scoreMod, "score_mod", kScoreModNameAttr);
@@ -503,6 +519,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("varlen", b.getUnitAttr()));
   if (plan.blockSparse)
     fields.push_back(b.getNamedAttr("block_sparse", b.getUnitAttr()));
+  if (plan.sinks)
+    fields.push_back(b.getNamedAttr("sinks", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -545,6 +563,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.packGqa = attr.contains("pack_gqa");
   options.varlen = attr.contains("varlen");
   options.blockSparse = attr.contains("block_sparse");
+  options.sinks = attr.contains("sinks");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

@@ -517,10 +517,13 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
 
 void mlir::fa::gpu_lowering::finalizeSoftmax(KernelBuilder &kb,
                                              SoftmaxState &state,
-                                             Value invSum[2], Value lse[2]) {
+                                             Value invSum[2], Value lse[2],
+                                             Value sink) {
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
   for (int64_t r = 0; r < 2; ++r) {
     Value l = quadReduce(kb, state.rowSum[r], /*isMax=*/false);
-    std::tie(invSum[r], lse[r]) = math.finalizeRow(state.rowMax[r], l);
+    std::tie(invSum[r], lse[r]) =
+        sink ? math.finalizeRowWithSink(state.rowMax[r], l, sink)
+             : math.finalizeRow(state.rowMax[r], l);
   }
 }

@@ -75,3 +75,35 @@ func.func @varlen(%q: tensor<?x4x32xbf16>, %k: tensor<?x2x32xbf16>, %v: tensor<?
       : tensor<?x4x32xbf16>, tensor<?x2x32xbf16>, tensor<?x2x32xbf16> -> tensor<?x4x32xbf16>, tensor<4x?xf32>
   return %o, %lse : tensor<?x4x32xbf16>, tensor<4x?xf32>
 }
+
+// -----
+
+// Sinks join each row once, at the finalisation, not as the running
+// state's start: the online op is the plain one, and the rows generic reads
+// sink[h] beside (m, l): m' = max(m, sink·log2e), α = 2^(m − base(m')),
+// l' = α·l + 2^(sink·log2e − base(m')), 1/l and LSE of (m', l'), and O takes
+// α/l'.
+// CHECK-LABEL: func @sinks
+// CHECK-SAME: %[[S:[^:]+]]: tensor<4xf32>)
+// CHECK: %[[ACC:.+]], %[[M:.+]], %[[L:.+]] = attn.online_attention
+// CHECK-NOT: sinks
+// CHECK: %[[ROWS:.+]]:2 = linalg.generic {indexing_maps = [#[[ID:.+]], #[[ID]], #[[HEAD:.+]], #[[ID]], #[[ID]]]{{.*}} ins(%[[M]], %[[L]], %[[S]] : tensor<2x4x100xf32>, tensor<2x4x100xf32>, tensor<4xf32>)
+// CHECK-NEXT: ^bb0(%[[RM:[^:]+]]: f32, %[[RL:[^:]+]]: f32, %[[RS:[^:]+]]: f32,
+// CHECK:   %[[S2:.+]] = arith.mulf %[[RS]], %{{.+}} : f32
+// CHECK:   %[[JOINED:.+]] = arith.maximumf %[[RM]], %[[S2]] : f32
+// CHECK:   %[[BASE:.+]] = arith.select %{{.+}}, %{{.+}}, %[[JOINED]] : f32
+// CHECK:   %[[D:.+]] = arith.subf %[[RM]], %[[BASE]] : f32
+// CHECK:   %[[ALPHA:.+]] = math.exp2 %[[D]] : f32
+// CHECK:   %[[DS:.+]] = arith.subf %[[S2]], %[[BASE]] : f32
+// CHECK:   %[[PS:.+]] = math.exp2 %[[DS]] : f32
+// CHECK:   %[[AL:.+]] = arith.mulf %[[ALPHA]], %[[RL]] : f32
+// CHECK:   %[[L2:.+]] = arith.addf %[[AL]], %[[PS]] : f32
+// CHECK:   math.log2 %[[L2]]
+// CHECK:   %[[INV:.+]] = arith.mulf %[[ALPHA]], %{{.+}} : f32
+// CHECK:   linalg.yield %[[INV]], %{{.+}}
+// CHECK: linalg.generic {{.*}} ins(%[[ACC]], %[[ROWS]]#0
+func.func @sinks(%q: tensor<2x4x100x32xbf16>, %k: tensor<2x2x70x32xbf16>, %v: tensor<2x2x70x16xbf16>, %s: tensor<4xf32>) -> (tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>) {
+  %o, %lse = attn.attention %q, %k, %v sinks(%s : tensor<4xf32>) {mask = #attn.mask<causal>}
+      : tensor<2x4x100x32xbf16>, tensor<2x2x70x32xbf16>, tensor<2x2x70x16xbf16> -> tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>
+  return %o, %lse : tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>
+}

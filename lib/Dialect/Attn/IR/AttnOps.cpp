@@ -505,6 +505,37 @@ static LogicalResult verifyPosition(Operation *op, ValueRange offsets,
   return success();
 }
 
+/// Sinks are one f32 logit per query head: a rank-1 f32 tensor [H].
+static LogicalResult verifySinks(Operation *op, Value sinks, int64_t heads) {
+  if (!sinks)
+    return success();
+  auto t = cast<RankedTensorType>(sinks.getType());
+  if (t.getRank() != 1 || !t.getElementType().isF32())
+    return op->emitOpError("expected sinks to be a rank-1 tensor of f32 "
+                           "[heads], got ")
+           << t;
+  if (differ(t.getDimSize(0), heads))
+    return op->emitOpError("expected sinks of one per query head, got ")
+           << t.getDimSize(0) << " sinks and " << heads << " heads";
+  return success();
+}
+
+/// A backward returns d_sinks exactly when it takes sinks, of their type.
+static LogicalResult verifyGradSinks(Operation *op, Value sinks,
+                                     Value gradSinks) {
+  if (!sinks && !gradSinks)
+    return success();
+  if (!sinks)
+    return op->emitOpError("expected no grad_sinks result without sinks");
+  if (!gradSinks)
+    return op->emitOpError("expected a grad_sinks result of type ")
+           << sinks.getType() << " with sinks";
+  if (gradSinks.getType() != sinks.getType())
+    return op->emitOpError("expected grad_sinks of the sinks' type ")
+           << sinks.getType() << ", got " << gradSinks.getType();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // fp8 descale factors
 //===----------------------------------------------------------------------===//
@@ -560,7 +591,12 @@ LogicalResult AttentionOp::verify() {
       failed(verifyDescales(*this, *d,
                             {getDescaleQ(), getDescaleK(), getDescaleV()},
                             !getScoreMod().empty() || !getMaskMod().empty(),
-                            varlen)))
+                            varlen)) ||
+      failed(verifySinks(*this, getSinks(), d->h)))
+    return failure();
+  if (getSinks() && getDescaleQ())
+    return emitOpError("expected no sinks with fp8 inputs (descale): no "
+                       "kernel joins a sink to the fp8 forward yet");
     return failure();
   Type f32 = Float32Type::get(getContext());
   if (varlen) {
@@ -598,7 +634,9 @@ LogicalResult AttentionBackwardOp::verify() {
       varlen ? verifyPackedQKV(*this, getQuery(), getKey(), getValue(),
                                getCuSeqlensQ(), getCuSeqlensK())
              : verifyQKV(*this, getQuery(), getKey(), getValue());
-  if (failed(d) || failed(verifyScoreAttrs(*this)))
+  if (failed(d) || failed(verifyScoreAttrs(*this)) ||
+      failed(verifySinks(*this, getSinks(), d->h)) ||
+      failed(verifyGradSinks(*this, getSinks(), getGradSinks())))
     return failure();
   if (isa<Float8E4M3FNType>(d->elem))
     return emitOpError("expected f16, bf16 or f32 inputs: the fp8 forward "

@@ -120,7 +120,8 @@ static void dequantizeAttention(IRRewriter &rw, AttentionOp op) {
   auto f32Op = AttentionOp::create(
       rw, loc, TypeRange{oF32, op.getLse().getType()}, qf, kf, vf,
       /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), ValueRange{},
-      Value(), Value(), Value(), op.getScaleAttr(), op.getMaskAttr(),
+      Value(), Value(), Value(), /*sinks=*/Value(), op.getScaleAttr(),
+      op.getMaskAttr(),
       op.getWindowLeftAttr(), op.getWindowRightAttr());
   Value o = truncateTo(rw, loc, f32Op.getOutput(), oType.getElementType());
   rw.replaceOp(op, ValueRange{o, f32Op.getLse()});

@@ -70,7 +70,7 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
   auto [out, lse] =
       finalizeOnlineAttention(rw, loc, online.getNewAcc(), online.getNewMax(),
                               online.getNewSum(), oType.getElementType(),
-                              accSizes);
+                              accSizes, op.getSinks());
   if (varlen) {
     out = headMajorToPacked(rw, loc, out);
     lse = dropUnitBatch(rw, loc, lse);
@@ -81,24 +81,35 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
 
 std::pair<Value, Value> mlir::fa::attn::finalizeOnlineAttention(
     OpBuilder &rw, Location loc, Value acc, Value max, Value sum,
-    Type outputElementType, ArrayRef<OpFoldResult> accSizes) {
+    Type outputElementType, ArrayRef<OpFoldResult> accSizes, Value sinks) {
   MLIRContext *ctx = rw.getContext();
   auto rowType = cast<RankedTensorType>(max.getType());
   auto accType = cast<RankedTensorType>(acc.getType());
   unsigned rank = rowType.getRank();
   ArrayRef<OpFoldResult> rowSizes = accSizes.drop_back();
   // Per row (1/l, LSE) of OnlineSoftmaxMath::finalizeRow, then O = acc·(1/l).
+  // A sink joins here rather than as the running state's initial value:
+  // once per row instead of in the key loop, and a key split (whose
+  // partials each start empty) cannot count it twice.
   AffineMap idRows = rw.getMultiDimIdentityMap(rank);
   Type f32 = rw.getF32Type();
   Value invInit = tensor::EmptyOp::create(rw, loc, rowSizes, f32);
   Value lseInit = tensor::EmptyOp::create(rw, loc, rowSizes, f32);
+  SmallVector<Value> rowInputs{max, sum};
+  SmallVector<AffineMap> rowMaps{idRows, idRows};
+  if (sinks) {
+    rowInputs.push_back(sinks);
+    rowMaps.push_back(projection(ctx, rank, {rank - 2}));
+  }
+  rowMaps.append({idRows, idRows});
   auto rows = linalg::GenericOp::create(
-      rw, loc, TypeRange{invInit.getType(), rowType}, ValueRange{max, sum},
-      ValueRange{invInit, lseInit},
-      ArrayRef<AffineMap>{idRows, idRows, idRows, idRows}, iterators(rank),
+      rw, loc, TypeRange{invInit.getType(), rowType}, rowInputs,
+      ValueRange{invInit, lseInit}, rowMaps, iterators(rank),
       [&](OpBuilder &b, Location l, ValueRange args) {
         auto math = OnlineSoftmaxMath::withMathOps(b, l);
-        auto [invSum, lse] = math.finalizeRow(args[0], args[1]);
+        auto [invSum, lse] =
+            sinks ? math.finalizeRowWithSink(args[0], args[1], args[2])
+                  : math.finalizeRow(args[0], args[1]);
         linalg::YieldOp::create(b, l, ValueRange{invSum, lse});
       });
   AffineMap idAcc = rw.getMultiDimIdentityMap(rank + 1);

@@ -231,28 +231,68 @@ static Value probabilityRowSums(RewriterBase &rw, Location loc,
 /// dO_i / Σ_j P_ij (dO where a row has no P): P recomputed from an f32 LSE
 /// is the softmax times a per-row factor, LSE's rounding (which grows with
 /// |LSE|) and the recomputed scores' own rounding; dividing dO divides dV,
-/// Delta and so dS by that factor, as if P were normalised.
+/// Delta and so dS by that factor, as if P were normalised. With `sinks` the
+/// row's probabilities sum to 1 with the sink's, e^{sink_h − LSE}, included.
 static Value normalizeGradOutput(RewriterBase &rw, Location loc,
                                  BackwardBuilder &bb, Value batch,
-                                 Value heads) {
+                                 Value heads, Value sinks) {
   Value sums = probabilityRowSums(rw, loc, bb, batch, heads);
   MLIRContext *ctx = rw.getContext();
   Value init = tensor::EmptyOp::create(
       rw, loc, tensor::getMixedSizes(rw, loc, bb.dO),
       cast<RankedTensorType>(bb.dO.getType()).getElementType());
   AffineMap id4 = rw.getMultiDimIdentityMap(4);
+  AffineMap rows = projection(ctx, 4, {0, 1, 2});
+  SmallVector<Value> inputs{bb.dO, sums};
+  SmallVector<AffineMap> maps{id4, rows};
+  if (sinks) {
+    inputs.append({bb.lse, sinks});
+    maps.append({rows, projection(ctx, 4, {1})});
+  }
+  maps.push_back(id4);
   return linalg::GenericOp::create(
-             rw, loc, TypeRange{init.getType()}, ValueRange{bb.dO, sums},
-             ValueRange{init},
-             ArrayRef<AffineMap>{id4, projection(ctx, 4, {0, 1, 2}), id4},
+             rw, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
              iterators(4),
-             [](OpBuilder &b, Location l, ValueRange a) {
+             [&](OpBuilder &b, Location l, ValueRange a) {
+               Value total = a[1];
+               if (sinks) {
+                 // e^{sink − LSE} = −sinkGradientTerm with Delta = −1.
+                 auto math = OnlineSoftmaxMath::withMathOps(b, l);
+                 Value sinkP =
+                     math.sinkGradientTerm(a[3], a[2], cF32(b, l, -1.0));
+                 total = arith::AddFOp::create(b, l, total, sinkP);
+               }
                Value none = arith::CmpFOp::create(
-                   b, l, arith::CmpFPredicate::OEQ, a[1], cF32(b, l, 0.0));
-               Value scaled = arith::DivFOp::create(b, l, a[0], a[1]);
+                   b, l, arith::CmpFPredicate::OEQ, total, cF32(b, l, 0.0));
+               Value scaled = arith::DivFOp::create(b, l, a[0], total);
                linalg::YieldOp::create(
                    b, l, ValueRange{arith::SelectOp::create(b, l, none, a[0],
                                                             scaled)});
+             })
+      .getResult(0);
+}
+
+/// d sink_h = −Σ_{b,q} e^{sink_h − LSE_bhq}·Delta_bhq [H]: the sink takes
+/// e^{sink − LSE} of every row's probability and has no value, so
+/// dL/d sink = Σ_rows dO·(∂O/∂sink) = −Σ_rows e^{sink − LSE}·(dO·O). Summed
+/// per head over (batch, row) in a fixed order.
+static Value sinkGradient(RewriterBase &rw, Location loc, Value sinks,
+                          Value lse, Value delta) {
+  MLIRContext *ctx = rw.getContext();
+  SmallVector<OpFoldResult> size{tensor::getMixedSize(rw, loc, sinks, 0)};
+  // Iteration (h, b, q): heads parallel, rows reduced.
+  AffineMap rows = projection(ctx, 3, {1, 0, 2});
+  AffineMap head = projection(ctx, 3, {0});
+  return linalg::GenericOp::create(
+             rw, loc, TypeRange{sinks.getType()},
+             ValueRange{lse, delta, sinks},
+             ValueRange{filledF32(rw, loc, size, 0.0)},
+             ArrayRef<AffineMap>{rows, rows, head, head}, iterators(1, 2),
+             [](OpBuilder &b, Location l, ValueRange a) {
+               auto math = OnlineSoftmaxMath::withMathOps(b, l);
+               Value term = math.sinkGradientTerm(a[2], a[0], a[1]);
+               linalg::YieldOp::create(
+                   b, l, ValueRange{arith::AddFOp::create(b, l, a[3], term)});
              })
       .getResult(0);
 }
@@ -309,23 +349,30 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
   Value dv0 = filledF32(rw, loc, vSizes, 0.0);
   // No queries or no keys: no gradient flows (zero or zero-size results, as
   // the forward gives), and the tiles would slice an empty dimension.
-  auto replaceWithGrads = [&](Value dq, Value dk, Value dv) {
+  Value sinks = op.getSinks();
+  auto replaceWithGrads = [&](Value dq, Value dk, Value dv, Value dSinks) {
     SmallVector<Value> grads{castLike(rw, loc, dq, bb.q),
                              castLike(rw, loc, dk, bb.k),
                              castLike(rw, loc, dv, bb.v)};
     if (varlen)
       for (Value &g : grads)
         g = headMajorToPacked(rw, loc, g);
+    if (sinks)
+      grads.push_back(dSinks);
     rw.replaceOp(op, grads);
   };
   if (bb.nqStatic == 0 || bb.nkStatic == 0) {
-    replaceWithGrads(dq0, dk0, dv0);
+    // Rows without keys see only their sink: O = 0, Delta = 0, d sink = 0.
+    Value dSinks =
+        sinks ? filledF32(rw, loc, tensor::getMixedSizes(rw, loc, sinks), 0.0)
+              : Value();
+    replaceWithGrads(dq0, dk0, dv0, dSinks);
     return success();
   }
 
   // f32 inputs (the CPU path): normalise the recomputed P through dO.
   if (qType.getElementType().isF32() && !op->hasAttr(kKernelPlanAttr))
-    bb.dO = normalizeGradOutput(rw, loc, bb, batch, heads);
+    bb.dO = normalizeGradOutput(rw, loc, bb, batch, heads, sinks);
 
   // D_i = rowsum(dO_i ∘ O_i)
   SmallVector<OpFoldResult> rowSizes{qSizes[0], qSizes[1], qSizes[2]};
@@ -345,6 +392,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
                        b, l, ValueRange{arith::AddFOp::create(b, l, a[2], x)});
                  })
                  .getResult(0);
+  Value dSinks = sinks ? sinkGradient(rw, loc, sinks, bb.lse, bb.delta) : Value();
 
   Value keyBlocks = arith::CeilDivUIOp::create(rw, loc, bb.nk,
                                                cIndex(rw, loc, opt.blockKV));
@@ -467,7 +515,7 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
     dk = forall.getResult(1);
     dv = forall.getResult(2);
   }
-  replaceWithGrads(dq, dk, dv);
+  replaceWithGrads(dq, dk, dv, dSinks);
   return success();
 }
 

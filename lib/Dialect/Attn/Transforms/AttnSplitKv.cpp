@@ -41,6 +41,12 @@ static linalg::GenericOp soleGenericUser(Value v) {
 static FailureOr<Finalization> findFinalization(OnlineAttentionOp op) {
   linalg::GenericOp rows = soleGenericUser(op.getNewMax());
   linalg::GenericOp out = soleGenericUser(op.getNewAcc());
+  // The finalisation of attention with sinks reads them as a third input.
+  if (rows && rows.getNumDpsInputs() == 3 &&
+      rows.getDpsInputOperand(0)->get() == op.getNewMax() &&
+      rows.getDpsInputOperand(1)->get() == op.getNewSum())
+    return op.emitOpError("expected attention without sinks: attn-split-kv "
+                          "does not split a problem whose rows join a sink");
   bool ok = rows && out && rows.getNumResults() == 2 &&
             soleGenericUser(op.getNewSum()) == rows &&
             rows.getDpsInputs() ==

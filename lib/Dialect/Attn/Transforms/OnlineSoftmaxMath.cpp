@@ -57,6 +57,29 @@ std::pair<Value, Value> OnlineSoftmaxMath::finalizeRow(Value max, Value sum) {
   return {invSum, lse};
 }
 
+std::pair<Value, Value>
+OnlineSoftmaxMath::finalizeRowWithSink(Value max, Value sum, Value sink) {
+  Value sink2 = arith::MulFOp::create(b, loc, sink, f32Constant(b, loc, M_LOG2E));
+  Value joined = arith::MaximumFOp::create(b, loc, max, sink2);
+  Value base = exponentBase(joined);
+  Value alpha = rescaleFactor(max, base);
+  Value sinkTerm = probability(sink2, base);
+  Value sumJoined = arith::AddFOp::create(
+      b, loc, arith::MulFOp::create(b, loc, alpha, sum), sinkTerm);
+  auto [invSum, lse] = finalizeRow(joined, sumJoined);
+  return {arith::MulFOp::create(b, loc, alpha, invSum), lse};
+}
+
+Value OnlineSoftmaxMath::sinkGradientTerm(Value sink, Value lse, Value delta) {
+  Value empty = arith::CmpFOp::create(
+      b, loc, arith::CmpFPredicate::OEQ, lse,
+      f32Constant(b, loc, -std::numeric_limits<double>::infinity()));
+  Value diff = arith::SubFOp::create(b, loc, sink, lse);
+  Value p = exp2(arith::MulFOp::create(b, loc, diff, f32Constant(b, loc, M_LOG2E)));
+  Value term = arith::NegFOp::create(b, loc, arith::MulFOp::create(b, loc, p, delta));
+  return arith::SelectOp::create(b, loc, empty, f32Constant(b, loc, 0.0), term);
+}
+
 Value OnlineSoftmaxMath::lseBase2(Value lse) {
   const double inf = std::numeric_limits<double>::infinity();
   Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, lse,

@@ -49,6 +49,20 @@ struct OnlineSoftmaxMath {
   /// (so O = 0) and LSE = −inf.
   std::pair<Value, Value> finalizeRow(Value max, Value sum);
 
+  /// finalizeRow with an attention sink: the logit `sink` (natural units)
+  /// joins the finished row (m, l) once, as one more key without a value:
+  /// m' = max(m, sink·log2e), α = 2^(m − m'), l' = α·l + 2^(sink·log2e − m').
+  /// Returns (α/l', LSE = ln2·(m' + log2 l')), so O = acc·α/l'. Exact for
+  /// any common base of (m, l, acc) (also a lazily rescaled one); a row with
+  /// no visible key gives O = 0 and LSE = sink, a sink of −inf changes
+  /// nothing.
+  std::pair<Value, Value> finalizeRowWithSink(Value max, Value sum,
+                                              Value sink);
+
+  /// The term of row (b, q) in d sink_h = −Σ e^{sink_h − LSE}·Delta:
+  /// −2^((sink − LSE)·log2e)·Delta, or 0 for a row with LSE = −inf.
+  Value sinkGradientTerm(Value sink, Value lse, Value delta);
+
   /// The backward's base for recomputing P = 2^(s·scale·log2e − LSE·log2e):
   /// LSE·log2(e), or +inf for a row that saw no key (LSE = −inf), so that
   /// its P is exactly 0.

@@ -59,11 +59,13 @@ LogicalResult rewriteToOnlineSoftmax(RewriterBase &rewriter, AttentionOp op);
 /// The finalisation of the online form: O = acc·(1/l) in `outputElementType`
 /// and LSE = ln2·(m + log2 l) per row (O = 0, LSE = −inf where l = 0), for
 /// (acc, m, l) of any leading rank (a whole problem, or split partials) and
-/// the extents `accSizes` (of acc; the rows' are all but its last).
+/// the extents `accSizes` (of acc; the rows' are all but its last). With
+/// `sinks` (f32 [H], rows [.., H, Nq]) each row's sink joins here, once
+/// (OnlineSoftmaxMath::finalizeRowWithSink).
 std::pair<Value, Value>
 finalizeOnlineAttention(OpBuilder &builder, Location loc, Value acc, Value max,
                         Value sum, Type outputElementType,
-                        ArrayRef<OpFoldResult> accSizes);
+                        ArrayRef<OpFoldResult> accSizes, Value sinks = {});
 
 /// The discardable attribute (the split count, i64) on the scf.forall of
 /// attn-split-kv: attn-tile tiles the online ops directly inside it as whole

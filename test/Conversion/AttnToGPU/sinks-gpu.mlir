@@ -1,0 +1,68 @@
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm > %t.sync.mlir
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.wgmma.mlir
+// RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.sync.mlir %t && %python %S/Inputs/extract-ptx.py %t.wgmma.mlir %t
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_sink.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_causal_wgmma_sm90a_sink.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink.ptx -o %t/c.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d64_bq64_bkv128_w12_s2_none_wgmma_sm90a_sink.ptx -o %t/d.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_sink.ptx
+// RUN: FileCheck %s --check-prefix=SINKPTX < %t/fa_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink.ptx
+// REQUIRES: ptxas
+
+// The forward with sinks takes them (f32 [H]) as its last parameter, loads
+// its head's sink once, and joins it to every row at finalize_softmax; the
+// key loop is the plain kernel's. The tag ends in _sink.
+// CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_sink(
+// CHECK-SAME: %arg22: i64, %[[SINKS:arg23]]: memref<?xf32, 1>)
+// CHECK: %[[HEAD:.+]] = gpu.block_id  y
+// CHECK: scf.for
+// CHECK: attn_gpu.online_softmax
+// CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]] : memref<?xf32, 1>
+// CHECK: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} sink %[[SINK]]
+// CHECK: attn_gpu.store_output
+// Every row ends in one joined max, rescale and sum: the sink's exp2 beside
+// the row's, one more per row than without a sink.
+// PTX: .param .u64 {{.+}}_param_23
+// PTX: ld.global.f32
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
+func.func @forward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %sinks: tensor<?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v sinks(%sinks : tensor<?xf32>) {mask = #attn.mask<causal>}
+      : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// The backward's three kernels are the plain ones (P from the LSE that
+// counts the sink is already right); fa_bwd_sink reduces d_sinks per head,
+// one CTA per head, in a fixed order: a strided loop over the head's rows,
+// xor shuffles, then the warps' sums through shared memory by thread 0.
+// CHECK-LABEL: gpu.func @fa_bwd_pre_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
+// CHECK-LABEL: gpu.func @fa_bwd_post_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
+// CHECK-LABEL: gpu.func @fa_bwd_sink_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
+// CHECK-SAME: %[[LSE:arg0]]: memref<?xf32, 1>, %[[DELTA:arg1]]: memref<?xf32, 1>, %[[SINKS:arg2]]: memref<?xf32, 1>, %[[DSINKS:arg3]]: memref<?xf32, 1>, %arg4: i32, %arg5: i32, %arg6: i32)
+// CHECK: %[[HEAD:.+]] = gpu.block_id  x
+// CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]]
+// CHECK: scf.for
+// CHECK: memref.load %[[LSE]]
+// CHECK: memref.load %[[DELTA]]
+// CHECK: math.exp2
+// CHECK: arith.negf
+// CHECK: scf.yield
+// CHECK: gpu.shuffle  xor
+// CHECK: gpu.barrier
+// CHECK: memref.store %{{.+}}, %[[DSINKS]][%[[HEAD]]]
+// SINKPTX: .entry fa_bwd_sink_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
+// SINKPTX: shfl.sync.bfly.b32
+// SINKPTX: bar.sync
+// SINKPTX-NOT: atom.
+// SINKPTX-NOT: red.
+// SINKPTX: st.global.f32
+func.func @backward(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %do: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>, %sinks: tensor<?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?xf32>) {
+  %dq, %dk, %dv, %ds = attn.attention_backward %q, %k, %v, %o, %do, %lse sinks(%sinks : tensor<?xf32>)
+      : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+      -> tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?xf32>
+  return %dq, %dk, %dv, %ds : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?xf32>
+}
