@@ -14,11 +14,11 @@
 // its head's sink once, and joins it to every row at finalize_softmax; the
 // key loop is the plain kernel's. The tag ends in _sink.
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_sm90a_sink(
-// CHECK-SAME: %arg22: i64, %[[SINKS:arg23]]: memref<?xf32, 1>)
+// CHECK-SAME: %arg22: i64, %[[SINKS:arg23]]: memref<1099511627776xf32>)
 // CHECK: %[[HEAD:.+]] = gpu.block_id  y
 // CHECK: scf.for
 // CHECK: attn_gpu.online_softmax
-// CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]] : memref<?xf32, 1>
+// CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]] : memref<1099511627776xf32>
 // CHECK: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} sink %[[SINK]]
 // CHECK: attn_gpu.store_output
 // Every row ends in one joined max, rescale and sum: the sink's exp2 beside
@@ -42,7 +42,7 @@ func.func @forward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: t
 // CHECK-LABEL: gpu.func @fa_bwd_pre_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
 // CHECK-LABEL: gpu.func @fa_bwd_post_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
 // CHECK-LABEL: gpu.func @fa_bwd_sink_bwd_bf16_d64_bq64_bkv128_w8_s1_none_sm90a_sink(
-// CHECK-SAME: %[[LSE:arg0]]: memref<?xf32, 1>, %[[DELTA:arg1]]: memref<?xf32, 1>, %[[SINKS:arg2]]: memref<?xf32, 1>, %[[DSINKS:arg3]]: memref<?xf32, 1>, %arg4: i32, %arg5: i32, %arg6: i32)
+// CHECK-SAME: %[[LSE:arg0]]: memref<1099511627776xf32>, %[[DELTA:arg1]]: memref<1099511627776xf32>, %[[SINKS:arg2]]: memref<1099511627776xf32>, %[[DSINKS:arg3]]: memref<1099511627776xf32>, %arg4: i32, %arg5: i32, %arg6: i32)
 // CHECK: %[[HEAD:.+]] = gpu.block_id  x
 // CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]]
 // CHECK: scf.for
