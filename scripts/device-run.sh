@@ -24,6 +24,10 @@
 #   out/bundle-maskmod/     mask_mod kernels (optional; FA_MASKMOD_BUNDLE names another): the
 #                           document-mask and prefix-LM forwards' differential test,
 #                           test/gpu/test_maskmod.py (through the runtime)
+#   out/bundle-sinks/       attention-sink kernels (FA_SINKS_BUNDLE names another), run with
+#                           FA_SINKS=1: test/gpu/test_sinks.py (FA_SINKS_CASES per kernel, 8) and
+#                           bench/sinks.py (sink vs plain twin, same process; FA_SINKS_BENCH=0
+#                           skips it, FA_SINKS_BENCH_ARGS)
 #   out/bundle-varlen/      varlen forwards (FA_VARLEN_BUNDLE names another), run with
 #                           FA_VARLEN=1: test/gpu/test_varlen.py (FA_VARLEN_CASES, 120), and with
 #                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
@@ -46,6 +50,7 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
 #       -o out/bundle-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
+#   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 #   /usr/bin/python3 test/gpu/test_maskmod_python.py --prepare --fa-aot build/bin/fa-aot \
@@ -228,6 +233,20 @@ if [ -n "${FA_BLOCKSPARSE:-}" ] && [ -f "$BLOCKSPARSE_BUNDLE/manifest.json" ]; t
     step "block-sparse benchmark (16k-token document mask, bf16 d128; bench/blocksparse.py)"
     timeout -k 10 ${FA_BLOCKSPARSE_BENCH_TIMEOUT:-240} python3 bench/blocksparse.py --lib "$LIB" \
       --bundle "$BLOCKSPARSE_BUNDLE" || fail "block-sparse benchmark"
+  fi
+fi
+
+SINKS_BUNDLE=${FA_SINKS_BUNDLE:-out/bundle-sinks}
+if [ "${FA_SINKS:-0}" = 1 ]; then
+  step "attention sinks ($SINKS_BUNDLE, through the runtime and fa.attention(sinks=t)): differential tests incl. d_sinks"
+  timeout -k 10 ${FA_SINKS_TIMEOUT:-300} python3 test/gpu/test_sinks.py --lib "$LIB" \
+    --bundle "$SINKS_BUNDLE" --cases "${FA_SINKS_CASES:-8}" --json "$WORK/sinks.json" \
+    > "$WORK/sinks.log" 2>&1 || fail "sinks differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/sinks.log" | tail -n 40
+  if [ "${FA_SINKS_BENCH:-1}" != 0 ]; then
+    step "sinks benchmark (bench/sinks.py: each sink kernel against its plain twin, same process)"
+    timeout -k 10 ${FA_SINKS_BENCH_TIMEOUT:-200} python3 bench/sinks.py --lib "$LIB" \
+      --bundle "$SINKS_BUNDLE" ${FA_SINKS_BENCH_ARGS:-} || fail "sinks benchmark"
   fi
 fi
 

@@ -234,7 +234,7 @@ fa_status fa_attention_forward_block_sparse(const fa_kernel *kernel,
   if (!why.empty())
     return invalid("fa_attention_forward_block_sparse", why);
   return launchForward(kernel, args, ModArgList{mod_args, mod_arg_count}, mask,
-                       stream);
+                       {}, stream);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -126,7 +126,12 @@ struct KernelConfig {
   /// fp8 forwards: the parameter of descale_q (descale_k, descale_v follow),
   /// after the tensor maps; -1 for other kernels.
   int descaleParam = -1;
-  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists;
+  /// Attention sinks (bundle version 13): fwd takes the sinks (f32 [H]) at
+  /// sinksParam, its last parameter; a backward has the bwd_sink entry
+  /// (d_sinks). Only the _sinks launches run these.
+  bool sinks = false;
+  int sinksParam = -1;
+  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };
@@ -185,6 +190,18 @@ struct ModArgParams {
       }
     }
   }
+};
+
+/// The attention sinks of one call (the _sinks entry points): sinks f32
+/// [H] and a backward's d_sinks output f32 [H]; null members for a call
+/// without sinks.
+struct SinkArgs {
+  const fa_tensor *sinks = nullptr;
+  const fa_tensor *dSinks = nullptr;
+  /// Whether the call is a _sinks launch (its pointers may still be null,
+  /// which the checks refuse).
+  bool called = false;
+  bool given() const { return called; }
 };
 
 /// A module loaded into one context, shared by the kernels of a bundle that
@@ -273,12 +290,16 @@ int kernelRank(const KernelConfig &config, int cc, fa_mma want);
 
 /// GPU-free checks of the launch arguments of a forward or a backward
 /// kernel; "" if they are valid.
+/// A checked call (mods.checked) must give sinks exactly when the kernel
+/// has them (`sinks`: the _sinks launches).
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_args &args,
-                           const ModArgList &mods);
+                           const ModArgList &mods,
+                           const SinkArgs &sinks = {});
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args,
-                           const ModArgList &mods);
+                           const ModArgList &mods,
+                           const SinkArgs &sinks = {});
 
 /// The checks of `mods` against the kernel's mod_args and the sizes of
 /// valid q and k (ModArgs.cpp); "" if they pass or are not `checked`.
@@ -327,6 +348,13 @@ uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,
 /// The workspace's first `bytes` as an f32 tensor, for the pointer checks.
 fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
 
+/// Checks and launches a backward: bwd_pre, a sink kernel's bwd_sink, bwd,
+/// bwd_post.
+fa_status launchBackward(const fa_kernel *kernel,
+                         const fa_attention_backward_args *args,
+                         const ModArgList &mods, const SinkArgs &sinks,
+                         CUstream stream);
+
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
@@ -348,6 +376,17 @@ std::vector<NamedTensor> tensorsOf(const Args &args, const ModArgList &mods) {
   std::vector<NamedTensor> all = tensorsOf(args);
   for (int i = 0; i < mods.count && i < FA_MAX_MOD_ARGS; ++i)
     all.push_back({kNames[i], &mods.tensors[i]});
+  return all;
+}
+/// tensorsOf with the mod_args and then the call's sinks and d_sinks.
+template <typename Args>
+std::vector<NamedTensor> tensorsOf(const Args &args, const ModArgList &mods,
+                                   const SinkArgs &sinks) {
+  std::vector<NamedTensor> all = tensorsOf(args, mods);
+  if (sinks.sinks)
+    all.push_back({"sinks", sinks.sinks});
+  if (sinks.dSinks)
+    all.push_back({"d_sinks", sinks.dSinks});
   return all;
 }
 
@@ -395,11 +434,12 @@ std::string tensorMapArgs(const KernelConfig &config,
                           const fa_attention_backward_args &args,
                           std::vector<fa_tensor_map_args> &out);
 
-/// Launches the forward of `kernel`; a block-sparse kernel needs
-/// `blockMask`, any other refuses one (Launch.cpp).
+/// Checks and launches the forward of `kernel` (Launch.cpp): the plain,
+/// _ex, _block_sparse and _sinks entry points. A block-sparse kernel needs
+/// `blockMask`, any other refuses one; a kernel with sinks needs `sinks`.
 fa_status launchForward(const fa_kernel *kernel, const fa_attention_args *args,
                         const ModArgList &mods, const fa_block_mask *blockMask,
-                        CUstream stream);
+                        const SinkArgs &sinks, CUstream stream);
 /// Why `mask` cannot be the block mask of `config` for the call `args`
 /// (empty: it can); BlockSparse.cpp.
 std::string checkBlockMaskFor(const KernelConfig &config,

@@ -140,7 +140,8 @@ std::string describeKernel(const KernelConfig &c) {
                   c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY,
                   c.scoreMod, c.maskMod) +
          (c.deterministic ? " (deterministic)" : "") +
-         (c.varlen ? " (varlen)" : "") + " (" + c.targetName + ")";
+         (c.varlen ? " (varlen)" : "") + (c.sinks ? " (sinks)" : "") + " (" +
+         c.targetName + ")";
 }
 
 /// The query's compute capability, else the current context's device's.
@@ -178,8 +179,8 @@ bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    const std::string &maskMod, bool deterministic,
                    bool splitKv, bool packGqa, bool varlen, bool blockSparse) {
   if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
-      c.maskMod != maskMod || c.splitKv != splitKv ||
-      c.packGqa != packGqa || c.varlen != varlen ||
+      c.maskMod != maskMod || c.sinks != (q.sinks != 0) ||
+      c.splitKv != splitKv || c.packGqa != packGqa || c.varlen != varlen ||
       c.blockSparse != blockSparse)
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
@@ -291,7 +292,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      (splitKv ? " (split-KV)" : "") +
                      (packGqa ? " (packed GQA)" : "") +
                      (varlen ? " (varlen)" : "") +
-                     (blockSparse ? " (block-sparse)" : "");
+                     (blockSparse ? " (block-sparse)" : "") +
+                     (q.sinks ? " (sinks)" : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;

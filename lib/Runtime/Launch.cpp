@@ -47,15 +47,15 @@ unsigned ceilDiv(int64_t a, int64_t b) {
   return static_cast<unsigned>((a + b - 1) / b);
 }
 
-/// fa_attention_{forward,backward}_check{,_ex}.
+/// fa_attention_{forward,backward}_check{,_ex,_sinks}.
 template <typename Args>
 fa_status checkCall(const fa_kernel *kernel, const Args *args,
-                    const ModArgList &mods) {
+                    const ModArgList &mods, const SinkArgs &sinks = {}) {
   // Strings only on failure: this runs before every launch.
   if (!kernel || !args)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(apiName<Args>()) + ": kernel or args is null");
-  std::string err = checkArguments(kernel->config, *args, mods);
+  std::string err = checkArguments(kernel->config, *args, mods, sinks);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(apiName<Args>()) + ": " + err);
@@ -98,14 +98,15 @@ fa_status tensorMapsOut(const fa_kernel *kernel, const Args *args,
 /// device and that `stream` belongs to it.
 template <typename Args>
 fa_status prepareLaunch(const fa_kernel *kernel, const Args *args,
-                        const ModArgList &mods, CUstream stream,
-                        ContextScope &scope) {
-  if (fa_status s = checkCall(kernel, args, mods))
+                        const ModArgList &mods, const SinkArgs &sinks,
+                        CUstream stream, ContextScope &scope) {
+  if (fa_status s = checkCall(kernel, args, mods, sinks))
     return s;
   if (fa_status s = scope.enter(args->q.data))
     return s;
   auto prefix = [] { return std::string(apiName<Args>()) + ": "; };
-  if (fa_status s = checkPointers(tensorsOf(*args, mods), scope.device))
+  if (fa_status s =
+          checkPointers(tensorsOf(*args, mods, sinks), scope.device))
     return failWithPrefix(s, prefix());
   if (fa_status s = checkStream(stream, scope.ctx))
     return failWithPrefix(s, prefix());
@@ -163,6 +164,25 @@ fa_status forwardGrid(const KernelConfig &c, const fa_attention_args &a,
   return FA_SUCCESS;
 }
 
+/// fa_bwd_sink (kernels with sinks; after bwd_pre, which wrote Delta):
+/// d_sinks [H] from lse, delta and the sinks, one CTA per query head.
+fa_status launchSinkGradient(const fa_kernel &kernel,
+                             const fa_attention_backward_args &a,
+                             const SinkArgs &sinks, const ContextScope &scope,
+                             CUstream stream) {
+  const KernelConfig &c = kernel.config;
+  CUfunction f;
+  if (fa_status s =
+          kernelFunction(kernel, c.bwdSink, scope.ctx, scope.device, f))
+    return s;
+  CUdeviceptr lse = a.lse.data, delta = a.delta.data,
+              sinksData = sinks.sinks->data, dSinks = sinks.dSinks->data;
+  ScalarParams n(a);
+  void *params[7] = {&lse, &delta, &sinksData, &dSinks, &n.b, &n.h, &n.nq};
+  return launch(f, c.bwdSink, Grid{static_cast<unsigned>(n.h), 1, 1}, stream,
+                params);
+}
+
 /// The functions of bwd_pre, bwd and bwd_post, all loaded before any runs.
 fa_status backwardFunctions(const fa_kernel &kernel, const ContextScope &scope,
                             CUfunction &pre, CUfunction &main,
@@ -191,13 +211,14 @@ fa_status checkFp8Call(const fa_kernel *kernel, const fa_attention_args *args,
 }
 
 /// Launches fwd of a checked forward in the context of `scope`
-/// (`descales`: an fp8 kernel's; `blockMask`: a block-sparse kernel's; else
-/// null).
+/// (`descales`: an fp8 kernel's; `blockMask`: a block-sparse kernel's;
+/// `sinks`: a sink kernel's; else null).
 fa_status launchCheckedForward(const fa_kernel &kernel,
                                const fa_attention_args &a,
                                const ModArgList &mods,
                                const fa_tensor *descales,
-                               const fa_block_mask *blockMask, CUstream stream,
+                               const fa_block_mask *blockMask,
+                               const fa_tensor *sinks, CUstream stream,
                                ContextScope &scope);
 
 } // namespace
@@ -296,7 +317,7 @@ fa_status fa_attention_forward_ex(const fa_kernel *kernel,
                                   const fa_tensor *mod_args,
                                   int32_t mod_arg_count, CUstream stream) try {
   return launchForward(kernel, args, ModArgList{mod_args, mod_arg_count},
-                       nullptr, stream);
+                       nullptr, {}, stream);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -307,7 +328,7 @@ fa_status fa::runtime::launchForward(const fa_kernel *kernel,
                                      const fa_attention_args *args,
                                      const ModArgList &mods,
                                      const fa_block_mask *blockMask,
-                                     CUstream stream) {
+                                     const SinkArgs &sinks, CUstream stream) {
   ContextScope scope;
   if (kernel && args && kernel->config.blockSparse != (blockMask != nullptr))
     return fail(FA_ERROR_INVALID_ARGUMENT,
@@ -318,9 +339,10 @@ fa_status fa::runtime::launchForward(const fa_kernel *kernel,
                                : "' is block-sparse: launch it with "
                                  "fa_attention_forward_block_sparse and a "
                                  "block mask"));
-  if (fa_status s = prepareLaunch(kernel, args, mods, stream, scope))
+  if (fa_status s = prepareLaunch(kernel, args, mods, sinks, stream, scope))
     return s;
-  return launchCheckedForward(*kernel, *args, mods, nullptr, blockMask, stream,
+  return launchCheckedForward(*kernel, *args, mods, nullptr, blockMask,
+                              sinks.given() ? sinks.sinks : nullptr, stream,
                               scope);
 }
 
@@ -349,7 +371,7 @@ fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
   if (fa_status s = checkStream(stream, scope.ctx))
     return failWithPrefix(s, prefix);
   return launchCheckedForward(*kernel, *args, ModArgList{}, descales, nullptr,
-                              stream, scope);
+                              nullptr, stream, scope);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -361,7 +383,8 @@ fa_status launchCheckedForward(const fa_kernel &kernel,
                                const fa_attention_args &a,
                                const ModArgList &mods,
                                const fa_tensor *descales,
-                               const fa_block_mask *blockMask, CUstream stream,
+                               const fa_block_mask *blockMask,
+                               const fa_tensor *sinks, CUstream stream,
                                ContextScope &scope) {
   const KernelConfig &c = kernel.config;
   CUfunction f;
@@ -375,9 +398,10 @@ fa_status launchCheckedForward(const fa_kernel &kernel,
               lse = a.lse.data;
   // fa_fwd's 11, then a TMA kernel's maps and a persistent grid's counter
   // or an fp8 kernel's descales, a strided kernel's strides of q, k, v, o,
-  // a block-sparse kernel's block mask and its head count, last the mod_args.
+  // a block-sparse kernel's block mask and its head count, the mod_args,
+  // last a sink kernel's sinks.
   void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 3 + 12 + 2 +
-               ModArgParams::kMaxParams] = {
+               ModArgParams::kMaxParams + 1] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
   CUdeviceptr descalePtrs[3] = {};
   if (c.descaleParam >= 0)
@@ -409,6 +433,9 @@ fa_status launchCheckedForward(const fa_kernel &kernel,
   }
   ModArgParams modParams;
   modParams.place(params, c.modArgParam, mods);
+  CUdeviceptr sinksData = sinks ? sinks->data : 0;
+  if (c.sinks)
+    params[c.sinksParam] = &sinksData;
   if (fa_status s = launchEntry(kernel, a, f, c.fwd, grid, stream, params,
                                 kForwardParams, c.fwd.persistent))
     return s;
@@ -430,9 +457,20 @@ fa_status fa_attention_backward_ex(const fa_kernel *kernel,
                                    const fa_attention_backward_args *args,
                                    const fa_tensor *mod_args,
                                    int32_t mod_arg_count, CUstream stream) try {
+  return launchBackward(kernel, args, ModArgList{mod_args, mod_arg_count}, {},
+                        stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+} // extern "C"
+
+fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
+                                      const fa_attention_backward_args *args,
+                                      const ModArgList &mods,
+                                      const SinkArgs &sinks, CUstream stream) {
   ContextScope scope;
-  ModArgList mods{mod_args, mod_arg_count};
-  if (fa_status s = prepareLaunch(kernel, args, mods, stream, scope))
+  if (fa_status s = prepareLaunch(kernel, args, mods, sinks, stream, scope))
     return s;
   const KernelConfig &c = kernel->config;
   const fa_attention_backward_args &a = *args;
@@ -472,6 +510,9 @@ fa_status fa_attention_backward_ex(const fa_kernel *kernel,
 
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))
     return s;
+  if (c.sinks)
+    if (fa_status s = launchSinkGradient(*kernel, a, sinks, scope, stream))
+      return s;
   auto launchMain = [&] {
     return launchEntry(*kernel, a, main, c.bwd, grids[1], stream, mainParams,
                        kBackwardParams, false);
@@ -490,6 +531,53 @@ fa_status fa_attention_backward_ex(const fa_kernel *kernel,
   if (fa_status s = launch(post, c.bwdPost, grids[2], stream, postParams))
     return s;
   return succeed();
+}
+
+extern "C" {
+
+fa_status fa_attention_forward_sinks_check(const fa_kernel *kernel,
+                                           const fa_attention_args *args,
+                                           const fa_tensor *mod_args,
+                                           int32_t mod_arg_count,
+                                           const fa_tensor *sinks) try {
+  return checkCall(kernel, args, ModArgList{mod_args, mod_arg_count},
+                   SinkArgs{sinks, nullptr, true});
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_sinks_check(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks,
+    const fa_tensor *d_sinks) try {
+  return checkCall(kernel, args, ModArgList{mod_args, mod_arg_count},
+                   SinkArgs{sinks, d_sinks, true});
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_sinks(const fa_kernel *kernel,
+                                     const fa_attention_args *args,
+                                     const fa_tensor *mod_args,
+                                     int32_t mod_arg_count,
+                                     const fa_tensor *sinks,
+                                     CUstream stream) try {
+  return launchForward(kernel, args, ModArgList{mod_args, mod_arg_count},
+                       nullptr, SinkArgs{sinks, nullptr, true}, stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_sinks(const fa_kernel *kernel,
+                                      const fa_attention_backward_args *args,
+                                      const fa_tensor *mod_args,
+                                      int32_t mod_arg_count,
+                                      const fa_tensor *sinks,
+                                      const fa_tensor *d_sinks,
+                                      CUstream stream) try {
+  return launchBackward(
+      kernel, args, ModArgList{mod_args, mod_arg_count},
+      SinkArgs{sinks, d_sinks, true}, stream);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -581,6 +581,42 @@ void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
                    "q, k, v and o)");
 }
 
+/// The optional "sinks" (bundle version 13): attention sinks. fa_fwd takes
+/// them (f32 [H]) at "sinks_param", after every other parameter, the
+/// mod_args included; a backward has the entry "bwd_sink" (d_sinks from LSE
+/// and Delta) beside its three (docs/ABI.md "Attention sinks").
+void parseSinks(const json &k, const json &entries, KernelConfig &c,
+                const std::string &where) {
+  auto sinks = k.find("sinks");
+  if (sinks == k.end() || sinks->is_null())
+    return;
+  if (!sinks->is_boolean())
+    bad(where, "field 'sinks' must be true or false, got " + sinks->dump());
+  c.sinks = sinks->get<bool>();
+  if (!c.sinks)
+    return;
+  if (c.splitKv || c.packGqa || c.varlen || c.blockSparse ||
+      c.dtype == FA_DTYPE_F8E4M3)
+    bad(where, "field 'sinks' is true, but split-KV, packed-GQA, varlen, "
+               "block-sparse and fp8 kernels have no sinks");
+  if (c.direction == FA_DIRECTION_BWD) {
+    if (k.contains("sinks_param"))
+      bad(where, "field 'sinks_param' is for forward kernels (a backward "
+                 "passes its sinks to the bwd_sink entry)");
+    c.bwdSink = parseEntry(entries, "bwd_sink", where);
+    return;
+  }
+  c.sinksParam = intField(k, "sinks_param", where, 0, INT_MAX);
+  int expect = firstModArgParam(c);
+  for (const ModArgSpec &m : c.modArgs)
+    expect += 1 + m.rank;
+  if (c.sinksParam != expect)
+    bad(where, "field 'sinks_param' = " + std::to_string(c.sinksParam) +
+                   ", expected " + std::to_string(expect) +
+                   " (the sinks follow every other parameter of fa_fwd, the "
+                   "mod_args included)");
+}
+
 /// The optional "deterministic" and "semaphore_param" fields: only the
 /// warp-specialised wgmma backward has a deterministic variant, and it takes
 /// its semaphore workspace right after its tensor maps.
@@ -732,6 +768,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseModArgs(k, c, where);
   parseVarlen(k, c, where);
   parseFp8(k, c, where);
+  parseSinks(k, entries, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -840,6 +877,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(9, !c.maskMod.empty(), "mask_mod kernels");
       // Without "varlen": launched as a dense forward without cu_seqlens.
       needs(10, c.varlen, "varlen kernels");
+      // Without "sinks": fa_fwd launched without its last parameter, and
+      // the backward without bwd_sink.
+      needs(13, c.sinks, "kernels with sinks");
       // Older runtimes refuse "mod_args"; the version says so too.
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       // Without "block_sparse": launched without the block mask.

@@ -376,6 +376,46 @@ std::string checkOverlap(const std::vector<NamedTensor> &all,
   return "";
 }
 
+/// Whether a call gives sinks exactly when the kernel has them: the plain
+/// and _ex launches would leave a sink kernel's last parameter unset, the
+/// _sinks launches would pass one a plain kernel does not take. Calls that
+/// launch nothing (mods unchecked: tensor maps, grids) may omit them.
+std::string checkSinkKind(const KernelConfig &c, const ModArgList &mods,
+                          const SinkArgs &sinks) {
+  if (!mods.checked || c.sinks == sinks.given())
+    return "";
+  const char *dir = c.direction == FA_DIRECTION_FWD ? "forward" : "backward";
+  if (c.sinks)
+    return "kernel '" + c.tag + "' has attention sinks; launch it with "
+           "fa_attention_" + dir + "_sinks and a sinks tensor f32 [H]";
+  return "kernel '" + c.tag + "' has no attention sinks; launch it with "
+         "fa_attention_" + dir + " (or _ex), or find a kernel with "
+         "fa_kernel_query.sinks = 1";
+}
+
+/// The sinks (and a backward's d_sinks) of valid q: f32 [H], contiguous,
+/// 16-byte aligned; no output of the call overlapping another tensor.
+std::string checkSinkTensors(const KernelConfig &c, const SinkArgs &sinks,
+                             const fa_tensor &q,
+                             const std::vector<NamedTensor> &all,
+                             std::vector<const char *> outputs) {
+  if (!sinks.sinks)
+    return "sinks is null; a kernel with sinks takes them as f32 [H]";
+  std::vector<int64_t> heads{q.shape[1]};
+  const char *meaning = "[H], one logit per query head of q";
+  std::vector<TensorRule> rules{{"sinks", *sinks.sinks, FA_DTYPE_F32, 1,
+                                 Alignment{}, heads, meaning}};
+  if (c.direction == FA_DIRECTION_BWD) {
+    if (!sinks.dSinks)
+      return "d_sinks is null; a backward with sinks writes d_sinks f32 [H]";
+    rules.push_back({"d_sinks", *sinks.dSinks, FA_DTYPE_F32, 1, Alignment{},
+                     heads, "[H], the gradient of sinks"});
+    outputs.push_back("d_sinks");
+  }
+  std::string err = checkTensors(rules);
+  return err.empty() ? checkOverlap(all, outputs) : err;
+}
+
 } // namespace
 
 uint64_t semaphoreBytes(const fa_attention_backward_args &a) {
@@ -568,19 +608,26 @@ std::string checkForward(const KernelConfig &c, const fa_attention_args &a,
 } // namespace
 
 std::string checkArguments(const KernelConfig &c, const fa_attention_args &a,
-                           const ModArgList &mods) {
+                           const ModArgList &mods, const SinkArgs &sinks) {
   if (c.direction != FA_DIRECTION_FWD)
     return "kernel '" + c.tag + "' is a backward kernel; use a fwd kernel";
   if (c.dtype == FA_DTYPE_F8E4M3)
     return "kernel '" + c.tag + "' is an fp8 forward, which takes descale "
            "tensors; use fa_attention_forward_fp8";
+  std::string err = checkSinkKind(c, mods, sinks);
+  if (!err.empty())
+    return err;
   if (c.splitKv)
     return "kernel '" + c.tag + "' is a split-KV kernel (a split forward and "
            "a merge); use fa_attention_forward_splitkv";
   if (c.varlen)
     return "kernel '" + c.tag + "' is a varlen forward (packed sequences); "
            "use fa_attention_forward_varlen";
-  return checkForward(c, a, mods);
+  err = checkForward(c, a, mods);
+  if (!err.empty() || !sinks.given())
+    return err;
+  return checkSinkTensors(c, sinks, a.q, tensorsOf(a, mods, sinks),
+                          {"o", "lse"});
 }
 
 std::string checkFp8Arguments(const KernelConfig &c,
@@ -681,12 +728,12 @@ std::string checkSplitKvArguments(const KernelConfig &c,
 
 std::string checkArguments(const KernelConfig &c,
                            const fa_attention_backward_args &a,
-                           const ModArgList &mods) {
+                           const ModArgList &mods, const SinkArgs &sinks) {
   if (c.direction != FA_DIRECTION_BWD)
     return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
   Sizes s;
-  std::string err;
-  if (!(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
+  std::string err = checkSinkKind(c, mods, sinks);
+  if (!err.empty() || !(err = checkQKV(c, a.q, a.k, a.v, s)).empty())
     return err;
   std::vector<int64_t> qShape{s.b, s.h, s.nq, s.d},
       oShape{s.b, s.h, s.nq, s.dv}, rowShape{s.b, s.h, s.nq},
@@ -722,6 +769,11 @@ std::string checkArguments(const KernelConfig &c,
     return "nk " + std::to_string(s.nk) + " needs a grid x of " +
            std::to_string(gridX) + " blocks for kernel '" + c.tag +
            "', more than the limit of " + std::to_string(INT32_MAX);
+  if (sinks.given() &&
+      !(err = checkSinkTensors(c, sinks, a.q, tensorsOf(a, mods, sinks),
+                               {"dq", "dk", "dv", "delta", "dq_accum"}))
+           .empty())
+    return err;
   std::vector<fa_tensor_map_args> maps;
   return tensorMapArgs(c, a, maps);
 }

@@ -119,7 +119,8 @@ class Bundle:
             "split_kv": bool(info.split_kv), "pack_gqa": bool(info.pack_gqa),
             "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info),
             "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
-            "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse)}
+            "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse),
+            "sinks": bool(info.sinks)}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -138,7 +139,8 @@ class Bundle:
         return sorted({k["score_mod"] for k in self.kernels() if k["score_mod"]})
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
-             mma=None, nk=0, deterministic=False, score_mod=None, mask_mod=None):
+             mma=None, nk=0, deterministic=False, score_mod=None, mask_mod=None,
+             sinks=False):
         """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
         dtype is a torch dtype or a name ('bf16', 'f16'). deterministic=True
         takes only deterministic backward kernels (which the default search
@@ -146,18 +148,20 @@ class Bundle:
         only kernels with exactly that score_mod; the FaError of a missing
         one lists those the bundle has. mask_mod (a name, a Python function
         (b, h, q_idx, kv_idx) -> bool, or None) likewise. A kernel no loaded
-        bundle has is compiled (JIT) where fa-aot is installed."""
+        bundle has is compiled (JIT) where fa-aot is installed. sinks=True
+        takes only kernels with attention sinks (fa.sinks)."""
         code = _mma_code(mma)
         mod = _score_mod_name(score_mod)
         mask_mod = _mask_mod_name(mask_mod)
         key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
-               bool(deterministic), mod, mask_mod)
+               bool(deterministic), mod, mask_mod, bool(sinks))
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code,
                             None if mod is None else mod.encode(),
-                            None if mask_mod is None else mask_mod.encode())
+                            None if mask_mod is None else mask_mod.encode(),
+                            int(bool(sinks)))
             kernel = self._search(q, nk, deterministic)
             if kernel is None:
                 kernel = self._compile(q, nk, deterministic)
@@ -246,6 +250,8 @@ class Bundle:
                 (":blocksparse" if block_sparse else "")
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
+        if query.sinks:
+            config += ":sinks"
         if (mod or mask_mod) and not library:
             raise FaError(status, "fa: %s: %s; compiling %s needs the score_mod library "
                           "(Bundle(score_mod_file=FILE) or $FA_SCORE_MODS)"
@@ -1159,7 +1165,7 @@ def _register_torch_ops():
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
               return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None,
               mod_args=None, descale_q=None, descale_k=None, descale_v=None,
-              mask_mod=None):
+              mask_mod=None, sinks=None):
     """Scaled dot-product attention with the bundle's kernels.
 
     fp8 (FA3's forward): q, k, v of torch.float8_e4m3fn with descale_q,
@@ -1217,6 +1223,11 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     combines with causal/window and with a score_mod (applied first). A
     row whose keys are all hidden gets O = 0 and LSE = -inf. Not yet under
     torch.compile.
+    `sinks` (a float32 CUDA tensor [H] on q's device) are attention sinks:
+    a learnable logit per query head in every row's softmax denominator,
+    without a value (fa.sinks); the LSE counts them. When sinks requires
+    grad, the backward gives sinks.grad. Not with a score_mod or under
+    torch.compile yet.
 
     Calls without a score_mod run through fa's C++ autograd
     function where it is built (fa._torch_ext: FA_TORCH_EXT=1 or `python3 -m
@@ -1232,6 +1243,8 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     if fp8 is not None and q.dtype == fp8:
         if score_mod is not None or mask_mod is not None or mod_args:
             raise FaError(1, "fa: fp8 attention takes no score_mod, mask_mod or mod_args")
+        if sinks is not None:
+            raise FaError(1, "fa: fp8 attention takes no sinks yet")
         o, lse = _attention_fp8(q, k, v, b, mask_args, scale, descales)
         return (o, lse) if return_lse else o
     if any(t is not None for t in descales):
@@ -1249,10 +1262,19 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
             raise FaError(1, "fa: score_mods that read tensors (mod_args) and Python score_mods "
                              "are not supported under torch.compile yet; pass the name of a "
                              "score_mod without mod_args")
+        if sinks is not None:
+            raise FaError(1, "fa: sinks are not supported under torch.compile yet")
         o, lse = _ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
                                       score_mod)
         return (o, lse) if return_lse else o
     _mma_code(mma)
+    if sinks is not None:
+        if mask_mod is not None:
+            raise FaError(1, "fa: sinks with a mask_mod are not supported yet")
+        from . import sinks as _sinks
+        o, lse = _sinks.attention(q, k, v, sinks, b, mask_args, scale, mma,
+                                  bool(deterministic), score_mod, mod_args)
+        return (o, lse) if return_lse else o
     score_mod, mask_mod, tensors = _mods(score_mod, mask_mod, mod_args)
     tensors = _mod_args_for(tensors, q)
     if _ops is None:

@@ -57,7 +57,7 @@ class KernelQuery(ctypes.Structure):
                 ("mask", ctypes.c_int), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32),
                 ("mma", ctypes.c_int), ("score_mod", ctypes.c_char_p),
-                ("mask_mod", ctypes.c_char_p)]
+                ("mask_mod", ctypes.c_char_p), ("sinks", ctypes.c_int32)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -74,7 +74,7 @@ class KernelInfo(ctypes.Structure):
                 ("pack_gqa", ctypes.c_int32),
                 ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
                 ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32),
-                ("block_sparse", ctypes.c_int32)]
+                ("block_sparse", ctypes.c_int32), ("sinks", ctypes.c_int32)]
 
 
 class BlockMaskDesc(ctypes.Structure):
@@ -218,6 +218,20 @@ def _open_library(path):
                                    ctypes.POINTER(vp)], st),
         "fa_attention_forward_varlen_check": ([vp, ctypes.POINTER(VarlenArgs)], st),
         "fa_attention_forward_varlen": ([vp, ctypes.POINTER(VarlenArgs), vp], st),
+        "fa_attention_forward_sinks_check": ([vp, ctypes.POINTER(ForwardArgs),
+                                              ctypes.POINTER(Tensor), ctypes.c_int32,
+                                              ctypes.POINTER(Tensor)], st),
+        "fa_attention_backward_sinks_check": ([vp, ctypes.POINTER(BackwardArgs),
+                                               ctypes.POINTER(Tensor), ctypes.c_int32,
+                                               ctypes.POINTER(Tensor),
+                                               ctypes.POINTER(Tensor)], st),
+        "fa_attention_forward_sinks": ([vp, ctypes.POINTER(ForwardArgs),
+                                        ctypes.POINTER(Tensor), ctypes.c_int32,
+                                        ctypes.POINTER(Tensor), vp], st),
+        "fa_attention_backward_sinks": ([vp, ctypes.POINTER(BackwardArgs),
+                                         ctypes.POINTER(Tensor), ctypes.c_int32,
+                                         ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
+                                         vp], st),
         "fa_varlen_check_seqlens": ([ctypes.POINTER(ctypes.c_int32),
                                      ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
                                      ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,

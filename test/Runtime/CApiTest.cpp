@@ -507,3 +507,99 @@ TEST(CApi, VarlenChecksSurviveAllocationFailures) {
             0);
   fa_bundle_free(bundle);
 }
+
+TEST(CApi, SinksChecksSurviveAllocationFailures) {
+  // A forward and a backward with attention sinks (bundle version 13): the
+  // manifest, the search, and the _sinks checks accepting and rejecting,
+  // each out of memory at every allocation.
+  json full = smallManifest();
+  json fwd = full["kernels"][0], bwd = full["kernels"][1];
+  fwd["sinks"] = true;
+  fwd["sinks_param"] = 11;
+  bwd["sinks"] = true;
+  bwd["entries"]["bwd_sink"] = bwd["entries"]["bwd_pre"];
+  bwd["entries"]["bwd_sink"]["name"] = "fa_bwd_sink_fixture";
+  full["kernels"] = json::array({fwd, bwd});
+  full["version"] = 13;
+  std::string dir = writeBundle("alloc_sinks", full.dump());
+  sweepAllocationFailures("fa_bundle_load (sinks)", [&] {
+    fa_bundle *b = nullptr;
+    fa_status s = fa_bundle_load(dir.c_str(), &b);
+    fa_bundle_free(b);
+    return s;
+  });
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(fa_bundle_load(dir.c_str(), &bundle), FA_SUCCESS)
+      << fa_last_error();
+  const fa_kernel *f = fa_bundle_kernel_at(bundle, 0),
+                  *b = fa_bundle_kernel_at(bundle, 1);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(f, &info), FA_SUCCESS);
+  fa_kernel_query query{};
+  query.direction = FA_DIRECTION_FWD;
+  query.dtype = info.dtype;
+  query.head_dim = info.head_dim;
+  query.mask = info.mask;
+  query.compute_capability = 80;
+  query.sinks = 1;
+  const fa_kernel *found = nullptr;
+  ASSERT_EQ(fa_kernel_find(bundle, &query, &found), FA_SUCCESS)
+      << fa_last_error();
+  EXPECT_EQ(found, f);
+  query.sinks = 0;
+  EXPECT_GT(sweepAllocationFailures("fa_kernel_find (no plain kernel)", [&] {
+              return fa_kernel_find(bundle, &query, &found);
+            }),
+            0);
+  int d = info.head_dim;
+  fa_attention_args a{};
+  a.q = tensor(info.dtype, {2, 4, 100, d});
+  a.k = tensor(info.dtype, {2, 2, 130, d});
+  a.v = tensor(info.dtype, {2, 2, 130, d});
+  a.o = tensor(info.dtype, {2, 4, 100, d});
+  a.lse = tensor(FA_DTYPE_F32, {2, 4, 100});
+  a.scale = 0.125f;
+  fa_tensor sinks = tensor(FA_DTYPE_F32, {4}), dSinks = tensor(FA_DTYPE_F32, {4}),
+            bad = tensor(FA_DTYPE_F32, {3});
+  ASSERT_EQ(fa_attention_forward_sinks_check(f, &a, nullptr, 0, &sinks),
+            FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_forward_sinks_check", [&] {
+    return fa_attention_forward_sinks_check(f, &a, nullptr, 0, &sinks);
+  });
+  EXPECT_GT(sweepAllocationFailures("fa_attention_forward_sinks_check (bad)",
+                                    [&] {
+                                      return fa_attention_forward_sinks_check(
+                                          f, &a, nullptr, 0, &bad);
+                                    }),
+            0);
+  EXPECT_GT(sweepAllocationFailures("fa_attention_forward_check (sinks)",
+                                    [&] {
+                                      return fa_attention_forward_check(f, &a);
+                                    }),
+            0);
+  fa_attention_backward_args g{};
+  g.q = a.q, g.k = a.k, g.v = a.v, g.o = a.o, g.lse = a.lse;
+  g.d_o = tensor(info.dtype, {2, 4, 100, d});
+  g.dq = tensor(info.dtype, {2, 4, 100, d});
+  g.dk = tensor(info.dtype, {2, 2, 130, d});
+  g.dv = tensor(info.dtype, {2, 2, 130, d});
+  g.delta = tensor(FA_DTYPE_F32, {2, 4, 100});
+  g.dq_accum = tensor(FA_DTYPE_F32, {2, 4, 100, d});
+  g.scale = 0.125f;
+  ASSERT_EQ(fa_attention_backward_sinks_check(b, &g, nullptr, 0, &sinks,
+                                              &dSinks),
+            FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_backward_sinks_check", [&] {
+    return fa_attention_backward_sinks_check(b, &g, nullptr, 0, &sinks,
+                                             &dSinks);
+  });
+  EXPECT_GT(sweepAllocationFailures("fa_attention_backward_sinks_check (bad)",
+                                    [&] {
+                                      return fa_attention_backward_sinks_check(
+                                          b, &g, nullptr, 0, &sinks, &bad);
+                                    }),
+            0);
+  fa_bundle_free(bundle);
+}

@@ -51,6 +51,17 @@ inline void expectRejected(const std::string &name, const std::string &text,
   fa_bundle_free(b);
 }
 
+/// The first bundle version this runtime does not read, and the message
+/// that refuses it: what a bundle newer than the runtime gets.
+inline std::string newerVersion() {
+  return std::to_string(FA_RUNTIME_BUNDLE_VERSION + 1);
+}
+inline std::string newerVersionRejected() {
+  return "version " + newerVersion() +
+         " is not supported (this runtime reads versions 1 to " +
+         std::to_string(FA_RUNTIME_BUNDLE_VERSION) + ")";
+}
+
 /// Fake, well-separated device addresses: validation never dereferences.
 inline uint64_t addr(int i) {
   return 0x7f0000000000ull + (uint64_t(i) << 32);

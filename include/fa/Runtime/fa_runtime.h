@@ -47,12 +47,14 @@ extern "C" {
  * kernels whose score_mod reads tensors ("mod_args", passed by the _ex
  * launches), 9 kernels with a mask_mod ("mask_mod": chosen only by queries
  * naming it), 10 varlen forwards ("varlen": packed sequences named by
- * cu_seqlens, launched only by fa_attention_forward_varlen). Kernels
+ * cu_seqlens, launched only by fa_attention_forward_varlen), 11 block-sparse forwards, 12 fp8 forwards, 13 kernels
+ * with attention sinks ("sinks": one more fwd parameter, a bwd_sink entry;
+ * launched only by fa_attention_{forward,backward}_sinks). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 12
+#define FA_RUNTIME_BUNDLE_VERSION 13
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -160,6 +162,9 @@ typedef struct fa_kernel_query {
    * "document"): only kernels of exactly that name match; NULL: only kernels
    * without one. Last, like score_mod. */
   const char *mask_mod;
+  /* 1: only kernels with attention sinks (fa_kernel_info.sinks), launched by
+   * fa_attention_{forward,backward}_sinks; 0: only kernels without. Last. */
+  int32_t sinks;
 } fa_kernel_query;
 
 typedef struct fa_kernel_info {
@@ -212,8 +217,12 @@ typedef struct fa_kernel_info {
    * fa_attention_forward_varlen. */
   int32_t varlen;
   /* 1: a block-sparse forward (bundle version 11): launched only by
-   * fa_attention_forward_block_sparse with a block mask. Last. */
+   * fa_attention_forward_block_sparse with a block mask. */
   int32_t block_sparse;
+  /* 1: attention sinks (bundle version 13): a learnable logit per query head
+   * in every row's softmax denominator; launched only by
+   * fa_attention_forward_sinks / fa_attention_backward_sinks. Last. */
+  int32_t sinks;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -578,6 +587,40 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
                                           const fa_attention_args *args,
                                           const fa_tensor descales[3],
                                           CUstream stream);
+
+/* Attention sinks (kernels with fa_kernel_info.sinks; bundle version 13;
+ * docs/ABI.md "Attention sinks"). sinks: f32 [H] (one logit per query head,
+ * natural-log units; -inf is no sink), contiguous, 16-byte aligned; it joins
+ * every row's softmax denominator without a value, so the LSE counts it and
+ * a row whose keys are all masked gets O = 0 and LSE = sinks[h]. The forward
+ * and backward of such a kernel take the plain launch's arguments (and its
+ * mod_args, as the _ex launches) plus these; the plain and _ex launches
+ * refuse them, and these refuse kernels without sinks. The backward also
+ * writes d_sinks f32 [H] (contiguous, 16-byte aligned, overlapping no other
+ * tensor): d_sinks[h] = -sum over (b, q) of exp(sinks[h] - lse)·delta, summed
+ * in a fixed order (bit-identical run to run), overwritten, not added to.
+ * Split-KV, packed-GQA, varlen and block-sparse kernels have no sinks. The
+ * checks need no
+ * GPU; the launches add the device checks of fa_attention_forward. */
+FA_API fa_status fa_attention_forward_sinks_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks);
+FA_API fa_status fa_attention_backward_sinks_check(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks,
+    const fa_tensor *d_sinks);
+FA_API fa_status fa_attention_forward_sinks(const fa_kernel *kernel,
+                                            const fa_attention_args *args,
+                                            const fa_tensor *mod_args,
+                                            int32_t mod_arg_count,
+                                            const fa_tensor *sinks,
+                                            CUstream stream);
+/* Launches bwd_pre, bwd_sink (d_sinks from lse and delta; grid (H, 1, 1)),
+ * bwd and bwd_post in order on `stream`. */
+FA_API fa_status fa_attention_backward_sinks(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks,
+    const fa_tensor *d_sinks, CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);

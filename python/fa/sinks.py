@@ -1,0 +1,124 @@
+"""Attention sinks: fa.attention(q, k, v, ..., sinks=t).
+
+A sink is a learnable logit per query head that joins every row's softmax
+denominator without a value (docs/ABI.md "Attention sinks"):
+O = sum_j e^(s_j - m) v_j / (e^(t_h - m) + sum_j e^(s_j - m)), and the LSE
+counts it. The kernels are the bundle's with the config field `sinks`
+(fa-aot --config fwd:bf16:d128:causal:sinks, or compiled on demand like
+other configs), launched by fa_attention_{forward,backward}_sinks; the
+backward's d_sinks is t.grad.
+"""
+import ctypes
+import math
+
+from ._runtime import BWD, FWD, BackwardArgs, FaError, ForwardArgs
+
+_function = None
+
+
+def check_sinks(sinks, q):
+    """FaError unless `sinks` is a float32 tensor [H] on q's device."""
+    import torch
+    if not isinstance(sinks, torch.Tensor):
+        raise FaError(1, "fa: sinks must be a float32 torch tensor [H], got %s"
+                      % type(sinks).__name__)
+    if sinks.dtype != torch.float32:
+        raise FaError(1, "fa: sinks.dtype is %s, expected torch.float32" % sinks.dtype)
+    heads = q.shape[1] if q.dim() == 4 else None
+    if sinks.dim() != 1 or sinks.shape[0] != heads:
+        raise FaError(1, "fa: sinks.shape is %s, expected [%s] (one logit per query head of "
+                      "q [B,H,Nq,D], q.shape %s)" % (list(sinks.shape), heads, list(q.shape)))
+    if sinks.device != q.device:
+        raise FaError(1, "fa: sinks are on %s and q on %s; expected one CUDA device"
+                      % (sinks.device, q.device))
+
+
+def _aligned(t):
+    """t, or a copy where it is not contiguous and 16-byte aligned (the
+    runtime's rule for sinks)."""
+    import torch
+    if t.is_contiguous() and t.data_ptr() % 16 == 0:
+        return t
+    return t.detach().clone(memory_format=torch.contiguous_format)
+
+
+def _scale(q, scale):
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+
+
+def forward(q, k, v, sinks, b, mask_args, scale, mma):
+    """O and LSE (allocated here) of the forward with sinks [H] f32."""
+    import torch
+    from . import _capability, _launch, _mask, _tensor
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    mask, win = _mask(*mask_args)
+    kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
+                    k.shape[-2], sinks=True)
+    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], _scale(q, scale))
+    s = _tensor(_aligned(sinks))
+    _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,
+            ctypes.byref(s))
+    return o, lse
+
+
+def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic):
+    """dQ, dK, dV and d_sinks (allocated here) of the forward with sinks."""
+    import torch
+    from . import _capability, _launch, _mask, _tensor
+    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    mask, win = _mask(*mask_args)
+    kernel = b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
+                    k.shape[-2], deterministic, sinks=True)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    dsinks = torch.empty(sinks.shape, dtype=torch.float32, device=q.device)
+    args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
+                                                 dq_accum)], _scale(q, scale))
+    s, ds = _tensor(_aligned(sinks)), _tensor(dsinks)
+    _launch(b.lib, b.lib.fa_attention_backward_sinks, kernel, args, q, None, 0,
+            ctypes.byref(s), ctypes.byref(ds))
+    return dq, dk, dv, dsinks
+
+
+def _make_function():
+    import torch
+
+    class SinkAttentionFunction(torch.autograd.Function):
+        """O, LSE = attention(Q, K, V, sinks); gradients to q, k, v and the
+        sinks through the bundle's bwd kernels. LSE is not differentiable."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, sinks, b, mask_args, scale, mma, deterministic):
+            o, lse = forward(q, k, v, sinks.detach(), b, mask_args, scale, mma)
+            ctx.save_for_backward(q, k, v, o, lse, sinks)
+            ctx.args = (b, mask_args, scale, deterministic)
+            ctx.mark_non_differentiable(lse)
+            ctx.set_materialize_grads(False)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, do, _dlse):
+            if do is None:  # O does not reach the loss
+                return (None,) * 9
+            q, k, v, o, lse, sinks = ctx.saved_tensors
+            dq, dk, dv, dsinks = backward(q, k, v, o, do, lse, sinks.detach(), *ctx.args)
+            return dq, dk, dv, dsinks, None, None, None, None, None
+
+    return SinkAttentionFunction
+
+
+def attention(q, k, v, sinks, b, mask_args, scale, mma, deterministic, score_mod, mod_args):
+    """fa.attention with sinks: O, LSE."""
+    import torch
+    global _function
+    if score_mod is not None or mod_args:
+        raise FaError(1, "fa: sinks with a score_mod are not supported yet")
+    check_sinks(sinks, q)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, sinks)):
+        if _function is None:
+            _function = _make_function()
+        return _function.apply(q, k, v, sinks, b, mask_args, scale, mma, deterministic)
+    return forward(q, k, v, sinks, b, mask_args, scale, mma)
