@@ -600,8 +600,8 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
  * tensor): d_sinks[h] = -sum over (b, q) of exp(sinks[h] - lse)·delta, summed
  * in a fixed order (bit-identical run to run), overwritten, not added to.
  * Split-KV, packed-GQA, varlen and block-sparse kernels have no sinks. The
- * checks need no
- * GPU; the launches add the device checks of fa_attention_forward. */
+ * checks need no GPU; the launches add the device checks of
+ * fa_attention_forward. */
 FA_API fa_status fa_attention_forward_sinks_check(
     const fa_kernel *kernel, const fa_attention_args *args,
     const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks);
