@@ -183,15 +183,10 @@ fa_status fa_block_mask_build(const fa_kernel *kernel,
     return s;
   fa_tensor words = blockMaskTensor(c, m);
   std::vector<NamedTensor> tensors{{"mask.data", &words}};
-  static const char *const kNames[FA_MAX_MOD_ARGS] = {
-      "mod_args[0]", "mod_args[1]", "mod_args[2]", "mod_args[3]",
-      "mod_args[4]", "mod_args[5]", "mod_args[6]", "mod_args[7]"};
-  for (int32_t i = 0; i < mods.count; ++i)
-    tensors.push_back({kNames[i], &mods.tensors[i]});
-  if (fa_status s = checkPointers(tensors, scope.device))
-    return failWithPrefix(s, std::string(kApi) + ": ");
-  if (fa_status s = checkStream(stream, scope.ctx))
-    return failWithPrefix(s, std::string(kApi) + ": ");
+  appendModArgs(tensors, mods);
+  if (fa_status s =
+          checkLaunchDevice(kApi, tensors, stream, scope.device, scope.ctx))
+    return s;
   CUfunction classify, lists;
   if (fa_status s = kernelFunction(*kernel, c.blockMask, scope.ctx,
                                    scope.device, classify))

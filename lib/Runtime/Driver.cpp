@@ -199,6 +199,16 @@ fa_status checkPointers(const std::vector<NamedTensor> &tensors,
   return FA_SUCCESS;
 }
 
+fa_status checkLaunchDevice(const std::string &api,
+                            const std::vector<NamedTensor> &tensors,
+                            CUstream stream, CUdevice device, CUcontext ctx) {
+  if (fa_status s = checkPointers(tensors, device))
+    return failWithPrefix(s, api + ": ");
+  if (fa_status s = checkStream(stream, ctx))
+    return failWithPrefix(s, api + ": ");
+  return FA_SUCCESS;
+}
+
 fa_status checkStream(CUstream stream, CUcontext ctx) {
   // The null and the special default-stream handles follow the current
   // context; only a created stream has its own.

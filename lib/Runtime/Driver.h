@@ -95,6 +95,11 @@ fa_status checkPointers(const std::vector<NamedTensor> &tensors,
                         CUdevice device);
 /// `stream` must be a default stream or belong to `ctx`.
 fa_status checkStream(CUstream stream, CUcontext ctx);
+/// A launch's device-side checks: checkPointers on `device`, then
+/// checkStream on `ctx`, a failure's message prefixed with "<api>: ".
+fa_status checkLaunchDevice(const std::string &api,
+                            const std::vector<NamedTensor> &tensors,
+                            CUstream stream, CUdevice device, CUcontext ctx);
 
 } // namespace fa::runtime
 

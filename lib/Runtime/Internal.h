@@ -367,15 +367,20 @@ std::string checkFp8Arguments(const KernelConfig &config,
                               const fa_attention_args &args,
                               const fa_tensor descales[3]);
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
-/// tensorsOf with the call's mod_args ("mod_args[i]") after the others.
-template <typename Args>
-std::vector<NamedTensor> tensorsOf(const Args &args, const ModArgList &mods) {
+/// Appends the call's mod_args, named "mod_args[i]".
+inline void appendModArgs(std::vector<NamedTensor> &all,
+                          const ModArgList &mods) {
   static const char *const kNames[FA_MAX_MOD_ARGS] = {
       "mod_args[0]", "mod_args[1]", "mod_args[2]", "mod_args[3]",
       "mod_args[4]", "mod_args[5]", "mod_args[6]", "mod_args[7]"};
-  std::vector<NamedTensor> all = tensorsOf(args);
   for (int i = 0; i < mods.count && i < FA_MAX_MOD_ARGS; ++i)
     all.push_back({kNames[i], &mods.tensors[i]});
+}
+/// tensorsOf with the call's mod_args ("mod_args[i]") after the others.
+template <typename Args>
+std::vector<NamedTensor> tensorsOf(const Args &args, const ModArgList &mods) {
+  std::vector<NamedTensor> all = tensorsOf(args);
+  appendModArgs(all, mods);
   return all;
 }
 /// tensorsOf with the mod_args and then the call's sinks and d_sinks.

@@ -104,13 +104,8 @@ fa_status prepareLaunch(const fa_kernel *kernel, const Args *args,
     return s;
   if (fa_status s = scope.enter(args->q.data))
     return s;
-  auto prefix = [] { return std::string(apiName<Args>()) + ": "; };
-  if (fa_status s =
-          checkPointers(tensorsOf(*args, mods, sinks), scope.device))
-    return failWithPrefix(s, prefix());
-  if (fa_status s = checkStream(stream, scope.ctx))
-    return failWithPrefix(s, prefix());
-  return FA_SUCCESS;
+  return checkLaunchDevice(apiName<Args>(), tensorsOf(*args, mods, sinks),
+                           stream, scope.device, scope.ctx);
 }
 
 /// Launches `entry` (function `f`) of `kernel`. `params` holds the kernel's
@@ -365,11 +360,10 @@ fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
   ContextScope scope;
   if (fa_status s = scope.enter(args->q.data))
     return s;
-  const char *prefix = "fa_attention_forward_fp8: ";
-  if (fa_status s = checkPointers(tensorsOfFp8(*args, descales), scope.device))
-    return failWithPrefix(s, prefix);
-  if (fa_status s = checkStream(stream, scope.ctx))
-    return failWithPrefix(s, prefix);
+  if (fa_status s = checkLaunchDevice("fa_attention_forward_fp8",
+                                      tensorsOfFp8(*args, descales), stream,
+                                      scope.device, scope.ctx))
+    return s;
   return launchCheckedForward(*kernel, *args, ModArgList{}, descales, nullptr,
                               nullptr, stream, scope);
 } catch (...) {

@@ -71,12 +71,7 @@ fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
   fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
   std::vector<NamedTensor> all = tensorsOf(a, mods);
   all.push_back({"workspace", &ws});
-  std::string prefix = std::string(kApi) + ": ";
-  if (fa_status s = checkPointers(all, scope.device))
-    return failWithPrefix(s, prefix);
-  if (fa_status s = checkStream(stream, scope.ctx))
-    return failWithPrefix(s, prefix);
-  return FA_SUCCESS;
+  return checkLaunchDevice(kApi, all, stream, scope.device, scope.ctx);
 }
 
 /// Launches the split forward, then the merge, on `stream`.

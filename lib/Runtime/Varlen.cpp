@@ -375,10 +375,9 @@ fa_status fa_attention_forward_varlen(const fa_kernel *kernel,
     return s;
   auto prefix = std::string(kApi) + ": ";
   LaunchTensors tensors(a);
-  if (fa_status s = checkPointers(tensors.all, scope.device))
-    return failWithPrefix(s, prefix);
-  if (fa_status s = checkStream(stream, scope.ctx))
-    return failWithPrefix(s, prefix);
+  if (fa_status s =
+          checkLaunchDevice(kApi, tensors.all, stream, scope.device, scope.ctx))
+    return s;
   fa_status s = work == Work::Fill ? fillEmpty(a, stream)
                                    : launchVarlen(*kernel, a, scope, stream);
   if (s != FA_SUCCESS)
