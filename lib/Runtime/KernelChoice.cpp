@@ -171,17 +171,31 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
          (c.windowLeft == q.window_left && c.windowRight == q.window_right);
 }
 
-/// Whether kernel `c` computes the query's problem with its score_mod
-/// (`scoreMod`, "" for none), whatever its target. Split-KV kernels answer
-/// only the split-KV search: they need their own launch.
+/// The kernels that need their own launch (split-KV, packed GQA, varlen,
+/// block-sparse): each search takes one family and never returns another's.
+struct KernelFamily {
+  bool splitKv = false, packGqa = false, varlen = false, blockSparse = false;
+
+  bool holds(const KernelConfig &c) const {
+    return c.splitKv == splitKv && c.packGqa == packGqa &&
+           c.varlen == varlen && c.blockSparse == blockSparse;
+  }
+  /// " (split-KV)" etc., for the not-found message.
+  std::string describe() const {
+    return std::string(splitKv ? " (split-KV)" : "") +
+           (packGqa ? " (packed GQA)" : "") + (varlen ? " (varlen)" : "") +
+           (blockSparse ? " (block-sparse)" : "");
+  }
+};
+
+/// Whether kernel `c` of `family` computes the query's problem with its
+/// score_mod (`scoreMod`, "" for none), whatever its target.
 bool computesQuery(const KernelConfig &c, const fa_kernel_query &q,
                    int headDimV, const std::string &scoreMod,
                    const std::string &maskMod, bool deterministic,
-                   bool splitKv, bool packGqa, bool varlen, bool blockSparse) {
+                   const KernelFamily &family) {
   if (!computesAttention(c, q, headDimV) || c.scoreMod != scoreMod ||
-      c.maskMod != maskMod || c.sinks != (q.sinks != 0) ||
-      c.splitKv != splitKv || c.packGqa != packGqa || c.varlen != varlen ||
-      c.blockSparse != blockSparse)
+      c.maskMod != maskMod || c.sinks != (q.sinks != 0) || !family.holds(c))
     return false;
   if (q.mma != FA_MMA_ANY && c.mma != q.mma)
     return false;
@@ -229,12 +243,11 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
                   "; it has:" + (have.empty() ? " none" : have));
 }
 
-/// fa_kernel_find_for_keys over the bundle's deterministic kernels only, its
-/// split-KV kernels only, or over the others only.
+/// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
+/// over one family's kernels only.
 fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      int64_t nk, bool deterministic, const fa_kernel **out,
-                     bool splitKv = false, bool packGqa = false,
-                     bool varlen = false, bool blockSparse = false) {
+                     const KernelFamily &family = {}) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -268,8 +281,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   std::vector<std::string> matchingTargets;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
-    if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, splitKv,
-                       packGqa, varlen, blockSparse))
+    if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, family))
       continue;
     matchingTargets.push_back(c.targetName);
     int rank = kernelRank(c, cc, q.mma);
@@ -289,11 +301,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                               q.window_left, q.window_right, q.mma, scoreMod,
                               maskMod) +
                      (deterministic ? " (deterministic)" : "") +
-                     (splitKv ? " (split-KV)" : "") +
-                     (packGqa ? " (packed GQA)" : "") +
-                     (varlen ? " (varlen)" : "") +
-                     (blockSparse ? " (block-sparse)" : "") +
-                     (q.sinks ? " (sinks)" : "");
+                     family.describe() + (q.sinks ? " (sinks)" : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;
@@ -334,7 +342,9 @@ fa_status fa_kernel_find_for_keys(const fa_bundle *bundle,
 fa_status fa_kernel_find_splitkv(const fa_bundle *bundle,
                                   const fa_kernel_query *query, int64_t nk,
                                   const fa_kernel **out) try {
-  return findKernel(bundle, query, nk, false, out, /*splitKv=*/true);
+  KernelFamily splitKv;
+  splitKv.splitKv = true;
+  return findKernel(bundle, query, nk, false, out, splitKv);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -347,8 +357,10 @@ fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "fa_kernel_find_packed_gqa: split_kv is " +
                     std::to_string(split_kv) + "; expected 0 or 1");
-  return findKernel(bundle, query, nk, false, out, split_kv == 1,
-                    /*packGqa=*/true);
+  KernelFamily packed;
+  packed.splitKv = split_kv == 1;
+  packed.packGqa = true;
+  return findKernel(bundle, query, nk, false, out, packed);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -357,8 +369,9 @@ fa_status fa_kernel_find_varlen(const fa_bundle *bundle,
                                 const fa_kernel_query *query,
                                 int64_t max_seqlen_k,
                                 const fa_kernel **out) try {
-  return findKernel(bundle, query, max_seqlen_k, false, out, false, false,
-                    /*varlen=*/true);
+  KernelFamily varlen;
+  varlen.varlen = true;
+  return findKernel(bundle, query, max_seqlen_k, false, out, varlen);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -366,8 +379,9 @@ fa_status fa_kernel_find_varlen(const fa_bundle *bundle,
 fa_status fa_kernel_find_block_sparse(const fa_bundle *bundle,
                                        const fa_kernel_query *query, int64_t nk,
                                        const fa_kernel **out) try {
-  return findKernel(bundle, query, nk, false, out, false, false,
-                    /*varlen=*/false, /*blockSparse=*/true);
+  KernelFamily blockSparse;
+  blockSparse.blockSparse = true;
+  return findKernel(bundle, query, nk, false, out, blockSparse);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
