@@ -477,6 +477,11 @@ _current_device = None  # () -> the current device's index
 _torch = None
 
 
+def softmax_scale(head_dim, scale):
+    """The scale a call gives, else 1/sqrt(head_dim) (the attention default)."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+
+
 def _launch_setup():
     """The torch queries of every launch, looked up once."""
     global _current_stream, _current_device, _torch
@@ -589,7 +594,7 @@ def _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod, mods_
                          % (mask_mod, block_mask.mask_mod))
     d = q.shape[-1]
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
-                       1.0 / math.sqrt(d) if scale is None else float(scale))
+                       softmax_scale(d, scale))
     _launch(b.lib, b.lib.fa_attention_forward_block_sparse, block_mask.kernel, args, q,
             ctypes.byref(block_mask.desc), _mod_arg_array(mods_read), len(mods_read))
 
@@ -632,7 +637,7 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
         if score_mod is not None or mask_mod is not None:
             _check_mod_arg_count(b, kernel, score_mod, mods_read, mask_mod)
         args = ForwardArgs(*[_tensor(t) for t in tensors],
-                           1.0 / math.sqrt(d) if scale is None else float(scale))
+                           softmax_scale(d, scale))
         return kernel, bytes(args)
 
     kernel, template = _plan(b, key + (len(mods_read),), make)
@@ -663,7 +668,7 @@ def forward_fp8_into(q, k, v, o, lse, descales, causal=False, causal_bottom_righ
         d, dv = q.shape[-1], v.shape[-1]
         kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), "wgmma", k.shape[-2])
         args = ForwardArgs(*[_tensor(t) for t in tensors],
-                           1.0 / math.sqrt(d) if scale is None else float(scale))
+                           softmax_scale(d, scale))
         return kernel, bytes(args)
 
     kernel, template = _plan(b, key, make)
@@ -746,7 +751,7 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
         if score_mod is not None or mask_mod is not None:
             _check_mod_arg_count(b, kernel, score_mod, mods_read, mask_mod)
         args = BackwardArgs(*[_tensor(t) for t in tensors],
-                            1.0 / math.sqrt(d) if scale is None else float(scale))
+                            softmax_scale(d, scale))
         return kernel, bytes(args)
 
     kernel, template = _plan(b, key + (len(mods_read),), make)
@@ -811,7 +816,7 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False):
                                                       q.shape[2], splits.value,
                                                       ctypes.byref(nbytes)))
         args = ForwardArgs(*[_tensor(t) for t in tensors],
-                           1.0 / math.sqrt(d) if scale is None else float(scale))
+                           softmax_scale(d, scale))
         return kernel, bytes(args), splits.value, nbytes.value
 
     return _plan(b, key, make)
@@ -866,7 +871,7 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mas
     kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
                     score_mod=score_mod, mask_mod=mask_mod)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
-                       1.0 / math.sqrt(d) if scale is None else float(scale))
+                       softmax_scale(d, scale))
     if score_mod is not None or mask_mod is not None:
         _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
     if mod_args:
@@ -941,7 +946,7 @@ def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, determi
     dq_accum = _Described(q.shape, torch.float32)
     args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
                                                  dq_accum)],
-                        1.0 / math.sqrt(d) if scale is None else float(scale))
+                        softmax_scale(d, scale))
     return kernel, bytes(args), offset + rows * d * 4, offset
 
 

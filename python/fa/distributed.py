@@ -26,9 +26,8 @@ Layouts of the sequence over W ranks (`layout`):
 (the ranks' chunks given as lists, the ring's transfers as list rotations):
 the tests and benchmarks of one GPU use it.
 """
-import math
 
-from . import FaError, attention, backward_into, forward_into
+from . import FaError, attention, backward_into, forward_into, softmax_scale
 
 LAYOUTS = ("zigzag", "contiguous")
 
@@ -207,7 +206,7 @@ def _options(q, causal, layout, scale, bundle):
     if layout == "zigzag" and causal and q.shape[2] % 2:
         raise FaError(1, "fa.distributed: zigzag needs an even local length, got %d" % q.shape[2])
     return {"causal": bool(causal), "layout": layout, "bundle": bundle,
-            "scale": 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)}
+            "scale": softmax_scale(q.shape[-1], scale)}
 
 
 def ring_attention_simulated(qs, ks, vs, causal=False, layout="zigzag", scale=None,

@@ -9,7 +9,6 @@ other configs), launched by fa_attention_{forward,backward}_sinks; the
 backward's d_sinks is t.grad.
 """
 import ctypes
-import math
 
 from ._runtime import BWD, FWD, BackwardArgs, FaError, ForwardArgs
 
@@ -42,21 +41,17 @@ def _aligned(t):
     return t.detach().clone(memory_format=torch.contiguous_format)
 
 
-def _scale(q, scale):
-    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-
-
 def forward(q, k, v, sinks, b, mask_args, scale, mma):
     """O and LSE (allocated here) of the forward with sinks [H] f32."""
     import torch
-    from . import _capability, _launch, _mask, _tensor
+    from . import _capability, _launch, _mask, _tensor, softmax_scale
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
                     k.shape[-2], sinks=True)
     o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-    args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], _scale(q, scale))
+    args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
     s = _tensor(_aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,
             ctypes.byref(s))
@@ -66,7 +61,7 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma):
 def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic):
     """dQ, dK, dV and d_sinks (allocated here) of the forward with sinks."""
     import torch
-    from . import _capability, _launch, _mask, _tensor
+    from . import _capability, _launch, _mask, _tensor, softmax_scale
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     mask, win = _mask(*mask_args)
     kernel = b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
@@ -76,7 +71,7 @@ def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic):
     dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     dsinks = torch.empty(sinks.shape, dtype=torch.float32, device=q.device)
     args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
-                                                 dq_accum)], _scale(q, scale))
+                                                 dq_accum)], softmax_scale(q.shape[-1], scale))
     s, ds = _tensor(_aligned(sinks)), _tensor(dsinks)
     _launch(b.lib, b.lib.fa_attention_backward_sinks, kernel, args, q, None, 0,
             ctypes.byref(s), ctypes.byref(ds))

@@ -6,7 +6,6 @@ The kernels are the bundle's varlen wgmma forwards (fa-aot config field
 compiler is installed, one compiled on first use (fa.jit).
 """
 import ctypes
-import math
 
 from . import jit
 from ._runtime import (DTYPE_NAMES, FWD, MASKS, FaError, KernelQuery, VarlenArgs, check)
@@ -201,6 +200,7 @@ def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     the runtime checks them."""
     import torch
     from . import _bundle
+    from . import softmax_scale as _softmax_scale
     b = _bundle(bundle)
     _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
@@ -215,7 +215,7 @@ def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     if check_seqlens and not torch.cuda.is_current_stream_capturing():
         equal_lengths = _check_offsets(b.lib, cu_seqlens_q, cu_seqlens_k, q.shape[0],
                                        k.shape[0], max_q, max_k)
-    scale = 1.0 / math.sqrt(q.shape[2]) if softmax_scale is None else float(softmax_scale)
+    scale = _softmax_scale(q.shape[2], softmax_scale)
     kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths)
     cu_q, cu_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     q, k, v = [t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
