@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import fa  # noqa: E402
+from support import expect_error  # noqa: E402
 from fa import mods  # noqa: E402
 from fa._runtime import BWD, FWD  # noqa: E402
 
@@ -93,16 +94,6 @@ def key_bias(s, b, h, q, kv):
 
 
 MASKS = [causal, sliding, document, prefix_lm, strided_doc_strict]
-
-
-def expect_error(fn, *needles):
-    try:
-        fn()
-    except fa.FaError as e:
-        for n in needles:
-            assert n in str(e), "expected %r in: %s" % (n, e)
-        return str(e)
-    raise AssertionError("expected an FaError with %r" % (needles,))
 
 
 def body(mod):

@@ -24,18 +24,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import torch  # noqa: E402
 
 import fa  # noqa: E402
+from support import expect_error  # noqa: E402
 from fa import mods  # noqa: E402
 from fa._runtime import FWD, ForwardArgs  # noqa: E402
-
-
-def expect_error(fn, *needles):
-    try:
-        fn()
-    except fa.FaError as e:
-        for n in needles:
-            assert n in str(e), "expected %r in: %s" % (n, e)
-        return str(e)
-    raise AssertionError("expected an FaError with %r" % (needles,))
 
 
 def check_tracing():

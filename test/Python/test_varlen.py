@@ -20,17 +20,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import torch  # noqa: E402
 
 import fa  # noqa: E402
+from support import expect_error  # noqa: E402
 from fa import varlen  # noqa: E402
 from fa._runtime import FWD, MASKS, KernelQuery, Tensor, VarlenArgs  # noqa: E402
-
-
-def expect_error(fn, text):
-    try:
-        fn()
-    except fa.FaError as e:
-        assert text in str(e), "expected %r in: %s" % (text, e)
-        return e
-    raise AssertionError("expected FaError with %r" % text)
 
 
 def check_arguments(b):
