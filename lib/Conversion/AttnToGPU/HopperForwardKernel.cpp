@@ -257,7 +257,7 @@ private:
   Value qMap, kMap, vMap;
   // fp8: the descale tensors (f32 [B, Hkv]) and the i32 view of shared
   // memory the V transpose moves words through.
-  Value descaleQ, descaleK, descaleV, smemWords;
+  Value descaleQ, descaleK, descaleV;
   Value batches, heads, kvHeads, nq, nk;
   // The sizes the tiled loop's bounds read: nq, nk, or a varlen batch's
   // token totals (then nq, nk are the CTA's sequence's lengths).
@@ -665,8 +665,7 @@ void HopperForward::emitTransposer() {
   Value it = loop.getInductionVar();
   Value stage = ring.slot(kb, it);
   wait(bars.vFull(), stage, ring.fullParity(kb, it));
-  transposeVTile(kb, smemWords,
-                 kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()),
+  transposeVTile(kb, kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()),
                  kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase()),
                  plan.blockKV, plan.headDimV);
   // Vᵀ is read next by wgmma (the async proxy).
@@ -1244,10 +1243,8 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   }
 
   // Typed as O's 16-bit elements (the epilogue's stores); fp8 tiles are
-  // addressed in bytes through descriptors, TMA and the i32 view.
+  // addressed in bytes through descriptors, TMA and 32-bit shared offsets.
   kb.smem = kb.sharedView(module, plan.outputElemType(), layout.total() / 2);
-  if (fp8())
-    smemWords = kb.sharedView(module, b.getI32Type(), layout.total() / 4);
   if (plan.persistent) {
     tileCounter = arg(14);
     tileSlot = kb.sharedView(module, b.getI32Type(), layout.total() / 4);

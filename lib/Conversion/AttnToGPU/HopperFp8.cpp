@@ -63,88 +63,112 @@ SmallVector<Value> mlir::fa::gpu_lowering::packFp8A(KernelBuilder &kb,
   return a;
 }
 
-/// Byte (row, col) of a 128 B-swizzled tile of 128 B rows: 16 B chunk c of
-/// row r at chunk c ^ (r mod 8).
-static Value swizzledByte(KernelBuilder &kb, Value row, Value col) {
-  OpBuilder &b = kb.b;
-  Value chunk = arith::XOrIOp::create(b, kb.loc, kb.divui(col, 16),
-                                      kb.remui(row, 8));
-  return kb.add(kb.add(kb.mul(row, kSlabRowBytes), kb.mul(chunk, 16)),
-                kb.remui(col, 16));
-}
+/// i32 arithmetic of the transposer's addresses (32-bit shared offsets).
+namespace {
+struct Bits32 {
+  KernelBuilder &kb;
+  Value c(int64_t v) { return kb.c32(v); }
+  Value bitAnd(Value x, int64_t m) {
+    return arith::AndIOp::create(kb.b, kb.loc, x, c(m));
+  }
+  Value bitOr(Value x, Value y) {
+    return arith::OrIOp::create(kb.b, kb.loc, x, y);
+  }
+  Value bitXor(Value x, Value y) {
+    return arith::XOrIOp::create(kb.b, kb.loc, x, y);
+  }
+  Value bitXor(Value x, int64_t y) { return bitXor(x, c(y)); }
+  Value shl(Value x, int64_t n) {
+    return arith::ShLIOp::create(kb.b, kb.loc, x, c(n));
+  }
+  Value shr(Value x, int64_t n) {
+    return arith::ShRUIOp::create(kb.b, kb.loc, x, c(n));
+  }
+  /// Bit `i` of `v`.
+  Value bit(Value v, int64_t i) { return bitAnd(shr(v, i), 1); }
+  Value add(Value x, Value y) {
+    return arith::AddIOp::create(kb.b, kb.loc, x, y);
+  }
+};
+} // namespace
 
-/// Bit `i` of `v` (index).
-static Value bit(KernelBuilder &kb, Value v, int64_t i) {
-  return kb.remui(kb.divui(v, int64_t(1) << i), 2);
-}
-
-void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value words,
-                                            Value vBase, Value vtBase,
-                                            int64_t blockKV, int64_t headDimV) {
+void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
+                                            Value vtBase, int64_t blockKV,
+                                            int64_t headDimV) {
+  // The bit layout below is that of 128 × 128-byte tiles (the plan's only
+  // fp8 shape): V rows are keys, Vᵀ rows dv columns, 16 B chunks swizzled.
+  assert(blockKV == 128 && headDimV == 128 && "fp8 transposes 128 x 128 tiles");
+  (void)blockKV;
+  (void)headDimV;
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  // Warp iteration w moves the blocks (p, q): dv columns 4p..4p+3, key
-  // positions 4q..4q+3, with lane bits l0..l4
-  //   p = l0 + 2 l1 + 4 l4 + 8 (w mod Dv/32)
-  //   q = l2 + 2 l3 + 4 (l1 ^ x0) + 8 (l4 ^ x1) + 16 h,  (x, h) = w div Dv/32
-  // Loads of row r hit bank 4 ((p div 4) ^ (r mod 8)) + p mod 4 and
-  // stores to row n bank 4 ((q div 4) ^ (n mod 8)) + q mod 4: 32 distinct
-  // banks each. 8 · Dv/32 iterations cover the Dv × 128 tile.
-  const int64_t pBlocks = headDimV / 32;
-  const int64_t iterations = pBlocks * (blockKV / 16);
-  Value lane = kb.lane;
-  Value l[5];
-  for (int64_t i = 0; i < 5; ++i)
-    l[i] = bit(kb, lane, i);
-  Value transposer = kb.sub(kb.warp, kb.idx(1)); // 0..2
-  auto loop = scf::ForOp::create(b, loc, transposer, kb.idx(iterations),
-                                 kb.idx(kFp8TransposeWarps));
+  Bits32 i32{kb};
+  // Warp iteration w (0..31) moves the 4 × 4-byte blocks (p, q): dv columns
+  // 4p..4p+3, key positions 4q..4q+3, with lane bits l0..l4, m = l2 + 2 l3,
+  //   p = l0 + 2 l1 + 4 l4 + 8 (w mod 4),  q = m + 4 (s ^ (l1 + 2 l4)),
+  // s = w div 4. Loads of a warp hit 32 distinct banks (row mod 8 spreads
+  // the swizzle), and so do its stores (the lane-dependent s ^ (l1 + 2 l4)).
+  // Every field of both byte offsets sits on its own bits, so w enters each
+  // by one xor with a per-iteration mask: (lane part) ^ X(w).
+  //   load  (key row 16 u + 2 m + k, k ∈ {0, 1, 8, 9}, u = s ^ (l1 + 2 l4)):
+  //     2048 u + 128 k' + 256 m + 32 m + 16 (l4 ^ k mod 2) + 4 (l0 + 2 l1)
+  //     ^ 32 (w mod 4); k = 8, 9 add 1024 to k = 0, 1.
+  //   store (Vᵀ row n = 4p + j, position 4q):
+  //     128 n + 16 ((u ^ (n mod 8))) + 4 m = S0 ^ 144 j ^ 4096 (w mod 4).
+  Value lane = kb.toI32(kb.lane);
+  Value l0 = i32.bit(lane, 0), l1 = i32.bit(lane, 1), l4 = i32.bit(lane, 4);
+  Value m = i32.bitAnd(i32.shr(lane, 2), 3);
+  Value laneU = i32.bitOr(l1, i32.shl(l4, 1));
+  Value load0 = i32.bitOr(
+      i32.bitOr(i32.shl(laneU, 11), i32.bitOr(i32.shl(m, 8), i32.shl(m, 5))),
+      i32.bitOr(i32.shl(l4, 4), i32.shl(i32.bitAnd(lane, 3), 2)));
+  Value load1 = i32.bitXor(load0, 128 | 16);
+  Value store0 = i32.bitOr(
+      i32.bitOr(i32.shl(l0, 9), i32.bitOr(i32.shl(l1, 10), i32.shl(l4, 11))),
+      i32.bitOr(i32.shl(i32.bitXor(laneU, i32.shl(l0, 2)), 4),
+                i32.shl(m, 2)));
+  Value shared = arith::TruncIOp::create(b, loc, b.getI32Type(),
+                                         sharedAddress(kb));
+  Value vTile = i32.add(shared, kb.toI32(vBase));
+  Value vtTile = i32.add(shared, kb.toI32(vtBase));
+
+  Value transposer = arith::SubIOp::create(b, loc, kb.toI32(kb.warp),
+                                           kb.c32(1)); // 0..2
+  auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(32),
+                                 kb.c32(kFp8TransposeWarps));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   Value w = loop.getInductionVar();
-  Value pBlock = kb.remui(w, pBlocks), sel = kb.divui(w, pBlocks);
-  Value x0 = bit(kb, sel, 0), x1 = bit(kb, sel, 1), h = kb.divui(sel, 4);
-  auto xorI = [&](Value x, Value y) {
-    return arith::XOrIOp::create(b, loc, x, y).getResult();
-  };
-  Value p = kb.add(kb.add(l[0], kb.mul(l[1], 2)),
-                   kb.add(kb.mul(l[4], 4), kb.mul(pBlock, 8)));
-  Value q = kb.add(kb.add(l[2], kb.mul(l[3], 2)),
-                   kb.add(kb.add(kb.mul(xorI(l[1], x0), 4),
-                                 kb.mul(xorI(l[4], x1), 8)),
-                          kb.mul(h, 16)));
-  Value col = kb.mul(p, 4);
-  // V's columns past 128 live in the next slab of bkv rows.
-  Value slabBase = kb.add(vBase, kb.mul(kb.divui(col, 128),
-                                        blockKV * kSlabRowBytes));
-  Value inSlab = kb.remui(col, 128);
-  Value keyBase = kb.add(kb.mul(kb.divui(q, 4), 16), kb.mul(kb.remui(q, 4), 2));
-  SmallVector<Value> in;
-  for (int64_t key : {0, 1, 8, 9}) {
-    Value byte = kb.add(slabBase, swizzledByte(kb, kb.add(keyBase, key), inSlab));
-    in.push_back(memref::LoadOp::create(b, loc, words,
-                                        ValueRange{kb.divui(byte, 4)}));
-  }
-  // out_j byte i = in_i byte j.
-  Type i32 = b.getI32Type();
-  auto structTy = LLVM::LLVMStructType::getLiteral(
-      b.getContext(), SmallVector<Type>(4, i32));
-  auto asmOp = inlinePtx(b, loc, structTy, in,
-                         "{\n.reg .b32 t0, t1, t2, t3;\n"
-                         "prmt.b32 t0, $4, $5, 0x5140;\n"
-                         "prmt.b32 t1, $4, $5, 0x7362;\n"
-                         "prmt.b32 t2, $6, $7, 0x5140;\n"
-                         "prmt.b32 t3, $6, $7, 0x7362;\n"
-                         "prmt.b32 $0, t0, t2, 0x5410;\n"
-                         "prmt.b32 $1, t0, t2, 0x7632;\n"
-                         "prmt.b32 $2, t1, t3, 0x5410;\n"
-                         "prmt.b32 $3, t1, t3, 0x7632;\n}",
-                         "=r,=r,=r,=r,r,r,r,r");
-  SmallVector<Value> out = unpackStruct(b, loc, asmOp.getResult(0), 4);
-  Value position = kb.mul(q, 4);
-  for (int64_t j = 0; j < 4; ++j) {
-    Value byte = kb.add(vtBase, swizzledByte(kb, kb.add(col, j), position));
-    memref::StoreOp::create(b, loc, out[j], words,
-                            ValueRange{kb.divui(byte, 4)});
-  }
+  Value s = i32.shr(w, 2), pBlock = i32.bitAnd(w, 3);
+  Value loadMask = i32.bitOr(i32.shl(s, 11), i32.shl(pBlock, 5));
+  Value storeMask = i32.bitOr(i32.shl(s, 4), i32.shl(pBlock, 12));
+  SmallVector<Value> addresses = {
+      i32.add(vTile, i32.bitXor(load0, loadMask)),
+      i32.add(vTile, i32.bitXor(load1, loadMask))};
+  Value store = i32.bitXor(store0, storeMask);
+  for (int64_t j = 0; j < 4; ++j)
+    addresses.push_back(i32.add(vtTile, i32.bitXor(store, 144 * j)));
+  // Keys 0, 1, 8, 9 in; out_j byte i = in_i byte j.
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, addresses,
+            "{\n.reg .b32 a0, a1, a2, a3, t0, t1, t2, t3, o0, o1, o2, o3;\n"
+            "ld.shared.b32 a0, [$0];\n"
+            "ld.shared.b32 a1, [$1];\n"
+            "ld.shared.b32 a2, [$0+1024];\n"
+            "ld.shared.b32 a3, [$1+1024];\n"
+            "prmt.b32 t0, a0, a1, 0x5140;\n"
+            "prmt.b32 t1, a0, a1, 0x7362;\n"
+            "prmt.b32 t2, a2, a3, 0x5140;\n"
+            "prmt.b32 t3, a2, a3, 0x7362;\n"
+            "prmt.b32 o0, t0, t2, 0x5410;\n"
+            "prmt.b32 o1, t0, t2, 0x7632;\n"
+            "prmt.b32 o2, t1, t3, 0x5410;\n"
+            "prmt.b32 o3, t1, t3, 0x7632;\n"
+            "st.shared.b32 [$2], o0;\n"
+            "st.shared.b32 [$3], o1;\n"
+            "st.shared.b32 [$4], o2;\n"
+            "st.shared.b32 [$5], o3;\n}",
+            "r,r,r,r,r,r,~{memory}", /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::TailCallKind::None,
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }

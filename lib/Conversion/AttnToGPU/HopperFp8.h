@@ -40,11 +40,11 @@ SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
 /// warps 1-3 of the producer warpgroup). V [bkv keys][Dv] is the TMA tile:
 /// 128 B rows of 128 columns in slabs of bkv rows from byte `vBase`; Vᵀ
 /// [Dv][bkv = 128 key positions] is 128 B rows from byte `vtBase`, both
-/// 128 B-swizzled. `words` is the shared buffer as i32.
+/// 128 B-swizzled (byte offsets from the shared buffer's base).
 /// Each thread moves 4×4-byte blocks: four 32-bit loads of four key rows,
 /// a byte transpose (prmt), four 32-bit stores. The lane → block map keeps
 /// both the loads and the stores of a warp on 32 distinct banks.
-void transposeVTile(KernelBuilder &kb, Value words, Value vBase, Value vtBase,
+void transposeVTile(KernelBuilder &kb, Value vBase, Value vtBase,
                     int64_t blockKV, int64_t headDimV);
 
 } // namespace mlir::fa::gpu_lowering
