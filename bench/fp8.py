@@ -11,7 +11,7 @@ and its error shown once), so the baselines are bf16 cuDNN and flash. The
 issue's target: fp8 >= 1000 TFLOP/s at N >= 8k.
 
     python3 bench/fp8.py --bundle out/bundle-fp8 --bf16-bundle out/bundle --lib LIB
-        [--seqs 8192,16384] [--json out.json]
+        [--seqs 8192,16384] [--json out.json] [--ab NAME=BUNDLE ...]
 """
 import argparse
 import json
@@ -39,7 +39,7 @@ def sdpa(backend, q, k, v, causal):
     return run
 
 
-def row(bundle, bf16_bundle, B, H, N, d, causal):
+def row(bundle, bf16_bundle, B, H, N, d, causal, ab=()):
     dev = "cuda"
     q = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
     k = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
@@ -57,6 +57,9 @@ def row(bundle, bf16_bundle, B, H, N, d, causal):
                                                     causal=causal, bundle=bundle)
     except fa.FaError as e:
         fns["fa:fp8"] = {"error": str(e).splitlines()[0][:200]}
+    for name, other in ab:
+        fns["fa:" + name] = (lambda other=other: fa.forward_fp8_into(
+            q8, k8, v8, o8, lse, (ones, ones, ones), causal=causal, bundle=other))
     if bf16_bundle is not None:
         try:
             fa.forward_into(q, k, v, o, lse, causal=causal, bundle=bf16_bundle)
@@ -83,18 +86,24 @@ def main():
     ap.add_argument("--lib", default=None)
     ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--ab", action="append", default=[], metavar="NAME=PATH",
+                    help="another fp8 bundle timed in the same process (column fa:NAME)")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     bf16 = fa.Bundle(args.bf16_bundle, args.lib, False, None) if args.bf16_bundle else None
     d, H, tokens = 128, 16, 65536
+    ab = []
+    for spec in args.ab:
+        name, _, path = spec.partition("=")
+        ab.append((name, fa.Bundle(path, args.lib, False, None)))
     results = []
-    cols = ["fa:fp8", "fa:bf16", "cudnn:fp8", "cudnn:bf16", "flash:bf16"]
+    cols = ["fa:fp8"] + ["fa:" + name for name, _ in ab] + ["fa:bf16", "cudnn:fp8", "cudnn:bf16", "flash:bf16"]
     print("%-7s %-6s " % ("N", "causal") + " ".join("%12s" % c for c in cols) + "  fp8/cudnn")
     errors = {}
     for causal in (False, True):
         for N in [int(s) for s in args.seqs.split(",")]:
             B = max(1, tokens // N)
-            r = row(bundle, bf16, B, H, N, d, causal)
+            r = row(bundle, bf16, B, H, N, d, causal, ab)
             cells = []
             for c in cols:
                 if "tflops" in r.get(c, {}):

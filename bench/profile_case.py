@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One benchmark shape run a few times, for a profiler (Nsight Compute) to pick
-one launch of: bf16, B·N tokens, hidden 2048, head dim --dim.
+one launch of: bf16 (or fp8 e4m3 forward, --fp8), B·N tokens, hidden 2048, head dim --dim.
 
     ncu --kernel-name regex:'^fa_bwd_bwd' --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section WarpStateStats \
@@ -27,6 +27,8 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--mma", choices=["mma_sync", "wgmma"], default=None)
+    ap.add_argument("--fp8", action="store_true",
+                    help="the fp8 e4m3 forward (unit descales) instead of bf16")
     args = ap.parse_args()
     fa.load(args.bundle, args.lib)
     b, h, n, d = args.tokens // args.seq, 2048 // args.dim, args.seq, args.dim
@@ -35,7 +37,15 @@ def main():
     o = torch.empty_like(q)
     lse = torch.empty(b, h, n, device=dev)
     dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+    if args.fp8:
+        if args.dir != "fwd":
+            ap.error("--fp8 profiles the forward only (--dir fwd)")
+        q8, k8, v8 = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
+        ones = torch.ones(b, h, device=dev)
     for _ in range(args.iters):
+        if args.fp8:
+            fa.forward_fp8_into(q8, k8, v8, o, lse, (ones, ones, ones), causal=args.causal)
+            continue
         fa.forward_into(q, k, v, o, lse, causal=args.causal, mma=args.mma)
         if args.dir == "bwd":
             fa.backward_into(q, k, v, o, do, lse, dq, dk, dv, causal=args.causal, mma=args.mma)
