@@ -191,7 +191,11 @@ struct HopperSmem {
   int64_t qBytes() const { return bq * rowBytes(d); }
   int64_t kBytes() const { return bkv * rowBytes(d); }
   int64_t vBytes() const { return bkv * rowBytes(dv); }
-  int64_t vtBytes() const { return fp8 ? dv * bkv : 0; }
+  /// Vᵀ: one [Dv][128 keys] slab of 128 B rows per 128 keys (the last one
+  /// partly used when bkv is not a multiple of 128).
+  int64_t vtBytes() const {
+    return fp8 ? dv * llvm::alignTo(bkv, kSlabRowBytes) : 0;
+  }
   int64_t kBase() const { return qBytes(); }
   int64_t vBase() const { return qBytes() + stages * kBytes(); }
   int64_t vtBase() const { return vBase() + stages * vBytes(); }
@@ -697,11 +701,15 @@ SmallVector<Value> HopperForward::qkDescriptors(Value qRow0Bytes,
 
 SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
   const int64_t bkv = plan.blockKV;
-  if (fp8()) { // K-major Vᵀ: +32 B per k32 step of its 128 B rows
+  if (fp8()) { // K-major Vᵀ: +32 B per k32 step of its 128 B rows, a slab
+               // of Dv rows per 128 keys
     Value vtStage = kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase());
     SmallVector<Value> descs;
     for (int64_t kk = 0; kk < bkv / 32; ++kk)
-      descs.push_back(descriptor(kb.add(vtStage, kk * 32), 16));
+      descs.push_back(descriptor(
+          kb.add(vtStage, (kk / 4) * plan.headDimV * kSlabRowBytes +
+                              (kk % 4) * 32),
+          16));
     return descs;
   }
   Value vStage = kb.add(kb.mul(stage, layout.vBytes()), layout.vBase());

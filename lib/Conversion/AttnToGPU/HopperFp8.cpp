@@ -95,10 +95,10 @@ struct Bits32 {
 void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
                                             Value vtBase, int64_t blockKV,
                                             int64_t headDimV) {
-  // The bit layout below is that of 128 × 128-byte tiles (the plan's only
-  // fp8 shape): V rows are keys, Vᵀ rows dv columns, 16 B chunks swizzled.
-  assert(blockKV == 128 && headDimV == 128 && "fp8 transposes 128 x 128 tiles");
-  (void)blockKV;
+  // The bit layout below is that of 128 × 128-byte tiles: V rows are keys,
+  // Vᵀ rows dv columns, 16 B chunks swizzled. Keys past 128 continue in the
+  // next 16 KB of V (its rows) and of Vᵀ (the next slab of keys).
+  assert(headDimV == 128 && blockKV % 64 == 0 && "fp8 transposes 64-key halves");
   (void)headDimV;
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
@@ -134,14 +134,20 @@ void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
 
   Value transposer = arith::SubIOp::create(b, loc, kb.toI32(kb.warp),
                                            kb.c32(1)); // 0..2
-  auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(32),
+  // Iteration w of 128-key slab i is g = 32 i + w (16 per 64 keys): s's
+  // bit 3 is the slab, 16 KB on in V as in Vᵀ (for the load mask its bit
+  // 14 lies above the lane part, so the xor adds it).
+  auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(blockKV / 4),
                                  kb.c32(kFp8TransposeWarps));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   Value w = loop.getInductionVar();
   Value s = i32.shr(w, 2), pBlock = i32.bitAnd(w, 3);
   Value loadMask = i32.bitOr(i32.shl(s, 11), i32.shl(pBlock, 5));
-  Value storeMask = i32.bitOr(i32.shl(s, 4), i32.shl(pBlock, 12));
+  Value storeMask = i32.bitOr(
+      i32.shl(blockKV > 128 ? i32.bitAnd(s, 7) : s, 4), i32.shl(pBlock, 12));
+  if (blockKV > 128)
+    storeMask = i32.bitOr(storeMask, i32.shl(i32.shr(s, 3), 14));
   SmallVector<Value> addresses = {
       i32.add(vTile, i32.bitXor(load0, loadMask)),
       i32.add(vTile, i32.bitXor(load1, loadMask))};
