@@ -67,6 +67,16 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     the sink, so a row whose keys are all masked out gives O = 0 and
     LSE = sink_h. A sink of -inf is no sink.
 
+    A paged KV cache (`paged(%page_table, %seqused_k)`, flash-attn's
+    layout): K [num_pages, page_size, Hkv, D] and V [num_pages, page_size,
+    Hkv, Dv] are pools of pages, page_table (i32 [B, max_pages]) lists each
+    sequence's pages in order and seqused_k (i32 [B]) its key count. Key n of
+    sequence b is row n mod page_size of page page_table[b, n / page_size]
+    (an entry outside [0, num_pages) reads the nearest page); sequence b sees
+    keys [0, min(seqused_k[b], max_pages·page_size)) (a negative count is
+    0), and masks and score_mod measure its Nk as that count. page_size is a
+    multiple of 16. Q, O and LSE are as for a dense batch; no varlen, fp8.
+
     ```mlir
     %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>}
         : tensor<2x8x128x64xbf16>, tensor<2x2x128x64xbf16>, tensor<2x2x128x64xbf16>
@@ -81,7 +91,9 @@ def Attn_AttentionOp : Attn_Op<"attention", [
                             Optional<AnyRankedTensor>:$descale_q,
                             Optional<AnyRankedTensor>:$descale_k,
                             Optional<AnyRankedTensor>:$descale_v,
-                            Optional<AnyRankedTensor>:$sinks), AttnScoreAttrs);
+                            Optional<AnyRankedTensor>:$sinks,
+                            Optional<AnyRankedTensor>:$page_table,
+                            Optional<AnyRankedTensor>:$seqused_k), AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let regions = (region MaxSizedRegion<1>:$score_mod, MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
@@ -90,6 +102,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
     (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`paged` `(` $page_table^ `,` $seqused_k `:` type($page_table) `,` type($seqused_k) `)`)?
     attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
@@ -98,6 +111,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     ::mlir::fa::attn::ScoreSpec getScoreSpec();
     /// Whether the batch is packed sequences (cu_seqlens operands).
     bool isVarlen() { return static_cast<bool>(getCuSeqlensQ()); }
+    /// Whether K and V are a paged cache (page_table, seqused_k operands).
+    bool isPaged() { return static_cast<bool>(getPageTable()); }
   }];
 }
 
@@ -183,6 +198,11 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     fp8: f8E4M3FN blocks with `descale(%dq, %dk, %dv)` of the whole problem
     (f32 [B, Hkv], indexed by the absolute b and key head of `at`): the
     scores take dq·dk and P·V takes dv, as attn.attention's dequantisation.
+
+    `seqused_k(%n)` (i32 [B], of a paged attn.attention): batch b (the
+    absolute one, `at`'s b plus the local index) sees only the whole
+    problem's keys [0, clamp(n[b], 0, nk)), and its masks take that count
+    as Nk. attn-tile bounds each batch's key loop by it.
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value, AnyRankedTensor:$acc,
@@ -194,6 +214,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
                             Optional<AnyRankedTensor>:$descale_q,
                             Optional<AnyRankedTensor>:$descale_k,
                             Optional<AnyRankedTensor>:$descale_v,
+                            Optional<AnyRankedTensor>:$seqused_k,
                             UnitAttr:$apply_mask),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$new_acc, AnyRankedTensor:$new_max,
@@ -205,6 +226,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
     (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
+    (`seqused_k` `(` $seqused_k^ `:` type($seqused_k) `)`)?
     attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
@@ -287,6 +309,31 @@ def Attn_MergeOp : Attn_Op<"merge", [Pure]> {
     $partial_output `,` $partial_lse attr-dict
     `:` type($partial_output) `,` type($partial_lse)
     `->` type($output) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def Attn_PagedViewOp : Attn_Op<"paged_view", [Pure]> {
+  let summary = "a paged cache's pages as a dense [B, Hkv, N, D] tensor";
+  let description = [{
+    The keys (or values) of a paged cache in sequence order:
+    result[b, h, n, d] = pages[page_table[b, n / page_size], n mod page_size,
+    h, d], with N = max_pages·page_size and a page index outside
+    [0, num_pages) clamped into it. attn-online-softmax views a paged
+    attn.attention's K and V through it, so the key splits and tiles slice
+    it like a dense tensor; the CPU gathers it (attn-decompose) and a GPU
+    kernel reads each key tile through the page table instead.
+
+    ```mlir
+    %k = attn.paged_view %pages, %page_table
+        : tensor<64x16x2x64xf16>, tensor<2x8xi32> -> tensor<2x2x128x64xf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$pages, AnyRankedTensor:$page_table);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $pages `,` $page_table attr-dict `:` type($pages) `,` type($page_table)
+    `->` type($result)
   }];
   let hasVerifier = 1;
 }

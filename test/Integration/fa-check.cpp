@@ -18,6 +18,10 @@
 // (the same quantised inputs, f32 math).
 // --sinks adds a learnable logit per query head to every row's softmax
 // denominator (attention sinks) and checks d_sinks as well.
+// --paged draws a paged KV cache (shuffled pages of 16, 32 or 64 keys, a
+// page table and per-sequence key counts: 0, 1, full and partly filled
+// pages, counts past the table's capacity) and checks each sequence
+// against the dense reference of its gathered keys.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +40,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -100,6 +105,12 @@ static llvm::cl::opt<bool> varlen(
     llvm::cl::desc("packed variable-length batches (cu_seqlens): each "
                    "sequence checked against its own dense reference"));
 
+static llvm::cl::opt<bool> paged(
+    "paged",
+    llvm::cl::desc("forward: a paged KV cache (page table, seqused_k): "
+                   "each sequence checked against the dense reference of "
+                   "the keys its pages hold"));
+
 namespace {
 enum class Mask { None, Causal, CausalBR, Window };
 enum class Mod { None, Alibi, Softcap, Random, AlibiSlopes, RelBias, KeyBias };
@@ -141,6 +152,16 @@ struct Case {
   HostTensor sinksTensor() const { return {{h}, sinks}; }
 
   bool isVarlen() const { return !seqQ.empty(); }
+  /// Paged: keys per page (0: a dense cache), pages in the pool, the page
+  /// table [B, maxPages] (entries past a sequence's pages may be anything)
+  /// and each sequence's seqused_k; nk is the table's capacity.
+  int64_t pageSize = 0, numPages = 0, maxPages = 0;
+  std::vector<int64_t> pageTable, usedK;
+  bool isPaged() const { return pageSize > 0; }
+  /// The keys sequence `s` sees: its count clamped into [0, capacity].
+  int64_t keysOf(int64_t s) const {
+    return std::clamp<int64_t>(usedK[s], 0, maxPages * pageSize);
+  }
   static int64_t total(const std::vector<int64_t> &lengths) {
     int64_t t = 0;
     for (int64_t n : lengths)
@@ -228,6 +249,11 @@ std::string describe(const Case &c) {
     os << " sinks";
     for (double x : c.sinks)
       os << (std::isinf(x) ? " -inf" : " " + std::to_string(x).substr(0, 6));
+  }
+  if (c.isPaged()) {
+    os << " paged ps" << c.pageSize << " pages" << c.numPages << " used";
+    for (size_t s = 0; s < c.usedK.size(); ++s)
+      os << (s ? "," : " ") << c.usedK[s];
   }
   if (c.isVarlen()) {
     os << " varlen";
@@ -445,6 +471,12 @@ struct CaseTypes {
     q = tensorType({c.b, c.h, c.nq, c.d}, e);
     k = tensorType({c.b, c.hkv, c.nk, c.d}, e);
     v = tensorType({c.b, c.hkv, c.nk, c.dv}, e);
+    if (c.isPaged()) {
+      k = tensorType({c.numPages, c.pageSize, c.hkv, c.d}, e);
+      v = tensorType({c.numPages, c.pageSize, c.hkv, c.dv}, e);
+      pageTable = tensorType({c.b, c.maxPages}, "i32");
+      used = tensorType({c.b}, "i32");
+    }
     // fp8 inputs give a bf16 O and take descale factors [B, Hkv].
     bool fp8 = c.dtype == ElemKind::F8E4M3;
     o = tensorType({c.b, c.h, c.nq, c.dv}, fp8 ? "bf16" : e);
@@ -453,7 +485,21 @@ struct CaseTypes {
       descale = tensorType({c.b, c.hkv}, "f32");
   }
   std::string descale; // fp8: the descale factors' type
+  std::string pageTable, used; // paged: the page table's and seqused_k's types
 };
+
+/// `, %pt: T, %used: T`: a paged case's page table and key counts.
+std::string pagedParams(const CaseTypes &t) {
+  return t.pageTable.empty() ? ""
+                             : ", %pt: " + t.pageTable + ", %used: " + t.used;
+}
+
+/// ` paged(%pt, %used : T, T)` of a paged case's op, or nothing.
+std::string pagedOperands(const CaseTypes &t) {
+  return t.pageTable.empty()
+             ? ""
+             : " paged(%pt, %used : " + t.pageTable + ", " + t.used + ")";
+}
 
 /// `, %dq: T, %dk: T, %dv: T`: an fp8 case's descale parameters.
 std::string descaleParams(const CaseTypes &t) {
@@ -499,9 +545,10 @@ std::string forwardIR(const Case &c) {
   std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
   return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
          varlenParams(t) + modArgParams(c) + descaleParams(t) + sinksParam(c) +
-         ") -> (" + outs + ") {\n  %o, %lse = attn.attention %q, %k, %v" +
+         pagedParams(t) + ") -> (" + outs +
+         ") {\n  %o, %lse = attn.attention %q, %k, %v" +
          varlenOperands(t) + modArgOperands(c) + descaleOperands(t) +
-         sinksOperand(c) +
+         sinksOperand(c) + pagedOperands(t) +
          " " + attrsAndRegion(c) + " : " + qkv + " -> " + outs +
          "\n  return %o, %lse : " + outs + "\n}\n";
 }
@@ -948,6 +995,55 @@ Forward varlenForward(const Case &c, const Problem &p, const Round &rd,
 }
 
 //===--------------------------------------------------------------------===//
+// Paged caches: each sequence's keys gathered through its page table
+//===--------------------------------------------------------------------===//
+
+/// The keys (or values) sequence `s` sees, gathered from a pool
+/// [pages, pageSize, Hkv, E] in order as a dense [1, Hkv, n, E] tensor.
+HostTensor gatherSequence(const Case &c, const HostTensor &pool, int64_t s) {
+  int64_t hkv = pool.shape[2], e = pool.shape[3], n = c.keysOf(s);
+  HostTensor t{{1, hkv, n, e}, std::vector<double>(hkv * n * e)};
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t page = c.pageTable[s * c.maxPages + j / c.pageSize];
+    int64_t row = j % c.pageSize;
+    for (int64_t h = 0; h < hkv; ++h)
+      for (int64_t x = 0; x < e; ++x)
+        t.data[(h * n + j) * e + x] =
+            pool.data[((page * c.pageSize + row) * hkv + h) * e + x];
+  }
+  return t;
+}
+
+/// Batch `s` of a dense [B, H, N, E] tensor as [1, H, N, E].
+HostTensor batchOf(const HostTensor &t, int64_t s) {
+  size_t per = t.data.size() / t.shape[0];
+  HostTensor one{t.shape, {t.data.begin() + s * per, t.data.begin() + (s + 1) * per}};
+  one.shape[0] = 1;
+  return one;
+}
+
+/// The forward of a paged case, sequence by sequence: each a dense case
+/// of its own key count over the keys its pages hold.
+Forward pagedForward(const Case &c, const Problem &p, const Round &rd,
+                     bool naive) {
+  Forward f;
+  for (int64_t s = 0; s < c.b; ++s) {
+    Case sub = c;
+    sub.pageSize = 0;
+    sub.b = 1;
+    sub.nk = c.keysOf(s);
+    sub.seqIndex = s;
+    Problem ps{batchOf(p.q, s), gatherSequence(c, p.k, s),
+               gatherSequence(c, p.v, s), batchOf(p.dO, s)};
+    Forward fs = forward(sub, ps, rd, naive);
+    llvm::append_range(f.o, fs.o);
+    llvm::append_range(f.lse, fs.lse);
+    llvm::append_range(f.lseScale, fs.lseScale);
+  }
+  return f;
+}
+
+//===--------------------------------------------------------------------===//
 // Case generation and checking
 //===--------------------------------------------------------------------===//
 
@@ -1201,6 +1297,84 @@ struct Checker {
     return c;
   }
 
+  /// Case n of a paged run: draw()'s case (decode-shaped under --split-kv,
+  /// --pack-gqa) over 1 to 3 sequences whose keys live in shuffled pages
+  /// of 16, 32 or 64 keys: counts 0, 1, whole pages, ragged, and now and
+  /// then past the table's capacity (clamped); the page table's entries
+  /// past a sequence's pages are junk (out of range too), never read.
+  Case drawPaged(int n) {
+    Case c = draw(n, false);
+    c.deterministic = true;
+    c.pageSize = pick<int64_t>({16, 32, 64});
+    c.b = uniform(1, 3);
+    int64_t maxN = c.d >= 128 ? 160 : 256;
+    for (int64_t s = 0; s < c.b; ++s) {
+      int64_t r = uniform(0, 7);
+      c.usedK.push_back(r == 0   ? 0
+                        : r == 1 ? 1
+                        : r == 2 ? c.pageSize * uniform(1, 3)
+                                 : uniform(2, maxN));
+    }
+    int64_t longest = *std::max_element(c.usedK.begin(), c.usedK.end());
+    c.maxPages = std::max<int64_t>(
+        (longest + c.pageSize - 1) / c.pageSize + uniform(0, 1), 1);
+    if (uniform(0, 7) == 0)
+      c.usedK[uniform(0, c.b - 1)] = c.maxPages * c.pageSize + uniform(1, 20);
+    c.numPages = c.b * c.maxPages + uniform(0, 3);
+    std::vector<int64_t> pages(c.numPages);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    size_t next = 0;
+    for (int64_t s = 0; s < c.b; ++s) {
+      int64_t held = (c.keysOf(s) + c.pageSize - 1) / c.pageSize;
+      for (int64_t slot = 0; slot < c.maxPages; ++slot)
+        c.pageTable.push_back(slot < held ? pages[next++]
+                                          : pick<int64_t>({-1, c.numPages + 7,
+                                                           0, c.numPages - 1}));
+    }
+    c.nk = c.maxPages * c.pageSize;
+    if (c.mask == Mask::Window)
+      c.left = uniform(0, c.nk);
+    if (c.splits) {
+      int64_t keyBlocks = (c.nk + c.blockKV - 1) / c.blockKV;
+      c.splits = uniform(0, 3) == 0 ? keyBlocks + uniform(1, 3)
+                                    : uniform(1, std::min<int64_t>(keyBlocks, 16));
+    }
+    if (c.mod == Mod::Random) {
+      Position largest{c.b - 1, c.h - 1, c.nq - 1, c.nk - 1};
+      c.program = std::make_shared<const ScoreModProgram>(
+          ScoreModProgram::random(rng, largest, int(uniform(3, 4))));
+      std::set<ModOp> ops = c.program->ops();
+      opsDrawn.insert(ops.begin(), ops.end());
+    }
+    for (int64_t s = 0; s < c.b; ++s) {
+      int64_t keys = c.keysOf(s);
+      pagedCoverage.noKeys += keys == 0;
+      pagedCoverage.oneKey += keys == 1;
+      pagedCoverage.partPage += keys % c.pageSize != 0;
+      pagedCoverage.pastCapacity += c.usedK[s] > keys;
+    }
+    pagedCoverage.gqa += c.h > c.hkv;
+    pagedCoverage.pageSizes.insert(c.pageSize);
+    return c;
+  }
+
+  /// What the paged cases covered.
+  struct PagedCoverage {
+    int noKeys = 0, oneKey = 0, partPage = 0, pastCapacity = 0, gqa = 0;
+    std::set<int64_t> pageSizes;
+  } pagedCoverage;
+
+  /// A paged case's page table and seqused_k inputs.
+  static std::vector<HostTensor> pagedInputs(const Case &c) {
+    HostTensor table{{c.b, c.maxPages}, {}}, used{{c.b}, {}};
+    for (int64_t x : c.pageTable)
+      table.data.push_back(double(x));
+    for (int64_t x : c.usedK)
+      used.data.push_back(double(x));
+    return {table, used};
+  }
+
   /// What the varlen cases covered.
   struct VarlenCoverage {
     int emptyQuery = 0, emptyKey = 0, single = 0, gqa = 0;
@@ -1343,6 +1517,13 @@ struct Checker {
       return p;
     }
     p.q = randomTensor({c.b, c.h, c.nq, c.d}, c.dtype, c.inputScale);
+    if (c.isPaged()) {
+      p.k = randomTensor({c.numPages, c.pageSize, c.hkv, c.d}, c.dtype,
+                         c.inputScale);
+      p.v = randomTensor({c.numPages, c.pageSize, c.hkv, c.dv}, c.dtype);
+      p.dO = randomTensor({c.b, c.h, c.nq, c.dv}, c.dtype);
+      return p;
+    }
     p.k = randomTensor({c.b, c.hkv, c.nk, c.d}, c.dtype, c.inputScale);
     p.v = randomTensor({c.b, c.hkv, c.nk, c.dv}, c.dtype);
     p.dO = randomTensor({c.b, c.h, c.nq, c.dv}, c.dtype);
@@ -1489,11 +1670,15 @@ struct Checker {
     llvm::append_range(inputs, c.modArgs);
     if (c.hasSinks())
       inputs.push_back(c.sinksTensor());
+    if (c.isPaged())
+      llvm::append_range(inputs, pagedInputs(c));
     if (!fn->run(inputs, res, err))
       return report(false, c, "run: " + err);
-    if (c.splits)
+    if (c.splits && !c.isPaged())
       countSplitCoverage(c);
-    auto reference = c.isVarlen() ? varlenForward : forward;
+    auto reference = c.isVarlen() ? varlenForward
+                     : c.isPaged() ? pagedForward
+                                   : forward;
     Forward ref = reference(c, p, identity, false);
     Forward naive = reference(c, p, rounder(c.dtype), true);
     std::string what;
@@ -1811,13 +1996,23 @@ int main(int argc, char **argv) {
                     "--split-kv or --pack-gqa (attn-split-kv rejects sinks)\n";
     return 2;
   }
+  if (paged && (bwd || varlen || fp8 || modArgs || maskMods ||
+                largeScoreCases > 0 || fdCases > 0)) {
+    llvm::errs() << "fa-check: error: --paged checks the forward of a paged "
+                    "cache; it does not combine with --direction bwd, "
+                    "--varlen, --fp8, --mod-args, --mask-mods, --large-scores "
+                    "or --fd-cases\n";
+    return 2;
+  }
   if (bwd && splitKv) {
     llvm::errs() << "fa-check: error: --split-kv splits the forward only, got "
                     "--direction bwd\n";
     return 2;
   }
   for (int n = 0; n < numCases; ++n) {
-    Case c = varlen ? chk.drawVarlen(n, bwd) : chk.draw(n, bwd);
+    Case c = varlen  ? chk.drawVarlen(n, bwd)
+             : paged ? chk.drawPaged(n)
+                     : chk.draw(n, bwd);
     bwd ? chk.checkBackward(c) : chk.checkForward(c);
   }
   for (int n = 0; n < largeScoreCases; ++n) {
@@ -1865,6 +2060,14 @@ int main(int argc, char **argv) {
     outs() << "varlen: " << cov.emptyQuery << " sequences with no queries, "
            << cov.emptyKey << " with queries but no keys, " << cov.single
            << " with one query or key, " << cov.gqa << " cases with GQA\n";
+  }
+  if (paged) {
+    const auto &cov = chk.pagedCoverage;
+    outs() << "paged: " << cov.noKeys << " sequences with no keys, "
+           << cov.oneKey << " with one key, " << cov.partPage
+           << " with a partly filled last page, " << cov.pastCapacity
+           << " counting past the table's capacity, " << cov.gqa
+           << " cases with GQA, " << cov.pageSizes.size() << " page sizes\n";
   }
   outs() << chk.passed << " passed, " << chk.failed << " failed\n";
   return chk.failed ? 1 : 0;

@@ -102,3 +102,26 @@ func.func @backward_tile(%q: tensor<1x1x16x32xbf16>, %k: tensor<1x1x8x32xbf16>, 
       -> tensor<1x1x16x32xf32>, tensor<1x1x8x32xf32>, tensor<1x1x8x32xf32>
   return %a, %b, %c : tensor<1x1x16x32xf32>, tensor<1x1x8x32xf32>, tensor<1x1x8x32xf32>
 }
+
+// -----
+
+// attn.paged_view gathers: key n of sequence b is row n mod 32 of page
+// page_table[b, n / 32], that page clamped into [0, 15].
+// CHECK-LABEL: func @paged_view
+// CHECK-SAME: (%[[P:.+]]: tensor<16x32x2x64xf32>, %[[PT:.+]]: tensor<2x6xi32>)
+// CHECK: linalg.generic {{.+}} outs(%{{.+}} : tensor<2x2x192x64xf32>)
+// CHECK:   %[[B:.+]] = linalg.index 0
+// CHECK:   %[[H:.+]] = linalg.index 1
+// CHECK:   %[[N:.+]] = linalg.index 2
+// CHECK:   %[[D:.+]] = linalg.index 3
+// CHECK:   %[[SLOT:.+]] = arith.divui %[[N]], %c32
+// CHECK:   %[[RAW:.+]] = tensor.extract %[[PT]][%[[B]], %[[SLOT]]]
+// CHECK:   %[[PAGE:.+]] = arith.index_cast %[[RAW]]
+// CHECK:   %[[LO:.+]] = arith.maxsi %[[PAGE]], %c0
+// CHECK:   %[[CL:.+]] = arith.minsi %[[LO]], %c15
+// CHECK:   %[[ROW:.+]] = arith.remui %[[N]], %c32
+// CHECK:   tensor.extract %[[P]][%[[CL]], %[[ROW]], %[[H]], %[[D]]]
+func.func @paged_view(%p: tensor<16x32x2x64xf32>, %pt: tensor<2x6xi32>) -> tensor<2x2x192x64xf32> {
+  %view = attn.paged_view %p, %pt : tensor<16x32x2x64xf32>, tensor<2x6xi32> -> tensor<2x2x192x64xf32>
+  return %view : tensor<2x2x192x64xf32>
+}

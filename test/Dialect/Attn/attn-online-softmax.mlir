@@ -107,3 +107,19 @@ func.func @sinks(%q: tensor<2x4x100x32xbf16>, %k: tensor<2x2x70x32xbf16>, %v: te
       : tensor<2x4x100x32xbf16>, tensor<2x2x70x32xbf16>, tensor<2x2x70x16xbf16> -> tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>
   return %o, %lse : tensor<2x4x100x16xbf16>, tensor<2x4x100xf32>
 }
+
+// -----
+
+// A paged cache: K and V become dense views through the page table, the
+// whole problem's Nk is their capacity (6 pages of 32), and the key counts
+// go to the online op, whose tiles stop at each sequence's own.
+// CHECK-LABEL: func @paged
+// CHECK-SAME: (%{{.+}}: tensor<2x8x4x64xbf16>, %[[K:.+]]: tensor<16x32x2x64xbf16>, %[[V:.+]]: tensor<16x32x2x64xbf16>, %[[PT:.+]]: tensor<2x6xi32>, %[[N:.+]]: tensor<2xi32>)
+// CHECK-DAG: %[[KV:.+]] = attn.paged_view %[[K]], %[[PT]] : tensor<16x32x2x64xbf16>, tensor<2x6xi32> -> tensor<2x2x192x64xbf16>
+// CHECK-DAG: %[[VV:.+]] = attn.paged_view %[[V]], %[[PT]] : tensor<16x32x2x64xbf16>, tensor<2x6xi32> -> tensor<2x2x192x64xbf16>
+// CHECK: attn.online_attention %{{.+}}, %[[KV]], %[[VV]], {{.+}} seqused_k(%[[N]] : tensor<2xi32>) {apply_mask, mask = #attn.mask<causal_bottom_right>}
+func.func @paged(%q: tensor<2x8x4x64xbf16>, %k: tensor<16x32x2x64xbf16>, %v: tensor<16x32x2x64xbf16>, %pt: tensor<2x6xi32>, %n: tensor<2xi32>) -> (tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>) {
+  %o, %lse = attn.attention %q, %k, %v paged(%pt, %n : tensor<2x6xi32>, tensor<2xi32>) {mask = #attn.mask<causal_bottom_right>}
+      : tensor<2x8x4x64xbf16>, tensor<16x32x2x64xbf16>, tensor<16x32x2x64xbf16> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+  return %o, %lse : tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+}

@@ -126,3 +126,29 @@ func.func @varlen(%q: tensor<1x4x?x32xbf16>, %k: tensor<1x2x?x32xbf16>, %v: tens
       -> tensor<1x4x?x32xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>
   return %a, %mm, %ll : tensor<1x4x?x32xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>
 }
+
+// -----
+
+// seqused_k: each batch's key count, clamped into [0, Nk], is its problem's
+// Nk (the masks') and bounds its key loop; the key tiles are dynamic.
+// CHECK-LABEL: func @seqused
+// CHECK-SAME: %[[N:[^:]+]]: tensor<2xi32>
+// CHECK: scf.forall (%[[B:.+]], %{{.+}}) in (2, 4)
+// CHECK:   %[[RAW:.+]] = tensor.extract %[[N]][%[[B]]] : tensor<2xi32>
+// CHECK:   %[[USED:.+]] = arith.index_cast %[[RAW]] : i32 to index
+// CHECK:   %[[LO:.+]] = arith.maxsi %[[USED]], %c0
+// CHECK:   %[[NK:.+]] = arith.minsi %[[LO]], %c128
+// CHECK:   scf.for
+// CHECK:     tensor.extract_slice {{.+}} to tensor<1x1x?x32xbf16>
+// CHECK:     attn.online_attention {{.+}} of [%c4, %[[NK]]]
+// CHECK-NOT: seqused_k
+func.func @seqused(%q: tensor<2x4x4x32xbf16>, %k: tensor<2x2x128x32xbf16>, %v: tensor<2x2x128x32xbf16>,
+                   %acc: tensor<2x4x4x32xf32>, %m: tensor<2x4x4xf32>, %l: tensor<2x4x4xf32>, %n: tensor<2xi32>) -> (tensor<2x4x4x32xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c128 = arith.constant 128 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%c4, %c128] seqused_k(%n : tensor<2xi32>)
+      : tensor<2x4x4x32xbf16>, tensor<2x2x128x32xbf16>, tensor<2x2x128x32xbf16>, tensor<2x4x4x32xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+      -> tensor<2x4x4x32xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  return %a, %mm, %ll : tensor<2x4x4x32xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}

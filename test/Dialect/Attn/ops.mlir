@@ -94,3 +94,18 @@ func.func @attention_varlen(%q: tensor<?x8x64xbf16>, %k: tensor<?x2x64xbf16>, %v
       -> tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>
   return %dq, %dk, %dv : tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>
 }
+
+// -----
+
+// A paged KV cache: K, V pools of pages, a page table and the key counts;
+// the dense view the passes slice.
+// CHECK-LABEL: func @attention_paged
+// CHECK: attn.attention %{{.*}}, %{{.*}}, %{{.*}} paged(%{{.*}}, %{{.*}} : tensor<2x6xi32>, tensor<2xi32>) {mask = #attn.mask<causal_bottom_right>}
+// CHECK-SAME: tensor<2x8x4x64xbf16>, tensor<16x32x2x64xbf16>, tensor<16x32x2x64xbf16> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+// CHECK: attn.paged_view %{{.*}}, %{{.*}} : tensor<16x32x2x64xbf16>, tensor<2x6xi32> -> tensor<2x2x192x64xbf16>
+func.func @attention_paged(%q: tensor<2x8x4x64xbf16>, %k: tensor<16x32x2x64xbf16>, %v: tensor<16x32x2x64xbf16>, %pt: tensor<2x6xi32>, %n: tensor<2xi32>) -> (tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>, tensor<2x2x192x64xbf16>) {
+  %o, %lse = attn.attention %q, %k, %v paged(%pt, %n : tensor<2x6xi32>, tensor<2xi32>) {mask = #attn.mask<causal_bottom_right>}
+      : tensor<2x8x4x64xbf16>, tensor<16x32x2x64xbf16>, tensor<16x32x2x64xbf16> -> tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>
+  %view = attn.paged_view %k, %pt : tensor<16x32x2x64xbf16>, tensor<2x6xi32> -> tensor<2x2x192x64xbf16>
+  return %o, %lse, %view : tensor<2x8x4x64xbf16>, tensor<2x8x4xf32>, tensor<2x2x192x64xbf16>
+}

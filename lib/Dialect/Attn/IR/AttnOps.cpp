@@ -238,6 +238,79 @@ static FailureOr<Dims> verifyPackedQKV(Operation *op, Value q, Value k,
   return d;
 }
 
+//===----------------------------------------------------------------------===//
+// Paged KV caches
+//===----------------------------------------------------------------------===//
+
+/// The dense [B, Hkv, max_pages·page_size, D] type a pool of pages
+/// [num_pages, page_size, Hkv, D] reads as through a page table [B, max_pages].
+static RankedTensorType pagedViewType(RankedTensorType pages,
+                                      RankedTensorType pageTable) {
+  int64_t pageSize = pages.getDimSize(1), maxPages = pageTable.getDimSize(1);
+  int64_t keys = ShapedType::isDynamic(pageSize) || ShapedType::isDynamic(maxPages)
+                     ? ShapedType::kDynamic
+                     : pageSize * maxPages;
+  return RankedTensorType::get({pageTable.getDimSize(0), pages.getDimSize(2),
+                                keys, pages.getDimSize(3)},
+                               pages.getElementType());
+}
+
+/// A page table is i32 [B, max_pages]; a pool of pages has rank 4 and at
+/// least one page where its extent is static.
+static LogicalResult verifyPagesAndTable(Operation *op, StringRef name,
+                                         RankedTensorType pages,
+                                         RankedTensorType pageTable) {
+  if (pageTable.getRank() != 2 || !pageTable.getElementType().isInteger(32))
+    return op->emitOpError("expected page_table to be a rank-2 tensor of i32 "
+                           "[batch, max_pages], got ")
+           << pageTable;
+  if (pages.getRank() != 4)
+    return op->emitOpError("expected paged ")
+           << name << " to have rank 4 [num_pages, page_size, heads, "
+           << "head_dim], got rank " << pages.getRank();
+  if (pages.getDimSize(0) == 0)
+    return op->emitOpError("expected paged ")
+           << name << " to hold at least one page, got 0";
+  return success();
+}
+
+/// verifyQKV for a paged op: K and V pools of one page layout, checked as
+/// the dense views attn.paged_view makes of them; page_size a multiple of 16
+/// (the GPU kernels' key rows per cp.async chunk), seqused_k i32 [B].
+static FailureOr<Dims> verifyPagedQKV(Operation *op, Value q, Value k, Value v,
+                                      Value pageTable, Value sequsedK) {
+  if (!pageTable || !sequsedK)
+    return op->emitOpError("expected both page_table and seqused_k or neither");
+  auto kt = cast<RankedTensorType>(k.getType());
+  auto vt = cast<RankedTensorType>(v.getType());
+  auto pt = cast<RankedTensorType>(pageTable.getType());
+  if (failed(verifyPagesAndTable(op, "key", kt, pt)) ||
+      failed(verifyPagesAndTable(op, "value", vt, pt)))
+    return failure();
+  for (int64_t i : {0, 1})
+    if (differ(kt.getDimSize(i), vt.getDimSize(i)))
+      return op->emitOpError("expected key and value pages of one layout, "
+                             "got ")
+             << shapeStr(kt.getShape()) << " and " << shapeStr(vt.getShape());
+  int64_t batch = cast<RankedTensorType>(q.getType()).getDimSize(0);
+  if (differ(pt.getDimSize(0), batch))
+    return op->emitOpError("expected a page_table row per sequence, got ")
+           << pt.getDimSize(0) << " rows and batch " << batch;
+  int64_t pageSize = kt.getDimSize(1);
+  if (!ShapedType::isDynamic(pageSize) && (pageSize <= 0 || pageSize % 16 != 0))
+    return op->emitOpError("expected page_size to be a positive multiple of "
+                           "16, got ")
+           << pageSize;
+  FailureOr<Dims> d = verifyQKV(op, cast<RankedTensorType>(q.getType()),
+                                pagedViewType(kt, pt), pagedViewType(vt, pt));
+  if (failed(d))
+    return failure();
+  if (failed(expectTensor(op, "seqused_k", sequsedK.getType(), {d->b},
+                          IntegerType::get(op->getContext(), 32))))
+    return failure();
+  return d;
+}
+
 /// The extents a score_mod's reads are bounded by: a varlen op's q_idx and
 /// kv_idx stay below each sequence's own length, unknown here.
 static Dims scoreModExtents(Dims d, bool varlen) {
@@ -583,11 +656,20 @@ static Type outputElementType(Type elem) {
 
 LogicalResult AttentionOp::verify() {
   bool varlen = getCuSeqlensQ() || getCuSeqlensK();
+  bool paged = getPageTable() || getSequsedK();
+  if (paged && varlen)
+    return emitOpError("expected a paged cache or a varlen batch, not both");
   FailureOr<Dims> d =
       varlen ? verifyPackedQKV(*this, getQuery(), getKey(), getValue(),
                                getCuSeqlensQ(), getCuSeqlensK())
-             : verifyQKV(*this, getQuery(), getKey(), getValue());
-  if (failed(d) || failed(verifyScoreAttrs(*this)) ||
+      : paged ? verifyPagedQKV(*this, getQuery(), getKey(), getValue(),
+                               getPageTable(), getSequsedK())
+              : verifyQKV(*this, getQuery(), getKey(), getValue());
+  if (failed(d))
+    return failure();
+  if (paged && getDescaleQ())
+    return emitOpError("expected no paged cache with fp8 inputs (descale)");
+  if (failed(verifyScoreAttrs(*this)) ||
       failed(verifyDescales(*this, *d,
                             {getDescaleQ(), getDescaleK(), getDescaleV()},
                             !getScoreMod().empty() || !getMaskMod().empty(),
@@ -617,8 +699,12 @@ LogicalResult AttentionOp::verify() {
                             {&d->b, &d->h, &d->nq}, f32)) ||
       failed(verifyHeadRatio(*this, *d)))
     return failure();
-  return failure(failed(verifyModReads(getScoreMod(), *d, false)) ||
-                 failed(verifyModReads(getMaskMod(), *d, true)));
+  // A paged sequence's kv_idx stays below its own key count, unknown here.
+  Dims modExtents = scoreModExtents(*d, false);
+  if (paged)
+    modExtents.nk = ShapedType::kDynamic;
+  return failure(failed(verifyModReads(getScoreMod(), modExtents, false)) ||
+                 failed(verifyModReads(getMaskMod(), modExtents, true)));
 }
 
 ScoreSpec AttentionOp::getScoreSpec() { return buildScoreSpec(*this); }
@@ -700,6 +786,15 @@ LogicalResult OnlineAttentionOp::verify() {
                             !getScoreMod().empty() || !getMaskMod().empty(),
                             getCuSeqlensQ() || getCuSeqlensK())))
     return failure();
+  if (Value used = getSequsedK()) {
+    if (getCuSeqlensQ() || getCuSeqlensK())
+      return emitOpError("expected seqused_k or a varlen problem, not both");
+    auto t = cast<RankedTensorType>(used.getType());
+    if (t.getRank() != 1 || !t.getElementType().isInteger(32))
+      return emitOpError("expected seqused_k to be a rank-1 tensor of i32 "
+                         "[batch], got ")
+             << t;
+  }
   if (getCuSeqlensQ() || getCuSeqlensK()) {
     if (failed(verifySeqOffsets(*this, getCuSeqlensQ(), getCuSeqlensK())))
       return failure();
@@ -799,6 +894,22 @@ LogicalResult MergeOp::verify() {
                           elem)) ||
       failed(expectTensor(*this, "lse", getLse().getType(),
                           {p[1], p[2], p[3]}, f32)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PagedViewOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PagedViewOp::verify() {
+  auto pages = cast<RankedTensorType>(getPages().getType());
+  auto table = cast<RankedTensorType>(getPageTable().getType());
+  if (failed(verifyPagesAndTable(*this, "pages", pages, table)))
+    return failure();
+  RankedTensorType view = pagedViewType(pages, table);
+  if (failed(expectTensor(*this, "result", getResult().getType(),
+                          view.getShape(), pages.getElementType())))
     return failure();
   return success();
 }

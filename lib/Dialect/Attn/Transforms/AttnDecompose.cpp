@@ -443,7 +443,7 @@ struct AttnDecomposePass final
   void runOnOperation() override {
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
-      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp>(op))
+      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp, PagedViewOp>(op))
         ops.push_back(op);
     });
     IRRewriter rw(&getContext());
@@ -454,7 +454,8 @@ struct AttnDecomposePass final
                 return decomposeOnlineAttention(rw, o);
               })
               .Case([&](BackwardTileOp o) { return decomposeBackwardTile(rw, o); })
-              .Case([&](MergeOp o) { return decomposeMerge(rw, o); });
+              .Case([&](MergeOp o) { return decomposeMerge(rw, o); })
+              .Case([&](PagedViewOp o) { return decomposePagedView(rw, o); });
       if (failed(r))
         return signalPassFailure();
     }

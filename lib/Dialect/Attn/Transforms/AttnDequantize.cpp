@@ -120,7 +120,8 @@ static void dequantizeAttention(IRRewriter &rw, AttentionOp op) {
   auto f32Op = AttentionOp::create(
       rw, loc, TypeRange{oF32, op.getLse().getType()}, qf, kf, vf,
       /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), ValueRange{},
-      Value(), Value(), Value(), /*sinks=*/Value(), op.getScaleAttr(),
+      Value(), Value(), Value(), /*sinks=*/Value(), /*page_table=*/Value(),
+      /*seqused_k=*/Value(), op.getScaleAttr(),
       op.getMaskAttr(),
       op.getWindowLeftAttr(), op.getWindowRightAttr());
   Value o = truncateTo(rw, loc, f32Op.getOutput(), oType.getElementType());

@@ -25,6 +25,22 @@ using namespace mlir;
 using namespace mlir::fa::attn;
 using namespace mlir::fa::attn::detail;
 
+/// attn.paged_view of `pages` through `pageTable`.
+static Value pagedView(OpBuilder &b, Location loc, Value pages,
+                       Value pageTable) {
+  auto pagesType = cast<RankedTensorType>(pages.getType());
+  auto tableType = cast<RankedTensorType>(pageTable.getType());
+  int64_t pageSize = pagesType.getDimSize(1), maxPages = tableType.getDimSize(1);
+  int64_t keys = ShapedType::isDynamic(pageSize) || ShapedType::isDynamic(maxPages)
+                     ? ShapedType::kDynamic
+                     : pageSize * maxPages;
+  auto type = RankedTensorType::get({tableType.getDimSize(0),
+                                     pagesType.getDimSize(2), keys,
+                                     pagesType.getDimSize(3)},
+                                    pagesType.getElementType());
+  return PagedViewOp::create(b, loc, type, pages, pageTable);
+}
+
 LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
                                                      AttentionOp op) {
   Location loc = op.getLoc();
@@ -37,6 +53,12 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
     q = packedToHeadMajor(rw, loc, q);
     k = packedToHeadMajor(rw, loc, k);
     v = packedToHeadMajor(rw, loc, v);
+  }
+  // A paged cache reads as dense K, V in sequence order; each sequence's
+  // own key count (seqused_k) bounds its key loop in attn-tile.
+  if (op.isPaged()) {
+    k = pagedView(rw, loc, k, op.getPageTable());
+    v = pagedView(rw, loc, v, op.getPageTable());
   }
   SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rw, loc, q);
   SmallVector<OpFoldResult> accSizes{qSizes[0], qSizes[1], qSizes[2],
@@ -53,7 +75,8 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
       rw, loc, TypeRange{acc0.getType(), max0.getType(), sum0.getType()}, q, k,
       v, acc0, max0, sum0, ValueRange{zero, zero, zero, zero}, ValueRange{nq, nk},
       op.getCuSeqlensQ(), op.getCuSeqlensK(), op.getModArgs(),
-      op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getScoreSpec().hasMask() ? rw.getUnitAttr() : nullptr,
+      op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getSequsedK(),
+      op.getScoreSpec().hasMask() ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
       op.getWindowRightAttr());
   copyKernelPlan(op, online);

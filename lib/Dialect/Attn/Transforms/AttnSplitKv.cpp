@@ -161,7 +161,9 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
       rw, loc, op->getResultTypes(), q, kSplit, vSplit,
       slab(parts[0], accType, accSizes), slab(parts[1], rowType, rowSizes),
       slab(parts[2], rowType, rowSizes), splitOffsets, op.getLengths(),
-      /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), op.getModArgs(), op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
+      /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), op.getModArgs(),
+      op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getSequsedK(),
+      op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
       op.getWindowLeftAttr(), op.getWindowRightAttr());
   cloneScoreMod(op.getScoreMod(), split.getScoreMod());
   cloneScoreMod(op.getMaskMod(), split.getMaskMod());

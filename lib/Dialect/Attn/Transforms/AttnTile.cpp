@@ -27,6 +27,15 @@ static SmallVector<OpFoldResult> ofrs(ArrayRef<Value> vals,
   return r;
 }
 
+/// clamp(seqused_k[batch], 0, capacity): the keys a paged sequence sees.
+static Value usedKeyCount(OpBuilder &b, Location loc, Value sequsedK,
+                          Value batch, Value capacity) {
+  Value raw = tensor::ExtractOp::create(b, loc, sequsedK, ValueRange{batch});
+  Value used = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
+  used = arith::MaxSIOp::create(b, loc, used, cIndex(b, loc, 0));
+  return arith::MinSIOp::create(b, loc, used, capacity);
+}
+
 /// Packed GQA: the G = H / Hkv query heads that share a key head fill one
 /// tile, n = max(block-q / G, 1) queries of each.
 struct PackedGroup {
@@ -73,6 +82,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
   bool varlen = op.isVarlen();
   if (varlen && packGqa)
     return op.emitOpError("expected no packed GQA for a varlen batch");
+  Value sequsedK = op.getSequsedK();
   Value batch = dimValue(rw, loc, q, 0), heads = dimValue(rw, loc, q, 1);
   Value nq = dimValue(rw, loc, q, 2), nk = dimValue(rw, loc, k, 2);
   // Varlen: the token totals, and a forall over the sequences whose query
@@ -115,6 +125,15 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
     kStart = spanK.start;
     nq = nqAll = spanQ.length;
     nk = nkAll = spanK.length;
+  }
+  if (sequsedK) {
+    // A paged sequence's keys end at its own count: the whole problem's
+    // Nk for its masks, and this op's keys (from offsets[3]) up to it.
+    Value batchAbs = arith::AddIOp::create(rw, loc, offsets[0], b);
+    nkAll = usedKeyCount(rw, loc, sequsedK, batchAbs, nkAll);
+    Value rest = arith::SubIOp::create(rw, loc, nkAll, offsets[3]);
+    nk = arith::MinSIOp::create(
+        rw, loc, arith::MaxSIOp::create(rw, loc, rest, cIndex(rw, loc, 0)), nk);
   }
   auto rowIn = [&](Value start, Value row) -> Value {
     return start ? arith::AddIOp::create(rw, loc, start, row).getResult() : row;
@@ -193,7 +212,8 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
         rw.setInsertionPointToStart(fb.getInsertionBlock());
         Value k0 = arith::MulIOp::create(rw, l, kb, bkv);
         OpFoldResult ks = blockExtent(
-            rw, l, nk, varlen ? ShapedType::kDynamic : kType.getDimSize(2),
+            rw, l, nk,
+            varlen || sequsedK ? ShapedType::kDynamic : kType.getDimSize(2),
             blockKV, k0);
         SmallVector<OpFoldResult> kOffs =
             ofrs({sliceBatch, hk, rowIn(kStart, k0)}, {zeroA});
@@ -209,7 +229,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
               iter[2], tileOffsets, ValueRange{nqAll, nkAll},
               /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(),
               op.getModArgs(), op.getDescaleQ(), op.getDescaleK(),
-              op.getDescaleV(),
+              op.getDescaleV(), /*seqused_k=*/Value(),
               applyMask ? tb.getUnitAttr() : nullptr, op.getScaleAttr(),
               op.getMaskAttr(), op.getWindowLeftAttr(),
               op.getWindowRightAttr());

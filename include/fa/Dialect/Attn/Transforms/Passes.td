@@ -169,7 +169,8 @@ def AttnDecomposePass : Pass<"attn-decompose", "func::FuncOp"> {
     P = exp2(t − m), rowsum, acc = α·acc + P·V. attn.backward_tile becomes the
     recomputation of P from LSE and the five gradient products of seed 4.3.
     A score_mod region is inlined into the element-wise body; in the backward
-    it is also differentiated.
+    it is also differentiated. attn.paged_view becomes a gather through the
+    page table.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",

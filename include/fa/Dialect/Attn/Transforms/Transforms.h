@@ -112,6 +112,9 @@ LogicalResult decomposeBackwardTile(RewriterBase &rewriter, BackwardTileOp op);
 /// attn.merge → linalg: the largest partial LSE, the partials' weights, their
 /// weighted sum and the merged row's finalisation (OnlineSoftmaxMath).
 LogicalResult decomposeMerge(RewriterBase &rewriter, MergeOp op);
+/// attn.paged_view → a linalg.generic gathering every key of every sequence
+/// through the page table (the CPU's reference reading of a paged cache).
+LogicalResult decomposePagedView(RewriterBase &rewriter, PagedViewOp op);
 
 /// rowSums + Σ_j P_ij over one (query block, key block) tile, P recomputed
 /// from `lse` exactly as decomposeBackwardTile recomputes it (f32 inputs;
