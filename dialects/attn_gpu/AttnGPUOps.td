@@ -59,20 +59,36 @@ def AttnGPU_SharedTileOp : AttnGPU_Op<"shared_tile", [Pure]> {
   let hasVerifier = 1;
 }
 
-def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy"> {
+def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy", [AttrSizedOperandSegments]> {
   let summary = "copy rows of a global matrix into a shared tile (cp.async)";
   let description = [{
     Rows [row_begin, row_begin + rows) of the matrix whose row 0 is at
     element `base` of `source`, rows `row_stride` elements apart, into
     `tile`; rows at or past `row_limit` and the padding columns are zeros.
     All threads take part; the copies form one cp.async group.
+
+    Paged (`paged(%table[%first] page %size pages %count)`, a paged KV
+    cache): row n is the matrix's row p·size + n mod size, p the i32
+    page_table[first + n / size] (a global pointer, read with
+    ld.global.nc) clamped into [0, count).
   }];
   let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
                        Index:$row_limit, Index:$row_stride,
-                       AttnGPU_SharedTile:$tile);
+                       AttnGPU_SharedTile:$tile,
+                       Optional<AnyType>:$page_table,
+                       Variadic<Index>:$paging);
   let assemblyFormat = [{
     $source `[` $base `]` `rows` $row_begin `below` $row_limit `stride`
-    $row_stride `into` $tile attr-dict `:` type($source) `,` type($tile)
+    $row_stride (`paged` `(` $page_table^ `[` $paging `]` `:` type($page_table) `)`)?
+    `into` $tile attr-dict `:` type($source) `,` type($tile)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Paged: the page table's first entry of the sequence, the page size
+    /// and the page count (the `paging` operands).
+    ::mlir::Value getTableBase() { return getPaging()[0]; }
+    ::mlir::Value getPageSize() { return getPaging()[1]; }
+    ::mlir::Value getNumPages() { return getPaging()[2]; }
   }];
 }
 

@@ -82,6 +82,10 @@ int64_t strideParam(const CompiledKernel &k) {
          (persistent ? 1 : 0) + (isFp8(c) ? 3 : 0);
 }
 
+/// A paged forward's page_table, seqused_k, max_pages, page_size and
+/// num_pages, after its strides.
+constexpr int64_t kPagedParams = 5;
+
 /// The first mod_arg parameter: after every other parameter of fa_fwd
 /// (its strides, 3 of each of q, k, v and, unless split, o) or fa_bwd (its
 /// strides, 3 of each of q, k, v, do, dk, dv; docs/ABI.md).
@@ -89,7 +93,8 @@ int64_t modArgParam(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
   if (c.direction == "fwd")
     return strideParam(k) + 3 * (c.splitKv ? 3 : 4) +
-           (c.blockSparse ? 2 : 0); // block_mask, mask_heads
+           (c.blockSparse ? 2 : 0) + // block_mask, mask_heads
+           (c.paged ? kPagedParams : 0);
   return strideParam(k) + 3 * 6;
 }
 
@@ -154,6 +159,13 @@ json::Object kernelObject(const CompiledKernel &k) {
     // strides (docs/ABI.md "Varlen").
     o["varlen"] = true;
     o["cu_seqlens_param"] = strideParam(k) + 3 * 4;
+  }
+  if (c.paged) {
+    // K, V pools of pages read through a page table; the table, seqused_k
+    // and the i32 max_pages, page_size, num_pages follow the strides
+    // (docs/ABI.md "Paged KV cache").
+    o["paged"] = true;
+    o["page_table_param"] = strideParam(k) + 3 * (c.splitKv ? 3 : 4);
   }
   if (c.blockSparse) {
     // The block mask and its head count follow the strides; the entries
@@ -264,11 +276,14 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // dtype anyway; they take descale tensors after their tensor maps.
   // 13: kernels with sinks, whose extra parameter and entry an older
   // runtime would not pass or launch.
+  // 14: paged forwards, which an older runtime would launch as dense
+  // split-KV ones without their page table.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
        anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
-       anyFp8 = false, anySinks = false;
+       anyFp8 = false, anySinks = false, anyPaged = false;
   for (const CompiledKernelRef &k : kernels) {
     anySinks |= k->config.sinks;
+    anyPaged |= k->config.paged;
     anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
     anySplit |= k->config.splitKv;
@@ -278,6 +293,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyBlockSparse |= k->config.blockSparse;
     anyFp8 |= k->config.dtype == "f8e4m3";
   }
+  if (anyPaged)
+    return 14;
   if (anySinks)
     return 13;
   if (anyFp8)

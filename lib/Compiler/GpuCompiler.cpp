@@ -76,6 +76,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.packGqa = true, kind = "packgqa";
     else if (p == "varlen")
       c.varlen = true, kind = "varlen";
+    else if (p == "paged")
+      c.paged = true, kind = "paged";
     else if (p == "blocksparse")
       c.blockSparse = true, kind = "blocksparse";
     else if (p == "sinks")
@@ -148,6 +150,8 @@ std::string KernelConfig::str() const {
     s += ":packgqa";
   if (varlen)
     s += ":varlen";
+  if (paged)
+    s += ":paged";
   if (blockSparse)
     s += ":blocksparse";
   if (sinks)
@@ -193,6 +197,22 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            ") {\n  %o, %lse = attn.attention %q, %k, %v varlen(%cuq, %cuk : " +
            cu + ", " + cu + ") {" + attrs + "} : " + q + ", " + q + ", " + v +
            " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
+           lse + "\n}\n";
+  }
+  if (c.paged) {
+    if (c.direction != "fwd" || c.varlen || c.sinks || c.dtype == "f8e4m3")
+      return err("a paged KV cache has a bf16/f16 forward only, without "
+                 "varlen or sinks, got '" + c.str() + "'");
+    // K, V pools [pages, page_size, Hkv, D], the page table i32
+    // [B, max_pages] and seqused_k i32 [B].
+    std::string k = "tensor<?x?x?x" + std::to_string(c.headDim) + "x" + t + ">";
+    std::string vp = "tensor<?x?x?x" + std::to_string(dv) + "x" + t + ">";
+    std::string table = "tensor<?x?xi32>", used = "tensor<?xi32>";
+    return "func.func @attention(%q: " + q + ", %k: " + k + ", %v: " + vp +
+           ", %pt: " + table + ", %used: " + used + ") -> (" + v + ", " + lse +
+           ") {\n  %o, %lse = attn.attention %q, %k, %v paged(%pt, %used : " +
+           table + ", " + used + ") {" + attrs + "} : " + q + ", " + k + ", " +
+           vp + " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";
   }
   if (c.dtype == "f8e4m3") {
@@ -572,6 +592,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.splitKv = config.splitKv;
   tiles.packGqa = config.packGqa;
   tiles.varlen = config.varlen;
+  tiles.paged = config.paged;
   tiles.blockSparse = config.blockSparse;
   tiles.sinks = config.sinks;
   std::string planError;

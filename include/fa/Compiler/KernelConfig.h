@@ -45,6 +45,10 @@ struct KernelConfig {
   /// "varlen": the wgmma forward of a varlen batch (packed [T, H, D]
   /// tensors, cu_seqlens; docs/ABI.md). Part of the tag.
   bool varlen = false;
+  /// "paged": the mma.sync split-KV forward over a paged KV cache (K, V
+  /// pools of pages, a page table and seqused_k; docs/ABI.md "Paged KV
+  /// cache"); needs "splitkv". Part of the tag (`_paged`).
+  bool paged = false;
   /// "blocksparse": the wgmma forward of a mask_mod whose key loop runs over
   /// a block mask, with the entries that build it (docs/ABI.md "Block
   /// sparsity"). Part of the tag.
@@ -62,7 +66,7 @@ struct KernelConfig {
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
-  /// "splitkv", "packgqa", "varlen", "blocksparse", "sinks".
+  /// "splitkv", "packgqa", "varlen", "paged", "blocksparse", "sinks".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

@@ -72,6 +72,9 @@ struct GpuTileOptions {
   /// wgmma forward only: a varlen batch (packed [T, H, D] tensors, the
   /// sequences named by cu_seqlens), set from the op by attn-gpu-plan.
   bool varlen = false;
+  /// mma.sync split-KV forward only: K/V in a paged cache (page table,
+  /// seqused_k), set from the op by attn-gpu-plan.
+  bool paged = false;
   /// wgmma forward with a mask_mod only: the key loop runs over the key
   /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
   bool blockSparse = false;
@@ -136,6 +139,11 @@ struct KernelPlan {
   /// sequence's rows from cu_seqlens (VarlenKernel.h). The tag has
   /// `_varlen`.
   bool varlen = false;
+  /// mma.sync split-KV forward only: a paged KV cache. K and V are pools
+  /// [pages, page_size, Hkv, D]; each key tile is gathered through the
+  /// page table (attn_gpu.async_copy paged) and a CTA's keys end at its
+  /// sequence's seqused_k. The tag has `_paged`.
+  bool paged = false;
   /// wgmma forward with a mask_mod only: the key loop visits the full and
   /// the partial key blocks of a block mask (a kernel parameter built by the
   /// module's fa_block_mask entries), evaluating the mask_mod on partial

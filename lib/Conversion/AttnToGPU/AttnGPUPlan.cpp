@@ -46,11 +46,8 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();
       options.varlen = isVarlen(op);
-      if (auto fwd = dyn_cast<attn::AttentionOp>(op); fwd && fwd.isPaged()) {
-        op->emitOpError("expected a dense K/V: no GPU kernel reads a paged "
-                        "cache yet (page_table); the CPU path runs it");
-        return WalkResult::interrupt();
-      }
+      auto fwd = dyn_cast<attn::AttentionOp>(op);
+      options.paged = fwd && fwd.isPaged();
       std::string error;
       FailureOr<KernelPlan> plan = resolveKernelPlanFor(op, options, error);
       if (failed(plan)) {

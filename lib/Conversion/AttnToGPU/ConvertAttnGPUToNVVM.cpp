@@ -13,6 +13,7 @@
 
 #include "Fragments.h"
 #include "TileRows.h"
+#include "VarlenKernel.h"
 
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
@@ -229,11 +230,45 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
   matchAndRewrite(ag::AsyncCopyOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
-    kb.copyTileAsync(op.getSource(), op.getBase(), op.getRowBegin(),
-                     op.getRowLimit(), sharedTile(op.getTile(), adaptor.getTile()),
-                     op.getRowStride());
+    SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
+    if (op.getPageTable())
+      copyPagedRows(kb, op, tile);
+    else
+      kb.copyTileAsync(op.getSource(), op.getBase(), op.getRowBegin(),
+                       op.getRowLimit(), tile, op.getRowStride());
     rewriter.eraseOp(op);
     return success();
+  }
+
+  /// Each tile row's element offset through the page table: key n at row
+  /// page·size + n mod size. Rows at or past the limit read page slot 0 of
+  /// the sequence (never past its table row) and copy nothing.
+  static void copyPagedRows(KernelBuilder &kb, ag::AsyncCopyOp op,
+                            const SharedTile &tile) {
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    Value size = op.getPageSize();
+    Value lastPage = kb.sub(op.getNumPages(), kb.idx(1));
+    kb.copyGatheredTileAsync(
+        op.getSource(),
+        [&](Value row) {
+          Value key = kb.add(op.getRowBegin(), row);
+          Value valid = kb.lt(key, op.getRowLimit());
+          Value slot = kb.select(
+              valid, arith::DivUIOp::create(b, loc, key, size), kb.idx(0));
+          Value raw = gpu_lowering::loadSequenceOffset(
+              b, loc, op.getPageTable(), kb.add(op.getTableBase(), slot));
+          Value page = kb.toIndex(raw);
+          page = arith::MinSIOp::create(
+              b, loc, arith::MaxSIOp::create(b, loc, page, kb.idx(0)),
+              lastPage);
+          Value matrixRow = kb.add(kb.mul(page, size),
+                                   arith::RemUIOp::create(b, loc, key, size));
+          return std::make_pair(
+              kb.add(op.getBase(), kb.mul(matrixRow, op.getRowStride())),
+              valid);
+        },
+        tile);
   }
 };
 

@@ -151,6 +151,11 @@ struct ConvertAttnToGPUPass final
                                : "a packed-GQA plan (attn-gpu-plan "
                                  "pack-gqa=1) for the tile of packed-GQA "
                                  "loops");
+    if (loops->isPaged() != plan->paged)
+      return tile->emitOpError("expected ")
+             << (plan->paged ? "paged K/V (attn.paged_view) for the tile of "
+                               "a paged plan"
+                             : "a paged plan for the tile of a paged cache");
     std::string name = "fa_" + plan->tag();
     if (module.lookupSymbol(name))
       return success(); // an identical kernel was already emitted

@@ -14,6 +14,10 @@
 // it loads serves all of them. Q rows are gathered and O/LSE rows scattered
 // by (head, query); the band, score_mod and mask_mod take each row's own.
 //
+// Paged (plan.paged): K and V are pools [pages, page_size, Hkv, D]; each
+// key tile is gathered row by row through the sequence's page-table row
+// (attn_gpu.async_copy paged), and the CTA's keys end at its seqused_k.
+//
 // Every plan is built at the GPU tile level (attn_gpu ops), which
 // convert-attn-gpu-to-nvvm lowers to the fragment code (Fragments.h).
 //
@@ -22,6 +26,7 @@
 #include "Fragments.h"
 #include "SplitKv.h"
 #include "TiledLoopNest.h"
+#include "VarlenKernel.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
@@ -65,6 +70,7 @@ public:
 private:
   Value arg(unsigned i) { return entry.getArgument(i); }
   void mapGrid();
+  void mapPages();
   void declareSharedTiles();
   Value kTile(Value stage);
   Value vTile(Value stage);
@@ -87,6 +93,9 @@ private:
   const KernelParams &params;
   // The CTA's place: problem sizes, block ids, the split, the heads.
   Value heads, kvHeads, nq, nk, qBlock, head, batch, split, splits, kvHead;
+  // Paged: the page table's capacity (the kernel's nk), the parameters of
+  // the gather and the CTA's row of the page table.
+  Value keyCapacity, pageTable, sequsedK, pageSize, numPages, tableBase;
   StridedTensor qT, kT, vT;
   Value qRowsBase, qBase, kBase, vBase, qBegin;
   Value rows; // packed GQA: the tile's (head, query) rows
@@ -121,6 +130,9 @@ void ForwardTileBuilder::mapGrid() {
   qBase = qT.headBase(kb, batch, head);
   kBase = kT.headBase(kb, batch, kvHead);
   vBase = vT.headBase(kb, batch, kvHead);
+  keyCapacity = nk;
+  if (plan.paged)
+    mapPages();
   qBegin = kb.mul(qBlock, plan.blockQ);
   if (!plan.packGqa)
     return;
@@ -129,6 +141,23 @@ void ForwardTileBuilder::mapGrid() {
       batch, heads, kvHeads, nq, plan.blockQ);
   rows = packed.getRows();
   qBegin = packed.getFirstQuery();
+}
+
+/// Paged: the pools have no batch (their rows are [page, row]), and the
+/// CTA's key count is its sequence's seqused_k clamped to the capacity.
+void ForwardTileBuilder::mapPages() {
+  unsigned first = params.pageTableParam;
+  pageTable = arg(first);
+  sequsedK = arg(first + 1);
+  Value maxPages = kb.toIndex(arg(first + 2));
+  pageSize = kb.toIndex(arg(first + 3));
+  numPages = kb.toIndex(arg(first + 4));
+  tableBase = kb.mul(batch, maxPages);
+  kBase = kb.mul(kvHead, kT.headStride);
+  vBase = kb.mul(kvHead, vT.headStride);
+  Value used = kb.toIndex(loadSequenceOffset(b, loc, sequsedK, batch));
+  used = arith::MaxSIOp::create(b, loc, used, kb.idx(0));
+  nk = arith::MinSIOp::create(b, loc, used, keyCapacity);
 }
 
 /// Shared memory: Q | K stage 0, 1 | V stage 0, 1 (rows padded by 16 B).
@@ -162,8 +191,13 @@ Value ForwardTileBuilder::vTile(Value stage) {
 void ForwardTileBuilder::copyAsync(Value mem, Value base, Value rowBegin,
                                    Value rowLimit, Value tile,
                                    Value rowStride) {
+  // Only K and V (arguments 1, 2) live in pages.
+  bool paged = plan.paged && (mem == arg(1) || mem == arg(2));
+  SmallVector<Value> paging;
+  if (paged)
+    paging = {tableBase, pageSize, numPages};
   ag::AsyncCopyOp::create(b, loc, mem, base, rowBegin, rowLimit, rowStride,
-                          tile);
+                          tile, paged ? pageTable : Value(), paging);
 }
 
 /// The first key of block j: a split's blocks count from its first key.
@@ -317,7 +351,9 @@ void ForwardTileBuilder::build(gpu::GPUModuleOp module,
   declareSharedTiles();
   // The key blocks of the tiled loop (those that meet this block's band).
   std::tie(jBegin, jEnd) = loops.cloneTileRange(
-      b, {batch, head, qBlock, heads, kvHeads, nq, nk, split, splits},
+      b,
+      {batch, head, qBlock, heads, kvHeads, nq, keyCapacity, split, splits,
+       /*cuSeqlensQ=*/{}, /*cuSeqlensK=*/{}, plan.paged ? sequsedK : Value()},
       &splitKey);
   loadFirstTiles();
   scaleLog2 = softmaxScaleLog2(kb, arg(10));

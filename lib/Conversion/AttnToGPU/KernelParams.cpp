@@ -78,6 +78,12 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     p.add(cuSeqlensParamType(ctx)); // cu_seqlens_q
     p.add(cuSeqlensParamType(ctx)); // cu_seqlens_k
   }
+  if (plan.paged) {
+    p.pageTableParam = static_cast<int32_t>(p.types.size());
+    p.add(cuSeqlensParamType(ctx)); // page_table (i32, global)
+    p.add(cuSeqlensParamType(ctx)); // seqused_k (i32, global)
+    addSizes(p, ctx, 3);            // max_pages, page_size, num_pages
+  }
   if (plan.blockSparse) {
     p.blockMaskParam = static_cast<int32_t>(p.types.size());
     p.add(cuSeqlensParamType(ctx)); // block_mask (i32, global)

@@ -38,6 +38,10 @@ struct KernelParams {
   /// Block-sparse forward: index of the block mask's pointer (its head
   /// count, i32, follows), -1 for none.
   int32_t blockMaskParam = -1;
+  /// Paged forward: index of the page table (i32 [B, max_pages], global);
+  /// seqused_k (i32 [B]) and the i32 max_pages, page_size and num_pages
+  /// follow. -1 for none.
+  int32_t pageTableParam = -1;
   /// Forward with sinks: index of the sinks (f32 [H]), the last parameter;
   /// -1 for none.
   int32_t sinksParam = -1;

@@ -68,6 +68,7 @@ std::string KernelPlan::tag() const {
   return t + "_" + chip + (deterministic ? "_det" : "") +
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
+         (paged ? "_paged" : "") +
          (blockSparse ? "_blocksparse" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
@@ -305,6 +306,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   "split-KV kernel; it runs unsplit with splits = 1)");
     plan.packGqa = true;
   }
+  if (options.paged) {
+    // The gather is the mma.sync split forward's K/V load (cp.async rows).
+    if (backward || !options.splitKv)
+      return fail(llvm::Twine("a paged KV cache has a GPU kernel for the "
+                              "split-KV forward only (split-kv=1, any split "
+                              "count at launch), got ") +
+                  (backward ? "a backward" : "no split-kv"));
+    plan.paged = true;
+  }
   if (options.varlen) {
     if (backward || options.mma != "wgmma")
       return fail(llvm::Twine("varlen (cu_seqlens) batches have a GPU kernel "
@@ -523,6 +533,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("pack_gqa", b.getUnitAttr()));
   if (plan.varlen)
     fields.push_back(b.getNamedAttr("varlen", b.getUnitAttr()));
+  if (plan.paged)
+    fields.push_back(b.getNamedAttr("paged", b.getUnitAttr()));
   if (plan.blockSparse)
     fields.push_back(b.getNamedAttr("block_sparse", b.getUnitAttr()));
   if (plan.sinks)
@@ -568,6 +580,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.splitKv = attr.contains("split_kv");
   options.packGqa = attr.contains("pack_gqa");
   options.varlen = attr.contains("varlen");
+  options.paged = attr.contains("paged");
   options.blockSparse = attr.contains("block_sparse");
   options.sinks = attr.contains("sinks");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {

@@ -109,6 +109,14 @@ LogicalResult TiledLoopNest::findVarlen() {
     return success();
   // Dense lengths are the tensors' sizes; varlen ones are read from
   // cu_seqlens, both or neither.
+  // A paged cache's tile reads its sequence's key count from seqused_k.
+  if (key.getDefiningOp<attn::PagedViewOp>()) {
+    sequsedK = offsetsTensorOf(fwd.getLengths()[1]);
+    if (!sequsedK)
+      return tile->emitOpError("expected the key count of a paged tile read "
+                               "from seqused_k (attn-tile of a paged cache)");
+    return success();
+  }
   cuSeqlensQ = offsetsTensorOf(fwd.getLengths()[0]);
   cuSeqlensK = offsetsTensorOf(fwd.getLengths()[1]);
   if (static_cast<bool>(cuSeqlensQ) != static_cast<bool>(cuSeqlensK))
@@ -124,6 +132,8 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
     return in.cuSeqlensQ;
   if (cuSeqlensK && leaf == cuSeqlensK)
     return in.cuSeqlensK;
+  if (sequsedK && leaf == sequsedK)
+    return in.sequsedK;
   if (auto arg = dyn_cast<BlockArgument>(leaf)) {
     if (splitLoop && arg == splitLoop.getInductionVars()[0])
       return in.split;
@@ -170,7 +180,7 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
 LogicalResult TiledLoopNest::collectBoundOps() {
   // inputFor with stand-ins: without a builder it creates nothing.
   Value lb = tileLoop.getLowerBound(), ub = tileLoop.getUpperBound();
-  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb};
+  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb};
   SmallVector<Value> work{lb, ub};
   if (splitKeyOffset)
     work.push_back(splitKeyOffset);
@@ -217,9 +227,10 @@ TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in,
   for (Operation *op : boundOps) {
     for (Value operand : op->getOperands())
       lookup(operand);
-    // An offset of cu_seqlens: a load from the kernel's parameter.
+    // An offset of cu_seqlens or a key count of seqused_k: a load from the
+    // kernel's parameter.
     if (auto extract = dyn_cast<tensor::ExtractOp>(op);
-        extract && isVarlen()) {
+        extract && (isVarlen() || isPaged())) {
       map.map(extract.getResult(),
               gpu_lowering::loadSequenceOffset(
                   b, op->getLoc(), map.lookup(extract.getTensor()),

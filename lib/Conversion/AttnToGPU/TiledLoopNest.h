@@ -27,6 +27,9 @@ struct TileLoopInputs {
   /// Varlen only: the kernel's cu_seqlens_q and cu_seqlens_k parameters
   /// (VarlenKernel.h); nq and nk are then the token totals.
   Value cuSeqlensQ = {}, cuSeqlensK = {};
+  /// Paged only: the kernel's seqused_k parameter (i32 [B], global); nk is
+  /// then the page table's capacity.
+  Value sequsedK = {};
 };
 
 class TiledLoopNest {
@@ -49,6 +52,8 @@ public:
   bool isPacked() const;
   /// Whether the bounds read cu_seqlens (attn-tile of a varlen batch).
   bool isVarlen() const { return static_cast<bool>(cuSeqlensQ); }
+  /// Whether K and V are attn.paged_view's of a paged cache.
+  bool isPaged() const { return static_cast<bool>(sequsedK); }
 
 private:
   TiledLoopNest(Operation *tile, scf::ForOp tileLoop, scf::ForallOp forall,
@@ -60,7 +65,8 @@ private:
   /// split's key slice; fails on a split form the kernels cannot run.
   LogicalResult findSplit();
   /// Finds the cu_seqlens tensors of a varlen tile: the offsets its
-  /// sequence lengths (the tile's nq, nk operands) are read from.
+  /// sequence lengths (the tile's nq, nk operands) are read from; or, when
+  /// K is a paged view, the seqused_k its key count is read from.
   LogicalResult findVarlen();
 
   /// The kernel value of `leaf` (a loop index or a tensor size), or null;
@@ -80,6 +86,7 @@ private:
   Value splitKeyOffset; ///< split-KV only: the first key of the split
   Value query, key, value; ///< the untiled operands the sizes are read from
   Value cuSeqlensQ, cuSeqlensK; ///< varlen only: the offsets tensors
+  Value sequsedK; ///< paged only: the key counts
   SmallVector<Operation *> boundOps;
 };
 

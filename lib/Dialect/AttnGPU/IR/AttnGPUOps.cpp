@@ -2,6 +2,7 @@
 
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -178,6 +179,22 @@ LogicalResult PackedRowsOp::verify() {
   if (getBlockRows() <= 0 || getBlockRows() % 16 != 0)
     return emitOpError("expected block_rows in steps of a warp's 16, got ")
            << getBlockRows();
+  return success();
+}
+
+LogicalResult AsyncCopyOp::verify() {
+  if (!getPageTable())
+    return getPaging().empty()
+               ? success()
+               : emitOpError("expected paging operands only with a page table");
+  if (getPaging().size() != 3)
+    return emitOpError("expected a paged copy's table base, page size and "
+                       "page count, got ")
+           << getPaging().size() << " operands";
+  if (!isa<LLVM::LLVMPointerType>(getPageTable().getType()))
+    return emitOpError("expected the page table as a global pointer (its "
+                       "i32 entries read with ld.global.nc), got ")
+           << getPageTable().getType();
   return success();
 }
 

@@ -1,0 +1,35 @@
+// RUN: fa-opt %s -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu | FileCheck %s --enable-var-scope
+// RUN: not fa-opt %s -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NOSPLIT
+
+// A paged cache lowers to the split-KV kernel whose K and V tiles are
+// gathered through the page table: after the strides come the page table
+// and seqused_k (global pointers) and max_pages, page_size, num_pages. The
+// CTA's key count is its sequence's seqused_k clamped to the capacity (the
+// kernel's nk); K and V have no batch term in their base (the pools are
+// [pages, page_size, Hkv, D]), and their copies read rows through the
+// table row of the CTA's batch.
+// CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv_paged(
+// CHECK-SAME: %{{[^:]+}}: f32, %{{[^:]+}}: i32, %{{[^:]+}}: i64,
+// CHECK-SAME: %{{[^:]+}}: i64, %[[PT:[^:]+]]: !llvm.ptr<1>, %[[USED:[^:]+]]: !llvm.ptr<1>, %[[MAXP:[^:]+]]: i32, %[[PS:[^:]+]]: i32, %[[NP:[^:]+]]: i32)
+// CHECK: %[[Z:.+]] = gpu.block_id z
+// CHECK: %[[B:.+]] = arith.divui %[[Z]], %{{.+}} : index
+// CHECK: %[[MAXPI:.+]] = arith.index_castui %[[MAXP]]
+// CHECK: %[[PSI:.+]] = arith.index_castui %[[PS]]
+// CHECK: %[[NPI:.+]] = arith.index_castui %[[NP]]
+// CHECK: %[[ROW:.+]] = arith.muli %[[B]], %[[MAXPI]]
+// CHECK: %[[AT:.+]] = llvm.getelementptr %[[USED]]
+// CHECK: llvm.load %[[AT]] invariant
+// CHECK: %[[LO:.+]] = arith.maxsi
+// CHECK: %[[KEYS:.+]] = arith.minsi %[[LO]],
+// CHECK: attn_gpu.async_copy %arg0[{{.+}}] rows {{.+}} below {{.+}} stride {{.+}} into
+// CHECK: attn_gpu.async_copy %arg1[{{.+}}] rows {{.+}} below %[[KEYS]] stride {{.+}} paged(%[[PT]][%[[ROW]], %[[PSI]], %[[NPI]]] : !llvm.ptr<1>) into
+// CHECK: attn_gpu.async_copy %arg2[{{.+}}] rows {{.+}} below %[[KEYS]] stride {{.+}} paged(%[[PT]][%[[ROW]], %[[PSI]], %[[NPI]]] : !llvm.ptr<1>) into
+// CHECK: scf.for
+// CHECK: attn_gpu.async_copy %arg1[{{.+}}] {{.+}} paged(%[[PT]]
+// CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv_paged(
+
+// NOSPLIT: error: 'attn.attention' op a paged KV cache has a GPU kernel for the split-KV forward only (split-kv=1, any split count at launch), got no split-kv
+func.func @paged(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x?x8x128xbf16>, %v: tensor<?x?x8x128xbf16>, %pt: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v paged(%pt, %n : tensor<?x?xi32>, tensor<?xi32>) {mask = #attn.mask<causal_bottom_right>} : tensor<?x32x?x128xbf16>, tensor<?x?x8x128xbf16>, tensor<?x?x8x128xbf16> -> tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>
+  return %o, %lse : tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>
+}
