@@ -9,7 +9,14 @@ memory-bound floor). Prints µs per call and the K+V bytes read per second
 (TB/s) for B x Nk in 1x8k, 1x64k, 8x16k, 64x4k, and checks fa's O against
 SDPA math (float32) on each shape first (max |error| / max |O| < 1e-2).
 
+With --paged: the same shapes through fa.attention_with_kvcache over a
+paged cache (the K/V pages shuffled through a pool, pages of 16, 64 and 256
+keys) next to fa.attention on the contiguous cache in the same process
+(the paged kernels' goal: within 5%), each paged O checked against the
+contiguous one first (out/bundle-paged: test/gpu/configs_paged.txt).
+
     python3 bench/decode.py --bundle out/bundle --lib build-rt/lib/libfa_runtime.so
+    python3 bench/decode.py --bundle out/bundle-paged --lib ... --paged
 """
 import argparse
 import json
@@ -149,6 +156,72 @@ def sweep(b, nk, bundle, counts, packed=False):
     return out
 
 
+PAGE_SIZES = (16, 64, 256)
+
+
+def paged_cache(k, page, gen):
+    """k [B, Hkv, Nk, D] as a pool of shuffled pages [B*Nk/page, page, Hkv, D]
+    and the page table that reads it back in order."""
+    b, hkv, nk, d = k.shape
+    per = nk // page
+    pages = k.transpose(1, 2).reshape(b * per, page, hkv, d)
+    order = torch.randperm(b * per, generator=gen, device="cpu").to(k.device)
+    pool = pages[order].contiguous()
+    table = torch.empty(b * per, dtype=torch.int32, device=k.device)
+    table[order] = torch.arange(b * per, dtype=torch.int32, device=k.device)
+    return pool, table.view(b, per)
+
+
+def run_paged_shape(b, nk, bundle):
+    """fa.attention on the contiguous cache and attention_with_kvcache on
+    paged ones, same process: µs, K+V TB/s, paged / contiguous."""
+    torch.manual_seed(b * 7 + nk)
+    gen = torch.Generator().manual_seed(nk)
+    q = torch.randn(b, 1, H, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    kv_bytes = 2 * k.numel() * k.element_size()
+    qh = q.transpose(1, 2)
+    contiguous = lambda: fa.attention(qh, k, v, bundle=bundle)  # noqa: E731
+    want = contiguous().transpose(1, 2).float()
+    us = median_us(contiguous)
+    row = {"B": b, "Nk": nk, "contiguous": {"us": us, "TB/s": kv_bytes / us / 1e6}, "ok": True}
+    for page in PAGE_SIZES:
+        kp, table = paged_cache(k, page, gen)
+        vp, _ = paged_cache(v, page, torch.Generator().manual_seed(nk))
+        call = lambda: fa.attention_with_kvcache(q, kp, vp, cache_seqlens=nk,  # noqa: E731
+                                                 page_table=table, bundle=bundle)
+        err = ((call().float() - want).abs().max() / want.abs().max()).item()
+        t = median_us(call)
+        row["page%d" % page] = {"us": t, "TB/s": kv_bytes / t / 1e6, "ratio": t / us,
+                                "rel_err": err}
+        row["ok"] &= err < 1e-2
+    return row
+
+
+def paged_main(bundle, json_path):
+    rows, failed = [], 0
+    print("paged decode (GQA %d/%d, d%d, bf16): fa.attention_with_kvcache over shuffled pages "
+          "vs fa.attention on the contiguous cache; paged / contiguous time" % (H, HKV, D))
+    print("%-9s | %-18s | %s" % ("B x Nk", "contiguous", " | ".join(
+        "%-27s" % ("page %d" % p) for p in PAGE_SIZES)))
+    for b, nk in SHAPES:
+        row = run_paged_shape(b, nk, bundle)
+        rows.append(row)
+        failed += not row["ok"]
+        cells = ["%s %5.3fx" % (fmt(row["page%d" % p]), row["page%d" % p]["ratio"])
+                 for p in PAGE_SIZES]
+        print("%-9s | %s | %s%s" % ("%dx%dk" % (b, nk // 1024), fmt(row["contiguous"]),
+                                    " | ".join(cells),
+                                    "" if row["ok"] else "  FAIL (paged vs contiguous O)"))
+        sys.stdout.flush()
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    return 1 if failed else 0
+
+
 def fmt(cell):
     if "error" in cell:
         return "%18s" % "n/a"
@@ -165,8 +238,12 @@ def main():
                     help="comma-separated split counts: time each on every shape instead")
     ap.add_argument("--packed", action="store_true",
                     help="--sweep the packed-GQA split-KV kernel")
+    ap.add_argument("--paged", action="store_true",
+                    help="paged caches (pages of 16, 64, 256) against the contiguous one")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
+    if args.paged:
+        return paged_main(bundle, args.json)
     if args.sweep:
         counts = [int(c) for c in args.sweep.split(",")]
         for b, nk in SHAPES:

@@ -28,6 +28,10 @@
 #                           FA_SINKS=1: test/gpu/test_sinks.py (FA_SINKS_CASES per kernel, 8) and
 #                           bench/sinks.py (sink vs plain twin, same process; FA_SINKS_BENCH=0
 #                           skips it, FA_SINKS_BENCH_ARGS)
+#   out/bundle-paged/       paged-KV decode kernels and their contiguous twins (FA_PAGED_BUNDLE
+#                           names another), run with FA_PAGED=1: test/gpu/test_paged.py
+#                           (FA_PAGED_CASES, 160), then bench/decode.py --paged (paged vs
+#                           contiguous, same process; FA_PAGED_BENCH=0 skips it)
 #   out/bundle-varlen/      varlen forwards (FA_VARLEN_BUNDLE names another), run with
 #                           FA_VARLEN=1: test/gpu/test_varlen.py (FA_VARLEN_CASES, 120), and with
 #                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
@@ -51,6 +55,7 @@
 #       -o out/bundle-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
 #   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
+#   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 #   /usr/bin/python3 test/gpu/test_maskmod_python.py --prepare --fa-aot build/bin/fa-aot \
@@ -236,6 +241,20 @@ if [ -n "${FA_BLOCKSPARSE:-}" ] && [ -f "$BLOCKSPARSE_BUNDLE/manifest.json" ]; t
   fi
 fi
 
+PAGED_BUNDLE=${FA_PAGED_BUNDLE:-out/bundle-paged}
+if [ "${FA_PAGED:-0}" = 1 ]; then
+  [ -f "$PAGED_BUNDLE/manifest.json" ] || fail "FA_PAGED=1 but no paged bundle at $PAGED_BUNDLE"
+  step "paged-KV decode ($PAGED_BUNDLE, through fa.attention_with_kvcache): differential tests"
+  timeout -k 10 ${FA_PAGED_TIMEOUT:-400} python3 test/gpu/test_paged.py --lib "$LIB" \
+    --bundle "$PAGED_BUNDLE" --cases "${FA_PAGED_CASES:-160}" > "$WORK/paged.log" 2>&1 ||
+    fail "paged differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/paged.log" | tail -n 40
+  if [ "${FA_PAGED_BENCH:-1}" != 0 ]; then
+    step "paged-KV decode benchmark (bench/decode.py --paged: pages 16, 64, 256 vs contiguous)"
+    timeout -k 10 ${FA_PAGED_BENCH_TIMEOUT:-300} python3 bench/decode.py --lib "$LIB" \
+      --bundle "$PAGED_BUNDLE" --paged ${FA_PAGED_BENCH_ARGS:-} || fail "paged benchmark"
+  fi
+fi
 SINKS_BUNDLE=${FA_SINKS_BUNDLE:-out/bundle-sinks}
 if [ "${FA_SINKS:-0}" = 1 ]; then
   step "attention sinks ($SINKS_BUNDLE, through the runtime and fa.attention(sinks=t)): differential tests incl. d_sinks"

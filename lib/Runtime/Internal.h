@@ -131,6 +131,12 @@ struct KernelConfig {
   /// (d_sinks). Only the _sinks launches run these.
   bool sinks = false;
   int sinksParam = -1;
+  /// Paged-KV split forward (bundle version 14): fwd takes the page table,
+  /// seqused_k and the i32 max_pages, page_size, num_pages from
+  /// pageTableParam (after the strides); only fa_attention_forward_paged
+  /// launches it (Paged.cpp).
+  bool paged = false;
+  int pageTableParam = -1;
   Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
@@ -151,6 +157,12 @@ struct StrideParams {
   /// Appends t's batch, head and row strides.
   void add(const fa_tensor &t) {
     for (int i = 0; i < 3; ++i)
+      values[count++] = t.strides[i];
+  }
+  /// Appends a paged pool's [num_pages, page_size, Hkv, E] strides as the
+  /// kernel takes them: page, head, row.
+  void addPages(const fa_tensor &t) {
+    for (int i : {0, 2, 1})
       values[count++] = t.strides[i];
   }
   /// Points params[first], params[first + 1], ... at the values.
@@ -358,6 +370,20 @@ fa_status launchBackward(const fa_kernel *kernel,
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
 std::vector<NamedTensor> tensorsOf(const fa_attention_args &args);
+/// The page table [B, max_pages] and seqused_k [B] of a paged launch as
+/// i32 tensors, for the overlap and device checks.
+struct PagedTables {
+  fa_tensor pageTable, sequsedK;
+};
+/// q, k, v, o, lse, then page_table and seqused_k (held by `tables`).
+std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &args,
+                                        const fa_paged_kv &paged,
+                                        PagedTables &tables);
+/// GPU-free checks of a paged launch (fa_attention_forward_paged_check).
+std::string checkPagedArguments(const KernelConfig &config,
+                                const fa_attention_args &args,
+                                const fa_paged_kv *paged,
+                                const SplitKvWorkspace &workspace);
 /// An fp8 forward's tensors: tensorsOf's, then descale_q, _k, _v.
 std::vector<NamedTensor> tensorsOfFp8(const fa_attention_args &args,
                                       const fa_tensor descales[3]);

@@ -174,17 +174,20 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 /// The kernels that need their own launch (split-KV, packed GQA, varlen,
 /// block-sparse): each search takes one family and never returns another's.
 struct KernelFamily {
-  bool splitKv = false, packGqa = false, varlen = false, blockSparse = false;
+  bool splitKv = false, packGqa = false, varlen = false, blockSparse = false,
+       paged = false;
 
   bool holds(const KernelConfig &c) const {
     return c.splitKv == splitKv && c.packGqa == packGqa &&
-           c.varlen == varlen && c.blockSparse == blockSparse;
+           c.varlen == varlen && c.blockSparse == blockSparse &&
+           c.paged == paged;
   }
   /// " (split-KV)" etc., for the not-found message.
   std::string describe() const {
     return std::string(splitKv ? " (split-KV)" : "") +
            (packGqa ? " (packed GQA)" : "") + (varlen ? " (varlen)" : "") +
-           (blockSparse ? " (block-sparse)" : "");
+           (blockSparse ? " (block-sparse)" : "") +
+           (paged ? " (paged KV)" : "");
   }
 };
 
@@ -361,6 +364,21 @@ fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
   packed.splitKv = split_kv == 1;
   packed.packGqa = true;
   return findKernel(bundle, query, nk, false, out, packed);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_paged(const fa_bundle *bundle,
+                               const fa_kernel_query *query, int64_t nk,
+                               int32_t pack_gqa, const fa_kernel **out) try {
+  if (pack_gqa != 0 && pack_gqa != 1)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find_paged: pack_gqa is " +
+                    std::to_string(pack_gqa) + "; expected 0 or 1");
+  KernelFamily paged;
+  paged.splitKv = paged.paged = true;
+  paged.packGqa = pack_gqa == 1;
+  return findKernel(bundle, query, nk, false, out, paged);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

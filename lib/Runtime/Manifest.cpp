@@ -399,12 +399,16 @@ void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
 /// mod_args start (docs/ABI.md): after a forward's strides (3 of each of
 /// q, k, v and, unless split, o) or the maps, split count and counter of an
 /// unstrided one; after a backward's maps and semaphores.
+/// A paged forward's page_table, seqused_k, max_pages, page_size and
+/// num_pages (docs/ABI.md "Paged KV cache").
+constexpr int kPagedParams = 5;
+
 int firstModArgParam(const KernelConfig &c) {
   int maps = static_cast<int>(c.tensorMaps.size());
   const bool bwd = c.direction == FA_DIRECTION_BWD;
   if (c.strided())
     return c.strideParam + 3 * (bwd ? 6 : c.splitKv ? 3 : 4) +
-           (c.blockSparse ? 2 : 0);
+           (c.blockSparse ? 2 : 0) + (c.paged ? kPagedParams : 0);
   if (bwd)
     return 15 + maps + (c.deterministic ? 1 : 0);
   return 11 + (c.splitKv ? 1 : 0) + maps + (c.fwd.persistent ? 1 : 0);
@@ -579,6 +583,31 @@ void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
                    std::to_string(expect) +
                    " (cu_seqlens_q and cu_seqlens_k follow the strides of "
                    "q, k, v and o)");
+}
+
+/// The optional "paged" and "page_table_param" fields (bundle version 14): a
+/// strided mma.sync split forward over a paged KV cache, which takes the
+/// page table, seqused_k, max_pages, page_size and num_pages after the
+/// strides of q, k and v.
+void parsePaged(const json &k, KernelConfig &c, const std::string &where) {
+  auto paged = k.find("paged");
+  if (paged == k.end() || paged->is_null())
+    return;
+  if (!paged->is_boolean())
+    bad(where, "field 'paged' must be true or false, got " + paged->dump());
+  c.paged = paged->get<bool>();
+  if (!c.paged)
+    return;
+  if (c.direction != FA_DIRECTION_FWD || !c.splitKv || !c.strided())
+    bad(where, "field 'paged' is true, but only strided split-KV forwards "
+               "read a paged KV cache");
+  c.pageTableParam = intField(k, "page_table_param", where, 0, INT_MAX);
+  int expect = c.strideParam + 3 * 3;
+  if (c.pageTableParam != expect)
+    bad(where, "field 'page_table_param' = " +
+                   std::to_string(c.pageTableParam) + ", expected " +
+                   std::to_string(expect) +
+                   " (the page table follows the strides of q, k and v)");
 }
 
 /// The optional "sinks" (bundle version 13): attention sinks. fa_fwd takes
@@ -765,6 +794,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseDeterministic(k, c, where);
   parseStrides(k, c, where);
   parseBlockSparse(k, entries, c, where);
+  parsePaged(k, c, where);
   parseModArgs(k, c, where);
   parseVarlen(k, c, where);
   parseFp8(k, c, where);
@@ -880,6 +910,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Without "sinks": fa_fwd launched without its last parameter, and
       // the backward without bwd_sink.
       needs(13, c.sinks, "kernels with sinks");
+      // Without "paged": launched as a dense split forward without its
+      // page table.
+      needs(14, c.paged, "paged-KV kernels");
       // Older runtimes refuse "mod_args"; the version says so too.
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       // Without "block_sparse": launched without the block mask.

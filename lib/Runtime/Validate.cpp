@@ -688,17 +688,13 @@ fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes) {
   return t;
 }
 
-std::string checkSplitKvArguments(const KernelConfig &c,
-                                  const fa_attention_args &a,
-                                  const SplitKvWorkspace &w,
-                                  const ModArgList &mods) {
-  if (c.direction != FA_DIRECTION_FWD || !c.splitKv)
-    return "kernel '" + c.tag + "' is not a split-KV kernel; use "
-           "fa_attention_forward or fa_attention_backward";
-  // The tensors first: the workspace's size follows from their shapes.
-  std::string err = checkForward(c, a, mods);
-  if (!err.empty())
-    return err;
+namespace {
+
+/// The splits and the workspace of a split-KV launch whose tensors (`all`,
+/// which the workspace must not overlap) passed their checks.
+std::string checkSplitWorkspace(const fa_attention_args &a,
+                                const SplitKvWorkspace &w,
+                                std::vector<NamedTensor> all) {
   int64_t b = a.q.shape[0], h = a.q.shape[1], nq = a.q.shape[2],
           dv = a.v.shape[3];
   if (w.splits < 1 || static_cast<int64_t>(w.splits) * b > 65535)
@@ -721,9 +717,168 @@ std::string checkSplitKvArguments(const KernelConfig &c,
            std::to_string(dv) + "] need " + std::to_string(need) +
            " (fa_splitkv_workspace_bytes)";
   fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
-  std::vector<NamedTensor> all = tensorsOf(a, mods);
   all.push_back({"workspace", &ws});
   return checkOverlap(all, {"workspace"});
+}
+
+/// A paged cache's pool ("k" or "v"): [num_pages, page_size, Hkv, E], its
+/// pages' rows one row stride apart (the kernel addresses row
+/// page x page_size + n % page_size).
+std::string checkPagePool(const char *name, const fa_tensor &t,
+                          const fa_paged_kv &p, int64_t hkv, int64_t cols) {
+  std::string err = checkShape(
+      name, t, {p.num_pages, p.page_size, hkv, cols},
+      "[num_pages,page_size,Hkv,D] of the paged cache, Hkv of k");
+  if (!err.empty())
+    return err;
+  if (t.strides[0] != p.page_size * t.strides[1])
+    return std::string(name) + ".strides are " + join(t.strides, 4) +
+           ": a page's rows must follow each other (strides[0] = page_size "
+           "x strides[1] = " + std::to_string(p.page_size * t.strides[1]) +
+           ")";
+  return "";
+}
+
+/// The paged cache's own fields: sizes the kernel indexes with i32, and the
+/// page table and seqused_k addresses (4-byte aligned i32 arrays).
+std::string checkPagedFields(const fa_paged_kv &p, int64_t batch) {
+  Message os;
+  if (p.max_pages < 1 || p.num_pages < 1 || p.page_size < 16 ||
+      p.page_size % 16 != 0) {
+    os << "paged cache has max_pages " << p.max_pages << ", page_size "
+       << p.page_size << " and num_pages " << p.num_pages
+       << "; max_pages and num_pages must be >= 1 and page_size a positive "
+          "multiple of 16";
+    return os.str();
+  }
+  if (int64_t{p.max_pages} * p.page_size > INT32_MAX ||
+      batch * p.max_pages > INT32_MAX) {
+    os << "paged cache of max_pages " << p.max_pages << " x page_size "
+       << p.page_size << " keys for batch " << batch
+       << ": max_pages x page_size and batch x max_pages must stay below 2^31";
+    return os.str();
+  }
+  for (auto [name, ptr] : {std::pair<const char *, CUdeviceptr>{
+                               "page_table", p.page_table},
+                           {"seqused_k", p.seqused_k}})
+    if (ptr == 0 || ptr % 4 != 0)
+      return std::string(name) + " " + hexAddress(ptr) +
+             " must be a non-null, 4-byte aligned device address (i32)";
+  return "";
+}
+
+/// The checks of a paged forward's tensors: q, the pools, o and lse as a
+/// strided split forward takes them.
+std::string checkPagedForward(const KernelConfig &c,
+                              const fa_attention_args &a,
+                              const fa_paged_kv &p) {
+  std::string err;
+  Layout in = Layout::StridedInput;
+  if (!(err = checkTensor("q", a.q, c.dtype, 4, qkAlign(c), in)).empty() ||
+      !(err = checkTensor("k", a.k, c.dtype, 4, qkAlign(c), in)).empty() ||
+      !(err = checkTensor("v", a.v, c.dtype, 4, vAlign(c), in)).empty() ||
+      !(err = checkPagedFields(p, a.q.shape[0])).empty())
+    return err;
+  Sizes s{a.q.shape[0], a.q.shape[1], a.k.shape[2], a.q.shape[2],
+          int64_t{p.max_pages} * p.page_size, a.q.shape[3], a.v.shape[3]};
+  Message os;
+  if (s.d != c.headDim || s.dv != c.headDimV) {
+    os << "q.shape " << join(a.q.shape, 4) << " and v.shape "
+       << join(a.v.shape, 4) << " have head dims " << s.d << " and " << s.dv
+       << ", but kernel '" << c.tag << "' was built for " << c.headDim
+       << " and " << c.headDimV;
+    return os.str();
+  }
+  if (!(err = checkPagePool("k", a.k, p, s.hkv, s.d)).empty() ||
+      !(err = checkPagePool("v", a.v, p, s.hkv, s.dv)).empty())
+    return err;
+  if (s.h % s.hkv != 0) {
+    os << "q has " << s.h << " heads and k has " << s.hkv
+       << "; the query head count must be a multiple of the key head count";
+    return os.str();
+  }
+  if (c.packGqa && s.h / s.hkv > c.blockQ)
+    return "kernel '" + c.tag + "' packs the query heads of a key head into " +
+           std::to_string(c.blockQ) + " rows, but q has " +
+           std::to_string(s.h) + " heads on " + std::to_string(s.hkv) +
+           " key heads; use an unpacked kernel";
+  if (s.b > kMaxGridYZ || s.h > kMaxGridYZ) {
+    os << "batch " << s.b << " or heads " << s.h
+       << " exceeds the grid limit of " << kMaxGridYZ;
+    return os.str();
+  }
+  Alignment vRows = alignmentFor(c, c.headDimV, c.dtype), wholeRows;
+  return checkTensors({
+      {"o", a.o, c.dtype, 4, vRows, {s.b, s.h, s.nq, s.dv},
+       "[B,H,Nq,Dv] from q and v", Layout::StridedOutput},
+      {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, {s.b, s.h, s.nq},
+       "[B,H,Nq] from q"},
+  });
+}
+
+} // namespace
+
+std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &a,
+                                        const fa_paged_kv &p,
+                                        PagedTables &tables) {
+  tables.pageTable = fa_tensor{};
+  tables.pageTable.data = p.page_table;
+  tables.pageTable.dtype = FA_DTYPE_I32;
+  tables.pageTable.rank = 2;
+  tables.pageTable.shape[0] = a.q.shape[0];
+  tables.pageTable.shape[1] = p.max_pages;
+  tables.pageTable.strides[0] = p.max_pages;
+  tables.pageTable.strides[1] = 1;
+  tables.sequsedK = fa_tensor{};
+  tables.sequsedK.data = p.seqused_k;
+  tables.sequsedK.dtype = FA_DTYPE_I32;
+  tables.sequsedK.rank = 1;
+  tables.sequsedK.shape[0] = a.q.shape[0];
+  tables.sequsedK.strides[0] = 1;
+  std::vector<NamedTensor> all = tensorsOf(a);
+  all.push_back({"page_table", &tables.pageTable});
+  all.push_back({"seqused_k", &tables.sequsedK});
+  return all;
+}
+
+std::string checkPagedArguments(const KernelConfig &c,
+                                const fa_attention_args &a,
+                                const fa_paged_kv *paged,
+                                const SplitKvWorkspace &w) {
+  if (c.direction != FA_DIRECTION_FWD || !c.paged)
+    return "kernel '" + c.tag + "' is not a paged-KV kernel; use "
+           "fa_kernel_find_paged for one";
+  if (!paged)
+    return "paged is null (expected the page table, seqused_k and the "
+           "cache's sizes)";
+  if (!c.modArgs.empty())
+    return "kernel '" + c.tag + "' reads mod_args, which the paged launch "
+           "does not pass";
+  std::string err = checkPagedForward(c, a, *paged);
+  if (!err.empty() || !(err = checkScale(a.scale)).empty())
+    return err;
+  PagedTables tables;
+  std::vector<NamedTensor> all = tensorsOfPaged(a, *paged, tables);
+  if (!(err = checkOverlap(all, {"o", "lse"})).empty())
+    return err;
+  return checkSplitWorkspace(a, w, all);
+}
+
+std::string checkSplitKvArguments(const KernelConfig &c,
+                                  const fa_attention_args &a,
+                                  const SplitKvWorkspace &w,
+                                  const ModArgList &mods) {
+  if (c.direction != FA_DIRECTION_FWD || !c.splitKv)
+    return "kernel '" + c.tag + "' is not a split-KV kernel; use "
+           "fa_attention_forward or fa_attention_backward";
+  if (c.paged)
+    return "kernel '" + c.tag + "' reads a paged KV cache; use "
+           "fa_attention_forward_paged";
+  // The tensors first: the workspace's size follows from their shapes.
+  std::string err = checkForward(c, a, mods);
+  if (!err.empty())
+    return err;
+  return checkSplitWorkspace(a, w, tensorsOf(a, mods));
 }
 
 std::string checkArguments(const KernelConfig &c,

@@ -36,8 +36,8 @@ from ._runtime import (BWD, DTYPE_NAMES, DTYPES, EXTENT_NAMES, FWD, MASK_NAMES, 
                        BlockMaskDesc, ForwardArgs, KernelInfo, KernelQuery, ModArgInfo,
                        Tensor, check, open_library)
 
-__all__ = ["load", "attention", "attention_varlen", "forward_into", "backward_into",
-           "block_mask", "BlockMask", "Bundle", "FaError"]
+__all__ = ["load", "attention", "attention_varlen", "attention_with_kvcache",
+           "forward_into", "backward_into", "block_mask", "BlockMask", "Bundle", "FaError"]
 
 _default = None
 _bundles = []  # every Bundle made, by Bundle.id (the custom ops name bundles by it)
@@ -120,7 +120,7 @@ class Bundle:
             "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info),
             "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
             "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse),
-            "sinks": bool(info.sinks)}
+            "sinks": bool(info.sinks), "paged": bool(info.paged)}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -1300,6 +1300,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
 
 
 from .varlen import attention_varlen  # noqa: E402 (it uses the helpers above)
+from .kvcache import attention_with_kvcache  # noqa: E402
 
 if "torch" in sys.modules:
     _register_torch_ops()

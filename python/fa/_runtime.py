@@ -74,7 +74,15 @@ class KernelInfo(ctypes.Structure):
                 ("pack_gqa", ctypes.c_int32),
                 ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
                 ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32),
-                ("block_sparse", ctypes.c_int32), ("sinks", ctypes.c_int32)]
+                ("block_sparse", ctypes.c_int32), ("sinks", ctypes.c_int32),
+                ("paged", ctypes.c_int32)]
+
+
+class PagedKv(ctypes.Structure):
+    """fa_paged_kv: a paged cache's page table, key counts and sizes."""
+    _fields_ = [("page_table", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),
+                ("max_pages", ctypes.c_int32), ("page_size", ctypes.c_int32),
+                ("num_pages", ctypes.c_int32)]
 
 
 class BlockMaskDesc(ctypes.Structure):
@@ -216,6 +224,14 @@ def _open_library(path):
                                           ctypes.c_uint64, ctypes.c_int32, vp], st),
         "fa_kernel_find_varlen": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
                                    ctypes.POINTER(vp)], st),
+        "fa_kernel_find_paged": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                  ctypes.c_int32, ctypes.POINTER(vp)], st),
+        "fa_attention_forward_paged_check": ([vp, ctypes.POINTER(ForwardArgs),
+                                              ctypes.POINTER(PagedKv), ctypes.c_uint64,
+                                              ctypes.c_uint64, ctypes.c_int32], st),
+        "fa_attention_forward_paged": ([vp, ctypes.POINTER(ForwardArgs),
+                                        ctypes.POINTER(PagedKv), ctypes.c_uint64,
+                                        ctypes.c_uint64, ctypes.c_int32, vp], st),
         "fa_attention_forward_varlen_check": ([vp, ctypes.POINTER(VarlenArgs)], st),
         "fa_attention_forward_varlen": ([vp, ctypes.POINTER(VarlenArgs), vp], st),
         "fa_attention_forward_sinks_check": ([vp, ctypes.POINTER(ForwardArgs),

@@ -54,7 +54,7 @@ extern "C" {
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 13
+#define FA_RUNTIME_BUNDLE_VERSION 14
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -221,8 +221,12 @@ typedef struct fa_kernel_info {
   int32_t block_sparse;
   /* 1: attention sinks (bundle version 13): a learnable logit per query head
    * in every row's softmax denominator; launched only by
-   * fa_attention_forward_sinks / fa_attention_backward_sinks. Last. */
+   * fa_attention_forward_sinks / fa_attention_backward_sinks. */
   int32_t sinks;
+  /* 1: a paged-KV split forward (bundle version 14), returned only by
+   * fa_kernel_find_paged and launched only by fa_attention_forward_paged.
+   * Last. */
+  int32_t paged;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -430,6 +434,53 @@ FA_API fa_status fa_attention_forward_splitkv(const fa_kernel *kernel,
                                               CUdeviceptr workspace,
                                               uint64_t workspace_bytes,
                                               int32_t splits, CUstream stream);
+
+/* A paged KV cache (bundle version 14; docs/ABI.md "Paged KV cache"),
+ * flash-attn's layout: args->k [num_pages, page_size, Hkv, D] and args->v
+ * [num_pages, page_size, Hkv, Dv] are pools of pages (any strides with a
+ * unit last one, 16-byte aligned, each page's rows one row stride apart:
+ * strides[0] = page_size x strides[1]); page_table i32 [batch, max_pages]
+ * (contiguous) lists each sequence's pages in order; seqused_k i32 [batch]
+ * its key count. Key n of sequence b is row n % page_size of page
+ * page_table[b, n / page_size]. The kernel clamps a page index into
+ * [0, num_pages) and a key count into [0, max_pages x page_size]; the
+ * runtime never reads either array (no synchronisation). q, o, lse are as
+ * for fa_attention_forward; masks measure each sequence's Nk as its count. */
+typedef struct fa_paged_kv {
+  CUdeviceptr page_table; /* i32 [batch, max_pages], 4-byte aligned */
+  CUdeviceptr seqused_k;  /* i32 [batch], 4-byte aligned */
+  int32_t max_pages;      /* >= 1 */
+  int32_t page_size;      /* a positive multiple of 16: k.shape[1] */
+  int32_t num_pages;      /* k.shape[0] */
+} fa_paged_kv;
+/* Paged-KV split forwards ("paged": true), which only this search returns
+ * (and it returns no other), ranked as fa_kernel_find_for_keys ranks for
+ * `nk` keys (the longest sequence, or 0): packed-GQA ones when pack_gqa is
+ * 1, unpacked ones when 0. */
+FA_API fa_status fa_kernel_find_paged(const fa_bundle *bundle,
+                                      const fa_kernel_query *query, int64_t nk,
+                                      int32_t pack_gqa,
+                                      const fa_kernel **out);
+/* The checks of fa_attention_forward_splitkv_check with the paged K, V
+ * above, and: `paged` non-null, max_pages >= 1, page_size a positive
+ * multiple of 16 equal to k.shape[1] and v.shape[1], num_pages equal to
+ * k.shape[0] and v.shape[0], max_pages x page_size and batch x max_pages
+ * below 2^31, page_table and seqused_k non-null, 4-byte aligned and
+ * overlapping no output; a paged kernel only (the split and plain launches
+ * refuse one). Needs no GPU. */
+FA_API fa_status fa_attention_forward_paged_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace,
+    uint64_t workspace_bytes, int32_t splits);
+/* Validate (above, plus the device checks: every tensor, page_table and
+ * seqused_k memory of the context's device), then launch the split forward
+ * and the merge on `stream`. fa_splitkv_workspace_bytes and
+ * fa_splitkv_choose{,_gqa} (nk: the longest sequence's keys) serve these
+ * kernels too. Capturable in a CUDA graph. */
+FA_API fa_status fa_attention_forward_paged(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace,
+    uint64_t workspace_bytes, int32_t splits, CUstream stream);
 
 /* The launches and checks above for kernels whose score_mod reads tensors
  * (fa_kernel_info.mod_arg_count > 0; bundle version 8): `mod_args` holds

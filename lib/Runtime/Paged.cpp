@@ -1,0 +1,132 @@
+//===- Paged.cpp - Launch the paged-KV decode kernels ------------*- C++ -*-===//
+//
+// A paged launch is the split-KV launch (SplitKv.cpp) of a kernel that
+// gathers its key tiles through a page table: K and V are pools of pages,
+// the kernel's nk is the page table's capacity, and each CTA's keys end at
+// its sequence's seqused_k (docs/ABI.md "Paged KV cache").
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+using namespace fa::runtime;
+
+namespace {
+
+constexpr const char *kApi = "fa_attention_forward_paged";
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+fa_status checkPagedCall(const fa_kernel *kernel, const fa_attention_args *args,
+                         const fa_paged_kv *paged, const SplitKvWorkspace &w,
+                         const char *api) {
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": " + (kernel ? "args" : "kernel") +
+                    " is null");
+  std::string err = checkPagedArguments(kernel->config, *args, paged, w);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return FA_SUCCESS;
+}
+
+/// Every tensor, the page table, seqused_k and the used workspace are
+/// memory of the context's device, and the stream belongs to it.
+fa_status checkDevice(const fa_attention_args &a, const fa_paged_kv &p,
+                      const SplitKvWorkspace &w, CUstream stream,
+                      const ContextScope &scope) {
+  uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
+                                        a.q.shape[2], a.v.shape[3], w.splits);
+  fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
+  PagedTables tables;
+  std::vector<NamedTensor> all = tensorsOfPaged(a, p, tables);
+  all.push_back({"workspace", &ws});
+  return checkLaunchDevice(kApi, all, stream, scope.device, scope.ctx);
+}
+
+/// The split forward over the pages, then the merge, on `stream`.
+fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
+                      const fa_paged_kv &p, const SplitKvWorkspace &w,
+                      CUstream stream, const ContextScope &scope) {
+  const KernelConfig &c = kernel.config;
+  CUfunction split, merge;
+  if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
+    return s;
+  if (fa_status s = kernelFunction(kernel, c.merge, scope.ctx, scope.device, merge))
+    return s;
+  int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[2],
+          nq = a.q.shape[2], nk = p.max_pages * p.page_size, splits = w.splits;
+  int32_t maxPages = p.max_pages, pageSize = p.page_size,
+          numPages = p.num_pages;
+  float scale = a.scale;
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
+              lse = a.lse.data, oPart = w.workspace, pageTable = p.page_table,
+              sequsedK = p.seqused_k;
+  CUdeviceptr lsePart =
+      oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
+  // q's batch, head and row strides, then the pools' page, head and row
+  // strides; the paged parameters follow them (docs/ABI.md).
+  void *splitParams[12 + 9 + 5] = {&q,  &k,  &v,     &oPart, &lsePart, &b,
+                                   &h,  &hkv, &nq,   &nk,    &scale,   &splits};
+  StrideParams inStrides, outStrides;
+  inStrides.add(a.q);
+  inStrides.addPages(a.k);
+  inStrides.addPages(a.v);
+  inStrides.place(splitParams, c.strideParam);
+  void *paged[5] = {&pageTable, &sequsedK, &maxPages, &pageSize, &numPages};
+  for (int i = 0; i < 5; ++i)
+    splitParams[c.pageTableParam + i] = paged[i];
+  Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
+                 static_cast<unsigned>(gridHeads(c, h, hkv)),
+                 static_cast<unsigned>(b * splits)};
+  if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
+    return s;
+  int32_t rows = b * h * nq;
+  outStrides.add(a.o);
+  void *mergeParams[8 + 3] = {&oPart, &lsePart, &o,  &lse,
+                               &rows,  &splits,  &h, &nq};
+  outStrides.place(mergeParams, 8);
+  Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
+  return launch(merge, c.merge, mergeGrid, stream, mergeParams);
+}
+
+} // namespace
+
+extern "C" {
+
+fa_status fa_attention_forward_paged_check(const fa_kernel *kernel,
+                                           const fa_attention_args *args,
+                                           const fa_paged_kv *paged,
+                                           CUdeviceptr workspace,
+                                           uint64_t workspace_bytes,
+                                           int32_t splits) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  if (fa_status s = checkPagedCall(kernel, args, paged, w, __func__))
+    return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_paged(const fa_kernel *kernel,
+                                     const fa_attention_args *args,
+                                     const fa_paged_kv *paged,
+                                     CUdeviceptr workspace,
+                                     uint64_t workspace_bytes, int32_t splits,
+                                     CUstream stream) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  if (fa_status s = checkPagedCall(kernel, args, paged, w, kApi))
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  if (fa_status s = checkDevice(*args, *paged, w, stream, scope))
+    return s;
+  if (fa_status s = launchPaged(*kernel, *args, *paged, w, stream, scope))
+    return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+} // extern "C"

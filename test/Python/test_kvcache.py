@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""fa.attention_with_kvcache without a GPU (Debian's CPU PyTorch): the
+argument checks that raise FaError before any launch, and the JIT config of
+a paged kernel, compiled by fa-aot into a bundle whose kernel only the paged
+search returns and whose launch check accepts a paged call (fake addresses).
+
+    test_kvcache.py --lib build/lib/libfa_runtime.so --fa-aot build/bin/fa-aot \
+        --bundle build/test/Runtime/fixture-bundle
+"""
+import argparse
+import ctypes
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import torch  # noqa: E402
+
+import fa  # noqa: E402
+from support import expect_error  # noqa: E402
+from fa import kvcache  # noqa: E402
+from fa._runtime import FWD, MASKS, ForwardArgs, KernelQuery, PagedKv, Tensor  # noqa: E402
+
+
+def check_arguments(b):
+    bf = torch.bfloat16
+    q = torch.zeros(2, 1, 8, 64, dtype=bf)
+    pages = torch.zeros(10, 16, 2, 64, dtype=bf)
+    table = torch.zeros(2, 4, dtype=torch.int32)
+    call = lambda *a, **kw: fa.attention_with_kvcache(*a, bundle=b, **kw)  # noqa: E731
+    expect_error(lambda: call(q[0], pages, pages, page_table=table),
+                 "q must be a 4-D tensor", "got torch.bfloat16 (1, 8, 64)")
+    expect_error(lambda: call(q, pages.half(), pages, page_table=table),
+                 "k_cache has dtype torch.float16; q and the caches must be float16 or "
+                 "bfloat16, all alike (q: torch.bfloat16)")
+    expect_error(lambda: call(q.float(), pages.float(), pages.float(), page_table=table),
+                 "q has dtype torch.float32")
+    expect_error(lambda: call(q, pages, pages[:, :, :1], page_table=table),
+                 "k_cache (10, 16, 2, 64) and v_cache (10, 16, 1, 64) must have the same")
+    expect_error(lambda: call(q, pages[..., :32], pages, page_table=table),
+                 "q's head dim 64 differs from k_cache's 32")
+    expect_error(lambda: call(q[:, :, :3], pages, pages, page_table=table),
+                 "q has 3 heads and k_cache 2")
+    expect_error(lambda: call(q, pages, pages, page_table=table.long()),
+                 "page_table must be an int32 [batch, max_pages] tensor with batch 2 of q")
+    expect_error(lambda: call(q, pages, pages, page_table=table[:1]),
+                 "page_table must be an int32 [batch, max_pages]", "(1, 4)")
+    expect_error(lambda: call(q, pages[:, :8], pages[:, :8], page_table=table),
+                 "the page size is 8 keys; it must be a positive multiple of 16")
+    # Without a page table the caches are [batch, seqlen_k, kv_heads, D].
+    expect_error(lambda: call(q, pages, pages), "k_cache has 10 sequences and q 2")
+    cache = torch.zeros(2, 24, 2, 64, dtype=bf)
+    expect_error(lambda: call(q, cache, cache),
+                 "the cache length is 24 keys; it must be a positive multiple of 16")
+    # Well-formed, but not on a GPU.
+    expect_error(lambda: call(q, pages, pages, page_table=table), "q is on cpu")
+    expect_error(lambda: call(q, pages, pages, page_table=table, num_splits=-1),
+                 "q is on cpu")
+    # Forward only.
+    grad = q.clone().requires_grad_()
+    expect_error(lambda: call(grad, pages, pages, page_table=table), "q is on cpu")
+
+
+def check_seqlens():
+    q = torch.zeros(3, 1, 8, 64, dtype=torch.bfloat16)
+    expect_error(lambda: kvcache._seqlens(300, q, 256),
+                 "cache_seqlens 300 must be in [0, 256] (the cache's keys)")
+    expect_error(lambda: kvcache._seqlens(-1, q, 256), "cache_seqlens -1 must be in")
+    expect_error(lambda: kvcache._seqlens(torch.zeros(3, dtype=torch.int64), q, 256),
+                 "cache_seqlens must be an int, or an int32 [batch] tensor with batch 3 of q, "
+                 "got torch.int64 (3,)")
+    expect_error(lambda: kvcache._seqlens(torch.zeros(2, dtype=torch.int32), q, 256),
+                 "with batch 3 of q")
+    expect_error(lambda: kvcache._seqlens(torch.zeros(3, dtype=torch.int32), q, 256),
+                 "cache_seqlens is on cpu")
+
+
+def fake(address, dtype, shape, strides=None):
+    """An fa_tensor at a fake device address (checks never dereference)."""
+    t = Tensor()
+    t.data, t.dtype, t.rank = address, dtype, len(shape)
+    step = 1
+    for i in reversed(range(len(shape))):
+        t.shape[i] = shape[i]
+        t.strides[i] = strides[i] if strides else step
+        step *= shape[i]
+    return t
+
+
+def check_jit(b, fa_aot):
+    """The config attention_with_kvcache compiles on a miss (packed GQA),
+    and the runtime's paged search and launch check over fa-aot's bundle."""
+    os.environ["FA_AOT"] = fa_aot
+    os.environ["FA_CACHE_DIR"] = tempfile.mkdtemp(prefix="fa-kvcache-jit-")
+    b.jit = True
+    kernel = kvcache._find(b, torch.bfloat16, 64, 64, "causal_bottom_right", True, 64, 90)
+    assert kernel is not None
+    info = b._info(kernel)
+    assert info["tag"].endswith("_packgqa_splitkv_paged"), info["tag"]
+    assert info["split_kv"] and info["pack_gqa"] and info["paged"], info
+    query = KernelQuery(FWD, 1, 64, 64, MASKS["causal_bottom_right"], -1, -1, 90, 0, None, None)
+    out = ctypes.c_void_p()
+    handle = b._handles[-1]
+    # Only the paged search returns it.
+    assert b.lib.fa_kernel_find_packed_gqa(handle, ctypes.byref(query), 64, 1,
+                                           ctypes.byref(out)) == 2
+    assert b.lib.fa_kernel_find_paged(handle, ctypes.byref(query), 64, 1,
+                                      ctypes.byref(out)) == 0
+    # A decode step of 2 sequences, 8 heads on 2, pages of 16 (q and o as
+    # attention_with_kvcache passes them: [B, Sq, H, D] transposed).
+    base = 1 << 40
+    args = ForwardArgs(fake(base, 1, (2, 8, 1, 64), (512, 64, 512, 1)),
+                       fake(base + (1 << 32), 1, (10, 16, 2, 64)),
+                       fake(base + (2 << 32), 1, (10, 16, 2, 64)),
+                       fake(base + (3 << 32), 1, (2, 8, 1, 64), (512, 64, 512, 1)),
+                       fake(base + (4 << 32), 2, (2, 8, 1)), 0.125)
+    paged = PagedKv(base + (5 << 32), base + (6 << 32), 4, 16, 10)
+    nbytes = ctypes.c_uint64()
+    assert b.lib.fa_splitkv_workspace_bytes(out, 2, 8, 1, 3, ctypes.byref(nbytes)) == 0
+    ws = base + (7 << 32)
+    status = b.lib.fa_attention_forward_paged_check(out, ctypes.byref(args),
+                                                    ctypes.byref(paged), ws, nbytes.value, 3)
+    assert status == 0, b.lib.fa_last_error().decode()
+    paged.page_size = 32
+    assert b.lib.fa_attention_forward_paged_check(out, ctypes.byref(args), ctypes.byref(paged),
+                                                  ws, nbytes.value, 3) == 1
+    assert "expected [10,32,2,64]" in b.lib.fa_last_error().decode()
+    # The dense split-KV launch refuses it.
+    assert b.lib.fa_attention_forward_splitkv_check(out, ctypes.byref(args), ws,
+                                                    nbytes.value, 3) == 1
+    assert "use fa_attention_forward_paged" in b.lib.fa_last_error().decode()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--lib", required=True)
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--fa-aot", required=True)
+    a = p.parse_args()
+    b = fa.Bundle(a.bundle, lib_path=a.lib, jit=False)
+    check_arguments(b)
+    check_seqlens()
+    check_jit(b, a.fa_aot)
+    print("test_kvcache: ok")
+
+
+if __name__ == "__main__":
+    main()

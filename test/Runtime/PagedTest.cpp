@@ -1,0 +1,305 @@
+//===- PagedTest.cpp - GPU-free tests of the paged-KV runtime -------------===//
+//
+// The manifest fields of paged-KV split forwards (bundle version 14), their
+// search (only fa_kernel_find_paged returns them, and it returns nothing
+// else), and every check of fa_attention_forward_paged: the paged cache's
+// fields, the pools' shapes and strides, the kernel/launch pairing both
+// ways, overlaps and the workspace, with fake device addresses: nothing
+// calls the driver.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Runtime/fa_runtime.h"
+
+#include "TestSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace fa_test;
+
+namespace {
+
+/// The split-KV forward fa-aot writes for `fwd:bf16:d128:none:splitkv`
+/// (strides from 12), `extra` appended: by default the paged fields
+/// (the page table after the strides of q, k and v: 12 + 9).
+std::string splitKernel(const std::string &tag,
+                        const std::string &extra = R"(, "paged": true,
+                            "page_table_param": 21)") {
+  return R"({"tag": ")" + tag + R"(", "direction": "fwd", "dtype": "bf16",
+      "head_dim": 128, "head_dim_v": 128, "block_q": 64, "block_kv": 64,
+      "warps": 4, "stages": 2, "mask": "none", "window_left": -1,
+      "window_right": -1, "score_mod": null, "target": "sm_90a",
+      "split_kv": true, "entries": {
+        "fwd": {"name": "fa_fwd_)" + tag +
+         R"(", "threads": 128, "shared_bytes": 49152},
+        "merge": {"name": "fa_merge_)" + tag +
+         R"(", "threads": 128, "shared_bytes": 0}},
+      "ptx": ")" + tag + R"(.ptx", "stride_param": 12)" + extra + "}";
+}
+
+std::string manifest(const std::vector<std::string> &kernels,
+                     const std::string &version = "14") {
+  std::string list;
+  for (const std::string &k : kernels)
+    list += (list.empty() ? "" : ",") + k;
+  return R"({"format": "fa-bundle", "version": )" + version +
+         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+}
+
+fa_kernel_query decodeQuery() {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_NONE;
+  q.compute_capability = 90;
+  return q;
+}
+
+TEST(PagedManifest, FieldsAndVersion) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("paged_ok", manifest({splitKernel("pg")}), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.paged, 1);
+  EXPECT_EQ(info.split_kv, 1);
+  fa_bundle_free(b);
+  // A version-13 runtime would launch it as a dense split forward.
+  expectRejected("paged_v13", manifest({splitKernel("pg")}, "13"),
+                 "kernels[0]: paged-KV kernels need bundle version 14, the "
+                 "manifest says 13");
+  expectRejected("paged_param",
+                 manifest({splitKernel("pg", R"(, "paged": true,
+                                                "page_table_param": 24)")}),
+                 "field 'page_table_param' = 24, expected 21 (the page table "
+                 "follows the strides of q, k and v)");
+  expectRejected("paged_noparam",
+                 manifest({splitKernel("pg", R"(, "paged": true)")}),
+                 "page_table_param");
+  expectRejected("paged_type", manifest({splitKernel("pg", R"(, "paged": 1)")}),
+                 "field 'paged' must be true or false, got 1");
+  // Only strided split forwards read pages.
+  std::string plain = R"({"tag": "p", "direction": "fwd", "dtype": "bf16",
+      "head_dim": 128, "head_dim_v": 128, "block_q": 64, "block_kv": 64,
+      "warps": 4, "stages": 2, "mask": "none", "window_left": -1,
+      "window_right": -1, "score_mod": null, "target": "sm_90a",
+      "entries": {"fwd": {"name": "fa_fwd_p", "threads": 128,
+      "shared_bytes": 49152}}, "ptx": "p.ptx", "stride_param": 11,
+      "paged": true, "page_table_param": 23})";
+  expectRejected("paged_plain", manifest({plain}),
+                 "field 'paged' is true, but only strided split-KV forwards "
+                 "read a paged KV cache");
+}
+
+/// A bundle with a paged split forward and the dense split forward of the
+/// same problem; calls of B = 2 sequences, 32 query heads on 8 key heads,
+/// one query, 64 pages of 16 keys, 8 pages per sequence at most.
+class PagedApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 32, Hkv = 8, Nq = 1, D = 128;
+  static constexpr int32_t Pages = 64, PageSize = 16, MaxPages = 8;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("paged_api",
+                       manifest({splitKernel("pg"), splitKernel("dense", "")}),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    paged = fa_bundle_kernel_at(bundle, 0);
+    dense = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    a.q = tensor(addr(0), bf, {B, H, Nq, D});
+    a.k = tensor(addr(1), bf, {Pages, PageSize, Hkv, D});
+    a.v = tensor(addr(2), bf, {Pages, PageSize, Hkv, D});
+    a.o = tensor(addr(3), bf, {B, H, Nq, D});
+    a.lse = tensor(addr(4), f32, {B, H, Nq});
+    a.scale = 1.0f / std::sqrt(float(D));
+    cache = {addr(5), addr(6), MaxPages, PageSize, Pages};
+    EXPECT_EQ(fa_splitkv_workspace_bytes(paged, B, H, Nq, 4, &bytes),
+              FA_SUCCESS)
+        << lastError();
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  /// Expects the paged check to fail with `expect` in the message.
+  void reject(const fa_attention_args &args, const fa_paged_kv *p,
+              const std::string &expect, int32_t splits = 4) {
+    EXPECT_EQ(fa_attention_forward_paged_check(paged, &args, p, ws, bytes,
+                                               splits),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *paged = nullptr, *dense = nullptr;
+  fa_attention_args a{};
+  fa_paged_kv cache{};
+  uint64_t bytes = 0;
+  const CUdeviceptr ws = addr(20);
+};
+
+TEST_F(PagedApi, OnlyThePagedSearchFindsIt) {
+  fa_kernel_query q = decodeQuery();
+  const fa_kernel *k = nullptr;
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_find_splitkv(bundle, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "dense");
+  ASSERT_EQ(fa_kernel_find_paged(bundle, &q, 4096, 0, &k), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "pg");
+  EXPECT_EQ(fa_kernel_find_paged(bundle, &q, 4096, 1, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("(split-KV) (packed GQA) (paged KV)"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_kernel_find_paged(bundle, &q, 4096, 2, &k),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("pack_gqa is 2; expected 0 or 1"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_kernel_find(bundle, &q, &k), FA_ERROR_NOT_FOUND);
+}
+
+TEST_F(PagedApi, AcceptsValidCalls) {
+  EXPECT_EQ(fa_attention_forward_paged_check(paged, &a, &cache, ws, bytes, 4),
+            FA_SUCCESS)
+      << lastError();
+  // Pages of 64 keys, and pools whose pages are strided views of a larger
+  // buffer (a row stride of two heads' rows, 16-byte multiples).
+  fa_attention_args big = a;
+  fa_paged_kv bigCache = cache;
+  bigCache.page_size = 64;
+  big.k = tensor(addr(1), FA_DTYPE_BF16, {Pages, 64, Hkv, D});
+  big.v = big.k;
+  big.v.data = addr(2);
+  EXPECT_EQ(fa_attention_forward_paged_check(paged, &big, &bigCache, ws,
+                                             bytes, 1),
+            FA_SUCCESS)
+      << lastError();
+  big.k.strides[1] = 2 * Hkv * D;
+  big.k.strides[0] = 64 * big.k.strides[1];
+  EXPECT_EQ(fa_attention_forward_paged_check(paged, &big, &bigCache, ws,
+                                             bytes, 1),
+            FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(PagedApi, KernelAndLaunchMustAgree) {
+  // The dense split kernel has no page table parameter ...
+  EXPECT_EQ(fa_attention_forward_paged_check(dense, &a, &cache, ws, bytes, 4),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'dense' is not a paged-KV kernel"),
+            std::string::npos)
+      << lastError();
+  // ... and the split launch would leave the paged kernel's unset.
+  fa_attention_args denseArgs = a;
+  denseArgs.k = tensor(addr(1), FA_DTYPE_BF16, {B, Hkv, 128, D});
+  denseArgs.v = tensor(addr(2), FA_DTYPE_BF16, {B, Hkv, 128, D});
+  EXPECT_EQ(fa_attention_forward_splitkv_check(paged, &denseArgs, ws, bytes, 4),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'pg' reads a paged KV cache; use "
+                             "fa_attention_forward_paged"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_splitkv_check(dense, &denseArgs, ws, bytes, 4),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_forward_paged_check(nullptr, &a, &cache, ws, bytes, 4),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_attention_forward_paged_check(paged, nullptr, &cache, ws, bytes,
+                                             4),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(PagedApi, RejectsBadCacheFields) {
+  reject(a, nullptr, "paged is null");
+  fa_paged_kv p = cache;
+  p.page_size = 24;
+  reject(a, &p, "page_size 24 and num_pages 64; max_pages and num_pages must "
+                "be >= 1 and page_size a positive multiple of 16");
+  p = cache;
+  p.page_size = 0;
+  reject(a, &p, "page_size a positive multiple of 16");
+  p = cache;
+  p.max_pages = 0;
+  reject(a, &p, "max_pages 0");
+  p = cache;
+  p.num_pages = 0;
+  reject(a, &p, "num_pages 0");
+  p = cache;
+  p.max_pages = 1 << 28;
+  reject(a, &p, "must stay below 2^31");
+  p = cache;
+  p.page_table = 0;
+  reject(a, &p, "page_table 0x0 must be a non-null, 4-byte aligned");
+  p = cache;
+  p.seqused_k = addr(6) + 2;
+  reject(a, &p, "seqused_k 0x7f0600000002 must be a non-null, 4-byte aligned");
+  // The pools' extents must be the cache's.
+  p = cache;
+  p.page_size = 32;
+  reject(a, &p, "k.shape is [64,16,8,128], expected [64,32,8,128]");
+  p = cache;
+  p.num_pages = 65;
+  reject(a, &p, "k.shape is [64,16,8,128], expected [65,16,8,128]");
+}
+
+TEST_F(PagedApi, RejectsBadTensors) {
+  fa_attention_args b = a;
+  b.v = tensor(addr(2), FA_DTYPE_BF16, {Pages, PageSize, 4, D});
+  reject(b, &cache, "v.shape is [64,16,4,128], expected [64,16,8,128]");
+  b = a;
+  b.k.strides[0] += 8;
+  reject(b, &cache, "a page's rows must follow each other (strides[0] = "
+                    "page_size x strides[1] = 16384)");
+  b = a;
+  b.q = tensor(addr(0), FA_DTYPE_BF16, {B, 12, Nq, D});
+  b.o = tensor(addr(3), FA_DTYPE_BF16, {B, 12, Nq, D});
+  b.lse = tensor(addr(4), FA_DTYPE_F32, {B, 12, Nq});
+  reject(b, &cache, "q has 12 heads and k has 8");
+  b = a;
+  b.k = tensor(addr(1), FA_DTYPE_BF16, {Pages, PageSize, Hkv, 64});
+  reject(b, &cache, "k.shape is [64,16,8,64], expected [64,16,8,128]");
+  b = a;
+  b.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, 2, D});
+  reject(b, &cache, "o.shape is [2,32,2,128], expected [2,32,1,128]");
+  b = a;
+  b.k.dtype = FA_DTYPE_F16;
+  reject(b, &cache, "k.dtype is f16, expected bf16");
+  b = a;
+  b.scale = NAN;
+  reject(b, &cache, "scale is nan");
+  // Outputs may overlap neither the pools nor the page table.
+  b = a;
+  b.o.data = addr(1);
+  reject(b, &cache, "output o");
+  fa_paged_kv p = cache;
+  p.page_table = addr(4);
+  reject(a, &p, "overlaps page_table");
+  // The split-KV workspace rules hold.
+  reject(a, &cache, "splits is 0 for batch 2", 0);
+  EXPECT_EQ(fa_attention_forward_paged_check(paged, &a, &cache, ws, bytes - 4,
+                                             4),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("workspace_bytes is"), std::string::npos)
+      << lastError();
+  // The launch runs the same checks before it touches the driver.
+  EXPECT_EQ(fa_attention_forward_paged(paged, &a, nullptr, ws, bytes, 4,
+                                       nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("fa_attention_forward_paged: paged is null"),
+            std::string::npos)
+      << lastError();
+}
+
+} // namespace

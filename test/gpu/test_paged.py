@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Differential GPU test of the paged-KV split-KV decode kernels (H200 only,
+never CI), through fa.attention_with_kvcache and the runtime.
+
+Random cases over the bundle's paged kernels (packed GQA and not, every
+head dim and mask it has): GQA 32/8 and 8/1, Nq 1, 4 or 16, 1-6 sequences
+whose key counts are 0, 1, whole pages, ragged or up to 4k, pages of 16,
+64 or 256 keys shuffled through a pool with spare pages, page-table entries
+past a sequence's pages left as junk (out of range too: never read), split
+counts 1..64, and some caches passed contiguous (no page table: a page per
+sequence). Each sequence is compared with a float64 reference over the keys
+its pages hold (causal aligned bottom-right with its own count, as
+flash-attn) under the flash-attn rule of test_attention.py; rows that see
+no key must be exactly O = 0, LSE = -inf. Bad page sizes and tables must
+raise FaError before any launch.
+
+Built on the development machine (MLIR is not on the GPU machine):
+    build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
+Then, on the GPU machine:
+    python3 test/gpu/test_paged.py --bundle out/bundle-paged --lib <libfa_runtime.so>
+"""
+import argparse
+import math
+import os
+import random
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+import fa  # noqa: E402
+from test_attention import DTYPES, judge, lse_slack, reference  # noqa: E402
+
+
+def random_case(rng, kernel, index):
+    # The packed kernels serve GQA decode (attention_with_kvcache takes them
+    # for G > 1); the unpacked ones one query head per key head.
+    h, hkv = rng.choice([(32, 8), (8, 1), (16, 2)] if kernel["pack_gqa"] else
+                        [(8, 8), (16, 16), (2, 2)])
+    page = rng.choice([16, 64, 256])
+    batch = rng.randint(1, 6)
+    longest = rng.choice([300, 1024, 4096])
+    counts = [rng.choice([0, 1, page * rng.randint(1, 4), rng.randint(2, 130),
+                          rng.randint(1, longest), rng.randint(1, longest)])
+              for _ in range(batch)]
+    return {"tag": kernel["tag"], "dtype": kernel["dtype"], "d": kernel["head_dim"],
+            "mask": kernel["mask"], "h": h, "hkv": hkv, "nq": rng.choice([1, 4, 16]),
+            "page": page, "counts": counts, "spare": rng.randint(0, 5),
+            "splits": rng.choice([0, 1, 2, 3, 8, 16, 33, 64]),
+            "contiguous": index % 7 == 6, "scale": rng.choice([None, 0.3])}
+
+
+def build_cache(case, gen, dev):
+    """K, V pools, the page table (shuffled pages, junk past each sequence's
+    pages) and the counts; contiguous: [B, Nk, Hkv, D] caches."""
+    dt, d, page = DTYPES[case["dtype"]], case["d"], case["page"]
+    counts = case["counts"]
+    pages_of = [max(1, -(-c // page)) for c in counts]
+    max_pages = max(pages_of)
+    if case["contiguous"]:
+        shape = (len(counts), max_pages * page, case["hkv"], d)
+        k = torch.randn(shape, generator=gen, device=dev).to(dt)
+        v = torch.randn(shape, generator=gen, device=dev).to(dt)
+        return k, v, None, max_pages * page
+    num_pages = sum(pages_of) + case["spare"]
+    order = torch.randperm(num_pages, generator=gen, device="cpu").tolist()
+    table = torch.full((len(counts), max_pages), 0, dtype=torch.int32)
+    junk = [-1, num_pages + 9, 0, num_pages - 1]
+    used = 0
+    for b, n in enumerate(pages_of):
+        for slot in range(max_pages):
+            if slot < n:
+                table[b, slot] = order[used]
+                used += 1
+            else:
+                table[b, slot] = junk[(b + slot) % len(junk)]
+    shape = (num_pages, page, case["hkv"], d)
+    k = torch.randn(shape, generator=gen, device=dev).to(dt)
+    v = torch.randn(shape, generator=gen, device=dev).to(dt)
+    return k, v, table.to(dev), max_pages * page
+
+
+def gathered(pool, table, b, count, page):
+    """Sequence b's first `count` keys [1, Hkv, count, D] from the pool."""
+    if table is None:
+        return pool[b, :count].transpose(0, 1).unsqueeze(0)
+    rows = [pool[int(table[b, j // page]), j % page] for j in range(count)]
+    if not rows:
+        return pool.new_zeros((1, pool.shape[2], 0, pool.shape[3]))
+    return torch.stack(rows, 0).transpose(0, 1).unsqueeze(0)
+
+
+def run_case(case, b, gen, dev):
+    dt, d = DTYPES[case["dtype"]], case["d"]
+    batch, nq, h = len(case["counts"]), case["nq"], case["h"]
+    k, v, table, capacity = build_cache(case, gen, dev)
+    counts = [min(c, capacity) for c in case["counts"]]
+    seqlens = torch.tensor(counts, dtype=torch.int32, device=dev)
+    q = torch.randn((batch, nq, h, d), generator=gen, device=dev).to(dt)
+    causal = case["mask"] == "causal_bottom_right"
+    scale = case["scale"] if case["scale"] is not None else 1 / math.sqrt(d)
+    o, lse = fa.attention_with_kvcache(q, k, v, cache_seqlens=seqlens, page_table=table,
+                                       softmax_scale=case["scale"], causal=causal,
+                                       num_splits=case["splits"], return_lse=True, bundle=b)
+    torch.cuda.synchronize()
+    results, ok = [], True
+    for s, n in enumerate(counts):
+        page = k.shape[1]
+        ks = gathered(k, table, s, n, page)
+        vs = gathered(v, table, s, n, page)
+        qs = q[s:s + 1].transpose(1, 2)
+        i = torch.arange(nq, device=dev).view(-1, 1)
+        j = torch.arange(n, device=dev).view(1, -1)
+        allowed = (j <= i + n - nq) if causal else torch.ones((nq, n), dtype=torch.bool,
+                                                              device=dev)
+        o64, lse64 = reference(qs.double(), ks.double(), vs.double(), allowed, scale)
+        low, _ = reference(qs, ks, vs, allowed, scale)
+        lse32 = reference(qs.float(), ks.float(), vs.float(), allowed, scale)[1]
+        got_o = o[s:s + 1].transpose(1, 2)
+        ok &= judge("O[%d]" % s, got_o, low, o64, results)
+        ok &= judge("LSE[%d]" % s, lse[s:s + 1], lse32, lse64, results,
+                    slack=lse_slack(qs, ks, lse64, scale) if n else 0.0)
+        empty = ~allowed.any(-1) if n else torch.ones(nq, dtype=torch.bool, device=dev)
+        if empty.any():
+            rows_o = got_o[0][:, empty]
+            rows_lse = lse[s][:, empty]
+            exact = bool((rows_o == 0).all()) and bool(torch.isneginf(rows_lse).all())
+            results.append({"what": "empty rows[%d]" % s, "ok": exact})
+            ok &= exact
+    return ok, results
+
+
+def expect_rejected(b, dev):
+    """Bad inputs raise FaError before any launch."""
+    q = torch.zeros((1, 1, 32, 128), dtype=torch.bfloat16, device=dev)
+    pool = torch.zeros((4, 24, 8, 128), dtype=torch.bfloat16, device=dev)
+    table = torch.zeros((1, 2), dtype=torch.int32, device=dev)
+    for label, call, expect in [
+            ("page size 24", lambda: fa.attention_with_kvcache(q, pool, pool, 5, table, bundle=b),
+             "multiple of 16"),
+            ("int64 table", lambda: fa.attention_with_kvcache(
+                q, pool[:, :16], pool[:, :16], 5, table.long(), bundle=b), "int32"),
+            ("count too big", lambda: fa.attention_with_kvcache(
+                q, pool[:, :16], pool[:, :16], 33, table, bundle=b), "cache_seqlens 33")]:
+        try:
+            call()
+        except fa.FaError as e:
+            if expect not in str(e):
+                print("FAIL %s: %s" % (label, e))
+                return False
+            continue
+        print("FAIL %s: no FaError" % label)
+        return False
+    return True
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--lib", default=None)
+    p.add_argument("--cases", type=int, default=160)
+    p.add_argument("--seed", type=int, default=16)
+    a = p.parse_args()
+    dev = torch.device("cuda")
+    b = fa.Bundle(a.bundle, lib_path=a.lib, jit=False)
+    kernels = [k for k in b.kernels() if k.get("paged")]
+    if not kernels:
+        sys.exit("no paged kernels in %s" % a.bundle)
+    rng = random.Random(a.seed)
+    gen = torch.Generator(device=dev).manual_seed(a.seed)
+    passed = failed = 0
+    for index in range(a.cases):
+        kernel = kernels[index % len(kernels)]
+        case = random_case(rng, kernel, index)
+        try:
+            ok, results = run_case(case, b, gen, dev)
+        except fa.FaError as e:
+            ok, results = False, [{"what": "FaError: %s" % e, "ok": False}]
+        passed += ok
+        failed += not ok
+        if not ok:
+            bad = [r for r in results if not r["ok"]]
+            print("FAIL %s h%d/%d nq%d page%d counts %s splits %d%s: %s" % (
+                case["tag"], case["h"], case["hkv"], case["nq"], case["page"], case["counts"],
+                case["splits"], " contiguous" if case["contiguous"] else "", bad[:3]))
+    ok = expect_rejected(b, dev)
+    print("paged: %d passed, %d failed%s" % (passed, failed, "" if ok else ", rejections FAILED"))
+    sys.exit(0 if failed == 0 and ok else 1)
+
+
+if __name__ == "__main__":
+    main()
