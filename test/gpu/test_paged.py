@@ -86,10 +86,9 @@ def gathered(pool, table, b, count, page):
     """Sequence b's first `count` keys [1, Hkv, count, D] from the pool."""
     if table is None:
         return pool[b, :count].transpose(0, 1).unsqueeze(0)
-    rows = [pool[int(table[b, j // page]), j % page] for j in range(count)]
-    if not rows:
-        return pool.new_zeros((1, pool.shape[2], 0, pool.shape[3]))
-    return torch.stack(rows, 0).transpose(0, 1).unsqueeze(0)
+    keys = torch.arange(count, device=pool.device)
+    pages = table[b, keys // page].long()
+    return pool[pages, keys % page].transpose(0, 1).unsqueeze(0)
 
 
 def run_case(case, b, gen, dev):
