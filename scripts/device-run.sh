@@ -30,8 +30,9 @@
 #                           skips it, FA_SINKS_BENCH_ARGS)
 #   out/bundle-paged/       paged-KV decode kernels and their contiguous twins (FA_PAGED_BUNDLE
 #                           names another), run with FA_PAGED=1: test/gpu/test_paged.py
-#                           (FA_PAGED_CASES, 160), then bench/decode.py --paged (paged vs
-#                           contiguous, same process; FA_PAGED_BENCH=0 skips it)
+#                           (FA_PAGED_CASES, 160; memcheck of 12 unless FA_PAGED_SAN=0), then
+#                           bench/decode.py --paged (paged vs contiguous, same process;
+#                           FA_PAGED_BENCH=0 skips it)
 #   out/bundle-varlen/      varlen forwards (FA_VARLEN_BUNDLE names another), run with
 #                           FA_VARLEN=1: test/gpu/test_varlen.py (FA_VARLEN_CASES, 120), and with
 #                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
@@ -249,6 +250,14 @@ if [ "${FA_PAGED:-0}" = 1 ]; then
     --bundle "$PAGED_BUNDLE" --cases "${FA_PAGED_CASES:-160}" > "$WORK/paged.log" 2>&1 ||
     fail "paged differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/paged.log" | tail -n 40
+  if [ "${FA_PAGED_SAN:-1}" != 0 ]; then
+    step "paged-KV decode under compute-sanitizer memcheck (junk table entries, clamped pages, 12 cases)"
+    timeout -k 10 ${FA_SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 test/gpu/test_paged.py --lib "$LIB" --bundle "$PAGED_BUNDLE" --cases 12 \
+      --seed 5 > "$WORK/paged_memcheck.log" 2>&1
+    rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/paged_memcheck.log" | tail -n 20
+    [ $rc = 0 ] && echo "memcheck: clean" || fail "paged memcheck (exit $rc)"
+  fi
   if [ "${FA_PAGED_BENCH:-1}" != 0 ]; then
     step "paged-KV decode benchmark (bench/decode.py --paged: pages 16, 64, 256 vs contiguous)"
     timeout -k 10 ${FA_PAGED_BENCH_TIMEOUT:-300} python3 bench/decode.py --lib "$LIB" \
