@@ -6,8 +6,8 @@ Random cases over the bundle's paged kernels (packed GQA and not, every
 head dim and mask it has): GQA 32/8 and 8/1, Nq 1, 4 or 16, 1-6 sequences
 whose key counts are 0, 1, whole pages, ragged or up to 4k, pages of 16,
 64 or 256 keys shuffled through a pool with spare pages, page-table entries
-past a sequence's pages left as junk (out of range too: never read), split
-counts 1..64, and some caches passed contiguous (no page table: a page per
+past a sequence's pages left as junk (out of range too: never read), counts
+past the capacity (clamped by the kernel), split counts 1..64, and some caches passed contiguous (no page table: a page per
 sequence). Each sequence is compared with a float64 reference over the keys
 its pages hold (causal aligned bottom-right with its own count, as
 flash-attn) under the flash-attn rule of test_attention.py; rows that see
@@ -49,7 +49,8 @@ def random_case(rng, kernel, index):
             "mask": kernel["mask"], "h": h, "hkv": hkv, "nq": rng.choice([1, 4, 16]),
             "page": page, "counts": counts, "spare": rng.randint(0, 5),
             "splits": rng.choice([0, 1, 2, 3, 8, 16, 33, 64]),
-            "contiguous": index % 7 == 6, "scale": rng.choice([None, 0.3])}
+            "contiguous": index % 7 == 6, "past_capacity": index % 8 == 5,
+            "scale": rng.choice([None, 0.3])}
 
 
 def build_cache(case, gen, dev):
@@ -96,7 +97,11 @@ def run_case(case, b, gen, dev):
     batch, nq, h = len(case["counts"]), case["nq"], case["h"]
     k, v, table, capacity = build_cache(case, gen, dev)
     counts = [min(c, capacity) for c in case["counts"]]
-    seqlens = torch.tensor(counts, dtype=torch.int32, device=dev)
+    # The kernel clamps a count past the cache's capacity (never read on
+    # the host): the reference sees the clamped one.
+    given = [capacity + 7 if case["past_capacity"] and s == 0 else c
+             for s, c in enumerate(counts)]
+    seqlens = torch.tensor(given, dtype=torch.int32, device=dev)
     q = torch.randn((batch, nq, h, d), generator=gen, device=dev).to(dt)
     causal = case["mask"] == "causal_bottom_right"
     scale = case["scale"] if case["scale"] is not None else 1 / math.sqrt(d)
@@ -106,6 +111,14 @@ def run_case(case, b, gen, dev):
     torch.cuda.synchronize()
     results, ok = [], True
     for s, n in enumerate(counts):
+        got_o = o[s:s + 1].transpose(1, 2)
+        if n == 0:
+            # No key: exactly O = 0 and LSE = -inf (the references cannot
+            # reduce over no keys).
+            exact = bool((got_o == 0).all()) and bool(torch.isneginf(lse[s]).all())
+            results.append({"what": "no keys[%d]" % s, "ok": exact})
+            ok &= exact
+            continue
         page = k.shape[1]
         ks = gathered(k, table, s, n, page)
         vs = gathered(v, table, s, n, page)
@@ -117,11 +130,10 @@ def run_case(case, b, gen, dev):
         o64, lse64 = reference(qs.double(), ks.double(), vs.double(), allowed, scale)
         low, _ = reference(qs, ks, vs, allowed, scale)
         lse32 = reference(qs.float(), ks.float(), vs.float(), allowed, scale)[1]
-        got_o = o[s:s + 1].transpose(1, 2)
         ok &= judge("O[%d]" % s, got_o, low, o64, results)
         ok &= judge("LSE[%d]" % s, lse[s:s + 1], lse32, lse64, results,
-                    slack=lse_slack(qs, ks, lse64, scale) if n else 0.0)
-        empty = ~allowed.any(-1) if n else torch.ones(nq, dtype=torch.bool, device=dev)
+                    slack=lse_slack(qs, ks, lse64, scale))
+        empty = ~allowed.any(-1)
         if empty.any():
             rows_o = got_o[0][:, empty]
             rows_lse = lse[s][:, empty]
