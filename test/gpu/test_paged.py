@@ -97,10 +97,11 @@ def run_case(case, b, gen, dev):
     batch, nq, h = len(case["counts"]), case["nq"], case["h"]
     k, v, table, capacity = build_cache(case, gen, dev)
     counts = [min(c, capacity) for c in case["counts"]]
-    # The kernel clamps a count past the cache's capacity (never read on
-    # the host): the reference sees the clamped one.
-    given = [capacity + 7 if case["past_capacity"] and s == 0 else c
-             for s, c in enumerate(counts)]
+    given = list(counts)
+    if case["past_capacity"]:
+        # The kernel clamps a count past the cache's capacity (never read
+        # on the host): the reference sees the whole cache.
+        given[0], counts[0] = capacity + 7, capacity
     seqlens = torch.tensor(given, dtype=torch.int32, device=dev)
     q = torch.randn((batch, nq, h, d), generator=gen, device=dev).to(dt)
     causal = case["mask"] == "causal_bottom_right"
