@@ -88,7 +88,9 @@ def gathered(pool, table, b, count, page):
     if table is None:
         return pool[b, :count].transpose(0, 1).unsqueeze(0)
     keys = torch.arange(count, device=pool.device)
-    pages = table[b, keys // page].long()
+    # A junk entry (read only for a count past the pages the sequence
+    # owns) is clamped into the pool, as the kernel clamps it.
+    pages = table[b, keys // page].long().clamp(0, pool.shape[0] - 1)
     return pool[pages, keys % page].transpose(0, 1).unsqueeze(0)
 
 
