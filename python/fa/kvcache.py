@@ -144,7 +144,7 @@ def _kernel(b, q, k_cache, dv, mask, capacity):
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=None,
                            softmax_scale=None, causal=False, num_splits=0, return_lse=False,
-                           bundle=None):
+                           bundle=None, block_table=None, return_softmax_lse=False):
     """Attention of new queries over a KV cache, as flash-attn's
     flash_attn_with_kvcache: q [B, Sq, H, D]; k_cache, v_cache
     [B, Nk, Hkv, D/Dv], or with page_table (int32 [B, max_pages]) pools of
@@ -162,12 +162,19 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     return_lse also LSE [B, H, Sq] f32 (-inf for a row that sees no key).
     Page indices outside [0, num_pages) are clamped and counts clamped to
     [0, max_pages x page_size] by the kernel (never read on the host).
-    Forward only; k_new/v_new appends are not supported yet.
+    Forward only; k_new/v_new appends are not supported yet. flash-attn's
+    names block_table and return_softmax_lse are accepted for page_table and
+    return_lse.
     """
     import torch
     from . import _bundle, _launch, _sm_count, _tensor
     from . import softmax_scale as _softmax_scale
     b = _bundle(bundle)
+    if block_table is not None:
+        if page_table is not None:
+            _fail("give page_table or flash-attn's block_table, not both")
+        page_table = block_table
+    return_lse = return_lse or return_softmax_lse
     _check_tensors(q, k_cache, v_cache, page_table)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_cache, v_cache)):
         _fail("the paged backward is not built (forward only); call it under "

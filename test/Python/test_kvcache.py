@@ -49,6 +49,11 @@ def check_arguments(b):
                  "page_table must be an int32 [batch, max_pages]", "(1, 4)")
     expect_error(lambda: call(q, pages[:, :8], pages[:, :8], page_table=table),
                  "the page size is 8 keys; it must be a positive multiple of 16")
+    # flash-attn's name for the page table.
+    expect_error(lambda: call(q, pages, pages, block_table=table.long()),
+                 "page_table must be an int32 [batch, max_pages] tensor")
+    expect_error(lambda: call(q, pages, pages, page_table=table, block_table=table),
+                 "give page_table or flash-attn's block_table, not both")
     # Without a page table the caches are [batch, seqlen_k, kv_heads, D].
     expect_error(lambda: call(q, pages, pages), "k_cache has 10 sequences and q 2")
     cache = torch.zeros(2, 24, 2, 64, dtype=bf)
