@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Mutation testing for fa: do the tests fail when the code is wrong?
 
-Each mutant in test/mutants.json is one textual edit of one source line (the
-exact original text, which must occur once in the file, and its replacement)
+Each mutant in test/mutants.json is one textual edit of one source line, or of
+a few where one line alone is not unique (the exact original text, which must
+occur once in the file, and its replacement)
 with the suites expected to kill it. For each mutant the script applies the
 edit in a scratch git worktree, rebuilds the targets its suites need (ninja
 rebuilds only what changed; ccache serves the restored originals), runs the
@@ -300,11 +301,14 @@ def report(results, head, args, path):
         "| mutant | file | change | result | killed by |",
         "|---|---|---|---|---|",
     ]
+    def cell(text):
+        # One table row: an edit spanning lines shows its lines joined by ⏎.
+        return " ⏎ ".join(l.strip() for l in text.strip().splitlines()).replace("|", "\\|")
+
     for r in results:
         lines.append("| %s | %s | `%s` → `%s` | %s | %s |" % (
             r["name"], r["file"].replace("lib/", ""),
-            r["original"].strip().replace("|", "\\|"),
-            r["replacement"].strip().replace("|", "\\|"), r["status"],
+            cell(r["original"]), cell(r["replacement"]), r["status"],
             ("; ".join("`%s`" % k + (" (" + r["detail"].splitlines()[0] + ")"
                                       if i == 0 and r["detail"] else "")
                        for i, k in enumerate(r["killed_by"])) or "—")
