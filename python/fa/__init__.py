@@ -530,11 +530,22 @@ class BlockMask:
     def __init__(self, bundle, kernel, mask_mod, mod_args, data, desc):
         self.bundle, self.kernel, self.mask_mod = bundle, kernel, mask_mod
         self.mod_args, self.data, self.desc = mod_args, data, desc
+        self._mod_array = None  # rebuild's fa_tensor array, made on first use
 
     @property
     def shape(self):
         d = self.desc
         return (d.batch, d.heads, d.kv_heads, d.mask_heads, d.nq, d.nk)
+
+    def rebuild(self):
+        """Builds the block mask again into the same buffer from the current
+        contents of `mod_args` (the tensors fa.block_mask was given, unless it
+        had to copy one to make it contiguous on the device), on the current
+        stream of its device: the two build kernels, no lookup or allocation."""
+        if self._mod_array is None:
+            self._mod_array = _mod_arg_array(self.mod_args)
+        _launch(self.bundle.lib, self.bundle.lib.fa_block_mask_build, self.kernel, self.desc,
+                self.data, self._mod_array, len(self.mod_args))
 
     def counts(self):
         """(partial, full) key-block counts per (batch, mask head, query

@@ -10,7 +10,9 @@ random 64 x 64 tile patterns of density 5-90% (whole tiles visible, hidden or
 a checkerboard, so 128 x 128 blocks come out full, empty and partial), and
 one pattern per head (per_head=True). Shapes have ragged tails, GQA, Nq != Nk.
 It also checks that the same block mask serves a second call with new q, k, v
-(reuse), and that plain queries never get a block-sparse kernel.
+(reuse), that BlockMask.rebuild after new mod_arg contents in place gives the
+new mask's lists (then serves the second call), that block_class holds every
+block's class, and that plain queries never get a block-sparse kernel.
 
 Built on the development machine (MLIR is not on the GPU machine):
     build/bin/fa-aot --config-file test/gpu/configs_blocksparse.txt \\
@@ -105,7 +107,9 @@ def check_block_mask(bm, allowed, bq, bkv, nq, nk, results):
     full_kv_index = data[off + pairs:off + 2 * pairs].view(b, hm, nqb, nkb)
     q_index = data[off + 2 * pairs:off + 3 * pairs].view(b, hm, nkb, nqb)
     full_q_index = data[off + 3 * pairs:off + 4 * pairs].view(b, hm, nkb, nqb)
-    ok = torch.equal(kv_count, partial.sum(-1).int()) and torch.equal(
+    block_class = data[off + 4 * pairs:off + 5 * pairs].view(b, hm, nqb, nkb)
+    ok = torch.equal(block_class, (2 * full.int() + partial.int())) and torch.equal(
+        kv_count, partial.sum(-1).int()) and torch.equal(
         full_count, full.sum(-1).int()) and torch.equal(
         q_count, partial.sum(-2).int()) and torch.equal(full_q_count, full.sum(-2).int())
     if ok:
@@ -128,16 +132,22 @@ def check_block_mask(bm, allowed, bq, bkv, nq, nk, results):
                     % (density, int(full.sum()), int(partial.sum()), full.numel()), "ok": ok})
 
 
+def mod_arg_of(case, rng, dev):
+    """A random mod_arg of the case's mask_mod (document ids or tiles)."""
+    b, h, nq, nk = (case[x] for x in ("b", "h", "nq", "nk"))
+    name = case["mask_mod"]
+    if name == "document":
+        return document_ids(b, max(nq, nk), rng, dev)
+    if name == "tile_pattern":
+        return tile_pattern((b, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)
+    return tile_pattern((b, h, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)
+
+
 def run_case(case, rng, gen, dev, bundle):
     dt = DTYPES[case["dtype"]]
     b, h, hkv, nq, nk, d = (case[x] for x in ("b", "h", "hkv", "nq", "nk", "d"))
     name = case["mask_mod"]
-    if name == "document":
-        arg = document_ids(b, max(nq, nk), rng, dev)
-    elif name == "tile_pattern":
-        arg = tile_pattern((b, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)
-    else:
-        arg = tile_pattern((b, h, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)
+    arg = mod_arg_of(case, rng, dev)
     per_head = name == "head_tile_pattern"
     allowed = allowed_of(name, arg, b, h, nq, nk, dev)
     results = []
@@ -148,6 +158,15 @@ def run_case(case, rng, gen, dev, bundle):
     check_block_mask(bm, allowed, info["block_q"], info["block_kv"], nq, nk, results)
     scale = d ** -0.5
     for call in range(2 if case["reuse"] else 1):  # the same block mask, new data
+        if call == 1 and case["rebuild"]:
+            # New mod_arg contents in place, the block mask rebuilt into its
+            # buffer (BlockMask.rebuild), the second call under the new mask.
+            arg.copy_(mod_arg_of(case, rng, dev))
+            allowed = allowed_of(name, arg, b, h, nq, nk, dev)
+            bm.rebuild()
+            torch.cuda.synchronize()
+            check_block_mask(bm, allowed, info["block_q"], info["block_kv"], nq, nk, results)
+            results[-1]["what"] = "rebuilt " + results[-1]["what"]
         q = torch.randn(b, h, nq, d, generator=gen, device=dev).to(dt)
         k = torch.randn(b, hkv, nk, d, generator=gen, device=dev).to(dt)
         v = torch.randn(b, hkv, nk, d, generator=gen, device=dev).to(dt)
@@ -196,7 +215,8 @@ def random_case(rng, fwd, has_bwd, index):
     density = [0.05, 0.15, 0.3, 0.5, 0.7, 0.9][index % 6]
     return {"dtype": fwd["dtype"], "d": fwd["head_dim"], "mask_mod": fwd["mask_mod"],
             "b": rng.randint(1, 2), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
-            "density": density, "bwd": has_bwd, "reuse": index % 4 == 0}
+            "density": density, "bwd": has_bwd, "reuse": index % 4 == 0 or index % 4 == 2,
+            "rebuild": index % 4 == 2}
 
 
 def main():
@@ -227,7 +247,7 @@ def main():
             print("%s %s B%d H%d/%d Nq%d Nk%d density %.2f%s%s: %s" % (
                 fwd["tag"], case["mask_mod"], case["b"], case["h"], case["hkv"], case["nq"],
                 case["nk"], case["density"], " +bwd" if has_bwd else "",
-                " +reuse" if case["reuse"] else "",
+                " +rebuild" if case["rebuild"] else " +reuse" if case["reuse"] else "",
                 "FAIL " + "; ".join("%s %s" % (r["what"], r.get("err", "")) for r in bad)
                 if bad else "ok [%s]" % results[0]["what"]), flush=True)
     # Plain mask_mod queries never get a block-sparse kernel.

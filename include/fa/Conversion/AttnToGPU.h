@@ -83,9 +83,9 @@ struct GpuTileOptions {
   bool sinks = false;
 };
 
-/// Threads per CTA of a block-sparse kernel's fa_block_mask (one query row
-/// per thread) and fa_block_lists (one warp per line) entries.
-constexpr int64_t kBlockMaskThreads = 128;
+/// Threads per CTA of a block-sparse kernel's fa_block_mask (one warp per
+/// block) and fa_block_lists (one warp per line) entries.
+constexpr int64_t kBlockMaskThreads = 32;
 constexpr int64_t kBlockListsThreads = 32;
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle

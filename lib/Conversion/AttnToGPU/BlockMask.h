@@ -55,9 +55,9 @@ void storeBlockMaskWord(KernelBuilder &kb, Value base, Value index,
 namespace mlir::fa {
 
 /// Emits `fa_block_mask_<tag>` (classifies every block by evaluating the
-/// plan's mask_mod on each of its elements; grid (NKB, NQB, R), 128
-/// threads) and `fa_block_lists_<tag>` (turns the classes into the count
-/// and index lists; grid (NQB + NKB, R, 1), 32 threads) into `module`.
+/// plan's mask_mod on its elements; grid (NKB, NQB, R), one warp each) and
+/// `fa_block_lists_<tag>` (turns the classes into the count and index
+/// lists; grid (NQB + NKB, R, 1), 32 threads) into `module`.
 void buildBlockMaskKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan);
 

@@ -3,7 +3,7 @@
 // The two entries that fill a block mask (BlockMask.h) for a block-sparse
 // forward, both generated from the plan's mask_mod and block sizes:
 // fa_block_mask evaluates the mask_mod on every element of one (query
-// block, key block) per CTA and stores its class; fa_block_lists turns each
+// block, key block) per warp and stores its class; fa_block_lists turns each
 // row (query block) and column (key block) of classes into the ascending
 // lists of partial and full blocks with one warp's ballots.
 //
@@ -75,33 +75,94 @@ static KernelParams blockMaskParams(MLIRContext *ctx, const KernelPlan &plan,
   return p;
 }
 
-/// One i1 of each thread combined over the CTA by bar.red.{and,or}.
-static Value ctaReduce(KernelBuilder &kb, Value pred, NVVM::BarrierReduction op) {
-  OpBuilder &b = kb.b;
-  Value asI32 = arith::ExtUIOp::create(b, kb.loc, b.getI32Type(), pred);
-  Value red = NVVM::BarrierOp::create(
-                  b, kb.loc, TypeRange{b.getI32Type()}, Value(), Value(),
-                  NVVM::BarrierReductionAttr::get(b.getContext(), op), asI32)
-                  ->getResult(0);
-  return arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::ne, red,
-                               kb.c32(0));
+/// fa_block_mask's warp: kKeyLanes lanes side by side over a block's keys,
+/// 32 / kKeyLanes over its rows. Each lane evaluates the mask_mod on
+/// ceil(block_kv / kKeyLanes) keys (key lane + kKeyLanes·j) of
+/// ceil(block_q / kRowLanes) rows (row lane + kRowLanes·i), kRowsPerStep rows
+/// at a time.
+constexpr int64_t kKeyLanes = 8;
+constexpr int64_t kRowLanes = kBlockMaskThreads / kKeyLanes;
+constexpr int64_t kRowsPerStep = 4;
+
+/// Copies every value mapping of `from` into `to`.
+static void mapAll(IRMapping &to, const IRMapping &from) {
+  for (auto [key, value] : from.getValueMap())
+    to.map(key, value);
 }
 
-/// fa_block_mask: CTA (key block, query block, row z = b·mask_heads + h).
-/// Thread t evaluates query rows t, t + 128, … of the block over all its
-/// keys inside Nk; the block is full when every such element is visible and
-/// the block lies inside Nk (a full block skips the Nk bound as well).
+namespace {
+/// The plan's mask_mod over one lane's elements of a block, emitted in its
+/// stages (attn::maskModStages): what reads neither q_idx nor kv_idx once,
+/// what reads only kv_idx once per key of the lane (before the row loop),
+/// what reads only q_idx once per row, and only the rest per element, so a
+/// document mask costs one compare per element.
+struct StagedMaskMod {
+  const attn::ScoreSpec &spec;
+  const attn::ModArgAccess &modArgs;
+  DenseMap<Operation *, unsigned> stages;
+  IRMapping fixed;              ///< the clones of the stage reading neither
+  SmallVector<IRMapping> perKey; ///< and of the kv_idx stage, per key
+
+  /// Emits the fixed stage at (batch, head) and the key stage at each of
+  /// `keys`.
+  StagedMaskMod(OpBuilder &b, Location loc, const attn::ScoreSpec &spec,
+                const attn::ModArgAccess &modArgs, Value batch, Value head,
+                ArrayRef<Value> keys)
+      : spec(spec), modArgs(modArgs), stages(attn::maskModStages(spec)) {
+    attn::mapMaskModPositions(spec, {batch, head, {}, {}, {}, {}}, fixed,
+                              &modArgs);
+    attn::buildMaskModStage(b, loc, spec, stages, attn::kMaskModFixed, fixed,
+                            &modArgs);
+    for (Value kv : keys) {
+      IRMapping &keyMap = perKey.emplace_back(fixed);
+      attn::mapMaskModPositions(spec, {{}, {}, {}, kv, {}, {}}, keyMap,
+                                &modArgs);
+      attn::buildMaskModStage(b, loc, spec, stages, attn::kMaskModKey, keyMap,
+                              &modArgs);
+    }
+  }
+
+  /// (any, all) folded over row `query` against every key: its q_idx stage
+  /// once, then the element stage per key.
+  std::pair<Value, Value> foldRow(OpBuilder &b, Location loc, Value query,
+                                  Value any, Value all) const {
+    IRMapping rowMap = fixed;
+    attn::mapMaskModPositions(spec, {{}, {}, query, {}, {}, {}}, rowMap,
+                              &modArgs);
+    attn::buildMaskModStage(b, loc, spec, stages, attn::kMaskModQuery, rowMap,
+                            &modArgs);
+    for (const IRMapping &keyMap : perKey) {
+      IRMapping element = keyMap;
+      mapAll(element, rowMap);
+      Value keep = attn::buildMaskModStage(
+          b, loc, spec, stages, attn::kMaskModElement, element, &modArgs);
+      any = arith::OrIOp::create(b, loc, any, keep);
+      all = arith::AndIOp::create(b, loc, all, keep);
+    }
+    return {any, all};
+  }
+};
+} // namespace
+
+/// fa_block_mask: one warp per (key block, query block, row z =
+/// b·mask_heads + h), the mask_mod staged (StagedMaskMod). Indices past the
+/// block's last row (below Nq) or key (below Nk) are clamped onto it:
+/// evaluating a kept element twice changes neither "some" nor "every". A
+/// step starts only while the warp has not yet seen both a kept and a hidden
+/// element (then the block is partial whatever the rest holds). The block is
+/// full when every element is kept and it lies inside Nk (a full block skips
+/// the Nk bound as well).
 static void buildClassKernel(OpBuilder &b, Location loc,
                              gpu::GPUModuleOp module, const KernelPlan &plan) {
-  KernelPlan ctaPlan = plan;
-  ctaPlan.warps = kBlockMaskThreads / 32;
+  KernelPlan warpPlan = plan;
+  warpPlan.warps = kBlockMaskThreads / 32;
   KernelParams params =
       blockMaskParams(b.getContext(), plan, /*withModArgs=*/true);
   auto func = createKernelFunc(b, loc, module, "fa_block_mask_" + plan.tag(),
-                               params, ctaPlan, /*sharedBytes=*/0);
+                               params, warpPlan, /*sharedBytes=*/0);
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
-  KernelBuilder kb(b, loc, ctaPlan);
+  KernelBuilder kb(b, loc, warpPlan);
   kb.setupThreadIds();
   Value mask = arg(0), batches = kb.toIndex(arg(1)),
         maskHeads = kb.toIndex(arg(2)), nq = kb.toIndex(arg(3)),
@@ -113,53 +174,60 @@ static void buildClassKernel(OpBuilder &b, Location loc,
   Value head = arith::RemUIOp::create(b, loc, row, maskHeads);
   Value key0 = kb.mul(keyBlock, plan.blockKV);
   Value keys = kb.minsi(kb.idx(plan.blockKV), kb.sub(nk, key0));
+  Value lastKey = kb.sub(kb.add(key0, keys), kb.idx(1));
+  Value query0 = kb.mul(queryBlock, plan.blockQ);
+  Value lastQuery =
+      kb.sub(kb.minsi(kb.add(query0, plan.blockQ), nq), kb.idx(1));
+  Value firstKey = kb.add(key0, kb.remui(kb.lane, kKeyLanes));
+  Value rowLane = kb.divui(kb.lane, kKeyLanes);
+  SmallVector<Value> laneKeys;
+  int64_t keysPerLane = llvm::divideCeil(plan.blockKV, kKeyLanes);
+  for (int64_t j = 0; j < keysPerLane; ++j)
+    laneKeys.push_back(kb.minsi(kb.add(firstKey, kKeyLanes * j), lastKey));
   attn::ModArgAccess modArgs = modArgAccess(func, plan);
+  StagedMaskMod maskMod(b, loc, plan.spec, modArgs, batch, head, laneKeys);
 
   Type i1 = b.getI1Type();
   Value yes = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
   Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
-  auto rows = scf::ForOp::create(b, loc, kb.tid, kb.idx(plan.blockQ),
-                                 kb.idx(kBlockMaskThreads),
+  auto vote = [&](Value pred, NVVM::VoteSyncKind kind) -> Value {
+    return NVVM::VoteSyncOp::create(b, loc, i1, kb.c32(-1), pred, kind);
+  };
+  int64_t steps = llvm::divideCeil(llvm::divideCeil(plan.blockQ, kRowLanes),
+                                   kRowsPerStep);
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
                                  ValueRange{no, yes});
   {
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(rows.getBody());
-    Value query = kb.add(kb.mul(queryBlock, plan.blockQ), rows.getInductionVar());
-    // Rows past Nq are never stored: they neither make a block partial nor
-    // keep it from being full.
-    auto inside = scf::IfOp::create(b, loc, TypeRange{i1, i1},
-                                    kb.lt(query, nq), /*withElse=*/true);
-    b.setInsertionPointToStart(&inside.getThenRegion().front());
-    auto cols = scf::ForOp::create(b, loc, kb.idx(0), keys, kb.idx(1),
-                                   ValueRange{no, yes});
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(cols.getBody());
-      attn::ScorePosition pos{batch, head, query,
-                              kb.add(key0, cols.getInductionVar()), nq, nk};
-      Value keep =
-          attn::buildMaskModPredicate(b, loc, plan.spec, pos, &modArgs);
-      Value any = arith::OrIOp::create(b, loc, cols.getRegionIterArgs()[0], keep);
-      Value all = arith::AndIOp::create(b, loc, cols.getRegionIterArgs()[1], keep);
-      scf::YieldOp::create(b, loc, ValueRange{any, all});
+    b.setInsertionPointToStart(loop.getBody());
+    Value any = loop.getRegionIterArgs()[0];
+    Value all = loop.getRegionIterArgs()[1];
+    Value someHidden = vote(arith::XOrIOp::create(b, loc, all, yes),
+                            NVVM::VoteSyncKind::any);
+    Value someKept = vote(any, NVVM::VoteSyncKind::any);
+    Value partial = arith::AndIOp::create(b, loc, someHidden, someKept);
+    auto known = scf::IfOp::create(b, loc, TypeRange{i1, i1}, partial,
+                                   /*withElse=*/true);
+    b.setInsertionPointToStart(&known.getThenRegion().front());
+    scf::YieldOp::create(b, loc, ValueRange{any, all});
+    b.setInsertionPointToStart(&known.getElseRegion().front());
+    Value stepRow = kb.add(
+        rowLane, kb.mul(loop.getInductionVar(), kRowLanes * kRowsPerStep));
+    for (int64_t r = 0; r < kRowsPerStep; ++r) {
+      Value query =
+          kb.minsi(kb.add(kb.add(query0, stepRow), kRowLanes * r), lastQuery);
+      std::tie(any, all) = maskMod.foldRow(b, loc, query, any, all);
     }
-    scf::YieldOp::create(b, loc, cols.getResults());
-    b.setInsertionPointToStart(&inside.getElseRegion().front());
-    scf::YieldOp::create(b, loc, ValueRange{no, yes});
-    b.setInsertionPointAfter(inside);
-    ValueRange acc = rows.getRegionIterArgs();
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{arith::OrIOp::create(b, loc, acc[0], inside.getResult(0)),
-                   arith::AndIOp::create(b, loc, acc[1], inside.getResult(1))});
+    scf::YieldOp::create(b, loc, ValueRange{any, all});
+    b.setInsertionPointAfter(known);
+    scf::YieldOp::create(b, loc, known.getResults());
   }
   Value wholeTile = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                           keys, kb.idx(plan.blockKV));
-  Value any = ctaReduce(kb, rows.getResult(0), NVVM::BarrierReduction::OR);
-  Value all = ctaReduce(
-      kb, arith::AndIOp::create(b, loc, rows.getResult(1), wholeTile),
-      NVVM::BarrierReduction::AND);
-  auto first = scf::IfOp::create(b, loc, kb.lt(kb.tid, kb.idx(1)), false);
+  Value any = vote(loop.getResult(0), NVVM::VoteSyncKind::any);
+  Value all = vote(arith::AndIOp::create(b, loc, loop.getResult(1), wholeTile),
+                   NVVM::VoteSyncKind::all);
+  auto first = scf::IfOp::create(b, loc, kb.lt(kb.lane, kb.idx(1)), false);
   b.setInsertionPointToStart(&first.getThenRegion().front());
   Value cls = kb.select(any, kb.select(all, kb.c32(kBlockFull), kb.c32(kBlockPartial)),
                         kb.c32(kBlockEmpty));

@@ -373,30 +373,88 @@ Value mlir::fa::attn::buildScore(OpBuilder &b, Location loc,
   return result;
 }
 
+void mlir::fa::attn::mapMaskModPositions(const ScoreSpec &spec,
+                                         const ScorePosition &pos,
+                                         IRMapping &map,
+                                         const ModArgAccess *modArgs) {
+  Block &block = spec.maskMod->front();
+  Value positions[] = {pos.b, pos.h, pos.q, pos.kv};
+  for (auto [i, value] : llvm::enumerate(positions))
+    if (value)
+      map.map(block.getArgument(i), value);
+  if (!modArgs)
+    for (auto [i, tensor] : llvm::enumerate(spec.modArgs))
+      map.map(spec.maskModArgOperand(i), tensor);
+}
+
+/// Clones one op of the mask_mod's block; a read of a mod_arg is clamped
+/// into its extents (buildClampedRead).
+static void cloneMaskModOp(OpBuilder &b, Location loc, Operation &op,
+                           Block &block, IRMapping &map,
+                           const ModArgAccess *modArgs) {
+  if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
+    map.map(read.getResult(),
+            buildClampedRead(b, loc, read, map, block,
+                             ScoreSpec::kMaskModPositionArgs, modArgs));
+    return;
+  }
+  b.clone(op, map);
+}
+
 Value mlir::fa::attn::buildMaskModPredicate(OpBuilder &b, Location loc,
                                             const ScoreSpec &spec,
                                             const ScorePosition &pos,
                                             const ModArgAccess *modArgs) {
   Block &block = spec.maskMod->front();
   IRMapping map;
-  map.map(block.getArgument(0), pos.b);
-  map.map(block.getArgument(1), pos.h);
-  map.map(block.getArgument(2), pos.q);
-  map.map(block.getArgument(3), pos.kv);
-  if (!modArgs)
-    for (auto [i, tensor] : llvm::enumerate(spec.modArgs))
-      map.map(spec.maskModArgOperand(i), tensor);
+  mapMaskModPositions(spec, pos, map, modArgs);
   for (Operation &op : block) {
     // attn.yield, or the tile level's attn_gpu.yield of the same region.
     if (op.hasTrait<OpTrait::IsTerminator>())
       return map.lookup(op.getOperand(0));
-    if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
-      map.map(read.getResult(),
-              buildClampedRead(b, loc, read, map, block,
-                               ScoreSpec::kMaskModPositionArgs, modArgs));
-      continue;
-    }
-    b.clone(op, map);
+    cloneMaskModOp(b, loc, op, block, map, modArgs);
+  }
+  llvm_unreachable("the verifiers require mask_mod to end in a yield");
+}
+
+DenseMap<Operation *, unsigned>
+mlir::fa::attn::maskModStages(const ScoreSpec &spec) {
+  Block &block = spec.maskMod->front();
+  DenseMap<Operation *, unsigned> stages;
+  auto stageOfValue = [&](Value v) -> unsigned {
+    if (v == block.getArgument(2))
+      return kMaskModQuery;
+    if (v == block.getArgument(3))
+      return kMaskModKey;
+    if (Operation *def = v.getDefiningOp())
+      return stages.lookup(def); // 0 for values defined inside `op` itself
+    return kMaskModFixed;
+  };
+  for (Operation &op : block) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      break;
+    unsigned stage = kMaskModFixed;
+    // Its operands and, for ops with regions, every value its nested ops use
+    // (those defined inside stay out of `stages`, so they add nothing).
+    op.walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        stage |= stageOfValue(v);
+    });
+    stages[&op] = stage;
+  }
+  return stages;
+}
+
+Value mlir::fa::attn::buildMaskModStage(
+    OpBuilder &b, Location loc, const ScoreSpec &spec,
+    const DenseMap<Operation *, unsigned> &stages, unsigned stage,
+    IRMapping &map, const ModArgAccess *modArgs) {
+  Block &block = spec.maskMod->front();
+  for (Operation &op : block) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      return map.lookupOrNull(op.getOperand(0));
+    if (stages.lookup(&op) == stage)
+      cloneMaskModOp(b, loc, op, block, map, modArgs);
   }
   llvm_unreachable("the verifiers require mask_mod to end in a yield");
 }

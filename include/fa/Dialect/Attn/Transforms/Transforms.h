@@ -12,6 +12,7 @@
 
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::fa::attn {
@@ -158,6 +159,36 @@ Value buildMaskPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
 Value buildMaskModPredicate(OpBuilder &b, Location loc, const ScoreSpec &spec,
                             const ScorePosition &pos,
                             const ModArgAccess *modArgs = nullptr);
+
+/// What a value of the mask_mod depends on among q_idx and kv_idx (bits):
+/// a kernel that evaluates the mask_mod on a whole block emits each stage
+/// once per what it depends on (per block, per query row, per key, per
+/// element) instead of every op per element.
+enum MaskModStage : unsigned {
+  kMaskModFixed = 0,   ///< neither (b, h, the mod_args and constants only)
+  kMaskModQuery = 1,   ///< q_idx, not kv_idx
+  kMaskModKey = 2,     ///< kv_idx, not q_idx
+  kMaskModElement = 3, ///< both
+};
+
+/// The stage of each op of spec.maskMod's block (its terminator excluded):
+/// the union of its operands' (and its regions' uses from above).
+DenseMap<Operation *, unsigned> maskModStages(const ScoreSpec &spec);
+
+/// Clones the mask_mod's ops of `stage` (by `stages`, from maskModStages) at
+/// b's insertion point. `map` holds the position arguments the stage reads
+/// and the clones of the earlier stages' ops it uses (mapMaskModPositions
+/// and the maps those stages filled), and receives the clones. Returns the
+/// yielded i1 once `map` holds it, else null.
+Value buildMaskModStage(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                        const DenseMap<Operation *, unsigned> &stages,
+                        unsigned stage, IRMapping &map,
+                        const ModArgAccess *modArgs = nullptr);
+
+/// Maps the mask_mod's position arguments that `pos` sets (null ones are
+/// left out) and, without `modArgs`, its mod_args to spec.modArgs.
+void mapMaskModPositions(const ScoreSpec &spec, const ScorePosition &pos,
+                         IRMapping &map, const ModArgAccess *modArgs);
 
 /// The score after scaling and score_mod, in natural units, for the raw dot
 /// product `dot`. When `derivative` is non-null it receives d(score)/d(dot).
