@@ -95,7 +95,8 @@ int64_t modArgParam(const CompiledKernel &k) {
     return strideParam(k) + 3 * (c.splitKv ? 3 : 4) +
            (c.blockSparse ? 2 : 0) + // block_mask, mask_heads
            (c.paged ? kPagedParams : 0);
-  return strideParam(k) + 3 * 6;
+  return strideParam(k) + 3 * 6 +
+         (c.blockSparse ? 2 : 0); // block_mask, mask_heads
 }
 
 /// How many parameters the mod_args take: a pointer and an i32 per extent
@@ -171,7 +172,8 @@ json::Object kernelObject(const CompiledKernel &k) {
     // The block mask and its head count follow the strides; the entries
     // block_mask and block_lists build it (docs/ABI.md "Block sparsity").
     o["block_sparse"] = true;
-    o["block_mask_param"] = strideParam(k) + 3 * 4;
+    o["block_mask_param"] =
+        strideParam(k) + 3 * (c.direction == "fwd" ? 4 : 6);
   }
   if (c.sinks) {
     // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args; a
@@ -278,10 +280,14 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // runtime would not pass or launch.
   // 14: paged forwards, which an older runtime would launch as dense
   // split-KV ones without their page table.
+  // 15: block-sparse backwards, which an older runtime would launch without
+  // their block mask.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
        anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
-       anyFp8 = false, anySinks = false, anyPaged = false;
+       anyFp8 = false, anySinks = false, anyPaged = false,
+       anyBlockSparseBwd = false;
   for (const CompiledKernelRef &k : kernels) {
+    anyBlockSparseBwd |= k->config.blockSparse && k->config.direction != "fwd";
     anySinks |= k->config.sinks;
     anyPaged |= k->config.paged;
     anyMaskMod |= !k->config.maskMod.empty();
@@ -293,6 +299,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyBlockSparse |= k->config.blockSparse;
     anyFp8 |= k->config.dtype == "f8e4m3";
   }
+  if (anyBlockSparseBwd)
+    return 15;
   if (anyPaged)
     return 14;
   if (anySinks)

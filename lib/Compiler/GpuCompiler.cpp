@@ -636,13 +636,14 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     if (plan->splitKv)
       out.entries.push_back(
           {"merge", "fa_merge_" + out.tag, plan->threads(), 0});
-    // The block mask's builders (BlockMask.h): classes, then the lists.
-    if (plan->blockSparse) {
-      out.entries.push_back(
-          {"block_mask", "fa_block_mask_" + out.tag, kBlockMaskThreads, 0});
-      out.entries.push_back(
-          {"block_lists", "fa_block_lists_" + out.tag, kBlockListsThreads, 0});
-    }
+  }
+  // The block mask's builders (BlockMask.h): classes, then the lists, with
+  // this kernel's block sizes (a block-sparse backward has its own).
+  if (plan->blockSparse) {
+    out.entries.push_back(
+        {"block_mask", "fa_block_mask_" + out.tag, kBlockMaskThreads, 0});
+    out.entries.push_back(
+        {"block_lists", "fa_block_lists_" + out.tag, kBlockListsThreads, 0});
   }
 
   auto t0 = Clock::now();

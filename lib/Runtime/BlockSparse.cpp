@@ -1,9 +1,10 @@
-//===- BlockSparse.cpp - Block masks and block-sparse forwards ---*- C++ -*-===//
+//===- BlockSparse.cpp - Block masks and block-sparse kernels ---*- C++ -*-===//
 //
 // A block-sparse kernel's module has two more entries that build its block
 // mask in caller-owned memory: block_mask classifies each (query block, key
 // block) by evaluating the mask_mod, block_lists turns the classes into the
-// count and index lists the forward walks (docs/ABI.md "Block sparsity").
+// count and index lists the forward walks, and their transposed lists
+// (per key block) the backward walks (docs/ABI.md "Block sparsity").
 // Everything here checks the mask's description before any launch.
 //
 //===----------------------------------------------------------------------===//
@@ -106,13 +107,16 @@ fa_status invalid(const char *api, const std::string &why) {
 
 namespace fa::runtime {
 
-std::string checkBlockMaskFor(const KernelConfig &c, const fa_block_mask &m,
-                              const fa_attention_args &a) {
+/// Why the mask was not described for the call with these q and k ("" if
+/// it was).
+static std::string checkMaskShapes(const KernelConfig &c,
+                                   const fa_block_mask &m, const fa_tensor &q,
+                                   const fa_tensor &k) {
   std::string why = checkMask(c, m);
   if (!why.empty())
     return why;
-  const int64_t call[5] = {a.q.shape[0], a.q.shape[1], a.k.shape[1],
-                           a.q.shape[2], a.k.shape[2]};
+  const int64_t call[5] = {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+                           k.shape[2]};
   const int64_t built[5] = {m.batch, m.heads, m.kv_heads, m.nq, m.nk};
   static const char *const kNames[5] = {"batch", "heads", "kv_heads", "nq",
                                         "nk"};
@@ -122,6 +126,34 @@ std::string checkBlockMaskFor(const KernelConfig &c, const fa_block_mask &m,
              std::to_string(built[i]) + ", the call has " + kNames[i] + " " +
              std::to_string(call[i]) + " (q.shape and k.shape)";
   return "";
+}
+
+std::string checkBlockMaskFor(const KernelConfig &c, const fa_block_mask &m,
+                              const fa_attention_args &a) {
+  return checkMaskShapes(c, m, a.q, a.k);
+}
+
+std::string checkBlockMaskFor(const KernelConfig &c, const fa_block_mask &m,
+                              const fa_attention_backward_args &a) {
+  std::string why = checkMaskShapes(c, m, a.q, a.k);
+  if (why.empty() && m.mask_heads != 1 && m.heads != m.kv_heads)
+    why = "mask.mask_heads is " + std::to_string(m.mask_heads) +
+          " with heads " + std::to_string(m.heads) + " and kv_heads " +
+          std::to_string(m.kv_heads) +
+          "; the block-sparse backward walks one mask row per key head, so "
+          "a per-head mask needs heads = kv_heads (use mask_heads 1 or the "
+          "dense mask_mod backward)";
+  return why;
+}
+
+std::string checkBlockMaskPresence(const fa_kernel &kernel,
+                                   const fa_block_mask *blockMask) {
+  if (kernel.config.blockSparse == (blockMask != nullptr))
+    return "";
+  return "kernel '" + kernel.config.tag +
+         (blockMask ? "' is not block-sparse: launch it without a block mask"
+                    : "' is block-sparse: launch it with its block mask "
+                      "(the _block_sparse entry points)");
 }
 
 fa_tensor blockMaskTensor(const KernelConfig &c, const fa_block_mask &m) {
@@ -230,6 +262,45 @@ fa_status fa_attention_forward_block_sparse(const fa_kernel *kernel,
     return invalid("fa_attention_forward_block_sparse", why);
   return launchForward(kernel, args, ModArgList{mod_args, mod_arg_count}, mask,
                        {}, stream);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_block_sparse_check(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_block_mask *mask, const fa_tensor *mod_args,
+    int32_t mod_arg_count) try {
+  constexpr const char *kApi = "fa_attention_backward_block_sparse_check";
+  std::string why = checkKernel(kernel);
+  if (why.empty() && !mask)
+    why = "mask is null";
+  if (why.empty() && kernel->config.direction != FA_DIRECTION_BWD)
+    why = "kernel '" + kernel->config.tag + "' is not a backward";
+  if (!why.empty())
+    return invalid(kApi, why);
+  if (fa_status s = fa_attention_backward_check_ex(kernel, args, mod_args,
+                                                   mod_arg_count))
+    return s;
+  if (!(why = checkBlockMaskFor(kernel->config, *mask, *args)).empty())
+    return invalid(kApi, why);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_block_sparse(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_block_mask *mask, const fa_tensor *mod_args,
+    int32_t mod_arg_count, CUstream stream) try {
+  std::string why = checkKernel(kernel);
+  if (why.empty() && !mask)
+    why = "mask is null";
+  if (why.empty() && kernel->config.direction != FA_DIRECTION_BWD)
+    why = "kernel '" + kernel->config.tag + "' is not a backward";
+  if (!why.empty())
+    return invalid("fa_attention_backward_block_sparse", why);
+  return launchBackward(kernel, args, ModArgList{mod_args, mod_arg_count}, {},
+                        stream, mask);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

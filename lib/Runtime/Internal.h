@@ -362,10 +362,12 @@ fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
 
 /// Checks and launches a backward: bwd_pre, a sink kernel's bwd_sink, bwd,
 /// bwd_post.
+/// A block-sparse kernel needs `blockMask`, any other refuses one.
 fa_status launchBackward(const fa_kernel *kernel,
                          const fa_attention_backward_args *args,
                          const ModArgList &mods, const SinkArgs &sinks,
-                         CUstream stream);
+                         CUstream stream,
+                         const fa_block_mask *blockMask = nullptr);
 
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
@@ -476,6 +478,15 @@ fa_status launchForward(const fa_kernel *kernel, const fa_attention_args *args,
 std::string checkBlockMaskFor(const KernelConfig &config,
                               const fa_block_mask &mask,
                               const fa_attention_args &args);
+/// The same for a backward launch; a block-sparse backward walks one mask
+/// row per GQA group, so a per-head mask (mask_heads = heads) needs
+/// heads = kv_heads.
+std::string checkBlockMaskFor(const KernelConfig &config,
+                              const fa_block_mask &mask,
+                              const fa_attention_backward_args &args);
+/// Why the presence of `blockMask` does not fit `kernel` (empty: it does).
+std::string checkBlockMaskPresence(const fa_kernel &kernel,
+                                   const fa_block_mask *blockMask);
 /// The block mask's words as an i32 tensor (for checkPointers).
 fa_tensor blockMaskTensor(const KernelConfig &config, const fa_block_mask &mask);
 

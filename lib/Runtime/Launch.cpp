@@ -462,12 +462,33 @@ fa_status fa_attention_backward_ex(const fa_kernel *kernel,
 fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
                                       const fa_attention_backward_args *args,
                                       const ModArgList &mods,
-                                      const SinkArgs &sinks, CUstream stream) {
+                                      const SinkArgs &sinks, CUstream stream,
+                                      const fa_block_mask *blockMask) {
+  constexpr const char *kSparseApi = "fa_attention_backward_block_sparse: ";
+  if (kernel && args) {
+    std::string err = checkBlockMaskPresence(*kernel, blockMask);
+    if (err.empty() && blockMask)
+      err = checkBlockMaskFor(kernel->config, *blockMask, *args);
+    if (!err.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  (blockMask ? kSparseApi : "fa_attention_backward: ") + err);
+  }
   ContextScope scope;
   if (fa_status s = prepareLaunch(kernel, args, mods, sinks, stream, scope))
     return s;
   const KernelConfig &c = kernel->config;
   const fa_attention_backward_args &a = *args;
+  // A block-sparse kernel's block mask and its head count (after the
+  // strides).
+  CUdeviceptr maskData = 0;
+  int32_t maskHeads = 0;
+  if (blockMask) {
+    fa_tensor words = blockMaskTensor(c, *blockMask);
+    if (fa_status s = checkPointers({{"block_mask", &words}}, scope.device))
+      return failWithPrefix(s, kSparseApi);
+    maskData = blockMask->data;
+    maskHeads = static_cast<int32_t>(blockMask->mask_heads);
+  }
   CUfunction pre, main, post;
   if (fa_status s = backwardFunctions(*kernel, scope, pre, main, post))
     return s;
@@ -480,9 +501,9 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
   // v, do, dk, dv (bwd, after its maps and semaphores); dq (bwd_post).
   void *preParams[7 + 2 * 3] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
   // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
-  // semaphores, the strides of q, k, v, do, dk, dv (a strided kernel), last
-  // the mod_args.
-  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 + 6 * 3 +
+  // semaphores, the strides of q, k, v, do, dk, dv (a strided kernel), a
+  // block-sparse kernel's block mask and its head count, last the mod_args.
+  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 + 6 * 3 + 2 +
                    ModArgParams::kMaxParams] = {
       &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
       &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
@@ -497,6 +518,10 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
     mainStrides.place(mainParams, c.strideParam);
     postStrides.add(a.dq);
     postStrides.place(postParams, kBackwardPostStrideParam);
+  }
+  if (blockMask) {
+    mainParams[c.blockMaskParam] = &maskData;
+    mainParams[c.blockMaskParam + 1] = &maskHeads;
   }
   ModArgParams modParams;
   modParams.place(mainParams, c.modArgParam, mods);

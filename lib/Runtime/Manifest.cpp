@@ -523,20 +523,22 @@ void parseBlockSparse(const json &k, const json &entries, KernelConfig &c,
   c.blockSparse = sparse->get<bool>();
   if (!c.blockSparse)
     return;
-  if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
-      c.maskMod.empty() || c.splitKv || c.packGqa || c.fwd.persistent ||
-      !c.strided())
+  const bool bwd = c.direction == FA_DIRECTION_BWD;
+  if (c.mma != FA_MMA_WGMMA || c.maskMod.empty() || c.splitKv || c.packGqa ||
+      c.fwd.persistent || !c.strided() || (bwd && c.deterministic))
     bad(where, "field 'block_sparse' is true, but only strided wgmma "
-               "forwards with a mask_mod and one CTA per tile are "
+               "forwards with a mask_mod and one CTA per tile, and strided "
+               "non-deterministic wgmma backwards with a mask_mod, are "
                "block-sparse");
   c.blockMask = parseEntry(entries, "block_mask", where);
   c.blockLists = parseEntry(entries, "block_lists", where);
   c.blockMaskParam = intField(k, "block_mask_param", where, 0, INT_MAX);
-  int expect = c.strideParam + 3 * 4;
+  int expect = c.strideParam + 3 * (bwd ? 6 : 4);
   if (c.blockMaskParam != expect)
     bad(where, "field 'block_mask_param' = " +
                    std::to_string(c.blockMaskParam) + ", expected " +
-                   std::to_string(expect) + " (after the strides of fwd)");
+                   std::to_string(expect) + " (after the strides of " +
+                   (bwd ? "bwd" : "fwd") + ")");
 }
 
 /// The optional "pack_gqa" field: only mma.sync forwards pack GQA heads.
@@ -917,6 +919,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       // Without "block_sparse": launched without the block mask.
       needs(11, c.blockSparse, "block-sparse kernels");
+      // Without "block_sparse" on a backward: launched without its mask.
+      needs(15, c.blockSparse && c.direction == FA_DIRECTION_BWD,
+            "block-sparse backwards");
       // Older runtimes refuse dtype f8e4m3; the version says so too.
       needs(12, c.dtype == FA_DTYPE_F8E4M3, "f8e4m3 kernels");
       if (!tags.insert(kernel->config.tag).second)

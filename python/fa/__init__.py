@@ -168,18 +168,20 @@ class Bundle:
             self._cache[key] = kernel
         return kernel
 
-    def find_block_sparse(self, dtype, head_dim, head_dim_v, capability, nk, mask_mod):
-        """The loaded bundles' block-sparse forward of `mask_mod` (a name or a
-        Python function; fa-aot config field 'blocksparse'), compiled (JIT)
-        where none has one and fa-aot is installed; FaError naming what is
-        missing otherwise."""
+    def find_block_sparse(self, dtype, head_dim, head_dim_v, capability, nk, mask_mod,
+                          direction=FWD):
+        """The loaded bundles' block-sparse forward (direction=BWD: backward)
+        of `mask_mod` (a name or a Python function; fa-aot config field
+        'blocksparse'), compiled (JIT) where none has one and fa-aot is
+        installed; FaError naming what is missing otherwise."""
         mask_mod = _mask_mod_name(mask_mod)
         if mask_mod is None:
             raise FaError(1, "fa: a block mask needs a mask_mod (a Python function or the "
                              "name of one the bundle's block-sparse kernels were built with)")
-        key = ("block_sparse", dtype, head_dim, head_dim_v, capability, nk, mask_mod)
+        key = ("block_sparse", direction, dtype, head_dim, head_dim_v, capability, nk,
+               mask_mod)
         if key not in self._cache:
-            q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS["none"],
+            q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS["none"],
                             -1, -1, capability, _mma_code(None), None, mask_mod.encode())
             self._cache[key] = (self._search(q, nk, False, block_sparse=True) or
                                 self._compile(q, nk, False, block_sparse=True))
@@ -527,10 +529,47 @@ class BlockMask:
     sizes, mask_mod and mod_args contents. `data` is the int32 buffer,
     `kernel` the block-sparse forward it was built for."""
 
-    def __init__(self, bundle, kernel, mask_mod, mod_args, data, desc):
+    def __init__(self, bundle, kernel, mask_mod, mod_args, data, desc, head_dim=128,
+                 head_dim_v=128, dtype="bf16"):
         self.bundle, self.kernel, self.mask_mod = bundle, kernel, mask_mod
         self.mod_args, self.data, self.desc = mod_args, data, desc
         self._mod_array = None  # rebuild's fa_tensor array, made on first use
+        self.head_dim, self.head_dim_v, self.dtype = head_dim, head_dim_v, dtype
+        # (kernel, data, desc) of the block-sparse backward: its own block
+        # sizes, so its own mask (the transposed lists it walks), built on
+        # the first backward and reused by every later one.
+        self._backward = None
+
+    def backward_mask(self, device):
+        """(kernel, data, desc) of the block-sparse backward's mask, built
+        once from the same mask_mod and mod_args; None where no bundle has
+        (or JIT can build) the backward, or for a per-head mask with GQA
+        (the backward walks one mask row per key head)."""
+        if self._backward is None:
+            self._backward = self._build_backward(device) or ()
+        return self._backward or None
+
+    def _build_backward(self, device):
+        import torch
+        b, d = self.bundle, self.desc
+        if d.mask_heads != 1 and d.heads != d.kv_heads:
+            return None
+        probe = torch.empty(0, device=device)
+        try:
+            kernel = b.find_block_sparse(self.dtype, self.head_dim, self.head_dim_v,
+                                         _capability(probe), d.nk, self.mask_mod,
+                                         direction=BWD)
+        except FaError:
+            return None
+        size = ctypes.c_uint64()
+        check(b.lib, b.lib.fa_block_mask_bytes(kernel, d.batch, d.mask_heads, d.nq, d.nk,
+                                               ctypes.byref(size)))
+        data = torch.empty(size.value // 4, dtype=torch.int32, device=device)
+        desc = BlockMaskDesc(data.data_ptr(), size.value, d.batch, d.heads, d.kv_heads,
+                             d.mask_heads, d.nq, d.nk)
+        _launch(b.lib, b.lib.fa_block_mask_build, kernel, desc, probe,
+                _mod_arg_array(self.mod_args), len(self.mod_args))
+        return kernel, data, desc
 
     @property
     def shape(self):
@@ -546,6 +585,10 @@ class BlockMask:
             self._mod_array = _mod_arg_array(self.mod_args)
         _launch(self.bundle.lib, self.bundle.lib.fa_block_mask_build, self.kernel, self.desc,
                 self.data, self._mod_array, len(self.mod_args))
+        if self._backward:  # the backward's mask, once built, follows the forward's
+            kernel, data, desc = self._backward
+            _launch(self.bundle.lib, self.bundle.lib.fa_block_mask_build, kernel, desc, data,
+                    self._mod_array, len(self.mod_args))
 
     def counts(self):
         """(partial, full) key-block counts per (batch, mask head, query
@@ -592,7 +635,7 @@ def block_mask(mask_mod, B, H, Nq, Nk, mod_args=None, kv_heads=None, per_head=Fa
     desc = BlockMaskDesc(data.data_ptr(), size.value, B, H, kv_heads, mask_heads, Nq, Nk)
     array = _mod_arg_array(mods_read)
     _launch(b.lib, b.lib.fa_block_mask_build, kernel, desc, probe, array, len(mods_read))
-    return BlockMask(b, kernel, mask_mod, mods_read, data, desc)
+    return BlockMask(b, kernel, mask_mod, mods_read, data, desc, head_dim, dv, dtype)
 
 
 def _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod, mods_read):
@@ -728,11 +771,23 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     deterministic backward (bit-identical dq run to run; slower), which must
     exist for the query. `score_mod` as for forward_into: the forward's, whose
     derivative the backward kernel applies, `mask_mod` the forward's,
-    `mod_args` the tensors they read. `block_mask` names the forward's mask_mod
-    (there is no block-sparse backward yet: the mask_mod backward visits every
-    key block)."""
+    `mod_args` the tensors they read. `block_mask` (fa.block_mask's) runs the
+    block-sparse backward, whose own mask (per key block: its full and
+    partial query blocks) it builds once and keeps; where no block-sparse
+    backward exists for it (or the mask is per head with GQA) the mask_mod
+    backward, which visits every key block."""
     import torch
     b = _bundle(bundle)
+    sparse = None
+    if block_mask is not None and score_mod is None and not deterministic and \
+            mma in (None, "wgmma") and not (causal or causal_bottom_right or window):
+        if isinstance(block_mask, BlockMask) and (
+                mask_mod is None or _mask_mod_name(mask_mod) == block_mask.mask_mod):
+            sparse = block_mask.backward_mask(q.device)
+    if sparse is not None:
+        _block_sparse_backward(b, q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum, scale,
+                               block_mask, sparse)
+        return
     if block_mask is not None:
         if not isinstance(block_mask, BlockMask):
             raise FaError(1, "fa: block_mask is %r; expected what fa.block_mask returns"
@@ -774,6 +829,22 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     else:
         _launch(b.lib, b.lib.fa_attention_backward_ex, kernel, args, q,
                 _mod_arg_array(mods_read), len(mods_read))
+
+
+def _block_sparse_backward(b, q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum, scale,
+                           block_mask, sparse):
+    """backward_into with the block-sparse backward and its own block mask."""
+    import torch
+    kernel, _, desc = sparse
+    if delta is None:
+        delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    if dq_accum is None:
+        dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    tensors = (q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
+    args = BackwardArgs(*[_tensor(t) for t in tensors], softmax_scale(q.shape[-1], scale))
+    mods_read = block_mask.mod_args
+    _launch(b.lib, b.lib.fa_attention_backward_block_sparse, kernel, args, q,
+            ctypes.byref(desc), _mod_arg_array(mods_read), len(mods_read))
 
 
 _sm_counts = {}

@@ -14,6 +14,14 @@ It also checks that the same block mask serves a second call with new q, k, v
 new mask's lists (then serves the second call), that block_class holds every
 block's class, and that plain queries never get a block-sparse kernel.
 
+Where the bundle has the block-sparse backward of the mask_mod (bwd
+...:blocksparse), fa.backward_into(block_mask=) runs it: the test then also
+checks the backward's own block mask (block_q 64, block_kv 128; the
+transposed per-key-block lists it walks) and says "+sparse-bwd"; a per-head
+mask with GQA falls back to the mask_mod backward. Each case prints its name
+before it runs and has a watchdog (--timeout, faulthandler): a hang on the GPU
+ends the process with the case named and a traceback, never silently.
+
 Built on the development machine (MLIR is not on the GPU machine):
     build/bin/fa-aot --config-file test/gpu/configs_blocksparse.txt \\
         --score-mods test/gpu/block_masks.mlir -o out/bundle-blocksparse
@@ -21,6 +29,7 @@ Then, on the GPU machine:
     python3 test/gpu/test_blocksparse.py --bundle out/bundle-blocksparse --lib <libfa_runtime.so>
 """
 import argparse
+import faulthandler
 import os
 import random
 import sys
@@ -196,6 +205,13 @@ def run_case(case, rng, gen, dev, bundle):
             fa.backward_into(q, k, v, o, do, lse, dq, dk, dvv, mod_args=[arg], block_mask=bm,
                              bundle=bundle, mma="wgmma")
             torch.cuda.synchronize()
+            sparse = bm._backward
+            if sparse:  # the block-sparse backward ran: check its own mask
+                binfo = bundle._info(sparse[0])
+                check_block_mask(type("M", (), {"data": sparse[1]})(), allowed,
+                                 binfo["block_q"], binfo["block_kv"], nq, nk, results)
+                results[-1]["what"] = "backward " + results[-1]["what"]
+                results.append({"what": "+sparse-bwd", "ok": True})
             shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do,
                                                              allowed, scale, lse64)
             judge("dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
@@ -224,11 +240,13 @@ def main():
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--lib", default=None)
     ap.add_argument("--cases", type=int, default=12, help="cases per block-sparse forward")
+    ap.add_argument("--timeout", type=float, default=60,
+                    help="seconds one case may take before the process is ended as hung")
     args = ap.parse_args()
     dev = torch.device("cuda")
     bundle = fa.load(args.bundle, args.lib, jit=False)
     kernels = bundle.kernels()
-    fwds = [k for k in kernels if k.get("block_sparse")]
+    fwds = [k for k in kernels if k.get("block_sparse") and k["direction"] == "fwd"]
     if not fwds:
         sys.exit("no block-sparse forwards in %s" % args.bundle)
     rng = random.Random(11)
@@ -240,7 +258,15 @@ def main():
                       and k["mask"] == "none" for k in kernels)
         for n in range(args.cases):
             case = random_case(rng, fwd, has_bwd, n)
+            name = "%s %s B%d H%d/%d Nq%d Nk%d density %.2f" % (
+                fwd["tag"], case["mask_mod"], case["b"], case["h"], case["hkv"], case["nq"],
+                case["nk"], case["density"])
+            print("running: " + name, flush=True)
+            # A hang (e.g. an mbarrier nobody arrives at) ends the process here,
+            # naming the case above.
+            faulthandler.dump_traceback_later(args.timeout, exit=True)
             results = run_case(case, rng, gen, dev, bundle)
+            faulthandler.cancel_dump_traceback_later()
             bad = [r for r in results if not r["ok"]]
             total += 1
             failed += bool(bad)
@@ -249,7 +275,8 @@ def main():
                 case["nk"], case["density"], " +bwd" if has_bwd else "",
                 " +rebuild" if case["rebuild"] else " +reuse" if case["reuse"] else "",
                 "FAIL " + "; ".join("%s %s" % (r["what"], r.get("err", "")) for r in bad)
-                if bad else "ok [%s]" % results[0]["what"]), flush=True)
+                if bad else "ok [%s]%s" % (results[0]["what"], " +sparse-bwd" if any(
+                    r["what"] == "+sparse-bwd" for r in results) else "")), flush=True)
     # Plain mask_mod queries never get a block-sparse kernel.
     f = fwds[0]
     try:

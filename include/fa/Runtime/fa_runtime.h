@@ -54,7 +54,7 @@ extern "C" {
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 14
+#define FA_RUNTIME_BUNDLE_VERSION 15
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -621,6 +621,24 @@ FA_API fa_status fa_block_mask_build(const fa_kernel *kernel,
  * which must have been built for the call's sizes by the same kernel. */
 FA_API fa_status fa_attention_forward_block_sparse(
     const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_block_mask *mask, const fa_tensor *mod_args,
+    int32_t mod_arg_count, CUstream stream);
+/* The block-sparse backward (bundle version 15): fa_attention_backward_ex of
+ * a block-sparse backward kernel (fa_kernel_info.block_sparse, direction
+ * bwd) with its block mask, built by fa_block_mask_build of the SAME backward
+ * kernel (its block sizes, block_q 64 and block_kv 128, are not the
+ * forward's: a forward's mask is refused where its size is too small, and
+ * must not be passed). Each key block visits only the query blocks its
+ * transposed lists (q_count, q_index, full_q_*) name: the full ones without
+ * the mask_mod, the partial ones with it; a key block with none writes
+ * dK = dV = 0. A per-head mask (mask_heads = heads) needs heads = kv_heads.
+ * _check needs no GPU. */
+FA_API fa_status fa_attention_backward_block_sparse_check(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_block_mask *mask, const fa_tensor *mod_args,
+    int32_t mod_arg_count);
+FA_API fa_status fa_attention_backward_block_sparse(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
     const fa_block_mask *mask, const fa_tensor *mod_args,
     int32_t mod_arg_count, CUstream stream);
 /* fp8 forwards (kernel dtype FA_DTYPE_F8E4M3; bundle version 12), which

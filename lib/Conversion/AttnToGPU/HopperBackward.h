@@ -137,6 +137,12 @@ private:
   // The deterministic dQ order: the semaphores' address (i64), the query
   // tiles of a head and this CTA's key block (i32).
   Value semaphores, qTiles32, keyBlock32;
+  // Block-sparse: the block mask (i32, global) and its head count; the
+  // key block's full query blocks come first in the walk (fullTiles of
+  // them, at fullList), then its partial ones (at partialList); both lists
+  // are this CTA's row of the mask's transposed (q_) arrays.
+  Value blockMask, maskHeads, fullTiles, fullList, partialList;
+  Value queryBlocks; // NQB: listed indices are clamped below it
 
   Value param(unsigned i) { return func.getBody().front().getArgument(i); }
   Value eq(Value x, Value y) {
@@ -157,8 +163,20 @@ private:
   // The tile scheduler (HopperBackwardScheduler.cpp).
   /// This CTA's key block and the ids of its key and value rows.
   void setupKeyBlock();
-  /// The query tiles that meet the band of the key block.
+  /// The query tiles that meet the band of the key block, or, block-sparse,
+  /// those its block mask lists.
   void setupQueryTiles();
+  /// Block-sparse: [tileBegin, tileEnd) = [0, full + partial) of the key
+  /// block's lists, counts clamped to the query blocks.
+  void setupListedQueryTiles();
+  /// The query tile at place `walk` ∈ [tileBegin, tileEnd) of a head's walk:
+  /// `walk` itself, or, block-sparse, the walk-th listed query block. The
+  /// one source of the tile sequence: the consumers (qBeginOf) and every
+  /// producer loop (forEachTile32) read their tiles through it.
+  Value queryTileAt(Value walk);
+  /// Block-sparse: whether tile t is a partial block (the mask_mod is
+  /// evaluated on it); full blocks skip it.
+  Value isPartialTile(Value t);
   /// The query head and first query row of tile t.
   Value headOf(Value t);
   Value qBeginOf(Value t);

@@ -11,6 +11,9 @@
 //   Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e), masked on boundary tiles only
 //   dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale
 //   dV += Pᵀ·dO, dK += dSᵀ·Q   register-A wgmma; dK and dV stay in registers
+//   (block-sparse: the query tiles are the key block's listed query blocks,
+//   the full ones without the mask_mod, the partial ones with it;
+//   HopperBackwardScheduler.cpp)
 //   dQ = dS·K                  dSᵀ of both warpgroups through shared memory,
 //                              both operands MN-major; warpgroup w takes
 //                              D/2 columns, in pieces that each stay inside
@@ -141,6 +144,10 @@ void HopperBackward::build() {
   dqAddr = kb.globalAddress(dqMem);
   if (!layout.warpSpecialized)
     loadKeyValueAsync();
+  if (plan.blockSparse) {
+    blockMask = param(params.blockMaskParam);
+    maskHeads = kb.toIndex(param(params.blockMaskParam + 1));
+  }
   setupQueryTiles();
   scaleLog2 = softmaxScaleLog2(kb, scale);
   firstHead = kb.mul(kvHead, headsPerKvHead);

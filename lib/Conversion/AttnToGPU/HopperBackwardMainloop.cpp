@@ -189,6 +189,14 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
                                 warpgroupKeyEnd, nk)));
+  // Block-sparse: a full block keeps every element (and lies inside Nk), so
+  // only partial blocks, and full ones at the Nq edge, take the masked path.
+  if (plan.blockSparse)
+    inside = arith::AndIOp::create(
+        b, loc, inside,
+        arith::XOrIOp::create(b, loc, isPartialTile(tile.index),
+                              arith::ConstantOp::create(
+                                  b, loc, b.getBoolAttr(true))));
   Value head = headOf(tile.index);
   // score_mod before the mask (a mod of −inf need not stay −inf).
   SmallVector<Value> chain;
@@ -196,10 +204,15 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
     chain = applyScoreModTransposed(
         kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
         tile.keyRow0, scale);
-  applyMaskModTransposed(
-      kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
-      tile.keyRow0);
+  if (!plan.blockSparse)
+    applyMaskModTransposed(
+        kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
+        tile.keyRow0);
   s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
+    if (plan.blockSparse)
+      applyMaskModTransposed(
+          kb, masked, {batch, head, maskQuery, keyBegin, nq, nk},
+          tile.keyRow0);
     maskScoresTransposed(kb, masked,
                          {batch, head, maskQuery, keyBegin, kb.opaqueIndex(nq),
                           kb.opaqueIndex(nk)},

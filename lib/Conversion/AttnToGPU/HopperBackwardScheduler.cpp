@@ -5,10 +5,14 @@
 // tiles that meet the key block's band, for each query head of the key
 // head's GQA group: one walk over tiles × heads, tile t of head
 // firstHead + t / tilesPerHead. The consumers index the walk by t; the
-// producer steps a 32-bit (query tile, head) pair along with it.
+// producer steps a 32-bit (walk place, head) pair along with it. Both read
+// the tile at a place through queryTileAt and run tileCount trips, so a
+// block-sparse walk (the key block's listed query blocks: full, then
+// partial) is the same sequence on both sides.
 //
 //===----------------------------------------------------------------------===//
 
+#include "BlockMask.h"
 #include "HopperBackward.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -37,12 +41,64 @@ void HopperBackward::setupKeyBlock() {
 
 void HopperBackward::setupQueryTiles() {
   // The query blocks of the tiled loop (those that meet this key block's
-  // band), for each query head of the group: one walk over tiles × heads,
-  // tile t of head t / tilesPerHead.
-  std::tie(tileBegin, tileEnd) = loops.cloneTileRange(
-      b, {batch, kvHead, keyBlock, heads, kvHeads, nq, nk});
+  // band) or of the block mask, for each query head of the group: one walk
+  // over tiles × heads, tile t of head t / tilesPerHead. tileCount bounds
+  // the consumer loop and every producer loop (forEachTile32): one value.
+  if (plan.blockSparse)
+    setupListedQueryTiles();
+  else
+    std::tie(tileBegin, tileEnd) = loops.cloneTileRange(
+        b, {batch, kvHead, keyBlock, heads, kvHeads, nq, nk});
   tilesPerHead = kb.sub(tileEnd, tileBegin);
   tileCount = kb.mul(tilesPerHead, headsPerKvHead);
+}
+
+void HopperBackward::setupListedQueryTiles() {
+  // Row batch · mask_heads + (head mod mask_heads) of the mask, as the
+  // forward reads it. Every query head of the group walks the row of the
+  // group's first head: mask_heads is 1 (one row for all heads) or, without
+  // GQA, heads (the runtime refuses per-head masks with GQA).
+  Value batches = kb.toIndex(param(9));
+  BlockMaskLayout l =
+      BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+  queryBlocks = l.queryBlocks;
+  Value groupHead = kb.mul(kvHead, headsPerKvHead);
+  Value maskRow = kb.add(kb.mul(batch, maskHeads),
+                         arith::RemUIOp::create(b, loc, groupHead, maskHeads));
+  Value at = kb.add(kb.mul(maskRow, l.keyBlocks), keyBlock);
+  // Counts clamped to the query blocks: a buffer that is not a block mask
+  // cannot make the walk longer than the dense one.
+  auto count = [&](Value base, Value limit) {
+    Value n = kb.toIndex(arith::MaxSIOp::create(
+        b, loc, loadBlockMaskWord(kb, blockMask, kb.add(base, at)),
+        kb.c32(0)));
+    return kb.minsi(n, limit);
+  };
+  fullTiles = count(l.fullQCount, l.queryBlocks);
+  Value partial = count(l.qCount, kb.sub(l.queryBlocks, fullTiles));
+  Value first = kb.mul(at, l.queryBlocks);
+  fullList = kb.add(l.fullQIndex, first);
+  partialList = kb.add(l.qIndex, first);
+  tileBegin = kb.idx(0);
+  tileEnd = kb.add(fullTiles, partial);
+}
+
+Value HopperBackward::queryTileAt(Value walk) {
+  if (!plan.blockSparse)
+    return walk;
+  Value at = kb.select(kb.lt(walk, fullTiles), kb.add(fullList, walk),
+                       kb.add(partialList, kb.sub(walk, fullTiles)));
+  // Clamped into [0, NQB): any buffer contents keep the loads and the dQ
+  // reduction inside the tensors.
+  Value listed = kb.toIndex(arith::MaxSIOp::create(
+      b, loc, loadBlockMaskWord(kb, blockMask, at), kb.c32(0)));
+  return kb.minsi(listed, kb.sub(queryBlocks, kb.idx(1)));
+}
+
+Value HopperBackward::isPartialTile(Value t) {
+  Value walk = arith::RemUIOp::create(b, loc, t, tilesPerHead);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, walk,
+                               fullTiles);
 }
 
 Value HopperBackward::headOf(Value t) {
@@ -50,9 +106,9 @@ Value HopperBackward::headOf(Value t) {
 }
 
 Value HopperBackward::qBeginOf(Value t) {
-  return kb.mul(
-      kb.add(tileBegin, arith::RemUIOp::create(b, loc, t, tilesPerHead)),
-      plan.blockQ);
+  return kb.mul(queryTileAt(kb.add(
+                    tileBegin, arith::RemUIOp::create(b, loc, t, tilesPerHead))),
+                plan.blockQ);
 }
 
 Value HopperBackward::queryRowsBaseOf(Value head) {
@@ -71,10 +127,12 @@ void HopperBackward::forEachTile32(
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value t = loop.getInductionVar();
-  Value qTile = loop.getRegionIterArgs()[0];
+  Value walk = loop.getRegionIterArgs()[0];
   Value head = loop.getRegionIterArgs()[1];
+  Value qTile =
+      plan.blockSparse ? kb.toI32(queryTileAt(kb.toIndex(walk))) : walk;
   body(t, arith::AndIOp::create(b, loc, t, kb.c32(1)), qTile, head);
-  Value next = add32(qTile, kb.c32(1));
+  Value next = add32(walk, kb.c32(1));
   Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next,
                                      tileEnd32);
   scf::YieldOp::create(

@@ -129,6 +129,11 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
   if (plan.deterministic)
     p.add(LLVM::LLVMPointerType::get(ctx)); // dQ semaphores
   p.addStrides(ctx, 6); // q, k, v, do, dk, dv
+  if (plan.blockSparse) {
+    p.blockMaskParam = static_cast<int32_t>(p.types.size());
+    p.add(cuSeqlensParamType(ctx)); // block_mask (i32, global)
+    addSizes(p, ctx, 1);            // mask_heads
+  }
   addModArgParams(p, ctx, plan); // last
   return p;
 }

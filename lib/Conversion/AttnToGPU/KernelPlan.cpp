@@ -331,10 +331,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.varlen = true;
   }
   if (options.blockSparse) {
-    if (backward || options.mma != "wgmma")
-      return fail(llvm::Twine("block-sparse kernels exist for the mma = wgmma "
-                              "forward only, got ") +
-                  (backward ? "a backward" : "mma = " + options.mma));
+    if (options.mma != "wgmma")
+      return fail("block-sparse kernels exist for mma = wgmma only, got mma "
+                  "= " + options.mma);
+    // The deterministic dQ order counts the key blocks of a dense band;
+    // a sparse key block would wait for blocks that never add.
+    if (backward && options.deterministic)
+      return fail("expected no deterministic option on a block-sparse "
+                  "backward (its dQ order assumes every key block of the "
+                  "band adds into each query tile)");
     if (!spec.maskMod)
       return fail("expected a mask_mod for a block-sparse kernel (its block "
                   "mask is built from the mask_mod)");
