@@ -159,22 +159,49 @@ def sweep(b, nk, bundle, counts, packed=False):
 PAGE_SIZES = (16, 64, 256)
 
 
-def paged_cache(k, page, gen):
-    """k [B, Hkv, Nk, D] as a pool of shuffled pages [B*Nk/page, page, Hkv, D]
-    and the page table that reads it back in order."""
+def paged_cache(k, v, page, gen):
+    """k, v [B, Hkv, Nk, D] as pools of the same shuffled pages
+    [B*Nk/page, page, Hkv, D] and the page table that reads them back in
+    order."""
     b, hkv, nk, d = k.shape
     per = nk // page
-    pages = k.transpose(1, 2).reshape(b * per, page, hkv, d)
-    order = torch.randperm(b * per, generator=gen, device="cpu").to(k.device)
-    pool = pages[order].contiguous()
+    order = torch.randperm(b * per, generator=gen).to(k.device)
+    pool = lambda x: x.transpose(1, 2).reshape(b * per, page, hkv, d)[order].contiguous()  # noqa: E731
     table = torch.empty(b * per, dtype=torch.int32, device=k.device)
     table[order] = torch.arange(b * per, dtype=torch.int32, device=k.device)
-    return pool, table.view(b, per)
+    return pool(k), pool(v), table.view(b, per)
+
+
+def graph_us(fn, reps=20, rounds=5):
+    """Median GPU time (µs) of one call, from replays of a CUDA graph of
+    `reps` calls: the host's time per call (Python, ctypes) is left out, as
+    it is in a serving engine's captured decode step."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(rounds):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / reps)
+    return sorted(times)[len(times) // 2]
 
 
 def run_paged_shape(b, nk, bundle):
     """fa.attention on the contiguous cache and attention_with_kvcache on
-    paged ones, same process: µs, K+V TB/s, paged / contiguous."""
+    paged ones, same process, each captured in a CUDA graph (GPU time
+    only): µs, K+V TB/s, paged / contiguous."""
     torch.manual_seed(b * 7 + nk)
     gen = torch.Generator().manual_seed(nk)
     q = torch.randn(b, 1, H, D, device="cuda", dtype=torch.bfloat16)
@@ -184,15 +211,14 @@ def run_paged_shape(b, nk, bundle):
     qh = q.transpose(1, 2)
     contiguous = lambda: fa.attention(qh, k, v, bundle=bundle)  # noqa: E731
     want = contiguous().transpose(1, 2).float()
-    us = median_us(contiguous)
+    us = graph_us(contiguous)
     row = {"B": b, "Nk": nk, "contiguous": {"us": us, "TB/s": kv_bytes / us / 1e6}, "ok": True}
     for page in PAGE_SIZES:
-        kp, table = paged_cache(k, page, gen)
-        vp, _ = paged_cache(v, page, torch.Generator().manual_seed(nk))
+        kp, vp, table = paged_cache(k, v, page, gen)
         call = lambda: fa.attention_with_kvcache(q, kp, vp, cache_seqlens=nk,  # noqa: E731
                                                  page_table=table, bundle=bundle)
         err = ((call().float() - want).abs().max() / want.abs().max()).item()
-        t = median_us(call)
+        t = graph_us(call)
         row["page%d" % page] = {"us": t, "TB/s": kv_bytes / t / 1e6, "ratio": t / us,
                                 "rel_err": err}
         row["ok"] &= err < 1e-2

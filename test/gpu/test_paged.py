@@ -66,7 +66,9 @@ def build_cache(case, gen, dev):
         v = torch.randn(shape, generator=gen, device=dev).to(dt)
         return k, v, None, max_pages * page
     num_pages = sum(pages_of) + case["spare"]
-    order = torch.randperm(num_pages, generator=gen, device="cpu").tolist()
+    # randperm takes a generator of its own device: a CPU one, seeded from `gen`.
+    seed = int(torch.randint(0, 2 ** 31, (1,), generator=gen, device=dev))
+    order = torch.randperm(num_pages, generator=torch.Generator().manual_seed(seed)).tolist()
     table = torch.full((len(counts), max_pages), 0, dtype=torch.int32)
     junk = [-1, num_pages + 9, 0, num_pages - 1]
     used = 0
