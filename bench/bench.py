@@ -46,6 +46,32 @@ import score_mods  # noqa: E402
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
+def graph_us(fn, reps=20, rounds=5):
+    """Median GPU time (µs) of one call, from replays of a CUDA graph of
+    `reps` calls: the host's time per call (Python, ctypes) is left out, as
+    it is in a serving engine's captured decode step."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(rounds):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / reps)
+    return sorted(times)[len(times) // 2]
+
+
 def time_interleaved(fns, runs, budget_ms):
     """GPU milliseconds per call of each callable in `fns` (name -> fn or an
     error dict), median over rounds that visit every callable in turn, so

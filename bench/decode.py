@@ -29,7 +29,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, HERE)
 import fa  # noqa: E402
+from bench import graph_us  # noqa: E402
 
 SHAPES = [(1, 8192), (1, 65536), (8, 16384), (64, 4096)]
 H, HKV, D = 32, 8, 128
@@ -170,32 +172,6 @@ def paged_cache(k, v, page, gen):
     table = torch.empty(b * per, dtype=torch.int32, device=k.device)
     table[order] = torch.arange(b * per, dtype=torch.int32, device=k.device)
     return pool(k), pool(v), table.view(b, per)
-
-
-def graph_us(fn, reps=20, rounds=5):
-    """Median GPU time (µs) of one call, from replays of a CUDA graph of
-    `reps` calls: the host's time per call (Python, ctypes) is left out, as
-    it is in a serving engine's captured decode step."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(rounds):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / reps)
-    return sorted(times)[len(times) // 2]
 
 
 def run_paged_shape(b, nk, bundle):
