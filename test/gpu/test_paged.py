@@ -49,7 +49,9 @@ def random_case(rng, kernel, index):
             "mask": kernel["mask"], "h": h, "hkv": hkv, "nq": rng.choice([1, 4, 16]),
             "page": page, "counts": counts, "spare": rng.randint(0, 5),
             "splits": rng.choice([0, 1, 2, 3, 8, 16, 33, 64]),
-            "contiguous": index % 7 == 6, "past_capacity": index % 8 == 5,
+            "contiguous": index % 7 == 6,
+            # Drawn, not tied to the index: every kernel meets each edge.
+            "past_capacity": rng.random() < 0.15, "negative": rng.random() < 0.1,
             "scale": rng.choice([None, 0.3])}
 
 
@@ -106,6 +108,9 @@ def run_case(case, b, gen, dev):
         # The kernel clamps a count past the cache's capacity (never read
         # on the host): the reference sees the whole cache.
         given[0], counts[0] = capacity + 7, capacity
+    if case["negative"]:
+        # A negative count sees no key (the kernel clamps it to 0).
+        given[-1], counts[-1] = -5, 0
     seqlens = torch.tensor(given, dtype=torch.int32, device=dev)
     q = torch.randn((batch, nq, h, d), generator=gen, device=dev).to(dt)
     causal = case["mask"] == "causal_bottom_right"

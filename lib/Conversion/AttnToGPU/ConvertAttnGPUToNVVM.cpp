@@ -258,7 +258,9 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
               valid, arith::DivUIOp::create(b, loc, key, size), kb.idx(0));
           Value raw = gpu_lowering::loadSequenceOffset(
               b, loc, op.getPageTable(), kb.add(op.getTableBase(), slot));
-          Value page = kb.toIndex(raw);
+          // Signed: a negative entry clamps to page 0, as the CPU path does.
+          Value page =
+              arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
           page = arith::MinSIOp::create(
               b, loc, arith::MaxSIOp::create(b, loc, page, kb.idx(0)),
               lastPage);

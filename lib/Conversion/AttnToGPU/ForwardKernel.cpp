@@ -155,7 +155,9 @@ void ForwardTileBuilder::mapPages() {
   tableBase = kb.mul(batch, maxPages);
   kBase = kb.mul(kvHead, kT.headStride);
   vBase = kb.mul(kvHead, vT.headStride);
-  Value used = kb.toIndex(loadSequenceOffset(b, loc, sequsedK, batch));
+  // Signed: a negative count sees no key (clamp(seqused_k, 0, capacity)).
+  Value used = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(), loadSequenceOffset(b, loc, sequsedK, batch));
   used = arith::MaxSIOp::create(b, loc, used, kb.idx(0));
   nk = arith::MinSIOp::create(b, loc, used, keyCapacity);
 }

@@ -1,0 +1,49 @@
+// RUN: fa-opt %s -fa-attn-to-gpu="mma=wgmma block-sparse=1" | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -fa-lower-to-nvvm="mma=wgmma block-sparse=1" > %t.mlir
+// RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// REQUIRES: ptxas
+
+// The block-sparse wgmma backward: fa_bwd takes the block mask and its head
+// count after its 18 strides (arg37, arg38), before the mask_mod's tensor.
+// Its key block's full and partial query-block counts are read once,
+// clamped to [0, NQB] (the partial count to what the full ones leave), and
+// every listed query block is clamped into [0, NQB) where it is read. The
+// module carries its own block-mask entries (64-row query blocks: the
+// backward's, not the forward's).
+
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
+
+// CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document
+// CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
+// CHECK-SAME: %[[MASK:arg37]]: !llvm.ptr<1>, %[[HEADS:arg38]]: i32, %[[DOC:arg39]]: !llvm.ptr<1>, %arg40: i32, %arg41: i32)
+// The full count: clamped to the query blocks.
+// CHECK: %[[FULLP:.+]] = llvm.getelementptr %[[MASK]][%{{.+}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+// CHECK: %[[FULL:.+]] = llvm.load %[[FULLP]] invariant
+// CHECK: %[[FULL0:.+]] = arith.maxsi %[[FULL]], %{{.+}} : i32
+// CHECK: %[[FULLI:.+]] = arith.index_castui %[[FULL0]] : i32 to index
+// CHECK: %[[NFULL:.+]] = arith.minsi %[[FULLI]], %[[NQB:.+]] : index
+// The partial count: clamped to the query blocks the full ones leave.
+// CHECK: %[[LEFT:.+]] = arith.subi %[[NQB]], %[[NFULL]] : index
+// CHECK: llvm.getelementptr %[[MASK]]
+// CHECK: %[[PART:.+]] = llvm.load %{{.+}} invariant
+// CHECK: arith.maxsi %[[PART]]
+// CHECK: arith.minsi %{{.+}}, %[[LEFT]] : index
+// A producer loop reads each listed query block and clamps it.
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+// CHECK: llvm.load %{{.+}} invariant
+// CHECK-NEXT: arith.maxsi
+// CHECK: gpu.return
+// CHECK: gpu.func @fa_block_mask_bwd_bf16_d128_bq64_bkv128
+// CHECK: gpu.func @fa_block_lists_bwd_bf16_d128_bq64_bkv128
+func.func @document_backward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>, %doc: tensor<?x?xi32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse mod_args(%doc : tensor<?x?xi32>) {attn.mask_mod_name = "document"} mask_mod {
+  ^bb0(%b: index, %h: index, %qi: index, %kv: index, %t: tensor<?x?xi32>):
+    %dq = tensor.extract %t[%b, %qi] : tensor<?x?xi32>
+    %dk = tensor.extract %t[%b, %kv] : tensor<?x?xi32>
+    %same = arith.cmpi eq, %dq, %dk : i32
+    attn.yield %same : i1
+  } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+}
