@@ -7,12 +7,17 @@ include "attn/AttnBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 
-// Attributes shared by every op that evaluates scores.
+// Attributes shared by every op that evaluates scores, and the run-time
+// window sizes: mask window takes either window_left/window_right (-1:
+// unbounded on that side) or `window(%left, %right)`, two i64 operands
+// (negative: unbounded) that one kernel reads for every window. Sizes
+// beyond 2^40 mean unbounded (the band's arithmetic cannot overflow).
 defvar AttnScoreAttrs = (ins
     OptionalAttr<F32Attr>:$scale,
     DefaultValuedAttr<Attn_MaskKindAttr, "::mlir::fa::attn::MaskKind::None">:$mask,
     OptionalAttr<I64Attr>:$window_left,
-    OptionalAttr<I64Attr>:$window_right);
+    OptionalAttr<I64Attr>:$window_right,
+    Variadic<I64>:$window_sizes);
 
 def Attn_AttentionOp : Attn_Op<"attention", [
     RecursiveMemoryEffects, AttrSizedOperandSegments]> {
@@ -103,6 +108,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`paged` `(` $page_table^ `,` $seqused_k `:` type($page_table) `,` type($seqused_k) `)`)?
+    (`window` `(` $window_sizes^ `)`)?
     attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `->` type($output) `,` type($lse)
   }];
@@ -153,7 +159,8 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
-    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? attr-dict
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`window` `(` $window_sizes^ `)`)? attr-dict
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
         type($grad_output) `,` type($lse)
@@ -227,6 +234,7 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
     (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `)`)?
     (`seqused_k` `(` $seqused_k^ `:` type($seqused_k) `)`)?
+    (`window` `(` $window_sizes^ `)`)?
     attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($acc) `,` type($max)
     `,` type($sum) `->` type($new_acc) `,` type($new_max) `,` type($new_sum)
@@ -268,7 +276,8 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
     $query `,` $key `,` $value `,` $grad_output `,` $lse `,` $delta `into`
     $grad_query `,` $grad_key `,` $grad_value
     `at` ` ` `[` $offsets `]` `of` ` ` `[` $lengths `]`
-    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)? attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
+    (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    (`window` `(` $window_sizes^ `)`)? attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
     `:` type($query) `,` type($key) `,` type($value) `,` type($grad_output) `,`
         type($lse) `,` type($delta) `,` type($grad_query) `,` type($grad_key) `,`
         type($grad_value)

@@ -100,6 +100,16 @@ static llvm::cl::opt<bool> sinksOpt(
                    "every row's denominator; the backward checks d_sinks "
                    "too (against f64 and finite differences)"));
 
+static llvm::cl::opt<bool> runtimeWindow(
+    "runtime-window",
+    llvm::cl::desc("window cases pass their sizes as the op's run-time "
+                   "window(%left, %right) operands instead of attributes"));
+
+static llvm::cl::opt<bool> windowEdges(
+    "window-edges",
+    llvm::cl::desc("window cases also draw one-sided (-1), zero and huge "
+                   "sizes (2^40 and beyond, INT64_MAX)"));
+
 static llvm::cl::opt<bool> varlen(
     "varlen",
     llvm::cl::desc("packed variable-length batches (cu_seqlens): each "
@@ -411,7 +421,7 @@ std::string attrsAndRegion(const Case &c) {
   os.precision(17);
   os << "{mask = #attn.mask<" << maskName(c.mask)
      << ">, scale = " << floatLit(c.scale) << " : f32";
-  if (c.mask == Mask::Window)
+  if (c.mask == Mask::Window && !runtimeWindow)
     os << ", window_left = " << c.left << " : i64, window_right = " << c.right
        << " : i64";
   os << "}";
@@ -540,15 +550,30 @@ std::string varlenOperands(const CaseTypes &t) {
                       : " varlen(%cuq, %cuk : " + t.cu + ", " + t.cu + ")";
 }
 
+/// A run-time window's sizes: i64 constants the function defines (the op
+/// reads them as values, never as attributes), or nothing.
+std::string windowSizeDefs(const Case &c) {
+  if (c.mask != Mask::Window || !runtimeWindow)
+    return "";
+  return "\n  %wl = arith.constant " + std::to_string(c.left) +
+         " : i64\n  %wr = arith.constant " + std::to_string(c.right) +
+         " : i64\n ";
+}
+
+/// ` window(%wl, %wr)` of a run-time window's op, or nothing.
+std::string windowOperands(const Case &c) {
+  return c.mask == Mask::Window && runtimeWindow ? " window(%wl, %wr)" : "";
+}
+
 std::string forwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v, outs = t.o + ", " + t.lse;
   return "func.func @fwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
          varlenParams(t) + modArgParams(c) + descaleParams(t) + sinksParam(c) +
          pagedParams(t) + ") -> (" + outs +
-         ") {\n  %o, %lse = attn.attention %q, %k, %v" +
+         ") {" + windowSizeDefs(c) + "\n  %o, %lse = attn.attention %q, %k, %v" +
          varlenOperands(t) + modArgOperands(c) + descaleOperands(t) +
-         sinksOperand(c) + pagedOperands(t) +
+         sinksOperand(c) + pagedOperands(t) + windowOperands(c) +
          " " + attrsAndRegion(c) + " : " + qkv + " -> " + outs +
          "\n  return %o, %lse : " + outs + "\n}\n";
 }
@@ -561,9 +586,10 @@ std::string backwardIR(const Case &c) {
   return "func.func @bwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
          ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse +
          varlenParams(t) + modArgParams(c) + sinksParam(c) + ") -> (" + grads +
-         ") {\n  " + names + " = attn.attention_backward %q, %k, %v, "
-         "%o, %do, %lse" +
-         varlenOperands(t) + modArgOperands(c) + sinksOperand(c) + " " +
+         ") {" + windowSizeDefs(c) + "\n  " + names +
+         " = attn.attention_backward %q, %k, %v, %o, %do, %lse" +
+         varlenOperands(t) + modArgOperands(c) + sinksOperand(c) +
+         windowOperands(c) + " " +
          attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
          t.lse + " -> " + grads + "\n  return " + names + " : " + grads +
          "\n}\n";
@@ -603,7 +629,12 @@ bool visible(const Case &c, int64_t b, int64_t h, int64_t i, int64_t j) {
   case Mask::None: return true;
   case Mask::Causal:
   case Mask::CausalBR: return j <= i + off;
-  case Mask::Window: return j >= i + off - c.left && j <= i + off + c.right;
+  case Mask::Window: {
+    // Distances from the diagonal, compared without forming diag ± size (a
+    // size may be INT64_MAX); a negative size is unbounded.
+    int64_t past = j - (i + off);
+    return (c.left < 0 || -past <= c.left) && (c.right < 0 || past <= c.right);
+  }
   }
   return true;
 }
@@ -1060,6 +1091,37 @@ struct Checker {
     return *(xs.begin() + uniform(0, xs.size() - 1));
   }
 
+  /// --window-edges: each side of a window is, a quarter of the time each,
+  /// unbounded (-1), zero or huge (past kUnboundedWindow = 2^40, up to
+  /// INT64_MAX, which once masked every row).
+  void drawWindowEdges(Case &c) {
+    if (!windowEdges)
+      return;
+    auto edge = [&](int64_t &size) {
+      switch (uniform(0, 5)) {
+      case 0: size = -1; break;
+      case 1: size = 0; break;
+      case 2:
+        size = pick<int64_t>({std::numeric_limits<int64_t>::max(),
+                              (int64_t(1) << 40) + 1, int64_t(1) << 62});
+        break;
+      default: break;
+      }
+    };
+    edge(c.left);
+    edge(c.right);
+    for (int64_t size : {c.left, c.right}) {
+      windowCoverage.unbounded += size < 0;
+      windowCoverage.zero += size == 0;
+      windowCoverage.huge += size > (int64_t(1) << 40);
+      windowCoverage.int64Max += size == std::numeric_limits<int64_t>::max();
+    }
+  }
+  /// The window sides --window-edges drew of each kind.
+  struct {
+    int unbounded = 0, zero = 0, huge = 0, int64Max = 0;
+  } windowCoverage;
+
   /// Case n of a run: masks cycle fastest, then score_mods. `small` draws
   /// the f32 problems finite differences can afford.
   Case draw(int n, bool bwd, bool small = false) {
@@ -1087,6 +1149,7 @@ struct Checker {
     if (c.mask == Mask::Window) {
       c.left = uniform(0, 40);
       c.right = uniform(0, 20);
+      drawWindowEdges(c);
     }
     c.mod = static_cast<Mod>((n / 4) % 4);
     if (c.mod == Mod::Random) {
@@ -1482,6 +1545,7 @@ struct Checker {
     if (c.mask == Mask::Window) {
       c.left = uniform(0, c.nk);
       c.right = uniform(0, 20);
+      drawWindowEdges(c);
     }
     return c;
   }
@@ -2032,6 +2096,12 @@ int main(int argc, char **argv) {
            << " cases with more splits than key blocks, " << cov.maskHidesSplit
            << " with a split whose keys the mask hides, " << cov.oneKey
            << " with Nk = 1, " << cov.gqa << " with GQA\n";
+  }
+  if (windowEdges) {
+    const auto &cov = chk.windowCoverage;
+    outs() << "window edges: " << cov.unbounded << " unbounded sides, "
+           << cov.zero << " zero, " << cov.huge << " huge, " << cov.int64Max
+           << " INT64_MAX\n";
   }
   if (maskMods) {
     const auto &cov = chk.maskModCoverage;

@@ -250,6 +250,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     return fail("expected f16, bf16 or f8E4M3FN (wgmma forward) for the "
                 "tensor-core kernels");
   }
+  // The plan keeps a compile-time window in the tag; run-time sizes would
+  // need kernel parameters bound at the entry (issue 15, not built yet).
+  if (spec.runtimeWindow())
+    return fail("run-time window sizes (window(...) operands) have no GPU "
+                "kernel yet: give window_left/window_right for a GPU kernel, "
+                "or run on the CPU");
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})

@@ -87,6 +87,51 @@ func.func @window(%q: tensor<1x1x256x16xf32>, %k: tensor<1x1x256x16xf32>, %v: te
 
 // -----
 
+// A window of INT64_MAX is unbounded, not an overflow of diag - size that
+// masked every row: the band clamps each size to 2^40.
+// CHECK-LABEL: func @window_int64_max
+// CHECK-NOT: arith.constant {{-?}}92233720368547758
+// CHECK: arith.constant 1099511627776 : index
+// CHECK-NOT: arith.constant {{-?}}92233720368547758
+// CHECK: return
+func.func @window_int64_max(%q: tensor<1x1x256x16xf32>, %k: tensor<1x1x256x16xf32>, %v: tensor<1x1x256x16xf32>,
+                            %acc: tensor<1x1x256x16xf32>, %m: tensor<1x1x256xf32>, %l: tensor<1x1x256xf32>) -> (tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 256 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%n, %n]
+      {apply_mask, mask = #attn.mask<window>, window_left = 9223372036854775807, window_right = 0}
+      : tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+      -> tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+  return %a, %mm, %ll : tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+}
+
+// -----
+
+// A run-time window bounds the key-block loop by its operands: each size is
+// made unbounded-safe once (unsigned min with 2^40: -1 becomes 2^40) and the
+// tiles keep reading the operands.
+// CHECK-LABEL: func @window_runtime
+// CHECK-SAME: %[[WL:[^:]+]]: i64, %[[WR:[^:]+]]: i64
+// CHECK-DAG: %[[BOUND:.+]] = arith.constant 1099511627776 : i64
+// CHECK-DAG: %[[L:.+]] = arith.minui %[[WL]], %[[BOUND]]
+// CHECK-DAG: %[[LI:.+]] = arith.index_cast %[[L]]
+// CHECK: arith.subi %{{.+}}, %[[LI]]
+// CHECK: scf.for
+// CHECK: attn.online_attention {{.*}} window(%[[WL]], %[[WR]]) {apply_mask, mask = #attn.mask<window>}
+func.func @window_runtime(%q: tensor<1x1x256x16xf32>, %k: tensor<1x1x256x16xf32>, %v: tensor<1x1x256x16xf32>,
+                          %acc: tensor<1x1x256x16xf32>, %m: tensor<1x1x256xf32>, %l: tensor<1x1x256xf32>,
+                          %wl: i64, %wr: i64) -> (tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 256 : index
+  %a, %mm, %ll = attn.online_attention %q, %k, %v, %acc, %m, %l at [%c0, %c0, %c0, %c0] of [%n, %n]
+      window(%wl, %wr) {apply_mask, mask = #attn.mask<window>}
+      : tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+      -> tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+  return %a, %mm, %ll : tensor<1x1x256x16xf32>, tensor<1x1x256xf32>, tensor<1x1x256xf32>
+}
+
+// -----
+
 // Varlen: a forall over (sequence, head, query blocks of the longest
 // sequence); each tile reads its sequence's span from cu_seqlens, slices its
 // rows from the sequence's start, sees positions and lengths of its own

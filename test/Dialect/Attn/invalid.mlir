@@ -113,7 +113,7 @@ func.func @scale(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<
 // -----
 
 func.func @window_missing(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
-  // expected-error @+1 {{expected window_left and window_right with mask window}}
+  // expected-error @+1 {{expected window_left and window_right, or window(%left, %right), with mask window}}
   %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = 4} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
   return
 }
@@ -121,16 +121,40 @@ func.func @window_missing(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v
 // -----
 
 func.func @window_negative(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
-  // expected-error @+1 {{expected non-negative window sizes, got -1 and 0}}
-  %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = -1, window_right = 0} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  // expected-error @+1 {{expected window sizes >= -1 (-1: unbounded), got -2 and 0}}
+  %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = -2, window_right = 0} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
   return
 }
 
 // -----
 
 func.func @window_on_causal(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>) {
-  // expected-error @+1 {{window_left/window_right apply only to mask window, got mask causal}}
+  // expected-error @+1 {{window sizes apply only to mask window, got mask causal}}
   %o, %l = attn.attention %q, %k, %v {mask = #attn.mask<causal>, window_left = 4, window_right = 0} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_runtime_on_causal(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>, %wl: i64, %wr: i64) {
+  // expected-error @+1 {{window sizes apply only to mask window, got mask causal}}
+  %o, %l = attn.attention %q, %k, %v window(%wl, %wr) {mask = #attn.mask<causal>} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_runtime_one_size(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>, %wl: i64) {
+  // expected-error @+1 {{expected two run-time window sizes (left, right), got 1}}
+  %o, %l = attn.attention %q, %k, %v window(%wl) {mask = #attn.mask<window>} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @window_runtime_and_attrs(%q: tensor<1x4x8x16xf16>, %k: tensor<1x4x8x16xf16>, %v: tensor<1x4x8x16xf16>, %wl: i64, %wr: i64) {
+  // expected-error @+1 {{expected the window sizes either as window_left/window_right or as window(...) operands, got both}}
+  %o, %l = attn.attention %q, %k, %v window(%wl, %wr) {mask = #attn.mask<window>, window_left = 4, window_right = 0} : tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16>, tensor<1x4x8x16xf16> -> tensor<1x4x8x16xf16>, tensor<1x4x8xf32>
   return
 }
 

@@ -32,6 +32,25 @@ func.func @attention_window_softcap(%q: tensor<1x4x?x32xf16>, %k: tensor<1x4x?x3
 
 // -----
 
+// A run-time window (one kernel for every size) and a one-sided one (-1).
+// CHECK-LABEL: func @attention_window_runtime
+// CHECK: attn.attention %{{.*}}, %{{.*}}, %{{.*}} window(%[[L:.*]], %[[R:.*]]) {mask = #attn.mask<window>}
+// CHECK: attn.attention_backward {{.*}} window(%[[L]], %[[R]]) {mask = #attn.mask<window>}
+// CHECK: attn.attention {{.*}} {mask = #attn.mask<window>, window_left = -1 : i64, window_right = 0 : i64}
+func.func @attention_window_runtime(%q: tensor<1x4x64x32xf32>, %k: tensor<1x4x64x32xf32>, %v: tensor<1x4x64x32xf32>,
+                                    %do: tensor<1x4x64x32xf32>, %wl: i64, %wr: i64) {
+  %o, %lse = attn.attention %q, %k, %v window(%wl, %wr) {mask = #attn.mask<window>}
+      : tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32> -> tensor<1x4x64x32xf32>, tensor<1x4x64xf32>
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse window(%wl, %wr) {mask = #attn.mask<window>}
+      : tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64xf32>
+      -> tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>
+  %o2, %lse2 = attn.attention %q, %k, %v {mask = #attn.mask<window>, window_left = -1, window_right = 0}
+      : tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32> -> tensor<1x4x64x32xf32>, tensor<1x4x64xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func @attention_backward
 // CHECK: attn.attention_backward {{.*}} {mask = #attn.mask<causal_bottom_right>}
 // CHECK-SAME: -> tensor<1x4x64x32xf32>, tensor<1x1x80x32xf32>, tensor<1x1x80x16xf32>

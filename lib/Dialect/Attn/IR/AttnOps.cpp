@@ -447,26 +447,51 @@ static LogicalResult verifyMaskMod(Operation *op, Region &maskMod,
   return success();
 }
 
+/// mask window takes its sizes either as window_left/window_right (>= -1;
+/// -1 is unbounded) or as the two run-time `window(...)` operands.
+static LogicalResult verifyWindow(Operation *op, MaskKind mask,
+                                  std::optional<int64_t> left,
+                                  std::optional<int64_t> right,
+                                  ValueRange runtimeSizes) {
+  if (mask != MaskKind::Window) {
+    if (left || right || !runtimeSizes.empty())
+      return op->emitOpError("window sizes apply only to mask window, got "
+                             "mask ")
+             << stringifyMaskKind(mask);
+    return success();
+  }
+  if (!runtimeSizes.empty()) {
+    if (runtimeSizes.size() != 2)
+      return op->emitOpError("expected two run-time window sizes (left, "
+                             "right), got ")
+             << runtimeSizes.size();
+    if (left || right)
+      return op->emitOpError("expected the window sizes either as "
+                             "window_left/window_right or as window(...) "
+                             "operands, got both");
+    return success();
+  }
+  if (!left || !right)
+    return op->emitOpError("expected window_left and window_right, or "
+                           "window(%left, %right), with mask window");
+  if (*left < -1 || *right < -1)
+    return op->emitOpError("expected window sizes >= -1 (-1: unbounded), "
+                           "got ")
+           << *left << " and " << *right;
+  return success();
+}
+
 static LogicalResult verifyScoreAttrs(Operation *op, std::optional<float> scale,
                                       MaskKind mask, std::optional<int64_t> left,
                                       std::optional<int64_t> right,
+                                      ValueRange runtimeWindow,
                                       Region &scoreMod, Region &maskMod,
                                       ValueRange modArgs) {
   if (scale && (!std::isfinite(*scale) || *scale == 0.0f))
     return op->emitOpError("expected scale to be finite and non-zero, got ")
            << *scale;
-  if (mask == MaskKind::Window) {
-    if (!left || !right)
-      return op->emitOpError(
-          "expected window_left and window_right with mask window");
-    if (*left < 0 || *right < 0)
-      return op->emitOpError("expected non-negative window sizes, got ")
-             << *left << " and " << *right;
-  } else if (left || right) {
-    return op->emitOpError("window_left/window_right apply only to mask "
-                           "window, got mask ")
-           << stringifyMaskKind(mask);
-  }
+  if (failed(verifyWindow(op, mask, left, right, runtimeWindow)))
+    return failure();
   if (scoreMod.empty() && maskMod.empty()) {
     if (!modArgs.empty())
       return op->emitOpError("expected a score_mod or mask_mod to read the ")
@@ -551,6 +576,10 @@ static ScoreSpec buildScoreSpec(OpTy op) {
   s.mask = op.getMask();
   s.windowLeft = op.getWindowLeft().value_or(0);
   s.windowRight = op.getWindowRight().value_or(0);
+  if (op.getWindowSizes().size() == 2) {
+    s.windowLeftValue = op.getWindowSizes()[0];
+    s.windowRightValue = op.getWindowSizes()[1];
+  }
   s.scoreMod = op.getScoreMod().empty() ? nullptr : &op.getScoreMod();
   s.maskMod = op.getMaskMod().empty() ? nullptr : &op.getMaskMod();
   llvm::append_range(s.modArgs, op.getModArgs());
@@ -563,7 +592,8 @@ static LogicalResult verifyScoreAttrs(OpTy op) {
                                                   op.getScale()->convertToFloat())
                                             : std::nullopt,
                           op.getMask(), op.getWindowLeft(),
-                          op.getWindowRight(), op.getScoreMod(),
+                          op.getWindowRight(), op.getWindowSizes(),
+                          op.getScoreMod(),
                           op.getMaskMod(), op.getModArgs());
 }
 

@@ -123,7 +123,7 @@ static void dequantizeAttention(IRRewriter &rw, AttentionOp op) {
       Value(), Value(), Value(), /*sinks=*/Value(), /*page_table=*/Value(),
       /*seqused_k=*/Value(), op.getScaleAttr(),
       op.getMaskAttr(),
-      op.getWindowLeftAttr(), op.getWindowRightAttr());
+      op.getWindowLeftAttr(), op.getWindowRightAttr(), op.getWindowSizes());
   Value o = truncateTo(rw, loc, f32Op.getOutput(), oType.getElementType());
   rw.replaceOp(op, ValueRange{o, f32Op.getLse()});
 }

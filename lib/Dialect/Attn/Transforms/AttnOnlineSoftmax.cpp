@@ -78,7 +78,7 @@ LogicalResult mlir::fa::attn::rewriteToOnlineSoftmax(RewriterBase &rw,
       op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getSequsedK(),
       op.getScoreSpec().hasMask() ? rw.getUnitAttr() : nullptr,
       op.getScaleAttr(), op.getMaskAttr(), op.getWindowLeftAttr(),
-      op.getWindowRightAttr());
+      op.getWindowRightAttr(), op.getWindowSizes());
   copyKernelPlan(op, online);
   // The default scale depends on D, which the tile ops keep, so it need not
   // be materialised; score_mod moves over unchanged.

@@ -114,7 +114,8 @@ struct BackwardBuilder {
                       it[1], it[2], tileOffsets, ValueRange{nq, nk},
                       op.getModArgs(), applyMask ? tb.getUnitAttr() : nullptr,
                       op.getScaleAttr(), op.getMaskAttr(),
-                      op.getWindowLeftAttr(), op.getWindowRightAttr());
+                      op.getWindowLeftAttr(), op.getWindowRightAttr(),
+                      op.getWindowSizes());
                   cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
                   cloneScoreMod(op.getMaskMod(), tile.getMaskMod());
                   copyKernelPlan(op, tile);

@@ -164,7 +164,7 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
       /*cu_seqlens_q=*/Value(), /*cu_seqlens_k=*/Value(), op.getModArgs(),
       op.getDescaleQ(), op.getDescaleK(), op.getDescaleV(), op.getSequsedK(),
       op.getApplyMaskAttr(), op.getScaleAttr(), op.getMaskAttr(),
-      op.getWindowLeftAttr(), op.getWindowRightAttr());
+      op.getWindowLeftAttr(), op.getWindowRightAttr(), op.getWindowSizes());
   cloneScoreMod(op.getScoreMod(), split.getScoreMod());
   cloneScoreMod(op.getMaskMod(), split.getMaskMod());
   copyKernelPlan(op, split);

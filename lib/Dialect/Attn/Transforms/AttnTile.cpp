@@ -232,7 +232,7 @@ LogicalResult mlir::fa::attn::tileOnlineAttention(RewriterBase &rw,
               op.getDescaleV(), /*seqused_k=*/Value(),
               applyMask ? tb.getUnitAttr() : nullptr, op.getScaleAttr(),
               op.getMaskAttr(), op.getWindowLeftAttr(),
-              op.getWindowRightAttr());
+              op.getWindowRightAttr(), op.getWindowSizes());
           cloneScoreMod(op.getScoreMod(), tile.getScoreMod());
           cloneScoreMod(op.getMaskMod(), tile.getMaskMod());
           copyKernelPlan(op, tile);

@@ -31,6 +31,48 @@ static Value diagonalOffset(OpBuilder &b, Location loc, const ScoreSpec &spec,
   return cIndex(b, loc, 0);
 }
 
+Value mlir::fa::attn::normalizeWindowSize(OpBuilder &b, Location loc,
+                                          Value size) {
+  Type i64 = b.getI64Type();
+  if (size.getType() != i64)
+    size = arith::ExtSIOp::create(b, loc, i64, size);
+  // Unsigned, a negative size is above 2^63: one min makes it unbounded.
+  Value bound = arith::ConstantIntOp::create(b, loc, i64, kUnboundedWindow);
+  Value clamped = arith::MinUIOp::create(b, loc, size, bound);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), clamped);
+}
+
+namespace {
+enum class WindowSide { Left, Right };
+} // namespace
+
+/// Whether a side of the band has a bound: a compile-time size >= 0, or any
+/// run-time one (unbounded at run time is a bound no problem reaches).
+static bool isBounded(const ScoreSpec &spec, WindowSide side) {
+  int64_t size = side == WindowSide::Left ? spec.left() : spec.right();
+  return spec.runtimeWindow() || size >= 0;
+}
+
+/// The keys a side of the band allows past the diagonal, as an index, or
+/// null where the side is unbounded at compile time. The one place the band
+/// reads a window size: a compile-time size is clamped to kUnboundedWindow
+/// and a run-time one normalised (normalizeWindowSize) unless it was at the
+/// kernel's entry, so diag ± size never overflows.
+static Value windowSize(OpBuilder &b, Location loc, const ScoreSpec &spec,
+                        WindowSide side) {
+  bool left = side == WindowSide::Left;
+  if (spec.runtimeWindow()) {
+    Value size = left ? spec.windowLeftValue : spec.windowRightValue;
+    if (size.getType().isIndex())
+      return size;
+    return normalizeWindowSize(b, loc, size);
+  }
+  if (!isBounded(spec, side))
+    return {};
+  int64_t size = left ? spec.left() : spec.right();
+  return cIndex(b, loc, std::min(size, kUnboundedWindow));
+}
+
 /// i1: the enum mask's band test alone.
 static Value buildBandPredicate(OpBuilder &b, Location loc,
                                 const ScoreSpec &spec,
@@ -38,13 +80,13 @@ static Value buildBandPredicate(OpBuilder &b, Location loc,
   Value diag = arith::AddIOp::create(
       b, loc, pos.q, diagonalOffset(b, loc, spec, pos.nq, pos.nk));
   Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
-  if (spec.left() >= 0) {
-    Value lo = arith::SubIOp::create(b, loc, diag, cIndex(b, loc, spec.left()));
+  if (Value left = windowSize(b, loc, spec, WindowSide::Left)) {
+    Value lo = arith::SubIOp::create(b, loc, diag, left);
     Value c = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, pos.kv, lo);
     ok = arith::AndIOp::create(b, loc, ok, c);
   }
-  if (spec.right() >= 0) {
-    Value hi = arith::AddIOp::create(b, loc, diag, cIndex(b, loc, spec.right()));
+  if (Value right = windowSize(b, loc, spec, WindowSide::Right)) {
+    Value hi = arith::AddIOp::create(b, loc, diag, right);
     Value c = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, pos.kv, hi);
     ok = arith::AndIOp::create(b, loc, ok, c);
   }
@@ -70,12 +112,12 @@ std::pair<Value, Value> mlir::fa::attn::buildKeyBand(OpBuilder &b, Location loc,
                                                      Value nq, Value nk) {
   Value off = diagonalOffset(b, loc, spec, nq, nk);
   Value lo, hi;
-  if (spec.left() >= 0)
+  if (isBounded(spec, WindowSide::Left))
     lo = arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, qBegin, off),
-                               cIndex(b, loc, spec.left()));
-  if (spec.right() >= 0)
+                               windowSize(b, loc, spec, WindowSide::Left));
+  if (isBounded(spec, WindowSide::Right))
     hi = arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, qEnd, off),
-                               cIndex(b, loc, spec.right()));
+                               windowSize(b, loc, spec, WindowSide::Right));
   return {lo, hi};
 }
 
@@ -86,12 +128,12 @@ std::pair<Value, Value> mlir::fa::attn::buildQueryBand(OpBuilder &b,
                                                        Value nq, Value nk) {
   Value off = diagonalOffset(b, loc, spec, nq, nk);
   Value lo, hi;
-  if (spec.right() >= 0)
+  if (isBounded(spec, WindowSide::Right))
     lo = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, kBegin, off),
-                               cIndex(b, loc, spec.right()));
-  if (spec.left() >= 0)
+                               windowSize(b, loc, spec, WindowSide::Right));
+  if (isBounded(spec, WindowSide::Left))
     hi = arith::AddIOp::create(b, loc, arith::SubIOp::create(b, loc, kEnd, off),
-                               cIndex(b, loc, spec.left()));
+                               windowSize(b, loc, spec, WindowSide::Left));
   return {lo, hi};
 }
 
@@ -124,20 +166,20 @@ Value mlir::fa::attn::buildBlockInsideMask(OpBuilder &b, Location loc,
   Value off = diagonalOffset(b, loc, spec, nq, nk);
   Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
   // The corner farthest from the diagonal decides each side.
-  if (spec.left() >= 0) {
+  if (isBounded(spec, WindowSide::Left)) {
     // kBegin >= (qEnd - 1) + off - left
     Value lastQ = arith::SubIOp::create(b, loc, qEnd, one);
     Value lo = arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, lastQ, off),
-                                     cIndex(b, loc, spec.left()));
+                                     windowSize(b, loc, spec, WindowSide::Left));
     ok = arith::AndIOp::create(
         b, loc, ok,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, kBegin, lo));
   }
-  if (spec.right() >= 0) {
+  if (isBounded(spec, WindowSide::Right)) {
     // kEnd - 1 <= qBegin + off + right
     Value lastK = arith::SubIOp::create(b, loc, kEnd, one);
     Value hi = arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, qBegin, off),
-                                     cIndex(b, loc, spec.right()));
+                                     windowSize(b, loc, spec, WindowSide::Right));
     ok = arith::AndIOp::create(
         b, loc, ok,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lastK, hi));

@@ -26,6 +26,12 @@ struct ScoreSpec {
   MaskKind mask = MaskKind::None;
   int64_t windowLeft = 0;
   int64_t windowRight = 0;
+  /// Run-time window sizes (mask window with `window(%left, %right)`
+  /// operands), null for compile-time ones. An integer value (the op's i64
+  /// operand, a kernel's i32 parameter) is read through windowSize(), which
+  /// makes a negative size unbounded; an index value is already in that
+  /// form (normalizeWindowSize, bound once at a kernel's entry).
+  Value windowLeftValue, windowRightValue;
   /// The score_mod region, or null.
   Region *scoreMod = nullptr;
   /// The mask_mod region (b, h, q_idx, kv_idx, mod_args...) -> i1, or null.
@@ -63,13 +69,21 @@ struct ScoreSpec {
   bool bottomRight() const {
     return mask == MaskKind::CausalBottomRight || mask == MaskKind::Window;
   }
-  /// Keys allowed left of the diagonal (-1: unbounded).
-  int64_t left() const { return mask == MaskKind::Window ? windowLeft : -1; }
-  /// Keys allowed right of the diagonal (-1: unbounded).
+  /// Whether the window's sizes are run-time values.
+  bool runtimeWindow() const {
+    return mask == MaskKind::Window && windowLeftValue;
+  }
+  /// Compile-time keys allowed left of the diagonal (-1: unbounded). A
+  /// run-time window reads as unbounded here: only windowSize() sees it.
+  int64_t left() const {
+    return mask == MaskKind::Window && !windowLeftValue ? windowLeft : -1;
+  }
+  /// Compile-time keys allowed right of the diagonal (-1: unbounded).
   int64_t right() const {
-    return mask == MaskKind::None ? -1
-           : mask == MaskKind::Window ? windowRight
-                                       : 0;
+    return mask == MaskKind::None                       ? -1
+           : mask == MaskKind::Window && windowRightValue ? -1
+           : mask == MaskKind::Window                  ? windowRight
+                                                       : 0;
   }
 };
 

@@ -203,6 +203,16 @@ Value buildScore(OpBuilder &b, Location loc, const ScoreSpec &spec, Value dot,
 /// cannot differentiate with respect to the score.
 LogicalResult verifyDifferentiable(const ScoreSpec &spec, Operation *diagOp);
 
+/// Window sizes are clamped to this many keys: a larger window is unbounded
+/// for any problem below 2^40 positions, and diag ± size stays far from
+/// overflowing i64 (a window of INT64_MAX once masked every row).
+constexpr int64_t kUnboundedWindow = int64_t(1) << 40;
+
+/// A run-time window size (i64 or i32; negative: unbounded) as an index in
+/// [0, kUnboundedWindow]: one unsigned min, no branch. GPU kernels bind it
+/// once at their entry into ScoreSpec::windowLeftValue/windowRightValue.
+Value normalizeWindowSize(OpBuilder &b, Location loc, Value size);
+
 /// Lowest and one-past-highest key index (absolute) that query rows
 /// [qBegin, qEnd) can see; unbounded sides return null.
 std::pair<Value, Value> buildKeyBand(OpBuilder &b, Location loc,
