@@ -174,11 +174,13 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["block_mask_param"] = strideParam(k) + 3 * 4;
   }
   if (c.sinks) {
-    // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args; a
-    // backward has the bwd_sink entry (docs/ABI.md "Sinks").
+    // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args, or
+    // a split-KV kernel's fa_merge's, after o's strides (8 + 3); a backward
+    // has the bwd_sink entry (docs/ABI.md "Attention sinks").
     o["sinks"] = true;
     if (c.direction == "fwd")
-      o["sinks_param"] = modArgParam(k) + modArgParamCount(k);
+      o["sinks_param"] =
+          c.splitKv ? 8 + 3 : modArgParam(k) + modArgParamCount(k);
   }
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
@@ -278,11 +280,14 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // runtime would not pass or launch.
   // 14: paged forwards, which an older runtime would launch as dense
   // split-KV ones without their page table.
+  // 15: split-KV kernels with sinks, whose merge takes the sinks last, which
+  // an older runtime refuses ("sinks" on a split-KV kernel) anyway.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
        anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
-       anyFp8 = false, anySinks = false, anyPaged = false;
+       anyFp8 = false, anySinks = false, anyPaged = false, anySplitSinks = false;
   for (const CompiledKernelRef &k : kernels) {
     anySinks |= k->config.sinks;
+    anySplitSinks |= k->config.sinks && k->config.splitKv;
     anyPaged |= k->config.paged;
     anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
@@ -293,6 +298,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyBlockSparse |= k->config.blockSparse;
     anyFp8 |= k->config.dtype == "f8e4m3";
   }
+  if (anySplitSinks)
+    return 15;
   if (anyPaged)
     return 14;
   if (anySinks)
