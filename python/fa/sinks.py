@@ -6,7 +6,11 @@ O = sum_j e^(s_j - m) v_j / (e^(t_h - m) + sum_j e^(s_j - m)), and the LSE
 counts it. The kernels are the bundle's with the config field `sinks`
 (fa-aot --config fwd:bf16:d128:causal:sinks, or compiled on demand like
 other configs), launched by fa_attention_{forward,backward}_sinks; the
-backward's d_sinks is t.grad.
+backward's d_sinks is t.grad. A decode step (few query rows) takes the
+bundle's split-KV kernels with sinks (`...:splitkv:sinks`, packed GQA
+first) where it has them and splitting pays: the partials are computed
+without the sinks and the merge joins them
+(fa_attention_forward_splitkv_sinks).
 """
 import ctypes
 

@@ -4,7 +4,7 @@
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="split-kv=1 pack-gqa=1" > %t.packed.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.split.mlir %t && %python %S/Inputs/extract-ptx.py %t.packed.mlir %t
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_splitkv_sink.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq32_bkv64_w2_s2_none_sm90a_packgqa_splitkv_sink.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv_sink.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // REQUIRES: ptxas
 
 // Split-KV with sinks: the split forward is the plain split kernel (no
@@ -26,9 +26,9 @@
 // CHECK: arith.subf %[[SINK]], %{{.+}} : f32
 // CHECK: %[[W:.+]] = math.exp2
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.+}} = %[[W]]) -> (vector<4xf32>, f32)
-// PACKED-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq32_bkv64_w2_s2_none_sm90a_packgqa_splitkv_sink(
+// PACKED-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv_sink(
 // PACKED-SAME: %{{.+}}: i64)
-// PACKED-LABEL: gpu.func @fa_merge_fwd_bf16_d128_bq32_bkv64_w2_s2_none_sm90a_packgqa_splitkv_sink(
+// PACKED-LABEL: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv_sink(
 // PACKED-SAME: %arg10: i64, %{{.+}}: memref<1099511627776xf32>)
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
