@@ -75,16 +75,15 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma):
     import torch
     from . import _capability, _launch, _mask, _tensor, softmax_scale
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    if mma in (None, "mma_sync"):
-        o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
-        lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-        if _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale):
-            return o, lse
+    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    # The split kernels are mma.sync ones.
+    if mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
+                                                    scale):
+        return o, lse
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
                     k.shape[-2], sinks=True)
-    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
-    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
     s = _tensor(_aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,
