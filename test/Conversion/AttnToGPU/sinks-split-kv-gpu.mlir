@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="split-kv=1" | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu | FileCheck %s --enable-var-scope
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="split-kv=1 pack-gqa=1" | FileCheck %s --enable-var-scope --check-prefix=PACKED
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="split-kv=1" > %t.split.mlir
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="split-kv=1 pack-gqa=1" > %t.packed.mlir
@@ -18,13 +18,15 @@
 // CHECK: attn_gpu.finalize_softmax %{{[^ ]+}}, %{{[^ ]+}} :
 // CHECK-LABEL: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_splitkv_sink(
 // CHECK-SAME: %arg10: i64, %[[SINKS:arg11]]: memref<1099511627776xf32>)
-// CHECK: %[[HEADROW:.+]] = arith.divui %{{.+}}, %{{.+}} : index
+// The row's query head (row / Nq mod H), packed or not.
+// CHECK: %[[NQ:.+]] = arith.index_castui %arg7
+// CHECK: %[[HEADROW:.+]] = arith.divui %{{.+}}, %[[NQ]] : index
 // CHECK: %[[HEAD:.+]] = arith.remui %[[HEADROW]], %{{.+}} : index
 // CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]] : memref<1099511627776xf32>
 // CHECK: %[[MAX:.+]] = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[SINK]]) -> (f32)
 // CHECK: %[[M:.+]] = arith.maximumf %{{.+}}, %{{.+}} : f32
 // CHECK: arith.subf %[[SINK]], %{{.+}} : f32
-// CHECK: %[[W:.+]] = math.exp2
+// CHECK: %[[W:.+]] = {{.*}}{{math.exp2|ex2}}
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.+}} = %[[W]]) -> (vector<4xf32>, f32)
 // PACKED-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv_sink(
 // PACKED-SAME: %{{.+}}: i64)
