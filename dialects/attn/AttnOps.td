@@ -305,6 +305,13 @@ def Attn_MergeOp : Attn_Op<"merge", [Pure]> {
     Partials are [S,B,H,Nq,Dv] (f32) and [S,B,H,Nq] (f32); the output O is
     [B,H,Nq,Dv] of f16, bf16 or f32 and LSE is [B,H,Nq] f32.
 
+    Optional `sinks` (f32 [H], attn.attention's) join every row as one more
+    partial with LSE = sink_h and O = 0: M = max(sink_h, max_s LSE_s) and
+    the sink's weight e^{sink_h − M} joins Σ_s w_s, so O and LSE are those
+    of the unsplit attention with sinks (a row no partial saw gives O = 0
+    and LSE = sink_h). attn-split-kv moves the sinks here from the split
+    attention, whose partials are computed without them.
+
     ```mlir
     %o, %lse = attn.merge %parts, %part_lses
         : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32>
@@ -312,10 +319,12 @@ def Attn_MergeOp : Attn_Op<"merge", [Pure]> {
     ```
   }];
   let arguments = (ins AnyRankedTensor:$partial_output,
-                       AnyRankedTensor:$partial_lse);
+                       AnyRankedTensor:$partial_lse,
+                       Optional<AnyRankedTensor>:$sinks);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let assemblyFormat = [{
-    $partial_output `,` $partial_lse attr-dict
+    $partial_output `,` $partial_lse
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? attr-dict
     `:` type($partial_output) `,` type($partial_lse)
     `->` type($output) `,` type($lse)
   }];

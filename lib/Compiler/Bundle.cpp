@@ -176,11 +176,13 @@ json::Object kernelObject(const CompiledKernel &k) {
         strideParam(k) + 3 * (c.direction == "fwd" ? 4 : 6);
   }
   if (c.sinks) {
-    // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args; a
-    // backward has the bwd_sink entry (docs/ABI.md "Sinks").
+    // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args, or
+    // a split-KV kernel's fa_merge's, after o's strides (8 + 3); a backward
+    // has the bwd_sink entry (docs/ABI.md "Attention sinks").
     o["sinks"] = true;
     if (c.direction == "fwd")
-      o["sinks_param"] = modArgParam(k) + modArgParamCount(k);
+      o["sinks_param"] =
+          c.splitKv ? 8 + 3 : modArgParam(k) + modArgParamCount(k);
   }
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
@@ -282,13 +284,16 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // split-KV ones without their page table.
   // 15: block-sparse backwards, which an older runtime would launch without
   // their block mask.
+  // 16: split-KV kernels with sinks, whose merge takes the sinks last, which
+  // an older runtime refuses ("sinks" on a split-KV kernel) anyway.
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
        anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
        anyFp8 = false, anySinks = false, anyPaged = false,
-       anyBlockSparseBwd = false;
+       anyBlockSparseBwd = false, anySplitSinks = false;
   for (const CompiledKernelRef &k : kernels) {
     anyBlockSparseBwd |= k->config.blockSparse && k->config.direction != "fwd";
     anySinks |= k->config.sinks;
+    anySplitSinks |= k->config.sinks && k->config.splitKv;
     anyPaged |= k->config.paged;
     anyMaskMod |= !k->config.maskMod.empty();
     anyMaps |= takesTensorMaps(k->config);
@@ -299,6 +304,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyBlockSparse |= k->config.blockSparse;
     anyFp8 |= k->config.dtype == "f8e4m3";
   }
+  if (anySplitSinks)
+    return 16;
   if (anyBlockSparseBwd)
     return 15;
   if (anyPaged)

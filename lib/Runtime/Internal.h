@@ -127,8 +127,9 @@ struct KernelConfig {
   /// after the tensor maps; -1 for other kernels.
   int descaleParam = -1;
   /// Attention sinks (bundle version 13): fwd takes the sinks (f32 [H]) at
-  /// sinksParam, its last parameter; a backward has the bwd_sink entry
-  /// (d_sinks). Only the _sinks launches run these.
+  /// sinksParam, its last parameter (a split-KV kernel's merge does, bundle
+  /// version 15); a backward has the bwd_sink entry (d_sinks). Only the
+  /// _sinks launches run these.
   bool sinks = false;
   int sinksParam = -1;
   /// Paged-KV split forward (bundle version 14): fwd takes the page table,
@@ -147,6 +148,9 @@ struct KernelConfig {
 /// dq, batch, heads, nq); docs/ABI.md.
 constexpr int kBackwardPreStrideParam = 7;
 constexpr int kBackwardPostStrideParam = 5;
+/// The first stride parameter of a strided split-KV kernel's fa_merge (after
+/// o_part, lse_part, o, lse, rows, splits, heads, nq); docs/ABI.md.
+constexpr int kMergeStrideParam = 8;
 
 /// The batch, head and row strides (elements) of a strided kernel's
 /// [B,H,N,D] tensors, in the order it takes them (docs/ABI.md): the values
@@ -348,11 +352,14 @@ struct SplitKvWorkspace {
 };
 
 /// GPU-free checks of a split-KV launch: the forward's, then the splits and
-/// the workspace (size, 16-byte alignment, no overlap); "" if valid.
+/// the workspace (size, 16-byte alignment, no overlap), then the sinks of a
+/// kernel with sinks (given exactly then: `sinks`, the _sinks launch); ""
+/// if valid.
 std::string checkSplitKvArguments(const KernelConfig &config,
                                   const fa_attention_args &args,
                                   const SplitKvWorkspace &workspace,
-                                  const ModArgList &mods);
+                                  const ModArgList &mods,
+                                  const SinkArgs &sinks = {});
 /// Bytes of a split-KV workspace: o_part [S,B,H,Nq,Dv] and lse_part
 /// [S,B,H,Nq], f32.
 uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,

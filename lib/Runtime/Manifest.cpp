@@ -626,10 +626,10 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
   c.sinks = sinks->get<bool>();
   if (!c.sinks)
     return;
-  if (c.splitKv || c.packGqa || c.varlen || c.blockSparse ||
-      c.dtype == FA_DTYPE_F8E4M3)
-    bad(where, "field 'sinks' is true, but split-KV, packed-GQA, varlen, "
-               "block-sparse and fp8 kernels have no sinks");
+  if (c.varlen || c.blockSparse || c.paged || c.dtype == FA_DTYPE_F8E4M3 ||
+      (c.packGqa && !c.splitKv))
+    bad(where, "field 'sinks' is true, but varlen, block-sparse, paged, fp8 "
+               "and unsplit packed-GQA kernels have no sinks");
   if (c.direction == FA_DIRECTION_BWD) {
     if (k.contains("sinks_param"))
       bad(where, "field 'sinks_param' is for forward kernels (a backward "
@@ -638,6 +638,16 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
     return;
   }
   c.sinksParam = intField(k, "sinks_param", where, 0, INT_MAX);
+  if (c.splitKv) {
+    // The merge takes them (bundle version 16), after o's strides.
+    int mergeExpect = kMergeStrideParam + (c.strided() ? 3 : 0);
+    if (c.sinksParam != mergeExpect)
+      bad(where, "field 'sinks_param' = " + std::to_string(c.sinksParam) +
+                     ", expected " + std::to_string(mergeExpect) +
+                     " (a split-KV kernel's merge takes the sinks after its "
+                     "8 parameters and o's strides)");
+    return;
+  }
   int expect = firstModArgParam(c);
   for (const ModArgSpec &m : c.modArgs)
     expect += 1 + m.rank;
@@ -915,6 +925,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Without "paged": launched as a dense split forward without its
       // page table.
       needs(14, c.paged, "paged-KV kernels");
+      // Without split sinks: the merge launched without its last parameter.
+      needs(15, c.sinks && c.splitKv, "split-KV kernels with sinks");
       // Older runtimes refuse "mod_args"; the version says so too.
       needs(8, !c.modArgs.empty(), "kernels with mod_args");
       // Without "block_sparse": launched without the block mask.

@@ -50,12 +50,13 @@ int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
 
 fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
                          const SplitKvWorkspace &w, const ModArgList &mods,
-                         const char *api) {
+                         const char *api, const SinkArgs &sinks = {}) {
   if (fa_status s = requireSplitKernel(kernel, api))
     return s;
   if (!args)
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": args is null");
-  std::string err = checkSplitKvArguments(kernel->config, *args, w, mods);
+  std::string err =
+      checkSplitKvArguments(kernel->config, *args, w, mods, sinks);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   return FA_SUCCESS;
@@ -64,22 +65,24 @@ fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
 /// The device-side checks: the tensors and the used workspace are memory of
 /// the context's device, and the stream belongs to it.
 fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
-                      const ModArgList &mods, CUstream stream,
-                      const ContextScope &scope) {
+                      const ModArgList &mods, const SinkArgs &sinks,
+                      CUstream stream, const ContextScope &scope,
+                      const char *api) {
   uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
                                         a.q.shape[2], a.v.shape[3], w.splits);
   fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
-  std::vector<NamedTensor> all = tensorsOf(a, mods);
+  std::vector<NamedTensor> all = tensorsOf(a, mods, sinks);
   all.push_back({"workspace", &ws});
-  return checkLaunchDevice(kApi, all, stream, scope.device, scope.ctx);
+  return checkLaunchDevice(api, all, stream, scope.device, scope.ctx);
 }
 
-/// Launches the split forward, then the merge, on `stream`.
+/// Launches the split forward, then the merge (with the sinks of a kernel
+/// with sinks), on `stream`.
 fa_status launchSplitAndMerge(const fa_kernel &kernel,
                               const fa_attention_args &a,
                               const SplitKvWorkspace &w,
-                              const ModArgList &mods, CUstream stream,
-                              const ContextScope &scope) {
+                              const ModArgList &mods, const SinkArgs &sinks,
+                              CUstream stream, const ContextScope &scope) {
   const KernelConfig &c = kernel.config;
   CUfunction split, merge;
   if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
@@ -113,11 +116,32 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
     return s;
   int32_t rows = b * h * nq;
-  void *mergeParams[8 + 3] = {&oPart, &lsePart, &o,  &lse,
-                               &rows,  &splits,  &h, &nq};
-  outStrides.place(mergeParams, 8);
+  // The sinks, last (after o's strides), of a kernel with sinks.
+  CUdeviceptr sinksData = sinks.sinks ? sinks.sinks->data : 0;
+  void *mergeParams[kMergeStrideParam + 3 + 1] = {
+      &oPart, &lsePart, &o, &lse, &rows, &splits, &h, &nq};
+  outStrides.place(mergeParams, kMergeStrideParam);
+  if (c.sinks)
+    mergeParams[c.sinksParam] = &sinksData;
   Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
   return launch(merge, c.merge, mergeGrid, stream, mergeParams);
+}
+
+/// The checks, the device checks and the launches of one split-KV call.
+fa_status runSplitKv(const fa_kernel *kernel, const fa_attention_args *args,
+                     const SplitKvWorkspace &w, const ModArgList &mods,
+                     const SinkArgs &sinks, CUstream stream, const char *api) {
+  if (fa_status s = checkSplitCall(kernel, args, w, mods, api, sinks))
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  if (fa_status s = checkDevice(*args, w, mods, sinks, stream, scope, api))
+    return s;
+  if (fa_status s =
+          launchSplitAndMerge(*kernel, *args, w, mods, sinks, stream, scope))
+    return s;
+  return succeed();
 }
 
 } // namespace
@@ -252,18 +276,36 @@ fa_status fa_attention_forward_splitkv_ex(
     CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
     const fa_tensor *mod_args, int32_t mod_arg_count, CUstream stream) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  return runSplitKv(kernel, args, w, ModArgList{mod_args, mod_arg_count},
+                    SinkArgs{}, stream, kApi);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_splitkv_sinks_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count,
+    const fa_tensor *sinks) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
   ModArgList mods{mod_args, mod_arg_count};
-  if (fa_status s = checkSplitCall(kernel, args, w, mods, kApi))
-    return s;
-  ContextScope scope;
-  if (fa_status s = scope.enter(args->q.data))
-    return s;
-  if (fa_status s = checkDevice(*args, w, mods, stream, scope))
-    return s;
-  if (fa_status s =
-          launchSplitAndMerge(*kernel, *args, w, mods, stream, scope))
+  if (fa_status s = checkSplitCall(kernel, args, w, mods, __func__,
+                                   SinkArgs{sinks, nullptr, true}))
     return s;
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_splitkv_sinks(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks,
+    CUstream stream) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  return runSplitKv(kernel, args, w, ModArgList{mod_args, mod_arg_count},
+                    SinkArgs{sinks, nullptr, true}, stream,
+                    "fa_attention_forward_splitkv_sinks");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -384,13 +384,14 @@ std::string checkSinkKind(const KernelConfig &c, const ModArgList &mods,
                           const SinkArgs &sinks) {
   if (!mods.checked || c.sinks == sinks.given())
     return "";
-  const char *dir = c.direction == FA_DIRECTION_FWD ? "forward" : "backward";
+  std::string api = std::string("fa_attention_") +
+                    (c.direction == FA_DIRECTION_FWD ? "forward" : "backward") +
+                    (c.splitKv ? "_splitkv" : "");
   if (c.sinks)
-    return "kernel '" + c.tag + "' has attention sinks; launch it with "
-           "fa_attention_" + dir + "_sinks and a sinks tensor f32 [H]";
-  return "kernel '" + c.tag + "' has no attention sinks; launch it with "
-         "fa_attention_" + dir + " (or _ex), or find a kernel with "
-         "fa_kernel_query.sinks = 1";
+    return "kernel '" + c.tag + "' has attention sinks; launch it with " +
+           api + "_sinks and a sinks tensor f32 [H]";
+  return "kernel '" + c.tag + "' has no attention sinks; launch it with " +
+         api + " (or _ex), or find a kernel with fa_kernel_query.sinks = 1";
 }
 
 /// The sinks (and a backward's d_sinks) of valid q: f32 [H], contiguous,
@@ -867,7 +868,8 @@ std::string checkPagedArguments(const KernelConfig &c,
 std::string checkSplitKvArguments(const KernelConfig &c,
                                   const fa_attention_args &a,
                                   const SplitKvWorkspace &w,
-                                  const ModArgList &mods) {
+                                  const ModArgList &mods,
+                                  const SinkArgs &sinks) {
   if (c.direction != FA_DIRECTION_FWD || !c.splitKv)
     return "kernel '" + c.tag + "' is not a split-KV kernel; use "
            "fa_attention_forward or fa_attention_backward";
@@ -875,10 +877,15 @@ std::string checkSplitKvArguments(const KernelConfig &c,
     return "kernel '" + c.tag + "' reads a paged KV cache; use "
            "fa_attention_forward_paged";
   // The tensors first: the workspace's size follows from their shapes.
-  std::string err = checkForward(c, a, mods);
-  if (!err.empty())
+  std::string err = checkSinkKind(c, mods, sinks);
+  if (!err.empty() || !(err = checkForward(c, a, mods)).empty())
     return err;
-  return checkSplitWorkspace(a, w, tensorsOf(a, mods));
+  if (sinks.given() &&
+      !(err = checkSinkTensors(c, sinks, a.q, tensorsOf(a, mods, sinks),
+                               {"o", "lse"}))
+           .empty())
+    return err;
+  return checkSplitWorkspace(a, w, tensorsOf(a, mods, sinks));
 }
 
 std::string checkArguments(const KernelConfig &c,

@@ -188,20 +188,22 @@ class Bundle:
         return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     packed=False):
+                     packed=False, sinks=False):
         """The loaded bundles' split-KV kernel for this forward (ranked as
         find ranks), or None when none has one (never compiled on demand).
-        packed=True: the packed-GQA split-KV kernel instead."""
+        packed=True: the packed-GQA split-KV kernel instead; sinks=True: one
+        with attention sinks (its merge joins them)."""
         return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                                 split=True, packed=packed)
+                                 split=True, packed=packed, sinks=sinks)
 
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     split, packed):
+                     split, packed, sinks=False):
         key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
-               capability, nk)
+               capability, nk, sinks)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, _mma_code(None), None)
+            q.sinks = int(bool(sinks))
             if packed:
                 def find(handle, query, n, out):
                     return self.lib.fa_kernel_find_packed_gqa(handle, query, n, int(split), out)
@@ -868,21 +870,22 @@ def _packs_gqa(q, k, block_q=64):
     return 1 < group <= block_q and q.shape[2] < block_q
 
 
-def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False):
+def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=False):
     """(kernel, argument template, splits, workspace bytes) of a split-KV
     launch for these tensors, or () when the bundle has no split-KV kernel
     for them or fa_splitkv_choose picks 1 split (the plain forward fills the
     GPU). packed=True: the packed-GQA split kernel, whose grid has a CTA per
-    key head (fa_splitkv_choose_gqa), taken with any split count."""
+    key head (fa_splitkv_choose_gqa), taken with any split count. sinks=True:
+    a kernel with attention sinks (fa_attention_forward_splitkv_sinks)."""
     tensors = (q, k, v, o, lse)
-    key = ("splitkv", packed, q.device, mask_args, scale,
+    key = ("splitkv", packed, sinks, q.device, mask_args, scale,
            *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(*mask_args)
         d, dv = q.shape[-1], v.shape[-1]
         kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
-                                packed=packed)
+                                packed=packed, sinks=sinks)
         if kernel is None:
             return ()  # cached: no split-KV kernel for this launch
         splits = ctypes.c_int32()

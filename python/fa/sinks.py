@@ -6,7 +6,11 @@ O = sum_j e^(s_j - m) v_j / (e^(t_h - m) + sum_j e^(s_j - m)), and the LSE
 counts it. The kernels are the bundle's with the config field `sinks`
 (fa-aot --config fwd:bf16:d128:causal:sinks, or compiled on demand like
 other configs), launched by fa_attention_{forward,backward}_sinks; the
-backward's d_sinks is t.grad.
+backward's d_sinks is t.grad. A decode step (few query rows) takes the
+bundle's split-KV kernels with sinks (`...:splitkv:sinks`, packed GQA
+first) where it has them and splitting pays: the partials are computed
+without the sinks and the merge joins them
+(fa_attention_forward_splitkv_sinks).
 """
 import ctypes
 
@@ -41,16 +45,45 @@ def _aligned(t):
     return t.detach().clone(memory_format=torch.contiguous_format)
 
 
+def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale):
+    """Whether the bundle's split-KV kernels with sinks computed O and LSE:
+    a decode shape (few query rows; the packed-GQA kernel first, as the
+    plain forward plan does) where the bundle has them and splitting pays.
+    The split partials are computed without the sinks; the merge joins
+    them (docs/ABI.md "Attention sinks")."""
+    import torch
+    from . import _launch, _packs_gqa, _splitkv_plan, _tensor
+    split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
+                                               packed=True, sinks=True)
+    if not split:
+        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, sinks=True)
+    if not split:
+        return False
+    kernel, template, splits, nbytes = split
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+    args = ForwardArgs.from_buffer_copy(template)
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        getattr(args, name).data = t.data_ptr()
+    s = _tensor(_aligned(sinks))
+    _launch(b.lib, b.lib.fa_attention_forward_splitkv_sinks, kernel, args, q,
+            workspace.data_ptr(), nbytes, splits, None, 0, ctypes.byref(s))
+    return True
+
+
 def forward(q, k, v, sinks, b, mask_args, scale, mma):
     """O and LSE (allocated here) of the forward with sinks [H] f32."""
     import torch
     from . import _capability, _launch, _mask, _tensor, softmax_scale
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    # The split kernels are mma.sync ones.
+    if mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
+                                                    scale):
+        return o, lse
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
                     k.shape[-2], sinks=True)
-    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
-    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
     s = _tensor(_aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,

@@ -2055,11 +2055,6 @@ int main(int argc, char **argv) {
                     "or --large-scores\n";
     return 2;
   }
-  if (sinksOpt && (splitKv || packGqa)) {
-    llvm::errs() << "fa-check: error: --sinks does not combine with "
-                    "--split-kv or --pack-gqa (attn-split-kv rejects sinks)\n";
-    return 2;
-  }
   if (paged && (bwd || varlen || fp8 || modArgs || maskMods ||
                 largeScoreCases > 0 || fdCases > 0)) {
     llvm::errs() << "fa-check: error: --paged checks the forward of a paged "

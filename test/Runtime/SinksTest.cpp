@@ -107,9 +107,53 @@ TEST(SinksManifest, FieldsAndVersion) {
   expectRejected("sinks_packed",
                  manifest({forwardKernel("f", R"(, "sinks": true,
                      "sinks_param": 23, "pack_gqa": true)")}),
-                 "field 'sinks' is true, but split-KV, packed-GQA, varlen, "
-                 "block-sparse and fp8 kernels have no sinks");
+                 "field 'sinks' is true, but varlen, block-sparse, paged, fp8 "
+                 "and unsplit packed-GQA kernels have no sinks");
 }
+
+/// The split-KV forward fa-aot writes for `fwd:bf16:d128:none:splitkv`
+/// (strides from 12), `extra` appended: by default the sinks of its merge
+/// (after o_part, lse_part, o, lse, rows, splits, heads, nq and o's
+/// strides: 11).
+std::string splitKernel(const std::string &tag,
+                        const std::string &extra = R"(, "sinks": true,
+                            "sinks_param": 11)") {
+  return R"({"tag": ")" + tag + R"(", "direction": "fwd", "dtype": "bf16",
+      "head_dim": 128, "head_dim_v": 128, "block_q": 64, "block_kv": 64,
+      "warps": 4, "stages": 2, "mask": "none", "window_left": -1,
+      "window_right": -1, "score_mod": null, "target": "sm_90a",
+      "split_kv": true, "entries": {
+        "fwd": {"name": "fa_fwd_)" + tag +
+         R"(", "threads": 128, "shared_bytes": 49152},
+        "merge": {"name": "fa_merge_)" + tag +
+         R"(", "threads": 128, "shared_bytes": 0}},
+      "ptx": ")" + tag + R"(.ptx", "stride_param": 12)" + extra + "}";
+}
+
+TEST(SinksManifest, SplitKvMergeTakesTheSinks) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("sinks_split", manifest({splitKernel("s")}, "15"), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.sinks, 1);
+  EXPECT_EQ(info.split_kv, 1);
+  fa_bundle_free(b);
+  // A version-14 runtime refuses sinks on a split kernel; the version says
+  // so up front.
+  expectRejected("sinks_split_v14", manifest({splitKernel("s")}, "14"),
+                 "kernels[0]: split-KV kernels with sinks need bundle version "
+                 "15, the manifest says 14");
+  expectRejected("sinks_split_param",
+                 manifest({splitKernel("s", R"(, "sinks": true,
+                                                "sinks_param": 24)")},
+                          "15"),
+                 "field 'sinks_param' = 24, expected 11 (a split-KV kernel's "
+                 "merge takes the sinks after its 8 parameters and o's "
+                 "strides)");
+}
+
 
 /// A bundle with a forward and a backward with sinks and the same two
 /// without, all bf16 d128 causal mma.sync.
@@ -154,6 +198,7 @@ protected:
   fa_status backward(const fa_tensor *s, const fa_tensor *ds) {
     return fa_attention_backward_sinks_check(bwdSinks, &g, nullptr, 0, s, ds);
   }
+public:
   /// Expects `status` to be FA_ERROR_INVALID_ARGUMENT with `expect` in the
   /// message.
   static void expectInvalid(fa_status status, const std::string &expect) {
@@ -162,6 +207,7 @@ protected:
         << "expected '" << expect << "' in: " << lastError();
   }
 
+protected:
   fa_bundle *bundle = nullptr;
   const fa_kernel *fwdSinks = nullptr, *bwdSinks = nullptr,
                   *fwdPlain = nullptr, *bwdPlain = nullptr;
@@ -292,6 +338,94 @@ TEST_F(SinksApi, RejectsBadSinkGradients) {
   t = dSinks;
   t.data = g.dq.data;
   expectInvalid(backward(&sinks, &t), "overlaps");
+}
+
+/// A split-KV kernel with sinks and its plain twin: the split launches'
+/// pairing and the sinks' checks (GPU-free).
+class SplitSinksApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 1, H = 32, Hkv = 8, Nq = 1, Nk = 4096, D = 128;
+  void SetUp() override {
+    ASSERT_EQ(loadText("sinks_split_api",
+                       manifest({splitKernel("ss"), splitKernel("sp", "")},
+                                "15"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    withSinks = fa_bundle_kernel_at(bundle, 0);
+    plain = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    f.q = tensor(addr(0), bf, {B, H, Nq, D});
+    f.k = tensor(addr(1), bf, {B, Hkv, Nk, D});
+    f.v = tensor(addr(2), bf, {B, Hkv, Nk, D});
+    f.o = tensor(addr(3), bf, {B, H, Nq, D});
+    f.lse = tensor(addr(4), f32, {B, H, Nq});
+    f.scale = 1.0f / std::sqrt(float(D));
+    sinks = tensor(addr(5), f32, {H});
+    ASSERT_EQ(fa_splitkv_workspace_bytes(withSinks, B, H, Nq, splits, &bytes),
+              FA_SUCCESS)
+        << lastError();
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+  fa_status check(const fa_kernel *k, const fa_tensor *s) {
+    return fa_attention_forward_splitkv_sinks_check(k, &f, workspace, bytes,
+                                                    splits, nullptr, 0, s);
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *withSinks = nullptr, *plain = nullptr;
+  fa_attention_args f{};
+  fa_tensor sinks{};
+  static constexpr int32_t splits = 8;
+  CUdeviceptr workspace = addr(6);
+  uint64_t bytes = 0;
+};
+
+TEST_F(SplitSinksApi, PairsKernelAndLaunch) {
+  EXPECT_EQ(check(withSinks, &sinks), FA_SUCCESS) << lastError();
+  EXPECT_EQ(fa_attention_forward_splitkv_check(plain, &f, workspace, bytes,
+                                               splits),
+            FA_SUCCESS)
+      << lastError();
+  SinksApi::expectInvalid(
+      fa_attention_forward_splitkv_check(withSinks, &f, workspace, bytes,
+                                         splits),
+      "kernel 'ss' has attention sinks; launch it with "
+      "fa_attention_forward_splitkv_sinks and a sinks tensor f32 [H]");
+  SinksApi::expectInvalid(check(plain, &sinks),
+                          "kernel 'sp' has no attention sinks; launch it with "
+                          "fa_attention_forward_splitkv (or _ex)");
+  SinksApi::expectInvalid(
+      fa_attention_forward_splitkv_sinks(plain, &f, workspace, bytes, splits,
+                                         nullptr, 0, &sinks, nullptr),
+      "has no attention sinks");
+  // The search: query.sinks picks the kernel with sinks.
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_NONE;
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find_splitkv(bundle, &q, Nk, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(k, plain);
+  q.sinks = 1;
+  ASSERT_EQ(fa_kernel_find_splitkv(bundle, &q, Nk, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(k, withSinks);
+}
+
+TEST_F(SplitSinksApi, RejectsBadSinks) {
+  SinksApi::expectInvalid(check(withSinks, nullptr), "sinks is null");
+  fa_tensor t = tensor(addr(5), FA_DTYPE_F32, {Hkv});
+  SinksApi::expectInvalid(check(withSinks, &t),
+                          "sinks.shape is [8], expected [32]");
+  t = sinks;
+  t.data += 4;
+  SinksApi::expectInvalid(check(withSinks, &t), "is not 16-byte aligned");
+  // Sinks inside the workspace, which the split forward writes.
+  t = sinks;
+  t.data = workspace + 256;
+  SinksApi::expectInvalid(check(withSinks, &t), "workspace");
 }
 
 } // namespace

@@ -49,12 +49,14 @@ extern "C" {
  * naming it), 10 varlen forwards ("varlen": packed sequences named by
  * cu_seqlens, launched only by fa_attention_forward_varlen), 11 block-sparse forwards, 12 fp8 forwards, 13 kernels
  * with attention sinks ("sinks": one more fwd parameter, a bwd_sink entry;
- * launched only by fa_attention_{forward,backward}_sinks). Kernels
+ * launched only by fa_attention_{forward,backward}_sinks), 14 paged
+ * forwards, 15 block-sparse backwards, 16 split-KV kernels with sinks (the
+ * merge takes them: fa_attention_forward_splitkv_sinks). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 15
+#define FA_RUNTIME_BUNDLE_VERSION 16
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -668,9 +670,10 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
  * writes d_sinks f32 [H] (contiguous, 16-byte aligned, overlapping no other
  * tensor): d_sinks[h] = -sum over (b, q) of exp(sinks[h] - lse)·delta, summed
  * in a fixed order (bit-identical run to run), overwritten, not added to.
- * Split-KV, packed-GQA, varlen and block-sparse kernels have no sinks. The
- * checks need no GPU; the launches add the device checks of
- * fa_attention_forward. */
+ * Split-KV kernels with sinks (packed GQA or not; bundle version 15) are
+ * launched by fa_attention_forward_splitkv_sinks below; varlen, paged and
+ * block-sparse kernels have no sinks. The checks need no GPU; the launches
+ * add the device checks of fa_attention_forward. */
 FA_API fa_status fa_attention_forward_sinks_check(
     const fa_kernel *kernel, const fa_attention_args *args,
     const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks);
@@ -690,6 +693,22 @@ FA_API fa_status fa_attention_backward_sinks(
     const fa_kernel *kernel, const fa_attention_backward_args *args,
     const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks,
     const fa_tensor *d_sinks, CUstream stream);
+/* The split-KV decode of a kernel with sinks (fa_kernel_info.sinks and
+ * split_kv; bundle version 15): the arguments of
+ * fa_attention_forward_splitkv_ex plus the sinks as above. The split forward
+ * computes its partials without them; the merge joins sinks[h] to each row
+ * as one more partial (LSE = sinks[h], O = 0), so O and LSE are those of
+ * fa_attention_forward_sinks. fa_attention_forward_splitkv{,_ex} refuse
+ * these kernels, and these refuse split-KV kernels without sinks. */
+FA_API fa_status fa_attention_forward_splitkv_sinks_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks);
+FA_API fa_status fa_attention_forward_splitkv_sinks(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    CUdeviceptr workspace, uint64_t workspace_bytes, int32_t splits,
+    const fa_tensor *mod_args, int32_t mod_arg_count, const fa_tensor *sinks,
+    CUstream stream);
 
 /* A single PTX (text) or cubin module, loaded into the current context. */
 FA_API fa_status fa_module_load_file(const char *path, fa_module **out);

@@ -336,8 +336,9 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
   }
   ValueRange res = loop.getResults();
   Type rowsType = res[0].getType();
-  // A plan with sinks is never packed (resolveKernelPlan): `head` is the
-  // query head whose sink joins every row.
+  // Only an unsplit plan's forward takes sinks (a split one's merge joins
+  // them), and that is never packed: `head` is the query head whose sink
+  // joins every row.
   auto final = ag::FinalizeSoftmaxOp::create(
       b, loc, rowsType, rowsType, res[0], res[1],
       loadSink(kb, entry, params, head));

@@ -90,7 +90,9 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     addSizes(p, ctx, 1);            // mask_heads
   }
   addModArgParams(p, ctx, plan);
-  if (plan.sinks) {
+  // A split forward's partials are computed without the sinks: the merge
+  // takes them.
+  if (plan.sinks && !plan.splitKv) {
     p.sinksParam = static_cast<int32_t>(p.types.size());
     addTensors(p, Float32Type::get(ctx), 1); // sinks, last
   }
@@ -156,5 +158,9 @@ KernelParams mlir::fa::gpu_lowering::mergeParams(MLIRContext *ctx,
   addTensors(p, Float32Type::get(ctx), 1); // lse
   addSizes(p, ctx, 4); // rows (B·H·Nq), splits, heads, nq
   p.addStrides(ctx, 1); // o
+  if (plan.sinks) {
+    p.sinksParam = static_cast<int32_t>(p.types.size());
+    addTensors(p, Float32Type::get(ctx), 1); // sinks, last
+  }
   return p;
 }

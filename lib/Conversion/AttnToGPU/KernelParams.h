@@ -42,8 +42,8 @@ struct KernelParams {
   /// seqused_k (i32 [B]) and the i32 max_pages, page_size and num_pages
   /// follow. -1 for none.
   int32_t pageTableParam = -1;
-  /// Forward with sinks: index of the sinks (f32 [H]), the last parameter;
-  /// -1 for none.
+  /// Forward (unsplit) or merge with sinks: index of the sinks (f32 [H]),
+  /// the last parameter; -1 for none.
   int32_t sinksParam = -1;
 
   /// Appends `t`; returns its index.
@@ -83,7 +83,7 @@ constexpr int kStridesPerTensor = 3;
 /// cu_seqlens_k (i32; batch is then the sequence count B and nq, nk the
 /// token totals), a block-sparse forward's block mask and its head count,
 /// the mod_args of a score_mod (ModArgs.h), and last the sinks (f32 [H]) of
-/// a plan with sinks.
+/// an unsplit plan with sinks (a split plan's merge takes them).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
 /// and do.
@@ -99,7 +99,8 @@ KernelParams backwardSinkParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_post: dq_accum, dq; batch, heads, nq; the strides of dq.
 KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_merge (split-KV): o_part, lse_part (f32 workspace), o, lse; rows
-/// (batch·heads·nq), splits, heads, nq; the strides of o.
+/// (batch·heads·nq), splits, heads, nq; the strides of o; last the sinks
+/// (f32 [H]) of a plan with sinks.
 KernelParams mergeParams(MLIRContext *ctx, const KernelPlan &plan);
 
 } // namespace mlir::fa::gpu_lowering

@@ -7,6 +7,8 @@
 // splits with each lane holding 16 bytes (4 f32) of every partial row,
 // weighting them by OnlineSoftmaxMath::mergeWeight, the merge math of the CPU
 // decomposition, and writes O = Σ w_s·O_s / Σ w_s and LSE = M + ln Σ w_s.
+// With sinks (f32 [H]) the row's sink is one more partial, LSE = sink[h] and
+// O = 0: it starts both loops, M from the sink and Σ w_s from its weight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,17 +45,21 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   Value heads = kb.toIndex(arg(6)), nq = kb.toIndex(arg(7));
   StridedTensor oT = stridedTensor(kb, oMem, params.strides(entry, 0));
   Value headRow = arith::DivUIOp::create(b, loc, row, nq);
-  Value oRow = oT.rowOffset(
-      kb,
-      oT.headBase(kb, arith::DivUIOp::create(b, loc, headRow, heads),
-                  arith::RemUIOp::create(b, loc, headRow, heads)),
-      arith::RemUIOp::create(b, loc, row, nq));
+  // The query head: rows are (b, h, q) whether or not the split forward
+  // packed the query heads of a key head.
+  // (Built in the order GCC evaluated the call's arguments before: the
+  // kernels without sinks keep their PTX.)
+  Value queryRow = arith::RemUIOp::create(b, loc, row, nq);
+  Value head = arith::RemUIOp::create(b, loc, headRow, heads);
+  Value batch = arith::DivUIOp::create(b, loc, headRow, heads);
+  Value oRow = oT.rowOffset(kb, oT.headBase(kb, batch, head), queryRow);
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
+  Value sink = loadSink(kb, entry, params, head);
 
-  // M: each lane's largest LSE over splits lane, lane + 32, ..., then the
-  // warp's by xor shuffles.
+  // M: each lane's largest LSE over splits lane, lane + 32, ... (and the
+  // sink), then the warp's by xor shuffles.
   auto maxLoop = scf::ForOp::create(b, loc, kb.lane, splits, kb.idx(32),
-                                    ValueRange{kb.negInf()});
+                                    ValueRange{sink ? sink : kb.negInf()});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(maxLoop.getBody());
@@ -79,7 +85,7 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   Value zeroVec = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(vecType, b.getF32FloatAttr(0.0f)));
   SmallVector<Value> init(perLane, zeroVec);
-  init.push_back(kb.f32(0));
+  init.push_back(sink ? math.mergeWeight(sink, maxLse) : kb.f32(0));
   auto sumLoop = scf::ForOp::create(b, loc, kb.idx(0), splits, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g(b);

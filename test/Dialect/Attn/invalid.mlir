@@ -324,6 +324,30 @@ func.func @merge_lse(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>) {
 
 // -----
 
+func.func @merge_sinks_count(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{expected sinks of one per query head, got 8 sinks and 32 heads}}
+  %out, %lse = attn.merge %o, %l sinks(%s : tensor<8xf32>) : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_sinks_type(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>, %s: tensor<32xbf16>) {
+  // expected-error @+1 {{expected sinks to be a rank-1 tensor of f32 [heads], got 'tensor<32xbf16>'}}
+  %out, %lse = attn.merge %o, %l sinks(%s : tensor<32xbf16>) : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_sinks_rank(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>, %s: tensor<1x32xf32>) {
+  // expected-error @+1 {{expected sinks to be a rank-1 tensor of f32 [heads], got 'tensor<1x32xf32>'}}
+  %out, %lse = attn.merge %o, %l sinks(%s : tensor<1x32xf32>) : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return
+}
+
+// -----
+
 // Dynamic inputs leave the extents open; the results must still agree with
 // each other: the output fixes batch 2, the lse says 3.
 func.func @dynamic_results_disagree(%q: tensor<?x?x?x16xf16>, %k: tensor<?x?x?x16xf16>, %v: tensor<?x?x?x16xf16>) {

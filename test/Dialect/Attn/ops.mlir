@@ -97,6 +97,17 @@ func.func @merge(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>,
 
 // -----
 
+// A merge with attention sinks (one more partial per row: LSE = sink, O = 0).
+// CHECK-LABEL: func @merge_sinks
+// CHECK: attn.merge %{{.+}}, %{{.+}} sinks(%{{.+}} : tensor<32xf32>) : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+func.func @merge_sinks(%o: tensor<4x1x32x1x128xf32>, %l: tensor<4x1x32x1xf32>, %s: tensor<32xf32>)
+    -> (tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>) {
+  %out, %lse = attn.merge %o, %l sinks(%s : tensor<32xf32>) : tensor<4x1x32x1x128xf32>, tensor<4x1x32x1xf32> -> tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+  return %out, %lse : tensor<1x32x1x128xbf16>, tensor<1x32x1xf32>
+}
+
+// -----
+
 // Varlen: packed Q [Tq,H,D], K/V [Tk,Hkv,D], O [Tq,H,Dv], LSE [H,Tq] with
 // cu_seqlens offsets i32 [B+1].
 // CHECK-LABEL: func @attention_varlen

@@ -923,7 +923,8 @@ LogicalResult MergeOp::verify() {
   if (failed(expectTensor(*this, "output", out, {p[1], p[2], p[3], p[4]},
                           elem)) ||
       failed(expectTensor(*this, "lse", getLse().getType(),
-                          {p[1], p[2], p[3]}, f32)))
+                          {p[1], p[2], p[3]}, f32)) ||
+      failed(verifySinks(*this, getSinks(), p[2])))
     return failure();
   return success();
 }

@@ -347,9 +347,19 @@ LogicalResult mlir::fa::attn::decomposeMerge(RewriterBase &rw, MergeOp op) {
       tensor::getMixedSizes(rw, loc, parts); // [S, B, H, Nq, Dv]
   outSizes.erase(outSizes.begin());
   SmallVector<OpFoldResult> rowSizes(outSizes.begin(), outSizes.end() - 1);
-  // M = max_s LSE_s   loops (b, h, i, s)
+  // A sink is one more partial with LSE = sink_h and O = 0: it starts the
+  // running max, and its weight the weight sum (the max comes first).
+  Value sinks = op.getSinks();
+  Value maxInit = filledF32(rw, loc, rowSizes, -kInf);
+  if (sinks)
+    maxInit = generic(rw, loc, {sinks}, {maxInit}, 3, {{1}, {0, 1, 2}}, 0,
+                      [](OpBuilder &b, Location l, ValueRange a) {
+                        linalg::YieldOp::create(b, l, a[0]);
+                      })
+                  .getResult(0);
+  // M = max(sink, max_s LSE_s)   loops (b, h, i, s)
   Value maxLse =
-      generic(rw, loc, {partLse}, {filledF32(rw, loc, rowSizes, -kInf)}, 4,
+      generic(rw, loc, {partLse}, {maxInit}, 4,
               {{3, 0, 1, 2}, {0, 1, 2}}, 1,
               [](OpBuilder &b, Location l, ValueRange a) {
                 linalg::YieldOp::create(
@@ -367,9 +377,19 @@ LogicalResult mlir::fa::attn::decomposeMerge(RewriterBase &rw, MergeOp op) {
                 linalg::YieldOp::create(b, l, math.mergeWeight(a[0], a[1]));
               })
           .getResult(0);
-  // W = Σ_s w_s   loops (b, h, i, s)
+  // W = e^{sink − base(M)} + Σ_s w_s   loops (b, h, i, s)
+  Value sumInit = filledF32(rw, loc, rowSizes, 0.0);
+  if (sinks)
+    sumInit =
+        generic(rw, loc, {sinks, maxLse}, {sumInit}, 3,
+                {{1}, {0, 1, 2}, {0, 1, 2}}, 0,
+                [&](OpBuilder &b, Location l, ValueRange a) {
+                  auto math = OnlineSoftmaxMath::withMathOps(b, l);
+                  linalg::YieldOp::create(b, l, math.mergeWeight(a[0], a[1]));
+                })
+            .getResult(0);
   Value weightSum =
-      generic(rw, loc, {weights}, {filledF32(rw, loc, rowSizes, 0.0)}, 4,
+      generic(rw, loc, {weights}, {sumInit}, 4,
               {{3, 0, 1, 2}, {0, 1, 2}}, 1,
               [](OpBuilder &b, Location l, ValueRange a) {
                 linalg::YieldOp::create(

@@ -26,8 +26,9 @@ using namespace mlir::fa::attn::detail;
 namespace {
 /// The two generics of attn-online-softmax's finalisation of one online op.
 struct Finalization {
-  linalg::GenericOp rows; // (m, l) → (1/l, LSE)
+  linalg::GenericOp rows; // (m, l[, sinks]) → (1/l, LSE)
   linalg::GenericOp out;  // (acc, 1/l) → O
+  Value sinks;            // the attention's sinks (f32 [H]), or null
 };
 } // namespace
 
@@ -41,16 +42,17 @@ static linalg::GenericOp soleGenericUser(Value v) {
 static FailureOr<Finalization> findFinalization(OnlineAttentionOp op) {
   linalg::GenericOp rows = soleGenericUser(op.getNewMax());
   linalg::GenericOp out = soleGenericUser(op.getNewAcc());
-  // The finalisation of attention with sinks reads them as a third input.
-  if (rows && rows.getNumDpsInputs() == 3 &&
-      rows.getDpsInputOperand(0)->get() == op.getNewMax() &&
-      rows.getDpsInputOperand(1)->get() == op.getNewSum())
-    return op.emitOpError("expected attention without sinks: attn-split-kv "
-                          "does not split a problem whose rows join a sink");
+  // The finalisation of attention with sinks reads them as a third input:
+  // they move to the merge, the partials are computed without them.
+  Value sinks;
+  if (rows && rows.getNumDpsInputs() == 3)
+    sinks = rows.getDpsInputOperand(2)->get();
+  SmallVector<Value> rowInputs{op.getNewMax(), op.getNewSum()};
+  if (sinks)
+    rowInputs.push_back(sinks);
   bool ok = rows && out && rows.getNumResults() == 2 &&
             soleGenericUser(op.getNewSum()) == rows &&
-            rows.getDpsInputs() ==
-                SmallVector<Value>{op.getNewMax(), op.getNewSum()} &&
+            rows.getDpsInputs() == rowInputs &&
             rows.getResult(0).hasOneUse() && out.getNumResults() == 1 &&
             out.getDpsInputs() ==
                 SmallVector<Value>{op.getNewAcc(), rows.getResult(0)};
@@ -58,7 +60,7 @@ static FailureOr<Finalization> findFinalization(OnlineAttentionOp op) {
     return op.emitOpError("expected its results to be consumed only by the "
                           "finalisation of attn-online-softmax (run "
                           "attn-split-kv right after it)");
-  return Finalization{rows, out};
+  return Finalization{rows, out, sinks};
 }
 
 /// Whether `v` is a linalg.fill of the constant `expected`.
@@ -187,7 +189,7 @@ LogicalResult mlir::fa::attn::splitKeyRange(RewriterBase &rw,
       rw.getF32Type(), prepend(splits, accSizes));
   Value out = fin->out.getResult(0), lse = fin->rows.getResult(1);
   auto merge = MergeOp::create(rw, loc, TypeRange{out.getType(), lse.getType()},
-                               partO, partLse);
+                               partO, partLse, fin->sinks);
   copyKernelPlan(op, merge);
   rw.replaceAllUsesWith(out, merge.getOutput());
   rw.replaceAllUsesWith(lse, merge.getLse());
