@@ -248,14 +248,14 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
             _fail("give page_table or flash-attn's block_table, not both")
         page_table = block_table
     return_lse = return_lse or return_softmax_lse
+    if (k is None) != (v is None):
+        _fail("give k and v together (the new keys and values)")
+    if k is None and (rotary_cos is not None or rotary_sin is not None):
+        _fail("rotary_cos/rotary_sin rotate appended keys; give k and v too")
     _check_tensors(q, k_cache, v_cache, page_table)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_cache, v_cache)):
         _fail("the paged backward is not built (forward only); call it under "
               "torch.no_grad() or with inputs that do not require grad")
-    if (k is None) != (v is None):
-        _fail("give k and v together (the new keys and values)")
-    if k is None and rotary_cos is not None:
-        _fail("rotary_cos/rotary_sin rotate appended keys; give k and v too")
     if not isinstance(num_splits, int) or num_splits < 0:
         _fail("num_splits must be an int >= 0 (0: chosen), got %r" % (num_splits,))
     batch, sq, heads, d = q.shape
