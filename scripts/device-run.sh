@@ -33,6 +33,9 @@
 #                           (FA_PAGED_CASES, 160; memcheck of 12 unless FA_PAGED_SAN=0), then
 #                           bench/decode.py --paged (paged vs contiguous, same process;
 #                           FA_PAGED_BENCH=0 skips it)
+#   out/bundle-kvappend/    paged decode kernels with fa_kv_append (FA_KVAPPEND_BUNDLE names
+#                           another), run with FA_KVAPPEND=1: test/gpu/test_kvappend.py
+#                           (FA_KVAPPEND_CASES, 120; memcheck of 12 unless FA_KVAPPEND_SAN=0)
 #   out/bundle-varlen/      varlen forwards (FA_VARLEN_BUNDLE names another), run with
 #                           FA_VARLEN=1: test/gpu/test_varlen.py (FA_VARLEN_CASES, 120), and with
 #                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
@@ -57,6 +60,7 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
 #   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
+#   build/bin/fa-aot --config-file test/gpu/configs_kvappend.txt -o out/bundle-kvappend
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 #   /usr/bin/python3 test/gpu/test_maskmod_python.py --prepare --fa-aot build/bin/fa-aot \
@@ -239,6 +243,24 @@ if [ -n "${FA_BLOCKSPARSE:-}" ] && [ -f "$BLOCKSPARSE_BUNDLE/manifest.json" ]; t
     step "block-sparse benchmark (16k-token document mask, bf16 d128; bench/blocksparse.py)"
     timeout -k 10 ${FA_BLOCKSPARSE_BENCH_TIMEOUT:-240} python3 bench/blocksparse.py --lib "$LIB" \
       --bundle "$BLOCKSPARSE_BUNDLE" || fail "block-sparse benchmark"
+  fi
+fi
+
+KVAPPEND_BUNDLE=${FA_KVAPPEND_BUNDLE:-out/bundle-kvappend}
+if [ "${FA_KVAPPEND:-0}" = 1 ]; then
+  [ -f "$KVAPPEND_BUNDLE/manifest.json" ] || fail "FA_KVAPPEND=1 but no bundle at $KVAPPEND_BUNDLE"
+  step "KV-cache append + rotary + paged decode ($KVAPPEND_BUNDLE): differential tests"
+  timeout -k 10 ${FA_KVAPPEND_TIMEOUT:-400} python3 test/gpu/test_kvappend.py --lib "$LIB" \
+    --bundle "$KVAPPEND_BUNDLE" --cases "${FA_KVAPPEND_CASES:-120}" > "$WORK/kvappend.log" 2>&1 ||
+    fail "kv-append differential tests (last step: $(grep '^step:' "$WORK/kvappend.log" | tail -n 1))"
+  grep -E "FAIL|passed|Error|error" "$WORK/kvappend.log" | tail -n 40
+  if [ "${FA_KVAPPEND_SAN:-1}" != 0 ]; then
+    step "kv-append under compute-sanitizer memcheck (12 cases)"
+    timeout -k 10 ${FA_SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 test/gpu/test_kvappend.py --lib "$LIB" --bundle "$KVAPPEND_BUNDLE" --cases 12 \
+      --seed 5 > "$WORK/kvappend_memcheck.log" 2>&1
+    rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/kvappend_memcheck.log" | tail -n 20
+    [ $rc = 0 ] && echo "memcheck: clean" || fail "kv-append memcheck (exit $rc)"
   fi
 fi
 

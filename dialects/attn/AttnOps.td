@@ -356,6 +356,85 @@ def Attn_PagedViewOp : Attn_Op<"paged_view", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Attn_RotaryOp : Attn_Op<"rotary", [Pure]> {
+  let summary = "rotary position embedding of rows at per-sequence positions";
+  let description = [{
+    flash-attn's rotary embedding of new tokens: X is [B, N, H, D] (the
+    [batch, token, head, dim] layout of flash_attn_with_kvcache's q and k),
+    cos and sin are [max_pos, R/2] with the rotary dim R even and at most D,
+    start is i32 [B]. Row n of sequence b sits at position p = start[b] + n
+    (start[b] for every row with `same_position`, as flash-attn rotates a
+    non-causal q), clamped into [0, max_pos). Each pair (x1, x2) of the
+    first R columns becomes (x1·c − x2·s, x1·s + x2·c) with c = cos[p, i],
+    s = sin[p, i], computed in f32 from separately rounded products (no
+    fused multiply-add) and rounded once to X's type; the pair i is
+    (x[2i], x[2i+1]) with `interleaved` (GPT-J) and (x[i], x[i + R/2])
+    without (GPT-NeoX). Columns R..D-1 are copied.
+
+    ```mlir
+    %kr = attn.rotary %k, %cos, %sin at %seqlens {interleaved}
+        : tensor<2x4x8x128xbf16>, tensor<4096x32xf32>, tensor<4096x32xf32>,
+          tensor<2xi32> -> tensor<2x4x8x128xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$cos,
+                       AnyRankedTensor:$sin, AnyRankedTensor:$start,
+                       UnitAttr:$interleaved, UnitAttr:$same_position);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin `at` $start attr-dict `:` type($input) `,`
+    type($cos) `,` type($sin) `,` type($start) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The rotary dim R: twice cos's column count.
+    int64_t getRotaryDim();
+  }];
+}
+
+def Attn_KvAppendOp : Attn_Op<"kv_append", [Pure]> {
+  let summary = "writes new keys and values into a KV cache after its used rows";
+  let description = [{
+    flash_attn_with_kvcache's append: K_new [B, Nnew, Hkv, D] and V_new
+    [B, Nnew, Hkv, Dv] become rows cache_seqlens[b] .. cache_seqlens[b] +
+    Nnew − 1 of sequence b (a negative count is 0); the results are the
+    caches with those rows replaced. Contiguous caches are [B, Ncap, Hkv, D]
+    and [B, Ncap, Hkv, Dv]; with `paged(%page_table)` they are pools of
+    pages [num_pages, page_size, Hkv, D] and row n of sequence b is row
+    n mod page_size of page page_table[b, n / page_size] (clamped into
+    [0, num_pages), as attn.paged_view reads it). A row at or past the
+    capacity (Ncap, or max_pages·page_size) is not written: the runtime
+    rejects such a call before it launches. Rotary embedding of the new keys
+    is an attn.rotary on K_new before the append.
+
+    ```mlir
+    %kc, %vc = attn.kv_append %k, %v into %k_cache, %v_cache at %seqlens
+        paged(%page_table : tensor<2x8xi32>)
+        : tensor<2x3x8x128xbf16>, tensor<2x3x8x128xbf16>,
+          tensor<64x16x8x128xbf16>, tensor<64x16x8x128xbf16>, tensor<2xi32>
+        -> tensor<64x16x8x128xbf16>, tensor<64x16x8x128xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$key, AnyRankedTensor:$value,
+                       AnyRankedTensor:$key_cache, AnyRankedTensor:$value_cache,
+                       AnyRankedTensor:$cache_seqlens,
+                       Optional<AnyRankedTensor>:$page_table);
+  let results = (outs AnyRankedTensor:$new_key_cache,
+                      AnyRankedTensor:$new_value_cache);
+  let assemblyFormat = [{
+    $key `,` $value `into` $key_cache `,` $value_cache `at` $cache_seqlens
+    (`paged` `(` $page_table^ `:` type($page_table) `)`)? attr-dict
+    `:` type($key) `,` type($value) `,` type($key_cache) `,`
+        type($value_cache) `,` type($cache_seqlens)
+    `->` type($new_key_cache) `,` type($new_value_cache)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the caches are pools of pages (page_table operand).
+    bool isPaged() { return static_cast<bool>(getPageTable()); }
+  }];
+}
+
 def Attn_YieldOp : Attn_Op<"yield", [Pure, ReturnLike, Terminator,
     ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp",
                  "BackwardTileOp"]>]> {

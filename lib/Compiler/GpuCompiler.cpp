@@ -78,6 +78,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.varlen = true, kind = "varlen";
     else if (p == "paged")
       c.paged = true, kind = "paged";
+    else if (p == "append")
+      c.kvAppend = true, kind = "append";
     else if (p == "blocksparse")
       c.blockSparse = true, kind = "blocksparse";
     else if (p == "sinks")
@@ -152,6 +154,8 @@ std::string KernelConfig::str() const {
     s += ":varlen";
   if (paged)
     s += ":paged";
+  if (kvAppend)
+    s += ":append";
   if (blockSparse)
     s += ":blocksparse";
   if (sinks)
@@ -593,6 +597,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.packGqa = config.packGqa;
   tiles.varlen = config.varlen;
   tiles.paged = config.paged;
+  tiles.kvAppend = config.kvAppend;
   tiles.blockSparse = config.blockSparse;
   tiles.sinks = config.sinks;
   std::string planError;
@@ -636,6 +641,10 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     if (plan->splitKv)
       out.entries.push_back(
           {"merge", "fa_merge_" + out.tag, plan->threads(), 0});
+    // Writes the new keys and values into the cache before the decode.
+    if (plan->kvAppend)
+      out.entries.push_back({"kv_append", "fa_kv_append_" + out.tag,
+                             kKvAppendThreads, 0});
   }
   // The block mask's builders (BlockMask.h): classes, then the lists, with
   // this kernel's block sizes (a block-sparse backward has its own).
@@ -659,6 +668,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.grid = config.grid;
   pipe.splitKv = config.splitKv;
   pipe.packGqa = config.packGqa;
+  pipe.kvAppend = config.kvAppend;
   pipe.blockSparse = config.blockSparse;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))

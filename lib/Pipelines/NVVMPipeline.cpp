@@ -68,6 +68,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.splitKv = options.splitKv;
   plan.packGqa = options.packGqa;
   plan.blockSparse = options.blockSparse;
+  plan.kvAppend = options.kvAppend;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();

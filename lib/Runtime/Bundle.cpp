@@ -175,7 +175,8 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) try {
           c.strided(),     static_cast<int32_t>(c.modArgs.size()),
           c.maskMod.empty() ? nullptr : c.maskMod.c_str(),
           c.varlen,        c.blockSparse,
-          c.sinks,         c.paged};
+          c.sinks,         c.paged,
+          c.kvAppend};
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

@@ -138,7 +138,11 @@ struct KernelConfig {
   /// launches it (Paged.cpp).
   bool paged = false;
   int pageTableParam = -1;
-  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink;
+  /// A split forward whose module also holds fa_kv_append (entry
+  /// "kv_append"), launched only by fa_kv_append (KvAppend.cpp).
+  bool kvAppend = false;
+  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink,
+      append;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };

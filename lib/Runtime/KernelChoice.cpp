@@ -176,18 +176,21 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
 struct KernelFamily {
   bool splitKv = false, packGqa = false, varlen = false, blockSparse = false,
        paged = false;
+  /// Only kernels with fa_kv_append; a family without it takes them too
+  /// (their forward is the same kernel).
+  bool kvAppend = false;
 
   bool holds(const KernelConfig &c) const {
     return c.splitKv == splitKv && c.packGqa == packGqa &&
            c.varlen == varlen && c.blockSparse == blockSparse &&
-           c.paged == paged;
+           c.paged == paged && (!kvAppend || c.kvAppend);
   }
   /// " (split-KV)" etc., for the not-found message.
   std::string describe() const {
     return std::string(splitKv ? " (split-KV)" : "") +
            (packGqa ? " (packed GQA)" : "") + (varlen ? " (varlen)" : "") +
            (blockSparse ? " (block-sparse)" : "") +
-           (paged ? " (paged KV)" : "");
+           (paged ? " (paged KV)" : "") + (kvAppend ? " (kv_append)" : "");
   }
 };
 
@@ -377,6 +380,22 @@ fa_status fa_kernel_find_paged(const fa_bundle *bundle,
                     std::to_string(pack_gqa) + "; expected 0 or 1");
   KernelFamily paged;
   paged.splitKv = paged.paged = true;
+  paged.packGqa = pack_gqa == 1;
+  return findKernel(bundle, query, nk, false, out, paged);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_paged_append(const fa_bundle *bundle,
+                                      const fa_kernel_query *query,
+                                      int64_t nk, int32_t pack_gqa,
+                                      const fa_kernel **out) try {
+  if (pack_gqa != 0 && pack_gqa != 1)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find_paged_append: pack_gqa is " +
+                    std::to_string(pack_gqa) + "; expected 0 or 1");
+  KernelFamily paged;
+  paged.splitKv = paged.paged = paged.kvAppend = true;
   paged.packGqa = pack_gqa == 1;
   return findKernel(bundle, query, nk, false, out, paged);
 } catch (...) {

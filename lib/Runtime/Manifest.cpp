@@ -507,6 +507,11 @@ void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
   if (c.fwd.persistent)
     bad(where + ".entries.fwd", "a split-KV kernel has no persistent grid");
   c.merge = parseEntry(entries, "merge", where);
+  // fa_kv_append beside the decode: an additive entry that a runtime
+  // without it ignores (the forward launches as before), so no version.
+  c.kvAppend = entries.contains("kv_append");
+  if (c.kvAppend)
+    c.append = parseEntry(entries, "kv_append", where);
 }
 
 /// The optional "block_sparse" field (bundle version 11): a wgmma forward

@@ -120,7 +120,8 @@ class Bundle:
             "strided": bool(info.strided), "mod_args": self._mod_args(kernel, info),
             "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
             "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse),
-            "sinks": bool(info.sinks), "paged": bool(info.paged)}
+            "sinks": bool(info.sinks), "paged": bool(info.paged),
+            "kv_append": bool(info.kv_append)}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or

@@ -75,7 +75,19 @@ class KernelInfo(ctypes.Structure):
                 ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
                 ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32),
                 ("block_sparse", ctypes.c_int32), ("sinks", ctypes.c_int32),
-                ("paged", ctypes.c_int32)]
+                ("paged", ctypes.c_int32), ("kv_append", ctypes.c_int32)]
+
+
+class KvAppendArgs(ctypes.Structure):
+    """fa_kv_append_args: new keys and values into a KV cache, rotary optional."""
+    _fields_ = [("k_new", Tensor), ("v_new", Tensor), ("k_cache", Tensor), ("v_cache", Tensor),
+                ("cache_seqlens", ctypes.c_uint64), ("page_table", ctypes.c_uint64),
+                ("max_pages", ctypes.c_int32),
+                ("cache_seqlens_host", ctypes.POINTER(ctypes.c_int32)),
+                ("page_table_host", ctypes.POINTER(ctypes.c_int32)),
+                ("rotary_cos", Tensor), ("rotary_sin", Tensor),
+                ("rotary_interleaved", ctypes.c_int32), ("q", Tensor), ("q_out", Tensor),
+                ("q_same_position", ctypes.c_int32)]
 
 
 class PagedKv(ctypes.Structure):
@@ -236,6 +248,10 @@ def _open_library(path):
         "fa_attention_forward_paged_check": ([vp, ctypes.POINTER(ForwardArgs),
                                               ctypes.POINTER(PagedKv), ctypes.c_uint64,
                                               ctypes.c_uint64, ctypes.c_int32], st),
+        "fa_kernel_find_paged_append": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
+                                         ctypes.c_int32, ctypes.POINTER(vp)], st),
+        "fa_kv_append_check": ([vp, ctypes.POINTER(KvAppendArgs)], st),
+        "fa_kv_append": ([vp, ctypes.POINTER(KvAppendArgs), vp], st),
         "fa_attention_forward_paged": ([vp, ctypes.POINTER(ForwardArgs),
                                         ctypes.POINTER(PagedKv), ctypes.c_uint64,
                                         ctypes.c_uint64, ctypes.c_int32, vp], st),

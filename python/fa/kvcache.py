@@ -5,11 +5,14 @@ The kernels are the bundle's paged split-KV forwards (fa-aot config fields
 `splitkv:paged`, with `packgqa` for GQA decode; docs/ABI.md "Paged KV
 cache"), or, where fa's compiler is installed, one compiled on first use.
 A contiguous cache [B, Nk, Hkv, D] runs as B pages of Nk keys.
+New keys and values (k=, v=, rotary optional) are written into the cache
+first by the kernel's fa_kv_append entry (config field `append`).
 """
 import ctypes
 
 from . import jit
-from ._runtime import DTYPE_NAMES, FWD, MASKS, FaError, ForwardArgs, KernelQuery, PagedKv, check
+from ._runtime import (DTYPE_NAMES, FWD, MASKS, FaError, ForwardArgs, KernelQuery, KvAppendArgs,
+                       PagedKv, Tensor, check)
 
 _INVALID = 1  # FA_ERROR_INVALID_ARGUMENT
 
@@ -88,26 +91,29 @@ def _seqlens(cache_seqlens, q, capacity):
     return cache_seqlens.contiguous()
 
 
-def _find(b, dtype, d, dv, mask, packed, capacity, cap):
-    """The loaded bundles' paged kernel for compute capability `cap`, else
-    one compiled now (where fa-aot is installed); None when neither."""
+def _find(b, dtype, d, dv, mask, packed, capacity, cap, append=False):
+    """The loaded bundles' paged kernel (with fa_kv_append when `append`) for
+    compute capability `cap`, else one compiled now (where fa-aot is
+    installed); None when neither."""
     from . import _dtype_code
-    key = ("paged", packed, dtype, d, dv, mask, cap)
+    key = ("paged", packed, dtype, d, dv, mask, cap, append)
+    find_paged = "fa_kernel_find_paged_append" if append else "fa_kernel_find_paged"
     if key in b._cache:
         return b._cache[key]
     query = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], -1, -1, cap, 0, None,
                         None)
 
     def find(handle, qy, n, out):
-        return b.lib.fa_kernel_find_paged(handle, qy, n, int(packed), out)
+        return getattr(b.lib, find_paged)(handle, qy, n, int(packed), out)
 
     found = b._search(query, capacity, find=find)
     if found is None and b.jit and jit.find_compiler() is not None:
         config = jit.config_text(FWD, DTYPE_NAMES[query.dtype], d, dv, mask, (-1, -1), cap,
-                                 "mma_sync") + (":packgqa" if packed else "") + ":splitkv:paged"
+                                 "mma_sync") + (":packgqa" if packed else "") + ":splitkv:paged" + (
+                                     ":append" if append else "")
         handle = b._load(jit.compile_bundle(config))
         out = ctypes.c_void_p()
-        status = b.lib.fa_kernel_find_paged(handle, ctypes.byref(query), capacity,
+        status = getattr(b.lib, find_paged)(handle, ctypes.byref(query), capacity,
                                             int(packed), ctypes.byref(out))
         if status:
             b.lib.fa_bundle_free(handle)
@@ -118,7 +124,7 @@ def _find(b, dtype, d, dv, mask, packed, capacity, cap):
     return found
 
 
-def _kernel(b, q, k_cache, dv, mask, capacity):
+def _kernel(b, q, k_cache, dv, mask, capacity, append=False):
     """The packed-GQA paged kernel for GQA decode (as fa.attention takes the
     packed split kernel), else the unpacked one; FaError naming the config
     when the bundles have neither."""
@@ -127,24 +133,80 @@ def _kernel(b, q, k_cache, dv, mask, capacity):
     group = heads // kv_heads
     packed = 1 < group <= 64 and q.shape[1] < 64
     find = lambda pack: _find(b, q.dtype, q.shape[-1], dv, mask, pack, capacity,  # noqa: E731
-                              _capability(q))
+                              _capability(q), append)
     kernel = find(True) if packed else None
     if kernel is None:
         kernel, packed = find(False), False
     if kernel is None:
         import torch
-        config = "fwd:%s:d%d:%s%s:splitkv:paged" % (
+        config = "fwd:%s:d%d:%s%s:splitkv:paged%s" % (
             "bf16" if q.dtype == torch.bfloat16 else "f16", q.shape[-1],
-            "" if dv == q.shape[-1] else "v%d:" % dv, mask)
+            "" if dv == q.shape[-1] else "v%d:" % dv, mask, ":append" if append else "")
         raise FaError(2, "fa.attention_with_kvcache: no paged kernel for %s; build it with "
                       "fa-aot -o DIR --config %s (and :packgqa for GQA decode) and load DIR "
                       "too, or install fa-aot for JIT" % (config, config))
     return kernel, packed
 
 
+def _dense(t):
+    """A contiguous tensor's fa_tensor (the append kernel reads dense rows)."""
+    from . import _tensor
+    return _tensor(t.contiguous())
+
+
+def _append(b, kernel, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, used, page_table,
+            rotary_interleaved, causal):
+    """fa_kv_append: k, v into the caches after `used` rows; q rotated when
+    rotary is given (returned, else q). The runtime checks the host copies of
+    the counts and the table, so an overflow is an error, never a write."""
+    import torch
+    from . import _launch
+    for name, t, dim in (("k", k, k_cache.shape[3]), ("v", v, v_cache.shape[3])):
+        if (not isinstance(t, torch.Tensor) or t.dim() != 4 or t.dtype != q.dtype or
+                t.shape[0] != q.shape[0] or t.shape[2] != k_cache.shape[2] or
+                t.shape[3] != dim or t.device != q.device):
+            _fail("%s must be a [batch %d, new_tokens, kv_heads %d, %d] %s tensor on %s, got %s"
+                  % (name, q.shape[0], k_cache.shape[2], dim, q.dtype, q.device, _describe(t)))
+    if k.shape[1] != v.shape[1]:
+        _fail("k has %d new tokens and v %d" % (k.shape[1], v.shape[1]))
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        _fail("appending needs contiguous k_cache and v_cache (the kernel writes dense rows)")
+    if (rotary_cos is None) != (rotary_sin is None):
+        _fail("give rotary_cos and rotary_sin together")
+    k, v = k.contiguous(), v.contiguous()
+    args = KvAppendArgs()
+    args.k_new, args.v_new, args.k_cache, args.v_cache = (
+        _dense(k), _dense(v), _dense(k_cache), _dense(v_cache))
+    args.cache_seqlens = used.data_ptr()
+    host_used = used.cpu()
+    args.cache_seqlens_host = ctypes.cast(host_used.data_ptr(), ctypes.POINTER(ctypes.c_int32))
+    keep = [k, v, host_used]
+    if page_table is not None:
+        host_table = page_table.cpu()
+        keep.append(host_table)
+        args.page_table, args.max_pages = page_table.data_ptr(), page_table.shape[1]
+        args.page_table_host = ctypes.cast(host_table.data_ptr(), ctypes.POINTER(ctypes.c_int32))
+    q_out = q
+    if rotary_cos is not None:
+        cos = rotary_cos.to(device=q.device, dtype=torch.float32).contiguous()
+        sin = rotary_sin.to(device=q.device, dtype=torch.float32).contiguous()
+        keep += [cos, sin]
+        args.rotary_cos, args.rotary_sin = _dense(cos), _dense(sin)
+        args.rotary_interleaved = int(bool(rotary_interleaved))
+        q_in = q.contiguous()
+        q_out = torch.empty_like(q_in)
+        keep.append(q_in)
+        args.q, args.q_out = _dense(q_in), _dense(q_out)
+        # flash-attn: a causal q sits at cache_seqlens + i, any other at cache_seqlens.
+        args.q_same_position = 0 if causal else 1
+    _launch(b.lib, b.lib.fa_kv_append, kernel, args, q)
+    return q_out
+
+
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=None,
                            softmax_scale=None, causal=False, num_splits=0, return_lse=False,
-                           bundle=None, block_table=None, return_softmax_lse=False):
+                           bundle=None, block_table=None, return_softmax_lse=False, k=None,
+                           v=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=True):
     """Attention of new queries over a KV cache, as flash-attn's
     flash_attn_with_kvcache: q [B, Sq, H, D]; k_cache, v_cache
     [B, Nk, Hkv, D/Dv], or with page_table (int32 [B, max_pages]) pools of
@@ -162,9 +224,20 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     return_lse also LSE [B, H, Sq] f32 (-inf for a row that sees no key).
     Page indices outside [0, num_pages) are clamped and counts clamped to
     [0, max_pages x page_size] by the kernel (never read on the host).
-    Forward only; k_new/v_new appends are not supported yet. flash-attn's
-    names block_table and return_softmax_lse are accepted for page_table and
-    return_lse.
+    Forward only. flash-attn's names block_table and return_softmax_lse are
+    accepted for page_table and return_lse.
+
+    k, v [B, Nnew, Hkv, D/Dv] (flash-attn's names): written into the cache
+    in place at rows cache_seqlens[b] .. + Nnew - 1 before the attention,
+    which then sees cache_seqlens[b] + Nnew keys (cache_seqlens itself is not
+    changed). rotary_cos, rotary_sin [max_pos, rotary_dim / 2] rotate the new
+    keys at their positions and q at cache_seqlens[b] + i when causal (at
+    cache_seqlens[b] otherwise), pairs (2i, 2i+1) with rotary_interleaved
+    (flash-attn's default) else (i, i + rotary_dim / 2); the math is f32,
+    rounded once. The caches must be contiguous; a call whose new rows would
+    pass the cache's capacity, or go through a page-table entry outside the
+    pool, raises FaError (the counts and the table are copied to the host
+    for the check, a synchronisation).
     """
     import torch
     from . import _bundle, _launch, _sm_count, _tensor
@@ -175,6 +248,10 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
             _fail("give page_table or flash-attn's block_table, not both")
         page_table = block_table
     return_lse = return_lse or return_softmax_lse
+    if (k is None) != (v is None):
+        _fail("give k and v together (the new keys and values)")
+    if k is None and (rotary_cos is not None or rotary_sin is not None):
+        _fail("rotary_cos/rotary_sin rotate appended keys; give k and v too")
     _check_tensors(q, k_cache, v_cache, page_table)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k_cache, v_cache)):
         _fail("the paged backward is not built (forward only); call it under "
@@ -183,6 +260,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
         _fail("num_splits must be an int >= 0 (0: chosen), got %r" % (num_splits,))
     batch, sq, heads, d = q.shape
     dv = v_cache.shape[3]
+    paged_cache = page_table
     if page_table is None:
         # B pages of the whole cache, sequence b's the b-th.
         page_table = torch.arange(batch, dtype=torch.int32, device=q.device).view(batch, 1)
@@ -191,7 +269,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     capacity = page_size * max_pages
     used = _seqlens(cache_seqlens, q, capacity)
     mask = "causal_bottom_right" if causal else "none"
-    kernel, packed = _kernel(b, q, k_cache, dv, mask, capacity)
+    kernel, packed = _kernel(b, q, k_cache, dv, mask, capacity, append=k is not None)
+    if k is not None and k.shape[1] > 0:
+        q = _append(b, kernel, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, used,
+                    paged_cache.contiguous() if paged_cache is not None else None,
+                    rotary_interleaved, causal)
+        used = used + k.shape[1]
     o = torch.empty((batch, sq, heads, dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads, sq), dtype=torch.float32, device=q.device)
     if q.numel() == 0:

@@ -22,9 +22,11 @@
 // page table and per-sequence key counts: 0, 1, full and partly filled
 // pages, counts past the table's capacity) and checks each sequence
 // against the dense reference of its gathered keys.
+// --kv-append checks attn.rotary + attn.kv_append (KvAppendCheck.cpp).
 //
 //===----------------------------------------------------------------------===//
 
+#include "KvAppendCheck.h"
 #include "ScoreModProgram.h"
 
 #include "fa/Compiler/CpuRunner.h"
@@ -115,6 +117,11 @@ static llvm::cl::opt<bool> varlen(
     llvm::cl::desc("packed variable-length batches (cu_seqlens): each "
                    "sequence checked against its own dense reference"));
 
+static llvm::cl::opt<bool> kvAppend(
+    "kv-append",
+    llvm::cl::desc("new keys and values appended into contiguous and paged "
+                   "caches, rotary optional, compared exactly with a host "
+                   "reference (KvAppendCheck.cpp)"));
 static llvm::cl::opt<bool> paged(
     "paged",
     llvm::cl::desc("forward: a paged KV cache (page table, seqused_k): "
@@ -2029,6 +2036,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
   mlir::MLIRContext ctx(registry);
+  if (kvAppend)
+    return fa_check::checkKvAppend(ctx, seed, numCases, verbose) ? 1 : 0;
   Checker chk{ctx, std::mt19937_64(seed)};
   bool bwd = direction == "bwd";
   if (!bwd && direction != "fwd") {

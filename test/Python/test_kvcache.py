@@ -49,6 +49,11 @@ def check_arguments(b):
                  "page_table must be an int32 [batch, max_pages]", "(1, 4)")
     expect_error(lambda: call(q, pages[:, :8], pages[:, :8], page_table=table),
                  "the page size is 8 keys; it must be a positive multiple of 16")
+    # Appending: k and v together, rotary only with them.
+    expect_error(lambda: call(q, pages, pages, page_table=table, k=q),
+                 "give k and v together")
+    expect_error(lambda: call(q, pages, pages, page_table=table, rotary_cos=table,
+                              rotary_sin=table), "rotary_cos/rotary_sin rotate appended keys")
     # flash-attn's name for the page table.
     expect_error(lambda: call(q, pages, pages, block_table=table.long()),
                  "page_table must be an int32 [batch, max_pages] tensor")

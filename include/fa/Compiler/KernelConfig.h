@@ -49,6 +49,11 @@ struct KernelConfig {
   /// pools of pages, a page table and seqused_k; docs/ABI.md "Paged KV
   /// cache"); needs "splitkv". Part of the tag (`_paged`).
   bool paged = false;
+  /// "append": the split-KV forward's module also holds fa_kv_append, which
+  /// writes new keys and values (rotary on the keys and q optional) into
+  /// the cache before the decode (docs/ABI.md "Appending to a KV cache");
+  /// needs "splitkv". Part of the tag (`_append`).
+  bool kvAppend = false;
   /// "blocksparse": the wgmma forward of a mask_mod whose key loop runs over
   /// a block mask, with the entries that build it (docs/ABI.md "Block
   /// sparsity"). Part of the tag.
@@ -66,7 +71,7 @@ struct KernelConfig {
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
-  /// "splitkv", "packgqa", "varlen", "paged", "blocksparse", "sinks".
+  /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;

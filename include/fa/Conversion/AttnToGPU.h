@@ -75,6 +75,8 @@ struct GpuTileOptions {
   /// mma.sync split-KV forward only: K/V in a paged cache (page table,
   /// seqused_k), set from the op by attn-gpu-plan.
   bool paged = false;
+  /// split-KV forward only: also emit fa_kv_append (KvAppendKernel.cpp).
+  bool kvAppend = false;
   /// wgmma forward with a mask_mod only: the key loop runs over the key
   /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
   bool blockSparse = false;
@@ -86,6 +88,8 @@ struct GpuTileOptions {
 /// Threads per CTA of a block-sparse kernel's fa_block_mask (one warp per
 /// block) and fa_block_lists (one warp per line) entries.
 constexpr int64_t kBlockMaskThreads = 32;
+/// Threads of an fa_kv_append CTA (one element each).
+constexpr int64_t kKvAppendThreads = 256;
 constexpr int64_t kBlockListsThreads = 32;
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
@@ -144,6 +148,11 @@ struct KernelPlan {
   /// page table (attn_gpu.async_copy paged) and a CTA's keys end at its
   /// sequence's seqused_k. The tag has `_paged`.
   bool paged = false;
+  /// split-KV forward only: the module also holds fa_kv_append, the
+  /// elementwise append of new keys and values (rotary on them and on q
+  /// optional) into the contiguous or paged cache the decode reads. The
+  /// tag has `_append`.
+  bool kvAppend = false;
   /// wgmma forward with a mask_mod only: the key loop visits the full and
   /// the partial key blocks of a block mask (a kernel parameter built by the
   /// module's fa_block_mask entries), evaluating the mask_mod on partial

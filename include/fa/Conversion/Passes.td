@@ -56,7 +56,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
     Option<"blockSparse", "block-sparse", "bool", "false",
            "wgmma forward with a mask_mod: the key loop runs over the key "
            "blocks of a block mask built by the kernel's fa_block_mask "
-           "entries (docs/ABI.md)">
+           "entries (docs/ABI.md)">,
+    Option<"kvAppend", "kv-append", "bool", "false",
+           "split-KV forward: the module also holds fa_kv_append, which "
+           "writes new keys and values (rotary optional) into the KV cache">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

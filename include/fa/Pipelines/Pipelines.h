@@ -94,6 +94,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("wgmma forward with a mask_mod: the key loop runs over "
                      "the blocks of a block mask (docs/ABI.md)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> kvAppend{
+      *this, "kv-append",
+      llvm::cl::desc("split-KV forward: also emit fa_kv_append (new keys "
+                     "and values, rotary optional, into the cache)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

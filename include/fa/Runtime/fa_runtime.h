@@ -226,9 +226,11 @@ typedef struct fa_kernel_info {
    * fa_attention_forward_sinks / fa_attention_backward_sinks. */
   int32_t sinks;
   /* 1: a paged-KV split forward (bundle version 14), returned only by
-   * fa_kernel_find_paged and launched only by fa_attention_forward_paged.
-   * Last. */
+   * fa_kernel_find_paged and launched only by fa_attention_forward_paged. */
   int32_t paged;
+  /* 1: a split forward whose module also holds fa_kv_append (config field
+   * "append"; launched by fa_kv_append). Last. */
+  int32_t kv_append;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -483,6 +485,54 @@ FA_API fa_status fa_attention_forward_paged(
     const fa_kernel *kernel, const fa_attention_args *args,
     const fa_paged_kv *paged, CUdeviceptr workspace,
     uint64_t workspace_bytes, int32_t splits, CUstream stream);
+
+/* Appending new tokens to a KV cache before a decode (flash-attn's
+ * flash_attn_with_kvcache with k, v, rotary_cos, rotary_sin; docs/ABI.md
+ * "Appending to a KV cache"). k_new [B, Nnew, Hkv, D] and v_new
+ * [B, Nnew, Hkv, Dv] become rows cache_seqlens[b] .. + Nnew - 1 of sequence
+ * b of k_cache / v_cache: contiguous caches [B, Ncap, Hkv, D] (page_table 0)
+ * or pools of pages [num_pages, page_size, Hkv, D] read through page_table
+ * (i32 [B, max_pages]). With rotary_cos.data non-zero, rotary_cos and
+ * rotary_sin (f32 [max_pos, rotary_dim / 2], 2 <= rotary_dim <= D) rotate
+ * the new keys at their positions, pairs (2i, 2i+1) when rotary_interleaved
+ * else (i, i + rotary_dim / 2), and, with q.data non-zero, q [B, Sq, H, D]
+ * into q_out at positions cache_seqlens[b] + i (every row at
+ * cache_seqlens[b] when q_same_position), each in f32 from separately
+ * rounded products and rounded once. Every tensor is contiguous (row-major
+ * strides) and of the kernel's dtype unless said otherwise.
+ * cache_seqlens_host (and page_table_host when paged) are host copies of
+ * the device arrays: the runtime rejects a call whose cache_seqlens[b] is
+ * negative or whose cache_seqlens[b] + Nnew exceeds the capacity (Ncap or
+ * max_pages x page_size), or a page-table entry that a new row would go
+ * through outside [0, num_pages), and a rotary position past max_pos - 1;
+ * the kernel itself also drops rows past the capacity and clamps page
+ * indices, so no call writes outside the caches. */
+typedef struct fa_kv_append_args {
+  fa_tensor k_new, v_new, k_cache, v_cache;
+  CUdeviceptr cache_seqlens;         /* i32 [B], 4-byte aligned */
+  CUdeviceptr page_table;            /* i32 [B, max_pages]; 0: contiguous */
+  int32_t max_pages;                 /* paged: >= 1; contiguous: 0 */
+  const int32_t *cache_seqlens_host; /* [B], required */
+  const int32_t *page_table_host;    /* [B, max_pages], required when paged */
+  fa_tensor rotary_cos, rotary_sin;  /* f32; data 0: no rotary */
+  int32_t rotary_interleaved;
+  fa_tensor q, q_out;                /* [B, Sq, H, D]; data 0: q untouched */
+  int32_t q_same_position;
+} fa_kv_append_args;
+/* fa_kernel_find_paged restricted to kernels with fa_kv_append. */
+FA_API fa_status fa_kernel_find_paged_append(const fa_bundle *bundle,
+                                             const fa_kernel_query *query,
+                                             int64_t nk, int32_t pack_gqa,
+                                             const fa_kernel **out);
+/* The checks of fa_kv_append without a GPU (a kernel with kv_append: 1). */
+FA_API fa_status fa_kv_append_check(const fa_kernel *kernel,
+                                    const fa_kv_append_args *args);
+/* Validate (above, plus: every tensor memory of the context's device),
+ * then launch fa_kv_append on `stream`; the cache then holds
+ * cache_seqlens[b] + Nnew rows per sequence for the decode that follows
+ * (the caller passes those counts as its seqused_k). */
+FA_API fa_status fa_kv_append(const fa_kernel *kernel,
+                              const fa_kv_append_args *args, CUstream stream);
 
 /* The launches and checks above for kernels whose score_mod reads tensors
  * (fa_kernel_info.mod_arg_count > 0; bundle version 8): `mod_args` holds

@@ -42,6 +42,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.splitKv = splitKv;
     options.packGqa = packGqa;
     options.blockSparse = blockSparse;
+    options.kvAppend = kvAppend;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

@@ -170,6 +170,8 @@ struct ConvertAttnToGPUPass final
       buildForwardKernel(b, loc, gpuModule, *plan, *loops);
     if (plan->splitKv)
       buildMergeKernel(b, loc, gpuModule, *plan);
+    if (plan->kvAppend)
+      buildKvAppendKernel(b, loc, gpuModule, *plan);
     if (plan->blockSparse)
       buildBlockMaskKernels(b, loc, gpuModule, *plan);
     return success();

@@ -150,6 +150,16 @@ KernelParams mlir::fa::gpu_lowering::backwardPostParams(MLIRContext *ctx,
   return p;
 }
 
+KernelParams mlir::fa::gpu_lowering::kvAppendParams(MLIRContext *ctx,
+                                                    const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, plan.elemType, 6); // k_new, v_new, k/v caches, q, q_out
+  addTensors(p, IntegerType::get(ctx, 32), 2); // cache_seqlens, page_table
+  addTensors(p, Float32Type::get(ctx), 2);     // cos, sin
+  addSizes(p, ctx, kAppendParamCount - kAppendBatch);
+  return p;
+}
+
 KernelParams mlir::fa::gpu_lowering::mergeParams(MLIRContext *ctx,
                                                  const KernelPlan &plan) {
   KernelParams p;

@@ -102,6 +102,23 @@ KernelParams backwardPostParams(MLIRContext *ctx, const KernelPlan &plan);
 /// (batch·heads·nq), splits, heads, nq; the strides of o; last the sinks
 /// (f32 [H]) of a plan with sinks.
 KernelParams mergeParams(MLIRContext *ctx, const KernelPlan &plan);
+/// fa_kv_append (plans with kv_append): k_new, v_new, k_cache, v_cache,
+/// q, q_out (the element type), cache_seqlens, page_table (i32), cos, sin
+/// (f32); then the i32 sizes batch, new_tokens, kv_heads, q_tokens, heads,
+/// max_pages (0: a contiguous cache), page_size (a contiguous cache's
+/// capacity), num_pages (a contiguous cache's batch), rotary_dim (0: no
+/// rotary), max_pos, interleaved, q_same_position. Every tensor is dense.
+KernelParams kvAppendParams(MLIRContext *ctx, const KernelPlan &plan);
+
+/// Parameter indices of fa_kv_append.
+enum KvAppendParam : unsigned {
+  kAppendKeyNew, kAppendValueNew, kAppendKeyCache, kAppendValueCache,
+  kAppendQuery, kAppendQueryOut, kAppendSeqlens, kAppendPageTable,
+  kAppendCos, kAppendSin, kAppendBatch, kAppendNewTokens, kAppendKvHeads,
+  kAppendQueryTokens, kAppendHeads, kAppendMaxPages, kAppendPageSize,
+  kAppendNumPages, kAppendRotaryDim, kAppendMaxPos, kAppendInterleaved,
+  kAppendSamePosition, kAppendParamCount
+};
 
 } // namespace mlir::fa::gpu_lowering
 

@@ -68,7 +68,7 @@ std::string KernelPlan::tag() const {
   return t + "_" + chip + (deterministic ? "_det" : "") +
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
-         (paged ? "_paged" : "") +
+         (paged ? "_paged" : "") + (kvAppend ? "_append" : "") +
          (blockSparse ? "_blocksparse" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
@@ -321,6 +321,14 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   (backward ? "a backward" : "no split-kv"));
     plan.paged = true;
   }
+  if (options.kvAppend) {
+    // The append runs before the decode that reads the cache.
+    if (backward || !options.splitKv)
+      return fail(llvm::Twine("kv-append has a GPU kernel beside the "
+                              "split-KV forward only (split-kv=1), got ") +
+                  (backward ? "a backward" : "no split-kv"));
+    plan.kvAppend = true;
+  }
   if (options.varlen) {
     if (backward || options.mma != "wgmma")
       return fail(llvm::Twine("varlen (cu_seqlens) batches have a GPU kernel "
@@ -547,6 +555,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("varlen", b.getUnitAttr()));
   if (plan.paged)
     fields.push_back(b.getNamedAttr("paged", b.getUnitAttr()));
+  if (plan.kvAppend)
+    fields.push_back(b.getNamedAttr("kv_append", b.getUnitAttr()));
   if (plan.blockSparse)
     fields.push_back(b.getNamedAttr("block_sparse", b.getUnitAttr()));
   if (plan.sinks)
@@ -593,6 +603,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.packGqa = attr.contains("pack_gqa");
   options.varlen = attr.contains("varlen");
   options.paged = attr.contains("paged");
+  options.kvAppend = attr.contains("kv_append");
   options.blockSparse = attr.contains("block_sparse");
   options.sinks = attr.contains("sinks");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {

@@ -19,6 +19,13 @@ namespace mlir::fa {
 gpu::GPUFuncOp buildMergeKernel(OpBuilder &b, Location loc,
                                 gpu::GPUModuleOp module, const KernelPlan &plan);
 
+/// Emits `fa_kv_append_<tag>` into `module` (KvAppendKernel.cpp): one
+/// thread per element of the new keys (grid y = 0), values (1) and, with
+/// rotary, queries (2); grid x covers the largest.
+gpu::GPUFuncOp buildKvAppendKernel(OpBuilder &b, Location loc,
+                                   gpu::GPUModuleOp module,
+                                   const KernelPlan &plan);
+
 } // namespace mlir::fa
 
 #endif // FA_LIB_CONVERSION_ATTNTOGPU_SPLITKV_H

@@ -945,5 +945,137 @@ LogicalResult PagedViewOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// RotaryOp
+//===----------------------------------------------------------------------===//
+
+int64_t RotaryOp::getRotaryDim() {
+  int64_t half = cast<RankedTensorType>(getCos().getType()).getDimSize(1);
+  return ShapedType::isDynamic(half) ? half : 2 * half;
+}
+
+/// Whether `t` is f32 or the element type `elem` of the rotated rows.
+static bool isRotaryTableType(Type t, Type elem) {
+  return t.isF32() || t == elem;
+}
+
+LogicalResult RotaryOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  if (x.getRank() != 4)
+    return emitOpError("expected input to have rank 4 [batch, tokens, heads, "
+                       "head_dim], got rank ")
+           << x.getRank();
+  Type elem = x.getElementType();
+  if (!(elem.isF16() || elem.isBF16() || elem.isF32()))
+    return emitOpError("expected input element type f16, bf16 or f32, got ")
+           << elem;
+  auto cos = cast<RankedTensorType>(getCos().getType());
+  if (cos.getRank() != 2)
+    return emitOpError("expected cos to have rank 2 [max_pos, rotary_dim / "
+                       "2], got rank ")
+           << cos.getRank();
+  if (!isRotaryTableType(cos.getElementType(), elem))
+    return emitOpError("expected cos element type f32 or ")
+           << elem << ", got " << cos.getElementType();
+  if (failed(expectTensor(*this, "sin", getSin().getType(), cos.getShape(),
+                          cos.getElementType())))
+    return failure();
+  if (cos.getDimSize(0) == 0)
+    return emitOpError("expected cos and sin to hold at least one position, "
+                       "got 0");
+  int64_t rotaryDim = getRotaryDim(), d = x.getDimSize(3);
+  if (ShapedType::isDynamic(rotaryDim) || ShapedType::isDynamic(d))
+    return emitOpError("expected static head_dim and rotary_dim / 2, got ")
+           << shapeStr(d) << " and " << shapeStr(cos.getDimSize(1));
+  if (rotaryDim == 0 || rotaryDim > d)
+    return emitOpError("expected rotary_dim (2 x cos columns) in [2, "
+                       "head_dim], got ")
+           << rotaryDim << " and head_dim " << d;
+  if (failed(expectTensor(*this, "start", getStart().getType(),
+                          {x.getDimSize(0)},
+                          IntegerType::get(getContext(), 32))) ||
+      failed(expectTensor(*this, "result", getResult().getType(),
+                          x.getShape(), elem)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// KvAppendOp
+//===----------------------------------------------------------------------===//
+
+/// The new rows [B, Nnew, Hkv, D] of one cache: rank 4, the cache's element
+/// type and the cache's heads and head dim.
+static LogicalResult verifyAppendedRows(Operation *op, StringRef name,
+                                        RankedTensorType rows,
+                                        RankedTensorType cache) {
+  if (rows.getRank() != 4)
+    return op->emitOpError("expected ")
+           << name << " to have rank 4 [batch, new_tokens, kv_heads, "
+           << "head_dim], got rank " << rows.getRank();
+  if (cache.getRank() != 4)
+    return op->emitOpError("expected ")
+           << name << " cache to have rank 4, got rank " << cache.getRank();
+  Type elem = rows.getElementType();
+  if (!(elem.isF16() || elem.isBF16() || elem.isF32()))
+    return op->emitOpError("expected ")
+           << name << " element type f16, bf16 or f32, got " << elem;
+  if (cache.getElementType() != elem)
+    return op->emitOpError("expected ")
+           << name << " cache element type " << elem << ", got "
+           << cache.getElementType();
+  for (int64_t i : {2, 3})
+    if (differ(rows.getDimSize(i), cache.getDimSize(i)))
+      return op->emitOpError("expected ")
+             << name << " rows of the cache's [kv_heads, head_dim] "
+             << shapeStr(cache.getShape().drop_front(2)) << ", got "
+             << shapeStr(rows.getShape().drop_front(2));
+  return success();
+}
+
+LogicalResult KvAppendOp::verify() {
+  auto k = cast<RankedTensorType>(getKey().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  auto kc = cast<RankedTensorType>(getKeyCache().getType());
+  auto vc = cast<RankedTensorType>(getValueCache().getType());
+  if (failed(verifyAppendedRows(*this, "key", k, kc)) ||
+      failed(verifyAppendedRows(*this, "value", v, vc)))
+    return failure();
+  for (int64_t i : {0, 1, 2})
+    if (differ(k.getDimSize(i), v.getDimSize(i)))
+      return emitOpError("expected key and value of one [batch, new_tokens, "
+                         "kv_heads], got ")
+             << shapeStr(k.getShape()) << " and " << shapeStr(v.getShape());
+  if (k.getElementType() != v.getElementType())
+    return emitOpError("expected key and value of one element type, got ")
+           << k.getElementType() << " and " << v.getElementType();
+  // The first two extents address rows: [B, Ncap] or [num_pages, page_size].
+  for (int64_t i : {0, 1})
+    if (differ(kc.getDimSize(i), vc.getDimSize(i)))
+      return emitOpError("expected key and value caches of one layout, got ")
+             << shapeStr(kc.getShape()) << " and " << shapeStr(vc.getShape());
+  int64_t batch = k.getDimSize(0);
+  if (isPaged()) {
+    auto table = cast<RankedTensorType>(getPageTable().getType());
+    if (failed(verifyPagesAndTable(*this, "key cache", kc, table)))
+      return failure();
+    if (differ(table.getDimSize(0), batch))
+      return emitOpError("expected a page_table row per sequence, got ")
+             << table.getDimSize(0) << " rows and batch " << batch;
+  } else if (differ(kc.getDimSize(0), batch)) {
+    return emitOpError("expected a contiguous cache row per sequence, got ")
+           << kc.getDimSize(0) << " and batch " << batch;
+  }
+  if (failed(expectTensor(*this, "cache_seqlens", getCacheSeqlens().getType(),
+                          {batch}, IntegerType::get(getContext(), 32))) ||
+      failed(expectTensor(*this, "new_key_cache", getNewKeyCache().getType(),
+                          kc.getShape(), kc.getElementType())) ||
+      failed(expectTensor(*this, "new_value_cache",
+                          getNewValueCache().getType(), vc.getShape(),
+                          vc.getElementType())))
+    return failure();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "attn/AttnOps.cpp.inc"

@@ -463,7 +463,8 @@ struct AttnDecomposePass final
   void runOnOperation() override {
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
-      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp, PagedViewOp>(op))
+      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp, PagedViewOp,
+              RotaryOp, KvAppendOp>(op))
         ops.push_back(op);
     });
     IRRewriter rw(&getContext());
@@ -475,7 +476,9 @@ struct AttnDecomposePass final
               })
               .Case([&](BackwardTileOp o) { return decomposeBackwardTile(rw, o); })
               .Case([&](MergeOp o) { return decomposeMerge(rw, o); })
-              .Case([&](PagedViewOp o) { return decomposePagedView(rw, o); });
+              .Case([&](PagedViewOp o) { return decomposePagedView(rw, o); })
+              .Case([&](RotaryOp o) { return decomposeRotary(rw, o); })
+              .Case([&](KvAppendOp o) { return decomposeKvAppend(rw, o); });
       if (failed(r))
         return signalPassFailure();
     }

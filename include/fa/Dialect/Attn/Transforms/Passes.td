@@ -170,12 +170,14 @@ def AttnDecomposePass : Pass<"attn-decompose", "func::FuncOp"> {
     recomputation of P from LSE and the five gradient products of seed 4.3.
     A score_mod region is inlined into the element-wise body; in the backward
     it is also differentiated. attn.paged_view becomes a gather through the
-    page table.
+    page table, attn.rotary an element-wise rotation of each column pair and
+    attn.kv_append a loop inserting each new row at its (page, row).
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect"];
+                           "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 #endif // FA_DIALECT_ATTN_TRANSFORMS_PASSES

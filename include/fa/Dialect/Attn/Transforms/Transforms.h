@@ -117,6 +117,31 @@ LogicalResult decomposeMerge(RewriterBase &rewriter, MergeOp op);
 /// through the page table (the CPU's reference reading of a paged cache).
 LogicalResult decomposePagedView(RewriterBase &rewriter, PagedViewOp op);
 
+/// attn.rotary → a linalg.generic over the rotated rows (KvAppend.cpp).
+LogicalResult decomposeRotary(RewriterBase &rewriter, RotaryOp op);
+/// attn.kv_append → a loop over the new rows inserting each into the cache
+/// at its (page, row); rows past the capacity are not written.
+LogicalResult decomposeKvAppend(RewriterBase &rewriter, KvAppendOp op);
+
+/// Where column `col` (index) of a row sits in attn.rotary: whether it is
+/// rotated (col < rotaryDim), its pair's index into cos/sin, the column it
+/// pairs with, and whether it is the pair's first element. `rotaryDim`
+/// (index) and `interleaved` (i1) may be run-time values (the GPU kernel's
+/// parameters) or constants.
+struct RotaryColumn {
+  Value rotated, pair, partner, first;
+};
+RotaryColumn rotaryColumn(OpBuilder &b, Location loc, Value col,
+                          Value rotaryDim, Value interleaved);
+/// One pair (x1, x2) rotated by (c, s) in f32: (x1·c − x2·s, x1·s + x2·c),
+/// each product rounded separately (the CPU and GPU lowerings share it).
+std::pair<Value, Value> rotaryPair(OpBuilder &b, Location loc, Value x1,
+                                   Value x2, Value c, Value s);
+/// Column `col`'s rotated f32 value from its own value `x` and its
+/// partner's (both f32).
+Value rotaryValue(OpBuilder &b, Location loc, const RotaryColumn &col, Value x,
+                  Value partner, Value c, Value s);
+
 /// rowSums + Σ_j P_ij over one (query block, key block) tile, P recomputed
 /// from `lse` exactly as decomposeBackwardTile recomputes it (f32 inputs;
 /// the block at `offsets` [b, h, q, kv] of lengths [nq, nk], masked per
