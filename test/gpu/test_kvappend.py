@@ -106,7 +106,9 @@ def build_cache(case, gen, dev):
         return (torch.randn(shape, generator=gen, device=dev).to(dt),
                 torch.randn(shape, generator=gen, device=dev).to(dt), None)
     num_pages = sum(pages_of) + case["spare"]
-    order = torch.randperm(num_pages, generator=gen, device="cpu").tolist()
+    # randperm takes a generator of its own device: a CPU one, seeded from `gen`.
+    seed = int(torch.randint(0, 2 ** 31, (1,), generator=gen, device=dev))
+    order = torch.randperm(num_pages, generator=torch.Generator().manual_seed(seed)).tolist()
     table = torch.zeros((len(need), max_pages), dtype=torch.int32)
     used = 0
     for b, n in enumerate(pages_of):

@@ -240,6 +240,37 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     return success();
   }
 
+  /// 1 / size in f64, formed once per copy (loop-invariant: hoisted).
+  static Value pageSizeInverse(KernelBuilder &kb, Value size) {
+    OpBuilder &b = kb.b;
+    Type f64 = b.getF64Type();
+    Value s = arith::UIToFPOp::create(
+        b, kb.loc, f64,
+        arith::IndexCastUIOp::create(b, kb.loc, b.getI32Type(), size));
+    Value one = arith::ConstantOp::create(b, kb.loc, b.getF64FloatAttr(1.0));
+    return arith::DivFOp::create(b, kb.loc, one, s);
+  }
+
+  /// (key / size, key mod size) without an integer division (a 64-bit one
+  /// is a ~70-instruction routine per row of every tile): q = trunc((key +
+  /// 1/2) · fl(1/size)) in f64. (key + 1/2) / size lies at least 1/(2·size)
+  /// from an integer, and the product's error is below (key / size)·2^-52,
+  /// so q is exact for every key below 2^51; keys are i32 (the kernel's nk).
+  static std::pair<Value, Value> splitKey(KernelBuilder &kb, Value key,
+                                          Value size, Value inverse) {
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    Type i32 = b.getI32Type(), f64 = b.getF64Type();
+    Value key32 = arith::IndexCastUIOp::create(b, loc, i32, key);
+    Value half = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.5));
+    Value x = arith::AddFOp::create(
+        b, loc, arith::UIToFPOp::create(b, loc, f64, key32), half);
+    Value q32 = arith::FPToUIOp::create(
+        b, loc, i32, arith::MulFOp::create(b, loc, x, inverse));
+    Value q = kb.toIndex(q32);
+    return {q, kb.sub(key, kb.mul(q, size))};
+  }
+
   /// Each tile row's element offset through the page table: key n at row
   /// page·size + n mod size. Rows at or past the limit read page slot 0 of
   /// the sequence (never past its table row) and copy nothing.
@@ -249,13 +280,14 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     Location loc = kb.loc;
     Value size = op.getPageSize();
     Value lastPage = kb.sub(op.getNumPages(), kb.idx(1));
+    Value inverse = pageSizeInverse(kb, size);
     kb.copyGatheredTileAsync(
         op.getSource(),
         [&](Value row) {
           Value key = kb.add(op.getRowBegin(), row);
           Value valid = kb.lt(key, op.getRowLimit());
-          Value slot = kb.select(
-              valid, arith::DivUIOp::create(b, loc, key, size), kb.idx(0));
+          auto [pageSlot, inPage] = splitKey(kb, key, size, inverse);
+          Value slot = kb.select(valid, pageSlot, kb.idx(0));
           Value raw = gpu_lowering::loadSequenceOffset(
               b, loc, op.getPageTable(), kb.add(op.getTableBase(), slot));
           // Signed: a negative entry clamps to page 0, as the CPU path does.
@@ -264,8 +296,7 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
           page = arith::MinSIOp::create(
               b, loc, arith::MaxSIOp::create(b, loc, page, kb.idx(0)),
               lastPage);
-          Value matrixRow = kb.add(kb.mul(page, size),
-                                   arith::RemUIOp::create(b, loc, key, size));
+          Value matrixRow = kb.add(kb.mul(page, size), inPage);
           return std::make_pair(
               kb.add(op.getBase(), kb.mul(matrixRow, op.getRowStride())),
               valid);

@@ -24,7 +24,7 @@
 // CHECK: %[[HEAD:.+]] = arith.remui %[[HEADROW]], %{{.+}} : index
 // CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]] : memref<1099511627776xf32>
 // CHECK: %[[MAX:.+]] = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[SINK]]) -> (f32)
-// CHECK: %[[M:.+]] = arith.maximumf %{{.+}}, %{{.+}} : f32
+// CHECK: %[[M:.+]] = arith.maxnumf %{{.+}}, %{{.+}} : f32
 // CHECK: arith.subf %[[SINK]], %{{.+}} : f32
 // CHECK: %[[W:.+]] = {{.*}}{{math.exp2|ex2}}
 // CHECK: scf.for {{.*}} iter_args({{.*}}%{{.+}} = %[[W]]) -> (vector<4xf32>, f32)
