@@ -43,6 +43,25 @@ struct BlockMaskLayout {
                              Value nk);
 };
 
+/// One line of a block mask as a kernel walks it: a query block's key blocks
+/// (forward) or a key block's query blocks (backward), the full ones first,
+/// then the partial ones. Counts are clamped to the line's blocks, so a
+/// buffer that is not a block mask cannot make a walk longer than the dense
+/// one.
+struct BlockMaskLine {
+  Value mask;                  ///< the i32 buffer
+  Value full, count;           ///< full blocks; full + partial
+  Value fullList, partialList; ///< element offsets of the two index lists
+
+  /// Line `line` of the lists at (full count, count, full index, index)
+  /// offsets, `blocks` entries each.
+  static BlockMaskLine read(KernelBuilder &kb, Value mask, Value fullCounts,
+                            Value counts, Value fullIndex, Value index,
+                            Value line, Value blocks);
+  /// The block listed at place `i` of the walk (i < count), as stored.
+  Value blockAt(KernelBuilder &kb, Value i) const;
+};
+
 /// Element `index` (index) of the i32 global buffer `base`, read through
 /// the read-only path (nothing writes it while the kernel runs).
 Value loadBlockMaskWord(KernelBuilder &kb, Value base, Value index);

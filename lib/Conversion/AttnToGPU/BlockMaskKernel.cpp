@@ -56,6 +56,33 @@ Value mlir::fa::gpu_lowering::loadBlockMaskWord(KernelBuilder &kb, Value base,
   return loadSequenceOffset(kb.b, kb.loc, base, index);
 }
 
+BlockMaskLine BlockMaskLine::read(KernelBuilder &kb, Value mask,
+                                  Value fullCounts, Value counts,
+                                  Value fullIndex, Value index, Value line,
+                                  Value blocks) {
+  auto clampedCount = [&](Value base, Value limit) {
+    Value n = kb.toIndex(arith::MaxSIOp::create(
+        kb.b, kb.loc, loadBlockMaskWord(kb, mask, kb.add(base, line)),
+        kb.c32(0)));
+    return kb.minsi(n, limit);
+  };
+  BlockMaskLine l;
+  l.mask = mask;
+  l.full = clampedCount(fullCounts, blocks);
+  Value partial = clampedCount(counts, kb.sub(blocks, l.full));
+  Value first = kb.mul(line, blocks);
+  l.fullList = kb.add(fullIndex, first);
+  l.partialList = kb.add(index, first);
+  l.count = kb.add(l.full, partial);
+  return l;
+}
+
+Value BlockMaskLine::blockAt(KernelBuilder &kb, Value i) const {
+  Value at = kb.select(kb.lt(i, full), kb.add(fullList, i),
+                       kb.add(partialList, kb.sub(i, full)));
+  return loadBlockMaskWord(kb, mask, at);
+}
+
 void mlir::fa::gpu_lowering::storeBlockMaskWord(KernelBuilder &kb, Value base,
                                                 Value index, Value value) {
   LLVM::StoreOp::create(kb.b, kb.loc, value, wordAddress(kb, base, index),

@@ -20,6 +20,7 @@
 #ifndef FA_LIB_CONVERSION_ATTNTOGPU_HOPPERBACKWARD_H
 #define FA_LIB_CONVERSION_ATTNTOGPU_HOPPERBACKWARD_H
 
+#include "BlockMask.h"
 #include "Wgmma.h"
 
 namespace mlir::fa::gpu_lowering {
@@ -139,9 +140,10 @@ private:
   Value semaphores, qTiles32, keyBlock32;
   // Block-sparse: the block mask (i32, global) and its head count; the
   // key block's full query blocks come first in the walk (fullTiles of
-  // them, at fullList), then its partial ones (at partialList); both lists
-  // are this CTA's row of the mask's transposed (q_) arrays.
-  Value blockMask, maskHeads, fullTiles, fullList, partialList;
+  // them), then its partial ones: this CTA's line of the mask's transposed
+  // (q_) arrays.
+  Value blockMask, maskHeads, fullTiles;
+  BlockMaskLine queryLine; // the key block's query blocks
   Value queryBlocks; // NQB: listed indices are clamped below it
 
   Value param(unsigned i) { return func.getBody().front().getArgument(i); }

@@ -65,33 +65,21 @@ void HopperBackward::setupListedQueryTiles() {
   Value groupHead = kb.mul(kvHead, headsPerKvHead);
   Value maskRow = kb.add(kb.mul(batch, maskHeads),
                          arith::RemUIOp::create(b, loc, groupHead, maskHeads));
-  Value at = kb.add(kb.mul(maskRow, l.keyBlocks), keyBlock);
-  // Counts clamped to the query blocks: a buffer that is not a block mask
-  // cannot make the walk longer than the dense one.
-  auto count = [&](Value base, Value limit) {
-    Value n = kb.toIndex(arith::MaxSIOp::create(
-        b, loc, loadBlockMaskWord(kb, blockMask, kb.add(base, at)),
-        kb.c32(0)));
-    return kb.minsi(n, limit);
-  };
-  fullTiles = count(l.fullQCount, l.queryBlocks);
-  Value partial = count(l.qCount, kb.sub(l.queryBlocks, fullTiles));
-  Value first = kb.mul(at, l.queryBlocks);
-  fullList = kb.add(l.fullQIndex, first);
-  partialList = kb.add(l.qIndex, first);
+  queryLine = BlockMaskLine::read(
+      kb, blockMask, l.fullQCount, l.qCount, l.fullQIndex, l.qIndex,
+      kb.add(kb.mul(maskRow, l.keyBlocks), keyBlock), l.queryBlocks);
+  fullTiles = queryLine.full;
   tileBegin = kb.idx(0);
-  tileEnd = kb.add(fullTiles, partial);
+  tileEnd = queryLine.count;
 }
 
 Value HopperBackward::queryTileAt(Value walk) {
   if (!plan.blockSparse)
     return walk;
-  Value at = kb.select(kb.lt(walk, fullTiles), kb.add(fullList, walk),
-                       kb.add(partialList, kb.sub(walk, fullTiles)));
   // Clamped into [0, NQB): any buffer contents keep the loads and the dQ
   // reduction inside the tensors.
   Value listed = kb.toIndex(arith::MaxSIOp::create(
-      b, loc, loadBlockMaskWord(kb, blockMask, at), kb.c32(0)));
+      b, loc, queryLine.blockAt(kb, walk), kb.c32(0)));
   return kb.minsi(listed, kb.sub(queryBlocks, kb.idx(1)));
 }
 

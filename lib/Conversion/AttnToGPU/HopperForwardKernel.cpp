@@ -272,7 +272,8 @@ private:
   // Block-sparse: the block mask (i32, global) and its head count; the
   // current tile's full-block count and the first element of its full and
   // partial key-block lists (BlockMask.h).
-  Value blockMask, maskHeads, fullBlocks, fullList, partialList;
+  Value blockMask, maskHeads, fullBlocks;
+  BlockMaskLine keyLine; // the query block's key blocks
   // O in the caller's layout (the strides of fa_fwd's last parameters).
   StridedTensor oT;
   // The sinks parameter (f32 [H]) of a plan with sinks; null otherwise.
@@ -429,29 +430,18 @@ void HopperForward::setBlockSparseTile(Value qBlock) {
       BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
   Value maskRow = kb.add(kb.mul(batch, maskHeads),
                          arith::RemUIOp::create(b, loc, head, maskHeads));
-  Value at = kb.add(kb.mul(maskRow, l.queryBlocks), qBlock);
-  // Counts clamped to the key blocks: a buffer that is not a block mask
-  // cannot make the loop run past them (its indices only misplace tiles,
-  // which TMA and the mask_mod's clamped reads keep inside the tensors).
-  auto count = [&](Value base, Value limit) {
-    Value n = kb.toIndex(arith::MaxSIOp::create(
-        b, loc, loadBlockMaskWord(kb, blockMask, kb.add(base, at)),
-        kb.c32(0)));
-    return kb.minsi(n, limit);
-  };
-  fullBlocks = count(l.fullKvCount, l.keyBlocks);
-  Value partial = count(l.kvCount, kb.sub(l.keyBlocks, fullBlocks));
-  Value first = kb.mul(at, l.keyBlocks);
-  fullList = kb.add(l.fullKvIndex, first);
-  partialList = kb.add(l.kvIndex, first);
+  // Its indices, unclamped, only misplace tiles, which TMA and the
+  // mask_mod's clamped reads keep inside the tensors.
+  keyLine = BlockMaskLine::read(
+      kb, blockMask, l.fullKvCount, l.kvCount, l.fullKvIndex, l.kvIndex,
+      kb.add(kb.mul(maskRow, l.queryBlocks), qBlock), l.keyBlocks);
+  fullBlocks = keyLine.full;
   jBegin = kb.idx(0);
-  jEnd = kb.add(fullBlocks, partial);
+  jEnd = keyLine.count;
 }
 
 Value HopperForward::listedKeyTile(Value it) {
-  Value at = kb.select(kb.lt(it, fullBlocks), kb.add(fullList, it),
-                       kb.add(partialList, kb.sub(it, fullBlocks)));
-  return kb.toIndex(loadBlockMaskWord(kb, blockMask, at));
+  return kb.toIndex(keyLine.blockAt(kb, it));
 }
 
 void HopperForward::setSequence(Value seq) {
