@@ -564,14 +564,8 @@ class BlockMask:
                                          direction=BWD)
         except FaError:
             return None
-        size = ctypes.c_uint64()
-        check(b.lib, b.lib.fa_block_mask_bytes(kernel, d.batch, d.mask_heads, d.nq, d.nk,
-                                               ctypes.byref(size)))
-        data = torch.empty(size.value // 4, dtype=torch.int32, device=device)
-        desc = BlockMaskDesc(data.data_ptr(), size.value, d.batch, d.heads, d.kv_heads,
-                             d.mask_heads, d.nq, d.nk)
-        _launch(b.lib, b.lib.fa_block_mask_build, kernel, desc, probe,
-                _mod_arg_array(self.mod_args), len(self.mod_args))
+        data, desc = _build_block_mask(b, kernel, d.batch, d.heads, d.kv_heads, d.mask_heads,
+                                       d.nq, d.nk, probe, self.mod_args)
         return kernel, data, desc
 
     @property
@@ -632,13 +626,22 @@ def block_mask(mask_mod, B, H, Nq, Nk, mod_args=None, kv_heads=None, per_head=Fa
     mods_read = _mod_args_for(tensors, probe)
     _check_mod_arg_count(b, kernel, None, mods_read, mask_mod)
     mask_heads = H if per_head else 1
+    data, desc = _build_block_mask(b, kernel, B, H, kv_heads, mask_heads, Nq, Nk, probe,
+                                   mods_read)
+    return BlockMask(b, kernel, mask_mod, mods_read, data, desc, head_dim, dv, dtype)
+
+
+def _build_block_mask(b, kernel, B, H, kv_heads, mask_heads, Nq, Nk, probe, mods):
+    """Allocates `kernel`'s block mask for these sizes on `probe`'s device and
+    builds it there from the mask_mod reading `mods`: (data, desc)."""
+    import torch
     size = ctypes.c_uint64()
     check(b.lib, b.lib.fa_block_mask_bytes(kernel, B, mask_heads, Nq, Nk, ctypes.byref(size)))
-    data = torch.empty(size.value // 4, dtype=torch.int32, device=device)
+    data = torch.empty(size.value // 4, dtype=torch.int32, device=probe.device)
     desc = BlockMaskDesc(data.data_ptr(), size.value, B, H, kv_heads, mask_heads, Nq, Nk)
-    array = _mod_arg_array(mods_read)
-    _launch(b.lib, b.lib.fa_block_mask_build, kernel, desc, probe, array, len(mods_read))
-    return BlockMask(b, kernel, mask_mod, mods_read, data, desc, head_dim, dv, dtype)
+    _launch(b.lib, b.lib.fa_block_mask_build, kernel, desc, probe, _mod_arg_array(mods),
+            len(mods))
+    return data, desc
 
 
 def _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod, mods_read):
