@@ -174,7 +174,8 @@ def AttnGPU_FillOp : AttnGPU_Op<"fill", [Pure]> {
   let assemblyFormat = "$value attr-dict `:` type($result)";
 }
 
-def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds", [Pure]> {
+def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds",
+    [Pure, AttrSizedOperandSegments]> {
   let summary = "the band of keys visible to a warp's rows and to the tile";
   let description = [{
     For the query tile of `block_rows` rows from `query_begin` of head `head`
@@ -184,11 +185,15 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds", [Pure]> {
     key loop. With `rows` the lane's rows are packed GQA's (their queries
     from `rows`, the tile's last query that of its last head). `mask_mod`:
     the kernel also has an `attn_gpu.mask_mod`, whose rows keep an upper
-    edge (Nk) without a band.
+    edge (Nk) without a band. A window's sizes are `window_left` and
+    `window_right`, or, for a kernel that serves every window,
+    `window(%left, %right)`: index values bound at the kernel's entry from
+    its window parameters, already clamped (unbounded is max(Nq, Nk)).
   }];
   let arguments = (ins Index:$batch, Index:$head, Index:$query_begin,
                        Index:$nq, Index:$nk, Index:$row,
                        Optional<AttnGPU_PackedRows>:$rows,
+                       Variadic<Index>:$window_sizes,
                        I64Attr:$block_rows, UnitAttr:$mask_mod,
                        DefaultValuedAttr<Attn_MaskKindAttr,
                            "::mlir::fa::attn::MaskKind::None">:$mask,
@@ -197,7 +202,8 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds", [Pure]> {
   let results = (outs AttnGPU_KeyBounds:$bounds);
   let assemblyFormat = [{
     `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of` ` ` `[` $nq `,` $nk `]`
-    `row` $row (`rows` $rows^)? attr-dict `:` type($bounds)
+    `row` $row (`rows` $rows^)? (`window` `(` $window_sizes^ `)`)? attr-dict
+    `:` type($bounds)
   }];
   let hasVerifier = 1;
 }

@@ -236,6 +236,13 @@ json::Object kernelObject(const CompiledKernel &k) {
                   "batch"),
         tensorMap("do", 18, "head_dim_v", "nq", "", c.blockQ, "heads",
                   "batch")};
+  if (c.runtimeWindow()) {
+    // Run-time window sizes (bundle version 17): fa_fwd's or fa_bwd's last
+    // two parameters, i32 left and right, after the mod_args and a
+    // forward's sinks (docs/ABI.md "Run-time windows").
+    o["window_runtime"] = true;
+    o["window_param"] = k.windowParam;
+  }
   if (!k.cubin.empty())
     o["cubin"] = k.tag + ".cubin";
   return o;
@@ -286,6 +293,13 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // their block mask.
   // 16: split-KV kernels with sinks, whose merge takes the sinks last, which
   // an older runtime refuses ("sinks" on a split-KV kernel) anyway.
+  // 17: run-time window kernels, which an older runtime would launch
+  // without their sizes.
+  bool anyRuntimeWindow = false;
+  for (const CompiledKernelRef &k : kernels)
+    anyRuntimeWindow |= k->config.runtimeWindow();
+  if (anyRuntimeWindow)
+    return 17;
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,
        anyVarlen = false, anyMaskMod = false, anyBlockSparse = false,
        anyFp8 = false, anySinks = false, anyPaged = false,

@@ -114,8 +114,10 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
   if (c.headDimV == 0)
     c.headDimV = c.headDim;
   bool window = c.mask == "window";
-  if (window && (c.windowLeft < 0 || c.windowRight < 0))
-    return err("a window config needs l<left> and r<right>: '" + text + "'");
+  // A window without sizes takes them at run time (one kernel, any window).
+  if (window && ((c.windowLeft < 0) != (c.windowRight < 0)))
+    return err("a window config needs both l<left> and r<right>, or neither "
+               "(sizes given at run time): '" + text + "'");
   if (!window && (seen.count("window left") || seen.count("window right")))
     return err("window sizes apply to the window mask only, got mask " +
                c.mask + " in '" + text + "'");
@@ -134,7 +136,7 @@ std::string KernelConfig::str() const {
                   mask + ":bq" + std::to_string(blockQ) + ":bkv" +
                   std::to_string(blockKV) + ":w" + std::to_string(warps) +
                   ":s" + std::to_string(stages) + ":" + target;
-  if (mask == "window")
+  if (mask == "window" && !runtimeWindow())
     s += ":l" + std::to_string(windowLeft) + ":r" + std::to_string(windowRight);
   if (mma != "mma_sync")
     s += ":" + mma;
@@ -176,7 +178,7 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     return "tensor<?x?x?x" + std::to_string(d) + "x" + t + ">";
   };
   std::string attrs = "mask = #attn.mask<" + c.mask + ">";
-  if (c.mask == "window")
+  if (c.mask == "window" && !c.runtimeWindow())
     attrs += ", window_left = " + std::to_string(c.windowLeft) +
              " : i64, window_right = " + std::to_string(c.windowRight) + " : i64";
   std::string q = ty(c.headDim), v = ty(dv), lse = "tensor<?x?x?xf32>";
@@ -185,6 +187,9 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   std::string sinksParam = c.sinks ? ", %sinks: " + sinksType : "";
   std::string sinksOperand =
       c.sinks ? " sinks(%sinks : " + sinksType + ")" : "";
+  // Run-time window sizes: two i64 parameters and the window operands.
+  std::string winParams = c.runtimeWindow() ? ", %wl: i64, %wr: i64" : "";
+  std::string win = c.runtimeWindow() ? " window(%wl, %wr)" : "";
   if (c.varlen && c.sinks)
     return err("sinks have no varlen GPU kernel yet, got '" + c.str() + "'");
   if (c.varlen) {
@@ -197,9 +202,10 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     lse = "tensor<?x?xf32>";
     std::string cu = "tensor<?xi32>";
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
-           ", %cuq: " + cu + ", %cuk: " + cu + ") -> (" + v + ", " + lse +
+           ", %cuq: " + cu + ", %cuk: " + cu + winParams + ") -> (" + v +
+           ", " + lse +
            ") {\n  %o, %lse = attn.attention %q, %k, %v varlen(%cuq, %cuk : " +
-           cu + ", " + cu + ") {" + attrs + "} : " + q + ", " + q + ", " + v +
+           cu + ", " + cu + ")" + win + " {" + attrs + "} : " + q + ", " + q + ", " + v +
            " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";
   }
@@ -213,9 +219,10 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     std::string vp = "tensor<?x?x?x" + std::to_string(dv) + "x" + t + ">";
     std::string table = "tensor<?x?xi32>", used = "tensor<?xi32>";
     return "func.func @attention(%q: " + q + ", %k: " + k + ", %v: " + vp +
-           ", %pt: " + table + ", %used: " + used + ") -> (" + v + ", " + lse +
+           ", %pt: " + table + ", %used: " + used + winParams + ") -> (" + v +
+           ", " + lse +
            ") {\n  %o, %lse = attn.attention %q, %k, %v paged(%pt, %used : " +
-           table + ", " + used + ") {" + attrs + "} : " + q + ", " + k + ", " +
+           table + ", " + used + ")" + win + " {" + attrs + "} : " + q + ", " + k + ", " +
            vp + " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";
   }
@@ -228,17 +235,18 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     std::string o = "tensor<?x?x?x" + std::to_string(dv) + "xbf16>";
     std::string ds = "tensor<?x?xf32>";
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
-           ", %dq: " + ds + ", %dk: " + ds + ", %dv: " + ds + ") -> (" + o +
-           ", " + lse + ") {\n  %o, %lse = attn.attention %q, %k, %v "
-           "descale(%dq, %dk, %dv : " + ds + ", " + ds + ", " + ds + ") {" +
-           attrs + "} : " + q + ", " + q + ", " + v + " -> " + o + ", " + lse +
+           ", %dq: " + ds + ", %dk: " + ds + ", %dv: " + ds + winParams +
+           ") -> (" + o + ", " + lse +
+           ") {\n  %o, %lse = attn.attention %q, %k, %v "
+           "descale(%dq, %dk, %dv : " + ds + ", " + ds + ", " + ds + ")" + win +
+           " {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + o + ", " + lse +
            "\n  return %o, %lse : " + o + ", " + lse + "\n}\n";
   }
   if (c.direction == "fwd")
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
-           sinksParam + ") -> (" + v + ", " + lse +
+           sinksParam + winParams + ") -> (" + v + ", " + lse +
            ") {\n  %o, %lse = attn.attention %q, %k, %v" + sinksOperand +
-           " {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + v +
+           win + " {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + v +
            ", " + lse + "\n  return %o, %lse : " + v + ", " + lse + "\n}\n";
   std::string grads = q + ", " + q + ", " + v;
   std::string names = "%dq, %dk, %dv";
@@ -248,9 +256,9 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   }
   return "func.func @attention_backward(%q: " + q + ", %k: " + q + ", %v: " +
          v + ", %o: " + v + ", %do: " + v + ", %lse: " + lse + sinksParam +
-         ") -> (" + grads + ") {\n  " + names +
+         winParams + ") -> (" + grads + ") {\n  " + names +
          " = attn.attention_backward %q, %k, %v, %o, %do, %lse" +
-         sinksOperand + " {" + attrs + "} : " + q + ", " + q + ", " + v +
+         sinksOperand + win + " {" + attrs + "} : " + q + ", " + q + ", " + v +
          ", " + v + ", " + v + ", " + lse + " -> " + grads + "\n  return " +
          names + " : " + grads + "\n}\n";
 }
@@ -623,6 +631,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   out.config.stages = plan->stages;
   out.config.dsplit = plan->dsplit;
   out.tag = plan->tag();
+  out.windowParam = kernelWindowParam(&ctx, *plan);
   if (backward) {
     out.entries.push_back(
         {"bwd_pre", "fa_bwd_pre_" + out.tag, plan->threads(), 0});
@@ -751,6 +760,7 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
     k.config.stages = c->getInteger("stages").value_or(0);
     k.config.headDimV = c->getInteger("head_dim_v").value_or(0);
     k.config.dsplit = c->getInteger("dsplit").value_or(1);
+    k.windowParam = c->getInteger("window_param").value_or(-1);
   }
   if (const llvm::json::Array *es = o->getArray("entries"))
     for (const llvm::json::Value &e : *es)
@@ -823,7 +833,8 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
                                       {"warps", k.config.warps},
                                       {"stages", k.config.stages},
                                       {"head_dim_v", k.config.headDimV},
-                                      {"dsplit", k.config.dsplit}}},
+                                      {"dsplit", k.config.dsplit},
+                                      {"window_param", k.windowParam}}},
       {"entries", std::move(entries)}};
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -78,7 +78,14 @@ struct KernelConfig {
   int blockQ = 0, blockKV = 0, warps = 0, stages = 0;
   int dsplit = 1; // backward: CTAs per key block (column slices of dK/dV/dQ)
   fa_mask mask = FA_MASK_NONE;
+  /// A window's sizes: compile-time ones, or, for a run-time window kernel
+  /// found for a query's window (fa_bundle::windowView), the sizes it
+  /// passes at windowParam; -1 is unbounded.
   int windowLeft = -1, windowRight = -1;
+  /// Run-time window kernel (bundle version 17): fwd (bwd) takes the window
+  /// sizes, i32 left and right, as its last two parameters from windowParam.
+  bool windowRuntime = false;
+  int windowParam = -1;
   std::string targetName;
   Target target;
   fa_mma mma = FA_MMA_SYNC;
@@ -212,6 +219,23 @@ struct ModArgParams {
   }
 };
 
+/// A run-time window kernel's sizes (KernelConfig::windowRuntime), bound by
+/// the query it was found for, as fa_fwd's or fa_bwd's last parameters.
+struct WindowParams {
+  /// The parameters the sizes add to a launch's array.
+  static constexpr int kMaxParams = 2;
+  int32_t left = -1, right = -1;
+  /// Points params[c.windowParam], params[c.windowParam + 1] at the sizes of
+  /// kernel `c`; nothing for a kernel without run-time sizes.
+  void place(void **params, const KernelConfig &c) {
+    if (!c.windowRuntime)
+      return;
+    left = c.windowLeft, right = c.windowRight;
+    params[c.windowParam] = &left;
+    params[c.windowParam + 1] = &right;
+  }
+};
+
 /// The attention sinks of one call (the _sinks entry points): sinks f32
 /// [H] and a backward's d_sinks output f32 [H]; null members for a call
 /// without sinks.
@@ -250,10 +274,18 @@ struct fa_kernel {
 struct fa_bundle {
   std::string dir;
   std::vector<std::unique_ptr<fa_kernel>> kernels;
-  std::mutex mutex; // guards modules and functions
+  mutable std::mutex mutex; // guards modules, functions and windowViews
   std::vector<fa::runtime::LoadedModule> modules;
   std::vector<fa::runtime::LoadedFunction> functions;
+  /// Run-time window kernels bound to the sizes queries asked for: what
+  /// fa_kernel_find returns for them (owned here, like kernels).
+  mutable std::vector<std::unique_ptr<fa_kernel>> windowViews;
   ~fa_bundle();
+
+  /// `kernel` (a run-time window kernel of this bundle) with the window
+  /// (left, right): one view per distinct window, made on first use.
+  const fa_kernel *windowView(const fa_kernel &kernel, int left,
+                              int right) const;
 };
 
 namespace fa::runtime {

@@ -167,7 +167,7 @@ bool computesAttention(const KernelConfig &c, const fa_kernel_query &q,
   if (c.direction != q.direction || c.dtype != q.dtype ||
       c.headDim != q.head_dim || c.headDimV != headDimV || c.mask != q.mask)
     return false;
-  return q.mask != FA_MASK_WINDOW ||
+  return q.mask != FA_MASK_WINDOW || c.windowRuntime ||
          (c.windowLeft == q.window_left && c.windowRight == q.window_right);
 }
 
@@ -278,6 +278,11 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                 "fa_kernel_find: mask_mod is '" + maskMod +
                     "'; expected NULL (none) or a name of identifier "
                     "characters ([A-Za-z_][A-Za-z0-9_]*)");
+  if (q.mask == FA_MASK_WINDOW && (q.window_left < -1 || q.window_right < -1))
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find: window (" + std::to_string(q.window_left) +
+                    ", " + std::to_string(q.window_right) +
+                    "); expected sizes >= 0, or -1 for an unbounded side");
   int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
   int cc = 0;
   if (fa_status s = queryComputeCapability(q, cc))
@@ -290,7 +295,10 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, family))
       continue;
     matchingTargets.push_back(c.targetName);
-    int rank = kernelRank(c, cc, q.mma);
+    // A compile-time window's kernel before a run-time one of its rank.
+    int rank = kernelRank(c, cc, q.mma) * 2;
+    if (rank > 0 && !c.windowRuntime)
+      ++rank;
     // Kernels of one rank differ in their tiles or grid: take the cheapest.
     if (rank > bestRank ||
         (rank == bestRank && rank > 0 &&
@@ -300,7 +308,9 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     }
   }
   if (best) {
-    *out = best;
+    *out = best->config.windowRuntime
+               ? bundle->windowView(*best, q.window_left, q.window_right)
+               : best;
     return succeed();
   }
   std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,

@@ -395,7 +395,7 @@ fa_status launchCheckedForward(const fa_kernel &kernel,
   // a block-sparse kernel's block mask and its head count, the mod_args,
   // last a sink kernel's sinks.
   void *params[kForwardParams + FA_MAX_TENSOR_MAPS + 3 + 12 + 2 +
-               ModArgParams::kMaxParams + 1] = {
+               ModArgParams::kMaxParams + 1 + WindowParams::kMaxParams] = {
       &q, &k, &v, &o, &lse, &n.b, &n.h, &n.hkv, &n.nq, &n.nk, &n.scale};
   CUdeviceptr descalePtrs[3] = {};
   if (c.descaleParam >= 0)
@@ -430,6 +430,8 @@ fa_status launchCheckedForward(const fa_kernel &kernel,
   CUdeviceptr sinksData = sinks ? sinks->data : 0;
   if (c.sinks)
     params[c.sinksParam] = &sinksData;
+  WindowParams window;
+  window.place(params, c);
   if (fa_status s = launchEntry(kernel, a, f, c.fwd, grid, stream, params,
                                 kForwardParams, c.fwd.persistent))
     return s;
@@ -504,7 +506,7 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
   // semaphores, the strides of q, k, v, do, dk, dv (a strided kernel), a
   // block-sparse kernel's block mask and its head count, last the mod_args.
   void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 + 6 * 3 + 2 +
-                   ModArgParams::kMaxParams] = {
+                   ModArgParams::kMaxParams + WindowParams::kMaxParams] = {
       &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
       &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
   void *postParams[5 + 3] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
@@ -525,6 +527,8 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
   }
   ModArgParams modParams;
   modParams.place(mainParams, c.modArgParam, mods);
+  WindowParams window;
+  window.place(mainParams, c);
   std::array<Grid, 3> grids = backwardGrids(c, a);
 
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))

@@ -663,6 +663,39 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
                    "mod_args included)");
 }
 
+/// The optional "window_runtime" and "window_param" (bundle version 17): a
+/// window kernel whose sizes are fa_fwd's (fa_bwd's) last two parameters,
+/// i32 left and right, after every other one (the mod_args, a forward's
+/// sinks).
+void parseRuntimeWindow(const json &k, KernelConfig &c,
+                        const std::string &where) {
+  auto runtime = k.find("window_runtime");
+  if (runtime == k.end() || runtime->is_null())
+    return;
+  if (!runtime->is_boolean())
+    bad(where, "field 'window_runtime' must be true or false, got " +
+                   runtime->dump());
+  c.windowRuntime = runtime->get<bool>();
+  if (!c.windowRuntime)
+    return;
+  if (c.mask != FA_MASK_WINDOW || c.blockSparse)
+    bad(where, "field 'window_runtime' is true, but only window kernels "
+               "without a block mask take their sizes at run time");
+  if (c.windowLeft != -1 || c.windowRight != -1)
+    bad(where, "fields 'window_left' and 'window_right' must be -1 for a "
+               "run-time window kernel (its sizes come with each call)");
+  int expect = firstModArgParam(c) + (c.varlen ? 2 : 0);
+  for (const ModArgSpec &m : c.modArgs)
+    expect += 1 + m.rank;
+  if (c.sinks && c.direction == FA_DIRECTION_FWD && !c.splitKv)
+    ++expect;
+  c.windowParam = intField(k, "window_param", where, 0, INT_MAX);
+  if (c.windowParam != expect)
+    bad(where, "field 'window_param' = " + std::to_string(c.windowParam) +
+                   ", expected " + std::to_string(expect) +
+                   " (the window sizes are the last two parameters)");
+}
+
 /// The optional "deterministic" and "semaphore_param" fields: only the
 /// warp-specialised wgmma backward has a deterministic variant, and it takes
 /// its semaphore workspace right after its tensor maps.
@@ -816,6 +849,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseVarlen(k, c, where);
   parseFp8(k, c, where);
   parseSinks(k, entries, c, where);
+  parseRuntimeWindow(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -939,6 +973,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Without "block_sparse" on a backward: launched without its mask.
       needs(15, c.blockSparse && c.direction == FA_DIRECTION_BWD,
             "block-sparse backwards");
+      // Without "window_runtime": launched without its window sizes.
+      needs(17, c.windowRuntime, "run-time window kernels");
       // Older runtimes refuse dtype f8e4m3; the version says so too.
       needs(12, c.dtype == FA_DTYPE_F8E4M3, "f8e4m3 kernels");
       if (!tags.insert(kernel->config.tag).second)

@@ -66,7 +66,7 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
       oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
   // q's batch, head and row strides, then the pools' page, head and row
   // strides; the paged parameters follow them (docs/ABI.md).
-  void *splitParams[12 + 9 + 5] = {&q,  &k,  &v,     &oPart, &lsePart, &b,
+  void *splitParams[12 + 9 + 5 + WindowParams::kMaxParams] = {&q,  &k,  &v,     &oPart, &lsePart, &b,
                                    &h,  &hkv, &nq,   &nk,    &scale,   &splits};
   StrideParams inStrides, outStrides;
   inStrides.add(a.q);
@@ -76,6 +76,8 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   void *paged[5] = {&pageTable, &sequsedK, &maxPages, &pageSize, &numPages};
   for (int i = 0; i < 5; ++i)
     splitParams[c.pageTableParam + i] = paged[i];
+  WindowParams window;
+  window.place(splitParams, c);
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};

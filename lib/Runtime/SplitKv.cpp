@@ -99,7 +99,8 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   // A strided kernel's split forward takes the strides of q, k and v last,
   // its merge those of o after heads and nq (docs/ABI.md); the mod_args
   // come last.
-  void *splitParams[12 + 9 + ModArgParams::kMaxParams] = {
+  void *splitParams[12 + 9 + ModArgParams::kMaxParams +
+                    WindowParams::kMaxParams] = {
       &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides, outStrides;
   if (c.strided()) {
@@ -110,6 +111,8 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   }
   ModArgParams modParams;
   modParams.place(splitParams, c.modArgParam, mods);
+  WindowParams window;
+  window.place(splitParams, c);
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};

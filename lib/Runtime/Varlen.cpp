@@ -25,7 +25,8 @@ constexpr int64_t kMaxGridYZ = 65535;
 /// Parameters before the tensor maps (fa_fwd's 11).
 constexpr int kForwardParams = 11;
 /// A launch's maps, strides (q, k, v, o: 3 each) and two cu_seqlens.
-constexpr int kMaxParams = kForwardParams + FA_MAX_TENSOR_MAPS + 12 + 2;
+constexpr int kMaxParams =
+    kForwardParams + FA_MAX_TENSOR_MAPS + 12 + 2 + WindowParams::kMaxParams;
 
 /// The packed tensors' sizes, from q, k and v.
 struct PackedSizes {
@@ -278,6 +279,8 @@ fa_status launchVarlen(const fa_kernel &kernel,
   strides.place(params, c.strideParam);
   params[c.cuSeqlensParam] = &cuQ;
   params[c.cuSeqlensParam + 1] = &cuK;
+  WindowParams window;
+  window.place(params, c);
   Grid grid = gridOf(c, a);
   return launchWithMaps(kApi, c.tag, maps, f, c.fwd, grid, stream, params);
 }

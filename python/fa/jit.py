@@ -117,12 +117,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
         fields.append("v%d" % head_dim_v)
     mask_name = mask if isinstance(mask, str) else MASK_NAMES[mask]
     fields.append(mask_name)
-    if mask_name == "window":
-        left, right = window
-        if left < 0 or right < 0:
-            raise FaError(NOT_FOUND, "fa: a window with an unbounded side (left %d, right %d) "
-                                     "has no compiled config; give both sizes" % (left, right))
-        fields += ["l%d" % left, "r%d" % right]
+    # A window compiles without its sizes: one kernel takes every window
+    # (-1: unbounded side) at run time.
     dims = (head_dim, head_dim_v or head_dim)
     wgmma_fits = capability == 90 and dims in WGMMA_HEAD_DIMS["bwd" if direction else "fwd"]
     mma = mma_name if mma_name != "any" else ("wgmma" if wgmma_fits else "mma_sync")

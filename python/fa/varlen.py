@@ -127,9 +127,8 @@ def _kernel(b, q, v, mask, window, max_seqlen_k, equal_lengths):
         # Every sequence has as many queries as keys: the corners agree.
         kernel = _find(b, q.dtype, d, dv, "causal", window, cap, max_seqlen_k)
     if kernel is None:
-        config = "fwd:%s:d%d:%s%s:wgmma:varlen" % (
-            "bf16" if q.dtype == torch.bfloat16 else "f16", d,
-            mask, ":l%d:r%d" % window if mask == "window" else "")
+        config = "fwd:%s:d%d:%s:wgmma:varlen" % (
+            "bf16" if q.dtype == torch.bfloat16 else "f16", d, mask)
         raise FaError(2, "fa.attention_varlen: no varlen kernel for %s (%s); build it with "
                       "fa-aot -o DIR --config %s and load DIR too, or install fa-aot for JIT"
                       % (config, b._varlen_miss, config))

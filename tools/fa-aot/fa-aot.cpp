@@ -87,6 +87,12 @@ static std::vector<std::string> defaultConfigs() {
   // decode tile A/B); under the mask it spills (24 B), so 64 rows there.
   texts.push_back("fwd:bf16:d128:none:packgqa:splitkv:bq32:w2");
   texts.push_back("fwd:bf16:d128:causal_bottom_right:packgqa:splitkv");
+  // Sliding windows of any size (-1: unbounded side), given at run time:
+  // one kernel per direction and head dim serves every window (PERF.md);
+  // the runtime prefers a kernel compiled for the query's exact window.
+  for (const char *dir : {"fwd", "bwd"})
+    for (const char *d : {"d64", "d128"})
+      texts.push_back(std::string(dir) + ":bf16:" + d + ":window:wgmma");
   // The deterministic backward, chosen only on request
   // (fa_kernel_find_deterministic).
   for (const char *d : {"d64", "d128"})

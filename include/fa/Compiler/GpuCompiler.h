@@ -57,6 +57,7 @@ struct CompiledKernel {
   std::string tag;
   std::vector<KernelEntry> entries;
   std::vector<ModArgInfo> modArgs; // in parameter order
+  int64_t windowParam = -1;        // run-time window sizes' first parameter
   std::string ptx;
   std::string cubin;       // empty when ptxas is missing
   int64_t registers = -1;  // from ptxas -v (max over entries)

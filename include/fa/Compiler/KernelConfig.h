@@ -19,6 +19,8 @@ struct KernelConfig {
   int64_t headDimV = 0; // 0: = headDim
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;
   std::string mask = "none"; // none | causal | causal_bottom_right | window
+  /// A window's sizes; a window without them ("window" alone) takes its
+  /// sizes at run time: one kernel serves every window (-1: unbounded).
   int64_t windowLeft = -1, windowRight = -1;
   std::string target = "sm_90a";
   /// "mma_sync", or "wgmma" (the sm_90a TMA + warp-specialised forward).
@@ -73,6 +75,8 @@ struct KernelConfig {
   /// "maskmod=<name>",
   /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
+  /// Whether the window's sizes are kernel parameters (no l/r fields).
+  bool runtimeWindow() const { return mask == "window" && windowLeft < 0; }
   /// The canonical text form ("fwd:bf16:d128:...") used in cache keys.
   std::string str() const;
 };

@@ -240,6 +240,11 @@ gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                        const KernelPlan &plan,
                                        const TiledLoopNest &loops);
 
+/// The parameter index of fa_fwd's (fa_bwd's) run-time window sizes, from
+/// the parameter list the kernel is built with; -1 for a plan without them.
+/// The bundle manifest's "window_param".
+int64_t kernelWindowParam(MLIRContext *ctx, const KernelPlan &plan);
+
 /// The category of the code-generation switches (-fa-wgmma-*), so that tools
 /// can list them in their --help beside their own options.
 llvm::cl::OptionCategory &codegenOptionCategory();

@@ -51,12 +51,13 @@ extern "C" {
  * with attention sinks ("sinks": one more fwd parameter, a bwd_sink entry;
  * launched only by fa_attention_{forward,backward}_sinks), 14 paged
  * forwards, 15 block-sparse backwards, 16 split-KV kernels with sinks (the
- * merge takes them: fa_attention_forward_splitkv_sinks). Kernels
+ * merge takes them: fa_attention_forward_splitkv_sinks), 17 run-time
+ * window kernels (fa_kernel_find binds the query's window to them). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 16
+#define FA_RUNTIME_BUNDLE_VERSION 17
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */

@@ -270,6 +270,7 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                            gpu::GPUFuncOp func,
                             const KernelPlan &plan,
                             const TiledLoopNest &loops) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
@@ -285,7 +286,6 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   const int64_t wkPad = (wk + 15) / 16 * 16;
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   Type f32 = b.getF32Type();
-  auto func = createMainKernel(b, loc, module, plan);
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value qMem = arg(0), kMem = arg(1), vMem = arg(2), doMem = arg(3),
@@ -392,8 +392,10 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
   // The query blocks of the tiled loop (those that meet this key block's
   // band).
-  auto [iBegin, iEnd] = loops.cloneTileRange(
-      b, {batch, kvHead, kBlock, heads, kvHeads, nq, nk});
+  TileLoopInputs in{batch, kvHead, kBlock, heads, kvHeads, nq, nk};
+  in.windowLeft = plan.spec.windowLeftValue;
+  in.windowRight = plan.spec.windowRightValue;
+  auto [iBegin, iEnd] = loops.cloneTileRange(b, in);
   Value scaleLog2 = softmaxScaleLog2(kb, scale);
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
   Value keyRow0 = kb.mul(kb.warp, 16);
@@ -625,12 +627,15 @@ void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
                                     const TiledLoopNest &loops) {
   OpBuilder::InsertionGuard guard(b);
   buildPreKernel(b, loc, module, plan);
+  gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan);
+  KernelPlan bound =
+      bindWindowParams(b, loc, plan, func.getBody().front(),
+                       backwardMainParams(b.getContext(), plan));
   if (plan.strategy == MmaStrategy::Wgmma) {
-    gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan);
-    KernelBuilder kb(b, loc, plan);
+    KernelBuilder kb(b, loc, bound);
     buildBackwardMainWgmma(kb, module, func, loops);
   } else {
-    buildMainKernel(b, loc, module, plan, loops);
+    buildMainKernel(b, loc, module, func, bound, loops);
   }
   buildPostKernel(b, loc, module, plan);
   if (plan.sinks)

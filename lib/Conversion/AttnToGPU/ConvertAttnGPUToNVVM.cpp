@@ -104,6 +104,12 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   spec.mask = bounds->getMask();
   spec.windowLeft = bounds->getWindowLeft().value_or(0);
   spec.windowRight = bounds->getWindowRight().value_or(0);
+  // Run-time sizes: the index values the kernel bound at its entry, which
+  // every band the lowering builds reads (ScoreSpec::windowLeftValue).
+  if (bounds->getWindowSizes().size() == 2) {
+    spec.windowLeftValue = bounds->getWindowSizes()[0];
+    spec.windowRightValue = bounds->getWindowSizes()[1];
+  }
   spec.scoreMod = *mod ? &mod->getScoreMod() : nullptr;
   spec.maskMod = maskMod ? &maskMod.getMaskMod() : nullptr;
   std::string error;

@@ -236,12 +236,16 @@ void ForwardTileBuilder::loadFirstTiles() {
 Value ForwardTileBuilder::keyBounds() {
   const attn::ScoreSpec &spec = plan.spec;
   bool window = spec.mask == attn::MaskKind::Window;
+  bool fixed = window && !spec.runtimeWindow();
+  SmallVector<Value, 2> sizes;
+  if (spec.runtimeWindow())
+    sizes = {spec.windowLeftValue, spec.windowRightValue};
   return ag::KeyBoundsOp::create(
       b, loc, ag::KeyBoundsType::get(ctx, window, spec.hasMask()), batch, head,
-      qBegin, nq, nk, rowBase, rows, plan.blockQ, spec.maskMod != nullptr,
-      spec.mask,
-      window ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
-      window ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+      qBegin, nq, nk, rowBase, rows, sizes, plan.blockQ,
+      spec.maskMod != nullptr, spec.mask,
+      fixed ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
+      fixed ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
 }
 
 ag::FragmentType ForwardTileBuilder::f32Fragment(int64_t cols,
@@ -356,7 +360,8 @@ void ForwardTileBuilder::build(gpu::GPUModuleOp module,
   std::tie(jBegin, jEnd) = loops.cloneTileRange(
       b,
       {batch, head, qBlock, heads, kvHeads, nq, keyCapacity, split, splits,
-       /*cuSeqlensQ=*/{}, /*cuSeqlensK=*/{}, plan.paged ? sequsedK : Value()},
+       /*cuSeqlensQ=*/{}, /*cuSeqlensK=*/{}, plan.paged ? sequsedK : Value(),
+       plan.spec.windowLeftValue, plan.spec.windowRightValue},
       &splitKey);
   loadFirstTiles();
   scaleLog2 = softmaxScaleLog2(kb, arg(10));
@@ -377,6 +382,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernel(OpBuilder &b, Location loc,
   auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
                                plan, plan.forwardSharedBytes());
   func->setAttr(attn::kKernelPlanAttr, kernelPlanAttr(ctx, plan));
-  ForwardTileBuilder(b, loc, plan, func, params).build(module, loops);
+  KernelPlan bound =
+      bindWindowParams(b, loc, plan, func.getBody().front(), params);
+  ForwardTileBuilder(b, loc, bound, func, params).build(module, loops);
   return func;
 }

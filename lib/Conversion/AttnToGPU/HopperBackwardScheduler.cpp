@@ -46,9 +46,12 @@ void HopperBackward::setupQueryTiles() {
   // the consumer loop and every producer loop (forEachTile32): one value.
   if (plan.blockSparse)
     setupListedQueryTiles();
-  else
-    std::tie(tileBegin, tileEnd) = loops.cloneTileRange(
-        b, {batch, kvHead, keyBlock, heads, kvHeads, nq, nk});
+  else {
+    TileLoopInputs in{batch, kvHead, keyBlock, heads, kvHeads, nq, nk};
+    in.windowLeft = plan.spec.windowLeftValue;
+    in.windowRight = plan.spec.windowRightValue;
+    std::tie(tileBegin, tileEnd) = loops.cloneTileRange(b, in);
+  }
   tilesPerHead = kb.sub(tileEnd, tileBegin);
   tileCount = kb.mul(tilesPerHead, headsPerKvHead);
 }

@@ -421,6 +421,8 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
   TileLoopInputs in{batch, head, qBlock, heads, kvHeads, boundNq, boundNk};
   in.cuSeqlensQ = cuSeqlensQ;
   in.cuSeqlensK = cuSeqlensK;
+  in.windowLeft = plan.spec.windowLeftValue;
+  in.windowRight = plan.spec.windowRightValue;
   std::tie(jBegin, jEnd) = loops.cloneTileRange(b, in);
 }
 
@@ -1328,7 +1330,9 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
   KernelParams params = forwardParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
                                plan, wgmmaForwardSharedBytes(plan));
-  KernelBuilder kb(b, loc, plan);
+  KernelPlan bound =
+      bindWindowParams(b, loc, plan, func.getBody().front(), params);
+  KernelBuilder kb(b, loc, bound);
   HopperForward(kb,
                 HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
                            plan.blockKV, plan.stages, plan.persistent,

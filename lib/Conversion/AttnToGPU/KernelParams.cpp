@@ -40,6 +40,41 @@ Value mlir::fa::gpu_lowering::loadSink(KernelBuilder &kb, Block &entry,
                                 ValueRange{head});
 }
 
+KernelPlan mlir::fa::gpu_lowering::bindWindowParams(OpBuilder &b, Location loc,
+                                                   const KernelPlan &plan,
+                                                   Block &entry,
+                                                   const KernelParams &params) {
+  KernelPlan bound = plan;
+  if (params.windowParam < 0)
+    return bound;
+  // Unsigned, a negative size is above any length: one min per side.
+  Value most = arith::MaxUIOp::create(b, loc, entry.getArgument(params.nqParam),
+                                      entry.getArgument(params.nqParam + 1));
+  auto size = [&](unsigned side) -> Value {
+    Value s = arith::MinUIOp::create(
+        b, loc, entry.getArgument(params.windowParam + side), most);
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), s);
+  };
+  bound.spec.windowLeftValue = size(0);
+  bound.spec.windowRightValue = size(1);
+  return bound;
+}
+
+int64_t mlir::fa::kernelWindowParam(MLIRContext *ctx, const KernelPlan &plan) {
+  return plan.backward ? backwardMainParams(ctx, plan).windowParam
+                       : forwardParams(ctx, plan).windowParam;
+}
+
+/// Appends a plan's run-time window sizes (the last parameters).
+static void addWindowSizes(KernelParams &p, MLIRContext *ctx,
+                           const KernelPlan &plan) {
+  if (!plan.spec.runtimeWindow())
+    return;
+  p.windowParam = static_cast<int32_t>(p.types.size());
+  p.add(IntegerType::get(ctx, 32)); // left
+  p.add(IntegerType::get(ctx, 32)); // right
+}
+
 /// `count` flat global tensors of element type `type`.
 static void addTensors(KernelParams &p, Type type, int count) {
   for (int i = 0; i < count; ++i)
@@ -61,6 +96,7 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
              1);
   addTensors(p, Float32Type::get(ctx), 1); // lse
   addSizes(p, ctx, 5);                     // batch, heads, kv_heads, nq, nk
+  p.nqParam = static_cast<int32_t>(p.types.size()) - 2;
   p.add(Float32Type::get(ctx));            // scale
   if (plan.splitKv)
     addSizes(p, ctx, 1); // the split count, last
@@ -94,8 +130,9 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
   // takes them.
   if (plan.sinks && !plan.splitKv) {
     p.sinksParam = static_cast<int32_t>(p.types.size());
-    addTensors(p, Float32Type::get(ctx), 1); // sinks, last
+    addTensors(p, Float32Type::get(ctx), 1); // sinks
   }
+  addWindowSizes(p, ctx, plan);
   return p;
 }
 
@@ -124,6 +161,7 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
   addTensors(p, Float32Type::get(ctx), 3); // lse, delta, dq_accum
   addTensors(p, plan.elemType, 2);         // dk, dv
   addSizes(p, ctx, 5);                     // batch, heads, kv_heads, nq, nk
+  p.nqParam = static_cast<int32_t>(p.types.size()) - 2;
   p.add(Float32Type::get(ctx));            // scale
   if (plan.warpSpecialized)
     for (int i = 0; i < 4; ++i) // q, k, v, do
@@ -136,7 +174,8 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
     p.add(cuSeqlensParamType(ctx)); // block_mask (i32, global)
     addSizes(p, ctx, 1);            // mask_heads
   }
-  addModArgParams(p, ctx, plan); // last
+  addModArgParams(p, ctx, plan);
+  addWindowSizes(p, ctx, plan); // last
   return p;
 }
 

@@ -43,8 +43,13 @@ struct KernelParams {
   /// follow. -1 for none.
   int32_t pageTableParam = -1;
   /// Forward (unsplit) or merge with sinks: index of the sinks (f32 [H]),
-  /// the last parameter; -1 for none.
+  /// after the mod_args; -1 for none.
   int32_t sinksParam = -1;
+  /// fa_fwd and fa_bwd: index of Nq (i32; Nk follows).
+  int32_t nqParam = -1;
+  /// A plan with run-time window sizes: index of the left size (i32; the
+  /// right follows), the last two parameters; -1 for none.
+  int32_t windowParam = -1;
 
   /// Appends `t`; returns its index.
   unsigned add(Type t) {
@@ -66,6 +71,15 @@ struct KernelParams {
 
 class KernelBuilder;
 
+/// `plan` with its run-time window sizes bound at `entry` (insertion point
+/// of `b`) to the kernel's window parameters: index values, where a
+/// negative size (unbounded) or one past max(Nq, Nk) becomes max(Nq, Nk),
+/// which every row reads as unbounded and which keeps the band's edges
+/// (diag -/+ size) far inside the kernels' 32-bit compares. The plan
+/// itself for a kernel without window parameters.
+KernelPlan bindWindowParams(OpBuilder &b, Location loc, const KernelPlan &plan,
+                            Block &entry, const KernelParams &params);
+
 /// The attention-sink logit of query head `head` (f32), loaded from the
 /// sinks parameter of a kernel built with `params`; null without sinks.
 Value loadSink(KernelBuilder &kb, Block &entry, const KernelParams &params,
@@ -83,7 +97,8 @@ constexpr int kStridesPerTensor = 3;
 /// cu_seqlens_k (i32; batch is then the sequence count B and nq, nk the
 /// token totals), a block-sparse forward's block mask and its head count,
 /// the mod_args of a score_mod (ModArgs.h), and last the sinks (f32 [H]) of
-/// an unsplit plan with sinks (a split plan's merge takes them).
+/// an unsplit plan with sinks (a split plan's merge takes them); after
+/// everything, a plan's run-time window sizes (i32 left, right).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
 /// and do.
@@ -91,7 +106,8 @@ KernelParams backwardPreParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd: q, k, v, do, lse, delta, dq_accum, dk, dv; batch, heads,
 /// kv_heads, nq, nk; scale; then the warp-specialised wgmma backward's q, k,
 /// v, do maps and a deterministic one's semaphores; the strides of q, k, v,
-/// do, dk and dv; last, the mod_args.
+/// do, dk and dv; the mod_args; last, a plan's run-time window sizes (i32
+/// left, right).
 KernelParams backwardMainParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_sink (plans with sinks): lse, delta, sinks, d_sinks (f32);
 /// batch, heads, nq.

@@ -58,7 +58,9 @@ std::string KernelPlan::tag() const {
   if (dsplit > 1)
     t += "_ds" + std::to_string(dsplit);
   t += "_" + maskName();
-  if (spec.mask == attn::MaskKind::Window)
+  if (spec.runtimeWindow())
+    t += "_rt"; // the sizes are kernel parameters
+  else if (spec.mask == attn::MaskKind::Window)
     t += "_l" + std::to_string(spec.windowLeft) + "_r" +
          std::to_string(spec.windowRight);
   if (strategy == MmaStrategy::Wgmma)
@@ -250,12 +252,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     return fail("expected f16, bf16 or f8E4M3FN (wgmma forward) for the "
                 "tensor-core kernels");
   }
-  // The plan keeps a compile-time window in the tag; run-time sizes would
-  // need kernel parameters bound at the entry (issue 15, not built yet).
-  if (spec.runtimeWindow())
-    return fail("run-time window sizes (window(...) operands) have no GPU "
-                "kernel yet: give window_left/window_right for a GPU kernel, "
-                "or run on the CPU");
+  // Run-time window sizes are the last two kernel parameters; the block
+  // mask's build kernels read the band at compile time.
+  if (spec.runtimeWindow() && options.blockSparse)
+    return fail("expected compile-time window sizes (window_left, "
+                "window_right) with a block mask: its build kernels have no "
+                "window parameters");
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})

@@ -49,6 +49,11 @@ FailureOr<TiledLoopNest> TiledLoopNest::get(Operation *tile) {
   }
   TiledLoopNest nest(tile, tileLoop, forall, keyLoop, untiled(query),
                      untiled(key), untiled(value));
+  if (auto fwd = dyn_cast<attn::OnlineAttentionOp>(tile))
+    llvm::append_range(nest.windowSizes, fwd.getWindowSizes());
+  else
+    llvm::append_range(nest.windowSizes,
+                       cast<attn::BackwardTileOp>(tile).getWindowSizes());
   if (nest.query == nest.key)
     return tile->emitOpError("expected distinct query and key tensors on "
                              "the GPU path (the kernel takes Nq and Nk as "
@@ -134,6 +139,15 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
     return in.cuSeqlensK;
   if (sequsedK && leaf == sequsedK)
     return in.sequsedK;
+  // A run-time window size: the kernel's bound index, in the operand's type.
+  for (auto [i, size] : llvm::enumerate(windowSizes)) {
+    if (leaf != size)
+      continue;
+    Value bound = i == 0 ? in.windowLeft : in.windowRight;
+    if (!b || !bound || bound.getType() == leaf.getType())
+      return bound;
+    return arith::IndexCastOp::create(*b, leaf.getLoc(), leaf.getType(), bound);
+  }
   if (auto arg = dyn_cast<BlockArgument>(leaf)) {
     if (splitLoop && arg == splitLoop.getInductionVars()[0])
       return in.split;
@@ -180,7 +194,7 @@ Value TiledLoopNest::inputFor(OpBuilder *b, Value leaf,
 LogicalResult TiledLoopNest::collectBoundOps() {
   // inputFor with stand-ins: without a builder it creates nothing.
   Value lb = tileLoop.getLowerBound(), ub = tileLoop.getUpperBound();
-  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb};
+  TileLoopInputs stub{lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb, lb};
   SmallVector<Value> work{lb, ub};
   if (splitKeyOffset)
     work.push_back(splitKeyOffset);
@@ -220,8 +234,12 @@ TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in,
                               Value *keyOffset) const {
   IRMapping map;
   auto lookup = [&](Value v) {
-    if (!map.contains(v))
-      map.map(v, inputFor(&b, v, in));
+    if (!map.contains(v)) {
+      Value input = inputFor(&b, v, in);
+      assert(input && "a leaf of the tile loop's bounds without a kernel "
+                      "value (TileLoopInputs)");
+      map.map(v, input);
+    }
     return map.lookup(v);
   };
   for (Operation *op : boundOps) {

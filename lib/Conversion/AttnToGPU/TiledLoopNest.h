@@ -30,6 +30,9 @@ struct TileLoopInputs {
   /// Paged only: the kernel's seqused_k parameter (i32 [B], global); nk is
   /// then the page table's capacity.
   Value sequsedK = {};
+  /// Run-time windows only: the sizes bound at the kernel's entry (index,
+  /// bindWindowParams), for the tile op's window operands.
+  Value windowLeft = {}, windowRight = {};
 };
 
 class TiledLoopNest {
@@ -87,6 +90,7 @@ private:
   Value query, key, value; ///< the untiled operands the sizes are read from
   Value cuSeqlensQ, cuSeqlensK; ///< varlen only: the offsets tensors
   Value sequsedK; ///< paged only: the key counts
+  SmallVector<Value, 2> windowSizes; ///< the tile op's run-time window sizes
   SmallVector<Operation *> boundOps;
 };
 

@@ -229,9 +229,15 @@ LogicalResult KeyBoundsOp::verify() {
            << window << ", right = " << masked << " for mask "
            << fa::attn::stringifyMaskKind(getMask())
            << (getMaskMod() ? " with a mask_mod" : "") << ", got " << type;
-  if (window != (getWindowLeft() && getWindowRight()))
-    return emitOpError("expected window_left and window_right exactly with "
-                       "a window mask");
+  bool sizes = getWindowLeft() && getWindowRight();
+  bool operands = getWindowSizes().size() == 2;
+  if (!getWindowSizes().empty() && !operands)
+    return emitOpError("expected two run-time window sizes (left, right), "
+                       "got ")
+           << getWindowSizes().size();
+  if (window != (sizes || operands) || (sizes && operands))
+    return emitOpError("expected window_left and window_right, or "
+                       "window(%left, %right), exactly with a window mask");
   return success();
 }
 
