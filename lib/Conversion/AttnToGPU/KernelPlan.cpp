@@ -252,12 +252,6 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     return fail("expected f16, bf16 or f8E4M3FN (wgmma forward) for the "
                 "tensor-core kernels");
   }
-  // Run-time window sizes are the last two kernel parameters; the block
-  // mask's build kernels read the band at compile time.
-  if (spec.runtimeWindow() && options.blockSparse)
-    return fail("expected compile-time window sizes (window_left, "
-                "window_right) with a block mask: its build kernels have no "
-                "window parameters");
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})

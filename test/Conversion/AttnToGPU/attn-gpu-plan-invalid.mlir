@@ -38,13 +38,3 @@ func.func @varlen(%q: tensor<64x4x64xbf16>, %k: tensor<64x4x64xbf16>, %v: tensor
   %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<64x4x64xbf16>, tensor<64x4x64xbf16>, tensor<64x4x64xbf16> -> tensor<64x4x64xbf16>, tensor<4x64xf32>
   return %o, %l : tensor<64x4x64xbf16>, tensor<4x64xf32>
 }
-
-// -----
-
-// Run-time window sizes run on the CPU path; no GPU kernel takes them yet
-// (a compile-time window_left/window_right builds one).
-func.func @runtime_window(%q: tensor<1x2x64x64xbf16>, %k: tensor<1x2x64x64xbf16>, %v: tensor<1x2x64x64xbf16>, %wl: i64, %wr: i64) -> (tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>) {
-  // expected-error @+1 {{run-time window sizes (window(...) operands) have no GPU kernel yet: give window_left/window_right for a GPU kernel, or run on the CPU}}
-  %o, %lse = attn.attention %q, %k, %v window(%wl, %wr) {mask = #attn.mask<window>} : tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16> -> tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
-  return %o, %lse : tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>
-}

@@ -135,3 +135,28 @@ func.func @packed_store_stride(%acc: !attn_gpu.fragment<16x64xf32, accumulator>,
       : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xf32>, memref<64xf32>
   return
 }
+
+// -----
+
+// A window's sizes come as attributes or as run-time operands, not both.
+func.func @window_twice(%i: index) {
+  // expected-error @+1 {{'attn_gpu.key_bounds' op expected window_left and window_right, or window(%left, %right), exactly with a window mask}}
+  %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i window(%i, %i) {block_rows = 64 : i64, mask = #attn.mask<window>, window_left = 8 : i64, window_right = 0 : i64} : !attn_gpu.key_bounds<left = true, right = true>
+  return
+}
+
+// -----
+
+func.func @window_one_size(%i: index) {
+  // expected-error @+1 {{'attn_gpu.key_bounds' op expected two run-time window sizes (left, right), got 1}}
+  %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i window(%i) {block_rows = 64 : i64, mask = #attn.mask<window>} : !attn_gpu.key_bounds<left = true, right = true>
+  return
+}
+
+// -----
+
+func.func @window_sizes_without_window(%i: index) {
+  // expected-error @+1 {{'attn_gpu.key_bounds' op expected window_left and window_right, or window(%left, %right), exactly with a window mask}}
+  %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i window(%i, %i) {block_rows = 64 : i64, mask = #attn.mask<causal>} : !attn_gpu.key_bounds<left = false, right = true>
+  return
+}

@@ -22,6 +22,9 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
   %qf = attn_gpu.load_operand_a %qt[%row] : !attn_gpu.shared_tile<64x128xbf16, stride = 136> -> !attn_gpu.fragment<16x128xbf16, operand_a>
   // CHECK: attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %[[ROW]] {block_rows = 64 : i64, mask = #attn.mask<window>, window_left = 8 : i64, window_right = 0 : i64} {{.*}}: {{.*}}<left = true, right = true>
   %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %row {block_rows = 64 : i64, mask = #attn.mask<window>, window_left = 8 : i64, window_right = 0 : i64} : !attn_gpu.key_bounds<left = true, right = true>
+  // A window whose sizes are run-time values (a kernel's window parameters).
+  // CHECK: attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %[[ROW]] window(%{{.+}}, %{{.+}}) {block_rows = 64 : i64, mask = #attn.mask<window>} {{.*}}: {{.*}}<left = true, right = true>
+  %brt = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %row window(%i, %i) {block_rows = 64 : i64, mask = #attn.mask<window>} : !attn_gpu.key_bounds<left = true, right = true>
   %zero = arith.constant 0.0 : f32
   // CHECK: attn_gpu.fill %{{.+}} {{.*}}: {{.*}}<16x1xf32, rows>
   %m = attn_gpu.fill %zero : !attn_gpu.fragment<16x1xf32, rows>
