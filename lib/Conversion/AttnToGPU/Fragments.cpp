@@ -277,6 +277,14 @@ void KernelBuilder::copyRowsAsync(
   // `rowsInside`: every row of the tile lies before rowLimit, so only the
   // padding columns need a clamped address.
   auto copyAll = [&](bool rowsInside) {
+    // Gathered rows (a page-table load each): every source before the first
+    // copy, so the loads overlap instead of each one stalling the cp.async
+    // behind it (in-order issue: one round trip per row otherwise).
+    DenseMap<int64_t, std::pair<Value, Value>> gathered;
+    if (rowSource && splitRows)
+      for (int64_t first = 0; first < chunks; first += threads)
+        if (!gathered.count(first / slots))
+          gathered[first / slots] = rowSource(add(tRow, idx(first / slots)));
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = add(t, first);
       auto emit = [&]() {
@@ -291,7 +299,9 @@ void KernelBuilder::copyRowsAsync(
         Value col = mul(chunk, width);
         Value grow, valid;
         if (rowSource) {
-          std::tie(grow, valid) = rowSource(row);
+          auto known = gathered.find(first / slots);
+          std::tie(grow, valid) =
+              known != gathered.end() ? known->second : rowSource(row);
         } else {
           grow = add(rowBegin, row);
           valid = rowsInside ? Value() : lt(grow, rowLimit);
