@@ -247,62 +247,93 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
   }
 
   /// 1 / size in f64, formed once per copy (loop-invariant: hoisted).
-  static Value pageSizeInverse(KernelBuilder &kb, Value size) {
+  static Value pageSizeInverse(KernelBuilder &kb, Value size32) {
     OpBuilder &b = kb.b;
-    Type f64 = b.getF64Type();
-    Value s = arith::UIToFPOp::create(
-        b, kb.loc, f64,
-        arith::IndexCastUIOp::create(b, kb.loc, b.getI32Type(), size));
+    Value s = arith::UIToFPOp::create(b, kb.loc, b.getF64Type(), size32);
     Value one = arith::ConstantOp::create(b, kb.loc, b.getF64FloatAttr(1.0));
     return arith::DivFOp::create(b, kb.loc, one, s);
   }
 
-  /// (key / size, key mod size) without an integer division (a 64-bit one
-  /// is a ~70-instruction routine per row of every tile): q = trunc((key +
-  /// 1/2) · fl(1/size)) in f64. (key + 1/2) / size lies at least 1/(2·size)
-  /// from an integer, and the product's error is below (key / size)·2^-52,
-  /// so q is exact for every key below 2^51; keys are i32 (the kernel's nk).
-  static std::pair<Value, Value> splitKey(KernelBuilder &kb, Value key,
-                                          Value size, Value inverse) {
+  /// (key / size, key mod size), i32, without an integer division (a 64-bit
+  /// one is a ~70-instruction routine per row of every tile): q = trunc((key
+  /// + 1/2) · fl(1/size)) in f64. (key + 1/2) / size lies at least
+  /// 1/(2·size) from an integer, and the product's error is below (key /
+  /// size)·2^-52, so q is exact for every key below 2^51; keys are i32 (the
+  /// kernel's nk).
+  static std::pair<Value, Value> splitKey(KernelBuilder &kb, Value key32,
+                                          Value size32, Value inverse) {
     OpBuilder &b = kb.b;
     Location loc = kb.loc;
     Type i32 = b.getI32Type(), f64 = b.getF64Type();
-    Value key32 = arith::IndexCastUIOp::create(b, loc, i32, key);
     Value half = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.5));
     Value x = arith::AddFOp::create(
         b, loc, arith::UIToFPOp::create(b, loc, f64, key32), half);
-    Value q32 = arith::FPToUIOp::create(
+    Value q = arith::FPToUIOp::create(
         b, loc, i32, arith::MulFOp::create(b, loc, x, inverse));
-    Value q = kb.toIndex(q32);
-    return {q, kb.sub(key, kb.mul(q, size))};
+    Value r = arith::SubIOp::create(
+        b, loc, key32, arith::MulIOp::create(b, loc, q, size32));
+    return {q, r};
+  }
+
+  /// The split of the key `step` (at most the page size: 16) past a split
+  /// one: the offset moves on and wraps into the next page at most once.
+  static std::pair<Value, Value> stepKey(KernelBuilder &kb,
+                                         std::pair<Value, Value> previous,
+                                         int64_t step, Value size32) {
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    Value in = arith::AddIOp::create(b, loc, previous.second, kb.c32(step));
+    Value wrap =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, in, size32);
+    in = kb.select(wrap, arith::SubIOp::create(b, loc, in, size32), in);
+    Value slot = arith::AddIOp::create(
+        b, loc, previous.first,
+        arith::ExtUIOp::create(b, loc, b.getI32Type(), wrap));
+    return {slot, in};
   }
 
   /// Each tile row's element offset through the page table: key n at row
   /// page·size + n mod size. Rows at or past the limit read page slot 0 of
-  /// the sequence (never past its table row) and copy nothing.
+  /// the sequence (never past its table row) and copy nothing. A thread's
+  /// rows follow each other by a constant step: the first is split by the
+  /// f64 reciprocal, the next ones step on from it; keys, slots and pages
+  /// in i32 (the runtime keeps max_pages·page_size below 2^31), the pool's
+  /// row and the element offset in 64 bits.
   static void copyPagedRows(KernelBuilder &kb, ag::AsyncCopyOp op,
                             const SharedTile &tile) {
     OpBuilder &b = kb.b;
     Location loc = kb.loc;
-    Value size = op.getPageSize();
-    Value lastPage = kb.sub(op.getNumPages(), kb.idx(1));
-    Value inverse = pageSizeInverse(kb, size);
+    Type i32 = b.getI32Type();
+    auto to32 = [&](Value v) {
+      return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
+    };
+    Value size32 = to32(op.getPageSize());
+    Value lastPage = to32(kb.sub(op.getNumPages(), kb.idx(1)));
+    Value inverse = pageSizeInverse(kb, size32);
+    Value tableBase = op.getTableBase();
+    // The split of the previous call's key.
+    std::pair<Value, Value> previous;
+    constexpr int64_t kMinPageSize = 16; // the runtime's check
     kb.copyGatheredTileAsync(
         op.getSource(),
-        [&](Value row) {
+        [&](Value row, int64_t step) {
           Value key = kb.add(op.getRowBegin(), row);
           Value valid = kb.lt(key, op.getRowLimit());
-          auto [pageSlot, inPage] = splitKey(kb, key, size, inverse);
-          Value slot = kb.select(valid, pageSlot, kb.idx(0));
+          previous = step > 0 && step <= kMinPageSize && previous.first
+                         ? stepKey(kb, previous, step, size32)
+                         : splitKey(kb, to32(key), size32, inverse);
+          auto [pageSlot, inPage] = previous;
+          Value slot = kb.select(valid, pageSlot, kb.c32(0));
           Value raw = gpu_lowering::loadSequenceOffset(
-              b, loc, op.getPageTable(), kb.add(op.getTableBase(), slot));
+              b, loc, op.getPageTable(),
+              kb.add(tableBase, kb.toIndex(slot)));
           // Signed: a negative entry clamps to page 0, as the CPU path does.
-          Value page =
-              arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
-          page = arith::MinSIOp::create(
-              b, loc, arith::MaxSIOp::create(b, loc, page, kb.idx(0)),
+          Value page = arith::MinSIOp::create(
+              b, loc, arith::MaxSIOp::create(b, loc, raw, kb.c32(0)),
               lastPage);
-          Value matrixRow = kb.add(kb.mul(page, size), inPage);
+          // The pool's row in 64 bits (num_pages·page_size is unbounded).
+          Value matrixRow = kb.add(kb.mul(kb.toIndex(page), op.getPageSize()),
+                                   kb.toIndex(inPage));
           return std::make_pair(
               kb.add(op.getBase(), kb.mul(matrixRow, op.getRowStride())),
               valid);
@@ -375,7 +406,7 @@ struct AsyncGatherLowering : TileOpLowering<ag::AsyncGatherOp> {
                          op.getHeadStride(), op.getRowStride()};
     kb.copyGatheredTileAsync(
         op.getSource(),
-        [&](Value row) {
+        [&](Value row, int64_t) {
           auto [h, q] = rows.at(kb, row);
           return std::make_pair(
               source.rowOffset(kb, source.headBase(kb, op.getBatch(), h), q),

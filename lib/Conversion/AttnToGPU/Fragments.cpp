@@ -199,9 +199,8 @@ void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
       rowStride);
 }
 
-void KernelBuilder::copyGatheredTileAsync(
-    Value gmem, function_ref<std::pair<Value, Value>(Value)> rowSource,
-    const SharedTile &tile) {
+void KernelBuilder::copyGatheredTileAsync(Value gmem, RowSource rowSource,
+                                          const SharedTile &tile) {
   copyRowsAsync(
       gmem, idx(0), Value(), Value(), tile.rows, tile.cols,
       [&](Value row, Value, Value col) {
@@ -229,7 +228,7 @@ void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
 void KernelBuilder::copyRowsAsync(
     Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
     int64_t cols, function_ref<Value(Value, Value, Value)> dst, Value rowStride,
-    function_ref<std::pair<Value, Value>(Value)> rowSource) {
+    RowSource rowSource) {
   // Caller's strides: a tile's rows are addressed from one base per thread
   // (its first row), so each copy adds a multiple of the stride.
   const bool strided = static_cast<bool>(rowStride);
@@ -281,10 +280,16 @@ void KernelBuilder::copyRowsAsync(
     // copy, so the loads overlap instead of each one stalling the cp.async
     // behind it (in-order issue: one round trip per row otherwise).
     DenseMap<int64_t, std::pair<Value, Value>> gathered;
+    int64_t previous = -1;
     if (rowSource && splitRows)
-      for (int64_t first = 0; first < chunks; first += threads)
-        if (!gathered.count(first / slots))
-          gathered[first / slots] = rowSource(add(tRow, idx(first / slots)));
+      for (int64_t first = 0; first < chunks; first += threads) {
+        int64_t r = first / slots;
+        if (gathered.count(r))
+          continue;
+        gathered[r] =
+            rowSource(add(tRow, idx(r)), previous < 0 ? 0 : r - previous);
+        previous = r;
+      }
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = add(t, first);
       auto emit = [&]() {
@@ -301,7 +306,7 @@ void KernelBuilder::copyRowsAsync(
         if (rowSource) {
           auto known = gathered.find(first / slots);
           std::tie(grow, valid) =
-              known != gathered.end() ? known->second : rowSource(row);
+              known != gathered.end() ? known->second : rowSource(row, 0);
         } else {
           grow = add(rowBegin, row);
           valid = rowsInside ? Value() : lt(grow, rowLimit);

@@ -175,12 +175,17 @@ public:
   /// null), a multiple of the chunk width (the runtime checks strides).
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile, Value rowStride = {});
+  /// The global element offset of a gathered tile row and whether it is
+  /// copied (i1), for row `row`; `step` is `row` minus the row of the
+  /// previous call (a constant > 0), or 0 where unrelated: a source may
+  /// then carry what it derived for the previous row (a page split).
+  using RowSource = function_ref<std::pair<Value, Value>(Value row,
+                                                         int64_t step)>;
   /// copyTileAsync of gathered rows: tile row r starts at element
   /// `rowSource(r).first` of gmem when `rowSource(r).second` (i1) holds,
   /// else it is zeros (packed GQA's Q tile, in the caller's layout).
-  void copyGatheredTileAsync(
-      Value gmem, function_ref<std::pair<Value, Value>(Value)> rowSource,
-      const SharedTile &tile);
+  void copyGatheredTileAsync(Value gmem, RowSource rowSource,
+                             const SharedTile &tile);
   /// The f32 row statistics (LSE, Delta) of the `rows` query rows from
   /// `qBegin` of the head whose rows start at `qRowsBase`, into `stats` at
   /// `dst()` (evaluated once, per thread): threads [0, rows) copy LSE,
@@ -248,8 +253,7 @@ private:
   void copyRowsAsync(
       Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
       int64_t cols, function_ref<Value(Value, Value, Value)> dst,
-      Value rowStride = {},
-      function_ref<std::pair<Value, Value>(Value)> rowSource = nullptr);
+      Value rowStride = {}, RowSource rowSource = nullptr);
 
 public:
 
