@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import fa  # noqa: E402
 from fa import _tensor  # noqa: E402
 from fa._runtime import BackwardArgs, ForwardArgs  # noqa: E402
+from sinks import timed  # noqa: E402 (CUDA-event time of R launches)
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -41,16 +42,6 @@ def exact_kernels(b):
                 and not info["varlen"]:
             out.append((k, info))
     return out
-
-
-def timed(fn, reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
 
 
 def launcher(b, kernel, info, tensors, scale):

@@ -55,11 +55,7 @@ std::string kernelJson(const std::string &tag, const std::string &direction,
 
 std::string manifest(const std::vector<std::string> &kernels,
                      const std::string &version = "5") {
-  std::string list;
-  for (const std::string &k : kernels)
-    list += (list.empty() ? "" : ",") + k;
-  return R"({"format": "fa-bundle", "version": )" + version +
-         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+  return manifestOf(kernels, version);
 }
 
 /// One entry of a wgmma kernel's "tensor_maps", as text fields.

@@ -62,11 +62,7 @@ std::string backwardKernel(const std::string &tag,
 
 std::string manifest(const std::vector<std::string> &kernels,
                      const std::string &version = "13") {
-  std::string list;
-  for (const std::string &k : kernels)
-    list += (list.empty() ? "" : ",") + k;
-  return R"({"format": "fa-bundle", "version": )" + version +
-         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+  return manifestOf(kernels, version);
 }
 
 TEST(SinksManifest, FieldsAndVersion) {

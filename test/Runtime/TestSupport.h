@@ -41,6 +41,17 @@ inline fa_status loadText(const std::string &name, const std::string &text,
 
 inline std::string lastError() { return fa_last_error(); }
 
+/// A manifest of bundle version `version` listing `kernels` (the kernel
+/// objects' JSON text).
+inline std::string manifestOf(const std::vector<std::string> &kernels,
+                              const std::string &version) {
+  std::string list;
+  for (const std::string &k : kernels)
+    list += (list.empty() ? "" : ",") + k;
+  return R"({"format": "fa-bundle", "version": )" + version +
+         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+}
+
 /// Expects the manifest `text` to be rejected with `expect` in the message.
 inline void expectRejected(const std::string &name, const std::string &text,
                            const std::string &expect) {

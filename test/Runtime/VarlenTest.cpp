@@ -53,11 +53,7 @@ std::string varlenKernel(const std::string &tag, int d,
 
 std::string manifest(const std::vector<std::string> &kernels,
                      const std::string &version = "10") {
-  std::string list;
-  for (const std::string &k : kernels)
-    list += (list.empty() ? "" : ",") + k;
-  return R"({"format": "fa-bundle", "version": )" + version +
-         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+  return manifestOf(kernels, version);
 }
 
 

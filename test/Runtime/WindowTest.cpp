@@ -50,11 +50,7 @@ std::string windowKernel(const std::string &tag,
 
 std::string manifest(const std::vector<std::string> &kernels,
                      const std::string &version = "17") {
-  std::string list;
-  for (const std::string &k : kernels)
-    list += (list.empty() ? "" : ",") + k;
-  return R"({"format": "fa-bundle", "version": )" + version +
-         R"(, "compiler": "test", "kernels": [)" + list + "]}";
+  return manifestOf(kernels, version);
 }
 
 fa_kernel_query windowQuery(int left, int right) {
