@@ -91,24 +91,24 @@ def _seqlens(cache_seqlens, q, capacity):
     return cache_seqlens.contiguous()
 
 
-def _find(b, dtype, d, dv, mask, packed, capacity, cap, append=False):
+def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False):
     """The loaded bundles' paged kernel (with fa_kv_append when `append`) for
-    compute capability `cap`, else one compiled now (where fa-aot is
-    installed); None when neither."""
+    compute capability `cap` and the mask (a window's sizes `window`), else
+    one compiled now (where fa-aot is installed); None when neither."""
     from . import _dtype_code
-    key = ("paged", packed, dtype, d, dv, mask, cap, append)
+    key = ("paged", packed, dtype, d, dv, mask, window, cap, append)
     find_paged = "fa_kernel_find_paged_append" if append else "fa_kernel_find_paged"
     if key in b._cache:
         return b._cache[key]
-    query = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], -1, -1, cap, 0, None,
-                        None)
+    query = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1], cap,
+                        0, None, None)
 
     def find(handle, qy, n, out):
         return getattr(b.lib, find_paged)(handle, qy, n, int(packed), out)
 
     found = b._search(query, capacity, find=find)
     if found is None and b.jit and jit.find_compiler() is not None:
-        config = jit.config_text(FWD, DTYPE_NAMES[query.dtype], d, dv, mask, (-1, -1), cap,
+        config = jit.config_text(FWD, DTYPE_NAMES[query.dtype], d, dv, mask, window, cap,
                                  "mma_sync") + (":packgqa" if packed else "") + ":splitkv:paged" + (
                                      ":append" if append else "")
         handle = b._load(jit.compile_bundle(config))
@@ -124,7 +124,7 @@ def _find(b, dtype, d, dv, mask, packed, capacity, cap, append=False):
     return found
 
 
-def _kernel(b, q, k_cache, dv, mask, capacity, append=False):
+def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False):
     """The packed-GQA paged kernel for GQA decode (as fa.attention takes the
     packed split kernel), else the unpacked one; FaError naming the config
     when the bundles have neither."""
@@ -132,14 +132,14 @@ def _kernel(b, q, k_cache, dv, mask, capacity, append=False):
     heads, kv_heads = q.shape[2], k_cache.shape[2]
     group = heads // kv_heads
     packed = 1 < group <= 64 and q.shape[1] < 64
-    find = lambda pack: _find(b, q.dtype, q.shape[-1], dv, mask, pack, capacity,  # noqa: E731
-                              _capability(q), append)
+    find = lambda pack: _find(b, q.dtype, q.shape[-1], dv, mask, window, pack,  # noqa: E731
+                              capacity, _capability(q), append)
     kernel = find(True) if packed else None
     if kernel is None:
         kernel, packed = find(False), False
     if kernel is None:
         import torch
-        config = "fwd:%s:d%d:%s%s:splitkv:paged%s" % (
+        config = "fwd:%s:d%d:%s%s:splitkv:paged%s" % (  # a window: run-time sizes
             "bf16" if q.dtype == torch.bfloat16 else "f16", q.shape[-1],
             "" if dv == q.shape[-1] else "v%d:" % dv, mask, ":append" if append else "")
         raise FaError(2, "fa.attention_with_kvcache: no paged kernel for %s; build it with "
@@ -206,7 +206,8 @@ def _append(b, kernel, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, used, 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=None,
                            softmax_scale=None, causal=False, num_splits=0, return_lse=False,
                            bundle=None, block_table=None, return_softmax_lse=False, k=None,
-                           v=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=True):
+                           v=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=True,
+                           window_size=(-1, -1)):
     """Attention of new queries over a KV cache, as flash-attn's
     flash_attn_with_kvcache: q [B, Sq, H, D]; k_cache, v_cache
     [B, Nk, Hkv, D/Dv], or with page_table (int32 [B, max_pages]) pools of
@@ -219,7 +220,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
 
     causal=True aligns the diagonal bottom-right (query i sees keys j <=
     i + cache_seqlens[b] - Sq), as flash-attn; softmax_scale defaults to
-    1/sqrt(D). num_splits (0: chosen from the problem and the SM count) is
+    1/sqrt(D). window_size=(left, right) (flash-attn's; -1: unbounded side)
+    keeps query i to keys i + cache_seqlens[b] - Sq - left .. + right (right
+    0 under causal); any window runs one kernel, the window's sizes passed at
+    run time (config `window` without l/r). num_splits (0: chosen from the
+    problem and the SM count) is
     the key splits of the split-KV kernel. Returns O [B, Sq, H, Dv], with
     return_lse also LSE [B, H, Sq] f32 (-inf for a row that sees no key).
     Page indices outside [0, num_pages) are clamped and counts clamped to
@@ -268,8 +273,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     page_size, max_pages = k_cache.shape[1], page_table.shape[1]
     capacity = page_size * max_pages
     used = _seqlens(cache_seqlens, q, capacity)
-    mask = "causal_bottom_right" if causal else "none"
-    kernel, packed = _kernel(b, q, k_cache, dv, mask, capacity, append=k is not None)
+    from .varlen import _mask_of
+    mask, window = _mask_of(causal, False, window_size)
+    kernel, packed = _kernel(b, q, k_cache, dv, mask, window, capacity, append=k is not None)
     if k is not None and k.shape[1] > 0:
         q = _append(b, kernel, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, used,
                     paged_cache.contiguous() if paged_cache is not None else None,

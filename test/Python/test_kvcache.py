@@ -105,7 +105,8 @@ def check_jit(b, fa_aot):
     os.environ["FA_AOT"] = fa_aot
     os.environ["FA_CACHE_DIR"] = tempfile.mkdtemp(prefix="fa-kvcache-jit-")
     b.jit = True
-    kernel = kvcache._find(b, torch.bfloat16, 64, 64, "causal_bottom_right", True, 64, 90)
+    kernel = kvcache._find(b, torch.bfloat16, 64, 64, "causal_bottom_right", (-1, -1), True, 64,
+                           90)
     assert kernel is not None
     info = b._info(kernel)
     assert info["tag"].endswith("_packgqa_splitkv_paged"), info["tag"]
@@ -141,6 +142,14 @@ def check_jit(b, fa_aot):
     assert b.lib.fa_attention_forward_splitkv_check(out, ctypes.byref(args), ws,
                                                     nbytes.value, 3) == 1
     assert "use fa_attention_forward_paged" in b.lib.fa_last_error().decode()
+    # A window (flash-attn's window_size) compiles once, without its sizes:
+    # each window is a view of the one kernel that reports its sizes.
+    for window in ((100, 0), (-1, 7)):
+        found = kvcache._find(b, torch.bfloat16, 64, 64, "window", window, True, 64, 90)
+        info = b._info(found)
+        assert "_window_rt_" in info["tag"], info["tag"]
+        assert (info["window_left"], info["window_right"]) == window, info
+
 
 
 def main():
