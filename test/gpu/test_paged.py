@@ -9,8 +9,10 @@ whose key counts are 0, 1, whole pages, ragged or up to 4k, pages of 16,
 past a sequence's pages left as junk (out of range too: never read), counts
 past the capacity (clamped by the kernel), split counts 1..64, and some caches passed contiguous (no page table: a page per
 sequence). Each sequence is compared with a float64 reference over the keys
-its pages hold (causal aligned bottom-right with its own count, as
-flash-attn) under the flash-attn rule of test_attention.py; rows that see
+its pages hold (causal and windows aligned bottom-right with its own count,
+as flash-attn; a run-time window kernel under a window drawn per case, -1
+sides and sizes up to 2^31 - 1 included) under the flash-attn rule of
+test_attention.py; rows that see
 no key must be exactly O = 0, LSE = -inf. Bad page sizes and tables must
 raise FaError before any launch.
 
@@ -31,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
-from test_attention import DTYPES, judge, lse_slack, reference  # noqa: E402
+from test_attention import DTYPES, allowed_mask, judge, lse_slack, reference  # noqa: E402
 
 
 def random_case(rng, kernel, index):
@@ -52,7 +54,19 @@ def random_case(rng, kernel, index):
             "contiguous": index % 7 == 6,
             # Drawn, not tied to the index: every kernel meets each edge.
             "past_capacity": rng.random() < 0.15, "negative": rng.random() < 0.1,
-            "scale": rng.choice([None, 0.3])}
+            "scale": rng.choice([None, 0.3]),
+            # A run-time window kernel: a window drawn per case (flash-attn's
+            # window_size; (-1, -1) would be no window).
+            "window": random_window(rng, longest) if kernel["mask"] == "window" else None}
+
+
+def random_window(rng, longest):
+    side = lambda: rng.choice([-1, 0, rng.randint(1, 64), rng.randint(1, longest),  # noqa: E731
+                               2 ** 31 - 1])
+    window = (-1, -1)
+    while window == (-1, -1):
+        window = (side(), side())
+    return window
 
 
 def build_cache(case, gen, dev):
@@ -114,10 +128,12 @@ def run_case(case, b, gen, dev):
     seqlens = torch.tensor(given, dtype=torch.int32, device=dev)
     q = torch.randn((batch, nq, h, d), generator=gen, device=dev).to(dt)
     causal = case["mask"] == "causal_bottom_right"
+    window = case.get("window")
     scale = case["scale"] if case["scale"] is not None else 1 / math.sqrt(d)
+    mask_kw = {"window_size": window} if window else {"causal": causal}
     o, lse = fa.attention_with_kvcache(q, k, v, cache_seqlens=seqlens, page_table=table,
-                                       softmax_scale=case["scale"], causal=causal,
-                                       num_splits=case["splits"], return_lse=True, bundle=b)
+                                       softmax_scale=case["scale"], num_splits=case["splits"],
+                                       return_lse=True, bundle=b, **mask_kw)
     torch.cuda.synchronize()
     results, ok = [], True
     for s, n in enumerate(counts):
@@ -135,8 +151,11 @@ def run_case(case, b, gen, dev):
         qs = q[s:s + 1].transpose(1, 2)
         i = torch.arange(nq, device=dev).view(-1, 1)
         j = torch.arange(n, device=dev).view(1, -1)
-        allowed = (j <= i + n - nq) if causal else torch.ones((nq, n), dtype=torch.bool,
-                                                              device=dev)
+        if window:
+            allowed = allowed_mask("window", window, nq, n, dev)
+        else:
+            allowed = (j <= i + n - nq) if causal else torch.ones((nq, n), dtype=torch.bool,
+                                                                  device=dev)
         o64, lse64 = reference(qs.double(), ks.double(), vs.double(), allowed, scale)
         low, _ = reference(qs, ks, vs, allowed, scale)
         lse32 = reference(qs.float(), ks.float(), vs.float(), allowed, scale)[1]
