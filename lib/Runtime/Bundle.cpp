@@ -117,15 +117,14 @@ fa_bundle::~fa_bundle() {
 const fa_kernel *fa_bundle::windowView(const fa_kernel &kernel, int left,
                                        int right) const {
   std::lock_guard<std::mutex> lock(mutex);
-  for (const auto &v : windowViews)
-    if (v->config.tag == kernel.config.tag && v->config.windowLeft == left &&
-        v->config.windowRight == right)
-      return v.get();
-  auto view = std::make_unique<fa_kernel>(kernel);
-  view->config.windowLeft = left;
-  view->config.windowRight = right;
-  windowViews.push_back(std::move(view));
-  return windowViews.back().get();
+  std::unique_ptr<fa_kernel> &view =
+      windowViews[{kernel.config.tag, left, right}];
+  if (!view) {
+    view = std::make_unique<fa_kernel>(kernel);
+    view->config.windowLeft = left;
+    view->config.windowRight = right;
+  }
+  return view.get();
 }
 
 extern "C" {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -277,9 +278,12 @@ struct fa_bundle {
   mutable std::mutex mutex; // guards modules, functions and windowViews
   std::vector<fa::runtime::LoadedModule> modules;
   std::vector<fa::runtime::LoadedFunction> functions;
-  /// Run-time window kernels bound to the sizes queries asked for: what
-  /// fa_kernel_find returns for them (owned here, like kernels).
-  mutable std::vector<std::unique_ptr<fa_kernel>> windowViews;
+  /// Run-time window kernels bound to the sizes queries asked for, by
+  /// (tag, left, right): what fa_kernel_find returns for them (owned here,
+  /// like kernels; one KernelConfig each).
+  mutable std::map<std::tuple<std::string, int, int>,
+                   std::unique_ptr<fa_kernel>>
+      windowViews;
   ~fa_bundle();
 
   /// `kernel` (a run-time window kernel of this bundle) with the window
