@@ -283,6 +283,21 @@ def run_case(case, gen, dev):
     return results
 
 
+def record_case(report, i, case, run):
+    """Runs case i (`run()` gives its results; a kernel error is a failed
+    case, not a crash), adds it to report["cases"], prints it if it failed;
+    returns whether it passed."""
+    try:
+        res = run()
+    except Exception as e:
+        res = [{"what": "exception", "ok": False, "message": str(e)}]
+    ok = all(r["ok"] for r in res)
+    report["cases"].append({"case": case, "results": res, "ok": ok})
+    if not ok:
+        print("FAIL case %d %s: %s" % (i, case, [r for r in res if not r["ok"]]))
+    return ok
+
+
 def map_slots(cfg, dev, launches=300):
     """Many forward launches of a tensor-map kernel without synchronising, on
     two streams, over inputs of three shapes: each output must equal the one
@@ -459,15 +474,7 @@ def main():
         case = random_case(rng, cfg, has_bwd, det)
         if args.progress:  # a hung kernel then names its case
             print("case %d %s" % (i, case), flush=True)
-        try:
-            res = run_case(case, gen, dev)
-        except Exception as e:  # a kernel error is a failed case, not a crash
-            res = [{"what": "exception", "ok": False, "message": str(e)}]
-        ok = all(r["ok"] for r in res)
-        failures += not ok
-        report["cases"].append({"case": case, "results": res, "ok": ok})
-        if not ok:
-            print("FAIL case %d %s: %s" % (i, case, [r for r in res if not r["ok"]]))
+        failures += not record_case(report, i, case, lambda: run_case(case, gen, dev))
     n = len(report["cases"])
     print("differential: %d/%d cases passed in %.1f s" % (n - failures, n, time.time() - t0))
     worst = {}

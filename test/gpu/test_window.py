@@ -169,15 +169,8 @@ def main():
     report, failures, t0 = {"cases": []}, 0, time.time()
     for i in range(max(args.cases, len(makers))):
         case, run = makers[i % len(makers)](rng, i)
-        try:
-            res = run(case, gen, dev)
-        except Exception as e:  # a kernel error is a failed case, not a crash
-            res = [{"what": "exception", "ok": False, "message": str(e)}]
-        ok = all(r["ok"] for r in res)
-        failures += not ok
-        report["cases"].append({"case": case, "results": res, "ok": ok})
-        if not ok:
-            print("FAIL case %d %s: %s" % (i, case, [r for r in res if not r["ok"]]))
+        failures += not test_attention.record_case(report, i, case,
+                                                   lambda: run(case, gen, dev))
     choice = check_choice(bundle, dev)
     for r in choice:
         failures += not r["ok"]
