@@ -87,12 +87,14 @@ int64_t strideParam(const CompiledKernel &k) {
 constexpr int64_t kPagedParams = 5;
 
 /// The first mod_arg parameter: after every other parameter of fa_fwd
-/// (its strides, 3 of each of q, k, v and, unless split, o) or fa_bwd (its
-/// strides, 3 of each of q, k, v, do, dk, dv; docs/ABI.md).
+/// (its strides, 3 of each of q, k, v and, unless split, o; a varlen one's
+/// cu_seqlens) or fa_bwd (its strides, 3 of each of q, k, v, do, dk, dv;
+/// docs/ABI.md).
 int64_t modArgParam(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
   if (c.direction == "fwd")
     return strideParam(k) + 3 * (c.splitKv ? 3 : 4) +
+           (c.varlen ? 2 : 0) +      // cu_seqlens_q, cu_seqlens_k
            (c.blockSparse ? 2 : 0) + // block_mask, mask_heads
            (c.paged ? kPagedParams : 0);
   return strideParam(k) + 3 * 6 +

@@ -90,6 +90,19 @@ int intField(const json &obj, const char *key, const std::string &where,
   return static_cast<int>(x);
 }
 
+/// The optional true/false field `key`: false where it is absent (or, with
+/// `nullIsAbsent`, null); any other value is refused.
+bool flagField(const json &obj, const char *key, const std::string &where,
+               bool nullIsAbsent) {
+  auto it = obj.find(key);
+  if (it == obj.end() || (nullIsAbsent && it->is_null()))
+    return false;
+  if (!it->is_boolean())
+    bad(where, std::string("field '") + key + "' must be true or false, got " +
+                   it->dump());
+  return it->get<bool>();
+}
+
 Entry parseEntry(const json &entries, const char *key,
                  const std::string &where) {
   std::string at = where + ".entries." + key;
@@ -397,7 +410,8 @@ void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
 
 /// The parameter after every other one of fa_fwd / fa_bwd, where the
 /// mod_args start (docs/ABI.md): after a forward's strides (3 of each of
-/// q, k, v and, unless split, o) or the maps, split count and counter of an
+/// q, k, v and, unless split, o) and a varlen one's cu_seqlens, or the maps,
+/// split count and counter of an
 /// unstrided one; after a backward's maps and semaphores.
 /// A paged forward's page_table, seqused_k, max_pages, page_size and
 /// num_pages (docs/ABI.md "Paged KV cache").
@@ -408,10 +422,20 @@ int firstModArgParam(const KernelConfig &c) {
   const bool bwd = c.direction == FA_DIRECTION_BWD;
   if (c.strided())
     return c.strideParam + 3 * (bwd ? 6 : c.splitKv ? 3 : 4) +
-           (c.blockSparse ? 2 : 0) + (c.paged ? kPagedParams : 0);
+           (c.varlen ? 2 : 0) + (c.blockSparse ? 2 : 0) +
+           (c.paged ? kPagedParams : 0);
   if (bwd)
     return 15 + maps + (c.deterministic ? 1 : 0);
   return 11 + (c.splitKv ? 1 : 0) + maps + (c.fwd.persistent ? 1 : 0);
+}
+
+/// The parameter after fa_fwd's / fa_bwd's mod_args (a forward's sinks,
+/// then the run-time window sizes).
+int afterModArgs(const KernelConfig &c) {
+  int param = firstModArgParam(c);
+  for (const ModArgSpec &m : c.modArgs)
+    param += 1 + m.rank;
+  return param;
 }
 
 /// One extent of a mod_arg: a positive integer (a fixed size) or the name
@@ -496,12 +520,7 @@ void parseModArgs(const json &k, KernelConfig &c, const std::string &where) {
 /// entry "merge" beside "fwd", and only the mma.sync forwards have one.
 void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
                   const std::string &where) {
-  auto split = k.find("split_kv");
-  if (split == k.end())
-    return;
-  if (!split->is_boolean())
-    bad(where, "field 'split_kv' must be true or false, got " + split->dump());
-  c.splitKv = split->get<bool>();
+  c.splitKv = flagField(k, "split_kv", where, /*nullIsAbsent=*/false);
   if (!c.splitKv)
     return;
   if (c.fwd.persistent)
@@ -519,13 +538,7 @@ void parseSplitKv(const json &k, const json &entries, KernelConfig &c,
 /// right after its strides, and the two entries that build the mask.
 void parseBlockSparse(const json &k, const json &entries, KernelConfig &c,
                       const std::string &where) {
-  auto sparse = k.find("block_sparse");
-  if (sparse == k.end())
-    return;
-  if (!sparse->is_boolean())
-    bad(where, "field 'block_sparse' must be true or false, got " +
-                   sparse->dump());
-  c.blockSparse = sparse->get<bool>();
+  c.blockSparse = flagField(k, "block_sparse", where, /*nullIsAbsent=*/false);
   if (!c.blockSparse)
     return;
   const bool bwd = c.direction == FA_DIRECTION_BWD;
@@ -548,12 +561,7 @@ void parseBlockSparse(const json &k, const json &entries, KernelConfig &c,
 
 /// The optional "pack_gqa" field: only mma.sync forwards pack GQA heads.
 void parsePackGqa(const json &k, KernelConfig &c, const std::string &where) {
-  auto pack = k.find("pack_gqa");
-  if (pack == k.end())
-    return;
-  if (!pack->is_boolean())
-    bad(where, "field 'pack_gqa' must be true or false, got " + pack->dump());
-  c.packGqa = pack->get<bool>();
+  c.packGqa = flagField(k, "pack_gqa", where, /*nullIsAbsent=*/false);
   if (c.packGqa && (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_SYNC))
     bad(where, "field 'pack_gqa' is true, but only mma.sync forwards pack "
                "GQA heads");
@@ -565,12 +573,7 @@ void parsePackGqa(const json &k, KernelConfig &c, const std::string &where) {
 /// a wgmma forward over packed sequences, which takes the strides of its
 /// packed tensors and then cu_seqlens_q, cu_seqlens_k (docs/ABI.md).
 void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
-  auto varlen = k.find("varlen");
-  if (varlen == k.end())
-    return;
-  if (!varlen->is_boolean())
-    bad(where, "field 'varlen' must be true or false, got " + varlen->dump());
-  c.varlen = varlen->get<bool>();
+  c.varlen = flagField(k, "varlen", where, /*nullIsAbsent=*/false);
   if (!c.varlen)
     return;
   if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
@@ -597,12 +600,7 @@ void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
 /// page table, seqused_k, max_pages, page_size and num_pages after the
 /// strides of q, k and v.
 void parsePaged(const json &k, KernelConfig &c, const std::string &where) {
-  auto paged = k.find("paged");
-  if (paged == k.end() || paged->is_null())
-    return;
-  if (!paged->is_boolean())
-    bad(where, "field 'paged' must be true or false, got " + paged->dump());
-  c.paged = paged->get<bool>();
+  c.paged = flagField(k, "paged", where, /*nullIsAbsent=*/true);
   if (!c.paged)
     return;
   if (c.direction != FA_DIRECTION_FWD || !c.splitKv || !c.strided())
@@ -623,12 +621,7 @@ void parsePaged(const json &k, KernelConfig &c, const std::string &where) {
 /// and Delta) beside its three (docs/ABI.md "Attention sinks").
 void parseSinks(const json &k, const json &entries, KernelConfig &c,
                 const std::string &where) {
-  auto sinks = k.find("sinks");
-  if (sinks == k.end() || sinks->is_null())
-    return;
-  if (!sinks->is_boolean())
-    bad(where, "field 'sinks' must be true or false, got " + sinks->dump());
-  c.sinks = sinks->get<bool>();
+  c.sinks = flagField(k, "sinks", where, /*nullIsAbsent=*/true);
   if (!c.sinks)
     return;
   if (c.varlen || c.blockSparse || c.paged || c.dtype == FA_DTYPE_F8E4M3 ||
@@ -653,9 +646,7 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
                      "8 parameters and o's strides)");
     return;
   }
-  int expect = firstModArgParam(c);
-  for (const ModArgSpec &m : c.modArgs)
-    expect += 1 + m.rank;
+  int expect = afterModArgs(c);
   if (c.sinksParam != expect)
     bad(where, "field 'sinks_param' = " + std::to_string(c.sinksParam) +
                    ", expected " + std::to_string(expect) +
@@ -669,13 +660,7 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
 /// sinks).
 void parseRuntimeWindow(const json &k, KernelConfig &c,
                         const std::string &where) {
-  auto runtime = k.find("window_runtime");
-  if (runtime == k.end() || runtime->is_null())
-    return;
-  if (!runtime->is_boolean())
-    bad(where, "field 'window_runtime' must be true or false, got " +
-                   runtime->dump());
-  c.windowRuntime = runtime->get<bool>();
+  c.windowRuntime = flagField(k, "window_runtime", where, /*nullIsAbsent=*/true);
   if (!c.windowRuntime)
     return;
   if (c.mask != FA_MASK_WINDOW || c.blockSparse)
@@ -684,11 +669,9 @@ void parseRuntimeWindow(const json &k, KernelConfig &c,
   if (c.windowLeft != -1 || c.windowRight != -1)
     bad(where, "fields 'window_left' and 'window_right' must be -1 for a "
                "run-time window kernel (its sizes come with each call)");
-  int expect = firstModArgParam(c) + (c.varlen ? 2 : 0);
-  for (const ModArgSpec &m : c.modArgs)
-    expect += 1 + m.rank;
-  if (c.sinks && c.direction == FA_DIRECTION_FWD && !c.splitKv)
-    ++expect;
+  int expect = afterModArgs(c) +
+               (c.sinks && c.direction == FA_DIRECTION_FWD && !c.splitKv ? 1
+                                                                          : 0);
   c.windowParam = intField(k, "window_param", where, 0, INT_MAX);
   if (c.windowParam != expect)
     bad(where, "field 'window_param' = " + std::to_string(c.windowParam) +
@@ -701,13 +684,7 @@ void parseRuntimeWindow(const json &k, KernelConfig &c,
 /// its semaphore workspace right after its tensor maps.
 void parseDeterministic(const json &k, KernelConfig &c,
                         const std::string &where) {
-  auto det = k.find("deterministic");
-  if (det != k.end() && !det->is_null()) {
-    if (!det->is_boolean())
-      bad(where, "field 'deterministic' must be true or false, got " +
-                     det->dump());
-    c.deterministic = det->get<bool>();
-  }
+  c.deterministic = flagField(k, "deterministic", where, /*nullIsAbsent=*/true);
   bool hasParam = k.contains("semaphore_param");
   if (!c.deterministic) {
     if (hasParam)

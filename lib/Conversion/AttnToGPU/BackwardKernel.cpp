@@ -263,14 +263,14 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 /// fa_bwd with the parameters of docs/ABI.md, for either body.
 static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
-                                       const KernelPlan &plan) {
-  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(),
-                          backwardMainParams(b.getContext(), plan), plan,
-                          plan.backwardSharedBytes());
+                                       const KernelPlan &plan,
+                                       const KernelParams &params) {
+  return createKernelFunc(b, loc, module, "fa_bwd_" + plan.tag(), params,
+                          plan, plan.backwardSharedBytes());
 }
 
 static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
-                            gpu::GPUFuncOp func,
+                            gpu::GPUFuncOp func, const KernelParams &params,
                             const KernelPlan &plan,
                             const TiledLoopNest &loops) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
@@ -358,7 +358,6 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
   // Q, K, V, dO, dK and dV in the caller's layout; LSE, Delta and dq_accum
   // are fa's, contiguous.
-  KernelParams params = backwardMainParams(b.getContext(), plan);
   StridedTensor qT = stridedTensor(kb, qMem, params.strides(entry, 0));
   StridedTensor kT = stridedTensor(kb, kMem, params.strides(entry, 1));
   StridedTensor vT = stridedTensor(kb, vMem, params.strides(entry, 2));
@@ -627,15 +626,15 @@ void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
                                     const TiledLoopNest &loops) {
   OpBuilder::InsertionGuard guard(b);
   buildPreKernel(b, loc, module, plan);
-  gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan);
+  KernelParams params = backwardMainParams(b.getContext(), plan);
+  gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan, params);
   KernelPlan bound =
-      bindWindowParams(b, loc, plan, func.getBody().front(),
-                       backwardMainParams(b.getContext(), plan));
+      bindWindowParams(b, loc, plan, func.getBody().front(), params);
   if (plan.strategy == MmaStrategy::Wgmma) {
     KernelBuilder kb(b, loc, bound);
     buildBackwardMainWgmma(kb, module, func, loops);
   } else {
-    buildMainKernel(b, loc, module, func, bound, loops);
+    buildMainKernel(b, loc, module, func, params, bound, loops);
   }
   buildPostKernel(b, loc, module, plan);
   if (plan.sinks)
