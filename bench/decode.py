@@ -17,6 +17,10 @@ contiguous one first (out/bundle-paged: test/gpu/configs_paged.txt).
 
     python3 bench/decode.py --bundle out/bundle --lib build-rt/lib/libfa_runtime.so
     python3 bench/decode.py --bundle out/bundle-paged --lib ... --paged
+
+With --compare B1,B2: fa.attention through each further bundle too (columns
+fa@B1, ...), same process and inputs, each O checked like fa's: an A/B of
+kernel variants (say the K/V ring's depth, config field s3).
 """
 import argparse
 import json
@@ -58,7 +62,7 @@ def sdpa(q, k, v, backend):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
-def run_shape(b, nk, bundle):
+def run_shape(b, nk, bundle, others=()):
     torch.manual_seed(b * 7 + nk)
     q = torch.randn(b, H, 1, D, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
@@ -92,6 +96,10 @@ def run_shape(b, nk, bundle):
         dst[:src_k.numel()].copy_(src_k)
         dst[src_k.numel():].copy_(src_v)
 
+    for name, other in others:
+        o = fa.attention(q, k, v, bundle=other)
+        err = ((o.float() - ref).abs().max() / ref.abs().max()).item()
+        row["ok"] = row["ok"] and bool(err < 1e-2)
     o_unpacked = torch.empty_like(q)
     lse_unpacked = torch.empty(b, H, 1, device="cuda")
 
@@ -122,6 +130,8 @@ def run_shape(b, nk, bundle):
            "cudnn": lambda: sdpa(q, k, v, SDPBackend.CUDNN_ATTENTION),
            "flash": lambda: sdpa(q, k, v, SDPBackend.FLASH_ATTENTION),
            "copy": copy}
+    for name, other in others:
+        fns["fa@" + name] = lambda other=other: fa.attention(q, k, v, bundle=other)
     for name, fn in fns.items():
         try:
             us = median_us(fn)
@@ -240,6 +250,8 @@ def main():
                     help="comma-separated split counts: time each on every shape instead")
     ap.add_argument("--packed", action="store_true",
                     help="--sweep the packed-GQA split-KV kernel")
+    ap.add_argument("--compare", default=None,
+                    help="comma-separated bundles: fa.attention through each too (an A/B)")
     ap.add_argument("--paged", action="store_true",
                     help="paged caches (pages of 16, 64, 256) against the contiguous one")
     args = ap.parse_args()
@@ -254,6 +266,8 @@ def main():
                                                           for kv in times.items())))
             sys.stdout.flush()
         return 0
+    others = [(os.path.basename(p.rstrip("/")), fa.load(p, args.lib, jit=False))
+              for p in args.compare.split(",")] if args.compare else []
     rows, failed = [], 0
     print("fa: packed GQA (splits: the packed kernel's, / the unpacked one's; 0: none);"
           " unpacked: the split-KV kernel without packing")
@@ -261,14 +275,17 @@ def main():
           ("B x Nk", "splits", "rel err", "fa µs, K+V TB/s", "unpacked", "cudnn", "flash",
            "copy K+V"))
     for b, nk in SHAPES:
-        row = run_shape(b, nk, bundle)
+        row = run_shape(b, nk, bundle, others)
         rows.append(row)
         failed += not row["ok"]
+        extra = "".join(" | %s %s %.3fx" % (name, fmt(row["fa@" + name]),
+                                            row["fa@" + name]["us"] / row["fa"]["us"])
+                        for name, _ in others if "us" in row["fa@" + name])
         print("%-9s %6s %10.2e | %s | %s | %s | %s | %s%s" %
               ("%dx%dk" % (b, nk // 1024), "%d/%d" % (row["splits"], row["unpacked_splits"]),
                row["rel_err"], fmt(row["fa"]), fmt(row["fa_unpacked"]),
                fmt(row["cudnn"]), fmt(row["flash"]), fmt(row["copy"]),
-               "" if row["ok"] else "  FAIL (fa vs SDPA math)"))
+               extra + ("" if row["ok"] else "  FAIL (fa vs SDPA math)")))
         sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:

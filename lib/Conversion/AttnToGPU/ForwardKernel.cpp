@@ -1,9 +1,11 @@
 //===- ForwardKernel.cpp - the FlashAttention-2 forward kernel --*- C++ -*-===//
 //
 // One CTA per (query block, head, batch); warp w owns query rows
-// [16w, 16w + 16) of the block. K and V tiles stream through two shared
-// buffers each, in separate cp.async groups so the load of V(j) overlaps
-// S(j) = Q·K(j)ᵀ and the softmax, and K(j+1) overlaps P·V(j).
+// [16w, 16w + 16) of the block. K and V tiles stream through a ring of
+// plan.stages shared buffers each (2 by default), in separate cp.async
+// groups so the load of V(j) overlaps S(j) = Q·K(j)ᵀ and the softmax, and
+// K(j+s-1) overlaps P·V(j); a deeper ring keeps more bytes in flight where
+// the kernel waits on memory (decode).
 //
 // Split-KV (plan.splitKv): grid z runs over (batch, split) pairs; a CTA runs
 // the key blocks of its split (the IR's, from the split's first key) and
@@ -162,13 +164,13 @@ void ForwardTileBuilder::mapPages() {
   nk = arith::MinSIOp::create(b, loc, used, keyCapacity);
 }
 
-/// Shared memory: Q | K stage 0, 1 | V stage 0, 1 (rows padded by 16 B).
+/// Shared memory: Q | K stages | V stages (rows padded by 16 B).
 void ForwardTileBuilder::declareSharedTiles() {
   qElems = plan.blockQ * plan.strideQK();
   kElems = plan.blockKV * plan.strideQK();
   vElems = plan.blockKV * plan.strideV();
-  ag::SharedMemoryOp::create(b, loc, qElems + 2 * kElems + 2 * vElems,
-                             plan.elemType);
+  ag::SharedMemoryOp::create(
+      b, loc, qElems + plan.stages * (kElems + vElems), plan.elemType);
   qTile = ag::SharedTileOp::create(
       b, loc,
       ag::SharedTileType::get(ctx, plan.blockQ, plan.headDim, plan.elemType,
@@ -186,7 +188,8 @@ Value ForwardTileBuilder::kTile(Value stage) {
 Value ForwardTileBuilder::vTile(Value stage) {
   auto type = ag::SharedTileType::get(ctx, plan.blockKV, plan.headDimV,
                                       plan.elemType, plan.strideV());
-  return ag::SharedTileOp::create(b, loc, type, stage, qElems + 2 * kElems,
+  return ag::SharedTileOp::create(b, loc, type, stage,
+                                  qElems + plan.stages * kElems,
                                   b.getI64IntegerAttr(vElems));
 }
 
@@ -208,17 +211,20 @@ Value ForwardTileBuilder::keyOf(Value block) {
   return splitKey ? kb.add(splitKey, key) : key;
 }
 
-/// Q (gathered when packed) and the first K, V blocks, then Q's fragments
-/// when they stay in registers for the whole key loop.
+/// Q (gathered when packed) and the first stages − 1 K, V blocks, then Q's
+/// fragments when they stay in registers for the whole key loop.
 void ForwardTileBuilder::loadFirstTiles() {
   if (rows)
     ag::AsyncGatherOp::create(b, loc, arg(0), batch, qT.batchStride,
                               qT.headStride, qT.rowStride, rows, qTile);
   else
     copyAsync(arg(0), qBase, qBegin, nq, qTile, qT.rowStride);
-  copyAsync(arg(1), kBase, keyOf(jBegin), nk, kTile(kb.idx(0)), kT.rowStride);
-  copyAsync(arg(2), vBase, keyOf(jBegin), nk, vTile(kb.idx(0)), vT.rowStride);
-  ag::AsyncWaitOp::create(b, loc, 2);
+  for (int64_t i = 0; i + 1 < plan.stages; ++i) {
+    Value key = keyOf(i ? kb.add(jBegin, kb.idx(i)) : jBegin);
+    copyAsync(arg(1), kBase, key, nk, kTile(kb.idx(i)), kT.rowStride);
+    copyAsync(arg(2), vBase, key, nk, vTile(kb.idx(i)), vT.rowStride);
+  }
+  ag::AsyncWaitOp::create(b, loc, 2 * (plan.stages - 1));
   gpu::BarrierOp::create(b, loc);
   rowBase = ag::WarpRowOffsetOp::create(b, loc, b.getIndexType());
   qOperand = qTile, qOperandRow = rowBase;
@@ -274,7 +280,9 @@ Value ForwardTileBuilder::applyMods(Value s, Value kBegin, Value bounds) {
 }
 
 /// The key-block loop: S = Q·K(j)ᵀ, the mods and the band, the online
-/// softmax and O += P·V(j), with K(j+1) and V(j+1) streaming in.
+/// softmax and O += P·V(j), with K and V of block j + stages − 1 streaming
+/// into the ring slot block j − 1 used. Groups in flight at each wait: K and
+/// V of blocks j … j + stages − 2 (less one V after the first wait).
 scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   // Loop state: row max, row sum (rows layout), O accumulator (16 × Dv).
   Type rowsType = f32Fragment(1, ag::FragmentLayout::Rows);
@@ -289,30 +297,32 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   b.setInsertionPointToStart(loop.getBody());
   Value j = loop.getInductionVar();
   ValueRange it = loop.getRegionIterArgs();
-  Value stage = kb.remui(kb.sub(j, jBegin), 2);
-  Value next = kb.sub(kb.idx(1), stage);
+  const int64_t stages = plan.stages, pending = 2 * stages - 3;
+  Value stage = kb.remui(kb.sub(j, jBegin), stages);
+  Value next = stages == 2
+                   ? kb.sub(kb.idx(1), stage)
+                   : kb.remui(kb.add(stage, kb.idx(stages - 1)), stages);
   Value kBegin = keyOf(j);
+  auto nextKey = [&] { return kb.add(kBegin, plan.blockKV * (stages - 1)); };
 
   // S = Q·K(j)ᵀ once K(j) has landed (V(j) may still be in flight).
-  ag::AsyncWaitOp::create(b, loc, 1);
+  ag::AsyncWaitOp::create(b, loc, pending);
   gpu::BarrierOp::create(b, loc);
   Value s = ag::MmaQKOp::create(b, loc, scoresType, qOperand, qOperandRow,
                                 kTile(stage));
-  // K(j+1) streams in while the softmax and P·V(j) run.
-  copyAsync(arg(1), kBase, kb.add(kBegin, plan.blockKV), nk, kTile(next),
-            kT.rowStride);
+  // K(j + stages − 1) streams in while the softmax and P·V(j) run.
+  copyAsync(arg(1), kBase, nextKey(), nk, kTile(next), kT.rowStride);
   s = applyMods(s, kBegin, bounds);
   auto update =
       ag::OnlineSoftmaxOp::create(b, loc, scoresType, rowsType, rowsType,
                                   accType, s, it[0], it[1], it[2], scaleLog2);
 
   // O += P·V(j); P goes from accumulator layout to A fragments in registers.
-  ag::AsyncWaitOp::create(b, loc, 1);
+  ag::AsyncWaitOp::create(b, loc, pending);
   gpu::BarrierOp::create(b, loc);
   Value acc = ag::MmaPVOp::create(b, loc, accType, update.getProbs(),
                                   vTile(stage), update.getNewAcc());
-  copyAsync(arg(2), vBase, kb.add(kBegin, plan.blockKV), nk, vTile(next),
-            vT.rowStride);
+  copyAsync(arg(2), vBase, nextKey(), nk, vTile(next), vT.rowStride);
   scf::YieldOp::create(
       b, loc, SmallVector<Value>{update.getNewMax(), update.getNewSum(), acc});
   return loop;

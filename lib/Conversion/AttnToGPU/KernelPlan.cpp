@@ -452,13 +452,13 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   if (plan.warps < 1 || plan.warps > 32)
     return fail("expected 1 to 32 warps (at most 1024 threads per CTA), got " +
                 llvm::Twine(plan.warps));
-  // The forward double-buffers K/V; the backward keeps K/V resident and
-  // single-buffers the Q/dO tiles of its query loop.
+  // The forward streams K/V through a ring of 2 to 4 stages; the backward
+  // keeps K/V resident and single-buffers the Q/dO tiles of its query loop.
   if (backward)
     plan.stages = 1;
-  else if (plan.stages != 2)
-    return fail("expected stages = 2 (double buffering), got " +
-                llvm::Twine(plan.stages));
+  else if (plan.stages < 2 || plan.stages > 4)
+    return fail("expected 2 to 4 stages (the K/V ring of the mma.sync "
+                "forward), got " + llvm::Twine(plan.stages));
   // The backward keeps full K, V, Q and dO tiles (the recomputed products
   // need every column): a default query tile shrinks until they fit.
   while (backward && !options.blockQ && plan.blockQ > 16 &&
