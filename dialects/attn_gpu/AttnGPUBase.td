@@ -38,12 +38,15 @@ def AttnGPU_Dialect : Dialect {
 //                (g, 2t..2t+1) and (g+8, 2t..2t+1): 4 values per 8 columns;
 //   operand_a:   the m16k16 A layout, packed pairs of the element type: 4
 //                registers per 16 columns;
-//   rows:        one value per accumulator row (g and g+8): 2 values.
+//   rows:        one value per accumulator row (g and g+8): 2 values;
+//   columns:     one value per accumulator column the lane holds (2t, 2t+1
+//                of each n8 tile): 2 values per 8 columns.
 def AttnGPU_FragmentLayout : I32EnumAttr<"FragmentLayout",
     "lane layout of a register fragment", [
     I32EnumAttrCase<"Accumulator", 0, "accumulator">,
     I32EnumAttrCase<"OperandA", 1, "operand_a">,
-    I32EnumAttrCase<"Rows", 2, "rows">]> {
+    I32EnumAttrCase<"Rows", 2, "rows">,
+    I32EnumAttrCase<"Columns", 3, "columns">]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::mlir::fa::attn_gpu";
 }
@@ -67,7 +70,7 @@ def AttnGPU_FragmentType : AttnGPU_Type<"Fragment", "fragment"> {
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Values one lane holds: 4 per n8 column tile (accumulator), 4 per k16
-    /// step (operand_a), 2 (rows).
+    /// step (operand_a), 2 (rows), 2 per n8 column tile (columns).
     int64_t getLaneValueCount() const;
   }];
 }

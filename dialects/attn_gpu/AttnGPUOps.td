@@ -4,7 +4,11 @@
 // them: the shared buffer and its tiles, packed GQA's rows, asynchronous
 // tile copies (a gather for packed Q), the operand fragments, the key band,
 // then per key block Q·Kᵀ, score_mod, mask_mod, the mask, the online
-// softmax and P·V, and the epilogue.
+// softmax and P·V, and the epilogue. Then the ops the recompute backward
+// adds (its fragments transposed: a warp's 16 keys as rows, the query
+// tile's queries as columns): the row statistics, the transposed mods and
+// mask, the recompute of P, dS, dSᵀ into shared memory, the dQ reduction
+// and the dK / dV epilogue. mma_qk and mma_pv serve both directions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -213,7 +217,9 @@ def AttnGPU_MmaQKOp : AttnGPU_Op<"mma_qk"> {
   let description = [{
     The warp's 16 × block_kv scores in the accumulator layout, from Q as
     operand_a fragments in registers or, with `[row]`, read from its shared
-    tile at every k step, and the n-major K tile through ldmatrix.
+    tile at every k step, and the n-major K tile through ldmatrix. The
+    backward forms Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ with it: the warp's 16 keys of
+    the K (V) tile at `[row]` against the Q (dO) tile.
   }];
   let arguments = (ins AnyType:$query, Optional<Index>:$query_row,
                        AttnGPU_SharedTile:$key);
@@ -275,7 +281,8 @@ def AttnGPU_MaskModOp : AttnGPU_Op<"mask_mod",
 }
 
 def AttnGPU_YieldOp : AttnGPU_Op<"yield", [Pure, ReturnLike, Terminator,
-    ParentOneOf<["ScoreModOp", "MaskModOp"]>]> {
+    ParentOneOf<["ScoreModOp", "MaskModOp", "TransposedScoreModOp",
+                 "TransposedMaskModOp"]>]> {
   let summary = "yields a score_mod's score (f32) or a mask_mod's verdict (i1)";
   let arguments = (ins AnyTypeOf<[F32, I1]>:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
@@ -329,14 +336,17 @@ def AttnGPU_MmaPVOp : AttnGPU_Op<"mma_pv", [AllTypesMatch<["acc", "result"]>]> {
     P from the scores' accumulator layout, packed in registers into A
     fragments (the two layouts agree lane for lane), V from its k-major
     shared tile through ldmatrix.trans; n8 column tiles wholly past the
-    value head dim are not accumulated.
+    accumulator's columns are not accumulated. With `columns %c` the
+    accumulator holds the value tile's columns [c, c + its width) (a column
+    slice of a split backward). The backward's dV += Pᵀ·dO and dK += dSᵀ·Q
+    are this op on the transposed fragments.
   }];
   let arguments = (ins AttnGPU_Fragment:$probs, AttnGPU_SharedTile:$value,
-                       AttnGPU_Fragment:$acc);
+                       Optional<Index>:$first_column, AttnGPU_Fragment:$acc);
   let results = (outs AttnGPU_Fragment:$result);
   let assemblyFormat = [{
-    $probs `,` $value `,` $acc attr-dict `:` type($probs) `,` type($value)
-    `,` type($acc)
+    $probs `,` $value (`columns` $first_column^)? `,` $acc attr-dict `:`
+    type($probs) `,` type($value) `,` type($acc)
   }];
   let hasVerifier = 1;
 }
@@ -389,6 +399,212 @@ def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output",
     `of` $batches)? attr-dict `:`
     type($acc) `,`
     type($inv_sum) `,` type($lse) `,` type($output) `,` type($lse_out)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// The recompute backward (fa_bwd): one CTA per key block, warp w owning keys
+// [16w, 16w + 16); per query tile Sᵀ and dPᵀ are 16 × block_q fragments.
+//===----------------------------------------------------------------------===//
+
+def AttnGPU_SharedF32ViewOp : AttnGPU_Op<"shared_f32_view", [Pure]> {
+  let summary = "the kernel's shared buffer seen as f32 words";
+  let description = [{
+    The same bytes as `attn_gpu.shared_memory`'s buffer, as a memref of f32
+    words: where the backward keeps a query tile's LSE and Delta (in the
+    row padding of its K tile, `attn_gpu.async_copy_row_stats`).
+  }];
+  let results = (outs MemRefRankOf<[F32], [1]>:$view);
+  let assemblyFormat = "attr-dict `:` type($view)";
+  let hasVerifier = 1;
+}
+
+def AttnGPU_AsyncCopyRowStatsOp : AttnGPU_Op<"async_copy_row_stats"> {
+  let summary = "copy a query tile's LSE and Delta into a tile's row padding";
+  let description = [{
+    LSE and Delta of rows [query_begin, query_begin + block_rows) (row r at
+    `rows_base` + r of `lse` and `delta`; rows at or past `nq` read 0) into
+    the 16-byte padding of `tile`'s rows, which ldmatrix never reads: value
+    c (LSE c < block_rows, Delta block_rows + c) is word c mod 4 of the
+    padding of tile row c / 4 in `stats` (the buffer as f32 words), so a
+    lane's two query columns are one 8-byte load (`attn_gpu.recompute_probs`).
+    One cp.async group.
+  }];
+  let arguments = (ins AnyMemRef:$lse, AnyMemRef:$delta, Index:$rows_base,
+                       Index:$query_begin, Index:$nq,
+                       MemRefRankOf<[F32], [1]>:$stats,
+                       AttnGPU_SharedTile:$tile, I64Attr:$block_rows);
+  let assemblyFormat = [{
+    $lse `,` $delta `[` $rows_base `]` `rows` $query_begin `below` $nq `into`
+    $stats `beside` $tile attr-dict `:` type($lse) `,` type($delta) `,`
+    type($stats) `,` type($tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_TransposedScoreModOp : AttnGPU_Op<"transposed_score_mod",
+    [AllTypesMatch<["scores", "result", "derivative"]>]> {
+  let summary = "apply a score_mod to Sᵀ, keeping d(score)/dS";
+  let description = [{
+    `attn_gpu.score_mod` on Sᵀ: the lane's rows are keys `key_begin` +
+    `row` + g, + 8, its columns queries `query_begin` + 2t, 2t + 1 of each
+    n8 tile. `derivative` is each element's d(score_mod)/dS (the scale
+    included), which `attn_gpu.score_gradient` multiplies into dS; the
+    region is the attn op's, differentiated by the CPU decomposition's
+    score builder.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, F32:$scale, Index:$batch,
+                       Index:$head, Index:$query_begin, Index:$nq, Index:$nk,
+                       Index:$row, Index:$key_begin);
+  let results = (outs AttnGPU_Fragment:$result, AttnGPU_Fragment:$derivative);
+  let regions = (region SizedRegion<1>:$score_mod);
+  let hasRegionVerifier = 1;
+  let assemblyFormat = [{
+    $scores `scale` $scale `at` ` ` `[` $batch `,` $head `,` $query_begin `]`
+    `of` ` ` `[` $nq `,` $nk `]` `row` $row `key` $key_begin attr-dict `:`
+    type($scores) $score_mod
+  }];
+}
+
+def AttnGPU_TransposedMaskModOp : AttnGPU_Op<"transposed_mask_mod",
+    [AllTypesMatch<["scores", "result"]>]> {
+  let summary = "apply a mask_mod to Sᵀ";
+  let description = [{
+    `attn_gpu.mask_mod` on Sᵀ, positions as in
+    `attn_gpu.transposed_score_mod`.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, Index:$batch, Index:$head,
+                       Index:$query_begin, Index:$nq, Index:$nk, Index:$row,
+                       Index:$key_begin);
+  let results = (outs AttnGPU_Fragment:$result);
+  let regions = (region SizedRegion<1>:$mask_mod);
+  let hasRegionVerifier = 1;
+  let assemblyFormat = [{
+    $scores `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of` ` ` `[`
+    $nq `,` $nk `]` `row` $row `key` $key_begin attr-dict `:` type($scores)
+    $mask_mod
+  }];
+}
+
+def AttnGPU_TransposedMaskOp : AttnGPU_Op<"transposed_mask",
+    [AllTypesMatch<["scores", "result"]>]> {
+  let summary = "set the elements of Sᵀ outside the mask to -inf";
+  let description = [{
+    Elements of Sᵀ (rows keys `key_begin` + `row` + g, + 8; columns queries
+    from `query_begin`) outside the mask's band, at keys past `nk` or at
+    queries past `nq` become -inf; a tile of `block_keys` keys × the
+    fragment's queries wholly inside the band and the lengths is left as it
+    is. The band's sizes as in `attn_gpu.key_bounds` (`window_left` /
+    `window_right`, or `window(%left, %right)` bound at the kernel's entry).
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores, Index:$batch, Index:$head,
+                       Index:$query_begin, Index:$key_begin, Index:$nq,
+                       Index:$nk, Index:$row, Variadic<Index>:$window_sizes,
+                       I64Attr:$block_keys,
+                       DefaultValuedAttr<Attn_MaskKindAttr,
+                           "::mlir::fa::attn::MaskKind::None">:$mask,
+                       OptionalAttr<I64Attr>:$window_left,
+                       OptionalAttr<I64Attr>:$window_right);
+  let results = (outs AttnGPU_Fragment:$result);
+  let assemblyFormat = [{
+    $scores `at` ` ` `[` $batch `,` $head `,` $query_begin `,` $key_begin `]`
+    `of` ` ` `[` $nq `,` $nk `]` `row` $row (`window` `(` $window_sizes^ `)`)?
+    attr-dict `:` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_RecomputeProbsOp : AttnGPU_Op<"recompute_probs",
+    [AllTypesMatch<["scores", "probs"]>]> {
+  let summary = "Pᵀ = 2^(Sᵀ·scale_log2 − LSE·log2 e), and each column's Delta";
+  let description = [{
+    The backward's recompute of P from the forward's LSE: each lane reads
+    the LSE and Delta of its query columns from the row padding of `tile`
+    (`attn_gpu.async_copy_row_stats`), gives -inf rows P = 0, and returns
+    Delta in the columns layout for `attn_gpu.score_gradient`.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$scores,
+                       MemRefRankOf<[F32], [1]>:$stats,
+                       AttnGPU_SharedTile:$tile, F32:$scale_log2);
+  let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$delta);
+  let assemblyFormat = [{
+    $scores `,` $stats `beside` $tile `scale` $scale_log2 attr-dict `:`
+    type($scores) `,` type($stats) `,` type($tile) `->` type($delta)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_ScoreGradientOp : AttnGPU_Op<"score_gradient",
+    [AllTypesMatch<["probs", "dp", "result"]>, AttrSizedOperandSegments]> {
+  let summary = "dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale";
+  let description = [{
+    The softmax's backward on fragments (OnlineSoftmaxMath::scoreGradient):
+    the factor is the kernel's `scale`, or under a score_mod each element's
+    `derivative` from `attn_gpu.transposed_score_mod`.
+  }];
+  let arguments = (ins AttnGPU_Fragment:$probs, AttnGPU_Fragment:$dp,
+                       AttnGPU_Fragment:$delta, Optional<F32>:$scale,
+                       Optional<AttnGPU_Fragment>:$derivative);
+  let results = (outs AttnGPU_Fragment:$result);
+  let assemblyFormat = [{
+    $probs `,` $dp `,` $delta (`scale` $scale^)? (`derivative` $derivative^)?
+    attr-dict `:` type($probs) `,` type($delta) (`,` type($derivative)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_StoreTileOp : AttnGPU_Op<"store_tile"> {
+  let summary = "store a warp's accumulator fragment into a shared tile";
+  let description = [{
+    Rows `row` + g, + 8 and columns 8n + 2t, +1 of the fragment, in the
+    tile's element type, as 4-byte pairs (dSᵀ for the dQ reduction).
+  }];
+  let arguments = (ins AttnGPU_Fragment:$value, AttnGPU_SharedTile:$tile,
+                       Index:$row);
+  let assemblyFormat = [{
+    $value `,` $tile `[` $row `]` attr-dict `:` type($value) `,` type($tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_ReduceDQOp : AttnGPU_Op<"reduce_dq"> {
+  let summary = "dq_accum += dS·K, reduced in global memory";
+  let description = [{
+    dS (the transpose of `ds`, a block_kv × block_q tile) times `key`'s
+    `columns` columns from `first_column`, added with f32 vector reductions
+    (red.global.add) into the rows `rows_base` + `query_begin` + r below
+    `nq` of dq_accum at byte address `address` (rows of `row_elements` f32).
+    The warps split the block_q × columns tile into 16-row groups and, when
+    there are more warps than groups, 16-column pairs round-robin. Not
+    bit-reproducible run to run (the additions' order varies).
+  }];
+  let arguments = (ins AttnGPU_SharedTile:$ds, AttnGPU_SharedTile:$key,
+                       Optional<Index>:$first_column, Index:$address,
+                       Index:$rows_base, Index:$query_begin, Index:$nq,
+                       I64Attr:$columns, I64Attr:$row_elements);
+  let assemblyFormat = [{
+    $ds `,` $key (`columns` $first_column^)? `into` $address `[` $rows_base
+    `]` `rows` $query_begin `below` $nq attr-dict `:` type($ds) `,`
+    type($key)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_StoreAccumulatorOp : AttnGPU_Op<"store_accumulator"> {
+  let summary = "store a warp's accumulator rows to a global matrix";
+  let description = [{
+    Rows `row` + g, + 8 below `row_limit` of the fragment, in `output`'s
+    element type, at `base` + row·`row_stride` (the caller's layout; rows
+    are aligned as rows of `row_elements` elements), columns below the
+    fragment's width (dK and dV of the backward).
+  }];
+  let arguments = (ins AttnGPU_Fragment:$acc, AnyMemRef:$output, Index:$base,
+                       Index:$row, Index:$row_limit, Index:$row_stride,
+                       I64Attr:$row_elements);
+  let assemblyFormat = [{
+    $acc `to` $output `[` $base `stride` $row_stride `]` `rows` $row `below`
+    $row_limit attr-dict `:` type($acc) `,` type($output)
   }];
   let hasVerifier = 1;
 }

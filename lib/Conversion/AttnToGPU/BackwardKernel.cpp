@@ -23,12 +23,16 @@
 //   fa_bwd_post  dQ = dq_accum in the element type, the block's rows as one
 //                run of f32 chunks (16 bytes unless D % 4 ≠ 0), thread t
 //                taking t + k·threads.
-// With mma = wgmma (sm_90a) fa_bwd's body is HopperBackwardKernel.cpp's.
+// fa_bwd (mma.sync) is built at the GPU tile level (attn_gpu ops, lowered
+// by BackwardTileLowering.cpp); with mma = wgmma (sm_90a) its body is
+// HopperBackwardKernel.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TiledLoopNest.h"
 #include "Wgmma.h"
+
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
 #include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
@@ -40,6 +44,8 @@
 using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
+
+namespace ag = mlir::fa::attn_gpu;
 
 namespace {
 /// This CTA's block of query rows (grid (ceil(Nq/block_q), heads, batch)).
@@ -269,143 +275,265 @@ static gpu::GPUFuncOp createMainKernel(OpBuilder &b, Location loc,
                           plan, plan.backwardSharedBytes());
 }
 
-static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
-                            gpu::GPUFuncOp func, const KernelParams &params,
-                            const KernelPlan &plan,
-                            const TiledLoopNest &loops) {
-  const int64_t d = plan.headDim, dv = plan.headDimV;
-  // Tensor-core steps run over the head dims padded to 16 (zeros in shared
-  // memory); n8 tiles wholly past D / Dv are not accumulated, and columns
-  // past them are neither stored nor reduced.
-  const int64_t dPad = plan.paddedHeadDim(), dvPad = plan.paddedHeadDimV();
-  // Columns of dK and dQ (wk, of Q and K) and of dV (wv, of dO) this CTA
-  // accumulates; with dsplit = 1 all of them (any head dim), else slices
-  // that are multiples of 8. Both are padded to 16 like the head dims: an n8
-  // tile wholly past the slice is skipped.
-  const int64_t wk = plan.sliceHeadDim(), wv = plan.sliceHeadDimV();
-  const int64_t wkPad = (wk + 15) / 16 * 16;
-  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  Type f32 = b.getF32Type();
-  Block &entry = func.getBody().front();
-  auto arg = [&](unsigned i) { return entry.getArgument(i); };
-  Value qMem = arg(0), kMem = arg(1), vMem = arg(2), doMem = arg(3),
-        lseMem = arg(4), deltaMem = arg(5), dqMem = arg(6), dkMem = arg(7),
-        dvMem = arg(8), scale = arg(14);
+namespace {
+/// fa_bwd (mma.sync) as attn_gpu tile ops: the tiled loops mapped to the
+/// grid (CTA = (key block and column slice, key head, batch)), the query
+/// heads of the GQA group and the query blocks of the tiled loop as two
+/// scf.for loops carrying the dK and dV fragments, their body the schedule
+/// of the file comment. The index arithmetic is the kernel's own; the tile
+/// ops lower in place (ConvertAttnGPUToNVVM.cpp), so the kernel's code is
+/// the one the fragment builders always emitted.
+class BackwardTileBuilder {
+public:
+  BackwardTileBuilder(OpBuilder &b, Location loc, const KernelPlan &plan,
+                      gpu::GPUFuncOp func, const KernelParams &params)
+      : b(b), loc(loc), ctx(b.getContext()), plan(plan), kb(b, loc, plan),
+        entry(func.getBody().front()), params(params) {}
 
-  KernelBuilder kb(b, loc, plan);
-  kb.setupThreadIds();
-  Value heads = kb.toIndex(arg(10)), kvHeads = kb.toIndex(arg(11));
-  Value nq = kb.toIndex(arg(12)), nk = kb.toIndex(arg(13));
-  // Grid x enumerates (key block, column slice) with the slices of one key
-  // block adjacent, so they read the same K/V rows close together in time.
-  Value kBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  void build(gpu::GPUModuleOp module, const TiledLoopNest &loops);
+
+private:
+  Value arg(unsigned i) { return entry.getArgument(i); }
+  void mapGrid();
+  void declareSharedTiles();
+  void loadQueryTile(Value head, Value qBegin);
+  Value rowsBaseOf(Value head) {
+    return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  }
+  ag::FragmentType f32Fragment(int64_t cols,
+                               ag::FragmentLayout layout =
+                                   ag::FragmentLayout::Accumulator) {
+    return ag::FragmentType::get(ctx, 16, cols, b.getF32Type(), layout);
+  }
+  std::pair<Value, Value> recomputeScores(Value head, Value qBegin,
+                                          Value &derivative);
+  void buildQueryTile(scf::ForOp headLoop, scf::ForOp tileLoop, Value head,
+                      Value qRowsBase);
+  void prefetchNextTile(scf::ForOp headLoop, scf::ForOp tileLoop);
+  void storeGradients(ValueRange res);
+
+  OpBuilder &b;
+  Location loc;
+  MLIRContext *ctx;
+  const KernelPlan &plan;
+  KernelBuilder kb;
+  Block &entry;
+  const KernelParams &params;
+  Value heads, kvHeads, nq, nk, kBlock, kvHead, batch, group, kBegin;
   Value colK, colV; // first column of this CTA's slices; null for dsplit 1
+  Value stats, dqAddress, scaleLog2, keyRow0, iBegin, iEnd;
+  Value kTile, vTile, qTile, doTile, dsTile;
+  StridedTensor qT, kT, vT, doT;
+};
+} // namespace
+
+/// Block ids → (key block and column slice, key head, batch). Grid x
+/// enumerates (key block, column slice) with the slices of one key block
+/// adjacent, so they read the same K/V rows close together in time.
+void BackwardTileBuilder::mapGrid() {
+  heads = kb.toIndex(arg(10)), kvHeads = kb.toIndex(arg(11));
+  nq = kb.toIndex(arg(12)), nk = kb.toIndex(arg(13));
+  kBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   if (plan.dsplit > 1) {
     Value part = kb.remui(kBlock, plan.dsplit);
     kBlock = kb.divui(kBlock, plan.dsplit);
-    colK = kb.mul(part, wk);
-    colV = kb.mul(part, wv);
+    colK = kb.mul(part, plan.sliceHeadDim());
+    colV = kb.mul(part, plan.sliceHeadDimV());
   }
-  // Column `off` of a slice starting at `first` (a constant for dsplit 1).
-  auto sliceCol = [&](Value first, int64_t off) {
-    return first ? kb.add(first, off) : kb.idx(off);
-  };
-  // acc += srcᵀ-tile (bq keys-major accumulator `src`, as A) · the `width`
-  // columns from `first` of `tile`; the second n8 tile of the last pair is
-  // padding when width % 16 = 8. Serves dV += Pᵀ·dO and dK += dSᵀ·Q.
-  auto accumulateSlice = [&](ArrayRef<Value> src, const SharedTile &tile,
-                             Value first, int64_t width,
-                             MutableArrayRef<Value> acc) {
-    const int64_t widthPad = (width + 15) / 16 * 16;
-    for (int64_t kk = 0; kk < bq / 16; ++kk) {
-      SmallVector<Value, 4> a = accumulatorToA(kb, src.slice(kk * 8, 8));
-      for (int64_t np = 0; np < widthPad / 16; ++np) {
-        SmallVector<Value, 4> bf =
-            kb.loadBFromKMajor(tile, kk * 16, sliceCol(first, np * 16));
-        kb.mma(a, {bf[0], bf[1]}, acc.slice(np * 8, 4));
-        if (np * 16 + 8 < width)
-          kb.mma(a, {bf[2], bf[3]}, acc.slice(np * 8 + 4, 4));
-      }
-    }
-  };
-  Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-  Value batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-  Value group = arith::DivUIOp::create(b, loc, heads, kvHeads);
-  Value kBegin = kb.mul(kBlock, bkv);
+  kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  group = arith::DivUIOp::create(b, loc, heads, kvHeads);
+  kBegin = kb.mul(kBlock, plan.blockKV);
+}
 
-  // Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ.
+/// Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ, rows
+/// padded by 16 B; the query tile's LSE and Delta in K's row padding, seen
+/// through the buffer's f32 view.
+void BackwardTileBuilder::declareSharedTiles() {
+  const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   const int64_t kElems = bkv * plan.strideQK(), vElems = bkv * plan.strideV(),
                 qElems = bq * plan.strideQK(), doElems = bq * plan.strideV();
   const int64_t smemElems = kElems + vElems + qElems + doElems + bkv * (bq + 8);
-  kb.setupSharedMemory(module, smemElems);
-  // LSE and Delta of the query tile live in the 16-byte row padding of K
-  // (never read by ldmatrix): value c (LSE c < bq, Delta bq + c) is float
-  // c % 4 of K row c / 4, so a lane's column pair is one 8-byte load.
-  assert(plan.strideQK() - dPad == 8 && 2 * bq <= 4 * bkv &&
-         2 * bq <= plan.threads() && "row statistics do not fit K's padding");
-  Value stats = kb.sharedView(module, f32, smemElems / 2);
-  auto statSlot = [&](Value c) {
-    return kb.add(kb.mul(kb.divui(c, 4), plan.strideQK() / 2),
-                  kb.add(kb.remui(c, 4), dPad / 2));
+  ag::SharedMemoryOp::create(b, loc, smemElems, plan.elemType);
+  stats = ag::SharedF32ViewOp::create(
+      b, loc,
+      MemRefType::get({smemElems / 2}, b.getF32Type(),
+                      MemRefLayoutAttrInterface(), b.getI64IntegerAttr(3)));
+  dqAddress = kb.globalAddress(arg(6));
+  auto tile = [&](int64_t offset, int64_t rows, int64_t cols, int64_t stride) {
+    auto type =
+        ag::SharedTileType::get(ctx, rows, cols, plan.elemType, stride);
+    return ag::SharedTileOp::create(b, loc, type, Value(), offset,
+                                    IntegerAttr());
   };
-  Value dqAddr = kb.globalAddress(dqMem);
-  SharedTile kTile{kb.idx(0), bkv, d, plan.strideQK()};
-  SharedTile vTile{kb.idx(kElems), bkv, dv, plan.strideV()};
-  SharedTile qTile{kb.idx(kElems + vElems), bq, d, plan.strideQK()};
-  SharedTile doTile{kb.idx(kElems + vElems + qElems), bq, dv, plan.strideV()};
-  SharedTile dsTile{kb.idx(kElems + vElems + qElems + doElems), bkv, bq,
-                    bq + 8};
+  kTile = tile(0, bkv, plan.headDim, plan.strideQK());
+  vTile = tile(kElems, bkv, plan.headDimV, plan.strideV());
+  qTile = tile(kElems + vElems, bq, plan.headDim, plan.strideQK());
+  doTile = tile(kElems + vElems + qElems, bq, plan.headDimV, plan.strideV());
+  dsTile = tile(kElems + vElems + qElems + doElems, bkv, bq, bq + 8);
+}
 
-  // Q, K, V, dO, dK and dV in the caller's layout; LSE, Delta and dq_accum
-  // are fa's, contiguous.
-  StridedTensor qT = stridedTensor(kb, qMem, params.strides(entry, 0));
-  StridedTensor kT = stridedTensor(kb, kMem, params.strides(entry, 1));
-  StridedTensor vT = stridedTensor(kb, vMem, params.strides(entry, 2));
-  StridedTensor doT = stridedTensor(kb, doMem, params.strides(entry, 3));
-  kb.copyTileAsync(kMem, kT.headBase(kb, batch, kvHead), kBegin, nk, kTile,
-                   kT.rowStride);
-  kb.copyTileAsync(vMem, vT.headBase(kb, batch, kvHead), kBegin, nk, vTile,
-                   vT.rowStride);
-
-  // Q's and dO's strides read afresh in each tile's loads (opaqueIndex64).
+/// Q, dO, LSE and Delta of the query tile at qBegin of query head `head`
+/// (rows at or past Nq zero-filled). Q's and dO's strides are read afresh
+/// (opaqueIndex64) in each tile's loads.
+void BackwardTileBuilder::loadQueryTile(Value head, Value qBegin) {
   auto opaque = [&](const StridedTensor &t) {
     return StridedTensor{t.mem, opaqueIndex64(kb, t.batchStride),
                          opaqueIndex64(kb, t.headStride),
                          opaqueIndex64(kb, t.rowStride)};
   };
-  auto rowsBaseOf = [&](Value head) {
-    return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
-  };
-  // Q, dO, LSE and Delta of the query tile at qBegin of query head `head`;
-  // rows at or past Nq are zero-filled.
-  auto loadQueryTile = [&](Value head, Value qBegin) {
-    StridedTensor q = opaque(qT), dO = opaque(doT);
-    kb.copyTileAsync(qMem, q.headBase(kb, batch, head), qBegin, nq, qTile,
-                     q.rowStride);
-    kb.copyTileAsync(doMem, dO.headBase(kb, batch, head), qBegin, nq, doTile,
-                     dO.rowStride);
-    kb.copyRowStatsAsync(stats, lseMem, deltaMem, rowsBaseOf(head), qBegin, nq,
-                         bq, [&] { return statSlot(kb.tid); });
-    kb.commitAsync();
-  };
+  StridedTensor q = opaque(qT), dO = opaque(doT);
+  ag::AsyncCopyOp::create(b, loc, arg(0), q.headBase(kb, batch, head), qBegin,
+                          nq, q.rowStride, qTile, Value(), ValueRange());
+  ag::AsyncCopyOp::create(b, loc, arg(3), dO.headBase(kb, batch, head),
+                          qBegin, nq, dO.rowStride, doTile, Value(),
+                          ValueRange());
+  ag::AsyncCopyRowStatsOp::create(b, loc, arg(4), arg(5), rowsBaseOf(head),
+                                  qBegin, nq, stats, kTile, plan.blockQ);
+}
 
+/// Sᵀ = K·Qᵀ for the warp's 16 keys × the tile's queries; score_mod
+/// (before the mask: a mod of −inf need not stay −inf), with d(score)/dSᵀ
+/// kept in `derivative` for dSᵀ; mask_mod; the band and the lengths; then
+/// Pᵀ from LSE. Returns Pᵀ and the columns' Delta.
+std::pair<Value, Value>
+BackwardTileBuilder::recomputeScores(Value head, Value qBegin,
+                                     Value &derivative) {
+  const attn::ScoreSpec &spec = plan.spec;
+  Type scoresType = f32Fragment(plan.blockQ);
+  Value s =
+      ag::MmaQKOp::create(b, loc, scoresType, kTile, keyRow0, qTile);
+  Value scale = arg(14);
+  if (spec.scoreMod) {
+    auto mod = ag::TransposedScoreModOp::create(b, loc, scoresType, scoresType,
+                                                s, scale, batch, head, qBegin,
+                                                nq, nk, keyRow0, kBegin);
+    cloneModRegion(b, *spec.scoreMod, mod.getScoreMod());
+    s = mod.getResult();
+    derivative = mod.getDerivative();
+  }
+  if (spec.maskMod) {
+    auto mod = ag::TransposedMaskModOp::create(
+        b, loc, scoresType, s, batch, head, qBegin, nq, nk, keyRow0, kBegin);
+    cloneModRegion(b, *spec.maskMod, mod.getMaskMod());
+    s = mod.getResult();
+  }
+  bool window = spec.mask == attn::MaskKind::Window;
+  bool fixed = window && !spec.runtimeWindow();
+  SmallVector<Value, 2> sizes;
+  if (spec.runtimeWindow())
+    sizes = {spec.windowLeftValue, spec.windowRightValue};
+  s = ag::TransposedMaskOp::create(
+      b, loc, scoresType, s, batch, head, qBegin, kBegin, nq, nk, keyRow0,
+      sizes, plan.blockKV, spec.mask,
+      fixed ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
+      fixed ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+  auto probs = ag::RecomputeProbsOp::create(
+      b, loc, scoresType,
+      f32Fragment(plan.blockQ, ag::FragmentLayout::Columns), s, stats, kTile,
+      scaleLog2);
+  return {probs.getProbs(), probs.getDelta()};
+}
+
+/// One query tile: (after its loads land) Pᵀ, dV += Pᵀ·dO, dPᵀ = V·dOᵀ,
+/// dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale into shared memory, dK += dSᵀ·Q; the next
+/// tile's loads start, then dQ += dS·K reduces into dq_accum.
+void BackwardTileBuilder::buildQueryTile(scf::ForOp headLoop,
+                                         scf::ForOp tileLoop, Value head,
+                                         Value qRowsBase) {
+  ValueRange it = tileLoop.getRegionIterArgs();
+  Value dK = it[0], dV = it[1];
+  Value qBegin = kb.mul(tileLoop.getInductionVar(), plan.blockQ);
+  // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
+  // the barrier also ends the previous tile's reads of dSᵀ.
+  ag::AsyncWaitOp::create(b, loc, 0);
+  gpu::BarrierOp::create(b, loc);
+  Value derivative;
+  auto [probs, delta] = recomputeScores(head, qBegin, derivative);
+  dV = ag::MmaPVOp::create(b, loc, dV.getType(), probs, doTile, colV, dV);
+  Type scoresType = probs.getType();
+  Value dp = ag::MmaQKOp::create(b, loc, scoresType, vTile, keyRow0, doTile);
+  Value ds = ag::ScoreGradientOp::create(
+      b, loc, scoresType, probs, dp, delta, derivative ? Value() : arg(14),
+      derivative);
+  ag::StoreTileOp::create(b, loc, ds, dsTile, keyRow0);
+  dK = ag::MmaPVOp::create(b, loc, dK.getType(), ds, qTile, colK, dK);
+  // dSᵀ is complete and Q, dO, LSE and Delta are dead: start loading the
+  // next tile (of this head, else of the next head in the group).
+  gpu::BarrierOp::create(b, loc);
+  prefetchNextTile(headLoop, tileLoop);
+  ag::ReduceDQOp::create(b, loc, dsTile, kTile, colK, dqAddress, qRowsBase,
+                         qBegin, nq, plan.sliceHeadDim(), plan.headDim);
+  scf::YieldOp::create(b, loc, ValueRange{dK, dV});
+}
+
+/// The next query tile's loads: the next tile of this head, else the first
+/// of the next head in the group, none after the last.
+void BackwardTileBuilder::prefetchNextTile(scf::ForOp headLoop,
+                                           scf::ForOp tileLoop) {
+  Value nextTile = kb.add(tileLoop.getInductionVar(), 1);
+  Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
+                                     nextTile, iEnd);
+  Value nextHead = kb.add(headLoop.getInductionVar(),
+                          kb.select(wrap, kb.idx(1), kb.idx(0)));
+  nextTile = kb.select(wrap, iBegin, nextTile);
+  auto nextIf = scf::IfOp::create(b, loc, kb.lt(nextHead, group), false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&nextIf.getThenRegion().front());
+  loadQueryTile(kb.add(kb.mul(kvHead, group), nextHead),
+                kb.mul(nextTile, plan.blockQ));
+}
+
+/// dK (the scale is already in dS) and dV of the warp's keys below Nk, this
+/// CTA's columns, in the caller's layout.
+void BackwardTileBuilder::storeGradients(ValueRange res) {
+  Value keyRow = kb.add(kBegin, keyRow0);
+  auto store = [&](Value acc, const StridedTensor &t, int64_t cols,
+                   Value first) {
+    Value base = t.headBase(kb, batch, kvHead);
+    if (first)
+      base = kb.add(base, first);
+    ag::StoreAccumulatorOp::create(b, loc, acc, t.mem, base, keyRow, nk,
+                                   t.rowStride, cols);
+  };
+  store(res[0], stridedTensor(kb, arg(7), params.strides(entry, 4)),
+        plan.headDim, colK);
+  store(res[1], stridedTensor(kb, arg(8), params.strides(entry, 5)),
+        plan.headDimV, colV);
+}
+
+void BackwardTileBuilder::build(gpu::GPUModuleOp module,
+                                const TiledLoopNest &loops) {
+  mapGrid();
+  declareSharedTiles();
+  // Q, K, V, dO, dK and dV in the caller's layout; LSE, Delta and dq_accum
+  // are fa's, contiguous. K and V stay for the whole CTA.
+  qT = stridedTensor(kb, arg(0), params.strides(entry, 0));
+  kT = stridedTensor(kb, arg(1), params.strides(entry, 1));
+  vT = stridedTensor(kb, arg(2), params.strides(entry, 2));
+  doT = stridedTensor(kb, arg(3), params.strides(entry, 3));
+  ag::AsyncCopyOp::create(b, loc, arg(1), kT.headBase(kb, batch, kvHead),
+                          kBegin, nk, kT.rowStride, kTile, Value(),
+                          ValueRange());
+  ag::AsyncCopyOp::create(b, loc, arg(2), vT.headBase(kb, batch, kvHead),
+                          kBegin, nk, vT.rowStride, vTile, Value(),
+                          ValueRange());
   // The query blocks of the tiled loop (those that meet this key block's
   // band).
   TileLoopInputs in{batch, kvHead, kBlock, heads, kvHeads, nq, nk};
   in.windowLeft = plan.spec.windowLeftValue;
   in.windowRight = plan.spec.windowRightValue;
-  auto [iBegin, iEnd] = loops.cloneTileRange(b, in);
-  Value scaleLog2 = softmaxScaleLog2(kb, scale);
-  attn::OnlineSoftmaxMath math = kb.softmaxMath();
-  Value keyRow0 = kb.mul(kb.warp, 16);
-
-  const int64_t dkN = llvm::divideCeil(wk, 8) * 4,
-                dvN = llvm::divideCeil(wv, 8) * 4, sN = bq / 8 * 4;
-  SmallVector<Value> init(dkN + dvN, kb.f32(0));
-  loadQueryTile(kb.mul(kvHead, group), kb.mul(iBegin, bq));
+  std::tie(iBegin, iEnd) = loops.cloneTileRange(b, in);
+  scaleLog2 = softmaxScaleLog2(kb, arg(14));
+  keyRow0 = ag::WarpRowOffsetOp::create(b, loc, b.getIndexType());
+  Value zero = kb.f32(0);
+  SmallVector<Value> init{
+      ag::FillOp::create(b, loc, f32Fragment(plan.sliceHeadDim()), zero),
+      ag::FillOp::create(b, loc, f32Fragment(plan.sliceHeadDimV()), zero)};
+  loadQueryTile(kb.mul(kvHead, group), kb.mul(iBegin, plan.blockQ));
   auto headLoop = scf::ForOp::create(b, loc, kb.idx(0), group, kb.idx(1), init);
   {
-    OpBuilder::InsertionGuard g0(b);
+    OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(headLoop.getBody());
     Value head = kb.add(kb.mul(kvHead, group), headLoop.getInductionVar());
     Value qRowsBase = rowsBaseOf(head);
@@ -414,209 +542,12 @@ static void buildMainKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     {
       OpBuilder::InsertionGuard g1(b);
       b.setInsertionPointToStart(tileLoop.getBody());
-      ValueRange it = tileLoop.getRegionIterArgs();
-      SmallVector<Value> dK(it.begin(), it.begin() + dkN);
-      SmallVector<Value> dV(it.begin() + dkN, it.end());
-      Value qBegin = kb.mul(tileLoop.getInductionVar(), bq);
-
-      // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
-      // the barrier also ends the previous tile's reads of dSᵀ.
-      kb.waitAsync(0);
-      gpu::BarrierOp::create(b, loc);
-
-      // Sᵀ = K·Qᵀ for this warp's 16 keys × bq queries.
-      SmallVector<Value> s(sN, kb.f32(0));
-      for (int64_t ks = 0; ks < dPad / 16; ++ks) {
-        SmallVector<Value, 4> a = kb.loadA(kTile, keyRow0, ks * 16);
-        for (int64_t np = 0; np < bq / 16; ++np) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromNMajor(qTile, kb.idx(np * 16), ks * 16);
-          kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(s).slice(np * 8, 4));
-          kb.mma(a, {bf[2], bf[3]},
-                 MutableArrayRef<Value>(s).slice(np * 8 + 4, 4));
-        }
-      }
-      // score_mod before the mask (a mod of −inf need not stay −inf), with
-      // d(score)/d(Sᵀ) kept for dSᵀ.
-      SmallVector<Value> chain;
-      if (plan.spec.scoreMod)
-        chain = applyScoreModTransposed(
-            kb, s, {batch, head, qBegin, kBegin, nq, nk}, keyRow0, scale);
-      applyMaskModTransposed(kb, s, {batch, head, qBegin, kBegin, nq, nk},
-                             keyRow0);
-      // The mask sees the tile position through an opaque copy so LLVM does
-      // not hoist per-element offsets out of the loop (as in the forward).
-      Value maskQuery = kb.opaqueIndex(qBegin);
-      Value qEnd = kb.add(maskQuery, bq), kEnd = kb.add(kBegin, bkv);
-      Value inside = attn::buildBlockInsideMask(b, loc, plan.spec, maskQuery,
-                                                qEnd, kBegin, kEnd, nq, nk);
-      inside = arith::AndIOp::create(
-          b, loc, inside,
-          arith::AndIOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd,
-                                    nq),
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, kEnd,
-                                    nk)));
-      s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
-        maskScoresTransposed(kb, masked, {batch, head, maskQuery, kBegin, nq, nk},
-                    keyRow0);
-      });
-
-      // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
-      // Columns past Nq read 0 and are masked (P = 0).
-      SmallVector<Value> lse2(bq / 4), delta(bq / 4);
-      auto f2 = VectorType::get({2}, f32);
-      for (int64_t n = 0; n < bq / 8; ++n) {
-        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-        Value l2 =
-            vector::LoadOp::create(b, loc, f2, stats, ValueRange{statSlot(col)},
-                                   false, llvm::MaybeAlign(8));
-        Value d2 = vector::LoadOp::create(b, loc, f2, stats,
-                                          ValueRange{statSlot(kb.add(col, bq))},
-                                          false, llvm::MaybeAlign(8));
-        for (int64_t c = 0; c < 2; ++c) {
-          Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
-          lse2[n * 2 + c] = math.lseBase2(l);
-          delta[n * 2 + c] =
-              vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
-        }
-      }
-      // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e) (the score_mod's score·log2e).
-      for (int64_t n = 0; n < bq / 8; ++n)
-        for (int64_t i = 0; i < 4; ++i) {
-          Value &e = s[n * 4 + i];
-          Value negL = arith::NegFOp::create(b, loc, lse2[n * 2 + i % 2]);
-          e = math.probabilityFolded(e, scaleLog2, negL);
-        }
-
-      // dV += Pᵀ·dO (this CTA's columns of dO).
-      accumulateSlice(s, doTile, colV, wv, dV);
-      // dPᵀ = V·dOᵀ.
-      SmallVector<Value> dp(sN, kb.f32(0));
-      for (int64_t ks = 0; ks < dvPad / 16; ++ks) {
-        SmallVector<Value, 4> a = kb.loadA(vTile, keyRow0, ks * 16);
-        for (int64_t np = 0; np < bq / 16; ++np) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromNMajor(doTile, kb.idx(np * 16), ks * 16);
-          kb.mma(a, {bf[0], bf[1]},
-                 MutableArrayRef<Value>(dp).slice(np * 8, 4));
-          kb.mma(a, {bf[2], bf[3]},
-                 MutableArrayRef<Value>(dp).slice(np * 8 + 4, 4));
-        }
-      }
-      // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale (·d(score)/d(Sᵀ) with a score_mod),
-      // kept in registers and in shared memory.
-      for (int64_t n = 0; n < bq / 8; ++n)
-        for (int64_t i = 0; i < 4; ++i) {
-          dp[n * 4 + i] = math.scoreGradient(
-              s[n * 4 + i], dp[n * 4 + i], delta[n * 2 + i % 2],
-              chain.empty() ? scale : chain[n * 4 + i]);
-        }
-      for (int64_t n = 0; n < bq / 8; ++n)
-        for (int64_t r = 0; r < 2; ++r) {
-          Value row = kb.add(keyRow0, kb.add(kb.groupId, r * 8));
-          Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-          Value at =
-              kb.add(dsTile.base, kb.add(kb.mul(row, dsTile.stride), col));
-          vector::StoreOp::create(
-              b, loc, kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
-              kb.smem, ValueRange{at}, false, llvm::MaybeAlign(4));
-        }
-      // dK += dSᵀ·Q (this CTA's columns of Q).
-      accumulateSlice(dp, qTile, colK, wk, dK);
-
-      // dSᵀ is complete and Q, dO, LSE and Delta are dead: start loading the
-      // next tile (of this head, else of the next head in the group).
-      gpu::BarrierOp::create(b, loc);
-      Value nextTile = kb.add(tileLoop.getInductionVar(), 1);
-      Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
-                                         nextTile, iEnd);
-      Value nextHead = kb.add(headLoop.getInductionVar(),
-                              kb.select(wrap, kb.idx(1), kb.idx(0)));
-      nextTile = kb.select(wrap, iBegin, nextTile);
-      auto nextIf = scf::IfOp::create(b, loc, kb.lt(nextHead, group), false);
-      {
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(&nextIf.getThenRegion().front());
-        loadQueryTile(kb.add(kb.mul(kvHead, group), nextHead),
-                      kb.mul(nextTile, bq));
-      }
-
-      // dQ += dS·K (this CTA's columns of K): warps split the bq × wk tile
-      // into 16-row groups and, when there are more warps than row groups,
-      // 16-column pairs round-robin.
-      const int64_t rowGroups = bq / 16, colSplit = plan.warps / rowGroups;
-      Value rowGroup = kb.remui(kb.warp, rowGroups);
-      Value colPart = kb.divui(kb.warp, rowGroups);
-      Value qRow0 = kb.mul(rowGroup, 16);
-      // Byte address of this lane's first dq_accum column in rows g, g + 8.
-      Value dqRow[2], dqRowOk[2];
-      for (int64_t r = 0; r < 2; ++r) {
-        Value row = kb.add(qBegin, kb.add(qRow0, kb.add(kb.groupId, r * 8)));
-        dqRowOk[r] = kb.lt(row, nq);
-        Value rowElem = kb.mul(kb.add(qRowsBase, row), d);
-        Value col = kb.mul(kb.threadInGroup, 2);
-        Value elem = kb.add(rowElem, colK ? kb.add(colK, col) : col);
-        dqRow[r] = kb.add(dqAddr, kb.mul(elem, 4));
-      }
-      SmallVector<SmallVector<Value, 4>> dsA;
-      for (int64_t kk = 0; kk < bkv / 16; ++kk)
-        dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
-      for (int64_t np = 0; np < wkPad / 16; ++np) {
-        // The second n8 tile of the last pair is padding when wk % 16 = 8.
-        const int64_t tiles = np * 16 + 8 < wk ? 2 : 1;
-        Value mine = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                           colPart, kb.idx(np % colSplit));
-        auto pairIf = scf::IfOp::create(b, loc, mine, false);
-        OpBuilder::InsertionGuard g3(b);
-        b.setInsertionPointToStart(&pairIf.getThenRegion().front());
-        SmallVector<Value> dq(8, kb.f32(0));
-        for (int64_t kk = 0; kk < bkv / 16; ++kk) {
-          SmallVector<Value, 4> bf =
-              kb.loadBFromKMajor(kTile, kk * 16, sliceCol(colK, np * 16));
-          kb.mma(dsA[kk], {bf[0], bf[1]},
-                 MutableArrayRef<Value>(dq).slice(0, 4));
-          if (tiles == 2)
-            kb.mma(dsA[kk], {bf[2], bf[3]},
-                   MutableArrayRef<Value>(dq).slice(4, 4));
-        }
-        for (int64_t r = 0; r < 2; ++r) {
-          auto rowIf = scf::IfOp::create(b, loc, dqRowOk[r], false);
-          OpBuilder::InsertionGuard g4(b);
-          b.setInsertionPointToStart(&rowIf.getThenRegion().front());
-          // Pairs are 8-byte aligned unless D is odd.
-          for (int64_t t = 0; t < tiles; ++t)
-            forColumnPair(
-                kb, np * 2 + t, wk, d % 2 == 0, dq[t * 4 + 2 * r],
-                dq[t * 4 + 2 * r + 1], [&](int64_t off, ValueRange v) {
-                  kb.redAddF32(dqRow[r], (np * 16 + t * 8 + off) * 4, v);
-                });
-        }
-      }
-      SmallVector<Value> yield(dK);
-      yield.append(dV);
-      scf::YieldOp::create(b, loc, yield);
+      buildQueryTile(headLoop, tileLoop, head, qRowsBase);
     }
     scf::YieldOp::create(b, loc, tileLoop.getResults());
   }
-  kb.waitAsync(0);
-
-  // dK (scale already in dS) and dV for keys < Nk, this CTA's columns.
-  SmallVector<Value> res(headLoop.getResults());
-  Value keyRow = kb.add(kBegin, keyRow0);
-  auto store = [&](ArrayRef<Value> acc, const StridedTensor &t, int64_t cols,
-                   Value first, int64_t width) {
-    Value base = t.headBase(kb, batch, kvHead);
-    if (first)
-      base = kb.add(base, first);
-    storeAccumulator(kb, acc, t.mem, base, keyRow, nk, width, {}, cols,
-                     t.rowStride);
-  };
-  store(ArrayRef<Value>(res).take_front(dkN),
-        stridedTensor(kb, dkMem, params.strides(entry, 4)), d, colK, wk);
-  store(ArrayRef<Value>(res).drop_front(dkN),
-        stridedTensor(kb, dvMem, params.strides(entry, 5)), dv, colV, wv);
+  ag::AsyncWaitOp::create(b, loc, 0);
+  storeGradients(headLoop.getResults());
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -634,7 +565,8 @@ void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
     KernelBuilder kb(b, loc, bound);
     buildBackwardMainWgmma(kb, module, func, loops);
   } else {
-    buildMainKernel(b, loc, module, func, params, bound, loops);
+    func->setAttr(attn::kKernelPlanAttr, kernelPlanAttr(b.getContext(), plan));
+    BackwardTileBuilder(b, loc, bound, func, params).build(module, loops);
   }
   buildPostKernel(b, loc, module, plan);
   if (plan.sinks)

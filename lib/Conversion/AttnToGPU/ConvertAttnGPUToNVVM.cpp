@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
+#include "TileLowering.h"
 #include "TileRows.h"
 #include "VarlenKernel.h"
 
@@ -32,15 +33,6 @@ using namespace mlir::fa::gpu_lowering;
 namespace ag = mlir::fa::attn_gpu;
 
 namespace {
-/// What the tile ops of one kernel share in the lowering: its plan, the lane
-/// ids made at its entry and its shared buffer.
-struct KernelLowering {
-  KernelPlan plan;
-  KernelBuilder::ThreadIds ids;
-  Value smem;
-};
-using KernelLowerings = DenseMap<Operation *, std::unique_ptr<KernelLowering>>;
-} // namespace
 
 /// The tile op of `func` of type OpTy, failing unless there is exactly one
 /// (`optional`: at most one).
@@ -85,6 +77,11 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   if (!planAttr)
     return func.emitOpError("expected an '")
            << attn::kKernelPlanAttr << "' on a tile-level kernel";
+  // The backward's kernel reduces dQ.
+  bool backward = false;
+  func.walk([&](ag::ReduceDQOp) { backward = true; });
+  if (backward)
+    return backwardTileKernelPlan(func, planAttr);
   FailureOr<ag::MmaQKOp> qk = uniqueOp<ag::MmaQKOp>(func);
   if (failed(qk))
     return failure();
@@ -172,29 +169,6 @@ static RowKeyBounds unpackBounds(ValueRange v, ag::KeyBoundsType t) {
   return bounds;
 }
 
-namespace {
-/// A tile op's lowering: the fragment builders on the rewriter, with the
-/// kernel's lane ids and shared buffer.
-template <typename OpTy>
-struct TileOpLowering : OpConversionPattern<OpTy> {
-  TileOpLowering(const TypeConverter &converter, MLIRContext *ctx,
-                 KernelLowerings &kernels)
-      : OpConversionPattern<OpTy>(converter, ctx), kernels(kernels) {}
-
-  KernelLowering &kernelOf(Operation *op) const {
-    return *kernels.at(op->template getParentOfType<gpu::GPUFuncOp>());
-  }
-  /// A builder of `op`'s kernel emitting through `b` at its insertion point.
-  KernelBuilder builderFor(Operation *op, OpBuilder &b) const {
-    KernelLowering &k = kernelOf(op);
-    KernelBuilder kb(b, op->getLoc(), k.plan);
-    kb.setThreadIds(k.ids);
-    kb.smem = k.smem;
-    return kb;
-  }
-
-  KernelLowerings &kernels;
-};
 
 struct SharedMemoryLowering : TileOpLowering<ag::SharedMemoryOp> {
   using TileOpLowering::TileOpLowering;
@@ -224,11 +198,6 @@ struct SharedTileLowering : TileOpLowering<ag::SharedTileOp> {
     return success();
   }
 };
-
-static SharedTile sharedTile(Value tile, ValueRange base) {
-  auto t = cast<ag::SharedTileType>(tile.getType());
-  return SharedTile{base.front(), t.getRows(), t.getCols(), t.getStride()};
-}
 
 struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
   using TileOpLowering::TileOpLowering;
@@ -595,7 +564,11 @@ struct MmaPVLowering : TileOpLowering<ag::MmaPVOp> {
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
     ag::SharedTileType valueType = op.getValue().getType();
-    const int64_t dv = valueType.getCols(), dvPad = (dv + 15) / 16 * 16;
+    // The accumulator's columns: Dv, or a split backward's slice from
+    // first_column.
+    const int64_t dv = op.getAcc().getType().getCols();
+    const int64_t dvPad = (dv + 15) / 16 * 16;
+    Value first = op.getFirstColumn();
     SharedTile vt = sharedTile(op.getValue(), adaptor.getValue());
     ValueRange p = adaptor.getProbs();
     SmallVector<Value> acc(adaptor.getAcc());
@@ -604,10 +577,10 @@ struct MmaPVLowering : TileOpLowering<ag::MmaPVOp> {
       SmallVector<Value, 4> a{kb.pack(p0[0], p0[1]), kb.pack(p0[2], p0[3]),
                               kb.pack(p1[0], p1[1]), kb.pack(p1[2], p1[3])};
       for (int64_t dp = 0; dp < dvPad / 16; ++dp) {
-        SmallVector<Value, 4> bf =
-            kb.loadBFromKMajor(vt, kk * 16, kb.idx(dp * 16));
+        Value col = first ? kb.add(first, dp * 16) : kb.idx(dp * 16);
+        SmallVector<Value, 4> bf = kb.loadBFromKMajor(vt, kk * 16, col);
         kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(acc).slice(dp * 8, 4));
-        // n8 tiles wholly past Dv are not accumulated.
+        // n8 tiles wholly past the columns are not accumulated.
         if (dp * 16 + 8 < dv)
           kb.mma(a, {bf[2], bf[3]},
                  MutableArrayRef<Value>(acc).slice(dp * 8 + 4, 4));
@@ -780,6 +753,7 @@ struct ConvertAttnGPUToNVVMPass final
                  ModLowering<ag::MaskModOp>, MaskLowering, OnlineSoftmaxLowering,
                  MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
         converter, ctx, kernels);
+    populateBackwardTileLowering(patterns, converter, kernels);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
   }

@@ -40,18 +40,6 @@ using namespace mlir::fa::gpu_lowering;
 
 namespace ag = mlir::fa::attn_gpu;
 
-/// Clones an attn op's score_mod or mask_mod region into a tile op's, its
-/// attn.yield an attn_gpu.yield.
-static void cloneModRegion(OpBuilder &b, Region &mod, Region &into) {
-  IRMapping map;
-  mod.cloneInto(&into, map);
-  Operation *yield = into.front().getTerminator();
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPoint(yield);
-  ag::YieldOp::create(b, yield->getLoc(), yield->getOperand(0));
-  yield->erase();
-}
-
 namespace {
 /// The forward kernel as attn_gpu tile ops: the tiled loops mapped to the
 /// grid (CTA = (query block, head, batch), or key head when packed), the
@@ -321,7 +309,8 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   ag::AsyncWaitOp::create(b, loc, pending);
   gpu::BarrierOp::create(b, loc);
   Value acc = ag::MmaPVOp::create(b, loc, accType, update.getProbs(),
-                                  vTile(stage), update.getNewAcc());
+                                  vTile(stage), /*first_column=*/Value(),
+                                  update.getNewAcc());
   copyAsync(arg(2), vBase, nextKey(), nk, vTile(next), vT.rowStride);
   scf::YieldOp::create(
       b, loc, SmallVector<Value>{update.getNewMax(), update.getNewSum(), acc});

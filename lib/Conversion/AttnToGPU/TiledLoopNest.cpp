@@ -5,6 +5,7 @@
 
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -262,4 +263,14 @@ TiledLoopNest::cloneTileRange(OpBuilder &b, const TileLoopInputs &in,
   if (keyOffset)
     *keyOffset = splitKeyOffset ? lookup(splitKeyOffset) : Value();
   return {begin, end};
+}
+
+void mlir::fa::cloneModRegion(OpBuilder &b, Region &mod, Region &into) {
+  IRMapping map;
+  mod.cloneInto(&into, map);
+  Operation *yield = into.front().getTerminator();
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(yield);
+  attn_gpu::YieldOp::create(b, yield->getLoc(), yield->getOperand(0));
+  yield->erase();
 }

@@ -35,6 +35,11 @@ struct TileLoopInputs {
   Value windowLeft = {}, windowRight = {};
 };
 
+/// Clones the attn op's score_mod or mask_mod region `mod` into the tile
+/// op region `into`, its attn.yield an attn_gpu.yield: the kernel applies
+/// the tiled IR's own mod.
+void cloneModRegion(OpBuilder &b, Region &mod, Region &into);
+
 class TiledLoopNest {
 public:
   /// The nest around `tile` (attn.online_attention or attn.backward_tile),

@@ -93,3 +93,19 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A backward kernel (it reduces dQ) has one mask of Sᵀ: the lowering reads
+// the mask's band from it.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @+1 {{'gpu.func' op expected exactly one 'attn_gpu.transposed_mask' in a tile-level backward kernel, got 0}}
+    gpu.func @k(%i: index) kernel attributes {attn.kernel_plan = {block_kv = 128 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 1 : i64, tag = "bwd_bf16_d128_bq64_bkv128_w8_s1_none_sm90a", target = "sm_90a", warps = 8 : i64}} {
+      %ds = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x64xbf16, stride = 72>
+      %k = attn_gpu.shared_tile offset 9216 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+      attn_gpu.reduce_dq %ds, %k into %i[%i] rows %i below %i {columns = 128 : i64, row_elements = 128 : i64} : !attn_gpu.shared_tile<128x64xbf16, stride = 72>, !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+      gpu.return
+    }
+  }
+}

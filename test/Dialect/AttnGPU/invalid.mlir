@@ -160,3 +160,77 @@ func.func @window_sizes_without_window(%i: index) {
   %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i window(%i, %i) {block_rows = 64 : i64, mask = #attn.mask<causal>} : !attn_gpu.key_bounds<left = false, right = true>
   return
 }
+
+// -----
+
+func.func @columns_layout() {
+  // expected-error @+1 {{expected the columns layout in n8 tiles, got 12 columns}}
+  %x = "test.x"() : () -> !attn_gpu.fragment<16x12xf32, columns>
+  return
+}
+
+// -----
+
+// dS takes the kernel's scale or a score_mod's derivative, not both.
+func.func @gradient_factor(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x64xf32, columns>, %s: f32) {
+  // expected-error @+1 {{expected either the scale or a score_mod's derivative}}
+  %ds = attn_gpu.score_gradient %p, %p, %d scale %s derivative %p : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @gradient_delta(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x32xf32, columns>, %s: f32) {
+  // expected-error @+1 {{expected accumulator fragments and a columns Delta of 64 columns, got '!attn_gpu.fragment<16x32xf32, columns>'}}
+  %ds = attn_gpu.score_gradient %p, %p, %d scale %s : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x32xf32, columns>
+  return
+}
+
+// -----
+
+// LSE and Delta live in a fixed tile's row padding: a ring stage moves.
+func.func @row_stats_stage(%lse: memref<64xf32>, %i: index) {
+  %stats = attn_gpu.shared_f32_view : memref<30720xf32, 3>
+  %kt = attn_gpu.shared_tile offset 0 stage %i of 8704 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  // expected-error @+1 {{expected the statistics' tile as an unstaged attn_gpu.shared_tile at an even offset}}
+  attn_gpu.async_copy_row_stats %lse, %lse[%i] rows %i below %i into %stats beside %kt {block_rows = 64 : i64} : memref<64xf32>, memref<64xf32>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  return
+}
+
+// -----
+
+// 2 · 64 statistics need 32 padding rows; a 16-row tile has 16.
+func.func @row_stats_room(%lse: memref<64xf32>, %i: index) {
+  %stats = attn_gpu.shared_f32_view : memref<30720xf32, 3>
+  %kt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<16x128xbf16, stride = 136>
+  // expected-error @+1 {{expected block_rows in steps of 16 whose LSE and Delta fit the padding of the tile's 16 rows, got 64}}
+  attn_gpu.async_copy_row_stats %lse, %lse[%i] rows %i below %i into %stats beside %kt {block_rows = 64 : i64} : memref<64xf32>, memref<64xf32>, memref<30720xf32, 3>, !attn_gpu.shared_tile<16x128xbf16, stride = 136>
+  return
+}
+
+// -----
+
+func.func @slice_width(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %acc: !attn_gpu.fragment<16x192xf32, accumulator>, %i: index) {
+  %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+  // expected-error @+1 {{expected an accumulator of at most 128 columns, got '!attn_gpu.fragment<16x192xf32, accumulator>'}}
+  %r = attn_gpu.mma_pv %p, %t columns %i, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x128xbf16, stride = 136>, !attn_gpu.fragment<16x192xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @reduce_dq_columns(%i: index) {
+  %ds = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x64xbf16, stride = 72>
+  %k = attn_gpu.shared_tile offset 9216 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  // expected-error @+1 {{expected every column of K without a first_column}}
+  attn_gpu.reduce_dq %ds, %k into %i[%i] rows %i below %i {columns = 64 : i64, row_elements = 128 : i64} : !attn_gpu.shared_tile<128x64xbf16, stride = 72>, !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  return
+}
+
+// -----
+
+func.func @transposed_mask_window(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %i: index) {
+  // expected-error @+1 {{expected window_left and window_right, or window(%left, %right), exactly with a window mask}}
+  %m = attn_gpu.transposed_mask %s at [%i, %i, %i, %i] of [%i, %i] row %i {block_keys = 128 : i64, mask = #attn.mask<window>} : !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}

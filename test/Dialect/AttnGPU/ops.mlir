@@ -98,3 +98,49 @@ func.func @packed(%q: memref<1024xbf16>, %o: memref<1024xf32>, %lse: memref<64xf
       : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xf32>, memref<64xf32>
   return
 }
+
+// The recompute backward's ops (transposed fragments: keys as rows).
+// CHECK-LABEL: func @backward
+func.func @backward(%lse: memref<64xf32>, %dq: memref<1024xbf16>, %i: index, %scale: f32) {
+  attn_gpu.shared_memory 61440 x bf16
+  // CHECK: %[[STATS:.+]] = attn_gpu.shared_f32_view : memref<30720xf32, 3>
+  %stats = attn_gpu.shared_f32_view : memref<30720xf32, 3>
+  %kt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  %qt = attn_gpu.shared_tile offset 34816 : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+  %dst = attn_gpu.shared_tile offset 52224 : !attn_gpu.shared_tile<128x64xbf16, stride = 72>
+  // CHECK: attn_gpu.async_copy_row_stats %{{.+}}, %{{.+}}[%{{.+}}] rows %{{.+}} below %{{.+}} into %[[STATS]] beside %{{.+}} {block_rows = 64 : i64}
+  attn_gpu.async_copy_row_stats %lse, %lse[%i] rows %i below %i into %stats beside %kt {block_rows = 64 : i64} : memref<64xf32>, memref<64xf32>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  %row = attn_gpu.warp_row_offset : index
+  %s = attn_gpu.mma_qk %kt[%row], %qt : !attn_gpu.shared_tile<128x128xbf16, stride = 136>, !attn_gpu.shared_tile<64x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: %{{.+}}, %[[DER:.+]] = attn_gpu.transposed_score_mod %{{.+}} scale %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} key %{{.+}} : <16x64xf32, accumulator> {
+  %sm, %der = attn_gpu.transposed_score_mod %s scale %scale at [%i, %i, %i] of [%i, %i] row %row key %i : !attn_gpu.fragment<16x64xf32, accumulator> {
+  ^bb0(%x: f32, %bb: index, %h: index, %qi: index, %kv: index):
+    attn_gpu.yield %x : f32
+  }
+  // CHECK: attn_gpu.transposed_mask_mod %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} key %{{.+}} : <16x64xf32, accumulator> {
+  %mm = attn_gpu.transposed_mask_mod %sm at [%i, %i, %i] of [%i, %i] row %row key %i : !attn_gpu.fragment<16x64xf32, accumulator> {
+  ^bb0(%bb: index, %h: index, %qi: index, %kv: index):
+    %ok = arith.cmpi ule, %kv, %qi : index
+    attn_gpu.yield %ok : i1
+  }
+  // CHECK: attn_gpu.transposed_mask %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} window(%{{.+}}, %{{.+}}) {block_keys = 128 : i64, mask = #attn.mask<window>} : <16x64xf32, accumulator>
+  %m = attn_gpu.transposed_mask %mm at [%i, %i, %i, %i] of [%i, %i] row %row window(%i, %i) {block_keys = 128 : i64, mask = #attn.mask<window>} : !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %{{.+}}, %[[STATS]] beside %{{.+}} scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, <128x128xbf16, stride = 136> -> <16x64xf32, columns>
+  %p, %d = attn_gpu.recompute_probs %m, %stats beside %kt scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
+  %zero = arith.constant 0.0 : f32
+  %acc = attn_gpu.fill %zero : !attn_gpu.fragment<16x64xf32, accumulator>
+  // A column slice of the value tile.
+  // CHECK: attn_gpu.mma_pv %[[P]], %{{.+}} columns %{{.+}}, %{{.+}} : <16x64xf32, accumulator>, <64x128xbf16, stride = 136>, <16x64xf32, accumulator>
+  %dv = attn_gpu.mma_pv %p, %qt columns %i, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x128xbf16, stride = 136>, !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: attn_gpu.score_gradient %[[P]], %{{.+}}, %[[D]] scale %{{.+}} : <16x64xf32, accumulator>, <16x64xf32, columns>
+  %ds = attn_gpu.score_gradient %p, %s, %d scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
+  // CHECK: attn_gpu.score_gradient %[[P]], %{{.+}}, %[[D]] derivative %[[DER]] : <16x64xf32, accumulator>, <16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
+  %ds2 = attn_gpu.score_gradient %p, %s, %d derivative %der : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: attn_gpu.store_tile %{{.+}}, %{{.+}}[%{{.+}}] : <16x64xf32, accumulator>, <128x64xbf16, stride = 72>
+  attn_gpu.store_tile %ds, %dst[%row] : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<128x64xbf16, stride = 72>
+  // CHECK: attn_gpu.reduce_dq %{{.+}}, %{{.+}} into %{{.+}}[%{{.+}}] rows %{{.+}} below %{{.+}} {columns = 128 : i64, row_elements = 128 : i64}
+  attn_gpu.reduce_dq %dst, %kt into %i[%i] rows %i below %i {columns = 128 : i64, row_elements = 128 : i64} : !attn_gpu.shared_tile<128x64xbf16, stride = 72>, !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  // CHECK: attn_gpu.store_accumulator %{{.+}} to %{{.+}}[%{{.+}} stride %{{.+}}] rows %{{.+}} below %{{.+}} {row_elements = 128 : i64} : <16x64xf32, accumulator>, memref<1024xbf16>
+  attn_gpu.store_accumulator %dv to %dq[%i stride %i] rows %i below %i {row_elements = 128 : i64} : !attn_gpu.fragment<16x64xf32, accumulator>, memref<1024xbf16>
+  return
+}

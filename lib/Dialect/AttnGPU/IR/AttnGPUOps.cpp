@@ -59,7 +59,8 @@ Type FragmentType::parse(AsmParser &parser) {
     return {};
   std::optional<FragmentLayout> layout = symbolizeFragmentLayout(keyword);
   if (!layout) {
-    parser.emitError(at, "expected accumulator, operand_a or rows, got ")
+    parser.emitError(at,
+                     "expected accumulator, operand_a, rows or columns, got ")
         << keyword;
     return {};
   }
@@ -81,6 +82,7 @@ FragmentType::verify(function_ref<InFlightDiagnostic()> emitError,
   switch (layout) {
   case FragmentLayout::Accumulator:
   case FragmentLayout::Rows:
+  case FragmentLayout::Columns:
     if (!elementType.isF32())
       return emitError() << "expected f32 elements in the "
                          << stringifyFragmentLayout(layout)
@@ -88,6 +90,9 @@ FragmentType::verify(function_ref<InFlightDiagnostic()> emitError,
     if (layout == FragmentLayout::Rows && cols != 1)
       return emitError() << "expected 1 column in the rows layout, got "
                          << cols;
+    if (layout == FragmentLayout::Columns && (cols <= 0 || cols % 8 != 0))
+      return emitError() << "expected the columns layout in n8 tiles, got "
+                         << cols << " columns";
     if (cols <= 0)
       return emitError() << "expected a positive column count, got " << cols;
     return success();
@@ -111,6 +116,8 @@ int64_t FragmentType::getLaneValueCount() const {
     return getCols() / 16 * 4;
   case FragmentLayout::Rows:
     return 2;
+  case FragmentLayout::Columns:
+    return getCols() / 8 * 2;
   }
   return 0;
 }
@@ -288,10 +295,13 @@ LogicalResult MmaPVOp::verify() {
       probs.getCols() != value.getRows())
     return emitOpError("expected accumulator probabilities of ")
            << value.getRows() << " columns, got " << probs;
-  if (acc.getLayout() != FragmentLayout::Accumulator ||
-      acc.getCols() != value.getCols())
+  // A column slice (first_column) may be narrower than the tile.
+  bool fits = getFirstColumn() ? acc.getCols() <= value.getCols()
+                               : acc.getCols() == value.getCols();
+  if (acc.getLayout() != FragmentLayout::Accumulator || !fits)
     return emitOpError("expected an accumulator of ")
-           << value.getCols() << " columns, got " << acc;
+           << (getFirstColumn() ? "at most " : "") << value.getCols()
+           << " columns, got " << acc;
   return success();
 }
 
@@ -314,38 +324,187 @@ LogicalResult StoreOutputOp::verify() {
   return success();
 }
 
-LogicalResult ScoreModOp::verifyRegions() {
-  Block &body = getScoreMod().front();
+
+/// The leading arguments of a score_mod region: (f32, index × 4).
+static LogicalResult verifyScoreModRegion(Operation *op, Region &region) {
+  Block &body = region.front();
   if (body.getNumArguments() < 5)
-    return emitOpError("expected the score_mod arguments (score, b, h, q_idx, "
-                       "kv_idx, mod_args...), got ")
+    return op->emitOpError("expected the score_mod arguments (score, b, h, "
+                           "q_idx, kv_idx, mod_args...), got ")
            << body.getNumArguments();
-  Type f32 = Float32Type::get(getContext());
-  Type index = IndexType::get(getContext());
+  Type f32 = Float32Type::get(op->getContext());
+  Type index = IndexType::get(op->getContext());
   if (body.getArgument(0).getType() != f32 ||
       llvm::any_of(body.getArguments().slice(1, 4),
                    [&](BlockArgument a) { return a.getType() != index; }))
-    return emitOpError("expected (f32, index, index, index, index) leading "
-                       "score_mod arguments");
+    return op->emitOpError("expected (f32, index, index, index, index) "
+                           "leading score_mod arguments");
   return success();
 }
 
-LogicalResult MaskModOp::verifyRegions() {
-  Block &body = getMaskMod().front();
+/// The leading arguments of a mask_mod region: (index × 4).
+static LogicalResult verifyMaskModRegion(Operation *op, Region &region) {
+  Block &body = region.front();
   if (body.getNumArguments() < 4)
-    return emitOpError("expected the mask_mod arguments (b, h, q_idx, kv_idx, "
-                       "mod_args...), got ")
+    return op->emitOpError("expected the mask_mod arguments (b, h, q_idx, "
+                           "kv_idx, mod_args...), got ")
            << body.getNumArguments();
-  Type index = IndexType::get(getContext());
+  Type index = IndexType::get(op->getContext());
   if (llvm::any_of(body.getArguments().take_front(4),
                    [&](BlockArgument a) { return a.getType() != index; }))
-    return emitOpError("expected (index, index, index, index) leading "
-                       "mask_mod arguments");
+    return op->emitOpError("expected (index, index, index, index) leading "
+                           "mask_mod arguments");
+  return success();
+}
+
+LogicalResult ScoreModOp::verifyRegions() {
+  return verifyScoreModRegion(*this, getScoreMod());
+}
+
+LogicalResult MaskModOp::verifyRegions() {
+  return verifyMaskModRegion(*this, getMaskMod());
+}
+
+LogicalResult TransposedScoreModOp::verifyRegions() {
+  if (!isLayout(getScores().getType(), FragmentLayout::Accumulator))
+    return emitOpError("expected Sᵀ in the accumulator layout, got ")
+           << getScores().getType();
+  return verifyScoreModRegion(*this, getScoreMod());
+}
+
+LogicalResult TransposedMaskModOp::verifyRegions() {
+  if (!isLayout(getScores().getType(), FragmentLayout::Accumulator))
+    return emitOpError("expected Sᵀ in the accumulator layout, got ")
+           << getScores().getType();
+  return verifyMaskModRegion(*this, getMaskMod());
+}
+
+LogicalResult SharedF32ViewOp::verify() {
+  if (getView().getType().getMemorySpaceAsInt() != 3 ||
+      !getView().getType().hasStaticShape())
+    return emitOpError("expected a static memref in shared memory (address "
+                       "space 3), got ")
+           << getView().getType();
+  return success();
+}
+
+/// The backward's row statistics live in the row padding of a tile at an
+/// even element offset of the buffer (whole f32 words), padded by at least
+/// the 4 words a padding row holds.
+static LogicalResult verifyStatsTile(Operation *op, Value tile) {
+  auto def = tile.getDefiningOp<SharedTileOp>();
+  if (!def || def.getStage() || def.getOffset() % 2 != 0)
+    return op->emitOpError("expected the statistics' tile as an unstaged "
+                           "attn_gpu.shared_tile at an even offset");
+  auto type = cast<SharedTileType>(tile.getType());
+  int64_t padded = (type.getCols() + 15) / 16 * 16;
+  if (type.getStride() - padded != 8)
+    return op->emitOpError("expected 8 elements of row padding (4 words) "
+                           "beside the tile's columns, got ")
+           << type.getStride() - padded;
+  return success();
+}
+
+LogicalResult AsyncCopyRowStatsOp::verify() {
+  auto tile = getTile().getType();
+  if (getBlockRows() <= 0 || getBlockRows() % 16 != 0 ||
+      2 * getBlockRows() > 4 * tile.getRows())
+    return emitOpError("expected block_rows in steps of 16 whose LSE and "
+                       "Delta fit the padding of the tile's ")
+           << tile.getRows() << " rows, got " << getBlockRows();
+  return verifyStatsTile(*this, getTile());
+}
+
+LogicalResult TransposedMaskOp::verify() {
+  bool window = getMask() == fa::attn::MaskKind::Window;
+  bool sizes = getWindowLeft() && getWindowRight();
+  bool operands = getWindowSizes().size() == 2;
+  if (!getWindowSizes().empty() && !operands)
+    return emitOpError("expected two run-time window sizes (left, right), "
+                       "got ")
+           << getWindowSizes().size();
+  if (window != (sizes || operands) || (sizes && operands))
+    return emitOpError("expected window_left and window_right, or "
+                       "window(%left, %right), exactly with a window mask");
+  if (getBlockKeys() <= 0 || getBlockKeys() % 16 != 0)
+    return emitOpError("expected block_keys in steps of 16, got ")
+           << getBlockKeys();
+  if (!isLayout(getScores().getType(), FragmentLayout::Accumulator))
+    return emitOpError("expected Sᵀ in the accumulator layout");
+  return success();
+}
+
+LogicalResult RecomputeProbsOp::verify() {
+  FragmentType scores = getScores().getType();
+  FragmentType delta = getDelta().getType();
+  if (scores.getLayout() != FragmentLayout::Accumulator ||
+      delta.getLayout() != FragmentLayout::Columns ||
+      delta.getCols() != scores.getCols())
+    return emitOpError("expected accumulator scores and a columns Delta of ")
+           << scores.getCols() << " columns, got " << delta;
+  if (2 * scores.getCols() > 4 * getTile().getType().getRows())
+    return emitOpError("expected the ") << scores.getCols()
+           << " columns' statistics to fit the tile's padding";
+  return verifyStatsTile(*this, getTile());
+}
+
+LogicalResult ScoreGradientOp::verify() {
+  if (static_cast<bool>(getScale()) == static_cast<bool>(getDerivative()))
+    return emitOpError("expected either the scale or a score_mod's "
+                       "derivative");
+  if (getDerivative() && getDerivative().getType() != getProbs().getType())
+    return emitOpError("expected the derivative in the scores' type, got ")
+           << getDerivative().getType();
+  FragmentType probs = getProbs().getType();
+  FragmentType delta = getDelta().getType();
+  if (probs.getLayout() != FragmentLayout::Accumulator ||
+      delta.getLayout() != FragmentLayout::Columns ||
+      delta.getCols() != probs.getCols())
+    return emitOpError("expected accumulator fragments and a columns Delta "
+                       "of ")
+           << probs.getCols() << " columns, got " << delta;
+  return success();
+}
+
+LogicalResult StoreTileOp::verify() {
+  FragmentType value = getValue().getType();
+  SharedTileType tile = getTile().getType();
+  if (value.getLayout() != FragmentLayout::Accumulator ||
+      value.getCols() != tile.getCols())
+    return emitOpError("expected an accumulator of the tile's ")
+           << tile.getCols() << " columns, got " << value;
+  return success();
+}
+
+LogicalResult ReduceDQOp::verify() {
+  SharedTileType ds = getDs().getType(), key = getKey().getType();
+  if (ds.getRows() != key.getRows())
+    return emitOpError("expected dSᵀ and K tiles of the same keys, got ")
+           << ds.getRows() << " and " << key.getRows();
+  if (getColumns() <= 0 || getColumns() > key.getCols() ||
+      getRowElements() < getColumns())
+    return emitOpError("expected 1 to ")
+           << key.getCols() << " columns within rows of "
+           << getRowElements() << " elements, got " << getColumns();
+  if (!getFirstColumn() && getColumns() != key.getCols())
+    return emitOpError("expected every column of K without a first_column");
+  return success();
+}
+
+LogicalResult StoreAccumulatorOp::verify() {
+  if (!isLayout(getAcc().getType(), FragmentLayout::Accumulator))
+    return emitOpError("expected an accumulator fragment, got ")
+           << getAcc().getType();
+  if (getRowElements() < getAcc().getType().getCols())
+    return emitOpError("expected rows of at least the fragment's ")
+           << getAcc().getType().getCols() << " columns, got "
+           << getRowElements();
   return success();
 }
 
 LogicalResult YieldOp::verify() {
-  bool maskMod = isa<MaskModOp>((*this)->getParentOp());
+  bool maskMod =
+      isa<MaskModOp, TransposedMaskModOp>((*this)->getParentOp());
   Type expected = maskMod ? Type(IntegerType::get(getContext(), 1))
                           : Type(Float32Type::get(getContext()));
   if (getValue().getType() != expected)

@@ -1,0 +1,389 @@
+//===- BackwardTileLowering.cpp - the backward's tile ops -------*- C++ -*-===//
+//
+// convert-attn-gpu-to-nvvm's patterns for the ops of the recompute backward
+// (fa_bwd, mma.sync; BackwardKernel.cpp builds it): its fragments are
+// transposed, a warp's 16 keys as rows and the query tile's queries as
+// columns (lane (g, t) holds keys row + g, + 8 and queries 8n + 2t, + 1).
+// Each op lowers in place to the fragment builders' code, as the forward's
+// ops do; the online-softmax math (P from LSE, dS) is OnlineSoftmaxMath's,
+// the CPU decomposition's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TileLowering.h"
+
+#include "fa/Dialect/Attn/Transforms/OnlineSoftmaxMath.h"
+#include "fa/Dialect/Attn/Transforms/Transforms.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+namespace ag = mlir::fa::attn_gpu;
+
+/// The one op of type OpTy in `func` (`optional`: or none), else a
+/// diagnostic.
+template <typename OpTy>
+static FailureOr<OpTy> uniqueBackwardOp(gpu::GPUFuncOp func,
+                                        bool optional = false) {
+  SmallVector<OpTy> ops;
+  func.walk([&](OpTy op) { ops.push_back(op); });
+  if (ops.size() == 1 || (optional && ops.empty()))
+    return ops.empty() ? OpTy() : ops.front();
+  return func.emitOpError("expected ")
+         << (optional ? "at most " : "exactly ") << "one '"
+         << OpTy::getOperationName() << "' in a tile-level backward kernel, got "
+         << ops.size();
+}
+
+FailureOr<KernelPlan>
+mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
+                                               DictionaryAttr planAttr) {
+  // One diagnostic: the first op that is missing or repeated.
+  FailureOr<ag::ReduceDQOp> dq = uniqueBackwardOp<ag::ReduceDQOp>(func);
+  if (failed(dq))
+    return failure();
+  auto mask = uniqueBackwardOp<ag::TransposedMaskOp>(func);
+  if (failed(mask))
+    return failure();
+  auto gradient = uniqueBackwardOp<ag::ScoreGradientOp>(func);
+  if (failed(gradient))
+    return failure();
+  auto scoreMod = uniqueBackwardOp<ag::TransposedScoreModOp>(func, true);
+  if (failed(scoreMod))
+    return failure();
+  auto maskMod = uniqueBackwardOp<ag::TransposedMaskModOp>(func, true);
+  if (failed(maskMod))
+    return failure();
+  // D and the element type from K (dQ's tile), Dv from dO (dPᵀ = V·dOᵀ).
+  auto dp = gradient->getDp().getDefiningOp<ag::MmaQKOp>();
+  if (!dp)
+    return gradient->emitOpError("expected dPᵀ from an 'attn_gpu.mma_qk'");
+  ag::SharedTileType key = dq->getKey().getType();
+  int64_t headDimV = dp.getKey().getType().getCols();
+  attn::ScoreSpec spec;
+  spec.mask = mask->getMask();
+  spec.windowLeft = mask->getWindowLeft().value_or(0);
+  spec.windowRight = mask->getWindowRight().value_or(0);
+  if (mask->getWindowSizes().size() == 2) {
+    spec.windowLeftValue = mask->getWindowSizes()[0];
+    spec.windowRightValue = mask->getWindowSizes()[1];
+  }
+  spec.scoreMod = *scoreMod ? &scoreMod->getScoreMod() : nullptr;
+  spec.maskMod = *maskMod ? &maskMod->getMaskMod() : nullptr;
+  std::string error;
+  FailureOr<KernelPlan> plan = resolveKernelPlan(
+      /*backward=*/true, key.getElementType(), key.getCols(), headDimV, spec,
+      kernelPlanOptions(planAttr), error);
+  if (failed(plan))
+    return func.emitOpError(error);
+  if (auto name = planAttr.getAs<StringAttr>("score_mod"))
+    plan->scoreModName = name.str();
+  if (auto name = planAttr.getAs<StringAttr>("mask_mod"))
+    plan->maskModName = name.str();
+  auto tag = planAttr.getAs<StringAttr>("tag");
+  if (!tag || tag.getValue() != plan->tag())
+    return func.emitOpError("expected the kernel plan to name kernel ")
+           << plan->tag() << ", got " << tag;
+  return plan;
+}
+
+namespace {
+struct SharedF32ViewLowering : TileOpLowering<ag::SharedF32ViewOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::SharedF32ViewOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    MemRefType type = op.getView().getType();
+    rewriter.replaceOp(
+        op, kb.sharedView(op->getParentOfType<gpu::GPUModuleOp>(),
+                          type.getElementType(), type.getNumElements()));
+    return success();
+  }
+};
+
+/// Word c of the row statistics: word c mod 4 of the padding of the tile's
+/// row c / 4 (the tile's offset is even: AsyncCopyRowStatsOp::verify).
+static Value statSlot(KernelBuilder &kb, Value tile, Value c) {
+  auto type = cast<ag::SharedTileType>(tile.getType());
+  int64_t padded = (type.getCols() + 15) / 16 * 16;
+  Value slot = kb.add(kb.mul(kb.divui(c, 4), type.getStride() / 2),
+                      kb.add(kb.remui(c, 4), padded / 2));
+  int64_t offset = tile.getDefiningOp<ag::SharedTileOp>().getOffset();
+  return offset ? kb.add(slot, offset / 2) : slot;
+}
+
+struct AsyncCopyRowStatsLowering : TileOpLowering<ag::AsyncCopyRowStatsOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::AsyncCopyRowStatsOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    kb.copyRowStatsAsync(adaptor.getStats().front(), op.getLse(), op.getDelta(),
+                         op.getRowsBase(), op.getQueryBegin(), op.getNq(),
+                         op.getBlockRows(),
+                         [&] { return statSlot(kb, op.getTile(), kb.tid); });
+    kb.commitAsync();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// The (b, h, q, kv) of an Sᵀ op's tile: its first query and key.
+template <typename OpTy>
+static attn::ScorePosition transposedTile(OpTy op) {
+  return {op.getBatch(),    op.getHead(), op.getQueryBegin(),
+          op.getKeyBegin(), op.getNq(),   op.getNk()};
+}
+
+struct TransposedScoreModLowering
+    : TileOpLowering<ag::TransposedScoreModOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::TransposedScoreModOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // A plain builder: the score builder clones the region's ops.
+    OpBuilder b(op);
+    KernelBuilder kb = builderFor(op, b);
+    SmallVector<Value> s(adaptor.getScores());
+    SmallVector<Value> derivative = applyScoreModTransposed(
+        kb, s, transposedTile(op), op.getRow(), op.getScale());
+    rewriter.replaceOpWithMultiple(op, {s, derivative});
+    return success();
+  }
+};
+
+struct TransposedMaskModLowering : TileOpLowering<ag::TransposedMaskModOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::TransposedMaskModOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    OpBuilder b(op);
+    KernelBuilder kb = builderFor(op, b);
+    SmallVector<Value> s(adaptor.getScores());
+    applyMaskModTransposed(kb, s, transposedTile(op), op.getRow());
+    rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct TransposedMaskLowering : TileOpLowering<ag::TransposedMaskOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::TransposedMaskOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Location loc = op.getLoc();
+    Value nq = op.getNq(), nk = op.getNk(), kBegin = op.getKeyBegin();
+    // The mask sees the tile position through an opaque copy so LLVM does
+    // not hoist per-element offsets out of the loop (as in the forward).
+    Value maskQuery = kb.opaqueIndex(op.getQueryBegin());
+    Value qEnd = kb.add(maskQuery, op.getScores().getType().getCols());
+    Value kEnd = kb.add(kBegin, op.getBlockKeys());
+    Value inside = attn::buildBlockInsideMask(rewriter, loc, kb.plan.spec,
+                                              maskQuery, qEnd, kBegin, kEnd,
+                                              nq, nk);
+    auto sle = [&](Value x, Value y) {
+      return arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle,
+                                   x, y);
+    };
+    inside = arith::AndIOp::create(
+        rewriter, loc, inside,
+        arith::AndIOp::create(rewriter, loc, sle(qEnd, nq), sle(kEnd, nk)));
+    SmallVector<Value> s = kb.maskUnlessInside(
+        inside, adaptor.getScores(), [&](SmallVector<Value> &masked) {
+          maskScoresTransposed(
+              kb, masked,
+              {op.getBatch(), op.getHead(), maskQuery, kBegin, nq, nk},
+              op.getRow());
+        });
+    rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct RecomputeProbsLowering : TileOpLowering<ag::RecomputeProbsOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::RecomputeProbsOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Location loc = op.getLoc();
+    attn::OnlineSoftmaxMath math = kb.softmaxMath();
+    const int64_t bq = op.getScores().getType().getCols();
+    Value stats = adaptor.getStats().front();
+    // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
+    // Columns past Nq read 0 and were masked (P = 0).
+    SmallVector<Value> lse2(bq / 4), delta(bq / 4);
+    auto f2 = VectorType::get({2}, rewriter.getF32Type());
+    auto load = [&](Value c) {
+      return vector::LoadOp::create(rewriter, loc, f2, stats,
+                                    ValueRange{statSlot(kb, op.getTile(), c)},
+                                    false, llvm::MaybeAlign(8));
+    };
+    for (int64_t n = 0; n < bq / 8; ++n) {
+      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+      Value l2 = load(col);
+      Value d2 = load(kb.add(col, bq));
+      for (int64_t c = 0; c < 2; ++c) {
+        Value l = vector::ExtractOp::create(rewriter, loc, l2,
+                                            ArrayRef<int64_t>{c});
+        lse2[n * 2 + c] = math.lseBase2(l);
+        delta[n * 2 + c] = vector::ExtractOp::create(rewriter, loc, d2,
+                                                     ArrayRef<int64_t>{c});
+      }
+    }
+    // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e) (the score_mod's score·log2e).
+    SmallVector<Value> s(adaptor.getScores());
+    for (int64_t n = 0; n < bq / 8; ++n)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value negL = arith::NegFOp::create(rewriter, loc, lse2[n * 2 + i % 2]);
+        s[n * 4 + i] = math.probabilityFolded(
+            s[n * 4 + i], adaptor.getScaleLog2().front(), negL);
+      }
+    rewriter.replaceOpWithMultiple(op, {s, delta});
+    return success();
+  }
+};
+
+struct ScoreGradientLowering : TileOpLowering<ag::ScoreGradientOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::ScoreGradientOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    attn::OnlineSoftmaxMath math = kb.softmaxMath();
+    ValueRange p = adaptor.getProbs(), delta = adaptor.getDelta();
+    ValueRange derivative = adaptor.getDerivative();
+    SmallVector<Value> ds(adaptor.getDp());
+    for (int64_t n = 0; n < static_cast<int64_t>(ds.size()) / 4; ++n)
+      for (int64_t i = 0; i < 4; ++i) {
+        int64_t e = n * 4 + i;
+        ds[e] = math.scoreGradient(p[e], ds[e], delta[n * 2 + i % 2],
+                                   derivative.empty()
+                                       ? adaptor.getScale().front()
+                                       : derivative[e]);
+      }
+    rewriter.replaceOpWithMultiple(op, {ds});
+    return success();
+  }
+};
+
+struct StoreTileLowering : TileOpLowering<ag::StoreTileOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::StoreTileOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
+    ValueRange v = adaptor.getValue();
+    for (int64_t n = 0; n < static_cast<int64_t>(v.size()) / 4; ++n)
+      for (int64_t r = 0; r < 2; ++r) {
+        Value row = kb.add(op.getRow(), kb.add(kb.groupId, r * 8));
+        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+        Value at = kb.add(tile.base, kb.add(kb.mul(row, tile.stride), col));
+        vector::StoreOp::create(
+            rewriter, op.getLoc(),
+            kb.truncPair(v[n * 4 + 2 * r], v[n * 4 + 2 * r + 1]), kb.smem,
+            ValueRange{at}, false, llvm::MaybeAlign(4));
+      }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// dQ += dS·K: warps split the bq × width tile into 16-row groups and, when
+/// there are more warps than row groups, 16-column pairs round-robin; each
+/// lane's results go to dq_accum with red.global.add.
+struct ReduceDQLowering : TileOpLowering<ag::ReduceDQOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::ReduceDQOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    SharedTile dsTile = sharedTile(op.getDs(), adaptor.getDs());
+    SharedTile kTile = sharedTile(op.getKey(), adaptor.getKey());
+    const int64_t bq = dsTile.cols, bkv = dsTile.rows;
+    const int64_t d = op.getRowElements(), width = op.getColumns();
+    const int64_t widthPad = (width + 15) / 16 * 16;
+    const int64_t rowGroups = bq / 16, colSplit = kb.plan.warps / rowGroups;
+    Value first = op.getFirstColumn();
+    Value rowGroup = kb.remui(kb.warp, rowGroups);
+    Value colPart = kb.divui(kb.warp, rowGroups);
+    Value qRow0 = kb.mul(rowGroup, 16);
+    // Byte address of this lane's first dq_accum column in rows g, g + 8.
+    Value dqRow[2], dqRowOk[2];
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = kb.add(op.getQueryBegin(),
+                         kb.add(qRow0, kb.add(kb.groupId, r * 8)));
+      dqRowOk[r] = kb.lt(row, op.getNq());
+      Value rowElem = kb.mul(kb.add(op.getRowsBase(), row), d);
+      Value col = kb.mul(kb.threadInGroup, 2);
+      Value elem = kb.add(rowElem, first ? kb.add(first, col) : col);
+      dqRow[r] = kb.add(op.getAddress(), kb.mul(elem, 4));
+    }
+    SmallVector<SmallVector<Value, 4>> dsA;
+    for (int64_t kk = 0; kk < bkv / 16; ++kk)
+      dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
+    for (int64_t np = 0; np < widthPad / 16; ++np) {
+      // The second n8 tile of the last pair is padding when width % 16 = 8.
+      const int64_t tiles = np * 16 + 8 < width ? 2 : 1;
+      Value mine = arith::CmpIOp::create(rewriter, op.getLoc(),
+                                         arith::CmpIPredicate::eq, colPart,
+                                         kb.idx(np % colSplit));
+      auto pairIf = scf::IfOp::create(rewriter, op.getLoc(), mine, false);
+      OpBuilder::InsertionGuard g(rewriter);
+      rewriter.setInsertionPointToStart(&pairIf.getThenRegion().front());
+      SmallVector<Value> dq(8, kb.f32(0));
+      for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+        Value col = first ? kb.add(first, np * 16) : kb.idx(np * 16);
+        SmallVector<Value, 4> bf = kb.loadBFromKMajor(kTile, kk * 16, col);
+        kb.mma(dsA[kk], {bf[0], bf[1]}, MutableArrayRef<Value>(dq).slice(0, 4));
+        if (tiles == 2)
+          kb.mma(dsA[kk], {bf[2], bf[3]},
+                 MutableArrayRef<Value>(dq).slice(4, 4));
+      }
+      for (int64_t r = 0; r < 2; ++r) {
+        auto rowIf = scf::IfOp::create(rewriter, op.getLoc(), dqRowOk[r], false);
+        OpBuilder::InsertionGuard g2(rewriter);
+        rewriter.setInsertionPointToStart(&rowIf.getThenRegion().front());
+        // Pairs are 8-byte aligned unless D is odd.
+        for (int64_t t = 0; t < tiles; ++t)
+          forColumnPair(kb, np * 2 + t, width, d % 2 == 0, dq[t * 4 + 2 * r],
+                        dq[t * 4 + 2 * r + 1], [&](int64_t off, ValueRange v) {
+                          kb.redAddF32(dqRow[r], (np * 16 + t * 8 + off) * 4,
+                                       v);
+                        });
+      }
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct StoreAccumulatorLowering : TileOpLowering<ag::StoreAccumulatorOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::StoreAccumulatorOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    SmallVector<Value> acc(adaptor.getAcc());
+    storeAccumulator(kb, acc, op.getOutput(), op.getBase(), op.getRow(),
+                     op.getRowLimit(), op.getAcc().getType().getCols(), {},
+                     op.getRowElements(), op.getRowStride());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::fa::gpu_lowering::populateBackwardTileLowering(
+    RewritePatternSet &patterns, const TypeConverter &converter,
+    KernelLowerings &kernels) {
+  patterns.add<SharedF32ViewLowering, AsyncCopyRowStatsLowering,
+               TransposedScoreModLowering, TransposedMaskModLowering,
+               TransposedMaskLowering, RecomputeProbsLowering,
+               ScoreGradientLowering, StoreTileLowering, ReduceDQLowering,
+               StoreAccumulatorLowering>(converter, patterns.getContext(),
+                                         kernels);
+}

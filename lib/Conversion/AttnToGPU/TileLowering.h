@@ -1,0 +1,70 @@
+//===- TileLowering.h - what the attn_gpu lowerings share -------*- C++ -*-===//
+//
+// convert-attn-gpu-to-nvvm lowers each tile op in place to the fragment
+// builders' code (Fragments.h): these are the pieces its patterns share,
+// the forward's (ConvertAttnGPUToNVVM.cpp) and the backward's
+// (BackwardTileLowering.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_CONVERSION_ATTNTOGPU_TILELOWERING_H
+#define FA_CONVERSION_ATTNTOGPU_TILELOWERING_H
+
+#include "Fragments.h"
+
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::fa::gpu_lowering {
+
+/// What the tile ops of one kernel share in the lowering: its plan, the lane
+/// ids made at its entry and its shared buffer.
+struct KernelLowering {
+  KernelPlan plan;
+  KernelBuilder::ThreadIds ids;
+  Value smem;
+};
+using KernelLowerings = DenseMap<Operation *, std::unique_ptr<KernelLowering>>;
+
+/// A tile op's lowering: the fragment builders on the rewriter, with the
+/// kernel's lane ids and shared buffer.
+template <typename OpTy>
+struct TileOpLowering : OpConversionPattern<OpTy> {
+  TileOpLowering(const TypeConverter &converter, MLIRContext *ctx,
+                 KernelLowerings &kernels)
+      : OpConversionPattern<OpTy>(converter, ctx), kernels(kernels) {}
+
+  KernelLowering &kernelOf(Operation *op) const {
+    return *kernels.at(op->template getParentOfType<gpu::GPUFuncOp>());
+  }
+  /// A builder of `op`'s kernel emitting through `b` at its insertion point.
+  KernelBuilder builderFor(Operation *op, OpBuilder &b) const {
+    KernelLowering &k = kernelOf(op);
+    KernelBuilder kb(b, op->getLoc(), k.plan);
+    kb.setThreadIds(k.ids);
+    kb.smem = k.smem;
+    return kb;
+  }
+
+  KernelLowerings &kernels;
+};
+
+/// A shared tile's lowered value (its element offset) with its shape.
+inline SharedTile sharedTile(Value tile, ValueRange base) {
+  auto t = cast<attn_gpu::SharedTileType>(tile.getType());
+  return SharedTile{base.front(), t.getRows(), t.getCols(), t.getStride()};
+}
+
+/// The backward's tile ops' patterns (BackwardTileLowering.cpp).
+void populateBackwardTileLowering(RewritePatternSet &patterns,
+                                  const TypeConverter &converter,
+                                  KernelLowerings &kernels);
+
+/// The kernel plan of a tile-level backward kernel, resolved again from its
+/// `attn.kernel_plan` and its tile ops (BackwardTileLowering.cpp).
+FailureOr<KernelPlan> backwardTileKernelPlan(gpu::GPUFuncOp func,
+                                             DictionaryAttr planAttr);
+
+} // namespace mlir::fa::gpu_lowering
+
+#endif // FA_CONVERSION_ATTNTOGPU_TILELOWERING_H
