@@ -34,12 +34,14 @@
 // CHECK-COUNT-14: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
 // CHECK: %[[K15:.+]] = llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
 // CHECK-NOT: llvm.load
-// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[ANY:.+]] = %false, %[[ALL:.+]] = %true) -> (i1, i1)
+// 8 steps of 16 rows (a warp's 4 row lanes x 4 rows) cover the 128 rows.
+// CHECK: scf.for %[[STEP:.+]] = %{{.+}} to %c8{{[_0-9]*}} step %{{.+}} iter_args(%[[ANY:.+]] = %false, %[[ALL:.+]] = %true) -> (i1, i1)
 // A step runs while the warp has not seen both a kept and a hidden element.
 // CHECK: nvvm.vote.sync  any
 // CHECK: nvvm.vote.sync  any %{{.+}}, %[[ANY]]
 // CHECK: scf.if
 // CHECK-NEXT: scf.yield %[[ANY]], %[[ALL]]
+// CHECK: arith.muli %[[STEP]], %c16{{[_0-9]*}} : index
 // CHECK: %[[DQ:.+]] = llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
 // CHECK-NEXT: %[[KEEP:.+]] = arith.cmpi eq, %[[DQ]], %[[K0]] : i32
 // CHECK-NEXT: arith.ori %[[ANY]], %[[KEEP]] : i1

@@ -63,6 +63,20 @@ func.func @forward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: t
 // STAGES: attn.backward_tile {{.+}}attn.kernel_plan = {block_kv = 128 : i64, block_q = 64 : i64
 // STAGES: IR Dump After ConvertAttnToGPUPass
 // STAGES: gpu.module @fa_bwd_f16_d64_bq64_bkv128_w8_s1_none_sm90a
+// The main kernel's tile level: the query loop carrying dK and dV.
+// STAGES: gpu.func @fa_bwd_bwd_f16_d64_bq64_bkv128_w8_s1_none_sm90a
+// STAGES: attn_gpu.async_copy_row_stats
+// STAGES: scf.for {{.+}} -> (!attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, accumulator>)
+// STAGES: attn_gpu.mma_qk
+// STAGES: attn_gpu.transposed_mask
+// STAGES: attn_gpu.recompute_probs
+// STAGES: attn_gpu.score_gradient
+// STAGES: attn_gpu.reduce_dq
+// STAGES: attn_gpu.store_accumulator
+// STAGES: IR Dump After ConvertAttnGPUToNVVMPass
+// STAGES-NOT: attn_gpu.
+// STAGES: gpu.func @fa_bwd_bwd_f16_d64_bq64_bkv128_w8_s1_none_sm90a
+// STAGES: nvvm.mma.sync
 func.func @backward(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
   return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
