@@ -11,7 +11,10 @@ token axis, causal and not, bf16. Times, in one process on the same tokens
                    the same total (the rate the issue holds varlen to: within 5%)
   SDPA flash       per sequence (PyTorch's FlashAttention-2 backend)
   flash-attn       flash_attn_varlen_func, where flash_attn is installed
-and checks fa varlen's O against fa per sequence.
+and checks fa varlen's O against fa per sequence. Where the bundle has the
+varlen backward (mma.sync), also the backward (2.5x the forward's FLOPs):
+fa varlen bwd (fa.varlen.backward_into) against fa dense bwd (the dense
+bundle's, wgmma on sm_90) over the same equal-length tokens.
 
     python3 bench/varlen.py --bundle out/bundle-varlen --dense-bundle out/bundle --lib <so>
 """
@@ -121,7 +124,37 @@ def run(bundle, lens, h, d, causal, reps):
     for other in ("fa dense", "fa per sequence", "SDPA flash", "flash-attn varlen"):
         if other in rates:
             print("  fa varlen / %s = %.3f" % (other, rates["fa varlen"] / rates[other]))
+    if any(k["varlen"] and k["direction"] == "bwd" for k in bundle.kernels()):
+        time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
+                      causal, reps)
     return err
+
+
+def time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
+                  causal, reps):
+    """The varlen backward against the dense one on the same token count."""
+    do = torch.randn_like(o)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+
+    def fa_varlen_bwd():
+        varlen.backward_into(q, k, v, o, do, lse, dq, dk, dv, cu, cu, longest, bundle=bundle,
+                             equal_lengths=True, **kw)
+    us = median_us(fa_varlen_bwd, reps=reps)
+    varlen_rate = 2.5 * flops / us / 1e6
+    print("  %-18s %9.1f us  %6.1f TFLOP/s" % ("fa varlen bwd", us, varlen_rate), flush=True)
+    try:
+        od, lsed = fa.attention(*dense, causal=causal, return_lse=True, bundle=bundle)
+        dod = torch.randn_like(od)
+        grads = [torch.empty_like(t) for t in dense]
+        fn = lambda: fa.backward_into(*dense, od, dod, lsed, *grads,  # noqa: E731
+                                      causal=causal, bundle=bundle)
+        us = median_us(fn, reps=reps)
+    except fa.FaError as e:
+        print("  (fa dense backward unavailable: %s)" % str(e).splitlines()[0])
+        return
+    dense_rate = 2.5 * dense_flops / us / 1e6
+    print("  %-18s %9.1f us  %6.1f TFLOP/s" % ("fa dense bwd", us, dense_rate), flush=True)
+    print("  fa varlen bwd / fa dense bwd = %.3f" % (varlen_rate / dense_rate))
 
 
 def main():

@@ -98,6 +98,7 @@ int64_t modArgParam(const CompiledKernel &k) {
            (c.blockSparse ? 2 : 0) + // block_mask, mask_heads
            (c.paged ? kPagedParams : 0);
   return strideParam(k) + 3 * 6 +
+         (c.varlen ? 2 : 0) +      // cu_seqlens_q, cu_seqlens_k
          (c.blockSparse ? 2 : 0); // block_mask, mask_heads
 }
 
@@ -159,9 +160,10 @@ json::Object kernelObject(const CompiledKernel &k) {
   if (c.varlen) {
     // Packed [T, H, D] tensors: the maps' and the sizes' nq, nk are the token
     // totals and their batch is 1; cu_seqlens_q and cu_seqlens_k follow the
-    // strides (docs/ABI.md "Varlen").
+    // strides (the forward's 4 tensors', the backward's 6; docs/ABI.md
+    // "Varlen").
     o["varlen"] = true;
-    o["cu_seqlens_param"] = strideParam(k) + 3 * 4;
+    o["cu_seqlens_param"] = strideParam(k) + 3 * (c.direction == "fwd" ? 4 : 6);
   }
   if (c.paged) {
     // K, V pools of pages read through a page table; the table, seqused_k

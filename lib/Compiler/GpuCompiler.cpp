@@ -193,14 +193,22 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   if (c.varlen && c.sinks)
     return err("sinks have no varlen GPU kernel yet, got '" + c.str() + "'");
   if (c.varlen) {
-    if (c.direction != "fwd")
-      return err("varlen applies to the forward only, got '" + c.direction +
-                 "'");
     // Packed [T, H, D] tensors, LSE [H, T], the offsets i32 [B+1].
     q = "tensor<?x?x" + std::to_string(c.headDim) + "x" + t + ">";
     v = "tensor<?x?x" + std::to_string(dv) + "x" + t + ">";
     lse = "tensor<?x?xf32>";
     std::string cu = "tensor<?xi32>";
+    std::string offsets = " varlen(%cuq, %cuk : " + cu + ", " + cu + ")";
+    if (c.direction == "bwd") {
+      std::string grads = q + ", " + q + ", " + v;
+      return "func.func @attention_backward(%q: " + q + ", %k: " + q +
+             ", %v: " + v + ", %o: " + v + ", %do: " + v + ", %lse: " + lse +
+             ", %cuq: " + cu + ", %cuk: " + cu + winParams + ") -> (" +
+             grads + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, "
+             "%k, %v, %o, %do, %lse" + offsets + win + " {" + attrs + "} : " +
+             q + ", " + q + ", " + v + ", " + v + ", " + v + ", " + lse +
+             " -> " + grads + "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
+    }
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
            ", %cuq: " + cu + ", %cuk: " + cu + winParams + ") -> (" + v +
            ", " + lse +

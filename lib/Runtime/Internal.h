@@ -352,10 +352,14 @@ std::string checkArguments(const KernelConfig &config,
                            const fa_attention_args &args,
                            const ModArgList &mods,
                            const SinkArgs &sinks = {});
+/// A backward's `args` may be the dense view of a varlen call only with
+/// `varlenView` (fa_attention_backward_varlen); a varlen kernel refuses
+/// dense ones.
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args,
                            const ModArgList &mods,
-                           const SinkArgs &sinks = {});
+                           const SinkArgs &sinks = {},
+                           bool varlenView = false);
 
 /// The checks of `mods` against the kernel's mod_args and the sizes of
 /// valid q and k (ModArgs.cpp); "" if they pass or are not `checked`.
@@ -415,6 +419,23 @@ fa_status launchBackward(const fa_kernel *kernel,
                          const ModArgList &mods, const SinkArgs &sinks,
                          CUstream stream,
                          const fa_block_mask *blockMask = nullptr);
+
+/// A varlen backward's sequences: its offsets (device pointers), their count
+/// and the longest key sequence (the main kernel's grid x).
+struct VarlenBatch {
+  CUdeviceptr cuSeqlensQ = 0, cuSeqlensK = 0;
+  int32_t batch = 0, maxSeqlenK = 0;
+};
+class ContextScope;
+/// Launches a checked backward in the context of `scope`: its three entries
+/// (and a sink kernel's bwd_sink); `args` is the dense view of a varlen
+/// call with `varlen`, whose offsets and grid the main kernel then takes.
+fa_status launchCheckedBackward(const fa_kernel &kernel,
+                                const fa_attention_backward_args &args,
+                                const ModArgList &mods, const SinkArgs &sinks,
+                                const fa_block_mask *blockMask,
+                                const VarlenBatch *varlen,
+                                const ContextScope &scope, CUstream stream);
 
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;

@@ -478,8 +478,18 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
   ContextScope scope;
   if (fa_status s = prepareLaunch(kernel, args, mods, sinks, stream, scope))
     return s;
+  return launchCheckedBackward(*kernel, *args, mods, sinks, blockMask,
+                               nullptr, scope, stream);
+}
+
+fa_status fa::runtime::launchCheckedBackward(
+    const fa_kernel &kernelRef, const fa_attention_backward_args &a,
+    const ModArgList &mods, const SinkArgs &sinks,
+    const fa_block_mask *blockMask, const VarlenBatch *varlen,
+    const ContextScope &scope, CUstream stream) {
+  constexpr const char *kSparseApi = "fa_attention_backward_block_sparse: ";
+  const fa_kernel *kernel = &kernelRef;
   const KernelConfig &c = kernel->config;
-  const fa_attention_backward_args &a = *args;
   // A block-sparse kernel's block mask and its head count (after the
   // strides).
   CUdeviceptr maskData = 0;
@@ -530,6 +540,21 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
   WindowParams window;
   window.place(mainParams, c);
   std::array<Grid, 3> grids = backwardGrids(c, a);
+  // Varlen: the dense view is one batch of all tokens for bwd_pre and
+  // bwd_post; bwd takes the offsets and runs (key block of the longest
+  // sequence, key head, sequence), its sizes the token totals.
+  CUdeviceptr cuQ = 0, cuK = 0;
+  int32_t sequences = 0;
+  if (varlen) {
+    cuQ = varlen->cuSeqlensQ, cuK = varlen->cuSeqlensK;
+    sequences = varlen->batch;
+    mainParams[c.cuSeqlensParam] = &cuQ;
+    mainParams[c.cuSeqlensParam + 1] = &cuK;
+    mainParams[9] = &sequences; // batch: the sequences
+    grids[1] = {ceilDiv(varlen->maxSeqlenK, c.blockKV) *
+                    static_cast<unsigned>(c.dsplit),
+                grids[1][1], static_cast<unsigned>(varlen->batch)};
+  }
 
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))
     return s;
@@ -540,17 +565,21 @@ fa_status fa::runtime::launchBackward(const fa_kernel *kernel,
     return launchEntry(*kernel, a, main, c.bwd, grids[1], stream, mainParams,
                        kBackwardParams, false);
   };
-  if (fa_status s =
-          c.deterministic
-              ? withZeroedWorkspace(
-                    apiName<fa_attention_backward_args>(),
-                    "the " + std::to_string(semaphoreBytes(a)) +
-                        "-byte semaphore workspace of deterministic kernel '" +
-                        c.tag + "'",
-                    semaphoreBytes(a), stream, mainParams[c.semaphoreParam],
-                    launchMain)
-              : launchMain())
-    return s;
+  auto launchWithWorkspace = [&] {
+    if (!c.deterministic)
+      return launchMain();
+    return withZeroedWorkspace(
+        apiName<fa_attention_backward_args>(),
+        "the " + std::to_string(semaphoreBytes(a)) +
+            "-byte semaphore workspace of deterministic kernel '" + c.tag +
+            "'",
+        semaphoreBytes(a), stream, mainParams[c.semaphoreParam], launchMain);
+  };
+  // A varlen batch whose longest key sequence is empty has no key block:
+  // dQ stays zero (bwd_pre zeroed dq_accum).
+  if (grids[1][0] > 0)
+    if (fa_status s = launchWithWorkspace())
+      return s;
   if (fa_status s = launch(post, c.bwdPost, grids[2], stream, postParams))
     return s;
   return succeed();

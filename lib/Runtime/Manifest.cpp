@@ -570,29 +570,33 @@ void parsePackGqa(const json &k, KernelConfig &c, const std::string &where) {
 }
 
 /// The optional "varlen" and "cu_seqlens_param" fields (bundle version 10):
-/// a wgmma forward over packed sequences, which takes the strides of its
-/// packed tensors and then cu_seqlens_q, cu_seqlens_k (docs/ABI.md).
+/// a wgmma forward or an mma.sync backward over packed sequences, which takes
+/// the strides of its packed tensors and then cu_seqlens_q, cu_seqlens_k
+/// (docs/ABI.md).
 void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
   c.varlen = flagField(k, "varlen", where, /*nullIsAbsent=*/false);
   if (!c.varlen)
     return;
-  if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
-      c.splitKv || c.packGqa || c.fwd.persistent || !c.strided())
+  bool forward = c.direction == FA_DIRECTION_FWD;
+  if ((forward ? c.mma != FA_MMA_WGMMA : c.mma != FA_MMA_SYNC) ||
+      c.splitKv || c.packGqa || c.fwd.persistent || c.deterministic ||
+      c.blockSparse || !c.strided())
     bad(where, "field 'varlen' is true, but only strided wgmma forwards on "
                "a grid of query tiles (no split-KV, packed GQA or persistent "
-               "grid) run varlen batches");
+               "grid) and strided mma.sync backwards run varlen batches");
   if (!c.modArgs.empty() || !c.scoreMod.empty() || !c.maskMod.empty())
     bad(where, "field 'varlen' is true, but varlen kernels have no score_mod, "
                "mask_mod or mod_args");
   c.cuSeqlensParam = intField(k, "cu_seqlens_param", where, 0, INT_MAX);
-  // After q, k, v and o's three strides each.
-  int expect = c.strideParam + 3 * 4;
+  // After the three strides of q, k, v and o (forward) or of q, k, v, do,
+  // dk and dv (backward).
+  int expect = c.strideParam + 3 * (forward ? 4 : 6);
   if (c.cuSeqlensParam != expect)
     bad(where, "field 'cu_seqlens_param' = " +
                    std::to_string(c.cuSeqlensParam) + ", expected " +
-                   std::to_string(expect) +
-                   " (cu_seqlens_q and cu_seqlens_k follow the strides of "
-                   "q, k, v and o)");
+                   std::to_string(expect) + " (cu_seqlens_q and cu_seqlens_k "
+                   "follow the strides of " +
+                   (forward ? "q, k, v and o)" : "q, k, v, do, dk and dv)"));
 }
 
 /// The optional "paged" and "page_table_param" fields (bundle version 14): a

@@ -890,9 +890,13 @@ std::string checkSplitKvArguments(const KernelConfig &c,
 
 std::string checkArguments(const KernelConfig &c,
                            const fa_attention_backward_args &a,
-                           const ModArgList &mods, const SinkArgs &sinks) {
+                           const ModArgList &mods, const SinkArgs &sinks,
+                           bool varlenView) {
   if (c.direction != FA_DIRECTION_BWD)
     return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
+  if (c.varlen && !varlenView)
+    return "kernel '" + c.tag + "' is a varlen backward (packed sequences); "
+           "use fa_attention_backward_varlen";
   Sizes s;
   std::string err = checkSinkKind(c, mods, sinks);
   if (!err.empty() || !(err = checkQKV(c, a.q, a.k, a.v, s)).empty())

@@ -1,4 +1,4 @@
-//===- Varlen.cpp - fa_attention_forward_varlen and its checks -----------===//
+//===- Varlen.cpp - the varlen forward and backward and their checks -----===//
 //
 // A varlen batch packs B sequences along the token axis: q [Tq,H,D],
 // k [Tk,Hkv,D], v [Tk,Hkv,Dv], o [Tq,H,Dv], lse [H,Tq]. Its kernel is the
@@ -7,6 +7,9 @@
 // forward"), passes B as the batch and the token totals as nq, nk, and
 // cu_seqlens_q, cu_seqlens_k after the strides. Each CTA of the grid
 // (ceil(max_seqlen_q / block_q), H, B) reads its own sequence's offsets.
+// The backward (mma.sync) runs bwd_pre and bwd_post on the same view as one
+// batch of Tq rows (Delta, dq_accum and dQ are per row) and bwd on the grid
+// (ceil(max_seqlen_k / block_kv)·dsplit, Hkv, B) with the offsets.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,9 +67,9 @@ std::string checkPacked(const KernelConfig &c, const char *name,
 }
 
 /// Checks q, k, v against each other and the kernel; fills `s`.
-std::string checkInputs(const KernelConfig &c,
-                        const fa_attention_varlen_args &a, PackedSizes &s) {
-  const fa_tensor &q = a.q, &k = a.k, &v = a.v;
+std::string checkInputs(const KernelConfig &c, const fa_tensor &q,
+                        const fa_tensor &k, const fa_tensor &v,
+                        PackedSizes &s) {
   std::string err;
   if (q.rank != 3 || k.rank != 3 || v.rank != 3)
     return "q, k and v must be packed [T,H,D] tensors (rank 3), got ranks " +
@@ -162,29 +165,45 @@ fa_attention_args denseView(const fa_attention_varlen_args &a) {
 }
 
 /// The GPU-free checks; "" if the arguments are valid.
-std::string checkVarlen(const KernelConfig &c,
-                        const fa_attention_varlen_args &a) {
-  if (!c.varlen)
-    return "kernel '" + c.tag + "' is not a varlen forward; find one with "
+/// The checks of a varlen call's kernel kind, batch, longest sequence and
+/// offsets pointers; "" if they pass.
+std::string checkBatch(const KernelConfig &c, fa_direction direction,
+                       int32_t batch, const char *maxName, int32_t maxSeqlen,
+                       CUdeviceptr cuQ, CUdeviceptr cuK) {
+  bool forward = direction == FA_DIRECTION_FWD;
+  if (!c.varlen || c.direction != direction)
+    return "kernel '" + c.tag + "' is not a varlen " +
+           (forward ? "forward" : "backward") + "; find one with "
            "fa_kernel_find_varlen (fa-aot config field 'varlen')";
-  if (a.batch < 1 || a.batch > kMaxGridYZ)
-    return "batch is " + std::to_string(a.batch) + "; expected 1 to " +
+  if (batch < 1 || batch > kMaxGridYZ)
+    return "batch is " + std::to_string(batch) + "; expected 1 to " +
            std::to_string(kMaxGridYZ) + " sequences (the grid's z)";
-  if (a.max_seqlen_q < 0)
-    return "max_seqlen_q is " + std::to_string(a.max_seqlen_q) +
-           "; expected the longest query sequence's length (>= 0)";
-  for (auto [name, p] : {std::pair{"cu_seqlens_q", a.cu_seqlens_q},
-                         std::pair{"cu_seqlens_k", a.cu_seqlens_k}})
+  if (maxSeqlen < 0)
+    return std::string(maxName) + " is " + std::to_string(maxSeqlen) +
+           "; expected the longest " + (forward ? "query" : "key") +
+           " sequence's length (>= 0)";
+  for (auto [name, p] :
+       {std::pair{"cu_seqlens_q", cuQ}, std::pair{"cu_seqlens_k", cuK}})
     if (p == 0 || p % 4 != 0) {
       std::ostringstream os;
       os << name << " 0x" << std::hex << p << std::dec
          << " must be a non-null, 4-byte aligned device address of "
-         << a.batch + 1 << " int32 offsets";
+         << batch + 1 << " int32 offsets";
       return os.str();
     }
+  return "";
+}
+
+std::string checkVarlen(const KernelConfig &c,
+                        const fa_attention_varlen_args &a) {
+  std::string batchErr =
+      checkBatch(c, FA_DIRECTION_FWD, a.batch, "max_seqlen_q", a.max_seqlen_q,
+                 a.cu_seqlens_q, a.cu_seqlens_k);
+  if (!batchErr.empty())
+    return batchErr;
   PackedSizes s;
   std::string err;
-  if (!(err = checkInputs(c, a, s)).empty())
+  if (!(err = checkInputs(c, a.q, a.k, a.v, s)).empty())
     return err;
   if (!(err = checkPacked(c, "o", a.o, c.dtype, 3, 0, c.headDimV, true,
                           {s.tq, s.h, s.dv}, "[Tq,H,Dv] from q and v"))
@@ -283,6 +302,134 @@ fa_status launchVarlen(const fa_kernel &kernel,
   window.place(params, c);
   Grid grid = gridOf(c, a);
   return launchWithMaps(kApi, c.tag, maps, f, c.fwd, grid, stream, params);
+}
+
+//===----------------------------------------------------------------------===//
+// The varlen backward: the mma.sync backward with one batch of all tokens
+// for bwd_pre and bwd_post, and the sequences for bwd.
+//===----------------------------------------------------------------------===//
+
+constexpr const char *kBackwardApi = "fa_attention_backward_varlen";
+
+/// A contiguous f32 [H,T(,D)] row-statistics tensor as the dense [1,H,T(,D)].
+fa_tensor rowsOfOne(const fa_tensor &t) {
+  fa_tensor v{};
+  v.data = t.data;
+  v.dtype = t.dtype;
+  v.rank = t.rank + 1;
+  v.shape[0] = 1;
+  v.strides[0] = t.shape[0] * t.strides[0];
+  for (int i = 0; i < t.rank; ++i)
+    v.shape[i + 1] = t.shape[i], v.strides[i + 1] = t.strides[i];
+  return v;
+}
+
+/// The dense backward's arguments the kernels see.
+fa_attention_backward_args denseView(const fa_attention_backward_varlen_args &a) {
+  fa_attention_backward_args d{};
+  d.q = batchOfOne(a.q);
+  d.k = batchOfOne(a.k);
+  d.v = batchOfOne(a.v);
+  d.o = batchOfOne(a.o);
+  d.d_o = batchOfOne(a.d_o);
+  d.dq = batchOfOne(a.dq);
+  d.dk = batchOfOne(a.dk);
+  d.dv = batchOfOne(a.dv);
+  d.lse = rowsOfOne(a.lse);
+  d.delta = rowsOfOne(a.delta);
+  d.dq_accum = rowsOfOne(a.dq_accum);
+  d.scale = a.scale;
+  return d;
+}
+
+/// What a valid backward call does: nothing (no query and no key), zero dk
+/// and dv (no query: no key gets a gradient), or launch.
+enum class BackwardWork { None, ZeroKeys, Launch };
+
+BackwardWork backwardWorkOf(const fa_attention_backward_varlen_args &a) {
+  if (a.q.shape[0] == 0)
+    return a.k.shape[0] == 0 ? BackwardWork::None : BackwardWork::ZeroKeys;
+  return BackwardWork::Launch;
+}
+
+/// The GPU-free checks of a varlen backward; "" if valid.
+std::string checkVarlenBackward(const KernelConfig &c,
+                                const fa_attention_backward_varlen_args &a) {
+  std::string err = checkBatch(c, FA_DIRECTION_BWD, a.batch, "max_seqlen_k",
+                               a.max_seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k);
+  PackedSizes s;
+  if (!err.empty() || !(err = checkInputs(c, a.q, a.k, a.v, s)).empty())
+    return err;
+  struct Packed {
+    const char *name;
+    const fa_tensor &t;
+    fa_dtype dtype;
+    int rank, tokenDim;
+    int64_t cols;
+    bool output;
+    std::vector<int64_t> shape;
+    const char *meaning;
+  };
+  const Packed all[] = {
+      {"o", a.o, c.dtype, 3, 0, c.headDimV, false, {s.tq, s.h, s.dv},
+       "[Tq,H,Dv] from q and v"},
+      {"d_o", a.d_o, c.dtype, 3, 0, c.headDimV, false, {s.tq, s.h, s.dv},
+       "[Tq,H,Dv] from q and v"},
+      {"lse", a.lse, FA_DTYPE_F32, 2, 1, 0, false, {s.h, s.tq},
+       "[H,Tq] from q"},
+      {"dq", a.dq, c.dtype, 3, 0, c.headDim, true, {s.tq, s.h, s.d},
+       "the shape of q"},
+      {"dk", a.dk, c.dtype, 3, 0, c.headDim, true, {s.tk, s.hkv, s.d},
+       "the shape of k"},
+      {"dv", a.dv, c.dtype, 3, 0, c.headDimV, true, {s.tk, s.hkv, s.dv},
+       "the shape of v"},
+      {"delta", a.delta, FA_DTYPE_F32, 2, 1, 0, true, {s.h, s.tq},
+       "workspace [H,Tq] from q"},
+      {"dq_accum", a.dq_accum, FA_DTYPE_F32, 3, 1, 0, true, {s.h, s.tq, s.d},
+       "workspace [H,Tq,D] from q"}};
+  for (const Packed &p : all)
+    if (!(err = checkPacked(c, p.name, p.t, p.dtype, p.rank, p.tokenDim,
+                            p.cols, p.output, p.shape, p.meaning))
+             .empty())
+      return err;
+  if (backwardWorkOf(a) == BackwardWork::ZeroKeys &&
+      (a.dk.strides[1] != s.d || a.dv.strides[1] != s.dv))
+    return "q has no tokens, so dk and dv are filled with zeros, which needs "
+           "their heads adjacent in each row: dk.strides[1] is " +
+           std::to_string(a.dk.strides[1]) + " and dv.strides[1] is " +
+           std::to_string(a.dv.strides[1]) + ", expected D = " +
+           std::to_string(s.d) + " and Dv = " + std::to_string(s.dv);
+  if (backwardWorkOf(a) != BackwardWork::Launch)
+    return "";
+  // The dense view's checks: strides, alignment, overlap, the scale.
+  return checkArguments(c, denseView(a), ModArgList{}, SinkArgs{},
+                        /*varlenView=*/true);
+}
+
+fa_status checkBackwardCall(const fa_kernel *kernel,
+                            const fa_attention_backward_varlen_args *args,
+                            const char *api) {
+  if (!kernel || !args)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kernel or args is null");
+  std::string err = checkVarlenBackward(kernel->config, *args);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return succeed();
+}
+
+/// No query: dk = dv = 0 (rows of heads adjacent: one 2-D memset each).
+fa_status zeroKeys(const fa_attention_backward_varlen_args &a,
+                   CUstream stream) {
+  for (const fa_tensor *t : {&a.dk, &a.dv}) {
+    size_t pitch = static_cast<size_t>(t->strides[0]) * 2;
+    size_t width = static_cast<size_t>(t->shape[1] * t->shape[2]);
+    if (CUresult r = cuMemsetD2D16Async(t->data, pitch, 0, width,
+                                        static_cast<size_t>(t->shape[0]),
+                                        stream))
+      return cuFail("cuMemsetD2D16Async (dk, dv = 0)", r);
+  }
+  return FA_SUCCESS;
 }
 
 /// One offsets array against its total and longest sequence; "" if valid.
@@ -384,6 +531,56 @@ fa_status fa_attention_forward_varlen(const fa_kernel *kernel,
   fa_status s = work == Work::Fill ? fillEmpty(a, stream)
                                    : launchVarlen(*kernel, a, scope, stream);
   if (s != FA_SUCCESS)
+    return failWithPrefix(s, prefix);
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_varlen_check(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args) try {
+  return checkBackwardCall(kernel, args, "fa_attention_backward_varlen_check");
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_varlen(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
+    CUstream stream) try {
+  if (fa_status s = checkBackwardCall(kernel, args, kBackwardApi))
+    return s;
+  const fa_attention_backward_varlen_args &a = *args;
+  BackwardWork work = backwardWorkOf(a);
+  if (work == BackwardWork::None)
+    return succeed();
+  ContextScope scope;
+  if (fa_status s = scope.enter(a.dk.data ? a.dk.data : a.q.data))
+    return s;
+  fa_tensor cuQ = offsetsTensor(a.cu_seqlens_q, a.batch),
+            cuK = offsetsTensor(a.cu_seqlens_k, a.batch);
+  std::vector<NamedTensor> tensors;
+  for (auto [name, t] : std::initializer_list<NamedTensor>{
+           {"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"d_o", &a.d_o},
+           {"lse", &a.lse}, {"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv},
+           {"delta", &a.delta}, {"dq_accum", &a.dq_accum}})
+    if (tensorBytes(*t) != 0)
+      tensors.push_back({name, t});
+  tensors.push_back({"cu_seqlens_q", &cuQ});
+  tensors.push_back({"cu_seqlens_k", &cuK});
+  if (fa_status s =
+          checkLaunchDevice(kBackwardApi, tensors, stream, scope.device,
+                            scope.ctx))
+    return s;
+  auto prefix = std::string(kBackwardApi) + ": ";
+  if (work == BackwardWork::ZeroKeys) {
+    if (fa_status s = zeroKeys(a, stream))
+      return failWithPrefix(s, prefix);
+    return succeed();
+  }
+  VarlenBatch batch{a.cu_seqlens_q, a.cu_seqlens_k, a.batch, a.max_seqlen_k};
+  if (fa_status s = launchCheckedBackward(*kernel, denseView(a), ModArgList{},
+                                          SinkArgs{}, nullptr, &batch, scope,
+                                          stream))
     return failWithPrefix(s, prefix);
   return succeed();
 } catch (...) {

@@ -51,6 +51,16 @@ class VarlenArgs(ctypes.Structure):
         ("batch", ctypes.c_int32), ("max_seqlen_q", ctypes.c_int32), ("scale", ctypes.c_float)]
 
 
+class VarlenBackwardArgs(ctypes.Structure):
+    """fa_attention_backward_varlen_args: the packed tensors of a varlen
+    forward, its dO, the gradients and the f32 workspaces delta [H,Tq] and
+    dq_accum [H,Tq,D], then the offsets."""
+    TENSORS = BackwardArgs.TENSORS
+    _fields_ = [(n, Tensor) for n in TENSORS] + [
+        ("cu_seqlens_q", ctypes.c_uint64), ("cu_seqlens_k", ctypes.c_uint64),
+        ("batch", ctypes.c_int32), ("max_seqlen_k", ctypes.c_int32), ("scale", ctypes.c_float)]
+
+
 class KernelQuery(ctypes.Structure):
     _fields_ = [("direction", ctypes.c_int), ("dtype", ctypes.c_int),
                 ("head_dim", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
@@ -257,6 +267,8 @@ def _open_library(path):
                                         ctypes.c_uint64, ctypes.c_int32, vp], st),
         "fa_attention_forward_varlen_check": ([vp, ctypes.POINTER(VarlenArgs)], st),
         "fa_attention_forward_varlen": ([vp, ctypes.POINTER(VarlenArgs), vp], st),
+        "fa_attention_backward_varlen_check": ([vp, ctypes.POINTER(VarlenBackwardArgs)], st),
+        "fa_attention_backward_varlen": ([vp, ctypes.POINTER(VarlenBackwardArgs), vp], st),
         "fa_attention_forward_sinks_check": ([vp, ctypes.POINTER(ForwardArgs),
                                               ctypes.POINTER(Tensor), ctypes.c_int32,
                                               ctypes.POINTER(Tensor)], st),

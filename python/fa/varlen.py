@@ -1,14 +1,15 @@
 """fa.attention_varlen: attention over a batch of sequences of different
 lengths packed along the token axis (flash-attn's flash_attn_varlen_func).
 
-The kernels are the bundle's varlen wgmma forwards (fa-aot config field
-`varlen`, sm_90a; docs/ABI.md "Varlen wgmma forward"), or, where fa's
-compiler is installed, one compiled on first use (fa.jit).
+The kernels are the bundle's varlen wgmma forwards and mma.sync backwards
+(fa-aot config field `varlen`, sm_90a; docs/ABI.md "Varlen"), or, where
+fa's compiler is installed, ones compiled on first use (fa.jit).
 """
 import ctypes
 
 from . import jit
-from ._runtime import (DTYPE_NAMES, FWD, MASKS, FaError, KernelQuery, VarlenArgs, check)
+from ._runtime import (BWD, DTYPE_NAMES, FWD, MASKS, FaError, KernelQuery, VarlenArgs,
+                       VarlenBackwardArgs, check)
 
 _INVALID = 1  # FA_ERROR_INVALID_ARGUMENT
 
@@ -85,14 +86,14 @@ def _mask_of(causal, causal_top_left, window_size):
     return "none", (-1, -1)
 
 
-def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k):
+def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k, direction=FWD):
     """The loaded bundles' varlen kernel for the query, else one compiled
     now (where fa-aot is installed); None when neither."""
-    key = ("varlen", dtype, d, dv, mask, window, capability, max_seqlen_k)
+    key = ("varlen", direction, dtype, d, dv, mask, window, capability, max_seqlen_k)
     if key in b._cache:
         return b._cache[key]
     from . import _dtype_code
-    q = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1],
+    q = KernelQuery(direction, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1],
                     capability, 0, None, None)
     found = b._search(q, max_seqlen_k, find=b.lib.fa_kernel_find_varlen)
     miss = b._miss[1] if b._miss else None
@@ -105,8 +106,10 @@ def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k):
 
 
 def _compile(b, query, mask, window, capability, max_seqlen_k):
-    config = jit.config_text(FWD, DTYPE_NAMES[query.dtype], query.head_dim,
-                             query.head_dim_v, mask, window, capability, "wgmma") + ":varlen"
+    # The varlen forward runs on wgmma, the backward on mma.sync.
+    mma = "mma_sync" if query.direction == BWD else "wgmma"
+    config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
+                             query.head_dim_v, mask, window, capability, mma) + ":varlen"
     handle = b._load(jit.compile_bundle(config))
     out = ctypes.c_void_p()
     status = b.lib.fa_kernel_find_varlen(handle, ctypes.byref(query), max_seqlen_k,
@@ -118,17 +121,19 @@ def _compile(b, query, mask, window, capability, max_seqlen_k):
     return out
 
 
-def _kernel(b, q, v, mask, window, max_seqlen_k, equal_lengths):
+def _kernel(b, q, v, mask, window, max_seqlen_k, equal_lengths, direction=FWD):
     import torch
     from . import _capability
     d, dv, cap = q.shape[2], v.shape[2], _capability(q)
-    kernel = _find(b, q.dtype, d, dv, mask, window, cap, max_seqlen_k)
+    kernel = _find(b, q.dtype, d, dv, mask, window, cap, max_seqlen_k, direction)
     if kernel is None and mask == "causal_bottom_right" and equal_lengths:
         # Every sequence has as many queries as keys: the corners agree.
-        kernel = _find(b, q.dtype, d, dv, "causal", window, cap, max_seqlen_k)
+        kernel = _find(b, q.dtype, d, dv, "causal", window, cap, max_seqlen_k, direction)
     if kernel is None:
-        config = "fwd:%s:d%d:%s:wgmma:varlen" % (
-            "bf16" if q.dtype == torch.bfloat16 else "f16", d, mask)
+        config = "%s:%s:d%d:%s:%s:varlen" % (
+            "bwd" if direction == BWD else "fwd",
+            "bf16" if q.dtype == torch.bfloat16 else "f16", d, mask,
+            "mma_sync" if direction == BWD else "wgmma")
         raise FaError(2, "fa.attention_varlen: no varlen kernel for %s (%s); build it with "
                       "fa-aot -o DIR --config %s and load DIR too, or install fa-aot for JIT"
                       % (config, b._varlen_miss, config))
@@ -178,10 +183,18 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     sequence longer than its max_seqlen), raising FaError for the first bad
     one; it is skipped while a CUDA graph is being captured. The kernels
     clamp bad offsets, so they never address memory outside the tensors.
-    Forward only: the varlen backward is not built yet, so inputs that
-    require grad raise FaError.
+    Differentiable in q, k, v when they require grad: the backward runs the
+    bundle's varlen backward (mma.sync; fa-aot config `bwd:...:varlen`), dK
+    and dV summed over the query heads of each key head; LSE is not
+    differentiable, and rows outside every sequence get zero gradients.
     """
     import torch
+    if torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        o, lse = _function().apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                   max_seqlen_k, causal, softmax_scale, tuple(window_size),
+                                   bundle, causal_top_left, check_seqlens)
+        return (o, lse) if return_lse else o
     o = torch.empty((q.shape[0], q.shape[1], v.shape[2]) if q.dim() == 3 and v.dim() == 3
                     else (0,), dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]) if q.dim() == 3 else (0,),
@@ -203,8 +216,8 @@ def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     b = _bundle(bundle)
     _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        _fail("the varlen backward is not built yet (forward only); call it under "
-              "torch.no_grad() or with inputs that do not require grad")
+        _fail("forward_into writes caller-provided outputs and records no graph; "
+              "use fa.attention_varlen for gradients")
     max_q, max_k = int(max_seqlen_q), int(max_seqlen_k)
     if max_q < 0 or max_k < 0 or max_q >= 2 ** 31 or max_k >= 2 ** 31:
         _fail("max_seqlen_q %d and max_seqlen_k %d must be in [0, 2^31)" % (max_q, max_k))
@@ -226,3 +239,77 @@ def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
             raise
         _launch_varlen(b, kernel, q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
                        cu_q, cu_k, batch, max_q, scale)
+
+
+def backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
+                  max_seqlen_k, causal=False, softmax_scale=None, window_size=(-1, -1),
+                  bundle=None, causal_top_left=False, equal_lengths=False):
+    """The varlen backward into caller-provided dq [Tq,H,D], dk [Tk,Hkv,D],
+    dv [Tk,Hkv,Dv] (the kernel's dtype, any strides with a unit last one)
+    from the forward's q, k, v, o, lse and dO, with the same offsets and
+    mask arguments; the f32 workspaces are allocated here. The runtime
+    checks every tensor."""
+    import torch
+    from . import _bundle
+    from . import softmax_scale as _softmax_scale
+    b = _bundle(bundle)
+    mask, window = _mask_of(causal, causal_top_left, window_size)
+    max_k = int(max_seqlen_k)
+    kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths, direction=BWD)
+    h, tq = q.shape[1], q.shape[0]
+    delta = torch.empty((h, tq), dtype=torch.float32, device=q.device)
+    dq_accum = torch.empty((h, tq, q.shape[2]), dtype=torch.float32, device=q.device)
+    do = do if do.shape[-1] <= 1 or do.stride(-1) == 1 else do.contiguous()
+    tensors = (q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
+    args = VarlenBackwardArgs(*[_tensor_or_empty(t) for t in tensors],
+                              cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(),
+                              cu_seqlens_q.shape[0] - 1, max_k,
+                              _softmax_scale(q.shape[2], softmax_scale))
+    from . import _launch
+    _launch(b.lib, b.lib.fa_attention_backward_varlen, kernel, args, q)
+
+
+_varlen_function = None
+
+
+def _function():
+    """The autograd Function of attention_varlen (made once torch is seen)."""
+    global _varlen_function
+    if _varlen_function is not None:
+        return _varlen_function
+    import torch
+
+    class VarlenFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, window, bundle,
+                    top_left, check_seqlens):
+            o = torch.empty((q.shape[0], q.shape[1], v.shape[2]), dtype=q.dtype,
+                            device=q.device)
+            lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32,
+                              device=q.device)
+            cu_q, cu_k = cu_q.contiguous(), cu_k.contiguous()
+            forward_into(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale, window,
+                         bundle, top_left, check_seqlens)
+            ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+            ctx.args = (max_k, causal, scale, window, bundle, top_left)
+            ctx.mark_non_differentiable(lse)
+            ctx.set_materialize_grads(False)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, do, _dlse):
+            if do is None:  # O does not reach the loss
+                return (None,) * 13
+            q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+            max_k, causal, scale, window, bundle, top_left = ctx.args
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            # dk, dv rows outside every sequence are not written by the kernel.
+            if k.shape[0]:
+                dk.zero_()
+                dv.zero_()
+            backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_q, cu_k, max_k, causal, scale,
+                          window, bundle, top_left, equal_lengths=cu_q is cu_k)
+            return (dq, dk, dv) + (None,) * 10
+
+    _varlen_function = VarlenFunction
+    return _varlen_function

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import torch  # noqa: E402
 
 import fa  # noqa: E402
-from support import expect_error  # noqa: E402
-from fa._runtime import BWD, FWD, BackwardArgs, ForwardArgs, Tensor  # noqa: E402
+from support import expect_error, fake_tensor as fake  # noqa: E402
+from fa._runtime import BWD, FWD, BackwardArgs, ForwardArgs  # noqa: E402
 
 
 def check_arguments(b):
@@ -38,16 +38,6 @@ def check_arguments(b):
                  "sinks are on meta and q on cpu; expected one CUDA device")
     expect_error(lambda: call(torch.zeros(4), score_mod="softcap30"),
                  "sinks with a score_mod are not supported yet")
-
-
-def fake(address, dtype, shape):
-    t = Tensor()
-    t.data, t.dtype, t.rank = address, dtype, len(shape)
-    step = 1
-    for i in reversed(range(len(shape))):
-        t.shape[i], t.strides[i] = shape[i], step
-        step *= shape[i]
-    return t
 
 
 def check_jit(lib_path, fa_aot, fixture):

@@ -20,9 +20,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import torch  # noqa: E402
 
 import fa  # noqa: E402
-from support import expect_error  # noqa: E402
+from support import expect_error, fake_tensor as packed  # noqa: E402
 from fa import varlen  # noqa: E402
-from fa._runtime import FWD, MASKS, KernelQuery, Tensor, VarlenArgs  # noqa: E402
+from fa._runtime import (BWD, FWD, MASKS, KernelQuery, VarlenArgs,  # noqa: E402
+                         VarlenBackwardArgs)
 
 
 def check_arguments(b):
@@ -79,14 +80,6 @@ def check_jit(b, fa_aot):
     assert info["tag"].endswith("_varlen"), info["tag"]
     # fa-aot's manifest entry takes packed arguments (fake addresses: the
     # check needs no GPU) and refuses dense ones.
-    def packed(address, dtype, shape):
-        t = Tensor()
-        t.data, t.dtype, t.rank = address, dtype, len(shape)
-        step = 1
-        for i in reversed(range(len(shape))):
-            t.shape[i], t.strides[i] = shape[i], step
-            step *= shape[i]
-        return t
     base = 1 << 40
     args = VarlenArgs(packed(base, 1, (300, 4, 64)), packed(base + (1 << 32), 1, (500, 2, 64)),
                       packed(base + (2 << 32), 1, (500, 2, 64)),
@@ -103,6 +96,33 @@ def check_jit(b, fa_aot):
     assert b.lib.fa_kernel_find(b._handles[-1], ctypes.byref(query), ctypes.byref(out)) == 2
 
 
+def check_jit_backward(b):
+    """The varlen backward attention_varlen's autograd compiles on a miss
+    (mma.sync, `bwd:...:varlen`), found by the varlen search, whose check
+    takes the packed gradients and workspaces."""
+    query = KernelQuery(BWD, 1, 64, 64, MASKS["causal_bottom_right"], -1, -1, 90, 0, None,
+                        None)
+    kernel = varlen._compile(b, query, "causal_bottom_right", (-1, -1), 90, 1024)
+    info = b._info(kernel)
+    assert info["varlen"] and info["direction"] == "bwd" and info["mma"] == "mma_sync", info
+    base = 1 << 40
+    at = lambda i: base + (i << 32)  # noqa: E731
+    tq, tk, h, hkv, d = 300, 500, 4, 2, 64
+    tensors = [packed(at(0), 1, (tq, h, d)), packed(at(1), 1, (tk, hkv, d)),
+               packed(at(2), 1, (tk, hkv, d)), packed(at(3), 1, (tq, h, d)),
+               packed(at(4), 1, (tq, h, d)), packed(at(5), 2, (h, tq)),
+               packed(at(6), 1, (tq, h, d)), packed(at(7), 1, (tk, hkv, d)),
+               packed(at(8), 1, (tk, hkv, d)), packed(at(9), 2, (h, tq)),
+               packed(at(10), 2, (h, tq, d))]
+    args = VarlenBackwardArgs(*tensors, at(11), at(12), 3, 200, 0.125)
+    status = b.lib.fa_attention_backward_varlen_check(kernel, ctypes.byref(args))
+    assert status == 0, b.lib.fa_last_error().decode()
+    args.dq_accum = packed(at(10), 2, (tq, h, d))
+    assert b.lib.fa_attention_backward_varlen_check(kernel, ctypes.byref(args)) == 1
+    assert "dq_accum.shape is [300,4,64], expected [4,300,64]" in \
+        b.lib.fa_last_error().decode(), b.lib.fa_last_error().decode()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", required=True)
@@ -114,6 +134,7 @@ def main():
     check_masks()
     check_offsets(b)
     check_jit(b, a.fa_aot)
+    check_jit_backward(b)
     print("test_varlen: ok")
 
 

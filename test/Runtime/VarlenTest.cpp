@@ -414,3 +414,160 @@ TEST(VarlenSeqlens, HostCheckOfTheOffsets) {
 }
 
 } // namespace
+
+namespace {
+/// An mma.sync varlen backward as fa-aot writes it for
+/// `bwd:bf16:d64:causal:varlen` (strides from 15, cu_seqlens at 33).
+std::string varlenBackward(const std::string &tag, int cuParam = 33,
+                           const std::string &mma = "") {
+  auto entry = [&](const char *role, int shared) {
+    return std::string("\"") + role + R"(": {"name": "fa_)" + role + "_" +
+           tag + R"(", "threads": 256, "shared_bytes": )" +
+           std::to_string(shared) + "}";
+  };
+  return R"({"tag": ")" + tag + R"(", "direction": "bwd", "dtype": "bf16",
+      "head_dim": 64, "head_dim_v": 64, "block_q": 64, "block_kv": 128,
+      "warps": 8, "stages": 1, "mask": "causal", "window_left": -1,
+      "window_right": -1, "score_mod": null, "target": "sm_90a", "dsplit": 1,
+      "entries": {)" + entry("bwd_pre", 0) + ", " + entry("bwd", 73728) +
+         ", " + entry("bwd_post", 0) + R"(},
+      "ptx": ")" + tag + R"(.ptx", "stride_param": 15, "varlen": true,
+      "cu_seqlens_param": )" + std::to_string(cuParam) + mma + "}";
+}
+
+/// A bundle with a varlen backward; packed tensors at fake addresses.
+class VarlenBackwardApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 3, H = 8, Hkv = 2, Tq = 500, Tk = 700, D = 64;
+  void SetUp() override {
+    ASSERT_EQ(loadText("bwd", manifest({varlenBackward("vb")}), &bundle),
+              FA_SUCCESS)
+        << lastError();
+    kernel = fa_bundle_kernel_at(bundle, 0);
+    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    a.q = tensor(addr(0), bf, {Tq, H, D});
+    a.k = tensor(addr(1), bf, {Tk, Hkv, D});
+    a.v = tensor(addr(2), bf, {Tk, Hkv, D});
+    a.o = tensor(addr(3), bf, {Tq, H, D});
+    a.d_o = tensor(addr(4), bf, {Tq, H, D});
+    a.lse = tensor(addr(5), f32, {H, Tq});
+    a.dq = tensor(addr(6), bf, {Tq, H, D});
+    a.dk = tensor(addr(7), bf, {Tk, Hkv, D});
+    a.dv = tensor(addr(8), bf, {Tk, Hkv, D});
+    a.delta = tensor(addr(9), f32, {H, Tq});
+    a.dq_accum = tensor(addr(10), f32, {H, Tq, D});
+    a.cu_seqlens_q = addr(11);
+    a.cu_seqlens_k = addr(12);
+    a.batch = B;
+    a.max_seqlen_k = 400;
+    a.scale = 0.125f;
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+  void reject(const fa_attention_backward_varlen_args &bad,
+              const std::string &expect) {
+    EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &bad),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+    EXPECT_EQ(fa_attention_backward_varlen(kernel, &bad, nullptr),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos) << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *kernel = nullptr;
+  fa_attention_backward_varlen_args a{};
+};
+} // namespace
+
+TEST(VarlenBackwardManifest, Fields) {
+  expectRejected("param", manifest({varlenBackward("vb", 29)}),
+                 "field 'cu_seqlens_param' = 29, expected 33 (cu_seqlens_q "
+                 "and cu_seqlens_k follow the strides of q, k, v, do, dk and "
+                 "dv)");
+  // The backward runs on mma.sync (the forward on wgmma).
+  expectRejected("wgmma",
+                 manifest({varlenBackward("vb", 33, R"(, "mma": "wgmma")")}),
+                 "field 'varlen' is true, but only strided wgmma forwards");
+}
+
+TEST_F(VarlenBackwardApi, FoundByTheVarlenSearchOnly) {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_BWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 64;
+  q.mask = FA_MASK_CAUSAL;
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(k, kernel);
+  EXPECT_EQ(fa_kernel_find(bundle, &q, &k), FA_ERROR_NOT_FOUND);
+}
+
+TEST_F(VarlenBackwardApi, AcceptsPackedTensorsAndRefusesDenseLaunches) {
+  ASSERT_EQ(fa_attention_backward_varlen_check(kernel, &a), FA_SUCCESS)
+      << lastError();
+  // dq, dk and dv may be strided views (dq of a packed [T, 3, H, D]).
+  fa_attention_backward_varlen_args p = a;
+  p.dq.strides[0] = 3 * H * D;
+  EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &p), FA_SUCCESS)
+      << lastError();
+  // The dense backward refuses the varlen kernel.
+  fa_attention_backward_args d{};
+  fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+  d.q = d.o = d.d_o = d.dq = tensor(addr(0), bf, {1, H, Tq, D});
+  d.k = d.v = d.dk = d.dv = tensor(addr(1), bf, {1, Hkv, Tk, D});
+  d.lse = d.delta = tensor(addr(2), f32, {1, H, Tq});
+  d.dq_accum = tensor(addr(3), f32, {1, H, Tq, D});
+  d.scale = 0.125f;
+  EXPECT_EQ(fa_attention_backward_check(kernel, &d), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'vb' is a varlen backward (packed "
+                             "sequences); use fa_attention_backward_varlen"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST_F(VarlenBackwardApi, RejectsEachBadArgument) {
+  fa_attention_backward_varlen_args bad = a;
+  EXPECT_EQ(fa_attention_backward_varlen_check(kernel, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  bad.max_seqlen_k = -1;
+  reject(bad, "max_seqlen_k is -1; expected the longest key sequence's "
+              "length (>= 0)");
+  bad = a, bad.batch = 0;
+  reject(bad, "batch is 0; expected 1 to 65535 sequences");
+  bad = a, bad.cu_seqlens_k = 0;
+  reject(bad, "cu_seqlens_k 0x0 must be a non-null, 4-byte aligned device "
+              "address of 4 int32 offsets");
+  bad = a, bad.lse = tensor(addr(5), FA_DTYPE_F32, {Tq, H});
+  reject(bad, "lse.shape is [500,8], expected [8,500] ([H,Tq] from q)");
+  bad = a, bad.dq_accum = tensor(addr(10), FA_DTYPE_F32, {H, Tq, 32});
+  reject(bad, "dq_accum.shape is [8,500,32], expected [8,500,64] (workspace "
+              "[H,Tq,D] from q)");
+  bad = a, bad.dk = tensor(addr(7), FA_DTYPE_BF16, {Tk, H, D});
+  reject(bad, "dk.shape is [700,8,64], expected [700,2,64] (the shape of k)");
+  bad = a, bad.d_o = tensor(addr(4), FA_DTYPE_F16, {Tq, H, D});
+  reject(bad, "d_o.dtype is f16, expected bf16");
+  // Outputs may not overlap an input.
+  bad = a, bad.dv.data = a.v.data;
+  reject(bad, "dv");
+  bad = a, bad.scale = NAN;
+  reject(bad, "scale");
+}
+
+TEST_F(VarlenBackwardApi, EmptyBatchesLaunchNothing) {
+  // No tokens at all: nothing to compute (null data is fine).
+  fa_attention_backward_varlen_args e = a;
+  for (fa_tensor *t : {&e.q, &e.o, &e.d_o, &e.dq})
+    t->shape[0] = 0, t->data = 0;
+  for (fa_tensor *t : {&e.k, &e.v, &e.dk, &e.dv})
+    t->shape[0] = 0, t->data = 0;
+  for (fa_tensor *t : {&e.lse, &e.delta, &e.dq_accum})
+    t->shape[1] = 0, t->data = 0;
+  EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &e), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_backward_varlen(kernel, &e, nullptr), FA_SUCCESS)
+      << lastError();
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Differential GPU test of the varlen wgmma forwards (H200 only, never CI),
-through the runtime and fa.varlen.forward_into / fa.attention_varlen.
+"""Differential GPU test of the varlen wgmma forwards and mma.sync backwards
+(H200 only, never CI), through the runtime and fa.varlen.forward_into /
+backward_into / fa.attention_varlen (autograd).
 
 Random cases over the bundle's varlen kernels (every dtype, head dim and
 mask it has): 1-8 sequences of 0..2048 queries and keys each (0 and 1
@@ -11,9 +12,13 @@ or without keys (o = 0, lse = -inf). Each sequence is compared with a
 float64 reference of its own (masks from its own start with its own
 lengths) under the flash-attn rule of test_attention.py: max|fa - ref64| <=
 2 * max|same math in the inputs' dtype - ref64| + 1e-5 (LSE against float32
-math plus lse_slack). Outputs are NaN-poisoned first, so a row a kernel
-fails to write shows; rows outside every sequence must stay poisoned. Bad
-offsets must raise FaError before any launch.
+math plus lse_slack). Where the bundle has the kernel's backward, the case
+also runs it (dq, dk, dv per sequence against float64 autograd, dq and dk
+shifted by what the stored O changes in Delta, as test_attention.py
+judges them; some cases through fa.attention_varlen's autograd). Outputs are
+NaN-poisoned first, so a row a kernel fails to write shows; rows outside
+every sequence must stay poisoned (dq: zero). Bad offsets must raise FaError
+before any launch.
 
 Built on the development machine (MLIR is not on the GPU machine):
     build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
@@ -35,8 +40,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
 from fa import varlen  # noqa: E402
-from test_attention import (DTYPES, allowed_mask, judge, lse_slack, poisoned,  # noqa: E402
-                            reference)
+from test_attention import (DTYPES, allowed_mask, delta_terms, judge, lse_slack,  # noqa: E402
+                            poisoned, reference)
 
 
 def random_lengths(rng, batch, longest):
@@ -46,7 +51,17 @@ def random_lengths(rng, batch, longest):
     return [pick() for _ in range(batch)]
 
 
-def random_case(rng, kernel, index, max_len=2048):
+def backward_of(bundle, kernel):
+    """The bundle's varlen backward for a varlen forward's problem, or None."""
+    for k in bundle.kernels():
+        if k["varlen"] and k["direction"] == "bwd" and all(
+                k[f] == kernel[f] for f in ("dtype", "head_dim", "head_dim_v", "mask",
+                                            "window_left", "window_right")):
+            return k
+    return None
+
+
+def random_case(rng, kernel, index, max_len=2048, has_bwd=False):
     h = rng.choice([1, 2, 4, 8, 16])
     hkv = rng.choice([x for x in (1, 2, 4, 8, 16) if h % x == 0])
     batch = rng.randint(1, 8)
@@ -65,7 +80,8 @@ def random_case(rng, kernel, index, max_len=2048):
             "pad_q": rng.choice([0, 0, 0, 5]), "pad_k": rng.choice([0, 0, 0, 3]),
             "qkv_packed": kind in (3, 6) and h == hkv and lq == lk and kernel["head_dim"] ==
             kernel["head_dim_v"],
-            "scale": rng.choice([None, 0.3])}
+            "scale": rng.choice([None, 0.3]),
+            "bwd": has_bwd and kind != 8, "autograd": has_bwd and kind in (4, 7)}
 
 
 def mask_arguments(case):
@@ -100,16 +116,25 @@ def inputs(case, gen, dev):
     return q, k, v
 
 
-def check_sequence(case, q, k, v, o, lse, scale, results, b, rows, keys):
-    """Sequence b's rows of o and lse against its own references."""
+def check_sequence(case, q, k, v, o, lse, scale, results, b, rows, keys, grads=None):
+    """Sequence b's rows of o and lse (and, with `grads` = (do, dq, dk, dv),
+    of the gradients) against its own references."""
     (q0, q1), (k0, k1) = rows, keys
     got_o, got_lse = o[q0:q1], lse[:, q0:q1]
+    if grads is not None and q1 == q0 and k1 > k0:
+        # Keys without queries get no gradient.
+        _, _, dk, dv = grads
+        ok = bool((dk[k0:k1] == 0).all()) and bool((dv[k0:k1] == 0).all())
+        results.append({"what": "seq%d dk=dv=0 (no queries)" % b, "ok": ok})
     if q1 == q0:
         return
     if k1 == k0:
         # No key: O = 0 and LSE = -inf exactly.
         ok = bool((got_o == 0).all()) and bool(torch.isneginf(got_lse).all())
-        results.append({"what": "seq%d o=0, lse=-inf (no keys)" % b, "ok": ok})
+        if grads is not None:
+            ok = ok and bool((grads[1][q0:q1] == 0).all())
+        results.append({"what": "seq%d o=0, lse=-inf%s (no keys)"
+                        % (b, ", dq=0" if grads is not None else ""), "ok": ok})
         return
     as_dense = lambda t: t.transpose(0, 1).unsqueeze(0)  # noqa: E731 [1,H,L,D]
     qs, ks, vs = as_dense(q[q0:q1]), as_dense(k[k0:k1]), as_dense(v[k0:k1])
@@ -121,6 +146,29 @@ def check_sequence(case, q, k, v, o, lse, scale, results, b, rows, keys):
     judge("seq%d o" % b, as_dense(got_o), ol, o64, results)
     judge("seq%d lse" % b, got_lse.unsqueeze(0), lse32, lse64, results,
           slack=lse_slack(qs, ks, lse64, scale))
+    if grads is not None:
+        check_gradients(b, qs, ks, vs, as_dense(got_o), allowed, scale,
+                        [as_dense(t) for t in (grads[0][q0:q1], grads[1][q0:q1],
+                                               grads[2][k0:k1], grads[3][k0:k1])],
+                        results)
+
+
+def check_gradients(b, qs, ks, vs, o, allowed, scale, grads, results):
+    """Sequence b's dq, dk, dv ([1,H,L,D] views) against float64 autograd."""
+    do, dq, dk, dv = grads
+    q64, k64, v64 = (t.double().requires_grad_() for t in (qs, ks, vs))
+    o64, lse64 = reference(q64, k64, v64, allowed, scale)
+    ql, kl, vl = (t.clone().requires_grad_() for t in (qs, ks, vs))
+    ol, _ = reference(ql, kl, vl, allowed, scale)
+    o64.backward(do.double())
+    ol.backward(do)
+    shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do, allowed,
+                                                     scale, lse64)
+    judge("seq%d dq" % b, dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
+          slack=slack_q)
+    judge("seq%d dk" % b, dk, kl.grad, k64.grad, results, ref_got=k64.grad + shift_k,
+          slack=slack_k)
+    judge("seq%d dv" % b, dv, vl.grad, v64.grad, results)
 
 
 def run_case(case, bundle, gen, dev):
@@ -133,18 +181,42 @@ def run_case(case, bundle, gen, dev):
     o = poisoned(tq, h, dv, dtype=q.dtype, device=dev)
     lse = poisoned(h, tq, dtype=torch.float32, device=dev)
     scale = case["scale"] if case["scale"] is not None else 1.0 / math.sqrt(case["d"])
-    varlen.forward_into(q, k, v, o, lse, cu_q, cu_k, max(case["lq"]), max(case["lk"]),
-                        softmax_scale=case["scale"], bundle=bundle, **mask_arguments(case))
+    max_q, max_k = max(case["lq"]), max(case["lk"])
+    kw = dict(softmax_scale=case["scale"], bundle=bundle, **mask_arguments(case))
+    grads = None
+    if case.get("autograd"):
+        qa, ka, va = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        oa, lsea = fa.attention_varlen(qa, ka, va, cu_q, cu_k, max_q, max_k,
+                                       return_lse=True, **kw)
+        do = torch.randn(oa.shape, generator=gen, device=dev).to(q.dtype)
+        oa.backward(do)
+        o.copy_(oa.detach())
+        lse.copy_(lsea)
+        grads = (do, qa.grad, ka.grad, va.grad)
+    else:
+        varlen.forward_into(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, **kw)
+        if case.get("bwd"):
+            do = torch.randn(o.shape, generator=gen, device=dev).to(q.dtype)
+            dq = poisoned(*q.shape, dtype=q.dtype, device=dev)
+            dk = torch.zeros_like(k)  # rows outside every sequence stay as they are
+            dv = torch.zeros_like(v)
+            varlen.backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_q, cu_k, max_k,
+                                 equal_lengths=cu_q is cu_k, **kw)
+            grads = (do, dq, dk, dv)
     torch.cuda.synchronize()
     results = []
     batch = len(case["lq"])
     for b in range(batch):
         check_sequence(case, q, k, v, o, lse, scale, results, b,
-                       (host_q[b], host_q[b + 1]), (host_k[b], host_k[b + 1]))
+                       (host_q[b], host_q[b + 1]), (host_k[b], host_k[b + 1]), grads)
+    if grads is not None and host_q[batch] < tq:
+        results.append({"what": "dq rows past the last sequence are 0",
+                        "ok": bool((grads[1][host_q[batch]:] == 0).all())})
     # Rows past the last sequence belong to none and stay as they were
     # (unless there is no key: then o and lse are filled whole).
     end = host_q[batch]
-    if end < tq and sum(case["lk"]) + case["pad_k"] > 0 and max(case["lq"]) > 0:
+    if end < tq and sum(case["lk"]) + case["pad_k"] > 0 and max(case["lq"]) > 0 and \
+            not case.get("autograd"):  # (autograd's o is a fresh tensor)
         untouched = bool(torch.isnan(o[end:]).all()) and bool(torch.isnan(lse[:, end:]).all())
         results.append({"what": "rows past the last sequence untouched", "ok": untouched})
     return results
@@ -153,7 +225,7 @@ def run_case(case, bundle, gen, dev):
 def check_api(bundle, dev):
     """fa.attention_varlen end to end once per dtype, and what it refuses."""
     out = []
-    kernels = [k for k in bundle.kernels() if k["varlen"]]
+    kernels = [k for k in bundle.kernels() if k["varlen"] and k["direction"] == "fwd"]
     for kern in kernels[:1]:
         dt = DTYPES[kern["dtype"]]
         d = kern["head_dim"]
@@ -174,13 +246,14 @@ def check_api(bundle, dev):
             except fa.FaError as e:
                 ok = expect in str(e)
             out.append({"what": "refuses: " + expect, "ok": ok})
-        qg = q.clone().requires_grad_()
-        try:
-            fa.attention_varlen(qg, qg, qg, cu, cu, 300, 300, bundle=bundle, **kw)
-            ok = False
-        except fa.FaError as e:
-            ok = "backward" in str(e)
-        out.append({"what": "refuses grad (forward only)", "ok": ok})
+        if backward_of(bundle, kern) is not None:
+            qg = q.clone().requires_grad_()
+            og = fa.attention_varlen(qg, qg, qg, cu, cu, 300, 300, bundle=bundle, **kw)
+            og.sum().backward()
+            out.append({"what": "attention_varlen is differentiable",
+                        "ok": og.grad_fn is not None and qg.grad is not None and
+                        tuple(qg.grad.shape) == tuple(q.shape) and
+                        bool(torch.isfinite(qg.grad).all())})
     return out
 
 
@@ -188,7 +261,7 @@ def check_graph(bundle, dev):
     """A varlen launch captured into a CUDA graph (the offsets' host check is
     skipped under capture), replayed with new data in the same buffers: the
     replay equals an eager launch on that data."""
-    kern = [k for k in bundle.kernels() if k["varlen"]][0]
+    kern = [k for k in bundle.kernels() if k["varlen"] and k["direction"] == "fwd"][0]
     dt, d = DTYPES[kern["dtype"]], kern["head_dim"]
     kw = mask_arguments({"mask": kern["mask"],
                          "window": (kern["window_left"], kern["window_right"])})
@@ -226,7 +299,7 @@ def main():
     a = p.parse_args()
     dev = torch.device("cuda")
     bundle = fa.Bundle(a.bundle, lib_path=a.lib, jit=False)
-    kernels = [k for k in bundle.kernels() if k["varlen"]]
+    kernels = [k for k in bundle.kernels() if k["varlen"] and k["direction"] == "fwd"]
     if not kernels:
         sys.exit("no varlen kernels in %s" % a.bundle)
     rng = random.Random(a.seed)
@@ -239,7 +312,8 @@ def main():
         print("%s api: %s" % ("ok  " if r["ok"] else "FAIL", r["what"]))
         failures += not r["ok"]
     for i in range(a.cases):
-        case = random_case(rng, kernels[i % len(kernels)], i, a.max_len)
+        kern = kernels[i % len(kernels)]
+        case = random_case(rng, kern, i, a.max_len, backward_of(bundle, kern) is not None)
         try:
             results = run_case(case, bundle, gen, dev)
         except Exception as e:  # a launch failure is a failed case, named
@@ -247,8 +321,10 @@ def main():
         ok = all(r["ok"] for r in results)
         failures += not ok
         report.append({"case": case, "ok": ok, "results": results})
-        label = "%s h%d/%d lq=%s lk=%s%s" % (case["tag"], case["h"], case["hkv"], case["lq"],
-                                            case["lk"], " qkv" if case["qkv_packed"] else "")
+        label = "%s h%d/%d lq=%s lk=%s%s%s" % (
+            case["tag"], case["h"], case["hkv"], case["lq"], case["lk"],
+            " qkv" if case["qkv_packed"] else "",
+            " +autograd" if case.get("autograd") else " +bwd" if case.get("bwd") else "")
         if not ok:
             bad = [r for r in results if not r["ok"]][:3]
             print("FAIL %s: %s" % (label, bad))

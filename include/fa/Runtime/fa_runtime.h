@@ -629,6 +629,40 @@ FA_API fa_status fa_attention_forward_varlen_grid(
 FA_API fa_status fa_attention_forward_varlen(
     const fa_kernel *kernel, const fa_attention_varlen_args *args,
     CUstream stream);
+/* Varlen backward (kernels whose manifest entry has "varlen": true and
+ * direction "bwd", mma.sync; fa_kernel_find_varlen with FA_DIRECTION_BWD):
+ * dQ, dK, dV of a varlen forward, each sequence's as fa_attention_backward
+ * computes them (masks from each sequence's own start and lengths).
+ *
+ * q, o, d_o, dq [Tq,H,·] and k, v, dk, dv [Tk,Hkv,·] in the kernel's dtype,
+ * any strides with a unit last one (each a multiple of the rows'
+ * alignment), dq, dk, dv distinct; lse [H,Tq] f32 contiguous (the
+ * forward's); the caller's workspaces delta [H,Tq] and dq_accum [H,Tq,D]
+ * f32, contiguous, their contents ignored. cu_seqlens_q/k as for the
+ * forward. max_seqlen_k: at least the longest key sequence (the main
+ * kernel's grid x is ceil(max_seqlen_k / block_kv)·dsplit; keys of a longer
+ * sequence past it get no gradient). dq rows outside every sequence are 0;
+ * dk and dv rows outside every sequence are not written. Tq = 0: dk and dv
+ * are filled with 0 (their heads adjacent in each row); Tq = Tk = 0:
+ * nothing is launched. Validated as fa_attention_backward is, then launched
+ * asynchronously on `stream` (capturable in a CUDA graph). */
+typedef struct fa_attention_backward_varlen_args {
+  fa_tensor q, k, v, o, d_o, lse;
+  fa_tensor dq, dk, dv;
+  fa_tensor delta, dq_accum;
+  CUdeviceptr cu_seqlens_q, cu_seqlens_k;
+  int32_t batch;        /* B >= 1, at most 65535 (the grid's z) */
+  int32_t max_seqlen_k; /* >= 0 */
+  float scale;
+} fa_attention_backward_varlen_args;
+
+/* The GPU-free checks of a varlen backward. */
+FA_API fa_status fa_attention_backward_varlen_check(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args);
+FA_API fa_status fa_attention_backward_varlen(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
+    CUstream stream);
+
 /* Checks host copies of the offsets against the packed tensors: each array
  * starts at 0, never decreases and ends at most at its total (tokens past
  * the end belong to no sequence), and no sequence is longer than

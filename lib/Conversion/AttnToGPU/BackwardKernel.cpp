@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TiledLoopNest.h"
+#include "VarlenKernel.h"
 #include "Wgmma.h"
 
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
@@ -73,6 +74,20 @@ static Value opaqueIndex64(KernelBuilder &kb, Value v) {
       /*operand_attrs=*/nullptr);
   return arith::IndexCastOp::create(b, kb.loc, b.getIndexType(),
                                     asmOp.getResult(0));
+}
+
+/// `ptr` (a global pointer) through an opaque 64-bit move: loads through it
+/// stay where they are (LLVM cannot hoist them out of a loop), so values
+/// derived from them are re-read instead of held in registers.
+static Value opaquePointer(KernelBuilder &kb, Value ptr) {
+  OpBuilder &b = kb.b;
+  Value i64v = LLVM::PtrToIntOp::create(b, kb.loc, b.getI64Type(), ptr);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, kb.loc, b.getI64Type(), ValueRange{i64v}, "mov.b64 $0, $1;", "=l,l",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return LLVM::IntToPtrOp::create(b, kb.loc, ptr.getType(), asmOp.getResult(0));
 }
 
 static QueryBlock queryBlock(KernelBuilder &kb, Value headsArg, Value nqArg) {
@@ -297,8 +312,20 @@ private:
   void mapGrid();
   void declareSharedTiles();
   void loadQueryTile(Value head, Value qBegin);
+  /// The first row of (batch, head) in LSE, Delta and dq_accum: [B, H, Nq],
+  /// or a varlen batch's [H, Tq] from the sequence's first query.
   Value rowsBaseOf(Value head) {
+    if (plan.varlen)
+      return kb.add(kb.mul(head, nqTotal), seqStartQ);
     return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
+  }
+  /// Row 0 of `head` of this CTA's batch in `t`: a varlen batch's packed
+  /// tensors start the sequence at row `seqStart` of batch 0.
+  Value headBase(const StridedTensor &t, Value head, Value seqStart) {
+    if (!plan.varlen)
+      return t.headBase(kb, batch, head);
+    return kb.add(t.headBase(kb, kb.idx(0), head),
+                  kb.mul(seqStart, t.rowStride));
   }
   ag::FragmentType f32Fragment(int64_t cols,
                                ag::FragmentLayout layout =
@@ -310,6 +337,7 @@ private:
   void buildQueryTile(scf::ForOp headLoop, scf::ForOp tileLoop, Value head,
                       Value qRowsBase);
   void prefetchNextTile(scf::ForOp headLoop, scf::ForOp tileLoop);
+  void loadSequence(Value cuQ, Value cuK);
   void storeGradients(ValueRange res);
 
   OpBuilder &b;
@@ -320,6 +348,9 @@ private:
   Block &entry;
   const KernelParams &params;
   Value heads, kvHeads, nq, nk, kBlock, kvHead, batch, group, kBegin;
+  // Varlen: the token totals, the offsets and the CTA's sequence's first
+  // query and key rows (nq, nk are then the sequence's lengths).
+  Value nqTotal, nkTotal, cuSeqlensQ, cuSeqlensK, seqStartQ, seqStartK;
   Value colK, colV; // first column of this CTA's slices; null for dsplit 1
   Value stats, dqAddress, scaleLog2, keyRow0, iBegin, iEnd;
   Value kTile, vTile, qTile, doTile, dsTile;
@@ -344,6 +375,23 @@ void BackwardTileBuilder::mapGrid() {
   batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   group = arith::DivUIOp::create(b, loc, heads, kvHeads);
   kBegin = kb.mul(kBlock, plan.blockKV);
+  if (!plan.varlen)
+    return;
+  // Grid z is the sequence; its rows are clamped as attn-tile's IR clamps
+  // them, so bad offsets never address memory outside the tensors.
+  nqTotal = nq, nkTotal = nk;
+  cuSeqlensQ = arg(params.cuSeqlensParam);
+  cuSeqlensK = arg(params.cuSeqlensParam + 1);
+  loadSequence(cuSeqlensQ, cuSeqlensK);
+}
+
+/// The CTA's sequence's first rows and lengths from the offsets at cuQ and
+/// cuK (nq, nk, seqStartQ, seqStartK).
+void BackwardTileBuilder::loadSequence(Value cuQ, Value cuK) {
+  SequenceRows q = loadSequenceRows(b, loc, cuQ, batch, nqTotal);
+  SequenceRows k = loadSequenceRows(b, loc, cuK, batch, nkTotal);
+  seqStartQ = q.start, nq = q.length;
+  seqStartK = k.start, nk = k.length;
 }
 
 /// Shared memory: K | V (resident) | Q | dO (per query tile) | dSᵀ, rows
@@ -383,9 +431,10 @@ void BackwardTileBuilder::loadQueryTile(Value head, Value qBegin) {
                          opaqueIndex64(kb, t.rowStride)};
   };
   StridedTensor q = opaque(qT), dO = opaque(doT);
-  ag::AsyncCopyOp::create(b, loc, arg(0), q.headBase(kb, batch, head), qBegin,
-                          nq, q.rowStride, qTile, Value(), ValueRange());
-  ag::AsyncCopyOp::create(b, loc, arg(3), dO.headBase(kb, batch, head),
+  ag::AsyncCopyOp::create(b, loc, arg(0), headBase(q, head, seqStartQ),
+                          qBegin, nq, q.rowStride, qTile, Value(),
+                          ValueRange());
+  ag::AsyncCopyOp::create(b, loc, arg(3), headBase(dO, head, seqStartQ),
                           qBegin, nq, dO.rowStride, doTile, Value(),
                           ValueRange());
   ag::AsyncCopyRowStatsOp::create(b, loc, arg(4), arg(5), rowsBaseOf(head),
@@ -444,6 +493,15 @@ void BackwardTileBuilder::buildQueryTile(scf::ForOp headLoop,
   ValueRange it = tileLoop.getRegionIterArgs();
   Value dK = it[0], dV = it[1];
   Value qBegin = kb.mul(tileLoop.getInductionVar(), plan.blockQ);
+  // Varlen: where the band reads both lengths (its diagonal at nk - nq),
+  // the sequence's rows are re-read in each tile (L1-resident words) rather
+  // than held in registers across the loops (measured by ptxas: 412 bytes
+  // of spills at d128 causal_bottom_right without, 44 with; masks that need
+  // fewer of them spill more when they re-read).
+  bool bottomRight = plan.spec.mask == attn::MaskKind::CausalBottomRight ||
+                     plan.spec.mask == attn::MaskKind::Window;
+  if (plan.varlen && bottomRight)
+    loadSequence(opaquePointer(kb, cuSeqlensQ), opaquePointer(kb, cuSeqlensK));
   // This tile's Q, dO, LSE and Delta (also K and V, on the first tile);
   // the barrier also ends the previous tile's reads of dSᵀ.
   ag::AsyncWaitOp::create(b, loc, 0);
@@ -487,10 +545,12 @@ void BackwardTileBuilder::prefetchNextTile(scf::ForOp headLoop,
 /// dK (the scale is already in dS) and dV of the warp's keys below Nk, this
 /// CTA's columns, in the caller's layout.
 void BackwardTileBuilder::storeGradients(ValueRange res) {
+  if (plan.varlen)
+    loadSequence(opaquePointer(kb, cuSeqlensQ), opaquePointer(kb, cuSeqlensK));
   Value keyRow = kb.add(kBegin, keyRow0);
   auto store = [&](Value acc, const StridedTensor &t, int64_t cols,
                    Value first) {
-    Value base = t.headBase(kb, batch, kvHead);
+    Value base = headBase(t, kvHead, seqStartK);
     if (first)
       base = kb.add(base, first);
     ag::StoreAccumulatorOp::create(b, loc, acc, t.mem, base, keyRow, nk,
@@ -512,15 +572,26 @@ void BackwardTileBuilder::build(gpu::GPUModuleOp module,
   kT = stridedTensor(kb, arg(1), params.strides(entry, 1));
   vT = stridedTensor(kb, arg(2), params.strides(entry, 2));
   doT = stridedTensor(kb, arg(3), params.strides(entry, 3));
-  ag::AsyncCopyOp::create(b, loc, arg(1), kT.headBase(kb, batch, kvHead),
+  OpBuilder::InsertionGuard whole(b);
+  if (plan.varlen) {
+    // The grid runs over the key blocks of the longest sequence: a CTA
+    // whose block starts past its own sequence's keys has nothing to do.
+    auto active = scf::IfOp::create(b, loc, kb.lt(kBegin, nk), false);
+    b.setInsertionPointToStart(&active.getThenRegion().front());
+  }
+  ag::AsyncCopyOp::create(b, loc, arg(1), headBase(kT, kvHead, seqStartK),
                           kBegin, nk, kT.rowStride, kTile, Value(),
                           ValueRange());
-  ag::AsyncCopyOp::create(b, loc, arg(2), vT.headBase(kb, batch, kvHead),
+  ag::AsyncCopyOp::create(b, loc, arg(2), headBase(vT, kvHead, seqStartK),
                           kBegin, nk, vT.rowStride, vTile, Value(),
                           ValueRange());
   // The query blocks of the tiled loop (those that meet this key block's
-  // band).
+  // band); a varlen loop reads its sequence's lengths from the offsets.
   TileLoopInputs in{batch, kvHead, kBlock, heads, kvHeads, nq, nk};
+  if (plan.varlen) {
+    in.nq = nqTotal, in.nk = nkTotal;
+    in.cuSeqlensQ = cuSeqlensQ, in.cuSeqlensK = cuSeqlensK;
+  }
   in.windowLeft = plan.spec.windowLeftValue;
   in.windowRight = plan.spec.windowRightValue;
   std::tie(iBegin, iEnd) = loops.cloneTileRange(b, in);
@@ -548,6 +619,7 @@ void BackwardTileBuilder::build(gpu::GPUModuleOp module,
   }
   ag::AsyncWaitOp::create(b, loc, 0);
   storeGradients(headLoop.getResults());
+  b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b, loc);
 }
 

@@ -20,38 +20,23 @@ using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 namespace ag = mlir::fa::attn_gpu;
 
-/// The one op of type OpTy in `func` (`optional`: or none), else a
-/// diagnostic.
-template <typename OpTy>
-static FailureOr<OpTy> uniqueBackwardOp(gpu::GPUFuncOp func,
-                                        bool optional = false) {
-  SmallVector<OpTy> ops;
-  func.walk([&](OpTy op) { ops.push_back(op); });
-  if (ops.size() == 1 || (optional && ops.empty()))
-    return ops.empty() ? OpTy() : ops.front();
-  return func.emitOpError("expected ")
-         << (optional ? "at most " : "exactly ") << "one '"
-         << OpTy::getOperationName() << "' in a tile-level backward kernel, got "
-         << ops.size();
-}
-
 FailureOr<KernelPlan>
 mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
                                                DictionaryAttr planAttr) {
   // One diagnostic: the first op that is missing or repeated.
-  FailureOr<ag::ReduceDQOp> dq = uniqueBackwardOp<ag::ReduceDQOp>(func);
+  FailureOr<ag::ReduceDQOp> dq = uniqueTileOp<ag::ReduceDQOp>(func);
   if (failed(dq))
     return failure();
-  auto mask = uniqueBackwardOp<ag::TransposedMaskOp>(func);
+  auto mask = uniqueTileOp<ag::TransposedMaskOp>(func);
   if (failed(mask))
     return failure();
-  auto gradient = uniqueBackwardOp<ag::ScoreGradientOp>(func);
+  auto gradient = uniqueTileOp<ag::ScoreGradientOp>(func);
   if (failed(gradient))
     return failure();
-  auto scoreMod = uniqueBackwardOp<ag::TransposedScoreModOp>(func, true);
+  auto scoreMod = uniqueTileOp<ag::TransposedScoreModOp>(func, true);
   if (failed(scoreMod))
     return failure();
-  auto maskMod = uniqueBackwardOp<ag::TransposedMaskModOp>(func, true);
+  auto maskMod = uniqueTileOp<ag::TransposedMaskModOp>(func, true);
   if (failed(maskMod))
     return failure();
   // D and the element type from K (dQ's tile), Dv from dO (dPᵀ = V·dOᵀ).
@@ -59,32 +44,12 @@ mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
   if (!dp)
     return gradient->emitOpError("expected dPᵀ from an 'attn_gpu.mma_qk'");
   ag::SharedTileType key = dq->getKey().getType();
-  int64_t headDimV = dp.getKey().getType().getCols();
-  attn::ScoreSpec spec;
-  spec.mask = mask->getMask();
-  spec.windowLeft = mask->getWindowLeft().value_or(0);
-  spec.windowRight = mask->getWindowRight().value_or(0);
-  if (mask->getWindowSizes().size() == 2) {
-    spec.windowLeftValue = mask->getWindowSizes()[0];
-    spec.windowRightValue = mask->getWindowSizes()[1];
-  }
+  attn::ScoreSpec spec = maskSpecOf(*mask);
   spec.scoreMod = *scoreMod ? &scoreMod->getScoreMod() : nullptr;
   spec.maskMod = *maskMod ? &maskMod->getMaskMod() : nullptr;
-  std::string error;
-  FailureOr<KernelPlan> plan = resolveKernelPlan(
-      /*backward=*/true, key.getElementType(), key.getCols(), headDimV, spec,
-      kernelPlanOptions(planAttr), error);
-  if (failed(plan))
-    return func.emitOpError(error);
-  if (auto name = planAttr.getAs<StringAttr>("score_mod"))
-    plan->scoreModName = name.str();
-  if (auto name = planAttr.getAs<StringAttr>("mask_mod"))
-    plan->maskModName = name.str();
-  auto tag = planAttr.getAs<StringAttr>("tag");
-  if (!tag || tag.getValue() != plan->tag())
-    return func.emitOpError("expected the kernel plan to name kernel ")
-           << plan->tag() << ", got " << tag;
-  return plan;
+  return resolveTilePlan(func, planAttr, /*backward=*/true,
+                         key.getElementType(), key.getCols(),
+                         dp.getKey().getType().getCols(), spec);
 }
 
 namespace {

@@ -34,27 +34,13 @@ namespace ag = mlir::fa::attn_gpu;
 
 namespace {
 
-/// The tile op of `func` of type OpTy, failing unless there is exactly one
-/// (`optional`: at most one).
-template <typename OpTy>
-static FailureOr<OpTy> uniqueOp(gpu::GPUFuncOp func, bool optional = false) {
-  SmallVector<OpTy> ops;
-  func.walk([&](OpTy op) { ops.push_back(op); });
-  if (ops.size() == 1 || (optional && ops.empty()))
-    return ops.empty() ? OpTy() : ops.front();
-  return func.emitOpError("expected ")
-         << (optional ? "at most " : "exactly ") << "one '"
-         << OpTy::getOperationName() << "' in a tile-level kernel, got "
-         << ops.size();
-}
-
 /// Fails unless the kernel's packed_rows and mask_mod ops agree with its
 /// plan's pack_gqa and its key_bounds.
 static LogicalResult checkRowsAndMaskMod(gpu::GPUFuncOp func,
                                          DictionaryAttr planAttr,
                                          ag::KeyBoundsOp bounds) {
-  FailureOr<ag::PackedRowsOp> rows = uniqueOp<ag::PackedRowsOp>(func, true);
-  FailureOr<ag::MaskModOp> maskMod = uniqueOp<ag::MaskModOp>(func, true);
+  FailureOr<ag::PackedRowsOp> rows = uniqueTileOp<ag::PackedRowsOp>(func, true);
+  FailureOr<ag::MaskModOp> maskMod = uniqueTileOp<ag::MaskModOp>(func, true);
   if (failed(rows) || failed(maskMod))
     return failure();
   bool packGqa = planAttr.contains("pack_gqa");
@@ -82,49 +68,29 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   func.walk([&](ag::ReduceDQOp) { backward = true; });
   if (backward)
     return backwardTileKernelPlan(func, planAttr);
-  FailureOr<ag::MmaQKOp> qk = uniqueOp<ag::MmaQKOp>(func);
+  FailureOr<ag::MmaQKOp> qk = uniqueTileOp<ag::MmaQKOp>(func);
   if (failed(qk))
     return failure();
-  FailureOr<ag::MmaPVOp> pv = uniqueOp<ag::MmaPVOp>(func);
+  FailureOr<ag::MmaPVOp> pv = uniqueTileOp<ag::MmaPVOp>(func);
   if (failed(pv))
     return failure();
-  FailureOr<ag::KeyBoundsOp> bounds = uniqueOp<ag::KeyBoundsOp>(func);
+  FailureOr<ag::KeyBoundsOp> bounds = uniqueTileOp<ag::KeyBoundsOp>(func);
   if (failed(bounds))
     return failure();
-  FailureOr<ag::ScoreModOp> mod = uniqueOp<ag::ScoreModOp>(func, true);
+  FailureOr<ag::ScoreModOp> mod = uniqueTileOp<ag::ScoreModOp>(func, true);
   if (failed(mod) || failed(checkRowsAndMaskMod(func, planAttr, *bounds)))
     return failure();
-  ag::MaskModOp maskMod = *uniqueOp<ag::MaskModOp>(func, true);
+  ag::MaskModOp maskMod = *uniqueTileOp<ag::MaskModOp>(func, true);
   ag::SharedTileType key = qk->getKey().getType();
   ag::SharedTileType value = pv->getValue().getType();
-  attn::ScoreSpec spec;
-  spec.mask = bounds->getMask();
-  spec.windowLeft = bounds->getWindowLeft().value_or(0);
-  spec.windowRight = bounds->getWindowRight().value_or(0);
-  // Run-time sizes: the index values the kernel bound at its entry, which
-  // every band the lowering builds reads (ScoreSpec::windowLeftValue).
-  if (bounds->getWindowSizes().size() == 2) {
-    spec.windowLeftValue = bounds->getWindowSizes()[0];
-    spec.windowRightValue = bounds->getWindowSizes()[1];
-  }
+  attn::ScoreSpec spec = maskSpecOf(*bounds);
   spec.scoreMod = *mod ? &mod->getScoreMod() : nullptr;
   spec.maskMod = maskMod ? &maskMod.getMaskMod() : nullptr;
-  std::string error;
-  FailureOr<KernelPlan> plan = resolveKernelPlan(
-      /*backward=*/false, key.getElementType(), key.getCols(), value.getCols(),
-      spec, kernelPlanOptions(planAttr), error);
-  if (failed(plan))
-    return func.emitOpError(error);
-  if (auto name = planAttr.getAs<StringAttr>("score_mod"))
-    plan->scoreModName = name.str();
-  if (auto name = planAttr.getAs<StringAttr>("mask_mod"))
-    plan->maskModName = name.str();
-  auto tag = planAttr.getAs<StringAttr>("tag");
-  if (!tag || tag.getValue() != plan->tag())
-    return func.emitOpError("expected the kernel plan to name kernel ")
-           << plan->tag() << ", got " << tag;
-  return plan;
+  return resolveTilePlan(func, planAttr, /*backward=*/false,
+                         key.getElementType(), key.getCols(), value.getCols(),
+                         spec);
 }
+
 
 /// The lane's values of the tile level's types.
 static void addTileTypeConversions(TypeConverter &converter) {
@@ -759,3 +725,23 @@ struct ConvertAttnGPUToNVVMPass final
   }
 };
 } // namespace
+
+FailureOr<KernelPlan> mlir::fa::gpu_lowering::resolveTilePlan(
+    gpu::GPUFuncOp func, DictionaryAttr planAttr, bool backward, Type elemType,
+    int64_t headDim, int64_t headDimV, const attn::ScoreSpec &spec) {
+  std::string error;
+  FailureOr<KernelPlan> plan =
+      resolveKernelPlan(backward, elemType, headDim, headDimV, spec,
+                        kernelPlanOptions(planAttr), error);
+  if (failed(plan))
+    return func.emitOpError(error);
+  if (auto name = planAttr.getAs<StringAttr>("score_mod"))
+    plan->scoreModName = name.str();
+  if (auto name = planAttr.getAs<StringAttr>("mask_mod"))
+    plan->maskModName = name.str();
+  auto tag = planAttr.getAs<StringAttr>("tag");
+  if (!tag || tag.getValue() != plan->tag())
+    return func.emitOpError("expected the kernel plan to name kernel ")
+           << plan->tag() << ", got " << tag;
+  return plan;
+}

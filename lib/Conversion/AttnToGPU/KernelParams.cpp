@@ -169,6 +169,11 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
   if (plan.deterministic)
     p.add(LLVM::LLVMPointerType::get(ctx)); // dQ semaphores
   p.addStrides(ctx, 6); // q, k, v, do, dk, dv
+  if (plan.varlen) {
+    p.cuSeqlensParam = static_cast<int32_t>(p.types.size());
+    p.add(cuSeqlensParamType(ctx)); // cu_seqlens_q
+    p.add(cuSeqlensParamType(ctx)); // cu_seqlens_k
+  }
   if (plan.blockSparse) {
     p.blockMaskParam = static_cast<int32_t>(p.types.size());
     p.add(cuSeqlensParamType(ctx)); // block_mask (i32, global)

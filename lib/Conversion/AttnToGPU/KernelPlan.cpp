@@ -326,10 +326,13 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.kvAppend = true;
   }
   if (options.varlen) {
-    if (backward || options.mma != "wgmma")
-      return fail(llvm::Twine("varlen (cu_seqlens) batches have a GPU kernel "
-                              "for the mma = wgmma forward only, got ") +
-                  (backward ? "a backward" : "mma = " + options.mma));
+    // The forward runs on wgmma, the backward on mma.sync.
+    if (backward == (options.mma == "wgmma"))
+      return fail(llvm::Twine("varlen (cu_seqlens) batches have GPU kernels "
+                              "for the mma = wgmma forward and the mma = "
+                              "mma_sync backward, got ") +
+                  (backward ? "a backward" : "a forward") +
+                  " with mma = " + options.mma);
     if (spec.scoreMod)
       return fail("expected no score_mod on a varlen batch on the GPU (its "
                   "mod_args are indexed by a dense batch)");

@@ -55,6 +55,44 @@ inline SharedTile sharedTile(Value tile, ValueRange base) {
   return SharedTile{base.front(), t.getRows(), t.getCols(), t.getStride()};
 }
 
+/// The tile op of `func` of type OpTy, failing unless there is exactly one
+/// (`optional`: at most one).
+template <typename OpTy>
+FailureOr<OpTy> uniqueTileOp(gpu::GPUFuncOp func, bool optional = false) {
+  SmallVector<OpTy> ops;
+  func.walk([&](OpTy op) { ops.push_back(op); });
+  if (ops.size() == 1 || (optional && ops.empty()))
+    return ops.empty() ? OpTy() : ops.front();
+  return func.emitOpError("expected ")
+         << (optional ? "at most " : "exactly ") << "one '"
+         << OpTy::getOperationName() << "' in a tile-level kernel, got "
+         << ops.size();
+}
+
+/// The score spec of a tile op's mask: its kind and window sizes, or the
+/// run-time sizes the kernel bound at its entry (ScoreSpec::windowLeftValue),
+/// which every band the lowering builds then reads.
+template <typename MaskOpTy> attn::ScoreSpec maskSpecOf(MaskOpTy op) {
+  attn::ScoreSpec spec;
+  spec.mask = op.getMask();
+  spec.windowLeft = op.getWindowLeft().value_or(0);
+  spec.windowRight = op.getWindowRight().value_or(0);
+  if (op.getWindowSizes().size() == 2) {
+    spec.windowLeftValue = op.getWindowSizes()[0];
+    spec.windowRightValue = op.getWindowSizes()[1];
+  }
+  return spec;
+}
+
+/// Resolves a tile-level kernel's plan from its `attn.kernel_plan` and what
+/// its tile ops carry (element type, head dims, `spec`), with the mods'
+/// names, and checks that it names the kernel's tag.
+FailureOr<KernelPlan> resolveTilePlan(gpu::GPUFuncOp func,
+                                      DictionaryAttr planAttr, bool backward,
+                                      Type elemType, int64_t headDim,
+                                      int64_t headDimV,
+                                      const attn::ScoreSpec &spec);
+
 /// The backward's tile ops' patterns (BackwardTileLowering.cpp).
 void populateBackwardTileLowering(RewritePatternSet &patterns,
                                   const TypeConverter &converter,

@@ -111,20 +111,21 @@ static Value offsetsTensorOf(Value v) {
 
 LogicalResult TiledLoopNest::findVarlen() {
   auto fwd = dyn_cast<attn::OnlineAttentionOp>(tile);
-  if (!fwd)
-    return success();
+  ValueRange lengths = fwd ? fwd.getLengths()
+                           : cast<attn::BackwardTileOp>(tile).getLengths();
   // Dense lengths are the tensors' sizes; varlen ones are read from
   // cu_seqlens, both or neither.
-  // A paged cache's tile reads its sequence's key count from seqused_k.
-  if (key.getDefiningOp<attn::PagedViewOp>()) {
-    sequsedK = offsetsTensorOf(fwd.getLengths()[1]);
+  // A paged cache's (forward) tile reads its sequence's key count from
+  // seqused_k.
+  if (fwd && key.getDefiningOp<attn::PagedViewOp>()) {
+    sequsedK = offsetsTensorOf(lengths[1]);
     if (!sequsedK)
       return tile->emitOpError("expected the key count of a paged tile read "
                                "from seqused_k (attn-tile of a paged cache)");
     return success();
   }
-  cuSeqlensQ = offsetsTensorOf(fwd.getLengths()[0]);
-  cuSeqlensK = offsetsTensorOf(fwd.getLengths()[1]);
+  cuSeqlensQ = offsetsTensorOf(lengths[0]);
+  cuSeqlensK = offsetsTensorOf(lengths[1]);
   if (static_cast<bool>(cuSeqlensQ) != static_cast<bool>(cuSeqlensK))
     return tile->emitOpError("expected both lengths of the tile read from "
                              "cu_seqlens (attn-tile of a varlen batch) or "

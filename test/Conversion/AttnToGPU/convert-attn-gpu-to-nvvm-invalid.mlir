@@ -100,7 +100,7 @@ module attributes {gpu.container_module} {
 // the mask's band from it.
 module attributes {gpu.container_module} {
   gpu.module @m {
-    // expected-error @+1 {{'gpu.func' op expected exactly one 'attn_gpu.transposed_mask' in a tile-level backward kernel, got 0}}
+    // expected-error @+1 {{'gpu.func' op expected exactly one 'attn_gpu.transposed_mask' in a tile-level kernel, got 0}}
     gpu.func @k(%i: index) kernel attributes {attn.kernel_plan = {block_kv = 128 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 1 : i64, tag = "bwd_bf16_d128_bq64_bkv128_w8_s1_none_sm90a", target = "sm_90a", warps = 8 : i64}} {
       %ds = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x64xbf16, stride = 72>
       %k = attn_gpu.shared_tile offset 9216 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>

@@ -131,3 +131,55 @@ func.func @window(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tens
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse window(%wl, %wr) {mask = #attn.mask<window>} : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
   return %dq, %dk, %dv : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
 }
+
+// -----
+
+// A varlen batch (packed [T, H, D] tensors, cu_seqlens): grid z is the
+// sequence, whose rows the kernel reads from the offsets (clamped into the
+// totals, the kernel's nq and nk); a key block past its sequence's keys does
+// nothing; K, V, Q, dO, dK and dV start at the sequence's first row of
+// batch 0, LSE, Delta and dq_accum at row h·Tq + its first query.
+// CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d64_bq64_bkv128_w8_s1_causal_bottom_right_sm90a_varlen(
+// CHECK-SAME: %[[CUQ:[^:]+]]: !llvm.ptr<1>, %[[CUK:[^:]+]]: !llvm.ptr<1>)
+// CHECK: %[[TQ:.+]] = arith.index_castui %arg12 : i32 to index
+// CHECK: %[[TK:.+]] = arith.index_castui %arg13 : i32 to index
+// CHECK: %[[KBLOCK:.+]] = gpu.block_id  x
+// CHECK: %[[SEQ:.+]] = gpu.block_id  z
+// CHECK: %[[KBEGIN:.+]] = arith.muli %[[KBLOCK]], %{{.+}} : index
+// CHECK: llvm.getelementptr %[[CUQ]]
+// CHECK: %[[QSTART:.+]] = arith.minsi %{{.+}}, %[[TQ]] : index
+// CHECK: %[[QEND:.+]] = arith.minsi %{{.+}}, %[[TQ]] : index
+// CHECK: %[[NQ:.+]] = arith.subi %[[QEND]], %[[QSTART]] : index
+// CHECK: llvm.getelementptr %[[CUK]]
+// CHECK: %[[KSTART:.+]] = arith.minsi %{{.+}}, %[[TK]] : index
+// CHECK: %[[KEND:.+]] = arith.minsi %{{.+}}, %[[TK]] : index
+// CHECK: %[[NK:.+]] = arith.subi %[[KEND]], %[[KSTART]] : index
+// CHECK: %[[ACTIVE:.+]] = arith.cmpi slt, %[[KBEGIN]], %[[NK]] : index
+// CHECK: scf.if %[[ACTIVE]] {
+// CHECK: arith.muli %[[KSTART]], %{{.+}} : index
+// CHECK: attn_gpu.async_copy %{{.+}} rows %[[KBEGIN]] below %[[NK]] stride
+// CHECK: attn_gpu.async_copy_row_stats {{.+}} rows %{{.+}} below %[[NQ]] into
+// The bottom-right band reads both lengths: each query tile reads them again
+// through an opaque copy of the offsets' pointers (LLVM cannot hoist the
+// loads), so they are not held in registers across the loops.
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: llvm.inline_asm has_side_effects "mov.b64 $0, $1;"
+// CHECK-NEXT: %[[CUQ2:.+]] = llvm.inttoptr
+// CHECK: llvm.getelementptr %[[CUQ2]]
+// CHECK: attn_gpu.transposed_mask %{{.+}} of [%[[NQ2:[0-9]+]], %[[NK2:[0-9]+]]] row %{{.+}} {block_keys = 128 : i64, mask = #attn.mask<causal_bottom_right>}
+// CHECK: attn_gpu.reduce_dq {{.+}} below %[[NQ2]] {
+// And once more for the dK, dV epilogue.
+// CHECK: attn_gpu.async_wait 0
+// CHECK: llvm.inttoptr
+// CHECK: attn_gpu.store_accumulator {{.+}} below %[[NK3:[0-9]+]] {
+// CHECK: attn_gpu.store_accumulator {{.+}} below %[[NK3]] {{{.+}}} : {{.+}}
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.return
+// NVVM-LABEL: gpu.func @fa_bwd_bwd_bf16_d64_bq64_bkv128_w8_s1_causal_bottom_right_sm90a_varlen(
+// NVVM-NOT: attn_gpu.
+// NVVM: gpu.return
+func.func @varlen(%q: tensor<?x?x64xbf16>, %k: tensor<?x?x64xbf16>, %v: tensor<?x?x64xbf16>, %o: tensor<?x?x64xbf16>, %do: tensor<?x?x64xbf16>, %lse: tensor<?x?xf32>, %cuq: tensor<?xi32>, %cuk: tensor<?xi32>) -> (tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse varlen(%cuq, %cuk : tensor<?xi32>, tensor<?xi32>) {mask = #attn.mask<causal_bottom_right>} : tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?xf32> -> tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>
+  return %dq, %dk, %dv : tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>
+}

@@ -226,6 +226,22 @@ LogicalResult LoadOperandAOp::verify() {
   return success();
 }
 
+/// A window's sizes: window_left and window_right, or two run-time operands,
+/// exactly with a window mask.
+static LogicalResult verifyWindowSizes(Operation *op, fa::attn::MaskKind mask,
+                                       bool sizes, ValueRange operands) {
+  bool window = mask == fa::attn::MaskKind::Window;
+  bool given = operands.size() == 2;
+  if (!operands.empty() && !given)
+    return op->emitOpError("expected two run-time window sizes (left, "
+                           "right), got ")
+           << operands.size();
+  if (window != (sizes || given) || (sizes && given))
+    return op->emitOpError("expected window_left and window_right, or "
+                           "window(%left, %right), exactly with a window mask");
+  return success();
+}
+
 LogicalResult KeyBoundsOp::verify() {
   KeyBoundsType type = getBounds().getType();
   bool window = getMask() == fa::attn::MaskKind::Window;
@@ -236,16 +252,9 @@ LogicalResult KeyBoundsOp::verify() {
            << window << ", right = " << masked << " for mask "
            << fa::attn::stringifyMaskKind(getMask())
            << (getMaskMod() ? " with a mask_mod" : "") << ", got " << type;
-  bool sizes = getWindowLeft() && getWindowRight();
-  bool operands = getWindowSizes().size() == 2;
-  if (!getWindowSizes().empty() && !operands)
-    return emitOpError("expected two run-time window sizes (left, right), "
-                       "got ")
-           << getWindowSizes().size();
-  if (window != (sizes || operands) || (sizes && operands))
-    return emitOpError("expected window_left and window_right, or "
-                       "window(%left, %right), exactly with a window mask");
-  return success();
+  return verifyWindowSizes(*this, getMask(),
+                           getWindowLeft() && getWindowRight(),
+                           getWindowSizes());
 }
 
 LogicalResult MmaQKOp::verify() {
@@ -416,16 +425,10 @@ LogicalResult AsyncCopyRowStatsOp::verify() {
 }
 
 LogicalResult TransposedMaskOp::verify() {
-  bool window = getMask() == fa::attn::MaskKind::Window;
-  bool sizes = getWindowLeft() && getWindowRight();
-  bool operands = getWindowSizes().size() == 2;
-  if (!getWindowSizes().empty() && !operands)
-    return emitOpError("expected two run-time window sizes (left, right), "
-                       "got ")
-           << getWindowSizes().size();
-  if (window != (sizes || operands) || (sizes && operands))
-    return emitOpError("expected window_left and window_right, or "
-                       "window(%left, %right), exactly with a window mask");
+  if (failed(verifyWindowSizes(*this, getMask(),
+                               getWindowLeft() && getWindowRight(),
+                               getWindowSizes())))
+    return failure();
   if (getBlockKeys() <= 0 || getBlockKeys() % 16 != 0)
     return emitOpError("expected block_keys in steps of 16, got ")
            << getBlockKeys();
