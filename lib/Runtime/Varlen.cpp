@@ -343,13 +343,14 @@ fa_attention_backward_args denseView(const fa_attention_backward_varlen_args &a)
 }
 
 /// What a valid backward call does: nothing (no query and no key), zero dk
-/// and dv (no query: no key gets a gradient), or launch.
-enum class BackwardWork { None, ZeroKeys, Launch };
+/// and dv (no query: no key gets a gradient), zero dq (no key: no query
+/// gets one), or launch.
+enum class BackwardWork { None, ZeroKeys, ZeroQueries, Launch };
 
 BackwardWork backwardWorkOf(const fa_attention_backward_varlen_args &a) {
   if (a.q.shape[0] == 0)
     return a.k.shape[0] == 0 ? BackwardWork::None : BackwardWork::ZeroKeys;
-  return BackwardWork::Launch;
+  return a.k.shape[0] == 0 ? BackwardWork::ZeroQueries : BackwardWork::Launch;
 }
 
 /// The GPU-free checks of a varlen backward; "" if valid.
@@ -399,6 +400,11 @@ std::string checkVarlenBackward(const KernelConfig &c,
            std::to_string(a.dk.strides[1]) + " and dv.strides[1] is " +
            std::to_string(a.dv.strides[1]) + ", expected D = " +
            std::to_string(s.d) + " and Dv = " + std::to_string(s.dv);
+  if (backwardWorkOf(a) == BackwardWork::ZeroQueries && a.dq.strides[1] != s.d)
+    return "k has no tokens, so dq is filled with zeros, which needs its "
+           "heads adjacent in each row: dq.strides[1] is " +
+           std::to_string(a.dq.strides[1]) + ", expected D = " +
+           std::to_string(s.d);
   if (backwardWorkOf(a) != BackwardWork::Launch)
     return "";
   // The dense view's checks: strides, alignment, overlap, the scale.
@@ -418,16 +424,17 @@ fa_status checkBackwardCall(const fa_kernel *kernel,
   return succeed();
 }
 
-/// No query: dk = dv = 0 (rows of heads adjacent: one 2-D memset each).
-fa_status zeroKeys(const fa_attention_backward_varlen_args &a,
-                   CUstream stream) {
-  for (const fa_tensor *t : {&a.dk, &a.dv}) {
+/// dk = dv = 0 (no query) or dq = 0 (no key): rows of heads adjacent, one
+/// 2-D memset each.
+fa_status zeroGradients(std::initializer_list<const fa_tensor *> grads,
+                        CUstream stream) {
+  for (const fa_tensor *t : grads) {
     size_t pitch = static_cast<size_t>(t->strides[0]) * 2;
     size_t width = static_cast<size_t>(t->shape[1] * t->shape[2]);
     if (CUresult r = cuMemsetD2D16Async(t->data, pitch, 0, width,
                                         static_cast<size_t>(t->shape[0]),
                                         stream))
-      return cuFail("cuMemsetD2D16Async (dk, dv = 0)", r);
+      return cuFail("cuMemsetD2D16Async (gradients = 0)", r);
   }
   return FA_SUCCESS;
 }
@@ -554,7 +561,7 @@ fa_status fa_attention_backward_varlen(
   if (work == BackwardWork::None)
     return succeed();
   ContextScope scope;
-  if (fa_status s = scope.enter(a.dk.data ? a.dk.data : a.q.data))
+  if (fa_status s = scope.enter(a.q.data ? a.q.data : a.dk.data))
     return s;
   fa_tensor cuQ = offsetsTensor(a.cu_seqlens_q, a.batch),
             cuK = offsetsTensor(a.cu_seqlens_k, a.batch);
@@ -572,8 +579,11 @@ fa_status fa_attention_backward_varlen(
                             scope.ctx))
     return s;
   auto prefix = std::string(kBackwardApi) + ": ";
-  if (work == BackwardWork::ZeroKeys) {
-    if (fa_status s = zeroKeys(a, stream))
+  if (work != BackwardWork::Launch) {
+    fa_status s = work == BackwardWork::ZeroKeys
+                      ? zeroGradients({&a.dk, &a.dv}, stream)
+                      : zeroGradients({&a.dq}, stream);
+    if (s != FA_SUCCESS)
       return failWithPrefix(s, prefix);
     return succeed();
   }

@@ -570,4 +570,24 @@ TEST_F(VarlenBackwardApi, EmptyBatchesLaunchNothing) {
       << lastError();
   EXPECT_EQ(fa_attention_backward_varlen(kernel, &e, nullptr), FA_SUCCESS)
       << lastError();
+  // Queries without any key: valid (dq is filled with zeros), which needs
+  // dq's heads adjacent.
+  fa_attention_backward_varlen_args noKeys = a;
+  for (fa_tensor *t : {&noKeys.k, &noKeys.v, &noKeys.dk, &noKeys.dv})
+    t->shape[0] = 0, t->data = 0;
+  noKeys.max_seqlen_k = 0;
+  EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &noKeys), FA_SUCCESS)
+      << lastError();
+  noKeys.dq.strides[0] = 2 * H * D, noKeys.dq.strides[1] = 2 * D;
+  reject(noKeys, "k has no tokens, so dq is filled with zeros, which needs its "
+                 "heads adjacent in each row: dq.strides[1] is 128, expected "
+                 "D = 64");
+  // Keys without any query: dk and dv are filled with zeros.
+  fa_attention_backward_varlen_args noQueries = a;
+  for (fa_tensor *t : {&noQueries.q, &noQueries.o, &noQueries.d_o, &noQueries.dq})
+    t->shape[0] = 0, t->data = 0;
+  for (fa_tensor *t : {&noQueries.lse, &noQueries.delta, &noQueries.dq_accum})
+    t->shape[1] = 0, t->data = 0;
+  EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &noQueries), FA_SUCCESS)
+      << lastError();
 }

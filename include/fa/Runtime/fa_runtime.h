@@ -643,8 +643,8 @@ FA_API fa_status fa_attention_forward_varlen(
  * kernel's grid x is ceil(max_seqlen_k / block_kv)·dsplit; keys of a longer
  * sequence past it get no gradient). dq rows outside every sequence are 0;
  * dk and dv rows outside every sequence are not written. Tq = 0: dk and dv
- * are filled with 0 (their heads adjacent in each row); Tq = Tk = 0:
- * nothing is launched. Validated as fa_attention_backward is, then launched
+ * are filled with 0 (their heads adjacent in each row); Tk = 0: dq is
+ * filled with 0 (likewise); Tq = Tk = 0: nothing is launched. Validated as fa_attention_backward is, then launched
  * asynchronously on `stream` (capturable in a CUDA graph). */
 typedef struct fa_attention_backward_varlen_args {
   fa_tensor q, k, v, o, d_o, lse;
