@@ -12,7 +12,7 @@ token axis, causal and not, bf16. Times, in one process on the same tokens
   SDPA flash       per sequence (PyTorch's FlashAttention-2 backend)
   flash-attn       flash_attn_varlen_func, where flash_attn is installed
 and checks fa varlen's O against fa per sequence. Where the bundle has the
-varlen backward (mma.sync), also the backward (2.5x the forward's FLOPs):
+varlen backward (wgmma or mma.sync), also the backward (2.5x the forward's FLOPs):
 fa varlen bwd (fa.varlen.backward_into) against fa dense bwd (the dense
 bundle's, wgmma on sm_90) over the same equal-length tokens.
 

@@ -570,20 +570,24 @@ void parsePackGqa(const json &k, KernelConfig &c, const std::string &where) {
 }
 
 /// The optional "varlen" and "cu_seqlens_param" fields (bundle version 10):
-/// a wgmma forward or an mma.sync backward over packed sequences, which takes
-/// the strides of its packed tensors and then cu_seqlens_q, cu_seqlens_k
+/// a wgmma forward or a backward over packed sequences, which takes the
+/// strides of its packed tensors and then cu_seqlens_q, cu_seqlens_k
 /// (docs/ABI.md).
 void parseVarlen(const json &k, KernelConfig &c, const std::string &where) {
   c.varlen = flagField(k, "varlen", where, /*nullIsAbsent=*/false);
   if (!c.varlen)
     return;
   bool forward = c.direction == FA_DIRECTION_FWD;
-  if ((forward ? c.mma != FA_MMA_WGMMA : c.mma != FA_MMA_SYNC) ||
-      c.splitKv || c.packGqa || c.fwd.persistent || c.deterministic ||
-      c.blockSparse || !c.strided())
+  // The wgmma backward's rows come from TMA boxes: its warp-specialised
+  // (12-warp) kernel only.
+  bool backwardOk = c.mma == FA_MMA_SYNC || c.warps == 12;
+  if ((forward ? c.mma != FA_MMA_WGMMA : !backwardOk) || c.splitKv ||
+      c.packGqa || c.fwd.persistent || c.deterministic || c.blockSparse ||
+      !c.strided())
     bad(where, "field 'varlen' is true, but only strided wgmma forwards on "
                "a grid of query tiles (no split-KV, packed GQA or persistent "
-               "grid) and strided mma.sync backwards run varlen batches");
+               "grid) and strided, non-deterministic mma.sync or "
+               "warp-specialised wgmma backwards run varlen batches");
   if (!c.modArgs.empty() || !c.scoreMod.empty() || !c.maskMod.empty())
     bad(where, "field 'varlen' is true, but varlen kernels have no score_mod, "
                "mask_mod or mod_args");

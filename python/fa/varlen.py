@@ -1,8 +1,9 @@
 """fa.attention_varlen: attention over a batch of sequences of different
 lengths packed along the token axis (flash-attn's flash_attn_varlen_func).
 
-The kernels are the bundle's varlen wgmma forwards and mma.sync backwards
-(fa-aot config field `varlen`, sm_90a; docs/ABI.md "Varlen"), or, where
+The kernels are the bundle's varlen forwards (wgmma) and backwards (wgmma, or
+mma.sync for head dims without a wgmma backward; fa-aot config field
+`varlen`, sm_90a; docs/ABI.md "Varlen"), or, where
 fa's compiler is installed, ones compiled on first use (fa.jit).
 """
 import ctypes
@@ -105,9 +106,16 @@ def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k, direction=FWD
     return found
 
 
+def _mma(direction, d, dv):
+    """The varlen forward runs on wgmma; the backward on wgmma where its
+    warp-specialised kernel exists (D = Dv in 64, 96, 128), else on mma.sync."""
+    if direction == BWD and not (d == dv and d in (64, 96, 128)):
+        return "mma_sync"
+    return "wgmma"
+
+
 def _compile(b, query, mask, window, capability, max_seqlen_k):
-    # The varlen forward runs on wgmma, the backward on mma.sync.
-    mma = "mma_sync" if query.direction == BWD else "wgmma"
+    mma = _mma(query.direction, query.head_dim, query.head_dim_v)
     config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
                              query.head_dim_v, mask, window, capability, mma) + ":varlen"
     handle = b._load(jit.compile_bundle(config))
@@ -133,7 +141,7 @@ def _kernel(b, q, v, mask, window, max_seqlen_k, equal_lengths, direction=FWD):
         config = "%s:%s:d%d:%s:%s:varlen" % (
             "bwd" if direction == BWD else "fwd",
             "bf16" if q.dtype == torch.bfloat16 else "f16", d, mask,
-            "mma_sync" if direction == BWD else "wgmma")
+            _mma(direction, d, dv))
         raise FaError(2, "fa.attention_varlen: no varlen kernel for %s (%s); build it with "
                       "fa-aot -o DIR --config %s and load DIR too, or install fa-aot for JIT"
                       % (config, b._varlen_miss, config))
@@ -184,7 +192,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     one; it is skipped while a CUDA graph is being captured. The kernels
     clamp bad offsets, so they never address memory outside the tensors.
     Differentiable in q, k, v when they require grad: the backward runs the
-    bundle's varlen backward (mma.sync; fa-aot config `bwd:...:varlen`), dK
+    bundle's varlen backward (fa-aot config `bwd:...:varlen`), dK
     and dV summed over the query heads of each key head; LSE is not
     differentiable, and rows outside every sequence get zero gradients.
     """

@@ -98,13 +98,17 @@ def check_jit(b, fa_aot):
 
 def check_jit_backward(b):
     """The varlen backward attention_varlen's autograd compiles on a miss
-    (mma.sync, `bwd:...:varlen`), found by the varlen search, whose check
+    (`bwd:...:varlen`: the warp-specialised wgmma backward at D = 64, mma.sync
+    where no wgmma backward exists), found by the varlen search, whose check
     takes the packed gradients and workspaces."""
-    query = KernelQuery(BWD, 1, 64, 64, MASKS["causal_bottom_right"], -1, -1, 90, 0, None,
-                        None)
-    kernel = varlen._compile(b, query, "causal_bottom_right", (-1, -1), 90, 1024)
-    info = b._info(kernel)
-    assert info["varlen"] and info["direction"] == "bwd" and info["mma"] == "mma_sync", info
+    kernels = {}
+    for d, mma in ((256, "mma_sync"), (64, "wgmma")):
+        query = KernelQuery(BWD, 1, d, d, MASKS["causal_bottom_right"], -1, -1, 90, 0, None,
+                            None)
+        kernels[d] = varlen._compile(b, query, "causal_bottom_right", (-1, -1), 90, 1024)
+        info = b._info(kernels[d])
+        assert info["varlen"] and info["direction"] == "bwd" and info["mma"] == mma, info
+    kernel = kernels[64]
     base = 1 << 40
     at = lambda i: base + (i << 32)  # noqa: E731
     tq, tk, h, hkv, d = 300, 500, 4, 2, 64

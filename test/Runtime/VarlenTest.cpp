@@ -435,6 +435,59 @@ std::string varlenBackward(const std::string &tag, int cuParam = 33,
       "cu_seqlens_param": )" + std::to_string(cuParam) + mma + "}";
 }
 
+/// A warp-specialised wgmma varlen backward as fa-aot writes it for
+/// `bwd:bf16:d64:causal:wgmma:varlen`: 4-D maps of the packed tensors after
+/// fa_bwd's 15 parameters, strides from 19, cu_seqlens at 37.
+std::string varlenWgmmaBackward(const std::string &tag, int cuParam = 37,
+                                const std::string &extra = "") {
+  auto entry = [&](const char *role, int shared) {
+    return std::string("\"") + role + R"(": {"name": "fa_)" + role + "_" +
+           tag + R"(", "threads": 384, "shared_bytes": )" +
+           std::to_string(shared) + "}";
+  };
+  auto map = [](const char *t, int param, const char *dims, int rows) {
+    return std::string(R"({"tensor": ")") + t + R"(", "param": )" +
+           std::to_string(param) + R"(, "dims": )" + dims + R"(, "box": [64, )" +
+           std::to_string(rows) + R"(, 1, 1], "swizzle": 128,
+              "l2_promotion": 256, "oob_fill": "zero"})";
+  };
+  std::string maps =
+      "[" + map("q", 15, R"(["head_dim", "nq", "heads", "batch"])", 64) +
+      ", " + map("k", 16, R"(["head_dim", "nk", "kv_heads", "batch"])", 128) +
+      ", " + map("v", 17, R"(["head_dim_v", "nk", "kv_heads", "batch"])", 128) +
+      ", " + map("do", 18, R"(["head_dim_v", "nq", "heads", "batch"])", 64) +
+      "]";
+  return R"({"tag": ")" + tag + R"(", "direction": "bwd", "dtype": "bf16",
+      "head_dim": 64, "head_dim_v": 64, "block_q": 64, "block_kv": 128,
+      "warps": 12, "stages": 2, "mask": "causal", "window_left": -1,
+      "window_right": -1, "score_mod": null, "target": "sm_90a", "dsplit": 1,
+      "mma": "wgmma", "entries": {)" + entry("bwd_pre", 0) + ", " +
+         entry("bwd", 132096) + ", " + entry("bwd_post", 0) + R"(},
+      "ptx": ")" + tag + R"(.ptx", "stride_param": 19, "tensor_maps": )" +
+         maps + R"(, "varlen": true, "cu_seqlens_param": )" +
+         std::to_string(cuParam) + extra + "}";
+}
+
+TEST(VarlenBackwardManifest, WarpSpecializedWgmma) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("vw", manifest({varlenWgmmaBackward("vw")}), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.varlen, 1);
+  EXPECT_EQ(info.tensor_map_count, 4);
+  fa_bundle_free(b);
+  // After the maps, the 18 strides: 19 + 18.
+  expectRejected("vw_param", manifest({varlenWgmmaBackward("vw", 33)}),
+                 "field 'cu_seqlens_param' = 33, expected 37");
+  // The deterministic dQ order counts a dense batch's key blocks.
+  std::string det = varlenWgmmaBackward(
+      "vw", 38, R"(, "deterministic": true, "semaphore_param": 19)");
+  det.replace(det.find(R"("stride_param": 19)"), 18, R"("stride_param": 20)");
+  expectRejected("vw_det", manifest({det}), "non-deterministic");
+}
+
 /// A bundle with a varlen backward; packed tensors at fake addresses.
 class VarlenBackwardApi : public ::testing::Test {
 protected:
@@ -486,7 +539,8 @@ TEST(VarlenBackwardManifest, Fields) {
                  "field 'cu_seqlens_param' = 29, expected 33 (cu_seqlens_q "
                  "and cu_seqlens_k follow the strides of q, k, v, do, dk and "
                  "dv)");
-  // The backward runs on mma.sync (the forward on wgmma).
+  // A wgmma backward runs varlen batches only warp-specialised (12 warps,
+  // TMA; RuntimeTest.cpp's Manifest.VarlenWgmmaBackward), not with cp.async.
   expectRejected("wgmma",
                  manifest({varlenBackward("vb", 33, R"(, "mma": "wgmma")")}),
                  "field 'varlen' is true, but only strided wgmma forwards");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Differential GPU test of the varlen wgmma forwards and mma.sync backwards
+"""Differential GPU test of the varlen wgmma forwards and wgmma and mma.sync backwards
 (H200 only, never CI), through the runtime and fa.varlen.forward_into /
 backward_into / fa.attention_varlen (autograd).
 

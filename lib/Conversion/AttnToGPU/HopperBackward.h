@@ -120,6 +120,9 @@ private:
   // parameters); LSE, Delta and dq_accum are fa's, contiguous.
   StridedTensor qT, kT, vT, doT, dkT, dvT;
   Value heads, kvHeads, nq, nk; // index
+  // Varlen: the token totals and the CTA's sequence's first query and key
+  // rows (nq, nk are then the sequence's lengths; VarlenKernel.h).
+  Value nqTotal, nkTotal, seqStartQ, seqStartK, cuSeqlensQ, cuSeqlensK;
   // The tile scheduler's choice: this CTA's key block of (batch, kvHead),
   // and its walk over tileCount
   // query tiles: tilesPerHead tiles [tileBegin, tileEnd) of each of the
@@ -133,8 +136,10 @@ private:
   // any tile, the tensor maps.
   Value barriers, hasTiles, qMap, kMap, vMap, doMap;
   // The producer's 32-bit values: batch·heads (the (batch, head) index of
-  // query head 0) and Nq.
-  Value batchHeads32, nq32;
+  // query head 0), Nq, and the rows of a head in LSE, Delta and dq_accum
+  // with the first of the CTA's (Nq and 0, or a varlen batch's Tq and its
+  // sequence's first query).
+  Value batchHeads32, nq32, headRows32, seqStartQ32;
   // The deterministic dQ order: the semaphores' address (i64), the query
   // tiles of a head and this CTA's key block (i32).
   Value semaphores, qTiles32, keyBlock32;
@@ -165,6 +170,25 @@ private:
   // The tile scheduler (HopperBackwardScheduler.cpp).
   /// This CTA's key block and the ids of its key and value rows.
   void setupKeyBlock();
+  /// Varlen: the CTA's sequence (grid z) from the offsets at parameter
+  /// `cuSeqlensParam` and the next; nq, nk become its lengths.
+  void setupSequence(unsigned cuSeqlensParam);
+  /// Row `row` of the CTA's sequence in the packed tensors (itself if dense).
+  Value packedQueryRow(Value row) {
+    return seqStartQ ? kb.add(seqStartQ, row) : row;
+  }
+  Value packedKeyRow(Value row) {
+    return seqStartK ? kb.add(seqStartK, row) : row;
+  }
+  /// The batch coordinate of the TMA boxes (0 for packed tensors).
+  Value tmaBatch() { return seqStartQ ? kb.idx(0) : batch; }
+  /// Row 0 of `head` of this CTA's batch in `t` (the sequence's first row of
+  /// a varlen batch's packed tensor).
+  Value headBase(const StridedTensor &t, Value head, Value seqStart) {
+    if (!seqStart)
+      return t.headBase(kb, batch, head);
+    return t.rowOffset(kb, t.headBase(kb, kb.idx(0), head), seqStart);
+  }
   /// The query tiles that meet the band of the key block, or, block-sparse,
   /// those its block mask lists.
   void setupQueryTiles();
@@ -224,6 +248,15 @@ private:
   void emitTmaLoads();
   /// One warp: LSE and Delta of each tile into the ring's slot.
   void emitRowStatsLoads();
+  /// 32-bit: the first row of query head `head` in LSE, Delta and
+  /// dq_accum, and row `row` of the CTA's sequence in the packed Q and dO.
+  Value rowsBase32(Value head) {
+    return seqStartQ32 ? add32(mul32(head, headRows32), seqStartQ32)
+                       : mul32(add32(batchHeads32, head), headRows32);
+  }
+  Value queryRow32(Value row) {
+    return seqStartQ32 ? add32(seqStartQ32, row) : row;
+  }
   /// The parity of tile t's round plus `round` (i32 t; BarrierRing on 32
   /// bits).
   Value phaseParity32(Value t, int64_t round);

@@ -75,10 +75,14 @@ void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
   // (D = 96's 16-column middle) w·step columns into one, which the lane's
   // chunk then also carries.
   const int64_t d = plan.headDim;
+  // The swizzle's row is the row of dq_accum's (batch, head): for a varlen
+  // batch, the packed row, whose residue mod 8 the sequence's start shifts.
+  Value rowKey = plan.varlen ? kb.remui(kb.add(kb.groupId, seqStartQ), 8)
+                             : kb.groupId;
   Value laneBytes = arith::OrIOp::create(
       b, loc,
       kb.mul(arith::XOrIOp::create(b, loc, kb.divui(kb.threadInGroup, 2),
-                                   kb.groupId),
+                                   rowKey),
              16),
       kb.mul(kb.remui(kb.threadInGroup, 2), 8));
   auto f2 = VectorType::get({2}, b.getF32Type());
@@ -156,7 +160,7 @@ void HopperBackward::emitDQReductions() {
       Value semaphore;
       if (plan.deterministic)
         semaphore = waitForLaterKeyBlocks(head, qTile, qBegin);
-      Value firstRow = add32(mul32(add32(batchHeads32, head), nq32), qBegin);
+      Value firstRow = add32(rowsBase32(head), qBegin);
       Value rows = arith::MinUIOp::create(
           b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), kb.c32(bq));
       Value globalAddr = arith::IndexCastUIOp::create(
@@ -218,9 +222,9 @@ void HopperBackward::storeDKAndDV(ArrayRef<Value> results) {
   const int64_t d = plan.headDim, dv = plan.headDimV;
   Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
   storeAccumulator(kb, results.take_front(d / 2), dkMem,
-                   dkT.headBase(kb, batch, kvHead), keyRow, nk, d, {}, d,
+                   headBase(dkT, kvHead, seqStartK), keyRow, nk, d, {}, d,
                    dkT.rowStride);
   storeAccumulator(kb, results.slice(d / 2, dv / 2), dvMem,
-                   dvT.headBase(kb, batch, kvHead), keyRow, nk, dv, {}, dv,
+                   headBase(dvT, kvHead, seqStartK), keyRow, nk, dv, {}, dv,
                    dvT.rowStride);
 }

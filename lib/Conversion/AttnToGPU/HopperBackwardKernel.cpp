@@ -138,6 +138,8 @@ void HopperBackward::build() {
   dkT = stridedTensor(kb, dkMem, params.strides(entry, 4));
   dvT = stridedTensor(kb, dvMem, params.strides(entry, 5));
   setupKeyBlock();
+  if (plan.varlen)
+    setupSequence(params.cuSeqlensParam);
   kb.setupSharedMemory(module, layout.total() / 2);
   stats = kb.sharedView(module, b.getF32Type(), layout.total() / 4);
   descBase = wgmmaDescriptorBase(kb);
@@ -275,6 +277,8 @@ void HopperBackward::emitProducerWarpgroup() {
                                  NVVM::SetMaxRegisterAction::decrease);
   batchHeads32 = kb.toI32(kb.mul(batch, heads));
   nq32 = kb.toI32(nq);
+  headRows32 = plan.varlen ? kb.toI32(nqTotal) : nq32;
+  seqStartQ32 = plan.varlen ? kb.toI32(seqStartQ) : Value();
   emitTmaLoads();
   emitRowStatsLoads();
   emitDQReductions();

@@ -87,22 +87,25 @@ void HopperBackward::emitTmaLoads() {
       prefetchTensorMap(kb, map);
     ifThen(hasTiles, [&] {
       Value keyValueFull = kb.idx(BackwardBarriers::keyValueFull);
-      tmaLoadTile(kb, barriers, kMap, bkv, plan.headDim, kb.idx(0), keyBegin,
-                  {kvHead, batch}, keyValueFull);
+      Value keyRow = packedKeyRow(keyBegin);
+      tmaLoadTile(kb, barriers, kMap, bkv, plan.headDim, kb.idx(0), keyRow,
+                  {kvHead, tmaBatch()}, keyValueFull);
       tmaLoadTile(kb, barriers, vMap, bkv, plan.headDimV,
-                  kb.idx(layout.vBase()), keyBegin, {kvHead, batch},
+                  kb.idx(layout.vBase()), keyRow, {kvHead, tmaBatch()},
                   keyValueFull);
     });
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
       Value slot =
           waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
       Value qHead = kb.toIndex(head);
-      Value qBegin = kb.toIndex(mul32(qTile, kb.c32(bq)));
+      // (A varlen tile's rows past its sequence are the next one's: the
+      // consumers mask them as rows past Nq.)
+      Value qRow = kb.toIndex(queryRow32(mul32(qTile, kb.c32(bq))));
       Value full = kb.add(slot, BackwardBarriers::queryFull);
-      tmaLoadTile(kb, barriers, qMap, bq, plan.headDim, qStageOf(slot),
-                  qBegin, {qHead, batch}, full);
+      tmaLoadTile(kb, barriers, qMap, bq, plan.headDim, qStageOf(slot), qRow,
+                  {qHead, tmaBatch()}, full);
       tmaLoadTile(kb, barriers, doMap, bq, plan.headDimV, doStageOf(slot),
-                  qBegin, {qHead, batch}, full);
+                  qRow, {qHead, tmaBatch()}, full);
     });
   });
 }
@@ -117,7 +120,7 @@ void HopperBackward::emitRowStatsLoads() {
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
       Value slot =
           waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
-      Value qRowsBase = mul32(add32(batchHeads32, head), nq32);
+      Value qRowsBase = rowsBase32(head);
       Value qBegin = mul32(qTile, kb.c32(bq));
       SmallVector<Value> vals, ats;
       for (int64_t i = 0; i < bq / 32; ++i) {

@@ -14,6 +14,7 @@
 
 #include "BlockMask.h"
 #include "HopperBackward.h"
+#include "VarlenKernel.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 
@@ -39,6 +40,18 @@ void HopperBackward::setupKeyBlock() {
   keyBegin = kb.mul(keyBlock, plan.blockKV);
 }
 
+void HopperBackward::setupSequence(unsigned cuSeqlensParam) {
+  // Grid z is the sequence; its rows are clamped as attn-tile's IR clamps
+  // them, so bad offsets never address memory outside the tensors.
+  nqTotal = nq, nkTotal = nk;
+  cuSeqlensQ = param(cuSeqlensParam);
+  cuSeqlensK = param(cuSeqlensParam + 1);
+  SequenceRows q = loadSequenceRows(b, loc, cuSeqlensQ, batch, nqTotal);
+  SequenceRows k = loadSequenceRows(b, loc, cuSeqlensK, batch, nkTotal);
+  seqStartQ = q.start, nq = q.length;
+  seqStartK = k.start, nk = k.length;
+}
+
 void HopperBackward::setupQueryTiles() {
   // The query blocks of the tiled loop (those that meet this key block's
   // band) or of the block mask, for each query head of the group: one walk
@@ -47,13 +60,22 @@ void HopperBackward::setupQueryTiles() {
   if (plan.blockSparse)
     setupListedQueryTiles();
   else {
-    TileLoopInputs in{batch, kvHead, keyBlock, heads, kvHeads, nq, nk};
+    // (A varlen tiled loop reads its sequence's rows from the offsets and
+    // the totals.)
+    TileLoopInputs in{batch, kvHead, keyBlock, heads, kvHeads,
+                      plan.varlen ? nqTotal : nq, plan.varlen ? nkTotal : nk};
+    in.cuSeqlensQ = cuSeqlensQ;
+    in.cuSeqlensK = cuSeqlensK;
     in.windowLeft = plan.spec.windowLeftValue;
     in.windowRight = plan.spec.windowRightValue;
     std::tie(tileBegin, tileEnd) = loops.cloneTileRange(b, in);
   }
   tilesPerHead = kb.sub(tileEnd, tileBegin);
   tileCount = kb.mul(tilesPerHead, headsPerKvHead);
+  // The grid runs over the key blocks of the longest sequence: a key block
+  // past its own sequence's end has no tile (and stores nothing).
+  if (plan.varlen)
+    tileCount = kb.select(kb.lt(keyBegin, nk), tileCount, kb.idx(0));
 }
 
 void HopperBackward::setupListedQueryTiles() {
@@ -103,6 +125,8 @@ Value HopperBackward::qBeginOf(Value t) {
 }
 
 Value HopperBackward::queryRowsBaseOf(Value head) {
+  if (plan.varlen) // [H, Tq] from the sequence's first query
+    return kb.add(kb.mul(head, nqTotal), seqStartQ);
   return kb.mul(kb.add(kb.mul(batch, heads), head), nq);
 }
 

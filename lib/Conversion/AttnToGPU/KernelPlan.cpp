@@ -197,6 +197,11 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     if (plan.stages != 2)
       return fail("expected 2 stages for the mma = wgmma backward, got " +
                   llvm::Twine(plan.stages));
+    // Varlen rows come from TMA boxes of the packed tensors, which the
+    // cp.async kernel does not use.
+    if (plan.varlen && !plan.warpSpecialized)
+      return fail("a varlen batch needs the warp-specialised mma = wgmma "
+                  "backward (-fa-wgmma-bwd-ws)");
     if (plan.backwardSharedBytes() > kMaxSharedBytes)
       return fail("the mma = wgmma backward needs " +
                   llvm::Twine(plan.backwardSharedBytes()) +
@@ -326,13 +331,14 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.kvAppend = true;
   }
   if (options.varlen) {
-    // The forward runs on wgmma, the backward on mma.sync.
-    if (backward == (options.mma == "wgmma"))
-      return fail(llvm::Twine("varlen (cu_seqlens) batches have GPU kernels "
-                              "for the mma = wgmma forward and the mma = "
-                              "mma_sync backward, got ") +
-                  (backward ? "a backward" : "a forward") +
-                  " with mma = " + options.mma);
+    // The forward runs on wgmma, the backward on either.
+    if (!backward && options.mma != "wgmma")
+      return fail("varlen (cu_seqlens) batches have GPU forwards on mma = "
+                  "wgmma only, got mma = " + options.mma);
+    // The deterministic dQ order counts the key blocks of a dense batch.
+    if (options.deterministic)
+      return fail("expected no deterministic option on a varlen batch (its "
+                  "dQ order counts the key blocks of a dense batch)");
     if (spec.scoreMod)
       return fail("expected no score_mod on a varlen batch on the GPU (its "
                   "mod_args are indexed by a dense batch)");
