@@ -8,7 +8,8 @@
 // producer steps a 32-bit (walk place, head) pair along with it. Both read
 // the tile at a place through queryTileAt and run tileCount trips, so a
 // block-sparse walk (the key block's listed query blocks: full, then
-// partial) is the same sequence on both sides.
+// partial) is the same sequence on both sides. A varlen batch's CTA owns
+// key block x of sequence z (setupSequence): the walk is its sequence's.
 //
 //===----------------------------------------------------------------------===//
 
