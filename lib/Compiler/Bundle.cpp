@@ -23,10 +23,6 @@ namespace mlir::fa {
 
 namespace {
 
-/// The parameter of a deterministic backward's semaphore workspace: after
-/// fa_bwd's 15 parameters and its 4 tensor maps (docs/ABI.md).
-constexpr int64_t kSemaphoreParam = 19;
-
 /// One "tensor_maps" entry: a CUtensorMap the runtime builds over a tensor
 /// viewed as 3-D {dim, rows, planes} (planes = batch·heads), innermost
 /// first, loaded in boxes of boxCols columns (128 bytes) by boxRows rows;
@@ -69,51 +65,12 @@ bool takesStrides(const KernelConfig &c) {
 /// The fp8 forward: e4m3 q, k, v with three descale tensors after its maps.
 bool isFp8(const KernelConfig &c) { return c.dtype == "f8e4m3"; }
 
-/// The first stride parameter of fa_fwd (after its 11, a split's count, the
-/// maps and a persistent grid's counter) or of fa_bwd (after its 15, the
-/// maps and a deterministic kernel's semaphores); docs/ABI.md.
-int64_t strideParam(const CompiledKernel &k) {
-  const KernelConfig &c = k.config;
-  if (c.direction == "bwd")
-    return 15 + (takesTensorMaps(c) ? 4 : 0) + (c.deterministic ? 1 : 0);
-  bool persistent = llvm::any_of(
-      k.entries, [](const KernelEntry &e) { return e.persistent; });
-  return 11 + (c.splitKv ? 1 : 0) + (takesTensorMaps(c) ? 3 : 0) +
-         (persistent ? 1 : 0) + (isFp8(c) ? 3 : 0);
-}
-
-/// A paged forward's page_table, seqused_k, max_pages, page_size and
-/// num_pages, after its strides.
-constexpr int64_t kPagedParams = 5;
-
-/// The first mod_arg parameter: after every other parameter of fa_fwd
-/// (its strides, 3 of each of q, k, v and, unless split, o; a varlen one's
-/// cu_seqlens) or fa_bwd (its strides, 3 of each of q, k, v, do, dk, dv;
-/// docs/ABI.md).
-int64_t modArgParam(const CompiledKernel &k) {
-  const KernelConfig &c = k.config;
-  if (c.direction == "fwd")
-    return strideParam(k) + 3 * (c.splitKv ? 3 : 4) +
-           (c.varlen ? 2 : 0) +      // cu_seqlens_q, cu_seqlens_k
-           (c.blockSparse ? 2 : 0) + // block_mask, mask_heads
-           (c.paged ? kPagedParams : 0);
-  return strideParam(k) + 3 * 6 +
-         (c.varlen ? 2 : 0) +      // cu_seqlens_q, cu_seqlens_k
-         (c.blockSparse ? 2 : 0); // block_mask, mask_heads
-}
-
-/// How many parameters the mod_args take: a pointer and an i32 per extent
-/// each.
-int64_t modArgParamCount(const CompiledKernel &k) {
-  int64_t n = 0;
-  for (const ModArgInfo &a : k.modArgs)
-    n += 1 + a.rank;
-  return n;
-}
-
 /// The manifest's object of one kernel.
 json::Object kernelObject(const CompiledKernel &k) {
   const KernelConfig &c = k.config;
+  // Every "*_param" field: where the compiled kernel's parameter list put
+  // the group (KernelParamIndices), not recomputed here.
+  const KernelParamIndices &at = k.params;
   json::Object entries;
   for (const KernelEntry &e : k.entries) {
     json::Object entry{{"name", e.name},
@@ -163,21 +120,20 @@ json::Object kernelObject(const CompiledKernel &k) {
     // strides (the forward's 4 tensors', the backward's 6; docs/ABI.md
     // "Varlen").
     o["varlen"] = true;
-    o["cu_seqlens_param"] = strideParam(k) + 3 * (c.direction == "fwd" ? 4 : 6);
+    o["cu_seqlens_param"] = at.cuSeqlens;
   }
   if (c.paged) {
     // K, V pools of pages read through a page table; the table, seqused_k
     // and the i32 max_pages, page_size, num_pages follow the strides
     // (docs/ABI.md "Paged KV cache").
     o["paged"] = true;
-    o["page_table_param"] = strideParam(k) + 3 * (c.splitKv ? 3 : 4);
+    o["page_table_param"] = at.pageTable;
   }
   if (c.blockSparse) {
     // The block mask and its head count follow the strides; the entries
     // block_mask and block_lists build it (docs/ABI.md "Block sparsity").
     o["block_sparse"] = true;
-    o["block_mask_param"] =
-        strideParam(k) + 3 * (c.direction == "fwd" ? 4 : 6);
+    o["block_mask_param"] = at.blockMask;
   }
   if (c.sinks) {
     // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args, or
@@ -185,8 +141,7 @@ json::Object kernelObject(const CompiledKernel &k) {
     // has the bwd_sink entry (docs/ABI.md "Attention sinks").
     o["sinks"] = true;
     if (c.direction == "fwd")
-      o["sinks_param"] =
-          c.splitKv ? 8 + 3 : modArgParam(k) + modArgParamCount(k);
+      o["sinks_param"] = at.sinks;
   }
   if (!k.modArgs.empty()) {
     // The tensors the score_mod reads, passed after every other parameter
@@ -206,11 +161,11 @@ json::Object kernelObject(const CompiledKernel &k) {
           {"dtype", a.dtype}, {"rank", a.rank}, {"dims", std::move(dims)}});
     }
     o["mod_args"] = std::move(args);
-    o["mod_arg_param"] = modArgParam(k);
+    o["mod_arg_param"] = at.modArg;
   }
   if (c.deterministic) {
     o["deterministic"] = true;
-    o["semaphore_param"] = kSemaphoreParam;
+    o["semaphore_param"] = at.semaphore;
   }
   // TMA tensor maps the runtime builds (docs/ABI.md, sm_90a wgmma entries):
   // the wgmma forward's, and the warp-specialised wgmma backward's (its 12
@@ -218,34 +173,35 @@ json::Object kernelObject(const CompiledKernel &k) {
   if (takesTensorMaps(c) && c.direction == "fwd") {
     int64_t boxCols = isFp8(c) ? 128 : 64; // 128 bytes
     o["tensor_maps"] = json::Array{
-        tensorMap("q", 11, "head_dim", "nq", "", c.blockQ, "heads", "batch",
-                  boxCols),
-        tensorMap("k", 12, "head_dim", "nk", "", c.blockKV, "kv_heads",
+        tensorMap("q", at.tensorMap, "head_dim", "nq", "", c.blockQ, "heads",
                   "batch", boxCols),
-        tensorMap("v", 13, "head_dim_v", "nk", "", c.blockKV, "kv_heads",
-                  "batch", boxCols)};
+        tensorMap("k", at.tensorMap + 1, "head_dim", "nk", "", c.blockKV,
+                  "kv_heads", "batch", boxCols),
+        tensorMap("v", at.tensorMap + 2, "head_dim_v", "nk", "", c.blockKV,
+                  "kv_heads", "batch", boxCols)};
   }
   // fp8 (bundle version 12): descale_q, descale_k, descale_v (f32 [B, Hkv])
   // follow the maps.
   if (isFp8(c))
-    o["descale_param"] = 14;
+    o["descale_param"] = at.descale;
   if (takesStrides(c))
-    o["stride_param"] = strideParam(k);
+    o["stride_param"] = at.stride;
   if (takesTensorMaps(c) && c.direction == "bwd")
     o["tensor_maps"] = json::Array{
-        tensorMap("q", 15, "head_dim", "nq", "", c.blockQ, "heads", "batch"),
-        tensorMap("k", 16, "head_dim", "nk", "", c.blockKV, "kv_heads",
+        tensorMap("q", at.tensorMap, "head_dim", "nq", "", c.blockQ, "heads",
                   "batch"),
-        tensorMap("v", 17, "head_dim_v", "nk", "", c.blockKV, "kv_heads",
-                  "batch"),
-        tensorMap("do", 18, "head_dim_v", "nq", "", c.blockQ, "heads",
-                  "batch")};
+        tensorMap("k", at.tensorMap + 1, "head_dim", "nk", "", c.blockKV,
+                  "kv_heads", "batch"),
+        tensorMap("v", at.tensorMap + 2, "head_dim_v", "nk", "", c.blockKV,
+                  "kv_heads", "batch"),
+        tensorMap("do", at.tensorMap + 3, "head_dim_v", "nq", "", c.blockQ,
+                  "heads", "batch")};
   if (c.runtimeWindow()) {
     // Run-time window sizes (bundle version 17): fa_fwd's or fa_bwd's last
     // two parameters, i32 left and right, after the mod_args and a
     // forward's sinks (docs/ABI.md "Run-time windows").
     o["window_runtime"] = true;
-    o["window_param"] = k.windowParam;
+    o["window_param"] = at.window;
   }
   if (!k.cubin.empty())
     o["cubin"] = k.tag + ".cubin";

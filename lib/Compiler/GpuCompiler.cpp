@@ -25,6 +25,7 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/xxhash.h"
 
+#include <array>
 #include <chrono>
 
 using namespace mlir;
@@ -639,7 +640,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   out.config.stages = plan->stages;
   out.config.dsplit = plan->dsplit;
   out.tag = plan->tag();
-  out.windowParam = kernelWindowParam(&ctx, *plan);
+  out.params = kernelParamIndices(&ctx, *plan);
   if (backward) {
     out.entries.push_back(
         {"bwd_pre", "fa_bwd_pre_" + out.tag, plan->threads(), 0});
@@ -726,6 +727,28 @@ GpuCompiler::compileUncached(const KernelConfig &config,
 
 /// Disk cache: <dir>/<key hash>.{json,ptx,cubin}; the json holds the key and
 /// the content hashes, so a truncated or foreign file is detected.
+/// The parameter indices by their names in the disk cache's metadata.
+static std::array<std::pair<llvm::StringRef, int64_t *>, 10>
+paramIndexFields(KernelParamIndices &at) {
+  return {{{"tensor_map", &at.tensorMap},
+           {"descale", &at.descale},
+           {"stride", &at.stride},
+           {"cu_seqlens", &at.cuSeqlens},
+           {"block_mask", &at.blockMask},
+           {"page_table", &at.pageTable},
+           {"sinks", &at.sinks},
+           {"mod_arg", &at.modArg},
+           {"semaphore", &at.semaphore},
+           {"window", &at.window}}};
+}
+
+static llvm::json::Object paramIndexObject(KernelParamIndices at) {
+  llvm::json::Object o;
+  for (auto &[name, field] : paramIndexFields(at))
+    o[name] = *field;
+  return o;
+}
+
 static std::string hashHex(llvm::StringRef s) {
   return llvm::utohexstr(llvm::xxh3_64bits(s), /*LowerCase=*/true);
 }
@@ -768,7 +791,9 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
     k.config.stages = c->getInteger("stages").value_or(0);
     k.config.headDimV = c->getInteger("head_dim_v").value_or(0);
     k.config.dsplit = c->getInteger("dsplit").value_or(1);
-    k.windowParam = c->getInteger("window_param").value_or(-1);
+    if (const llvm::json::Object *at = c->getObject("params"))
+      for (auto &[name, field] : paramIndexFields(k.params))
+        *field = at->getInteger(name).value_or(-1);
   }
   if (const llvm::json::Array *es = o->getArray("entries"))
     for (const llvm::json::Value &e : *es)
@@ -842,7 +867,7 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
                                       {"stages", k.config.stages},
                                       {"head_dim_v", k.config.headDimV},
                                       {"dsplit", k.config.dsplit},
-                                      {"window_param", k.windowParam}}},
+                                      {"params", paramIndexObject(k.params)}}},
       {"entries", std::move(entries)}};
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -416,21 +416,27 @@ TEST(VarlenSeqlens, HostCheckOfTheOffsets) {
 } // namespace
 
 namespace {
+/// A backward's three entries ("bwd_pre", "bwd", "bwd_post"), fa_<role>_<tag>.
+std::string backwardEntries(const std::string &tag, int threads,
+                            int sharedBytes) {
+  auto entry = [&](const char *role, int shared) {
+    return std::string("\"") + role + R"(": {"name": "fa_)" + role + "_" +
+           tag + R"(", "threads": )" + std::to_string(threads) +
+           R"(, "shared_bytes": )" + std::to_string(shared) + "}";
+  };
+  return entry("bwd_pre", 0) + ", " + entry("bwd", sharedBytes) + ", " +
+         entry("bwd_post", 0);
+}
+
 /// An mma.sync varlen backward as fa-aot writes it for
 /// `bwd:bf16:d64:causal:varlen` (strides from 15, cu_seqlens at 33).
 std::string varlenBackward(const std::string &tag, int cuParam = 33,
                            const std::string &mma = "") {
-  auto entry = [&](const char *role, int shared) {
-    return std::string("\"") + role + R"(": {"name": "fa_)" + role + "_" +
-           tag + R"(", "threads": 256, "shared_bytes": )" +
-           std::to_string(shared) + "}";
-  };
   return R"({"tag": ")" + tag + R"(", "direction": "bwd", "dtype": "bf16",
       "head_dim": 64, "head_dim_v": 64, "block_q": 64, "block_kv": 128,
       "warps": 8, "stages": 1, "mask": "causal", "window_left": -1,
       "window_right": -1, "score_mod": null, "target": "sm_90a", "dsplit": 1,
-      "entries": {)" + entry("bwd_pre", 0) + ", " + entry("bwd", 73728) +
-         ", " + entry("bwd_post", 0) + R"(},
+      "entries": {)" + backwardEntries(tag, 256, 73728) + R"(},
       "ptx": ")" + tag + R"(.ptx", "stride_param": 15, "varlen": true,
       "cu_seqlens_param": )" + std::to_string(cuParam) + mma + "}";
 }
@@ -440,11 +446,6 @@ std::string varlenBackward(const std::string &tag, int cuParam = 33,
 /// fa_bwd's 15 parameters, strides from 19, cu_seqlens at 37.
 std::string varlenWgmmaBackward(const std::string &tag, int cuParam = 37,
                                 const std::string &extra = "") {
-  auto entry = [&](const char *role, int shared) {
-    return std::string("\"") + role + R"(": {"name": "fa_)" + role + "_" +
-           tag + R"(", "threads": 384, "shared_bytes": )" +
-           std::to_string(shared) + "}";
-  };
   auto map = [](const char *t, int param, const char *dims, int rows) {
     return std::string(R"({"tensor": ")") + t + R"(", "param": )" +
            std::to_string(param) + R"(, "dims": )" + dims + R"(, "box": [64, )" +
@@ -461,8 +462,7 @@ std::string varlenWgmmaBackward(const std::string &tag, int cuParam = 37,
       "head_dim": 64, "head_dim_v": 64, "block_q": 64, "block_kv": 128,
       "warps": 12, "stages": 2, "mask": "causal", "window_left": -1,
       "window_right": -1, "score_mod": null, "target": "sm_90a", "dsplit": 1,
-      "mma": "wgmma", "entries": {)" + entry("bwd_pre", 0) + ", " +
-         entry("bwd", 132096) + ", " + entry("bwd_post", 0) + R"(},
+      "mma": "wgmma", "entries": {)" + backwardEntries(tag, 384, 132096) + R"(},
       "ptx": ")" + tag + R"(.ptx", "stride_param": 19, "tensor_maps": )" +
          maps + R"(, "varlen": true, "cu_seqlens_param": )" +
          std::to_string(cuParam) + extra + "}";

@@ -11,6 +11,7 @@
 #define FA_COMPILER_GPUCOMPILER_H
 
 #include "fa/Compiler/KernelConfig.h"
+#include "fa/Conversion/KernelParamIndices.h"
 
 #include <map>
 #include <memory>
@@ -57,7 +58,7 @@ struct CompiledKernel {
   std::string tag;
   std::vector<KernelEntry> entries;
   std::vector<ModArgInfo> modArgs; // in parameter order
-  int64_t windowParam = -1;        // run-time window sizes' first parameter
+  KernelParamIndices params;       // where fa_fwd's / fa_bwd's groups start
   std::string ptx;
   std::string cubin;       // empty when ptxas is missing
   int64_t registers = -1;  // from ptxas -v (max over entries)

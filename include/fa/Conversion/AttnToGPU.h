@@ -8,6 +8,7 @@
 #ifndef FA_CONVERSION_ATTNTOGPU_H
 #define FA_CONVERSION_ATTNTOGPU_H
 
+#include "fa/Conversion/KernelParamIndices.h"
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/Support/CommandLine.h"
@@ -240,10 +241,9 @@ gpu::GPUFuncOp buildForwardKernelWgmma(OpBuilder &b, Location loc,
                                        const KernelPlan &plan,
                                        const TiledLoopNest &loops);
 
-/// The parameter index of fa_fwd's (fa_bwd's) run-time window sizes, from
-/// the parameter list the kernel is built with; -1 for a plan without them.
-/// The bundle manifest's "window_param".
-int64_t kernelWindowParam(MLIRContext *ctx, const KernelPlan &plan);
+/// Where the optional parameter groups of fa_fwd (fa_bwd) start, from the
+/// parameter list the kernel is built with (KernelParamIndices.h).
+KernelParamIndices kernelParamIndices(MLIRContext *ctx, const KernelPlan &plan);
 
 /// The category of the code-generation switches (-fa-wgmma-*), so that tools
 /// can list them in their --help beside their own options.

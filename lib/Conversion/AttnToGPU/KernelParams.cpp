@@ -60,9 +60,25 @@ KernelPlan mlir::fa::gpu_lowering::bindWindowParams(OpBuilder &b, Location loc,
   return bound;
 }
 
-int64_t mlir::fa::kernelWindowParam(MLIRContext *ctx, const KernelPlan &plan) {
-  return plan.backward ? backwardMainParams(ctx, plan).windowParam
-                       : forwardParams(ctx, plan).windowParam;
+KernelParamIndices mlir::fa::kernelParamIndices(MLIRContext *ctx,
+                                               const KernelPlan &plan) {
+  KernelParams main = plan.backward ? backwardMainParams(ctx, plan)
+                                    : forwardParams(ctx, plan);
+  KernelParamIndices at;
+  if (!main.tensorMaps.empty())
+    at.tensorMap = main.tensorMaps.front();
+  at.descale = main.descaleParam;
+  at.stride = main.strideParam;
+  at.cuSeqlens = main.cuSeqlensParam;
+  at.blockMask = main.blockMaskParam;
+  at.pageTable = main.pageTableParam;
+  at.modArg = main.modArgParam;
+  at.semaphore = main.semaphoreParam;
+  at.window = main.windowParam;
+  // A split forward's sinks are fa_merge's (its partials have none).
+  at.sinks = plan.splitKv ? mergeParams(ctx, plan).sinksParam
+                          : main.sinksParam;
+  return at;
 }
 
 /// Appends a plan's run-time window sizes (the last parameters).
@@ -105,8 +121,10 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
       p.addTensorMap(ctx);
     if (plan.persistent)
       p.add(LLVM::LLVMPointerType::get(ctx)); // tile counter
-    if (plan.isFp8())
+    if (plan.isFp8()) {
+      p.descaleParam = static_cast<int32_t>(p.types.size());
       addTensors(p, Float32Type::get(ctx), 3); // descale q, k, v [B, Hkv]
+    }
   }
   p.addStrides(ctx, plan.splitKv ? 3 : 4); // q, k, v (, o)
   if (plan.varlen) {
@@ -167,7 +185,8 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
     for (int i = 0; i < 4; ++i) // q, k, v, do
       p.addTensorMap(ctx);
   if (plan.deterministic)
-    p.add(LLVM::LLVMPointerType::get(ctx)); // dQ semaphores
+    p.semaphoreParam = static_cast<int32_t>(
+        p.add(LLVM::LLVMPointerType::get(ctx))); // dQ semaphores
   p.addStrides(ctx, 6); // q, k, v, do, dk, dv
   if (plan.varlen) {
     p.cuSeqlensParam = static_cast<int32_t>(p.types.size());

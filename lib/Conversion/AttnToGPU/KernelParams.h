@@ -45,6 +45,15 @@ struct KernelParams {
   /// Forward (unsplit) or merge with sinks: index of the sinks (f32 [H]),
   /// after the mod_args; -1 for none.
   int32_t sinksParam = -1;
+  /// fp8 forward: index of descale_q (descale_k, descale_v follow); -1
+  /// for none.
+  int32_t descaleParam = -1;
+  /// A plan whose mods read tensors: index of the first mod_arg (its
+  /// pointer, then its i32 extents, then the next one's); -1 for none.
+  int32_t modArgParam = -1;
+  /// Deterministic backward: index of the dQ semaphores' pointer; -1 for
+  /// none.
+  int32_t semaphoreParam = -1;
   /// fa_fwd and fa_bwd: index of Nq (i32; Nk follows).
   int32_t nqParam = -1;
   /// A plan with run-time window sizes: index of the left size (i32; the

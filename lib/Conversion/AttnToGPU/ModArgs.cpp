@@ -34,7 +34,10 @@ static LLVM::LLVMPointerType globalPointer(MLIRContext *ctx) {
 void mlir::fa::gpu_lowering::addModArgParams(KernelParams &params,
                                              MLIRContext *ctx,
                                              const KernelPlan &plan) {
-  for (RankedTensorType type : modArgTypes(plan.spec)) {
+  SmallVector<RankedTensorType> types = modArgTypes(plan.spec);
+  if (!types.empty())
+    params.modArgParam = static_cast<int32_t>(params.types.size());
+  for (RankedTensorType type : types) {
     params.add(globalPointer(ctx));
     for (int64_t d = 0; d < type.getRank(); ++d)
       params.add(IntegerType::get(ctx, 32));

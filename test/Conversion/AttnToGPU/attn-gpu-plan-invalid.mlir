@@ -31,10 +31,10 @@ func.func @odd_head_split(%q: tensor<1x2x64x130xbf16>, %k: tensor<1x2x64x130xbf1
 
 // -----
 
-// Varlen batches have a GPU kernel in the wgmma forward only: the mma.sync
-// plan refuses them rather than building a dense kernel.
+// Varlen forwards have a GPU kernel on wgmma only: the mma.sync plan refuses
+// them rather than building a dense kernel.
 func.func @varlen(%q: tensor<64x4x64xbf16>, %k: tensor<64x4x64xbf16>, %v: tensor<64x4x64xbf16>, %cu: tensor<3xi32>) -> (tensor<64x4x64xbf16>, tensor<4x64xf32>) {
-  // expected-error @+1 {{varlen (cu_seqlens) batches have GPU kernels for the mma = wgmma forward and the mma = mma_sync backward, got a forward with mma = mma_sync}}
+  // expected-error @+1 {{varlen (cu_seqlens) batches have GPU forwards on mma = wgmma only, got mma = mma_sync}}
   %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<64x4x64xbf16>, tensor<64x4x64xbf16>, tensor<64x4x64xbf16> -> tensor<64x4x64xbf16>, tensor<4x64xf32>
   return %o, %l : tensor<64x4x64xbf16>, tensor<4x64xf32>
 }
