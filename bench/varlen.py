@@ -46,7 +46,7 @@ def lengths(seed, total, lo, hi):
     return out
 
 
-def run(bundle, lens, h, d, causal, reps):
+def run(bundle, lens, h, d, causal, reps, compare=None):
     dev, dt = "cuda", torch.bfloat16
     total = sum(lens)
     cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int32,
@@ -61,8 +61,8 @@ def run(bundle, lens, h, d, causal, reps):
                           for k in bundle.kernels()):
         kw = {"causal_top_left": True}  # equal lengths: the same mask
 
-    def fa_varlen(check=False):
-        varlen.forward_into(q, k, v, o, lse, cu, cu, longest, longest, bundle=bundle,
+    def fa_varlen(check=False, other=None):
+        varlen.forward_into(q, k, v, o, lse, cu, cu, longest, longest, bundle=other or bundle,
                             check_seqlens=check, **kw)
         return o
 
@@ -86,6 +86,8 @@ def run(bundle, lens, h, d, causal, reps):
 
     timed = [("fa varlen", fa_varlen), ("fa varlen +check", lambda: fa_varlen(True)),
              ("fa per sequence", fa_per_sequence), ("SDPA flash", sdpa_per_sequence)]
+    if compare is not None:  # another build's varlen kernels, same process
+        timed.insert(1, ("fa varlen compare", lambda: fa_varlen(other=compare)))
     try:
         from flash_attn import flash_attn_varlen_func
         timed.append(("flash-attn varlen", lambda: flash_attn_varlen_func(
@@ -121,10 +123,12 @@ def run(bundle, lens, h, d, causal, reps):
         rates["fa dense"] = dense_flops / us / 1e6
         print("  %-18s %9.1f us  %6.1f TFLOP/s  ([%d,%d,%d,%d], equal lengths)"
               % ("fa dense", us, rates["fa dense"], dense[0].shape[0], h, mean, d), flush=True)
-    for other in ("fa dense", "fa per sequence", "SDPA flash", "flash-attn varlen"):
+    for other in ("fa varlen compare", "fa dense", "fa per sequence", "SDPA flash",
+                  "flash-attn varlen"):
         if other in rates:
             print("  fa varlen / %s = %.3f" % (other, rates["fa varlen"] / rates[other]))
-    if any(k["varlen"] and k["direction"] == "bwd" for k in bundle.kernels()):
+    if compare is None and any(k["varlen"] and k["direction"] == "bwd"
+                               for k in bundle.kernels()):
         time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
                       causal, reps)
     return err
@@ -169,16 +173,20 @@ def main():
     ap.add_argument("--dims", default="128,64")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compare", default=None,
+                    help="another varlen bundle (an A/B of its forwards against --bundle's, "
+                         "in this process; the backward is then skipped)")
     a = ap.parse_args()
     dirs = [a.bundle] + ([a.dense_bundle] if os.path.exists(
         os.path.join(a.dense_bundle, "manifest.json")) else [])
     bundle = fa.Bundle(dirs, lib_path=a.lib, jit=False)
+    compare = fa.Bundle([a.compare] + dirs[1:], lib_path=a.lib, jit=False) if a.compare else None
     torch.manual_seed(a.seed)
     lens = lengths(a.seed, a.tokens, a.min_len, a.max_len)
     worst = 0.0
     for d in (int(x) for x in a.dims.split(",")):
         for causal in (False, True):
-            worst = max(worst, run(bundle, lens, a.heads, d, causal, a.reps))
+            worst = max(worst, run(bundle, lens, a.heads, d, causal, a.reps, compare))
     # bf16 outputs of two kernels of one algorithm: a few ulps of |O| < 4.
     sys.exit(0 if worst < 0.05 else "varlen differs from the per-sequence kernels")
 
