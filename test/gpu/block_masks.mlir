@@ -26,6 +26,16 @@ func.func @document(%b: index, %h: index, %q: index, %kv: index, %doc: tensor<?x
   return %same : i1
 }
 
+// The same and every earlier document (doc ids [B, N], i32, non-decreasing
+// in the tests): a compare of a q_idx value with a kv_idx value other than
+// equality, classed from ranges like the document mask.
+func.func @earlier_documents(%b: index, %h: index, %q: index, %kv: index, %doc: tensor<?x?xi32>) -> i1 {
+  %dq = tensor.extract %doc[%b, %q] : tensor<?x?xi32>
+  %dk = tensor.extract %doc[%b, %kv] : tensor<?x?xi32>
+  %seen = arith.cmpi sge, %dq, %dk : i32
+  return %seen : i1
+}
+
 // A random block pattern at 64 x 64 granularity, half the kernels' blocks:
 // tiles [B, ceil(Nq/64), ceil(Nk/64)] holds 0 (hidden), 1 (visible) or 2
 // (a checkerboard: q + kv even), so a 128 x 128 block is empty, full or

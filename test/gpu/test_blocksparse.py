@@ -5,7 +5,8 @@ kernel's mask_mod on the GPU; the test checks its counts and index lists
 against a classification computed here from the mask itself, then runs
 fa.forward_into(block_mask=) and fa.backward_into(block_mask=) (the mask_mod
 backward) against float64 under the flash-attn rule (test_attention.py's
-references and judge). Masks: documents of random lengths (1-8 per row),
+references and judge). Masks: documents of random lengths (1-8 per row), the
+same and every earlier document (doc[q] >= doc[kv]),
 random 64 x 64 tile patterns of density 5-90% (whole tiles visible, hidden or
 a checkerboard, so 128 x 128 blocks come out full, empty and partial), and
 one pattern per head (per_head=True). Shapes have ragged tails, GQA, Nq != Nk.
@@ -71,6 +72,8 @@ def allowed_of(name, arg, b, h, nq, nk, dev):
     j = torch.arange(nk, device=dev).view(1, nk)
     if name == "document":
         return (arg[:, :nq].view(b, nq, 1) == arg[:, :nk].view(b, 1, nk)).unsqueeze(1)
+    if name == "earlier_documents":
+        return (arg[:, :nq].view(b, nq, 1) >= arg[:, :nk].view(b, 1, nk)).unsqueeze(1)
     checker = ((i + j) % 2 == 0)
     if name == "tile_pattern":
         t = arg[:, (i // 64).view(-1)][:, :, (j // 64).view(-1)]  # [B, Nq, Nk]
@@ -145,7 +148,7 @@ def mod_arg_of(case, rng, dev):
     """A random mod_arg of the case's mask_mod (document ids or tiles)."""
     b, h, nq, nk = (case[x] for x in ("b", "h", "nq", "nk"))
     name = case["mask_mod"]
-    if name == "document":
+    if name in ("document", "earlier_documents"):
         return document_ids(b, max(nq, nk), rng, dev)
     if name == "tile_pattern":
         return tile_pattern((b, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)

@@ -2,8 +2,9 @@
 //
 // The two entries that fill a block mask (BlockMask.h) for a block-sparse
 // forward, both generated from the plan's mask_mod and block sizes:
-// fa_block_mask evaluates the mask_mod on every element of one (query
-// block, key block) per warp and stores its class; fa_block_lists turns each
+// fa_block_mask classifies one (query block, key block) per warp, from the
+// ranges of a separable compare's two sides or from every element, and
+// stores its class; fa_block_lists turns each
 // row (query block) and column (key block) of classes into the ascending
 // lists of partial and full blocks with one warp's ballots.
 //
@@ -149,6 +150,16 @@ struct StagedMaskMod {
     }
   }
 
+  /// `v` (a value of the query or fixed stage) at row `query`.
+  Value atRow(OpBuilder &b, Location loc, Value query, Value v) const {
+    IRMapping rowMap = fixed;
+    attn::mapMaskModPositions(spec, {{}, {}, query, {}, {}, {}}, rowMap,
+                              &modArgs);
+    attn::buildMaskModStage(b, loc, spec, stages, attn::kMaskModQuery, rowMap,
+                            &modArgs);
+    return rowMap.lookup(v);
+  }
+
   /// (any, all) folded over row `query` against every key: its q_idx stage
   /// once, then the element stage per key.
   std::pair<Value, Value> foldRow(OpBuilder &b, Location loc, Value query,
@@ -171,47 +182,187 @@ struct StagedMaskMod {
 };
 } // namespace
 
-/// fa_block_mask: one warp per (key block, query block, row z =
-/// b·mask_heads + h), the mask_mod staged (StagedMaskMod). Indices past the
-/// block's last row (below Nq) or key (below Nk) are clamped onto it:
-/// evaluating a kept element twice changes neither "some" nor "every". A
-/// step starts only while the warp has not yet seen both a kept and a hidden
-/// element (then the block is partial whatever the rest holds). The block is
-/// full when every element is kept and it lies inside Nk (a full block skips
-/// the Nk bound as well).
-static void buildClassKernel(OpBuilder &b, Location loc,
-                             gpu::GPUModuleOp module, const KernelPlan &plan) {
-  KernelPlan warpPlan = plan;
-  warpPlan.warps = kBlockMaskThreads / 32;
-  KernelParams params =
-      blockMaskParams(b.getContext(), plan, /*withModArgs=*/true);
-  auto func = createKernelFunc(b, loc, module, "fa_block_mask_" + plan.tag(),
-                               params, warpPlan, /*sharedBytes=*/0);
-  Block &entry = func.getBody().front();
-  auto arg = [&](unsigned i) { return entry.getArgument(i); };
-  KernelBuilder kb(b, loc, warpPlan);
-  kb.setupThreadIds();
-  Value mask = arg(0), batches = kb.toIndex(arg(1)),
-        maskHeads = kb.toIndex(arg(2)), nq = kb.toIndex(arg(3)),
-        nk = kb.toIndex(arg(4));
-  Value keyBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value queryBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-  Value batch = arith::DivUIOp::create(b, loc, row, maskHeads);
-  Value head = arith::RemUIOp::create(b, loc, row, maskHeads);
-  Value key0 = kb.mul(keyBlock, plan.blockKV);
-  Value keys = kb.minsi(kb.idx(plan.blockKV), kb.sub(nk, key0));
-  Value lastKey = kb.sub(kb.add(key0, keys), kb.idx(1));
-  Value query0 = kb.mul(queryBlock, plan.blockQ);
-  Value lastQuery =
-      kb.sub(kb.minsi(kb.add(query0, plan.blockQ), nq), kb.idx(1));
+/// The signed or unsigned range of an integer across the warp (rangeType).
+struct WarpRange {
+  Value lo, hi;
+};
+
+/// The type a compare's sides are reduced in: i32 for integers of up to 32
+/// bits, i64 for wider ones and index.
+static Type rangeType(OpBuilder &b, Type t) {
+  auto integer = dyn_cast<IntegerType>(t);
+  return integer && integer.getWidth() <= 32 ? b.getI32Type() : b.getI64Type();
+}
+
+/// `v` (any integer or index) as `to`, sign- or zero-extended.
+static Value widen(OpBuilder &b, Location loc, Value v, Type to,
+                   bool isUnsigned) {
+  if (v.getType().isIndex())
+    return isUnsigned ? arith::IndexCastUIOp::create(b, loc, to, v).getResult()
+                      : arith::IndexCastOp::create(b, loc, to, v).getResult();
+  if (v.getType() == to)
+    return v;
+  return isUnsigned ? arith::ExtUIOp::create(b, loc, to, v).getResult()
+                    : arith::ExtSIOp::create(b, loc, to, v).getResult();
+}
+
+/// Combines `v` (i32, or i64 by its two halves) with every lane's by a
+/// butterfly of shuffles.
+static Value warpAllReduce(KernelBuilder &kb, Value v,
+                           function_ref<Value(Value, Value)> combine) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  if (v.getType() == i32) {
+    for (int64_t m = 16; m >= 1; m /= 2)
+      v = combine(v, kb.shuffleXor(v, m));
+    return v;
+  }
+  Value c32 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+  for (int64_t m = 16; m >= 1; m /= 2) {
+    Value lo = arith::TruncIOp::create(b, loc, i32, v);
+    Value hi = arith::TruncIOp::create(
+        b, loc, i32, arith::ShRUIOp::create(b, loc, v, c32));
+    Value other = arith::OrIOp::create(
+        b, loc,
+        arith::ShLIOp::create(
+            b, loc, arith::ExtUIOp::create(b, loc, i64, kb.shuffleXor(hi, m)),
+            c32),
+        arith::ExtUIOp::create(b, loc, i64, kb.shuffleXor(lo, m)));
+    v = combine(v, other);
+  }
+  return v;
+}
+
+/// The range of `values` (the lane's) across the warp.
+static WarpRange warpRange(KernelBuilder &kb, ArrayRef<Value> values,
+                           bool isUnsigned) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  auto min = [&](Value x, Value y) -> Value {
+    return isUnsigned ? arith::MinUIOp::create(b, loc, x, y).getResult()
+                      : arith::MinSIOp::create(b, loc, x, y).getResult();
+  };
+  auto max = [&](Value x, Value y) -> Value {
+    return isUnsigned ? arith::MaxUIOp::create(b, loc, x, y).getResult()
+                      : arith::MaxSIOp::create(b, loc, x, y).getResult();
+  };
+  Type type = rangeType(b, values.front().getType());
+  Value lo = widen(b, loc, values.front(), type, isUnsigned), hi = lo;
+  for (Value v : values.drop_front()) {
+    Value x = widen(b, loc, v, type, isUnsigned);
+    lo = min(lo, x);
+    hi = max(hi, x);
+  }
+  return {warpAllReduce(kb, lo, min), warpAllReduce(kb, hi, max)};
+}
+
+/// (some element kept, every element kept) of `lhs` pred `rhs` over every
+/// pair of the two ranges: sufficient for the block's elements, whose
+/// pairs are among them; a block neither shows is classed partial and
+/// evaluated per element by the kernels.
+static std::pair<Value, Value> classifyRanges(OpBuilder &b, Location loc,
+                                              arith::CmpIPredicate pred,
+                                              WarpRange lhs, WarpRange rhs) {
+  using P = arith::CmpIPredicate;
+  bool isUnsigned = pred == P::ult || pred == P::ule || pred == P::ugt ||
+                    pred == P::uge;
+  auto cmp = [&](P signedPred, Value x, Value y) -> Value {
+    P p = signedPred;
+    if (isUnsigned)
+      p = signedPred == P::slt   ? P::ult
+          : signedPred == P::sle ? P::ule
+          : signedPred == P::sgt ? P::ugt
+          : signedPred == P::sge ? P::uge
+                                 : signedPred;
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  };
+  auto both = [&](Value x, Value y) -> Value {
+    return arith::AndIOp::create(b, loc, x, y);
+  };
+  auto either = [&](Value x, Value y) -> Value {
+    return arith::OrIOp::create(b, loc, x, y);
+  };
+  auto notOf = [&](Value x) -> Value {
+    return arith::XOrIOp::create(
+        b, loc, x, arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+  };
+  // One value on both sides, and the ranges apart.
+  Value single = both(both(cmp(P::eq, lhs.lo, lhs.hi), cmp(P::eq, rhs.lo, rhs.hi)),
+                      cmp(P::eq, lhs.lo, rhs.lo));
+  Value apart = either(cmp(P::slt, lhs.hi, rhs.lo), cmp(P::slt, rhs.hi, lhs.lo));
+  Value every, none;
+  switch (pred) {
+  case P::eq:
+    every = single, none = apart;
+    break;
+  case P::ne:
+    every = apart, none = single;
+    break;
+  case P::slt:
+  case P::ult:
+    every = cmp(P::slt, lhs.hi, rhs.lo), none = cmp(P::sge, lhs.lo, rhs.hi);
+    break;
+  case P::sle:
+  case P::ule:
+    every = cmp(P::sle, lhs.hi, rhs.lo), none = cmp(P::sgt, lhs.lo, rhs.hi);
+    break;
+  case P::sgt:
+  case P::ugt:
+    every = cmp(P::sgt, lhs.lo, rhs.hi), none = cmp(P::sle, lhs.hi, rhs.lo);
+    break;
+  case P::sge:
+  case P::uge:
+    every = cmp(P::sge, lhs.lo, rhs.hi), none = cmp(P::slt, lhs.hi, rhs.lo);
+    break;
+  }
+  return {notOf(none), every};
+}
+
+/// fa_block_mask for a mask_mod that compares a query-side value with a
+/// key-side one (attn::separableMaskCompare): each lane evaluates the query
+/// side at rows lane + 32i and the key side at keys lane + 32j of the block
+/// (clamped onto its last row and key), the warp reduces both ranges and
+/// classifies the block from them: O(block_q + block_kv) work per block
+/// instead of O(block_q · block_kv). Returns (some kept, every kept).
+static std::pair<Value, Value>
+classifyByRanges(KernelBuilder &kb, attn::SeparableMaskCompare compare,
+                 const StagedMaskMod &maskMod, ArrayRef<Value> laneRows) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  using P = arith::CmpIPredicate;
+  P pred = compare.compare.getPredicate();
+  bool isUnsigned = pred == P::ult || pred == P::ule || pred == P::ugt ||
+                    pred == P::uge;
+  SmallVector<Value> queryValues, keyValues;
+  for (Value row : laneRows)
+    queryValues.push_back(maskMod.atRow(b, loc, row, compare.query));
+  for (const IRMapping &keyMap : maskMod.perKey)
+    keyValues.push_back(keyMap.lookup(compare.key));
+  WarpRange query = warpRange(kb, queryValues, isUnsigned);
+  WarpRange key = warpRange(kb, keyValues, isUnsigned);
+  bool queryIsLhs = compare.query == compare.compare.getLhs();
+  return classifyRanges(b, loc, pred, queryIsLhs ? query : key,
+                        queryIsLhs ? key : query);
+}
+
+/// The mask_mod on every element of the block (one warp; StagedMaskMod):
+/// kKeyLanes lanes over its keys, the rest over its rows, a step of rows
+/// while the warp has not seen both a kept and a hidden element (the block
+/// is then partial whatever the rest holds). Returns (some kept, every
+/// kept), warp-uniform.
+static std::pair<Value, Value>
+classifyByElements(KernelBuilder &kb, const KernelPlan &plan,
+                   const attn::ModArgAccess &modArgs, Value batch, Value head,
+                   Value key0, Value lastKey, Value query0, Value lastQuery) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
   Value firstKey = kb.add(key0, kb.remui(kb.lane, kKeyLanes));
   Value rowLane = kb.divui(kb.lane, kKeyLanes);
   SmallVector<Value> laneKeys;
   int64_t keysPerLane = llvm::divideCeil(plan.blockKV, kKeyLanes);
   for (int64_t j = 0; j < keysPerLane; ++j)
     laneKeys.push_back(kb.minsi(kb.add(firstKey, kKeyLanes * j), lastKey));
-  attn::ModArgAccess modArgs = modArgAccess(func, plan);
   StagedMaskMod maskMod(b, loc, plan.spec, modArgs, batch, head, laneKeys);
 
   Type i1 = b.getI1Type();
@@ -249,11 +400,65 @@ static void buildClassKernel(OpBuilder &b, Location loc,
     b.setInsertionPointAfter(known);
     scf::YieldOp::create(b, loc, known.getResults());
   }
+  return {vote(loop.getResult(0), NVVM::VoteSyncKind::any),
+          vote(loop.getResult(1), NVVM::VoteSyncKind::all)};
+}
+
+/// fa_block_mask: one warp per (key block, query block, row z =
+/// b·mask_heads + h), the mask_mod staged (StagedMaskMod): from the ranges
+/// of its two sides where it is a separable compare (classifyByRanges), else
+/// on every element (classifyByElements). Indices past the block's last row
+/// (below Nq) or key (below Nk) are clamped onto it: evaluating a kept
+/// element twice changes neither "some" nor "every", nor a range. The block
+/// is full when every element is kept and it lies inside Nk.
+static void buildClassKernel(OpBuilder &b, Location loc,
+                             gpu::GPUModuleOp module, const KernelPlan &plan) {
+  KernelPlan warpPlan = plan;
+  warpPlan.warps = kBlockMaskThreads / 32;
+  KernelParams params =
+      blockMaskParams(b.getContext(), plan, /*withModArgs=*/true);
+  auto func = createKernelFunc(b, loc, module, "fa_block_mask_" + plan.tag(),
+                               params, warpPlan, /*sharedBytes=*/0);
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  KernelBuilder kb(b, loc, warpPlan);
+  kb.setupThreadIds();
+  Value mask = arg(0), batches = kb.toIndex(arg(1)),
+        maskHeads = kb.toIndex(arg(2)), nq = kb.toIndex(arg(3)),
+        nk = kb.toIndex(arg(4));
+  Value keyBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value queryBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value batch = arith::DivUIOp::create(b, loc, row, maskHeads);
+  Value head = arith::RemUIOp::create(b, loc, row, maskHeads);
+  Value key0 = kb.mul(keyBlock, plan.blockKV);
+  Value keys = kb.minsi(kb.idx(plan.blockKV), kb.sub(nk, key0));
+  Value lastKey = kb.sub(kb.add(key0, keys), kb.idx(1));
+  Value query0 = kb.mul(queryBlock, plan.blockQ);
+  Value lastQuery =
+      kb.sub(kb.minsi(kb.add(query0, plan.blockQ), nq), kb.idx(1));
+  attn::ModArgAccess modArgs = modArgAccess(func, plan);
   Value wholeTile = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                           keys, kb.idx(plan.blockKV));
-  Value any = vote(loop.getResult(0), NVVM::VoteSyncKind::any);
-  Value all = vote(arith::AndIOp::create(b, loc, loop.getResult(1), wholeTile),
-                   NVVM::VoteSyncKind::all);
+  Value any, all;
+  if (auto separable = attn::separableMaskCompare(
+          plan.spec, attn::maskModStages(plan.spec))) {
+    // Lanes side by side over the block's keys and, apart, its rows.
+    SmallVector<Value> laneKeys, laneRows;
+    for (int64_t j = 0; j < (plan.blockKV + 31) / 32; ++j)
+      laneKeys.push_back(
+          kb.minsi(kb.add(kb.add(key0, kb.lane), 32 * j), lastKey));
+    for (int64_t i = 0; i < (plan.blockQ + 31) / 32; ++i)
+      laneRows.push_back(
+          kb.minsi(kb.add(kb.add(query0, kb.lane), 32 * i), lastQuery));
+    StagedMaskMod maskMod(b, loc, plan.spec, modArgs, batch, head, laneKeys);
+    std::tie(any, all) = classifyByRanges(kb, *separable, maskMod, laneRows);
+  } else {
+    std::tie(any, all) = classifyByElements(kb, plan, modArgs, batch, head,
+                                            key0, lastKey, query0, lastQuery);
+  }
+  // A full block also lies inside Nk (it skips the Nk bound as well).
+  all = arith::AndIOp::create(b, loc, all, wholeTile);
   auto first = scf::IfOp::create(b, loc, kb.lt(kb.lane, kb.idx(1)), false);
   b.setInsertionPointToStart(&first.getThenRegion().front());
   Value cls = kb.select(any, kb.select(all, kb.c32(kBlockFull), kb.c32(kBlockPartial)),

@@ -24,35 +24,23 @@
 // The consumers read the doc ids only in the branch of partial tiles.
 // CHECK: llvm.getelementptr %[[DOC]]
 // CHECK: gpu.return
-// fa_block_mask: one warp per block. The mask_mod in its stages: the doc
-// ids of the lane's 16 keys (kv_idx only) read once, before the row loop;
-// per row of a step, one read of doc[q] and 16 compares with them.
+// fa_block_mask: one warp per block. doc[q] == doc[kv] compares a value of
+// q_idx with one of kv_idx (attn::separableMaskCompare), so the block is
+// classed from the two ranges: each lane reads the doc ids of keys lane + 32j
+// and of rows lane + 32i (4 each), the warp reduces min and max of both (5
+// butterfly steps each, in i32 like the ids), and no element is evaluated.
 // CHECK: gpu.func @fa_block_mask_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %{{.+}}: !llvm.ptr<1>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: !llvm.ptr<1>, %{{.+}}: i32, %{{.+}}: i32)
 // CHECK-SAME: known_block_size = array<i32: 32, 1, 1>
-// CHECK: %[[K0:.+]] = llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
-// CHECK-COUNT-14: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
-// CHECK: %[[K15:.+]] = llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
+// CHECK-NOT: scf.for
+// CHECK-COUNT-8: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
 // CHECK-NOT: llvm.load
-// 8 steps of 16 rows (a warp's 4 row lanes x 4 rows) cover the 128 rows.
-// CHECK: scf.for %[[STEP:.+]] = %{{.+}} to %c8{{[_0-9]*}} step %{{.+}} iter_args(%[[ANY:.+]] = %false, %[[ALL:.+]] = %true) -> (i1, i1)
-// A step runs while the warp has not seen both a kept and a hidden element.
-// CHECK: nvvm.vote.sync  any
-// CHECK: nvvm.vote.sync  any %{{.+}}, %[[ANY]]
-// CHECK: scf.if
-// CHECK-NEXT: scf.yield %[[ANY]], %[[ALL]]
-// CHECK: arith.muli %[[STEP]], %c16{{[_0-9]*}} : index
-// CHECK: %[[DQ:.+]] = llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
-// CHECK-NEXT: %[[KEEP:.+]] = arith.cmpi eq, %[[DQ]], %[[K0]] : i32
-// CHECK-NEXT: arith.ori %[[ANY]], %[[KEEP]] : i1
-// CHECK-NEXT: arith.andi %[[ALL]], %[[KEEP]] : i1
-// CHECK-COUNT-14: arith.cmpi eq, %[[DQ]], %{{.+}} : i32
-// CHECK: arith.cmpi eq, %[[DQ]], %[[K15]] : i32
-// CHECK-NOT: arith.cmpi eq, %[[DQ]]
-// CHECK-COUNT-3: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
-// CHECK-NOT: llvm.load
-// CHECK: nvvm.vote.sync  any
-// CHECK: nvvm.vote.sync  all
+// CHECK-COUNT-20: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// Every element kept: one doc id on both sides; none: the ranges apart.
+// CHECK-COUNT-3: arith.cmpi eq, %{{.+}}, %{{.+}} : i32
+// CHECK-COUNT-2: arith.cmpi slt, %{{.+}}, %{{.+}} : i32
+// CHECK-NOT: scf.for
 // CHECK: llvm.store
 // CHECK: gpu.func @fa_block_lists_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: known_block_size = array<i32: 32, 1, 1>
@@ -61,15 +49,13 @@
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 // PTX: .entry fa_fwd_fwd_bf16_d128
-// The PTX keeps the stages apart: 16 key loads before the loop, 4 row loads
-// in it, none per element.
+// The PTX reads 8 doc ids per lane, then only shuffles: no loop, no vote.
 // PTX: .entry fa_block_mask_fwd_bf16_d128
-// PTX-COUNT-16: ld.global.nc.b32
-// PTX: vote.sync.any.pred
-// PTX: vote.sync.any.pred
-// PTX-COUNT-4: ld.global.nc.b32
+// PTX-COUNT-8: ld.global.nc.{{[bs]}}32
 // PTX-NOT: ld.global
-// PTX: vote.sync.all.pred
+// PTX-NOT: vote.sync
+// PTX-NOT: bra
+// PTX: shfl.sync.bfly.b32
 // PTX: .entry fa_block_lists_fwd_bf16_d128
 // PTX: vote.sync.ballot.b32
 func.func @document(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %doc: tensor<?x?xi32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
@@ -85,7 +71,8 @@ func.func @document(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: 
 
 // -----
 
-// Every stage of a mask_mod in fa_block_mask: the constant 64 once, kv / 64
+// A mask_mod that is no separable compare (it reads a tensor at both
+// indices) is evaluated per element, in its stages: the constant 64 once, kv / 64
 // (reads kv_idx only) for the lane's 16 keys before the row loop, q / 64
 // (reads q_idx only) once per row, and the read of tiles[b, q / 64, kv / 64]
 // (reads both) per element.
@@ -95,8 +82,14 @@ func.func @document(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: 
 // CHECK-NOT: scf.for
 // CHECK-COUNT-16: arith.divui %{{.+}}, %[[C64]] : index
 // CHECK-NOT: llvm.load
-// CHECK: scf.for
+// 8 steps of 16 rows (a warp's 4 row lanes x 4 rows) cover the 128 rows; a
+// step runs while the warp has not seen both a kept and a hidden element.
+// CHECK: scf.for %[[STEP:.+]] = %{{.+}} to %c8{{[_0-9]*}} step %{{.+}} iter_args(%[[ANY:.+]] = %false, %[[ALL:.+]] = %true) -> (i1, i1)
+// CHECK: nvvm.vote.sync  any
+// CHECK: nvvm.vote.sync  any %{{.+}}, %[[ANY]]
 // CHECK: scf.if
+// CHECK-NEXT: scf.yield %[[ANY]], %[[ALL]]
+// CHECK: arith.muli %[[STEP]], %c16{{[_0-9]*}} : index
 // CHECK: arith.divui %{{.+}}, %[[C64]] : index
 // CHECK-NOT: arith.divui
 // CHECK-COUNT-16: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32

@@ -487,6 +487,33 @@ mlir::fa::attn::maskModStages(const ScoreSpec &spec) {
   return stages;
 }
 
+std::optional<mlir::fa::attn::SeparableMaskCompare>
+mlir::fa::attn::separableMaskCompare(
+    const ScoreSpec &spec, const DenseMap<Operation *, unsigned> &stages) {
+  Block &block = spec.maskMod->front();
+  auto compare =
+      block.getTerminator()->getOperand(0).getDefiningOp<arith::CmpIOp>();
+  if (!compare || compare->getBlock() != &block)
+    return std::nullopt;
+  auto stageOf = [&](Value v) -> unsigned {
+    if (v == block.getArgument(2))
+      return kMaskModQuery;
+    if (v == block.getArgument(3))
+      return kMaskModKey;
+    if (Operation *def = v.getDefiningOp())
+      return stages.lookup(def);
+    return kMaskModFixed;
+  };
+  Value lhs = compare.getLhs(), rhs = compare.getRhs();
+  unsigned l = stageOf(lhs), r = stageOf(rhs);
+  // Each side reads at most one of the indices, and not the other's.
+  if (l == kMaskModElement || r == kMaskModElement || (l & r) != 0)
+    return std::nullopt;
+  if (l == kMaskModKey || r == kMaskModQuery)
+    return SeparableMaskCompare{compare, rhs, lhs};
+  return SeparableMaskCompare{compare, lhs, rhs};
+}
+
 Value mlir::fa::attn::buildMaskModStage(
     OpBuilder &b, Location loc, const ScoreSpec &spec,
     const DenseMap<Operation *, unsigned> &stages, unsigned stage,

@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "fa/Dialect/Attn/IR/Attn.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
@@ -199,6 +200,20 @@ enum MaskModStage : unsigned {
 /// The stage of each op of spec.maskMod's block (its terminator excluded):
 /// the union of its operands' (and its regions' uses from above).
 DenseMap<Operation *, unsigned> maskModStages(const ScoreSpec &spec);
+
+/// A mask_mod that yields one integer compare of a value that reads q_idx but
+/// not kv_idx (`query`) with one that reads kv_idx but not q_idx (`key`;
+/// either may read neither), in either order: `document[q] == document[kv]`,
+/// `q >= prefix[b] or ...` is not one, `q / 64 <= kv / 64` is. A block's
+/// class then follows from each side's range over the block's rows and keys
+/// (the block-mask kernel's interval classification) instead of every element.
+struct SeparableMaskCompare {
+  arith::CmpIOp compare;
+  Value query, key; ///< the compare's operands by the index they read
+};
+std::optional<SeparableMaskCompare>
+separableMaskCompare(const ScoreSpec &spec,
+                     const DenseMap<Operation *, unsigned> &stages);
 
 /// Clones the mask_mod's ops of `stage` (by `stages`, from maskModStages) at
 /// b's insertion point. `map` holds the position arguments the stage reads
