@@ -459,19 +459,25 @@ Value mlir::fa::attn::buildMaskModPredicate(OpBuilder &b, Location loc,
   llvm_unreachable("the verifiers require mask_mod to end in a yield");
 }
 
+/// The stage of `v`, a value used in the mask_mod's `block`: q_idx, kv_idx,
+/// the stage found for its op, or fixed (b, h, mod_args; values defined
+/// inside the op being staged, which `stages` does not hold yet).
+static unsigned stageOfValue(Block &block,
+                             const DenseMap<Operation *, unsigned> &stages,
+                             Value v) {
+  if (v == block.getArgument(2))
+    return mlir::fa::attn::kMaskModQuery;
+  if (v == block.getArgument(3))
+    return mlir::fa::attn::kMaskModKey;
+  if (Operation *def = v.getDefiningOp())
+    return stages.lookup(def);
+  return mlir::fa::attn::kMaskModFixed;
+}
+
 DenseMap<Operation *, unsigned>
 mlir::fa::attn::maskModStages(const ScoreSpec &spec) {
   Block &block = spec.maskMod->front();
   DenseMap<Operation *, unsigned> stages;
-  auto stageOfValue = [&](Value v) -> unsigned {
-    if (v == block.getArgument(2))
-      return kMaskModQuery;
-    if (v == block.getArgument(3))
-      return kMaskModKey;
-    if (Operation *def = v.getDefiningOp())
-      return stages.lookup(def); // 0 for values defined inside `op` itself
-    return kMaskModFixed;
-  };
   for (Operation &op : block) {
     if (op.hasTrait<OpTrait::IsTerminator>())
       break;
@@ -480,7 +486,7 @@ mlir::fa::attn::maskModStages(const ScoreSpec &spec) {
     // (those defined inside stay out of `stages`, so they add nothing).
     op.walk([&](Operation *inner) {
       for (Value v : inner->getOperands())
-        stage |= stageOfValue(v);
+        stage |= stageOfValue(block, stages, v);
     });
     stages[&op] = stage;
   }
@@ -495,17 +501,9 @@ mlir::fa::attn::separableMaskCompare(
       block.getTerminator()->getOperand(0).getDefiningOp<arith::CmpIOp>();
   if (!compare || compare->getBlock() != &block)
     return std::nullopt;
-  auto stageOf = [&](Value v) -> unsigned {
-    if (v == block.getArgument(2))
-      return kMaskModQuery;
-    if (v == block.getArgument(3))
-      return kMaskModKey;
-    if (Operation *def = v.getDefiningOp())
-      return stages.lookup(def);
-    return kMaskModFixed;
-  };
   Value lhs = compare.getLhs(), rhs = compare.getRhs();
-  unsigned l = stageOf(lhs), r = stageOf(rhs);
+  unsigned l = stageOfValue(block, stages, lhs);
+  unsigned r = stageOfValue(block, stages, rhs);
   // Each side reads at most one of the indices, and not the other's.
   if (l == kMaskModElement || r == kMaskModElement || (l & r) != 0)
     return std::nullopt;
