@@ -357,6 +357,68 @@ private:
   void emitConsumer(Value consumer, Value oMem, Value lseMem, Value scale);
   void emitConsumerTile(Value consumer, Value oMem, Value lseMem, Value scale);
 
+  /// What the parts of one consumer warpgroup's tile share.
+  struct ConsumerState {
+    Value consumer;   // 0 or 1
+    Value rowBase;    // this warp's first row in the Q tile
+    Value qRow0;      // the warpgroup's first query
+    Value qRow0Bytes; // its rows' byte offset in the Q slabs
+    Value scale, scaleLog2;
+    Value oDescale; // fp8: descale_v of the tile's (batch, key head)
+    RowKeyBounds bounds;
+    Value isFirst; // consumer == 0 (ping-pong's barrier ids)
+  };
+  ConsumerState beginConsumerTile(Value consumer, Value scale);
+  /// The key tiles of the tile: (max, sum) per row, then O (unnormalised).
+  SmallVector<Value> emitKeyTiles(const ConsumerState &t);
+  /// The first key tile's S and softmax (one branch per width when ragged):
+  /// (max, sum), then P packed as wgmma A registers.
+  SmallVector<Value> emitFirstKeyTile(const ConsumerState &t,
+                                      ArrayRef<Value> init);
+  /// The body of the steady-state loop: S(j) and P·V(j-1) in flight.
+  void emitKeyTile(const ConsumerState &t, scf::ForOp loop, int64_t pEnd);
+  /// P·V of the last key tile; (max, sum, O).
+  SmallVector<Value> emitLastPV(const ConsumerState &t, ValueRange res,
+                                int64_t pEnd);
+  /// O / l and LSE into global memory.
+  void emitOutput(const ConsumerState &t, ArrayRef<Value> res, Value oMem,
+                  Value lseMem);
+  /// Applies the score_mod to S of key tile `keyTile`, masks it where its
+  /// `keys` keys cross the band's edge or Nk (when `masked`), then updates
+  /// the softmax state; returns P (f32, in place of S) and the rescale
+  /// factor of each row. The factor comes from the shared update applied to
+  /// a unit accumulator, so the O accumulator can be rescaled after
+  /// P·V(j-1) lands. Block-sparse: `iteration` (the ring iteration) tells a
+  /// full key tile (no mask_mod, no bound) from a partial one.
+  SmallVector<Value> scoreStep(const ConsumerState &t, Value keyTile,
+                               bool masked, Value sStruct, int64_t keys,
+                               SoftmaxState &state, Value alpha[2],
+                               Value iteration);
+  /// P as A registers (Wgmma.h). Packing happens only once no wgmma is in
+  /// flight: registers of a later wgmma defined while one runs make ptxas
+  /// serialise them (C7513).
+  SmallVector<Value> packP(ArrayRef<Value> s);
+  /// The K/V ring slot and full-barrier parity of ring iteration `it` of
+  /// this tile (the CTA's ringBase + it).
+  Value ringStage(Value it);
+  Value ringParity(Value it);
+  /// Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
+  /// lets the other one issue (`bar.arrive 2 - c`), so one warpgroup's
+  /// softmax runs under the other's GEMMs. Both consumers pass the same
+  /// number of issue points (prologue, one per loop trip, epilogue);
+  /// consumer 0's own arrival (emitConsumer) lets it go first. Ids are
+  /// constants on each side of a branch.
+  void perConsumer(const ConsumerState &t, StringRef op, int64_t id0,
+                   int64_t id1);
+  void turnBegin(const ConsumerState &t);
+  void turnEnd(const ConsumerState &t);
+  /// On a persistent grid the producer refills Q for the next tile once
+  /// every consumer thread is past its last Q·Kᵀ.
+  void releaseQ();
+  /// O ×= the factors f of its rows (a warp-uniform skip under the lazy
+  /// rescale).
+  SmallVector<Value> rescaleBy(Value f[2], SmallVector<Value> o);
+
   /// O (accumulator layout, unnormalised) → this consumer's rows of the Q
   /// tile → global memory in 16-byte row chunks; LSE by one lane per row.
   void emitSmemEpilogue(Value consumer, ValueRange acc, Value invSum[2],
@@ -746,299 +808,314 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   forEachTile([&] { emitConsumerTile(consumer, oMem, lseMem, scale); });
 }
 
-void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
-                                     Value scale) {
-  const int64_t bkv = plan.blockKV, dv = plan.headDimV;
-  const int64_t sN = bkv / 2, accN = dv / 2;
+HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
+                                                             Value scale) {
+  ConsumerState t;
+  t.consumer = consumer;
   Value warpInGroup = kb.remui(kb.warp, 4);
-  Value rowBase = kb.add(kb.mul(consumer, kRowsPerConsumer),
-                         kb.mul(warpInGroup, 16)); // this warp's rows
-  Value qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
-  Value qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
+  t.rowBase = kb.add(kb.mul(consumer, kRowsPerConsumer),
+                     kb.mul(warpInGroup, 16)); // this warp's rows
+  t.qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
+  t.qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
   // fp8: S of the dequantised inputs is S·dq·dk, and O takes dv at the end.
-  Value oDescale;
   if (fp8()) {
     Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
-    auto load = [&](Value t) {
-      return memref::LoadOp::create(b, loc, t, ValueRange{at}).getResult();
+    auto load = [&](Value mem) {
+      return memref::LoadOp::create(b, loc, mem, ValueRange{at}).getResult();
     };
     scale = arith::MulFOp::create(
         b, loc, scale,
         arith::MulFOp::create(b, loc, load(descaleQ), load(descaleK)));
-    oDescale = load(descaleV);
+    t.oDescale = load(descaleV);
   }
-  Value scaleLog2 = softmaxScaleLog2(kb, scale);
-  RowKeyBounds bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
-                                     rowBase, qRow0, kRowsPerConsumer);
+  t.scale = scale;
+  t.scaleLog2 = softmaxScaleLog2(kb, scale);
+  t.bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
+                          t.rowBase, t.qRow0, kRowsPerConsumer);
+  t.isFirst = eq(consumer, kb.idx(0));
+  return t;
+}
+
+SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
+                                            Value keyTile, bool masked,
+                                            Value sStruct, int64_t keys,
+                                            SoftmaxState &state,
+                                            Value alpha[2], Value iteration) {
+  const int64_t bkv = plan.blockKV;
+  SmallVector<Value> s =
+      fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
+  attn::ScorePosition tile{batch, head, qBegin, Value(), nq, nk};
+  if (plan.spec.scoreMod)
+    applyScoreMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv), t.scale);
+  if (plan.blockSparse) {
+    Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
+    s = kb.maskUnlessInside(
+        kb.lt(iteration, fullBlocks), s, [&](SmallVector<Value> &partial) {
+          applyMaskMod(kb, partial, tile, t.rowBase, kb.mul(keyTile, bkv));
+          maskScores(kb, partial, t.bounds, maskKey);
+        });
+  } else {
+    applyMaskMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv));
+  }
+  if (masked && !plan.blockSparse) {
+    Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
+    s = kb.maskUnlessInside(tileInside(kb, t.bounds, maskKey, keys), s,
+                            [&](SmallVector<Value> &masked) {
+                              maskScores(kb, masked, t.bounds, maskKey);
+                            });
+  }
+  SmallVector<Value> unit(4, kb.f32(1.0));
+  onlineSoftmaxUpdate(kb, s, unit, state, t.scaleLog2,
+                      plan.schedule.lazyRescale ? kLazyRescaleLog2 : 0.0);
+  alpha[0] = unit[0];
+  alpha[1] = unit[2];
+  return s;
+}
+
+SmallVector<Value> HopperForward::packP(ArrayRef<Value> s) {
+  return fp8() ? packFp8A(kb, s) : accumulatorToWgmmaA(kb, s);
+}
+
+Value HopperForward::ringStage(Value it) {
+  return BarrierRing{layout.stages}.slot(kb, kb.add(ringBase, it));
+}
+
+Value HopperForward::ringParity(Value it) {
+  return BarrierRing{layout.stages}.fullParity(kb, kb.add(ringBase, it));
+}
+
+void HopperForward::perConsumer(const ConsumerState &t, StringRef op,
+                                int64_t id0, int64_t id1) {
+  auto ifOp = scf::IfOp::create(b, loc, t.isFirst, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  namedBarrier(b, loc, op, id0, kConsumerThreads);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  namedBarrier(b, loc, op, id1, kConsumerThreads);
+}
+
+void HopperForward::turnBegin(const ConsumerState &t) {
+  if (plan.schedule.pingPong)
+    perConsumer(t, "bar.sync", 1, 2);
+}
+
+void HopperForward::turnEnd(const ConsumerState &t) {
+  if (plan.schedule.pingPong)
+    perConsumer(t, "bar.arrive", 2, 1);
+}
+
+void HopperForward::releaseQ() {
+  if (plan.persistent)
+    arrive(bars.qEmpty(), kb.idx(0));
+}
+
+SmallVector<Value> HopperForward::rescaleBy(Value f[2], SmallVector<Value> o) {
+  const int64_t accN = plan.headDimV / 2;
+  auto mul = [&](SmallVector<Value> &x) {
+    for (int64_t n = 0; n < accN / 4; ++n)
+      for (int64_t i = 0; i < 4; ++i)
+        x[n * 4 + i] = arith::MulFOp::create(b, loc, x[n * 4 + i], f[i / 2]);
+  };
+  if (plan.schedule.lazyRescale)
+    return rescaleUnlessUnit(f, o, mul);
+  mul(o);
+  return o;
+}
+
+SmallVector<Value> HopperForward::emitFirstKeyTile(const ConsumerState &t,
+                                                   ArrayRef<Value> init) {
+  // The first key tile's S and softmax; no P·V yet. Without a mask it is
+  // the last tile, ragged unless block_kv divides Nk: Q·Kᵀ and the softmax
+  // run on the multiple of 64 keys that covers it and P is 0 past them (V's
+  // rows past Nk are TMA's zeros).
+  const int64_t bkv = plan.blockKV, sN = bkv / 2;
   const bool ragged = raggedFirst();
-
-  // Applies the score_mod to S of key tile `keyTile`, masks it where its
-  // `keys` keys cross the band's edge or Nk (when `masked`), then updates
-  // the softmax state;
-  // returns P (f32, in place of S) and the rescale factor of each row. The
-  // factor comes from the shared update applied to a unit accumulator, so
-  // the O accumulator can be rescaled after P·V(j-1) lands.
-  // Block-sparse: `iteration` (the ring iteration) tells a full key tile
-  // (no mask_mod, no bound) from a partial one.
-  auto scoreStep = [&](Value keyTile, bool masked, Value sStruct,
-                       int64_t keys, SoftmaxState &state, Value alpha[2],
-                       Value iteration) {
-    SmallVector<Value> s =
-        fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
-    if (plan.spec.scoreMod)
-      applyScoreMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
-                    kb.mul(keyTile, plan.blockKV), scale);
-    if (plan.blockSparse) {
-      Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
-      s = kb.maskUnlessInside(
-          kb.lt(iteration, fullBlocks), s, [&](SmallVector<Value> &partial) {
-            applyMaskMod(kb, partial, {batch, head, qBegin, Value(), nq, nk},
-                         rowBase, kb.mul(keyTile, plan.blockKV));
-            maskScores(kb, partial, bounds, maskKey);
-          });
-    } else {
-      applyMaskMod(kb, s, {batch, head, qBegin, Value(), nq, nk}, rowBase,
-                   kb.mul(keyTile, plan.blockKV));
-    }
-    if (masked && !plan.blockSparse) {
-      Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
-      s = kb.maskUnlessInside(tileInside(kb, bounds, maskKey, keys), s,
-                              [&](SmallVector<Value> &masked) {
-                                maskScores(kb, masked, bounds, maskKey);
-                              });
-    }
-    SmallVector<Value> unit(4, kb.f32(1.0));
-    onlineSoftmaxUpdate(kb, s, unit, state, scaleLog2,
-                        plan.schedule.lazyRescale ? kLazyRescaleLog2 : 0.0);
-    alpha[0] = unit[0];
-    alpha[1] = unit[2];
-    return s;
+  Value zero = kb.idx(0), stage0 = ringStage(zero);
+  wait(bars.kFull(), stage0, ringParity(zero));
+  SmallVector<Value> qk0 = qkDescriptors(t.qRow0Bytes, stage0);
+  Value firstTile = plan.blockSparse ? listedKeyTile(zero)
+                    : ragged         ? kb.sub(jEnd, kb.idx(1))
+                                     : jBegin;
+  auto firstWidth = [&](int64_t keys) {
+    turnBegin(t);
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    Value s0 = issueQK(qk0, keys);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    turnEnd(t);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    arrive(bars.kEmpty(), stage0);
+    SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
+    Value alpha[2];
+    SmallVector<Value> pF32 =
+        scoreStep(t, firstTile, /*masked=*/true, s0, keys, st, alpha, zero);
+    pF32.resize(sN, kb.f32(0.0));
+    SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
+                           st.rowSum[1]};
+    llvm::append_range(out, packP(pF32));
+    return out;
   };
-  // P as A registers (Wgmma.h). Packing happens only once no wgmma is in
-  // flight: registers of a later wgmma defined while one runs make ptxas
-  // serialise them (C7513).
-  auto packP = [&](ArrayRef<Value> s) {
-    return fp8() ? packFp8A(kb, s) : accumulatorToWgmmaA(kb, s);
-  };
-  // Ring iteration `it` of this tile is the CTA's ringBase + it.
-  const BarrierRing ring{layout.stages};
-  auto stageOf = [&](Value it) { return ring.slot(kb, kb.add(ringBase, it)); };
-  auto parityAt = [&](Value it) {
-    return ring.fullParity(kb, kb.add(ringBase, it));
-  };
-
-  // Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
-  // lets the other one issue (`bar.arrive 2 - c`), so one warpgroup's softmax
-  // runs under the other's GEMMs. Both consumers pass the same number of
-  // issue points (prologue, one per loop trip, epilogue); consumer 0's own
-  // arrival (emitConsumer) lets it go first. Ids are constants on each side
-  // of a branch.
-  Value isFirst = eq(consumer, kb.idx(0));
-  auto perConsumer = [&](StringRef op, int64_t id0, int64_t id1,
-                         int64_t threads) {
-    auto ifOp = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/true);
+  // One branch per width, uniform across the CTA (both consumers pass the
+  // same turns).
+  SmallVector<int64_t> widths;
+  for (int64_t w = kSlabCols; ragged && w < bkv; w += kSlabCols)
+    widths.push_back(w);
+  widths.push_back(bkv);
+  Value ragKeys = ragged ? kb.sub(nk, kb.mul(firstTile, bkv)) : Value();
+  SmallVector<Type> firstTypes(4, b.getF32Type());
+  firstTypes.append(fp8() ? sN / 4 : sN / 2, b.getI32Type()); // packed P
+  std::function<SmallVector<Value>(size_t)> emitWidths =
+      [&](size_t i) -> SmallVector<Value> {
+    if (i + 1 == widths.size())
+      return firstWidth(widths[i]);
+    Value fits = kb.lt(ragKeys, kb.idx(widths[i] + 1));
+    auto ifOp = scf::IfOp::create(b, loc, firstTypes, fits, true);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    namedBarrier(b, loc, op, id0, threads);
+    scf::YieldOp::create(b, loc, firstWidth(widths[i]));
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    namedBarrier(b, loc, op, id1, threads);
+    scf::YieldOp::create(b, loc, emitWidths(i + 1));
+    return SmallVector<Value>(ifOp.getResults());
   };
-  auto turnBegin = [&] {
-    if (plan.schedule.pingPong)
-      perConsumer("bar.sync", 1, 2, kConsumerThreads);
-  };
-  auto turnEnd = [&] {
-    if (plan.schedule.pingPong)
-      perConsumer("bar.arrive", 2, 1, kConsumerThreads);
-  };
-  // On a persistent grid the producer refills Q for the next tile once
-  // every consumer thread is past its last Q·Kᵀ.
-  auto releaseQ = [&] {
-    if (plan.persistent)
-      arrive(bars.qEmpty(), kb.idx(0));
-  };
+  return emitWidths(0);
+}
 
-  if (!plan.persistent) // (forEachTile waited for a persistent tile's Q)
-    wait(bars.qFull(), kb.idx(0), parityOf(tileIter));
+void HopperForward::emitKeyTile(const ConsumerState &t, scf::ForOp loop,
+                                int64_t pEnd) {
+  // S(j) and P·V(j-1) in flight together.
+  const int64_t bkv = plan.blockKV, accN = plan.headDimV / 2;
+  const bool ragged = raggedFirst(), inTurn = rescaleInTurn();
+  Value j = loop.getInductionVar();
+  ValueRange args = loop.getRegionIterArgs();
+  SoftmaxState st{{args[0], args[1]}, {args[2], args[3]}};
+  SmallVector<Value> acc(args.begin() + 4, args.begin() + 4 + accN);
+  SmallVector<Value> p(args.begin() + 4 + accN,
+                       args.begin() + (args.size() - pEnd));
+  Value it = kb.sub(j, jBegin), prev = kb.sub(it, kb.idx(1));
+  Value stage = ringStage(it), prevStage = ringStage(prev);
 
+  // Waits and descriptors come before wgmma.fence: a wait loop or a
+  // descriptor computed inside the issue sequence makes ptxas re-fence and
+  // serialise the wgmmas (C7519, C7513).
+  wait(bars.kFull(), stage, ringParity(it));
+  wait(pvFull(), prevStage, ringParity(prev));
+  SmallVector<Value> qk = qkDescriptors(t.qRow0Bytes, stage);
+  SmallVector<Value> pv = pvDescriptors(prevStage);
+  turnBegin(t);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value s = issueQK(qk, bkv);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  if (inTurn) {
+    // S(j) runs while O takes the factors of P(j-1)'s tile.
+    Value f[2] = {args[args.size() - 2], args[args.size() - 1]};
+    acc = rescaleBy(f, acc);
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  }
+  SmallVector<Value> accNext = issuePV(p, pv, acc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  turnEnd(t);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
+  arrive(bars.kEmpty(), stage);
+  // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
+  Value keyTile = plan.blockSparse ? listedKeyTile(it)
+                  : ragged && (plan.spec.scoreMod || plan.spec.maskMod)
+                      ? kb.sub(j, kb.idx(1))
+                      : j;
+  Value a[2];
+  SmallVector<Value> pF32 =
+      scoreStep(t, keyTile, /*masked=*/!ragged, s, bkv, st, a, it);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
+  arrive(bars.vEmpty(), prevStage);
+  accNext = fenceOperands(b, loc, accNext);
+  SmallVector<Value> pNext = packP(fenceOperands(b, loc, pF32));
+  if (!inTurn)
+    accNext = rescaleBy(a, accNext);
+  SmallVector<Value> yield{st.rowMax[0], st.rowMax[1], st.rowSum[0],
+                           st.rowSum[1]};
+  yield.append(accNext);
+  yield.append(pNext);
+  if (inTurn)
+    yield.append({a[0], a[1]});
+  scf::YieldOp::create(b, loc, yield);
+}
+
+SmallVector<Value> HopperForward::emitLastPV(const ConsumerState &t,
+                                             ValueRange res, int64_t pEnd) {
+  // P·V of the last tile.
+  const int64_t accN = plan.headDimV / 2;
+  releaseQ();
+  SmallVector<Value> acc(res.begin() + 4, res.begin() + 4 + accN);
+  SmallVector<Value> p(res.begin() + 4 + accN,
+                       res.begin() + (res.size() - pEnd));
+  if (rescaleInTurn()) {
+    Value f[2] = {res[res.size() - 2], res[res.size() - 1]};
+    acc = rescaleBy(f, acc);
+  }
+  Value last = kb.sub(kb.sub(jEnd, jBegin), kb.idx(1));
+  Value lastStage = ringStage(last);
+  wait(pvFull(), lastStage, ringParity(last));
+  SmallVector<Value> pvLast = pvDescriptors(lastStage);
+  turnBegin(t);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  acc = issuePV(p, pvLast, acc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  turnEnd(t);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  arrive(bars.vEmpty(), lastStage);
+  acc = fenceOperands(b, loc, acc);
+  SmallVector<Value> out(res.begin(), res.begin() + 4);
+  out.append(acc);
+  return out;
+}
+
+SmallVector<Value> HopperForward::emitKeyTiles(const ConsumerState &t) {
+  // (max, sum) per row, then O: the first key tile, the steady state, the
+  // last P·V; (-inf, 0, 0) without any key tile.
+  const int64_t accN = plan.headDimV / 2;
   SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
   init.append(accN, kb.f32(0));
   SmallVector<Type> resTypes(init.size(), b.getF32Type());
   auto any = scf::IfOp::create(b, loc, resTypes, kb.lt(jBegin, jEnd),
                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&any.getElseRegion().front());
+  releaseQ();
+  scf::YieldOp::create(b, loc, init);
+
+  b.setInsertionPointToStart(&any.getThenRegion().front());
+  SmallVector<Value> first = emitFirstKeyTile(t, init);
+  SmallVector<Value> carried(first.begin(), first.begin() + 4);
+  carried.append(init.begin() + 4, init.end());
+  carried.append(first.begin() + 4, first.end()); // P of the first tile
+  // In-turn rescale: the factors of the tile whose P·V is issued next (1
+  // before the first: O is 0).
+  const bool inTurn = rescaleInTurn();
+  if (inTurn)
+    carried.append({kb.f32(1.0), kb.f32(1.0)});
+  const int64_t pEnd = inTurn ? 2 : 0; // carried values after P
+  auto loop = scf::ForOp::create(b, loc, kb.add(jBegin, 1), jEnd, kb.idx(1),
+                                 carried);
   {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&any.getElseRegion().front());
-    releaseQ();
-    scf::YieldOp::create(b, loc, init);
-
-    b.setInsertionPointToStart(&any.getThenRegion().front());
-    // Prologue: the first key tile's S and softmax; no P·V yet. Without a
-    // mask it is the last tile, ragged unless block_kv divides Nk: Q·Kᵀ and
-    // the softmax run on the multiple of 64 keys that covers it and P is 0
-    // past them (V's rows past Nk are TMA's zeros).
-    Value zero = kb.idx(0), stage0 = stageOf(zero);
-    wait(bars.kFull(), stage0, parityAt(zero));
-    SmallVector<Value> qk0 = qkDescriptors(qRow0Bytes, stage0);
-    Value firstTile = plan.blockSparse ? listedKeyTile(zero)
-                      : ragged         ? kb.sub(jEnd, kb.idx(1))
-                                       : jBegin;
-    auto prologue = [&](int64_t keys) {
-      turnBegin();
-      NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      Value s0 = issueQK(qk0, keys);
-      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-      turnEnd();
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-      arrive(bars.kEmpty(), stage0);
-      SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
-      Value alpha[2];
-      SmallVector<Value> pF32 =
-          scoreStep(firstTile, /*masked=*/true, s0, keys, st, alpha, zero);
-      pF32.resize(sN, kb.f32(0.0));
-      SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
-                             st.rowSum[1]};
-      llvm::append_range(out, packP(pF32));
-      return out;
-    };
-    // One branch per width, uniform across the CTA (both consumers pass
-    // the same turns).
-    SmallVector<int64_t> widths;
-    for (int64_t w = kSlabCols; ragged && w < bkv; w += kSlabCols)
-      widths.push_back(w);
-    widths.push_back(bkv);
-    Value ragKeys = ragged ? kb.sub(nk, kb.mul(firstTile, bkv)) : Value();
-    SmallVector<Type> firstTypes(4, b.getF32Type());
-    firstTypes.append(fp8() ? sN / 4 : sN / 2, b.getI32Type()); // packed P
-    std::function<SmallVector<Value>(size_t)> emitWidths =
-        [&](size_t i) -> SmallVector<Value> {
-      if (i + 1 == widths.size())
-        return prologue(widths[i]);
-      Value fits = kb.lt(ragKeys, kb.idx(widths[i] + 1));
-      auto ifOp = scf::IfOp::create(b, loc, firstTypes, fits, true);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      scf::YieldOp::create(b, loc, prologue(widths[i]));
-      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-      scf::YieldOp::create(b, loc, emitWidths(i + 1));
-      return SmallVector<Value>(ifOp.getResults());
-    };
-    SmallVector<Value> first = emitWidths(0);
-    SoftmaxState state{{first[0], first[1]}, {first[2], first[3]}};
-    SmallVector<Value> p0(first.begin() + 4, first.end());
-
-    // Steady state: S(j) and P·V(j-1) in flight together.
-    SmallVector<Value> carried{state.rowMax[0], state.rowMax[1],
-                               state.rowSum[0], state.rowSum[1]};
-    carried.append(init.begin() + 4, init.end());
-    carried.append(p0);
-    // In-turn rescale: the factors of the tile whose P·V is issued next (1
-    // before the first: O is 0).
-    const bool inTurn = rescaleInTurn();
-    if (inTurn)
-      carried.append({kb.f32(1.0), kb.f32(1.0)});
-    const int64_t pEnd = inTurn ? 2 : 0; // carried values after P
-    // O ×= the factors f of its rows (a warp-uniform skip under the lazy
-    // rescale).
-    auto rescaleBy = [&](Value f[2], SmallVector<Value> o) {
-      auto mul = [&](SmallVector<Value> &x) {
-        for (int64_t n = 0; n < accN / 4; ++n)
-          for (int64_t i = 0; i < 4; ++i)
-            x[n * 4 + i] = arith::MulFOp::create(b, loc, x[n * 4 + i], f[i / 2]);
-      };
-      if (plan.schedule.lazyRescale)
-        return rescaleUnlessUnit(f, o, mul);
-      mul(o);
-      return o;
-    };
-    auto loop = scf::ForOp::create(b, loc, kb.add(jBegin, 1), jEnd,
-                                   kb.idx(1), carried);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value j = loop.getInductionVar();
-      ValueRange args = loop.getRegionIterArgs();
-      SoftmaxState st{{args[0], args[1]}, {args[2], args[3]}};
-      SmallVector<Value> acc(args.begin() + 4, args.begin() + 4 + accN);
-      SmallVector<Value> p(args.begin() + 4 + accN,
-                           args.begin() + (args.size() - pEnd));
-      Value it = kb.sub(j, jBegin), prev = kb.sub(it, kb.idx(1));
-      Value stage = stageOf(it), prevStage = stageOf(prev);
-
-      // Waits and descriptors come before wgmma.fence: a wait loop or a
-      // descriptor computed inside the issue sequence makes ptxas re-fence
-      // and serialise the wgmmas (C7519, C7513).
-      wait(bars.kFull(), stage, parityAt(it));
-      wait(pvFull(), prevStage, parityAt(prev));
-      SmallVector<Value> qk = qkDescriptors(qRow0Bytes, stage);
-      SmallVector<Value> pv = pvDescriptors(prevStage);
-      turnBegin();
-      NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      Value s = issueQK(qk, bkv);
-      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-      if (inTurn) {
-        // S(j) runs while O takes the factors of P(j-1)'s tile.
-        Value f[2] = {args[args.size() - 2], args[args.size() - 1]};
-        acc = rescaleBy(f, acc);
-        NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      }
-      SmallVector<Value> accNext = issuePV(p, pv, acc);
-      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-      turnEnd();
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
-      arrive(bars.kEmpty(), stage);
-      // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
-      Value keyTile = plan.blockSparse ? listedKeyTile(it)
-                      : ragged && (plan.spec.scoreMod || plan.spec.maskMod)
-                          ? kb.sub(j, kb.idx(1))
-                          : j;
-      Value a[2];
-      SmallVector<Value> pF32 =
-          scoreStep(keyTile, /*masked=*/!ragged, s, bkv, st, a, it);
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
-      arrive(bars.vEmpty(), prevStage);
-      accNext = fenceOperands(b, loc, accNext);
-      SmallVector<Value> pNext = packP(fenceOperands(b, loc, pF32));
-      if (!inTurn)
-        accNext = rescaleBy(a, accNext);
-      SmallVector<Value> yield{st.rowMax[0], st.rowMax[1], st.rowSum[0],
-                               st.rowSum[1]};
-      yield.append(accNext);
-      yield.append(pNext);
-      if (inTurn)
-        yield.append({a[0], a[1]});
-      scf::YieldOp::create(b, loc, yield);
-    }
-
-    // Epilogue: P·V of the last tile.
-    releaseQ();
-    ValueRange res = loop.getResults();
-    SmallVector<Value> acc(res.begin() + 4, res.begin() + 4 + accN);
-    SmallVector<Value> p(res.begin() + 4 + accN,
-                         res.begin() + (res.size() - pEnd));
-    if (inTurn) {
-      Value f[2] = {res[res.size() - 2], res[res.size() - 1]};
-      acc = rescaleBy(f, acc);
-    }
-    Value last = kb.sub(kb.sub(jEnd, jBegin), kb.idx(1));
-    Value lastStage = stageOf(last);
-    wait(pvFull(), lastStage, parityAt(last));
-    SmallVector<Value> pvLast = pvDescriptors(lastStage);
-    turnBegin();
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    acc = issuePV(p, pvLast, acc);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    turnEnd();
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    arrive(bars.vEmpty(), lastStage);
-    acc = fenceOperands(b, loc, acc);
-    SmallVector<Value> out(res.begin(), res.begin() + 4);
-    out.append(acc);
-    scf::YieldOp::create(b, loc, out);
+    OpBuilder::InsertionGuard g2(b);
+    b.setInsertionPointToStart(loop.getBody());
+    emitKeyTile(t, loop, pEnd);
   }
+  scf::YieldOp::create(b, loc, emitLastPV(t, loop.getResults(), pEnd));
+  return SmallVector<Value>(any.getResults());
+}
 
+void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
+                                     Value scale) {
+  ConsumerState t = beginConsumerTile(consumer, scale);
+  if (!plan.persistent) // (forEachTile waited for a persistent tile's Q)
+    wait(bars.qFull(), kb.idx(0), parityOf(tileIter));
+  SmallVector<Value> res = emitKeyTiles(t);
+  emitOutput(t, res, oMem, lseMem);
+}
+
+void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
+                               Value oMem, Value lseMem) {
   // O = acc / l, LSE = ln2·(m + log2 l); empty rows give 0 and -inf.
-  ValueRange res = any.getResults();
+  const int64_t dv = plan.headDimV;
   SoftmaxState state{{res[0], res[1]}, {res[2], res[3]}};
   Value invSum[2], lse[2];
   Value sink = sinksMem ? memref::LoadOp::create(b, loc, sinksMem,
@@ -1048,7 +1125,7 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
   finalizeSoftmax(kb, state, invSum, lse, sink);
   if (fp8())
     for (Value &f : invSum)
-      f = arith::MulFOp::create(b, loc, f, oDescale);
+      f = arith::MulFOp::create(b, loc, f, t.oDescale);
   // LSE [B, H, Nq], or a varlen batch's [H, Tq] from the sequence's row;
   // O's rows likewise count from the sequence's first packed row.
   Value qRowsBase =
@@ -1059,12 +1136,12 @@ void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
                           : oT.headBase(kb, batch, head);
   // (A persistent grid's next Q may already be landing in the Q tile.)
   if (plan.schedule.smemEpilogue && !plan.persistent) {
-    emitSmemEpilogue(consumer, res.drop_front(4), invSum, lse, oMem, lseMem,
-                     qRowsBase, oBase, rowBase);
+    emitSmemEpilogue(t.consumer, ValueRange(res).drop_front(4), invSum, lse,
+                     oMem, lseMem, qRowsBase, oBase, t.rowBase);
     return;
   }
   for (int64_t r = 0; r < 2; ++r) {
-    Value row = kb.add(qBegin, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
+    Value row = kb.add(qBegin, kb.add(t.rowBase, kb.add(kb.groupId, r * 8)));
     auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
