@@ -109,3 +109,51 @@ func.func @tiles(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: ten
   } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// kv_idx <= q_idx compares two index values, one per index: classed from
+// ranges in i64 (each side's min and max, two i32 halves per butterfly step),
+// the predicate's own comparisons on the ranges (every pair passes: the
+// largest key below the smallest row; none: the smallest key above the
+// largest row).
+
+// CHECK-LABEL: gpu.func @fa_block_mask_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_below_diagonal(
+// CHECK-NOT: scf.for
+// CHECK-COUNT-40: gpu.shuffle  xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: arith.cmpi sle, %{{.+}}, %{{.+}} : i64
+// CHECK: arith.cmpi sgt, %{{.+}}, %{{.+}} : i64
+// CHECK-NOT: scf.for
+// CHECK: llvm.store
+// CHECK: gpu.return
+func.func @below_diagonal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {attn.mask_mod_name = "below_diagonal"} mask_mod {
+  ^bb0(%b: index, %h: index, %qi: index, %kv: index):
+    %r = arith.cmpi sle, %kv, %qi : index
+    attn.yield %r : i1
+  } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// A compare of a value that reads both indices is no separable compare: the
+// class kernel evaluates it per element.
+
+// CHECK-LABEL: gpu.func @fa_block_mask_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_band(
+// CHECK-NOT: gpu.shuffle
+// CHECK: scf.for
+// CHECK: arith.subi
+// CHECK: arith.cmpi ult
+// CHECK: gpu.return
+func.func @band(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v {attn.mask_mod_name = "band"} mask_mod {
+  ^bb0(%b: index, %h: index, %qi: index, %kv: index):
+    %d = arith.subi %qi, %kv : index
+    %c = arith.constant 256 : index
+    %r = arith.cmpi ult, %d, %c : index
+    attn.yield %r : i1
+  } : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+}
