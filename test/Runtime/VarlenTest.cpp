@@ -492,9 +492,10 @@ TEST(VarlenBackwardManifest, WarpSpecializedWgmma) {
 class VarlenBackwardApi : public ::testing::Test {
 protected:
   static constexpr int64_t B = 3, H = 8, Hkv = 2, Tq = 500, Tk = 700, D = 64;
+  /// The bundle's one kernel (an mma.sync varlen backward).
+  virtual std::string kernelJson() const { return varlenBackward("vb"); }
   void SetUp() override {
-    ASSERT_EQ(loadText("bwd", manifest({varlenBackward("vb")}), &bundle),
-              FA_SUCCESS)
+    ASSERT_EQ(loadText("bwd", manifest({kernelJson()}), &bundle), FA_SUCCESS)
         << lastError();
     kernel = fa_bundle_kernel_at(bundle, 0);
     fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
@@ -609,6 +610,35 @@ TEST_F(VarlenBackwardApi, RejectsEachBadArgument) {
   reject(bad, "dv");
   bad = a, bad.scale = NAN;
   reject(bad, "scale");
+}
+
+/// The same packed arguments for the warp-specialised wgmma varlen backward,
+/// whose K, V, Q and dO go through tensor maps of the one-batch view.
+class VarlenWgmmaBackwardApi : public VarlenBackwardApi {
+protected:
+  std::string kernelJson() const override {
+    return varlenWgmmaBackward("vw");
+  }
+};
+
+TEST_F(VarlenWgmmaBackwardApi, ChecksThePackedViewsMaps) {
+  // The packed tensors pass, tensor maps of the one-batch view included.
+  ASSERT_EQ(fa_attention_backward_varlen_check(kernel, &a), FA_SUCCESS)
+      << lastError();
+  // q's token stride of H·D + 4 elements (8 bytes past a multiple of 16):
+  // no tensor map (nor cp.async row) could take it.
+  fa_attention_backward_varlen_args bad = a;
+  bad.q.strides[0] = H * D + 4;
+  EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &bad),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("q.strides are [516,64,1]: stride 516 of "
+                             "dimension 0 must be positive and a multiple of "
+                             "8 elements (rows 16-byte aligned)"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("fa_attention_backward_varlen_check: "),
+            std::string::npos)
+      << lastError();
 }
 
 TEST_F(VarlenBackwardApi, EmptyBatchesLaunchNothing) {
