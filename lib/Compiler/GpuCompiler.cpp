@@ -219,18 +219,18 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            lse + "\n}\n";
   }
   if (c.paged) {
-    if (c.direction != "fwd" || c.varlen || c.sinks || c.dtype == "f8e4m3")
+    if (c.direction != "fwd" || c.varlen || c.dtype == "f8e4m3")
       return err("a paged KV cache has a bf16/f16 forward only, without "
-                 "varlen or sinks, got '" + c.str() + "'");
+                 "varlen, got '" + c.str() + "'");
     // K, V pools [pages, page_size, Hkv, D], the page table i32
     // [B, max_pages] and seqused_k i32 [B].
     std::string k = "tensor<?x?x?x" + std::to_string(c.headDim) + "x" + t + ">";
     std::string vp = "tensor<?x?x?x" + std::to_string(dv) + "x" + t + ">";
     std::string table = "tensor<?x?xi32>", used = "tensor<?xi32>";
     return "func.func @attention(%q: " + q + ", %k: " + k + ", %v: " + vp +
-           ", %pt: " + table + ", %used: " + used + winParams + ") -> (" + v +
-           ", " + lse +
-           ") {\n  %o, %lse = attn.attention %q, %k, %v paged(%pt, %used : " +
+           ", %pt: " + table + ", %used: " + used + sinksParam + winParams +
+           ") -> (" + v + ", " + lse + ") {\n  %o, %lse = attn.attention %q, "
+           "%k, %v" + sinksOperand + " paged(%pt, %used : " +
            table + ", " + used + ")" + win + " {" + attrs + "} : " + q + ", " + k + ", " +
            vp + " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";

@@ -449,11 +449,13 @@ struct PagedTables {
 std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &args,
                                         const fa_paged_kv &paged,
                                         PagedTables &tables);
-/// GPU-free checks of a paged launch (fa_attention_forward_paged_check).
+/// GPU-free checks of a paged launch (fa_attention_forward_paged_check; with
+/// `sinks` given, fa_attention_forward_paged_sinks_check).
 std::string checkPagedArguments(const KernelConfig &config,
                                 const fa_attention_args &args,
                                 const fa_paged_kv *paged,
-                                const SplitKvWorkspace &workspace);
+                                const SplitKvWorkspace &workspace,
+                                const SinkArgs &sinks = {});
 /// An fp8 forward's tensors: tensorsOf's, then descale_q, _k, _v.
 std::vector<NamedTensor> tensorsOfFp8(const fa_attention_args &args,
                                       const fa_tensor descales[3]);

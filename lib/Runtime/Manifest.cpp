@@ -632,10 +632,10 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
   c.sinks = flagField(k, "sinks", where, /*nullIsAbsent=*/true);
   if (!c.sinks)
     return;
-  if (c.varlen || c.blockSparse || c.paged || c.dtype == FA_DTYPE_F8E4M3 ||
+  if (c.varlen || c.blockSparse || c.dtype == FA_DTYPE_F8E4M3 ||
       (c.packGqa && !c.splitKv))
-    bad(where, "field 'sinks' is true, but varlen, block-sparse, paged, fp8 "
-               "and unsplit packed-GQA kernels have no sinks");
+    bad(where, "field 'sinks' is true, but varlen, block-sparse, fp8 and "
+               "unsplit packed-GQA kernels have no sinks");
   if (c.direction == FA_DIRECTION_BWD) {
     if (k.contains("sinks_param"))
       bad(where, "field 'sinks_param' is for forward kernels (a backward "

@@ -19,12 +19,13 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 fa_status checkPagedCall(const fa_kernel *kernel, const fa_attention_args *args,
                          const fa_paged_kv *paged, const SplitKvWorkspace &w,
-                         const char *api) {
+                         const SinkArgs &sinks, const char *api) {
   if (!kernel || !args)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(api) + ": " + (kernel ? "args" : "kernel") +
                     " is null");
-  std::string err = checkPagedArguments(kernel->config, *args, paged, w);
+  std::string err =
+      checkPagedArguments(kernel->config, *args, paged, w, sinks);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   return FA_SUCCESS;
@@ -33,21 +34,26 @@ fa_status checkPagedCall(const fa_kernel *kernel, const fa_attention_args *args,
 /// Every tensor, the page table, seqused_k and the used workspace are
 /// memory of the context's device, and the stream belongs to it.
 fa_status checkDevice(const fa_attention_args &a, const fa_paged_kv &p,
-                      const SplitKvWorkspace &w, CUstream stream,
-                      const ContextScope &scope) {
+                      const SplitKvWorkspace &w, const SinkArgs &sinks,
+                      CUstream stream, const ContextScope &scope,
+                      const char *api) {
   uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
                                         a.q.shape[2], a.v.shape[3], w.splits);
   fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
   PagedTables tables;
   std::vector<NamedTensor> all = tensorsOfPaged(a, p, tables);
   all.push_back({"workspace", &ws});
-  return checkLaunchDevice(kApi, all, stream, scope.device, scope.ctx);
+  if (sinks.sinks)
+    all.push_back({"sinks", sinks.sinks});
+  return checkLaunchDevice(api, all, stream, scope.device, scope.ctx);
 }
 
-/// The split forward over the pages, then the merge, on `stream`.
+/// The split forward over the pages, then the merge (with the sinks of a
+/// kernel with sinks: the merge joins them), on `stream`.
 fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
                       const fa_paged_kv &p, const SplitKvWorkspace &w,
-                      CUstream stream, const ContextScope &scope) {
+                      const SinkArgs &sinks, CUstream stream,
+                      const ContextScope &scope) {
   const KernelConfig &c = kernel.config;
   CUfunction split, merge;
   if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
@@ -85,11 +91,31 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
     return s;
   int32_t rows = b * h * nq;
   outStrides.add(a.o);
-  void *mergeParams[8 + 3] = {&oPart, &lsePart, &o,  &lse,
-                               &rows,  &splits,  &h, &nq};
+  CUdeviceptr sinksData = sinks.sinks ? sinks.sinks->data : 0;
+  void *mergeParams[8 + 3 + 1] = {&oPart, &lsePart, &o,  &lse,
+                                   &rows,  &splits,  &h, &nq};
   outStrides.place(mergeParams, 8);
+  if (c.sinks)
+    mergeParams[c.sinksParam] = &sinksData;
   Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
   return launch(merge, c.merge, mergeGrid, stream, mergeParams);
+}
+
+/// The checks, the device checks and the launches of one paged call.
+fa_status runPaged(const fa_kernel *kernel, const fa_attention_args *args,
+                   const fa_paged_kv *paged, const SplitKvWorkspace &w,
+                   const SinkArgs &sinks, CUstream stream, const char *api) {
+  if (fa_status s = checkPagedCall(kernel, args, paged, w, sinks, api))
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  if (fa_status s = checkDevice(*args, *paged, w, sinks, stream, scope, api))
+    return s;
+  if (fa_status s =
+          launchPaged(*kernel, *args, *paged, w, sinks, stream, scope))
+    return s;
+  return succeed();
 }
 
 } // namespace
@@ -103,7 +129,8 @@ fa_status fa_attention_forward_paged_check(const fa_kernel *kernel,
                                            uint64_t workspace_bytes,
                                            int32_t splits) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  if (fa_status s = checkPagedCall(kernel, args, paged, w, __func__))
+  if (fa_status s =
+          checkPagedCall(kernel, args, paged, w, SinkArgs{}, __func__))
     return s;
   return succeed();
 } catch (...) {
@@ -117,16 +144,31 @@ fa_status fa_attention_forward_paged(const fa_kernel *kernel,
                                      uint64_t workspace_bytes, int32_t splits,
                                      CUstream stream) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  if (fa_status s = checkPagedCall(kernel, args, paged, w, kApi))
-    return s;
-  ContextScope scope;
-  if (fa_status s = scope.enter(args->q.data))
-    return s;
-  if (fa_status s = checkDevice(*args, *paged, w, stream, scope))
-    return s;
-  if (fa_status s = launchPaged(*kernel, *args, *paged, w, stream, scope))
+  return runPaged(kernel, args, paged, w, SinkArgs{}, stream, kApi);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_paged_sinks_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
+    int32_t splits, const fa_tensor *sinks) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  if (fa_status s = checkPagedCall(kernel, args, paged, w,
+                                   SinkArgs{sinks, nullptr, true}, __func__))
     return s;
   return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_paged_sinks(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
+    int32_t splits, const fa_tensor *sinks, CUstream stream) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  return runPaged(kernel, args, paged, w, SinkArgs{sinks, nullptr, true},
+                  stream, "fa_attention_forward_paged_sinks");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -386,7 +386,7 @@ std::string checkSinkKind(const KernelConfig &c, const ModArgList &mods,
     return "";
   std::string api = std::string("fa_attention_") +
                     (c.direction == FA_DIRECTION_FWD ? "forward" : "backward") +
-                    (c.splitKv ? "_splitkv" : "");
+                    (c.paged ? "_paged" : c.splitKv ? "_splitkv" : "");
   if (c.sinks)
     return "kernel '" + c.tag + "' has attention sinks; launch it with " +
            api + "_sinks and a sinks tensor f32 [H]";
@@ -845,7 +845,8 @@ std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &a,
 std::string checkPagedArguments(const KernelConfig &c,
                                 const fa_attention_args &a,
                                 const fa_paged_kv *paged,
-                                const SplitKvWorkspace &w) {
+                                const SplitKvWorkspace &w,
+                                const SinkArgs &sinks) {
   if (c.direction != FA_DIRECTION_FWD || !c.paged)
     return "kernel '" + c.tag + "' is not a paged-KV kernel; use "
            "fa_kernel_find_paged for one";
@@ -855,11 +856,17 @@ std::string checkPagedArguments(const KernelConfig &c,
   if (!c.modArgs.empty())
     return "kernel '" + c.tag + "' reads mod_args, which the paged launch "
            "does not pass";
-  std::string err = checkPagedForward(c, a, *paged);
-  if (!err.empty() || !(err = checkScale(a.scale)).empty())
+  std::string err = checkSinkKind(c, ModArgList{}, sinks);
+  if (!err.empty() || !(err = checkPagedForward(c, a, *paged)).empty() ||
+      !(err = checkScale(a.scale)).empty())
     return err;
   PagedTables tables;
   std::vector<NamedTensor> all = tensorsOfPaged(a, *paged, tables);
+  if (sinks.sinks)
+    all.push_back({"sinks", sinks.sinks});
+  if (sinks.given() &&
+      !(err = checkSinkTensors(c, sinks, a.q, all, {"o", "lse"})).empty())
+    return err;
   if (!(err = checkOverlap(all, {"o", "lse"})).empty())
     return err;
   return checkSplitWorkspace(a, w, all);

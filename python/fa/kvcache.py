@@ -91,17 +91,18 @@ def _seqlens(cache_seqlens, q, capacity):
     return cache_seqlens.contiguous()
 
 
-def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False):
-    """The loaded bundles' paged kernel (with fa_kv_append when `append`) for
-    compute capability `cap` and the mask (a window's sizes `window`), else
-    one compiled now (where fa-aot is installed); None when neither."""
+def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, sinks=False):
+    """The loaded bundles' paged kernel (with fa_kv_append when `append`,
+    with attention sinks when `sinks`) for compute capability `cap` and the
+    mask (a window's sizes `window`), else one compiled now (where fa-aot is
+    installed); None when neither."""
     from . import _dtype_code
-    key = ("paged", packed, dtype, d, dv, mask, window, cap, append)
+    key = ("paged", packed, dtype, d, dv, mask, window, cap, append, sinks)
     find_paged = "fa_kernel_find_paged_append" if append else "fa_kernel_find_paged"
     if key in b._cache:
         return b._cache[key]
     query = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1], cap,
-                        0, None, None)
+                        0, None, None, int(sinks))
 
     def find(handle, qy, n, out):
         return getattr(b.lib, find_paged)(handle, qy, n, int(packed), out)
@@ -110,7 +111,7 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False):
     if found is None and b.jit and jit.find_compiler() is not None:
         config = jit.config_text(FWD, DTYPE_NAMES[query.dtype], d, dv, mask, window, cap,
                                  "mma_sync") + (":packgqa" if packed else "") + ":splitkv:paged" + (
-                                     ":append" if append else "")
+                                     ":append" if append else "") + (":sinks" if sinks else "")
         handle = b._load(jit.compile_bundle(config))
         out = ctypes.c_void_p()
         status = getattr(b.lib, find_paged)(handle, ctypes.byref(query), capacity,
@@ -124,7 +125,7 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False):
     return found
 
 
-def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False):
+def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False, sinks=False):
     """The packed-GQA paged kernel for GQA decode (as fa.attention takes the
     packed split kernel), else the unpacked one; FaError naming the config
     when the bundles have neither."""
@@ -133,15 +134,16 @@ def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False):
     group = heads // kv_heads
     packed = 1 < group <= 64 and q.shape[1] < 64
     find = lambda pack: _find(b, q.dtype, q.shape[-1], dv, mask, window, pack,  # noqa: E731
-                              capacity, _capability(q), append)
+                              capacity, _capability(q), append, sinks)
     kernel = find(True) if packed else None
     if kernel is None:
         kernel, packed = find(False), False
     if kernel is None:
         import torch
-        config = "fwd:%s:d%d:%s%s:splitkv:paged%s" % (  # a window: run-time sizes
+        config = "fwd:%s:d%d:%s%s:splitkv:paged%s%s" % (  # a window: run-time sizes
             "bf16" if q.dtype == torch.bfloat16 else "f16", q.shape[-1],
-            "" if dv == q.shape[-1] else "v%d:" % dv, mask, ":append" if append else "")
+            "" if dv == q.shape[-1] else "v%d:" % dv, mask, ":append" if append else "",
+            ":sinks" if sinks else "")
         raise FaError(2, "fa.attention_with_kvcache: no paged kernel for %s; build it with "
                       "fa-aot -o DIR --config %s (and :packgqa for GQA decode) and load DIR "
                       "too, or install fa-aot for JIT" % (config, config))
@@ -207,7 +209,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
                            softmax_scale=None, causal=False, num_splits=0, return_lse=False,
                            bundle=None, block_table=None, return_softmax_lse=False, k=None,
                            v=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=True,
-                           window_size=(-1, -1)):
+                           window_size=(-1, -1), sinks=None):
     """Attention of new queries over a KV cache, as flash-attn's
     flash_attn_with_kvcache: q [B, Sq, H, D]; k_cache, v_cache
     [B, Nk, Hkv, D/Dv], or with page_table (int32 [B, max_pages]) pools of
@@ -243,6 +245,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     pass the cache's capacity, or go through a page-table entry outside the
     pool, raises FaError (the counts and the table are copied to the host
     for the check, a synchronisation).
+
+    sinks (float32 [H], one logit per query head; fa.sinks) join every row's
+    softmax denominator without a value: the paged kernel with sinks
+    (config `...:splitkv:paged:sinks`) computes its split partials without
+    them and its merge joins them, as the dense split-KV decode does.
     """
     import torch
     from . import _bundle, _launch, _sm_count, _tensor
@@ -275,7 +282,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     used = _seqlens(cache_seqlens, q, capacity)
     from .varlen import _mask_of
     mask, window = _mask_of(causal, False, window_size)
-    kernel, packed = _kernel(b, q, k_cache, dv, mask, window, capacity, append=k is not None)
+    if sinks is not None:
+        from .sinks import check_sinks
+        check_sinks(sinks, q.transpose(1, 2))
+    kernel, packed = _kernel(b, q, k_cache, dv, mask, window, capacity, append=k is not None,
+                             sinks=sinks is not None)
     if k is not None and k.shape[1] > 0:
         q = _append(b, kernel, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, used,
                     paged_cache.contiguous() if paged_cache is not None else None,
@@ -298,6 +309,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
                        _tensor(o.transpose(1, 2)), _tensor(lse), _softmax_scale(d, softmax_scale))
     paged = PagedKv(page_table.data_ptr(), used.data_ptr(), max_pages, page_size,
                     k_cache.shape[0])
-    _launch(b.lib, b.lib.fa_attention_forward_paged, kernel, args, q, ctypes.byref(paged),
-            workspace.data_ptr(), nbytes.value, splits.value)
+    if sinks is None:
+        _launch(b.lib, b.lib.fa_attention_forward_paged, kernel, args, q, ctypes.byref(paged),
+                workspace.data_ptr(), nbytes.value, splits.value)
+    else:
+        from .sinks import _aligned
+        s = _tensor(_aligned(sinks))
+        _launch(b.lib, b.lib.fa_attention_forward_paged_sinks, kernel, args, q,
+                ctypes.byref(paged), workspace.data_ptr(), nbytes.value, splits.value,
+                ctypes.byref(s))
     return (o, lse) if return_lse else o

@@ -149,6 +149,27 @@ def check_jit(b, fa_aot):
         info = b._info(found)
         assert "_window_rt_" in info["tag"], info["tag"]
         assert (info["window_left"], info["window_right"]) == window, info
+    # With attention sinks: `...:paged:sinks` compiles on a miss, found only by
+    # a query with sinks, launched only through the _sinks entry point.
+    with_sinks = kvcache._find(b, torch.bfloat16, 64, 64, "causal_bottom_right", (-1, -1),
+                               True, 64, 90, sinks=True)
+    info = b._info(with_sinks)
+    assert info["tag"].endswith("_packgqa_splitkv_paged_sink"), info["tag"]
+    assert info["sinks"] and info["paged"], info
+    paged.page_size = 16
+    sinks = fake(base + (8 << 32), 2, (8,))
+    status = b.lib.fa_attention_forward_paged_sinks_check(
+        with_sinks, ctypes.byref(args), ctypes.byref(paged), ws, nbytes.value, 3,
+        ctypes.byref(sinks))
+    assert status == 0, b.lib.fa_last_error().decode()
+    assert b.lib.fa_attention_forward_paged_check(with_sinks, ctypes.byref(args),
+                                                  ctypes.byref(paged), ws, nbytes.value, 3) == 1
+    assert "launch it with fa_attention_forward_paged_sinks" in b.lib.fa_last_error().decode()
+    bad = fake(base + (8 << 32), 2, (2,))
+    assert b.lib.fa_attention_forward_paged_sinks_check(
+        with_sinks, ctypes.byref(args), ctypes.byref(paged), ws, nbytes.value, 3,
+        ctypes.byref(bad)) == 1
+    assert "sinks.shape is [2], expected [8]" in b.lib.fa_last_error().decode()
 
 
 

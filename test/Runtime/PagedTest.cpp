@@ -299,3 +299,75 @@ TEST_F(PagedApi, RejectsBadTensors) {
 }
 
 } // namespace
+
+namespace {
+/// The paged kernel with attention sinks that fa-aot writes for
+/// `fwd:bf16:d128:none:splitkv:paged:sinks`: its merge takes the sinks after
+/// its 8 parameters and o's 3 strides.
+std::string pagedSinksKernel(const std::string &tag) {
+  return splitKernel(tag, R"(, "paged": true, "page_table_param": 21,
+                             "sinks": true, "sinks_param": 11)");
+}
+} // namespace
+
+TEST_F(PagedApi, SinksGoThroughTheirOwnLaunch) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("paged_sinks",
+                     manifestOf({pagedSinksKernel("ps")}, "16"), &b),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *withSinks = fa_bundle_kernel_at(b, 0);
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(withSinks, &info), FA_SUCCESS);
+  EXPECT_EQ(info.sinks, 1);
+  EXPECT_EQ(info.paged, 1);
+  // Found by the paged search for a query with sinks, not without.
+  fa_kernel_query q = decodeQuery();
+  const fa_kernel *k = nullptr;
+  EXPECT_EQ(fa_kernel_find_paged(b, &q, 4096, 0, &k), FA_ERROR_NOT_FOUND);
+  q.sinks = 1;
+  ASSERT_EQ(fa_kernel_find_paged(b, &q, 4096, 0, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(k, withSinks);
+
+  fa_tensor sinks = tensor(addr(7), FA_DTYPE_F32, {H});
+  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
+                                                   bytes, 4, &sinks),
+            FA_SUCCESS)
+      << lastError();
+  // The plain paged launch would leave the merge's sinks unset.
+  EXPECT_EQ(fa_attention_forward_paged_check(withSinks, &a, &cache, ws, bytes,
+                                             4),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'ps' has attention sinks; launch it with "
+                             "fa_attention_forward_paged_sinks and a sinks "
+                             "tensor f32 [H]"),
+            std::string::npos)
+      << lastError();
+  // ... and the sinks launch would pass a parameter a plain kernel lacks.
+  EXPECT_EQ(fa_attention_forward_paged_sinks_check(paged, &a, &cache, ws,
+                                                   bytes, 4, &sinks),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel 'pg' has no attention sinks"),
+            std::string::npos)
+      << lastError();
+  // The sinks themselves: present, f32 [H], and no output on top of them.
+  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
+                                                   bytes, 4, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("sinks is null"), std::string::npos)
+      << lastError();
+  fa_tensor wrong = tensor(addr(7), FA_DTYPE_F32, {Hkv});
+  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
+                                                   bytes, 4, &wrong),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("sinks.shape is [8], expected [32]"),
+            std::string::npos)
+      << lastError();
+  fa_tensor onOutput = tensor(a.lse.data, FA_DTYPE_F32, {H});
+  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
+                                                   bytes, 4, &onOutput),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("overlap"), std::string::npos) << lastError();
+  fa_bundle_free(b);
+}

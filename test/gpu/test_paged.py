@@ -8,7 +8,8 @@ whose key counts are 0, 1, whole pages, ragged or up to 4k, pages of 16,
 64 or 256 keys shuffled through a pool with spare pages, page-table entries
 past a sequence's pages left as junk (out of range too: never read), counts
 past the capacity (clamped by the kernel), split counts 1..64, and some caches passed contiguous (no page table: a page per
-sequence). Each sequence is compared with a float64 reference over the keys
+sequence); kernels with attention sinks get random sinks (-inf, 8, random),
+which the merge joins (a row without keys then has LSE = its sink). Each sequence is compared with a float64 reference over the keys
 its pages hold (causal and windows aligned bottom-right with its own count,
 as flash-attn; a run-time window kernel under a window drawn per case, -1
 sides and sizes up to 2^31 - 1 included) under the flash-attn rule of
@@ -34,6 +35,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
 from test_attention import DTYPES, allowed_mask, judge, lse_slack, reference  # noqa: E402
+from test_sinks import random_sinks  # noqa: E402
+from test_sinks import reference as sinks_reference  # noqa: E402
 
 
 def random_case(rng, kernel, index):
@@ -57,7 +60,10 @@ def random_case(rng, kernel, index):
             "scale": rng.choice([None, 0.3]),
             # A run-time window kernel: a window drawn per case (flash-attn's
             # window_size; (-1, -1) would be no window).
-            "window": random_window(rng, longest) if kernel["mask"] == "window" else None}
+            "window": random_window(rng, longest) if kernel["mask"] == "window" else None,
+            # A kernel with attention sinks: one logit per query head (-inf,
+            # large and random ones), joined by the merge.
+            "sinks": kernel.get("sinks", False)}
 
 
 def random_window(rng, longest):
@@ -131,17 +137,27 @@ def run_case(case, b, gen, dev):
     window = case.get("window")
     scale = case["scale"] if case["scale"] is not None else 1 / math.sqrt(d)
     mask_kw = {"window_size": window} if window else {"causal": causal}
+    sinks = random_sinks(random.Random(sum(given) + h), h, dev) if case["sinks"] else None
+    if sinks is not None:
+        mask_kw["sinks"] = sinks
     o, lse = fa.attention_with_kvcache(q, k, v, cache_seqlens=seqlens, page_table=table,
                                        softmax_scale=case["scale"], num_splits=case["splits"],
                                        return_lse=True, bundle=b, **mask_kw)
     torch.cuda.synchronize()
+    # A row that sees no key: O = 0 and LSE = -inf, or its head's sink.
+    empty_lse = (sinks.view(h, 1) if sinks is not None else
+                 torch.full((h, 1), float("-inf"), device=dev))
+
+    def exactly_empty(rows_o, rows_lse):
+        return bool((rows_o == 0).all()) and bool(
+            (rows_lse == empty_lse.expand_as(rows_lse)).all())
+
     results, ok = [], True
     for s, n in enumerate(counts):
         got_o = o[s:s + 1].transpose(1, 2)
         if n == 0:
-            # No key: exactly O = 0 and LSE = -inf (the references cannot
-            # reduce over no keys).
-            exact = bool((got_o == 0).all()) and bool(torch.isneginf(lse[s]).all())
+            # No key: exactly (the references cannot reduce over no keys).
+            exact = exactly_empty(got_o[0], lse[s])
             results.append({"what": "no keys[%d]" % s, "ok": exact})
             ok &= exact
             continue
@@ -156,17 +172,20 @@ def run_case(case, b, gen, dev):
         else:
             allowed = (j <= i + n - nq) if causal else torch.ones((nq, n), dtype=torch.bool,
                                                                   device=dev)
-        o64, lse64 = reference(qs.double(), ks.double(), vs.double(), allowed, scale)
-        low, _ = reference(qs, ks, vs, allowed, scale)
-        lse32 = reference(qs.float(), ks.float(), vs.float(), allowed, scale)[1]
+        if sinks is None:
+            ref = lambda x, y, z: reference(x, y, z, allowed, scale)  # noqa: E731
+        else:
+            ref = lambda x, y, z: sinks_reference(x, y, z, sinks.to(x.dtype),  # noqa: E731
+                                                  allowed, scale)
+        o64, lse64 = ref(qs.double(), ks.double(), vs.double())
+        low, _ = ref(qs, ks, vs)
+        lse32 = ref(qs.float(), ks.float(), vs.float())[1]
         ok &= judge("O[%d]" % s, got_o, low, o64, results)
         ok &= judge("LSE[%d]" % s, lse[s:s + 1], lse32, lse64, results,
                     slack=lse_slack(qs, ks, lse64, scale))
         empty = ~allowed.any(-1)
         if empty.any():
-            rows_o = got_o[0][:, empty]
-            rows_lse = lse[s][:, empty]
-            exact = bool((rows_o == 0).all()) and bool(torch.isneginf(rows_lse).all())
+            exact = exactly_empty(got_o[0][:, empty], lse[s][:, empty])
             results.append({"what": "empty rows[%d]" % s, "ok": exact})
             ok &= exact
     return ok, results

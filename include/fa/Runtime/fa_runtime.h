@@ -486,6 +486,20 @@ FA_API fa_status fa_attention_forward_paged(
     const fa_kernel *kernel, const fa_attention_args *args,
     const fa_paged_kv *paged, CUdeviceptr workspace,
     uint64_t workspace_bytes, int32_t splits, CUstream stream);
+/* The paged decode of a kernel with sinks (fa_kernel_info.sinks and paged;
+ * config `...:splitkv:paged:sinks`): the arguments above plus the sinks f32
+ * [H] (contiguous, 16-byte aligned, overlapping no output), which the merge
+ * joins to each row as fa_attention_forward_splitkv_sinks does. The launch
+ * above refuses such kernels and this one kernels without sinks. */
+FA_API fa_status fa_attention_forward_paged_sinks_check(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace,
+    uint64_t workspace_bytes, int32_t splits, const fa_tensor *sinks);
+FA_API fa_status fa_attention_forward_paged_sinks(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace,
+    uint64_t workspace_bytes, int32_t splits, const fa_tensor *sinks,
+    CUstream stream);
 
 /* Appending new tokens to a KV cache before a decode (flash-attn's
  * flash_attn_with_kvcache with k, v, rotary_cos, rotary_sin; docs/ABI.md
@@ -756,8 +770,9 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
  * tensor): d_sinks[h] = -sum over (b, q) of exp(sinks[h] - lse)·delta, summed
  * in a fixed order (bit-identical run to run), overwritten, not added to.
  * Split-KV kernels with sinks (packed GQA or not; bundle version 15) are
- * launched by fa_attention_forward_splitkv_sinks below; varlen, paged and
- * block-sparse kernels have no sinks. The checks need no GPU; the launches
+ * launched by fa_attention_forward_splitkv_sinks below, paged ones by
+ * fa_attention_forward_paged_sinks; varlen and block-sparse kernels have no
+ * sinks. The checks need no GPU; the launches
  * add the device checks of fa_attention_forward. */
 FA_API fa_status fa_attention_forward_sinks_check(
     const fa_kernel *kernel, const fa_attention_args *args,

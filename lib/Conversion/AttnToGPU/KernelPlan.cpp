@@ -373,13 +373,13 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.blockSparse = true;
   }
   if (options.sinks) {
-    // The sink joins each row at the finalisation of a whole row, or, split,
-    // at the merge (one more partial, LSE = sink): the split forward,
-    // packed or not, is built without it. Varlen and block-sparse rows have
-    // no kernel for it yet, nor the paged gather.
-    if (options.varlen || options.blockSparse || options.paged)
-      return fail("expected no varlen, paged or block-sparse with sinks (no "
-                  "GPU kernel joins a sink there yet)");
+    // The sink joins each row at the finalisation of a whole row, or, split
+    // (a paged decode too), at the merge (one more partial, LSE = sink): the
+    // split forward, packed or not, is built without it. Varlen and
+    // block-sparse rows have no kernel for it yet.
+    if (options.varlen || options.blockSparse)
+      return fail("expected no varlen or block-sparse with sinks (no GPU "
+                  "kernel joins a sink there yet)");
     plan.sinks = true;
   }
   if (options.mma == "wgmma")
