@@ -56,6 +56,23 @@ private:
   bool pushed = false;
 };
 
+/// The steps of a launch API: its GPU-free checks, the context of the
+/// device that owns `owner`, the device checks in it, the launches.
+template <typename Check, typename DeviceCheck, typename Launch>
+fa_status checkedLaunch(CUdeviceptr owner, Check check,
+                        DeviceCheck deviceCheck, Launch launches) {
+  if (fa_status s = check())
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(owner))
+    return s;
+  if (fa_status s = deviceCheck(scope))
+    return s;
+  if (fa_status s = launches(scope))
+    return s;
+  return succeed();
+}
+
 /// What cuPointerGetAttributes says of one allocation.
 struct AllocationInfo {
   CUdeviceptr start = 0;

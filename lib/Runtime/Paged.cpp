@@ -105,17 +105,15 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
 fa_status runPaged(const fa_kernel *kernel, const fa_attention_args *args,
                    const fa_paged_kv *paged, const SplitKvWorkspace &w,
                    const SinkArgs &sinks, CUstream stream, const char *api) {
-  if (fa_status s = checkPagedCall(kernel, args, paged, w, sinks, api))
-    return s;
-  ContextScope scope;
-  if (fa_status s = scope.enter(args->q.data))
-    return s;
-  if (fa_status s = checkDevice(*args, *paged, w, sinks, stream, scope, api))
-    return s;
-  if (fa_status s =
-          launchPaged(*kernel, *args, *paged, w, sinks, stream, scope))
-    return s;
-  return succeed();
+  return checkedLaunch(
+      args ? args->q.data : 0,
+      [&] { return checkPagedCall(kernel, args, paged, w, sinks, api); },
+      [&](const ContextScope &scope) {
+        return checkDevice(*args, *paged, w, sinks, stream, scope, api);
+      },
+      [&](const ContextScope &scope) {
+        return launchPaged(*kernel, *args, *paged, w, sinks, stream, scope);
+      });
 }
 
 } // namespace

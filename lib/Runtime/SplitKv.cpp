@@ -134,17 +134,16 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
 fa_status runSplitKv(const fa_kernel *kernel, const fa_attention_args *args,
                      const SplitKvWorkspace &w, const ModArgList &mods,
                      const SinkArgs &sinks, CUstream stream, const char *api) {
-  if (fa_status s = checkSplitCall(kernel, args, w, mods, api, sinks))
-    return s;
-  ContextScope scope;
-  if (fa_status s = scope.enter(args->q.data))
-    return s;
-  if (fa_status s = checkDevice(*args, w, mods, sinks, stream, scope, api))
-    return s;
-  if (fa_status s =
-          launchSplitAndMerge(*kernel, *args, w, mods, sinks, stream, scope))
-    return s;
-  return succeed();
+  return checkedLaunch(
+      args ? args->q.data : 0,
+      [&] { return checkSplitCall(kernel, args, w, mods, api, sinks); },
+      [&](const ContextScope &scope) {
+        return checkDevice(*args, w, mods, sinks, stream, scope, api);
+      },
+      [&](const ContextScope &scope) {
+        return launchSplitAndMerge(*kernel, *args, w, mods, sinks, stream,
+                                   scope);
+      });
 }
 
 } // namespace
