@@ -36,6 +36,17 @@ func.func @earlier_documents(%b: index, %h: index, %q: index, %kv: index, %doc: 
   return %seen : i1
 }
 
+// A causal band shifted per batch row: key kv is seen from query
+// kv + shift[b] on (shift i32 [B], negative too). Index compares, classed
+// from ranges in 64 bits.
+func.func @shifted_causal(%b: index, %h: index, %q: index, %kv: index, %shift: tensor<?xi32>) -> i1 {
+  %s = tensor.extract %shift[%b] : tensor<?xi32>
+  %si = arith.index_cast %s : i32 to index
+  %from = arith.addi %kv, %si : index
+  %seen = arith.cmpi sle, %from, %q : index
+  return %seen : i1
+}
+
 // A random block pattern at 64 x 64 granularity, half the kernels' blocks:
 // tiles [B, ceil(Nq/64), ceil(Nk/64)] holds 0 (hidden), 1 (visible) or 2
 // (a checkerboard: q + kv even), so a 128 x 128 block is empty, full or

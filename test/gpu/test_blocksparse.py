@@ -6,7 +6,8 @@ against a classification computed here from the mask itself, then runs
 fa.forward_into(block_mask=) and fa.backward_into(block_mask=) (the mask_mod
 backward) against float64 under the flash-attn rule (test_attention.py's
 references and judge). Masks: documents of random lengths (1-8 per row), the
-same and every earlier document (doc[q] >= doc[kv]),
+same and every earlier document (doc[q] >= doc[kv]), a causal band shifted by
+a per-row offset (kv + shift[b] <= q, index compares),
 random 64 x 64 tile patterns of density 5-90% (whole tiles visible, hidden or
 a checkerboard, so 128 x 128 blocks come out full, empty and partial), and
 one pattern per head (per_head=True). Shapes have ragged tails, GQA, Nq != Nk.
@@ -74,6 +75,8 @@ def allowed_of(name, arg, b, h, nq, nk, dev):
         return (arg[:, :nq].view(b, nq, 1) == arg[:, :nk].view(b, 1, nk)).unsqueeze(1)
     if name == "earlier_documents":
         return (arg[:, :nq].view(b, nq, 1) >= arg[:, :nk].view(b, 1, nk)).unsqueeze(1)
+    if name == "shifted_causal":
+        return (j.view(1, 1, nk) + arg.long().view(b, 1, 1) <= i.view(1, nq, 1)).unsqueeze(1)
     checker = ((i + j) % 2 == 0)
     if name == "tile_pattern":
         t = arg[:, (i // 64).view(-1)][:, :, (j // 64).view(-1)]  # [B, Nq, Nk]
@@ -150,6 +153,9 @@ def mod_arg_of(case, rng, dev):
     name = case["mask_mod"]
     if name in ("document", "earlier_documents"):
         return document_ids(b, max(nq, nk), rng, dev)
+    if name == "shifted_causal":
+        return torch.tensor([rng.randint(-300, 300) for _ in range(b)], dtype=torch.int32,
+                            device=dev)
     if name == "tile_pattern":
         return tile_pattern((b, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)
     return tile_pattern((b, h, -(-nq // 64), -(-nk // 64)), case["density"], rng, dev)
