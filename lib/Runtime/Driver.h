@@ -56,6 +56,17 @@ private:
   bool pushed = false;
 };
 
+/// The split-KV (or paged) call's partials in its workspace: O (f32
+/// [splits, B, H, Nq, Dv]) at the workspace's start, LSE after them.
+CUdeviceptr splitLsePartials(const fa_attention_args &a,
+                             const SplitKvWorkspace &w);
+/// fa_merge of a split-KV or paged kernel (its function `merge`): the
+/// partials in the workspace into o and lse, the sinks of a kernel with sinks
+/// joined as one more partial (SplitKv.cpp).
+fa_status launchMerge(const KernelConfig &c, CUfunction merge,
+                      const fa_attention_args &a, const SplitKvWorkspace &w,
+                      const SinkArgs &sinks, CUstream stream);
+
 /// The steps of a launch API: its GPU-free checks, the context of the
 /// device that owns `owner`, the device checks in it, the launches.
 template <typename Check, typename DeviceCheck, typename Launch>

@@ -15,8 +15,6 @@ namespace {
 
 constexpr const char *kApi = "fa_attention_forward_paged";
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 fa_status checkPagedCall(const fa_kernel *kernel, const fa_attention_args *args,
                          const fa_paged_kv *paged, const SplitKvWorkspace &w,
                          const SinkArgs &sinks, const char *api) {
@@ -65,16 +63,14 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   int32_t maxPages = p.max_pages, pageSize = p.page_size,
           numPages = p.num_pages;
   float scale = a.scale;
-  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
-              lse = a.lse.data, oPart = w.workspace, pageTable = p.page_table,
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, oPart = w.workspace,
+              lsePart = splitLsePartials(a, w), pageTable = p.page_table,
               sequsedK = p.seqused_k;
-  CUdeviceptr lsePart =
-      oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
   // q's batch, head and row strides, then the pools' page, head and row
   // strides; the paged parameters follow them (docs/ABI.md).
   void *splitParams[12 + 9 + 5 + WindowParams::kMaxParams] = {&q,  &k,  &v,     &oPart, &lsePart, &b,
                                    &h,  &hkv, &nq,   &nk,    &scale,   &splits};
-  StrideParams inStrides, outStrides;
+  StrideParams inStrides;
   inStrides.add(a.q);
   inStrides.addPages(a.k);
   inStrides.addPages(a.v);
@@ -89,16 +85,7 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
                  static_cast<unsigned>(b * splits)};
   if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
     return s;
-  int32_t rows = b * h * nq;
-  outStrides.add(a.o);
-  CUdeviceptr sinksData = sinks.sinks ? sinks.sinks->data : 0;
-  void *mergeParams[8 + 3 + 1] = {&oPart, &lsePart, &o,  &lse,
-                                   &rows,  &splits,  &h, &nq};
-  outStrides.place(mergeParams, 8);
-  if (c.sinks)
-    mergeParams[c.sinksParam] = &sinksData;
-  Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
-  return launch(merge, c.merge, mergeGrid, stream, mergeParams);
+  return launchMerge(c, merge, a, w, sinks, stream);
 }
 
 /// The checks, the device checks and the launches of one paged call.

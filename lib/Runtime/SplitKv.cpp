@@ -76,6 +76,40 @@ fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
   return checkLaunchDevice(api, all, stream, scope.device, scope.ctx);
 }
 
+} // namespace
+
+CUdeviceptr fa::runtime::splitLsePartials(const fa_attention_args &a,
+                                          const SplitKvWorkspace &w) {
+  return w.workspace + 4 * static_cast<uint64_t>(w.splits) * a.q.shape[0] *
+                           a.q.shape[1] * a.q.shape[2] * a.v.shape[3];
+}
+
+fa_status fa::runtime::launchMerge(const KernelConfig &c, CUfunction merge,
+                                   const fa_attention_args &a,
+                                   const SplitKvWorkspace &w,
+                                   const SinkArgs &sinks, CUstream stream) {
+  int32_t rows = a.q.shape[0] * a.q.shape[1] * a.q.shape[2],
+          splits = w.splits, h = a.q.shape[1], nq = a.q.shape[2];
+  CUdeviceptr oPart = w.workspace, lsePart = splitLsePartials(a, w),
+              o = a.o.data, lse = a.lse.data;
+  // o's strides after heads and nq (a strided kernel's), then the sinks of
+  // a kernel with sinks (docs/ABI.md).
+  CUdeviceptr sinksData = sinks.sinks ? sinks.sinks->data : 0;
+  void *params[kMergeStrideParam + 3 + 1] = {&oPart, &lsePart, &o,  &lse,
+                                             &rows,  &splits,  &h, &nq};
+  StrideParams outStrides;
+  if (c.strided()) {
+    outStrides.add(a.o);
+    outStrides.place(params, kMergeStrideParam);
+  }
+  if (c.sinks)
+    params[c.sinksParam] = &sinksData;
+  Grid grid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
+  return launch(merge, c.merge, grid, stream, params);
+}
+
+namespace {
+
 /// Launches the split forward, then the merge (with the sinks of a kernel
 /// with sinks), on `stream`.
 fa_status launchSplitAndMerge(const fa_kernel &kernel,
@@ -92,22 +126,18 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   int32_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1],
           nq = a.q.shape[2], nk = a.k.shape[2], splits = w.splits;
   float scale = a.scale;
-  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
-              lse = a.lse.data, oPart = w.workspace;
-  CUdeviceptr lsePart =
-      oPart + 4 * static_cast<uint64_t>(splits) * b * h * nq * a.v.shape[3];
-  // A strided kernel's split forward takes the strides of q, k and v last,
-  // its merge those of o after heads and nq (docs/ABI.md); the mod_args
-  // come last.
+  CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, oPart = w.workspace,
+              lsePart = splitLsePartials(a, w);
+  // A strided kernel's split forward takes the strides of q, k and v last
+  // (docs/ABI.md); the mod_args come last.
   void *splitParams[12 + 9 + ModArgParams::kMaxParams +
                     WindowParams::kMaxParams] = {
       &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
-  StrideParams inStrides, outStrides;
+  StrideParams inStrides;
   if (c.strided()) {
     for (const fa_tensor *t : {&a.q, &a.k, &a.v})
       inStrides.add(*t);
     inStrides.place(splitParams, c.strideParam);
-    outStrides.add(a.o);
   }
   ModArgParams modParams;
   modParams.place(splitParams, c.modArgParam, mods);
@@ -118,16 +148,7 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
                  static_cast<unsigned>(b * splits)};
   if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
     return s;
-  int32_t rows = b * h * nq;
-  // The sinks, last (after o's strides), of a kernel with sinks.
-  CUdeviceptr sinksData = sinks.sinks ? sinks.sinks->data : 0;
-  void *mergeParams[kMergeStrideParam + 3 + 1] = {
-      &oPart, &lsePart, &o, &lse, &rows, &splits, &h, &nq};
-  outStrides.place(mergeParams, kMergeStrideParam);
-  if (c.sinks)
-    mergeParams[c.sinksParam] = &sinksData;
-  Grid mergeGrid{static_cast<unsigned>(ceilDiv(rows, c.warps)), 1, 1};
-  return launch(merge, c.merge, mergeGrid, stream, mergeParams);
+  return launchMerge(c, merge, a, w, sinks, stream);
 }
 
 /// The checks, the device checks and the launches of one split-KV call.

@@ -344,30 +344,23 @@ TEST_F(PagedApi, SinksGoThroughTheirOwnLaunch) {
                              "tensor f32 [H]"),
             std::string::npos)
       << lastError();
+  // The sinks launch's check on `kernel` fails with `expect`.
+  auto rejectSinks = [&](const fa_kernel *kernel, const fa_tensor *s,
+                         const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_paged_sinks_check(kernel, &a, &cache, ws,
+                                                     bytes, 4, s),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  };
   // ... and the sinks launch would pass a parameter a plain kernel lacks.
-  EXPECT_EQ(fa_attention_forward_paged_sinks_check(paged, &a, &cache, ws,
-                                                   bytes, 4, &sinks),
-            FA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("kernel 'pg' has no attention sinks"),
-            std::string::npos)
-      << lastError();
+  rejectSinks(paged, &sinks, "kernel 'pg' has no attention sinks");
   // The sinks themselves: present, f32 [H], and no output on top of them.
-  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
-                                                   bytes, 4, nullptr),
-            FA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("sinks is null"), std::string::npos)
-      << lastError();
+  rejectSinks(withSinks, nullptr, "sinks is null");
   fa_tensor wrong = tensor(addr(7), FA_DTYPE_F32, {Hkv});
-  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
-                                                   bytes, 4, &wrong),
-            FA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("sinks.shape is [8], expected [32]"),
-            std::string::npos)
-      << lastError();
+  rejectSinks(withSinks, &wrong, "sinks.shape is [8], expected [32]");
   fa_tensor onOutput = tensor(a.lse.data, FA_DTYPE_F32, {H});
-  EXPECT_EQ(fa_attention_forward_paged_sinks_check(withSinks, &a, &cache, ws,
-                                                   bytes, 4, &onOutput),
-            FA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(lastError().find("overlap"), std::string::npos) << lastError();
+  rejectSinks(withSinks, &onOutput, "overlap");
   fa_bundle_free(b);
 }

@@ -182,6 +182,12 @@ struct StagedMaskMod {
 };
 } // namespace
 
+/// Whether `pred` compares its operands as unsigned integers.
+static bool isUnsignedPredicate(arith::CmpIPredicate pred) {
+  using P = arith::CmpIPredicate;
+  return pred == P::ult || pred == P::ule || pred == P::ugt || pred == P::uge;
+}
+
 /// The signed or unsigned range of an integer across the warp (rangeType).
 struct WarpRange {
   Value lo, hi;
@@ -265,8 +271,7 @@ static std::pair<Value, Value> classifyRanges(OpBuilder &b, Location loc,
                                               arith::CmpIPredicate pred,
                                               WarpRange lhs, WarpRange rhs) {
   using P = arith::CmpIPredicate;
-  bool isUnsigned = pred == P::ult || pred == P::ule || pred == P::ugt ||
-                    pred == P::uge;
+  bool isUnsigned = isUnsignedPredicate(pred);
   auto cmp = [&](P signedPred, Value x, Value y) -> Value {
     P p = signedPred;
     if (isUnsigned)
@@ -330,10 +335,8 @@ classifyByRanges(KernelBuilder &kb, attn::SeparableMaskCompare compare,
                  const StagedMaskMod &maskMod, ArrayRef<Value> laneRows) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
-  using P = arith::CmpIPredicate;
-  P pred = compare.compare.getPredicate();
-  bool isUnsigned = pred == P::ult || pred == P::ule || pred == P::ugt ||
-                    pred == P::uge;
+  arith::CmpIPredicate pred = compare.compare.getPredicate();
+  bool isUnsigned = isUnsignedPredicate(pred);
   SmallVector<Value> queryValues, keyValues;
   for (Value row : laneRows)
     queryValues.push_back(maskMod.atRow(b, loc, row, compare.query));
