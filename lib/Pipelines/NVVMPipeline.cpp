@@ -8,6 +8,7 @@
 
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/AttnGPU/Transforms/Passes.h"
 #include "fa/Pipelines/Pipelines.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -81,7 +82,9 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
     f.addPass(attn::createAttnSplitKvPass({/*splits=*/1, /*blockKV=*/0}));
   f.addPass(attn::createAttnTilePass());
   pm.addPass(createConvertAttnToGPUPass());
-  // The tile level (the mma.sync forward's attn_gpu ops) → fragments.
+  // The tile level's schedule: the key loop's K/V ring of plan.stages.
+  pm.addPass(attn_gpu::createAttnGPUPipelinePass());
+  // The tile level (the mma.sync kernels' attn_gpu ops) → fragments.
   pm.addPass(createConvertAttnGPUToNVVMPass());
 }
 

@@ -3,6 +3,7 @@
 #include "fa/Pipelines/Pipelines.h"
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "fa/Dialect/Attn/Transforms/Passes.h"
+#include "fa/Dialect/AttnGPU/Transforms/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -123,6 +124,7 @@ void fa::registerDialects(DialectRegistry &registry) {
 
 void fa::registerPassesAndPipelines() {
   attn::registerAttnPasses();
+  attn_gpu::registerAttnGPUPasses();
   registerNVVMPipeline();
   PassPipelineRegistration<LowerToLLVMOptions>(
       "fa-lower-to-linalg",

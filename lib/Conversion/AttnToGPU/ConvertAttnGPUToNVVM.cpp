@@ -54,6 +54,23 @@ static LogicalResult checkRowsAndMaskMod(gpu::GPUFuncOp func,
   return success();
 }
 
+/// Fails if a key loop of a plan with `stages` > 1 still copies into a
+/// single buffer: attn-gpu-pipeline has not built its ring.
+static LogicalResult checkPipelined(gpu::GPUFuncOp func, int64_t stages) {
+  if (stages < 2)
+    return success();
+  WalkResult walk = func.walk([&](ag::AsyncCopyOp copy) {
+    auto tile = copy.getTile().getDefiningOp<ag::SharedTileOp>();
+    if (!copy->getParentOfType<scf::ForOp>() || !tile || tile.getStage())
+      return WalkResult::advance();
+    copy.emitOpError("expected the key loop's copies pipelined over the "
+                     "plan's ")
+        << stages << " stages (run attn-gpu-pipeline first)";
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 /// The kernel plan of a tile-level kernel, resolved again from its
 /// `attn.kernel_plan` and what its tile ops carry: the element type and
 /// head dims (the K and V tiles), the mask (key_bounds), the score_mod and
@@ -86,9 +103,12 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   attn::ScoreSpec spec = maskSpecOf(*bounds);
   spec.scoreMod = *mod ? &mod->getScoreMod() : nullptr;
   spec.maskMod = maskMod ? &maskMod.getMaskMod() : nullptr;
-  return resolveTilePlan(func, planAttr, /*backward=*/false,
-                         key.getElementType(), key.getCols(), value.getCols(),
-                         spec);
+  FailureOr<KernelPlan> plan =
+      resolveTilePlan(func, planAttr, /*backward=*/false, key.getElementType(),
+                      key.getCols(), value.getCols(), spec);
+  if (failed(plan) || failed(checkPipelined(func, plan->stages)))
+    return failure();
+  return plan;
 }
 
 

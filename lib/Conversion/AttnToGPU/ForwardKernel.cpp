@@ -1,9 +1,11 @@
 //===- ForwardKernel.cpp - the FlashAttention-2 forward kernel --*- C++ -*-===//
 //
 // One CTA per (query block, head, batch); warp w owns query rows
-// [16w, 16w + 16) of the block. K and V tiles stream through a ring of
-// plan.stages shared buffers each (2 by default), in separate cp.async
-// groups so the load of V(j) overlaps S(j) = Q·K(j)ᵀ and the softmax, and
+// [16w, 16w + 16) of the block. The key loop is written unpipelined: each
+// iteration copies K(j) and V(j) (separate cp.async groups) and reads each
+// after waiting for it. attn-gpu-pipeline then turns K and V into rings of
+// plan.stages buffers (2 by default) with the copies stages − 1 iterations
+// ahead, so the load of V(j) overlaps S(j) = Q·K(j)ᵀ and the softmax, and
 // K(j+s-1) overlaps P·V(j); a deeper ring keeps more bytes in flight where
 // the kernel waits on memory (decode).
 //
@@ -62,12 +64,12 @@ private:
   void mapGrid();
   void mapPages();
   void declareSharedTiles();
-  Value kTile(Value stage);
-  Value vTile(Value stage);
+  Value kTile();
+  Value vTile();
   void copyAsync(Value mem, Value base, Value rowBegin, Value rowLimit,
                  Value tile, Value rowStride);
   Value keyOf(Value block);
-  void loadFirstTiles();
+  void loadQuery();
   Value keyBounds();
   ag::FragmentType f32Fragment(int64_t cols, ag::FragmentLayout layout);
   scf::ForOp buildKeyLoop(Value bounds);
@@ -152,13 +154,13 @@ void ForwardTileBuilder::mapPages() {
   nk = arith::MinSIOp::create(b, loc, used, keyCapacity);
 }
 
-/// Shared memory: Q | K stages | V stages (rows padded by 16 B).
+/// Shared memory: Q | K | V (rows padded by 16 B); attn-gpu-pipeline makes
+/// K and V rings.
 void ForwardTileBuilder::declareSharedTiles() {
   qElems = plan.blockQ * plan.strideQK();
   kElems = plan.blockKV * plan.strideQK();
   vElems = plan.blockKV * plan.strideV();
-  ag::SharedMemoryOp::create(
-      b, loc, qElems + plan.stages * (kElems + vElems), plan.elemType);
+  ag::SharedMemoryOp::create(b, loc, qElems + kElems + vElems, plan.elemType);
   qTile = ag::SharedTileOp::create(
       b, loc,
       ag::SharedTileType::get(ctx, plan.blockQ, plan.headDim, plan.elemType,
@@ -166,19 +168,18 @@ void ForwardTileBuilder::declareSharedTiles() {
       Value(), 0, IntegerAttr());
 }
 
-Value ForwardTileBuilder::kTile(Value stage) {
+Value ForwardTileBuilder::kTile() {
   auto type = ag::SharedTileType::get(ctx, plan.blockKV, plan.headDim,
                                       plan.elemType, plan.strideQK());
-  return ag::SharedTileOp::create(b, loc, type, stage, qElems,
-                                  b.getI64IntegerAttr(kElems));
+  return ag::SharedTileOp::create(b, loc, type, Value(), qElems,
+                                  IntegerAttr());
 }
 
-Value ForwardTileBuilder::vTile(Value stage) {
+Value ForwardTileBuilder::vTile() {
   auto type = ag::SharedTileType::get(ctx, plan.blockKV, plan.headDimV,
                                       plan.elemType, plan.strideV());
-  return ag::SharedTileOp::create(b, loc, type, stage,
-                                  qElems + plan.stages * kElems,
-                                  b.getI64IntegerAttr(vElems));
+  return ag::SharedTileOp::create(b, loc, type, Value(), qElems + kElems,
+                                  IntegerAttr());
 }
 
 void ForwardTileBuilder::copyAsync(Value mem, Value base, Value rowBegin,
@@ -199,20 +200,16 @@ Value ForwardTileBuilder::keyOf(Value block) {
   return splitKey ? kb.add(splitKey, key) : key;
 }
 
-/// Q (gathered when packed) and the first stages − 1 K, V blocks, then Q's
-/// fragments when they stay in registers for the whole key loop.
-void ForwardTileBuilder::loadFirstTiles() {
+/// Q (gathered when packed), then Q's fragments when they stay in
+/// registers for the whole key loop. The pipeline's first K, V copies join
+/// the wait.
+void ForwardTileBuilder::loadQuery() {
   if (rows)
     ag::AsyncGatherOp::create(b, loc, arg(0), batch, qT.batchStride,
                               qT.headStride, qT.rowStride, rows, qTile);
   else
     copyAsync(arg(0), qBase, qBegin, nq, qTile, qT.rowStride);
-  for (int64_t i = 0; i + 1 < plan.stages; ++i) {
-    Value key = keyOf(i ? kb.add(jBegin, kb.idx(i)) : jBegin);
-    copyAsync(arg(1), kBase, key, nk, kTile(kb.idx(i)), kT.rowStride);
-    copyAsync(arg(2), vBase, key, nk, vTile(kb.idx(i)), vT.rowStride);
-  }
-  ag::AsyncWaitOp::create(b, loc, 2 * (plan.stages - 1));
+  ag::AsyncWaitOp::create(b, loc, 0);
   gpu::BarrierOp::create(b, loc);
   rowBase = ag::WarpRowOffsetOp::create(b, loc, b.getIndexType());
   qOperand = qTile, qOperandRow = rowBase;
@@ -267,10 +264,9 @@ Value ForwardTileBuilder::applyMods(Value s, Value kBegin, Value bounds) {
   return ag::MaskOp::create(b, loc, type, s, bounds, kBegin);
 }
 
-/// The key-block loop: S = Q·K(j)ᵀ, the mods and the band, the online
-/// softmax and O += P·V(j), with K and V of block j + stages − 1 streaming
-/// into the ring slot block j − 1 used. Groups in flight at each wait: K and
-/// V of blocks j … j + stages − 2 (less one V after the first wait).
+/// The key-block loop, unpipelined (attn-gpu-pipeline builds its ring):
+/// K(j) and V(j) are copied, S = Q·K(j)ᵀ once K(j) has landed, the mods
+/// and the band, the online softmax, and O += P·V(j) once V(j) has.
 scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   // Loop state: row max, row sum (rows layout), O accumulator (16 × Dv).
   Type rowsType = f32Fragment(1, ag::FragmentLayout::Rows);
@@ -283,35 +279,30 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   auto loop = scf::ForOp::create(b, loc, jBegin, jEnd, kb.idx(1), init);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value j = loop.getInductionVar();
   ValueRange it = loop.getRegionIterArgs();
-  const int64_t stages = plan.stages, pending = 2 * stages - 3;
-  Value stage = kb.remui(kb.sub(j, jBegin), stages);
-  Value next = stages == 2
-                   ? kb.sub(kb.idx(1), stage)
-                   : kb.remui(kb.add(stage, kb.idx(stages - 1)), stages);
-  Value kBegin = keyOf(j);
-  auto nextKey = [&] { return kb.add(kBegin, plan.blockKV * (stages - 1)); };
+  Value kBegin = keyOf(loop.getInductionVar());
+  // The previous iteration's reads of K and V are done.
+  gpu::BarrierOp::create(b, loc);
+  Value k = kTile();
+  copyAsync(arg(1), kBase, kBegin, nk, k, kT.rowStride);
+  Value v = vTile();
+  copyAsync(arg(2), vBase, kBegin, nk, v, vT.rowStride);
 
   // S = Q·K(j)ᵀ once K(j) has landed (V(j) may still be in flight).
-  ag::AsyncWaitOp::create(b, loc, pending);
+  ag::AsyncWaitOp::create(b, loc, 1);
   gpu::BarrierOp::create(b, loc);
-  Value s = ag::MmaQKOp::create(b, loc, scoresType, qOperand, qOperandRow,
-                                kTile(stage));
-  // K(j + stages − 1) streams in while the softmax and P·V(j) run.
-  copyAsync(arg(1), kBase, nextKey(), nk, kTile(next), kT.rowStride);
+  Value s = ag::MmaQKOp::create(b, loc, scoresType, qOperand, qOperandRow, k);
   s = applyMods(s, kBegin, bounds);
   auto update =
       ag::OnlineSoftmaxOp::create(b, loc, scoresType, rowsType, rowsType,
                                   accType, s, it[0], it[1], it[2], scaleLog2);
 
   // O += P·V(j); P goes from accumulator layout to A fragments in registers.
-  ag::AsyncWaitOp::create(b, loc, pending);
+  ag::AsyncWaitOp::create(b, loc, 0);
   gpu::BarrierOp::create(b, loc);
-  Value acc = ag::MmaPVOp::create(b, loc, accType, update.getProbs(),
-                                  vTile(stage), /*first_column=*/Value(),
+  Value acc = ag::MmaPVOp::create(b, loc, accType, update.getProbs(), v,
+                                  /*first_column=*/Value(),
                                   update.getNewAcc());
-  copyAsync(arg(2), vBase, nextKey(), nk, vTile(next), vT.rowStride);
   scf::YieldOp::create(
       b, loc, SmallVector<Value>{update.getNewMax(), update.getNewSum(), acc});
   return loop;
@@ -362,7 +353,7 @@ void ForwardTileBuilder::build(gpu::GPUModuleOp module,
        /*cuSeqlensQ=*/{}, /*cuSeqlensK=*/{}, plan.paged ? sequsedK : Value(),
        plan.spec.windowLeftValue, plan.spec.windowRightValue},
       &splitKey);
-  loadFirstTiles();
+  loadQuery();
   scaleLog2 = softmaxScaleLog2(kb, arg(10));
   Value bounds = keyBounds();
   scf::ForOp loop = buildKeyLoop(bounds);

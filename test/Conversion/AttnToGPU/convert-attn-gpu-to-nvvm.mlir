@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu -convert-attn-gpu-to-nvvm | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu -attn-gpu-pipeline -convert-attn-gpu-to-nvvm | FileCheck %s --enable-var-scope
 
 // convert-attn-gpu-to-nvvm lowers the tile level in place: the lane ids at
 // the kernel's entry, the shared buffer where attn_gpu.shared_memory stood,

@@ -22,10 +22,9 @@
 // CHECK: %[[LO:.+]] = arith.maxsi
 // CHECK: %[[KEYS:.+]] = arith.minsi %[[LO]],
 // CHECK: attn_gpu.async_copy %arg0[{{.+}}] rows {{.+}} below {{.+}} stride {{.+}} into
+// CHECK: scf.for
 // CHECK: attn_gpu.async_copy %arg1[{{.+}}] rows {{.+}} below %[[KEYS]] stride {{.+}} paged(%[[PT]][%[[ROW]], %[[PSI]], %[[NPI]]] : !llvm.ptr<1>) into
 // CHECK: attn_gpu.async_copy %arg2[{{.+}}] rows {{.+}} below %[[KEYS]] stride {{.+}} paged(%[[PT]][%[[ROW]], %[[PSI]], %[[NPI]]] : !llvm.ptr<1>) into
-// CHECK: scf.for
-// CHECK: attn_gpu.async_copy %arg1[{{.+}}] {{.+}} paged(%[[PT]]
 // CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv_paged(
 
 // NOSPLIT: error: 'attn.attention' op a paged KV cache has a GPU kernel for the split-KV forward only (split-kv=1, any split count at launch), got no split-kv

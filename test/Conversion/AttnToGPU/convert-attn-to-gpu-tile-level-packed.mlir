@@ -1,5 +1,5 @@
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="split-kv=1 pack-gqa=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu | FileCheck %s --enable-var-scope
-// RUN: fa-opt %s -split-input-file -attn-gpu-plan="split-kv=1 pack-gqa=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu -convert-attn-gpu-to-nvvm | FileCheck %s --enable-var-scope --check-prefix=NVVM
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="split-kv=1 pack-gqa=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu -attn-gpu-pipeline -convert-attn-gpu-to-nvvm | FileCheck %s --enable-var-scope --check-prefix=NVVM
 
 // Packed GQA at the GPU tile level: grid y is the key head; the tile's rows
 // (the G = H / Hkv query heads of it, n = max(64 / G, 1) queries of each)
