@@ -8,7 +8,8 @@
 // adds (its fragments transposed: a warp's 16 keys as rows, the query
 // tile's queries as columns): the row statistics, the transposed mods and
 // mask, the recompute of P, dS, dSᵀ into shared memory, the dQ reduction
-// and the dK / dV epilogue. mma_qk and mma_pv serve both directions.
+// and the dK / dV epilogue. mma_qk and mma_pv serve both directions. Last,
+// the warpgroup roles of the warp-specialised (wgmma) kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -607,6 +608,45 @@ def AttnGPU_StoreAccumulatorOp : AttnGPU_Op<"store_accumulator"> {
     $row_limit attr-dict `:` type($acc) `,` type($output)
   }];
   let hasVerifier = 1;
+}
+
+def AttnGPU_WarpSpecializeOp : AttnGPU_Op<"warp_specialize",
+    [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
+  let summary = "warpgroup roles of a kernel, with their register budgets";
+  let description = [{
+    The CTA's warpgroups (128 threads each) take roles: warpgroup 0 runs
+    `producer` after lowering its registers per thread to
+    `producer_registers` (setmaxnreg.dec), warpgroups 1 … n − 1 run
+    `consumers`, whose argument is the consumer's index (0 …), after raising
+    theirs to `consumer_registers` (setmaxnreg.inc). A raise waits until the
+    register file has the registers, so the budgets must fit what the CTA
+    holds at entry (its `known_block_size` threads at the .maxntid cap):
+    producer + (n − 1)·consumer ≤ n·entry, producer ≤ entry ≤ consumer.
+    ```mlir
+    attn_gpu.warp_specialize producer registers 24 {
+      // TMA loads of the K/V ring
+    } consumers registers 240 {
+    ^bb0(%consumer: index):
+      // wgmma, softmax, epilogue
+    }
+    ```
+  }];
+  let arguments = (ins I32Attr:$producer_registers,
+                       I32Attr:$consumer_registers);
+  let regions = (region SizedRegion<1>:$producer, SizedRegion<1>:$consumers);
+  let assemblyFormat = [{
+    `producer` `registers` $producer_registers $producer
+    `consumers` `registers` $consumer_registers $consumers attr-dict
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The op with its two blocks (the consumers' with its index argument).
+    static WarpSpecializeOp build(::mlir::OpBuilder &b, ::mlir::Location loc,
+                                  int32_t producerRegisters,
+                                  int32_t consumerRegisters);
+    ::mlir::Block &getProducerBlock() { return getProducer().front(); }
+    ::mlir::Block &getConsumerBlock() { return getConsumers().front(); }
+  }];
 }
 
 #endif // ATTN_GPU_OPS_TD

@@ -111,9 +111,11 @@ def ConvertAttnToGPUPass : Pass<"convert-attn-to-gpu", "ModuleOp"> {
 def ConvertAttnGPUToNVVMPass : Pass<"convert-attn-gpu-to-nvvm", "ModuleOp"> {
   let summary = "Lower the attn_gpu tile level to mma.sync, ldmatrix and cp.async";
   let description = [{
-    Lowers every kernel whose body is attn_gpu tile ops (the mma.sync
-    forward that `convert-attn-to-gpu` builds) to the fragment builders'
-    code: register fragments become the scalar values one lane holds (a 1:N
+    Lowers the warpgroup roles of the wgmma kernels
+    (`attn_gpu.warp_specialize`: one branch on tid / 128 with setmaxnreg),
+    then every kernel whose body is attn_gpu tile ops (the mma.sync forward
+    and backward that `convert-attn-to-gpu` builds) to the fragment
+    builders' code: register fragments become the scalar values one lane holds (a 1:N
     type conversion; the key loop's `scf.for` carries them), shared tiles
     their element offsets in the dynamic shared buffer, `attn_gpu.mma_qk` /
     `mma_pv` ldmatrix loads and `nvvm.mma.sync` m16n8k16, `async_copy`

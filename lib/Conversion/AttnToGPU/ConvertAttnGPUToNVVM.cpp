@@ -615,7 +615,7 @@ static void storePackedRows(KernelBuilder &kb, ag::StoreOutputOp op,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     Value rowOff = kb.add(op.getOutputBase(), kb.mul(row, dv));
-    for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
+    for (int64_t n = 0, e = llvm::divideCeil(dv, 8); n < e; ++n) {
       Value lo = arith::MulFOp::create(b, kb.loc, acc[n * 4 + 2 * r], invSum[r]);
       Value hi =
           arith::MulFOp::create(b, kb.loc, acc[n * 4 + 2 * r + 1], invSum[r]);
@@ -656,7 +656,7 @@ struct StoreOutputLowering : TileOpLowering<ag::StoreOutputOp> {
       Value rowOff = rowStride
                          ? kb.add(op.getOutputBase(), kb.mul(row, rowStride))
                          : kb.add(op.getOutputBase(), kb.mul(row, dv));
-      for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
+      for (int64_t n = 0, e = llvm::divideCeil(dv, 8); n < e; ++n) {
         Value lo = arith::MulFOp::create(rewriter, loc, acc[n * 4 + 2 * r],
                                          invSum[r]);
         Value hi = arith::MulFOp::create(rewriter, loc, acc[n * 4 + 2 * r + 1],
@@ -679,6 +679,38 @@ struct StoreOutputLowering : TileOpLowering<ag::StoreOutputOp> {
   }
 };
 
+/// The warpgroup roles as one branch on tid / 128: warpgroup 0 lowers its
+/// registers and runs the producer, the others raise theirs and run the
+/// consumers with their index. The bodies need no plan: this runs before
+/// the tile ops' conversion, on every kernel.
+static void lowerWarpSpecialize(ag::WarpSpecializeOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v).getResult();
+  };
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value group = arith::DivUIOp::create(b, loc, tid, idx(128));
+  Value isProducer = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           group, idx(0));
+  auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
+  auto inlineRole = [&](Block &role, Block &into, int32_t registers,
+                        NVVM::SetMaxRegisterAction action) {
+    b.setInsertionPointToStart(&into);
+    NVVM::SetMaxRegisterOp::create(b, loc, registers, action);
+    if (role.getNumArguments() && !role.getArgument(0).use_empty())
+      role.getArgument(0).replaceAllUsesWith(
+          arith::SubIOp::create(b, loc, group, idx(1)));
+    into.getOperations().splice(into.getTerminator()->getIterator(),
+                                role.getOperations());
+  };
+  inlineRole(op.getProducerBlock(), roles.getThenRegion().front(),
+             op.getProducerRegisters(), NVVM::SetMaxRegisterAction::decrease);
+  inlineRole(op.getConsumerBlock(), roles.getElseRegion().front(),
+             op.getConsumerRegisters(), NVVM::SetMaxRegisterAction::increase);
+  op.erase();
+}
+
 struct ConvertAttnGPUToNVVMPass final
     : fa::impl::ConvertAttnGPUToNVVMPassBase<ConvertAttnGPUToNVVMPass> {
   using Base::Base;
@@ -697,6 +729,10 @@ struct ConvertAttnGPUToNVVMPass final
     });
     if (left.wasInterrupted())
       return signalPassFailure();
+    SmallVector<ag::WarpSpecializeOp> roles;
+    module.walk([&](ag::WarpSpecializeOp op) { roles.push_back(op); });
+    for (ag::WarpSpecializeOp op : roles)
+      lowerWarpSpecialize(op);
     KernelLowerings kernels;
     WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
       bool tileLevel = false;

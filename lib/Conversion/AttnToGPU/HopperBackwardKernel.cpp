@@ -42,6 +42,8 @@
 
 #include "HopperBackward.h"
 
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+
 #include "llvm/Support/CommandLine.h"
 
 #include <cmath>
@@ -49,6 +51,11 @@
 using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
+
+/// Register budgets of the warp-specialised roles (FA3's): 24·128 +
+/// 2·240·128 = 168·384, the CTA's registers at entry.
+constexpr int32_t kProducerRegs = 24;
+constexpr int32_t kConsumerRegs = 240;
 
 // The kernel's structure (docs/hopper-notes.md has what each is worth on the
 // H200).
@@ -247,12 +254,12 @@ void HopperBackward::buildWarpSpecializedKernel() {
   initBarriers();
   hasTiles = kb.lt(kb.idx(0), tileCount);
 
-  auto roles = scf::IfOp::create(b, loc, eq(kb.divui(kb.tid, 128), kb.idx(0)),
-                                 /*withElseRegion=*/true);
+  auto roles = attn_gpu::WarpSpecializeOp::build(b, loc, kProducerRegs,
+                                                 kConsumerRegs);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&roles.getThenRegion().front());
+  b.setInsertionPointToStart(&roles.getProducerBlock());
   emitProducerWarpgroup();
-  b.setInsertionPointToStart(&roles.getElseRegion().front());
+  b.setInsertionPointToStart(&roles.getConsumerBlock());
   emitConsumerWarpgroups();
 }
 
@@ -273,8 +280,6 @@ void HopperBackward::initBarriers() {
 }
 
 void HopperBackward::emitProducerWarpgroup() {
-  NVVM::SetMaxRegisterOp::create(b, loc, 24,
-                                 NVVM::SetMaxRegisterAction::decrease);
   batchHeads32 = kb.toI32(kb.mul(batch, heads));
   nq32 = kb.toI32(nq);
   headRows32 = plan.varlen ? kb.toI32(nqTotal) : nq32;
@@ -285,8 +290,6 @@ void HopperBackward::emitProducerWarpgroup() {
 }
 
 void HopperBackward::emitConsumerWarpgroups() {
-  NVVM::SetMaxRegisterOp::create(b, loc, 240,
-                                 NVVM::SetMaxRegisterAction::increase);
   const BarrierRing ring{layout.stages()};
   ifThen(hasTiles, [&] {
     waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),

@@ -31,6 +31,7 @@
 #include "Wgmma.h"
 
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/Support/CommandLine.h"
 
@@ -40,6 +41,7 @@
 using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
+namespace ag = mlir::fa::attn_gpu;
 
 llvm::cl::OptionCategory &mlir::fa::codegenOptionCategory() {
   static llvm::cl::OptionCategory category(
@@ -1351,18 +1353,17 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     auto active = scf::IfOp::create(b, loc, kb.lt(qBegin, nq), false);
     b.setInsertionPointToStart(&active.getThenRegion().front());
   }
-  Value warpGroup = kb.divui(kb.tid, 128);
-  auto roles = scf::IfOp::create(b, loc, eq(warpGroup, kb.idx(0)),
-                                 /*withElseRegion=*/true);
+  auto roles = ag::WarpSpecializeOp::build(
+      b, loc,
+      fp8()             ? kFp8ProducerRegs
+      : plan.persistent ? kPersistentProducerRegs
+                        : kProducerRegs,
+      fp8()             ? kFp8ConsumerRegs
+      : plan.persistent ? kPersistentConsumerRegs
+                        : kConsumerRegs);
   {
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&roles.getThenRegion().front());
-    NVVM::SetMaxRegisterOp::create(
-        b, loc,
-        fp8()             ? kFp8ProducerRegs
-        : plan.persistent ? kPersistentProducerRegs
-                          : kProducerRegs,
-        NVVM::SetMaxRegisterAction::decrease);
+    b.setInsertionPointToStart(&roles.getProducerBlock());
     auto one = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/fp8());
     b.setInsertionPointToStart(&one.getThenRegion().front());
     emitProducer();
@@ -1377,14 +1378,9 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
       emitTransposer();
     }
 
-    b.setInsertionPointToStart(&roles.getElseRegion().front());
-    NVVM::SetMaxRegisterOp::create(
-        b, loc,
-        fp8()             ? kFp8ConsumerRegs
-        : plan.persistent ? kPersistentConsumerRegs
-                          : kConsumerRegs,
-        NVVM::SetMaxRegisterAction::increase);
-    emitConsumer(kb.sub(warpGroup, kb.idx(1)), oMem, lseMem, scale);
+    b.setInsertionPointToStart(&roles.getConsumerBlock());
+    emitConsumer(roles.getConsumerBlock().getArgument(0), oMem, lseMem,
+                 scale);
   }
   b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b, loc);

@@ -1,6 +1,7 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma stages=3 block-kv=64" | FileCheck %s --check-prefix=OPT
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma target=sm_80" 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=ROLES
 
 // The wgmma forward keeps the ABI parameters and appends the tensor-map
 // pointers of Q, K and V; 384 threads; Q and a 2-stage K/V ring unpadded in
@@ -37,6 +38,13 @@
 // OPT: fa.shared_bytes = 131072
 // OPT: num_barriers = 13
 // SM80: expected target sm_90a for mma = wgmma, got sm_80
+// Before convert-attn-gpu-to-nvvm the warpgroup roles and their register
+// budgets are the tile level's attn_gpu.warp_specialize.
+// ROLES: attn_gpu.warp_specialize producer registers 24 {
+// ROLES: nvgpu.tma.async.load
+// ROLES: } consumers registers 240 {
+// ROLES-NEXT: ^bb0(%{{.+}}: index):
+// ROLES: nvvm.wgmma.mma_async
 func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>

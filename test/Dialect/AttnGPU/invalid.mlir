@@ -234,3 +234,67 @@ func.func @transposed_mask_window(%s: !attn_gpu.fragment<16x64xf32, accumulator>
   %m = attn_gpu.transposed_mask %s at [%i, %i, %i, %i] of [%i, %i] row %i {block_keys = 128 : i64, mask = #attn.mask<window>} : !attn_gpu.fragment<16x64xf32, accumulator>
   return
 }
+
+// -----
+
+gpu.module @roles {
+  gpu.func @over_budget() kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    // expected-error @+1 {{expected budgets within the 168 registers per thread of 384 threads at entry (producer <= 168 <= consumer, producer + 2 x consumer <= 504), got 32 and 240}}
+    attn_gpu.warp_specialize producer registers 32 {
+    } consumers registers 240 {
+    ^bb0(%c: index):
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @roles {
+  gpu.func @odd_budget() kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    // expected-error @+1 {{expected register budgets that are multiples of 8 in [24, 256], got 236}}
+    attn_gpu.warp_specialize producer registers 24 {
+    } consumers registers 236 {
+    ^bb0(%c: index):
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @roles {
+  gpu.func @no_block_size() kernel {
+    // expected-error @+1 {{expected to lie in a gpu.func with known_block_size (setmaxnreg needs the .maxntid cap)}}
+    attn_gpu.warp_specialize producer registers 24 {
+    } consumers registers 240 {
+    ^bb0(%c: index):
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @roles {
+  gpu.func @one_group() kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+    // expected-error @+1 {{expected whole warpgroups and at least two, got 128 threads}}
+    attn_gpu.warp_specialize producer registers 24 {
+    } consumers registers 240 {
+    ^bb0(%c: index):
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @roles {
+  gpu.func @no_consumer_index() kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    // expected-error @+1 {{expected no producer argument and one index argument (the consumer) of the consumers}}
+    attn_gpu.warp_specialize producer registers 24 {
+    } consumers registers 240 {
+    }
+    gpu.return
+  }
+}

@@ -144,3 +144,21 @@ func.func @backward(%lse: memref<64xf32>, %dq: memref<1024xbf16>, %i: index, %sc
   attn_gpu.store_accumulator %dv to %dq[%i stride %i] rows %i below %i {row_elements = 128 : i64} : !attn_gpu.fragment<16x64xf32, accumulator>, memref<1024xbf16>
   return
 }
+
+// CHECK-LABEL: gpu.func @roles
+// CHECK: attn_gpu.warp_specialize producer registers 24 {
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: } consumers registers 240 {
+// CHECK-NEXT: ^bb0(%[[C:.+]]: index):
+// CHECK-NEXT: arith.addi %[[C]], %[[C]] : index
+gpu.module @roles {
+  gpu.func @roles() kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    attn_gpu.warp_specialize producer registers 24 {
+      gpu.barrier
+    } consumers registers 240 {
+    ^bb0(%c: index):
+      %twice = arith.addi %c, %c : index
+    }
+    gpu.return
+  }
+}

@@ -2,6 +2,7 @@
 
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -171,6 +172,56 @@ LogicalResult SharedMemoryOp::verify() {
   if (getElements() <= 0)
     return emitOpError("expected a positive element count, got ")
            << getElements();
+  return success();
+}
+
+WarpSpecializeOp WarpSpecializeOp::build(OpBuilder &b, Location loc,
+                                         int32_t producerRegisters,
+                                         int32_t consumerRegisters) {
+  auto op = WarpSpecializeOp::create(b, loc, producerRegisters,
+                                     consumerRegisters);
+  op.getProducer().emplaceBlock();
+  op.getConsumers().emplaceBlock().addArgument(b.getIndexType(), loc);
+  return op;
+}
+
+/// Registers per thread a kernel of `threads` threads holds at entry: the
+/// .maxntid cap, 64K registers shared, in steps of 8, at most 255.
+static int64_t entryRegisters(int64_t threads) {
+  return std::min<int64_t>(65536 / threads / 8 * 8, 248);
+}
+
+LogicalResult WarpSpecializeOp::verifyRegions() {
+  if (getProducerBlock().getNumArguments() != 0 ||
+      getConsumerBlock().getNumArguments() != 1 ||
+      !getConsumerBlock().getArgument(0).getType().isIndex())
+    return emitOpError("expected no producer argument and one index "
+                       "argument (the consumer) of the consumers");
+  int64_t producer = getProducerRegisters(), consumer = getConsumerRegisters();
+  for (int64_t r : {producer, consumer})
+    if (r < 24 || r > 256 || r % 8)
+      return emitOpError("expected register budgets that are multiples of 8 "
+                         "in [24, 256], got ")
+             << r;
+  auto func = (*this)->getParentOfType<gpu::GPUFuncOp>();
+  DenseI32ArrayAttr block = func ? func.getKnownBlockSizeAttr() : nullptr;
+  if (!block)
+    return emitOpError("expected to lie in a gpu.func with known_block_size "
+                       "(setmaxnreg needs the .maxntid cap)");
+  int64_t threads = 1;
+  for (int32_t d : block.asArrayRef())
+    threads *= d;
+  if (threads % 128 || threads < 256)
+    return emitOpError("expected whole warpgroups and at least two, got ")
+           << threads << " threads";
+  int64_t groups = threads / 128, entry = entryRegisters(threads);
+  if (producer > entry || consumer < entry ||
+      producer + (groups - 1) * consumer > groups * entry)
+    return emitOpError("expected budgets within the ")
+           << entry << " registers per thread of " << threads
+           << " threads at entry (producer <= " << entry << " <= consumer, "
+           << "producer + " << groups - 1 << " x consumer <= " << groups * entry
+           << "), got " << producer << " and " << consumer;
   return success();
 }
 
