@@ -193,7 +193,7 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     KernelBuilder kb = builderFor(op, rewriter);
     SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
     if (op.getPageTable())
-      copyPagedRows(kb, op, tile);
+      copyPagedTile(kb, op, tile);
     else
       kb.copyTileAsync(op.getSource(), op.getBase(), op.getRowBegin(),
                        op.getRowLimit(), tile, op.getRowStride());
@@ -247,6 +247,56 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     return {slot, in};
   }
 
+  /// The page of table slot `slot` (i32) of the sequence, clamped into the
+  /// pool. Signed: a negative entry clamps to page 0, as the CPU path does.
+  static Value loadPage(KernelBuilder &kb, ag::AsyncCopyOp op, Value slot,
+                        Value lastPage) {
+    OpBuilder &b = kb.b;
+    Value raw = gpu_lowering::loadSequenceOffset(
+        b, kb.loc, op.getPageTable(),
+        kb.add(op.getTableBase(), kb.toIndex(slot)));
+    return arith::MinSIOp::create(
+        b, kb.loc, arith::MaxSIOp::create(b, kb.loc, raw, kb.c32(0)),
+        lastPage);
+  }
+
+  /// A tile whose keys all lie in one page (a uniform test: page sizes that
+  /// are multiples of the tile's rows always, smaller ones never) is one
+  /// contiguous run of pool rows: one table read for the tile, then the
+  /// contiguous copy. Others gather row by row (copyPagedRows).
+  static void copyPagedTile(KernelBuilder &kb, ag::AsyncCopyOp op,
+                            const SharedTile &tile) {
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    Type i32 = b.getI32Type();
+    Value size32 =
+        arith::IndexCastUIOp::create(b, loc, i32, op.getPageSize());
+    Value inverse = pageSizeInverse(kb, size32);
+    Value begin = op.getRowBegin();
+    auto [slot, inPage] = splitKey(
+        kb, arith::IndexCastUIOp::create(b, loc, i32, begin), size32, inverse);
+    Value onePage = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ule,
+        arith::AddIOp::create(b, loc, inPage, kb.c32(tile.rows)), size32);
+    auto ifOp = scf::IfOp::create(b, loc, onePage, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    // A tile past the limit reads slot 0 (never past the table row).
+    Value lastPage = arith::IndexCastUIOp::create(
+        b, loc, i32, kb.sub(op.getNumPages(), kb.idx(1)));
+    Value page = loadPage(
+        kb, op, kb.select(kb.lt(begin, op.getRowLimit()), slot, kb.c32(0)),
+        lastPage);
+    // Pool row of key `begin` (64-bit); the limit moves with it.
+    Value first = kb.add(kb.mul(kb.toIndex(page), op.getPageSize()),
+                         kb.toIndex(inPage));
+    kb.copyTileAsync(op.getSource(), op.getBase(), first,
+                     kb.add(first, kb.sub(op.getRowLimit(), begin)), tile,
+                     op.getRowStride());
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    copyPagedRows(kb, op, tile);
+  }
+
   /// Each tile row's element offset through the page table: key n at row
   /// page·size + n mod size. Rows at or past the limit read page slot 0 of
   /// the sequence (never past its table row) and copy nothing. A thread's
@@ -265,7 +315,6 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     Value size32 = to32(op.getPageSize());
     Value lastPage = to32(kb.sub(op.getNumPages(), kb.idx(1)));
     Value inverse = pageSizeInverse(kb, size32);
-    Value tableBase = op.getTableBase();
     // The split of the previous call's key.
     std::pair<Value, Value> previous;
     constexpr int64_t kMinPageSize = 16; // the runtime's check
@@ -278,14 +327,8 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
                          ? stepKey(kb, previous, step, size32)
                          : splitKey(kb, to32(key), size32, inverse);
           auto [pageSlot, inPage] = previous;
-          Value slot = kb.select(valid, pageSlot, kb.c32(0));
-          Value raw = gpu_lowering::loadSequenceOffset(
-              b, loc, op.getPageTable(),
-              kb.add(tableBase, kb.toIndex(slot)));
-          // Signed: a negative entry clamps to page 0, as the CPU path does.
-          Value page = arith::MinSIOp::create(
-              b, loc, arith::MaxSIOp::create(b, loc, raw, kb.c32(0)),
-              lastPage);
+          Value page = loadPage(kb, op, kb.select(valid, pageSlot, kb.c32(0)),
+                                lastPage);
           // The pool's row in 64 bits (num_pages·page_size is unbounded).
           Value matrixRow = kb.add(kb.mul(kb.toIndex(page), op.getPageSize()),
                                    kb.toIndex(inPage));

@@ -1,5 +1,6 @@
 // RUN: fa-opt %s -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NOSPLIT
+// RUN: fa-opt %s -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu -attn-gpu-pipeline -convert-attn-gpu-to-nvvm | FileCheck %s --check-prefix=NVVM --enable-var-scope
 
 // A paged cache lowers to the split-KV kernel whose K and V tiles are
 // gathered through the page table: after the strides come the page table
@@ -26,6 +27,25 @@
 // CHECK: attn_gpu.async_copy %arg1[{{.+}}] rows {{.+}} below %[[KEYS]] stride {{.+}} paged(%[[PT]][%[[ROW]], %[[PSI]], %[[NPI]]] : !llvm.ptr<1>) into
 // CHECK: attn_gpu.async_copy %arg2[{{.+}}] rows {{.+}} below %[[KEYS]] stride {{.+}} paged(%[[PT]][%[[ROW]], %[[PSI]], %[[NPI]]] : !llvm.ptr<1>) into
 // CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv_paged(
+
+// A paged tile copy tests, once per tile, whether its 64 keys lie in one page
+// (the first key's offset in its page + 64 <= page_size): then one table read
+// and the contiguous copy from that page's rows; else the gather, one table
+// read per row a thread copies (8 here).
+// NVVM: scf.for
+// NVVM: %[[OFF:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
+// NVVM: %[[END:.+]] = arith.addi %[[OFF]], %c64_i32{{.*}} : i32
+// NVVM: %[[ONE:.+]] = arith.cmpi ule, %[[END]], %{{.+}} : i32
+// NVVM: scf.if %[[ONE]] {
+// NVVM: llvm.load {{.+}} invariant
+// NVVM-NOT: llvm.load
+// NVVM: nvgpu.device_async_copy
+// NVVM: nvvm.cp.async.commit.group
+// NVVM-NEXT: } else {
+// NVVM-COUNT-8: llvm.load {{.+}} invariant
+// NVVM: nvgpu.device_async_copy
+// NVVM: nvvm.cp.async.commit.group
+// NVVM-NEXT: }
 
 // NOSPLIT: error: 'attn.attention' op a paged KV cache has a GPU kernel for the split-KV forward only (split-kv=1, any split count at launch), got no split-kv
 func.func @paged(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x?x8x128xbf16>, %v: tensor<?x?x8x128xbf16>, %pt: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>) {
