@@ -76,16 +76,22 @@ def AttnGPU_FragmentType : AttnGPU_Type<"Fragment", "fragment"> {
 }
 
 def AttnGPU_SharedTileType : AttnGPU_Type<"SharedTile", "shared_tile"> {
-  let summary = "a row-padded tile of the CTA's dynamic shared memory";
+  let summary = "a row-padded or swizzled tile of the CTA's dynamic shared memory";
   let description = [{
     `!attn_gpu.shared_tile<64x128xbf16, stride = 136>`: `rows` rows of `cols`
     elements, `stride` elements apart (the padding spreads an ldmatrix's row
     addresses over distinct banks; columns from `cols` to the next multiple
     of 16 hold zeros). Lowers to the element offset of its row 0 in the
     shared buffer.
+
+    `!attn_gpu.shared_tile<64x128xbf16, stride = 128, swizzle>`: unpadded
+    rows (cols a multiple of 64) whose 16-byte chunk c of row r is stored at
+    chunk c xor (r mod 8): the eight rows an ldmatrix reads at one chunk
+    fall on distinct banks without padding.
   }];
   let parameters = (ins "int64_t":$rows, "int64_t":$cols,
-                        "::mlir::Type":$elementType, "int64_t":$stride);
+                        "::mlir::Type":$elementType, "int64_t":$stride,
+                        "bool":$swizzle);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

@@ -31,20 +31,50 @@ fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
   return FA_SUCCESS;
 }
 
+/// CTAs of the split forward one SM holds: its shared memory (228 KB per
+/// SM from sm_90 on, 164 KB on sm_80/87, 100 KB otherwise; 1 KB of it
+/// reserved per CTA) and its registers (64K per SM, at most 256 allocated
+/// per thread).
+int64_t ctasPerSm(const KernelConfig &c) {
+  int64_t smem = c.target.cc >= 90                       ? 233472
+                 : c.target.cc == 80 || c.target.cc == 87 ? 167936
+                                                          : 102400;
+  int64_t bySmem = smem / (int64_t{c.fwd.sharedBytes} + 1024);
+  int64_t byRegs = 65536 / (256 * std::max<int64_t>(1, c.fwd.threads));
+  return std::max<int64_t>(1, std::min(bySmem, byRegs));
+}
+
+/// The share of the grid's last wave that `ctas` CTAs fill, `slots` per wave.
+double lastWaveFill(int64_t ctas, int64_t slots) {
+  return static_cast<double>(ctas) / (ceilDiv(ctas, slots) * slots);
+}
+
 /// The split count of fa_splitkv_choose for valid sizes.
 int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
                      int64_t kvHeads, int64_t nq, int64_t nk, int32_t sms) {
   int64_t ctas =
       queryTiles(c, heads, kvHeads, nq) * gridHeads(c, heads, kvHeads) * batch;
-  if (ctas >= sms)
-    return 1; // the plain grid already fills the GPU
   // Each split takes at least 2 key blocks, and z = batch x splits.
-  int64_t most = std::min(ceilDiv(nk, c.blockKV) / 2, kMaxGridZ / batch);
-  // As many splits as keep the grid within two CTAs per SM (the kernels' 255
-  // registers x 128 threads allow two): one wave. Measured on the H200
-  // (2026-12-01, 1 x 8k, 32 heads on 8, d128): 8 splits (256 CTAs) 37 µs,
-  // 9 (288 CTAs, a second partial wave) 50 µs; 16 splits 40 µs.
-  int64_t want = 2 * int64_t{sms} / ctas;
+  int64_t most = std::max<int64_t>(
+      1, std::min(ceilDiv(nk, c.blockKV) / 2, kMaxGridZ / batch));
+  if (ctas >= sms) {
+    // The plain grid fills the GPU; a few splits only even out its last
+    // wave. Measured on the H200 (2026-12-03, 64 x 4k, 32 heads on 8, d128,
+    // the packed kernel at three CTAs per SM: 512 CTAs fill 65% of their
+    // second wave): 1 split 276 µs, 2 (86%) 255 µs, 3 (97%) 257 µs; at two
+    // CTAs per SM (97%) one split was best.
+    int64_t slots = ctasPerSm(c) * sms;
+    for (int64_t s = 1; s <= std::min<int64_t>(most, 4); ++s)
+      if (lastWaveFill(ctas * s, slots) >= 0.85)
+        return static_cast<int32_t>(s);
+    return 1;
+  }
+  // As many splits as keep the grid within two CTAs per SM: one wave.
+  // Measured on the H200 (2026-12-01, 1 x 8k, 32 heads on 8, d128): 8
+  // splits (256 CTAs) 37 µs, 9 (288 CTAs, a second partial wave) 50 µs; 16
+  // splits 40 µs. A kernel that fits three per SM does not gain from a third
+  // (2026-12-03, 1 x 64k: 33 splits 72.5 µs, 49 splits 74.7 µs).
+  int64_t want = std::min<int64_t>(2, ctasPerSm(c)) * sms / ctas;
   return static_cast<int32_t>(std::max<int64_t>(1, std::min(want, most)));
 }
 

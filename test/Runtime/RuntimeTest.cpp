@@ -2465,6 +2465,38 @@ TEST_F(SplitKvApi, WorkspaceBytes) {
             FA_ERROR_INVALID_ARGUMENT);
 }
 
+/// A grid that fills the GPU is split only to even out its last wave, by
+/// the CTAs per SM the kernel's shared memory and threads allow.
+TEST(SplitKv, ChooseSplitsEvensOutTheLastWave) {
+  // 64 threads and 72 KB: three CTAs per SM on sm_90a (the bq32 packed
+  // decode kernel); 128 threads and 48 KB: two (the registers).
+  std::string three = kernelJson("t", "fwd", "bf16", 128, "none", "sm_90a",
+                                 true, R"(, "split_kv": true, "entries": {
+      "fwd": {"name": "fa_fwd_t", "threads": 64, "shared_bytes": 73728},
+      "merge": {"name": "fa_merge_t", "threads": 128, "shared_bytes": 0}})");
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv_waves", manifest({three, splitKvJson("s")}, "6"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  auto choose = [&](int index, int64_t batch) {
+    int32_t splits = -1;
+    EXPECT_EQ(fa_splitkv_choose(fa_bundle_kernel_at(b, index), batch, 32, 1,
+                                4096, 132, &splits),
+              FA_SUCCESS)
+        << lastError();
+    return splits;
+  };
+  // 16 x 32 heads = 512 CTAs: 396 slots leave the second wave 65% full,
+  // two splits fill 86% of their third; 264 slots (two per SM) 97%.
+  EXPECT_EQ(choose(0, 16), 2);
+  EXPECT_EQ(choose(1, 16), 1);
+  // 13 x 32 = 416 CTAs: 416 / 792 = 53%, 832 / 1188 = 70%, 1248 / 1584
+  // = 79%, 1664 / 1980 = 84%: no count up to 4 reaches 85%, so one.
+  EXPECT_EQ(choose(0, 13), 1);
+  fa_bundle_free(b);
+}
+
 TEST_F(SplitKvApi, ChooseSplits) {
   // 1 x 8k, 32 heads, 1 query: 32 CTAs; two per SM on 132 SMs is 264, so 8
   // splits (256 CTAs) of 128 key blocks.

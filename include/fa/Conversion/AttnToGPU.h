@@ -182,10 +182,24 @@ struct KernelPlan {
   /// Columns of dK/dQ and of dV one backward CTA accumulates.
   int64_t sliceHeadDim() const { return headDim / dsplit; }
   int64_t sliceHeadDimV() const { return headDimV / dsplit; }
-  /// Padded row strides (elements) of the shared tiles: +16 B per row makes
-  /// the eight row addresses of an ldmatrix fall in distinct bank groups.
-  int64_t strideQK() const { return paddedHeadDim() + 8; }
-  int64_t strideV() const { return paddedHeadDimV() + 8; }
+  /// mma.sync forward only: its Q, K and V tiles are swizzled instead of
+  /// padded (head dims multiples of 64): the split-KV decode kernels, where
+  /// 16 B per row cost a third CTA per SM (bq32, 2 warps, d128). Not with a
+  /// deeper ring: the 3-stage packed causal tile, which spills 52 B padded,
+  /// spills 100 B swizzled.
+  bool swizzledForwardTiles() const {
+    return strategy == MmaStrategy::MmaSync && !backward && splitKv &&
+           stages == 2 && headDim % 64 == 0 && headDimV % 64 == 0;
+  }
+  /// Row strides (elements) of the shared tiles: +16 B per row makes the
+  /// eight row addresses of an ldmatrix fall in distinct bank groups, unless
+  /// the tiles are swizzled.
+  int64_t strideQK() const {
+    return paddedHeadDim() + (swizzledForwardTiles() ? 0 : 8);
+  }
+  int64_t strideV() const {
+    return paddedHeadDimV() + (swizzledForwardTiles() ? 0 : 8);
+  }
   /// Dynamic shared memory of the forward kernel, in bytes.
   int64_t forwardSharedBytes() const;
   /// Dynamic shared memory of the main backward kernel, in bytes.

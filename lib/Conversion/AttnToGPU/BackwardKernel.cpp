@@ -410,7 +410,8 @@ void BackwardTileBuilder::declareSharedTiles() {
   dqAddress = kb.globalAddress(arg(6));
   auto tile = [&](int64_t offset, int64_t rows, int64_t cols, int64_t stride) {
     auto type =
-        ag::SharedTileType::get(ctx, rows, cols, plan.elemType, stride);
+        ag::SharedTileType::get(ctx, rows, cols, plan.elemType, stride,
+                                /*swizzle=*/false);
     return ag::SharedTileOp::create(b, loc, type, Value(), offset,
                                     IntegerAttr());
   };

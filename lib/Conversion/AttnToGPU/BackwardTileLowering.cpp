@@ -246,7 +246,7 @@ struct StoreTileLowering : TileOpLowering<ag::StoreTileOp> {
       for (int64_t r = 0; r < 2; ++r) {
         Value row = kb.add(op.getRow(), kb.add(kb.groupId, r * 8));
         Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-        Value at = kb.add(tile.base, kb.add(kb.mul(row, tile.stride), col));
+        Value at = kb.tileOffset(tile, row, col);
         vector::StoreOp::create(
             rewriter, op.getLoc(),
             kb.truncPair(v[n * 4 + 2 * r], v[n * 4 + 2 * r + 1]), kb.smem,

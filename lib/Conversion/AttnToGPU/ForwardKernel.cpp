@@ -164,20 +164,22 @@ void ForwardTileBuilder::declareSharedTiles() {
   qTile = ag::SharedTileOp::create(
       b, loc,
       ag::SharedTileType::get(ctx, plan.blockQ, plan.headDim, plan.elemType,
-                              plan.strideQK()),
+                              plan.strideQK(), plan.swizzledForwardTiles()),
       Value(), 0, IntegerAttr());
 }
 
 Value ForwardTileBuilder::kTile() {
-  auto type = ag::SharedTileType::get(ctx, plan.blockKV, plan.headDim,
-                                      plan.elemType, plan.strideQK());
+  auto type =
+      ag::SharedTileType::get(ctx, plan.blockKV, plan.headDim, plan.elemType,
+                              plan.strideQK(), plan.swizzledForwardTiles());
   return ag::SharedTileOp::create(b, loc, type, Value(), qElems,
                                   IntegerAttr());
 }
 
 Value ForwardTileBuilder::vTile() {
-  auto type = ag::SharedTileType::get(ctx, plan.blockKV, plan.headDimV,
-                                      plan.elemType, plan.strideV());
+  auto type =
+      ag::SharedTileType::get(ctx, plan.blockKV, plan.headDimV, plan.elemType,
+                              plan.strideV(), plan.swizzledForwardTiles());
   return ag::SharedTileOp::create(b, loc, type, Value(), qElems + kElems,
                                   IntegerAttr());
 }

@@ -194,7 +194,7 @@ void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
   copyRowsAsync(
       gmem, gBase, rowBegin, rowLimit, tile.rows, tile.cols,
       [&](Value row, Value, Value col) {
-        return add(tile.base, add(mul(row, tile.stride), col));
+        return tileOffset(tile, row, col);
       },
       rowStride);
 }
@@ -204,7 +204,7 @@ void KernelBuilder::copyGatheredTileAsync(Value gmem, RowSource rowSource,
   copyRowsAsync(
       gmem, idx(0), Value(), Value(), tile.rows, tile.cols,
       [&](Value row, Value, Value col) {
-        return add(tile.base, add(mul(row, tile.stride), col));
+        return tileOffset(tile, row, col);
       },
       /*rowStride: rowSource gives element offsets=*/idx(1), rowSource);
 }
@@ -445,12 +445,20 @@ SmallVector<Value, 4> KernelBuilder::ldmatrixX4(Value offset, bool transpose) {
   return regs;
 }
 
+Value KernelBuilder::tileOffset(const SharedTile &t, Value row, Value col) {
+  if (!t.swizzle)
+    return add(t.base, add(mul(row, t.stride), col));
+  Value chunk = arith::XOrIOp::create(b, loc, divui(col, 8), remui(row, 8));
+  return add(t.base, add(mul(row, t.stride),
+                         add(mul(chunk, 8), remui(col, 8))));
+}
+
 SmallVector<Value, 4> KernelBuilder::loadA(const SharedTile &t, Value row0,
                                            int64_t k0) {
   // Lanes 0-15 address rows 0-15 at k0, lanes 16-31 the same rows at k0+8.
   Value row = add(row0, remui(lane, 16));
   Value col = add(mul(divui(lane, 16), 8), k0);
-  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), false);
+  return ldmatrixX4(tileOffset(t, row, col), false);
 }
 
 SmallVector<Value, 4> KernelBuilder::loadBFromNMajor(const SharedTile &t,
@@ -458,7 +466,7 @@ SmallVector<Value, 4> KernelBuilder::loadBFromNMajor(const SharedTile &t,
   // Matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
   Value row = add(n0, add(remui(lane, 8), mul(divui(lane, 16), 8)));
   Value col = add(mul(remui(divui(lane, 8), 2), 8), k0);
-  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), false);
+  return ldmatrixX4(tileOffset(t, row, col), false);
 }
 
 SmallVector<Value, 4> KernelBuilder::loadBFromKMajor(const SharedTile &t,
@@ -467,7 +475,7 @@ SmallVector<Value, 4> KernelBuilder::loadBFromKMajor(const SharedTile &t,
   // each transposed so a lane holds two consecutive k of one n.
   Value row = add(add(remui(lane, 8), mul(remui(divui(lane, 8), 2), 8)), k0);
   Value col = add(n0, mul(divui(lane, 16), 8));
-  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), true);
+  return ldmatrixX4(tileOffset(t, row, col), true);
 }
 
 SmallVector<Value, 4> KernelBuilder::loadAFromTransposed(const SharedTile &t,
@@ -477,7 +485,7 @@ SmallVector<Value, 4> KernelBuilder::loadAFromTransposed(const SharedTile &t,
   // (rows 8-15, k 8-15); stored rows are k, so lanes address k rows.
   Value row = add(add(remui(lane, 8), mul(divui(lane, 16), 8)), k0);
   Value col = add(row0, mul(remui(divui(lane, 8), 2), 8));
-  return ldmatrixX4(add(t.base, add(mul(row, t.stride), col)), true);
+  return ldmatrixX4(tileOffset(t, row, col), true);
 }
 
 SmallVector<Value, 4>

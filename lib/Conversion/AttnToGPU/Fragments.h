@@ -63,6 +63,8 @@ struct SharedTile {
   int64_t rows;
   int64_t cols;
   int64_t stride; // elements between rows
+  /// Chunk c (8 elements) of row r at chunk c xor (r mod 8); stride = cols.
+  bool swizzle = false;
 };
 
 class KernelBuilder;
@@ -212,6 +214,8 @@ public:
   /// ldmatrix .x4 at element offset `offset` of the shared buffer: four 8×8
   /// matrices addressed by lanes 0-7, 8-15, 16-23, 24-31, as packed registers.
   SmallVector<Value, 4> ldmatrixX4(Value offset, bool transpose);
+  /// The element offset of (row, col) of `t` (its swizzle applied).
+  Value tileOffset(const SharedTile &t, Value row, Value col);
   /// A fragment (16 rows × 16 k) of a row-major tile at (row0, k0).
   SmallVector<Value, 4> loadA(const SharedTile &t, Value row0, int64_t k0);
   /// B fragments of two n8 tiles from a tile stored n-major (K for Q·Kᵀ):

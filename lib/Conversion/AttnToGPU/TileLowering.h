@@ -52,7 +52,8 @@ struct TileOpLowering : OpConversionPattern<OpTy> {
 /// A shared tile's lowered value (its element offset) with its shape.
 inline SharedTile sharedTile(Value tile, ValueRange base) {
   auto t = cast<attn_gpu::SharedTileType>(tile.getType());
-  return SharedTile{base.front(), t.getRows(), t.getCols(), t.getStride()};
+  return SharedTile{base.front(), t.getRows(), t.getCols(), t.getStride(),
+                    t.getSwizzle()};
 }
 
 /// The tile op of `func` of type OpTy, failing unless there is exactly one

@@ -14,11 +14,16 @@
 // CHECK-DAG: %[[SPLIT:.+]] = arith.remui %{{.+}}, %{{.+}} : index
 // CHECK-DAG: %[[BATCH:.+]] = arith.divui %{{.+}}, %{{.+}} : index
 // CHECK: %[[ROWS:[^,]+]], %[[Q0:[^ ]+]] = attn_gpu.packed_rows key_head %[[HK]] block %[[X]] of [%[[BATCH]], %{{.+}}, %{{.+}}, %{{.+}}] {block_rows = 64 : i64} : !attn_gpu.packed_rows
-// CHECK: %[[QT:.+]] = attn_gpu.shared_tile offset 0
+// The split-KV kernel's tiles are swizzled, not padded: Q | K | V of
+// 64 x 128 elements each, 8192 apart.
+// CHECK: attn_gpu.shared_memory 24576 x bf16
+// CHECK: %[[QT:.+]] = attn_gpu.shared_tile offset 0 : <64x128xbf16, stride = 128, swizzle>
 // CHECK: attn_gpu.async_gather %arg0[%[[BATCH]]] strides [%{{.+}}, %{{.+}}, %{{.+}}] rows %[[ROWS]] into %[[QT]]
 // CHECK: %[[ROW:.+]] = attn_gpu.warp_row_offset
 // CHECK: attn_gpu.key_bounds at [%[[BATCH]], %[[HK]], %[[Q0]]] of [%{{.+}}, %{{.+}}] row %[[ROW]] rows %[[ROWS]] {block_rows = 64 : i64, mask = #attn.mask<causal_bottom_right>}
 // CHECK: scf.for
+// CHECK: attn_gpu.shared_tile offset 8192 : <64x128xbf16, stride = 128, swizzle>
+// CHECK: attn_gpu.shared_tile offset 16384 : <64x128xbf16, stride = 128, swizzle>
 // CHECK: attn_gpu.mma_qk
 // CHECK: attn_gpu.mask
 // CHECK: scf.yield
@@ -40,7 +45,11 @@
 // NVVM-NEXT: %[[H:.+]] = arith.addi %[[H0]], %[[R]] : index
 // NVVM-NEXT: %[[Q:.+]] = arith.addi %[[Q0]], %[[QR]] : index
 // NVVM: nvgpu.device_async_copy
+// A swizzled tile's 16-byte chunk c of row r lies at chunk c xor (r mod 8):
+// the ldmatrix addresses of the key loop.
 // NVVM: scf.for
+// NVVM: %[[CHUNK:.+]] = arith.xori %{{.+}}, %{{.+}} : index
+// NVVM: nvgpu.ldmatrix
 // NVVM: mma.sync
 // The epilogue's rows: split s's partials after s·B·H·Nq rows.
 // NVVM: %[[OK:.+]] = arith.andi %{{.+}}, %{{.+}} : i1

@@ -298,3 +298,19 @@ gpu.module @roles {
     gpu.return
   }
 }
+
+// -----
+
+func.func @swizzle_padded() {
+  // expected-error @+1 {{expected a swizzled tile's columns to be a multiple of 64 and its stride to be them, got 128 columns, stride 136}}
+  %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x128xbf16, stride = 136, swizzle>
+  return
+}
+
+// -----
+
+func.func @swizzle_narrow() {
+  // expected-error @+1 {{expected a swizzled tile's columns to be a multiple of 64 and its stride to be them, got 96 columns, stride 96}}
+  %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x96xbf16, stride = 96, swizzle>
+  return
+}

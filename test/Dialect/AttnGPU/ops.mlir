@@ -10,6 +10,8 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
   attn_gpu.shared_memory 43520 x bf16
   // CHECK: %[[Q:.+]] = attn_gpu.shared_tile offset 0 {{.*}}: {{.*}}<64x128xbf16, stride = 136>
   %qt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
+  // CHECK: attn_gpu.shared_tile offset 0 {{.*}}: {{.*}}<64x128xbf16, stride = 128, swizzle>
+  %swz = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x128xbf16, stride = 128, swizzle>
   // CHECK: %[[K:.+]] = attn_gpu.shared_tile offset 8704 stage %{{.+}} of 8704 {{.*}}: {{.*}}<64x128xbf16, stride = 136>
   %kt = attn_gpu.shared_tile offset 8704 stage %i of 8704 : !attn_gpu.shared_tile<64x128xbf16, stride = 136>
   // CHECK: attn_gpu.async_copy %{{.+}}[%{{.+}}] rows %{{.+}} below %{{.+}} stride %{{.+}} into %[[Q]]

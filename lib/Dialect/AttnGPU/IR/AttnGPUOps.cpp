@@ -128,22 +128,29 @@ Type SharedTileType::parse(AsmParser &parser) {
   Type elementType;
   if (failed(parseTileShape(parser, rows, cols, elementType)) ||
       parser.parseComma() || parser.parseKeyword("stride") ||
-      parser.parseEqual() || parser.parseInteger(stride) ||
-      parser.parseGreater())
+      parser.parseEqual() || parser.parseInteger(stride))
+    return {};
+  bool swizzle = succeeded(parser.parseOptionalComma());
+  if ((swizzle && parser.parseKeyword("swizzle")) || parser.parseGreater())
     return {};
   return parser.getChecked<SharedTileType>(parser.getContext(), rows, cols,
-                                           elementType, stride);
+                                           elementType, stride, swizzle);
 }
 
 void SharedTileType::print(AsmPrinter &printer) const {
   printer << "<" << getRows() << "x" << getCols() << "x" << getElementType()
-          << ", stride = " << getStride() << ">";
+          << ", stride = " << getStride() << (getSwizzle() ? ", swizzle" : "")
+          << ">";
 }
 
 LogicalResult
 SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t rows, int64_t cols, Type elementType,
-                       int64_t stride) {
+                       int64_t stride, bool swizzle) {
+  if (swizzle && (cols % 64 != 0 || stride != cols))
+    return emitError() << "expected a swizzled tile's columns to be a "
+                          "multiple of 64 and its stride to be them, got "
+                       << cols << " columns, stride " << stride;
   if (rows <= 0 || rows % 16 != 0)
     return emitError() << "expected rows in steps of 16, got " << rows;
   if (!elementType.isF16() && !elementType.isBF16())
