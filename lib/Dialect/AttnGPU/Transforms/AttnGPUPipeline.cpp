@@ -58,6 +58,35 @@ static ag::AsyncWaitOp waitBefore(Operation *reader) {
   return dyn_cast_or_null<ag::AsyncWaitOp>(barrier->getPrevNode());
 }
 
+/// The ops of `loop`'s body that `values` are computed from, in body order.
+static SmallVector<Operation *> bodySlice(scf::ForOp loop,
+                                          ArrayRef<Value> values) {
+  SetVector<Operation *> slice;
+  BackwardSliceOptions options;
+  options.inclusive = true;
+  options.omitBlockArguments = true;
+  options.filter = [&](Operation *op) {
+    return op->getBlock() == loop.getBody();
+  };
+  for (Value v : values)
+    if (Operation *def = v.getDefiningOp();
+        def && def->getBlock() == loop.getBody())
+      (void)getBackwardSlice(def, &slice, options);
+  SmallVector<Operation *> ordered(slice.begin(), slice.end());
+  llvm::sort(ordered,
+             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  return ordered;
+}
+
+/// The operands of `copy` other than its tile.
+static SmallVector<Value> copyOperands(ag::AsyncCopyOp copy) {
+  SmallVector<Value> operands;
+  for (Value v : copy->getOperands())
+    if (v != copy.getTile())
+      operands.push_back(v);
+  return operands;
+}
+
 FailureOr<UnpipelinedLoop> UnpipelinedLoop::match(scf::ForOp loop) {
   UnpipelinedLoop m{loop, {}, {}};
   Block *body = loop.getBody();
@@ -88,6 +117,12 @@ FailureOr<UnpipelinedLoop> UnpipelinedLoop::match(scf::ForOp loop) {
       return readers[0]->emitOpError(
           "expected attn_gpu.async_wait and gpu.barrier right before the "
           "reader of a copied tile");
+    // Its operands are recomputed for other iterations.
+    for (Operation *op : bodySlice(loop, copyOperands(copy)))
+      if (!isPure(op))
+        return op->emitOpError("expected pure ops to compute the operands "
+                               "of a pipelined copy (they are recomputed "
+                               "for later iterations)");
     m.tiles.push_back({copy, tile, readers[0], wait});
   }
   if (m.tiles.empty())
@@ -117,26 +152,6 @@ FailureOr<UnpipelinedLoop> UnpipelinedLoop::match(scf::ForOp loop) {
         "expected a gpu.barrier before the loop's first copy (the previous "
         "iteration's readers are done with the tiles)");
   return m;
-}
-
-/// The ops of `loop`'s body that `values` are computed from, in body order.
-static SmallVector<Operation *> bodySlice(scf::ForOp loop,
-                                          ArrayRef<Value> values) {
-  SetVector<Operation *> slice;
-  BackwardSliceOptions options;
-  options.inclusive = true;
-  options.omitBlockArguments = true;
-  options.filter = [&](Operation *op) {
-    return op->getBlock() == loop.getBody();
-  };
-  for (Value v : values)
-    if (Operation *def = v.getDefiningOp();
-        def && def->getBlock() == loop.getBody())
-      (void)getBackwardSlice(def, &slice, options);
-  SmallVector<Operation *> ordered(slice.begin(), slice.end());
-  llvm::sort(ordered,
-             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
-  return ordered;
 }
 
 /// Rewrites one matched loop into its `stages`-deep pipeline.
@@ -233,9 +248,7 @@ LogicalResult LoopPipeliner::emitPrologue() {
   // The copies' operands of iteration i, recomputed from the lower bound.
   SmallVector<Value> operands;
   for (CopiedTile &t : m.tiles)
-    for (Value operand : t.copy->getOperands())
-      if (operand != t.copy.getTile())
-        operands.push_back(operand);
+    llvm::append_range(operands, copyOperands(t.copy));
   SmallVector<Operation *> ordered = bodySlice(loop, operands);
   DominanceInfo dom(loop->getParentOp());
   for (Operation *op : ordered)
