@@ -124,7 +124,7 @@ int64_t FragmentType::getLaneValueCount() const {
 }
 
 Type SharedTileType::parse(AsmParser &parser) {
-  int64_t rows, cols, stride;
+  int64_t rows = 0, cols = 0, stride = 0;
   Type elementType;
   if (failed(parseTileShape(parser, rows, cols, elementType)) ||
       parser.parseComma() || parser.parseKeyword("stride") ||
