@@ -410,6 +410,10 @@ uint64_t splitKvWorkspaceBytes(int64_t b, int64_t h, int64_t nq, int64_t dv,
                                int64_t splits);
 /// The workspace's first `bytes` as an f32 tensor, for the pointer checks.
 fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes);
+/// The part of `w` that a split-KV (or paged) call of `a`'s sizes uses, as
+/// splitKvWorkspaceTensor's view.
+fa_tensor usedSplitKvWorkspace(const fa_attention_args &a,
+                               const SplitKvWorkspace &w);
 
 /// Checks and launches a backward: bwd_pre, a sink kernel's bwd_sink, bwd,
 /// bwd_post.

@@ -35,9 +35,7 @@ fa_status checkDevice(const fa_attention_args &a, const fa_paged_kv &p,
                       const SplitKvWorkspace &w, const SinkArgs &sinks,
                       CUstream stream, const ContextScope &scope,
                       const char *api) {
-  uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
-                                        a.q.shape[2], a.v.shape[3], w.splits);
-  fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
+  fa_tensor ws = usedSplitKvWorkspace(a, w);
   PagedTables tables;
   std::vector<NamedTensor> all = tensorsOfPaged(a, p, tables);
   all.push_back({"workspace", &ws});

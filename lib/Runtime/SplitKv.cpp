@@ -98,9 +98,7 @@ fa_status checkDevice(const fa_attention_args &a, const SplitKvWorkspace &w,
                       const ModArgList &mods, const SinkArgs &sinks,
                       CUstream stream, const ContextScope &scope,
                       const char *api) {
-  uint64_t need = splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
-                                        a.q.shape[2], a.v.shape[3], w.splits);
-  fa_tensor ws = splitKvWorkspaceTensor(w.workspace, need);
+  fa_tensor ws = usedSplitKvWorkspace(a, w);
   std::vector<NamedTensor> all = tensorsOf(a, mods, sinks);
   all.push_back({"workspace", &ws});
   return checkLaunchDevice(api, all, stream, scope.device, scope.ctx);

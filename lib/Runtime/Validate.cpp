@@ -689,6 +689,14 @@ fa_tensor splitKvWorkspaceTensor(CUdeviceptr workspace, uint64_t bytes) {
   return t;
 }
 
+fa_tensor usedSplitKvWorkspace(const fa_attention_args &a,
+                               const SplitKvWorkspace &w) {
+  return splitKvWorkspaceTensor(
+      w.workspace, splitKvWorkspaceBytes(a.q.shape[0], a.q.shape[1],
+                                         a.q.shape[2], a.v.shape[3],
+                                         w.splits));
+}
+
 namespace {
 
 /// The splits and the workspace of a split-KV launch whose tensors (`all`,

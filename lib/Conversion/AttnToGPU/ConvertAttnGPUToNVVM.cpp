@@ -247,8 +247,25 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     return {slot, in};
   }
 
-  /// The page of table slot `slot` (i32) of the sequence, clamped into the
-  /// pool. Signed: a negative entry clamps to page 0, as the CPU path does.
+  /// The i32 page size and its f64 reciprocal, formed once per copy.
+  struct PageSizes {
+    Value size32, inverse;
+    static PageSizes of(KernelBuilder &kb, ag::AsyncCopyOp op) {
+      Value size32 = arith::IndexCastUIOp::create(
+          kb.b, kb.loc, kb.b.getI32Type(), op.getPageSize());
+      return {size32, pageSizeInverse(kb, size32)};
+    }
+  };
+
+  /// The pool's last page (i32), formed in each path that reads the table.
+  static Value lastPageOf(KernelBuilder &kb, ag::AsyncCopyOp op) {
+    return arith::IndexCastUIOp::create(kb.b, kb.loc, kb.b.getI32Type(),
+                                        kb.sub(op.getNumPages(), kb.idx(1)));
+  }
+
+  /// The page of table slot `slot` (i32) of the sequence, clamped into
+  /// [0, lastPage]. Signed: a negative entry clamps to page 0, as the CPU
+  /// path does.
   static Value loadPage(KernelBuilder &kb, ag::AsyncCopyOp op, Value slot,
                         Value lastPage) {
     OpBuilder &b = kb.b;
@@ -260,6 +277,14 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
         lastPage);
   }
 
+  /// The pool's row of offset `inPage` (i32) of `page` (i32), in 64 bits
+  /// (num_pages·page_size is unbounded).
+  static Value poolRow(KernelBuilder &kb, ag::AsyncCopyOp op, Value page,
+                       Value inPage) {
+    return kb.add(kb.mul(kb.toIndex(page), op.getPageSize()),
+                  kb.toIndex(inPage));
+  }
+
   /// A tile whose keys all lie in one page (a uniform test: page sizes that
   /// are multiples of the tile's rows always, smaller ones never) is one
   /// contiguous run of pool rows: one table read for the tile, then the
@@ -268,33 +293,29 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
                             const SharedTile &tile) {
     OpBuilder &b = kb.b;
     Location loc = kb.loc;
-    Type i32 = b.getI32Type();
-    Value size32 =
-        arith::IndexCastUIOp::create(b, loc, i32, op.getPageSize());
-    Value inverse = pageSizeInverse(kb, size32);
+    PageSizes sizes = PageSizes::of(kb, op);
     Value begin = op.getRowBegin();
-    auto [slot, inPage] = splitKey(
-        kb, arith::IndexCastUIOp::create(b, loc, i32, begin), size32, inverse);
+    auto [slot, inPage] =
+        splitKey(kb, arith::IndexCastUIOp::create(b, loc, b.getI32Type(), begin),
+                 sizes.size32, sizes.inverse);
     Value onePage = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::ule,
-        arith::AddIOp::create(b, loc, inPage, kb.c32(tile.rows)), size32);
+        arith::AddIOp::create(b, loc, inPage, kb.c32(tile.rows)),
+        sizes.size32);
     auto ifOp = scf::IfOp::create(b, loc, onePage, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     // A tile past the limit reads slot 0 (never past the table row).
-    Value lastPage = arith::IndexCastUIOp::create(
-        b, loc, i32, kb.sub(op.getNumPages(), kb.idx(1)));
     Value page = loadPage(
         kb, op, kb.select(kb.lt(begin, op.getRowLimit()), slot, kb.c32(0)),
-        lastPage);
-    // Pool row of key `begin` (64-bit); the limit moves with it.
-    Value first = kb.add(kb.mul(kb.toIndex(page), op.getPageSize()),
-                         kb.toIndex(inPage));
+        lastPageOf(kb, op));
+    // Pool row of key `begin`; the limit moves with it.
+    Value first = poolRow(kb, op, page, inPage);
     kb.copyTileAsync(op.getSource(), op.getBase(), first,
                      kb.add(first, kb.sub(op.getRowLimit(), begin)), tile,
                      op.getRowStride());
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    copyPagedRows(kb, op, tile);
+    copyPagedRows(kb, op, tile, sizes);
   }
 
   /// Each tile row's element offset through the page table: key n at row
@@ -305,16 +326,8 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
   /// in i32 (the runtime keeps max_pages·page_size below 2^31), the pool's
   /// row and the element offset in 64 bits.
   static void copyPagedRows(KernelBuilder &kb, ag::AsyncCopyOp op,
-                            const SharedTile &tile) {
-    OpBuilder &b = kb.b;
-    Location loc = kb.loc;
-    Type i32 = b.getI32Type();
-    auto to32 = [&](Value v) {
-      return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
-    };
-    Value size32 = to32(op.getPageSize());
-    Value lastPage = to32(kb.sub(op.getNumPages(), kb.idx(1)));
-    Value inverse = pageSizeInverse(kb, size32);
+                            const SharedTile &tile, const PageSizes &sizes) {
+    Value lastPage = lastPageOf(kb, op);
     // The split of the previous call's key.
     std::pair<Value, Value> previous;
     constexpr int64_t kMinPageSize = 16; // the runtime's check
@@ -323,15 +336,17 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
         [&](Value row, int64_t step) {
           Value key = kb.add(op.getRowBegin(), row);
           Value valid = kb.lt(key, op.getRowLimit());
-          previous = step > 0 && step <= kMinPageSize && previous.first
-                         ? stepKey(kb, previous, step, size32)
-                         : splitKey(kb, to32(key), size32, inverse);
+          previous =
+              step > 0 && step <= kMinPageSize && previous.first
+                  ? stepKey(kb, previous, step, sizes.size32)
+                  : splitKey(kb,
+                             arith::IndexCastUIOp::create(
+                                 kb.b, kb.loc, kb.b.getI32Type(), key),
+                             sizes.size32, sizes.inverse);
           auto [pageSlot, inPage] = previous;
           Value page = loadPage(kb, op, kb.select(valid, pageSlot, kb.c32(0)),
                                 lastPage);
-          // The pool's row in 64 bits (num_pages·page_size is unbounded).
-          Value matrixRow = kb.add(kb.mul(kb.toIndex(page), op.getPageSize()),
-                                   kb.toIndex(inPage));
+          Value matrixRow = poolRow(kb, op, page, inPage);
           return std::make_pair(
               kb.add(op.getBase(), kb.mul(matrixRow, op.getRowStride())),
               valid);

@@ -64,6 +64,9 @@ private:
   void mapGrid();
   void mapPages();
   void declareSharedTiles();
+  /// A tile of the shared buffer at element `offset` (the plan's layout).
+  Value sharedTile(int64_t rows, int64_t cols, int64_t stride,
+                   int64_t offset);
   Value kTile();
   Value vTile();
   void copyAsync(Value mem, Value base, Value rowBegin, Value rowLimit,
@@ -154,34 +157,31 @@ void ForwardTileBuilder::mapPages() {
   nk = arith::MinSIOp::create(b, loc, used, keyCapacity);
 }
 
-/// Shared memory: Q | K | V (rows padded by 16 B); attn-gpu-pipeline makes
-/// K and V rings.
+/// Shared memory: Q | K | V (rows padded by 16 B, or swizzled);
+/// attn-gpu-pipeline makes K and V rings.
 void ForwardTileBuilder::declareSharedTiles() {
   qElems = plan.blockQ * plan.strideQK();
   kElems = plan.blockKV * plan.strideQK();
   vElems = plan.blockKV * plan.strideV();
   ag::SharedMemoryOp::create(b, loc, qElems + kElems + vElems, plan.elemType);
-  qTile = ag::SharedTileOp::create(
-      b, loc,
-      ag::SharedTileType::get(ctx, plan.blockQ, plan.headDim, plan.elemType,
-                              plan.strideQK(), plan.swizzledForwardTiles()),
-      Value(), 0, IntegerAttr());
+  qTile = sharedTile(plan.blockQ, plan.headDim, plan.strideQK(), 0);
+}
+
+Value ForwardTileBuilder::sharedTile(int64_t rows, int64_t cols,
+                                     int64_t stride, int64_t offset) {
+  auto type = ag::SharedTileType::get(ctx, rows, cols, plan.elemType, stride,
+                                      plan.swizzledForwardTiles());
+  return ag::SharedTileOp::create(b, loc, type, Value(), offset,
+                                  IntegerAttr());
 }
 
 Value ForwardTileBuilder::kTile() {
-  auto type =
-      ag::SharedTileType::get(ctx, plan.blockKV, plan.headDim, plan.elemType,
-                              plan.strideQK(), plan.swizzledForwardTiles());
-  return ag::SharedTileOp::create(b, loc, type, Value(), qElems,
-                                  IntegerAttr());
+  return sharedTile(plan.blockKV, plan.headDim, plan.strideQK(), qElems);
 }
 
 Value ForwardTileBuilder::vTile() {
-  auto type =
-      ag::SharedTileType::get(ctx, plan.blockKV, plan.headDimV, plan.elemType,
-                              plan.strideV(), plan.swizzledForwardTiles());
-  return ag::SharedTileOp::create(b, loc, type, Value(), qElems + kElems,
-                                  IntegerAttr());
+  return sharedTile(plan.blockKV, plan.headDimV, plan.strideV(),
+                    qElems + kElems);
 }
 
 void ForwardTileBuilder::copyAsync(Value mem, Value base, Value rowBegin,

@@ -52,11 +52,6 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-/// Register budgets of the warp-specialised roles (FA3's): 24·128 +
-/// 2·240·128 = 168·384, the CTA's registers at entry.
-constexpr int32_t kProducerRegs = 24;
-constexpr int32_t kConsumerRegs = 240;
-
 // The kernel's structure (docs/hopper-notes.md has what each is worth on the
 // H200).
 static llvm::cl::opt<bool> clWarpSpecialized(

@@ -161,21 +161,17 @@ bool mlir::fa::wgmmaPersistentGrid(const attn::ScoreSpec &spec,
 namespace {
 /// Rows of one consumer warpgroup.
 constexpr int64_t kRowsPerConsumer = 64;
-/// Register budgets after the role split (FA3's 24 / 240 for 3 warpgroups):
-/// setmaxnreg.inc waits until the pool has the registers, so
-/// 24·128 + 2·240·128 = 168·384 uses the CTA's 168 per thread at entry
-/// exactly. A persistent producer keeps its tile walk in i32 to fit.
-constexpr uint32_t kProducerRegs = 24;
-constexpr uint32_t kConsumerRegs = 240;
-/// A persistent producer walks the tiles and issues 4-D TMA loads (head and
+/// Register budgets after the role split: kProducerRegs / kConsumerRegs
+/// (Wgmma.h), except where the producer needs more. A persistent producer
+/// walks the tiles (in i32, to fit) and issues 4-D TMA loads (head and
 /// batch coordinates): 24 registers spill there, 32 fit, and 32·128 +
 /// 2·232·128 stays within 168·384.
-constexpr uint32_t kPersistentProducerRegs = 32;
-constexpr uint32_t kPersistentConsumerRegs = 232;
+constexpr int32_t kPersistentProducerRegs = 32;
+constexpr int32_t kPersistentConsumerRegs = 232;
 /// fp8: the producer warpgroup's transposing warps need more than 24
 /// registers; 40·128 + 2·232·128 = 168·384.
-constexpr uint32_t kFp8ProducerRegs = 40;
-constexpr uint32_t kFp8ConsumerRegs = 232;
+constexpr int32_t kFp8ProducerRegs = 40;
+constexpr int32_t kFp8ConsumerRegs = 232;
 /// Threads of the two consumer warpgroups.
 constexpr int64_t kConsumerThreads = 256;
 

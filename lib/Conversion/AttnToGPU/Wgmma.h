@@ -145,6 +145,13 @@ struct BarrierRing {
   }
 };
 
+/// Register budgets of the warp-specialised roles (FA3's 24 / 240 for three
+/// warpgroups): setmaxnreg.inc waits until the pool has the registers, so
+/// 24·128 + 2·240·128 = 168·384 uses the CTA's 168 per thread at entry
+/// exactly (attn_gpu.warp_specialize checks it).
+constexpr int32_t kProducerRegs = 24;
+constexpr int32_t kConsumerRegs = 240;
+
 /// Fills the body of `func`, fa_bwd of docs/ABI.md, with the wgmma main
 /// backward (HopperBackwardKernel.cpp), running the query-block loop of
 /// `loops` for its key block.

@@ -159,6 +159,32 @@ gpu.module @m {
 !tile = !attn_gpu.shared_tile<64x64xbf16, stride = 72>
 !frag = !attn_gpu.fragment<16x64xbf16, operand_a>
 
+gpu.module @m {
+  gpu.func @late_operand(%mem: memref<1024xbf16>, %n: index) kernel attributes {attn.kernel_plan = #plan} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    attn_gpu.shared_memory 4608 x bf16
+    attn_gpu.async_wait 0
+    %late = arith.addi %n, %c1 : index
+    scf.for %j = %c0 to %n step %c1 {
+      gpu.barrier
+      %t = attn_gpu.shared_tile offset 0 : !tile
+      // expected-error @+1 {{expected the operands of a pipelined copy to be defined before the last wait ahead of the loop}}
+      attn_gpu.async_copy %mem[%late] rows %j below %n stride %c1 into %t : memref<1024xbf16>, !tile
+      attn_gpu.async_wait 0
+      gpu.barrier
+      %f = attn_gpu.load_operand_a %t[%c0] : !tile -> !frag
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+#plan = {stages = 2 : i64}
+!tile = !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+!frag = !attn_gpu.fragment<16x64xbf16, operand_a>
+
 // One copied tile, two stages: the buffer grows by one tile, the tile
 // behind the ring moves by one, the copy's row (j·64 + n, linear in j)
 // moves 64 rows ahead; its other operand is recomputed for j + 1.

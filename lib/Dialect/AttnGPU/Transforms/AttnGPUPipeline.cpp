@@ -49,6 +49,11 @@ struct UnpipelinedLoop {
   static FailureOr<UnpipelinedLoop> match(scf::ForOp loop);
 };
 
+/// Elements of one slot of the ring that replaces `tile`.
+static int64_t slotElements(ag::SharedTileOp tile) {
+  return tile.getType().getRows() * tile.getType().getStride();
+}
+
 /// The wait and barrier right before `reader`.
 static ag::AsyncWaitOp waitBefore(Operation *reader) {
   auto barrier = dyn_cast_or_null<gpu::BarrierOp>(reader->getPrevNode());
@@ -187,10 +192,9 @@ private:
 };
 
 Value LoopPipeliner::ringSlot(ag::SharedTileOp tile, Value slot) {
-  int64_t elems = tile.getType().getRows() * tile.getType().getStride();
   return ag::SharedTileOp::create(b, tile.getLoc(), tile.getType(), slot,
                                   newOffset.lookup(tile.getOffset()),
-                                  b.getI64IntegerAttr(elems));
+                                  b.getI64IntegerAttr(slotElements(tile)));
 }
 
 std::optional<int64_t> LoopPipeliner::linearCoefficient(Value v) {
@@ -250,21 +254,18 @@ LogicalResult LoopPipeliner::emitPrologue() {
   for (CopiedTile &t : m.tiles)
     llvm::append_range(operands, copyOperands(t.copy));
   SmallVector<Operation *> ordered = bodySlice(loop, operands);
+  // What the cloned ops read from outside the loop must exist there.
+  SmallVector<Operation *> cloned(ordered);
+  for (CopiedTile &t : m.tiles)
+    cloned.push_back(t.copy);
   DominanceInfo dom(loop->getParentOp());
-  for (Operation *op : ordered)
+  for (Operation *op : cloned)
     for (Value v : op->getOperands())
-      if (v != loop.getInductionVar() && loop.isDefinedOutsideOfLoop(v) &&
-          !dom.properlyDominates(v, before))
+      if (loop.isDefinedOutsideOfLoop(v) && !dom.properlyDominates(v, before))
         return op->emitOpError("expected the operands of a pipelined copy "
                                "to be defined before the last wait ahead "
                                "of the loop (its prologue's copies go "
                                "there)");
-  for (CopiedTile &t : m.tiles)
-    for (Value v : t.copy->getOperands())
-      if (loop.isDefinedOutsideOfLoop(v) && !dom.properlyDominates(v, before))
-        return t.copy.emitOpError("expected its operands to be defined "
-                                  "before the last wait ahead of the loop "
-                                  "(its prologue's copies go there)");
   for (int64_t i = 0; i + 1 < stages; ++i) {
     IRMapping map;
     Value lower = loop.getLowerBound();
@@ -345,8 +346,7 @@ static LogicalResult pipelineKernel(gpu::GPUFuncOp func, int64_t stages) {
   std::map<int64_t, int64_t> ringElems; // offset → one slot's elements
   for (UnpipelinedLoop &m : loops)
     for (CopiedTile &t : m.tiles)
-      ringElems[t.tile.getOffset()] =
-          t.tile.getType().getRows() * t.tile.getType().getStride();
+      ringElems[t.tile.getOffset()] = slotElements(t.tile);
   auto moved = [&](int64_t offset) {
     int64_t below = 0;
     for (auto [ringOffset, elems] : ringElems)
