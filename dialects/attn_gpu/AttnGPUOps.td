@@ -76,16 +76,20 @@ def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy", [AttrSizedOperandSegments]> {
     cache): row n is the matrix's row p·size + n mod size, p the i32
     page_table[first + n / size] (a global pointer, read with
     ld.global.nc) clamped into [0, count).
+
+    `by_warp`: the 32 lanes of the warp running it copy the tile (a
+    producer warp, attn_gpu.producer_warp), not all threads.
   }];
   let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
                        Index:$row_limit, Index:$row_stride,
                        AttnGPU_SharedTile:$tile,
                        Optional<AnyType>:$page_table,
-                       Variadic<Index>:$paging);
+                       Variadic<Index>:$paging, UnitAttr:$by_warp);
   let assemblyFormat = [{
     $source `[` $base `]` `rows` $row_begin `below` $row_limit `stride`
     $row_stride (`paged` `(` $page_table^ `[` $paging `]` `:` type($page_table) `)`)?
-    `into` $tile attr-dict `:` type($source) `,` type($tile)
+    `into` $tile (`by_warp` $by_warp^)? attr-dict `:` type($source) `,`
+    type($tile)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -648,5 +652,78 @@ def AttnGPU_WarpSpecializeOp : AttnGPU_Op<"warp_specialize",
     ::mlir::Block &getConsumerBlock() { return getConsumers().front(); }
   }];
 }
+
+def AttnGPU_ProducerWarpOp : AttnGPU_Op<"producer_warp",
+    [SingleBlock, NoTerminator, RecursiveMemoryEffects]> {
+  let summary = "a last warp that fills the rings while the others compute";
+  let description = [{
+    The CTA's first `consumer_warps` warps run `consumers`; the warp after
+    them runs `producer`, whose copies (`async_copy ... by_warp`) fill ring
+    slots that `ring_commit` signals and the consumers' `ring_wait` takes,
+    so the key loop has no CTA barrier (attn-gpu-warp-specialize builds
+    it). The kernel's `known_block_size` counts both roles.
+    ```mlir
+    attn_gpu.producer_warp after 2 warps {
+      // ring_acquire, async_copy by_warp, ring_commit per key tile
+    } consumers {
+      // ring_wait, mma_qk, ..., ring_release per key tile; the epilogue
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$consumer_warps);
+  let regions = (region SizedRegion<1>:$producer, SizedRegion<1>:$consumers);
+  let assemblyFormat = [{
+    `after` $consumer_warps `warps` $producer `consumers` $consumers attr-dict
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The op with its two (empty) blocks.
+    static ProducerWarpOp build(::mlir::OpBuilder &b, ::mlir::Location loc,
+                                int64_t consumerWarps);
+    ::mlir::Block &getProducerBlock() { return getProducer().front(); }
+    ::mlir::Block &getConsumerBlock() { return getConsumers().front(); }
+  }];
+}
+
+def AttnGPU_RingInitOp : AttnGPU_Op<"ring_init"> {
+  let summary = "the mbarriers of a ring of shared tiles";
+  let description = [{
+    A ring of `slots` slots has a full and an empty mbarrier per slot, at
+    byte `at` of the shared buffer (full ones first, 8 bytes each). A full
+    barrier completes when each of the `producers` threads' copies into the
+    slot have landed; an empty one when `consumers` threads have released
+    the slot. One thread initialises them; a CTA barrier must follow before
+    any use.
+  }];
+  let arguments = (ins I64Attr:$at, I64Attr:$slots, I64Attr:$producers,
+                       I64Attr:$consumers);
+  let assemblyFormat = [{
+    `at` $at `slots` $slots `producers` $producers `consumers` $consumers
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+class AttnGPU_RingOp<string mnemonic, string summaryText>
+    : AttnGPU_Op<mnemonic> {
+  let summary = summaryText;
+  let description = [{
+    On slot `iteration` mod `slots` of the ring whose barriers start at byte
+    `at` (attn_gpu.ring_init); the (iteration / slots)-th use of the slot
+    picks the barrier's phase.
+  }];
+  let arguments = (ins Index:$iteration, I64Attr:$at, I64Attr:$slots);
+  let assemblyFormat = "$iteration `at` $at `slots` $slots attr-dict";
+  let hasVerifier = 1;
+}
+
+def AttnGPU_RingAcquireOp : AttnGPU_RingOp<"ring_acquire",
+    "producer: wait until the consumers have released the slot">;
+def AttnGPU_RingCommitOp : AttnGPU_RingOp<"ring_commit",
+    "producer: the slot is full once this thread's copies so far land">;
+def AttnGPU_RingWaitOp : AttnGPU_RingOp<"ring_wait",
+    "consumer: wait until the slot is full">;
+def AttnGPU_RingReleaseOp : AttnGPU_RingOp<"ring_release",
+    "consumer: this thread is done reading the slot">;
 
 #endif // ATTN_GPU_OPS_TD

@@ -135,6 +135,9 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["block_sparse"] = true;
     o["block_mask_param"] = at.blockMask;
   }
+  // The schedule only: the entry's threads count the producer warp.
+  if (c.producerWarp)
+    o["producer_warp"] = true;
   if (c.sinks) {
     // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args, or
     // a split-KV kernel's fa_merge's, after o's strides (8 + 3); a backward

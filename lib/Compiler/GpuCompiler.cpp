@@ -85,6 +85,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.blockSparse = true, kind = "blocksparse";
     else if (p == "sinks")
       c.sinks = true, kind = "sinks";
+    else if (p == "pw")
+      c.producerWarp = true, kind = "pw";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -163,6 +165,8 @@ std::string KernelConfig::str() const {
     s += ":blocksparse";
   if (sinks)
     s += ":sinks";
+  if (producerWarp)
+    s += ":pw";
   return s;
 }
 
@@ -617,6 +621,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.kvAppend = config.kvAppend;
   tiles.blockSparse = config.blockSparse;
   tiles.sinks = config.sinks;
+  tiles.producerWarp = config.producerWarp;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -656,9 +661,10 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
                            plan->forwardSharedBytes(), plan->persistent});
     // The split forward leaves partials that fa_merge joins (docs/ABI.md).
+    // (A warp per row: a producer warp is the split forward's alone.)
     if (plan->splitKv)
       out.entries.push_back(
-          {"merge", "fa_merge_" + out.tag, plan->threads(), 0});
+          {"merge", "fa_merge_" + out.tag, plan->warps * 32, 0});
     // Writes the new keys and values into the cache before the decode.
     if (plan->kvAppend)
       out.entries.push_back({"kv_append", "fa_kv_append_" + out.tag,
@@ -687,6 +693,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.splitKv = config.splitKv;
   pipe.packGqa = config.packGqa;
   pipe.kvAppend = config.kvAppend;
+  pipe.producerWarp = config.producerWarp;
   pipe.blockSparse = config.blockSparse;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))

@@ -70,6 +70,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.packGqa = options.packGqa;
   plan.blockSparse = options.blockSparse;
   plan.kvAppend = options.kvAppend;
+  plan.producerWarp = options.producerWarp;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();
@@ -82,7 +83,9 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
     f.addPass(attn::createAttnSplitKvPass({/*splits=*/1, /*blockKV=*/0}));
   f.addPass(attn::createAttnTilePass());
   pm.addPass(createConvertAttnToGPUPass());
-  // The tile level's schedule: the key loop's K/V ring of plan.stages.
+  // The tile level's schedule: a producer warp filling the K/V ring
+  // (plan.producer_warp), else the key loop's K/V ring of plan.stages.
+  pm.addPass(attn_gpu::createAttnGPUWarpSpecializePass());
   pm.addPass(attn_gpu::createAttnGPUPipelinePass());
   // The tile level (the mma.sync kernels' attn_gpu ops) → fragments.
   pm.addPass(createConvertAttnGPUToNVVMPass());

@@ -65,6 +65,9 @@ struct KernelConfig {
   /// backward adds the d_sinks entry `bwd_sink` (docs/ABI.md). Part of the
   /// tag (`_sink`).
   bool sinks = false;
+  /// "pw": the mma.sync forward with a producer warp filling the K/V ring
+  /// (attn-gpu-warp-specialize). Part of the tag (`_pw`).
+  bool producerWarp = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -73,7 +76,8 @@ struct KernelConfig {
   /// "v64" (Dv), "bq64", "bkv64", "w4", "s2", "l128", "r0" (window), "sm_80",
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
-  /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks".
+  /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks",
+  /// "pw".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// Whether the window's sizes are kernel parameters (no l/r fields).
   bool runtimeWindow() const { return mask == "window" && windowLeft < 0; }

@@ -78,6 +78,9 @@ struct GpuTileOptions {
   bool paged = false;
   /// split-KV forward only: also emit fa_kv_append (KvAppendKernel.cpp).
   bool kvAppend = false;
+  /// mma.sync forward only: one more warp copies K/V into the ring
+  /// (attn-gpu-warp-specialize, KernelPlan::producerWarp).
+  bool producerWarp = false;
   /// wgmma forward with a mask_mod only: the key loop runs over the key
   /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
   bool blockSparse = false;
@@ -164,8 +167,14 @@ struct KernelPlan {
   /// backward adds the `fa_bwd_sink` entry that reduces d_sinks from LSE and
   /// Delta. The tag ends in `_sink`.
   bool sinks = false;
+  /// mma.sync forward only: a last warp of the CTA copies K and V into the
+  /// ring and signals each slot on mbarriers; the `warps` warps before it
+  /// compute without CTA barriers in the key loop (attn-gpu-warp-specialize).
+  /// The tag has `_pw`.
+  bool producerWarp = false;
 
-  int64_t threads() const { return warps * 32; }
+  /// Threads per CTA: the computing warps and the producer warp.
+  int64_t threads() const { return (warps + (producerWarp ? 1 : 0)) * 32; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
   bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
   /// The element type of O: bf16 for fp8 inputs, else the inputs' type.
@@ -186,10 +195,12 @@ struct KernelPlan {
   /// padded (head dims multiples of 64): the split-KV decode kernels, where
   /// 16 B per row cost a third CTA per SM (bq32, 2 warps, d128). Not with a
   /// deeper ring: the 3-stage packed causal tile, which spills 52 B padded,
-  /// spills 100 B swizzled.
+  /// spills 100 B swizzled. With a producer warp, rings of 2 or 4 slots
+  /// (3 spills 16 B at d128).
   bool swizzledForwardTiles() const {
     return strategy == MmaStrategy::MmaSync && !backward && splitKv &&
-           stages == 2 && headDim % 64 == 0 && headDimV % 64 == 0;
+           (stages == 2 || (producerWarp && stages == 4)) &&
+           headDim % 64 == 0 && headDimV % 64 == 0;
   }
   /// Row strides (elements) of the shared tiles: +16 B per row makes the
   /// eight row addresses of an ldmatrix fall in distinct bank groups, unless

@@ -59,7 +59,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
            "entries (docs/ABI.md)">,
     Option<"kvAppend", "kv-append", "bool", "false",
            "split-KV forward: the module also holds fa_kv_append, which "
-           "writes new keys and values (rotary optional) into the KV cache">
+           "writes new keys and values (rotary optional) into the KV cache">,
+    Option<"producerWarp", "producer-warp", "bool", "false",
+           "mma.sync forward: one more warp copies K/V into the ring and "
+           "signals it on mbarriers (attn-gpu-warp-specialize)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

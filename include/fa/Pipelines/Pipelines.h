@@ -99,6 +99,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("split-KV forward: also emit fa_kv_append (new keys "
                      "and values, rotary optional, into the cache)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> producerWarp{
+      *this, "producer-warp",
+      llvm::cl::desc("mma.sync forward: one more warp copies K/V into the "
+                     "ring, signalled on mbarriers"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

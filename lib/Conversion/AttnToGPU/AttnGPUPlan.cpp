@@ -43,6 +43,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.packGqa = packGqa;
     options.blockSparse = blockSparse;
     options.kvAppend = kvAppend;
+    options.producerWarp = producerWarp;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

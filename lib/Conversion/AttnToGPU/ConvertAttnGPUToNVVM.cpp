@@ -108,6 +108,14 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
                       key.getCols(), value.getCols(), spec);
   if (failed(plan) || failed(checkPipelined(func, plan->stages)))
     return failure();
+  // The producer warp's threads copy nothing unless its rings were built.
+  bool rings = false;
+  func.walk([&](ag::RingInitOp) { rings = true; });
+  if (plan->producerWarp != rings)
+    return func.emitOpError("expected ")
+           << (rings ? "no " : "") << "attn_gpu.ring_init for a plan "
+           << (plan->producerWarp ? "with" : "without")
+           << " producer_warp (run attn-gpu-warp-specialize)";
   return plan;
 }
 
@@ -191,6 +199,10 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
   matchAndRewrite(ag::AsyncCopyOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
+    if (op.getByWarp()) { // the warp's lanes share the copy
+      kb.tid = kb.lane;
+      kb.copyThreads = 32;
+    }
     SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
     if (op.getPageTable())
       copyPagedTile(kb, op, tile);
@@ -791,6 +803,10 @@ struct ConvertAttnGPUToNVVMPass final
     module.walk([&](ag::WarpSpecializeOp op) { roles.push_back(op); });
     for (ag::WarpSpecializeOp op : roles)
       lowerWarpSpecialize(op);
+    SmallVector<ag::ProducerWarpOp> producers;
+    module.walk([&](ag::ProducerWarpOp op) { producers.push_back(op); });
+    for (ag::ProducerWarpOp op : producers)
+      lowerProducerWarp(op);
     KernelLowerings kernels;
     WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
       bool tileLevel = false;
@@ -834,6 +850,7 @@ struct ConvertAttnGPUToNVVMPass final
                  MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
         converter, ctx, kernels);
     populateBackwardTileLowering(patterns, converter, kernels);
+    populateRingLowering(patterns, converter, kernels);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
   }

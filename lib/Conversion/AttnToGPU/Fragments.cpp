@@ -243,7 +243,7 @@ void KernelBuilder::copyRowsAsync(
   const int64_t width = rowChunkElems(cols, 2);
   const int64_t validChunks = cols / width;
   const int64_t chunksPerRow = (cols + 15) / 16 * 16 / width;
-  const int64_t threads = plan.threads();
+  const int64_t threads = copyThreads ? copyThreads : plan.threads();
   // Narrow chunks are many per thread. Their slots per row are rounded up to
   // a power of two (slots past the padded row copy nothing), so a thread
   // keeps its row and column offsets from step to step and its addresses

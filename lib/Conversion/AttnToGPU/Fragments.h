@@ -99,6 +99,8 @@ public:
   const KernelPlan &plan;
   Value tid, warp, lane, groupId, threadInGroup; // index
   Value smem;                                    // memref<N x elem, 3>
+  /// Threads that share a tile copy, `tid` counting them (0: the CTA's).
+  int64_t copyThreads = 0;
   /// The boundary-tile dispatch of the mainloops: `scores` unchanged when
   /// `inside` holds (the tile lies wholly inside the mask), else the scores
   /// after `applyMask` edits them; one scf.if yielding the fragment values.

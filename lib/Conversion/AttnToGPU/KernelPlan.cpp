@@ -13,6 +13,7 @@
 
 #include "fa/Conversion/AttnToGPU.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -30,7 +31,11 @@ int64_t KernelPlan::forwardSharedBytes() const {
     return wgmmaForwardSharedBytes(*this);
   int64_t elems = blockQ * strideQK() + stages * blockKV * strideQK() +
                   stages * blockKV * strideV();
-  return elems * 2;
+  if (!producerWarp)
+    return elems * 2;
+  // The K and V rings' mbarriers follow the tiles.
+  return attn_gpu::ringBarrierBase(elems * 2) +
+         2 * attn_gpu::ringBarrierBytes(stages);
 }
 
 int64_t KernelPlan::backwardSharedBytes() const {
@@ -71,7 +76,7 @@ std::string KernelPlan::tag() const {
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
          (paged ? "_paged" : "") + (kvAppend ? "_append" : "") +
-         (blockSparse ? "_blocksparse" : "") +
+         (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
@@ -322,6 +327,21 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   (backward ? "a backward" : "no split-kv"));
     plan.paged = true;
   }
+  if (options.producerWarp) {
+    // The producer warp fills the mma.sync forward's K/V ring
+    // (attn-gpu-warp-specialize); the wgmma kernels have their own.
+    if (backward || options.mma != "mma_sync")
+      return fail(llvm::Twine("producer-warp applies to the mma.sync forward "
+                              "only, got ") +
+                  (backward ? "a backward" : "mma = " + options.mma));
+    // Its copies signal the ring when they land: cp.async only, which odd
+    // rows (plain stores) would leave out.
+    if (headDim % 8 || headDimV % 8)
+      return fail("producer-warp needs head dims that are multiples of 8 "
+                  "(16-byte cp.async rows), got D " + llvm::Twine(headDim) +
+                  " and Dv " + llvm::Twine(headDimV));
+    plan.producerWarp = true;
+  }
   if (options.kvAppend) {
     // The append runs before the decode that reads the cache.
     if (backward || !options.splitKv)
@@ -458,8 +478,11 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       plan.blockKV <= 0)
     return fail("expected block-q and block-kv to be positive multiples of 16");
   // A CTA has at most 1024 threads.
-  if (plan.warps < 1 || plan.warps > 32)
-    return fail("expected 1 to 32 warps (at most 1024 threads per CTA), got " +
+  if (plan.warps < 1 || plan.threads() > 1024)
+    return fail(llvm::Twine("expected 1 to ") +
+                (plan.producerWarp ? "31 warps and the producer warp"
+                                   : "32 warps") +
+                " (at most 1024 threads per CTA), got " +
                 llvm::Twine(plan.warps));
   // The forward streams K/V through a ring of 2 to 4 stages; the backward
   // keeps K/V resident and single-buffers the Q/dO tiles of its query loop.
@@ -566,6 +589,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("block_sparse", b.getUnitAttr()));
   if (plan.sinks)
     fields.push_back(b.getNamedAttr("sinks", b.getUnitAttr()));
+  if (plan.producerWarp)
+    fields.push_back(b.getNamedAttr("producer_warp", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -611,6 +636,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.kvAppend = attr.contains("kv_append");
   options.blockSparse = attr.contains("block_sparse");
   options.sinks = attr.contains("sinks");
+  options.producerWarp = attr.contains("producer_warp");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

@@ -23,12 +23,15 @@ using namespace mlir::fa::gpu_lowering;
 
 gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
                                           gpu::GPUModuleOp module,
-                                          const KernelPlan &plan) {
+                                          const KernelPlan &splitPlan) {
+  // One warp per row: the split forward's producer warp has no row here.
+  KernelPlan plan = splitPlan;
+  plan.producerWarp = false;
   const int64_t dv = plan.headDimV;
   Type elem = plan.elemType, f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);
   KernelParams params = mergeParams(b.getContext(), plan);
-  auto func = createKernelFunc(b, loc, module, "fa_merge_" + plan.tag(),
+  auto func = createKernelFunc(b, loc, module, "fa_merge_" + splitPlan.tag(),
                                params, plan, /*sharedBytes=*/0);
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };

@@ -99,6 +99,15 @@ void populateBackwardTileLowering(RewritePatternSet &patterns,
                                   const TypeConverter &converter,
                                   KernelLowerings &kernels);
 
+/// attn_gpu.producer_warp as a branch on the warp index (before the
+/// conversion; RingLowering.cpp).
+void lowerProducerWarp(attn_gpu::ProducerWarpOp op);
+
+/// The ring ops' patterns (RingLowering.cpp).
+void populateRingLowering(RewritePatternSet &patterns,
+                          const TypeConverter &converter,
+                          KernelLowerings &kernels);
+
 /// The kernel plan of a tile-level backward kernel, resolved again from its
 /// `attn.kernel_plan` and its tile ops (BackwardTileLowering.cpp).
 FailureOr<KernelPlan> backwardTileKernelPlan(gpu::GPUFuncOp func,

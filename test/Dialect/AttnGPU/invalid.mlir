@@ -314,3 +314,51 @@ func.func @swizzle_narrow() {
   %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x96xbf16, stride = 96, swizzle>
   return
 }
+
+// -----
+
+gpu.module @producer {
+  gpu.func @block_size() kernel attributes {known_block_size = array<i32: 64, 1, 1>} {
+    // expected-error @+1 {{expected a known_block_size of 96 threads (2 consumer warps and the producer), got array<i32: 64, 1, 1>}}
+    attn_gpu.producer_warp after 2 warps {
+    } consumers {
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @producer {
+  gpu.func @no_consumers() kernel {
+    // expected-error @+1 {{expected 1 to 31 consumer warps, got 0}}
+    attn_gpu.producer_warp after 0 warps {
+    } consumers {
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+func.func @ring_misaligned() {
+  // expected-error @+1 {{expected the ring's barriers at a non-negative multiple of 8 bytes, got 12}}
+  attn_gpu.ring_init at 12 slots 2 producers 32 consumers 64
+  return
+}
+
+// -----
+
+func.func @ring_no_slots(%i: index) {
+  // expected-error @+1 {{expected at least one slot, got 0}}
+  attn_gpu.ring_wait %i at 0 slots 0
+  return
+}
+
+// -----
+
+func.func @ring_no_threads() {
+  // expected-error @+1 {{expected producer and consumer thread counts >= 1, got 32 and 0}}
+  attn_gpu.ring_init at 0 slots 2 producers 32 consumers 0
+  return
+}

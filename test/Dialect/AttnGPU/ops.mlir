@@ -164,3 +164,25 @@ gpu.module @roles {
     gpu.return
   }
 }
+
+// CHECK-LABEL: gpu.func @producer
+// CHECK: attn_gpu.ring_init at 256 slots 2 producers 32 consumers 64
+// CHECK: attn_gpu.producer_warp after 2 warps {
+// CHECK-NEXT: attn_gpu.ring_acquire %{{.+}} at 256 slots 2
+// CHECK-NEXT: attn_gpu.ring_commit %{{.+}} at 256 slots 2
+// CHECK-NEXT: } consumers {
+// CHECK-NEXT: attn_gpu.ring_wait %{{.+}} at 256 slots 2
+// CHECK-NEXT: attn_gpu.ring_release %{{.+}} at 256 slots 2
+gpu.module @producer {
+  gpu.func @producer(%i: index) kernel attributes {known_block_size = array<i32: 96, 1, 1>} {
+    attn_gpu.ring_init at 256 slots 2 producers 32 consumers 64
+    attn_gpu.producer_warp after 2 warps {
+      attn_gpu.ring_acquire %i at 256 slots 2
+      attn_gpu.ring_commit %i at 256 slots 2
+    } consumers {
+      attn_gpu.ring_wait %i at 256 slots 2
+      attn_gpu.ring_release %i at 256 slots 2
+    }
+    gpu.return
+  }
+}

@@ -232,6 +232,61 @@ LogicalResult WarpSpecializeOp::verifyRegions() {
   return success();
 }
 
+ProducerWarpOp ProducerWarpOp::build(OpBuilder &b, Location loc,
+                                     int64_t consumerWarps) {
+  auto op = ProducerWarpOp::create(b, loc, consumerWarps);
+  op.getProducer().emplaceBlock();
+  op.getConsumers().emplaceBlock();
+  return op;
+}
+
+LogicalResult ProducerWarpOp::verifyRegions() {
+  if (getProducerBlock().getNumArguments() || getConsumerBlock().getNumArguments())
+    return emitOpError("expected producer and consumer blocks without "
+                       "arguments");
+  int64_t warps = getConsumerWarps();
+  if (warps < 1 || warps > 31)
+    return emitOpError("expected 1 to 31 consumer warps, got ") << warps;
+  auto func = (*this)->getParentOfType<gpu::GPUFuncOp>();
+  DenseI32ArrayAttr block = func ? func.getKnownBlockSizeAttr() : nullptr;
+  if (block && (block[0] != (warps + 1) * 32 || block[1] * block[2] != 1))
+    return emitOpError("expected a known_block_size of ")
+           << (warps + 1) * 32 << " threads (" << warps
+           << " consumer warps and the producer), got " << block;
+  return success();
+}
+
+/// A ring's barriers lie 8-byte aligned in the shared buffer.
+static LogicalResult verifyRing(Operation *op, int64_t at, int64_t slots) {
+  if (at < 0 || at % 8)
+    return op->emitOpError("expected the ring's barriers at a non-negative "
+                           "multiple of 8 bytes, got ")
+           << at;
+  if (slots < 1)
+    return op->emitOpError("expected at least one slot, got ") << slots;
+  return success();
+}
+
+LogicalResult RingInitOp::verify() {
+  if (getProducers() < 1 || getConsumers() < 1)
+    return emitOpError("expected producer and consumer thread counts >= 1, "
+                       "got ")
+           << getProducers() << " and " << getConsumers();
+  return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult RingAcquireOp::verify() {
+  return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult RingCommitOp::verify() {
+  return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult RingWaitOp::verify() {
+  return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult RingReleaseOp::verify() {
+  return verifyRing(*this, getAt(), getSlots());
+}
+
 LogicalResult SharedTileOp::verify() {
   if (static_cast<bool>(getStage()) != getStageElements().has_value())
     return emitOpError("expected a stage together with its stage_elements");

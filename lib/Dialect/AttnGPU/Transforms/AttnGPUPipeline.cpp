@@ -10,10 +10,11 @@
 
 #include "fa/Dialect/AttnGPU/Transforms/Passes.h"
 
+#include "KeyLoop.h"
+
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -24,140 +25,10 @@ namespace mlir::fa::attn_gpu {
 
 using namespace mlir;
 using namespace mlir::fa;
+using namespace mlir::fa::attn_gpu;
 namespace ag = mlir::fa::attn_gpu;
 
 namespace {
-
-/// One tile the loop copies each iteration: its copy, the tile (a
-/// shared_tile without stage), the op that reads it and the wait before
-/// that read.
-struct CopiedTile {
-  ag::AsyncCopyOp copy;
-  ag::SharedTileOp tile;
-  Operation *reader;
-  ag::AsyncWaitOp wait;
-};
-
-/// The loop's copied tiles in copy order and the barrier that opens the
-/// body, after checking the unpipelined shape of Passes.td (none for a loop
-/// without copies or one already pipelined).
-struct UnpipelinedLoop {
-  scf::ForOp loop;
-  gpu::BarrierOp release;
-  SmallVector<CopiedTile> tiles;
-
-  static FailureOr<UnpipelinedLoop> match(scf::ForOp loop);
-};
-
-/// Elements of one slot of the ring that replaces `tile`.
-static int64_t slotElements(ag::SharedTileOp tile) {
-  return tile.getType().getRows() * tile.getType().getStride();
-}
-
-/// The wait and barrier right before `reader`.
-static ag::AsyncWaitOp waitBefore(Operation *reader) {
-  auto barrier = dyn_cast_or_null<gpu::BarrierOp>(reader->getPrevNode());
-  if (!barrier)
-    return {};
-  // The tile op of the reader may stand between the barrier and it.
-  return dyn_cast_or_null<ag::AsyncWaitOp>(barrier->getPrevNode());
-}
-
-/// The ops of `loop`'s body that `values` are computed from, in body order.
-static SmallVector<Operation *> bodySlice(scf::ForOp loop,
-                                          ArrayRef<Value> values) {
-  SetVector<Operation *> slice;
-  BackwardSliceOptions options;
-  options.inclusive = true;
-  options.omitBlockArguments = true;
-  options.filter = [&](Operation *op) {
-    return op->getBlock() == loop.getBody();
-  };
-  for (Value v : values)
-    if (Operation *def = v.getDefiningOp();
-        def && def->getBlock() == loop.getBody())
-      (void)getBackwardSlice(def, &slice, options);
-  SmallVector<Operation *> ordered(slice.begin(), slice.end());
-  llvm::sort(ordered,
-             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
-  return ordered;
-}
-
-/// The operands of `copy` other than its tile.
-static SmallVector<Value> copyOperands(ag::AsyncCopyOp copy) {
-  SmallVector<Value> operands;
-  for (Value v : copy->getOperands())
-    if (v != copy.getTile())
-      operands.push_back(v);
-  return operands;
-}
-
-FailureOr<UnpipelinedLoop> UnpipelinedLoop::match(scf::ForOp loop) {
-  UnpipelinedLoop m{loop, {}, {}};
-  Block *body = loop.getBody();
-  // A loop whose copies all fill ring slots is pipelined already.
-  auto copies = body->getOps<ag::AsyncCopyOp>();
-  if (llvm::all_of(copies, [](ag::AsyncCopyOp copy) {
-        auto tile = copy.getTile().getDefiningOp<ag::SharedTileOp>();
-        return tile && tile.getStage();
-      }))
-    return m;
-  for (auto copy : copies) {
-    auto tile = copy.getTile().getDefiningOp<ag::SharedTileOp>();
-    if (!tile || tile.getStage() || tile->getBlock() != body)
-      return copy.emitOpError("expected a copy into a shared_tile without "
-                              "stage defined in the loop body (the "
-                              "unpipelined form of attn-gpu-pipeline)");
-    SmallVector<Operation *> readers;
-    for (Operation *user : tile->getUsers())
-      if (user != copy)
-        readers.push_back(user);
-    if (readers.size() != 1 || readers[0]->getBlock() != body ||
-        !copy->isBeforeInBlock(readers[0]))
-      return copy.emitOpError("expected its tile to be read by one op after "
-                              "it in the loop body, got ")
-             << readers.size() << " readers";
-    ag::AsyncWaitOp wait = waitBefore(readers[0]);
-    if (!wait)
-      return readers[0]->emitOpError(
-          "expected attn_gpu.async_wait and gpu.barrier right before the "
-          "reader of a copied tile");
-    // Its operands are recomputed for other iterations.
-    for (Operation *op : bodySlice(loop, copyOperands(copy)))
-      if (!isPure(op))
-        return op->emitOpError("expected pure ops to compute the operands "
-                               "of a pipelined copy (they are recomputed "
-                               "for later iterations)");
-    m.tiles.push_back({copy, tile, readers[0], wait});
-  }
-  if (m.tiles.empty())
-    return m;
-  int64_t count = m.tiles.size();
-  for (int64_t i = 0; i < count; ++i) {
-    CopiedTile &t = m.tiles[i];
-    // Copies first, then the readers in the same order.
-    if (!m.tiles.back().copy->isBeforeInBlock(t.wait) ||
-        (i && !m.tiles[i - 1].reader->isBeforeInBlock(t.wait)))
-      return t.reader->emitOpError("expected the readers of the copied "
-                                   "tiles after every copy, in copy order");
-    if (static_cast<int64_t>(t.wait.getPending()) != count - 1 - i)
-      return t.wait.emitOpError("expected to leave in flight only the ")
-             << count - 1 - i
-             << " copies issued after the tile it waits for, got "
-             << t.wait.getPending();
-  }
-  for (Operation &op : *body) {
-    if (&op == m.tiles.front().copy.getOperation())
-      break;
-    if (auto barrier = dyn_cast<gpu::BarrierOp>(op))
-      m.release = barrier;
-  }
-  if (!m.release)
-    return m.tiles.front().copy.emitOpError(
-        "expected a gpu.barrier before the loop's first copy (the previous "
-        "iteration's readers are done with the tiles)");
-  return m;
-}
 
 /// Rewrites one matched loop into its `stages`-deep pipeline.
 class LoopPipeliner {
@@ -330,51 +201,19 @@ LogicalResult LoopPipeliner::run() {
 /// The pipelined loops of one kernel, and its shared buffer grown by their
 /// rings: a tile's offset moves by (stages − 1) times the ring tiles below.
 static LogicalResult pipelineKernel(gpu::GPUFuncOp func, int64_t stages) {
-  SmallVector<UnpipelinedLoop> loops;
-  WalkResult walk = func.walk([&](scf::ForOp loop) {
-    FailureOr<UnpipelinedLoop> m = UnpipelinedLoop::match(loop);
-    if (failed(m))
-      return WalkResult::interrupt();
-    if (!m->tiles.empty())
-      loops.push_back(*m);
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
+  FailureOr<SmallVector<UnpipelinedLoop>> matched = matchKeyLoops(func);
+  if (failed(matched))
     return failure();
+  SmallVector<UnpipelinedLoop> &loops = *matched;
   if (loops.empty())
     return success();
-  std::map<int64_t, int64_t> ringElems; // offset → one slot's elements
+  FailureOr<RingLayout> rings = RingLayout::grow(func, loops, stages);
+  if (failed(rings))
+    return failure();
   for (UnpipelinedLoop &m : loops)
-    for (CopiedTile &t : m.tiles)
-      ringElems[t.tile.getOffset()] = slotElements(t.tile);
-  auto moved = [&](int64_t offset) {
-    int64_t below = 0;
-    for (auto [ringOffset, elems] : ringElems)
-      if (ringOffset < offset)
-        below += elems;
-    return offset + (stages - 1) * below;
-  };
-  DenseMap<int64_t, int64_t> newOffset;
-  for (auto [offset, elems] : ringElems)
-    newOffset[offset] = moved(offset);
-  SmallVector<ag::SharedMemoryOp> buffers;
-  func.walk([&](ag::SharedMemoryOp op) { buffers.push_back(op); });
-  if (buffers.size() != 1)
-    return func.emitOpError("expected one attn_gpu.shared_memory in a "
-                            "pipelined kernel, got ")
-           << buffers.size();
-  int64_t grown = 0;
-  for (auto [offset, elems] : ringElems)
-    grown += (stages - 1) * elems;
-  buffers[0].setElements(buffers[0].getElements() + grown);
-  for (UnpipelinedLoop &m : loops)
-    if (failed(LoopPipeliner(m, stages, newOffset).run()))
+    if (failed(LoopPipeliner(m, stages, rings->newOffset).run()))
       return failure();
-  // Tiles outside the rings keep their bytes: those behind move.
-  func.walk([&](ag::SharedTileOp tile) {
-    if (!tile.getStage())
-      tile.setOffset(moved(tile.getOffset()));
-  });
+  rings->moveOtherTiles(func);
   return success();
 }
 
@@ -382,11 +221,10 @@ struct AttnGPUPipelinePass final
     : ag::impl::AttnGPUPipelinePassBase<AttnGPUPipelinePass> {
   void runOnOperation() override {
     WalkResult walk = getOperation().walk([](gpu::GPUFuncOp func) {
-      auto plan = func->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
-      auto stages = plan ? plan.getAs<IntegerAttr>("stages") : IntegerAttr();
-      if (!stages || stages.getInt() < 2)
+      int64_t stages = planStages(func);
+      if (stages < 2)
         return WalkResult::advance();
-      return succeeded(pipelineKernel(func, stages.getInt()))
+      return succeeded(pipelineKernel(func, stages))
                  ? WalkResult::advance()
                  : WalkResult::interrupt();
     });

@@ -23,4 +23,14 @@
 #define GET_OP_CLASSES
 #include "attn_gpu/AttnGPUOps.h.inc"
 
+namespace mlir::fa::attn_gpu {
+/// Shared bytes of the mbarriers of one ring of `slots` slots (a full and
+/// an empty barrier per slot, 8 bytes each; attn_gpu.ring_init).
+inline constexpr int64_t ringBarrierBytes(int64_t slots) { return 16 * slots; }
+/// The first byte after `bytes` where mbarriers may start (8-byte aligned).
+inline constexpr int64_t ringBarrierBase(int64_t bytes) {
+  return (bytes + 7) / 8 * 8;
+}
+} // namespace mlir::fa::attn_gpu
+
 #endif // FA_DIALECT_ATTNGPU_IR_ATTNGPU_H

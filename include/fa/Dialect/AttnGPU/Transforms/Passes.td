@@ -60,4 +60,55 @@ def AttnGPUPipelinePass : Pass<"attn-gpu-pipeline", "ModuleOp"> {
                            "::mlir::gpu::GPUDialect"];
 }
 
+def AttnGPUWarpSpecializePass : Pass<"attn-gpu-warp-specialize", "ModuleOp"> {
+  let summary = "Give the key loop's copies to a producer warp";
+  let description = [{
+    For a kernel whose `attn.kernel_plan` has `producer_warp`, the
+    unpipelined key loop of attn-gpu-pipeline's description is split
+    between a producer warp (the CTA's last) and the plan's `warps`
+    consumers, in an `attn_gpu.producer_warp`:
+
+    - each copied tile becomes a ring of `stages` slots (the shared buffer
+      grows, tiles behind move) with a full and an empty mbarrier per slot
+      (`attn_gpu.ring_init`, after the tiles, before the last barrier ahead
+      of the loop);
+    - the producer runs the loop's iterations copying only: per tile it
+      acquires slot (j − begin) mod stages, copies with its 32 lanes
+      (`async_copy ... by_warp`) and commits the slot, which fills when the
+      copies land (cp.async.mbarrier.arrive.noinc);
+    - the consumers run the loop without its copies and CTA barriers: each
+      reader waits for its slot (`ring_wait`) where it waited for its copy,
+      and releases it right after (`ring_release`); what follows the loop
+      (the epilogue) runs on the consumers only.
+
+    ```mlir
+    attn_gpu.producer_warp after 2 warps {
+      scf.for %j = %b to %e step %c1 {
+        %it = arith.subi %j, %b   %s = arith.remui %it, 2
+        %k = attn_gpu.shared_tile offset 4096 stage %s of 8192 : ...
+        attn_gpu.ring_acquire %it at 73728 slots 2
+        attn_gpu.async_copy %K[...] rows %key below %nk stride %rs into %k by_warp
+        attn_gpu.ring_commit %it at 73728 slots 2
+        ...
+      }
+      attn_gpu.async_wait 0
+    } consumers {
+      scf.for %j = %b to %e step %c1 iter_args(...) {
+        ...
+        attn_gpu.ring_wait %it at 73728 slots 2
+        %s = attn_gpu.mma_qk %q, %k ...
+        attn_gpu.ring_release %it at 73728 slots 2
+        ...
+      }
+      // the epilogue
+    }
+    ```
+    A plan with `producer_warp` whose kernel has not exactly one such loop,
+    directly in the kernel's body after a barrier, is an error.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::gpu::GPUDialect"];
+}
+
 #endif // FA_DIALECT_ATTNGPU_TRANSFORMS_PASSES

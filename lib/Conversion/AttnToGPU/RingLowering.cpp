@@ -1,0 +1,142 @@
+//===- RingLowering.cpp - the producer warp and its rings -------*- C++ -*-===//
+//
+// Lowers attn-gpu-warp-specialize's ops: attn_gpu.producer_warp becomes a
+// branch on the warp index, the ring ops mbarrier instructions on the
+// barriers after the kernel's tiles (inline PTX on 32-bit shared
+// addresses: the copies signal with cp.async.mbarrier.arrive.noinc, which
+// no dialect has).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TileLowering.h"
+#include "Wgmma.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+namespace ag = mlir::fa::attn_gpu;
+
+void mlir::fa::gpu_lowering::lowerProducerWarp(ag::ProducerWarpOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(
+      b, loc, tid, arith::ConstantIndexOp::create(b, loc, 32));
+  Value isProducer = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, warp,
+      arith::ConstantIndexOp::create(b, loc, op.getConsumerWarps()));
+  auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
+  auto inlineRole = [&](Block &role, Block &into) {
+    into.getOperations().splice(into.getTerminator()->getIterator(),
+                                role.getOperations());
+  };
+  inlineRole(op.getProducerBlock(), roles.getThenRegion().front());
+  inlineRole(op.getConsumerBlock(), roles.getElseRegion().front());
+  op.erase();
+}
+
+namespace {
+
+/// `text` with 32-bit operands `operands` ("r"), ordered against the
+/// kernel's other memory accesses.
+void ringPtx(KernelBuilder &kb, StringRef text, ValueRange operands) {
+  std::string constraints;
+  for (size_t i = 0; i < operands.size(); ++i)
+    constraints += "r,";
+  constraints += "~{memory}";
+  LLVM::InlineAsmOp::create(kb.b, kb.loc, TypeRange(), operands, text,
+                            constraints, /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+                            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+}
+
+/// The shared address (i32) of barrier `index` (index) of the ring whose
+/// barriers start at byte `at`.
+Value barrierAddress(KernelBuilder &kb, int64_t at, Value index) {
+  OpBuilder &b = kb.b;
+  Type i32 = b.getI32Type();
+  Value base = arith::TruncIOp::create(b, kb.loc, i32, sharedAddress(kb));
+  Value offset = kb.toI32(kb.add(kb.mul(index, 8), kb.idx(at)));
+  return arith::AddIOp::create(b, kb.loc, base, offset);
+}
+
+/// A ring op's slot, and the parity of the phase that its use of the slot
+/// completes (`round` 0) or that the previous round's completed (1).
+template <typename OpTy>
+std::pair<Value, Value> slotAndParity(KernelBuilder &kb, OpTy op,
+                                      Value iteration, int64_t round) {
+  int64_t slots = op.getSlots();
+  Value uses = kb.add(kb.divui(iteration, slots), kb.idx(round));
+  return {kb.remui(iteration, slots), kb.toI32(kb.remui(uses, 2))};
+}
+
+constexpr StringLiteral kWaitPtx =
+    "{\n.reg .pred p;\nfa_ring_wait:\n"
+    "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+    "@!p bra fa_ring_wait;\n}";
+
+struct RingInitLowering : TileOpLowering<ag::RingInitOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::RingInitOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    auto first = scf::IfOp::create(
+        rewriter, op.getLoc(),
+        arith::CmpIOp::create(rewriter, op.getLoc(), arith::CmpIPredicate::eq,
+                              kb.tid, kb.idx(0)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(rewriter);
+    rewriter.setInsertionPointToStart(&first.getThenRegion().front());
+    int64_t slots = op.getSlots();
+    for (int64_t i = 0; i < 2 * slots; ++i) {
+      int64_t arrivals = i < slots ? op.getProducers() : op.getConsumers();
+      ringPtx(kb,
+              ("mbarrier.init.shared::cta.b64 [$0], " + Twine(arrivals) + ";")
+                  .str(),
+              barrierAddress(kb, op.getAt(), kb.idx(i)));
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// The four uses of a slot: the barrier (full or empty), the round its
+/// phase parity counts, and the instruction.
+template <typename OpTy, bool Empty, int64_t Round>
+struct RingUseLowering : TileOpLowering<OpTy> {
+  using TileOpLowering<OpTy>::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename TileOpLowering<OpTy>::OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = this->builderFor(op, rewriter);
+    auto [slot, parity] =
+        slotAndParity(kb, op, adaptor.getIteration().front(), Round);
+    Value index = Empty ? kb.add(slot, kb.idx(op.getSlots())) : slot;
+    Value at = barrierAddress(kb, op.getAt(), index);
+    if constexpr (std::is_same_v<OpTy, ag::RingCommitOp>)
+      ringPtx(kb, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", at);
+    else if constexpr (std::is_same_v<OpTy, ag::RingReleaseOp>)
+      ringPtx(kb, "mbarrier.arrive.shared::cta.b64 _, [$0];", at);
+    else
+      ringPtx(kb, kWaitPtx, {at, parity});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::fa::gpu_lowering::populateRingLowering(
+    RewritePatternSet &patterns, const TypeConverter &converter,
+    KernelLowerings &kernels) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<RingInitLowering,
+               RingUseLowering<ag::RingAcquireOp, /*Empty=*/true, 1>,
+               RingUseLowering<ag::RingCommitOp, /*Empty=*/false, 0>,
+               RingUseLowering<ag::RingWaitOp, /*Empty=*/false, 0>,
+               RingUseLowering<ag::RingReleaseOp, /*Empty=*/true, 0>>(
+      converter, ctx, kernels);
+}
