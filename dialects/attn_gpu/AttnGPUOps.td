@@ -77,20 +77,32 @@ def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy", [AttrSizedOperandSegments]> {
     page_table[first + n / size] (a global pointer, read with
     ld.global.nc) clamped into [0, count).
 
-    `by_warp`: the 32 lanes of the warp running it copy the tile (a
-    producer warp, attn_gpu.producer_warp), not all threads.
+    `threads b to e`: only threads [b, e) run it and share the copy (a
+    role of attn_gpu.producer_warp).
   }];
   let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
                        Index:$row_limit, Index:$row_stride,
                        AttnGPU_SharedTile:$tile,
                        Optional<AnyType>:$page_table,
-                       Variadic<Index>:$paging, UnitAttr:$by_warp);
+                       Variadic<Index>:$paging,
+                       OptionalAttr<I64Attr>:$thread_begin,
+                       OptionalAttr<I64Attr>:$thread_end);
   let assemblyFormat = [{
     $source `[` $base `]` `rows` $row_begin `below` $row_limit `stride`
     $row_stride (`paged` `(` $page_table^ `[` $paging `]` `:` type($page_table) `)`)?
-    `into` $tile (`by_warp` $by_warp^)? attr-dict `:` type($source) `,`
-    type($tile)
+    `into` $tile (`threads` $thread_begin^ `to` $thread_end)? attr-dict `:`
+    type($source) `,` type($tile)
   }];
+  let builders = [
+    // All threads copy.
+    OpBuilder<(ins "Value":$source, "Value":$base, "Value":$row_begin,
+                   "Value":$row_limit, "Value":$row_stride, "Value":$tile,
+                   "Value":$page_table, "ValueRange":$paging), [{
+      build($_builder, $_state, source, base, row_begin, row_limit,
+            row_stride, tile, page_table, paging, IntegerAttr(),
+            IntegerAttr());
+    }]>
+  ];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Paged: the page table's first entry of the sequence, the page size
@@ -138,17 +150,29 @@ def AttnGPU_AsyncGatherOp : AttnGPU_Op<"async_gather"> {
     Tile row r of `tile` receives query q of head h of batch `batch` of
     `source`, (h, q) as `rows` maps r, at element batch·batch_stride +
     h·head_stride + q·row_stride (the caller's layout); padding rows, rows
-    past Nq and the padding columns are zeros. All threads take part; the
-    copies form one cp.async group.
+    past Nq and the padding columns are zeros. All threads take part (or
+    threads [b, e) with `threads b to e`); the copies form one cp.async
+    group.
   }];
   let arguments = (ins AnyMemRef:$source, Index:$batch, Index:$batch_stride,
                        Index:$head_stride, Index:$row_stride,
-                       AttnGPU_PackedRows:$rows, AttnGPU_SharedTile:$tile);
+                       AttnGPU_PackedRows:$rows, AttnGPU_SharedTile:$tile,
+                       OptionalAttr<I64Attr>:$thread_begin,
+                       OptionalAttr<I64Attr>:$thread_end);
   let assemblyFormat = [{
     $source `[` $batch `]` `strides` ` ` `[` $batch_stride `,` $head_stride `,`
-    $row_stride `]` `rows` $rows `into` $tile attr-dict `:` type($source) `,`
-    type($tile)
+    $row_stride `]` `rows` $rows `into` $tile (`threads` $thread_begin^ `to`
+    $thread_end)? attr-dict `:` type($source) `,` type($tile)
   }];
+  let builders = [
+    // All threads copy.
+    OpBuilder<(ins "Value":$source, "Value":$batch, "Value":$batch_stride,
+                   "Value":$head_stride, "Value":$row_stride, "Value":$rows,
+                   "Value":$tile), [{
+      build($_builder, $_state, source, batch, batch_stride, head_stride,
+            row_stride, rows, tile, IntegerAttr(), IntegerAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -658,10 +682,12 @@ def AttnGPU_ProducerWarpOp : AttnGPU_Op<"producer_warp",
   let summary = "a last warp that fills the rings while the others compute";
   let description = [{
     The CTA's first `consumer_warps` warps run `consumers`; the warp after
-    them runs `producer`, whose copies (`async_copy ... by_warp`) fill ring
-    slots that `ring_commit` signals and the consumers' `ring_wait` takes,
-    so the key loop has no CTA barrier (attn-gpu-warp-specialize builds
-    it). The kernel's `known_block_size` counts both roles.
+    them runs `producer`, whose copies (`async_copy ... threads` of its
+    lanes) fill ring slots that `ring_commit` signals and the consumers'
+    `ring_wait` takes, so the key loop has no CTA barrier
+    (attn-gpu-warp-specialize builds it). A `gpu.barrier` in `consumers`
+    synchronises the consumer warps only. The kernel's `known_block_size`
+    counts both roles.
     ```mlir
     attn_gpu.producer_warp after 2 warps {
       // ring_acquire, async_copy by_warp, ring_commit per key tile

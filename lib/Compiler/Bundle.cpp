@@ -138,6 +138,9 @@ json::Object kernelObject(const CompiledKernel &k) {
   // The schedule only: the entry's threads count the producer warp.
   if (c.producerWarp)
     o["producer_warp"] = true;
+  // Occupancy (the runtime's split count) reads it; older runtimes ignore it.
+  if (k.registers > 0)
+    o["registers"] = k.registers;
   if (c.sinks) {
     // The sinks (f32 [H]): fa_fwd's last parameter, after any mod_args, or
     // a split-KV kernel's fa_merge's, after o's strides (8 + 3); a backward

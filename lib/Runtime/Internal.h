@@ -77,6 +77,9 @@ struct KernelConfig {
   fa_dtype dtype = FA_DTYPE_BF16;
   int headDim = 0, headDimV = 0;
   int blockQ = 0, blockKV = 0, warps = 0, stages = 0;
+  /// Registers per thread of the kernel's entries (ptxas; their maximum),
+  /// or 0 where the manifest does not say: occupancy then assumes 256.
+  int registers = 0;
   int dsplit = 1; // backward: CTAs per key block (column slices of dK/dV/dQ)
   fa_mask mask = FA_MASK_NONE;
   /// A window's sizes: compile-time ones, or, for a run-time window kernel

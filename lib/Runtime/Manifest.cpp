@@ -755,6 +755,8 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   c.blockKV = intField(k, "block_kv", where, 1, 1 << 16);
   c.warps = intField(k, "warps", where, 1, 32);
   c.stages = intField(k, "stages", where, 1, 64);
+  if (k.contains("registers"))
+    c.registers = intField(k, "registers", where, 1, 255);
   c.dsplit = k.contains("dsplit") ? intField(k, "dsplit", where, 1, 64) : 1;
   if (c.dsplit > 1 && c.direction != FA_DIRECTION_BWD)
     bad(where, "field 'dsplit' = " + std::to_string(c.dsplit) +

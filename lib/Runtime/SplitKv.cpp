@@ -33,14 +33,17 @@ fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
 
 /// CTAs of the split forward one SM holds: its shared memory (228 KB per
 /// SM from sm_90 on, 164 KB on sm_80/87, 100 KB otherwise; 1 KB of it
-/// reserved per CTA) and its registers (64K per SM, at most 256 allocated
-/// per thread).
+/// reserved per CTA) and its registers (64K per SM, allocated per warp in
+/// units of 256; the manifest's count per thread, else 256).
 int64_t ctasPerSm(const KernelConfig &c) {
   int64_t smem = c.target.cc >= 90                       ? 233472
                  : c.target.cc == 80 || c.target.cc == 87 ? 167936
                                                           : 102400;
   int64_t bySmem = smem / (int64_t{c.fwd.sharedBytes} + 1024);
-  int64_t byRegs = 65536 / (256 * std::max<int64_t>(1, c.fwd.threads));
+  int64_t perThread = c.registers > 0 ? c.registers : 256;
+  int64_t perWarp = ceilDiv(perThread * 32, 256) * 256;
+  int64_t warps = ceilDiv(std::max<int64_t>(1, c.fwd.threads), 32);
+  int64_t byRegs = 65536 / (perWarp * warps);
   return std::max<int64_t>(1, std::min(bySmem, byRegs));
 }
 

@@ -2497,6 +2497,42 @@ TEST(SplitKv, ChooseSplitsEvensOutTheLastWave) {
   fa_bundle_free(b);
 }
 
+TEST(SplitKv, ChooseSplitsReadsTheKernelsRegisters) {
+  // 96 threads (two warps and a producer warp) and 72 KB: three CTAs per SM
+  // by shared memory; at 213 registers (216 per thread allocated, 6912 per
+  // warp, nine warps in 64K) the registers allow three too, where a
+  // manifest without them assumes 256 and allows two.
+  auto kernel = [](const char *tag, const char *registers) {
+    return kernelJson(tag, "fwd", "bf16", 128, "none", "sm_90a", true,
+                      std::string(R"(, "split_kv": true)") + registers +
+                          R"(, "entries": {
+      "fwd": {"name": "fa_fwd_)" + std::string(tag) +
+                          R"(", "threads": 96, "shared_bytes": 73792},
+      "merge": {"name": "fa_merge_)" + std::string(tag) +
+                          R"(", "threads": 64, "shared_bytes": 0}})");
+  };
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv_registers",
+                     manifest({kernel("r", R"(, "registers": 213)"),
+                               kernel("u", ""), splitKvJson("s")},
+                              "6"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  auto choose = [&](int index) {
+    int32_t splits = -1;
+    EXPECT_EQ(fa_splitkv_choose(fa_bundle_kernel_at(b, index), 16, 32, 1,
+                                4096, 132, &splits),
+              FA_SUCCESS)
+        << lastError();
+    return splits;
+  };
+  // 512 CTAs: 396 slots call for two splits, 264 for one (as above).
+  EXPECT_EQ(choose(0), 2);
+  EXPECT_EQ(choose(1), 1);
+  fa_bundle_free(b);
+}
+
 TEST_F(SplitKvApi, ChooseSplits) {
   // 1 x 8k, 32 heads, 1 query: 32 CTAs; two per SM on 132 SMs is 264, so 8
   // splits (256 CTAs) of 128 key blocks.

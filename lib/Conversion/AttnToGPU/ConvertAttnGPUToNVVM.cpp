@@ -198,11 +198,7 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
   LogicalResult
   matchAndRewrite(ag::AsyncCopyOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
-    if (op.getByWarp()) { // the warp's lanes share the copy
-      kb.tid = kb.lane;
-      kb.copyThreads = 32;
-    }
+    KernelBuilder kb = copyBuilder(op, rewriter);
     SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
     if (op.getPageTable())
       copyPagedTile(kb, op, tile);
@@ -425,7 +421,7 @@ struct AsyncGatherLowering : TileOpLowering<ag::AsyncGatherOp> {
   LogicalResult
   matchAndRewrite(ag::AsyncGatherOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
+    KernelBuilder kb = copyBuilder(op, rewriter);
     TileRows rows = TileRows::fromValues(adaptor.getRows());
     StridedTensor source{op.getSource(), op.getBatchStride(),
                          op.getHeadStride(), op.getRowStride()};

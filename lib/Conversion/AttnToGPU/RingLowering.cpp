@@ -28,6 +28,13 @@ void mlir::fa::gpu_lowering::lowerProducerWarp(ag::ProducerWarpOp op) {
       b, loc, arith::CmpIPredicate::eq, warp,
       arith::ConstantIndexOp::create(b, loc, op.getConsumerWarps()));
   auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
+  // The consumers' CTA barriers (Q's) wait for their own warps only.
+  int64_t consumerThreads = op.getConsumerWarps() * 32;
+  op.getConsumerBlock().walk([&](gpu::BarrierOp barrier) {
+    OpBuilder at(barrier);
+    namedBarrier(at, barrier.getLoc(), "bar.sync", 1, consumerThreads);
+    barrier.erase();
+  });
   auto inlineRole = [&](Block &role, Block &into) {
     into.getOperations().splice(into.getTerminator()->getIterator(),
                                 role.getOperations());

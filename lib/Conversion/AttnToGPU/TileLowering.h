@@ -45,6 +45,21 @@ struct TileOpLowering : OpConversionPattern<OpTy> {
     kb.smem = k.smem;
     return kb;
   }
+  /// builderFor a copy run by the threads of its `threads b to e`, if given:
+  /// they share it, numbered from b.
+  template <typename CopyOp>
+  KernelBuilder copyBuilder(CopyOp op, OpBuilder &b) const {
+    KernelBuilder kb = builderFor(op, b);
+    if (std::optional<uint64_t> begin = op.getThreadBegin()) {
+      kb.copyThreads = *op.getThreadEnd() - *begin;
+      // One warp's lanes (begin is a multiple of 32), else tid − begin.
+      if (kb.copyThreads == 32)
+        kb.tid = kb.lane;
+      else if (*begin)
+        kb.tid = kb.sub(kb.tid, kb.idx(*begin));
+    }
+    return kb;
+  }
 
   KernelLowerings &kernels;
 };

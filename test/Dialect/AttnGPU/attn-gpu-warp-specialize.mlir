@@ -7,35 +7,40 @@
 // attn-gpu-warp-specialize on the mma.sync forward's key loop for a plan
 // with producer_warp and three stages: K and V become rings of three slots
 // (Q | K×3 | V×3, 60928 elements), their mbarriers follow at byte 121856
-// (a full and an empty one per slot: 48 bytes a ring), initialised before
-// the barrier after Q's wait. The kernel gets a fifth warp (160 threads).
-// The producer runs the key loop copying only, with its lanes; the four
-// consumers run it without copies or CTA barriers, each reader waiting for
-// its slot and releasing it right after; the epilogue is theirs.
+// (a full and an empty one per slot: 48 bytes a ring), initialised and
+// published by a barrier where the roles part: at Q's copy, so the
+// producer's first copies overlap it. The kernel gets a fifth warp (160
+// threads). The producer runs the key loop copying only, with its lanes;
+// the four consumers copy Q and run the loop without copies or CTA
+// barriers, each reader waiting for its slot and releasing it right after;
+// the epilogue is theirs.
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s3_none_sm90a_pw
 // CHECK-SAME: known_block_size = array<i32: 160, 1, 1>
 // CHECK: attn_gpu.shared_memory 60976 x bf16
-// CHECK: attn_gpu.async_wait 0
-// CHECK-NEXT: attn_gpu.ring_init at 121856 slots 3 producers 32 consumers 128
+// CHECK: attn_gpu.ring_init at 121856 slots 3 producers 32 consumers 128
 // CHECK-NEXT: attn_gpu.ring_init at 121904 slots 3 producers 32 consumers 128
 // CHECK-NEXT: gpu.barrier
-// CHECK: attn_gpu.producer_warp after 4 warps {
-// CHECK-NEXT: scf.for %[[J:.+]] = %[[B:.+]] to %{{.+}} step
+// CHECK-NEXT: attn_gpu.producer_warp after 4 warps {
+// CHECK-NEXT: %[[STEP:.+]] = arith.constant 1 : index
+// CHECK-NEXT: scf.for %[[J:.+]] = %[[B:.+]] to %{{.+}} step %[[STEP]]
 // CHECK-NEXT: %[[IT:.+]] = arith.subi %[[J]], %[[B]] : index
 // CHECK: %[[SLOT:.+]] = arith.remui %[[IT]], %c3{{.*}} : index
 // CHECK: %[[K:.+]] = attn_gpu.shared_tile offset 8704 stage %[[SLOT]] of 8704
 // CHECK-NEXT: attn_gpu.ring_acquire %[[IT]] at 121856 slots 3
-// CHECK-NEXT: attn_gpu.async_copy %arg1{{.+}} into %[[K]] by_warp
+// CHECK-NEXT: attn_gpu.async_copy %arg1{{.+}} into %[[K]] threads 128 to 160
 // CHECK-NEXT: attn_gpu.ring_commit %[[IT]] at 121856 slots 3
 // CHECK: %[[V:.+]] = attn_gpu.shared_tile offset 34816 stage %[[SLOT]] of 8704
 // CHECK-NEXT: attn_gpu.ring_acquire %[[IT]] at 121904 slots 3
-// CHECK-NEXT: attn_gpu.async_copy %arg2{{.+}} into %[[V]] by_warp
+// CHECK-NEXT: attn_gpu.async_copy %arg2{{.+}} into %[[V]] threads 128 to 160
 // CHECK-NEXT: attn_gpu.ring_commit %[[IT]] at 121904 slots 3
 // CHECK-NEXT: }
 // CHECK-NEXT: attn_gpu.async_wait 0
 // CHECK-NEXT: } consumers {
-// CHECK-NEXT: scf.for %[[CJ:.+]] = %[[B]] to
+// CHECK-NEXT: attn_gpu.async_copy %arg0{{.+}} threads 0 to 128
+// CHECK-NEXT: attn_gpu.async_wait 0
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.for %[[CJ:.+]] = %[[B]] to
 // CHECK-NOT: gpu.barrier
 // CHECK-NOT: attn_gpu.async_copy
 // CHECK: %[[CIT:.+]] = arith.subi %[[CJ]], %[[B]] : index
@@ -57,12 +62,15 @@
 // attn-gpu-pipeline after it finds no unpipelined loop: nothing changes.
 // PIPELINE: attn_gpu.shared_memory 60976 x bf16
 // PIPELINE: attn_gpu.producer_warp
+// PIPELINE: } consumers {
+// PIPELINE: gpu.barrier
+// PIPELINE: scf.for
 // PIPELINE-NOT: gpu.barrier
 // PIPELINE: gpu.return
 
 // The lowering: the last warp (tid / 32 = 4) produces; the barriers are
 // initialised by thread 0, filled by the copies' arrivals and waited on by
-// phase parity.
+// phase parity; the consumers' barrier after Q is theirs alone (bar.sync 1).
 // NVVM: mbarrier.init.shared::cta.b64 [$0], 32;
 // NVVM: mbarrier.init.shared::cta.b64 [$0], 128;
 // NVVM: %[[WARP:.+]] = arith.divui %{{.+}}, %c32{{.*}} : index
@@ -71,6 +79,7 @@
 // NVVM: mbarrier.try_wait.parity.shared::cta.b64
 // NVVM: cp.async.mbarrier.arrive.noinc.shared::cta.b64
 // NVVM: } else {
+// NVVM: "bar.sync 1, 128;"
 // NVVM: mbarrier.try_wait.parity.shared::cta.b64
 // NVVM: mbarrier.arrive.shared::cta.b64 _, [$0];
 

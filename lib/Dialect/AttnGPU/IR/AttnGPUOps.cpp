@@ -302,7 +302,22 @@ LogicalResult PackedRowsOp::verify() {
   return success();
 }
 
+/// A copy's thread range [begin, end): whole warps, within a CTA.
+static LogicalResult verifyCopyThreads(Operation *op,
+                                       std::optional<uint64_t> begin,
+                                       std::optional<uint64_t> end) {
+  if (!begin)
+    return success();
+  if (*begin % 32 || *end % 32 || *begin >= *end || *end > 1024)
+    return op->emitOpError("expected a thread range of whole warps within "
+                           "1024 threads, got ")
+           << *begin << " to " << *end;
+  return success();
+}
+
 LogicalResult AsyncCopyOp::verify() {
+  if (failed(verifyCopyThreads(*this, getThreadBegin(), getThreadEnd())))
+    return failure();
   if (!getPageTable())
     return getPaging().empty()
                ? success()
@@ -319,6 +334,8 @@ LogicalResult AsyncCopyOp::verify() {
 }
 
 LogicalResult AsyncGatherOp::verify() {
+  if (failed(verifyCopyThreads(*this, getThreadBegin(), getThreadEnd())))
+    return failure();
   Type source = cast<MemRefType>(getSource().getType()).getElementType();
   Type tile = getTile().getType().getElementType();
   if (source != tile)

@@ -37,8 +37,8 @@ public:
       : m(m), loop(m.loop), rings(rings), barriers(barriers), b(loop) {}
 
   /// Builds the producer_warp op of `consumerWarps` consumers in place of
-  /// the loop and what follows it.
-  void run(int64_t consumerWarps);
+  /// `split` (at or ahead of the loop) and all that follows it.
+  void run(int64_t consumerWarps, Operation *split);
 
 private:
   Value idx(int64_t v) {
@@ -48,7 +48,7 @@ private:
   /// point, for induction variable `iv`.
   std::pair<Value, Value> iterationAndSlot(Value iv);
   Value ringSlot(SharedTileOp tile, Value slot);
-  void buildProducer(Block &into);
+  void buildProducer(Block &into, int64_t consumerWarps);
   void rewriteConsumers();
 
   UnpipelinedLoop &m;
@@ -73,24 +73,39 @@ Value WarpSpecializer::ringSlot(SharedTileOp tile, Value slot) {
 /// The producer: per iteration and copied tile, wait for the slot to be
 /// free, copy (the warp's lanes), signal it full; at the end, wait for its
 /// copies before the warp exits.
-void WarpSpecializer::buildProducer(Block &into) {
+void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
   Location loc = loop.getLoc();
   b.setInsertionPointToStart(&into);
-  auto producer = scf::ForOp::create(b, loc, loop.getLowerBound(),
-                                     loop.getUpperBound(), loop.getStep());
+  // The constants it reads that moved to the consumers (the loop's step).
+  IRMapping map;
+  auto cloneConstants = [&](ValueRange values) {
+    for (Value v : values)
+      if (Operation *def = v.getDefiningOp();
+          def && def->hasTrait<OpTrait::ConstantLike>() && !map.contains(v) &&
+          def->getParentOp() == into.getParentOp())
+        b.clone(*def, map);
+  };
+  cloneConstants(
+      {loop.getLowerBound(), loop.getUpperBound(), loop.getStep()});
+  auto producer = scf::ForOp::create(
+      b, loc, map.lookupOrDefault(loop.getLowerBound()),
+      map.lookupOrDefault(loop.getUpperBound()),
+      map.lookupOrDefault(loop.getStep()));
   AsyncWaitOp::create(b, loc, 0);
   b.setInsertionPointToStart(producer.getBody());
   auto [it, slot] = iterationAndSlot(producer.getInductionVar());
-  IRMapping map;
   map.map(loop.getInductionVar(), producer.getInductionVar());
   for (auto [t, at] : llvm::zip(m.tiles, barriers)) {
-    for (Operation *op : bodySlice(loop, copyOperands(t.copy)))
+    for (Operation *op : bodySlice(loop, copyOperands(t.copy))) {
+      cloneConstants(op->getOperands());
       b.clone(*op, map);
+    }
+    cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
     RingAcquireOp::create(b, loc, it, at, rings.stages);
-    Operation *copy = b.clone(*t.copy, map);
-    copy->setAttr(AsyncCopyOp::getByWarpAttrName(copy->getName()),
-                  b.getUnitAttr());
+    auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
+    copy.setThreadBegin(consumerWarps * 32);
+    copy.setThreadEnd(consumerWarps * 32 + 32);
     RingCommitOp::create(b, loc, it, at, rings.stages);
   }
 }
@@ -117,25 +132,58 @@ void WarpSpecializer::rewriteConsumers() {
   m.release.erase();
 }
 
-void WarpSpecializer::run(int64_t consumerWarps) {
+void WarpSpecializer::run(int64_t consumerWarps, Operation *split) {
   Block *block = loop->getBlock();
-  b.setInsertionPoint(loop);
+  b.setInsertionPoint(split);
   auto roles = ProducerWarpOp::build(b, loop.getLoc(), consumerWarps);
   Block &consumers = roles.getConsumerBlock();
   consumers.getOperations().splice(consumers.end(), block->getOperations(),
-                                   loop->getIterator(),
+                                   split->getIterator(),
                                    block->getTerminator()->getIterator());
-  buildProducer(roles.getProducerBlock());
+  // The copies ahead of the loop (Q) are the consumers' alone now.
+  for (Operation &op : consumers) {
+    if (&op == loop.getOperation())
+      break;
+    if (auto copy = dyn_cast<AsyncCopyOp>(op)) {
+      copy.setThreadBegin(0);
+      copy.setThreadEnd(consumerWarps * 32);
+    } else if (auto gather = dyn_cast<AsyncGatherOp>(op)) {
+      gather.setThreadBegin(0);
+      gather.setThreadEnd(consumerWarps * 32);
+    }
+  }
+  buildProducer(roles.getProducerBlock(), consumerWarps);
   rewriteConsumers();
 }
 
-/// The last CTA barrier ahead of `loop` in its block: the rings' barriers
-/// are initialised before it, so every thread sees them initialised.
-static gpu::BarrierOp barrierAhead(scf::ForOp loop) {
-  for (Operation *op = loop->getPrevNode(); op; op = op->getPrevNode())
-    if (auto barrier = dyn_cast<gpu::BarrierOp>(op))
-      return barrier;
-  return {};
+/// Where the roles part: at the first copy ahead of the loop (the
+/// producer's first copies then overlap the consumers' Q), or at the loop.
+/// Fails unless what the producer's loop reads is defined before it.
+static FailureOr<Operation *> splitPoint(UnpipelinedLoop &m) {
+  Operation *split = m.loop;
+  for (Operation *op = m.loop->getPrevNode(); op; op = op->getPrevNode())
+    if (isa<AsyncCopyOp, AsyncGatherOp>(op))
+      split = op;
+  SmallVector<Operation *> producer{m.loop};
+  for (CopiedTile &t : m.tiles) {
+    llvm::append_range(producer, bodySlice(m.loop, copyOperands(t.copy)));
+    producer.push_back(t.copy);
+  }
+  for (Operation *op : producer)
+    for (Value v : op == m.loop.getOperation()
+                       ? ValueRange{m.loop.getLowerBound(),
+                                    m.loop.getUpperBound(), m.loop.getStep()}
+                       : ValueRange(op->getOperands())) {
+      Operation *def = v.getDefiningOp();
+      // Constants are cloned into the producer.
+      if (def && def->getBlock() == split->getBlock() &&
+          !def->isBeforeInBlock(split) &&
+          !def->hasTrait<OpTrait::ConstantLike>())
+        return op->emitOpError("expected what the producer warp reads to be "
+                               "defined before the first copy ahead of the "
+                               "key loop (where the roles part)");
+    }
+  return split;
 }
 
 static LogicalResult specializeKernel(gpu::GPUFuncOp func,
@@ -152,10 +200,9 @@ static LogicalResult specializeKernel(gpu::GPUFuncOp func,
       m.loop->getParentOp() != func)
     return m.loop.emitOpError("expected the key loop in the kernel's body "
                               "(the consumers run it and all that follows)");
-  gpu::BarrierOp ahead = barrierAhead(m.loop);
-  if (!ahead)
-    return m.loop.emitOpError("expected a gpu.barrier ahead of the key loop "
-                              "(it publishes the rings' barriers)");
+  FailureOr<Operation *> split = splitPoint(m);
+  if (failed(split))
+    return failure();
   int64_t stages = std::max<int64_t>(planStages(func), 1);
   FailureOr<RingLayout> rings = RingLayout::grow(func, *matched, stages);
   if (failed(rings))
@@ -164,16 +211,19 @@ static LogicalResult specializeKernel(gpu::GPUFuncOp func,
   SharedMemoryOp buffer = *kernelSharedMemory(func);
   int64_t elemBytes = buffer.getElementType().getIntOrFloatBitWidth() / 8;
   int64_t at = ringBarrierBase(buffer.getElements() * elemBytes);
+  // Initialised by one thread, published to all by a barrier.
   SmallVector<int64_t> barriers;
-  OpBuilder b(ahead);
+  OpBuilder b(*split);
+  Location loc = m.loop.getLoc();
   for (size_t i = 0; i < m.tiles.size(); ++i) {
     barriers.push_back(at);
-    RingInitOp::create(b, ahead.getLoc(), at, stages, /*producers=*/32,
+    RingInitOp::create(b, loc, at, stages, /*producers=*/32,
                        /*consumers=*/consumerWarps * 32);
     at += ringBarrierBytes(stages);
   }
+  gpu::BarrierOp::create(b, loc);
   buffer.setElements(llvm::divideCeil(at, elemBytes));
-  WarpSpecializer(m, *rings, barriers).run(consumerWarps);
+  WarpSpecializer(m, *rings, barriers).run(consumerWarps, *split);
   rings->moveOtherTiles(func);
   return success();
 }
