@@ -28,6 +28,15 @@ using namespace mlir::fa::attn_gpu;
 
 namespace {
 
+/// Whether the producer copies `tile`'s rows with bulk copies (one per row,
+/// completing bytes on the slot's barrier) rather than cp.async: rows that
+/// need no swizzle, gather or zero padding.
+static bool bulkCopied(CopiedTile t) {
+  SharedTileType tile = t.tile.getType();
+  return !t.copy.getPageTable() && !tile.getSwizzle() &&
+         tile.getCols() % 16 == 0;
+}
+
 /// Splits one matched key loop between the producer warp and the
 /// consumers.
 class WarpSpecializer {
@@ -103,9 +112,24 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
     cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
     RingAcquireOp::create(b, loc, it, at, rings.stages);
+    int64_t lanes = consumerWarps * 32;
+    if (bulkCopied(t)) {
+      SharedTileType type = t.tile.getType();
+      int64_t bytes = type.getRows() * type.getCols() *
+                      type.getElementType().getIntOrFloatBitWidth() / 8;
+      RingExpectOp::create(b, loc, it, at, rings.stages, bytes);
+      AsyncCopyOp c = t.copy;
+      BulkCopyOp::create(b, loc, c.getSource(), map.lookupOrDefault(c.getBase()),
+                         map.lookupOrDefault(c.getRowBegin()),
+                         map.lookupOrDefault(c.getRowLimit()),
+                         map.lookupOrDefault(c.getRowStride()),
+                         map.lookup(t.tile.getResult()), it, at, rings.stages,
+                         lanes, lanes + 32);
+      continue;
+    }
     auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
-    copy.setThreadBegin(consumerWarps * 32);
-    copy.setThreadEnd(consumerWarps * 32 + 32);
+    copy.setThreadBegin(lanes);
+    copy.setThreadEnd(lanes + 32);
     RingCommitOp::create(b, loc, it, at, rings.stages);
   }
 }
@@ -217,7 +241,10 @@ static LogicalResult specializeKernel(gpu::GPUFuncOp func,
   Location loc = m.loop.getLoc();
   for (size_t i = 0; i < m.tiles.size(); ++i) {
     barriers.push_back(at);
-    RingInitOp::create(b, loc, at, stages, /*producers=*/32,
+    // A bulk ring's slot fills on one expecting arrival and its bytes, a
+    // cp.async one's on each producer lane's arrival.
+    RingInitOp::create(b, loc, at, stages,
+                       /*producers=*/bulkCopied(m.tiles[i]) ? 1 : 32,
                        /*consumers=*/consumerWarps * 32);
     at += ringBarrierBytes(stages);
   }
