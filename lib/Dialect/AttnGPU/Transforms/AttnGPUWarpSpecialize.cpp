@@ -58,6 +58,8 @@ private:
   std::pair<Value, Value> iterationAndSlot(Value iv);
   Value ringSlot(SharedTileOp tile, Value slot);
   void buildProducer(Block &into, int64_t consumerWarps);
+  void copyIntoSlot(CopiedTile t, IRMapping &map, Value it, int64_t at,
+                    int64_t lanes);
   void rewriteConsumers();
 
   UnpipelinedLoop &m;
@@ -112,26 +114,34 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
     cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
     RingAcquireOp::create(b, loc, it, at, rings.stages);
-    int64_t lanes = consumerWarps * 32;
-    if (bulkCopied(t)) {
-      SharedTileType type = t.tile.getType();
-      int64_t bytes = type.getRows() * type.getCols() *
-                      type.getElementType().getIntOrFloatBitWidth() / 8;
-      RingExpectOp::create(b, loc, it, at, rings.stages, bytes);
-      AsyncCopyOp c = t.copy;
-      BulkCopyOp::create(b, loc, c.getSource(), map.lookupOrDefault(c.getBase()),
-                         map.lookupOrDefault(c.getRowBegin()),
-                         map.lookupOrDefault(c.getRowLimit()),
-                         map.lookupOrDefault(c.getRowStride()),
-                         map.lookup(t.tile.getResult()), it, at, rings.stages,
-                         lanes, lanes + 32);
-      continue;
-    }
+    copyIntoSlot(t, map, it, at, consumerWarps * 32);
+  }
+}
+
+/// The producer lanes' copy of `t` into its slot, which it signals full:
+/// bulk rows on the bytes it expects, else cp.async on each lane's
+/// arrival.
+void WarpSpecializer::copyIntoSlot(CopiedTile t, IRMapping &map, Value it,
+                                   int64_t at, int64_t lanes) {
+  Location loc = loop.getLoc();
+  if (!bulkCopied(t)) {
     auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
     copy.setThreadBegin(lanes);
     copy.setThreadEnd(lanes + 32);
     RingCommitOp::create(b, loc, it, at, rings.stages);
+    return;
   }
+  SharedTileType type = t.tile.getType();
+  int64_t bytes = type.getRows() * type.getCols() *
+                  type.getElementType().getIntOrFloatBitWidth() / 8;
+  RingExpectOp::create(b, loc, it, at, rings.stages, bytes);
+  AsyncCopyOp c = t.copy;
+  BulkCopyOp::create(b, loc, c.getSource(), map.lookupOrDefault(c.getBase()),
+                     map.lookupOrDefault(c.getRowBegin()),
+                     map.lookupOrDefault(c.getRowLimit()),
+                     map.lookupOrDefault(c.getRowStride()),
+                     map.lookup(t.tile.getResult()), it, at, rings.stages,
+                     lanes, lanes + 32);
 }
 
 /// The consumers: each reader waits for its slot where it waited for its
