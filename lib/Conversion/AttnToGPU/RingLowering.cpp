@@ -79,6 +79,13 @@ std::pair<Value, Value> slotAndParity(KernelBuilder &kb, OpTy op,
   return {kb.remui(iteration, slots), kb.toI32(kb.remui(uses, 2))};
 }
 
+/// Moves kb's builder into an scf.if on `id` == 0 (one thread or lane).
+void enterWhereZero(KernelBuilder &kb, Value id) {
+  auto first = scf::IfOp::create(kb.b, kb.loc, kb.lt(id, kb.idx(1)),
+                                 /*withElseRegion=*/false);
+  kb.b.setInsertionPointToStart(&first.getThenRegion().front());
+}
+
 constexpr StringLiteral kWaitPtx =
     "{\n.reg .pred p;\nfa_ring_wait:\n"
     "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
@@ -90,13 +97,8 @@ struct RingInitLowering : TileOpLowering<ag::RingInitOp> {
   matchAndRewrite(ag::RingInitOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
-    auto first = scf::IfOp::create(
-        rewriter, op.getLoc(),
-        arith::CmpIOp::create(rewriter, op.getLoc(), arith::CmpIPredicate::eq,
-                              kb.tid, kb.idx(0)),
-        /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(rewriter);
-    rewriter.setInsertionPointToStart(&first.getThenRegion().front());
+    enterWhereZero(kb, kb.tid);
     int64_t slots = op.getSlots();
     for (int64_t i = 0; i < 2 * slots; ++i) {
       int64_t arrivals = i < slots ? op.getProducers() : op.getConsumers();
@@ -144,13 +146,8 @@ struct RingExpectLowering : TileOpLowering<ag::RingExpectOp> {
         slotAndParity(kb, op, adaptor.getIteration().front(), 0);
     (void)parity;
     Value at = barrierAddress(kb, op.getAt(), slot);
-    auto first = scf::IfOp::create(
-        rewriter, op.getLoc(),
-        arith::CmpIOp::create(rewriter, op.getLoc(), arith::CmpIPredicate::eq,
-                              kb.lane, kb.idx(0)),
-        /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(rewriter);
-    rewriter.setInsertionPointToStart(&first.getThenRegion().front());
+    enterWhereZero(kb, kb.lane);
     ringPtx(kb,
             ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], " +
              Twine(op.getBytes()) + ";")
