@@ -743,45 +743,6 @@ class AttnGPU_RingOp<string mnemonic, string summaryText>
   let hasVerifier = 1;
 }
 
-def AttnGPU_BulkCopyOp : AttnGPU_Op<"bulk_copy"> {
-  let summary = "copy rows into a ring slot with bulk copies (a producer warp)";
-  let description = [{
-    async_copy's rows [row_begin, row_begin + rows) into `tile` (padded rows,
-    no swizzle, columns a multiple of 16), one cp.async.bulk per row by the
-    lanes of the warp running it (threads [b, e)), each completing its
-    bytes on the full barrier of slot `iteration` mod `slots` of the ring at
-    byte `at`, which `ring_expect` armed. Rows at or past `row_limit` repeat
-    the last row before it (their scores are masked and their P is 0).
-  }];
-  let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
-                       Index:$row_limit, Index:$row_stride,
-                       AttnGPU_SharedTile:$tile, Index:$iteration,
-                       I64Attr:$at, I64Attr:$slots, I64Attr:$thread_begin,
-                       I64Attr:$thread_end);
-  let assemblyFormat = [{
-    $source `[` $base `]` `rows` $row_begin `below` $row_limit `stride`
-    $row_stride `into` $tile `threads` $thread_begin `to` $thread_end
-    `signal` $iteration `at` $at `slots` $slots attr-dict `:` type($source)
-    `,` type($tile)
-  }];
-  let hasVerifier = 1;
-}
-
-def AttnGPU_RingExpectOp : AttnGPU_Op<"ring_expect"> {
-  let summary = "producer: the slot is full once `bytes` bytes have landed";
-  let description = [{
-    One lane of the warp arrives on the full barrier of slot `iteration` mod
-    `slots` of the ring at byte `at`, expecting `bytes` bytes of bulk copies
-    (`bulk_copy`) in its phase.
-  }];
-  let arguments = (ins Index:$iteration, I64Attr:$at, I64Attr:$slots,
-                       I64Attr:$bytes);
-  let assemblyFormat = [{
-    $iteration `at` $at `slots` $slots `bytes` $bytes attr-dict
-  }];
-  let hasVerifier = 1;
-}
-
 def AttnGPU_RingAcquireOp : AttnGPU_RingOp<"ring_acquire",
     "producer: wait until the consumers have released the slot">;
 def AttnGPU_RingCommitOp : AttnGPU_RingOp<"ring_commit",

@@ -195,12 +195,9 @@ struct KernelPlan {
   /// padded (head dims multiples of 64): the split-KV decode kernels, where
   /// 16 B per row cost a third CTA per SM (bq32, 2 warps, d128). Not with a
   /// deeper ring: the 3-stage packed causal tile, which spills 52 B padded,
-  /// spills 100 B swizzled. A producer warp copies unpaged rows with bulk
-  /// copies, which cannot swizzle; its paged rings swizzle at 2 or 4 slots
+  /// spills 100 B swizzled. With a producer warp, rings of 2 or 4 slots
   /// (3 spills 16 B at d128).
   bool swizzledForwardTiles() const {
-    if (producerWarp && !paged)
-      return false;
     return strategy == MmaStrategy::MmaSync && !backward && splitKv &&
            (stages == 2 || (producerWarp && stages == 4)) &&
            headDim % 64 == 0 && headDimV % 64 == 0;

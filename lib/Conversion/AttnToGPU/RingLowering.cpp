@@ -79,13 +79,6 @@ std::pair<Value, Value> slotAndParity(KernelBuilder &kb, OpTy op,
   return {kb.remui(iteration, slots), kb.toI32(kb.remui(uses, 2))};
 }
 
-/// Moves kb's builder into an scf.if on `id` == 0 (one thread or lane).
-void enterWhereZero(KernelBuilder &kb, Value id) {
-  auto first = scf::IfOp::create(kb.b, kb.loc, kb.lt(id, kb.idx(1)),
-                                 /*withElseRegion=*/false);
-  kb.b.setInsertionPointToStart(&first.getThenRegion().front());
-}
-
 constexpr StringLiteral kWaitPtx =
     "{\n.reg .pred p;\nfa_ring_wait:\n"
     "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
@@ -97,8 +90,13 @@ struct RingInitLowering : TileOpLowering<ag::RingInitOp> {
   matchAndRewrite(ag::RingInitOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
+    auto first = scf::IfOp::create(
+        rewriter, op.getLoc(),
+        arith::CmpIOp::create(rewriter, op.getLoc(), arith::CmpIPredicate::eq,
+                              kb.tid, kb.idx(0)),
+        /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(rewriter);
-    enterWhereZero(kb, kb.tid);
+    rewriter.setInsertionPointToStart(&first.getThenRegion().front());
     int64_t slots = op.getSlots();
     for (int64_t i = 0; i < 2 * slots; ++i) {
       int64_t arrivals = i < slots ? op.getProducers() : op.getConsumers();
@@ -136,92 +134,13 @@ struct RingUseLowering : TileOpLowering<OpTy> {
   }
 };
 
-struct RingExpectLowering : TileOpLowering<ag::RingExpectOp> {
-  using TileOpLowering::TileOpLowering;
-  LogicalResult
-  matchAndRewrite(ag::RingExpectOp op, OneToNOpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
-    auto [slot, parity] =
-        slotAndParity(kb, op, adaptor.getIteration().front(), 0);
-    (void)parity;
-    Value at = barrierAddress(kb, op.getAt(), slot);
-    OpBuilder::InsertionGuard g(rewriter);
-    enterWhereZero(kb, kb.lane);
-    ringPtx(kb,
-            ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], " +
-             Twine(op.getBytes()) + ";")
-                .str(),
-            at);
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
-/// One cp.async.bulk per row, rows lane, lane + 32, ... of the tile; a row
-/// past the limit copies the last one before it.
-struct BulkCopyLowering : TileOpLowering<ag::BulkCopyOp> {
-  using TileOpLowering::TileOpLowering;
-  LogicalResult
-  matchAndRewrite(ag::BulkCopyOp op, OneToNOpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
-    OpBuilder &b = kb.b;
-    Location loc = op.getLoc();
-    SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
-    auto [slot, parity] =
-        slotAndParity(kb, op, adaptor.getIteration().front(), 0);
-    (void)parity;
-    Value barrier = barrierAddress(kb, op.getAt(), slot);
-    int64_t elemBytes =
-        op.getTile().getType().getElementType().getIntOrFloatBitWidth() / 8;
-    Type i32 = b.getI32Type(), i64 = b.getI64Type();
-    Value global = arith::IndexCastUIOp::create(
-        b, loc, i64, kb.globalAddress(op.getSource()));
-    Value shared = arith::TruncIOp::create(b, loc, i32, sharedAddress(kb));
-    Value last = kb.sub(op.getRowLimit(), kb.idx(1));
-    std::string text =
-        ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-         "[$0], [$1], " +
-         Twine(tile.cols * elemBytes) + ", [$2];")
-            .str();
-    for (int64_t first = 0; first < tile.rows; first += 32) {
-      OpBuilder::InsertionGuard g(b);
-      if (first + 32 > tile.rows) { // the lanes past the tile's last row
-        auto inTile = scf::IfOp::create(
-            b, loc, kb.lt(kb.lane, kb.idx(tile.rows - first)), false);
-        b.setInsertionPointToStart(&inTile.getThenRegion().front());
-      }
-      Value row = kb.add(kb.lane, kb.idx(first));
-      Value source = kb.minsi(kb.add(op.getRowBegin(), row), last);
-      Value element = kb.add(op.getBase(), kb.mul(source, op.getRowStride()));
-      Value src = arith::AddIOp::create(
-          b, loc, global,
-          arith::IndexCastUIOp::create(b, loc, i64, kb.mul(element, elemBytes)));
-      Value dst = arith::AddIOp::create(
-          b, loc, shared,
-          kb.toI32(kb.mul(kb.add(tile.base, kb.mul(row, tile.stride)),
-                          elemBytes)));
-      LLVM::InlineAsmOp::create(b, loc, TypeRange(),
-                                ValueRange{dst, src, barrier}, text,
-                                "r,l,r,~{memory}", /*has_side_effects=*/true,
-                                /*is_align_stack=*/false,
-                                LLVM::TailCallKind::None,
-                                /*asm_dialect=*/nullptr,
-                                /*operand_attrs=*/nullptr);
-    }
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
 } // namespace
 
 void mlir::fa::gpu_lowering::populateRingLowering(
     RewritePatternSet &patterns, const TypeConverter &converter,
     KernelLowerings &kernels) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<RingInitLowering, RingExpectLowering, BulkCopyLowering,
+  patterns.add<RingInitLowering,
                RingUseLowering<ag::RingAcquireOp, /*Empty=*/true, 1>,
                RingUseLowering<ag::RingCommitOp, /*Empty=*/false, 0>,
                RingUseLowering<ag::RingWaitOp, /*Empty=*/false, 0>,

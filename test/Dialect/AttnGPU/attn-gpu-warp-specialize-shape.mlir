@@ -73,12 +73,12 @@ gpu.module @m {
 // CHECK: attn_gpu.shared_memory 9232 x bf16
 // CHECK-NEXT: attn_gpu.async_wait 0
 // CHECK-NEXT: gpu.barrier
-// CHECK-NEXT: attn_gpu.ring_init at 18432 slots 2 producers 1 consumers 32
+// CHECK-NEXT: attn_gpu.ring_init at 18432 slots 2 producers 32 consumers 32
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: attn_gpu.producer_warp after 1 warps {
 // CHECK: attn_gpu.ring_acquire
-// CHECK-NEXT: attn_gpu.ring_expect {{.+}} bytes 8192
-// CHECK-NEXT: attn_gpu.bulk_copy {{.+}} threads 32 to 64 signal
+// CHECK-NEXT: attn_gpu.async_copy {{.+}} threads 32 to 64
+// CHECK-NEXT: attn_gpu.ring_commit
 // CHECK: } consumers {
 // CHECK-NEXT: scf.for
 // CHECK: attn_gpu.ring_wait

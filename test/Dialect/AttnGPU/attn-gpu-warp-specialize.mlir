@@ -10,19 +10,16 @@
 // (a full and an empty one per slot: 48 bytes a ring), initialised and
 // published by a barrier where the roles part: at Q's copy, so the
 // producer's first copies overlap it. The kernel gets a fifth warp (160
-// threads). The producer runs the key loop copying only, with its lanes:
-// rows of 128 columns by bulk copies (one per row) whose bytes fill the
-// slot it armed with ring_expect; rows of 72 (zero-padded to 80) by
-// cp.async, each lane's arrival filling the slot (ring_commit). The four
-// consumers copy Q and run the loop without copies or CTA barriers, each
-// reader waiting for its slot and releasing it right after; the epilogue is
-// theirs.
+// threads). The producer runs the key loop copying only, with its lanes;
+// the four consumers copy Q and run the loop without copies or CTA
+// barriers, each reader waiting for its slot and releasing it right after;
+// the epilogue is theirs.
 
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s3_none_sm90a_pw
 // CHECK-SAME: known_block_size = array<i32: 160, 1, 1>
 // CHECK: attn_gpu.shared_memory 60976 x bf16
-// CHECK: attn_gpu.ring_init at 121856 slots 3 producers 1 consumers 128
-// CHECK-NEXT: attn_gpu.ring_init at 121904 slots 3 producers 1 consumers 128
+// CHECK: attn_gpu.ring_init at 121856 slots 3 producers 32 consumers 128
+// CHECK-NEXT: attn_gpu.ring_init at 121904 slots 3 producers 32 consumers 128
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: attn_gpu.producer_warp after 4 warps {
 // CHECK-NEXT: %[[STEP:.+]] = arith.constant 1 : index
@@ -31,12 +28,12 @@
 // CHECK: %[[SLOT:.+]] = arith.remui %[[IT]], %c3{{.*}} : index
 // CHECK: %[[K:.+]] = attn_gpu.shared_tile offset 8704 stage %[[SLOT]] of 8704
 // CHECK-NEXT: attn_gpu.ring_acquire %[[IT]] at 121856 slots 3
-// CHECK-NEXT: attn_gpu.ring_expect %[[IT]] at 121856 slots 3 bytes 16384
-// CHECK-NEXT: attn_gpu.bulk_copy %arg1{{.+}} into %[[K]] threads 128 to 160 signal %[[IT]] at 121856 slots 3
+// CHECK-NEXT: attn_gpu.async_copy %arg1{{.+}} into %[[K]] threads 128 to 160
+// CHECK-NEXT: attn_gpu.ring_commit %[[IT]] at 121856 slots 3
 // CHECK: %[[V:.+]] = attn_gpu.shared_tile offset 34816 stage %[[SLOT]] of 8704
 // CHECK-NEXT: attn_gpu.ring_acquire %[[IT]] at 121904 slots 3
-// CHECK-NEXT: attn_gpu.ring_expect %[[IT]] at 121904 slots 3 bytes 16384
-// CHECK-NEXT: attn_gpu.bulk_copy %arg2{{.+}} into %[[V]] threads 128 to 160 signal %[[IT]] at 121904 slots 3
+// CHECK-NEXT: attn_gpu.async_copy %arg2{{.+}} into %[[V]] threads 128 to 160
+// CHECK-NEXT: attn_gpu.ring_commit %[[IT]] at 121904 slots 3
 // CHECK-NEXT: }
 // CHECK-NEXT: attn_gpu.async_wait 0
 // CHECK-NEXT: } consumers {
@@ -62,13 +59,6 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
 
-// CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d72_bq64_bkv64_w4_s3_none_sm90a_pw
-// CHECK: attn_gpu.ring_init at 78848 slots 3 producers 32 consumers 128
-// CHECK: attn_gpu.producer_warp after 4 warps {
-// CHECK: attn_gpu.ring_acquire %[[IT72:.+]] at 78848 slots 3
-// CHECK-NEXT: attn_gpu.async_copy %arg1{{.+}} threads 128 to 160
-// CHECK-NEXT: attn_gpu.ring_commit %[[IT72]] at 78848 slots 3
-
 // attn-gpu-pipeline after it finds no unpipelined loop: nothing changes.
 // PIPELINE: attn_gpu.shared_memory 60976 x bf16
 // PIPELINE: attn_gpu.producer_warp
@@ -81,22 +71,17 @@
 // The lowering: the last warp (tid / 32 = 4) produces; the barriers are
 // initialised by thread 0, filled by the copies' arrivals and waited on by
 // phase parity; the consumers' barrier after Q is theirs alone (bar.sync 1).
-// NVVM: mbarrier.init.shared::cta.b64 [$0], 1;
+// NVVM: mbarrier.init.shared::cta.b64 [$0], 32;
 // NVVM: mbarrier.init.shared::cta.b64 [$0], 128;
 // NVVM: %[[WARP:.+]] = arith.divui %{{.+}}, %c32{{.*}} : index
 // NVVM: %[[PRODUCER:.+]] = arith.cmpi eq, %[[WARP]], %c4{{.*}} : index
 // NVVM: scf.if %[[PRODUCER]] {
 // NVVM: mbarrier.try_wait.parity.shared::cta.b64
-// NVVM: mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 16384;
-// NVVM: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], 256, [$2];
-// NVVM: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], 256, [$2];
+// NVVM: cp.async.mbarrier.arrive.noinc.shared::cta.b64
 // NVVM: } else {
 // NVVM: "bar.sync 1, 128;"
 // NVVM: mbarrier.try_wait.parity.shared::cta.b64
 // NVVM: mbarrier.arrive.shared::cta.b64 _, [$0];
-// NVVM: mbarrier.init.shared::cta.b64 [$0], 32;
-// NVVM: scf.if
-// NVVM: cp.async.mbarrier.arrive.noinc.shared::cta.b64
 
 // A plan without producer_warp is left alone.
 // PLAIN-NOT: attn_gpu.producer_warp
@@ -105,13 +90,8 @@
 // PLAIN: attn_gpu.async_copy
 
 // The lowering refuses a producer-warp plan whose rings were not built.
-// (The kernel of 72 columns fails the same way; the first error stops it.)
 // NORINGS: error: 'gpu.func' op expected attn_gpu.ring_init for a plan with producer_warp (run attn-gpu-warp-specialize)
 func.func @ring(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
-}
-func.func @ring72(%q: tensor<?x?x?x72xbf16>, %k: tensor<?x?x?x72xbf16>, %v: tensor<?x?x?x72xbf16>) -> (tensor<?x?x?x72xbf16>, tensor<?x?x?xf32>) {
-  %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x72xbf16>, tensor<?x?x?x72xbf16>, tensor<?x?x?x72xbf16> -> tensor<?x?x?x72xbf16>, tensor<?x?x?xf32>
-  return %o, %lse : tensor<?x?x?x72xbf16>, tensor<?x?x?xf32>
 }

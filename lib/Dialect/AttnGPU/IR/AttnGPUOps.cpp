@@ -274,22 +274,6 @@ LogicalResult RingInitOp::verify() {
            << getProducers() << " and " << getConsumers();
   return verifyRing(*this, getAt(), getSlots());
 }
-LogicalResult BulkCopyOp::verify() {
-  SharedTileType tile = getTile().getType();
-  if (tile.getSwizzle() || tile.getCols() % 16)
-    return emitOpError("expected an unswizzled tile with a multiple of 16 "
-                       "columns (bulk rows cannot swizzle or zero-fill), got ")
-           << tile;
-  if (getThreadEnd() - getThreadBegin() != 32 || getThreadBegin() % 32)
-    return emitOpError("expected one warp's lanes, got threads ")
-           << getThreadBegin() << " to " << getThreadEnd();
-  return verifyRing(*this, getAt(), getSlots());
-}
-LogicalResult RingExpectOp::verify() {
-  if (getBytes() < 1 || getBytes() >= (1u << 20))
-    return emitOpError("expected 1 to 2^20 - 1 bytes, got ") << getBytes();
-  return verifyRing(*this, getAt(), getSlots());
-}
 LogicalResult RingAcquireOp::verify() {
   return verifyRing(*this, getAt(), getSlots());
 }

@@ -28,15 +28,6 @@ using namespace mlir::fa::attn_gpu;
 
 namespace {
 
-/// Whether the producer copies `tile`'s rows with bulk copies (one per row,
-/// completing bytes on the slot's barrier) rather than cp.async: rows that
-/// need no swizzle, gather or zero padding.
-static bool bulkCopied(CopiedTile t) {
-  SharedTileType tile = t.tile.getType();
-  return !t.copy.getPageTable() && !tile.getSwizzle() &&
-         tile.getCols() % 16 == 0;
-}
-
 /// Splits one matched key loop between the producer warp and the
 /// consumers.
 class WarpSpecializer {
@@ -58,8 +49,6 @@ private:
   std::pair<Value, Value> iterationAndSlot(Value iv);
   Value ringSlot(SharedTileOp tile, Value slot);
   void buildProducer(Block &into, int64_t consumerWarps);
-  void copyIntoSlot(CopiedTile t, IRMapping &map, Value it, int64_t at,
-                    int64_t lanes);
   void rewriteConsumers();
 
   UnpipelinedLoop &m;
@@ -114,34 +103,11 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
     cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
     RingAcquireOp::create(b, loc, it, at, rings.stages);
-    copyIntoSlot(t, map, it, at, consumerWarps * 32);
-  }
-}
-
-/// The producer lanes' copy of `t` into its slot, which it signals full:
-/// bulk rows on the bytes it expects, else cp.async on each lane's
-/// arrival.
-void WarpSpecializer::copyIntoSlot(CopiedTile t, IRMapping &map, Value it,
-                                   int64_t at, int64_t lanes) {
-  Location loc = loop.getLoc();
-  if (!bulkCopied(t)) {
     auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
-    copy.setThreadBegin(lanes);
-    copy.setThreadEnd(lanes + 32);
+    copy.setThreadBegin(consumerWarps * 32);
+    copy.setThreadEnd(consumerWarps * 32 + 32);
     RingCommitOp::create(b, loc, it, at, rings.stages);
-    return;
   }
-  SharedTileType type = t.tile.getType();
-  int64_t bytes = type.getRows() * type.getCols() *
-                  type.getElementType().getIntOrFloatBitWidth() / 8;
-  RingExpectOp::create(b, loc, it, at, rings.stages, bytes);
-  AsyncCopyOp c = t.copy;
-  BulkCopyOp::create(b, loc, c.getSource(), map.lookupOrDefault(c.getBase()),
-                     map.lookupOrDefault(c.getRowBegin()),
-                     map.lookupOrDefault(c.getRowLimit()),
-                     map.lookupOrDefault(c.getRowStride()),
-                     map.lookup(t.tile.getResult()), it, at, rings.stages,
-                     lanes, lanes + 32);
 }
 
 /// The consumers: each reader waits for its slot where it waited for its
@@ -251,10 +217,7 @@ static LogicalResult specializeKernel(gpu::GPUFuncOp func,
   Location loc = m.loop.getLoc();
   for (size_t i = 0; i < m.tiles.size(); ++i) {
     barriers.push_back(at);
-    // A bulk ring's slot fills on one expecting arrival and its bytes, a
-    // cp.async one's on each producer lane's arrival.
-    RingInitOp::create(b, loc, at, stages,
-                       /*producers=*/bulkCopied(m.tiles[i]) ? 1 : 32,
+    RingInitOp::create(b, loc, at, stages, /*producers=*/32,
                        /*consumers=*/consumerWarps * 32);
     at += ringBarrierBytes(stages);
   }
