@@ -33,10 +33,8 @@ namespace {
 /// Rewrites one matched loop into its `stages`-deep pipeline.
 class LoopPipeliner {
 public:
-  LoopPipeliner(UnpipelinedLoop &m, int64_t stages,
-                const DenseMap<int64_t, int64_t> &newOffset)
-      : m(m), loop(m.loop), stages(stages), newOffset(newOffset),
-        b(loop) {}
+  LoopPipeliner(UnpipelinedLoop &m, const RingLayout &rings)
+      : m(m), loop(m.loop), stages(rings.stages), rings(rings), b(loop) {}
 
   LogicalResult run();
 
@@ -57,15 +55,13 @@ private:
   UnpipelinedLoop &m;
   scf::ForOp loop;
   int64_t stages;
-  const DenseMap<int64_t, int64_t> &newOffset;
+  const RingLayout &rings;
   OpBuilder b;
   Value stage, next;
 };
 
 Value LoopPipeliner::ringSlot(ag::SharedTileOp tile, Value slot) {
-  return ag::SharedTileOp::create(b, tile.getLoc(), tile.getType(), slot,
-                                  newOffset.lookup(tile.getOffset()),
-                                  b.getI64IntegerAttr(slotElements(tile)));
+  return rings.slotTile(b, tile, slot);
 }
 
 std::optional<int64_t> LoopPipeliner::linearCoefficient(Value v) {
@@ -211,7 +207,7 @@ static LogicalResult pipelineKernel(gpu::GPUFuncOp func, int64_t stages) {
   if (failed(rings))
     return failure();
   for (UnpipelinedLoop &m : loops)
-    if (failed(LoopPipeliner(m, stages, rings->newOffset).run()))
+    if (failed(LoopPipeliner(m, *rings).run()))
       return failure();
   rings->moveOtherTiles(func);
   return success();

@@ -65,9 +65,7 @@ std::pair<Value, Value> WarpSpecializer::iterationAndSlot(Value iv) {
 }
 
 Value WarpSpecializer::ringSlot(SharedTileOp tile, Value slot) {
-  return SharedTileOp::create(b, tile.getLoc(), tile.getType(), slot,
-                              rings.newOffset.lookup(tile.getOffset()),
-                              b.getI64IntegerAttr(slotElements(tile)));
+  return rings.slotTile(b, tile, slot);
 }
 
 /// The producer: per iteration and copied tile, wait for the slot to be

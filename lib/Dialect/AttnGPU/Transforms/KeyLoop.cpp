@@ -177,6 +177,13 @@ int64_t RingLayout::moved(int64_t offset) const {
   return offset + (stages - 1) * below;
 }
 
+SharedTileOp RingLayout::slotTile(OpBuilder &b, SharedTileOp tile,
+                                  Value slot) const {
+  return SharedTileOp::create(b, tile.getLoc(), tile.getType(), slot,
+                              newOffset.lookup(tile.getOffset()),
+                              b.getI64IntegerAttr(slotElements(tile)));
+}
+
 void RingLayout::moveOtherTiles(gpu::GPUFuncOp func) const {
   func.walk([&](SharedTileOp tile) {
     if (!tile.getStage())

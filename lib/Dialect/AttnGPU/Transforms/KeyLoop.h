@@ -65,6 +65,8 @@ struct RingLayout {
                                     int64_t stages);
   /// Where a tile at `offset` lies once the rings have grown.
   int64_t moved(int64_t offset) const;
+  /// Slot `slot` (index) of the ring that replaced `tile`, built by `b`.
+  SharedTileOp slotTile(OpBuilder &b, SharedTileOp tile, Value slot) const;
   /// Moves the tiles outside the rings (those without stage) behind them,
   /// once the loops' stage-less tiles are gone.
   void moveOtherTiles(gpu::GPUFuncOp func) const;
