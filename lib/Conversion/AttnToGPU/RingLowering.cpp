@@ -69,14 +69,17 @@ Value barrierAddress(KernelBuilder &kb, int64_t at, Value index) {
   return arith::AddIOp::create(b, kb.loc, base, offset);
 }
 
-/// A ring op's slot, and the parity of the phase that its use of the slot
-/// completes (`round` 0) or that the previous round's completed (1).
+/// A ring op's slot, and the parity (i32) of the phase that its use of the
+/// slot completes (`round` 0: BarrierRing's full parity) or that the previous
+/// round's completed (1: its empty parity).
 template <typename OpTy>
 std::pair<Value, Value> slotAndParity(KernelBuilder &kb, OpTy op,
                                       Value iteration, int64_t round) {
-  int64_t slots = op.getSlots();
-  Value uses = kb.add(kb.divui(iteration, slots), kb.idx(round));
-  return {kb.remui(iteration, slots), kb.toI32(kb.remui(uses, 2))};
+  BarrierRing ring{static_cast<int64_t>(op.getSlots())};
+  Value parity = round ? ring.emptyParity(kb, iteration)
+                       : ring.fullParity(kb, iteration);
+  return {ring.slot(kb, iteration),
+          arith::ExtUIOp::create(kb.b, kb.loc, kb.b.getI32Type(), parity)};
 }
 
 constexpr StringLiteral kWaitPtx =
