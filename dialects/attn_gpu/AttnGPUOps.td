@@ -270,11 +270,20 @@ def AttnGPU_ScoreModOp : AttnGPU_Op<"score_mod",
     the attn op's (its terminator an `attn_gpu.yield`), built by the CPU
     decomposition's score builder; its mod_args are the kernel's trailing
     parameters. With `rows` each row's head and query are packed GQA's.
+
+    With `query_anchored` (set by attn-gpu-anchor-score-mod, for a region
+    whose q_idx enters only as an added term g(b, h, q):
+    attn::scoreModQueryAdditive) both rows of a lane are evaluated at the
+    query of its first row: row r's scores then differ from the mod's by a
+    constant, which cancels in the softmax and which `score_mod_shift` gives
+    back to finalize_softmax. The per-key terms are then shared by a lane's
+    two rows.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, F32:$scale, Index:$batch,
                        Index:$head, Index:$query_begin, Index:$nq, Index:$nk,
                        Index:$row, Index:$key_begin,
-                       Optional<AttnGPU_PackedRows>:$rows);
+                       Optional<AttnGPU_PackedRows>:$rows,
+                       UnitAttr:$query_anchored);
   let results = (outs AttnGPU_Fragment:$result);
   let regions = (region SizedRegion<1>:$score_mod);
   let hasRegionVerifier = 1;
@@ -282,6 +291,29 @@ def AttnGPU_ScoreModOp : AttnGPU_Op<"score_mod",
     $scores `scale` $scale `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of`
     ` ` `[` $nq `,` $nk `]` `row` $row `key` $key_begin (`rows` $rows^)?
     attr-dict `:` type($scores) $score_mod
+  }];
+}
+
+def AttnGPU_ScoreModShiftOp : AttnGPU_Op<"score_mod_shift"> {
+  let summary = "each row's shift under a query-anchored score_mod";
+  let description = [{
+    For the lane's rows (as `attn_gpu.score_mod` places them, `row` + g,
+    + 8 from `query_begin`, or packed GQA's `rows`) and the score_mod region
+    of a `query_anchored` score_mod: g(q_r) − g(q_0), where q_0 is the query
+    of the lane's first row, evaluated as score_mod(0, b, h_r, q_r, q_0) −
+    score_mod(0, b, h_r, q_0, q_0). Added to a row's LSE it gives the LSE of
+    the mod's own scores (finalize_softmax's `shift`).
+  }];
+  let arguments = (ins F32:$scale, Index:$batch, Index:$head,
+                       Index:$query_begin, Index:$nq, Index:$nk, Index:$row,
+                       Optional<AttnGPU_PackedRows>:$rows);
+  let results = (outs AttnGPU_Fragment:$shift);
+  let regions = (region SizedRegion<1>:$score_mod);
+  let hasRegionVerifier = 1;
+  let assemblyFormat = [{
+    `scale` $scale `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of`
+    ` ` `[` $nq `,` $nk `]` `row` $row (`rows` $rows^)? attr-dict `:`
+    type($shift) $score_mod
   }];
 }
 
@@ -310,7 +342,8 @@ def AttnGPU_MaskModOp : AttnGPU_Op<"mask_mod",
 }
 
 def AttnGPU_YieldOp : AttnGPU_Op<"yield", [Pure, ReturnLike, Terminator,
-    ParentOneOf<["ScoreModOp", "MaskModOp", "TransposedScoreModOp",
+    ParentOneOf<["ScoreModOp", "ScoreModShiftOp", "MaskModOp",
+                 "TransposedScoreModOp",
                  "TransposedMaskModOp"]>]> {
   let summary = "yields a score_mod's score (f32) or a mask_mod's verdict (i1)";
   let arguments = (ins AnyTypeOf<[F32, I1]>:$value);
@@ -381,7 +414,8 @@ def AttnGPU_MmaPVOp : AttnGPU_Op<"mma_pv", [AllTypesMatch<["acc", "result"]>]> {
 }
 
 def AttnGPU_FinalizeSoftmaxOp : AttnGPU_Op<"finalize_softmax", [Pure,
-    AllTypesMatch<["max", "sum", "inv_sum", "lse"]>]> {
+    AllTypesMatch<["max", "sum", "inv_sum", "lse"]>,
+    AttrSizedOperandSegments]> {
   let summary = "1/l and LSE = ln2·(m + log2 l) per row";
   let description = [{
     Reduces the lane-local row sums over the 4 lanes of a row; rows with
@@ -389,14 +423,18 @@ def AttnGPU_FinalizeSoftmaxOp : AttnGPU_Op<"finalize_softmax", [Pure,
     head's attention-sink logit, natural units) the sink joins every row
     once as a key without a value (OnlineSoftmaxMath::finalizeRowWithSink):
     `inv_sum` then also carries the rescale of acc to the joined max.
+    With `shift` (a row's `score_mod_shift`: its scores were shifted by
+    −shift) the LSE gets it back, and the sink is shifted as the scores were.
   }];
   let arguments = (ins AttnGPU_Fragment:$max, AttnGPU_Fragment:$sum,
-                       Optional<F32>:$sink);
+                       Optional<F32>:$sink,
+                       Optional<AttnGPU_Fragment>:$shift);
   let results = (outs AttnGPU_Fragment:$inv_sum, AttnGPU_Fragment:$lse);
   let assemblyFormat = [{
-    $max `,` $sum (`sink` $sink^)? attr-dict `:` type($max) `,` type($sum) `->` type($inv_sum)
-    `,` type($lse)
+    $max `,` $sum (`sink` $sink^)? (`shift` $shift^ `:` type($shift))? attr-dict
+    `:` type($max) `,` type($sum) `->` type($inv_sum) `,` type($lse)
   }];
+  let hasVerifier = 1;
 }
 
 def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output",

@@ -83,6 +83,9 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
     f.addPass(attn::createAttnSplitKvPass({/*splits=*/1, /*blockKV=*/0}));
   f.addPass(attn::createAttnTilePass());
   pm.addPass(createConvertAttnToGPUPass());
+  // A query-additive score_mod (ALiBi) evaluated once per key for a lane's
+  // two rows, the difference moved into the LSE.
+  pm.addPass(attn_gpu::createAttnGPUAnchorScoreModPass());
   // The tile level's schedule: a producer warp filling the K/V ring
   // (plan.producer_warp), else the key loop's K/V ring of plan.stages.
   pm.addPass(attn_gpu::createAttnGPUWarpSpecializePass());

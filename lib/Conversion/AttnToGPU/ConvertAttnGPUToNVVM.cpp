@@ -541,7 +541,8 @@ struct MmaQKLowering : TileOpLowering<ag::MmaQKOp> {
 /// The mod's ops applied to each score of the lane's rows.
 static void applyMod(KernelBuilder &kb, MutableArrayRef<Value> s,
               const LaneRows &lanes, ag::ScoreModOp op) {
-  applyScoreMod(kb, s, lanes.tile, lanes, op.getKeyBegin(), op.getScale());
+  applyScoreMod(kb, s, lanes.tile, lanes, op.getKeyBegin(), op.getScale(),
+                op.getQueryAnchored());
 }
 static void applyMod(KernelBuilder &kb, MutableArrayRef<Value> s,
               const LaneRows &lanes, ag::MaskModOp op) {
@@ -560,12 +561,34 @@ struct ModLowering : TileOpLowering<ModOp> {
   LogicalResult
   matchAndRewrite(ModOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    if constexpr (std::is_same_v<ModOp, ag::ScoreModOp>)
+      if (op.getQueryAnchored() &&
+          !attn::scoreModQueryAdditive(op.getScoreMod()))
+        return op.emitOpError("is query_anchored, but q_idx does not enter "
+                              "its score_mod as an added term");
     OpBuilder b(op);
     KernelBuilder kb = this->builderFor(op, b);
     SmallVector<Value> s(adaptor.getScores());
     LaneRows lanes(kb, op, adaptor.getRows());
     applyMod(kb, s, lanes, op);
     rewriter.replaceOpWithMultiple(op, {s});
+    return success();
+  }
+};
+
+struct ScoreModShiftLowering : TileOpLowering<ag::ScoreModShiftOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::ScoreModShiftOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // Built outside the rewriter, as score_mod's ops are (ModLowering).
+    OpBuilder b(op);
+    KernelBuilder kb = builderFor(op, b);
+    LaneRows lanes(kb, op, adaptor.getRows());
+    Value shift[2];
+    scoreModRowShift(kb, lanes.tile, lanes, op.getScale(), shift);
+    SmallVector<Value> rows{shift[0], shift[1]};
+    rewriter.replaceOpWithMultiple(op, {rows});
     return success();
   }
 };
@@ -652,8 +675,11 @@ struct FinalizeSoftmaxLowering : TileOpLowering<ag::FinalizeSoftmaxOp> {
     ValueRange m = adaptor.getMax(), l = adaptor.getSum();
     SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
     Value invSum[2], lse[2];
-    ValueRange sink = adaptor.getSink();
-    finalizeSoftmax(kb, state, invSum, lse, sink.empty() ? Value() : sink[0]);
+    ValueRange sink = adaptor.getSink(), shift = adaptor.getShift();
+    Value shifts[2] = {shift.empty() ? Value() : shift[0],
+                       shift.empty() ? Value() : shift[1]};
+    finalizeSoftmax(kb, state, invSum, lse, sink.empty() ? Value() : sink[0],
+                    shift.empty() ? nullptr : shifts);
     SmallVector<Value> inv{invSum[0], invSum[1]}, lses{lse[0], lse[1]};
     rewriter.replaceOpWithMultiple(op, {inv, lses});
     return success();
@@ -842,6 +868,7 @@ struct ConvertAttnGPUToNVVMPass final
                  AsyncWaitLowering, PackedRowsLowering, AsyncGatherLowering,
                  WarpRowOffsetLowering, LoadOperandALowering, FillLowering,
                  KeyBoundsLowering, MmaQKLowering, ModLowering<ag::ScoreModOp>,
+                 ScoreModShiftLowering,
                  ModLowering<ag::MaskModOp>, MaskLowering, OnlineSoftmaxLowering,
                  MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
         converter, ctx, kernels);

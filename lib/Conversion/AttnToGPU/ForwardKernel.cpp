@@ -337,7 +337,7 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
   // joins every row.
   auto final = ag::FinalizeSoftmaxOp::create(
       b, loc, rowsType, rowsType, res[0], res[1],
-      loadSink(kb, entry, params, head));
+      loadSink(kb, entry, params, head), /*shift=*/Value());
   ag::StoreOutputOp::create(b, loc, res[2], final.getInvSum(), final.getLse(),
                             arg(3), outBase, outRowStride, arg(4), outRowsBase,
                             qBegin, rowBase, nq, rows, rows ? split : Value(),

@@ -354,15 +354,25 @@ Value softmaxScaleLog2(KernelBuilder &kb, Value scale);
 /// rows tile.q + rowBase + g, +8 and keys keyBase + 8n + 2t, +1. Each score
 /// becomes score_mod(scale·s, b, h, q, kv) through attn::buildScore, the
 /// builder of the CPU decomposition, with the kernel's run-time `scale`.
+/// With `queryAnchored` (a query-additive mod: attn::scoreModQueryAdditive)
+/// both rows take the first row's query; scoreModRowShift gives what that
+/// moved.
 void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
                    const attn::ScorePosition &tile, Value rowBase,
-                   Value keyBase, Value scale);
+                   Value keyBase, Value scale, bool queryAnchored = false);
 /// applyScoreMod where the lane's row r (0, 1) holds (head, query)
 /// `rowHeadQuery(r)` (packed GQA).
 void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
                    const attn::ScorePosition &tile,
                    function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery,
-                   Value keyBase, Value scale);
+                   Value keyBase, Value scale, bool queryAnchored = false);
+/// Row r's shift under a query-anchored applyScoreMod: g(q_r) − g(q_0) =
+/// score_mod(0, b, h_r, q_r, q_0) − score_mod(0, b, h_r, q_0, q_0), which
+/// finalizeSoftmax adds back to the row's LSE.
+void scoreModRowShift(
+    KernelBuilder &kb, const attn::ScorePosition &tile,
+    function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery, Value scale,
+    Value shift[2]);
 
 /// The same for Sᵀ (keys as rows, queries as columns) of the backward: lane
 /// (g, t) holds keys tile.kv + keyRow0 + g, +8 and queries tile.q + 8n + 2t,
@@ -407,9 +417,12 @@ void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
 /// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)
 /// per row and LSE = ln2·(m + log2 l) (−inf where l = 0). With `sink` (f32,
 /// the head's attention-sink logit) the sink joins each row once
-/// (OnlineSoftmaxMath::finalizeRowWithSink).
+/// (OnlineSoftmaxMath::finalizeRowWithSink). With `shift` (scoreModRowShift:
+/// the rows' scores were shifted by −shift) the sink is shifted as the scores
+/// were and the LSE takes the shift back.
 void finalizeSoftmax(KernelBuilder &kb, SoftmaxState &state, Value invSum[2],
-                     Value lse[2], Value sink = {});
+                     Value lse[2], Value sink = {},
+                     const Value *shift = nullptr);
 
 } // namespace mlir::fa::gpu_lowering
 

@@ -396,6 +396,13 @@ private:
   /// flight: registers of a later wgmma defined while one runs make ptxas
   /// serialise them (C7513).
   SmallVector<Value> packP(ArrayRef<Value> s);
+  /// Whether the score_mod is evaluated at each lane's first row's query
+  /// (a query-additive mod, attn::scoreModQueryAdditive): its per-key terms
+  /// are then shared by the lane's two rows.
+  bool queryAnchored() const {
+    return plan.spec.scoreMod &&
+           attn::scoreModQueryAdditive(*plan.spec.scoreMod);
+  }
   /// The K/V ring slot and full-barrier parity of ring iteration `it` of
   /// this tile (the CTA's ringBase + it).
   Value ringStage(Value it);
@@ -844,7 +851,8 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
       fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
   attn::ScorePosition tile{batch, head, qBegin, Value(), nq, nk};
   if (plan.spec.scoreMod)
-    applyScoreMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv), t.scale);
+    applyScoreMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv), t.scale,
+                  queryAnchored());
   if (plan.blockSparse) {
     Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
     s = kb.maskUnlessInside(
@@ -1120,7 +1128,19 @@ void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
                                                  ValueRange{head})
                               .getResult()
                         : Value();
-  finalizeSoftmax(kb, state, invSum, lse, sink);
+  // A query-anchored mod's rows take their shift back (as
+  // attn-gpu-anchor-score-mod does for the tile-level forward).
+  Value shift[2];
+  if (queryAnchored())
+    scoreModRowShift(
+        kb, {batch, head, qBegin, Value(), nq, nk},
+        [&](int64_t r) {
+          return std::make_pair(
+              head, kb.add(qBegin, kb.add(t.rowBase, kb.add(kb.groupId, r * 8))));
+        },
+        t.scale, shift);
+  finalizeSoftmax(kb, state, invSum, lse, sink,
+                  queryAnchored() ? shift : nullptr);
   if (fp8())
     for (Value &f : invSum)
       f = arith::MulFOp::create(b, loc, f, t.oDescale);

@@ -170,23 +170,24 @@ static void foldScaleChains(KernelBuilder &kb, Block *block, Operation *before,
   }
 }
 
-/// f32(v) for an index v: a constant offset of v becomes an f32 add, so that
-/// f32(laneKey + c) is one conversion per tile and an add per column.
-static Value indexToF32(KernelBuilder &kb, Value v) {
-  OpBuilder &b = kb.b;
+/// v without its constant offsets (v = x + c + ...), and their sum.
+static std::pair<Value, int64_t> peelOffsets(Value v) {
+  int64_t offset = 0;
   IntegerAttr c;
-  if (auto add = v.getDefiningOp<arith::AddIOp>())
-    if (matchPattern(add.getRhs(), m_Constant(&c)))
-      return arith::AddFOp::create(b, kb.loc, indexToF32(kb, add.getLhs()),
-                                   kb.f32(static_cast<double>(c.getInt())));
-  Value i32 = arith::IndexCastOp::create(b, kb.loc, b.getI32Type(), v);
-  return arith::SIToFPOp::create(b, kb.loc, b.getF32Type(), i32);
+  while (auto add = v.getDefiningOp<arith::AddIOp>()) {
+    if (!matchPattern(add.getRhs(), m_Constant(&c)))
+      break;
+    offset += c.getInt();
+    v = add.getLhs();
+  }
+  return {v, offset};
 }
 
-/// f32(a − b) of index positions (ALiBi's kv − q) as f32(a) − f32(b): the
-/// conversion (a quarter-rate instruction, as exp2 is) leaves the per-element
-/// work for one per row and per tile column. Exact while positions stay
-/// below 2^24; beyond, within an ulp of the position.
+/// f32(a − b) of index positions (ALiBi's kv − q) as f32(a' − b') + c, the
+/// constant offsets of both sides (the key's column in the tile) moved into
+/// an f32 add: one conversion (a quarter-rate instruction, as exp2 is) per
+/// row and tile, an add per column. Exact while positions stay below 2^24;
+/// beyond, within an ulp of the position.
 static Value distributedPositionToF32(KernelBuilder &kb, arith::SIToFPOp op) {
   auto cast = op.getIn().getDefiningOp<arith::IndexCastOp>();
   if (!op.getType().isF32() || !cast || !cast.getType().isInteger(32))
@@ -194,8 +195,34 @@ static Value distributedPositionToF32(KernelBuilder &kb, arith::SIToFPOp op) {
   auto sub = cast.getIn().getDefiningOp<arith::SubIOp>();
   if (!sub)
     return {};
-  return arith::SubFOp::create(kb.b, kb.loc, indexToF32(kb, sub.getLhs()),
-                               indexToF32(kb, sub.getRhs()));
+  OpBuilder &b = kb.b;
+  auto [lhs, lhsOffset] = peelOffsets(sub.getLhs());
+  auto [rhs, rhsOffset] = peelOffsets(sub.getRhs());
+  Value diff = arith::SubIOp::create(b, kb.loc, lhs, rhs);
+  Value i32 = arith::IndexCastOp::create(b, kb.loc, b.getI32Type(), diff);
+  Value f = arith::SIToFPOp::create(b, kb.loc, b.getF32Type(), i32);
+  int64_t offset = lhsOffset - rhsOffset;
+  return offset ? arith::AddFOp::create(b, kb.loc, f,
+                                        kb.f32(static_cast<double>(offset)))
+                      .getResult()
+                : f;
+}
+
+/// Lets the mod's f32 multiplies and adds contract into FMAs, as CUDA C's
+/// default does: the score's scale·s + bias becomes one instruction and is
+/// rounded once instead of twice.
+static void allowContraction(Block *block, Operation *before,
+                             Block::iterator end) {
+  Block::iterator it =
+      before ? std::next(Block::iterator(before)) : block->begin();
+  for (; it != end; ++it)
+    if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp>(&*it)) {
+      auto math = cast<arith::ArithFastMathInterface>(&*it);
+      math->setAttr(math.getFastMathAttrName(),
+                    arith::FastMathFlagsAttr::get(
+                        it->getContext(), math.getFastMathFlagsAttr().getValue() |
+                                              arith::FastMathFlags::contract));
+    }
 }
 
 /// tanh on the special-function unit. With `afn` (math.tanh ... fastmath<afn>:
@@ -273,6 +300,10 @@ static void lowerScoreModMath(KernelBuilder &kb, Operation *before,
     op->erase();
   }
   foldScaleChains(kb, block, before, end, tracked);
+  // The mma.sync kernels run near 255 registers, where the contracted
+  // schedule spills (d64 ALiBi 28 B, d256 clamp 36 B): wgmma kernels only.
+  if (kb.plan.strategy == fa::MmaStrategy::Wgmma)
+    allowContraction(block, before, end);
 }
 
 /// The last op before the builder's insertion point (null at a block start).
@@ -309,7 +340,7 @@ void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
                                            MutableArrayRef<Value> s,
                                            const attn::ScorePosition &tile,
                                            Value rowBase, Value keyBase,
-                                           Value scale) {
+                                           Value scale, bool queryAnchored) {
   applyScoreMod(
       kb, s, tile,
       [&](int64_t r) {
@@ -317,17 +348,19 @@ void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
             tile.h,
             kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
       },
-      keyBase, scale);
+      keyBase, scale, queryAnchored);
 }
 
 void mlir::fa::gpu_lowering::applyScoreMod(
     KernelBuilder &kb, MutableArrayRef<Value> s,
     const attn::ScorePosition &tile,
     function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery, Value keyBase,
-    Value scale) {
+    Value scale, bool queryAnchored) {
   Value head[2], query[2];
   for (int64_t r = 0; r < 2; ++r)
     std::tie(head[r], query[r]) = rowHeadQuery(r);
+  if (queryAnchored)
+    query[1] = query[0];
   Value laneKey = kb.add(keyBase, kb.mul(kb.threadInGroup, 2));
   for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
     for (int64_t i = 0; i < 4; ++i) {
@@ -338,6 +371,24 @@ void mlir::fa::gpu_lowering::applyScoreMod(
       s[n * 4 + i] = buildGpuScore(kb, s[n * 4 + i], pos,
                                    /*derivative=*/nullptr, scale);
     }
+}
+
+void mlir::fa::gpu_lowering::scoreModRowShift(
+    KernelBuilder &kb, const attn::ScorePosition &tile,
+    function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery, Value scale,
+    Value shift[2]) {
+  Value anchor = rowHeadQuery(0).second;
+  for (int64_t r = 0; r < 2; ++r) {
+    attn::ScorePosition pos = tile;
+    pos.h = rowHeadQuery(r).first;
+    pos.kv = anchor;
+    pos.q = rowHeadQuery(r).second;
+    Value own = buildGpuScore(kb, kb.f32(0), pos, /*derivative=*/nullptr, scale);
+    pos.q = anchor;
+    Value anchored =
+        buildGpuScore(kb, kb.f32(0), pos, /*derivative=*/nullptr, scale);
+    shift[r] = arith::SubFOp::create(kb.b, kb.loc, own, anchored);
+  }
 }
 
 SmallVector<Value> mlir::fa::gpu_lowering::applyScoreModTransposed(
@@ -518,12 +569,19 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
 void mlir::fa::gpu_lowering::finalizeSoftmax(KernelBuilder &kb,
                                              SoftmaxState &state,
                                              Value invSum[2], Value lse[2],
-                                             Value sink) {
+                                             Value sink, const Value *shift) {
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
+  OpBuilder &b = kb.b;
   for (int64_t r = 0; r < 2; ++r) {
     Value l = quadReduce(kb, state.rowSum[r], /*isMax=*/false);
+    Value rowSink = sink && shift
+                        ? arith::SubFOp::create(b, kb.loc, sink, shift[r])
+                        : sink;
     std::tie(invSum[r], lse[r]) =
-        sink ? math.finalizeRowWithSink(state.rowMax[r], l, sink)
+        sink ? math.finalizeRowWithSink(state.rowMax[r], l, rowSink)
              : math.finalizeRow(state.rowMax[r], l);
+    // −inf (no visible key) stays −inf: the shift is finite.
+    if (shift)
+      lse[r] = arith::AddFOp::create(b, kb.loc, lse[r], shift[r]);
   }
 }

@@ -31,10 +31,12 @@
 // PTX: .param .u64 {{.+}}_param_23,
 // PTX-NEXT: .param .u32 {{.+}}_param_24
 // PTX: ld.global.nc.b32
-// f32(kv − q) is converted per operand (f32(kv) − f32(q), the key's column
-// offsets as f32 adds): one cvt per query row (2 per thread) and one per key
-// tile, not one per score element (32 per tile):
-// PTX-CVT-COUNT-3: cvt.rn.f32.s32
+// ALiBi is query-additive, so attn-gpu-anchor-score-mod evaluates both rows
+// of a lane at its first row's query, and f32(kv − q0) is converted once
+// per key tile (the key's column offsets as f32 adds), not once per score
+// element (32 per tile) nor per row; the finalisation's row shift,
+// slope·f32(q0 − q_r), folds to a constant difference of rows:
+// PTX-CVT-COUNT-1: cvt.rn.f32.s32
 // PTX-CVT-NOT: cvt.rn.f32.s32
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill

@@ -362,3 +362,22 @@ func.func @ring_no_threads() {
   attn_gpu.ring_init at 0 slots 2 producers 32 consumers 0
   return
 }
+
+// -----
+
+func.func @shift_type(%m: !attn_gpu.fragment<16x1xf32, rows>, %d: !attn_gpu.fragment<16x64xf32, accumulator>) {
+  // expected-error @+1 {{expected a shift of the max's type '!attn_gpu.fragment<16x1xf32, rows>', got '!attn_gpu.fragment<16x64xf32, accumulator>'}}
+  %f:2 = attn_gpu.finalize_softmax %m, %m shift %d : !attn_gpu.fragment<16x64xf32, accumulator> : !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows> -> !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>
+  return
+}
+
+// -----
+
+func.func @shift_layout(%i: index, %x: f32) {
+  // expected-error @+1 {{expected a shift in the rows layout, got '!attn_gpu.fragment<16x64xf32, accumulator>'}}
+  %d = attn_gpu.score_mod_shift scale %x at [%i, %i, %i] of [%i, %i] row %i : !attn_gpu.fragment<16x64xf32, accumulator> {
+  ^bb0(%s: f32, %bb: index, %h: index, %qi: index, %kv: index):
+    attn_gpu.yield %s : f32
+  }
+  return
+}

@@ -50,6 +50,13 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
       -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x128xf32, accumulator>
   // CHECK: attn_gpu.mma_pv %[[P]], %[[K]], %[[PA]]
   %o2 = attn_gpu.mma_pv %p#0, %kt, %p#3 : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x128xbf16, stride = 136>, !attn_gpu.fragment<16x128xf32, accumulator>
+  // CHECK: %[[SHIFT:.+]] = attn_gpu.score_mod_shift scale %{{.+}} at [{{.+}}] of [{{.+}}] row %[[ROW]] : <16x1xf32, rows> {
+  %d = attn_gpu.score_mod_shift scale %scale at [%i, %i, %i] of [%i, %i] row %row : !attn_gpu.fragment<16x1xf32, rows> {
+  ^bb0(%x: f32, %bb: index, %h: index, %qi: index, %kv: index):
+    attn_gpu.yield %x : f32
+  }
+  // CHECK: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} shift %[[SHIFT]] :
+  %g:2 = attn_gpu.finalize_softmax %p#1, %p#2 shift %d : !attn_gpu.fragment<16x1xf32, rows> : !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows> -> !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>
   // CHECK: %[[INV:[^,]+]], %[[LSE:[^ ]+]] = attn_gpu.finalize_softmax
   %f:2 = attn_gpu.finalize_softmax %p#1, %p#2 : !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows> -> !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>
   // CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} + %[[ROW]] below %{{.+}}

@@ -525,3 +525,79 @@ Value mlir::fa::attn::buildMaskModStage(
   }
   llvm_unreachable("the verifiers require mask_mod to end in a yield");
 }
+
+//===----------------------------------------------------------------------===//
+// score_mod: how q_idx enters the score
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What a score_mod value reads, and whether it splits as f(no q_idx) +
+/// g(q_idx, nothing of the score's element: neither s nor kv_idx).
+struct QueryTerm {
+  bool query = false;   ///< reads q_idx
+  bool element = false; ///< reads s or kv_idx
+  bool split = true;    ///< when it reads both: is a sum of the two kinds
+  bool uniform() const { return !query && !element; }
+  bool separable() const { return !(query && element) || split; }
+};
+} // namespace
+
+/// A sum or difference of two terms: separable when both are.
+static QueryTerm sumTerm(QueryTerm a, QueryTerm b) {
+  return {a.query || b.query, a.element || b.element,
+          a.separable() && b.separable()};
+}
+
+/// What reads q_idx other than through sums, products and exact casts: a
+/// term g that could be infinite for some rows (a select, a table read, a
+/// division by it), which a shift by g(q_r) − g(q_0) cannot carry.
+static constexpr QueryTerm kMixed{true, true, false};
+
+/// A product (or a quotient by `b`): a factor of neither kind distributes.
+static QueryTerm productTerm(QueryTerm a, QueryTerm b, bool quotient) {
+  if (b.uniform())
+    return a;
+  if (a.uniform() && !quotient)
+    return b;
+  if (quotient && b.query)
+    return kMixed;
+  return {a.query || b.query, a.element || b.element,
+          !(a.query || b.query) || !(a.element || b.element)};
+}
+
+bool mlir::fa::attn::scoreModQueryAdditive(Region &region) {
+  Block &block = region.front();
+  DenseMap<Value, QueryTerm> terms;
+  terms[block.getArgument(0)] = {false, true, true};
+  terms[block.getArgument(3)] = {true, false, true};
+  terms[block.getArgument(4)] = {false, true, true};
+  // b, h, the mod_args, constants and values from outside: neither kind.
+  auto termOf = [&](Value v) { return terms.lookup(v); };
+  for (Operation &op : block.without_terminator()) {
+    QueryTerm t;
+    if (isa<arith::AddFOp, arith::SubFOp, arith::AddIOp, arith::SubIOp>(op)) {
+      t = sumTerm(termOf(op.getOperand(0)), termOf(op.getOperand(1)));
+    } else if (isa<arith::MulFOp, arith::MulIOp, arith::DivFOp>(op)) {
+      t = productTerm(termOf(op.getOperand(0)), termOf(op.getOperand(1)),
+                      isa<arith::DivFOp>(op));
+    } else if (isa<arith::NegFOp, arith::SIToFPOp, arith::IndexCastOp,
+                   arith::ExtSIOp, arith::ExtFOp>(op)) {
+      t = termOf(op.getOperand(0));
+    } else {
+      // Anything else: of no kind, of the element's, or mixed.
+      op.walk([&](Operation *inner) {
+        for (Value v : inner->getOperands()) {
+          QueryTerm u = termOf(v);
+          t.query |= u.query;
+          t.element |= u.element;
+        }
+      });
+      if (t.query)
+        t = kMixed;
+    }
+    for (Value r : op.getResults())
+      terms[r] = t;
+  }
+  QueryTerm score = termOf(block.getTerminator()->getOperand(0));
+  return score.query && score.separable();
+}

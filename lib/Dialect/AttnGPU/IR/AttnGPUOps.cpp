@@ -500,6 +500,20 @@ LogicalResult ScoreModOp::verifyRegions() {
   return verifyScoreModRegion(*this, getScoreMod());
 }
 
+LogicalResult ScoreModShiftOp::verifyRegions() {
+  if (!isLayout(getShift().getType(), FragmentLayout::Rows))
+    return emitOpError("expected a shift in the rows layout, got ")
+           << getShift().getType();
+  return verifyScoreModRegion(*this, getScoreMod());
+}
+
+LogicalResult FinalizeSoftmaxOp::verify() {
+  if (getShift() && getShift().getType() != getMax().getType())
+    return emitOpError("expected a shift of the max's type ")
+           << getMax().getType() << ", got " << getShift().getType();
+  return success();
+}
+
 LogicalResult MaskModOp::verifyRegions() {
   return verifyMaskModRegion(*this, getMaskMod());
 }

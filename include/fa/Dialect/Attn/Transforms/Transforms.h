@@ -225,6 +225,17 @@ Value buildMaskModStage(OpBuilder &b, Location loc, const ScoreSpec &spec,
                         unsigned stage, IRMapping &map,
                         const ModArgAccess *modArgs = nullptr);
 
+/// Whether the score_mod `region` yields f(s, b, h, kv) + g(b, h, q) (either
+/// may be absent, and g must read q_idx): q_idx enters only through terms
+/// added to the score, through sums, differences, negations, products with
+/// values that read none of s, q_idx and kv_idx, and exact casts (positions
+/// below 2^24 convert exactly), so g is finite. ALiBi's
+/// s + slope[h]·f32(kv − q) is one; s − slope·|q − kv| and s + bias[q] (a
+/// table may hold −inf) are not. A row's softmax does not see g: a kernel may
+/// evaluate every row of a tile at one query and move the difference of g
+/// into the row's LSE (the GPU forward's query-anchored score_mod).
+bool scoreModQueryAdditive(Region &region);
+
 /// Maps the mask_mod's position arguments that `pos` sets (null ones are
 /// left out) and, without `modArgs`, its mod_args to spec.modArgs.
 void mapMaskModPositions(const ScoreSpec &spec, const ScorePosition &pos,

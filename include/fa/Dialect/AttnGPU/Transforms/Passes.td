@@ -1,7 +1,7 @@
 //===- Passes.td - attn_gpu schedule passes -----------------*- tablegen -*-===//
 //
-// Rewrites of the GPU tile level: each one schedule choice of the kernel
-// plan applied to the tile ops, between convert-attn-to-gpu (which emits
+// Rewrites of the GPU tile level: schedule choices of the kernel plan and
+// algebraic rewrites of the tile ops, between convert-attn-to-gpu (which emits
 // the algorithm) and convert-attn-gpu-to-nvvm (which lowers the schedule).
 //
 //===----------------------------------------------------------------------===//
@@ -109,6 +109,38 @@ def AttnGPUWarpSpecializePass : Pass<"attn-gpu-warp-specialize", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::gpu::GPUDialect"];
+}
+
+def AttnGPUAnchorScoreModPass : Pass<"attn-gpu-anchor-score-mod", "ModuleOp"> {
+  let summary = "Evaluate a query-additive score_mod at one query per lane";
+  let description = [{
+    A score_mod whose q_idx enters only through an added term,
+    score_mod(s, b, h, q, kv) = f(s, b, h, kv) + g(b, h, q)
+    (attn::scoreModQueryAdditive: ALiBi's s + slope[h]·f32(kv − q) is one),
+    shifts each row's scores by g, which the row's softmax does not see.
+    In a kernel whose `attn_gpu.score_mod` ops are all such, with the same
+    rows, this pass marks them `query_anchored`: a lane evaluates both its
+    rows at the query of its first row, so the per-key part of the mod
+    (f32(kv − q0), its product with the slope) is computed once for the
+    two rows. Each `finalize_softmax` then takes the rows' difference
+    g(q_r) − g(q_0) from a `score_mod_shift` and adds it to the LSE (the
+    sink, if any, is shifted as the scores were). O is unchanged; the LSE
+    is the mod's own. Kernels without a finalisation (the backward) and
+    other mods are left alone.
+
+    ```mlir
+    %s2 = attn_gpu.score_mod %s scale %c at [%b, %h, %q0] of [%nq, %nk]
+        row %row key %k : !attn_gpu.fragment<16x64xf32, accumulator> {...}
+    ...
+    %f:2 = attn_gpu.finalize_softmax %m, %l : ...
+    // becomes
+    %s2 = attn_gpu.score_mod ... {query_anchored} ... {...}
+    ...
+    %d = attn_gpu.score_mod_shift scale %c at [%b, %h, %q0] of [%nq, %nk]
+        row %row : !attn_gpu.fragment<16x1xf32, rows> {...}
+    %f:2 = attn_gpu.finalize_softmax %m, %l shift %d : ...
+    ```
+  }];
 }
 
 #endif // FA_DIALECT_ATTNGPU_TRANSFORMS_PASSES
