@@ -661,10 +661,9 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
                            plan->forwardSharedBytes(), plan->persistent});
     // The split forward leaves partials that fa_merge joins (docs/ABI.md).
-    // (A warp per row: a producer warp is the split forward's alone.)
     if (plan->splitKv)
       out.entries.push_back(
-          {"merge", "fa_merge_" + out.tag, plan->warps * 32, 0});
+          {"merge", "fa_merge_" + out.tag, plan->mergeThreads(), 0});
     // Writes the new keys and values into the cache before the decode.
     if (plan->kvAppend)
       out.entries.push_back({"kv_append", "fa_kv_append_" + out.tag,

@@ -175,6 +175,9 @@ struct KernelPlan {
 
   /// Threads per CTA: the computing warps and the producer warp.
   int64_t threads() const { return (warps + (producerWarp ? 1 : 0)) * 32; }
+  /// Threads per CTA of a split plan's merge kernel: a warp per row; the
+  /// producer warp is the split forward's alone.
+  int64_t mergeThreads() const { return warps * 32; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
   bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
   /// The element type of O: bf16 for fp8 inputs, else the inputs' type.

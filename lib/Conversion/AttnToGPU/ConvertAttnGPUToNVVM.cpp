@@ -785,21 +785,20 @@ static void lowerWarpSpecialize(ag::WarpSpecializeOp op) {
   Value group = arith::DivUIOp::create(b, loc, tid, idx(128));
   Value isProducer = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                            group, idx(0));
-  auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
-  auto inlineRole = [&](Block &role, Block &into, int32_t registers,
-                        NVVM::SetMaxRegisterAction action) {
-    b.setInsertionPointToStart(&into);
-    NVVM::SetMaxRegisterOp::create(b, loc, registers, action);
-    if (role.getNumArguments() && !role.getArgument(0).use_empty())
-      role.getArgument(0).replaceAllUsesWith(
-          arith::SubIOp::create(b, loc, group, idx(1)));
-    into.getOperations().splice(into.getTerminator()->getIterator(),
-                                role.getOperations());
-  };
-  inlineRole(op.getProducerBlock(), roles.getThenRegion().front(),
-             op.getProducerRegisters(), NVVM::SetMaxRegisterAction::decrease);
-  inlineRole(op.getConsumerBlock(), roles.getElseRegion().front(),
-             op.getConsumerRegisters(), NVVM::SetMaxRegisterAction::increase);
+  // Each role first sets its register budget; a consumer's block argument
+  // is its index among the consumer warpgroups.
+  inlineRoles(b, loc, isProducer, op.getProducerBlock(), op.getConsumerBlock(),
+              [&](OpBuilder &at, Block &role, bool producer) {
+                NVVM::SetMaxRegisterOp::create(
+                    at, loc,
+                    producer ? op.getProducerRegisters()
+                             : op.getConsumerRegisters(),
+                    producer ? NVVM::SetMaxRegisterAction::decrease
+                             : NVVM::SetMaxRegisterAction::increase);
+                if (role.getNumArguments() && !role.getArgument(0).use_empty())
+                  role.getArgument(0).replaceAllUsesWith(
+                      arith::SubIOp::create(at, loc, group, idx(1)));
+              });
   op.erase();
 }
 

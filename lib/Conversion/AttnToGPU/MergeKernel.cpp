@@ -24,9 +24,11 @@ using namespace mlir::fa::gpu_lowering;
 gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
                                           gpu::GPUModuleOp module,
                                           const KernelPlan &splitPlan) {
-  // One warp per row: the split forward's producer warp has no row here.
+  // One warp per row: the split forward's producer warp has no row here
+  // (KernelPlan::mergeThreads, what the manifest says).
   KernelPlan plan = splitPlan;
   plan.producerWarp = false;
+  assert(plan.threads() == splitPlan.mergeThreads());
   const int64_t dv = plan.headDimV;
   Type elem = plan.elemType, f32 = b.getF32Type();
   OpBuilder::InsertionGuard guard(b);

@@ -27,7 +27,6 @@ void mlir::fa::gpu_lowering::lowerProducerWarp(ag::ProducerWarpOp op) {
   Value isProducer = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::eq, warp,
       arith::ConstantIndexOp::create(b, loc, op.getConsumerWarps()));
-  auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
   // The consumers' CTA barriers (Q's) wait for their own warps only.
   int64_t consumerThreads = op.getConsumerWarps() * 32;
   op.getConsumerBlock().walk([&](gpu::BarrierOp barrier) {
@@ -35,13 +34,25 @@ void mlir::fa::gpu_lowering::lowerProducerWarp(ag::ProducerWarpOp op) {
     namedBarrier(at, barrier.getLoc(), "bar.sync", 1, consumerThreads);
     barrier.erase();
   });
-  auto inlineRole = [&](Block &role, Block &into) {
-    into.getOperations().splice(into.getTerminator()->getIterator(),
-                                role.getOperations());
-  };
-  inlineRole(op.getProducerBlock(), roles.getThenRegion().front());
-  inlineRole(op.getConsumerBlock(), roles.getElseRegion().front());
+  inlineRoles(b, loc, isProducer, op.getProducerBlock(), op.getConsumerBlock());
   op.erase();
+}
+
+void mlir::fa::gpu_lowering::inlineRoles(
+    OpBuilder &b, Location loc, Value isProducer, Block &producer,
+    Block &consumer,
+    function_ref<void(OpBuilder &, Block &role, bool producer)> begin) {
+  auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  for (auto [role, into, isProducerRole] :
+       {std::make_tuple(&producer, &roles.getThenRegion().front(), true),
+        std::make_tuple(&consumer, &roles.getElseRegion().front(), false)}) {
+    b.setInsertionPointToStart(into);
+    if (begin)
+      begin(b, *role, isProducerRole);
+    into->getOperations().splice(into->getTerminator()->getIterator(),
+                                 role->getOperations());
+  }
 }
 
 namespace {

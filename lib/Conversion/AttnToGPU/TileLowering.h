@@ -114,6 +114,15 @@ void populateBackwardTileLowering(RewritePatternSet &patterns,
                                   const TypeConverter &converter,
                                   KernelLowerings &kernels);
 
+/// A role op (attn_gpu.warp_specialize, attn_gpu.producer_warp) as a branch
+/// on `isProducer`: the ops of `producer` move into its then region, those
+/// of `consumer` into its else region, each after what `begin` builds at the
+/// region's start for the role's block (null: nothing).
+void inlineRoles(OpBuilder &b, Location loc, Value isProducer, Block &producer,
+                 Block &consumer,
+                 function_ref<void(OpBuilder &, Block &role, bool producer)>
+                     begin = nullptr);
+
 /// attn_gpu.producer_warp as a branch on the warp index (before the
 /// conversion; RingLowering.cpp).
 void lowerProducerWarp(attn_gpu::ProducerWarpOp op);
