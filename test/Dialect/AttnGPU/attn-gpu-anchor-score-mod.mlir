@@ -1,6 +1,7 @@
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu -attn-gpu-anchor-score-mod | FileCheck %s --enable-var-scope
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu -attn-gpu-anchor-score-mod -attn-gpu-anchor-score-mod | FileCheck %s --enable-var-scope --check-prefix=TWICE
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu -attn-gpu-anchor-score-mod | FileCheck %s --enable-var-scope --check-prefix=SPLIT
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | FileCheck %s --enable-var-scope --check-prefix=LOWER
 
 // ALiBi with slopes from a tensor: q_idx enters as −slope·f32(q), an added
 // term. The key loop's score_mod is evaluated at each lane's first row, and
@@ -16,6 +17,13 @@
 // CHECK: tensor.extract
 // CHECK: attn_gpu.yield
 // CHECK: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} shift %[[SHIFT]] : {{.*}}<16x1xf32, rows> : <16x1xf32, rows>
+// Lowered: each row's LSE, ln2·(m + log2 l) (−inf for an empty row), takes
+// its shift back before it is stored.
+// LOWER-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_mod_alibi(
+// LOWER: llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"
+// LOWER: %[[LSE:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// LOWER-NEXT: %[[OUT:.+]] = arith.addf %[[LSE]], %{{.+}} : f32
+// LOWER: memref.store %[[OUT]], %arg4
 // Idempotent: an anchored kernel is left as it is.
 // TWICE-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq64_bkv64_w4_s2_causal_sm90a_mod_alibi(
 // TWICE-COUNT-1: attn_gpu.score_mod_shift
