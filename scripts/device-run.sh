@@ -53,7 +53,7 @@
 #   mkdir -p out/splitkv && build/bin/fa-opt test/gpu/splitkv_kernels.mlir -split-input-file \
 #       -fa-lower-to-nvvm="split-kv=1" > out/splitkv/kernels.mlir &&
 #     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
-#   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
+#   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt --score-mods test/gpu/score_mods.mlir -o out/bundle-gqa
 #   build/bin/fa-aot --config-file test/gpu/configs_fp8.txt -o out/bundle-fp8
 #   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
 #       -o out/bundle-maskmod

@@ -2,7 +2,11 @@
 """Differential test of the packed-GQA forwards on the GPU, launched through
 the runtime: the split-KV ones (fa_attention_forward_splitkv with an explicit
 split count) and the unsplit ones (fa_attention_forward), every kernel of the
-bundle whose manifest entry has "pack_gqa": true and no page table.
+bundle whose manifest entry has "pack_gqa": true and no page table. A kernel
+with a score_mod of test/gpu/score_mods.py (e.g. ALiBi from a slopes tensor,
+whose packed rows of different heads are evaluated at one query per lane:
+attn-gpu-anchor-score-mod) gets random mod_args per case, a reference with
+the mod, and test_attention.py's float32 LSE slack (a bias makes |LSE| large).
 
 Cases: groups G = H / Hkv in {1, 4, 8} (and 32/8 decode), Nq in {1, 4},
 Nk from 1 key to 16k including ragged tails and Nq > Nk (causal rows
@@ -13,7 +17,7 @@ no key must give O = 0 and LSE = -inf; O, LSE and the workspace start as NaN
 so an unwritten row fails. Exits 1 if any case failed.
 
 Bundle (built on the development machine):
-    build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt -o out/bundle-gqa
+    build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt --score-mods test/gpu/score_mods.mlir -o out/bundle-gqa
 On the GPU machine (scripts/device-run.sh runs it when out/bundle-gqa exists):
     python3 test/gpu/test_packgqa.py --bundle out/bundle-gqa --lib build-rt/lib/libfa_runtime.so
 """
@@ -29,20 +33,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
-from test_attention import allowed_mask  # noqa: E402
+from test_attention import allowed_mask, lse_slack  # noqa: E402
 from test_splitkv_ptx import judge_decode  # noqa: E402
+import score_mods  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
-def reference(q, k, v, allowed, scale):
-    """O and LSE in q's dtype's math (float64 for float64 inputs); rows that
-    see no key give O = 0 and LSE = -inf."""
+def reference(q, k, v, allowed, scale, mod=None, mod_args=()):
+    """O and LSE in q's dtype's math (float64 for float64 inputs), with the
+    score_mod `mod` on the scaled scores; rows that see no key give O = 0 and
+    LSE = -inf."""
     g = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(g, dim=1)
     v = v.repeat_interleave(g, dim=1)
     s = torch.matmul(q, k.transpose(-1, -2))
     s = (s.float() if q.dtype != torch.float64 else s) * scale
+    s = score_mods.apply(mod, s, mod_args)
     s = s.masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(s, -1)
     p = torch.exp(s - lse.unsqueeze(-1)).nan_to_num(0.0)
@@ -50,7 +57,7 @@ def reference(q, k, v, allowed, scale):
     return o.nan_to_num(0.0), lse
 
 
-def run(bundle, kern, q, k, v, splits):
+def run(bundle, kern, q, k, v, splits, mod_args=()):
     """O and LSE of the packed kernel, through the runtime."""
     B, H, Nq, _ = q.shape
     o = torch.full((B, H, Nq, v.shape[-1]), float("nan"), device=q.device, dtype=q.dtype)
@@ -63,10 +70,12 @@ def run(bundle, kern, q, k, v, splits):
         fa.check(lib, lib.fa_splitkv_workspace_bytes(kern["handle"], B, H, Nq, splits,
                                                      ctypes.byref(nbytes)))
         ws = torch.full((nbytes.value // 4,), float("nan"), device=q.device)
-        fa._launch(lib, lib.fa_attention_forward_splitkv, kern["handle"], args, q,
-                   ws.data_ptr(), nbytes.value, splits)
+        fa._launch(lib, lib.fa_attention_forward_splitkv_ex, kern["handle"], args, q,
+                   ws.data_ptr(), nbytes.value, splits, fa._mod_arg_array(mod_args),
+                   len(mod_args))
     else:
-        fa._launch(lib, lib.fa_attention_forward, kern["handle"], args, q)
+        fa._launch(lib, lib.fa_attention_forward_ex, kern["handle"], args, q,
+                   fa._mod_arg_array(mod_args), len(mod_args))
     torch.cuda.synchronize()
     return o, lse
 
@@ -77,14 +86,19 @@ def check_case(bundle, kern, B, H, Hkv, Nq, Nk, splits, seed):
     q = torch.randn(B, H, Nq, d, device="cuda", generator=g, dtype=dt)
     k = torch.randn(B, Hkv, Nk, d, device="cuda", generator=g, dtype=dt)
     v = torch.randn(B, Hkv, Nk, dv, device="cuda", generator=g, dtype=dt)
-    o, lse = run(bundle, kern, q, k, v, splits)
+    mod = kern["score_mod"]
+    mod_args = score_mods.make_mod_args(mod, B, H, Hkv, Nq, Nk, "cuda", g) if mod else ()
+    o, lse = run(bundle, kern, q, k, v, splits, mod_args)
     allowed = allowed_mask(kern["mask"], (kern["window_left"], kern["window_right"]), Nq, Nk,
                            q.device)
     scale = 1.0 / math.sqrt(d)
-    o64, lse64 = reference(q.double(), k.double(), v.double(), allowed, scale)
-    o_lo, _ = reference(q, k, v, allowed, scale)
-    _, lse_lo = reference(q.float(), k.float(), v.float(), allowed, scale)
-    return judge_decode(o, lse, o64, lse64, o_lo, lse_lo)
+    o64, lse64 = reference(q.double(), k.double(), v.double(), allowed, scale, mod, mod_args)
+    o_lo, _ = reference(q, k, v, allowed, scale, mod, mod_args)
+    _, lse_lo = reference(q.float(), k.float(), v.float(), allowed, scale, mod, mod_args)
+    # A mod's bias can make |LSE| large (ALiBi: slope·Nk), where fa's float32
+    # LSE rounds by ulps of it, as test_attention.py allows for every kernel.
+    slack = lse_slack(q, k, lse64, scale) if mod else 0.0
+    return judge_decode(o, lse, o64, lse64, o_lo, lse_lo, slack)
 
 
 def cases(split):
