@@ -109,3 +109,27 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A query-anchored score_mod (attn-gpu-anchor-score-mod) must be one whose
+// q_idx enters as an added term: anchoring tanh(s) would be a wrong answer.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @k(%i: index, %x: f32) kernel attributes {attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 2 : i64, tag = "fwd_bf16_d64_bq64_bkv64_w4_s2_none_sm90a", target = "sm_90a", warps = 4 : i64}} {
+      attn_gpu.shared_memory 1024 x bf16
+      %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x64xbf16, stride = 72>
+      %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i {block_rows = 64 : i64} : !attn_gpu.key_bounds<left = false, right = false>
+      %s = attn_gpu.mma_qk %t[%i], %t : !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.shared_tile<64x64xbf16, stride = 72> -> !attn_gpu.fragment<16x64xf32, accumulator>
+      // expected-error @+1 {{'attn_gpu.score_mod' op is query_anchored, but q_idx does not enter its score_mod as an added term}}
+      %m = attn_gpu.score_mod %s scale %x at [%i, %i, %i] of [%i, %i] row %i key %i {query_anchored} : !attn_gpu.fragment<16x64xf32, accumulator> {
+      ^bb0(%y: f32, %bb: index, %h: index, %qi: index, %kv: index):
+        %r = math.tanh %y : f32
+        attn_gpu.yield %r : f32
+      }
+      %acc = attn_gpu.fill %x : !attn_gpu.fragment<16x64xf32, accumulator>
+      %o = attn_gpu.mma_pv %m, %t, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x64xbf16, stride = 72>, !attn_gpu.fragment<16x64xf32, accumulator>
+      gpu.return
+    }
+  }
+}
