@@ -561,11 +561,6 @@ struct ModLowering : TileOpLowering<ModOp> {
   LogicalResult
   matchAndRewrite(ModOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    if constexpr (std::is_same_v<ModOp, ag::ScoreModOp>)
-      if (op.getQueryAnchored() &&
-          !attn::scoreModQueryAdditive(op.getScoreMod()))
-        return op.emitOpError("is query_anchored, but q_idx does not enter "
-                              "its score_mod as an added term");
     OpBuilder b(op);
     KernelBuilder kb = this->builderFor(op, b);
     SmallVector<Value> s(adaptor.getScores());
@@ -819,6 +814,17 @@ struct ConvertAttnGPUToNVVMPass final
       return WalkResult::interrupt();
     });
     if (left.wasInterrupted())
+      return signalPassFailure();
+    // Anchoring a mod whose q_idx enters otherwise would be a wrong answer.
+    WalkResult unanchorable = module.walk([](ag::ScoreModOp op) {
+      if (!op.getQueryAnchored() ||
+          attn::scoreModQueryAdditive(op.getScoreMod()))
+        return WalkResult::advance();
+      op.emitOpError("is query_anchored, but q_idx does not enter its "
+                     "score_mod as an added term");
+      return WalkResult::interrupt();
+    });
+    if (unanchorable.wasInterrupted())
       return signalPassFailure();
     SmallVector<ag::WarpSpecializeOp> roles;
     module.walk([&](ag::WarpSpecializeOp op) { roles.push_back(op); });
