@@ -368,7 +368,10 @@ void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
                    Value keyBase, Value scale, bool queryAnchored = false);
 /// Row r's shift under a query-anchored applyScoreMod: g(q_r) − g(q_0) =
 /// score_mod(0, b, h_r, q_r, q_0) − score_mod(0, b, h_r, q_0, q_0), which
-/// finalizeSoftmax adds back to the row's LSE.
+/// finalizeSoftmax adds back to the row's LSE. Rows as in applyScoreMod:
+/// from `rowBase` of one head, or (head, query) `rowHeadQuery(r)`.
+void scoreModRowShift(KernelBuilder &kb, const attn::ScorePosition &tile,
+                      Value rowBase, Value scale, Value shift[2]);
 void scoreModRowShift(
     KernelBuilder &kb, const attn::ScorePosition &tile,
     function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery, Value scale,

@@ -1131,16 +1131,13 @@ void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
   // A query-anchored mod's rows take their shift back (as
   // attn-gpu-anchor-score-mod does for the tile-level forward).
   Value shift[2];
-  if (queryAnchored())
-    scoreModRowShift(
-        kb, {batch, head, qBegin, Value(), nq, nk},
-        [&](int64_t r) {
-          return std::make_pair(
-              head, kb.add(qBegin, kb.add(t.rowBase, kb.add(kb.groupId, r * 8))));
-        },
-        t.scale, shift);
-  finalizeSoftmax(kb, state, invSum, lse, sink,
-                  queryAnchored() ? shift : nullptr);
+  const Value *rowShift = nullptr;
+  if (queryAnchored()) {
+    scoreModRowShift(kb, {batch, head, qBegin, Value(), nq, nk}, t.rowBase,
+                     t.scale, shift);
+    rowShift = shift;
+  }
+  finalizeSoftmax(kb, state, invSum, lse, sink, rowShift);
   if (fp8())
     for (Value &f : invSum)
       f = arith::MulFOp::create(b, loc, f, t.oDescale);

@@ -336,18 +336,21 @@ static Value buildGpuScore(KernelBuilder &kb, Value s,
   return score;
 }
 
+/// (head, query) of the lane's row r (0, 1) of a tile of one head whose
+/// warp's rows start at `rowBase`: tile.q + rowBase + g, + 8.
+static std::pair<Value, Value> laneRow(KernelBuilder &kb,
+                                       const fa::attn::ScorePosition &tile,
+                                       Value rowBase, int64_t r) {
+  return {tile.h, kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8)))};
+}
+
 void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
                                            MutableArrayRef<Value> s,
                                            const attn::ScorePosition &tile,
                                            Value rowBase, Value keyBase,
                                            Value scale, bool queryAnchored) {
   applyScoreMod(
-      kb, s, tile,
-      [&](int64_t r) {
-        return std::make_pair(
-            tile.h,
-            kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
-      },
+      kb, s, tile, [&](int64_t r) { return laneRow(kb, tile, rowBase, r); },
       keyBase, scale, queryAnchored);
 }
 
@@ -371,6 +374,15 @@ void mlir::fa::gpu_lowering::applyScoreMod(
       s[n * 4 + i] = buildGpuScore(kb, s[n * 4 + i], pos,
                                    /*derivative=*/nullptr, scale);
     }
+}
+
+void mlir::fa::gpu_lowering::scoreModRowShift(KernelBuilder &kb,
+                                              const attn::ScorePosition &tile,
+                                              Value rowBase, Value scale,
+                                              Value shift[2]) {
+  scoreModRowShift(
+      kb, tile, [&](int64_t r) { return laneRow(kb, tile, rowBase, r); },
+      scale, shift);
 }
 
 void mlir::fa::gpu_lowering::scoreModRowShift(
@@ -425,12 +437,7 @@ void mlir::fa::gpu_lowering::applyMaskMod(KernelBuilder &kb,
                                           const attn::ScorePosition &tile,
                                           Value rowBase, Value keyBase) {
   applyMaskMod(
-      kb, s, tile,
-      [&](int64_t r) {
-        return std::make_pair(
-            tile.h,
-            kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8))));
-      },
+      kb, s, tile, [&](int64_t r) { return laneRow(kb, tile, rowBase, r); },
       keyBase);
 }
 
