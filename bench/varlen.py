@@ -11,7 +11,10 @@ token axis, causal and not, bf16. Times, in one process on the same tokens
                    the same total (the rate the issue holds varlen to: within 5%)
   SDPA flash       per sequence (PyTorch's FlashAttention-2 backend)
   flash-attn       flash_attn_varlen_func, where flash_attn is installed
-and checks fa varlen's O against fa per sequence. Where the bundle has the
+and checks fa varlen's O against fa per sequence. With --sinks (the bundle
+list holding configs_varlen_sinks.txt's kernels too), also fa varlen +sinks:
+the varlen kernels with attention sinks on the same tokens (forward and
+backward), against the plain ones. Where the bundle has the
 varlen backward (wgmma or mma.sync), also the backward (2.5x the forward's FLOPs):
 fa varlen bwd (fa.varlen.backward_into) against fa dense bwd (the dense
 bundle's, wgmma on sm_90) over the same equal-length tokens.
@@ -46,7 +49,7 @@ def lengths(seed, total, lo, hi):
     return out
 
 
-def run(bundle, lens, h, d, causal, reps, compare=None):
+def run(bundle, lens, h, d, causal, reps, compare=None, with_sinks=False):
     dev, dt = "cuda", torch.bfloat16
     total = sum(lens)
     cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int32,
@@ -61,10 +64,17 @@ def run(bundle, lens, h, d, causal, reps, compare=None):
                           for k in bundle.kernels()):
         kw = {"causal_top_left": True}  # equal lengths: the same mask
 
+    sinks = torch.randn(h, device=dev) if with_sinks else None
+    o_sinks, lse_sinks = torch.empty_like(o), torch.empty_like(lse)
+
     def fa_varlen(check=False, other=None):
         varlen.forward_into(q, k, v, o, lse, cu, cu, longest, longest, bundle=other or bundle,
                             check_seqlens=check, **kw)
         return o
+
+    def fa_varlen_sinks():
+        varlen.forward_into(q, k, v, o_sinks, lse_sinks, cu, cu, longest, longest,
+                            bundle=bundle, check_seqlens=False, sinks=sinks, **kw)
 
     starts = cu.tolist()
     seqs = [[t[starts[i]:starts[i + 1]].transpose(0, 1).unsqueeze(0).contiguous()
@@ -88,6 +98,8 @@ def run(bundle, lens, h, d, causal, reps, compare=None):
              ("fa per sequence", fa_per_sequence), ("SDPA flash", sdpa_per_sequence)]
     if compare is not None:  # another build's varlen kernels, same process
         timed.insert(1, ("fa varlen compare", lambda: fa_varlen(other=compare)))
+    if with_sinks:
+        timed.insert(1, ("fa varlen +sinks", fa_varlen_sinks))
     try:
         from flash_attn import flash_attn_varlen_func
         timed.append(("flash-attn varlen", lambda: flash_attn_varlen_func(
@@ -127,25 +139,36 @@ def run(bundle, lens, h, d, causal, reps, compare=None):
                   "flash-attn varlen"):
         if other in rates:
             print("  fa varlen / %s = %.3f" % (other, rates["fa varlen"] / rates[other]))
+    if with_sinks:
+        print("  fa varlen +sinks / fa varlen = %.3f"
+              % (rates["fa varlen +sinks"] / rates["fa varlen"]))
     if compare is None and any(k["varlen"] and k["direction"] == "bwd"
                                for k in bundle.kernels()):
         time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
-                      causal, reps)
+                      causal, reps, (sinks, o_sinks, lse_sinks) if with_sinks else None)
     return err
 
 
 def time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
-                  causal, reps):
-    """The varlen backward against the dense one on the same token count."""
+                  causal, reps, with_sinks=None):
+    """The varlen backward against the dense one on the same token count
+    (and, `with_sinks` = (sinks, O, LSE) of their forward, the backward with
+    sinks against the plain one)."""
     do = torch.randn_like(o)
     dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
 
-    def fa_varlen_bwd():
+    def fa_varlen_bwd(sinks=None, o=o, lse=lse):
         varlen.backward_into(q, k, v, o, do, lse, dq, dk, dv, cu, cu, longest, bundle=bundle,
-                             equal_lengths=True, **kw)
+                             equal_lengths=True, sinks=sinks, **kw)
     us = median_us(fa_varlen_bwd, reps=reps)
     varlen_rate = 2.5 * flops / us / 1e6
     print("  %-18s %9.1f us  %6.1f TFLOP/s" % ("fa varlen bwd", us, varlen_rate), flush=True)
+    if with_sinks is not None:
+        sinks, o_sinks, lse_sinks = with_sinks
+        us = median_us(lambda: fa_varlen_bwd(sinks, o_sinks, lse_sinks), reps=reps)
+        rate = 2.5 * flops / us / 1e6
+        print("  %-18s %9.1f us  %6.1f TFLOP/s" % ("fa varlen bwd +sinks", us, rate))
+        print("  fa varlen bwd +sinks / fa varlen bwd = %.3f" % (rate / varlen_rate), flush=True)
     try:
         od, lsed = fa.attention(*dense, causal=causal, return_lse=True, bundle=bundle)
         dod = torch.randn_like(od)
@@ -176,8 +199,11 @@ def main():
     ap.add_argument("--compare", default=None,
                     help="another varlen bundle (an A/B of its forwards against --bundle's, "
                          "in this process; the backward is then skipped)")
+    ap.add_argument("--sinks", action="store_true",
+                    help="also time the varlen kernels with attention sinks (the bundle list "
+                         "must hold them: --bundle out/bundle-varlen,out/bundle-varlen-sinks)")
     a = ap.parse_args()
-    dirs = [a.bundle] + ([a.dense_bundle] if os.path.exists(
+    dirs = a.bundle.split(",") + ([a.dense_bundle] if os.path.exists(
         os.path.join(a.dense_bundle, "manifest.json")) else [])
     bundle = fa.Bundle(dirs, lib_path=a.lib, jit=False)
     compare = fa.Bundle([a.compare] + dirs[1:], lib_path=a.lib, jit=False) if a.compare else None
@@ -186,7 +212,8 @@ def main():
     worst = 0.0
     for d in (int(x) for x in a.dims.split(",")):
         for causal in (False, True):
-            worst = max(worst, run(bundle, lens, a.heads, d, causal, a.reps, compare))
+            worst = max(worst, run(bundle, lens, a.heads, d, causal, a.reps, compare,
+                                   a.sinks))
     # bf16 outputs of two kernels of one algorithm: a few ulps of |O| < 4.
     sys.exit(0 if worst < 0.05 else "varlen differs from the per-sequence kernels")
 

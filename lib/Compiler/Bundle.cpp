@@ -261,9 +261,15 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // an older runtime refuses ("sinks" on a split-KV kernel) anyway.
   // 17: run-time window kernels, which an older runtime would launch
   // without their sizes.
-  bool anyRuntimeWindow = false;
-  for (const CompiledKernelRef &k : kernels)
+  // 18: varlen kernels with sinks, which an older runtime refuses ("sinks"
+  // on a varlen kernel) anyway; their bwd_sink takes cu_seqlens_q.
+  bool anyRuntimeWindow = false, anyVarlenSinks = false;
+  for (const CompiledKernelRef &k : kernels) {
     anyRuntimeWindow |= k->config.runtimeWindow();
+    anyVarlenSinks |= k->config.varlen && k->config.sinks;
+  }
+  if (anyVarlenSinks)
+    return 18;
   if (anyRuntimeWindow)
     return 17;
   bool anyMaps = false, anySplit = false, anyNewer = false, anyModArgs = false,

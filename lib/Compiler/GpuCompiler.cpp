@@ -195,8 +195,6 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   // Run-time window sizes: two i64 parameters and the window operands.
   std::string winParams = c.runtimeWindow() ? ", %wl: i64, %wr: i64" : "";
   std::string win = c.runtimeWindow() ? " window(%wl, %wr)" : "";
-  if (c.varlen && c.sinks)
-    return err("sinks have no varlen GPU kernel yet, got '" + c.str() + "'");
   if (c.varlen) {
     // Packed [T, H, D] tensors, LSE [H, T], the offsets i32 [B+1].
     q = "tensor<?x?x" + std::to_string(c.headDim) + "x" + t + ">";
@@ -206,20 +204,26 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
     std::string offsets = " varlen(%cuq, %cuk : " + cu + ", " + cu + ")";
     if (c.direction == "bwd") {
       std::string grads = q + ", " + q + ", " + v;
+      std::string names = "%dq, %dk, %dv";
+      if (c.sinks) {
+        grads += ", " + sinksType;
+        names += ", %dsinks";
+      }
       return "func.func @attention_backward(%q: " + q + ", %k: " + q +
              ", %v: " + v + ", %o: " + v + ", %do: " + v + ", %lse: " + lse +
-             ", %cuq: " + cu + ", %cuk: " + cu + winParams + ") -> (" +
-             grads + ") {\n  %dq, %dk, %dv = attn.attention_backward %q, "
-             "%k, %v, %o, %do, %lse" + offsets + win + " {" + attrs + "} : " +
-             q + ", " + q + ", " + v + ", " + v + ", " + v + ", " + lse +
-             " -> " + grads + "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
+             ", %cuq: " + cu + ", %cuk: " + cu + sinksParam + winParams +
+             ") -> (" + grads + ") {\n  " + names +
+             " = attn.attention_backward %q, %k, %v, %o, %do, %lse" + offsets +
+             sinksOperand + win + " {" + attrs + "} : " + q + ", " + q + ", " +
+             v + ", " + v + ", " + v + ", " + lse + " -> " + grads +
+             "\n  return " + names + " : " + grads + "\n}\n";
     }
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
-           ", %cuq: " + cu + ", %cuk: " + cu + winParams + ") -> (" + v +
-           ", " + lse +
-           ") {\n  %o, %lse = attn.attention %q, %k, %v varlen(%cuq, %cuk : " +
-           cu + ", " + cu + ")" + win + " {" + attrs + "} : " + q + ", " + q + ", " + v +
-           " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
+           ", %cuq: " + cu + ", %cuk: " + cu + sinksParam + winParams +
+           ") -> (" + v + ", " + lse +
+           ") {\n  %o, %lse = attn.attention %q, %k, %v" + offsets +
+           sinksOperand + win + " {" + attrs + "} : " + q + ", " + q + ", " +
+           v + " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";
   }
   if (c.paged) {

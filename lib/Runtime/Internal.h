@@ -463,6 +463,17 @@ std::string checkPagedArguments(const KernelConfig &config,
                                 const fa_paged_kv *paged,
                                 const SplitKvWorkspace &workspace,
                                 const SinkArgs &sinks = {});
+/// Whether a call gives sinks exactly when the kernel has them (calls that
+/// launch nothing, mods unchecked, may omit them); "" if so.
+std::string checkSinkKind(const KernelConfig &config, const ModArgList &mods,
+                          const SinkArgs &sinks);
+/// The sinks (and a backward's d_sinks) of valid q (its shape[1] the query
+/// heads): f32 [H], contiguous, 16-byte aligned; the call's `outputs`
+/// (d_sinks added) overlapping no other tensor of `all`.
+std::string checkSinkTensors(const KernelConfig &config, const SinkArgs &sinks,
+                             const fa_tensor &q,
+                             const std::vector<NamedTensor> &all,
+                             std::vector<const char *> outputs);
 /// An fp8 forward's tensors: tensorsOf's, then descale_q, _k, _v.
 std::vector<NamedTensor> tensorsOfFp8(const fa_attention_args &args,
                                       const fa_tensor descales[3]);

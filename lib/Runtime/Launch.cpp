@@ -160,11 +160,12 @@ fa_status forwardGrid(const KernelConfig &c, const fa_attention_args &a,
 }
 
 /// fa_bwd_sink (kernels with sinks; after bwd_pre, which wrote Delta):
-/// d_sinks [H] from lse, delta and the sinks, one CTA per query head.
+/// d_sinks [H] from lse, delta and the sinks, one CTA per query head; a
+/// varlen batch's (`varlen`) with its sequence count and cu_seqlens_q.
 fa_status launchSinkGradient(const fa_kernel &kernel,
                              const fa_attention_backward_args &a,
-                             const SinkArgs &sinks, const ContextScope &scope,
-                             CUstream stream) {
+                             const SinkArgs &sinks, const VarlenBatch *varlen,
+                             const ContextScope &scope, CUstream stream) {
   const KernelConfig &c = kernel.config;
   CUfunction f;
   if (fa_status s =
@@ -173,7 +174,11 @@ fa_status launchSinkGradient(const fa_kernel &kernel,
   CUdeviceptr lse = a.lse.data, delta = a.delta.data,
               sinksData = sinks.sinks->data, dSinks = sinks.dSinks->data;
   ScalarParams n(a);
-  void *params[7] = {&lse, &delta, &sinksData, &dSinks, &n.b, &n.h, &n.nq};
+  CUdeviceptr cuQ = varlen ? varlen->cuSeqlensQ : 0;
+  if (varlen)
+    n.b = varlen->batch;
+  void *params[8] = {&lse, &delta, &sinksData, &dSinks,
+                     &n.b, &n.h,   &n.nq,      &cuQ};
   return launch(f, c.bwdSink, Grid{static_cast<unsigned>(n.h), 1, 1}, stream,
                 params);
 }
@@ -559,7 +564,8 @@ fa_status fa::runtime::launchCheckedBackward(
   if (fa_status s = launch(pre, c.bwdPre, grids[0], stream, preParams))
     return s;
   if (c.sinks)
-    if (fa_status s = launchSinkGradient(*kernel, a, sinks, scope, stream))
+    if (fa_status s =
+            launchSinkGradient(*kernel, a, sinks, varlen, scope, stream))
       return s;
   auto launchMain = [&] {
     return launchEntry(*kernel, a, main, c.bwd, grids[1], stream, mainParams,

@@ -632,10 +632,9 @@ void parseSinks(const json &k, const json &entries, KernelConfig &c,
   c.sinks = flagField(k, "sinks", where, /*nullIsAbsent=*/true);
   if (!c.sinks)
     return;
-  if (c.varlen || c.blockSparse || c.dtype == FA_DTYPE_F8E4M3 ||
-      (c.packGqa && !c.splitKv))
-    bad(where, "field 'sinks' is true, but varlen, block-sparse, fp8 and "
-               "unsplit packed-GQA kernels have no sinks");
+  if (c.blockSparse || c.dtype == FA_DTYPE_F8E4M3 || (c.packGqa && !c.splitKv))
+    bad(where, "field 'sinks' is true, but block-sparse, fp8 and unsplit "
+               "packed-GQA kernels have no sinks");
   if (c.direction == FA_DIRECTION_BWD) {
     if (k.contains("sinks_param"))
       bad(where, "field 'sinks_param' is for forward kernels (a backward "
@@ -960,6 +959,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Without "block_sparse" on a backward: launched without its mask.
       needs(15, c.blockSparse && c.direction == FA_DIRECTION_BWD,
             "block-sparse backwards");
+      // Without varlen sinks: refused by older runtimes ("sinks" on a
+      // varlen kernel); the varlen bwd_sink takes cu_seqlens_q.
+      needs(18, c.sinks && c.varlen, "varlen kernels with sinks");
       // Without "window_runtime": launched without its window sizes.
       needs(17, c.windowRuntime, "run-time window kernels");
       // Older runtimes refuse dtype f8e4m3; the version says so too.

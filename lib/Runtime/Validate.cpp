@@ -376,6 +376,8 @@ std::string checkOverlap(const std::vector<NamedTensor> &all,
   return "";
 }
 
+} // namespace
+
 /// Whether a call gives sinks exactly when the kernel has them: the plain
 /// and _ex launches would leave a sink kernel's last parameter unset, the
 /// _sinks launches would pass one a plain kernel does not take. Calls that
@@ -386,12 +388,16 @@ std::string checkSinkKind(const KernelConfig &c, const ModArgList &mods,
     return "";
   std::string api = std::string("fa_attention_") +
                     (c.direction == FA_DIRECTION_FWD ? "forward" : "backward") +
-                    (c.paged ? "_paged" : c.splitKv ? "_splitkv" : "");
+                    (c.paged     ? "_paged"
+                     : c.splitKv ? "_splitkv"
+                     : c.varlen  ? "_varlen"
+                                 : "");
   if (c.sinks)
     return "kernel '" + c.tag + "' has attention sinks; launch it with " +
            api + "_sinks and a sinks tensor f32 [H]";
   return "kernel '" + c.tag + "' has no attention sinks; launch it with " +
-         api + " (or _ex), or find a kernel with fa_kernel_query.sinks = 1";
+         api + (c.varlen ? "" : " (or _ex)") +
+         ", or find a kernel with fa_kernel_query.sinks = 1";
 }
 
 /// The sinks (and a backward's d_sinks) of valid q: f32 [H], contiguous,
@@ -416,8 +422,6 @@ std::string checkSinkTensors(const KernelConfig &c, const SinkArgs &sinks,
   std::string err = checkTensors(rules);
   return err.empty() ? checkOverlap(all, outputs) : err;
 }
-
-} // namespace
 
 uint64_t semaphoreBytes(const fa_attention_backward_args &a) {
   // 64-row query tiles: the block_q of every deterministic kernel.

@@ -27,9 +27,10 @@ constexpr const char *kApi = "fa_attention_forward_varlen";
 constexpr int64_t kMaxGridYZ = 65535;
 /// Parameters before the tensor maps (fa_fwd's 11).
 constexpr int kForwardParams = 11;
-/// A launch's maps, strides (q, k, v, o: 3 each) and two cu_seqlens.
-constexpr int kMaxParams =
-    kForwardParams + FA_MAX_TENSOR_MAPS + 12 + 2 + WindowParams::kMaxParams;
+/// A launch's maps, strides (q, k, v, o: 3 each), two cu_seqlens, the
+/// sinks.
+constexpr int kMaxParams = kForwardParams + FA_MAX_TENSOR_MAPS + 12 + 2 + 1 +
+                           WindowParams::kMaxParams;
 
 /// The packed tensors' sizes, from q, k and v.
 struct PackedSizes {
@@ -114,7 +115,7 @@ fa_tensor offsetsTensor(CUdeviceptr data, int32_t batch) {
 struct LaunchTensors {
   fa_tensor cuQ, cuK;
   std::vector<NamedTensor> all;
-  LaunchTensors(const fa_attention_varlen_args &a)
+  LaunchTensors(const fa_attention_varlen_args &a, const SinkArgs &sinks)
       : cuQ(offsetsTensor(a.cu_seqlens_q, a.batch)),
         cuK(offsetsTensor(a.cu_seqlens_k, a.batch)) {
     for (auto [name, t] : std::initializer_list<NamedTensor>{
@@ -123,6 +124,8 @@ struct LaunchTensors {
         all.push_back({name, t});
     all.push_back({"cu_seqlens_q", &cuQ});
     all.push_back({"cu_seqlens_k", &cuK});
+    if (sinks.sinks)
+      all.push_back({"sinks", sinks.sinks});
   }
 };
 
@@ -194,15 +197,17 @@ std::string checkBatch(const KernelConfig &c, fa_direction direction,
   return "";
 }
 
+/// `mods` unchecked: a call that launches nothing (maps, grid), which may
+/// omit a sink kernel's sinks.
 std::string checkVarlen(const KernelConfig &c,
-                        const fa_attention_varlen_args &a) {
-  std::string batchErr =
+                        const fa_attention_varlen_args &a,
+                        const ModArgList &mods, const SinkArgs &sinks) {
+  std::string err =
       checkBatch(c, FA_DIRECTION_FWD, a.batch, "max_seqlen_q", a.max_seqlen_q,
                  a.cu_seqlens_q, a.cu_seqlens_k);
-  if (!batchErr.empty())
-    return batchErr;
+  if (!err.empty() || !(err = checkSinkKind(c, mods, sinks)).empty())
+    return err;
   PackedSizes s;
-  std::string err;
   if (!(err = checkInputs(c, a.q, a.k, a.v, s)).empty())
     return err;
   if (!(err = checkPacked(c, "o", a.o, c.dtype, 3, 0, c.headDimV, true,
@@ -213,8 +218,12 @@ std::string checkVarlen(const KernelConfig &c,
            .empty() ||
       !(err = checkScaleValue(a.scale)).empty())
     return err;
-  LaunchTensors tensors(a);
+  LaunchTensors tensors(a, sinks);
   if (!(err = checkOutputOverlap(tensors.all, {"o", "lse"})).empty())
+    return err;
+  if (sinks.given() && !(err = checkSinkTensors(c, sinks, a.q, tensors.all,
+                                                {"o", "lse"}))
+                            .empty())
     return err;
   switch (workOf(a)) {
   case Work::None:
@@ -234,11 +243,12 @@ std::string checkVarlen(const KernelConfig &c,
 }
 
 fa_status checkCall(const fa_kernel *kernel,
-                    const fa_attention_varlen_args *args, const char *api) {
+                    const fa_attention_varlen_args *args, const char *api,
+                    const ModArgList &mods, const SinkArgs &sinks) {
   if (!kernel || !args)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(api) + ": kernel or args is null");
-  std::string err = checkVarlen(kernel->config, *args);
+  std::string err = checkVarlen(kernel->config, *args, mods, sinks);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   return succeed();
@@ -253,15 +263,44 @@ Grid gridOf(const KernelConfig &c, const fa_attention_varlen_args &a) {
           static_cast<unsigned>(a.batch)};
 }
 
+/// Every row of lse [H, Tq] set to its head's sink, in stream order:
+/// sinks[h] into each row's first column, then the filled columns copied
+/// after themselves, doubling them (ceil(log2 Tq) + 1 copies).
+fa_status fillWithSinks(const fa_tensor &lse, CUdeviceptr sinks,
+                        CUstream stream) {
+  size_t rows = static_cast<size_t>(lse.shape[1]);
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = sinks;
+  copy.srcPitch = sizeof(float);
+  copy.dstDevice = lse.data;
+  copy.dstPitch = rows * sizeof(float);
+  copy.WidthInBytes = sizeof(float);
+  copy.Height = static_cast<size_t>(lse.shape[0]);
+  for (size_t filled = 0; filled < rows;) {
+    if (CUresult r = cuMemcpy2DAsync(&copy, stream))
+      return cuFail("cuMemcpy2DAsync (lse = sinks)", r);
+    filled += copy.WidthInBytes / sizeof(float);
+    copy.srcDevice = lse.data;
+    copy.srcPitch = copy.dstPitch;
+    copy.dstDevice = lse.data + filled * sizeof(float);
+    copy.WidthInBytes = std::min(filled, rows - filled) * sizeof(float);
+  }
+  return FA_SUCCESS;
+}
+
 /// Every query row sees no key: O = 0, LSE = -inf (what the kernel writes
-/// for such rows), in stream order.
-fa_status fillEmpty(const fa_attention_varlen_args &a, CUstream stream) {
+/// for such rows), or with sinks LSE = sinks[h], in stream order.
+fa_status fillEmpty(const fa_attention_varlen_args &a, const SinkArgs &sinks,
+                    CUstream stream) {
   size_t rows = static_cast<size_t>(a.o.shape[0]);
   size_t rowElements = static_cast<size_t>(a.o.shape[1] * a.o.shape[2]);
   size_t pitch = static_cast<size_t>(a.o.strides[0]) * 2;
   if (CUresult r =
           cuMemsetD2D16Async(a.o.data, pitch, 0, rowElements, rows, stream))
     return cuFail("cuMemsetD2D16Async (o = 0)", r);
+  if (sinks.given())
+    return fillWithSinks(a.lse, sinks.sinks->data, stream);
   constexpr unsigned kMinusInfinity = 0xff800000u;
   if (CUresult r = cuMemsetD32Async(
           a.lse.data, kMinusInfinity,
@@ -271,8 +310,9 @@ fa_status fillEmpty(const fa_attention_varlen_args &a, CUstream stream) {
 }
 
 fa_status launchVarlen(const fa_kernel &kernel,
-                       const fa_attention_varlen_args &a,
-                       const ContextScope &scope, CUstream stream) {
+                       const fa_attention_varlen_args &a, const SinkArgs &sinks,
+                       const ContextScope &scope, CUstream stream,
+                       const char *api) {
   const KernelConfig &c = kernel.config;
   CUfunction f;
   if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, f))
@@ -281,7 +321,7 @@ fa_status launchVarlen(const fa_kernel &kernel,
   std::vector<fa_tensor_map_args> maps;
   std::string err = tensorMapArgs(c, view, maps);
   if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(kApi) + ": " + err);
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, o = a.o.data,
               lse = a.lse.data, cuQ = a.cu_seqlens_q, cuK = a.cu_seqlens_k;
   // batch: the sequences; nq, nk: the token totals (docs/ABI.md).
@@ -298,10 +338,39 @@ fa_status launchVarlen(const fa_kernel &kernel,
   strides.place(params, c.strideParam);
   params[c.cuSeqlensParam] = &cuQ;
   params[c.cuSeqlensParam + 1] = &cuK;
+  CUdeviceptr sinksData = c.sinks ? sinks.sinks->data : 0;
+  if (c.sinks)
+    params[c.sinksParam] = &sinksData;
   WindowParams window;
   window.place(params, c);
   Grid grid = gridOf(c, a);
-  return launchWithMaps(kApi, c.tag, maps, f, c.fwd, grid, stream, params);
+  return launchWithMaps(api, c.tag, maps, f, c.fwd, grid, stream, params);
+}
+
+/// fa_attention_forward_varlen{,_sinks} after the C API's guard.
+fa_status forwardVarlen(const fa_kernel *kernel,
+                        const fa_attention_varlen_args *args,
+                        const SinkArgs &sinks, CUstream stream,
+                        const char *api) {
+  if (fa_status s = checkCall(kernel, args, api, ModArgList{}, sinks))
+    return s;
+  const fa_attention_varlen_args &a = *args;
+  Work work = workOf(a);
+  if (work == Work::None)
+    return succeed();
+  ContextScope scope;
+  if (fa_status s = scope.enter(work == Work::Launch ? a.q.data : a.o.data))
+    return s;
+  LaunchTensors tensors(a, sinks);
+  if (fa_status s =
+          checkLaunchDevice(api, tensors.all, stream, scope.device, scope.ctx))
+    return s;
+  fa_status s = work == Work::Fill
+                    ? fillEmpty(a, sinks, stream)
+                    : launchVarlen(*kernel, a, sinks, scope, stream, api);
+  if (s != FA_SUCCESS)
+    return failWithPrefix(s, std::string(api) + ": ");
+  return succeed();
 }
 
 //===----------------------------------------------------------------------===//
@@ -353,13 +422,40 @@ BackwardWork backwardWorkOf(const fa_attention_backward_varlen_args &a) {
   return a.k.shape[0] == 0 ? BackwardWork::ZeroQueries : BackwardWork::Launch;
 }
 
+/// The tensors of a varlen backward that address memory (with the sinks
+/// and d_sinks of a _sinks call); `held` keeps the offsets' tensors.
+std::vector<NamedTensor> backwardTensors(
+    const fa_attention_backward_varlen_args &a, const SinkArgs &sinks,
+    fa_tensor held[2] = nullptr) {
+  std::vector<NamedTensor> all;
+  for (auto [name, t] : std::initializer_list<NamedTensor>{
+           {"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"d_o", &a.d_o},
+           {"lse", &a.lse}, {"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv},
+           {"delta", &a.delta}, {"dq_accum", &a.dq_accum}})
+    if (tensorBytes(*t) != 0)
+      all.push_back({name, t});
+  if (held) {
+    held[0] = offsetsTensor(a.cu_seqlens_q, a.batch);
+    held[1] = offsetsTensor(a.cu_seqlens_k, a.batch);
+    all.push_back({"cu_seqlens_q", &held[0]});
+    all.push_back({"cu_seqlens_k", &held[1]});
+  }
+  if (sinks.sinks)
+    all.push_back({"sinks", sinks.sinks});
+  if (sinks.dSinks)
+    all.push_back({"d_sinks", sinks.dSinks});
+  return all;
+}
+
 /// The GPU-free checks of a varlen backward; "" if valid.
 std::string checkVarlenBackward(const KernelConfig &c,
-                                const fa_attention_backward_varlen_args &a) {
+                                const fa_attention_backward_varlen_args &a,
+                                const SinkArgs &sinks) {
   std::string err = checkBatch(c, FA_DIRECTION_BWD, a.batch, "max_seqlen_k",
                                a.max_seqlen_k, a.cu_seqlens_q, a.cu_seqlens_k);
   PackedSizes s;
-  if (!err.empty() || !(err = checkInputs(c, a.q, a.k, a.v, s)).empty())
+  if (!err.empty() || !(err = checkSinkKind(c, ModArgList{}, sinks)).empty() ||
+      !(err = checkInputs(c, a.q, a.k, a.v, s)).empty())
     return err;
   struct Packed {
     const char *name;
@@ -393,6 +489,12 @@ std::string checkVarlenBackward(const KernelConfig &c,
                             p.cols, p.output, p.shape, p.meaning))
              .empty())
       return err;
+  fa_tensor offsets[2];
+  if (sinks.given() &&
+      !(err = checkSinkTensors(c, sinks, a.q, backwardTensors(a, sinks, offsets),
+                               {"dq", "dk", "dv", "delta", "dq_accum"}))
+           .empty())
+    return err;
   if (backwardWorkOf(a) == BackwardWork::ZeroKeys &&
       (a.dk.strides[1] != s.d || a.dv.strides[1] != s.dv))
     return "q has no tokens, so dk and dv are filled with zeros, which needs "
@@ -408,17 +510,17 @@ std::string checkVarlenBackward(const KernelConfig &c,
   if (backwardWorkOf(a) != BackwardWork::Launch)
     return "";
   // The dense view's checks: strides, alignment, overlap, the scale.
-  return checkArguments(c, denseView(a), ModArgList{}, SinkArgs{},
+  return checkArguments(c, denseView(a), ModArgList{}, sinks,
                         /*varlenView=*/true);
 }
 
 fa_status checkBackwardCall(const fa_kernel *kernel,
                             const fa_attention_backward_varlen_args *args,
-                            const char *api) {
+                            const SinkArgs &sinks, const char *api) {
   if (!kernel || !args)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(api) + ": kernel or args is null");
-  std::string err = checkVarlenBackward(kernel->config, *args);
+  std::string err = checkVarlenBackward(kernel->config, *args, sinks);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   return succeed();
@@ -437,6 +539,50 @@ fa_status zeroGradients(std::initializer_list<const fa_tensor *> grads,
       return cuFail("cuMemsetD2D16Async (gradients = 0)", r);
   }
   return FA_SUCCESS;
+}
+
+/// fa_attention_backward_varlen{,_sinks} after the C API's guard.
+fa_status backwardVarlen(const fa_kernel *kernel,
+                         const fa_attention_backward_varlen_args *args,
+                         const SinkArgs &sinks, CUstream stream,
+                         const char *api) {
+  if (fa_status s = checkBackwardCall(kernel, args, sinks, api))
+    return s;
+  const fa_attention_backward_varlen_args &a = *args;
+  BackwardWork work = backwardWorkOf(a);
+  if (work == BackwardWork::None && !sinks.given())
+    return succeed();
+  ContextScope scope;
+  if (fa_status s = scope.enter(a.q.data    ? a.q.data
+                                : a.dk.data ? a.dk.data
+                                            : sinks.dSinks->data))
+    return s;
+  fa_tensor offsets[2];
+  if (fa_status s = checkLaunchDevice(api, backwardTensors(a, sinks, offsets),
+                                      stream, scope.device, scope.ctx))
+    return s;
+  auto prefix = std::string(api) + ": ";
+  if (work != BackwardWork::Launch) {
+    fa_status s = FA_SUCCESS;
+    if (work == BackwardWork::ZeroKeys)
+      s = zeroGradients({&a.dk, &a.dv}, stream);
+    else if (work == BackwardWork::ZeroQueries)
+      s = zeroGradients({&a.dq}, stream);
+    // No query, or no key (O = 0, so Delta = 0): d_sinks = 0.
+    if (s == FA_SUCCESS && sinks.given())
+      if (CUresult r = cuMemsetD32Async(sinks.dSinks->data, 0,
+                                        size_t(sinks.dSinks->shape[0]), stream))
+        s = cuFail("cuMemsetD32Async (d_sinks = 0)", r);
+    if (s != FA_SUCCESS)
+      return failWithPrefix(s, prefix);
+    return succeed();
+  }
+  VarlenBatch batch{a.cu_seqlens_q, a.cu_seqlens_k, a.batch, a.max_seqlen_k};
+  if (fa_status s = launchCheckedBackward(*kernel, denseView(a), ModArgList{},
+                                          sinks, nullptr, &batch, scope,
+                                          stream))
+    return failWithPrefix(s, prefix);
+  return succeed();
 }
 
 /// One offsets array against its total and longest sequence; "" if valid.
@@ -476,7 +622,17 @@ extern "C" {
 
 fa_status fa_attention_forward_varlen_check(
     const fa_kernel *kernel, const fa_attention_varlen_args *args) try {
-  return checkCall(kernel, args, "fa_attention_forward_varlen_check");
+  return checkCall(kernel, args, "fa_attention_forward_varlen_check",
+                   ModArgList{}, SinkArgs{});
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_varlen_sinks_check(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    const fa_tensor *sinks) try {
+  return checkCall(kernel, args, "fa_attention_forward_varlen_sinks_check",
+                   ModArgList{}, SinkArgs{sinks, nullptr, true});
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -488,7 +644,8 @@ fa_status fa_attention_forward_varlen_tensor_maps(
   if (!out || !count)
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": null argument");
   *count = 0;
-  if (fa_status s = checkCall(kernel, args, api))
+  if (fa_status s =
+          checkCall(kernel, args, api, ModArgList::unchecked(), SinkArgs{}))
     return s;
   if (workOf(*args) != Work::Launch)
     return succeed();
@@ -509,7 +666,8 @@ fa_status fa_attention_forward_varlen_grid(const fa_kernel *kernel,
   const char *api = "fa_attention_forward_varlen_grid";
   if (!grid)
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": grid is null");
-  if (fa_status s = checkCall(kernel, args, api))
+  if (fa_status s =
+          checkCall(kernel, args, api, ModArgList::unchecked(), SinkArgs{}))
     return s;
   Grid g = gridOf(kernel->config, *args);
   std::copy(g.begin(), g.end(), grid);
@@ -521,32 +679,34 @@ fa_status fa_attention_forward_varlen_grid(const fa_kernel *kernel,
 fa_status fa_attention_forward_varlen(const fa_kernel *kernel,
                                       const fa_attention_varlen_args *args,
                                       CUstream stream) try {
-  if (fa_status s = checkCall(kernel, args, kApi))
-    return s;
-  const fa_attention_varlen_args &a = *args;
-  Work work = workOf(a);
-  if (work == Work::None)
-    return succeed();
-  ContextScope scope;
-  if (fa_status s = scope.enter(work == Work::Launch ? a.q.data : a.o.data))
-    return s;
-  auto prefix = std::string(kApi) + ": ";
-  LaunchTensors tensors(a);
-  if (fa_status s =
-          checkLaunchDevice(kApi, tensors.all, stream, scope.device, scope.ctx))
-    return s;
-  fa_status s = work == Work::Fill ? fillEmpty(a, stream)
-                                   : launchVarlen(*kernel, a, scope, stream);
-  if (s != FA_SUCCESS)
-    return failWithPrefix(s, prefix);
-  return succeed();
+  return forwardVarlen(kernel, args, SinkArgs{}, stream, kApi);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_varlen_sinks(const fa_kernel *kernel,
+                                            const fa_attention_varlen_args *args,
+                                            const fa_tensor *sinks,
+                                            CUstream stream) try {
+  return forwardVarlen(kernel, args, SinkArgs{sinks, nullptr, true}, stream,
+                       "fa_attention_forward_varlen_sinks");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
 
 fa_status fa_attention_backward_varlen_check(
     const fa_kernel *kernel, const fa_attention_backward_varlen_args *args) try {
-  return checkBackwardCall(kernel, args, "fa_attention_backward_varlen_check");
+  return checkBackwardCall(kernel, args, SinkArgs{},
+                           "fa_attention_backward_varlen_check");
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_varlen_sinks_check(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
+    const fa_tensor *sinks, const fa_tensor *d_sinks) try {
+  return checkBackwardCall(kernel, args, SinkArgs{sinks, d_sinks, true},
+                           "fa_attention_backward_varlen_sinks_check");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -554,45 +714,16 @@ fa_status fa_attention_backward_varlen_check(
 fa_status fa_attention_backward_varlen(
     const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
     CUstream stream) try {
-  if (fa_status s = checkBackwardCall(kernel, args, kBackwardApi))
-    return s;
-  const fa_attention_backward_varlen_args &a = *args;
-  BackwardWork work = backwardWorkOf(a);
-  if (work == BackwardWork::None)
-    return succeed();
-  ContextScope scope;
-  if (fa_status s = scope.enter(a.q.data ? a.q.data : a.dk.data))
-    return s;
-  fa_tensor cuQ = offsetsTensor(a.cu_seqlens_q, a.batch),
-            cuK = offsetsTensor(a.cu_seqlens_k, a.batch);
-  std::vector<NamedTensor> tensors;
-  for (auto [name, t] : std::initializer_list<NamedTensor>{
-           {"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"o", &a.o}, {"d_o", &a.d_o},
-           {"lse", &a.lse}, {"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv},
-           {"delta", &a.delta}, {"dq_accum", &a.dq_accum}})
-    if (tensorBytes(*t) != 0)
-      tensors.push_back({name, t});
-  tensors.push_back({"cu_seqlens_q", &cuQ});
-  tensors.push_back({"cu_seqlens_k", &cuK});
-  if (fa_status s =
-          checkLaunchDevice(kBackwardApi, tensors, stream, scope.device,
-                            scope.ctx))
-    return s;
-  auto prefix = std::string(kBackwardApi) + ": ";
-  if (work != BackwardWork::Launch) {
-    fa_status s = work == BackwardWork::ZeroKeys
-                      ? zeroGradients({&a.dk, &a.dv}, stream)
-                      : zeroGradients({&a.dq}, stream);
-    if (s != FA_SUCCESS)
-      return failWithPrefix(s, prefix);
-    return succeed();
-  }
-  VarlenBatch batch{a.cu_seqlens_q, a.cu_seqlens_k, a.batch, a.max_seqlen_k};
-  if (fa_status s = launchCheckedBackward(*kernel, denseView(a), ModArgList{},
-                                          SinkArgs{}, nullptr, &batch, scope,
-                                          stream))
-    return failWithPrefix(s, prefix);
-  return succeed();
+  return backwardVarlen(kernel, args, SinkArgs{}, stream, kBackwardApi);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_varlen_sinks(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
+    const fa_tensor *sinks, const fa_tensor *d_sinks, CUstream stream) try {
+  return backwardVarlen(kernel, args, SinkArgs{sinks, d_sinks, true}, stream,
+                        "fa_attention_backward_varlen_sinks");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

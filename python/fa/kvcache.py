@@ -313,8 +313,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
         _launch(b.lib, b.lib.fa_attention_forward_paged, kernel, args, q, ctypes.byref(paged),
                 workspace.data_ptr(), nbytes.value, splits.value)
     else:
-        from .sinks import _aligned
-        s = _tensor(_aligned(sinks))
+        from .sinks import aligned
+        s = _tensor(aligned(sinks))
         _launch(b.lib, b.lib.fa_attention_forward_paged_sinks, kernel, args, q,
                 ctypes.byref(paged), workspace.data_ptr(), nbytes.value, splits.value,
                 ctypes.byref(s))

@@ -27,16 +27,17 @@ def check_sinks(sinks, q):
                       % type(sinks).__name__)
     if sinks.dtype != torch.float32:
         raise FaError(1, "fa: sinks.dtype is %s, expected torch.float32" % sinks.dtype)
-    heads = q.shape[1] if q.dim() == 4 else None
+    heads = q.shape[1] if q.dim() in (3, 4) else None
+    layout = "[Tq,H,D]" if q.dim() == 3 else "[B,H,Nq,D]"
     if sinks.dim() != 1 or sinks.shape[0] != heads:
         raise FaError(1, "fa: sinks.shape is %s, expected [%s] (one logit per query head of "
-                      "q [B,H,Nq,D], q.shape %s)" % (list(sinks.shape), heads, list(q.shape)))
+                      "q %s, q.shape %s)" % (list(sinks.shape), heads, layout, list(q.shape)))
     if sinks.device != q.device:
         raise FaError(1, "fa: sinks are on %s and q on %s; expected one CUDA device"
                       % (sinks.device, q.device))
 
 
-def _aligned(t):
+def aligned(t):
     """t, or a copy where it is not contiguous and 16-byte aligned (the
     runtime's rule for sinks)."""
     import torch
@@ -64,7 +65,7 @@ def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale):
     args = ForwardArgs.from_buffer_copy(template)
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
         getattr(args, name).data = t.data_ptr()
-    s = _tensor(_aligned(sinks))
+    s = _tensor(aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_splitkv_sinks, kernel, args, q,
             workspace.data_ptr(), nbytes, splits, None, 0, ctypes.byref(s))
     return True
@@ -85,7 +86,7 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma):
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
                     k.shape[-2], sinks=True)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
-    s = _tensor(_aligned(sinks))
+    s = _tensor(aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,
             ctypes.byref(s))
     return o, lse
@@ -105,7 +106,7 @@ def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic):
     dsinks = torch.empty(sinks.shape, dtype=torch.float32, device=q.device)
     args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
                                                  dq_accum)], softmax_scale(q.shape[-1], scale))
-    s, ds = _tensor(_aligned(sinks)), _tensor(dsinks)
+    s, ds = _tensor(aligned(sinks)), _tensor(dsinks)
     _launch(b.lib, b.lib.fa_attention_backward_sinks, kernel, args, q, None, 0,
             ctypes.byref(s), ctypes.byref(ds))
     return dq, dk, dv, dsinks

@@ -87,15 +87,17 @@ def _mask_of(causal, causal_top_left, window_size):
     return "none", (-1, -1)
 
 
-def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k, direction=FWD):
-    """The loaded bundles' varlen kernel for the query, else one compiled
-    now (where fa-aot is installed); None when neither."""
-    key = ("varlen", direction, dtype, d, dv, mask, window, capability, max_seqlen_k)
+def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k, direction=FWD,
+          sinks=False):
+    """The loaded bundles' varlen kernel for the query (with attention sinks
+    or without), else one compiled now (where fa-aot is installed); None
+    when neither."""
+    key = ("varlen", direction, dtype, d, dv, mask, window, capability, max_seqlen_k, sinks)
     if key in b._cache:
         return b._cache[key]
     from . import _dtype_code
     q = KernelQuery(direction, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1],
-                    capability, 0, None, None)
+                    capability, 0, None, None, int(sinks))
     found = b._search(q, max_seqlen_k, find=b.lib.fa_kernel_find_varlen)
     miss = b._miss[1] if b._miss else None
     if found is None and b.jit and jit.find_compiler() is not None:
@@ -117,7 +119,8 @@ def _mma(direction, d, dv):
 def _compile(b, query, mask, window, capability, max_seqlen_k):
     mma = _mma(query.direction, query.head_dim, query.head_dim_v)
     config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
-                             query.head_dim_v, mask, window, capability, mma) + ":varlen"
+                             query.head_dim_v, mask, window, capability, mma) + ":varlen" + \
+        (":sinks" if query.sinks else "")
     handle = b._load(jit.compile_bundle(config))
     out = ctypes.c_void_p()
     status = b.lib.fa_kernel_find_varlen(handle, ctypes.byref(query), max_seqlen_k,
@@ -129,19 +132,20 @@ def _compile(b, query, mask, window, capability, max_seqlen_k):
     return out
 
 
-def _kernel(b, q, v, mask, window, max_seqlen_k, equal_lengths, direction=FWD):
+def _kernel(b, q, v, mask, window, max_seqlen_k, equal_lengths, direction=FWD, sinks=False):
     import torch
     from . import _capability
     d, dv, cap = q.shape[2], v.shape[2], _capability(q)
-    kernel = _find(b, q.dtype, d, dv, mask, window, cap, max_seqlen_k, direction)
+    kernel = _find(b, q.dtype, d, dv, mask, window, cap, max_seqlen_k, direction, sinks)
     if kernel is None and mask == "causal_bottom_right" and equal_lengths:
         # Every sequence has as many queries as keys: the corners agree.
-        kernel = _find(b, q.dtype, d, dv, "causal", window, cap, max_seqlen_k, direction)
+        kernel = _find(b, q.dtype, d, dv, "causal", window, cap, max_seqlen_k, direction,
+                       sinks)
     if kernel is None:
-        config = "%s:%s:d%d:%s:%s:varlen" % (
+        config = "%s:%s:d%d:%s:%s:varlen%s" % (
             "bwd" if direction == BWD else "fwd",
             "bf16" if q.dtype == torch.bfloat16 else "f16", d, mask,
-            _mma(direction, d, dv))
+            _mma(direction, d, dv), ":sinks" if sinks else "")
         raise FaError(2, "fa.attention_varlen: no varlen kernel for %s (%s); build it with "
                       "fa-aot -o DIR --config %s and load DIR too, or install fa-aot for JIT"
                       % (config, b._varlen_miss, config))
@@ -156,17 +160,21 @@ def _tensor_or_empty(t):
     return desc
 
 
-def _launch_varlen(b, kernel, q, k, v, o, lse, cu_q, cu_k, batch, max_q, scale):
-    from . import _launch
+def _launch_varlen(b, kernel, q, k, v, o, lse, cu_q, cu_k, batch, max_q, scale, sinks=None):
+    from . import _launch, _tensor
     args = VarlenArgs(*[_tensor_or_empty(t) for t in (q, k, v, o, lse)],
                       cu_q.data_ptr(), cu_k.data_ptr(), batch, max_q, scale)
-    _launch(b.lib, b.lib.fa_attention_forward_varlen, kernel, args, q)
+    if sinks is None:
+        _launch(b.lib, b.lib.fa_attention_forward_varlen, kernel, args, q)
+    else:
+        _launch(b.lib, b.lib.fa_attention_forward_varlen_sinks, kernel, args, q,
+                ctypes.byref(_tensor(sinks)))
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      causal=False, softmax_scale=None, window_size=(-1, -1),
                      return_lse=False, bundle=None, causal_top_left=False,
-                     check_seqlens=True):
+                     check_seqlens=True, sinks=None):
     """Attention over B sequences packed along the token axis, as flash-attn's
     flash_attn_varlen_func: q [Tq,H,D], k [Tk,Hkv,D], v [Tk,Hkv,Dv] CUDA
     tensors of one dtype (float16 or bfloat16; any strides with a unit last
@@ -186,6 +194,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return_lse also LSE [H,Tq] f32 (natural log; -inf for a row that sees no
     key). Rows outside every sequence are left unwritten.
 
+    `sinks` (a float32 CUDA tensor [H] on q's device) are attention sinks, as
+    in fa.attention: a logit per query head in every row's softmax
+    denominator without a value; the LSE counts them (a row that sees no key
+    gets O = 0 and LSE = sinks[h]), and when sinks requires grad the backward
+    gives sinks.grad. The kernels are the bundle's `...:varlen:sinks` ones.
+
     `check_seqlens` (default) copies the offsets to the host once per call
     and checks them (start at 0, non-decreasing, within the tensors, no
     sequence longer than its max_seqlen), raising FaError for the first bad
@@ -197,24 +211,28 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     differentiable, and rows outside every sequence get zero gradients.
     """
     import torch
+    if sinks is not None:
+        from .sinks import check_sinks
+        check_sinks(sinks, q)
     if torch.is_grad_enabled() and any(
-            isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+            isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v, sinks)):
         o, lse = _function().apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                    max_seqlen_k, causal, softmax_scale, tuple(window_size),
-                                   bundle, causal_top_left, check_seqlens)
+                                   bundle, causal_top_left, check_seqlens, sinks)
         return (o, lse) if return_lse else o
     o = torch.empty((q.shape[0], q.shape[1], v.shape[2]) if q.dim() == 3 and v.dim() == 3
                     else (0,), dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]) if q.dim() == 3 else (0,),
                       dtype=torch.float32, device=q.device)
     forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                 causal, softmax_scale, window_size, bundle, causal_top_left, check_seqlens)
+                 causal, softmax_scale, window_size, bundle, causal_top_left, check_seqlens,
+                 sinks)
     return (o, lse) if return_lse else o
 
 
 def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                  causal=False, softmax_scale=None, window_size=(-1, -1), bundle=None,
-                 causal_top_left=False, check_seqlens=True):
+                 causal_top_left=False, check_seqlens=True, sinks=None):
     """attention_varlen into caller-provided o [Tq,H,Dv] (the kernel's dtype,
     any strides with a unit last one) and lse [H,Tq] (float32, contiguous);
     the runtime checks them."""
@@ -223,7 +241,12 @@ def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
     from . import softmax_scale as _softmax_scale
     b = _bundle(bundle)
     _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if sinks is not None:
+        from .sinks import aligned, check_sinks
+        check_sinks(sinks, q)
+        sinks = aligned(sinks.detach())
+    if torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (q, k, v, sinks)):
         _fail("forward_into writes caller-provided outputs and records no graph; "
               "use fa.attention_varlen for gradients")
     max_q, max_k = int(max_seqlen_q), int(max_seqlen_k)
@@ -236,34 +259,36 @@ def forward_into(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
         equal_lengths = _check_offsets(b.lib, cu_seqlens_q, cu_seqlens_k, q.shape[0],
                                        k.shape[0], max_q, max_k)
     scale = _softmax_scale(q.shape[2], softmax_scale)
-    kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths)
+    kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths, sinks=sinks is not None)
     cu_q, cu_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     q, k, v = [t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
     try:
-        _launch_varlen(b, kernel, q, k, v, o, lse, cu_q, cu_k, batch, max_q, scale)
+        _launch_varlen(b, kernel, q, k, v, o, lse, cu_q, cu_k, batch, max_q, scale, sinks)
     except FaError as e:
         # Views TMA cannot address (strides not multiples of 16 bytes): copies.
         if e.status != _INVALID or all(t.is_contiguous() for t in (q, k, v)):
             raise
         _launch_varlen(b, kernel, q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
-                       cu_q, cu_k, batch, max_q, scale)
+                       cu_q, cu_k, batch, max_q, scale, sinks)
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                   max_seqlen_k, causal=False, softmax_scale=None, window_size=(-1, -1),
-                  bundle=None, causal_top_left=False, equal_lengths=False):
+                  bundle=None, causal_top_left=False, equal_lengths=False, sinks=None):
     """The varlen backward into caller-provided dq [Tq,H,D], dk [Tk,Hkv,D],
     dv [Tk,Hkv,Dv] (the kernel's dtype, any strides with a unit last one)
     from the forward's q, k, v, o, lse and dO, with the same offsets and
     mask arguments; the f32 workspaces are allocated here. The runtime
-    checks every tensor."""
+    checks every tensor. With the forward's `sinks`, returns d_sinks [H]
+    (float32, allocated here); else None."""
     import torch
     from . import _bundle
     from . import softmax_scale as _softmax_scale
     b = _bundle(bundle)
     mask, window = _mask_of(causal, causal_top_left, window_size)
     max_k = int(max_seqlen_k)
-    kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths, direction=BWD)
+    kernel = _kernel(b, q, v, mask, window, max_k, equal_lengths, direction=BWD,
+                     sinks=sinks is not None)
     h, tq = q.shape[1], q.shape[0]
     delta = torch.empty((h, tq), dtype=torch.float32, device=q.device)
     dq_accum = torch.empty((h, tq, q.shape[2]), dtype=torch.float32, device=q.device)
@@ -273,8 +298,15 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k,
                               cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(),
                               cu_seqlens_q.shape[0] - 1, max_k,
                               _softmax_scale(q.shape[2], softmax_scale))
-    from . import _launch
-    _launch(b.lib, b.lib.fa_attention_backward_varlen, kernel, args, q)
+    from . import _launch, _tensor
+    if sinks is None:
+        _launch(b.lib, b.lib.fa_attention_backward_varlen, kernel, args, q)
+        return None
+    from .sinks import aligned
+    dsinks = torch.empty(sinks.shape, dtype=torch.float32, device=q.device)
+    _launch(b.lib, b.lib.fa_attention_backward_varlen_sinks, kernel, args, q,
+            ctypes.byref(_tensor(aligned(sinks.detach()))), ctypes.byref(_tensor(dsinks)))
+    return dsinks
 
 
 _varlen_function = None
@@ -290,15 +322,15 @@ def _function():
     class VarlenFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, window, bundle,
-                    top_left, check_seqlens):
+                    top_left, check_seqlens, sinks):
             o = torch.empty((q.shape[0], q.shape[1], v.shape[2]), dtype=q.dtype,
                             device=q.device)
             lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32,
                               device=q.device)
             cu_q, cu_k = cu_q.contiguous(), cu_k.contiguous()
             forward_into(q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale, window,
-                         bundle, top_left, check_seqlens)
-            ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+                         bundle, top_left, check_seqlens, sinks)
+            ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k, sinks)
             ctx.args = (max_k, causal, scale, window, bundle, top_left)
             ctx.mark_non_differentiable(lse)
             ctx.set_materialize_grads(False)
@@ -307,17 +339,18 @@ def _function():
         @staticmethod
         def backward(ctx, do, _dlse):
             if do is None:  # O does not reach the loss
-                return (None,) * 13
-            q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+                return (None,) * 14
+            q, k, v, o, lse, cu_q, cu_k, sinks = ctx.saved_tensors
             max_k, causal, scale, window, bundle, top_left = ctx.args
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             # dk, dv rows outside every sequence are not written by the kernel.
             if k.shape[0]:
                 dk.zero_()
                 dv.zero_()
-            backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_q, cu_k, max_k, causal, scale,
-                          window, bundle, top_left, equal_lengths=cu_q is cu_k)
-            return (dq, dk, dv) + (None,) * 10
+            dsinks = backward_into(q, k, v, o, do, lse, dq, dk, dv, cu_q, cu_k, max_k, causal,
+                                   scale, window, bundle, top_left,
+                                   equal_lengths=cu_q is cu_k, sinks=sinks)
+            return (dq, dk, dv) + (None,) * 10 + (dsinks,)
 
     _varlen_function = VarlenFunction
     return _varlen_function

@@ -127,6 +127,42 @@ def check_jit_backward(b):
         b.lib.fa_last_error().decode(), b.lib.fa_last_error().decode()
 
 
+def check_sinks(b):
+    """attention_varlen(..., sinks=t): bad sinks refused before anything
+    else; the varlen backward with sinks its autograd compiles on a miss
+    (`bwd:...:varlen:sinks`), whose _sinks check takes sinks and d_sinks
+    [H] and whose plain check refuses it."""
+    q = torch.zeros(10, 4, 64, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    call = lambda s: fa.attention_varlen(q, q, q, cu, cu, 6, 6, bundle=b, sinks=s)  # noqa: E731
+    expect_error(lambda: call(torch.zeros(3)),
+                 "sinks.shape is [3], expected [4] (one logit per query head of q [Tq,H,D]")
+    expect_error(lambda: call(torch.zeros(4, dtype=torch.float16)),
+                 "sinks.dtype is torch.float16, expected torch.float32")
+    expect_error(lambda: call([0.0] * 4), "sinks must be a float32 torch tensor [H], got list")
+    query = KernelQuery(BWD, 1, 64, 64, MASKS["causal"], -1, -1, 90, 0, None, None, 1)
+    kernel = varlen._compile(b, query, "causal", (-1, -1), 90, 1024)
+    info = b._info(kernel)
+    assert info["varlen"] and info["sinks"] and info["tag"].endswith("_varlen_sink"), info
+    base = 1 << 40
+    at = lambda i: base + (i << 32)  # noqa: E731
+    tq, tk, h, hkv, d = 300, 500, 4, 2, 64
+    tensors = [packed(at(0), 1, (tq, h, d)), packed(at(1), 1, (tk, hkv, d)),
+               packed(at(2), 1, (tk, hkv, d)), packed(at(3), 1, (tq, h, d)),
+               packed(at(4), 1, (tq, h, d)), packed(at(5), 2, (h, tq)),
+               packed(at(6), 1, (tq, h, d)), packed(at(7), 1, (tk, hkv, d)),
+               packed(at(8), 1, (tk, hkv, d)), packed(at(9), 2, (h, tq)),
+               packed(at(10), 2, (h, tq, d))]
+    args = VarlenBackwardArgs(*tensors, at(11), at(12), 3, 200, 0.125)
+    sinks, dsinks = packed(at(13), 2, (h,)), packed(at(14), 2, (h,))
+    status = b.lib.fa_attention_backward_varlen_sinks_check(
+        kernel, ctypes.byref(args), ctypes.byref(sinks), ctypes.byref(dsinks))
+    assert status == 0, b.lib.fa_last_error().decode()
+    assert b.lib.fa_attention_backward_varlen_check(kernel, ctypes.byref(args)) == 1
+    assert "has attention sinks; launch it with fa_attention_backward_varlen_sinks" in \
+        b.lib.fa_last_error().decode(), b.lib.fa_last_error().decode()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", required=True)
@@ -139,6 +175,7 @@ def main():
     check_offsets(b)
     check_jit(b, a.fa_aot)
     check_jit_backward(b)
+    check_sinks(b)
     print("test_varlen: ok")
 
 

@@ -506,6 +506,29 @@ TEST(CApi, VarlenChecksSurviveAllocationFailures) {
             }),
             0);
   fa_bundle_free(bundle);
+  // The same kernel with sinks (bundle version 18): its _sinks check.
+  v["sinks"] = true;
+  v["sinks_param"] = 28;
+  full["kernels"] = json::array({v});
+  full["version"] = 18;
+  std::string sinkDir = writeBundle("alloc_varlen_sinks", full.dump());
+  ASSERT_EQ(fa_bundle_load(sinkDir.c_str(), &bundle), FA_SUCCESS)
+      << fa_last_error();
+  k = fa_bundle_kernel_at(bundle, 0);
+  fa_tensor sinks = tensor(FA_DTYPE_F32, {4});
+  ASSERT_EQ(fa_attention_forward_varlen_sinks_check(k, &a, &sinks), FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_forward_varlen_sinks_check", [&] {
+    return fa_attention_forward_varlen_sinks_check(k, &a, &sinks);
+  });
+  EXPECT_GT(sweepAllocationFailures(
+                "fa_attention_forward_varlen_sinks_check (bad)",
+                [&] {
+                  return fa_attention_forward_varlen_sinks_check(k, &bad,
+                                                                 &sinks);
+                }),
+            0);
+  fa_bundle_free(bundle);
 }
 
 TEST(CApi, SinksChecksSurviveAllocationFailures) {

@@ -103,8 +103,8 @@ TEST(SinksManifest, FieldsAndVersion) {
   expectRejected("sinks_packed",
                  manifest({forwardKernel("f", R"(, "sinks": true,
                      "sinks_param": 23, "pack_gqa": true)")}),
-                 "field 'sinks' is true, but varlen, block-sparse, fp8 and "
-                 "unsplit packed-GQA kernels have no sinks");
+                 "field 'sinks' is true, but block-sparse, fp8 and unsplit "
+                 "packed-GQA kernels have no sinks");
 }
 
 /// The split-KV forward fa-aot writes for `fwd:bf16:d128:none:splitkv`

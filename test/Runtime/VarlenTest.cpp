@@ -675,3 +675,217 @@ TEST_F(VarlenBackwardApi, EmptyBatchesLaunchNothing) {
   EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &noQueries), FA_SUCCESS)
       << lastError();
 }
+
+//===----------------------------------------------------------------------===//
+// Varlen kernels with attention sinks (bundle version 18).
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// `varlenKernel` with sinks after cu_seqlens_q and _k (sinks_param 28).
+std::string varlenSinkForward(const std::string &tag, int sinksParam = 28) {
+  return varlenKernel(tag, 128, "causal",
+                      R"(, "varlen": true, "cu_seqlens_param": 26,
+                         "sinks": true, "sinks_param": )" +
+                          std::to_string(sinksParam));
+}
+
+/// `varlenBackward` with sinks and its bwd_sink entry.
+std::string varlenSinkBackward(const std::string &tag) {
+  std::string k = varlenBackward(tag, 33, R"(, "sinks": true)");
+  const std::string entries = R"("entries": {)";
+  k.insert(k.find(entries) + entries.size(),
+           R"("bwd_sink": {"name": "fa_bwd_sink_)" + tag +
+               R"(", "threads": 256, "shared_bytes": 32}, )");
+  return k;
+}
+
+/// Forward and backward varlen kernels with sinks and their plain twins;
+/// packed tensors, sinks and d_sinks at fake addresses.
+class VarlenSinksApi : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 3, H = 8, Hkv = 2, Tq = 500, Tk = 700;
+  void SetUp() override {
+    ASSERT_EQ(loadText("varlen_sinks",
+                       manifestOf({varlenSinkForward("fs"),
+                                   varlenKernel("fp", 128),
+                                   varlenSinkBackward("bs"),
+                                   varlenBackward("bp")},
+                                  "18"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fwdSinks = fa_bundle_kernel_at(bundle, 0);
+    fwdPlain = fa_bundle_kernel_at(bundle, 1);
+    bwdSinks = fa_bundle_kernel_at(bundle, 2);
+    bwdPlain = fa_bundle_kernel_at(bundle, 3);
+    fa_dtype bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    f.q = tensor(addr(0), bf, {Tq, H, 128});
+    f.k = tensor(addr(1), bf, {Tk, Hkv, 128});
+    f.v = tensor(addr(2), bf, {Tk, Hkv, 128});
+    f.o = tensor(addr(3), bf, {Tq, H, 128});
+    f.lse = tensor(addr(4), f32, {H, Tq});
+    f.cu_seqlens_q = addr(5);
+    f.cu_seqlens_k = addr(6);
+    f.batch = B;
+    f.max_seqlen_q = 300;
+    f.scale = 0.125f;
+    g.q = g.o = g.d_o = tensor(addr(0), bf, {Tq, H, 64});
+    g.k = g.v = tensor(addr(1), bf, {Tk, Hkv, 64});
+    g.lse = tensor(addr(2), f32, {H, Tq});
+    g.dq = tensor(addr(3), bf, {Tq, H, 64});
+    g.dk = tensor(addr(4), bf, {Tk, Hkv, 64});
+    g.dv = tensor(addr(5), bf, {Tk, Hkv, 64});
+    g.delta = tensor(addr(6), f32, {H, Tq});
+    g.dq_accum = tensor(addr(7), f32, {H, Tq, 64});
+    g.cu_seqlens_q = addr(8);
+    g.cu_seqlens_k = addr(9);
+    g.batch = B;
+    g.max_seqlen_k = 300;
+    g.scale = 0.125f;
+    sinks = tensor(addr(11), f32, {H});
+    dSinks = tensor(addr(12), f32, {H});
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+  void expectInvalid(fa_status s, const std::string &expect) {
+    EXPECT_EQ(s, FA_ERROR_INVALID_ARGUMENT) << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *fwdSinks = nullptr, *fwdPlain = nullptr,
+                  *bwdSinks = nullptr, *bwdPlain = nullptr;
+  fa_attention_varlen_args f{};
+  fa_attention_backward_varlen_args g{};
+  fa_tensor sinks{}, dSinks{};
+};
+} // namespace
+
+TEST(VarlenSinksManifest, FieldsAndVersion) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("vs_ok",
+                     manifestOf({varlenSinkForward("f"),
+                                 varlenSinkBackward("b")},
+                                "18"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, i), &info),
+              FA_SUCCESS);
+    EXPECT_EQ(info.sinks, 1);
+    EXPECT_EQ(info.varlen, 1);
+  }
+  fa_bundle_free(b);
+  // A version-17 runtime refuses sinks on a varlen kernel (and would launch
+  // the backward's bwd_sink without cu_seqlens_q).
+  expectRejected("vs_v17", manifestOf({varlenSinkBackward("b")}, "17"),
+                 "kernels[0]: varlen kernels with sinks need bundle version "
+                 "18, the manifest says 17");
+  expectRejected("vs_param", manifestOf({varlenSinkForward("f", 27)}, "18"),
+                 "field 'sinks_param' = 27, expected 28");
+}
+
+TEST_F(VarlenSinksApi, SearchMatchesTheQuerysSinks) {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_CAUSAL;
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  q.sinks = 1;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(k, fwdSinks);
+  q.sinks = 0;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS);
+  EXPECT_EQ(k, fwdPlain);
+  q.direction = FA_DIRECTION_BWD;
+  q.head_dim = 64;
+  q.sinks = 1;
+  ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(k, bwdSinks);
+}
+
+TEST_F(VarlenSinksApi, KernelAndLaunchMustAgree) {
+  EXPECT_EQ(fa_attention_forward_varlen_sinks_check(fwdSinks, &f, &sinks),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(fa_attention_backward_varlen_sinks_check(bwdSinks, &g, &sinks,
+                                                     &dSinks),
+            FA_SUCCESS)
+      << lastError();
+  expectInvalid(fa_attention_forward_varlen_check(fwdSinks, &f),
+                "kernel 'fs' has attention sinks; launch it with "
+                "fa_attention_forward_varlen_sinks and a sinks tensor f32 [H]");
+  expectInvalid(fa_attention_forward_varlen(fwdSinks, &f, nullptr),
+                "has attention sinks");
+  expectInvalid(fa_attention_backward_varlen_check(bwdSinks, &g),
+                "kernel 'bs' has attention sinks; launch it with "
+                "fa_attention_backward_varlen_sinks");
+  expectInvalid(fa_attention_forward_varlen_sinks_check(fwdPlain, &f, &sinks),
+                "kernel 'fp' has no attention sinks; launch it with "
+                "fa_attention_forward_varlen, or find a kernel with "
+                "fa_kernel_query.sinks = 1");
+  expectInvalid(fa_attention_backward_varlen_sinks(bwdPlain, &g, &sinks,
+                                                   &dSinks, nullptr),
+                "has no attention sinks");
+  // The maps and the grid need no sinks.
+  unsigned grid[3];
+  EXPECT_EQ(fa_attention_forward_varlen_grid(fwdSinks, &f, grid), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(grid[0], 3u);
+}
+
+TEST_F(VarlenSinksApi, RejectsBadSinksAndGradients) {
+  expectInvalid(fa_attention_forward_varlen_sinks_check(fwdSinks, &f, nullptr),
+                "sinks is null; a kernel with sinks takes them as f32 [H]");
+  fa_tensor t = tensor(addr(11), FA_DTYPE_F32, {Hkv});
+  expectInvalid(fa_attention_forward_varlen_sinks(fwdSinks, &f, &t, nullptr),
+                "fa_attention_forward_varlen_sinks: sinks.shape is [2], "
+                "expected [8] ([H], one logit per query head of q)");
+  t = sinks;
+  t.data += 4;
+  expectInvalid(fa_attention_forward_varlen_sinks_check(fwdSinks, &f, &t),
+                "is not 16-byte aligned");
+  // Sinks inside an output (o), d_sinks over an input or another output.
+  t = sinks;
+  t.data = f.o.data + 64;
+  expectInvalid(fa_attention_forward_varlen_sinks_check(fwdSinks, &f, &t),
+                "output o");
+  expectInvalid(
+      fa_attention_backward_varlen_sinks_check(bwdSinks, &g, &sinks, nullptr),
+      "d_sinks is null; a backward with sinks writes d_sinks f32 [H]");
+  t = tensor(addr(12), FA_DTYPE_F32, {2 * H});
+  expectInvalid(
+      fa_attention_backward_varlen_sinks_check(bwdSinks, &g, &sinks, &t),
+      "d_sinks.shape is [16], expected [8] ([H], the gradient of sinks)");
+  t = dSinks;
+  t.data = g.lse.data;
+  expectInvalid(
+      fa_attention_backward_varlen_sinks_check(bwdSinks, &g, &sinks, &t),
+      "output d_sinks");
+  t = dSinks;
+  t.data = g.cu_seqlens_q;
+  expectInvalid(
+      fa_attention_backward_varlen_sinks(bwdSinks, &g, &sinks, &t, nullptr),
+      "output d_sinks");
+  // The sinks' rules hold where nothing but d_sinks = 0 is written (no
+  // query token).
+  fa_attention_backward_varlen_args e = g;
+  for (fa_tensor *x : {&e.q, &e.o, &e.d_o, &e.dq})
+    x->shape[0] = 0, x->data = 0;
+  for (fa_tensor *x : {&e.lse, &e.delta, &e.dq_accum})
+    x->shape[1] = 0, x->data = 0;
+  EXPECT_EQ(fa_attention_backward_varlen_sinks_check(bwdSinks, &e, &sinks,
+                                                     &dSinks),
+            FA_SUCCESS)
+      << lastError();
+  t = tensor(addr(12), FA_DTYPE_F32, {H - 1});
+  expectInvalid(
+      fa_attention_backward_varlen_sinks_check(bwdSinks, &e, &sinks, &t),
+      "d_sinks.shape is [7], expected [8]");
+}

@@ -132,6 +132,10 @@ def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64, score_mod=None
       (2^-20 here) of the size of its terms, Σ|dO∘V|; through the same
       products, with the rows' (keys') independent rounding errors adding
       as a random walk (2-norm), that estimates the error of dQ and dK.
+      The kernels also round dS to the inputs' dtype (O's) for the dQ and dK
+      products, half an ulp of each |dS|, added the same way: where a key
+      sees one row (a one-token sequence), dK's error is that one rounding,
+      which the reference in the inputs' dtype makes differently.
     With a score_mod, dS is multiplied by its derivative at each score, and P
     is that of the modified scores.
     Returns (shift of dQ, shift of dK, slack of dQ, slack of dK)."""
@@ -152,7 +156,10 @@ def delta_terms(q64, k64, v64, o, o64, do, allowed, scale, lse64, score_mod=None
         shift_q = scale * torch.matmul(ds, k)
         shift_k = scale * torch.matmul(ds.transpose(-1, -2), q)
         terms = torch.matmul(do.double().abs(), v.abs().transpose(-1, -2))
-        w = p.abs() * terms * 2.0 ** -20
+        dp = torch.matmul(do.double(), v.transpose(-1, -2))
+        d64 = (do.double() * o64.detach()).sum(-1, keepdim=True)
+        half_ulp = 2.0 ** -11 if o.dtype == torch.float16 else 2.0 ** -8
+        w = p.abs() * terms * 2.0 ** -20 + (p * (dp - d64)).abs() * half_ulp
         slack_q = scale * (w * k.abs().amax(-1)[..., None, :]).square().sum(-1).sqrt()
         slack_k2 = (w * q.abs().amax(-1)[..., None]).square().sum(-2)
         fold = lambda t: t.view(b, hkv, g, *t.shape[2:]).sum(2)  # noqa: E731

@@ -52,12 +52,14 @@ extern "C" {
  * launched only by fa_attention_{forward,backward}_sinks), 14 paged
  * forwards, 15 block-sparse backwards, 16 split-KV kernels with sinks (the
  * merge takes them: fa_attention_forward_splitkv_sinks), 17 run-time
- * window kernels (fa_kernel_find binds the query's window to them). Kernels
+ * window kernels (fa_kernel_find binds the query's window to them), 18
+ * varlen kernels with sinks (fa_attention_{forward,backward}_varlen_sinks;
+ * the varlen bwd_sink takes cu_seqlens_q). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 17
+#define FA_RUNTIME_BUNDLE_VERSION 18
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward). */
@@ -677,6 +679,29 @@ FA_API fa_status fa_attention_backward_varlen(
     const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
     CUstream stream);
 
+/* Varlen kernels with attention sinks (fa_kernel_info.sinks and varlen;
+ * bundle version 18; config `...:varlen:sinks`): the arguments above plus
+ * sinks f32 [H] (contiguous, 16-byte aligned), joined to every row of every
+ * sequence as fa_attention_forward_sinks joins them: a row that sees no key
+ * gets O = 0 and LSE = sinks[h] (so does every row when Tk = 0). The
+ * backward also writes d_sinks f32 [H] (contiguous, 16-byte aligned,
+ * overlapping no other tensor): -sum over the rows of every sequence of
+ * exp(sinks[h] - lse)·delta, in a fixed order (bit-identical run to run),
+ * overwritten; 0 when Tq = 0 or Tk = 0. The plain varlen launches refuse
+ * these kernels, and these refuse varlen kernels without sinks. */
+FA_API fa_status fa_attention_forward_varlen_sinks_check(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    const fa_tensor *sinks);
+FA_API fa_status fa_attention_forward_varlen_sinks(
+    const fa_kernel *kernel, const fa_attention_varlen_args *args,
+    const fa_tensor *sinks, CUstream stream);
+FA_API fa_status fa_attention_backward_varlen_sinks_check(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
+    const fa_tensor *sinks, const fa_tensor *d_sinks);
+FA_API fa_status fa_attention_backward_varlen_sinks(
+    const fa_kernel *kernel, const fa_attention_backward_varlen_args *args,
+    const fa_tensor *sinks, const fa_tensor *d_sinks, CUstream stream);
+
 /* Checks host copies of the offsets against the packed tensors: each array
  * starts at 0, never decreases and ends at most at its total (tokens past
  * the end belong to no sequence), and no sequence is longer than
@@ -771,8 +796,9 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
  * in a fixed order (bit-identical run to run), overwritten, not added to.
  * Split-KV kernels with sinks (packed GQA or not; bundle version 15) are
  * launched by fa_attention_forward_splitkv_sinks below, paged ones by
- * fa_attention_forward_paged_sinks; varlen and block-sparse kernels have no
- * sinks. The checks need no GPU; the launches
+ * fa_attention_forward_paged_sinks, varlen ones by
+ * fa_attention_{forward,backward}_varlen_sinks; block-sparse kernels have
+ * no sinks. The checks need no GPU; the launches
  * add the device checks of fa_attention_forward. */
 FA_API fa_status fa_attention_forward_sinks_check(
     const fa_kernel *kernel, const fa_attention_args *args,

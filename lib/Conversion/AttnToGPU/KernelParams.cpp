@@ -159,6 +159,10 @@ KernelParams mlir::fa::gpu_lowering::backwardSinkParams(MLIRContext *ctx,
   KernelParams p;
   addTensors(p, Float32Type::get(ctx), 4); // lse, delta, sinks, d_sinks
   addSizes(p, ctx, 3);                     // batch, heads, nq
+  if (plan.varlen) { // LSE and Delta [H, Tq]: the rows before cu_seqlens_q[B]
+    p.cuSeqlensParam = static_cast<int32_t>(p.types.size());
+    p.add(cuSeqlensParamType(ctx));
+  }
   return p;
 }
 

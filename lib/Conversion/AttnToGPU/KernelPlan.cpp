@@ -393,12 +393,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     plan.blockSparse = true;
   }
   if (options.sinks) {
-    // The sink joins each row at the finalisation of a whole row, or, split
-    // (a paged decode too), at the merge (one more partial, LSE = sink): the
-    // split forward, packed or not, is built without it. Varlen and
-    // block-sparse rows have no kernel for it yet.
-    if (options.varlen || options.blockSparse)
-      return fail("expected no varlen or block-sparse with sinks (no GPU "
+    // The sink joins each row at the finalisation of a whole row (a varlen
+    // sequence's too), or, split (a paged decode too), at the merge (one
+    // more partial, LSE = sink): the split forward, packed or not, is built
+    // without it. Block-sparse rows have no kernel for it yet.
+    if (options.blockSparse)
+      return fail("expected no block-sparse kernel with sinks (no GPU "
                   "kernel joins a sink there yet)");
     plan.sinks = true;
   }
