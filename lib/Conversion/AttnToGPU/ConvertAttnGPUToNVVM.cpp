@@ -322,8 +322,59 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     kb.copyTileAsync(op.getSource(), op.getBase(), first,
                      kb.add(first, kb.sub(op.getRowLimit(), begin)), tile,
                      op.getRowStride());
+    // Tiles from a multiple of 16 keys (every split-KV key tile) gather
+    // 16-key groups; others row by row.
     b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    Value aligned = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        kb.remui(begin, kKeyGroup), kb.idx(0));
+    auto alignedIf = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+    b.setInsertionPointToStart(&alignedIf.getThenRegion().front());
+    copyPagedGroups(kb, op, tile, sizes);
+    b.setInsertionPointToStart(&alignedIf.getElseRegion().front());
     copyPagedRows(kb, op, tile, sizes);
+  }
+
+  /// Keys [16g, 16g + 16) never straddle a page: page sizes are multiples
+  /// of 16 (the runtime's check).
+  static constexpr int64_t kKeyGroup = 16;
+
+  /// The rows of a tile that begins at a multiple of kKeyGroup keys, each
+  /// thread copying a run of consecutive rows (a blocked gather): the rows
+  /// of a run that lie in one 16-key group share its page, read once per
+  /// group (at the run's first row, or every 16th of a longer run), and
+  /// follow each other in the pool. Rows where the gather is not blocked
+  /// take copyPagedRows' way.
+  static void copyPagedGroups(KernelBuilder &kb, ag::AsyncCopyOp op,
+                              const SharedTile &tile, const PageSizes &sizes) {
+    Value lastPage = lastPageOf(kb, op);
+    std::pair<Value, Value> previous;
+    // The element offset of the previous row: the next row of its group is
+    // one stride on.
+    Value rowStart;
+    kb.copyGatheredTileAsync(
+        op.getSource(),
+        [&](const KernelBuilder::GatherRow &at) {
+          if (at.run == 1)
+            return pagedRow(kb, op, at, sizes, lastPage, previous);
+          Value key = kb.add(op.getRowBegin(), at.row);
+          Value valid = kb.lt(key, op.getRowLimit());
+          if (at.offset % kKeyGroup == 0) {
+            auto [slot, inPage] =
+                splitKey(kb,
+                         arith::IndexCastUIOp::create(kb.b, kb.loc,
+                                                      kb.b.getI32Type(), key),
+                         sizes.size32, sizes.inverse);
+            Value page = loadPage(kb, op, kb.select(valid, slot, kb.c32(0)),
+                                  lastPage);
+            rowStart = kb.add(op.getBase(), kb.mul(poolRow(kb, op, page, inPage),
+                                                   op.getRowStride()));
+          } else {
+            rowStart = kb.add(rowStart, op.getRowStride());
+          }
+          return std::make_pair(rowStart, valid);
+        },
+        tile, /*blocked=*/true);
   }
 
   /// Each tile row's element offset through the page table: key n at row
@@ -338,28 +389,35 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
     Value lastPage = lastPageOf(kb, op);
     // The split of the previous call's key.
     std::pair<Value, Value> previous;
-    constexpr int64_t kMinPageSize = 16; // the runtime's check
     kb.copyGatheredTileAsync(
         op.getSource(),
-        [&](Value row, int64_t step) {
-          Value key = kb.add(op.getRowBegin(), row);
-          Value valid = kb.lt(key, op.getRowLimit());
-          previous =
-              step > 0 && step <= kMinPageSize && previous.first
-                  ? stepKey(kb, previous, step, sizes.size32)
-                  : splitKey(kb,
-                             arith::IndexCastUIOp::create(
-                                 kb.b, kb.loc, kb.b.getI32Type(), key),
-                             sizes.size32, sizes.inverse);
-          auto [pageSlot, inPage] = previous;
-          Value page = loadPage(kb, op, kb.select(valid, pageSlot, kb.c32(0)),
-                                lastPage);
-          Value matrixRow = poolRow(kb, op, page, inPage);
-          return std::make_pair(
-              kb.add(op.getBase(), kb.mul(matrixRow, op.getRowStride())),
-              valid);
+        [&](const KernelBuilder::GatherRow &at) {
+          return pagedRow(kb, op, at, sizes, lastPage, previous);
         },
         tile);
+  }
+
+  /// One gathered row's element offset and whether it is copied; `previous`
+  /// holds the split of the previous call's key (stepped on from it where
+  /// the row follows it by at most a page).
+  static std::pair<Value, Value>
+  pagedRow(KernelBuilder &kb, ag::AsyncCopyOp op,
+           const KernelBuilder::GatherRow &at, const PageSizes &sizes,
+           Value lastPage, std::pair<Value, Value> &previous) {
+    Value key = kb.add(op.getRowBegin(), at.row);
+    Value valid = kb.lt(key, op.getRowLimit());
+    previous = at.step > 0 && at.step <= kKeyGroup && previous.first
+                   ? stepKey(kb, previous, at.step, sizes.size32)
+                   : splitKey(kb,
+                              arith::IndexCastUIOp::create(
+                                  kb.b, kb.loc, kb.b.getI32Type(), key),
+                              sizes.size32, sizes.inverse);
+    auto [pageSlot, inPage] = previous;
+    Value page =
+        loadPage(kb, op, kb.select(valid, pageSlot, kb.c32(0)), lastPage);
+    Value matrixRow = poolRow(kb, op, page, inPage);
+    return std::make_pair(
+        kb.add(op.getBase(), kb.mul(matrixRow, op.getRowStride())), valid);
   }
 };
 
@@ -427,11 +485,11 @@ struct AsyncGatherLowering : TileOpLowering<ag::AsyncGatherOp> {
                          op.getHeadStride(), op.getRowStride()};
     kb.copyGatheredTileAsync(
         op.getSource(),
-        [&](Value row, int64_t) {
-          auto [h, q] = rows.at(kb, row);
+        [&](const KernelBuilder::GatherRow &at) {
+          auto [h, q] = rows.at(kb, at.row);
           return std::make_pair(
               source.rowOffset(kb, source.headBase(kb, op.getBatch(), h), q),
-              rows.valid(kb, row));
+              rows.valid(kb, at.row));
         },
         sharedTile(op.getTile(), adaptor.getTile()));
     rewriter.eraseOp(op);

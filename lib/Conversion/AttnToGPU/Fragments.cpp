@@ -200,13 +200,15 @@ void KernelBuilder::copyTileAsync(Value gmem, Value gBase, Value rowBegin,
 }
 
 void KernelBuilder::copyGatheredTileAsync(Value gmem, RowSource rowSource,
-                                          const SharedTile &tile) {
+                                          const SharedTile &tile,
+                                          bool blocked) {
   copyRowsAsync(
       gmem, idx(0), Value(), Value(), tile.rows, tile.cols,
       [&](Value row, Value, Value col) {
         return tileOffset(tile, row, col);
       },
-      /*rowStride: rowSource gives element offsets=*/idx(1), rowSource);
+      /*rowStride: rowSource gives element offsets=*/idx(1), rowSource,
+      blocked);
 }
 
 void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
@@ -228,7 +230,7 @@ void KernelBuilder::copyTileAsyncSwizzled(Value gmem, Value gBase,
 void KernelBuilder::copyRowsAsync(
     Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
     int64_t cols, function_ref<Value(Value, Value, Value)> dst, Value rowStride,
-    RowSource rowSource) {
+    RowSource rowSource, bool blocked) {
   // Caller's strides: a tile's rows are addressed from one base per thread
   // (its first row), so each copy adds a multiple of the stride.
   const bool strided = static_cast<bool>(rowStride);
@@ -267,6 +269,17 @@ void KernelBuilder::copyRowsAsync(
   }
   if (strided && splitRows && !rowSource)
     threadBase = add(gBase, mul(add(rowBegin, tRow), rowStride));
+  // A blocked gather: thread row tRow copies rows [tRow·run, tRow·run +
+  // run), one per pass, each pass's chunk the same column of its row.
+  const int64_t run = chunks / threads;
+  blocked = blocked && rowSource && splitRows && threads % slots == 0 &&
+            chunks % threads == 0 && llvm::isPowerOf2_64(run);
+  // The tile row of copy `first` past the thread's first: a pass's rows
+  // apart, or the next of its run.
+  auto rowOffset = [&](int64_t first) {
+    return blocked ? first / threads : first / slots;
+  };
+  Value runBase = blocked ? mul(tRow, idx(run)) : tRow;
   // The element offset of global row `grow` (tile row `row`, copy `first`).
   auto rowAddress = [&](Value grow, int64_t first) {
     if (threadBase)
@@ -283,18 +296,21 @@ void KernelBuilder::copyRowsAsync(
     int64_t previous = -1;
     if (rowSource && splitRows)
       for (int64_t first = 0; first < chunks; first += threads) {
-        int64_t r = first / slots;
+        int64_t r = rowOffset(first);
         if (gathered.count(r))
           continue;
-        gathered[r] =
-            rowSource(add(tRow, idx(r)), previous < 0 ? 0 : r - previous);
+        GatherRow at{add(runBase, idx(r)), previous < 0 ? 0 : r - previous};
+        if (blocked)
+          at.offset = r, at.run = run;
+        gathered[r] = rowSource(at);
         previous = r;
       }
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = add(t, first);
       auto emit = [&]() {
         OpBuilder::InsertionGuard g(b);
-        Value row = splitRows ? add(tRow, first / slots) : divui(c, slots);
+        Value row =
+            splitRows ? add(runBase, rowOffset(first)) : divui(c, slots);
         Value chunk = splitRows ? add(tChunk, first % slots) : remui(c, slots);
         if (slots != chunksPerRow) {
           auto inRow = scf::IfOp::create(b, loc, lt(chunk, idx(chunksPerRow)),
@@ -304,9 +320,10 @@ void KernelBuilder::copyRowsAsync(
         Value col = mul(chunk, width);
         Value grow, valid;
         if (rowSource) {
-          auto known = gathered.find(first / slots);
-          std::tie(grow, valid) =
-              known != gathered.end() ? known->second : rowSource(row, 0);
+          auto known = gathered.find(rowOffset(first));
+          std::tie(grow, valid) = known != gathered.end()
+                                      ? known->second
+                                      : rowSource(GatherRow{row});
         } else {
           grow = add(rowBegin, row);
           valid = rowsInside ? Value() : lt(grow, rowLimit);

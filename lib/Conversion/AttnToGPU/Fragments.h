@@ -179,17 +179,25 @@ public:
   /// null), a multiple of the chunk width (the runtime checks strides).
   void copyTileAsync(Value gmem, Value gBase, Value rowBegin, Value rowLimit,
                      const SharedTile &tile, Value rowStride = {});
+  /// A gathered tile row: `row` (index); `step`, `row` minus the row of
+  /// the previous call (a constant > 0), or 0 where unrelated: a source may
+  /// then carry what it derived for the previous row (a page split). In a
+  /// blocked copy, the thread copies `run` consecutive rows (a power of
+  /// two) from a multiple of `run`, and `row` is the `offset`-th of them.
+  struct GatherRow {
+    Value row;
+    int64_t step = 0, offset = 0, run = 1;
+  };
   /// The global element offset of a gathered tile row and whether it is
-  /// copied (i1), for row `row`; `step` is `row` minus the row of the
-  /// previous call (a constant > 0), or 0 where unrelated: a source may
-  /// then carry what it derived for the previous row (a page split).
-  using RowSource = function_ref<std::pair<Value, Value>(Value row,
-                                                         int64_t step)>;
+  /// copied (i1).
+  using RowSource = function_ref<std::pair<Value, Value>(const GatherRow &)>;
   /// copyTileAsync of gathered rows: tile row r starts at element
   /// `rowSource(r).first` of gmem when `rowSource(r).second` (i1) holds,
   /// else it is zeros (packed GQA's Q tile, in the caller's layout).
+  /// `blocked`: where the layout allows, each thread copies a run of
+  /// consecutive rows (GatherRow::run > 1) rather than rows a pass apart.
   void copyGatheredTileAsync(Value gmem, RowSource rowSource,
-                             const SharedTile &tile);
+                             const SharedTile &tile, bool blocked = false);
   /// The f32 row statistics (LSE, Delta) of the `rows` query rows from
   /// `qBegin` of the head whose rows start at `qRowsBase`, into `stats` at
   /// `dst()` (evaluated once, per thread): threads [0, rows) copy LSE,
@@ -259,7 +267,8 @@ private:
   void copyRowsAsync(
       Value gmem, Value gBase, Value rowBegin, Value rowLimit, int64_t rows,
       int64_t cols, function_ref<Value(Value, Value, Value)> dst,
-      Value rowStride = {}, RowSource rowSource = nullptr);
+      Value rowStride = {}, RowSource rowSource = nullptr,
+      bool blocked = false);
 
 public:
 

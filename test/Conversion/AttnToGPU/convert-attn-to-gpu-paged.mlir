@@ -30,7 +30,11 @@
 
 // A paged tile copy tests, once per tile, whether its 64 keys lie in one page
 // (the first key's offset in its page + 64 <= page_size): then one table read
-// and the contiguous copy from that page's rows; else the gather, one table
+// and the contiguous copy from that page's rows. Else, a tile from a multiple
+// of 16 keys (every split-KV tile) is gathered in 16-key groups, which never
+// straddle a page: each thread copies a run of 8 consecutive rows (tid / 16
+// · 8, the same column of each), reads the page of its run's first key once,
+// and steps one row stride per row. Other tiles gather row by row, one table
 // read per row a thread copies (8 here).
 // NVVM: scf.for
 // NVVM: %[[OFF:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
@@ -42,9 +46,28 @@
 // NVVM: nvgpu.device_async_copy
 // NVVM: nvvm.cp.async.commit.group
 // NVVM-NEXT: } else {
+// NVVM: %[[G:.+]] = arith.remui %[[BEGIN:.+]], %c16{{.*}} : index
+// NVVM: %[[AL:.+]] = arith.cmpi eq, %[[G]], %c0{{.*}} : index
+// NVVM: scf.if %[[AL]] {
+// NVVM: %[[TROW:.+]] = arith.divui %thread_id_x, %c16{{.*}} : index
+// NVVM: %[[FIRSTROW:.+]] = arith.muli %[[TROW]], %c8{{.*}} : index
+// NVVM: %[[R0:.+]] = arith.addi %[[FIRSTROW]], %c0{{.*}} : index
+// NVVM: arith.addi %[[BEGIN]], %[[R0]] : index
+// NVVM: llvm.load {{.+}} invariant
+// NVVM-NOT: llvm.load
+// NVVM: %[[POOL:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// NVVM-NEXT: %[[P:.+]] = arith.muli %[[POOL]], %[[STRIDE:.+]] : index
+// NVVM-NEXT: %[[A0:.+]] = arith.addi %{{.+}}, %[[P]] : index
+// NVVM: %[[A1:.+]] = arith.addi %[[A0]], %[[STRIDE]] : index
+// NVVM: arith.addi %[[A1]], %[[STRIDE]] : index
+// NVVM-NOT: llvm.load
+// NVVM: nvgpu.device_async_copy
+// NVVM: nvvm.cp.async.commit.group
+// NVVM-NEXT: } else {
 // NVVM-COUNT-8: llvm.load {{.+}} invariant
 // NVVM: nvgpu.device_async_copy
 // NVVM: nvvm.cp.async.commit.group
+// NVVM-NEXT: }
 // NVVM-NEXT: }
 
 // NOSPLIT: error: 'attn.attention' op a paged KV cache has a GPU kernel for the split-KV forward only (split-kv=1, any split count at launch), got no split-kv
