@@ -96,6 +96,24 @@ def check_jit(b, fa_aot):
     assert b.lib.fa_kernel_find(b._handles[-1], ctypes.byref(query), ctypes.byref(out)) == 2
 
 
+def fake_address(i):
+    """The i-th of some fake, well-separated device addresses."""
+    return (1 << 40) + (i << 32)
+
+
+def backward_args(tq=300, tk=500, h=4, hkv=2, d=64):
+    """A varlen backward's packed tensors at fake addresses (3 sequences,
+    max_seqlen_k 200): q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum."""
+    at = fake_address
+    tensors = [packed(at(0), 1, (tq, h, d)), packed(at(1), 1, (tk, hkv, d)),
+               packed(at(2), 1, (tk, hkv, d)), packed(at(3), 1, (tq, h, d)),
+               packed(at(4), 1, (tq, h, d)), packed(at(5), 2, (h, tq)),
+               packed(at(6), 1, (tq, h, d)), packed(at(7), 1, (tk, hkv, d)),
+               packed(at(8), 1, (tk, hkv, d)), packed(at(9), 2, (h, tq)),
+               packed(at(10), 2, (h, tq, d))]
+    return VarlenBackwardArgs(*tensors, at(11), at(12), 3, 200, 0.125)
+
+
 def check_jit_backward(b):
     """The varlen backward attention_varlen's autograd compiles on a miss
     (`bwd:...:varlen`: the warp-specialised wgmma backward at D = 64, mma.sync
@@ -109,19 +127,10 @@ def check_jit_backward(b):
         info = b._info(kernels[d])
         assert info["varlen"] and info["direction"] == "bwd" and info["mma"] == mma, info
     kernel = kernels[64]
-    base = 1 << 40
-    at = lambda i: base + (i << 32)  # noqa: E731
-    tq, tk, h, hkv, d = 300, 500, 4, 2, 64
-    tensors = [packed(at(0), 1, (tq, h, d)), packed(at(1), 1, (tk, hkv, d)),
-               packed(at(2), 1, (tk, hkv, d)), packed(at(3), 1, (tq, h, d)),
-               packed(at(4), 1, (tq, h, d)), packed(at(5), 2, (h, tq)),
-               packed(at(6), 1, (tq, h, d)), packed(at(7), 1, (tk, hkv, d)),
-               packed(at(8), 1, (tk, hkv, d)), packed(at(9), 2, (h, tq)),
-               packed(at(10), 2, (h, tq, d))]
-    args = VarlenBackwardArgs(*tensors, at(11), at(12), 3, 200, 0.125)
+    args = backward_args()
     status = b.lib.fa_attention_backward_varlen_check(kernel, ctypes.byref(args))
     assert status == 0, b.lib.fa_last_error().decode()
-    args.dq_accum = packed(at(10), 2, (tq, h, d))
+    args.dq_accum = packed(fake_address(10), 2, (300, 4, 64))
     assert b.lib.fa_attention_backward_varlen_check(kernel, ctypes.byref(args)) == 1
     assert "dq_accum.shape is [300,4,64], expected [4,300,64]" in \
         b.lib.fa_last_error().decode(), b.lib.fa_last_error().decode()
@@ -144,17 +153,8 @@ def check_sinks(b):
     kernel = varlen._compile(b, query, "causal", (-1, -1), 90, 1024)
     info = b._info(kernel)
     assert info["varlen"] and info["sinks"] and info["tag"].endswith("_varlen_sink"), info
-    base = 1 << 40
-    at = lambda i: base + (i << 32)  # noqa: E731
-    tq, tk, h, hkv, d = 300, 500, 4, 2, 64
-    tensors = [packed(at(0), 1, (tq, h, d)), packed(at(1), 1, (tk, hkv, d)),
-               packed(at(2), 1, (tk, hkv, d)), packed(at(3), 1, (tq, h, d)),
-               packed(at(4), 1, (tq, h, d)), packed(at(5), 2, (h, tq)),
-               packed(at(6), 1, (tq, h, d)), packed(at(7), 1, (tk, hkv, d)),
-               packed(at(8), 1, (tk, hkv, d)), packed(at(9), 2, (h, tq)),
-               packed(at(10), 2, (h, tq, d))]
-    args = VarlenBackwardArgs(*tensors, at(11), at(12), 3, 200, 0.125)
-    sinks, dsinks = packed(at(13), 2, (h,)), packed(at(14), 2, (h,))
+    args = backward_args()
+    sinks, dsinks = packed(fake_address(13), 2, (4,)), packed(fake_address(14), 2, (4,))
     status = b.lib.fa_attention_backward_varlen_sinks_check(
         kernel, ctypes.byref(args), ctypes.byref(sinks), ctypes.byref(dsinks))
     assert status == 0, b.lib.fa_last_error().decode()

@@ -56,6 +56,17 @@ std::string manifest(const std::vector<std::string> &kernels,
   return manifestOf(kernels, version);
 }
 
+/// A query for a bf16 causal kernel of head dim `d` on sm_90.
+fa_kernel_query causalQuery(fa_direction direction, int32_t d) {
+  fa_kernel_query q{};
+  q.direction = direction;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = d;
+  q.mask = FA_MASK_CAUSAL;
+  q.compute_capability = 90;
+  return q;
+}
+
 
 TEST(VarlenManifest, FieldsAndVersion) {
   fa_bundle *b = nullptr;
@@ -141,12 +152,7 @@ protected:
 };
 
 TEST_F(VarlenApi, OnlyTheVarlenSearchReturnsThem) {
-  fa_kernel_query q{};
-  q.direction = FA_DIRECTION_FWD;
-  q.dtype = FA_DTYPE_BF16;
-  q.head_dim = 128;
-  q.mask = FA_MASK_CAUSAL;
-  q.compute_capability = 90;
+  fa_kernel_query q = causalQuery(FA_DIRECTION_FWD, 128);
   const fa_kernel *k = nullptr;
   ASSERT_EQ(fa_kernel_find(bundle, &q, &k), FA_SUCCESS) << lastError();
   EXPECT_EQ(k, dense_);
@@ -548,12 +554,7 @@ TEST(VarlenBackwardManifest, Fields) {
 }
 
 TEST_F(VarlenBackwardApi, FoundByTheVarlenSearchOnly) {
-  fa_kernel_query q{};
-  q.direction = FA_DIRECTION_BWD;
-  q.dtype = FA_DTYPE_BF16;
-  q.head_dim = 64;
-  q.mask = FA_MASK_CAUSAL;
-  q.compute_capability = 90;
+  fa_kernel_query q = causalQuery(FA_DIRECTION_BWD, 64);
   const fa_kernel *k = nullptr;
   ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS)
       << lastError();
@@ -788,12 +789,7 @@ TEST(VarlenSinksManifest, FieldsAndVersion) {
 }
 
 TEST_F(VarlenSinksApi, SearchMatchesTheQuerysSinks) {
-  fa_kernel_query q{};
-  q.direction = FA_DIRECTION_FWD;
-  q.dtype = FA_DTYPE_BF16;
-  q.head_dim = 128;
-  q.mask = FA_MASK_CAUSAL;
-  q.compute_capability = 90;
+  fa_kernel_query q = causalQuery(FA_DIRECTION_FWD, 128);
   const fa_kernel *k = nullptr;
   q.sinks = 1;
   ASSERT_EQ(fa_kernel_find_varlen(bundle, &q, 4096, &k), FA_SUCCESS)
