@@ -18,6 +18,10 @@ contiguous one first (out/bundle-paged: test/gpu/configs_paged.txt).
     python3 bench/decode.py --bundle out/bundle --lib build-rt/lib/libfa_runtime.so
     python3 bench/decode.py --bundle out/bundle-paged --lib ... --paged
 
+With --grid: the issue's decode grid (d 64 and 128, GQA 32/8 and 8/1, Nq 1, 4
+and 16, B x Nk from 1x8k to 1x128k and 64x4k), fa against cuDNN SDPA and the
+copy, each O checked as above.
+
 With --compare B1,B2: fa.attention through each further bundle too (columns
 fa@B1, ...), same process and inputs, each O checked like fa's: an A/B of
 kernel variants (say the K/V ring's depth, config field s3).
@@ -62,22 +66,22 @@ def sdpa(q, k, v, backend):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
-def run_shape(b, nk, bundle, others=()):
+def run_shape(b, nk, bundle, others=(), h=H, hkv=HKV, d=D, nq=1, timer=median_us):
     torch.manual_seed(b * 7 + nk)
-    q = torch.randn(b, H, 1, D, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(b, h, nq, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, hkv, nk, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, hkv, nk, d, device="cuda", dtype=torch.bfloat16)
     row = {"B": b, "Nk": nk}
     # Which kernels fa takes, as fa.attention decides, packed and unpacked.
     import ctypes
     for key, packed in (("splits", True), ("unpacked_splits", False)):
-        kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk,
+        kernel = bundle.find_splitkv(q.dtype, d, d, "none", (-1, -1), fa._capability(q), nk,
                                      packed=packed)
         splits = 0  # no such kernel
         if kernel is not None:
             s = ctypes.c_int32()
             fa.check(bundle.lib, bundle.lib.fa_splitkv_choose_gqa(
-                kernel, b, H, HKV, 1, nk, fa._sm_count(q), ctypes.byref(s)))
+                kernel, b, h, hkv, nq, nk, fa._sm_count(q), ctypes.byref(s)))
             splits = s.value
         row[key] = splits
     # Correctness: fa against SDPA math in float32.
@@ -101,7 +105,7 @@ def run_shape(b, nk, bundle, others=()):
         err = ((o.float() - ref).abs().max() / ref.abs().max()).item()
         row["ok"] = row["ok"] and bool(err < 1e-2)
     o_unpacked = torch.empty_like(q)
-    lse_unpacked = torch.empty(b, H, 1, device="cuda")
+    lse_unpacked = torch.empty(b, h, nq, device="cuda")
 
     plan = fa._splitkv_plan(q, k, v, o_unpacked, lse_unpacked, bundle, (False, False, None),
                             None)
@@ -137,16 +141,56 @@ def run_shape(b, nk, bundle, others=()):
         fns["fa@" + name] = lambda other=other: fa.attention(q, k, v, bundle=other)
     for name, fn in fns.items():
         try:
-            us = median_us(fn)
+            us = timer(fn)
             row[name] = {"us": us, "TB/s": kv_bytes / (us * 1e-6) / 1e12}
         except Exception as e:  # noqa: BLE001 (a backend may not take the shape)
             row[name] = {"error": str(e).splitlines()[0][:160]}
     return row
 
 
+GRID = [(b, nk) for b, nk in ((1, 8192), (1, 65536), (1, 131072), (8, 16384), (64, 4096))]
+
+
+def grid_main(bundle, json_path):
+    """The issue's decode grid: d 64 and 128, GQA 32/8 and 8/1, Nq 1, 4, 16,
+    B x Nk from 1x8k to 1x128k and 64x4k: fa against cuDNN SDPA and the K+V
+    copy, one process, GPU time of CUDA graphs (a serving engine's captured
+    step: no host time). fa and cuDNN: the K+V bytes read per second; the
+    copy: bytes read and written per second (its DRAM traffic, the rate the
+    issue's 4.25 TB/s names), so fa/copy is the read rate's fraction of it."""
+    rows, failed = [], 0
+    print("%-4s %-5s %-3s %-7s | %-18s | %-18s | %-18s | %7s %7s" %
+          ("d", "H/Hkv", "Nq", "B x Nk", "fa µs, K+V TB/s", "cudnn", "copy, r+w TB/s",
+           "cuDNN/fa", "fa/copy"))
+    for d in (128, 64):
+        for h, hkv in ((32, 8), (8, 1)):
+            for nq in (1, 4, 16):
+                for b, nk in GRID:
+                    row = run_shape(b, nk, bundle, h=h, hkv=hkv, d=d, nq=nq, timer=graph_us)
+                    row.update({"d": d, "H": h, "Hkv": hkv, "Nq": nq})
+                    if "us" in row["copy"]:
+                        row["copy"]["TB/s"] *= 2  # read and written
+                    rows.append(row)
+                    failed += not row["ok"]
+                    ok = all("us" in row[c] for c in ("fa", "cudnn", "copy"))
+                    print("%-4d %-5s %-3d %-7s | %s | %s | %s | %7s %7s%s" % (
+                        d, "%d/%d" % (h, hkv), nq, "%dx%dk" % (b, nk // 1024), fmt(row["fa"]),
+                        fmt(row["cudnn"]), fmt(row["copy"]),
+                        "%.3f" % (row["cudnn"]["us"] / row["fa"]["us"]) if ok else "n/a",
+                        "%.3f" % (row["fa"]["TB/s"] / row["copy"]["TB/s"]) if ok else "n/a",
+                        "" if row["ok"] else "  FAIL"))
+                    sys.stdout.flush()
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("%d passed, %d failed" % (len(rows) - failed, failed))
+    return 1 if failed else 0
+
+
 def sweep(b, nk, bundle, counts, packed=False):
-    """µs per split-KV call at each split count, the count given to the
-    runtime directly (what fa_splitkv_choose should pick)."""
+    """µs per split-KV call (GPU time of CUDA graphs) at each split count,
+    the count given to the runtime directly (what fa_splitkv_choose should
+    pick)."""
     import ctypes
     q = torch.randn(b, H, 1, D, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
@@ -154,7 +198,10 @@ def sweep(b, nk, bundle, counts, packed=False):
     o, lse = torch.empty_like(q), torch.empty(b, H, 1, device="cuda")
     kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk,
                                  packed=packed)
-    out = {}
+    chosen = ctypes.c_int32()
+    fa.check(bundle.lib, bundle.lib.fa_splitkv_choose_gqa(
+        kernel, b, H, HKV, 1, nk, fa._sm_count(q), ctypes.byref(chosen)))
+    out = {"runtime's choice": chosen.value}
     for splits in counts:
         if b * splits > 65535 or splits > (nk + 63) // 64:
             continue
@@ -167,7 +214,7 @@ def sweep(b, nk, bundle, counts, packed=False):
         def call():
             fa._launch(bundle.lib, bundle.lib.fa_attention_forward_splitkv, kernel, args, q,
                        workspace.data_ptr(), nbytes.value, splits)
-        out[splits] = median_us(call, reps=20, rounds=3)
+        out[splits] = graph_us(call)
     return out
 
 
@@ -257,16 +304,30 @@ def main():
                     help="comma-separated bundles: fa.attention through each too (an A/B)")
     ap.add_argument("--paged", action="store_true",
                     help="paged caches (pages of 16, 64, 256) against the contiguous one")
+    ap.add_argument("--grid", action="store_true",
+                    help="the issue's grid: d 64/128, GQA 32/8 and 8/1, Nq 1/4/16, B x Nk "
+                         "1x8k ... 1x128k, 8x16k, 64x4k (fa, cuDNN, copy)")
+    ap.add_argument("--gqa", default=None,
+                    help="H/HKV of the table, --sweep and --paged (default 32/8)")
+    ap.add_argument("--dim", type=int, default=None, help="their head dim (default 128)")
     args = ap.parse_args()
-    bundle = fa.load(args.bundle, args.lib, jit=False)
+    global H, HKV, D
+    if args.gqa:
+        H, HKV = (int(x) for x in args.gqa.split("/"))
+    if args.dim:
+        D = args.dim
+    bundle = fa.load(args.bundle.split(","), args.lib, jit=False)
     if args.paged:
         return paged_main(bundle, args.json)
+    if args.grid:
+        return grid_main(bundle, args.json)
     if args.sweep:
         counts = [int(c) for c in args.sweep.split(",")]
         for b, nk in SHAPES:
             times = sweep(b, nk, bundle, counts, args.packed)
-            print("%dx%dk: %s" % (b, nk // 1024, "  ".join("S=%d %.1f µs" % kv
-                                                          for kv in times.items())))
+            choice = times.pop("runtime's choice")
+            print("%dx%dk (the runtime picks %d): %s" % (
+                b, nk // 1024, choice, "  ".join("S=%d %.1f µs" % kv for kv in times.items())))
             sys.stdout.flush()
         return 0
     others = [(os.path.basename(p.rstrip("/")), fa.load(p, args.lib, jit=False))

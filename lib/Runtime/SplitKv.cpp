@@ -17,6 +17,8 @@ namespace {
 
 constexpr const char *kApi = "fa_attention_forward_splitkv";
 constexpr int64_t kMaxGridZ = 65535;
+/// The most splits fa_splitkv_choose suggests.
+constexpr int64_t kMaxSplits = 128;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -77,8 +79,13 @@ int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
   // splits (256 CTAs) 37 µs, 9 (288 CTAs, a second partial wave) 50 µs; 16
   // splits 40 µs. A kernel that fits three per SM does not gain from a third
   // (2026-12-03, 1 x 64k: 33 splits 72.5 µs, 49 splits 74.7 µs).
+  // At most kMaxSplits: each split costs its row's merge and the CTA's own
+  // start, which a few key blocks per split do not pay for (2026-12-03, 1 x
+  // 64k, 8 heads on 1, packed: d128 264 splits 40.2 µs, 132 31.1 µs; d64
+  // 55.5 and 33.9 µs, 66 28.4 µs).
   int64_t want = std::min<int64_t>(2, ctasPerSm(c)) * sms / ctas;
-  return static_cast<int32_t>(std::max<int64_t>(1, std::min(want, most)));
+  return static_cast<int32_t>(
+      std::max<int64_t>(1, std::min({want, most, kMaxSplits})));
 }
 
 fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,

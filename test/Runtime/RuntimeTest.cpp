@@ -2545,6 +2545,9 @@ TEST_F(SplitKvApi, ChooseSplits) {
   EXPECT_EQ(choose(2, 32, 1, 4096, 132), 4);
   // Each split at least 2 key blocks: 256 keys are 4 blocks, so 2 splits;
   // 192 keys are 3 blocks, so 1; 64 keys, 1.
+  // A single (batch, head) row of 64k keys: one wave would take 264
+  // splits of under 4 key blocks; at most 128.
+  EXPECT_EQ(choose(1, 1, 1, 65536, 132), 128);
   EXPECT_EQ(choose(1, 1, 1, 256, 132), 2);
   EXPECT_EQ(choose(1, 1, 1, 192, 132), 1);
   EXPECT_EQ(choose(1, 1, 1, 64, 132), 1);
