@@ -41,6 +41,8 @@
 #                           FA_VARLEN_BENCH=1 bench/varlen.py (fa varlen vs fa per sequence and fa
 #                           dense on FA_VARLEN_DENSE_BUNDLE (out/bundle), SDPA flash;
 #                           FA_VARLEN_BENCH_ARGS); memcheck of 12 short cases unless FA_VARLEN_SAN=0
+#   out/bundle-varlen-sinks/ varlen kernels with sinks (FA_VARLEN_SINKS_BUNDLE names another), run
+#                           with FA_VARLEN=1 where present: test/gpu/test_varlen.py on them
 # Built here (MLIR is not on the GPU machine):
 #   build/bin/fa-aot --defaults --config-file test/gpu/configs.txt -o out/bundle
 #   build/bin/fa-aot --config-file test/gpu/configs_score_mod.txt \
@@ -58,6 +60,7 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
 #       -o out/bundle-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
+#   build/bin/fa-aot --config-file test/gpu/configs_varlen_sinks.txt -o out/bundle-varlen-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
 #   build/bin/fa-aot --config-file test/gpu/configs_kvappend.txt -o out/bundle-kvappend
@@ -223,6 +226,14 @@ if [ "${FA_VARLEN:-0}" = 1 ]; then
       --max-len 300 --seed 5 > "$WORK/varlen_memcheck.log" 2>&1
     rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/varlen_memcheck.log" | tail -n 20
     [ $rc = 0 ] && echo "memcheck: clean" || fail "varlen memcheck (exit $rc)"
+  fi
+  VARLEN_SINKS_BUNDLE=${FA_VARLEN_SINKS_BUNDLE:-out/bundle-varlen-sinks}
+  if [ -f "$VARLEN_SINKS_BUNDLE/manifest.json" ]; then
+    step "varlen kernels with sinks ($VARLEN_SINKS_BUNDLE): differential tests, d_sinks summed over the sequences"
+    timeout -k 10 ${FA_VARLEN_TIMEOUT:-300} python3 test/gpu/test_varlen.py --lib "$LIB" \
+      --bundle "$VARLEN_SINKS_BUNDLE" --cases "${FA_VARLEN_CASES:-120}" \
+      > "$WORK/varlen_sinks.log" 2>&1 || fail "varlen sinks differential tests"
+    grep -E "FAIL|passed|Error|error" "$WORK/varlen_sinks.log" | tail -n 40
   fi
 fi
 if [ "${FA_VARLEN_BENCH:-0}" = 1 ]; then
