@@ -1,6 +1,7 @@
 // RUN: fa-opt %s -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -attn-gpu-plan -attn-online-softmax -attn-tile -convert-attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NOSPLIT
 // RUN: fa-opt %s -attn-gpu-plan="split-kv=1" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu -attn-gpu-pipeline -convert-attn-gpu-to-nvvm | FileCheck %s --check-prefix=NVVM --enable-var-scope
+// RUN: fa-opt %s -attn-gpu-plan="split-kv=1 block-q=32 warps=2 block-kv=128" -attn-online-softmax -attn-split-kv="splits=1" -attn-tile -convert-attn-to-gpu -attn-gpu-pipeline -convert-attn-gpu-to-nvvm | FileCheck %s --check-prefix=GROUPS --enable-var-scope
 
 // A paged cache lowers to the split-KV kernel whose K and V tiles are
 // gathered through the page table: after the strides come the page table
@@ -69,6 +70,23 @@
 // NVVM: nvvm.cp.async.commit.group
 // NVVM-NEXT: }
 // NVVM-NEXT: }
+
+// With 128-key tiles and 64 threads a thread's run is 32 rows, two 16-key
+// groups: the page is read at its first and 17th row.
+// GROUPS: scf.for
+// GROUPS: } else {
+// GROUPS: %[[G:.+]] = arith.remui %{{.+}}, %c16{{.*}} : index
+// GROUPS: %[[AL:.+]] = arith.cmpi eq, %[[G]], %c0{{.*}} : index
+// GROUPS: scf.if %[[AL]] {
+// GROUPS: %[[TROW:.+]] = arith.divui %thread_id_x, %c16{{.*}} : index
+// GROUPS: %[[FIRST:.+]] = arith.muli %[[TROW]], %c32{{.*}} : index
+// GROUPS: llvm.load {{.+}} invariant
+// GROUPS-NOT: llvm.load
+// GROUPS: arith.addi %[[FIRST]], %c16{{.*}} : index
+// GROUPS: llvm.load {{.+}} invariant
+// GROUPS-NOT: llvm.load
+// GROUPS: nvvm.cp.async.commit.group
+// GROUPS-NEXT: } else {
 
 // NOSPLIT: error: 'attn.attention' op a paged KV cache has a GPU kernel for the split-KV forward only (split-kv=1, any split count at launch), got no split-kv
 func.func @paged(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x?x8x128xbf16>, %v: tensor<?x?x8x128xbf16>, %pt: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>) {
