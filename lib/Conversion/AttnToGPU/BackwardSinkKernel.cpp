@@ -4,10 +4,11 @@
 // over every row of head h (OnlineSoftmaxMath::sinkGradientTerm, the CPU
 // decomposition's term), one CTA per head, launched after fa_bwd_pre has
 // written Delta. A varlen batch's rows are those of its sequences, the first
-// cu_seqlens_q[B] of LSE and Delta [H, Tq] (the others were never written). Thread t sums rows t, t + threads, … in order, each warp
-// sums its lanes with xor shuffles, and thread 0 adds the warps' sums in warp
-// order: d_sinks has the same bits on every run (no atomics). The rows of a
-// head are B·Nq loads of 8 bytes, a few microseconds beside fa_bwd.
+// cu_seqlens_q[B] of LSE and Delta [H, Tq] (the others were never written).
+// Thread t sums rows t, t + threads, … in order, each warp sums its lanes
+// with xor shuffles, and thread 0 adds the warps' sums in warp order: d_sinks
+// has the same bits on every run (no atomics). The rows of a head are B·Nq
+// loads of 8 bytes, a few microseconds beside fa_bwd.
 //
 //===----------------------------------------------------------------------===//
 
