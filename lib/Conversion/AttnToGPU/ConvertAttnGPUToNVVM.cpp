@@ -357,21 +357,16 @@ struct AsyncCopyLowering : TileOpLowering<ag::AsyncCopyOp> {
         [&](const KernelBuilder::GatherRow &at) {
           if (at.run == 1)
             return pagedRow(kb, op, at, sizes, lastPage, previous);
-          Value key = kb.add(op.getRowBegin(), at.row);
-          Value valid = kb.lt(key, op.getRowLimit());
           if (at.offset % kKeyGroup == 0) {
-            auto [slot, inPage] =
-                splitKey(kb,
-                         arith::IndexCastUIOp::create(kb.b, kb.loc,
-                                                      kb.b.getI32Type(), key),
-                         sizes.size32, sizes.inverse);
-            Value page = loadPage(kb, op, kb.select(valid, slot, kb.c32(0)),
-                                  lastPage);
-            rowStart = kb.add(op.getBase(), kb.mul(poolRow(kb, op, page, inPage),
-                                                   op.getRowStride()));
-          } else {
-            rowStart = kb.add(rowStart, op.getRowStride());
+            // The group's first row: split and read as a lone row.
+            auto first = pagedRow(kb, op, KernelBuilder::GatherRow{at.row},
+                                  sizes, lastPage, previous);
+            rowStart = first.first;
+            return first;
           }
+          Value valid =
+              kb.lt(kb.add(op.getRowBegin(), at.row), op.getRowLimit());
+          rowStart = kb.add(rowStart, op.getRowStride());
           return std::make_pair(rowStart, valid);
         },
         tile, /*blocked=*/true);
