@@ -218,12 +218,12 @@ std::string checkVarlen(const KernelConfig &c,
            .empty() ||
       !(err = checkScaleValue(a.scale)).empty())
     return err;
+  // With sinks, their rules and the outputs' overlap with every tensor.
   LaunchTensors tensors(a, sinks);
-  if (!(err = checkOutputOverlap(tensors.all, {"o", "lse"})).empty())
-    return err;
-  if (sinks.given() && !(err = checkSinkTensors(c, sinks, a.q, tensors.all,
-                                                {"o", "lse"}))
-                            .empty())
+  err = sinks.given()
+            ? checkSinkTensors(c, sinks, a.q, tensors.all, {"o", "lse"})
+            : checkOutputOverlap(tensors.all, {"o", "lse"});
+  if (!err.empty())
     return err;
   switch (workOf(a)) {
   case Work::None:
@@ -509,8 +509,10 @@ std::string checkVarlenBackward(const KernelConfig &c,
            std::to_string(s.d);
   if (backwardWorkOf(a) != BackwardWork::Launch)
     return "";
-  // The dense view's checks: strides, alignment, overlap, the scale.
-  return checkArguments(c, denseView(a), ModArgList{}, sinks,
+  // The dense view's checks: strides, alignment, overlap, the scale (the
+  // kernel's sinks were checked above, with the offsets among the tensors;
+  // varlen kernels take no mod_args).
+  return checkArguments(c, denseView(a), ModArgList::unchecked(), SinkArgs{},
                         /*varlenView=*/true);
 }
 
