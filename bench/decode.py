@@ -180,11 +180,7 @@ def grid_main(bundle, json_path):
                         "%.3f" % (row["fa"]["TB/s"] / row["copy"]["TB/s"]) if ok else "n/a",
                         "" if row["ok"] else "  FAIL"))
                     sys.stdout.flush()
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(rows, f, indent=1)
-    print("%d passed, %d failed" % (len(rows) - failed, failed))
-    return 1 if failed else 0
+    return report(rows, failed, json_path)
 
 
 def sweep(b, nk, bundle, counts, packed=False):
@@ -277,6 +273,11 @@ def paged_main(bundle, json_path):
                                     " | ".join(cells),
                                     "" if row["ok"] else "  FAIL (paged vs contiguous O)"))
         sys.stdout.flush()
+    return report(rows, failed, json_path)
+
+
+def report(rows, failed, json_path):
+    """Writes the rows as JSON (if asked), prints the tally; the exit code."""
     if json_path:
         with open(json_path, "w") as f:
             json.dump(rows, f, indent=1)
@@ -351,11 +352,7 @@ def main():
                fmt(row["cudnn"]), fmt(row["flash"]), fmt(row["copy"]),
                extra + ("" if row["ok"] else "  FAIL (fa vs SDPA math)")))
         sys.stdout.flush()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    print("%d passed, %d failed" % (len(rows) - failed, failed))
-    return 1 if failed else 0
+    return report(rows, failed, args.json)
 
 
 if __name__ == "__main__":

@@ -434,6 +434,17 @@ std::string backwardEntries(const std::string &tag, int threads,
          entry("bwd_post", 0);
 }
 
+/// `a` without query tokens: q, o, d_o, dq of 0 rows and lse, delta,
+/// dq_accum of 0 columns, their data null.
+fa_attention_backward_varlen_args
+withoutQueries(fa_attention_backward_varlen_args a) {
+  for (fa_tensor *t : {&a.q, &a.o, &a.d_o, &a.dq})
+    t->shape[0] = 0, t->data = 0;
+  for (fa_tensor *t : {&a.lse, &a.delta, &a.dq_accum})
+    t->shape[1] = 0, t->data = 0;
+  return a;
+}
+
 /// An mma.sync varlen backward as fa-aot writes it for
 /// `bwd:bf16:d64:causal:varlen` (strides from 15, cu_seqlens at 33).
 std::string varlenBackward(const std::string &tag, int cuParam = 33,
@@ -644,13 +655,9 @@ TEST_F(VarlenWgmmaBackwardApi, ChecksThePackedViewsMaps) {
 
 TEST_F(VarlenBackwardApi, EmptyBatchesLaunchNothing) {
   // No tokens at all: nothing to compute (null data is fine).
-  fa_attention_backward_varlen_args e = a;
-  for (fa_tensor *t : {&e.q, &e.o, &e.d_o, &e.dq})
-    t->shape[0] = 0, t->data = 0;
+  fa_attention_backward_varlen_args e = withoutQueries(a);
   for (fa_tensor *t : {&e.k, &e.v, &e.dk, &e.dv})
     t->shape[0] = 0, t->data = 0;
-  for (fa_tensor *t : {&e.lse, &e.delta, &e.dq_accum})
-    t->shape[1] = 0, t->data = 0;
   EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &e), FA_SUCCESS)
       << lastError();
   EXPECT_EQ(fa_attention_backward_varlen(kernel, &e, nullptr), FA_SUCCESS)
@@ -668,11 +675,7 @@ TEST_F(VarlenBackwardApi, EmptyBatchesLaunchNothing) {
                  "heads adjacent in each row: dq.strides[1] is 128, expected "
                  "D = 64");
   // Keys without any query: dk and dv are filled with zeros.
-  fa_attention_backward_varlen_args noQueries = a;
-  for (fa_tensor *t : {&noQueries.q, &noQueries.o, &noQueries.d_o, &noQueries.dq})
-    t->shape[0] = 0, t->data = 0;
-  for (fa_tensor *t : {&noQueries.lse, &noQueries.delta, &noQueries.dq_accum})
-    t->shape[1] = 0, t->data = 0;
+  fa_attention_backward_varlen_args noQueries = withoutQueries(a);
   EXPECT_EQ(fa_attention_backward_varlen_check(kernel, &noQueries), FA_SUCCESS)
       << lastError();
 }
@@ -871,11 +874,7 @@ TEST_F(VarlenSinksApi, RejectsBadSinksAndGradients) {
       "output d_sinks");
   // The sinks' rules hold where nothing but d_sinks = 0 is written (no
   // query token).
-  fa_attention_backward_varlen_args e = g;
-  for (fa_tensor *x : {&e.q, &e.o, &e.d_o, &e.dq})
-    x->shape[0] = 0, x->data = 0;
-  for (fa_tensor *x : {&e.lse, &e.delta, &e.dq_accum})
-    x->shape[1] = 0, x->data = 0;
+  fa_attention_backward_varlen_args e = withoutQueries(g);
   EXPECT_EQ(fa_attention_backward_varlen_sinks_check(bwdSinks, &e, &sinks,
                                                      &dSinks),
             FA_SUCCESS)
