@@ -22,9 +22,10 @@ With --grid: the issue's decode grid (d 64 and 128, GQA 32/8 and 8/1, Nq 1, 4
 and 16, B x Nk from 1x8k to 1x128k and 64x4k), fa against cuDNN SDPA and the
 copy, each O checked as above.
 
-With --compare B1,B2: fa.attention through each further bundle too (columns
+With --compare B1,B2 (also with --grid): fa.attention through each further bundle too (columns
 fa@B1, ...), same process and inputs, each O checked like fa's: an A/B of
-kernel variants (say the K/V ring's depth, config field s3).
+kernel variants (say the K/V ring's depth, config field s3); --graph times them as CUDA
+graphs (GPU time only).
 """
 import argparse
 import json
@@ -151,13 +152,15 @@ def run_shape(b, nk, bundle, others=(), h=H, hkv=HKV, d=D, nq=1, timer=median_us
 GRID = [(b, nk) for b, nk in ((1, 8192), (1, 65536), (1, 131072), (8, 16384), (64, 4096))]
 
 
-def grid_main(bundle, json_path):
+def grid_main(bundle, json_path, others=()):
     """The issue's decode grid: d 64 and 128, GQA 32/8 and 8/1, Nq 1, 4, 16,
     B x Nk from 1x8k to 1x128k and 64x4k: fa against cuDNN SDPA and the K+V
     copy, one process, GPU time of CUDA graphs (a serving engine's captured
     step: no host time). fa and cuDNN: the K+V bytes read per second; the
     copy: bytes read and written per second (its DRAM traffic, the rate the
-    issue's 4.25 TB/s names), so fa/copy is the read rate's fraction of it."""
+    issue's 4.25 TB/s names), so fa/copy is the read rate's fraction of it.
+    With `others` (--compare): each further bundle's time over fa's, same
+    process and inputs."""
     rows, failed = [], 0
     print("%-4s %-5s %-3s %-7s | %-18s | %-18s | %-18s | %7s %7s" %
           ("d", "H/Hkv", "Nq", "B x Nk", "fa µs, K+V TB/s", "cudnn", "copy, r+w TB/s",
@@ -166,19 +169,23 @@ def grid_main(bundle, json_path):
         for h, hkv in ((32, 8), (8, 1)):
             for nq in (1, 4, 16):
                 for b, nk in GRID:
-                    row = run_shape(b, nk, bundle, h=h, hkv=hkv, d=d, nq=nq, timer=graph_us)
+                    row = run_shape(b, nk, bundle, others, h=h, hkv=hkv, d=d, nq=nq,
+                                    timer=graph_us)
                     row.update({"d": d, "H": h, "Hkv": hkv, "Nq": nq})
                     if "us" in row["copy"]:
                         row["copy"]["TB/s"] *= 2  # read and written
                     rows.append(row)
                     failed += not row["ok"]
                     ok = all("us" in row[c] for c in ("fa", "cudnn", "copy"))
-                    print("%-4d %-5s %-3d %-7s | %s | %s | %s | %7s %7s%s" % (
+                    extra = "".join(
+                        " | %s %.3fx" % (name, row["fa@" + name]["us"] / row["fa"]["us"])
+                        for name, _ in others if ok and "us" in row["fa@" + name])
+                    print("%-4d %-5s %-3d %-7s | %s | %s | %s | %7s %7s%s%s" % (
                         d, "%d/%d" % (h, hkv), nq, "%dx%dk" % (b, nk // 1024), fmt(row["fa"]),
                         fmt(row["cudnn"]), fmt(row["copy"]),
                         "%.3f" % (row["cudnn"]["us"] / row["fa"]["us"]) if ok else "n/a",
                         "%.3f" % (row["fa"]["TB/s"] / row["copy"]["TB/s"]) if ok else "n/a",
-                        "" if row["ok"] else "  FAIL"))
+                        extra, "" if row["ok"] else "  FAIL"))
                     sys.stdout.flush()
     return report(rows, failed, json_path)
 
@@ -311,6 +318,8 @@ def main():
     ap.add_argument("--gqa", default=None,
                     help="H/HKV of the table, --sweep and --paged (default 32/8)")
     ap.add_argument("--dim", type=int, default=None, help="their head dim (default 128)")
+    ap.add_argument("--graph", action="store_true",
+                    help="time the table as CUDA graphs (GPU time only, as --grid does)")
     args = ap.parse_args()
     global H, HKV, D
     if args.gqa:
@@ -320,8 +329,10 @@ def main():
     bundle = fa.load(args.bundle.split(","), args.lib, jit=False)
     if args.paged:
         return paged_main(bundle, args.json)
+    others = [(os.path.basename(p.rstrip("/")), fa.load(p, args.lib, jit=False))
+              for p in args.compare.split(",")] if args.compare else []
     if args.grid:
-        return grid_main(bundle, args.json)
+        return grid_main(bundle, args.json, others)
     if args.sweep:
         counts = [int(c) for c in args.sweep.split(",")]
         for b, nk in SHAPES:
@@ -331,8 +342,6 @@ def main():
                 b, nk // 1024, choice, "  ".join("S=%d %.1f µs" % kv for kv in times.items())))
             sys.stdout.flush()
         return 0
-    others = [(os.path.basename(p.rstrip("/")), fa.load(p, args.lib, jit=False))
-              for p in args.compare.split(",")] if args.compare else []
     rows, failed = [], 0
     print("fa: packed GQA (splits: the packed kernel's, / the unpacked one's; 0: none);"
           " unpacked: the split-KV kernel without packing")
@@ -340,7 +349,8 @@ def main():
           ("B x Nk", "splits", "rel err", "fa µs, K+V TB/s", "unpacked", "cudnn", "flash",
            "copy K+V"))
     for b, nk in SHAPES:
-        row = run_shape(b, nk, bundle, others)
+        row = run_shape(b, nk, bundle, others, h=H, hkv=HKV, d=D,
+                        timer=graph_us if args.graph else median_us)
         rows.append(row)
         failed += not row["ok"]
         extra = "".join(" | %s %s %.3fx" % (name, fmt(row["fa@" + name]),

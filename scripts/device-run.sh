@@ -18,6 +18,8 @@
 #                           folder): their differential test, test/gpu/test_splitkv_ptx.py
 #   out/bundle-gqa/         the packed-GQA kernels' bundle (optional; FA_GQA_BUNDLE names
 #                           another): their differential test, test/gpu/test_packgqa.py
+#   out/bundle-tma/         decode kernels loading K/V by TMA (FA_TMA_BUNDLE names another):
+#                           test/gpu/test_packgqa.py on them, memcheck of 30 cases (FA_SAN=0 skips)
 #   out/bundle-fp8/         fp8 e4m3 forwards (FA_FP8=1; FA_FP8_BUNDLE names another):
 #                           test/gpu/test_fp8.py, then bench/fp8.py (FA_FP8_BENCH=0 skips it;
 #                           FA_FP8_TIMEOUT, FA_FP8_BENCH_TIMEOUT, 240 s each)
@@ -57,6 +59,7 @@
 #     python3 test/Conversion/AttnToGPU/Inputs/extract-ptx.py out/splitkv/kernels.mlir out/splitkv
 #   build/bin/fa-aot --config-file test/gpu/configs_packgqa.txt --score-mods test/gpu/score_mods.mlir -o out/bundle-gqa
 #   build/bin/fa-aot --config-file test/gpu/configs_fp8.txt -o out/bundle-fp8
+#   build/bin/fa-aot --config-file test/gpu/configs_tma.txt -o out/bundle-tma
 #   build/bin/fa-aot --config-file test/gpu/configs_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
 #       -o out/bundle-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
@@ -317,6 +320,20 @@ if [ -f "$GQA_BUNDLE/manifest.json" ]; then
   timeout -k 10 ${FA_GQA_TIMEOUT:-240} python3 test/gpu/test_packgqa.py --bundle "$GQA_BUNDLE" \
     --lib "$LIB" > "$WORK/packgqa.log" 2>&1 || fail "packed-GQA differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/packgqa.log" | tail -n 40
+fi
+
+TMA_BUNDLE=${FA_TMA_BUNDLE:-out/bundle-tma}
+if [ -f "$TMA_BUNDLE/manifest.json" ]; then
+  step "TMA decode kernels ($TMA_BUNDLE): differential tests, memcheck of 30 cases"
+  timeout -k 10 ${FA_GQA_TIMEOUT:-240} python3 test/gpu/test_packgqa.py --bundle "$TMA_BUNDLE" \
+    --lib "$LIB" > "$WORK/tma.log" 2>&1 || fail "TMA decode differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/tma.log" | tail -n 40
+  if [ "${FA_SAN:-1}" != 0 ]; then
+    timeout -k 10 ${FA_SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 test/gpu/test_packgqa.py --bundle "$TMA_BUNDLE" --lib "$LIB" --max-cases 30 \
+      > "$WORK/tma-memcheck.log" 2>&1 || fail "TMA decode kernels under memcheck"
+    tail -n 2 "$WORK/tma-memcheck.log"
+  fi
 fi
 
 FP8_BUNDLE=${FA_FP8_BUNDLE:-out/bundle-fp8}

@@ -88,12 +88,27 @@ def AttnGPU_SharedTileType : AttnGPU_Type<"SharedTile", "shared_tile"> {
     rows (cols a multiple of 64) whose 16-byte chunk c of row r is stored at
     chunk c xor (r mod 8): the eight rows an ldmatrix reads at one chunk
     fall on distinct banks without padding.
+
+    `!attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>`: a swizzled
+    tile of 64-column slabs (stride 64 below cols), slab after slab, each
+    `rows` rows of 128 bytes swizzled as above: what a TMA box of 64
+    columns writes with a 128-byte swizzle, 1024-byte aligned.
   }];
   let parameters = (ins "int64_t":$rows, "int64_t":$cols,
                         "::mlir::Type":$elementType, "int64_t":$stride,
                         "bool":$swizzle);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Swizzled 64-column slabs (a TMA box's layout).
+    bool isSlabbed() const {
+      return getSwizzle() && getStride() == 64 && getCols() > 64;
+    }
+    /// Elements the tile spans in the shared buffer.
+    int64_t getElements() const {
+      return getRows() * (isSlabbed() ? getCols() : getStride());
+    }
+  }];
 }
 
 def AttnGPU_KeyBoundsType : AttnGPU_Type<"KeyBounds", "key_bounds"> {

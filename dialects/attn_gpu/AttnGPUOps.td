@@ -79,17 +79,26 @@ def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy", [AttrSizedOperandSegments]> {
 
     `threads b to e`: only threads [b, e) run it and share the copy (a
     role of attn_gpu.producer_warp).
+
+    `tma(%map [%h, %b])`: the same rows are also box (0, row_begin, h, b)
+    onward of `map`, a 4-D CUtensorMap (columns, rows, heads, batch) whose
+    rows end at row_limit, so a producer warp may load them by TMA
+    (attn-gpu-warp-specialize makes it an attn_gpu.tma_copy); the tile is
+    then swizzled 64-column slabs.
   }];
   let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
                        Index:$row_limit, Index:$row_stride,
                        AttnGPU_SharedTile:$tile,
                        Optional<AnyType>:$page_table,
                        Variadic<Index>:$paging,
+                       Optional<AnyType>:$tensor_map,
+                       Variadic<Index>:$map_coords,
                        OptionalAttr<I64Attr>:$thread_begin,
                        OptionalAttr<I64Attr>:$thread_end);
   let assemblyFormat = [{
     $source `[` $base `]` `rows` $row_begin `below` $row_limit `stride`
     $row_stride (`paged` `(` $page_table^ `[` $paging `]` `:` type($page_table) `)`)?
+    (`tma` `(` $tensor_map^ `[` $map_coords `]` `:` type($tensor_map) `)`)?
     `into` $tile (`threads` $thread_begin^ `to` $thread_end)? attr-dict `:`
     type($source) `,` type($tile)
   }];
@@ -97,10 +106,12 @@ def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy", [AttrSizedOperandSegments]> {
     // All threads copy.
     OpBuilder<(ins "Value":$source, "Value":$base, "Value":$row_begin,
                    "Value":$row_limit, "Value":$row_stride, "Value":$tile,
-                   "Value":$page_table, "ValueRange":$paging), [{
+                   "Value":$page_table, "ValueRange":$paging,
+                   CArg<"Value", "{}">:$tensor_map,
+                   CArg<"ValueRange", "{}">:$map_coords), [{
       build($_builder, $_state, source, base, row_begin, row_limit,
-            row_stride, tile, page_table, paging, IntegerAttr(),
-            IntegerAttr());
+            row_stride, tile, page_table, paging, tensor_map, map_coords,
+            IntegerAttr(), IntegerAttr());
     }]>
   ];
   let hasVerifier = 1;
@@ -747,6 +758,33 @@ def AttnGPU_ProducerWarpOp : AttnGPU_Op<"producer_warp",
     ::mlir::Block &getProducerBlock() { return getProducer().front(); }
     ::mlir::Block &getConsumerBlock() { return getConsumers().front(); }
   }];
+}
+
+def AttnGPU_TmaCopyOp : AttnGPU_Op<"tma_copy"> {
+  let summary = "producer: load a ring slot's tile by TMA";
+  let description = [{
+    Thread `thread` arms the full barrier of slot `iteration` mod `slots`
+    of the ring at byte `at` with the tile's bytes
+    (mbarrier.arrive.expect_tx) and loads the tile as one TMA box per
+    64-column slab at coordinates (64·slab, row, coords...) of `tensor_map`
+    (a 4-D CUtensorMap of 64 × rows boxes, 128-byte swizzle; rows outside
+    the map read as zeros). The slot is full when the boxes land, so its
+    ring_init counts one producer. The tile is 1024-byte aligned slabs.
+    ```mlir
+    attn_gpu.tma_copy %k_map [%row, %kv_head, %batch] into %slot ring %it
+        at 73728 slots 2 thread 64 : !llvm.ptr, <64x128xbf16, stride = 64, swizzle>
+    ```
+  }];
+  let arguments = (ins AnyType:$tensor_map, Index:$row,
+                       Variadic<Index>:$coords, AttnGPU_SharedTile:$tile,
+                       Index:$iteration, I64Attr:$at, I64Attr:$slots,
+                       I64Attr:$thread);
+  let assemblyFormat = [{
+    $tensor_map `[` $row `,` $coords `]` `into` $tile `ring` $iteration `at`
+    $at `slots` $slots `thread` $thread attr-dict `:` type($tensor_map) `,`
+    type($tile)
+  }];
+  let hasVerifier = 1;
 }
 
 def AttnGPU_RingInitOp : AttnGPU_Op<"ring_init"> {

@@ -27,11 +27,12 @@ namespace {
 /// viewed as 3-D {dim, rows, planes} (planes = batch·heads), innermost
 /// first, loaded in boxes of boxCols columns (128 bytes) by boxRows rows;
 /// with `heads` and `batch` (a strided forward) 4-D {dim, rows, heads,
-/// batch} over the caller's strides.
+/// batch} over the caller's strides; L2 promotion of `l2Bytes`.
 json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
                        const char *rows, const char *planes, int64_t boxRows,
                        const char *heads = nullptr,
-                       const char *batch = nullptr, int64_t boxCols = 64) {
+                       const char *batch = nullptr, int64_t boxCols = 64,
+                       int64_t l2Bytes = 256) {
   json::Array dims{dim, rows}, box{boxCols, boxRows, 1};
   if (heads) {
     dims.push_back(heads);
@@ -45,7 +46,7 @@ json::Object tensorMap(const char *tensor, int64_t param, const char *dim,
                       {"dims", std::move(dims)},
                       {"box", std::move(box)},
                       {"swizzle", 128},
-                      {"l2_promotion", 256},
+                      {"l2_promotion", l2Bytes},
                       {"oob_fill", "zero"}};
 }
 
@@ -138,6 +139,15 @@ json::Object kernelObject(const CompiledKernel &k) {
   // The schedule only: the entry's threads count the producer warp.
   if (c.producerWarp)
     o["producer_warp"] = true;
+  // A TMA producer (bundle version 19): k and v maps after the split count,
+  // promoted to L2 by a box row's 128 bytes (256 cost the decode 4-7%
+  // against 128 or none on the H200, PERF.md).
+  if (c.tma)
+    o["tensor_maps"] = json::Array{
+        tensorMap("k", at.tensorMap, "head_dim", "nk", "", c.blockKV,
+                  "kv_heads", "batch", 64, 128),
+        tensorMap("v", at.tensorMap + 1, "head_dim_v", "nk", "", c.blockKV,
+                  "kv_heads", "batch", 64, 128)};
   // Occupancy (the runtime's split count) reads it; older runtimes ignore it.
   if (k.registers > 0)
     o["registers"] = k.registers;
@@ -263,11 +273,16 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // without their sizes.
   // 18: varlen kernels with sinks, which an older runtime refuses ("sinks"
   // on a varlen kernel) anyway; their bwd_sink takes cu_seqlens_q.
-  bool anyRuntimeWindow = false, anyVarlenSinks = false;
+  // 19: split-KV kernels loading K/V by TMA, whose tensor maps an older
+  // runtime refuses on an mma_sync kernel anyway.
+  bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false;
   for (const CompiledKernelRef &k : kernels) {
     anyRuntimeWindow |= k->config.runtimeWindow();
     anyVarlenSinks |= k->config.varlen && k->config.sinks;
+    anyTmaSplit |= k->config.tma;
   }
+  if (anyTmaSplit)
+    return 19;
   if (anyVarlenSinks)
     return 18;
   if (anyRuntimeWindow)

@@ -87,6 +87,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.sinks = true, kind = "sinks";
     else if (p == "pw")
       c.producerWarp = true, kind = "pw";
+    else if (p == "tma")
+      c.tma = true, kind = "tma";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -167,6 +169,8 @@ std::string KernelConfig::str() const {
     s += ":sinks";
   if (producerWarp)
     s += ":pw";
+  if (tma)
+    s += ":tma";
   return s;
 }
 
@@ -626,6 +630,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.blockSparse = config.blockSparse;
   tiles.sinks = config.sinks;
   tiles.producerWarp = config.producerWarp;
+  tiles.tma = config.tma;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -697,6 +702,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.packGqa = config.packGqa;
   pipe.kvAppend = config.kvAppend;
   pipe.producerWarp = config.producerWarp;
+  pipe.tma = config.tma;
   pipe.blockSparse = config.blockSparse;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))

@@ -71,6 +71,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.blockSparse = options.blockSparse;
   plan.kvAppend = options.kvAppend;
   plan.producerWarp = options.producerWarp;
+  plan.tma = options.tma;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();

@@ -178,6 +178,12 @@ constexpr ExpectedMap kWgmmaBackwardStridedMaps[] = {
     {"v", 17, {"head_dim_v", "nk", "kv_heads", "batch"}},
     {"do", 18, {"head_dim_v", "nq", "heads", "batch"}},
 };
+/// The maps of a split-KV forward whose producer warp loads K and V by TMA
+/// (bundle version 19), after fa_fwd's 11 parameters and the split count.
+constexpr ExpectedMap kSplitTmaMaps[] = {
+    {"k", 12, {"head_dim", "nk", "kv_heads", "batch"}},
+    {"v", 13, {"head_dim_v", "nk", "kv_heads", "batch"}},
+};
 /// Threads of the warp-specialised wgmma backward's main entry.
 constexpr unsigned kWgmmaBackwardWsThreads = 384;
 
@@ -206,8 +212,12 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
   if (spec.param != want.param)
     bad(at, "field 'param' = " + std::to_string(spec.param) + ", expected " +
                 std::to_string(want.param) +
-                (bwd ? " (the q, k, v, do maps follow fa_bwd's 15 parameters)"
-                     : " (the q, k, v maps follow fa_fwd's 11 parameters)"));
+                (bwd        ? " (the q, k, v, do maps follow fa_bwd's 15 "
+                              "parameters)"
+                 : c.splitKv ? " (the k, v maps follow fa_fwd's 11 parameters "
+                               "and the split count)"
+                             : " (the q, k, v maps follow fa_fwd's 11 "
+                               "parameters)"));
 
   const json &dims = field(m, "dims", at);
   const int rank = want.dims[3] ? 4 : 3;
@@ -282,6 +292,23 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
   return spec;
 }
 
+/// The k and v maps of an mma.sync split-KV forward whose producer warp
+/// loads them by TMA (sm_90a, 4-D maps over the caller's strides).
+void parseSplitTmaMaps(const json &maps, KernelConfig &c,
+                       const std::string &where) {
+  if (!c.splitKv || c.targetName != "sm_90a")
+    bad(where, "field 'tensor_maps' is given, but only mma 'wgmma' kernels "
+               "and sm_90a split-KV forwards take tensor maps");
+  if (!maps.is_array() || maps.size() != std::size(kSplitTmaMaps))
+    bad(where, "field 'tensor_maps' of a split-KV forward must be an array "
+               "of 2 maps (k, v), got " +
+                   maps.dump());
+  for (size_t i = 0; i < std::size(kSplitTmaMaps); ++i)
+    c.tensorMaps.push_back(
+        parseTensorMap(maps[i], kSplitTmaMaps[i], c,
+                       where + ".tensor_maps[" + std::to_string(i) + "]"));
+}
+
 /// The optional "mma" and "tensor_maps" fields, and what a wgmma kernel
 /// needs of the rest of its config.
 void parseMma(const json &k, KernelConfig &c, const std::string &where) {
@@ -299,8 +326,7 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
   bool hasMaps = maps != k.end() && !maps->is_null();
   if (c.mma != FA_MMA_WGMMA) {
     if (hasMaps)
-      bad(where, "field 'tensor_maps' is given, but only mma 'wgmma' kernels "
-                 "take tensor maps");
+      parseSplitTmaMaps(*maps, c, where);
     return;
   }
   if (c.targetName != "sm_90a")
@@ -836,6 +862,9 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseFp8(k, c, where);
   parseSinks(k, entries, c, where);
   parseRuntimeWindow(k, c, where);
+  if (c.paged && !c.tensorMaps.empty())
+    bad(where, "field 'tensor_maps' is given, but a paged forward gathers "
+               "its pages without tensor maps");
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -962,6 +991,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Without varlen sinks: refused by older runtimes ("sinks" on a
       // varlen kernel); the varlen bwd_sink takes cu_seqlens_q.
       needs(18, c.sinks && c.varlen, "varlen kernels with sinks");
+      // Tensor maps on a split-KV kernel: refused by older runtimes.
+      needs(19, c.splitKv && !c.tensorMaps.empty(),
+            "split-KV kernels with tensor maps");
       // Without "window_runtime": launched without its window sizes.
       needs(17, c.windowRuntime, "run-time window kernels");
       // Older runtimes refuse dtype f8e4m3; the version says so too.

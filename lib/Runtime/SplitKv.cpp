@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "TensorMaps.h"
 
 #include <algorithm>
 
@@ -45,7 +46,10 @@ int64_t ctasPerSm(const KernelConfig &c) {
   int64_t perThread = c.registers > 0 ? c.registers : 256;
   int64_t perWarp = ceilDiv(perThread * 32, 256) * 256;
   int64_t warps = ceilDiv(std::max<int64_t>(1, c.fwd.threads), 32);
-  int64_t byRegs = 65536 / (perWarp * warps);
+  // A warp's registers come from one of the four sub-partitions' 16384
+  // (Nsight Compute, 2026-12-03: three-warp CTAs of 202 registers, two per
+  // SM where 65536 / (3 warps x 6656) would say three).
+  int64_t byRegs = 4 * (16384 / perWarp) / warps;
   return std::max<int64_t>(1, std::min(bySmem, byRegs));
 }
 
@@ -167,8 +171,9 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, oPart = w.workspace,
               lsePart = splitLsePartials(a, w);
   // A strided kernel's split forward takes the strides of q, k and v last
-  // (docs/ABI.md); the mod_args come last.
-  void *splitParams[12 + 9 + ModArgParams::kMaxParams +
+  // (docs/ABI.md), after a TMA kernel's k and v maps; the mod_args come
+  // last.
+  void *splitParams[12 + 2 + 9 + ModArgParams::kMaxParams +
                     WindowParams::kMaxParams] = {
       &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides;
@@ -184,7 +189,19 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
-  if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
+  fa_status s;
+  if (c.tensorMaps.empty()) {
+    s = launch(split, c.fwd, splitGrid, stream, splitParams);
+  } else {
+    std::vector<fa_tensor_map_args> maps;
+    std::string err = tensorMapArgs(c, a, maps);
+    s = !err.empty() ? fail(FA_ERROR_INVALID_ARGUMENT,
+                            "fa_attention_forward_splitkv: " + err)
+                     : launchWithMaps("fa_attention_forward_splitkv", c.tag,
+                                      maps, split, c.fwd, splitGrid, stream,
+                                      splitParams);
+  }
+  if (s)
     return s;
   return launchMerge(c, merge, a, w, sinks, stream);
 }

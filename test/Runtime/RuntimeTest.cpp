@@ -320,7 +320,7 @@ TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
        "kernels[0] ('k'): unknown mma 'hgmma'"},
       {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
                   R"(, "tensor_maps": [])"),
-       "only mma 'wgmma' kernels take tensor maps"},
+       "only mma 'wgmma' kernels and sm_90a split-KV forwards take tensor maps"},
       {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
                   R"(, "mma": "wgmma")"),
        "kernels[0] ('k'): missing field 'tensor_maps'"},
@@ -2328,6 +2328,71 @@ TEST(SplitKv, ManifestNeedsVersion6AndAMergeEntry) {
                  "only mma.sync forwards have split-KV kernels");
 }
 
+/// The k and v maps of a split-KV forward whose producer warp loads by TMA
+/// (4-D over the caller's strides, boxes of 64 x block_kv).
+std::vector<MapJson> splitTmaMaps() {
+  return {{"k", "12", R"(["head_dim", "nk", "kv_heads", "batch"])",
+           "[64, 64, 1, 1]"},
+          {"v", "13", R"(["head_dim_v", "nk", "kv_heads", "batch"])",
+           "[64, 64, 1, 1]"}};
+}
+
+std::string splitTmaJson(const std::vector<MapJson> &maps = splitTmaMaps(),
+                         const std::string &extra = "") {
+  return splitKvJson("t", R"(, "pack_gqa": true, "stride_param": 14,
+                      "tensor_maps": )" + mapsJson(maps) + extra);
+}
+
+TEST(SplitKv, TmaKernelTakesKAndVMaps) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("splitkv_tma", manifest({splitTmaJson()}, "19"), &b),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(b, 0);
+  fa_attention_args fwd{};
+  fa_attention_backward_args unused{};
+  wellFormedArgs(fwd, unused, 1, 32, 8, 1, 8192, 128, 128);
+  const CUdeviceptr ws = addr(20);
+  uint64_t bytes = 0;
+  ASSERT_EQ(fa_splitkv_workspace_bytes(k, 1, 32, 1, 4, &bytes), FA_SUCCESS);
+  EXPECT_EQ(fa_attention_forward_splitkv_check(k, &fwd, ws, bytes, 4),
+            FA_SUCCESS)
+      << lastError();
+  // Strided k and v (rows 16-byte aligned, as every launch needs) are
+  // maps' strides too.
+  fwd.k.strides[1] += 8;
+  fwd.v.strides[0] *= 2;
+  EXPECT_EQ(fa_attention_forward_splitkv_check(k, &fwd, ws, bytes, 4),
+            FA_SUCCESS)
+      << lastError();
+  fa_bundle_free(b);
+
+  expectRejected("splitkv_tma_v18", manifest({splitTmaJson()}, "18"),
+                 "split-KV kernels with tensor maps need bundle version 19");
+  std::vector<MapJson> wrongParam = splitTmaMaps();
+  wrongParam[0].param = "11";
+  expectRejected("splitkv_tma_param",
+                 manifest({splitTmaJson(wrongParam)}, "19"),
+                 "field 'param' = 11, expected 12 (the k, v maps follow "
+                 "fa_fwd's 11 parameters and the split count)");
+  std::vector<MapJson> threeMaps = splitTmaMaps();
+  threeMaps.push_back(threeMaps[1]);
+  expectRejected("splitkv_tma_count", manifest({splitTmaJson(threeMaps)}, "19"),
+                 "must be an array of 2 maps (k, v)");
+  expectRejected("splitkv_tma_sm80",
+                 manifest({splitTmaJson(splitTmaMaps(),
+                                        R"(, "target": "sm_80")")},
+                          "19"),
+                 "only mma 'wgmma' kernels and sm_90a split-KV forwards take "
+                 "tensor maps");
+  expectRejected("splitkv_tma_paged",
+                 manifest({splitTmaJson(splitTmaMaps(),
+                                        R"(, "paged": true,
+                                           "page_table_param": 23)")},
+                          "19"),
+                 "a paged forward gathers its pages without tensor maps");
+}
+
 TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("splitkv_find",
@@ -2499,9 +2564,11 @@ TEST(SplitKv, ChooseSplitsEvensOutTheLastWave) {
 
 TEST(SplitKv, ChooseSplitsReadsTheKernelsRegisters) {
   // 96 threads (two warps and a producer warp) and 72 KB: three CTAs per SM
-  // by shared memory; at 213 registers (216 per thread allocated, 6912 per
-  // warp, nine warps in 64K) the registers allow three too, where a
-  // manifest without them assumes 256 and allows two.
+  // by shared memory; at 168 registers (5376 per warp, three warps in each
+  // sub-partition's 16K) the registers allow four, where a manifest without
+  // them assumes 256 (two warps a sub-partition: two CTAs), and so do 213
+  // (6912 per warp; 64K / (3 x 6912) would say three, Nsight Compute says
+  // two).
   auto kernel = [](const char *tag, const char *registers) {
     return kernelJson(tag, "fwd", "bf16", 128, "none", "sm_90a", true,
                       std::string(R"(, "split_kv": true)") + registers +
@@ -2513,8 +2580,9 @@ TEST(SplitKv, ChooseSplitsReadsTheKernelsRegisters) {
   };
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("splitkv_registers",
-                     manifest({kernel("r", R"(, "registers": 213)"),
-                               kernel("u", ""), splitKvJson("s")},
+                     manifest({kernel("r", R"(, "registers": 168)"),
+                               kernel("u", ""), kernel("w", R"(, "registers": 213)"),
+                               splitKvJson("s")},
                               "6"),
                      &b),
             FA_SUCCESS)
@@ -2530,6 +2598,7 @@ TEST(SplitKv, ChooseSplitsReadsTheKernelsRegisters) {
   // 512 CTAs: 396 slots call for two splits, 264 for one (as above).
   EXPECT_EQ(choose(0), 2);
   EXPECT_EQ(choose(1), 1);
+  EXPECT_EQ(choose(2), 1);
   fa_bundle_free(b);
 }
 

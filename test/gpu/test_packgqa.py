@@ -122,6 +122,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--lib", default=None)
+    ap.add_argument("--max-cases", type=int, default=None,
+                    help="the first N cases of each kernel (a sanitizer's run)")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     infos = bundle.kernels()
@@ -133,7 +135,7 @@ def main():
         sys.exit("no packed-GQA kernel in %s" % args.bundle)
     failed = total = 0
     for kern in kernels:
-        for n, (B, H, Hkv, Nq, Nk, S) in enumerate(cases(kern["split_kv"])):
+        for n, (B, H, Hkv, Nq, Nk, S) in enumerate(cases(kern["split_kv"])[:args.max_cases]):
             total += 1
             try:
                 errs, e_o, t_o, e_l, t_l = check_case(bundle, kern, B, H, Hkv, Nq, Nk, S, n)

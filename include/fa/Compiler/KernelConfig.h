@@ -68,6 +68,9 @@ struct KernelConfig {
   /// "pw": the mma.sync forward with a producer warp filling the K/V ring
   /// (attn-gpu-warp-specialize). Part of the tag (`_pw`).
   bool producerWarp = false;
+  /// "tma": with "pw" and "splitkv", the producer warp loads K/V by TMA
+  /// (tensor maps as parameters). Part of the tag (`_tma`).
+  bool tma = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -77,7 +80,7 @@ struct KernelConfig {
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
   /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks",
-  /// "pw".
+  /// "pw", "tma".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// Whether the window's sizes are kernel parameters (no l/r fields).
   bool runtimeWindow() const { return mask == "window" && windowLeft < 0; }

@@ -81,6 +81,8 @@ struct GpuTileOptions {
   /// mma.sync forward only: one more warp copies K/V into the ring
   /// (attn-gpu-warp-specialize, KernelPlan::producerWarp).
   bool producerWarp = false;
+  /// With producerWarp and splitKv: K/V loaded by TMA (KernelPlan::tma).
+  bool tma = false;
   /// wgmma forward with a mask_mod only: the key loop runs over the key
   /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
   bool blockSparse = false;
@@ -172,6 +174,12 @@ struct KernelPlan {
   /// compute without CTA barriers in the key loop (attn-gpu-warp-specialize).
   /// The tag has `_pw`.
   bool producerWarp = false;
+  /// sm_90a split-KV forward with a producer warp only: it loads K and V by
+  /// TMA (k_map and v_map parameters after the split count, 4-D maps of 64
+  /// × block_kv boxes), one thread arming each slot with its bytes; the K
+  /// and V tiles are 64-column slabs with the 128-byte swizzle. The tag has
+  /// `_tma`.
+  bool tma = false;
 
   /// Threads per CTA: the computing warps and the producer warp.
   int64_t threads() const { return (warps + (producerWarp ? 1 : 0)) * 32; }
@@ -186,7 +194,13 @@ struct KernelPlan {
   }
   /// Whether Q fragments stay in registers for the whole KV loop (they are
   /// re-read from shared memory for large head dims to avoid spills).
-  bool keepQInRegisters() const { return headDim <= 128; }
+  /// A three-warp TMA decode CTA re-reads them (capsTmaRegisters).
+  bool keepQInRegisters() const { return headDim <= 128 && !capsTmaRegisters(); }
+  /// The TMA decode kernel of two consumer warps and the producer runs
+  /// three CTAs per SM (its shared memory allows it) only at 168 registers
+  /// a thread (3 warps of a sub-partition's 16384); Q's 32 registers of
+  /// fragments make room. Wider CTAs (two per SM) would spill at that cap.
+  bool capsTmaRegisters() const { return tma && warps == 2; }
   /// Head dims rounded up to the k16 / n16 step of the tensor-core loops;
   /// shared tiles hold the extra columns as zeros and they are never stored.
   int64_t paddedHeadDim() const { return (headDim + 15) / 16 * 16; }

@@ -62,7 +62,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
            "writes new keys and values (rotary optional) into the KV cache">,
     Option<"producerWarp", "producer-warp", "bool", "false",
            "mma.sync forward: one more warp copies K/V into the ring and "
-           "signals it on mbarriers (attn-gpu-warp-specialize)">
+           "signals it on mbarriers (attn-gpu-warp-specialize)">,
+    Option<"tma", "tma", "bool", "false",
+           "split-KV forward with a producer warp: it loads K/V by TMA from "
+           "tensor maps (sm_90a)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

@@ -104,6 +104,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("mma.sync forward: one more warp copies K/V into the "
                      "ring, signalled on mbarriers"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> tma{
+      *this, "tma",
+      llvm::cl::desc("split-KV forward with a producer warp: K/V loaded by "
+                     "TMA from tensor maps (sm_90a)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

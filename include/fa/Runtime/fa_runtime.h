@@ -54,15 +54,17 @@ extern "C" {
  * merge takes them: fa_attention_forward_splitkv_sinks), 17 run-time
  * window kernels (fa_kernel_find binds the query's window to them), 18
  * varlen kernels with sinks (fa_attention_{forward,backward}_varlen_sinks;
- * the varlen bwd_sink takes cu_seqlens_q). Kernels
+ * the varlen bwd_sink takes cu_seqlens_q), 19 split-KV forwards that load
+ * K and V by TMA (k and v tensor maps after the split count). Kernels
  * with tensor maps in bundles before 5 are
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 18
+#define FA_RUNTIME_BUNDLE_VERSION 19
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
- * q, k, v, do for the warp-specialised wgmma backward). */
+ * q, k, v, do for the warp-specialised wgmma backward; k, v for a TMA
+ * split-KV forward). */
 #define FA_MAX_TENSOR_MAPS 4
 /* Tensors a score_mod may read (mod_args) at most. */
 #define FA_MAX_MOD_ARGS 8

@@ -44,6 +44,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.blockSparse = blockSparse;
     options.kvAppend = kvAppend;
     options.producerWarp = producerWarp;
+    options.tma = tma;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

@@ -175,12 +175,14 @@ Value ForwardTileBuilder::sharedTile(int64_t rows, int64_t cols,
                                   IntegerAttr());
 }
 
+// TMA writes K and V as 64-column slabs (stride 64).
 Value ForwardTileBuilder::kTile() {
-  return sharedTile(plan.blockKV, plan.headDim, plan.strideQK(), qElems);
+  return sharedTile(plan.blockKV, plan.headDim,
+                    plan.tma ? 64 : plan.strideQK(), qElems);
 }
 
 Value ForwardTileBuilder::vTile() {
-  return sharedTile(plan.blockKV, plan.headDimV, plan.strideV(),
+  return sharedTile(plan.blockKV, plan.headDimV, plan.tma ? 64 : plan.strideV(),
                     qElems + kElems);
 }
 
@@ -192,8 +194,14 @@ void ForwardTileBuilder::copyAsync(Value mem, Value base, Value rowBegin,
   SmallVector<Value> paging;
   if (paged)
     paging = {tableBase, pageSize, numPages};
+  // K and V are also boxes (0, row, kv head, batch) of their maps.
+  Value map;
+  if (plan.tma && (mem == arg(1) || mem == arg(2)))
+    map = arg(params.tensorMaps[mem == arg(1) ? 0 : 1]);
   ag::AsyncCopyOp::create(b, loc, mem, base, rowBegin, rowLimit, rowStride,
-                          tile, paged ? pageTable : Value(), paging);
+                          tile, paged ? pageTable : Value(), paging, map,
+                          map ? SmallVector<Value>{kvHead, batch}
+                              : SmallVector<Value>{});
 }
 
 /// The first key of block j: a split's blocks count from its first key.

@@ -58,6 +58,9 @@ gpu::GPUFuncOp mlir::fa::gpu_lowering::createKernelFunc(
   func.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({static_cast<int32_t>(plan.threads()), 1, 1}));
   func->setAttr("fa.shared_bytes", b.getI64IntegerAttr(sharedBytes));
+  // KernelPlan::capsTmaRegisters (ptxas alone takes 168 and spills 16 B).
+  if (plan.capsTmaRegisters())
+    func->setAttr("nvvm.maxnreg", b.getI32IntegerAttr(kTmaDecodeRegisters));
   b.setInsertionPointToStart(&func.getBody().front());
   return func;
 }
@@ -466,8 +469,15 @@ Value KernelBuilder::tileOffset(const SharedTile &t, Value row, Value col) {
   if (!t.swizzle)
     return add(t.base, add(mul(row, t.stride), col));
   Value chunk = arith::XOrIOp::create(b, loc, divui(col, 8), remui(row, 8));
-  return add(t.base, add(mul(row, t.stride),
-                         add(mul(chunk, 8), remui(col, 8))));
+  if (!t.slabbed())
+    return add(t.base, add(mul(row, t.stride),
+                           add(mul(chunk, 8), remui(col, 8))));
+  // Slab col / 64 of rows × 64 elements; the xor leaves chunk / 8 as it is.
+  Value slab = divui(col, 64);
+  return add(t.base,
+             add(mul(slab, t.rows * 64),
+                 add(mul(row, 64), add(mul(remui(chunk, 8), 8),
+                                       remui(col, 8)))));
 }
 
 SmallVector<Value, 4> KernelBuilder::loadA(const SharedTile &t, Value row0,

@@ -63,9 +63,14 @@ struct SharedTile {
   int64_t rows;
   int64_t cols;
   int64_t stride; // elements between rows
-  /// Chunk c (8 elements) of row r at chunk c xor (r mod 8); stride = cols.
+  /// Chunk c (8 elements) of row r at chunk c xor (r mod 8); stride = cols,
+  /// or 64 for 64-column slabs of rows × 64 (a TMA box's layout).
   bool swizzle = false;
+  bool slabbed() const { return swizzle && stride == 64 && cols > 64; }
 };
+
+/// Registers per thread of the TMA decode kernel (KernelPlan::tma).
+constexpr int32_t kTmaDecodeRegisters = 168;
 
 class KernelBuilder;
 

@@ -126,6 +126,10 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
       addTensors(p, Float32Type::get(ctx), 3); // descale q, k, v [B, Hkv]
     }
   }
+  if (plan.tma) { // the split forward's producer loads K and V by TMA
+    p.addTensorMap(ctx);
+    p.addTensorMap(ctx);
+  }
   p.addStrides(ctx, plan.splitKv ? 3 : 4); // q, k, v (, o)
   if (plan.varlen) {
     p.cuSeqlensParam = static_cast<int32_t>(p.types.size());

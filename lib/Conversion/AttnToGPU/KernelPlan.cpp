@@ -76,7 +76,7 @@ std::string KernelPlan::tag() const {
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
          (paged ? "_paged" : "") + (kvAppend ? "_append" : "") +
-         (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") +
+         (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") + (tma ? "_tma" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
@@ -342,6 +342,23 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   " and Dv " + llvm::Twine(headDimV));
     plan.producerWarp = true;
   }
+  if (options.tma) {
+    // The producer warp's one thread loads a K/V tile as 64-column boxes of
+    // a 4-D tensor map into the ring's swizzled slabs.
+    if (!plan.producerWarp || !plan.splitKv || plan.paged ||
+        plan.target != "sm_90a" || !plan.swizzledForwardTiles())
+      return fail(llvm::Twine("tma needs the split-KV forward with a producer "
+                              "warp on sm_90a, unpaged, with swizzled tiles "
+                              "(head dims multiples of 64, 2 or 4 stages), "
+                              "got ") +
+                  (plan.splitKv ? "" : "no split-kv, ") +
+                  (plan.producerWarp ? "" : "no producer-warp, ") +
+                  (plan.paged ? "a paged cache, " : "") + "target " +
+                  plan.target + ", D " + llvm::Twine(headDim) + ", Dv " +
+                  llvm::Twine(headDimV) + ", stages " +
+                  llvm::Twine(plan.stages));
+    plan.tma = true;
+  }
   if (options.kvAppend) {
     // The append runs before the decode that reads the cache.
     if (backward || !options.splitKv)
@@ -591,6 +608,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("sinks", b.getUnitAttr()));
   if (plan.producerWarp)
     fields.push_back(b.getNamedAttr("producer_warp", b.getUnitAttr()));
+  if (plan.tma)
+    fields.push_back(b.getNamedAttr("tma", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -637,6 +656,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.blockSparse = attr.contains("block_sparse");
   options.sinks = attr.contains("sinks");
   options.producerWarp = attr.contains("producer_warp");
+  options.tma = attr.contains("tma");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

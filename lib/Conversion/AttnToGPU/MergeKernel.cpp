@@ -28,6 +28,7 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   // (KernelPlan::mergeThreads, what the manifest says).
   KernelPlan plan = splitPlan;
   plan.producerWarp = false;
+  plan.tma = false;
   assert(plan.threads() == splitPlan.mergeThreads());
   const int64_t dv = plan.headDimV;
   Type elem = plan.elemType, f32 = b.getF32Type();

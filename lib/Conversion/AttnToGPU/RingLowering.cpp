@@ -4,7 +4,7 @@
 // branch on the warp index, the ring ops mbarrier instructions on the
 // barriers after the kernel's tiles (inline PTX on 32-bit shared
 // addresses: the copies signal with cp.async.mbarrier.arrive.noinc, which
-// no dialect has).
+// no dialect has), attn_gpu.tma_copy one thread's expect_tx and TMA boxes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +34,20 @@ void mlir::fa::gpu_lowering::lowerProducerWarp(ag::ProducerWarpOp op) {
     namedBarrier(at, barrier.getLoc(), "bar.sync", 1, consumerThreads);
     barrier.erase();
   });
+  // The producer's tensor maps into the TMA unit's cache before its first
+  // box: the descriptor fetch leaves the first tile's latency.
+  SetVector<Value> maps;
+  op.getProducerBlock().walk(
+      [&](ag::TmaCopyOp copy) { maps.insert(copy.getTensorMap()); });
+  OpBuilder atStart = OpBuilder::atBlockBegin(&op.getProducerBlock());
+  for (Value map : maps)
+    LLVM::InlineAsmOp::create(atStart, loc, TypeRange{}, ValueRange{map},
+                              "prefetch.tensormap [$0];", "l",
+                              /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None,
+                              /*asm_dialect=*/nullptr,
+                              /*operand_attrs=*/nullptr);
   inlineRoles(b, loc, isProducer, op.getProducerBlock(), op.getConsumerBlock());
   op.erase();
 }
@@ -148,6 +162,63 @@ struct RingUseLowering : TileOpLowering<OpTy> {
   }
 };
 
+/// One thread arms the slot's full barrier with the tile's bytes, then
+/// loads each 64-column slab as a box of the 4-D map; the boxes complete
+/// their bytes on that barrier.
+struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::TmaCopyOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Location loc = op.getLoc();
+    SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
+    BarrierRing ring{static_cast<int64_t>(op.getSlots())};
+    Value full = barrierAddress(
+        kb, op.getAt(), ring.slot(kb, adaptor.getIteration().front()));
+    auto issuer = scf::IfOp::create(
+        rewriter, loc,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, kb.tid,
+                              kb.idx(op.getThread())),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(rewriter);
+    rewriter.setInsertionPointToStart(&issuer.getThenRegion().front());
+    constexpr int64_t elemBytes = 2; // f16 / bf16 tiles
+    ringPtx(kb,
+            ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], " +
+             Twine(tile.rows * tile.cols * elemBytes) + ";")
+                .str(),
+            full);
+    Type i32 = rewriter.getI32Type();
+    Value smem = arith::TruncIOp::create(rewriter, loc, i32, sharedAddress(kb));
+    Value map = LLVM::PtrToIntOp::create(rewriter, loc, rewriter.getI64Type(),
+                                         adaptor.getTensorMap().front());
+    SmallVector<Value> outer;
+    outer.push_back(kb.toI32(adaptor.getRow().front()));
+    for (ValueRange c : adaptor.getCoords())
+      outer.push_back(kb.toI32(c.front()));
+    for (int64_t slab = 0; slab < tile.cols / 64; ++slab) {
+      Value elem = kb.add(tile.base, slab * tile.rows * 64);
+      Value dst = arith::AddIOp::create(rewriter, loc, smem,
+                                        kb.toI32(kb.mul(elem, elemBytes)));
+      SmallVector<Value> operands{dst, map,
+                                  arith::ConstantIntOp::create(
+                                      rewriter, loc, slab * 64, 32)};
+      llvm::append_range(operands, outer);
+      operands.push_back(full);
+      LLVM::InlineAsmOp::create(
+          rewriter, loc, TypeRange(), operands,
+          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
+          "complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];",
+          "r,l,r,r,r,r,r,~{memory}", /*has_side_effects=*/true,
+          /*is_align_stack=*/false, LLVM::TailCallKind::None,
+          /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::fa::gpu_lowering::populateRingLowering(
@@ -158,6 +229,7 @@ void mlir::fa::gpu_lowering::populateRingLowering(
                RingUseLowering<ag::RingAcquireOp, /*Empty=*/true, 1>,
                RingUseLowering<ag::RingCommitOp, /*Empty=*/false, 0>,
                RingUseLowering<ag::RingWaitOp, /*Empty=*/false, 0>,
-               RingUseLowering<ag::RingReleaseOp, /*Empty=*/true, 0>>(
+               RingUseLowering<ag::RingReleaseOp, /*Empty=*/true, 0>,
+               TmaCopyLowering>(
       converter, ctx, kernels);
 }

@@ -302,7 +302,7 @@ gpu.module @roles {
 // -----
 
 func.func @swizzle_padded() {
-  // expected-error @+1 {{expected a swizzled tile's columns to be a multiple of 64 and its stride to be them, got 128 columns, stride 136}}
+  // expected-error @+1 {{expected a swizzled tile's columns to be a multiple of 64 and its stride to be them (rows) or 64 (slabs), got 128 columns, stride 136}}
   %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x128xbf16, stride = 136, swizzle>
   return
 }
@@ -310,7 +310,7 @@ func.func @swizzle_padded() {
 // -----
 
 func.func @swizzle_narrow() {
-  // expected-error @+1 {{expected a swizzled tile's columns to be a multiple of 64 and its stride to be them, got 96 columns, stride 96}}
+  // expected-error @+1 {{expected a swizzled tile's columns to be a multiple of 64 and its stride to be them (rows) or 64 (slabs), got 96 columns, stride 96}}
   %t = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<64x96xbf16, stride = 96, swizzle>
   return
 }
@@ -379,5 +379,41 @@ func.func @shift_layout(%i: index, %x: f32) {
   ^bb0(%s: f32, %bb: index, %h: index, %qi: index, %kv: index):
     attn_gpu.yield %s : f32
   }
+  return
+}
+
+// -----
+
+func.func @tma_row_swizzle(%map: !llvm.ptr, %i: index) {
+  %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 128, swizzle>
+  // expected-error @+1 {{expected a TMA copy's tile to be swizzled 64-column slabs (stride = 64, swizzle), got '!attn_gpu.shared_tile<64x128xbf16, stride = 128, swizzle>'}}
+  attn_gpu.tma_copy %map[%i, %i, %i] into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 128, swizzle>
+  return
+}
+
+// -----
+
+func.func @tma_misaligned(%map: !llvm.ptr, %i: index) {
+  %t = attn_gpu.shared_tile offset 256 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  // expected-error @+1 {{expected a TMA copy's tile and its stages at multiples of 1024 bytes (the 128-byte swizzle's period), got offset 256 and stage 0 elements of 2 bytes}}
+  attn_gpu.tma_copy %map[%i, %i, %i] into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  return
+}
+
+// -----
+
+func.func @tma_coords(%map: !llvm.ptr, %i: index) {
+  %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  // expected-error @+1 {{expected the head and batch coordinates after the row (a 4-D map), got 1 coordinates}}
+  attn_gpu.tma_copy %map[%i, %i] into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  return
+}
+
+// -----
+
+func.func @tma_copy_paged(%k: memref<?xbf16>, %map: !llvm.ptr, %table: !llvm.ptr, %i: index) {
+  %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  // expected-error @+1 {{expected a TMA-capable copy to give the map's head and batch coordinates (2 operands, got 2) and no page table}}
+  attn_gpu.async_copy %k[%i] rows %i below %i stride %i paged(%table[%i, %i, %i] : !llvm.ptr) tma(%map[%i, %i] : !llvm.ptr) into %t : memref<?xbf16>, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
   return
 }

@@ -147,16 +147,17 @@ LogicalResult
 SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t rows, int64_t cols, Type elementType,
                        int64_t stride, bool swizzle) {
-  if (swizzle && (cols % 64 != 0 || stride != cols))
+  if (swizzle && (cols % 64 != 0 || (stride != cols && stride != 64)))
     return emitError() << "expected a swizzled tile's columns to be a "
-                          "multiple of 64 and its stride to be them, got "
+                          "multiple of 64 and its stride to be them (rows) "
+                          "or 64 (slabs), got "
                        << cols << " columns, stride " << stride;
   if (rows <= 0 || rows % 16 != 0)
     return emitError() << "expected rows in steps of 16, got " << rows;
   if (!elementType.isF16() && !elementType.isBF16())
     return emitError() << "expected f16 or bf16 elements, got " << elementType;
   int64_t padded = (cols + 15) / 16 * 16;
-  if (cols <= 0 || stride < padded)
+  if (cols <= 0 || (stride < padded && !(swizzle && stride == 64)))
     return emitError() << "expected a row stride of at least the columns "
                           "padded to 16 ("
                        << padded << "), got " << stride;
@@ -256,6 +257,27 @@ LogicalResult ProducerWarpOp::verifyRegions() {
   return success();
 }
 
+/// A TMA-loaded tile: swizzled 64-column slabs (or one 64-column tile),
+/// 1024-byte aligned where its shared_tile op says so statically.
+static LogicalResult verifyTmaTile(Operation *op, Value tile) {
+  auto type = cast<SharedTileType>(tile.getType());
+  if (!type.getSwizzle() || type.getStride() != 64)
+    return op->emitOpError("expected a TMA copy's tile to be swizzled "
+                           "64-column slabs (stride = 64, swizzle), got ")
+           << type;
+  auto def = tile.getDefiningOp<SharedTileOp>();
+  int64_t bytes = type.getElementType().getIntOrFloatBitWidth() / 8;
+  if (def && ((def.getOffset() * bytes) % 1024 ||
+              (def.getStageElements().value_or(0) * bytes) % 1024))
+    return op->emitOpError("expected a TMA copy's tile and its stages at "
+                           "multiples of 1024 bytes (the 128-byte swizzle's "
+                           "period), got offset ")
+           << def.getOffset() << " and stage "
+           << def.getStageElements().value_or(0) << " elements of " << bytes
+           << " bytes";
+  return success();
+}
+
 /// A ring's barriers lie 8-byte aligned in the shared buffer.
 static LogicalResult verifyRing(Operation *op, int64_t at, int64_t slots) {
   if (at < 0 || at % 8)
@@ -272,6 +294,22 @@ LogicalResult RingInitOp::verify() {
     return emitOpError("expected producer and consumer thread counts >= 1, "
                        "got ")
            << getProducers() << " and " << getConsumers();
+  return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult TmaCopyOp::verify() {
+  if (!isa<LLVM::LLVMPointerType>(getTensorMap().getType()))
+    return emitOpError("expected the tensor map as a pointer to the kernel's "
+                       "CUtensorMap parameter, got ")
+           << getTensorMap().getType();
+  if (getCoords().size() != 2)
+    return emitOpError("expected the head and batch coordinates after the "
+                       "row (a 4-D map), got ")
+           << getCoords().size() << " coordinates";
+  if (getThread() < 0 || getThread() >= 1024)
+    return emitOpError("expected the issuing thread in [0, 1024), got ")
+           << getThread();
+  if (failed(verifyTmaTile(*this, getTile())))
+    return failure();
   return verifyRing(*this, getAt(), getSlots());
 }
 LogicalResult RingAcquireOp::verify() {
@@ -318,6 +356,20 @@ static LogicalResult verifyCopyThreads(Operation *op,
 LogicalResult AsyncCopyOp::verify() {
   if (failed(verifyCopyThreads(*this, getThreadBegin(), getThreadEnd())))
     return failure();
+  if (getTensorMap()) {
+    if (!isa<LLVM::LLVMPointerType>(getTensorMap().getType()))
+      return emitOpError("expected the tensor map as a pointer to the "
+                         "kernel's CUtensorMap parameter, got ")
+             << getTensorMap().getType();
+    if (getMapCoords().size() != 2 || getPageTable())
+      return emitOpError("expected a TMA-capable copy to give the map's head "
+                         "and batch coordinates (2 operands, got ")
+             << getMapCoords().size() << ") and no page table";
+    if (failed(verifyTmaTile(*this, getTile())))
+      return failure();
+  } else if (!getMapCoords().empty()) {
+    return emitOpError("expected map coordinates only with a tensor map");
+  }
   if (!getPageTable())
     return getPaging().empty()
                ? success()

@@ -101,6 +101,17 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
     cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
     RingAcquireOp::create(b, loc, it, at, rings.stages);
+    if (Value tensorMap = t.copy.getTensorMap()) {
+      // The warp's first thread arms the slot and loads it by TMA.
+      SmallVector<Value> coords;
+      for (Value c : t.copy.getMapCoords())
+        coords.push_back(map.lookupOrDefault(c));
+      TmaCopyOp::create(b, loc, map.lookupOrDefault(tensorMap),
+                        map.lookupOrDefault(t.copy.getRowBegin()), coords,
+                        map.lookup(t.tile.getResult()), it, at, rings.stages,
+                        consumerWarps * 32);
+      continue;
+    }
     auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
     copy.setThreadBegin(consumerWarps * 32);
     copy.setThreadEnd(consumerWarps * 32 + 32);
@@ -213,9 +224,11 @@ static LogicalResult specializeKernel(gpu::GPUFuncOp func,
   SmallVector<int64_t> barriers;
   OpBuilder b(*split);
   Location loc = m.loop.getLoc();
-  for (size_t i = 0; i < m.tiles.size(); ++i) {
+  for (CopiedTile &t : m.tiles) {
     barriers.push_back(at);
-    RingInitOp::create(b, loc, at, stages, /*producers=*/32,
+    // A TMA slot is full when its one thread's boxes land.
+    RingInitOp::create(b, loc, at, stages,
+                       /*producers=*/t.copy.getTensorMap() ? 1 : 32,
                        /*consumers=*/consumerWarps * 32);
     at += ringBarrierBytes(stages);
   }

@@ -47,7 +47,7 @@ FailureOr<SmallVector<UnpipelinedLoop>> matchKeyLoops(gpu::GPUFuncOp func);
 
 /// Elements of one slot of the ring that replaces `tile`.
 inline int64_t slotElements(SharedTileOp tile) {
-  return tile.getType().getRows() * tile.getType().getStride();
+  return tile.getType().getElements();
 }
 
 /// The copied tiles of a kernel's key loops as rings of `stages` slots in

@@ -75,7 +75,10 @@ def AttnGPUWarpSpecializePass : Pass<"attn-gpu-warp-specialize", "ModuleOp"> {
     - the producer runs the loop's iterations copying only: per tile it
       acquires slot (j − begin) mod stages, copies with its 32 lanes
       (`async_copy ... by_warp`) and commits the slot, which fills when the
-      copies land (cp.async.mbarrier.arrive.noinc);
+      copies land (cp.async.mbarrier.arrive.noinc); a copy that names a
+      tensor map (`tma(...)`, plan `tma`) becomes an `attn_gpu.tma_copy`
+      instead: the warp's first thread arms the slot with the tile's bytes
+      and loads it by TMA, so its ring_init counts one producer;
     - the consumers run the loop without its copies and CTA barriers: each
       reader waits for its slot (`ring_wait`) where it waited for its copy,
       and releases it right after (`ring_release`); what follows the loop
