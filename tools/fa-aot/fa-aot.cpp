@@ -85,7 +85,12 @@ static std::vector<std::string> defaultConfigs() {
   // two warps: a decode step fills few rows, and the smaller tile is 9%
   // faster where the grid is full (64 x 4k) and equal elsewhere (PERF.md,
   // decode tile A/B); under the mask it spills (24 B), so 64 rows there.
-  texts.push_back("fwd:bf16:d128:none:packgqa:splitkv:bq32:w2");
+  // Without a mask, K/V loaded by TMA from a producer warp: 0.94-1.02x the
+  // cp.async kernel's time over the decode grid at d128, 0.83-0.95x at d64
+  // where >= 64k keys are read (PERF.md, sixteenth session); d64 gets the
+  // packed kernel too.
+  texts.push_back("fwd:bf16:d128:none:packgqa:splitkv:bq32:w2:pw:tma");
+  texts.push_back("fwd:bf16:d64:none:packgqa:splitkv:bq32:w2:pw:tma");
   texts.push_back("fwd:bf16:d128:causal_bottom_right:packgqa:splitkv");
   // Sliding windows of any size (-1: unbounded side), given at run time:
   // one kernel per direction and head dim serves every window (PERF.md);
