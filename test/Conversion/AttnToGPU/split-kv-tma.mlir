@@ -51,6 +51,13 @@
 // NVVM: "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];", "r,l,r,r,r,r,r,~{memory}"
 // NVVM: "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];", "r,l,r,r,r,r,r,~{memory}"
 // NVVM-NOT: cp.async.mbarrier.arrive.noinc
+// The consumers' ldmatrix of K reads slab col / 64 at 64 x 64 elements
+// apart, rows 64 elements apart inside it.
+// NVVM: %[[SLAB:.+]] = arith.divui %{{.+}}, %c64{{.*}} : index
+// NVVM: %[[ROW:.+]] = arith.muli %{{.+}}, %c64{{.*}} : index
+// NVVM: %[[C4096:.+]] = arith.constant 4096 : index
+// NVVM-NEXT: arith.muli %[[SLAB]], %[[C4096]] : index
+// NVVM: nvgpu.ldmatrix %{{.+}} {numTiles = 4 : i32, transpose = false}
 
 // NOPW: tma needs the split-KV forward with a producer warp on sm_90a, unpaged, with swizzled tiles (head dims multiples of 64, 2 or 4 stages), got no producer-warp, target sm_90a, D 128, Dv 128, stages 2
 // NOSPLIT: tma needs the split-KV forward with a producer warp on sm_90a, unpaged, with swizzled tiles (head dims multiples of 64, 2 or 4 stages), got no split-kv, target sm_90a
