@@ -260,21 +260,22 @@ def packed_gqa(args, fa, launched):
         assert status == 0, error
         return kernels[-1], extra
 
-    # 8 key heads x 1 tile: 264 / 8 = 33 splits (the unpacked kernel: 8).
+    # 8 key heads x 1 tile: 264 / 8 = 33 splits, at most 32 of 4 key blocks
+    # (the unpacked kernel: 8).
     tag, extra = run(1, 32, 8, 1, 8192)
-    assert tag == "psplit" and extra[2] == 33, (tag, extra)
-    assert extra[1] == 33 * 4 * 32 * (128 + 1), extra
+    assert tag == "psplit" and extra[2] == 32, (tag, extra)
+    assert extra[1] == 32 * 4 * 32 * (128 + 1), extra
     # 17 x 256: 136 packed CTAs fill the 132 SMs; packed, one split (the
     # stand-ins are 16 MiB apart, so the keys stay short).
     tag, extra = run(17, 32, 8, 1, 256)
     assert tag == "psplit" and extra[2] == 1, (tag, extra)
     # MHA and a full query tile keep the unpacked kernels.
     tag, extra = run(1, 8, 8, 1, 8192)
-    assert tag == "split" and extra[2] == 33, (tag, extra)
+    assert tag == "split" and extra[2] == 32, (tag, extra)
     tag, extra = run(1, 32, 8, 64, 8192)
     assert tag == "split" and extra[2] == 8, (tag, extra)
     fa._launch = checked
-    print("ok packed GQA: 1 x 8k at 32/8 runs the packed split kernel with 33 splits, 17 x 256 "
+    print("ok packed GQA: 1 x 8k at 32/8 runs the packed split kernel with 32 splits, 17 x 256 "
           "with 1; MHA and Nq = 64 keep the unpacked split kernel")
 
 

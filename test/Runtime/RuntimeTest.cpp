@@ -2612,13 +2612,13 @@ TEST_F(SplitKvApi, ChooseSplits) {
   EXPECT_EQ(choose(64, 32, 1, 4096, 132), 1);
   // 2 x 32 = 64 CTAs: 4 splits, 256 of the 264 slots.
   EXPECT_EQ(choose(2, 32, 1, 4096, 132), 4);
-  // Each split at least 2 key blocks: 256 keys are 4 blocks, so 2 splits;
-  // 192 keys are 3 blocks, so 1; 64 keys, 1.
+  // Each split at least 4 key blocks: 512 keys are 8 blocks, so 2 splits;
+  // 448 keys are 7 blocks, so 1; 64 keys, 1.
   // A single (batch, head) row of 64k keys: one wave would take 264
   // splits of under 4 key blocks; at most 128.
   EXPECT_EQ(choose(1, 1, 1, 65536, 132), 128);
-  EXPECT_EQ(choose(1, 1, 1, 256, 132), 2);
-  EXPECT_EQ(choose(1, 1, 1, 192, 132), 1);
+  EXPECT_EQ(choose(1, 1, 1, 512, 132), 2);
+  EXPECT_EQ(choose(1, 1, 1, 448, 132), 1);
   EXPECT_EQ(choose(1, 1, 1, 64, 132), 1);
   // batch x splits at most 65535.
   EXPECT_EQ(choose(30000, 1, 1, 1 << 24, 1000000), 2);
@@ -2801,9 +2801,10 @@ TEST_F(PackGqaApi, SplitsCountCtasPerKeyHead) {
   const fa_kernel *packed = fa_bundle_kernel_at(bundle, 0);
   const fa_kernel *unpacked = fa_bundle_kernel_at(bundle, 2);
   // 1 x 8k, 32 heads on 8, one query: unpacked 32 CTAs, 8 splits; packed,
-  // one tile of the 4 heads of each key head, 8 CTAs: 264 / 8 = 33 splits.
+  // one tile of the 4 heads of each key head, 8 CTAs: 264 / 8 = 33 splits,
+  // but 128 key blocks give at most 32 splits of 4.
   EXPECT_EQ(choose(unpacked, 1, 32, 8, 1, 8192), 8);
-  EXPECT_EQ(choose(packed, 1, 32, 8, 1, 8192), 33);
+  EXPECT_EQ(choose(packed, 1, 32, 8, 1, 8192), 32);
   // 17 queries of 4 heads: 16 queries a tile, 2 tiles, 16 CTAs: 16 splits.
   EXPECT_EQ(choose(packed, 1, 32, 8, 17, 8192), 16);
   // 8 x 16k: 64 packed CTAs leave room for 4 splits; unpacked 256 fill it.

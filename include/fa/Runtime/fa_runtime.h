@@ -406,7 +406,7 @@ FA_API fa_status fa_splitkv_workspace_bytes(const fa_kernel *kernel,
  * grid (query tiles x heads x batch) already has a CTA per SM, the fewest
  * splits (at most 4) whose last wave is >= 85% full, else 1; otherwise as
  * many splits as keep the grid within two CTAs per SM (one wave), at most
- * 128, each split at least 2 key blocks and batch x splits <= 65535. Needs
+ * 128, each split at least 4 key blocks and batch x splits <= 65535. Needs
  * no GPU. */
 FA_API fa_status fa_splitkv_choose(const fa_kernel *kernel, int64_t batch,
                                    int64_t heads, int64_t nq, int64_t nk,
