@@ -41,13 +41,7 @@ void mlir::fa::gpu_lowering::lowerProducerWarp(ag::ProducerWarpOp op) {
       [&](ag::TmaCopyOp copy) { maps.insert(copy.getTensorMap()); });
   OpBuilder atStart = OpBuilder::atBlockBegin(&op.getProducerBlock());
   for (Value map : maps)
-    LLVM::InlineAsmOp::create(atStart, loc, TypeRange{}, ValueRange{map},
-                              "prefetch.tensormap [$0];", "l",
-                              /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None,
-                              /*asm_dialect=*/nullptr,
-                              /*operand_attrs=*/nullptr);
+    prefetchTensorMapAt(atStart, loc, map);
   inlineRoles(b, loc, isProducer, op.getProducerBlock(), op.getConsumerBlock());
   op.erase();
 }

@@ -89,8 +89,14 @@ Value mlir::fa::gpu_lowering::tmaMap(KernelBuilder &kb, Value ptr,
 }
 
 void mlir::fa::gpu_lowering::prefetchTensorMap(KernelBuilder &kb, Value map) {
-  Value ptr = map.getDefiningOp<UnrealizedConversionCastOp>().getOperand(0);
-  LLVM::InlineAsmOp::create(kb.b, kb.loc, TypeRange{}, ValueRange{ptr},
+  prefetchTensorMapAt(
+      kb.b, kb.loc,
+      map.getDefiningOp<UnrealizedConversionCastOp>().getOperand(0));
+}
+
+void mlir::fa::gpu_lowering::prefetchTensorMapAt(OpBuilder &b, Location loc,
+                                                 Value ptr) {
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{ptr},
                             "prefetch.tensormap [$0];", "l",
                             /*has_side_effects=*/true,
                             /*is_align_stack=*/false, LLVM::TailCallKind::None,

@@ -91,6 +91,8 @@ Value tmaMap(KernelBuilder &kb, Value ptr, int64_t rows, int64_t rank = 3);
 /// by its generic address. Inline PTX: LLVM 22 lowers the intrinsic on a
 /// grid-constant parameter to two prefetches, one per address space.
 void prefetchTensorMap(KernelBuilder &kb, Value map);
+/// The same for `ptr`, the map parameter itself (an !llvm.ptr).
+void prefetchTensorMapAt(OpBuilder &b, Location loc, Value ptr);
 
 /// Expects the bytes of a `rows` × `cols` tile on mbarrier `barrier` of
 /// `group` (arrive.expect_tx) and loads it with one TMA box per 64 columns
