@@ -154,13 +154,14 @@ fa_status fa::runtime::launchMerge(const KernelConfig &c, CUfunction merge,
 
 namespace {
 
-/// Launches the split forward, then the merge (with the sinks of a kernel
-/// with sinks), on `stream`.
+/// Launches the split forward (with a TMA kernel's maps), then the merge
+/// (with the sinks of a kernel with sinks), on `stream`; errors name `api`.
 fa_status launchSplitAndMerge(const fa_kernel &kernel,
                               const fa_attention_args &a,
                               const SplitKvWorkspace &w,
                               const ModArgList &mods, const SinkArgs &sinks,
-                              CUstream stream, const ContextScope &scope) {
+                              CUstream stream, const ContextScope &scope,
+                              const char *api) {
   const KernelConfig &c = kernel.config;
   CUfunction split, merge;
   if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
@@ -191,19 +192,13 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
-  fa_status s;
-  if (c.tensorMaps.empty()) {
-    s = launch(split, c.fwd, splitGrid, stream, splitParams);
-  } else {
-    std::vector<fa_tensor_map_args> maps;
-    std::string err = tensorMapArgs(c, a, maps);
-    s = !err.empty() ? fail(FA_ERROR_INVALID_ARGUMENT,
-                            "fa_attention_forward_splitkv: " + err)
-                     : launchWithMaps("fa_attention_forward_splitkv", c.tag,
-                                      maps, split, c.fwd, splitGrid, stream,
-                                      splitParams);
-  }
-  if (s)
+  // No maps for a cp.async kernel: launchWithMaps then launches plainly.
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(c, a, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, splitGrid,
+                                   stream, splitParams))
     return s;
   return launchMerge(c, merge, a, w, sinks, stream);
 }
@@ -220,7 +215,7 @@ fa_status runSplitKv(const fa_kernel *kernel, const fa_attention_args *args,
       },
       [&](const ContextScope &scope) {
         return launchSplitAndMerge(*kernel, *args, w, mods, sinks, stream,
-                                   scope);
+                                   scope, api);
       });
 }
 
