@@ -320,7 +320,8 @@ TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
        "kernels[0] ('k'): unknown mma 'hgmma'"},
       {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
                   R"(, "tensor_maps": [])"),
-       "only mma 'wgmma' kernels and sm_90a split-KV forwards take tensor maps"},
+       "only mma 'wgmma' kernels and sm_90a split-KV forwards take tensor "
+       "maps"},
       {kernelJson("k", "fwd", "bf16", 128, "none", "sm_90a", true,
                   R"(, "mma": "wgmma")"),
        "kernels[0] ('k'): missing field 'tensor_maps'"},
@@ -2581,7 +2582,8 @@ TEST(SplitKv, ChooseSplitsReadsTheKernelsRegisters) {
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("splitkv_registers",
                      manifest({kernel("r", R"(, "registers": 168)"),
-                               kernel("u", ""), kernel("w", R"(, "registers": 213)"),
+                               kernel("u", ""),
+                               kernel("w", R"(, "registers": 213)"),
                                splitKvJson("s")},
                               "6"),
                      &b),

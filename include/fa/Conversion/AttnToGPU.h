@@ -195,7 +195,9 @@ struct KernelPlan {
   /// Whether Q fragments stay in registers for the whole KV loop (they are
   /// re-read from shared memory for large head dims to avoid spills).
   /// A three-warp TMA decode CTA re-reads them (capsTmaRegisters).
-  bool keepQInRegisters() const { return headDim <= 128 && !capsTmaRegisters(); }
+  bool keepQInRegisters() const {
+    return headDim <= 128 && !capsTmaRegisters();
+  }
   /// The TMA decode kernel of two consumer warps and the producer runs
   /// three CTAs per SM (its shared memory allows it) only at 168 registers
   /// a thread (3 warps of a sub-partition's 16384); Q's 32 registers of

@@ -99,8 +99,9 @@ constexpr int kStridesPerTensor = 3;
 
 /// fa_fwd: q, k, v, o, lse; batch, heads, kv_heads, nq, nk; scale; then a
 /// split-KV forward's split count (its o and lse are the f32 workspace) and
-/// with TMA its k and v maps, or the wgmma forward's q, k, v maps, a persistent grid's tile counter and
-/// an fp8 forward's descale_q, descale_k, descale_v (f32 [B, Hkv]);
+/// with TMA its k and v maps, or the wgmma forward's q, k, v maps, a
+/// persistent grid's tile counter and an fp8 forward's descale_q,
+/// descale_k, descale_v (f32 [B, Hkv]);
 /// then the strides of q, k, v and o (a split forward's o_part is the
 /// workspace: q, k, v only), a varlen forward's cu_seqlens_q and
 /// cu_seqlens_k (i32; batch is then the sequence count B and nq, nk the

@@ -76,7 +76,8 @@ std::string KernelPlan::tag() const {
          (packGqa ? "_packgqa" : "") + (splitKv ? "_splitkv" : "") +
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
          (paged ? "_paged" : "") + (kvAppend ? "_append" : "") +
-         (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") + (tma ? "_tma" : "") +
+         (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") +
+         (tma ? "_tma" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
