@@ -34,7 +34,8 @@
 #                           names another), run with FA_PAGED=1: test/gpu/test_paged.py
 #                           (FA_PAGED_CASES, 160; memcheck of 12 unless FA_PAGED_SAN=0), then
 #                           bench/decode.py --paged (paged vs contiguous, same process;
-#                           FA_PAGED_BENCH=0 skips it)
+#                           FA_PAGED_BENCH=0 skips it); FA_PAGED_BUNDLE=out/bundle-paged-tma for
+#                           the kernels loading pages by TMA (test/gpu/configs_paged_tma.txt)
 #   out/bundle-kvappend/    paged decode kernels with fa_kv_append (FA_KVAPPEND_BUNDLE names
 #                           another), run with FA_KVAPPEND=1: test/gpu/test_kvappend.py
 #                           (FA_KVAPPEND_CASES, 120; memcheck of 12 unless FA_KVAPPEND_SAN=0)
@@ -66,6 +67,7 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen_sinks.txt -o out/bundle-varlen-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
+#   build/bin/fa-aot --config-file test/gpu/configs_paged_tma.txt -o out/bundle-paged-tma
 #   build/bin/fa-aot --config-file test/gpu/configs_kvappend.txt -o out/bundle-kvappend
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)

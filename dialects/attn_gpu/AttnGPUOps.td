@@ -84,7 +84,9 @@ def AttnGPU_AsyncCopyOp : AttnGPU_Op<"async_copy", [AttrSizedOperandSegments]> {
     onward of `map`, a 4-D CUtensorMap (columns, rows, heads, batch) whose
     rows end at row_limit, so a producer warp may load them by TMA
     (attn-gpu-warp-specialize makes it an attn_gpu.tma_copy); the tile is
-    then swizzled 64-column slabs.
+    then swizzled 64-column slabs. Paged, `tma(%map [%h])`: the map is the
+    pool's (columns, page rows, heads, pages) and the page coordinate comes
+    through the table.
   }];
   let arguments = (ins AnyMemRef:$source, Index:$base, Index:$row_begin,
                        Index:$row_limit, Index:$row_stride,
@@ -760,7 +762,7 @@ def AttnGPU_ProducerWarpOp : AttnGPU_Op<"producer_warp",
   }];
 }
 
-def AttnGPU_TmaCopyOp : AttnGPU_Op<"tma_copy"> {
+def AttnGPU_TmaCopyOp : AttnGPU_Op<"tma_copy", [AttrSizedOperandSegments]> {
   let summary = "producer: load a ring slot's tile by TMA";
   let description = [{
     Thread `thread` arms the full barrier of slot `iteration` mod `slots`
@@ -774,15 +776,26 @@ def AttnGPU_TmaCopyOp : AttnGPU_Op<"tma_copy"> {
     attn_gpu.tma_copy %k_map [%row, %kv_head, %batch] into %slot ring %it
         at 73728 slots 2 thread 64 : !llvm.ptr, <64x128xbf16, stride = 64, swizzle>
     ```
+    Paged (`paged(%table[%first, %size, %count])`, as attn_gpu.async_copy's):
+    the map is the pool's (columns, page rows, heads, pages) with boxes of
+    16 rows (kPagedTmaBoxRows), which never straddle a page (page sizes are
+    multiples of 16). Each 16-key group of the tile is a box per slab at
+    (64·slab, key mod size, head, page), page = the table's entry for the
+    group's keys clamped into [0, count); `coords` is the head alone. Every
+    key of the tile must lie below the sequence's used length (the caller
+    tests it: rows past it would read the page's stale rows).
   }];
   let arguments = (ins AnyType:$tensor_map, Index:$row,
-                       Variadic<Index>:$coords, AttnGPU_SharedTile:$tile,
+                       Variadic<Index>:$coords,
+                       Optional<AnyType>:$page_table,
+                       Variadic<Index>:$paging, AttnGPU_SharedTile:$tile,
                        Index:$iteration, I64Attr:$at, I64Attr:$slots,
                        I64Attr:$thread);
   let assemblyFormat = [{
-    $tensor_map `[` $row `,` $coords `]` `into` $tile `ring` $iteration `at`
-    $at `slots` $slots `thread` $thread attr-dict `:` type($tensor_map) `,`
-    type($tile)
+    $tensor_map `[` $row `,` $coords `]`
+    (`paged` `(` $page_table^ `[` $paging `]` `:` type($page_table) `)`)?
+    `into` $tile `ring` $iteration `at` $at `slots` $slots `thread` $thread
+    attr-dict `:` type($tensor_map) `,` type($tile)
   }];
   let hasVerifier = 1;
 }
@@ -827,5 +840,22 @@ def AttnGPU_RingWaitOp : AttnGPU_RingOp<"ring_wait",
     "consumer: wait until the slot is full">;
 def AttnGPU_RingReleaseOp : AttnGPU_RingOp<"ring_release",
     "consumer: this thread is done reading the slot">;
+
+def AttnGPU_RingArriveOp : AttnGPU_Op<"ring_arrive"> {
+  let summary = "producer: one thread marks the slot full for its warp";
+  let description = [{
+    After the producer warp's copies into slot `iteration` mod `slots` have
+    landed (each lane's attn_gpu.async_wait 0), the warp synchronises and
+    thread `thread` arrives on the slot's full barrier: the one arrival a
+    TMA ring's ring_init counts, for a slot its producer filled by cp.async
+    (the paged TMA ring's tile that ends past the sequence).
+  }];
+  let arguments = (ins Index:$iteration, I64Attr:$at, I64Attr:$slots,
+                       I64Attr:$thread);
+  let assemblyFormat = [{
+    $iteration `at` $at `slots` $slots `thread` $thread attr-dict
+  }];
+  let hasVerifier = 1;
+}
 
 #endif // ATTN_GPU_OPS_TD

@@ -142,7 +142,15 @@ json::Object kernelObject(const CompiledKernel &k) {
   // A TMA producer (bundle version 19): k and v maps after the split count,
   // promoted to L2 by a box row's 128 bytes (256 cost the decode 4-7%
   // against 128 or none on the H200, PERF.md).
-  if (c.tma)
+  // Paged (version 20): maps of the pools [pages, page_size, Hkv, D] in
+  // boxes of 16 keys, which never straddle a page.
+  if (c.tma && c.paged)
+    o["tensor_maps"] = json::Array{
+        tensorMap("k", at.tensorMap, "head_dim", "page_size", "",
+                  kPagedTmaBoxRows, "kv_heads", "num_pages", 64, 128),
+        tensorMap("v", at.tensorMap + 1, "head_dim_v", "page_size", "",
+                  kPagedTmaBoxRows, "kv_heads", "num_pages", 64, 128)};
+  else if (c.tma)
     o["tensor_maps"] = json::Array{
         tensorMap("k", at.tensorMap, "head_dim", "nk", "", c.blockKV,
                   "kv_heads", "batch", 64, 128),
@@ -275,12 +283,18 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // on a varlen kernel) anyway; their bwd_sink takes cu_seqlens_q.
   // 19: split-KV kernels loading K/V by TMA, whose tensor maps an older
   // runtime refuses on an mma_sync kernel anyway.
-  bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false;
+  // 20: paged kernels loading K/V by TMA, whose pool maps an older runtime
+  // refuses on a paged kernel anyway.
+  bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false,
+       anyTmaPaged = false;
   for (const CompiledKernelRef &k : kernels) {
     anyRuntimeWindow |= k->config.runtimeWindow();
     anyVarlenSinks |= k->config.varlen && k->config.sinks;
     anyTmaSplit |= k->config.tma;
+    anyTmaPaged |= k->config.tma && k->config.paged;
   }
+  if (anyTmaPaged)
+    return 20;
   if (anyTmaSplit)
     return 19;
   if (anyVarlenSinks)

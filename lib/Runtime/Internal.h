@@ -60,6 +60,9 @@ struct TensorMapSpec {
   int box[4] = {0, 0, 0, 0}; // innermost first
   int swizzleBytes = 128;
   int l2PromotionBytes = 256; // 0 = none
+  /// A paged kernel's map of a pool [pages, page_size, Hkv, D]: (D,
+  /// page_size, Hkv, pages) over its strides.
+  bool pool = false;
 };
 
 /// One tensor a kernel's score_mod reads (manifest "mod_args"): fwd and bwd
@@ -456,6 +459,12 @@ struct PagedTables {
 std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &args,
                                         const fa_paged_kv &paged,
                                         PagedTables &tables);
+/// The tensor maps of a paged launch (none for a cp.async kernel), after
+/// the checks of the cache and the pools; "" if they pass.
+std::string pagedTensorMapArgs(const KernelConfig &config,
+                               const fa_attention_args &args,
+                               const fa_paged_kv *paged,
+                               std::vector<fa_tensor_map_args> &out);
 /// GPU-free checks of a paged launch (fa_attention_forward_paged_check; with
 /// `sinks` given, fa_attention_forward_paged_sinks_check).
 std::string checkPagedArguments(const KernelConfig &config,

@@ -150,6 +150,9 @@ struct ExpectedMap {
   const char *tensor;
   int param;
   const char *dims[4]; // the 4th null for a 3-D map
+  /// A paged kernel's map of a pool [pages, page_size, Hkv, D], in boxes
+  /// of kPagedBoxRows keys.
+  bool pool = false;
 };
 constexpr ExpectedMap kWgmmaMaps[] = {
     {"q", 11, {"head_dim", "nq", "batch*heads"}},
@@ -184,6 +187,14 @@ constexpr ExpectedMap kSplitTmaMaps[] = {
     {"k", 12, {"head_dim", "nk", "kv_heads", "batch"}},
     {"v", 13, {"head_dim_v", "nk", "kv_heads", "batch"}},
 };
+/// The same over a paged cache's pools (bundle version 20).
+constexpr ExpectedMap kPagedTmaMaps[] = {
+    {"k", 12, {"head_dim", "page_size", "kv_heads", "num_pages"}, true},
+    {"v", 13, {"head_dim_v", "page_size", "kv_heads", "num_pages"}, true},
+};
+/// Rows of a paged kernel's boxes: 16 keys never straddle a page (the
+/// compiler's kPagedTmaBoxRows; page sizes are multiples of 16).
+constexpr int kPagedBoxRows = 16;
 /// Threads of the warp-specialised wgmma backward's main entry.
 constexpr unsigned kWgmmaBackwardWsThreads = 384;
 
@@ -268,11 +279,14 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
                 " (only boxes of " + std::to_string(kSlabColumns) +
                 " columns, the kernels' slabs, may end past it)");
   const bool queryRows = name == "q" || name == "do";
-  int rows = queryRows ? c.blockQ : c.blockKV;
+  int rows = want.pool ? kPagedBoxRows : queryRows ? c.blockQ : c.blockKV;
   if (spec.box[1] != rows)
     bad(at, "box[1] = " + std::to_string(spec.box[1]) + ", expected " +
-                (queryRows ? "block_q = " : "block_kv = ") +
+                (want.pool   ? "a paged kernel's key group of "
+                 : queryRows ? "block_q = "
+                             : "block_kv = ") +
                 std::to_string(rows));
+  spec.pool = want.pool;
   for (int i = 2; i < rank; ++i)
     if (spec.box[i] != 1)
       bad(at, "box[" + std::to_string(i) + "] = " +
@@ -293,8 +307,9 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
 }
 
 /// The k and v maps of an mma.sync split-KV forward whose producer warp
-/// loads them by TMA (sm_90a, 4-D maps over the caller's strides).
-void parseSplitTmaMaps(const json &maps, KernelConfig &c,
+/// loads them by TMA (sm_90a, 4-D maps over the caller's strides; a paged
+/// kernel's over its pools).
+void parseSplitTmaMaps(const json &k, const json &maps, KernelConfig &c,
                        const std::string &where) {
   if (!c.splitKv || c.targetName != "sm_90a")
     bad(where, "field 'tensor_maps' is given, but only mma 'wgmma' kernels "
@@ -303,9 +318,12 @@ void parseSplitTmaMaps(const json &maps, KernelConfig &c,
     bad(where, "field 'tensor_maps' of a split-KV forward must be an array "
                "of 2 maps (k, v), got " +
                    maps.dump());
+  const ExpectedMap *want =
+      flagField(k, "paged", where, /*nullIsAbsent=*/true) ? kPagedTmaMaps
+                                                           : kSplitTmaMaps;
   for (size_t i = 0; i < std::size(kSplitTmaMaps); ++i)
     c.tensorMaps.push_back(
-        parseTensorMap(maps[i], kSplitTmaMaps[i], c,
+        parseTensorMap(maps[i], want[i], c,
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
@@ -326,7 +344,7 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
   bool hasMaps = maps != k.end() && !maps->is_null();
   if (c.mma != FA_MMA_WGMMA) {
     if (hasMaps)
-      parseSplitTmaMaps(*maps, c, where);
+      parseSplitTmaMaps(k, *maps, c, where);
     return;
   }
   if (c.targetName != "sm_90a")
@@ -862,9 +880,6 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseFp8(k, c, where);
   parseSinks(k, entries, c, where);
   parseRuntimeWindow(k, c, where);
-  if (c.paged && !c.tensorMaps.empty())
-    bad(where, "field 'tensor_maps' is given, but a paged forward gathers "
-               "its pages without tensor maps");
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -994,6 +1009,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Tensor maps on a split-KV kernel: refused by older runtimes.
       needs(19, c.splitKv && !c.tensorMaps.empty(),
             "split-KV kernels with tensor maps");
+      // Pool maps on a paged kernel: refused by older runtimes.
+      needs(20, c.paged && !c.tensorMaps.empty(),
+            "paged kernels with tensor maps");
       // Without "window_runtime": launched without its window sizes.
       needs(17, c.windowRuntime, "run-time window kernels");
       // Older runtimes refuse dtype f8e4m3; the version says so too.

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "TensorMaps.h"
 
 using namespace fa::runtime;
 
@@ -49,7 +50,7 @@ fa_status checkDevice(const fa_attention_args &a, const fa_paged_kv &p,
 fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
                       const fa_paged_kv &p, const SplitKvWorkspace &w,
                       const SinkArgs &sinks, CUstream stream,
-                      const ContextScope &scope) {
+                      const ContextScope &scope, const char *api) {
   const KernelConfig &c = kernel.config;
   CUfunction split, merge;
   if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
@@ -64,10 +65,11 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   CUdeviceptr q = a.q.data, k = a.k.data, v = a.v.data, oPart = w.workspace,
               lsePart = splitLsePartials(a, w), pageTable = p.page_table,
               sequsedK = p.seqused_k;
-  // q's batch, head and row strides, then the pools' page, head and row
-  // strides; the paged parameters follow them (docs/ABI.md).
-  void *splitParams[12 + 9 + 5 + WindowParams::kMaxParams] = {&q,  &k,  &v,     &oPart, &lsePart, &b,
-                                   &h,  &hkv, &nq,   &nk,    &scale,   &splits};
+  // A TMA kernel's k and v maps (by value), then q's batch, head and row
+  // strides and the pools' page, head and row strides; the paged
+  // parameters follow them (docs/ABI.md).
+  void *splitParams[12 + 2 + 9 + 5 + WindowParams::kMaxParams] = {
+      &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides;
   inStrides.add(a.q);
   inStrides.addPages(a.k);
@@ -81,7 +83,13 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
-  if (fa_status s = launch(split, c.fwd, splitGrid, stream, splitParams))
+  // No maps for a cp.async kernel: launchWithMaps then launches plainly.
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(c, a, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, splitGrid,
+                                   stream, splitParams))
     return s;
   return launchMerge(c, merge, a, w, sinks, stream);
 }
@@ -97,7 +105,8 @@ fa_status runPaged(const fa_kernel *kernel, const fa_attention_args *args,
         return checkDevice(*args, *paged, w, sinks, stream, scope, api);
       },
       [&](const ContextScope &scope) {
-        return launchPaged(*kernel, *args, *paged, w, sinks, stream, scope);
+        return launchPaged(*kernel, *args, *paged, w, sinks, stream, scope,
+                           api);
       });
 }
 
@@ -115,6 +124,26 @@ fa_status fa_attention_forward_paged_check(const fa_kernel *kernel,
   if (fa_status s =
           checkPagedCall(kernel, args, paged, w, SinkArgs{}, __func__))
     return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_paged_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, fa_tensor_map_args out[FA_MAX_TENSOR_MAPS],
+    int32_t *count) try {
+  const char *api = "fa_attention_forward_paged_tensor_maps";
+  if (!kernel || !args || !out || !count)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": null argument");
+  *count = 0;
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = pagedTensorMapArgs(kernel->config, *args, paged, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

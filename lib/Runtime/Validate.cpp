@@ -500,7 +500,16 @@ std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
     m.global_address = t.data;
     m.global_dim[0] = static_cast<uint64_t>(t.shape[3]);
     m.global_dim[1] = static_cast<uint64_t>(t.shape[2]);
-    if (spec.rank == 4) {
+    if (spec.pool) {
+      // A pool [pages, page_size, Hkv, D] as (D, page_size, Hkv, pages):
+      // a box of 16 keys lies in one page.
+      m.global_dim[1] = static_cast<uint64_t>(t.shape[1]);
+      m.global_dim[2] = static_cast<uint64_t>(t.shape[2]);
+      m.global_dim[3] = static_cast<uint64_t>(t.shape[0]);
+      for (int i = 0; i < 3; ++i)
+        m.global_strides[i] =
+            elem * static_cast<uint64_t>(t.strides[i == 2 ? 0 : i + 1]);
+    } else if (spec.rank == 4) {
       m.global_dim[2] = static_cast<uint64_t>(t.shape[1]);
       m.global_dim[3] = static_cast<uint64_t>(t.shape[0]);
       for (int i = 0; i < 3; ++i)
@@ -534,14 +543,15 @@ std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
     // TMA reads 16-byte aligned rows; checkTensor and the manifest's head
     // dims imply it today, this keeps the encode from failing if they change.
     // TMA takes strides that are multiples of 16 bytes below 2^40.
-    static const char *const kStrideNames[] = {"row", "head", "batch"};
+    const char *const kStrideNames[] = {"row", "head",
+                                        spec.pool ? "page" : "batch"};
     for (int i = 0; spec.rank == 4 && i < 3; ++i) {
       if (m.global_strides[i] % 16 == 0 && m.global_strides[i] < (1ull << 40))
         continue;
       std::ostringstream os;
       os << name << "_map: TMA needs strides that are multiples of 16 bytes "
          << "(below 2^40), but " << name << "'s " << kStrideNames[i]
-         << " stride is " << t.strides[2 - i] << " elements = "
+         << " stride is " << m.global_strides[i] / elem << " elements = "
          << m.global_strides[i] << " bytes (" << name << ".strides "
          << join(t.strides, 4) << "); make " << name << " contiguous";
       return os.str();
@@ -854,6 +864,21 @@ std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &a,
   return all;
 }
 
+std::string pagedTensorMapArgs(const KernelConfig &c,
+                               const fa_attention_args &a,
+                               const fa_paged_kv *paged,
+                               std::vector<fa_tensor_map_args> &out) {
+  out.clear();
+  if (c.direction != FA_DIRECTION_FWD || !c.paged)
+    return "kernel '" + c.tag + "' is not a paged-KV kernel; use "
+           "fa_kernel_find_paged for one";
+  if (!paged)
+    return "paged is null (expected the page table, seqused_k and the "
+           "cache's sizes)";
+  std::string err = checkPagedForward(c, a, *paged);
+  return err.empty() ? tensorMapArgs(c, a, out) : err;
+}
+
 std::string checkPagedArguments(const KernelConfig &c,
                                 const fa_attention_args &a,
                                 const fa_paged_kv *paged,
@@ -880,6 +905,10 @@ std::string checkPagedArguments(const KernelConfig &c,
       !(err = checkSinkTensors(c, sinks, a.q, all, {"o", "lse"})).empty())
     return err;
   if (!(err = checkOverlap(all, {"o", "lse"})).empty())
+    return err;
+  // A TMA kernel's pool maps (their strides).
+  std::vector<fa_tensor_map_args> maps;
+  if (!(err = tensorMapArgs(c, a, maps)).empty())
     return err;
   return checkSplitWorkspace(a, w, all);
 }

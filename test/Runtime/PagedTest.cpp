@@ -4,8 +4,9 @@
 // search (only fa_kernel_find_paged returns them, and it returns nothing
 // else), and every check of fa_attention_forward_paged: the paged cache's
 // fields, the pools' shapes and strides, the kernel/launch pairing both
-// ways, overlaps and the workspace, with fake device addresses: nothing
-// calls the driver.
+// ways, overlaps and the workspace, and the pool maps of a kernel that
+// loads its pages by TMA (bundle version 20), with fake device addresses:
+// nothing calls the driver.
 //
 //===----------------------------------------------------------------------===//
 
@@ -363,4 +364,99 @@ TEST_F(PagedApi, SinksGoThroughTheirOwnLaunch) {
   fa_tensor onOutput = tensor(a.lse.data, FA_DTYPE_F32, {H});
   rejectSinks(withSinks, &onOutput, "overlap");
   fa_bundle_free(b);
+}
+
+namespace {
+
+/// The paged decode kernel fa-aot writes for
+/// `fwd:bf16:d128:none:packgqa:splitkv:bq32:w2:paged:pw:tma`: k and v maps
+/// over the pools after the split count, the strides at 14, the page table
+/// after them; `box` the maps' box.
+std::string pagedTmaKernel(const std::string &box = "[64, 16, 1, 1]") {
+  auto map = [&](const char *t, const char *param, const char *dim) {
+    return std::string(R"({"tensor": ")") + t + R"(", "param": )" + param +
+           R"(, "dims": [")" + dim +
+           R"(", "page_size", "kv_heads", "num_pages"], "box": )" + box +
+           R"(, "swizzle": 128, "l2_promotion": 128, "oob_fill": "zero"})";
+  };
+  return R"({"tag": "pt", "direction": "fwd", "dtype": "bf16",
+      "head_dim": 128, "head_dim_v": 128, "block_q": 32, "block_kv": 64,
+      "warps": 2, "stages": 2, "mask": "none", "window_left": -1,
+      "window_right": -1, "score_mod": null, "target": "sm_90a",
+      "split_kv": true, "pack_gqa": true, "producer_warp": true,
+      "entries": {
+        "fwd": {"name": "fa_fwd_pt", "threads": 96, "shared_bytes": 73792},
+        "merge": {"name": "fa_merge_pt", "threads": 128, "shared_bytes": 0}},
+      "ptx": "pt.ptx", "stride_param": 14, "paged": true,
+      "page_table_param": 23, "tensor_maps": [)" +
+         map("k", "12", "head_dim") + ", " + map("v", "13", "head_dim_v") +
+         "]}";
+}
+
+} // namespace
+
+TEST(PagedTma, PoolMapsOfSixteenKeyBoxes) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("paged_tma", manifest({pagedTmaKernel()}, "20"), &b),
+            FA_SUCCESS)
+      << lastError();
+  const fa_kernel *k = fa_bundle_kernel_at(b, 0);
+  constexpr int64_t Pages = 40, PageSize = 48, Hkv = 8, D = 128;
+  fa_attention_args a{};
+  a.q = tensor(addr(0), FA_DTYPE_BF16, {2, 32, 1, D});
+  a.k = tensor(addr(1), FA_DTYPE_BF16, {Pages, PageSize, Hkv, D});
+  a.v = tensor(addr(2), FA_DTYPE_BF16, {Pages, PageSize, Hkv, D});
+  // v's rows two heads' rows apart (a strided view of a larger buffer).
+  a.v.strides[1] = 2 * Hkv * D;
+  a.v.strides[0] = PageSize * a.v.strides[1];
+  a.o = tensor(addr(3), FA_DTYPE_BF16, {2, 32, 1, D});
+  a.lse = tensor(addr(4), FA_DTYPE_F32, {2, 32, 1});
+  a.scale = 0.125f;
+  fa_paged_kv cache{addr(5), addr(6), 8, PageSize, Pages};
+  uint64_t bytes = 0;
+  ASSERT_EQ(fa_splitkv_workspace_bytes(k, 2, 32, 1, 4, &bytes), FA_SUCCESS);
+  EXPECT_EQ(fa_attention_forward_paged_check(k, &a, &cache, addr(20), bytes, 4),
+            FA_SUCCESS)
+      << lastError();
+  fa_tensor_map_args maps[FA_MAX_TENSOR_MAPS];
+  int32_t count = -1;
+  ASSERT_EQ(fa_attention_forward_paged_tensor_maps(k, &a, &cache, maps, &count),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(count, 2);
+  for (int i = 0; i < 2; ++i) {
+    const fa_tensor_map_args &m = maps[i];
+    EXPECT_STREQ(m.tensor, i ? "v" : "k");
+    EXPECT_EQ(m.param, 12 + i);
+    EXPECT_EQ(m.rank, 4u);
+    EXPECT_EQ(m.global_address, i ? addr(2) : addr(1));
+    // (D, page_size, Hkv, pages): rows of a page, then heads, then pages.
+    const uint64_t dims[4] = {D, PageSize, Hkv, Pages};
+    const uint64_t rowBytes = (i ? 2 : 1) * Hkv * D * 2;
+    const uint64_t strides[3] = {rowBytes, D * 2, PageSize * rowBytes};
+    const uint32_t box[4] = {64, 16, 1, 1};
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(m.global_dim[d], dims[d]) << "map " << i << " dim " << d;
+      EXPECT_EQ(m.box_dim[d], box[d]) << "map " << i << " box " << d;
+    }
+    for (int d = 0; d < 3; ++d)
+      EXPECT_EQ(m.global_strides[d], strides[d]) << "map " << i << " stride "
+                                                 << d;
+  }
+  // Not a paged launch's kernel, or no cache: refused, no maps.
+  EXPECT_EQ(fa_attention_forward_paged_tensor_maps(k, &a, nullptr, maps,
+                                                   &count),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(count, 0);
+  EXPECT_NE(lastError().find("paged is null"), std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+
+  // A version-19 runtime refuses maps on a paged kernel.
+  expectRejected("paged_tma_v19", manifest({pagedTmaKernel()}, "19"),
+                 "paged kernels with tensor maps need bundle version 20");
+  // The kernels' boxes are 16-key groups, not the key tile.
+  expectRejected("paged_tma_box",
+                 manifest({pagedTmaKernel("[64, 64, 1, 1]")}, "20"),
+                 "box[1] = 64, expected a paged kernel's key group of 16");
 }

@@ -2391,7 +2391,9 @@ TEST(SplitKv, TmaKernelTakesKAndVMaps) {
                                         R"(, "paged": true,
                                            "page_table_param": 23)")},
                           "19"),
-                 "a paged forward gathers its pages without tensor maps");
+                 "field 'dims' = [\"head_dim\",\"nk\",\"kv_heads\",\"batch\"], "
+                 "expected [\"head_dim\",\"page_size\",\"kv_heads\","
+                 "\"num_pages\"]");
 }
 
 TEST(SplitKv, PlainQueriesAndLaunchesNeverTakeIt) {

@@ -8,7 +8,8 @@ whose key counts are 0, 1, whole pages, ragged or up to 4k, pages of 16,
 64 or 256 keys shuffled through a pool with spare pages, page-table entries
 past a sequence's pages left as junk (out of range too: never read), counts
 past the capacity (clamped by the kernel), split counts 1..64, and some caches passed contiguous (no page table: a page per
-sequence); kernels with attention sinks get random sinks (-inf, 8, random),
+sequence); the rows of a sequence's last page past its count are NaN (stale
+memory, which a kernel must not read: the TMA kernels' last tile); kernels with attention sinks get random sinks (-inf, 8, random),
 which the merge joins (a row without keys then has LSE = its sink). Each sequence is compared with a float64 reference over the keys
 its pages hold (causal and windows aligned bottom-right with its own count,
 as flash-attn; a run-time window kernel under a window drawn per case, -1
@@ -19,7 +20,7 @@ raise FaError before any launch.
 
 Built on the development machine (MLIR is not on the GPU machine):
     build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
-Then, on the GPU machine:
+(configs_paged_tma.txt: the kernels that load K/V by TMA). Then, on the GPU machine:
     python3 test/gpu/test_paged.py --bundle out/bundle-paged --lib <libfa_runtime.so>
 """
 import argparse
@@ -86,6 +87,9 @@ def build_cache(case, gen, dev):
         shape = (len(counts), max_pages * page, case["hkv"], d)
         k = torch.randn(shape, generator=gen, device=dev).to(dt)
         v = torch.randn(shape, generator=gen, device=dev).to(dt)
+        for b, n in enumerate(counts):
+            if not case["past_capacity"]:
+                poison(k[b, n:], v[b, n:])
         return k, v, None, max_pages * page
     num_pages = sum(pages_of) + case["spare"]
     # randperm takes a generator of its own device: a CPU one, seeded from `gen`.
@@ -104,7 +108,20 @@ def build_cache(case, gen, dev):
     shape = (num_pages, page, case["hkv"], d)
     k = torch.randn(shape, generator=gen, device=dev).to(dt)
     v = torch.randn(shape, generator=gen, device=dev).to(dt)
+    for b, n in enumerate(counts):
+        if 0 < n < pages_of[b] * page and not case["past_capacity"]:
+            last = int(table[b, pages_of[b] - 1])
+            poison(k[last, n % page:], v[last, n % page:])
     return k, v, table.to(dev), max_pages * page
+
+
+def poison(*rows):
+    """A page's rows past its sequence are stale memory: NaN here, which a
+    kernel must not read (P = 0 times NaN is NaN). Not in a past_capacity
+    case, whose first sequence reads the whole capacity (its table's junk
+    slots too, clamped into pages that other sequences own)."""
+    for r in rows:
+        r.fill_(float("nan"))
 
 
 def gathered(pool, table, b, count, page):

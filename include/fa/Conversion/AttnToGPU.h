@@ -201,8 +201,11 @@ struct KernelPlan {
   /// The TMA decode kernel of two consumer warps and the producer runs
   /// three CTAs per SM (its shared memory allows it) only at 168 registers
   /// a thread (3 warps of a sub-partition's 16384); Q's 32 registers of
-  /// fragments make room. Wider CTAs (two per SM) would spill at that cap.
-  bool capsTmaRegisters() const { return tma && warps == 2; }
+  /// fragments make room. Wider CTAs (two per SM) would spill at that cap,
+  /// and so would the paged kernel (its key counts and the producer's
+  /// zero-filled gather of a sequence's last tile: 12-60 bytes), which runs
+  /// two CTAs per SM with Q in registers.
+  bool capsTmaRegisters() const { return tma && warps == 2 && !paged; }
   /// Head dims rounded up to the k16 / n16 step of the tensor-core loops;
   /// shared tiles hold the extra columns as zeros and they are never stored.
   int64_t paddedHeadDim() const { return (headDim + 15) / 16 * 16; }

@@ -30,6 +30,11 @@ struct KernelParamIndices {
   int64_t window = -1;    ///< run-time windows: left, right
 };
 
+/// Rows of the boxes of a paged TMA decode kernel's pool maps (manifest
+/// "box"): a 16-key group never straddles a page, whose size is a multiple
+/// of 16.
+constexpr int64_t kPagedTmaBoxRows = 16;
+
 } // namespace mlir::fa
 
 #endif // FA_CONVERSION_KERNELPARAMINDICES_H

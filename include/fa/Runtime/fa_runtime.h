@@ -60,7 +60,7 @@ extern "C" {
  * rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 19
+#define FA_RUNTIME_BUNDLE_VERSION 20
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward; k, v for a TMA
@@ -482,6 +482,16 @@ FA_API fa_status fa_attention_forward_paged_check(
     const fa_kernel *kernel, const fa_attention_args *args,
     const fa_paged_kv *paged, CUdeviceptr workspace,
     uint64_t workspace_bytes, int32_t splits);
+/* The tensor maps a paged launch of `kernel` builds (after the checks of
+ * the cache and the pools): none for a kernel that gathers its pages by
+ * cp.async; for one that loads them by TMA (config field tma, bundle
+ * version 20) the k and v maps, 4-D over each pool {D, page_size, Hkv,
+ * num_pages} with strides row, head, page and boxes of 64 x 16 keys.
+ * Needs no GPU. */
+FA_API fa_status fa_attention_forward_paged_tensor_maps(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, fa_tensor_map_args out[FA_MAX_TENSOR_MAPS],
+    int32_t *count);
 /* Validate (above, plus the device checks: every tensor, page_table and
  * seqused_k memory of the context's device), then launch the split forward
  * and the merge on `stream`. fa_splitkv_workspace_bytes and

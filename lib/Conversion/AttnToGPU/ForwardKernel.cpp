@@ -194,14 +194,18 @@ void ForwardTileBuilder::copyAsync(Value mem, Value base, Value rowBegin,
   SmallVector<Value> paging;
   if (paged)
     paging = {tableBase, pageSize, numPages};
-  // K and V are also boxes (0, row, kv head, batch) of their maps.
+  // K and V are also boxes (0, row, kv head, batch) of their maps; paged,
+  // of the pool's map, whose page coordinate comes through the table.
   Value map;
-  if (plan.tma && (mem == arg(1) || mem == arg(2)))
+  SmallVector<Value> coords;
+  if (plan.tma && (mem == arg(1) || mem == arg(2))) {
     map = arg(params.tensorMaps[mem == arg(1) ? 0 : 1]);
+    coords = paged ? SmallVector<Value>{kvHead}
+                   : SmallVector<Value>{kvHead, batch};
+  }
   ag::AsyncCopyOp::create(b, loc, mem, base, rowBegin, rowLimit, rowStride,
                           tile, paged ? pageTable : Value(), paging, map,
-                          map ? SmallVector<Value>{kvHead, batch}
-                              : SmallVector<Value>{});
+                          coords);
 }
 
 /// The first key of block j: a split's blocks count from its first key.

@@ -345,16 +345,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   }
   if (options.tma) {
     // The producer warp's one thread loads a K/V tile as 64-column boxes of
-    // a 4-D tensor map into the ring's swizzled slabs.
-    if (!plan.producerWarp || !plan.splitKv || plan.paged ||
-        plan.target != "sm_90a" || !plan.swizzledForwardTiles())
+    // a 4-D tensor map into the ring's swizzled slabs (paged: 16-key boxes
+    // of the pool's map, each through the page table).
+    if (!plan.producerWarp || !plan.splitKv || plan.target != "sm_90a" ||
+        !plan.swizzledForwardTiles())
       return fail(llvm::Twine("tma needs the split-KV forward with a producer "
-                              "warp on sm_90a, unpaged, with swizzled tiles "
-                              "(head dims multiples of 64, 2 or 4 stages), "
-                              "got ") +
+                              "warp on sm_90a, with swizzled tiles (head dims "
+                              "multiples of 64, 2 or 4 stages), got ") +
                   (plan.splitKv ? "" : "no split-kv, ") +
-                  (plan.producerWarp ? "" : "no producer-warp, ") +
-                  (plan.paged ? "a paged cache, " : "") + "target " +
+                  (plan.producerWarp ? "" : "no producer-warp, ") + "target " +
                   plan.target + ", D " + llvm::Twine(headDim) + ", Dv " +
                   llvm::Twine(headDimV) + ", stages " +
                   llvm::Twine(plan.stages));

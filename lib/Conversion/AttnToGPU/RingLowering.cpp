@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TileLowering.h"
+#include "VarlenKernel.h"
 #include "Wgmma.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -157,10 +158,13 @@ struct RingUseLowering : TileOpLowering<OpTy> {
 };
 
 /// One thread arms the slot's full barrier with the tile's bytes, then
-/// loads each 64-column slab as a box of the 4-D map; the boxes complete
-/// their bytes on that barrier.
+/// loads each 64-column slab as a box of the 4-D map (paged: each 16-key
+/// group of each slab, through the page table); the boxes complete their
+/// bytes on that barrier.
 struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
   using TileOpLowering::TileOpLowering;
+  static constexpr int64_t kElemBytes = 2; // f16 / bf16 tiles
+
   LogicalResult
   matchAndRewrite(ag::TmaCopyOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -177,37 +181,115 @@ struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(rewriter);
     rewriter.setInsertionPointToStart(&issuer.getThenRegion().front());
-    constexpr int64_t elemBytes = 2; // f16 / bf16 tiles
     ringPtx(kb,
             ("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], " +
-             Twine(tile.rows * tile.cols * elemBytes) + ";")
+             Twine(tile.rows * tile.cols * kElemBytes) + ";")
                 .str(),
             full);
-    Type i32 = rewriter.getI32Type();
-    Value smem = arith::TruncIOp::create(rewriter, loc, i32, sharedAddress(kb));
     Value map = LLVM::PtrToIntOp::create(rewriter, loc, rewriter.getI64Type(),
                                          adaptor.getTensorMap().front());
-    SmallVector<Value> outer;
-    outer.push_back(kb.toI32(adaptor.getRow().front()));
+    Value row = adaptor.getRow().front();
+    SmallVector<Value> coords;
     for (ValueRange c : adaptor.getCoords())
-      outer.push_back(kb.toI32(c.front()));
+      coords.push_back(kb.toI32(c.front()));
+    if (!op.getPageTable()) {
+      coords.insert(coords.begin(), kb.toI32(row));
+      issueBoxes(kb, map, tile, /*firstRow=*/0, tile.rows, coords, full);
+    } else {
+      issuePagedBoxes(kb, op, map, tile, row, coords.front(), full);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  /// A box per 64-column slab of tile rows [firstRow, firstRow + rows) at
+  /// map coordinates (64·slab, outer...).
+  static void issueBoxes(KernelBuilder &kb, Value map, const SharedTile &tile,
+                         int64_t firstRow, int64_t rows,
+                         ArrayRef<Value> outer, Value full) {
+    OpBuilder &b = kb.b;
+    Value smem =
+        arith::TruncIOp::create(b, kb.loc, b.getI32Type(), sharedAddress(kb));
     for (int64_t slab = 0; slab < tile.cols / 64; ++slab) {
-      Value elem = kb.add(tile.base, slab * tile.rows * 64);
-      Value dst = arith::AddIOp::create(rewriter, loc, smem,
-                                        kb.toI32(kb.mul(elem, elemBytes)));
-      SmallVector<Value> operands{dst, map,
-                                  arith::ConstantIntOp::create(
-                                      rewriter, loc, slab * 64, 32)};
+      Value elem = kb.add(tile.base, slab * tile.rows * 64 + firstRow * 64);
+      Value dst = arith::AddIOp::create(b, kb.loc, smem,
+                                        kb.toI32(kb.mul(elem, kElemBytes)));
+      SmallVector<Value> operands{
+          dst, map, arith::ConstantIntOp::create(b, kb.loc, slab * 64, 32)};
       llvm::append_range(operands, outer);
       operands.push_back(full);
       LLVM::InlineAsmOp::create(
-          rewriter, loc, TypeRange(), operands,
+          b, kb.loc, TypeRange(), operands,
           "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
           "complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];",
           "r,l,r,r,r,r,r,~{memory}", /*has_side_effects=*/true,
           /*is_align_stack=*/false, LLVM::TailCallKind::None,
           /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
     }
+  }
+
+  /// The tile's 16-key groups: group g's keys lie in table slot (row +
+  /// 16g) / size at offset (row + 16g) mod size; one i32 division for the
+  /// first group, the next ones step on (16 <= size: at most one wrap).
+  /// The table entries are loaded before the first box, clamped into [0,
+  /// count) as the cp.async gather clamps them. i32 is enough: the runtime
+  /// keeps max_pages·page_size below 2^31.
+  static void issuePagedBoxes(KernelBuilder &kb, ag::TmaCopyOp op, Value map,
+                              const SharedTile &tile, Value row, Value head,
+                              Value full) {
+    OpBuilder &b = kb.b;
+    Location loc = kb.loc;
+    constexpr int64_t group = kPagedTmaBoxRows;
+    Value size = kb.toI32(op.getPaging()[1]);
+    Value lastPage = kb.toI32(kb.sub(op.getPaging()[2], kb.idx(1)));
+    Value key = kb.toI32(row);
+    Value slot = arith::DivUIOp::create(b, loc, key, size);
+    Value inPage = arith::RemUIOp::create(b, loc, key, size);
+    SmallVector<std::pair<Value, Value>> groups; // (page, offset in page)
+    for (int64_t g = 0; g < tile.rows / group; ++g) {
+      if (g) {
+        inPage = arith::AddIOp::create(b, loc, inPage, kb.c32(group));
+        Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                           inPage, size);
+        inPage = kb.select(wrap, arith::SubIOp::create(b, loc, inPage, size),
+                           inPage);
+        slot = arith::AddIOp::create(
+            b, loc, slot, arith::ExtUIOp::create(b, loc, b.getI32Type(), wrap));
+      }
+      Value raw = loadSequenceOffset(
+          b, loc, op.getPageTable(), kb.add(op.getPaging()[0], kb.toIndex(slot)));
+      Value page = arith::MinSIOp::create(
+          b, loc, arith::MaxSIOp::create(b, loc, raw, kb.c32(0)), lastPage);
+      groups.push_back({page, inPage});
+    }
+    for (auto [g, at] : llvm::enumerate(groups))
+      issueBoxes(kb, map, tile, g * group, group,
+                 {at.second, head, at.first}, full);
+  }
+};
+
+/// The producer warp's lanes have waited for their copies; after the
+/// warp's barrier (the lanes' writes visible to each other) one thread
+/// arrives on the slot's full barrier.
+struct RingArriveLowering : TileOpLowering<ag::RingArriveOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::RingArriveOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Location loc = op.getLoc();
+    BarrierRing ring{static_cast<int64_t>(op.getSlots())};
+    Value full = barrierAddress(
+        kb, op.getAt(), ring.slot(kb, adaptor.getIteration().front()));
+    ringPtx(kb, "bar.warp.sync -1;", {});
+    auto arriver = scf::IfOp::create(
+        rewriter, loc,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, kb.tid,
+                              kb.idx(op.getThread())),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(rewriter);
+    rewriter.setInsertionPointToStart(&arriver.getThenRegion().front());
+    ringPtx(kb, "mbarrier.arrive.shared::cta.b64 _, [$0];", full);
     rewriter.eraseOp(op);
     return success();
   }
@@ -224,6 +306,6 @@ void mlir::fa::gpu_lowering::populateRingLowering(
                RingUseLowering<ag::RingCommitOp, /*Empty=*/false, 0>,
                RingUseLowering<ag::RingWaitOp, /*Empty=*/false, 0>,
                RingUseLowering<ag::RingReleaseOp, /*Empty=*/true, 0>,
-               TmaCopyLowering>(
+               TmaCopyLowering, RingArriveLowering>(
       converter, ctx, kernels);
 }

@@ -59,8 +59,8 @@
 // NVVM-NEXT: arith.muli %[[SLAB]], %[[C4096]] : index
 // NVVM: nvgpu.ldmatrix %{{.+}} {numTiles = 4 : i32, transpose = false}
 
-// NOPW: tma needs the split-KV forward with a producer warp on sm_90a, unpaged, with swizzled tiles (head dims multiples of 64, 2 or 4 stages), got no producer-warp, target sm_90a, D 128, Dv 128, stages 2
-// NOSPLIT: tma needs the split-KV forward with a producer warp on sm_90a, unpaged, with swizzled tiles (head dims multiples of 64, 2 or 4 stages), got no split-kv, target sm_90a
+// NOPW: tma needs the split-KV forward with a producer warp on sm_90a, with swizzled tiles (head dims multiples of 64, 2 or 4 stages), got no producer-warp, target sm_90a, D 128, Dv 128, stages 2
+// NOSPLIT: tma needs the split-KV forward with a producer warp on sm_90a, with swizzled tiles (head dims multiples of 64, 2 or 4 stages), got no split-kv, target sm_90a
 
 func.func @decode(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x8x?x128xbf16>, %v: tensor<?x8x?x128xbf16>) -> (tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v : tensor<?x32x?x128xbf16>, tensor<?x8x?x128xbf16>, tensor<?x8x?x128xbf16> -> tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>

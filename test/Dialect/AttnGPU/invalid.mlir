@@ -404,7 +404,7 @@ func.func @tma_misaligned(%map: !llvm.ptr, %i: index) {
 
 func.func @tma_coords(%map: !llvm.ptr, %i: index) {
   %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
-  // expected-error @+1 {{expected the head and batch coordinates after the row (a 4-D map), got 1 coordinates}}
+  // expected-error @+1 {{expected the head and batch coordinates after the row (a 4-D map) and no paging operands, got 1 coordinates}}
   attn_gpu.tma_copy %map[%i, %i] into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
   return
 }
@@ -413,7 +413,33 @@ func.func @tma_coords(%map: !llvm.ptr, %i: index) {
 
 func.func @tma_copy_paged(%k: memref<?xbf16>, %map: !llvm.ptr, %table: !llvm.ptr, %i: index) {
   %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
-  // expected-error @+1 {{expected a TMA-capable copy to give the map's head and batch coordinates (2 operands, got 2) and no page table}}
+  // expected-error @+1 {{expected a TMA-capable copy to give the map's head coordinate (1 operands, got 2)}}
   attn_gpu.async_copy %k[%i] rows %i below %i stride %i paged(%table[%i, %i, %i] : !llvm.ptr) tma(%map[%i, %i] : !llvm.ptr) into %t : memref<?xbf16>, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  return
+}
+
+// -----
+
+func.func @tma_copy_unpaged_one_coord(%k: memref<?xbf16>, %map: !llvm.ptr, %i: index) {
+  %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  // expected-error @+1 {{expected a TMA-capable copy to give the map's head and batch coordinates (2 operands, got 1)}}
+  attn_gpu.async_copy %k[%i] rows %i below %i stride %i tma(%map[%i] : !llvm.ptr) into %t : memref<?xbf16>, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  return
+}
+
+// -----
+
+func.func @tma_paged_coords(%map: !llvm.ptr, %table: !llvm.ptr, %i: index) {
+  %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  // expected-error @+1 {{expected a paged TMA copy to give the head coordinate (the page comes through the table) and the table base, page size and page count, got 2 coordinates and 3 paging operands}}
+  attn_gpu.tma_copy %map[%i, %i, %i] paged(%table[%i, %i, %i] : !llvm.ptr) into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  return
+}
+
+// -----
+
+func.func @ring_arrive_thread(%i: index) {
+  // expected-error @+1 {{expected the arriving thread in [0, 1024), got 1024}}
+  attn_gpu.ring_arrive %i at 0 slots 2 thread 1024
   return
 }

@@ -301,15 +301,29 @@ LogicalResult TmaCopyOp::verify() {
     return emitOpError("expected the tensor map as a pointer to the kernel's "
                        "CUtensorMap parameter, got ")
            << getTensorMap().getType();
-  if (getCoords().size() != 2)
+  if (getPageTable()) {
+    if (getCoords().size() != 1 || getPaging().size() != 3)
+      return emitOpError("expected a paged TMA copy to give the head "
+                         "coordinate (the page comes through the table) and "
+                         "the table base, page size and page count, got ")
+             << getCoords().size() << " coordinates and "
+             << getPaging().size() << " paging operands";
+  } else if (getCoords().size() != 2 || !getPaging().empty()) {
     return emitOpError("expected the head and batch coordinates after the "
-                       "row (a 4-D map), got ")
+                       "row (a 4-D map) and no paging operands, got ")
            << getCoords().size() << " coordinates";
+  }
   if (getThread() < 0 || getThread() >= 1024)
     return emitOpError("expected the issuing thread in [0, 1024), got ")
            << getThread();
   if (failed(verifyTmaTile(*this, getTile())))
     return failure();
+  return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult RingArriveOp::verify() {
+  if (getThread() < 0 || getThread() >= 1024)
+    return emitOpError("expected the arriving thread in [0, 1024), got ")
+           << getThread();
   return verifyRing(*this, getAt(), getSlots());
 }
 LogicalResult RingAcquireOp::verify() {
@@ -361,10 +375,13 @@ LogicalResult AsyncCopyOp::verify() {
       return emitOpError("expected the tensor map as a pointer to the "
                          "kernel's CUtensorMap parameter, got ")
              << getTensorMap().getType();
-    if (getMapCoords().size() != 2 || getPageTable())
-      return emitOpError("expected a TMA-capable copy to give the map's head "
-                         "and batch coordinates (2 operands, got ")
-             << getMapCoords().size() << ") and no page table";
+    // Paged, the page coordinate comes through the table.
+    size_t coords = getPageTable() ? 1 : 2;
+    if (getMapCoords().size() != coords)
+      return emitOpError("expected a TMA-capable copy to give the map's head")
+             << (coords == 2 ? " and batch coordinates" : " coordinate")
+             << " (" << coords << " operands, got " << getMapCoords().size()
+             << ")";
     if (failed(verifyTmaTile(*this, getTile())))
       return failure();
   } else if (!getMapCoords().empty()) {

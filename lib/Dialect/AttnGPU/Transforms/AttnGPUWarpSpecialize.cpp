@@ -49,6 +49,10 @@ private:
   std::pair<Value, Value> iterationAndSlot(Value iv);
   Value ringSlot(SharedTileOp tile, Value slot);
   void buildProducer(Block &into, int64_t consumerWarps);
+  void buildTmaCopy(CopiedTile &t, IRMapping &map, Value it, int64_t at,
+                    int64_t consumerWarps);
+  AsyncCopyOp cloneWarpCopy(CopiedTile &t, IRMapping &map,
+                            int64_t consumerWarps);
   void rewriteConsumers();
 
   UnpipelinedLoop &m;
@@ -101,22 +105,65 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
     cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
     RingAcquireOp::create(b, loc, it, at, rings.stages);
-    if (Value tensorMap = t.copy.getTensorMap()) {
-      // The warp's first thread arms the slot and loads it by TMA.
-      SmallVector<Value> coords;
-      for (Value c : t.copy.getMapCoords())
-        coords.push_back(map.lookupOrDefault(c));
-      TmaCopyOp::create(b, loc, map.lookupOrDefault(tensorMap),
-                        map.lookupOrDefault(t.copy.getRowBegin()), coords,
-                        map.lookup(t.tile.getResult()), it, at, rings.stages,
-                        consumerWarps * 32);
+    if (t.copy.getTensorMap()) {
+      buildTmaCopy(t, map, it, at, consumerWarps);
       continue;
     }
-    auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
-    copy.setThreadBegin(consumerWarps * 32);
-    copy.setThreadEnd(consumerWarps * 32 + 32);
+    cloneWarpCopy(t, map, consumerWarps);
     RingCommitOp::create(b, loc, it, at, rings.stages);
   }
+}
+
+/// The copy of `t` by the producer warp's lanes (cp.async).
+AsyncCopyOp WarpSpecializer::cloneWarpCopy(CopiedTile &t, IRMapping &map,
+                                           int64_t consumerWarps) {
+  auto copy = cast<AsyncCopyOp>(b.clone(*t.copy, map));
+  copy.setThreadBegin(consumerWarps * 32);
+  copy.setThreadEnd(consumerWarps * 32 + 32);
+  return copy;
+}
+
+/// The warp's first thread arms the slot and loads it by TMA. A paged tile
+/// that ends past the sequence's used length is the warp's cp.async copy
+/// instead, zero-filled past it (a page's later rows are stale, and P = 0
+/// times a NaN there would still be NaN); once the copies land, that thread
+/// arrives: the one arrival the ring counts either way.
+void WarpSpecializer::buildTmaCopy(CopiedTile &t, IRMapping &map, Value it,
+                                   int64_t at, int64_t consumerWarps) {
+  Location loc = loop.getLoc();
+  AsyncCopyOp copy = t.copy;
+  SmallVector<Value> coords, paging;
+  for (Value c : copy.getMapCoords())
+    coords.push_back(map.lookupOrDefault(c));
+  for (Value p : copy.getPaging())
+    paging.push_back(map.lookupOrDefault(p));
+  Value row = map.lookupOrDefault(copy.getRowBegin());
+  Value tile = map.lookup(t.tile.getResult());
+  int64_t thread = consumerWarps * 32;
+  Value table = copy.getPageTable();
+  if (!table) {
+    TmaCopyOp::create(b, loc, map.lookupOrDefault(copy.getTensorMap()), row,
+                      coords, Value(), ValueRange(), tile, it, at,
+                      rings.stages, thread);
+    return;
+  }
+  int64_t rows = cast<SharedTileType>(t.tile.getType()).getRows();
+  Value whole = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ule,
+      arith::AddIOp::create(b, loc, row, idx(rows)),
+      map.lookupOrDefault(copy.getRowLimit()));
+  auto ifOp = scf::IfOp::create(b, loc, whole, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  TmaCopyOp::create(b, loc, map.lookupOrDefault(copy.getTensorMap()), row,
+                    coords, map.lookupOrDefault(table), paging, tile, it, at,
+                    rings.stages, thread);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  AsyncCopyOp gather = cloneWarpCopy(t, map, consumerWarps);
+  gather.getTensorMapMutable().clear();
+  gather.getMapCoordsMutable().clear();
+  AsyncWaitOp::create(b, loc, 0);
+  RingArriveOp::create(b, loc, it, at, rings.stages, thread);
 }
 
 /// The consumers: each reader waits for its slot where it waited for its
