@@ -776,26 +776,50 @@ def AttnGPU_TmaCopyOp : AttnGPU_Op<"tma_copy", [AttrSizedOperandSegments]> {
     attn_gpu.tma_copy %k_map [%row, %kv_head, %batch] into %slot ring %it
         at 73728 slots 2 thread 64 : !llvm.ptr, <64x128xbf16, stride = 64, swizzle>
     ```
-    Paged (`paged(%table[%first, %size, %count])`, as attn_gpu.async_copy's):
-    the map is the pool's (columns, page rows, heads, pages) with boxes of
-    16 rows (kPagedTmaBoxRows), which never straddle a page (page sizes are
-    multiples of 16). Each 16-key group of the tile is a box per slab at
-    (64·slab, key mod size, head, page), page = the table's entry for the
-    group's keys clamped into [0, count); `coords` is the head alone. Every
-    key of the tile must lie below the sequence's used length (the caller
-    tests it: rows past it would read the page's stale rows).
+    Paged (`pages(%page0, %offset0, %page1, ...)`, an attn_gpu.page_walk's
+    results): the map is the pool's (columns, page rows, heads, pages) with
+    boxes of 16 rows (kPagedTmaBoxRows), which never straddle a page (page
+    sizes are multiples of 16); each 16-key group g of the tile is a box per
+    slab at (64·slab, offset_g, head, page_g); `coords` is the head alone.
+    Every key of the tile must lie below the sequence's used length (the
+    caller tests it: rows past it would read the page's stale rows).
   }];
   let arguments = (ins AnyType:$tensor_map, Index:$row,
-                       Variadic<Index>:$coords,
-                       Optional<AnyType>:$page_table,
-                       Variadic<Index>:$paging, AttnGPU_SharedTile:$tile,
-                       Index:$iteration, I64Attr:$at, I64Attr:$slots,
-                       I64Attr:$thread);
+                       Variadic<Index>:$coords, Variadic<I32>:$pages,
+                       AttnGPU_SharedTile:$tile, Index:$iteration,
+                       I64Attr:$at, I64Attr:$slots, I64Attr:$thread);
   let assemblyFormat = [{
-    $tensor_map `[` $row `,` $coords `]`
-    (`paged` `(` $page_table^ `[` $paging `]` `:` type($page_table) `)`)?
+    $tensor_map `[` $row `,` $coords `]` (`pages` `(` $pages^ `)`)?
     `into` $tile `ring` $iteration `at` $at `slots` $slots `thread` $thread
     attr-dict `:` type($tensor_map) `,` type($tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_PageWalkOp : AttnGPU_Op<"page_walk"> {
+  let summary = "the pages of a paged tile's 16-key groups";
+  let description = [{
+    For each 16-key group g of the `groups` from key `row`: the key row +
+    16g, held below `limit` (a tile past the sequence's end reads no table
+    slot past its pages), its page — page_table[first + key / size] (i32,
+    global, read with ld.global.nc) clamped into [0, count) — and its offset
+    key mod size in the page. Results page_0, offset_0, page_1, ... (i32).
+    The lanes that run it read the same entries; the producer warp walks a
+    tile's pages before it waits for the tile's ring slot, so the table's
+    latency overlaps the wait.
+    ```mlir
+    %w:8 = attn_gpu.page_walk %table[%first, %size, %count] rows %row
+        below %keys groups 4 : !llvm.ptr<1> -> i32, i32, i32, i32, i32, i32, i32, i32
+    ```
+  }];
+  let arguments = (ins AnyType:$page_table, Index:$first, Index:$page_size,
+                       Index:$num_pages, Index:$row, Index:$limit,
+                       I64Attr:$groups);
+  let results = (outs Variadic<I32>:$walk);
+  let assemblyFormat = [{
+    $page_table `[` $first `,` $page_size `,` $num_pages `]` `rows` $row
+    `below` $limit `groups` $groups attr-dict `:` type($page_table) `->`
+    type($walk)
   }];
   let hasVerifier = 1;
 }

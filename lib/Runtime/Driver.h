@@ -66,6 +66,16 @@ CUdeviceptr splitLsePartials(const fa_attention_args &a,
 fa_status launchMerge(const KernelConfig &c, CUfunction merge,
                       const fa_attention_args &a, const SplitKvWorkspace &w,
                       const SinkArgs &sinks, CUstream stream);
+/// The split forward `split` over `grid` with `params` (and, for a TMA
+/// kernel, its k and v maps made from `a`, by value), then launchMerge;
+/// errors name the C entry point `api` (SplitKv.cpp; the split-KV and paged
+/// launches).
+fa_status launchSplitThenMerge(const KernelConfig &c, CUfunction split,
+                               CUfunction merge, const Grid &grid,
+                               void **params, const fa_attention_args &a,
+                               const SplitKvWorkspace &w,
+                               const SinkArgs &sinks, CUstream stream,
+                               const char *api);
 
 /// The steps of a launch API: its GPU-free checks, the context of the
 /// device that owns `owner`, the device checks in it, the launches.

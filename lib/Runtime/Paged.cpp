@@ -83,15 +83,8 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
-  // No maps for a cp.async kernel: launchWithMaps then launches plainly.
-  std::vector<fa_tensor_map_args> maps;
-  std::string err = tensorMapArgs(c, a, maps);
-  if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
-  if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, splitGrid,
-                                   stream, splitParams))
-    return s;
-  return launchMerge(c, merge, a, w, sinks, stream);
+  return launchSplitThenMerge(c, split, merge, splitGrid, splitParams, a, w,
+                              sinks, stream, api);
 }
 
 /// The checks, the device checks and the launches of one paged call.
@@ -139,12 +132,8 @@ fa_status fa_attention_forward_paged_tensor_maps(
                 std::string(api) + ": null argument");
   *count = 0;
   std::vector<fa_tensor_map_args> maps;
-  std::string err = pagedTensorMapArgs(kernel->config, *args, paged, maps);
-  if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
-  std::copy(maps.begin(), maps.end(), out);
-  *count = static_cast<int32_t>(maps.size());
-  return succeed();
+  return mapsOut(api, pagedTensorMapArgs(kernel->config, *args, paged, maps),
+                 maps, out, count);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -152,6 +152,22 @@ fa_status fa::runtime::launchMerge(const KernelConfig &c, CUfunction merge,
   return launch(merge, c.merge, grid, stream, params);
 }
 
+fa_status fa::runtime::launchSplitThenMerge(
+    const KernelConfig &c, CUfunction split, CUfunction merge,
+    const Grid &grid, void **params, const fa_attention_args &a,
+    const SplitKvWorkspace &w, const SinkArgs &sinks, CUstream stream,
+    const char *api) {
+  // No maps for a cp.async kernel: launchWithMaps then launches plainly.
+  std::vector<fa_tensor_map_args> maps;
+  std::string err = tensorMapArgs(c, a, maps);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  if (fa_status s =
+          launchWithMaps(api, c.tag, maps, split, c.fwd, grid, stream, params))
+    return s;
+  return launchMerge(c, merge, a, w, sinks, stream);
+}
+
 namespace {
 
 /// Launches the split forward (with a TMA kernel's maps), then the merge
@@ -192,15 +208,8 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
                  static_cast<unsigned>(gridHeads(c, h, hkv)),
                  static_cast<unsigned>(b * splits)};
-  // No maps for a cp.async kernel: launchWithMaps then launches plainly.
-  std::vector<fa_tensor_map_args> maps;
-  std::string err = tensorMapArgs(c, a, maps);
-  if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
-  if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, splitGrid,
-                                   stream, splitParams))
-    return s;
-  return launchMerge(c, merge, a, w, sinks, stream);
+  return launchSplitThenMerge(c, split, merge, splitGrid, splitParams, a, w,
+                              sinks, stream, api);
 }
 
 /// The checks, the device checks and the launches of one split-KV call.

@@ -87,3 +87,14 @@ fa_status launchWithMaps(const char *api, const std::string &tag,
 }
 
 } // namespace fa::runtime
+
+fa_status fa::runtime::mapsOut(const char *api, const std::string &err,
+                               const std::vector<fa_tensor_map_args> &maps,
+                               fa_tensor_map_args out[FA_MAX_TENSOR_MAPS],
+                               int32_t *count) {
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  std::copy(maps.begin(), maps.end(), out);
+  *count = static_cast<int32_t>(maps.size());
+  return succeed();
+}

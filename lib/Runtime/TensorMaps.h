@@ -83,6 +83,12 @@ fa_status launchWithMaps(const char *api, const std::string &tag,
                          CUfunction f, const Entry &entry, const Grid &grid,
                          CUstream stream, void **params);
 
+/// The answer of a `_tensor_maps` C entry: `err` (non-empty) as its error,
+/// else `maps` copied into `out` and their number into *count.
+fa_status mapsOut(const char *api, const std::string &err,
+                  const std::vector<fa_tensor_map_args> &maps,
+                  fa_tensor_map_args out[FA_MAX_TENSOR_MAPS], int32_t *count);
+
 } // namespace fa::runtime
 
 #endif // FA_LIB_RUNTIME_TENSORMAPS_H

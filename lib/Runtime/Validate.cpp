@@ -864,18 +864,29 @@ std::vector<NamedTensor> tensorsOfPaged(const fa_attention_args &a,
   return all;
 }
 
-std::string pagedTensorMapArgs(const KernelConfig &c,
-                               const fa_attention_args &a,
-                               const fa_paged_kv *paged,
-                               std::vector<fa_tensor_map_args> &out) {
-  out.clear();
+namespace {
+
+/// A paged kernel and a cache given ("" if so).
+std::string checkPagedKernel(const KernelConfig &c, const fa_paged_kv *paged) {
   if (c.direction != FA_DIRECTION_FWD || !c.paged)
     return "kernel '" + c.tag + "' is not a paged-KV kernel; use "
            "fa_kernel_find_paged for one";
   if (!paged)
     return "paged is null (expected the page table, seqused_k and the "
            "cache's sizes)";
-  std::string err = checkPagedForward(c, a, *paged);
+  return "";
+}
+
+} // namespace
+
+std::string pagedTensorMapArgs(const KernelConfig &c,
+                               const fa_attention_args &a,
+                               const fa_paged_kv *paged,
+                               std::vector<fa_tensor_map_args> &out) {
+  out.clear();
+  std::string err = checkPagedKernel(c, paged);
+  if (err.empty())
+    err = checkPagedForward(c, a, *paged);
   return err.empty() ? tensorMapArgs(c, a, out) : err;
 }
 
@@ -884,12 +895,8 @@ std::string checkPagedArguments(const KernelConfig &c,
                                 const fa_paged_kv *paged,
                                 const SplitKvWorkspace &w,
                                 const SinkArgs &sinks) {
-  if (c.direction != FA_DIRECTION_FWD || !c.paged)
-    return "kernel '" + c.tag + "' is not a paged-KV kernel; use "
-           "fa_kernel_find_paged for one";
-  if (!paged)
-    return "paged is null (expected the page table, seqused_k and the "
-           "cache's sizes)";
+  if (std::string err = checkPagedKernel(c, paged); !err.empty())
+    return err;
   if (!c.modArgs.empty())
     return "kernel '" + c.tag + "' reads mod_args, which the paged launch "
            "does not pass";

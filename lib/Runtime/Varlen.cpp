@@ -652,12 +652,8 @@ fa_status fa_attention_forward_varlen_tensor_maps(
   if (workOf(*args) != Work::Launch)
     return succeed();
   std::vector<fa_tensor_map_args> maps;
-  std::string err = tensorMapArgs(kernel->config, denseView(*args), maps);
-  if (!err.empty())
-    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
-  std::copy(maps.begin(), maps.end(), out);
-  *count = static_cast<int32_t>(maps.size());
-  return succeed();
+  return mapsOut(api, tensorMapArgs(kernel->config, denseView(*args), maps),
+                 maps, out, count);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

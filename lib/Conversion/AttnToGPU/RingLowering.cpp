@@ -159,8 +159,8 @@ struct RingUseLowering : TileOpLowering<OpTy> {
 
 /// One thread arms the slot's full barrier with the tile's bytes, then
 /// loads each 64-column slab as a box of the 4-D map (paged: each 16-key
-/// group of each slab, through the page table); the boxes complete their
-/// bytes on that barrier.
+/// group of each slab, at its walked page); the boxes complete their bytes
+/// on that barrier.
 struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
   using TileOpLowering::TileOpLowering;
   static constexpr int64_t kElemBytes = 2; // f16 / bf16 tiles
@@ -192,11 +192,17 @@ struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
     SmallVector<Value> coords;
     for (ValueRange c : adaptor.getCoords())
       coords.push_back(kb.toI32(c.front()));
-    if (!op.getPageTable()) {
+    if (op.getPages().empty()) {
       coords.insert(coords.begin(), kb.toI32(row));
       issueBoxes(kb, map, tile, /*firstRow=*/0, tile.rows, coords, full);
     } else {
-      issuePagedBoxes(kb, op, map, tile, row, coords.front(), full);
+      // A box per 16-key group at (offset_g, head, page_g).
+      SmallVector<Value> pages;
+      for (ValueRange p : adaptor.getPages())
+        pages.push_back(p.front());
+      for (int64_t g = 0; 2 * g < static_cast<int64_t>(pages.size()); ++g)
+        issueBoxes(kb, map, tile, g * kPagedTmaBoxRows, kPagedTmaBoxRows,
+                   {pages[2 * g + 1], coords.front(), pages[2 * g]}, full);
     }
     rewriter.eraseOp(op);
     return success();
@@ -227,26 +233,30 @@ struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
           /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
     }
   }
+};
 
-  /// The tile's 16-key groups: group g's keys lie in table slot (row +
-  /// 16g) / size at offset (row + 16g) mod size; one i32 division for the
-  /// first group, the next ones step on (16 <= size: at most one wrap).
-  /// The table entries are loaded before the first box, clamped into [0,
-  /// count) as the cp.async gather clamps them. i32 is enough: the runtime
-  /// keeps max_pages·page_size below 2^31.
-  static void issuePagedBoxes(KernelBuilder &kb, ag::TmaCopyOp op, Value map,
-                              const SharedTile &tile, Value row, Value head,
-                              Value full) {
+/// The table walk: group g's key, row + 16g held below the limit, lies in
+/// table slot key / size at offset key mod size; one i32 division for the
+/// first group, the next ones step on (16 <= size: at most one wrap). i32
+/// is enough: the runtime keeps max_pages·page_size below 2^31. The pages
+/// are clamped into [0, count) as the cp.async gather clamps them.
+struct PageWalkLowering : TileOpLowering<ag::PageWalkOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::PageWalkOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
     OpBuilder &b = kb.b;
-    Location loc = kb.loc;
+    Location loc = op.getLoc();
     constexpr int64_t group = kPagedTmaBoxRows;
-    Value size = kb.toI32(op.getPaging()[1]);
-    Value lastPage = kb.toI32(kb.sub(op.getPaging()[2], kb.idx(1)));
-    Value key = kb.toI32(row);
+    Value size = kb.toI32(op.getPageSize());
+    Value lastPage = kb.toI32(kb.sub(op.getNumPages(), kb.idx(1)));
+    Value last = kb.toI32(kb.sub(op.getLimit(), kb.idx(1)));
+    Value key = kb.toI32(op.getRow());
     Value slot = arith::DivUIOp::create(b, loc, key, size);
     Value inPage = arith::RemUIOp::create(b, loc, key, size);
-    SmallVector<std::pair<Value, Value>> groups; // (page, offset in page)
-    for (int64_t g = 0; g < tile.rows / group; ++g) {
+    SmallVector<Value> walk;
+    for (int64_t g = 0; g < static_cast<int64_t>(op.getGroups()); ++g) {
       if (g) {
         inPage = arith::AddIOp::create(b, loc, inPage, kb.c32(group));
         Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
@@ -256,15 +266,20 @@ struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
         slot = arith::AddIOp::create(
             b, loc, slot, arith::ExtUIOp::create(b, loc, b.getI32Type(), wrap));
       }
-      Value raw = loadSequenceOffset(
-          b, loc, op.getPageTable(), kb.add(op.getPaging()[0], kb.toIndex(slot)));
-      Value page = arith::MinSIOp::create(
-          b, loc, arith::MaxSIOp::create(b, loc, raw, kb.c32(0)), lastPage);
-      groups.push_back({page, inPage});
+      // A group past the limit reads the last key's slot.
+      Value past = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ugt,
+          arith::AddIOp::create(b, loc, key, kb.c32(g * group)), last);
+      Value read = kb.select(
+          past, arith::DivUIOp::create(b, loc, last, size), slot);
+      Value raw = loadSequenceOffset(b, loc, op.getPageTable(),
+                                     kb.add(op.getFirst(), kb.toIndex(read)));
+      walk.push_back(arith::MinSIOp::create(
+          b, loc, arith::MaxSIOp::create(b, loc, raw, kb.c32(0)), lastPage));
+      walk.push_back(inPage);
     }
-    for (auto [g, at] : llvm::enumerate(groups))
-      issueBoxes(kb, map, tile, g * group, group,
-                 {at.second, head, at.first}, full);
+    rewriter.replaceOp(op, walk);
+    return success();
   }
 };
 
@@ -306,6 +321,6 @@ void mlir::fa::gpu_lowering::populateRingLowering(
                RingUseLowering<ag::RingCommitOp, /*Empty=*/false, 0>,
                RingUseLowering<ag::RingWaitOp, /*Empty=*/false, 0>,
                RingUseLowering<ag::RingReleaseOp, /*Empty=*/true, 0>,
-               TmaCopyLowering, RingArriveLowering>(
+               TmaCopyLowering, PageWalkLowering, RingArriveLowering>(
       converter, ctx, kernels);
 }

@@ -404,7 +404,7 @@ func.func @tma_misaligned(%map: !llvm.ptr, %i: index) {
 
 func.func @tma_coords(%map: !llvm.ptr, %i: index) {
   %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
-  // expected-error @+1 {{expected the head and batch coordinates after the row (a 4-D map) and no paging operands, got 1 coordinates}}
+  // expected-error @+1 {{expected the head and batch coordinates after the row (a 4-D map), got 1 coordinates}}
   attn_gpu.tma_copy %map[%i, %i] into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
   return
 }
@@ -429,10 +429,18 @@ func.func @tma_copy_unpaged_one_coord(%k: memref<?xbf16>, %map: !llvm.ptr, %i: i
 
 // -----
 
-func.func @tma_paged_coords(%map: !llvm.ptr, %table: !llvm.ptr, %i: index) {
+func.func @tma_paged_coords(%map: !llvm.ptr, %i: index, %p: i32) {
   %t = attn_gpu.shared_tile offset 4096 : !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
-  // expected-error @+1 {{expected a paged TMA copy to give the head coordinate (the page comes through the table) and the table base, page size and page count, got 2 coordinates and 3 paging operands}}
-  attn_gpu.tma_copy %map[%i, %i, %i] paged(%table[%i, %i, %i] : !llvm.ptr) into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  // expected-error @+1 {{expected a paged TMA copy to give the head coordinate and a page and offset per 16-key group (8 for 64 rows), got 1 coordinates and 2 pages and offsets}}
+  attn_gpu.tma_copy %map[%i, %i] pages(%p, %p) into %t ring %i at 0 slots 2 thread 64 : !llvm.ptr, !attn_gpu.shared_tile<64x128xbf16, stride = 64, swizzle>
+  return
+}
+
+// -----
+
+func.func @page_walk_results(%table: !llvm.ptr<1>, %i: index) {
+  // expected-error @+1 {{expected a page and an offset per group (8 results for 4 groups), got 2}}
+  %w:2 = attn_gpu.page_walk %table[%i, %i, %i] rows %i below %i groups 4 : !llvm.ptr<1> -> i32, i32
   return
 }
 

@@ -301,16 +301,20 @@ LogicalResult TmaCopyOp::verify() {
     return emitOpError("expected the tensor map as a pointer to the kernel's "
                        "CUtensorMap parameter, got ")
            << getTensorMap().getType();
-  if (getPageTable()) {
-    if (getCoords().size() != 1 || getPaging().size() != 3)
+  auto tileType = cast<SharedTileType>(getTile().getType());
+  if (!getPages().empty()) {
+    int64_t pages = 2 * tileType.getRows() / 16;
+    if (getCoords().size() != 1 ||
+        static_cast<int64_t>(getPages().size()) != pages)
       return emitOpError("expected a paged TMA copy to give the head "
-                         "coordinate (the page comes through the table) and "
-                         "the table base, page size and page count, got ")
+                         "coordinate and a page and offset per 16-key group "
+                         "(")
+             << pages << " for " << tileType.getRows() << " rows), got "
              << getCoords().size() << " coordinates and "
-             << getPaging().size() << " paging operands";
-  } else if (getCoords().size() != 2 || !getPaging().empty()) {
+             << getPages().size() << " pages and offsets";
+  } else if (getCoords().size() != 2) {
     return emitOpError("expected the head and batch coordinates after the "
-                       "row (a 4-D map) and no paging operands, got ")
+                       "row (a 4-D map), got ")
            << getCoords().size() << " coordinates";
   }
   if (getThread() < 0 || getThread() >= 1024)
@@ -319,6 +323,14 @@ LogicalResult TmaCopyOp::verify() {
   if (failed(verifyTmaTile(*this, getTile())))
     return failure();
   return verifyRing(*this, getAt(), getSlots());
+}
+LogicalResult PageWalkOp::verify() {
+  if (getGroups() < 1 ||
+      static_cast<int64_t>(getWalk().size()) != 2 * getGroups())
+    return emitOpError("expected a page and an offset per group (")
+           << 2 * getGroups() << " results for " << getGroups()
+           << " groups), got " << getWalk().size();
+  return success();
 }
 LogicalResult RingArriveOp::verify() {
   if (getThread() < 0 || getThread() >= 1024)

@@ -49,8 +49,9 @@ private:
   std::pair<Value, Value> iterationAndSlot(Value iv);
   Value ringSlot(SharedTileOp tile, Value slot);
   void buildProducer(Block &into, int64_t consumerWarps);
-  void buildTmaCopy(CopiedTile &t, IRMapping &map, Value it, int64_t at,
-                    int64_t consumerWarps);
+  ValueRange walkPages(CopiedTile &t, IRMapping &map);
+  void buildTmaCopy(CopiedTile &t, IRMapping &map, ValueRange pages, Value it,
+                    int64_t at, int64_t consumerWarps);
   AsyncCopyOp cloneWarpCopy(CopiedTile &t, IRMapping &map,
                             int64_t consumerWarps);
   void rewriteConsumers();
@@ -97,21 +98,53 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
   b.setInsertionPointToStart(producer.getBody());
   auto [it, slot] = iterationAndSlot(producer.getInductionVar());
   map.map(loop.getInductionVar(), producer.getInductionVar());
-  for (auto [t, at] : llvm::zip(m.tiles, barriers)) {
+  // What a copy reads, cloned before its slot's wait; with paged TMA
+  // copies, what all copies read and their pages ahead of the first wait
+  // (the table's latency overlaps it).
+  auto prepare = [&](CopiedTile &t) {
     for (Operation *op : bodySlice(loop, copyOperands(t.copy))) {
       cloneConstants(op->getOperands());
       b.clone(*op, map);
     }
     cloneConstants(t.copy->getOperands());
     map.map(t.tile.getResult(), ringSlot(t.tile, slot));
+    return walkPages(t, map);
+  };
+  bool walkFirst = llvm::any_of(m.tiles, [](CopiedTile &t) {
+    return t.copy.getTensorMap() && t.copy.getPageTable();
+  });
+  SmallVector<ValueRange> walks(m.tiles.size());
+  for (auto [t, walk] : llvm::zip(m.tiles, walks))
+    if (walkFirst)
+      walk = prepare(t);
+  for (auto [t, at, walk] : llvm::zip(m.tiles, barriers, walks)) {
+    if (!walkFirst)
+      walk = prepare(t);
     RingAcquireOp::create(b, loc, it, at, rings.stages);
     if (t.copy.getTensorMap()) {
-      buildTmaCopy(t, map, it, at, consumerWarps);
+      buildTmaCopy(t, map, walk, it, at, consumerWarps);
       continue;
     }
     cloneWarpCopy(t, map, consumerWarps);
     RingCommitOp::create(b, loc, it, at, rings.stages);
   }
+}
+
+/// The pages of a paged TMA copy's 16-key groups (none for other copies).
+ValueRange WarpSpecializer::walkPages(CopiedTile &t, IRMapping &map) {
+  AsyncCopyOp copy = t.copy;
+  if (!copy.getTensorMap() || !copy.getPageTable())
+    return {};
+  int64_t groups = cast<SharedTileType>(t.tile.getType()).getRows() / 16;
+  SmallVector<Type> types(2 * groups, b.getI32Type());
+  auto paging = llvm::map_to_vector(
+      copy.getPaging(), [&](Value v) { return map.lookupOrDefault(v); });
+  return PageWalkOp::create(b, loop.getLoc(), types,
+                            map.lookupOrDefault(copy.getPageTable()),
+                            paging[0], paging[1], paging[2],
+                            map.lookupOrDefault(copy.getRowBegin()),
+                            map.lookupOrDefault(copy.getRowLimit()), groups)
+      .getWalk();
 }
 
 /// The copy of `t` by the producer warp's lanes (cp.async).
@@ -123,28 +156,27 @@ AsyncCopyOp WarpSpecializer::cloneWarpCopy(CopiedTile &t, IRMapping &map,
   return copy;
 }
 
-/// The warp's first thread arms the slot and loads it by TMA. A paged tile
-/// that ends past the sequence's used length is the warp's cp.async copy
-/// instead, zero-filled past it (a page's later rows are stale, and P = 0
-/// times a NaN there would still be NaN); once the copies land, that thread
-/// arrives: the one arrival the ring counts either way.
-void WarpSpecializer::buildTmaCopy(CopiedTile &t, IRMapping &map, Value it,
-                                   int64_t at, int64_t consumerWarps) {
+/// The warp's first thread arms the slot and loads it by TMA (paged: from
+/// the walked `pages`). A paged tile that ends past the sequence's used
+/// length is the warp's cp.async copy instead, zero-filled past it (a
+/// page's later rows are stale, and P = 0 times a NaN there would still be
+/// NaN); once the copies land, that thread arrives: the one arrival the
+/// ring counts either way.
+void WarpSpecializer::buildTmaCopy(CopiedTile &t, IRMapping &map,
+                                   ValueRange pages, Value it, int64_t at,
+                                   int64_t consumerWarps) {
   Location loc = loop.getLoc();
   AsyncCopyOp copy = t.copy;
-  SmallVector<Value> coords, paging;
+  SmallVector<Value> coords;
   for (Value c : copy.getMapCoords())
     coords.push_back(map.lookupOrDefault(c));
-  for (Value p : copy.getPaging())
-    paging.push_back(map.lookupOrDefault(p));
   Value row = map.lookupOrDefault(copy.getRowBegin());
   Value tile = map.lookup(t.tile.getResult());
   int64_t thread = consumerWarps * 32;
-  Value table = copy.getPageTable();
-  if (!table) {
+  if (pages.empty()) {
     TmaCopyOp::create(b, loc, map.lookupOrDefault(copy.getTensorMap()), row,
-                      coords, Value(), ValueRange(), tile, it, at,
-                      rings.stages, thread);
+                      coords, ValueRange(), tile, it, at, rings.stages,
+                      thread);
     return;
   }
   int64_t rows = cast<SharedTileType>(t.tile.getType()).getRows();
@@ -156,8 +188,7 @@ void WarpSpecializer::buildTmaCopy(CopiedTile &t, IRMapping &map, Value it,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   TmaCopyOp::create(b, loc, map.lookupOrDefault(copy.getTensorMap()), row,
-                    coords, map.lookupOrDefault(table), paging, tile, it, at,
-                    rings.stages, thread);
+                    coords, pages, tile, it, at, rings.stages, thread);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   AsyncCopyOp gather = cloneWarpCopy(t, map, consumerWarps);
   gather.getTensorMapMutable().clear();

@@ -79,9 +79,11 @@ def AttnGPUWarpSpecializePass : Pass<"attn-gpu-warp-specialize", "ModuleOp"> {
       tensor map (`tma(...)`, plan `tma`) becomes an `attn_gpu.tma_copy`
       instead: the warp's first thread arms the slot with the tile's bytes
       and loads it by TMA, so its ring_init counts one producer; a paged
-      one only where the tile's keys all lie below the sequence's count
-      (`scf.if`), else the lanes' zero-filled cp.async gather, `async_wait
-      0` and one thread's `ring_arrive`;
+      one walks the tile's pages first (`page_walk`, ahead of the
+      iteration's first `ring_acquire`) and loads by TMA only where the
+      tile's keys all lie below the sequence's count (`scf.if`), else the
+      lanes' zero-filled cp.async gather, `async_wait 0` and one thread's
+      `ring_arrive`;
     - the consumers run the loop without its copies and CTA barriers: each
       reader waits for its slot (`ring_wait`) where it waited for its copy,
       and releases it right after (`ring_release`); what follows the loop
