@@ -11,6 +11,7 @@
 
 #include "Driver.h"
 
+#include <cstdint>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -63,17 +64,25 @@ namespace {
 /// there. Fitted to block_kv 128 vs 192 (both head dims: 128 up to 2k keys,
 /// 192 from 4k) and persistent vs one-CTA tiles at D = 64 (persistent up to
 /// 1k keys).
+///
+/// A kernel loading its tiles by TMA (tensor maps: every wgmma kernel, and
+/// the split-KV and paged decode kernels of config `tma`) reads a key tile
+/// at 0.96 of the time of its cp.async twin: the decode grid's median, paged
+/// 0.83-0.95 (PERF.md, sixteenth and seventeenth sessions).
 double keyLoopCost(const KernelConfig &c, int64_t nk) {
   constexpr double kTileOverheadKeys = 32, kCtaOverheadKeys = 64,
                    kPersistentTileFactor = 1.03,
-                   kCausalPersistentTileFactor = 1.06, kMaskedTiles = 0.5;
+                   kCausalPersistentTileFactor = 1.06, kMaskedTiles = 0.5,
+                   kTmaTileFactor = 0.96;
   const bool causal =
       c.mask == FA_MASK_CAUSAL || c.mask == FA_MASK_CAUSAL_BOTTOM_RIGHT;
   double bkv = c.blockKV;
   double perTile =
-      (bkv + kTileOverheadKeys) * (!c.fwd.persistent ? 1.0
-                                   : causal ? kCausalPersistentTileFactor
-                                            : kPersistentTileFactor);
+      (bkv + kTileOverheadKeys) *
+      (!c.fwd.persistent ? 1.0
+       : causal          ? kCausalPersistentTileFactor
+                         : kPersistentTileFactor) *
+      (c.tensorMaps.empty() ? 1.0 : kTmaTileFactor);
   if (nk <= 0)
     return perTile / bkv;
   double cta = c.fwd.persistent ? 0 : kCtaOverheadKeys;
@@ -84,6 +93,33 @@ double keyLoopCost(const KernelConfig &c, int64_t nk) {
       (1.0 - static_cast<double>(std::gcd(c.blockQ, c.blockKV)) / bkv) / 2;
   double tiles = (static_cast<double>(nk) + c.blockQ) / (2 * bkv) + ragged;
   return tiles * perTile + cta + kMaskedTiles * bkv;
+}
+
+/// The query rows of a packed-GQA problem: `group` query heads per key head
+/// and `nq` queries of each (fa_kernel_find_packed_gqa_rows); 0 unknown.
+struct PackedRows {
+  int64_t group = 0, nq = 0;
+};
+
+/// Modelled cost of the query tiles of one (batch, key head) of a packed
+/// problem, in query rows: each tile costs its block_q rows plus a fixed
+/// overhead of 112 rows' worth (the K/V tiles it reads, the softmax's
+/// reductions, the CTA's start), which every tile pays however few of its
+/// rows are real. So the smallest tile that holds a (batch, key head)'s rows
+/// wins, and rows past it go to the larger tile rather than to two small
+/// ones. Fitted to bq16 (one consumer warp) vs bq32 (two) on the H200
+/// decode grid (PERF.md, eighteenth session): one tile of 16 rows against one
+/// of 32 at 0.54-1.02 of its time, two of 16 against one of 32 at 0.56-1.19,
+/// four against two at 1.04-1.64. With the rows unknown, 1 (the key loop
+/// decides; among equals the larger tile, which holds more heads).
+double queryTilesCost(const KernelConfig &c, const PackedRows &rows) {
+  constexpr double kQueryTileOverheadRows = 112;
+  if (rows.group <= 0 || rows.nq <= 0)
+    return 1;
+  double perTile = c.blockQ + kQueryTileOverheadRows;
+  int64_t queriesPerTile = std::max<int64_t>(c.blockQ / rows.group, 1);
+  return static_cast<double>((rows.nq + queriesPerTile - 1) / queriesPerTile) *
+         perTile;
 }
 
 const char *maskName(fa_mask m) {
@@ -253,7 +289,8 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
 /// over one family's kernels only.
 fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                      int64_t nk, bool deterministic, const fa_kernel **out,
-                     const KernelFamily &family = {}) {
+                     const KernelFamily &family = {},
+                     const PackedRows &rows = {}) {
   if (!bundle || !query || !out)
     return fail(FA_ERROR_INVALID_ARGUMENT, "fa_kernel_find: null argument");
   if (nk < 0)
@@ -287,6 +324,15 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   int cc = 0;
   if (fa_status s = queryComputeCapability(q, cc))
     return s;
+  // Kernels of one rank differ in their tiles or grid: take the cheapest.
+  auto cheaper = [&](const KernelConfig &c, const KernelConfig &than) {
+    double a = keyLoopCost(c, nk), b = keyLoopCost(than, nk);
+    if (!family.packGqa)
+      return a < b;
+    a *= queryTilesCost(c, rows);
+    b *= queryTilesCost(than, rows);
+    return a < b || (a == b && c.blockQ > than.blockQ);
+  };
   const fa_kernel *best = nullptr;
   int bestRank = 0;
   std::vector<std::string> matchingTargets;
@@ -294,15 +340,16 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     const KernelConfig &c = k->config;
     if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, family))
       continue;
+    // A packed tile holds whole groups of query heads.
+    if (family.packGqa && rows.group > c.blockQ)
+      continue;
     matchingTargets.push_back(c.targetName);
     // A compile-time window's kernel before a run-time one of its rank.
     int rank = kernelRank(c, cc, q.mma) * 2;
     if (rank > 0 && !c.windowRuntime)
       ++rank;
-    // Kernels of one rank differ in their tiles or grid: take the cheapest.
     if (rank > bestRank ||
-        (rank == bestRank && rank > 0 &&
-         keyLoopCost(c, nk) < keyLoopCost(best->config, nk))) {
+        (rank == bestRank && rank > 0 && cheaper(c, best->config))) {
       best = k.get();
       bestRank = rank;
     }
@@ -317,7 +364,10 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                               q.window_left, q.window_right, q.mma, scoreMod,
                               maskMod) +
                      (deterministic ? " (deterministic)" : "") +
-                     family.describe() + (q.sinks ? " (sinks)" : "");
+                     family.describe() + (q.sinks ? " (sinks)" : "") +
+                     (rows.group > 0 ? " holding " + std::to_string(rows.group) +
+                                           " query heads per key head"
+                                     : "");
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;
@@ -377,6 +427,29 @@ fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
   packed.splitKv = split_kv == 1;
   packed.packGqa = true;
   return findKernel(bundle, query, nk, false, out, packed);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_packed_gqa_rows(const fa_bundle *bundle,
+                                         const fa_kernel_query *query,
+                                         int64_t group, int64_t nq, int64_t nk,
+                                         int32_t split_kv,
+                                         const fa_kernel **out) try {
+  constexpr const char *api = "fa_kernel_find_packed_gqa_rows";
+  if (split_kv != 0 && split_kv != 1)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": split_kv is " +
+                                               std::to_string(split_kv) +
+                                               "; expected 0 or 1");
+  if (group < 1 || nq < 1 || group > INT32_MAX || nq > INT32_MAX)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": group " + std::to_string(group) +
+                    ", nq " + std::to_string(nq) +
+                    ": each must be in [1, 2^31 - 1]");
+  KernelFamily packed;
+  packed.splitKv = split_kv == 1;
+  packed.packGqa = true;
+  return findKernel(bundle, query, nk, false, out, packed, {group, nq});
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

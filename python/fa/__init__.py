@@ -189,23 +189,29 @@ class Bundle:
         return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     packed=False, sinks=False):
+                     packed=False, sinks=False, rows=None):
         """The loaded bundles' split-KV kernel for this forward (ranked as
         find ranks), or None when none has one (never compiled on demand).
-        packed=True: the packed-GQA split-KV kernel instead; sinks=True: one
-        with attention sinks (its merge joins them)."""
+        packed=True: the packed-GQA split-KV kernel instead, for rows =
+        (query heads per key head, queries) when given (the tile that holds
+        them best, fa_kernel_find_packed_gqa_rows); sinks=True: one with
+        attention sinks (its merge joins them)."""
         return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                                 split=True, packed=packed, sinks=sinks)
+                                 split=True, packed=packed, sinks=sinks, rows=rows)
 
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     split, packed, sinks=False):
+                     split, packed, sinks=False, rows=None):
         key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
-               capability, nk, sinks)
+               capability, nk, sinks, rows)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, _mma_code(None), None)
             q.sinks = int(bool(sinks))
-            if packed:
+            if packed and rows:
+                def find(handle, query, n, out):
+                    return self.lib.fa_kernel_find_packed_gqa_rows(handle, query, rows[0],
+                                                                   rows[1], n, int(split), out)
+            elif packed:
                 def find(handle, query, n, out):
                     return self.lib.fa_kernel_find_packed_gqa(handle, query, n, int(split), out)
             else:
@@ -888,8 +894,9 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=Fals
     def make():
         mask, win = _mask(*mask_args)
         d, dv = q.shape[-1], v.shape[-1]
+        rows = (q.shape[1] // k.shape[1], q.shape[2]) if packed else None
         kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
-                                packed=packed, sinks=sinks)
+                                packed=packed, sinks=sinks, rows=rows)
         if kernel is None:
             return ()  # cached: no split-KV kernel for this launch
         splits = ctypes.c_int32()

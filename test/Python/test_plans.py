@@ -237,8 +237,11 @@ def packed_gqa(args, fa, launched):
     import tempfile
     d = tempfile.mkdtemp(prefix="fa_plans_packgqa_")
     packed_split = SPLIT.replace("fa_merge_split", "fa_merge_psplit") + ', "pack_gqa": true'
+    packed_16 = (SPLIT.replace("fa_merge_split", "fa_merge_psplit16") +
+                 ', "pack_gqa": true, "block_q": 16, "warps": 1')
     bundle = fake_decode_bundle(fa, args, d, 7, [("plain", "}"), ("split", SPLIT),
-                                                 ("psplit", packed_split)])
+                                                 ("psplit", packed_split),
+                                                 ("psplit16", packed_16)])
     tags = {}
     for i in range(bundle.lib.fa_bundle_kernel_count(bundle._handle)):
         info = bundle._info(bundle.lib.fa_bundle_kernel_at(bundle._handle, i))
@@ -261,22 +264,26 @@ def packed_gqa(args, fa, launched):
         return kernels[-1], extra
 
     # 8 key heads x 1 tile: 264 / 8 = 33 splits, at most 32 of 4 key blocks
-    # (the unpacked kernel: 8).
+    # (the unpacked kernel: 8). A key head's 4 rows fit the 16-row tile.
     tag, extra = run(1, 32, 8, 1, 8192)
-    assert tag == "psplit" and extra[2] == 32, (tag, extra)
+    assert tag == "psplit16" and extra[2] == 32, (tag, extra)
     assert extra[1] == 32 * 4 * 32 * (128 + 1), extra
     # 17 x 256: 136 packed CTAs fill the 132 SMs; packed, one split (the
     # stand-ins are 16 MiB apart, so the keys stay short).
     tag, extra = run(17, 32, 8, 1, 256)
-    assert tag == "psplit" and extra[2] == 1, (tag, extra)
+    assert tag == "psplit16" and extra[2] == 1, (tag, extra)
+    # 16 queries of 4 heads: one 64-row tile rather than four of 16.
+    tag, extra = run(1, 32, 8, 16, 8192)
+    assert tag == "psplit", (tag, extra)
     # MHA and a full query tile keep the unpacked kernels.
     tag, extra = run(1, 8, 8, 1, 8192)
     assert tag == "split" and extra[2] == 32, (tag, extra)
     tag, extra = run(1, 32, 8, 64, 8192)
     assert tag == "split" and extra[2] == 8, (tag, extra)
     fa._launch = checked
-    print("ok packed GQA: 1 x 8k at 32/8 runs the packed split kernel with 32 splits, 17 x 256 "
-          "with 1; MHA and Nq = 64 keep the unpacked split kernel")
+    print("ok packed GQA: 1 x 8k at 32/8 runs the 16-row packed split kernel with 32 splits, "
+          "17 x 256 with 1, 16 queries the 64-row one; MHA and Nq = 64 keep the unpacked "
+          "split kernel")
 
 
 def split_kv(args, fa, launched):

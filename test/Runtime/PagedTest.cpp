@@ -452,6 +452,25 @@ TEST(PagedTma, PoolMapsOfSixteenKeyBoxes) {
       << lastError();
   fa_bundle_free(b);
 
+  // Beside a cp.async paged kernel of the same problem and key tile, listed
+  // first, the paged search takes the TMA one.
+  ASSERT_EQ(loadText("paged_tma_pick",
+                     manifest({splitKernel("pc", R"(, "pack_gqa": true,
+                                  "paged": true, "page_table_param": 21)"),
+                               pagedTmaKernel()},
+                              "20"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q = decodeQuery();
+  const fa_kernel *pick = nullptr;
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_find_paged(b, &q, 4096, 1, &pick), FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(pick, &info), FA_SUCCESS);
+  EXPECT_STREQ(info.tag, "pt");
+  fa_bundle_free(b);
+
   // A version-19 runtime refuses maps on a paged kernel.
   expectRejected("paged_tma_v19", manifest({pagedTmaKernel()}, "19"),
                  "paged kernels with tensor maps need bundle version 20");

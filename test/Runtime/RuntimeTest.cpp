@@ -2801,6 +2801,62 @@ TEST_F(PackGqaApi, OnlyThePackedSearchReturnsThem) {
       << lastError();
 }
 
+// Decode tiles: one query row of 4 heads per key head fills a quarter of a
+// 16-row tile and an eighth of a 32-row one; the smaller tile wins while it
+// holds the rows, the larger one past them (one 32-row tile over two of 16).
+TEST(PackGqaRows, SmallestTileHoldingTheRows) {
+  fa_bundle *bundle = nullptr;
+  auto tile = [](int bq) {
+    return R"(, "pack_gqa": true, "block_q": )" + std::to_string(bq) +
+           R"(, "warps": )" + std::to_string(bq / 16);
+  };
+  ASSERT_EQ(loadText("packgqa_rows",
+                     manifest({splitKvJson("p32", tile(32)),
+                               splitKvJson("p16", tile(16))},
+                              "7"),
+                     &bundle),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = 128;
+  q.mask = FA_MASK_NONE;
+  q.compute_capability = 90;
+  auto pick = [&](int64_t group, int64_t nq) {
+    const fa_kernel *k = nullptr;
+    EXPECT_EQ(fa_kernel_find_packed_gqa_rows(bundle, &q, group, nq, 65536, 1,
+                                             &k),
+              FA_SUCCESS)
+        << lastError();
+    fa_kernel_info info{};
+    EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+    return std::string(info.tag);
+  };
+  EXPECT_EQ(pick(4, 1), "p16");
+  EXPECT_EQ(pick(4, 4), "p16");  // 16 rows: one small tile
+  EXPECT_EQ(pick(8, 4), "p32");  // 32 rows: one tile of 32, not two of 16
+  EXPECT_EQ(pick(4, 16), "p32"); // 64 rows: two tiles of 32, not four
+  EXPECT_EQ(pick(32, 1), "p32"); // a group of 32 heads needs block_q >= 32
+  // Without the rows, the largest tile (it holds any group it can).
+  const fa_kernel *k = nullptr;
+  ASSERT_EQ(fa_kernel_find_packed_gqa(bundle, &q, 65536, 1, &k), FA_SUCCESS);
+  fa_kernel_info info{};
+  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+  EXPECT_EQ(std::string(info.tag), "p32");
+  EXPECT_EQ(fa_kernel_find_packed_gqa_rows(bundle, &q, 64, 1, 65536, 1, &k),
+            FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("holding 64 query heads per key head"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_kernel_find_packed_gqa_rows(bundle, &q, 0, 1, 65536, 1, &k),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("group 0, nq 1: each must be in [1, 2^31 - 1]"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(bundle);
+}
+
 TEST_F(PackGqaApi, SplitsCountCtasPerKeyHead) {
   const fa_kernel *packed = fa_bundle_kernel_at(bundle, 0);
   const fa_kernel *unpacked = fa_bundle_kernel_at(bundle, 2);

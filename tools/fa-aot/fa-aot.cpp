@@ -37,9 +37,10 @@ static cl::opt<bool> defaults(
              "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
              "block_kv 192 wgmma forwards, persistent-grid wgmma "
              "forwards for short rows (d128 maskless and causal, "
-             "d64 causal), packed-GQA split-KV decode forwards (d128 "
-             "maskless and causal_bottom_right), and the deterministic "
-             "wgmma backwards"));
+             "d64 causal), packed-GQA split-KV decode forwards (d64 and "
+             "d128 maskless, 16- and 32-row tiles; d128 "
+             "causal_bottom_right), run-time window kernels, and the "
+             "deterministic wgmma backwards"));
 static cl::opt<std::string> outDir("o", cl::cat(aotOptions),
                                    cl::desc("bundle directory"), cl::Required);
 static cl::opt<std::string> cacheDir("cache-dir", cl::cat(aotOptions),
@@ -88,9 +89,14 @@ static std::vector<std::string> defaultConfigs() {
   // Without a mask, K/V loaded by TMA from a producer warp: 0.94-1.02x the
   // cp.async kernel's time over the decode grid at d128, 0.83-0.95x at d64
   // where >= 64k keys are read (PERF.md, sixteenth session); d64 gets the
-  // packed kernel too.
-  texts.push_back("fwd:bf16:d128:none:packgqa:splitkv:bq32:w2:pw:tma");
-  texts.push_back("fwd:bf16:d64:none:packgqa:splitkv:bq32:w2:pw:tma");
+  // packed kernel too. Beside them a 16-row tile of one consumer warp,
+  // which the runtime takes where a key head's rows fit 16 (one query row of
+  // up to 16 heads, four of 4): 0.54-1.02x the 32-row tile's time there
+  // (PERF.md, eighteenth session).
+  for (const char *d : {"d128", "d64"})
+    for (const char *tile : {"bq32:w2", "bq16:w1"})
+      texts.push_back(std::string("fwd:bf16:") + d +
+                      ":none:packgqa:splitkv:" + tile + ":pw:tma");
   texts.push_back("fwd:bf16:d128:causal_bottom_right:packgqa:splitkv");
   // Sliding windows of any size (-1: unbounded side), given at run time:
   // one kernel per direction and head dim serves every window (PERF.md);

@@ -430,6 +430,18 @@ FA_API fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
                                            const fa_kernel_query *query,
                                            int64_t nk, int32_t split_kv,
                                            const fa_kernel **out);
+/* fa_kernel_find_packed_gqa for a problem of `group` = H / Hkv query heads
+ * per key head and `nq` queries: among the packed kernels whose block_q holds
+ * a group, the one whose query tiles cost least (the smallest tile that
+ * holds a key head's group x nq rows; past every tile, the largest), then as
+ * fa_kernel_find_packed_gqa ranks. fa_kernel_find_packed_gqa, not knowing
+ * the rows, takes the largest of equally ranked tiles. group, nq in
+ * [1, 2^31 - 1]. */
+FA_API fa_status fa_kernel_find_packed_gqa_rows(const fa_bundle *bundle,
+                                                const fa_kernel_query *query,
+                                                int64_t group, int64_t nq,
+                                                int64_t nk, int32_t split_kv,
+                                                const fa_kernel **out);
 /* The checks of fa_attention_forward_check, then: splits >= 1 and
  * batch x splits <= 65535, the workspace non-null, 16-byte aligned, at least
  * fa_splitkv_workspace_bytes long and overlapping no tensor. Needs no GPU. */

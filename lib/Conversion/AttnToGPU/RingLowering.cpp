@@ -4,7 +4,9 @@
 // branch on the warp index, the ring ops mbarrier instructions on the
 // barriers after the kernel's tiles (inline PTX on 32-bit shared
 // addresses: the copies signal with cp.async.mbarrier.arrive.noinc, which
-// no dialect has), attn_gpu.tma_copy one thread's expect_tx and TMA boxes.
+// no dialect has), attn_gpu.tma_copy one thread's expect_tx and TMA boxes,
+// attn_gpu.page_walk the table reads of a paged TMA tile, attn_gpu.ring_arrive
+// one thread's arrival after its warp's copies.
 //
 //===----------------------------------------------------------------------===//
 

@@ -130,12 +130,15 @@ void WarpSpecializer::buildProducer(Block &into, int64_t consumerWarps) {
   }
 }
 
-/// The pages of a paged TMA copy's 16-key groups (none for other copies).
+/// The pages of a paged TMA copy's 16-key groups (none for other copies):
+/// page sizes are multiples of 16, so a group never straddles a page.
 ValueRange WarpSpecializer::walkPages(CopiedTile &t, IRMapping &map) {
+  constexpr int64_t kGroupKeys = 16;
   AsyncCopyOp copy = t.copy;
   if (!copy.getTensorMap() || !copy.getPageTable())
     return {};
-  int64_t groups = cast<SharedTileType>(t.tile.getType()).getRows() / 16;
+  int64_t groups =
+      cast<SharedTileType>(t.tile.getType()).getRows() / kGroupKeys;
   SmallVector<Type> types(2 * groups, b.getI32Type());
   auto paging = llvm::map_to_vector(
       copy.getPaging(), [&](Value v) { return map.lookupOrDefault(v); });
