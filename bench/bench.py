@@ -46,6 +46,22 @@ import score_mods  # noqa: E402
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
+def warm_up(run, min_ms=30.0):
+    """Calls `run` (which enqueues GPU work) until min_ms of GPU time have
+    passed. The first shape timed after host-side work (inputs, the
+    correctness check) ran up to 10-15% slow at 100+ µs calls in a few ms of
+    samples, so a same-process A/B depended on its order (PERF.md, 2026-12-03
+    and 2026-12-04): the clocks ramp back up under load."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    spent = 0.0
+    while spent < min_ms:
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        spent += start.elapsed_time(end)
+
+
 def graph_us(fn, reps=20, rounds=5):
     """Median GPU time (µs) of one call, from replays of a CUDA graph of
     `reps` calls: the host's time per call (Python, ctypes) is left out, as
@@ -59,8 +75,7 @@ def graph_us(fn, reps=20, rounds=5):
     with torch.cuda.graph(graph):
         for _ in range(reps):
             fn()
-    graph.replay()
-    torch.cuda.synchronize()
+    warm_up(graph.replay)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(rounds):

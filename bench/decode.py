@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
-from bench import graph_us  # noqa: E402
+from bench import graph_us, warm_up  # noqa: E402
 
 SHAPES = [(1, 8192), (1, 65536), (8, 16384), (64, 4096)]
 H, HKV, D = 32, 8, 128
@@ -49,7 +49,7 @@ H, HKV, D = 32, 8, 128
 def median_us(fn, reps=50, rounds=7):
     """Median over `rounds` of the mean GPU time of `reps` back-to-back calls."""
     fn()
-    torch.cuda.synchronize()
+    warm_up(fn)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(rounds):

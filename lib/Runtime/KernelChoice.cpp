@@ -431,25 +431,47 @@ fa_status fa_kernel_find_packed_gqa(const fa_bundle *bundle,
   return failedResult<fa_status>(__func__);
 }
 
-fa_status fa_kernel_find_packed_gqa_rows(const fa_bundle *bundle,
-                                         const fa_kernel_query *query,
-                                         int64_t group, int64_t nq, int64_t nk,
-                                         int32_t split_kv,
-                                         const fa_kernel **out) try {
-  constexpr const char *api = "fa_kernel_find_packed_gqa_rows";
-  if (split_kv != 0 && split_kv != 1)
-    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": split_kv is " +
-                                               std::to_string(split_kv) +
+/// fa_kernel_find_{packed_gqa,paged}_rows: `flag` (split_kv or append) is 0
+/// or 1, group and nq positive int32 values; else the error naming `api`.
+fa_status checkRowsQuery(const char *api, const char *flagName, int32_t flag,
+                         int64_t group, int64_t nq) {
+  if (flag != 0 && flag != 1)
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + flagName +
+                                               " is " + std::to_string(flag) +
                                                "; expected 0 or 1");
   if (group < 1 || nq < 1 || group > INT32_MAX || nq > INT32_MAX)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(api) + ": group " + std::to_string(group) +
                     ", nq " + std::to_string(nq) +
                     ": each must be in [1, 2^31 - 1]");
+  return FA_SUCCESS;
+}
+
+fa_status fa_kernel_find_packed_gqa_rows(const fa_bundle *bundle,
+                                         const fa_kernel_query *query,
+                                         int64_t group, int64_t nq, int64_t nk,
+                                         int32_t split_kv,
+                                         const fa_kernel **out) try {
+  if (fa_status s = checkRowsQuery(__func__, "split_kv", split_kv, group, nq))
+    return s;
   KernelFamily packed;
   packed.splitKv = split_kv == 1;
   packed.packGqa = true;
   return findKernel(bundle, query, nk, false, out, packed, {group, nq});
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_kernel_find_paged_rows(const fa_bundle *bundle,
+                                    const fa_kernel_query *query, int64_t group,
+                                    int64_t nq, int64_t nk, int32_t append,
+                                    const fa_kernel **out) try {
+  if (fa_status s = checkRowsQuery(__func__, "append", append, group, nq))
+    return s;
+  KernelFamily paged;
+  paged.splitKv = paged.paged = paged.packGqa = true;
+  paged.kvAppend = append == 1;
+  return findKernel(bundle, query, nk, false, out, paged, {group, nq});
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -71,6 +71,7 @@ class Bundle:
         self.score_mod_file = score_mod_file
         self._cache = {}
         self._plans = {}
+        self._decode_jit = {}  # decode config -> its compiled bundle's handle
         self.id = len(_bundles)
         _bundles.append(self)
         if torch is not None:
@@ -191,13 +192,40 @@ class Bundle:
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
                      packed=False, sinks=False, rows=None):
         """The loaded bundles' split-KV kernel for this forward (ranked as
-        find ranks), or None when none has one (never compiled on demand).
+        find ranks), else one compiled now for decode (jit.decode_config:
+        packed, or fewer than 64 queries), or None.
         packed=True: the packed-GQA split-KV kernel instead, for rows =
         (query heads per key head, queries) when given (the tile that holds
         them best, fa_kernel_find_packed_gqa_rows); sinks=True: one with
         attention sinks (its merge joins them)."""
         return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
                                  split=True, packed=packed, sinks=sinks, rows=rows)
+
+    def _compile_decode(self, query, nk, find, packed, rows):
+        """The split-KV decode kernel of jit.decode_config for `query`,
+        compiled now (or taken from the disk cache); None where this bundle
+        set does not compile on demand, has no compiler, or the compiler
+        cannot build it (the caller falls back to the plain forward)."""
+        if not self.jit or jit.find_compiler() is None:
+            return None
+        if not packed and (rows is None or rows[1] >= 64):
+            return None  # a query tile's worth of rows: the plain forward's grid
+        config = jit.decode_config(DTYPE_NAMES[query.dtype], query.head_dim, query.head_dim_v,
+                                   query.mask, (query.window_left, query.window_right),
+                                   query.compute_capability, packed, rows)
+        if query.sinks:
+            config += ":sinks"
+        handle = self._decode_jit.get(config)
+        if handle is None:
+            try:
+                directory = jit.compile_bundle(config)
+            except FaError:
+                return None
+            handle = self._load(directory)
+            self._handles.append(handle)
+            self.dirs.append(directory)
+            self._decode_jit[config] = handle
+        return self._search(query, nk, handles=[handle], find=find)
 
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
                      split, packed, sinks=False, rows=None):
@@ -216,7 +244,12 @@ class Bundle:
                     return self.lib.fa_kernel_find_packed_gqa(handle, query, n, int(split), out)
             else:
                 find = self.lib.fa_kernel_find_splitkv
-            self._cache[key] = self._search(q, nk, find=find)
+            # The loaded bundles first; decode kernels compiled for other
+            # rows (another tile) are not searched.
+            jitted = [h.value for h in self._decode_jit.values()]
+            loaded = [h for h in self._handles if h.value not in jitted]
+            self._cache[key] = (self._search(q, nk, find=find, handles=loaded) or
+                                self._compile_decode(q, nk, find, packed, rows))
         return self._cache[key]
 
     def _search(self, query, nk, deterministic=False, handles=None, block_sparse=False,
@@ -894,7 +927,7 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=Fals
     def make():
         mask, win = _mask(*mask_args)
         d, dv = q.shape[-1], v.shape[-1]
-        rows = (q.shape[1] // k.shape[1], q.shape[2]) if packed else None
+        rows = (q.shape[1] // k.shape[1], q.shape[2])
         kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
                                 packed=packed, sinks=sinks, rows=rows)
         if kernel is None:

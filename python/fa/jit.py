@@ -133,6 +133,29 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
     return ":".join(fields)
 
 
+def decode_config(dtype_name, head_dim, head_dim_v, mask, window, capability, packed,
+                  rows=None):
+    """The fa-aot config of a split-KV decode forward (packed GQA when
+    `packed`, for rows = (query heads per key head, queries)). On sm_90a
+    without a mask, bf16/f16 and D = Dv in {64, 128}, the packed kernels of
+    --defaults: a producer warp loading K/V by TMA, a 16-row tile of one
+    consumer warp where a key head's rows fit it, else 32 rows of two
+    (groups of at most 32 heads). Elsewhere the compiler's split kernel."""
+    fields = [config_text(0, dtype_name, head_dim, head_dim_v, mask, window, capability,
+                          "mma_sync")]
+    if packed:
+        fields.append("packgqa")
+    fields.append("splitkv")
+    group, nq = rows or (0, 0)
+    mask_name = mask if isinstance(mask, str) else MASK_NAMES[mask]
+    tma = (packed and capability == 90 and mask_name == "none" and dtype_name in ("bf16", "f16")
+           and head_dim in (64, 128) and head_dim_v in (0, head_dim) and 0 < group <= 32)
+    if tma:
+        fields.append("bq16:w1" if group * nq <= 16 else "bq32:w2")
+        fields.append("pw:tma")
+    return ":".join(fields)
+
+
 def aot_command(compiler, config, out_dir, score_mods=None):
     cmd = [compiler or "fa-aot", "--config", config, "-o", out_dir]
     if score_mods:

@@ -91,36 +91,44 @@ def _seqlens(cache_seqlens, q, capacity):
     return cache_seqlens.contiguous()
 
 
-def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, sinks=False):
+def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, sinks=False,
+          rows=None):
     """The loaded bundles' paged kernel (with fa_kv_append when `append`,
     with attention sinks when `sinks`) for compute capability `cap` and the
-    mask (a window's sizes `window`), else one compiled now (where fa-aot is
-    installed); None when neither."""
+    mask (a window's sizes `window`); packed, the tile for rows = (query
+    heads per key head, queries) when given. Else one compiled now (where
+    fa-aot is installed; jit.decode_config's tile); None when neither."""
     from . import _dtype_code
-    key = ("paged", packed, dtype, d, dv, mask, window, cap, append, sinks)
-    find_paged = "fa_kernel_find_paged_append" if append else "fa_kernel_find_paged"
+    key = ("paged", packed, dtype, d, dv, mask, window, cap, append, sinks, rows)
     if key in b._cache:
         return b._cache[key]
     query = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1], cap,
                         0, None, None, int(sinks))
 
     def find(handle, qy, n, out):
-        return getattr(b.lib, find_paged)(handle, qy, n, int(packed), out)
+        if packed and rows:
+            return b.lib.fa_kernel_find_paged_rows(handle, qy, rows[0], rows[1], n, int(append),
+                                                   out)
+        find_paged = b.lib.fa_kernel_find_paged_append if append else b.lib.fa_kernel_find_paged
+        return find_paged(handle, qy, n, int(packed), out)
 
-    found = b._search(query, capacity, find=find)
+    # The loaded bundles first (not the decode kernels compiled for others).
+    jitted = [h.value for h in b._decode_jit.values()]
+    found = b._search(query, capacity, find=find,
+                      handles=[h for h in b._handles if h.value not in jitted])
     if found is None and b.jit and jit.find_compiler() is not None:
-        config = jit.config_text(FWD, DTYPE_NAMES[query.dtype], d, dv, mask, window, cap,
-                                 "mma_sync") + (":packgqa" if packed else "") + ":splitkv:paged" + (
-                                     ":append" if append else "") + (":sinks" if sinks else "")
-        handle = b._load(jit.compile_bundle(config))
-        out = ctypes.c_void_p()
-        status = getattr(b.lib, find_paged)(handle, ctypes.byref(query), capacity,
-                                            int(packed), ctypes.byref(out))
-        if status:
-            b.lib.fa_bundle_free(handle)
-            check(b.lib, status)
-        b._handles.append(handle)
-        found = out
+        config = jit.decode_config(DTYPE_NAMES[query.dtype], d, dv, mask, window, cap, packed,
+                                   rows) + ":paged" + (":append" if append else "") + (
+                                       ":sinks" if sinks else "")
+        handle = b._decode_jit.get(config)
+        if handle is None:
+            handle = b._load(jit.compile_bundle(config))
+            b._handles.append(handle)
+            b._decode_jit[config] = handle
+        found = b._search(query, capacity, find=find, handles=[handle])
+        if found is None:
+            raise FaError(b._miss[0], "fa: the paged kernel compiled for %s does not answer "
+                          "the query: %s" % (config, b._miss[1]))
     b._cache[key] = found
     return found
 
@@ -134,7 +142,7 @@ def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False, sinks=False
     group = heads // kv_heads
     packed = 1 < group <= 64 and q.shape[1] < 64
     find = lambda pack: _find(b, q.dtype, q.shape[-1], dv, mask, window, pack,  # noqa: E731
-                              capacity, _capability(q), append, sinks)
+                              capacity, _capability(q), append, sinks, (group, q.shape[1]))
     kernel = find(True) if packed else None
     if kernel is None:
         kernel, packed = find(False), False

@@ -36,6 +36,19 @@ PROBE = textwrap.dedent("""
         print(json.dumps({"error": str(e), "status": e.status}))
 """)
 
+# Decode on a miss: the packed split-KV kernel for the rows of a key head.
+DECODE_PROBE = textwrap.dedent("""
+    import json, sys, fa
+    b = fa.Bundle(sys.argv[1], sys.argv[2])
+    tags = []
+    for rows, cap in (((4, 1), 90), ((4, 16), 90), ((4, 1), 80)):
+        k = b.find_splitkv("bf16", 128, 128, "none", (-1, -1), cap, 8192, packed=True,
+                           rows=rows)
+        tags.append(b._info(k)["tag"] if k else None)
+    unpacked = b.find_splitkv("bf16", 128, 128, "none", (-1, -1), 90, 8192, rows=(1, 64))
+    print(json.dumps({"tags": tags, "unpacked_at_64_rows": bool(unpacked)}))
+""")
+
 
 def wrapper(path, real, log, version_suffix=""):
     """An fa-aot that logs each compile to `log` and each --version to
@@ -51,10 +64,10 @@ def wrapper(path, real, log, version_suffix=""):
     return path
 
 
-def probe(args, env, pythonpath, n=1):
-    """Runs PROBE in n processes at once; their JSON answers."""
+def probe(args, env, pythonpath, n=1, script=PROBE):
+    """Runs `script` in n processes at once; their JSON answers."""
     full = dict(os.environ, PYTHONPATH=pythonpath, **env)
-    procs = [subprocess.Popen([sys.executable, "-c", PROBE, args.bundle, args.lib], env=full,
+    procs = [subprocess.Popen([sys.executable, "-c", script, args.bundle, args.lib], env=full,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(n)]
     out = []
@@ -171,6 +184,15 @@ def main():
         assert "needs the score_mod library" in unmodded.get("error", ""), unmodded
         print("ok a score_mod config compiles against $FA_SCORE_MODS (%s), and without it the "
               "error says so" % modded["tag"])
+
+        decode, = probe(args, env, pkg_root, script=DECODE_PROBE)
+        small, large, sm80 = decode.get("tags") or (None,) * 3
+        assert small == "fwd_bf16_d128_bq16_bkv64_w1_s2_none_sm90a_packgqa_splitkv_pw_tma", decode
+        assert large == "fwd_bf16_d128_bq32_bkv64_w2_s2_none_sm90a_packgqa_splitkv_pw_tma", decode
+        assert sm80 and sm80.endswith("_sm80_packgqa_splitkv"), decode
+        assert not decode["unpacked_at_64_rows"], decode
+        print("ok decode on a miss: %s for 4 rows of a key head, %s for 64, %s on sm_80; no "
+              "split kernel compiled for 64 query rows" % (small, large, sm80))
 
         broken, = probe(args, dict(bare, FA_AOT=os.path.join(work, "no-such-fa-aot")), pkg_root)
         assert "FA_AOT is" in broken.get("error", ""), broken

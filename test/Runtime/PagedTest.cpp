@@ -57,6 +57,45 @@ fa_kernel_query decodeQuery() {
   return q;
 }
 
+// The paged search by rows, as fa_kernel_find_packed_gqa_rows: a 16-row
+// tile for one query row of 4 heads, the 32-row one for 4 rows of 8 heads.
+TEST(PagedRows, SmallestTileHoldingTheRows) {
+  fa_bundle *b = nullptr;
+  auto tile = [](int bq) {
+    return R"(, "paged": true, "page_table_param": 21, "pack_gqa": true,
+              "block_q": )" +
+           std::to_string(bq);
+  };
+  ASSERT_EQ(loadText("paged_rows",
+                     manifest({splitKernel("p32", tile(32)),
+                               splitKernel("p16", tile(16))}),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q = decodeQuery();
+  auto pick = [&](int64_t group, int64_t nq) {
+    const fa_kernel *k = nullptr;
+    fa_kernel_info info{};
+    EXPECT_EQ(fa_kernel_find_paged_rows(b, &q, group, nq, 4096, 0, &k),
+              FA_SUCCESS)
+        << lastError();
+    EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
+    return std::string(info.tag);
+  };
+  EXPECT_EQ(pick(4, 1), "p16");
+  EXPECT_EQ(pick(8, 4), "p32");
+  const fa_kernel *k = nullptr;
+  // No kernel of these has fa_kv_append.
+  EXPECT_EQ(fa_kernel_find_paged_rows(b, &q, 4, 1, 4096, 1, &k),
+            FA_ERROR_NOT_FOUND);
+  EXPECT_EQ(fa_kernel_find_paged_rows(b, &q, 4, 1, 4096, 2, &k),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("fa_kernel_find_paged_rows: append is 2"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+}
+
 TEST(PagedManifest, FieldsAndVersion) {
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("paged_ok", manifest({splitKernel("pg")}), &b),

@@ -483,6 +483,14 @@ FA_API fa_status fa_kernel_find_paged(const fa_bundle *bundle,
                                       const fa_kernel_query *query, int64_t nk,
                                       int32_t pack_gqa,
                                       const fa_kernel **out);
+/* fa_kernel_find_paged's packed-GQA kernels (with fa_kv_append when append
+ * is 1) chosen for the rows as fa_kernel_find_packed_gqa_rows chooses:
+ * `group` query heads per key head, `nq` queries (Sq). */
+FA_API fa_status fa_kernel_find_paged_rows(const fa_bundle *bundle,
+                                           const fa_kernel_query *query,
+                                           int64_t group, int64_t nq,
+                                           int64_t nk, int32_t append,
+                                           const fa_kernel **out);
 /* The checks of fa_attention_forward_splitkv_check with the paged K, V
  * above, and: `paged` non-null, max_pages >= 1, page_size a positive
  * multiple of 16 equal to k.shape[1] and v.shape[1], num_pages equal to
