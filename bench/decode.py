@@ -200,7 +200,7 @@ def sweep(b, nk, bundle, counts, packed=False):
     v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     o, lse = torch.empty_like(q), torch.empty(b, H, 1, device="cuda")
     kernel = bundle.find_splitkv(q.dtype, D, D, "none", (-1, -1), fa._capability(q), nk,
-                                 packed=packed)
+                                 packed=packed, rows=(H // HKV, 1))
     chosen = ctypes.c_int32()
     fa.check(bundle.lib, bundle.lib.fa_splitkv_choose_gqa(
         kernel, b, H, HKV, 1, nk, fa._sm_count(q), ctypes.byref(chosen)))
