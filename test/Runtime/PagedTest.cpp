@@ -47,15 +47,7 @@ std::string manifest(const std::vector<std::string> &kernels,
   return manifestOf(kernels, version);
 }
 
-fa_kernel_query decodeQuery() {
-  fa_kernel_query q{};
-  q.direction = FA_DIRECTION_FWD;
-  q.dtype = FA_DTYPE_BF16;
-  q.head_dim = 128;
-  q.mask = FA_MASK_NONE;
-  q.compute_capability = 90;
-  return q;
-}
+fa_kernel_query decodeQuery() { return forwardQuery(128); }
 
 // The paged search by rows, as fa_kernel_find_packed_gqa_rows: a 16-row
 // tile for one query row of 4 heads, the 32-row one for 4 rows of 8 heads.
@@ -75,12 +67,10 @@ TEST(PagedRows, SmallestTileHoldingTheRows) {
   fa_kernel_query q = decodeQuery();
   auto pick = [&](int64_t group, int64_t nq) {
     const fa_kernel *k = nullptr;
-    fa_kernel_info info{};
     EXPECT_EQ(fa_kernel_find_paged_rows(b, &q, group, nq, 4096, 0, &k),
               FA_SUCCESS)
         << lastError();
-    EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
-    return std::string(info.tag);
+    return kernelTag(k);
   };
   EXPECT_EQ(pick(4, 1), "p16");
   EXPECT_EQ(pick(8, 4), "p32");

@@ -2817,21 +2817,14 @@ TEST(PackGqaRows, SmallestTileHoldingTheRows) {
                      &bundle),
             FA_SUCCESS)
       << lastError();
-  fa_kernel_query q{};
-  q.direction = FA_DIRECTION_FWD;
-  q.dtype = FA_DTYPE_BF16;
-  q.head_dim = 128;
-  q.mask = FA_MASK_NONE;
-  q.compute_capability = 90;
+  fa_kernel_query q = forwardQuery();
   auto pick = [&](int64_t group, int64_t nq) {
     const fa_kernel *k = nullptr;
     EXPECT_EQ(fa_kernel_find_packed_gqa_rows(bundle, &q, group, nq, 65536, 1,
                                              &k),
               FA_SUCCESS)
         << lastError();
-    fa_kernel_info info{};
-    EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
-    return std::string(info.tag);
+    return kernelTag(k);
   };
   EXPECT_EQ(pick(4, 1), "p16");
   EXPECT_EQ(pick(4, 4), "p16");  // 16 rows: one small tile
@@ -2841,9 +2834,7 @@ TEST(PackGqaRows, SmallestTileHoldingTheRows) {
   // Without the rows, the largest tile (it holds any group it can).
   const fa_kernel *k = nullptr;
   ASSERT_EQ(fa_kernel_find_packed_gqa(bundle, &q, 65536, 1, &k), FA_SUCCESS);
-  fa_kernel_info info{};
-  ASSERT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS);
-  EXPECT_EQ(std::string(info.tag), "p32");
+  EXPECT_EQ(kernelTag(k), "p32");
   EXPECT_EQ(fa_kernel_find_packed_gqa_rows(bundle, &q, 64, 1, 65536, 1, &k),
             FA_ERROR_NOT_FOUND);
   EXPECT_NE(lastError().find("holding 64 query heads per key head"),

@@ -2,7 +2,8 @@
 //
 // Manifests written to a temporary directory and loaded, the last error's
 // text, and fa_tensors at fake device addresses (validation never
-// dereferences them): shared by RuntimeTest.cpp and VarlenTest.cpp.
+// dereferences them), a plain query and a kernel's tag: shared by the
+// runtime's unit tests.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,24 @@ inline std::string manifestOf(const std::vector<std::string> &kernels,
     list += (list.empty() ? "" : ",") + k;
   return R"({"format": "fa-bundle", "version": )" + version +
          R"(, "compiler": "test", "kernels": [)" + list + "]}";
+}
+
+/// A bf16 forward query without a mask on sm_90 (head dim `d`).
+inline fa_kernel_query forwardQuery(int d = 128) {
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_BF16;
+  q.head_dim = d;
+  q.mask = FA_MASK_NONE;
+  q.compute_capability = 90;
+  return q;
+}
+
+/// A kernel's tag ("" with a failed expectation for a null kernel).
+inline std::string kernelTag(const fa_kernel *k) {
+  fa_kernel_info info{};
+  EXPECT_EQ(fa_kernel_get_info(k, &info), FA_SUCCESS) << lastError();
+  return info.tag ? info.tag : "";
 }
 
 /// Expects the manifest `text` to be rejected with `expect` in the message.
