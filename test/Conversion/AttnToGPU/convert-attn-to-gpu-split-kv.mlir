@@ -34,6 +34,23 @@ func.func @decode(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x8x?x128xbf16>, %v: t
 
 // -----
 
+// The d64 merge: a row is 16 chunks of 4 f32, so the warp's lanes form two
+// groups over alternate splits; a step takes 16 splits a lane (32 a step),
+// the rest 4 a lane (8 a step), and the groups' sums (4 columns and the
+// weight) meet by xor-16 shuffles before group 0 stores.
+// CHECK-LABEL: gpu.module @fa_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv
+// CHECK: gpu.func @fa_merge_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv(
+// CHECK: %[[GROUP:.+]] = arith.divui %[[LANE:.+]], %c16{{.*}} : index
+// CHECK: %[[STEPS:.+]]:2 = scf.for %{{.+}} = %c0 to %[[WHOLE:.+]] step %c32{{.*}} iter_args({{.+}}) -> (vector<4xf32>, f32) {
+// CHECK-COUNT-16: vector.load %arg0
+// CHECK: scf.yield
+// CHECK: %[[REST:.+]]:2 = scf.for %{{.+}} = %[[WHOLE]] to %{{.+}} step %c8{{.*}} iter_args(%{{.+}} = %[[STEPS]]#0, %{{.+}} = %[[STEPS]]#1)
+// CHECK-COUNT-4: vector.load %arg0
+// CHECK: scf.yield
+// CHECK-COUNT-4: gpu.shuffle  xor %{{.+}}, %c16_i32
+// CHECK: gpu.shuffle  xor %[[REST]]#1, %c16_i32
+// CHECK: arith.cmpi slt, %[[GROUP]], %c1
+// CHECK: vector.store {{.*}} : memref<1099511627776xf16>, vector<4xf16>
 func.func @decode_d64(%q: tensor<?x8x?x64xf16>, %k: tensor<?x1x?x64xf16>, %v: tensor<?x1x?x64xf16>) -> (tensor<?x8x?x64xf16>, tensor<?x8x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v : tensor<?x8x?x64xf16>, tensor<?x1x?x64xf16>, tensor<?x1x?x64xf16> -> tensor<?x8x?x64xf16>, tensor<?x8x?xf32>
   return %o, %lse : tensor<?x8x?x64xf16>, tensor<?x8x?xf32>
