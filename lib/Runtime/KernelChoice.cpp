@@ -364,10 +364,10 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                               q.window_left, q.window_right, q.mma, scoreMod,
                               maskMod) +
                      (deterministic ? " (deterministic)" : "") +
-                     family.describe() + (q.sinks ? " (sinks)" : "") +
-                     (rows.group > 0 ? " holding " + std::to_string(rows.group) +
-                                           " query heads per key head"
-                                     : "");
+                     family.describe() + (q.sinks ? " (sinks)" : "");
+  if (rows.group > 0)
+    want += " holding " + std::to_string(rows.group) +
+            " query heads per key head";
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
   std::string modHint;

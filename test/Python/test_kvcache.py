@@ -117,8 +117,8 @@ def check_jit(b, fa_aot):
     # Without a mask on sm_90a, the TMA tile of the rows: 16 for 4 heads x 1.
     tma = kvcache._find(b, torch.bfloat16, 64, 64, "none", (-1, -1), True, 64, 90,
                         rows=(4, 1))
-    assert b._info(tma)["tag"].endswith("bq16_bkv64_w1_s2_none_sm90a_packgqa_splitkv_paged_pw_tma"), \
-        b._info(tma)["tag"]
+    tag = b._info(tma)["tag"]
+    assert tag.endswith("bq16_bkv64_w1_s2_none_sm90a_packgqa_splitkv_paged_pw_tma"), tag
     # Only the paged search returns it.
     assert b.lib.fa_kernel_find_packed_gqa(handle, ctypes.byref(query), 64, 1,
                                            ctypes.byref(out)) == 2

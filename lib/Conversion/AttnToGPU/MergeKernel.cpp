@@ -166,7 +166,8 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
       SmallVector<Value> lanes;
       for (int64_t e = 0; e < width; ++e) {
         Value x = vector::ExtractOp::create(b, loc, v, e);
-        lanes.push_back(arith::AddFOp::create(b, loc, x, kb.shuffleXor(x, mask)));
+        lanes.push_back(
+            arith::AddFOp::create(b, loc, x, kb.shuffleXor(x, mask)));
       }
       v = vector::FromElementsOp::create(b, loc, vecType, lanes);
     }
