@@ -111,8 +111,36 @@ def check_instruction_choice():
     print("ok the JIT's instruction choice follows the compiler's wgmma head dims")
 
 
+def check_decode_configs():
+    """jit.decode_config: the TMA tiles of --defaults on sm_90a without a
+    mask (16 rows where a key head's rows fit, else 32; none past a group of
+    32 heads), the compiler's split kernel elsewhere."""
+    sys.path.insert(0, os.path.dirname(PACKAGE))
+    from fa import jit
+    none = (-1, -1)
+    for args, want in (
+            (("bf16", 128, 128, "none", none, 90, True, (4, 1)),
+             "fwd:bf16:d128:none:mma_sync:sm_90a:packgqa:splitkv:bq16:w1:pw:tma"),
+            (("f16", 64, 0, "none", none, 90, True, (8, 4)),
+             "fwd:f16:d64:none:mma_sync:sm_90a:packgqa:splitkv:bq32:w2:pw:tma"),
+            (("bf16", 128, 128, "none", none, 90, True, (64, 1)),
+             "fwd:bf16:d128:none:mma_sync:sm_90a:packgqa:splitkv"),
+            (("bf16", 128, 128, "causal_bottom_right", none, 90, True, (4, 1)),
+             "fwd:bf16:d128:causal_bottom_right:mma_sync:sm_90a:packgqa:splitkv"),
+            (("bf16", 96, 96, "none", none, 90, True, (4, 1)),
+             "fwd:bf16:d96:none:mma_sync:sm_90a:packgqa:splitkv"),
+            (("bf16", 128, 128, "none", none, 80, True, (4, 1)),
+             "fwd:bf16:d128:none:mma_sync:sm_80:packgqa:splitkv"),
+            (("bf16", 128, 128, "none", none, 90, False, (1, 1)),
+             "fwd:bf16:d128:none:mma_sync:sm_90a:splitkv")):
+        got = jit.decode_config(*args)
+        assert got == want, (args, got, want)
+    print("ok the decode configs compiled on a miss follow --defaults' tiles")
+
+
 def main():
     check_instruction_choice()
+    check_decode_configs()
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fa-aot", required=True)
