@@ -215,17 +215,30 @@ class Bundle:
                                    query.compute_capability, packed, rows)
         if query.sinks:
             config += ":sinks"
+        try:
+            handle = self._decode_bundle(config)
+        except FaError:
+            return None
+        return self._search(query, nk, handles=[handle], find=find)
+
+    def _decode_bundle(self, config):
+        """The handle of the bundle of decode `config`, compiled now (or taken
+        from the disk cache) once per Bundle; FaError when it cannot be
+        built."""
         handle = self._decode_jit.get(config)
         if handle is None:
-            try:
-                directory = jit.compile_bundle(config)
-            except FaError:
-                return None
+            directory = jit.compile_bundle(config)
             handle = self._load(directory)
             self._handles.append(handle)
             self.dirs.append(directory)
             self._decode_jit[config] = handle
-        return self._search(query, nk, handles=[handle], find=find)
+        return handle
+
+    def _loaded_handles(self):
+        """The handles to search before compiling a decode kernel: every
+        bundle but the decode ones compiled for other rows (another tile)."""
+        jitted = {h.value for h in self._decode_jit.values()}
+        return [h for h in self._handles if h.value not in jitted]
 
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
                      split, packed, sinks=False, rows=None):
@@ -244,12 +257,8 @@ class Bundle:
                     return self.lib.fa_kernel_find_packed_gqa(handle, query, n, int(split), out)
             else:
                 find = self.lib.fa_kernel_find_splitkv
-            # The loaded bundles first; decode kernels compiled for other
-            # rows (another tile) are not searched.
-            jitted = [h.value for h in self._decode_jit.values()]
-            loaded = [h for h in self._handles if h.value not in jitted]
-            self._cache[key] = (self._search(q, nk, find=find, handles=loaded) or
-                                self._compile_decode(q, nk, find, packed, rows))
+            self._cache[key] = (self._search(q, nk, find=find, handles=self._loaded_handles())
+                                or self._compile_decode(q, nk, find, packed, rows))
         return self._cache[key]
 
     def _search(self, query, nk, deterministic=False, handles=None, block_sparse=False,

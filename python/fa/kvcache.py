@@ -112,20 +112,12 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, si
         find_paged = b.lib.fa_kernel_find_paged_append if append else b.lib.fa_kernel_find_paged
         return find_paged(handle, qy, n, int(packed), out)
 
-    # The loaded bundles first (not the decode kernels compiled for others).
-    jitted = [h.value for h in b._decode_jit.values()]
-    found = b._search(query, capacity, find=find,
-                      handles=[h for h in b._handles if h.value not in jitted])
+    found = b._search(query, capacity, find=find, handles=b._loaded_handles())
     if found is None and b.jit and jit.find_compiler() is not None:
         config = jit.decode_config(DTYPE_NAMES[query.dtype], d, dv, mask, window, cap, packed,
                                    rows) + ":paged" + (":append" if append else "") + (
                                        ":sinks" if sinks else "")
-        handle = b._decode_jit.get(config)
-        if handle is None:
-            handle = b._load(jit.compile_bundle(config))
-            b._handles.append(handle)
-            b._decode_jit[config] = handle
-        found = b._search(query, capacity, find=find, handles=[handle])
+        found = b._search(query, capacity, find=find, handles=[b._decode_bundle(config)])
         if found is None:
             raise FaError(b._miss[0], "fa: the paged kernel compiled for %s does not answer "
                           "the query: %s" % (config, b._miss[1]))
