@@ -111,6 +111,10 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["dsplit"] = c.dsplit; // the bwd grid's x is ceil(nk/block_kv)·dsplit
   if (c.mma == "wgmma")
     o["mma"] = "wgmma";
+  // f32 kernels: whether each product is one TF32 MMA (else 3xTF32). Older
+  // runtimes reject the f32 dtype, so no new bundle version.
+  if (c.dtype == "f32")
+    o["tf32"] = c.tf32;
   if (c.splitKv)
     o["split_kv"] = true;
   if (c.packGqa)

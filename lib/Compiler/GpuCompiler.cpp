@@ -58,7 +58,7 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
     llvm::StringRef kind;
     if (p == "fwd" || p == "bwd")
       c.direction = p.str(), kind = "direction";
-    else if (p == "bf16" || p == "f16" || p == "f8e4m3")
+    else if (p == "bf16" || p == "f16" || p == "f32" || p == "f8e4m3")
       c.dtype = p.str(), kind = "dtype";
     else if (p == "none" || p == "causal" || p == "causal_bottom_right" ||
              p == "window")
@@ -89,6 +89,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.producerWarp = true, kind = "pw";
     else if (p == "tma")
       c.tma = true, kind = "tma";
+    else if (p == "tf32")
+      c.tf32 = true, kind = "tf32";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -118,6 +120,9 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
   }
   if (c.headDimV == 0)
     c.headDimV = c.headDim;
+  if (c.tf32 && c.dtype != "f32")
+    return err("tf32 applies to f32 inputs, got dtype " + c.dtype + " in '" +
+               text + "'");
   bool window = c.mask == "window";
   // A window without sizes takes them at run time (one kernel, any window).
   if (window && ((c.windowLeft < 0) != (c.windowRight < 0)))
@@ -171,6 +176,8 @@ std::string KernelConfig::str() const {
     s += ":pw";
   if (tma)
     s += ":tma";
+  if (tf32)
+    s += ":tf32";
   return s;
 }
 
@@ -631,6 +638,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.sinks = config.sinks;
   tiles.producerWarp = config.producerWarp;
   tiles.tma = config.tma;
+  tiles.tf32 = config.tf32;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -703,6 +711,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.kvAppend = config.kvAppend;
   pipe.producerWarp = config.producerWarp;
   pipe.tma = config.tma;
+  pipe.tf32 = config.tf32;
   pipe.blockSparse = config.blockSparse;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))

@@ -72,6 +72,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.kvAppend = options.kvAppend;
   plan.producerWarp = options.producerWarp;
   plan.tma = options.tma;
+  plan.tf32 = options.tf32;
   pm.addPass(createAttnGPUPlanPass(plan));
   // The seed passes, as on the CPU; block sizes come from each op's plan.
   OpPassManager &f = pm.nest<func::FuncOp>();

@@ -189,7 +189,7 @@ fa_status fa_kernel_get_info(const fa_kernel *kernel, fa_kernel_info *out) try {
           c.maskMod.empty() ? nullptr : c.maskMod.c_str(),
           c.varlen,        c.blockSparse,
           c.sinks,         c.paged,
-          c.kvAppend};
+          c.kvAppend,      c.tf32};
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

@@ -155,6 +155,9 @@ struct KernelConfig {
   /// A split forward whose module also holds fa_kv_append (entry
   /// "kv_append"), launched only by fa_kv_append (KvAppend.cpp).
   bool kvAppend = false;
+  /// An f32 kernel that multiplies in TF32 (manifest "tf32"): chosen only
+  /// by queries that allow it (fa_kernel_query.allow_tf32).
+  bool tf32 = false;
   Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink,
       append;
   std::string ptxPath,

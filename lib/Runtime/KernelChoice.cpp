@@ -176,8 +176,8 @@ std::string describeKernel(const KernelConfig &c) {
                   c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY,
                   c.scoreMod, c.maskMod) +
          (c.deterministic ? " (deterministic)" : "") +
-         (c.varlen ? " (varlen)" : "") + (c.sinks ? " (sinks)" : "") + " (" +
-         c.targetName + ")";
+         (c.varlen ? " (varlen)" : "") + (c.sinks ? " (sinks)" : "") +
+         (c.tf32 ? " (tf32)" : "") + " (" + c.targetName + ")";
 }
 
 /// The query's compute capability, else the current context's device's.
@@ -257,10 +257,11 @@ std::set<std::string> scoreModsFor(const fa_bundle &bundle,
 }
 
 /// The error when no kernel was chosen: either some compute the problem but
-/// none runs on sm_<cc>, or none computes it and the bundle's list follows.
+/// none runs on sm_<cc>, or none computes it and the bundle's list follows
+/// `hints` (why the near misses were not taken).
 fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
                         const std::vector<std::string> &matchingTargets, int cc,
-                        bool deterministic, const std::string &modHint) {
+                        bool deterministic, const std::string &hints) {
   if (!matchingTargets.empty()) {
     std::string targets;
     for (const std::string &t : matchingTargets)
@@ -281,9 +282,13 @@ fa_status noKernelError(const fa_bundle &bundle, const std::string &want,
   return fail(FA_ERROR_NOT_FOUND,
               "bundle '" + bundle.dir + "' has no " +
                   (deterministic ? "deterministic " : "") + "kernel for " +
-                  want + hint + modHint +
+                  want + hint + hints +
                   "; it has:" + (have.empty() ? " none" : have));
 }
+
+/// What a TF32 kernel adds to its kernelRank for a query that allows TF32:
+/// more than any kernelRank, so it wins over every f32-accurate kernel.
+constexpr int kTf32Rank = 100000;
 
 /// fa_kernel_find_for_keys over the bundle's deterministic kernels only, or
 /// over one family's kernels only.
@@ -336,6 +341,7 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   const fa_kernel *best = nullptr;
   int bestRank = 0;
   std::vector<std::string> matchingTargets;
+  bool tf32Refused = false; // a TF32 kernel matched, but the query refuses it
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
     if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, family))
@@ -343,9 +349,19 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     // A packed tile holds whole groups of query heads.
     if (family.packGqa && rows.group > c.blockQ)
       continue;
+    // Only f32 kernels are TF32 (the manifest's rule), and only by consent.
+    if (c.tf32 && !q.allow_tf32) {
+      tf32Refused = true;
+      continue;
+    }
     matchingTargets.push_back(c.targetName);
+    int rank = kernelRank(c, cc, q.mma);
+    // The caller who allows TF32 wants its speed (a third of the MMAs)
+    // over any f32-accurate kernel that runs, whatever its instructions.
+    if (rank > 0 && c.tf32)
+      rank += kTf32Rank;
     // A compile-time window's kernel before a run-time one of its rank.
-    int rank = kernelRank(c, cc, q.mma) * 2;
+    rank *= 2;
     if (rank > 0 && !c.windowRuntime)
       ++rank;
     if (rank > bestRank ||
@@ -360,30 +376,36 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                : best;
     return succeed();
   }
-  std::string want = describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
-                              q.window_left, q.window_right, q.mma, scoreMod,
-                              maskMod) +
-                     (deterministic ? " (deterministic)" : "") +
-                     family.describe() + (q.sinks ? " (sinks)" : "");
+  std::string want =
+      describe(q.direction, q.dtype, q.head_dim, dv, q.mask, q.window_left,
+               q.window_right, q.mma, scoreMod, maskMod) +
+      (deterministic ? " (deterministic)" : "") + family.describe() +
+      (q.sinks ? " (sinks)" : "") +
+      (q.dtype == FA_DTYPE_F32 && q.allow_tf32 ? " (tf32 allowed)" : "");
   if (rows.group > 0)
     want += " holding " + std::to_string(rows.group) +
             " query heads per key head";
   // Where the bundle has the attention problem but not with this score_mod,
   // say which score_mods it has for it.
-  std::string modHint;
+  std::string hints;
   std::set<std::string> mods = scoreModsFor(*bundle, q, dv);
   if (!mods.empty() && !mods.count(scoreMod)) {
     std::string list;
     for (const std::string &m : mods)
       list += (list.empty() ? "" : ", ") + (m.empty() ? "none" : m);
-    modHint = "; score_mod " + (scoreMod.empty() ? "none" : scoreMod) +
-              " is not in the bundle for " +
-              describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
-                       q.window_left, q.window_right, FA_MMA_ANY) +
-              ", which has score_mod " + list;
+    hints = "; score_mod " + (scoreMod.empty() ? "none" : scoreMod) +
+            " is not in the bundle for " +
+            describe(q.direction, q.dtype, q.head_dim, dv, q.mask,
+                     q.window_left, q.window_right, FA_MMA_ANY) +
+            ", which has score_mod " + list;
   }
+  if (tf32Refused)
+    hints += "; the bundle has a TF32 kernel for it (fa_kernel_info.tf32), "
+             "but the query's allow_tf32 is 0 (set it to 1 to accept TF32 "
+             "products, or build the f32-accurate kernel: the config "
+             "without 'tf32')";
   return noKernelError(*bundle, want, matchingTargets, cc, deterministic,
-                       modHint);
+                       hints);
 }
 
 } // namespace

@@ -260,8 +260,8 @@ TensorMapSpec parseTensorMap(const json &m, const ExpectedMap &want,
   if (spec.swizzleBytes != 128)
     bad(at, "field 'swizzle' = " + std::to_string(spec.swizzleBytes) +
                 " is not supported (expected 128)");
-  // Elements are 2 bytes (f16, bf16). A 128 B swizzle permutes 16 B chunks
-  // within 128 B rows, so a box row must be whole chunks and at most one row.
+  // A 128 B swizzle permutes 16 B chunks within 128 B rows, so a box row
+  // must be whole chunks and at most one row, whatever the element size.
   int rowBytes = spec.box[0] * static_cast<int>(elementSize(c.dtype));
   if (rowBytes > spec.swizzleBytes || rowBytes % 16 != 0)
     bad(at, "box[0] = " + std::to_string(spec.box[0]) + " elements is " +
@@ -785,10 +785,19 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
     c.dtype = FA_DTYPE_F16;
   else if (dtype == "bf16")
     c.dtype = FA_DTYPE_BF16;
+  else if (dtype == "f32")
+    c.dtype = FA_DTYPE_F32;
   else if (dtype == "f8e4m3")
     c.dtype = FA_DTYPE_F8E4M3;
   else
-    bad(where, "unknown dtype '" + dtype + "' (expected f16, bf16 or f8e4m3)");
+    bad(where,
+        "unknown dtype '" + dtype + "' (expected f16, bf16, f32 or f8e4m3)");
+  // Runtimes before f32 kernels refuse their dtype, so "tf32" (on f32
+  // kernels only) needs no newer bundle version either.
+  c.tf32 = flagField(k, "tf32", where, /*nullIsAbsent=*/true);
+  if (c.tf32 && c.dtype != FA_DTYPE_F32)
+    bad(where, "field 'tf32' is true, but dtype is '" + dtype +
+                   "'; only f32 kernels multiply in TF32");
 
   c.headDim = intField(k, "head_dim", where, 1, 1 << 16);
   c.headDimV = k.contains("head_dim_v")

@@ -467,6 +467,21 @@ std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &a) {
 }
 
 namespace {
+/// The element type of a map over a tensor of `dtype` (f32 as FLOAT32 for
+/// TF32 kernels too: TMA copies the bits, the kernel rounds them itself).
+CUtensorMapDataType mapDataType(fa_dtype dtype) {
+  switch (dtype) {
+  case FA_DTYPE_BF16:
+    return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  case FA_DTYPE_F8E4M3:
+    return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  case FA_DTYPE_F32:
+    return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  default:
+    return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  }
+}
+
 /// The maps of `c` over the tensors q, k, v (and d_o for a backward, its
 /// "do" map).
 std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
@@ -490,9 +505,7 @@ std::string mapArgs(const KernelConfig &c, const fa_tensor &q,
     fa_tensor_map_args m{};
     m.tensor = name;
     m.param = spec.param;
-    m.data_type = t.dtype == FA_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                  : t.dtype == FA_DTYPE_F8E4M3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                                               : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    m.data_type = mapDataType(t.dtype);
     // [B, Hk, N, D] viewed as (D, N, B*Hk), or with the caller's strides
     // as (D, N, Hk, B): rows past N of each head lie outside the map and
     // read as zero.

@@ -289,16 +289,27 @@ fa_status fillWithSinks(const fa_tensor &lse, CUdeviceptr sinks,
   return FA_SUCCESS;
 }
 
+/// Zeroes each token row of packed t [T, H, E] (its heads adjacent), in
+/// stream order, in words of t's element size (the checks align its rows
+/// to at least that).
+CUresult zeroTokenRows(const fa_tensor &t, CUstream stream) {
+  size_t elem = static_cast<size_t>(elementSize(t.dtype));
+  size_t pitch = static_cast<size_t>(t.strides[0]) * elem;
+  size_t width = static_cast<size_t>(t.shape[1] * t.shape[2]);
+  size_t rows = static_cast<size_t>(t.shape[0]);
+  if (elem == 4)
+    return cuMemsetD2D32Async(t.data, pitch, 0, width, rows, stream);
+  if (elem == 2)
+    return cuMemsetD2D16Async(t.data, pitch, 0, width, rows, stream);
+  return cuMemsetD2D8Async(t.data, pitch, 0, width * elem, rows, stream);
+}
+
 /// Every query row sees no key: O = 0, LSE = -inf (what the kernel writes
 /// for such rows), or with sinks LSE = sinks[h], in stream order.
 fa_status fillEmpty(const fa_attention_varlen_args &a, const SinkArgs &sinks,
                     CUstream stream) {
-  size_t rows = static_cast<size_t>(a.o.shape[0]);
-  size_t rowElements = static_cast<size_t>(a.o.shape[1] * a.o.shape[2]);
-  size_t pitch = static_cast<size_t>(a.o.strides[0]) * 2;
-  if (CUresult r =
-          cuMemsetD2D16Async(a.o.data, pitch, 0, rowElements, rows, stream))
-    return cuFail("cuMemsetD2D16Async (o = 0)", r);
+  if (CUresult r = zeroTokenRows(a.o, stream))
+    return cuFail("cuMemsetD2D (o = 0)", r);
   if (sinks.given())
     return fillWithSinks(a.lse, sinks.sinks->data, stream);
   constexpr unsigned kMinusInfinity = 0xff800000u;
@@ -532,14 +543,9 @@ fa_status checkBackwardCall(const fa_kernel *kernel,
 /// 2-D memset each.
 fa_status zeroGradients(std::initializer_list<const fa_tensor *> grads,
                         CUstream stream) {
-  for (const fa_tensor *t : grads) {
-    size_t pitch = static_cast<size_t>(t->strides[0]) * 2;
-    size_t width = static_cast<size_t>(t->shape[1] * t->shape[2]);
-    if (CUresult r = cuMemsetD2D16Async(t->data, pitch, 0, width,
-                                        static_cast<size_t>(t->shape[0]),
-                                        stream))
-      return cuFail("cuMemsetD2D16Async (gradients = 0)", r);
-  }
+  for (const fa_tensor *t : grads)
+    if (CUresult r = zeroTokenRows(*t, stream))
+      return cuFail("cuMemsetD2D (gradients = 0)", r);
   return FA_SUCCESS;
 }
 

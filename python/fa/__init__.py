@@ -122,7 +122,7 @@ class Bundle:
             "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
             "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse),
             "sinks": bool(info.sinks), "paged": bool(info.paged),
-            "kv_append": bool(info.kv_append)}
+            "kv_append": bool(info.kv_append), "tf32": bool(info.tf32)}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -142,30 +142,35 @@ class Bundle:
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
              mma=None, nk=0, deterministic=False, score_mod=None, mask_mod=None,
-             sinks=False):
+             sinks=False, allow_tf32=False):
         """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
-        dtype is a torch dtype or a name ('bf16', 'f16'). deterministic=True
+        dtype is a torch dtype or a name ('bf16', 'f16', 'f32'). deterministic=True
         takes only deterministic backward kernels (which the default search
         never returns). score_mod (a name, or None for plain attention) takes
         only kernels with exactly that score_mod; the FaError of a missing
         one lists those the bundle has. mask_mod (a name, a Python function
         (b, h, q_idx, kv_idx) -> bool, or None) likewise. A kernel no loaded
         bundle has is compiled (JIT) where fa-aot is installed. sinks=True
-        takes only kernels with attention sinks (fa.sinks)."""
+        takes only kernels with attention sinks (fa.sinks). allow_tf32=True
+        lets a float32 query take a TF32 kernel (one TF32 product per
+        multiply; preferred where a bundle has one, config field 'tf32' when
+        compiled); False only f32-accurate ones. Ignored for other dtypes."""
         code = _mma_code(mma)
         mod = _score_mod_name(score_mod)
         mask_mod = _mask_mod_name(mask_mod)
         key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
-               bool(deterministic), mod, mask_mod, bool(sinks))
+               bool(deterministic), mod, mask_mod, bool(sinks), bool(allow_tf32))
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code,
                             None if mod is None else mod.encode(),
                             None if mask_mod is None else mask_mod.encode(),
-                            int(bool(sinks)))
+                            int(bool(sinks)), int(bool(allow_tf32)))
             kernel = self._search(q, nk, deterministic)
             if kernel is None:
+                if direction == BWD and q.dtype == DTYPES["f32"]:
+                    raise _no_f32_backward(self._miss)
                 kernel = self._compile(q, nk, deterministic)
             self._cache[key] = kernel
         return kernel
@@ -190,16 +195,17 @@ class Bundle:
         return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     packed=False, sinks=False, rows=None):
+                     packed=False, sinks=False, rows=None, allow_tf32=False):
         """The loaded bundles' split-KV kernel for this forward (ranked as
         find ranks), else one compiled now for decode (jit.decode_config:
         packed, or fewer than 64 queries), or None.
         packed=True: the packed-GQA split-KV kernel instead, for rows =
         (query heads per key head, queries) when given (the tile that holds
         them best, fa_kernel_find_packed_gqa_rows); sinks=True: one with
-        attention sinks (its merge joins them)."""
+        attention sinks (its merge joins them); allow_tf32 as for find."""
         return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                                 split=True, packed=packed, sinks=sinks, rows=rows)
+                                 split=True, packed=packed, sinks=sinks, rows=rows,
+                                 allow_tf32=allow_tf32)
 
     def _compile_decode(self, query, nk, find, packed, rows):
         """The split-KV decode kernel of jit.decode_config for `query`,
@@ -210,6 +216,8 @@ class Bundle:
             return None
         if not packed and (rows is None or rows[1] >= 64):
             return None  # a query tile's worth of rows: the plain forward's grid
+        if DTYPE_NAMES[query.dtype] == "f32":
+            return None  # the compiler builds no f32 split-KV kernels yet
         config = jit.decode_config(DTYPE_NAMES[query.dtype], query.head_dim, query.head_dim_v,
                                    query.mask, (query.window_left, query.window_right),
                                    query.compute_capability, packed, rows)
@@ -241,13 +249,14 @@ class Bundle:
         return [h for h in self._handles if h.value not in jitted]
 
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     split, packed, sinks=False, rows=None):
+                     split, packed, sinks=False, rows=None, allow_tf32=False):
         key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
-               capability, nk, sinks, rows)
+               capability, nk, sinks, rows, bool(allow_tf32))
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, _mma_code(None), None)
             q.sinks = int(bool(sinks))
+            q.allow_tf32 = int(bool(allow_tf32))
             if packed and rows:
                 def find(handle, query, n, out):
                     return self.lib.fa_kernel_find_packed_gqa_rows(handle, query, rows[0],
@@ -299,7 +308,7 @@ class Bundle:
                                      (query.window_left, query.window_right),
                                      query.compute_capability,
                                      "wgmma" if block_sparse else MMA_NAMES[query.mma],
-                                     deterministic, mod, mask_mod) + \
+                                     deterministic, mod, mask_mod, bool(query.allow_tf32)) + \
                 (":blocksparse" if block_sparse else "")
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
@@ -364,10 +373,48 @@ def _dtype_code(dtype):
     if hasattr(torch, "float8_e4m3fn"):
         codes[torch.float8_e4m3fn] = DTYPES["f8e4m3"]
     if dtype not in codes:
-        raise FaError(1, "fa: unsupported dtype %s (expected float16, bfloat16 or "
+        raise FaError(1, "fa: unsupported dtype %s (expected float16, bfloat16, float32 or "
                          "float8_e4m3fn)" % dtype)
     _DTYPE_CODES[dtype] = codes[dtype]
     return codes[dtype]
+
+
+def _allow_tf32(q, allow_tf32):
+    """Whether a call on q may take TF32 kernels: for float32 q, allow_tf32,
+    or where None PyTorch's switch for float32 matmuls (which FlexAttention
+    follows too); False for other dtypes, which have no TF32 kernels."""
+    if allow_tf32 not in (None, True, False):
+        raise FaError(1, "fa: allow_tf32 is %r; expected None (follow "
+                         "torch.backends.cuda.matmul.allow_tf32), True or False" % (allow_tf32,))
+    import torch
+    if q.dtype != torch.float32:
+        return False
+    if allow_tf32 is None:
+        return _torch_allows_tf32(torch)
+    return bool(allow_tf32)
+
+
+def _torch_allows_tf32(torch):
+    """torch.backends.cuda.matmul's TF32 switch: fp32_precision where this
+    PyTorch has it (2.9 on; it also reflects allow_tf32 and the global
+    setting, while reading allow_tf32 after the new API was used raises),
+    else allow_tf32."""
+    matmul = torch.backends.cuda.matmul
+    try:
+        return matmul.fp32_precision == "tf32"
+    except (AttributeError, AssertionError):  # older: unknown (1.x asserts)
+        return bool(matmul.allow_tf32)
+
+
+def _no_f32_backward(miss):
+    """The FaError of a float32 backward no loaded bundle has, which JIT
+    cannot build either: fa's compiler builds float32 forwards only."""
+    status, message = miss or (2, "no bundle loaded")
+    return FaError(status, "fa: there is no float32 backward kernel yet (fa's compiler builds "
+                           "float32 forwards only, and no loaded bundle has one): run float32 "
+                           "attention under torch.no_grad() or on inputs that do not require "
+                           "grad, or train in bfloat16 or float16 (%s: %s)"
+                   % (_status_name(status), message))
 
 
 def _mma_code(mma):
@@ -709,7 +756,7 @@ def _block_sparse_forward(b, q, k, v, o, lse, scale, block_mask, mask_mod, mods_
 
 def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, window=None,
                  scale=None, bundle=None, mma=None, score_mod=None, mod_args=None,
-                 mask_mod=None, block_mask=None):
+                 mask_mod=None, block_mask=None, allow_tf32=None):
     """Runs the forward kernel into caller-provided o [B,H,Nq,Dv] and lse
     [B,H,Nq] (float32). Every argument is validated by the runtime. `mma`
     ('mma_sync' or 'wgmma') forces the kernel's instructions; None prefers
@@ -719,8 +766,10 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     `mod_args` the tensors named ones read (the score_mod's, then the
     mask_mod's). `block_mask` (from fa.block_mask) runs its block-sparse
     kernel: only the key blocks it lists, the mask_mod on the partial ones;
-    the mask_mod and mod_args default to the block mask's."""
+    the mask_mod and mod_args default to the block mask's. `allow_tf32` as
+    for attention()."""
     b = _bundle(bundle)
+    tf32 = _allow_tf32(q, allow_tf32)
     if block_mask is not None:
         if causal or causal_bottom_right or window is not None or score_mod is not None:
             raise FaError(1, "fa: a block mask carries the whole mask: no causal, window or "
@@ -734,14 +783,14 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
     # Everything the kernel choice and the argument struct depend on except
     # the data pointers, which are all that change from call to call.
     key = (FWD, q.device, causal, causal_bottom_right,
-           None if window is None else tuple(window), scale, mma, score_mod, mask_mod,
+           None if window is None else tuple(window), scale, mma, score_mod, mask_mod, tf32,
            *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(causal, causal_bottom_right, window)
         d, dv = q.shape[-1], v.shape[-1]
         kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
-                        score_mod=score_mod, mask_mod=mask_mod)
+                        score_mod=score_mod, mask_mod=mask_mod, allow_tf32=tf32)
         if score_mod is not None or mask_mod is not None:
             _check_mod_arg_count(b, kernel, score_mod, mods_read, mask_mod)
         args = ForwardArgs(*[_tensor(t) for t in tensors],
@@ -818,7 +867,7 @@ def _attention_fp8(q, k, v, b, mask_args, scale, descales):
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
                   causal_bottom_right=False, window=None, scale=None, bundle=None, mma=None,
                   deterministic=False, score_mod=None, mod_args=None, mask_mod=None,
-                  block_mask=None):
+                  block_mask=None, allow_tf32=None):
     """Runs bwd_pre, bwd and bwd_post into caller-provided dq, dk, dv. The f32
     workspaces delta [B,H,Nq] and dq_accum [B,H,Nq,D] are allocated here when
     not given. `mma` as for forward_into. deterministic=True runs the bundle's
@@ -829,9 +878,11 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     block-sparse backward, whose own mask (per key block: its full and
     partial query blocks) it builds once and keeps; where no block-sparse
     backward exists for it (or the mask is per head with GQA) the mask_mod
-    backward, which visits every key block."""
+    backward, which visits every key block. `allow_tf32` as for attention()
+    (float32: no loaded bundle has such a backward yet, FaError)."""
     import torch
     b = _bundle(bundle)
+    tf32 = _allow_tf32(q, allow_tf32)
     sparse = None
     if block_mask is not None and score_mod is None and not deterministic and \
             mma in (None, "wgmma") and not (causal or causal_bottom_right or window):
@@ -861,13 +912,13 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     tensors = (q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
     key = (BWD, q.device, causal, causal_bottom_right,
            None if window is None else tuple(window), scale, mma, bool(deterministic),
-           score_mod, mask_mod, *[(t.shape, t.stride(), t.dtype) for t in tensors])
+           score_mod, mask_mod, tf32, *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(causal, causal_bottom_right, window)
         d, dv_dim = q.shape[-1], v.shape[-1]
         kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), mma, k.shape[-2],
-                        deterministic, score_mod, mask_mod)
+                        deterministic, score_mod, mask_mod, allow_tf32=tf32)
         if score_mod is not None or mask_mod is not None:
             _check_mod_arg_count(b, kernel, score_mod, mods_read, mask_mod)
         args = BackwardArgs(*[_tensor(t) for t in tensors],
@@ -922,15 +973,17 @@ def _packs_gqa(q, k, block_q=64):
     return 1 < group <= block_q and q.shape[2] < block_q
 
 
-def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=False):
+def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=False,
+                  tf32=False):
     """(kernel, argument template, splits, workspace bytes) of a split-KV
     launch for these tensors, or () when the bundle has no split-KV kernel
     for them or fa_splitkv_choose picks 1 split (the plain forward fills the
     GPU). packed=True: the packed-GQA split kernel, whose grid has a CTA per
     key head (fa_splitkv_choose_gqa), taken with any split count. sinks=True:
-    a kernel with attention sinks (fa_attention_forward_splitkv_sinks)."""
+    a kernel with attention sinks (fa_attention_forward_splitkv_sinks).
+    tf32=True: TF32 kernels allowed (float32)."""
     tensors = (q, k, v, o, lse)
-    key = ("splitkv", packed, sinks, q.device, mask_args, scale,
+    key = ("splitkv", packed, sinks, tf32, q.device, mask_args, scale,
            *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
@@ -938,7 +991,7 @@ def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=Fals
         d, dv = q.shape[-1], v.shape[-1]
         rows = (q.shape[1] // k.shape[1], q.shape[2])
         kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
-                                packed=packed, sinks=sinks, rows=rows)
+                                packed=packed, sinks=sinks, rows=rows, allow_tf32=tf32)
         if kernel is None:
             return ()  # cached: no split-KV kernel for this launch
         splits = ctypes.c_int32()
@@ -983,11 +1036,13 @@ def _unit_last(t):
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
-def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None):
+def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None,
+                  tf32=False):
     """(launch function, kernel, struct template, extra launch arguments,
     split-KV workspace bytes) of _forward_as_given for tensors laid out as
     these: the split-KV kernels where the bundle has them and splitting pays
-    (plain attention, mma unforced or mma_sync), else the plain forward."""
+    (plain attention, mma unforced or mma_sync), else the plain forward.
+    tf32: TF32 kernels allowed (float32, _allow_tf32)."""
     import torch
     shape = q.shape[:-1]
     # Stand-ins with o's and lse's layout for the struct (their data
@@ -998,16 +1053,16 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mas
         # Decode with GQA: the packed split kernel reads each K/V block once
         # per key head (and runs unsplit where the grid is full).
         split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
-                                                   packed=True)
+                                                   packed=True, tf32=tf32)
         if not split:
-            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale)
+            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, tf32=tf32)
         if split:
             kernel, template, splits, nbytes = split
             return b.lib.fa_attention_forward_splitkv, kernel, template, (nbytes, splits), nbytes
     mask, win = _mask(*mask_args)
     d, dv = q.shape[-1], v.shape[-1]
     kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
-                    score_mod=score_mod, mask_mod=mask_mod)
+                    score_mod=score_mod, mask_mod=mask_mod, allow_tf32=tf32)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)],
                        softmax_scale(d, scale))
     if score_mod is not None or mask_mod is not None:
@@ -1019,7 +1074,8 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mas
     return b.lib.fa_attention_forward, kernel, bytes(args), (), 0
 
 
-def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None):
+def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None,
+             tf32=False):
     """O and LSE, allocated here, of the forward with these arguments. q, k,
     v go to the kernel as they are (O in q's layout) unless the runtime
     rejects their strides as an INVALID_ARGUMENT (a kernel without strides,
@@ -1027,17 +1083,17 @@ def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     try:
         return _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args,
-                                 mask_mod)
+                                 mask_mod, tf32)
     except FaError as e:
         views = [t for t in (q, k, v) if not t.is_contiguous()]
         if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
             raise
     return _forward_as_given(q.contiguous(), k.contiguous(), v.contiguous(), b, mask_args,
-                             scale, mma, score_mod, mod_args, mask_mod)
+                             scale, mma, score_mod, mod_args, mask_mod, tf32)
 
 
 def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(),
-                      mask_mod=None):
+                      mask_mod=None, tf32=False):
     """_forward on these tensors as they are (the kernel and struct of
     _forward_plan, made once per layout and options)."""
     torch = _torch
@@ -1046,10 +1102,10 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(),
         torch = _torch
     device = q.device
     key = ("attention", device, _layout(q), _layout(k), _layout(v), mask_args, scale, mma,
-           score_mod, len(mod_args), mask_mod)
+           score_mod, len(mod_args), mask_mod, tf32)
     fn, kernel, template, extra, nbytes = _plan(
         b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args,
-                                      mask_mod))
+                                      mask_mod, tf32))
     if extra is None:  # the _ex launch: this call's mod_args
         extra = (_mod_arg_array(mod_args), len(mod_args))
     o = _empty_like_layout(q, v.shape[-1])
@@ -1066,7 +1122,7 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(),
 
 
 def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, deterministic,
-                   score_mod, mod_args=(), mask_mod=None):
+                   score_mod, mod_args=(), mask_mod=None, tf32=False):
     """(kernel, struct template, workspace bytes, dq_accum's offset in it)
     of _backward for tensors laid out as these. delta [B,H,Nq] and dq_accum
     [B,H,Nq,D] (f32) share one workspace allocation: delta first, dq_accum
@@ -1075,7 +1131,7 @@ def _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale, determi
     mask, win = _mask(*mask_args)
     d, dv_dim = q.shape[-1], v.shape[-1]
     kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), None, k.shape[-2],
-                    deterministic, score_mod, mask_mod)
+                    deterministic, score_mod, mask_mod, allow_tf32=tf32)
     if score_mod is not None or mask_mod is not None:
         _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
     rows = math.prod(q.shape[:-1])
@@ -1106,7 +1162,7 @@ class _Described:
 
 
 def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod,
-              mod_args=(), mask_mod=None):
+              mod_args=(), mask_mod=None, tf32=False):
     """dQ, dK, dV, allocated here. `mma` picks only the forward kernel: the
     backward is the runtime's choice (wgmma on sm_90 where the bundle has
     it), since a bundle may hold a config's backward in one build only.
@@ -1117,17 +1173,17 @@ def _backward(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod
     tensors = [_unit_last(t) for t in (q, k, v, o, do)]
     try:
         return _backward_as_given(*tensors, lse, b, mask_args, scale, deterministic,
-                                  score_mod, mod_args, mask_mod)
+                                  score_mod, mod_args, mask_mod, tf32)
     except FaError as e:
         views = [t for t in tensors if not t.is_contiguous()]
         if not views or e.status != 1:  # FA_ERROR_INVALID_ARGUMENT
             raise
     return _backward_as_given(*[t.contiguous() for t in tensors], lse, b, mask_args, scale,
-                              deterministic, score_mod, mod_args, mask_mod)
+                              deterministic, score_mod, mod_args, mask_mod, tf32)
 
 
 def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, score_mod,
-                       mod_args=(), mask_mod=None):
+                       mod_args=(), mask_mod=None, tf32=False):
     """_backward on these tensors as they are (the kernel and struct of
     _backward_plan, made once per layout and options)."""
     torch = _torch
@@ -1139,10 +1195,11 @@ def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, 
     dv = _empty_like_layout(v, v.shape[-1])
     key = ("backward", q.device, _layout(q), _layout(k), _layout(v), _layout(o), _layout(do),
            _layout(lse), mask_args, scale, bool(deterministic), score_mod, len(mod_args),
-           mask_mod)
+           mask_mod, tf32)
     kernel, template, nbytes, offset = _plan(
         b, key, lambda: _backward_plan(q, k, v, o, do, lse, dq, dk, dv, b, mask_args, scale,
-                                       bool(deterministic), score_mod, mod_args, mask_mod))
+                                       bool(deterministic), score_mod, mod_args, mask_mod,
+                                       tf32))
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
     base = workspace.data_ptr()
     args = BackwardArgs.from_buffer_copy(template)
@@ -1160,7 +1217,7 @@ def _backward_as_given(q, k, v, o, do, lse, b, mask_args, scale, deterministic, 
 _ext = None  # the C++ autograd extension's module (fa._torch_ext); False: none
 
 
-def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic):
+def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, tf32=False):
     """The C++ extension's plan for these tensors (fa._torch_ext), or None
     (then the Python path): q, k, v whose strides the kernels take as they
     are, the forward the Python path would launch (plain or split-KV).
@@ -1172,9 +1229,9 @@ def _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic):
     if not _ext:
         return None
     key = ("ext", q.device, q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(),
-           q.dtype, k.dtype, v.dtype, mask_args, scale, mma, bool(deterministic))
+           q.dtype, k.dtype, v.dtype, mask_args, scale, mma, bool(deterministic), tf32)
     plan, has_backward = _plan(b, key, lambda: _make_ext_plan(b, q, k, v, mask_args, scale,
-                                                              mma, deterministic, key))
+                                                              mma, deterministic, key, tf32))
     if plan < 0 or (not has_backward and _needs_grad(q, k, v)):
         return None  # the Python path: copies, or the error of a missing backward
     return plan
@@ -1204,7 +1261,7 @@ def _checked(lib, check_fn, kernel, args_type, template, pointers, key, what, ex
     return True
 
 
-def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
+def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key, tf32=False):
     """Registers the launch plan of key with the extension: the forward's
     struct from _forward_plan, the backward's from _backward_plan with dO in
     O's layout (the extension copies a dO laid out otherwise), each checked
@@ -1217,7 +1274,8 @@ def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
         return -1, False
     if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (q, k, v)):
         return -1, False  # the Python path copies such a tensor
-    fn, kernel, template, extra, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None)
+    fn, kernel, template, extra, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None,
+                                                   tf32=tf32)
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     tensors = dict(q=q, k=k, v=v, o=o, lse=lse)
@@ -1240,7 +1298,8 @@ def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key):
     bwd, nbytes, offset = (b"", [], 0, 0), 0, 0
     try:
         bwd_kernel, bwd_template, nbytes, offset = _backward_plan(
-            q, k, v, o, o, lse, *grads, b, mask_args, scale, bool(deterministic), None)
+            q, k, v, o, o, lse, *grads, b, mask_args, scale, bool(deterministic), None,
+            tf32=tf32)
         workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)
         base = workspace.data_ptr()
         if _checked(b.lib, b.lib.fa_attention_backward_check, bwd_kernel, BackwardArgs,
@@ -1269,11 +1328,13 @@ def _make_function():
 
         @staticmethod
         def forward(ctx, q, k, v, b, mask_args, scale, mma, deterministic, score_mod,
-                    mod_args, mask_mod):
+                    mod_args, mask_mod, tf32):
             # mod_args ride as a tuple, outside autograd: no gradient to them.
-            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args, mask_mod)
+            o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args, mask_mod,
+                              tf32)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.args = (b, mask_args, scale, deterministic, score_mod, mod_args, mask_mod)
+            ctx.args = (b, mask_args, scale, deterministic, score_mod, mod_args, mask_mod,
+                        tf32)
             ctx.mark_non_differentiable(lse)
             # No zero-filled gradient for the LSE (a kernel and an allocation
             # per backward): its gradient arrives as None.
@@ -1283,10 +1344,10 @@ def _make_function():
         @staticmethod
         def backward(ctx, do, _dlse):
             if do is None:  # O does not reach the loss
-                return (None,) * 11
+                return (None,) * 12
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = _backward(q, k, v, o, do, lse, *ctx.args)
-            return (dq, dk, dv) + (None,) * 8
+            return (dq, dk, dv) + (None,) * 9
 
     return AttentionFunction
 
@@ -1308,8 +1369,19 @@ def _register_torch_ops():
 def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, scale=None,
               return_lse=False, bundle=None, mma=None, deterministic=False, score_mod=None,
               mod_args=None, descale_q=None, descale_k=None, descale_v=None,
-              mask_mod=None, sinks=None):
+              mask_mod=None, sinks=None, allow_tf32=None):
     """Scaled dot-product attention with the bundle's kernels.
+
+    float32: q, k, v of torch.float32 run f32 kernels (mma.sync), forward
+    only for now (an error if an input requires grad and no loaded bundle
+    has a float32 backward). `allow_tf32` (None: follow
+    torch.backends.cuda.matmul.allow_tf32, or its fp32_precision where
+    PyTorch has it, as PyTorch's float32 matmuls and FlexAttention do) True
+    lets fa take TF32 kernels (one TF32 MMA per
+    product, a third of the f32-accurate kernels' MMAs, operands rounded to
+    10-bit mantissas; JIT config field 'tf32'), preferred where a bundle has
+    them; False takes only f32-accurate kernels (three TF32 MMAs per
+    product, as accurate as f32 math). Ignored for other dtypes.
 
     fp8 (FA3's forward): q, k, v of torch.float8_e4m3fn with descale_q,
     descale_k, descale_v float32 [B, Hkv] (None: ones) compute attention of
@@ -1318,7 +1390,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     score_mod, the sm_90a wgmma kernels of a bundle built with fp8 configs.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] CUDA tensors of one dtype
-    (float16 or bfloat16), H a multiple of Hkv, any strides with a unit last
+    (float16, bfloat16 or float32), H a multiple of Hkv, any strides with a unit last
     one: a [B,N,H,D] projection passed as x.view(B, N, H, D).transpose(1, 2)
     is read in place and O is written in q's layout (no copies; where the
     kernel cannot take the strides, e.g. a wgmma kernel's TMA needs 16-byte
@@ -1381,6 +1453,7 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     global _function
     b = _bundle(bundle)
     mask_args = (causal, causal_bottom_right, None if window is None else tuple(window))
+    tf32 = _allow_tf32(q, allow_tf32)
     fp8 = getattr(torch, "float8_e4m3fn", None)
     descales = (descale_q, descale_k, descale_v)
     if fp8 is not None and q.dtype == fp8:
@@ -1408,22 +1481,28 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         if sinks is not None:
             raise FaError(1, "fa: sinks are not supported under torch.compile yet")
         o, lse = _ops.attention(q, k, v, b, mask_args, scale, mma, bool(deterministic),
-                                      score_mod)
+                                      score_mod, tf32)
         return (o, lse) if return_lse else o
     _mma_code(mma)
     if sinks is not None:
         if mask_mod is not None:
             raise FaError(1, "fa: sinks with a mask_mod are not supported yet")
+        if q.dtype == torch.float32 and (_needs_grad(q, k, v) or (
+                torch.is_grad_enabled() and getattr(sinks, "requires_grad", False))):
+            _check_f32_backward(b, q, k, v, mask_args, deterministic, None, None, tf32,
+                                sinks=True)
         from . import sinks as _sinks
         o, lse = _sinks.attention(q, k, v, sinks, b, mask_args, scale, mma,
-                                  bool(deterministic), score_mod, mod_args)
+                                  bool(deterministic), score_mod, mod_args, tf32)
         return (o, lse) if return_lse else o
     score_mod, mask_mod, tensors = _mods(score_mod, mask_mod, mod_args)
     tensors = _mod_args_for(tensors, q)
     if _ops is None:
         _register_torch_ops()
+    if q.dtype == torch.float32 and _needs_grad(q, k, v):
+        _check_f32_backward(b, q, k, v, mask_args, deterministic, score_mod, mask_mod, tf32)
     if score_mod is None and mask_mod is None and not tensors:
-        plan = _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic)
+        plan = _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, tf32)
         if plan is not None:
             o, lse = _ext.attention(q, k, v, plan)
             return (o, lse) if return_lse else o
@@ -1431,10 +1510,22 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         if _function is None:
             _function = _make_function()
         o, lse = _function.apply(q, k, v, b, mask_args, scale, mma, bool(deterministic),
-                                 score_mod, tensors, mask_mod)
+                                 score_mod, tensors, mask_mod, tf32)
     else:
-        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors, mask_mod)
+        o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors, mask_mod,
+                          tf32)
     return (o, lse) if return_lse else o
+
+
+def _check_f32_backward(b, q, k, v, mask_args, deterministic, score_mod, mask_mod, tf32,
+                        sinks=False):
+    """For a float32 call that will need a backward: its kernel, looked up
+    before the forward runs, so that a missing one is the clear FaError of
+    Bundle.find (fa compiles float32 forwards only) rather than a failure
+    in loss.backward()."""
+    mask, win = _mask(*mask_args)
+    b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
+           k.shape[-2], deterministic, score_mod, mask_mod, sinks, allow_tf32=tf32)
 
 
 from .varlen import attention_varlen  # noqa: E402 (it uses the helpers above)

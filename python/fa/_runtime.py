@@ -67,7 +67,8 @@ class KernelQuery(ctypes.Structure):
                 ("mask", ctypes.c_int), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32),
                 ("mma", ctypes.c_int), ("score_mod", ctypes.c_char_p),
-                ("mask_mod", ctypes.c_char_p), ("sinks", ctypes.c_int32)]
+                ("mask_mod", ctypes.c_char_p), ("sinks", ctypes.c_int32),
+                ("allow_tf32", ctypes.c_int32)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -85,7 +86,8 @@ class KernelInfo(ctypes.Structure):
                 ("strided", ctypes.c_int32), ("mod_arg_count", ctypes.c_int32),
                 ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32),
                 ("block_sparse", ctypes.c_int32), ("sinks", ctypes.c_int32),
-                ("paged", ctypes.c_int32), ("kv_append", ctypes.c_int32)]
+                ("paged", ctypes.c_int32), ("kv_append", ctypes.c_int32),
+                ("tf32", ctypes.c_int32)]
 
 
 class KvAppendArgs(ctypes.Structure):

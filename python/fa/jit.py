@@ -108,10 +108,13 @@ def target_name(capability):
 
 
 def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capability,
-                mma_name="any", deterministic=False, score_mod=None, mask_mod=None):
+                mma_name="any", deterministic=False, score_mod=None, mask_mod=None,
+                tf32=False):
     """The fa-aot config of a kernel query, or FaError naming what no config
     can express. mma 'any' takes wgmma where the compiler has it (sm_90a;
-    WGMMA_HEAD_DIMS) as the runtime prefers it there."""
+    WGMMA_HEAD_DIMS; bf16 and f16: f32 kernels are mma.sync) as the runtime
+    prefers it there. tf32 (f32 only) adds the field 'tf32': one TF32 MMA
+    per product instead of the f32-accurate three."""
     fields = ["bwd" if direction else "fwd", dtype_name, "d%d" % head_dim]
     if head_dim_v and head_dim_v != head_dim:
         fields.append("v%d" % head_dim_v)
@@ -120,7 +123,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
     # A window compiles without its sizes: one kernel takes every window
     # (-1: unbounded side) at run time.
     dims = (head_dim, head_dim_v or head_dim)
-    wgmma_fits = capability == 90 and dims in WGMMA_HEAD_DIMS["bwd" if direction else "fwd"]
+    wgmma_fits = (capability == 90 and dtype_name != "f32"
+                  and dims in WGMMA_HEAD_DIMS["bwd" if direction else "fwd"])
     mma = mma_name if mma_name != "any" else ("wgmma" if wgmma_fits else "mma_sync")
     fields.append(mma)
     if deterministic:
@@ -130,6 +134,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
         fields.append("mod=" + score_mod)
     if mask_mod:
         fields.append("maskmod=" + mask_mod)
+    if tf32 and dtype_name == "f32":
+        fields.append("tf32")
     return ":".join(fields)
 
 

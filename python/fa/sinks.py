@@ -46,7 +46,7 @@ def aligned(t):
     return t.detach().clone(memory_format=torch.contiguous_format)
 
 
-def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale):
+def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32=False):
     """Whether the bundle's split-KV kernels with sinks computed O and LSE:
     a decode shape (few query rows; the packed-GQA kernel first, as the
     plain forward plan does) where the bundle has them and splitting pays.
@@ -55,9 +55,9 @@ def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale):
     import torch
     from . import _launch, _packs_gqa, _splitkv_plan, _tensor
     split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
-                                               packed=True, sinks=True)
+                                               packed=True, sinks=True, tf32=tf32)
     if not split:
-        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, sinks=True)
+        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, sinks=True, tf32=tf32)
     if not split:
         return False
     kernel, template, splits, nbytes = split
@@ -71,8 +71,9 @@ def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale):
     return True
 
 
-def forward(q, k, v, sinks, b, mask_args, scale, mma):
-    """O and LSE (allocated here) of the forward with sinks [H] f32."""
+def forward(q, k, v, sinks, b, mask_args, scale, mma, tf32=False):
+    """O and LSE (allocated here) of the forward with sinks [H] f32 (tf32:
+    TF32 kernels allowed, float32 q)."""
     import torch
     from . import _capability, _launch, _mask, _tensor, softmax_scale
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
@@ -80,11 +81,11 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma):
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     # The split kernels are mma.sync ones.
     if mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
-                                                    scale):
+                                                    scale, tf32):
         return o, lse
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
-                    k.shape[-2], sinks=True)
+                    k.shape[-2], sinks=True, allow_tf32=tf32)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
     s = _tensor(aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,
@@ -92,14 +93,14 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma):
     return o, lse
 
 
-def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic):
+def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic, tf32=False):
     """dQ, dK, dV and d_sinks (allocated here) of the forward with sinks."""
     import torch
     from . import _capability, _launch, _mask, _tensor, softmax_scale
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     mask, win = _mask(*mask_args)
     kernel = b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
-                    k.shape[-2], deterministic, sinks=True)
+                    k.shape[-2], deterministic, sinks=True, allow_tf32=tf32)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -120,10 +121,10 @@ def _make_function():
         sinks through the bundle's bwd kernels. LSE is not differentiable."""
 
         @staticmethod
-        def forward(ctx, q, k, v, sinks, b, mask_args, scale, mma, deterministic):
-            o, lse = forward(q, k, v, sinks.detach(), b, mask_args, scale, mma)
+        def forward(ctx, q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32):
+            o, lse = forward(q, k, v, sinks.detach(), b, mask_args, scale, mma, tf32)
             ctx.save_for_backward(q, k, v, o, lse, sinks)
-            ctx.args = (b, mask_args, scale, deterministic)
+            ctx.args = (b, mask_args, scale, deterministic, tf32)
             ctx.mark_non_differentiable(lse)
             ctx.set_materialize_grads(False)
             return o, lse
@@ -131,16 +132,17 @@ def _make_function():
         @staticmethod
         def backward(ctx, do, _dlse):
             if do is None:  # O does not reach the loss
-                return (None,) * 9
+                return (None,) * 10
             q, k, v, o, lse, sinks = ctx.saved_tensors
             dq, dk, dv, dsinks = backward(q, k, v, o, do, lse, sinks.detach(), *ctx.args)
-            return dq, dk, dv, dsinks, None, None, None, None, None
+            return dq, dk, dv, dsinks, None, None, None, None, None, None
 
     return SinkAttentionFunction
 
 
-def attention(q, k, v, sinks, b, mask_args, scale, mma, deterministic, score_mod, mod_args):
-    """fa.attention with sinks: O, LSE."""
+def attention(q, k, v, sinks, b, mask_args, scale, mma, deterministic, score_mod, mod_args,
+              tf32=False):
+    """fa.attention with sinks: O, LSE (tf32: TF32 kernels allowed)."""
     import torch
     global _function
     if score_mod is not None or mod_args:
@@ -149,5 +151,5 @@ def attention(q, k, v, sinks, b, mask_args, scale, mma, deterministic, score_mod
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, sinks)):
         if _function is None:
             _function = _make_function()
-        return _function.apply(q, k, v, sinks, b, mask_args, scale, mma, deterministic)
-    return forward(q, k, v, sinks, b, mask_args, scale, mma)
+        return _function.apply(q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32)
+    return forward(q, k, v, sinks, b, mask_args, scale, mma, tf32)

@@ -362,6 +362,12 @@ void forEachPath(const json &v, const json::json_pointer &at,
 
 TEST(CApi, EveryFieldOfEveryKind) {
   json base = smallManifest();
+  // A TF32 forward, for the fields of f32 kernels.
+  json tf32 = base["kernels"][0];
+  tf32["tag"] = "tf32_fwd";
+  tf32["dtype"] = "f32";
+  tf32["tf32"] = true;
+  base["kernels"].push_back(tf32);
   {
     fa_bundle *b = nullptr;
     std::string dir = writeBundle("kinds_base", base.dump());
@@ -416,6 +422,56 @@ TEST(CApi, EveryFieldOfEveryKind) {
   });
   // Most replacements break the manifest: the checks are field by field.
   EXPECT_GT(rejected, loads * 3 / 4) << rejected << " of " << loads;
+}
+
+TEST(CApi, F32ChoiceSurvivesAllocationFailures) {
+  // A TF32 forward only: the search's hint for a query that refuses TF32,
+  // the search that takes it, and the checks of 4-byte tensors.
+  json full = smallManifest();
+  json fwd = full["kernels"][0];
+  fwd["dtype"] = "f32";
+  fwd["tf32"] = true;
+  full["kernels"] = json::array({fwd});
+  std::string dir = writeBundle("alloc_f32", full.dump());
+  fa_bundle *bundle = nullptr;
+  ASSERT_EQ(fa_bundle_load(dir.c_str(), &bundle), FA_SUCCESS)
+      << fa_last_error();
+  fa_kernel_query q{};
+  q.direction = FA_DIRECTION_FWD;
+  q.dtype = FA_DTYPE_F32;
+  q.head_dim = fwd["head_dim"].get<int>();
+  q.compute_capability = 90;
+  const fa_kernel *k = nullptr;
+  EXPECT_EQ(fa_kernel_find(bundle, &q, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(std::string(fa_last_error()).find("allow_tf32 is 0"),
+            std::string::npos)
+      << fa_last_error();
+  EXPECT_GT(
+      sweepAllocationFailures("fa_kernel_find (allow_tf32 0)",
+                              [&] { return fa_kernel_find(bundle, &q, &k); }),
+      0);
+  q.allow_tf32 = 1;
+  ASSERT_EQ(fa_kernel_find(bundle, &q, &k), FA_SUCCESS) << fa_last_error();
+  sweepAllocationFailures("fa_kernel_find (allow_tf32 1)",
+                          [&] { return fa_kernel_find(bundle, &q, &k); });
+  int d = q.head_dim;
+  fa_attention_args args{};
+  args.q = tensor(FA_DTYPE_F32, {1, 2, 100, d});
+  args.k = tensor(FA_DTYPE_F32, {1, 2, 300, d});
+  args.v = tensor(FA_DTYPE_F32, {1, 2, 300, d});
+  args.o = tensor(FA_DTYPE_F32, {1, 2, 100, d});
+  args.lse = tensor(FA_DTYPE_F32, {1, 2, 100});
+  args.scale = 0.125f;
+  ASSERT_EQ(fa_attention_forward_check(k, &args), FA_SUCCESS)
+      << fa_last_error();
+  sweepAllocationFailures("fa_attention_forward_check (f32)",
+                          [&] { return fa_attention_forward_check(k, &args); });
+  args.v.dtype = FA_DTYPE_BF16;
+  EXPECT_GT(sweepAllocationFailures(
+                "fa_attention_forward_check (f32, bad)",
+                [&] { return fa_attention_forward_check(k, &args); }),
+            0);
+  fa_bundle_free(bundle);
 }
 
 TEST(CApi, VarlenChecksSurviveAllocationFailures) {

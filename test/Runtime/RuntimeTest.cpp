@@ -146,11 +146,11 @@ TEST(Manifest, WrongFormat) {
 }
 
 TEST(Manifest, UnknownDtype) {
-  expectRejected("dtype",
-                 manifest({kernelJson("k0", "fwd", "f8", 64, "none", "sm_90a",
-                                      true)}),
-                 "kernels[0] ('k0'): unknown dtype 'f8' (expected f16, bf16 or "
-                 "f8e4m3)");
+  expectRejected(
+      "dtype",
+      manifest({kernelJson("k0", "fwd", "f8", 64, "none", "sm_90a", true)}),
+      "kernels[0] ('k0'): unknown dtype 'f8' (expected f16, bf16, "
+      "f32 or f8e4m3)");
 }
 
 TEST(Manifest, FieldErrorsNameTheField) {

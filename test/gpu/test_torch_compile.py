@@ -99,10 +99,10 @@ def opcheck(args, log):
     b = fa._bundle(None)
     q, k, v = (torch.randn(1, 2, 96, 64, device="cuda", dtype=torch.bfloat16,
                            requires_grad=True) for _ in range(3))
-    fwd_args = (q, k, v, b.id, "causal", -1, -1, None, "", False, "")
+    fwd_args = (q, k, v, b.id, "causal", -1, -1, None, "", False, "", False)
     o, lse = torch.ops.fa.attention_fwd(*fwd_args)
     bwd_args = tuple(t.detach() for t in (q, k, v, o, torch.randn_like(o), lse)) + (
-        b.id, "causal", -1, -1, None, False, "")
+        b.id, "causal", -1, -1, None, False, "", False)
     ok = True
     for name, op, op_args in (("fa::attention_fwd", torch.ops.fa.attention_fwd.default,
                                fwd_args),

@@ -14,7 +14,7 @@ namespace mlir::fa {
 /// target). Zero tile fields take the per-head-dim defaults.
 struct KernelConfig {
   std::string direction = "fwd"; // fwd | bwd
-  std::string dtype = "bf16";    // bf16 | f16 | f8e4m3 (wgmma forward)
+  std::string dtype = "bf16"; // bf16 | f16 | f32 | f8e4m3 (wgmma forward)
   int64_t headDim = 128;
   int64_t headDimV = 0; // 0: = headDim
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;
@@ -71,6 +71,10 @@ struct KernelConfig {
   /// "tma": with "pw" and "splitkv", the producer warp loads K/V by TMA
   /// (tensor maps as parameters). Part of the tag (`_tma`).
   bool tma = false;
+  /// "tf32": f32 inputs multiplied in TF32, one MMA per product (opt-in,
+  /// as PyTorch's allow_tf32); without it an f32 kernel takes three
+  /// (3xTF32), as accurate as f32 math. Part of the tag (`_tf32`).
+  bool tf32 = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -80,7 +84,7 @@ struct KernelConfig {
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
   /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks",
-  /// "pw", "tma".
+  /// "pw", "tma", "tf32".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// Whether the window's sizes are kernel parameters (no l/r fields).
   bool runtimeWindow() const { return mask == "window" && windowLeft < 0; }

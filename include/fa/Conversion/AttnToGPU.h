@@ -83,6 +83,8 @@ struct GpuTileOptions {
   bool producerWarp = false;
   /// With producerWarp and splitKv: K/V loaded by TMA (KernelPlan::tma).
   bool tma = false;
+  /// f32 inputs: one TF32 MMA per product (KernelPlan::tf32).
+  bool tf32 = false;
   /// wgmma forward with a mask_mod only: the key loop runs over the key
   /// blocks a block mask lists (BlockMask.h, docs/ABI.md "Block sparsity").
   bool blockSparse = false;
@@ -102,7 +104,7 @@ constexpr int64_t kBlockListsThreads = 32;
 /// manifest describes.
 struct KernelPlan {
   bool backward = false;
-  Type elemType;            // f16, bf16 or f8E4M3FN (wgmma forward only)
+  Type elemType; // f16, bf16, f32 (mma.sync forward) or f8E4M3FN (wgmma)
   int64_t headDim = 0;      // D
   int64_t headDimV = 0;     // Dv
   int64_t blockQ = 0;
@@ -180,6 +182,11 @@ struct KernelPlan {
   /// and V tiles are 64-column slabs with the 128-byte swizzle. The tag has
   /// `_tma`.
   bool tma = false;
+  /// f32 inputs (the mma.sync forward) only: each product is one TF32 MMA
+  /// (m16n8k8, 10-bit mantissas; opt-in as PyTorch's allow_tf32); without
+  /// it three, big·big + big·small + small·big of each operand's TF32 split
+  /// (3xTF32), as accurate as f32 math. The tag ends in `_tf32`.
+  bool tf32 = false;
 
   /// Threads per CTA: the computing warps and the producer warp.
   int64_t threads() const { return (warps + (producerWarp ? 1 : 0)) * 32; }
@@ -188,6 +195,16 @@ struct KernelPlan {
   int64_t mergeThreads() const { return warps * 32; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
   bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
+  /// f32 inputs on TF32 tensor cores (the mma.sync forward).
+  bool isF32() const { return elemType.isF32(); }
+  /// Bytes of one element of Q, K, V (and of the shared tiles).
+  int64_t elemBytes() const { return elemType.getIntOrFloatBitWidth() / 8; }
+  /// Elements of a 16-byte chunk: a cp.async copy, a swizzle unit, one
+  /// row of an ldmatrix 8x8 b16 matrix.
+  int64_t chunkElems() const { return 16 / elemBytes(); }
+  /// The k extent of one mma.sync: 16 for 16-bit types, 8 for TF32 (both
+  /// 32 bytes of a row, two ldmatrix chunks).
+  int64_t mmaK() const { return isF32() ? 8 : 16; }
   /// The element type of O: bf16 for fp8 inputs, else the inputs' type.
   Type outputElemType() const {
     return isFp8() ? BFloat16Type::get(elemType.getContext()) : elemType;
@@ -196,7 +213,7 @@ struct KernelPlan {
   /// re-read from shared memory for large head dims to avoid spills).
   /// A three-warp TMA decode CTA re-reads them (capsTmaRegisters).
   bool keepQInRegisters() const {
-    return headDim <= 128 && !capsTmaRegisters();
+    return headDim * elemBytes() <= 256 && !capsTmaRegisters();
   }
   /// The TMA decode kernel of two consumer warps and the producer runs
   /// three CTAs per SM (its shared memory allows it) only at 168 registers
@@ -228,10 +245,10 @@ struct KernelPlan {
   /// eight row addresses of an ldmatrix fall in distinct bank groups, unless
   /// the tiles are swizzled.
   int64_t strideQK() const {
-    return paddedHeadDim() + (swizzledForwardTiles() ? 0 : 8);
+    return paddedHeadDim() + (swizzledForwardTiles() ? 0 : chunkElems());
   }
   int64_t strideV() const {
-    return paddedHeadDimV() + (swizzledForwardTiles() ? 0 : 8);
+    return paddedHeadDimV() + (swizzledForwardTiles() ? 0 : chunkElems());
   }
   /// Dynamic shared memory of the forward kernel, in bytes.
   int64_t forwardSharedBytes() const;

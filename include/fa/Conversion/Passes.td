@@ -65,7 +65,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
            "signals it on mbarriers (attn-gpu-warp-specialize)">,
     Option<"tma", "tma", "bool", "false",
            "split-KV forward with a producer warp: it loads K/V by TMA from "
-           "tensor maps (sm_90a)">
+           "tensor maps (sm_90a)">,
+    Option<"tf32", "tf32", "bool", "false",
+           "f32 inputs: one TF32 MMA per product (opt-in, as PyTorch's "
+           "allow_tf32); else three (3xTF32), as accurate as f32 math">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect"];
 }

@@ -109,6 +109,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("split-KV forward with a producer warp: K/V loaded by "
                      "TMA from tensor maps (sm_90a)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> tf32{
+      *this, "tf32",
+      llvm::cl::desc("f32 inputs: one TF32 MMA per product (else three, "
+                     "3xTF32, as accurate as f32)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int> optLevel{*this, "opt-level",
                                     llvm::cl::desc("LLVM optimisation level"),
                                     llvm::cl::init(3)};

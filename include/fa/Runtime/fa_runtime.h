@@ -116,7 +116,8 @@ typedef enum fa_mma {
  * dv of a strided backward (dq, dk, dv distinct like o): there any positive
  * strides with a unit last one (a [B,N,H,D] projection viewed as [B,H,N,D]
  * by transpose(1, 2), say), each a multiple of the rows' alignment in
- * elements (8 for f16/bf16 head dims that are multiples of 8), o's elements
+ * elements (16 bytes: 8 f16/bf16 or 4 f32 elements, where the head dim's
+ * rows are whole 16-byte chunks; docs/ABI.md "Alignment"), o's elements
  * distinct; a wgmma kernel (TMA) also needs 16-byte multiples. */
 typedef struct fa_tensor {
   CUdeviceptr data;
@@ -128,7 +129,7 @@ typedef struct fa_tensor {
 
 /* Forward: O = softmax(mask(Q K^T scale)) V and LSE (natural log) per row.
  * q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv], o [B,H,Nq,Dv] in the
- * kernel's dtype; lse [B,H,Nq] f32. */
+ * kernel's dtype (f16, bf16 or f32); lse [B,H,Nq] f32. */
 typedef struct fa_attention_args {
   fa_tensor q, k, v, o, lse;
   float scale;
@@ -170,8 +171,14 @@ typedef struct fa_kernel_query {
    * without one. Last, like score_mod. */
   const char *mask_mod;
   /* 1: only kernels with attention sinks (fa_kernel_info.sinks), launched by
-   * fa_attention_{forward,backward}_sinks; 0: only kernels without. Last. */
+   * fa_attention_{forward,backward}_sinks; 0: only kernels without. */
   int32_t sinks;
+  /* For an FA_DTYPE_F32 query: 1 lets the runtime pick a TF32 kernel
+   * (fa_kernel_info.tf32: one TF32 product per multiply, PyTorch's
+   * allow_tf32), preferred over an f32-accurate one when both match; 0 (a
+   * zero-initialised query) accepts only f32-accurate kernels. Ignored for
+   * other dtypes. Last. */
+  int32_t allow_tf32;
 } fa_kernel_query;
 
 typedef struct fa_kernel_info {
@@ -234,8 +241,13 @@ typedef struct fa_kernel_info {
    * fa_kernel_find_paged and launched only by fa_attention_forward_paged. */
   int32_t paged;
   /* 1: a split forward whose module also holds fa_kv_append (config field
-   * "append"; launched by fa_kv_append). Last. */
+   * "append"; launched by fa_kv_append). */
   int32_t kv_append;
+  /* 1: an f32 kernel that multiplies in TF32 (10-bit mantissas, one MMA per
+   * product; manifest "tf32"), chosen only by queries with allow_tf32 = 1;
+   * 0: every other kernel (an f32 one is as accurate as f32 math: three
+   * TF32 MMAs per product). Last. */
+  int32_t tf32;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -303,10 +315,13 @@ FA_API fa_status fa_kernel_get_mod_arg(const fa_kernel *kernel, int32_t index,
 /* Picks the kernel of the bundle that matches the query and runs on its
  * device. Its score_mod must be the query's exactly (NULL: none); when no
  * kernel has it, the message lists the score_mods the bundle has for the
- * query's direction, dtype, head dims and mask. With mma FA_MMA_ANY a wgmma kernel (sm_90a, so only on a 9.0
- * device) wins over mma.sync ones; then a cubin built for exactly that
- * compute capability, then PTX the driver can JIT (sm_XY on any device >= XY;
- * sm_XYa only on XY). */
+ * query's direction, dtype, head dims and mask. An f32 query with
+ * allow_tf32 = 1 takes a TF32 kernel that runs on the device over any
+ * f32-accurate one; with 0, never a TF32 kernel (the message says when the
+ * bundle has only those). With mma FA_MMA_ANY a wgmma kernel (sm_90a, so
+ * only on a 9.0 device) wins over mma.sync ones; then a cubin built for
+ * exactly that compute capability, then PTX the driver can JIT (sm_XY on
+ * any device >= XY; sm_XYa only on XY). */
 FA_API fa_status fa_kernel_find(const fa_bundle *bundle,
                                 const fa_kernel_query *query,
                                 const fa_kernel **out);

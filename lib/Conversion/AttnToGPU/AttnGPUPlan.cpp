@@ -45,6 +45,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.kvAppend = kvAppend;
     options.producerWarp = producerWarp;
     options.tma = tma;
+    options.tf32 = tf32;
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

@@ -128,7 +128,7 @@ static void addTileTypeConversions(TypeConverter &converter) {
   converter.addConversion([](ag::FragmentType t, SmallVectorImpl<Type> &out) {
     // Packed pairs in operand_a (KernelBuilder::fragType), f32 otherwise.
     Type lane = t.getElementType();
-    if (t.getLayout() == ag::FragmentLayout::OperandA)
+    if (t.getLayout() == ag::FragmentLayout::OperandA && !lane.isF32())
       lane = t.getElementType().isBF16()
                  ? Type(IntegerType::get(t.getContext(), 32))
                  : Type(VectorType::get({2}, t.getElementType()));
@@ -511,8 +511,15 @@ struct LoadOperandALowering : TileOpLowering<ag::LoadOperandAOp> {
     KernelBuilder kb = builderFor(op, rewriter);
     SharedTile tile = sharedTile(op.getTile(), adaptor.getTile());
     SmallVector<Value> frags;
-    for (int64_t ks = 0; ks < op.getFragment().getType().getCols() / 16; ++ks)
-      llvm::append_range(frags, kb.loadA(tile, op.getRow(), ks * 16));
+    const int64_t k = kb.plan.mmaK();
+    for (int64_t ks = 0; ks < op.getFragment().getType().getCols() / k; ++ks)
+      llvm::append_range(frags, kb.loadA(tile, op.getRow(), ks * k));
+    // TF32: Q is rounded once, not at each key tile's Q·Kᵀ (MmaQKLowering).
+    if (kb.plan.isF32() && kb.plan.tf32)
+      for (Value &f : frags)
+        f = arith::BitcastOp::create(rewriter, op.getLoc(),
+                                     rewriter.getF32Type(),
+                                     kb.splitTf32(f).front());
     rewriter.replaceOpWithMultiple(op, {frags});
     return success();
   }
@@ -568,22 +575,40 @@ struct MmaQKLowering : TileOpLowering<ag::MmaQKOp> {
     ag::SharedTileType keyType = op.getKey().getType();
     const int64_t dPad = (keyType.getCols() + 15) / 16 * 16;
     const int64_t bkv = keyType.getRows();
+    const int64_t k = kb.plan.mmaK();
     SmallVector<Value> s(bkv / 8 * 4, kb.f32(0));
     SharedTile kt = sharedTile(op.getKey(), adaptor.getKey());
     bool queryInRegisters = !op.getQueryRow();
     ValueRange qFrags = adaptor.getQuery();
-    for (int64_t ks = 0; ks < dPad / 16; ++ks) {
-      SmallVector<Value, 4> a =
+    // f32: each k8 step's operands split once into TF32 registers; a
+    // TF32 Q in registers was rounded when it was loaded.
+    auto operand = [&](ArrayRef<Value> x) {
+      return kb.plan.isF32() ? kb.splitTf32(x) : SmallVector<Value, 8>(x);
+    };
+    auto queryOperand = [&](ArrayRef<Value> x) {
+      if (!kb.plan.isF32() || !kb.plan.tf32)
+        return operand(x);
+      SmallVector<Value, 8> bits;
+      for (Value v : x)
+        bits.push_back(arith::BitcastOp::create(rewriter, op.getLoc(),
+                                                rewriter.getI32Type(), v));
+      return bits;
+    };
+    auto mma = [&](ArrayRef<Value> a, ArrayRef<Value> bf, int64_t n8) {
+      MutableArrayRef<Value> c = MutableArrayRef<Value>(s).slice(n8 * 4, 4);
+      kb.plan.isF32() ? kb.mmaTf32(a, operand(bf), c) : kb.mma(a, bf, c);
+    };
+    for (int64_t ks = 0; ks < dPad / k; ++ks) {
+      SmallVector<Value, 8> a =
           queryInRegisters
-              ? SmallVector<Value, 4>(qFrags.slice(ks * 4, 4))
-              : kb.loadA(sharedTile(op.getQuery(), qFrags), op.getQueryRow(),
-                         ks * 16);
+              ? queryOperand(SmallVector<Value, 4>(qFrags.slice(ks * 4, 4)))
+              : operand(kb.loadA(sharedTile(op.getQuery(), qFrags),
+                                 op.getQueryRow(), ks * k));
       for (int64_t np = 0; np < bkv / 16; ++np) {
         SmallVector<Value, 4> bf =
-            kb.loadBFromNMajor(kt, kb.idx(np * 16), ks * 16);
-        kb.mma(a, {bf[0], bf[1]}, MutableArrayRef<Value>(s).slice(np * 8, 4));
-        kb.mma(a, {bf[2], bf[3]},
-               MutableArrayRef<Value>(s).slice(np * 8 + 4, 4));
+            kb.loadBFromNMajor(kt, kb.idx(np * 16), ks * k);
+        mma(a, {bf[0], bf[1]}, 2 * np);
+        mma(a, {bf[2], bf[3]}, 2 * np + 1);
       }
     }
     rewriter.replaceOpWithMultiple(op, {s});
@@ -680,6 +705,33 @@ struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
   }
 };
 
+/// acc += P·V in TF32 m16n8k8 steps. P's n8 tile of scores is the A
+/// operand as it stands, its keys taken in the order 2t, 2t + 1 → k t, t + 4
+/// (a0..a3 = c0, c2, c1, c3); V's B registers follow that order: lane (g, t)
+/// reads V rows 2t and 2t + 1 of column g (no ldmatrix moves single f32 of a
+/// column; with rows of Dv + 4 floats the 32 lanes hit 32 banks).
+static void accumulatePVTf32(KernelBuilder &kb, ValueRange p,
+                             const SharedTile &vt, int64_t keys, int64_t dv,
+                             Value first, MutableArrayRef<Value> acc) {
+  Value keyRow = kb.mul(kb.threadInGroup, 2);
+  for (int64_t kk = 0; kk < keys / 8; ++kk) {
+    ValueRange c = p.slice(kk * 4, 4);
+    SmallVector<Value, 8> a = kb.splitTf32({c[0], c[2], c[1], c[3]});
+    Value row = kb.add(keyRow, kk * 8);
+    for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
+      Value col = kb.add(kb.groupId, n * 8);
+      if (first)
+        col = kb.add(col, first);
+      SmallVector<Value, 2> bf;
+      for (int64_t r = 0; r < 2; ++r)
+        bf.push_back(memref::LoadOp::create(
+            kb.b, kb.loc, kb.smem,
+            ValueRange{kb.tileOffset(vt, kb.add(row, r), col)}));
+      kb.mmaTf32(a, kb.splitTf32(bf), acc.slice(n * 4, 4));
+    }
+  }
+}
+
 struct MmaPVLowering : TileOpLowering<ag::MmaPVOp> {
   using TileOpLowering::TileOpLowering;
   LogicalResult
@@ -695,6 +747,11 @@ struct MmaPVLowering : TileOpLowering<ag::MmaPVOp> {
     SharedTile vt = sharedTile(op.getValue(), adaptor.getValue());
     ValueRange p = adaptor.getProbs();
     SmallVector<Value> acc(adaptor.getAcc());
+    if (kb.plan.isF32()) {
+      accumulatePVTf32(kb, p, vt, valueType.getRows(), dv, first, acc);
+      rewriter.replaceOpWithMultiple(op, {acc});
+      return success();
+    }
     for (int64_t kk = 0; kk < valueType.getRows() / 16; ++kk) {
       ValueRange p0 = p.slice(kk * 8, 4), p1 = p.slice(kk * 8 + 4, 4);
       SmallVector<Value, 4> a{kb.pack(p0[0], p0[1]), kb.pack(p0[2], p0[3]),

@@ -245,7 +245,7 @@ void KernelBuilder::copyRowsAsync(
   // else 4 or 2 (8 or 4-byte cp.async.ca), else 1: cp.async has no 2-byte
   // size, so odd rows take plain loads and shared stores, which are
   // published by the same barriers that publish the cp.async groups.
-  const int64_t width = rowChunkElems(cols, 2);
+  const int64_t width = rowChunkElems(cols, plan.elemBytes());
   const int64_t validChunks = cols / width;
   const int64_t chunksPerRow = (cols + 15) / 16 * 16 / width;
   const int64_t threads = copyThreads ? copyThreads : plan.threads();
@@ -255,7 +255,7 @@ void KernelBuilder::copyRowsAsync(
   // differ by constants; the thread id goes through an opaque copy so they
   // are formed where they are used, not hoisted out of the mainloop (where
   // they would hold registers throughout).
-  const bool narrow = width < 8;
+  const bool narrow = width < plan.chunkElems();
   const int64_t slots =
       narrow ? static_cast<int64_t>(llvm::PowerOf2Ceil(chunksPerRow))
              : chunksPerRow;
@@ -377,7 +377,7 @@ void KernelBuilder::copyRowsAsync(
         nvgpu::DeviceAsyncCopyOp::create(
             b, loc, tokTy, smem, ValueRange{at}, gmem, ValueRange{src},
             b.getIndexAttr(width), srcElems,
-            width == 8 ? b.getUnitAttr() : UnitAttr());
+            width == plan.chunkElems() ? b.getUnitAttr() : UnitAttr());
       };
       if (first + threads <= chunks) {
         emit();
@@ -449,12 +449,16 @@ Type KernelBuilder::fragType() {
 }
 
 SmallVector<Value, 4> KernelBuilder::ldmatrixX4(Value offset, bool transpose) {
-  auto vecTy = VectorType::get({4, 2}, plan.elemType);
+  // f32: each 8×8 b16 matrix is an 8×4 f32 one, a lane's register one f32.
+  const bool f32 = plan.isF32();
+  auto vecTy = VectorType::get({4, f32 ? 1 : 2}, plan.elemType);
   Value m = nvgpu::LdMatrixOp::create(b, loc, vecTy, smem, ValueRange{offset},
                                       transpose, 4);
   SmallVector<Value, 4> regs;
   for (int64_t i = 0; i < 4; ++i) {
     Value v = vector::ExtractOp::create(b, loc, m, ArrayRef<int64_t>{i});
+    if (f32)
+      v = vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{0});
     if (plan.elemType.isBF16()) {
       v = vector::BitCastOp::create(
           b, loc, VectorType::get({1}, b.getI32Type()), v);
@@ -468,10 +472,11 @@ SmallVector<Value, 4> KernelBuilder::ldmatrixX4(Value offset, bool transpose) {
 Value KernelBuilder::tileOffset(const SharedTile &t, Value row, Value col) {
   if (!t.swizzle)
     return add(t.base, add(mul(row, t.stride), col));
-  Value chunk = arith::XOrIOp::create(b, loc, divui(col, 8), remui(row, 8));
+  const int64_t e = plan.chunkElems();
+  Value chunk = arith::XOrIOp::create(b, loc, divui(col, e), remui(row, 8));
   if (!t.slabbed())
     return add(t.base, add(mul(row, t.stride),
-                           add(mul(chunk, 8), remui(col, 8))));
+                           add(mul(chunk, e), remui(col, e))));
   // Slab col / 64 of rows × 64 elements; the xor leaves chunk / 8 as it is.
   Value slab = divui(col, 64);
   return add(t.base,
@@ -482,17 +487,20 @@ Value KernelBuilder::tileOffset(const SharedTile &t, Value row, Value col) {
 
 SmallVector<Value, 4> KernelBuilder::loadA(const SharedTile &t, Value row0,
                                            int64_t k0) {
-  // Lanes 0-15 address rows 0-15 at k0, lanes 16-31 the same rows at k0+8.
+  // Lanes 0-15 address rows 0-15 at k0, lanes 16-31 the same rows one
+  // 16-byte chunk on (k0 + 8, or + 4 for f32: a0..a3 of m16n8k8 TF32 are
+  // (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) as for 16-bit pairs).
   Value row = add(row0, remui(lane, 16));
-  Value col = add(mul(divui(lane, 16), 8), k0);
+  Value col = add(mul(divui(lane, 16), plan.chunkElems()), k0);
   return ldmatrixX4(tileOffset(t, row, col), false);
 }
 
 SmallVector<Value, 4> KernelBuilder::loadBFromNMajor(const SharedTile &t,
                                                      Value n0, int64_t k0) {
-  // Matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+  // Matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+  // (f32: k 0-3 and 4-7, TF32's b0 = (k t, n g) and b1 = (k t + 4, n g)).
   Value row = add(n0, add(remui(lane, 8), mul(divui(lane, 16), 8)));
-  Value col = add(mul(remui(divui(lane, 8), 2), 8), k0);
+  Value col = add(mul(remui(divui(lane, 8), 2), plan.chunkElems()), k0);
   return ldmatrixX4(tileOffset(t, row, col), false);
 }
 
@@ -558,7 +566,9 @@ void mlir::fa::gpu_lowering::storeColumnPair(KernelBuilder &kb, Value mem,
           kb.storePair(kb.truncPair(v[0], v[1]), mem, kb.add(rowOff, col));
           return;
         }
-        Value e = arith::TruncFOp::create(kb.b, kb.loc, kb.plan.elemType, v[0]);
+        Value e = v[0];
+        if (!kb.plan.outputElemType().isF32())
+          e = arith::TruncFOp::create(kb.b, kb.loc, kb.plan.elemType, e);
         memref::StoreOp::create(kb.b, kb.loc, e, mem,
                                 ValueRange{kb.add(rowOff, col)});
       });
@@ -610,9 +620,59 @@ void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
     c[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
 }
 
+/// f32 → TF32 bits (round to nearest, ties away from zero).
+static Value roundTf32(KernelBuilder &kb, Value x) {
+  return LLVM::InlineAsmOp::create(
+             kb.b, kb.loc, kb.b.getI32Type(), ValueRange{x},
+             "cvt.rna.tf32.f32 $0, $1;", "=r,f", /*has_side_effects=*/false,
+             /*is_align_stack=*/false, LLVM::TailCallKind::None,
+             /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
+      .getResult(0);
+}
+
+SmallVector<Value, 8> KernelBuilder::splitTf32(ArrayRef<Value> x) {
+  SmallVector<Value, 8> regs;
+  for (Value v : x)
+    regs.push_back(roundTf32(*this, v));
+  if (plan.tf32)
+    return regs;
+  for (size_t i = 0; i < x.size(); ++i) {
+    Value big = arith::BitcastOp::create(b, loc, b.getF32Type(), regs[i]);
+    regs.push_back(
+        roundTf32(*this, arith::SubFOp::create(b, loc, x[i], big)));
+  }
+  return regs;
+}
+
+void KernelBuilder::mmaTf32(ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                            MutableArrayRef<Value> c) {
+  Type f32Ty = b.getF32Type();
+  auto resTy = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), {f32Ty, f32Ty, f32Ty, f32Ty});
+  std::array<NVVM::MMATypes, 2> types{NVVM::MMATypes::tf32,
+                                      NVVM::MMATypes::tf32};
+  std::array<NVVM::MMALayout, 2> layouts{NVVM::MMALayout::row,
+                                         NVVM::MMALayout::col};
+  auto one = [&](ArrayRef<Value> a4, ArrayRef<Value> b2) {
+    Value r = NVVM::MmaOp::create(b, loc, resTy, a4, b2, c,
+                                  ArrayRef<int64_t>{16, 8, 8}, std::nullopt,
+                                  std::nullopt, types, layouts);
+    for (int64_t i = 0; i < 4; ++i)
+      c[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
+  };
+  ArrayRef<Value> aBig = a.take_front(4), bBig = bFrag.take_front(2);
+  if (!plan.tf32) {
+    one(a.drop_front(4), bBig);
+    one(aBig, bFrag.drop_front(2));
+  }
+  one(aBig, bBig);
+}
+
 Value KernelBuilder::truncPair(Value lo, Value hi) {
   Value v = vector::FromElementsOp::create(
       b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
+  if (plan.outputElemType().isF32())
+    return v;
   return arith::TruncFOp::create(
       b, loc, VectorType::get({2}, plan.outputElemType()), v);
 }
@@ -657,8 +717,10 @@ Value KernelBuilder::maxf(Value x, Value y) {
 }
 
 void KernelBuilder::storePair(Value vec, Value mem, Value index) {
+  // A pair starts at an even column of a row whose stride is even.
+  int64_t bytes = cast<VectorType>(vec.getType()).getElementTypeBitWidth() / 4;
   vector::StoreOp::create(b, loc, vec, mem, ValueRange{index},
-                          /*nontemporal=*/false, llvm::MaybeAlign(4));
+                          /*nontemporal=*/false, llvm::MaybeAlign(bytes));
 }
 
 SmallVector<Value> KernelBuilder::maskUnlessInside(

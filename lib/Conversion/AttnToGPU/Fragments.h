@@ -231,10 +231,11 @@ public:
   SmallVector<Value, 4> ldmatrixX4(Value offset, bool transpose);
   /// The element offset of (row, col) of `t` (its swizzle applied).
   Value tileOffset(const SharedTile &t, Value row, Value col);
-  /// A fragment (16 rows × 16 k) of a row-major tile at (row0, k0).
+  /// A fragment (16 rows × mmaK k) of a row-major tile at (row0, k0).
   SmallVector<Value, 4> loadA(const SharedTile &t, Value row0, int64_t k0);
   /// B fragments of two n8 tiles from a tile stored n-major (K for Q·Kᵀ):
-  /// rows n0..n0+15, k0..k0+15 → {b0,b1} of n-tile 0, {b0,b1} of n-tile 1.
+  /// rows n0..n0+15, k0..k0+mmaK-1 → {b0,b1} of n-tile 0, {b0,b1} of n-tile
+  /// 1. (f32: each lane register holds one f32; 16-bit types, two.)
   SmallVector<Value, 4> loadBFromNMajor(const SharedTile &t, Value n0,
                                         int64_t k0);
   /// B fragments of two n8 tiles from a tile stored k-major (V for P·V):
@@ -249,6 +250,14 @@ public:
 
   /// c += a·b for one m16n8k16 tile (4 f32 accumulators).
   void mma(ArrayRef<Value> a, ArrayRef<Value> bFrag, MutableArrayRef<Value> c);
+  /// The TF32 operand registers of f32 fragment values: each rounded to
+  /// TF32 (plan.tf32), or the rounded values followed by their rounded
+  /// remainders x − round(x) (3xTF32).
+  SmallVector<Value, 8> splitTf32(ArrayRef<Value> x);
+  /// c += a·b for one m16n8k8 TF32 tile from splitTf32's registers (a: 4
+  /// or 8, b: 2 or 4): one MMA, or the three of 3xTF32 (small·big,
+  /// big·small, big·big; the small·small term is below f32's precision).
+  void mmaTf32(ArrayRef<Value> a, ArrayRef<Value> b, MutableArrayRef<Value> c);
   /// Two f32 → one packed register of the element type (A/B operand).
   Value pack(Value lo, Value hi);
   /// Two f32 → vector<2 x elem>, for stores.
@@ -279,7 +288,7 @@ public:
 
   /// The type of one packed operand register (i32 for bf16, vector<2xf16>).
   Type fragType();
-  /// vector<4 x elem> stores / loads of 2 elements with 4-byte alignment.
+  /// A store of 2 elements (vector<2 x elem>), aligned to the pair.
   void storePair(Value vec, Value mem, Value index);
 };
 

@@ -32,9 +32,9 @@ int64_t KernelPlan::forwardSharedBytes() const {
   int64_t elems = blockQ * strideQK() + stages * blockKV * strideQK() +
                   stages * blockKV * strideV();
   if (!producerWarp)
-    return elems * 2;
+    return elems * elemBytes();
   // The K and V rings' mbarriers follow the tiles.
-  return attn_gpu::ringBarrierBase(elems * 2) +
+  return attn_gpu::ringBarrierBase(elems * elemBytes()) +
          2 * attn_gpu::ringBarrierBytes(stages);
 }
 
@@ -54,7 +54,10 @@ std::string KernelPlan::maskName() const {
 
 std::string KernelPlan::tag() const {
   std::string t = backward ? "bwd_" : "fwd_";
-  t += isFp8() ? "f8e4m3" : elemType.isBF16() ? "bf16" : "f16";
+  t += isFp8()               ? "f8e4m3"
+       : isF32()             ? "f32"
+       : elemType.isBF16() ? "bf16"
+                           : "f16";
   t += "_d" + std::to_string(headDim);
   if (headDimV != headDim)
     t += "v" + std::to_string(headDimV);
@@ -77,7 +80,7 @@ std::string KernelPlan::tag() const {
          (persistent ? "_persistent" : "") + (varlen ? "_varlen" : "") +
          (paged ? "_paged" : "") + (kvAppend ? "_append" : "") +
          (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") +
-         (tma ? "_tma" : "") +
+         (tma ? "_tma" : "") + (tf32 ? "_tf32" : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
@@ -259,10 +262,27 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
         options.packGqa)
       return fail("expected no score_mod, mask_mod, varlen, split-KV or "
                   "packed GQA with f8E4M3FN inputs");
+  } else if (elemType.isF32()) {
+    // TF32 tensor cores (mma.sync m16n8k8): the dense forward so far.
+    if (backward || options.mma != "mma_sync")
+      return fail("expected the f32 forward with mma = mma_sync (TF32 "
+                  "tensor cores), got " +
+                  llvm::Twine(backward ? "a backward" : "a forward") +
+                  " with mma = " + options.mma);
+    if (spec.scoreMod || spec.maskMod || options.sinks || options.splitKv ||
+        options.packGqa || options.producerWarp || options.varlen ||
+        options.paged)
+      return fail("expected no score_mod, mask_mod, sinks, split-KV, packed "
+                  "GQA, producer warp, varlen or paged KV with f32 inputs");
   } else if (!elemType.isBF16() && !elemType.isF16()) {
-    return fail("expected f16, bf16 or f8E4M3FN (wgmma forward) for the "
-                "tensor-core kernels");
+    return fail("expected f16, bf16, f32 (mma.sync forward) or f8E4M3FN "
+                "(wgmma forward) for the tensor-core kernels");
   }
+  if (options.tf32 && !elemType.isF32())
+    return fail("tf32 applies to f32 inputs, got " +
+                llvm::Twine(isa<Float8E4M3FNType>(elemType) ? "f8E4M3FN"
+                            : elemType.isBF16()             ? "bf16"
+                                                            : "f16"));
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})
@@ -280,6 +300,7 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   plan.target = options.target;
   plan.spec = spec;
   plan.stages = options.stages;
+  plan.tf32 = options.tf32;
   // Only the warp-specialised wgmma backward has a dQ writer that can order
   // its reductions; the others add dQ with red.global from every thread.
   if (options.deterministic) {
@@ -433,10 +454,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                                : (options.blockQ ? options.blockQ / 16 : 4);
     plan.blockQ = options.blockQ ? options.blockQ : plan.warps * 16;
     // A mask_mod evaluated on every score of a 64-key tile spills (8 B at
-    // d64, 72 B at d128 beside a score_mod reading a tensor): 32 keys.
-    plan.blockKV = options.blockKV             ? options.blockKV
-                   : maxD <= 128 && !spec.maskMod ? 64
-                                                  : 32;
+    // d64, 72 B at d128 beside a score_mod reading a tensor): 32 keys. So
+    // do f32 tiles: at d64 they ran 1.3x the 64-key ones on the H200 (four
+    // CTAs per SM instead of two), at d128 2.1x (two instead of one).
+    plan.blockKV = options.blockKV                                ? options.blockKV
+                   : maxD <= 128 && !spec.maskMod && !plan.isF32() ? 64
+                                                                   : 32;
     if (plan.blockQ != plan.warps * 16)
       return fail("expected block-q = 16 x warps, got block-q " +
                   llvm::Twine(plan.blockQ) + " and " + llvm::Twine(plan.warps) +
@@ -610,6 +633,8 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("producer_warp", b.getUnitAttr()));
   if (plan.tma)
     fields.push_back(b.getNamedAttr("tma", b.getUnitAttr()));
+  if (plan.tf32)
+    fields.push_back(b.getNamedAttr("tf32", b.getUnitAttr()));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -657,6 +682,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.sinks = attr.contains("sinks");
   options.producerWarp = attr.contains("producer_warp");
   options.tma = attr.contains("tma");
+  options.tf32 = attr.contains("tf32");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

@@ -12,10 +12,12 @@ func.func @backward_big(%q: tensor<1x2x64x248xbf16>, %k: tensor<1x2x64x248xbf16>
 
 // -----
 
-func.func @f32(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>) {
-  // expected-error @+1 {{expected f16, bf16 or f8E4M3FN (wgmma forward) for the tensor-core kernels}}
-  %o, %lse = attn.attention %q, %k, %v : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
-  return %o, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64xf32>
+// f32 inputs run the mma.sync forward on TF32 tensor cores; there is no f32
+// backward kernel yet.
+func.func @f32_backward(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>, %o: tensor<1x2x64x64xf32>, %do: tensor<1x2x64x64xf32>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>) {
+  // expected-error @+1 {{expected the f32 forward with mma = mma_sync (TF32 tensor cores), got a backward with mma = mma_sync}}
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>
+  return %dq, %dk, %dv : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>
 }
 
 // -----

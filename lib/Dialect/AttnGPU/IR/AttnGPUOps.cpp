@@ -98,8 +98,9 @@ FragmentType::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "expected a positive column count, got " << cols;
     return success();
   case FragmentLayout::OperandA:
-    if (!elementType.isF16() && !elementType.isBF16())
-      return emitError() << "expected f16 or bf16 operand_a elements, got "
+    if (!elementType.isF16() && !elementType.isBF16() && !elementType.isF32())
+      return emitError() << "expected f16, bf16 or f32 (TF32) operand_a "
+                            "elements, got "
                          << elementType;
     if (cols <= 0 || cols % 16 != 0)
       return emitError() << "expected operand_a columns in k16 steps, got "
@@ -114,7 +115,8 @@ int64_t FragmentType::getLaneValueCount() const {
   case FragmentLayout::Accumulator:
     return (getCols() + 7) / 8 * 4;
   case FragmentLayout::OperandA:
-    return getCols() / 16 * 4;
+    // Four registers per m16n8k16 step (16-bit pairs) or m16n8k8 (f32).
+    return getCols() / (getElementType().isF32() ? 8 : 16) * 4;
   case FragmentLayout::Rows:
     return 2;
   case FragmentLayout::Columns:
@@ -154,8 +156,9 @@ SharedTileType::verify(function_ref<InFlightDiagnostic()> emitError,
                        << cols << " columns, stride " << stride;
   if (rows <= 0 || rows % 16 != 0)
     return emitError() << "expected rows in steps of 16, got " << rows;
-  if (!elementType.isF16() && !elementType.isBF16())
-    return emitError() << "expected f16 or bf16 elements, got " << elementType;
+  if (!elementType.isF16() && !elementType.isBF16() && !elementType.isF32())
+    return emitError() << "expected f16, bf16 or f32 elements, got "
+                       << elementType;
   int64_t padded = (cols + 15) / 16 * 16;
   if (cols <= 0 || (stride < padded && !(swizzle && stride == 64)))
     return emitError() << "expected a row stride of at least the columns "
@@ -175,8 +178,8 @@ static bool isLayout(Type t, FragmentLayout layout) {
 
 LogicalResult SharedMemoryOp::verify() {
   Type t = getElementType();
-  if (!t.isF16() && !t.isBF16())
-    return emitOpError("expected f16 or bf16 elements, got ") << t;
+  if (!t.isF16() && !t.isBF16() && !t.isF32())
+    return emitOpError("expected f16, bf16 or f32 elements, got ") << t;
   if (getElements() <= 0)
     return emitOpError("expected a positive element count, got ")
            << getElements();
