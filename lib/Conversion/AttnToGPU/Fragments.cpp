@@ -653,19 +653,26 @@ void KernelBuilder::mmaTf32(ArrayRef<Value> a, ArrayRef<Value> bFrag,
                                       NVVM::MMATypes::tf32};
   std::array<NVVM::MMALayout, 2> layouts{NVVM::MMALayout::row,
                                          NVVM::MMALayout::col};
-  auto one = [&](ArrayRef<Value> a4, ArrayRef<Value> b2) {
-    Value r = NVVM::MmaOp::create(b, loc, resTy, a4, b2, c,
+  auto one = [&](ArrayRef<Value> a4, ArrayRef<Value> b2,
+                 MutableArrayRef<Value> acc) {
+    Value r = NVVM::MmaOp::create(b, loc, resTy, a4, b2, acc,
                                   ArrayRef<int64_t>{16, 8, 8}, std::nullopt,
                                   std::nullopt, types, layouts);
     for (int64_t i = 0; i < 4; ++i)
-      c[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
+      acc[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
   };
   ArrayRef<Value> aBig = a.take_front(4), bBig = bFrag.take_front(2);
-  if (!plan.tf32) {
-    one(a.drop_front(4), bBig);
-    one(aBig, bFrag.drop_front(2));
-  }
-  one(aBig, bBig);
+  if (plan.tf32)
+    return one(aBig, bBig, c);
+  // The tensor core adds into its accumulator truncating below the largest
+  // addend's precision: the three products go into a fresh one, which joins
+  // c by a rounded f32 add (c is the whole row's sum, many steps long).
+  SmallVector<Value, 4> step(4, f32(0));
+  one(a.drop_front(4), bBig, step);
+  one(aBig, bFrag.drop_front(2), step);
+  one(aBig, bBig, step);
+  for (int64_t i = 0; i < 4; ++i)
+    c[i] = arith::AddFOp::create(b, loc, c[i], step[i]);
 }
 
 Value KernelBuilder::truncPair(Value lo, Value hi) {

@@ -256,7 +256,8 @@ public:
   SmallVector<Value, 8> splitTf32(ArrayRef<Value> x);
   /// c += a·b for one m16n8k8 TF32 tile from splitTf32's registers (a: 4
   /// or 8, b: 2 or 4): one MMA, or the three of 3xTF32 (small·big,
-  /// big·small, big·big; the small·small term is below f32's precision).
+  /// big·small, big·big; the small·small term is below f32's precision)
+  /// into zero, then added to c in f32.
   void mmaTf32(ArrayRef<Value> a, ArrayRef<Value> b, MutableArrayRef<Value> c);
   /// Two f32 → one packed register of the element type (A/B operand).
   Value pack(Value lo, Value hi);
