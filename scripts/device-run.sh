@@ -36,6 +36,9 @@
 #                           bench/decode.py --paged (paged vs contiguous, same process;
 #                           FA_PAGED_BENCH=0 skips it); FA_PAGED_BUNDLE=out/bundle-paged-tma for
 #                           the kernels loading pages by TMA (test/gpu/configs_paged_tma.txt)
+#   out/bundle-f32/         f32 forwards, TF32 and 3xTF32 (FA_F32_BUNDLE names another), run
+#                           with FA_F32=1: test/gpu/test_f32.py (FA_F32_CASES per kernel, 8;
+#                           memcheck of one case per kernel unless FA_F32_SAN=0)
 #   out/bundle-kvappend/    paged decode kernels with fa_kv_append (FA_KVAPPEND_BUNDLE names
 #                           another), run with FA_KVAPPEND=1: test/gpu/test_kvappend.py
 #                           (FA_KVAPPEND_CASES, 120; memcheck of 12 unless FA_KVAPPEND_SAN=0)
@@ -69,6 +72,7 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
 #   build/bin/fa-aot --config-file test/gpu/configs_paged_tma.txt -o out/bundle-paged-tma
 #   build/bin/fa-aot --config-file test/gpu/configs_kvappend.txt -o out/bundle-kvappend
+#   build/bin/fa-aot --config-file test/gpu/configs_f32.txt -o out/bundle-f32
 #   /usr/bin/python3 test/gpu/test_score_mod_python.py --prepare out/bundle-pymod \
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 #   /usr/bin/python3 test/gpu/test_maskmod_python.py --prepare --fa-aot build/bin/fa-aot \
@@ -277,6 +281,24 @@ if [ "${FA_KVAPPEND:-0}" = 1 ]; then
       --seed 5 > "$WORK/kvappend_memcheck.log" 2>&1
     rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/kvappend_memcheck.log" | tail -n 20
     [ $rc = 0 ] && echo "memcheck: clean" || fail "kv-append memcheck (exit $rc)"
+  fi
+fi
+
+F32_BUNDLE=${FA_F32_BUNDLE:-out/bundle-f32}
+if [ "${FA_F32:-0}" = 1 ]; then
+  [ -f "$F32_BUNDLE/manifest.json" ] || fail "FA_F32=1 but no bundle at $F32_BUNDLE"
+  step "f32 forwards, TF32 and 3xTF32 ($F32_BUNDLE): differential tests"
+  timeout -k 10 ${FA_F32_TIMEOUT:-300} python3 test/gpu/test_f32.py --lib "$LIB" \
+    --bundle "$F32_BUNDLE" --cases "${FA_F32_CASES:-8}" > "$WORK/f32.log" 2>&1 ||
+    fail "f32 differential tests"
+  grep -E "FAIL|passed|Error|error" "$WORK/f32.log" | tail -n 40
+  if [ "${FA_F32_SAN:-1}" != 0 ]; then
+    step "f32 under compute-sanitizer memcheck (1 case per kernel)"
+    timeout -k 10 ${FA_SAN_TIMEOUT:-120} compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 test/gpu/test_f32.py --lib "$LIB" --bundle "$F32_BUNDLE" --cases 1 --seed 5 \
+      > "$WORK/f32_memcheck.log" 2>&1
+    rc=$?; grep -E "FAIL|passed|ERROR SUMMARY" "$WORK/f32_memcheck.log" | tail -n 20
+    [ $rc = 0 ] && echo "memcheck: clean" || fail "f32 memcheck (exit $rc)"
   fi
 fi
 
