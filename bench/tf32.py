@@ -17,8 +17,16 @@ them flex_attention silently runs unfused). SDPA's efficient backend ignores
 the flag. Before timing, each fa output is compared with the efficient
 backend's (max |difference|, printed; not a check).
 
+--backward adds a training step's columns: forward + backward (O, then
+dQ, dK, dV by torch.autograd.grad for a random dO) of fa.attention with
+allow_tf32 True (fa:tf32+bwd; an error where the bundle lacks the TF32
+forward or backward) and False (fa:f32+bwd), beside the compiled
+FlexAttention's of the same modes (flex:tf32+bwd, flex:f32+bwd: TF32 and
+"ieee" float32), FLOPs 3.5x the forward's (bench.py's backward is 2.5x), and
+fa's dQ compared with the efficient backend's (printed, not a check).
+
     python3 bench/tf32.py --bundle out/bundle-f32 --lib build-rt/lib/libfa_runtime.so
-        [--seqs 4096,16384] [--dims 128] [--tokens 16384] [--json out.json]
+        [--seqs 4096,16384] [--dims 128] [--tokens 16384] [--json out.json] [--backward]
 
 The bundle: build/bin/fa-aot --config-file test/gpu/configs_f32.txt -o out/bundle-f32.
 """
@@ -35,10 +43,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import fa  # noqa: E402
-from fa._runtime import FWD  # noqa: E402
+from fa._runtime import BWD, FWD  # noqa: E402
 from bench import flops, time_interleaved, warm_up  # noqa: E402
 
 COLUMNS = ["fa:tf32", "flex:tf32", "fa:f32", "flex:f32", "sdpa:efficient"]
+STEP_COLUMNS = ["fa:tf32+bwd", "flex:tf32+bwd", "fa:f32+bwd", "flex:f32+bwd"]  # --backward
 
 
 def flex_tf32(q, k, v, block_mask):
@@ -89,7 +98,43 @@ def fa_callable(bundle, q, k, v, causal, tf32):
                                     allow_tf32=tf32)), o
 
 
-def row(bundle, flex, b, h, n, d, causal, runs, budget_ms):
+def fa_step(bundle, q, k, v, do, causal, tf32):
+    """A training step of fa.attention with allow_tf32=tf32: the forward
+    with autograd, then torch.autograd.grad for dO (the backward kernels),
+    and its dQ; an error dict where the bundle lacks a kernel of the mode."""
+    mask = "causal" if causal else "none"
+    try:
+        for direction in (FWD, BWD):
+            kernel = bundle.find(direction, "f32", q.shape[-1], v.shape[-1], mask, (-1, -1),
+                                 fa._capability(q), None, k.shape[-2], allow_tf32=tf32)
+            if bundle._info(kernel)["tf32"] != tf32:
+                return {"error": "no %s %s kernel for d%d %s in the bundle"
+                        % ("TF32" if tf32 else "f32-accurate",
+                           "fwd" if direction == FWD else "bwd", q.shape[-1], mask)}, None
+        qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
+
+        def step():
+            o = fa.attention(qg, kg, vg, causal=causal, bundle=bundle, allow_tf32=tf32)
+            return torch.autograd.grad(o, (qg, kg, vg), do)
+        dq = step()[0]
+    except fa.FaError as e:
+        return {"error": str(e).splitlines()[0][:200]}, None
+    return step, dq
+
+
+def flex_step(flex, q, k, v, do, block_mask, tf32):
+    """The compiled FlexAttention's training step in the mode tf32 (its
+    function compiled with the flag so set, the flag set before each call
+    and its backward)."""
+    qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
+
+    def step():
+        o = flex[tf32](qg, kg, vg, block_mask)
+        return torch.autograd.grad(o, (qg, kg, vg), do)
+    return step
+
+
+def row(bundle, flex, b, h, n, d, causal, runs, budget_ms, backward=False):
     dev = "cuda"
     q, k, v = (torch.randn(b, h, n, d, device=dev) for _ in range(3))
     fns, outs = {}, {}
@@ -107,6 +152,15 @@ def row(bundle, flex, b, h, n, d, causal, runs, budget_ms):
         for name, tf in (("flex:tf32", True), ("flex:f32", False)):
             fns[name] = lambda tf=tf: flex[tf](q, k, v, mask)
     fns["sdpa:efficient"] = efficient
+    grads = {}
+    if backward:
+        do = torch.randn(b, h, n, d, device=dev)
+        if bundle is not None:
+            for name, tf in (("fa:tf32+bwd", True), ("fa:f32+bwd", False)):
+                fns[name], grads[name] = fa_step(bundle, q, k, v, do, causal, tf)
+        if flex is not None:
+            for name, tf in (("flex:tf32+bwd", True), ("flex:f32+bwd", False)):
+                fns[name] = flex_step(flex, q, k, v, do, mask, tf)
     diffs = {}
     try:
         ref = efficient()
@@ -114,6 +168,15 @@ def row(bundle, flex, b, h, n, d, causal, runs, budget_ms):
             if o is not None:
                 torch.cuda.synchronize()
                 diffs[name] = (o - ref).abs().max().item()
+        if any(g is not None for g in grads.values()):
+            qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
+            with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+                o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+            dq_ref = torch.autograd.grad(o, (qg,), do)[0]
+            for name, g in grads.items():
+                if g is not None:
+                    diffs[name.replace("+bwd", " dq")] = (g - dq_ref).abs().max().item()
+            del o, dq_ref, qg, kg, vg
     except RuntimeError as e:
         diffs["error"] = str(e).splitlines()[0][:120]
     live = [f for f in fns.values() if not isinstance(f, dict)]
@@ -123,7 +186,9 @@ def row(bundle, flex, b, h, n, d, causal, runs, budget_ms):
     f = flops(b, h, n, d, d, causal, "fwd")
     out = {}
     for name, t in times.items():
-        out[name] = ({"tflops": f / (t["ms"] * 1e-3) / 1e12, "ms": t["ms"]}
+        # A training step: the forward's FLOPs and the backward's 2.5x.
+        fl = f * 3.5 if name.endswith("+bwd") else f
+        out[name] = ({"tflops": fl / (t["ms"] * 1e-3) / 1e12, "ms": t["ms"]}
                      if "ms" in t else t)
     return out, diffs
 
@@ -143,23 +208,28 @@ def main():
                     help="time cap per measurement (limits slow kernels' runs)")
     ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--backward", action="store_true",
+                    help="also time training steps, forward + backward (columns *+bwd)")
     args = ap.parse_args()
+    columns = COLUMNS + (STEP_COLUMNS if args.backward else [])
     bundle = fa.load(args.bundle, args.lib, jit=False) if args.bundle else None
     flex = None if args.no_flex else compiled_flex()
     old_flag = torch.backends.cuda.matmul.allow_tf32
     print("device: %s, torch %s" % (torch.cuda.get_device_name(), torch.__version__))
-    print("%-4s %-6s %-6s " % ("d", "N", "causal") + " ".join("%15s" % c for c in COLUMNS) +
-          "  tf32 fa/flex  f32 fa/flex")
+    print("%-4s %-6s %-6s " % ("d", "N", "causal") + " ".join("%15s" % c for c in columns) +
+          "  tf32 fa/flex  f32 fa/flex" +
+          ("  step tf32 fa/flex  step f32 fa/flex" if args.backward else ""))
     results, errors = [], {}
     for d in [int(x) for x in args.dims.split(",")]:
         h = max(1, args.hidden // d)
         for n in [int(x) for x in args.seqs.split(",")]:
             b = max(1, args.tokens // n)
             for causal in (False, True):
-                r, diffs = row(bundle, flex, b, h, n, d, causal, args.runs, args.budget_ms)
+                r, diffs = row(bundle, flex, b, h, n, d, causal, args.runs, args.budget_ms,
+                               args.backward)
                 torch.backends.cuda.matmul.allow_tf32 = old_flag
-                tflops = {c: r.get(c, {}).get("tflops") for c in COLUMNS}
-                for c in COLUMNS:
+                tflops = {c: r.get(c, {}).get("tflops") for c in columns}
+                for c in columns:
                     if tflops[c] is None:
                         errors.setdefault(c, r.get(c, {}).get("error", "not run"))
 
@@ -168,9 +238,12 @@ def main():
                             if tflops[a] and tflops[b_] else "%6s" % "-")
                 print("%-4d %-6d %-6s " % (d, n, causal) +
                       " ".join("%15.1f" % tflops[c] if tflops[c] else "%15s" % "-"
-                               for c in COLUMNS) +
+                               for c in columns) +
                       "  %12s %12s" % (ratio("fa:tf32", "flex:tf32"),
                                        ratio("fa:f32", "flex:f32")) +
+                      ("  %17s %17s" % (ratio("fa:tf32+bwd", "flex:tf32+bwd"),
+                                        ratio("fa:f32+bwd", "flex:f32+bwd"))
+                       if args.backward else "") +
                       "".join("  |%s - efficient| %.1e" % (k, x) for k, x in diffs.items()
                               if k != "error"), flush=True)
                 results.append({"d": d, "N": n, "B": b, "H": h, "causal": causal,

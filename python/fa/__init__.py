@@ -169,8 +169,6 @@ class Bundle:
                             int(bool(sinks)), int(bool(allow_tf32)))
             kernel = self._search(q, nk, deterministic)
             if kernel is None:
-                if direction == BWD and q.dtype == DTYPES["f32"]:
-                    raise _no_f32_backward(self._miss)
                 kernel = self._compile(q, nk, deterministic)
             self._cache[key] = kernel
         return kernel
@@ -404,17 +402,6 @@ def _torch_allows_tf32(torch):
         return matmul.fp32_precision == "tf32"
     except (AttributeError, AssertionError):  # older: unknown (1.x asserts)
         return bool(matmul.allow_tf32)
-
-
-def _no_f32_backward(miss):
-    """The FaError of a float32 backward no loaded bundle has, which JIT
-    cannot build either: fa's compiler builds float32 forwards only."""
-    status, message = miss or (2, "no bundle loaded")
-    return FaError(status, "fa: there is no float32 backward kernel yet (fa's compiler builds "
-                           "float32 forwards only, and no loaded bundle has one): run float32 "
-                           "attention under torch.no_grad() or on inputs that do not require "
-                           "grad, or train in bfloat16 or float16 (%s: %s)"
-                   % (_status_name(status), message))
 
 
 def _mma_code(mma):
@@ -879,7 +866,8 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
     partial query blocks) it builds once and keeps; where no block-sparse
     backward exists for it (or the mask is per head with GQA) the mask_mod
     backward, which visits every key block. `allow_tf32` as for attention()
-    (float32: no loaded bundle has such a backward yet, FaError)."""
+    (float32: a TF32 backward where allowed and a bundle has one or JIT
+    builds it, config field 'tf32'; pass the forward's choice)."""
     import torch
     b = _bundle(bundle)
     tf32 = _allow_tf32(q, allow_tf32)
@@ -1373,15 +1361,17 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     """Scaled dot-product attention with the bundle's kernels.
 
     float32: q, k, v of torch.float32 run f32 kernels (mma.sync), forward
-    only for now (an error if an input requires grad and no loaded bundle
-    has a float32 backward). `allow_tf32` (None: follow
+    and backward (dQ, dK, dV float32). `allow_tf32` (None: follow
     torch.backends.cuda.matmul.allow_tf32, or its fp32_precision where
     PyTorch has it, as PyTorch's float32 matmuls and FlexAttention do) True
     lets fa take TF32 kernels (one TF32 MMA per
     product, a third of the f32-accurate kernels' MMAs, operands rounded to
     10-bit mantissas; JIT config field 'tf32'), preferred where a bundle has
     them; False takes only f32-accurate kernels (three TF32 MMAs per
-    product, as accurate as f32 math). Ignored for other dtypes.
+    product, as accurate as f32 math). Ignored for other dtypes. It is
+    resolved once, at the forward: the backward of the call makes the same
+    choice (a TF32 backward after a TF32-allowed forward), whatever the
+    switch says by the time loss.backward() runs.
 
     fp8 (FA3's forward): q, k, v of torch.float8_e4m3fn with descale_q,
     descale_k, descale_v float32 [B, Hkv] (None: ones) compute attention of
@@ -1487,10 +1477,6 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     if sinks is not None:
         if mask_mod is not None:
             raise FaError(1, "fa: sinks with a mask_mod are not supported yet")
-        if q.dtype == torch.float32 and (_needs_grad(q, k, v) or (
-                torch.is_grad_enabled() and getattr(sinks, "requires_grad", False))):
-            _check_f32_backward(b, q, k, v, mask_args, deterministic, None, None, tf32,
-                                sinks=True)
         from . import sinks as _sinks
         o, lse = _sinks.attention(q, k, v, sinks, b, mask_args, scale, mma,
                                   bool(deterministic), score_mod, mod_args, tf32)
@@ -1499,8 +1485,6 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     tensors = _mod_args_for(tensors, q)
     if _ops is None:
         _register_torch_ops()
-    if q.dtype == torch.float32 and _needs_grad(q, k, v):
-        _check_f32_backward(b, q, k, v, mask_args, deterministic, score_mod, mask_mod, tf32)
     if score_mod is None and mask_mod is None and not tensors:
         plan = _ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, tf32)
         if plan is not None:
@@ -1515,17 +1499,6 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         o, lse = _forward(q, k, v, b, mask_args, scale, mma, score_mod, tensors, mask_mod,
                           tf32)
     return (o, lse) if return_lse else o
-
-
-def _check_f32_backward(b, q, k, v, mask_args, deterministic, score_mod, mask_mod, tf32,
-                        sinks=False):
-    """For a float32 call that will need a backward: its kernel, looked up
-    before the forward runs, so that a missing one is the clear FaError of
-    Bundle.find (fa compiles float32 forwards only) rather than a failure
-    in loss.backward()."""
-    mask, win = _mask(*mask_args)
-    b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
-           k.shape[-2], deterministic, score_mod, mask_mod, sinks, allow_tf32=tf32)
 
 
 from .varlen import attention_varlen  # noqa: E402 (it uses the helpers above)

@@ -112,9 +112,10 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
                 tf32=False):
     """The fa-aot config of a kernel query, or FaError naming what no config
     can express. mma 'any' takes wgmma where the compiler has it (sm_90a;
-    WGMMA_HEAD_DIMS; bf16 and f16: f32 kernels are mma.sync) as the runtime
-    prefers it there. tf32 (f32 only) adds the field 'tf32': one TF32 MMA
-    per product instead of the f32-accurate three."""
+    WGMMA_HEAD_DIMS; bf16 and f16: f32 kernels, forward and backward, are
+    mma.sync only, and an f32 query that forces wgmma has no config) as the
+    runtime prefers it there. tf32 (f32 only) adds the field 'tf32': one
+    TF32 MMA per product instead of the f32-accurate three."""
     fields = ["bwd" if direction else "fwd", dtype_name, "d%d" % head_dim]
     if head_dim_v and head_dim_v != head_dim:
         fields.append("v%d" % head_dim_v)
@@ -126,6 +127,10 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
     wgmma_fits = (capability == 90 and dtype_name != "f32"
                   and dims in WGMMA_HEAD_DIMS["bwd" if direction else "fwd"])
     mma = mma_name if mma_name != "any" else ("wgmma" if wgmma_fits else "mma_sync")
+    if dtype_name == "f32" and mma != "mma_sync":
+        raise FaError(6, "fa: float32 kernels are mma.sync only; there is no %s %s f32 "
+                         "kernel (pass mma=None or 'mma_sync')"
+                      % (mma, "backward" if direction else "forward"))
     fields.append(mma)
     if deterministic:
         fields.append("det")

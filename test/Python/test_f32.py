@@ -2,20 +2,24 @@
 """float32 attention without a GPU (Debian's CPU PyTorch): the kernel query
 fa.attention makes for float32 inputs (dtype f32, allow_tf32 from its
 argument, else torch.backends.cuda.matmul.allow_tf32), the fa-aot configs
-it compiles on a miss (fwd:f32:dD:MASK, ':tf32' where TF32 is allowed,
-mma.sync even where bf16 takes wgmma, no split-KV decode), the runtime's
-choice between a bundle's TF32 and f32-accurate kernels and its GPU-free
-check of the launch, and the FaError of a float32 call that needs a
-backward no bundle has (raised before the forward, nothing compiled).
+it compiles on a miss (fwd:f32:dD:MASK and bwd:f32:dD:MASK, ':tf32' where
+TF32 is allowed, mma.sync even where bf16 takes wgmma, no split-KV decode),
+the runtime's choice between a bundle's TF32 and f32-accurate kernels and
+its GPU-free check of the launch, and the backward of a float32 call: its
+kernel looked up (and compiled on a miss) like any other with the TF32
+choice of its forward, even where torch's switch changed in between; a
+miss that cannot be compiled is the runtime's FaError at loss.backward().
 
-fa-aot is a stand-in that logs each config and fails (the compiler's f32
-kernels are tested on the GPU, test/gpu/test_f32.py); the launch is replaced
-by the runtime's GPU-free check and a record of the kernel.
+fa-aot is a stand-in that logs each config and fails it, except those of
+head dim 96, for which it writes a one-kernel manifest (the compiler's f32
+kernels are tested on the GPU, test/gpu/test_f32.py); the launch is
+replaced by the runtime's GPU-free check and a record of the kernel.
 
     test_f32.py --lib build/lib/libfa_runtime.so --bundle build/test/Runtime/fixture-bundle
 """
 import argparse
 import ctypes
+import inspect
 import json
 import os
 import sys
@@ -30,7 +34,7 @@ import torch  # noqa: E402
 
 import fa  # noqa: E402
 from fa import jit  # noqa: E402
-from fa._runtime import FWD  # noqa: E402
+from fa._runtime import BWD, FWD  # noqa: E402
 from support import expect_error  # noqa: E402
 
 CAPABILITY = [90]  # what the patched fa._capability answers
@@ -53,14 +57,19 @@ def kernel(tag, direction, d, mask, tf32):
 
 def f32_bundle(work):
     """d64: TF32 and accurate forwards without a mask, a TF32 one only for
-    causal_bottom_right, no backward; d128: an accurate forward and
-    backward."""
+    causal_bottom_right, no backward; d128: an accurate and a TF32 forward
+    and backward."""
     kernels = [kernel("f32_none", "fwd", 64, "none", False),
                kernel("f32_none_tf32", "fwd", 64, "none", True),
                kernel("f32_cbr_tf32", "fwd", 64, "causal_bottom_right", True),
                kernel("f32_d128", "fwd", 128, "none", False),
-               kernel("f32_d128_bwd", "bwd", 128, "none", False)]
-    directory = os.path.join(work, "f32-bundle")
+               kernel("f32_d128_tf32", "fwd", 128, "none", True),
+               kernel("f32_d128_bwd", "bwd", 128, "none", False),
+               kernel("f32_d128_bwd_tf32", "bwd", 128, "none", True)]
+    return write_bundle(os.path.join(work, "f32-bundle"), kernels)
+
+
+def write_bundle(directory, kernels):
     os.makedirs(directory)
     with open(os.path.join(directory, "manifest.json"), "w") as f:
         json.dump({"format": "fa-bundle", "version": 7, "compiler": "test",
@@ -68,13 +77,33 @@ def f32_bundle(work):
     return directory
 
 
+# The stand-in fa-aot (run by this interpreter): logs the config of each
+# compile; builds the f32 configs of head dim 96 as a manifest of one kernel
+# (tag: the config, ':' -> '_'; tf32 as its field); fails every other.
+FAKE_AOT = """#!%(python)s
+import json, os, sys
+%(helpers)s
+if sys.argv[1] == "--version":
+    print("fake fa-aot")
+    sys.exit(0)
+config, out = sys.argv[2], sys.argv[4]
+with open(%(log)r, "a") as f:
+    f.write(config + "\\n")
+fields = config.split(":")
+if fields[1:3] != ["f32", "d96"]:
+    sys.exit("fake fa-aot builds nothing")
+write_bundle(out, [kernel(config.replace(":", "_"), fields[0], 96, fields[3],
+                          "tf32" in fields)])
+"""
+
+
 def fake_compiler(work):
-    """An fa-aot that logs the config of each compile and fails it."""
+    """The stand-in fa-aot (FAKE_AOT) and the log of its compiles."""
     path, log = os.path.join(work, "fa-aot"), os.path.join(work, "compiles.log")
     with open(path, "w") as f:
-        f.write("#!/bin/sh\n"
-                "if [ \"$1\" = --version ]; then echo 'fake fa-aot'; exit 0; fi\n"
-                "echo \"$2\" >> %s\necho 'fake fa-aot builds nothing' >&2\nexit 1\n" % log)
+        f.write(FAKE_AOT % {"python": sys.executable, "log": log,
+                            "helpers": inspect.getsource(kernel) + "\n\n" +
+                            inspect.getsource(write_bundle)})
     os.chmod(path, 0o755)
     return path, log
 
@@ -181,35 +210,100 @@ def check_bundle_choice(b, f32_only, log):
 
 
 def check_backward(b, log):
-    """A float32 call that needs a backward: FaError before the forward
-    where no loaded bundle has one (no compile: fa-aot builds none), the
-    whole autograd round where one does."""
+    """A float32 call that needs a backward: no refusal; its kernel is the
+    runtime's for the query with the forward's TF32 choice (allow_tf32, or
+    torch's switch as it was at the forward), from a bundle where one has
+    it, else compiled: bwd:f32:dD:MASK:mma_sync:TARGET[:tf32]. A compile
+    that fails is the runtime's FaError (and fa-aot's) at loss.backward();
+    a forced wgmma has no f32 config (nothing compiled)."""
+    matmul = torch.backends.cuda.matmul
     before = compiled(log)
-    for grad_call in (lambda: fa.attention(*qkv(64, grad=True), bundle=b),
-                      lambda: fa.attention(*qkv(64, grad=True), bundle=b, allow_tf32=True,
-                                           causal=True)):
+    # (kwargs, torch's switch at the forward, at the backward, tag suffix)
+    modes = [(dict(allow_tf32=True), False, False, "_tf32"),
+             (dict(allow_tf32=False), True, True, ""),
+             (dict(), True, False, "_tf32"),
+             (dict(), False, True, "")]
+    for kwargs, fwd_flag, bwd_flag, mode in modes:
         del launched[:]
-        expect_error(grad_call, "there is no float32 backward kernel yet (fa's compiler "
-                     "builds float32 forwards only, and no loaded bundle has one)",
-                     "torch.no_grad()", "no kernel for bwd f32 d=64 dv=64")
-        assert launched == [] and compiled(log) == before, (launched, compiled(log))
-    with torch.no_grad():
-        fa.attention(*qkv(64, grad=True), bundle=b, allow_tf32=True)
+        q, k, v = qkv(128, grad=True)
+        matmul.allow_tf32 = fwd_flag
+        o = fa.attention(q, k, v, bundle=b, **kwargs)
+        matmul.allow_tf32 = bwd_flag
+        o.sum().backward()
+        assert launched == [("fa_attention_forward", "f32_d128" + mode),
+                            ("fa_attention_backward", "f32_d128_bwd" + mode)], (kwargs, launched)
+        assert all(t.grad.dtype == torch.float32 and t.grad.shape == t.shape
+                   for t in (q, k, v)), kwargs
+    assert compiled(log) == before, compiled(log)
+    print("ok float32 with grad: the bundle's backward of the forward's TF32 choice "
+          "(allow_tf32, or torch's switch at the forward)")
+
+    # Misses (the bundle has d64 forwards, no d64 backward): the forward
+    # runs, the backward's config is compiled (and fails here).
+    misses = [(dict(allow_tf32=False), True, True, "f32_none",
+               "bwd:f32:d64:none:mma_sync:sm_90a"),
+              (dict(allow_tf32=True), False, False, "f32_none_tf32",
+               "bwd:f32:d64:none:mma_sync:sm_90a:tf32"),
+              (dict(), True, False, "f32_none_tf32", "bwd:f32:d64:none:mma_sync:sm_90a:tf32"),
+              (dict(), False, True, "f32_none", "bwd:f32:d64:none:mma_sync:sm_90a"),
+              (dict(allow_tf32=True, causal_bottom_right=True), False, False, "f32_cbr_tf32",
+               "bwd:f32:d64:causal_bottom_right:mma_sync:sm_90a:tf32")]
+    for kwargs, fwd_flag, bwd_flag, fwd_tag, config in misses:
+        del launched[:]
+        before = compiled(log)
+        q, k, v = qkv(64, grad=True)
+        matmul.allow_tf32 = fwd_flag
+        o = fa.attention(q, k, v, bundle=b, **kwargs)
+        assert launched == [("fa_attention_forward", fwd_tag)], (kwargs, launched)
+        matmul.allow_tf32 = bwd_flag
+        err = expect_error(lambda: o.sum().backward(), "no kernel for bwd f32 d=64 dv=64",
+                           "compiling kernel %s failed" % config, "fake fa-aot builds nothing")
+        assert ("(tf32 allowed)" in err) == config.endswith(":tf32"), (kwargs, err)
+        assert compiled(log) == before + [config], (compiled(log), config)
+        assert q.grad is None and len(launched) == 1, launched
+    matmul.allow_tf32 = False
+    # backward_into: the same configs, window sizes at run time, det.
     q, k, v = qkv(64)
     o, lse = torch.empty_like(q), torch.empty(q.shape[:-1])
-    expect_error(lambda: fa.backward_into(q, k, v, o, o, lse, *(torch.empty_like(t) for t in
-                                                                 (q, k, v)), bundle=b),
-                 "there is no float32 backward kernel yet")
-    # The bundle's f32 d128 backward: forward and backward as for bf16.
-    del launched[:]
-    q, k, v = qkv(128, grad=True)
-    fa.attention(q, k, v, bundle=b).sum().backward()
-    assert launched == [("fa_attention_forward", "f32_d128"),
-                        ("fa_attention_backward", "f32_d128_bwd")], launched
-    assert q.grad.dtype == torch.float32 and k.grad.shape == k.shape
+    grads = [torch.empty_like(t) for t in (q, k, v)]
+    for kwargs, config in ((dict(allow_tf32=True), "bwd:f32:d64:none:mma_sync:sm_90a:tf32"),
+                           (dict(allow_tf32=False, window=(8, 0)),
+                            "bwd:f32:d64:window:mma_sync:sm_90a"),
+                           (dict(causal=True, deterministic=True),
+                            "bwd:f32:d64:causal:mma_sync:det:sm_90a")):
+        before = compiled(log)
+        expect_error(lambda: fa.backward_into(q, k, v, o, o, lse, *grads, bundle=b, **kwargs),
+                     "compiling kernel %s failed" % config)
+        assert compiled(log) == before + [config], (compiled(log), config)
+    before = compiled(log)
+    expect_error(lambda: fa.backward_into(q, k, v, o, o, lse, *grads, bundle=b, mma="wgmma"),
+                 "no kernel for bwd f32 d=64 dv=64", "float32 kernels are mma.sync only")
     assert compiled(log) == before, compiled(log)
-    print("ok float32 with grad: a clear FaError before the forward, nothing compiled; "
-          "the bundle's f32 backward where it has one")
+    with torch.no_grad():  # no backward wanted: none looked up
+        fa.attention(*qkv(64, grad=True), bundle=b, allow_tf32=True)
+    assert compiled(log) == before, compiled(log)
+    print("ok float32 backward misses compile bwd:f32:dD:MASK:mma_sync:TARGET[:tf32] as "
+          "the forward chose; their failure is the runtime's FaError at backward()")
+
+    # Compiled on a miss (the stand-in builds d96): forward and backward of
+    # the mode, loaded and launched; a second call compiles nothing.
+    for allow, suffix in ((True, ":tf32"), (False, "")):
+        configs = ["fwd:f32:d96:causal:mma_sync:sm_90a" + suffix,
+                   "bwd:f32:d96:causal:mma_sync:sm_90a" + suffix]
+        for again in (False, True):
+            before = compiled(log)
+            del launched[:]
+            q, k, v = qkv(96, grad=True)
+            fa.attention(q, k, v, bundle=b, allow_tf32=allow, causal=True).sum().backward()
+            assert launched == [("fa_attention_forward", configs[0].replace(":", "_")),
+                                ("fa_attention_backward", configs[1].replace(":", "_"))], \
+                launched
+            assert compiled(log) == before + ([] if again else configs), compiled(log)
+            assert b._info(b.find(BWD, "f32", 96, 96,
+                                  "causal", (-1, -1), 90, nk=40,
+                                  allow_tf32=allow))["tf32"] == allow
+    print("ok float32 forward and backward compiled on a miss (TF32 and accurate) and "
+          "reused")
 
 
 def check_torch_switch():

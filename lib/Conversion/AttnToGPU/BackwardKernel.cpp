@@ -162,7 +162,8 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 
   // Chunks of 8 elements (16 bytes) when Dv allows, else as wide as the
   // rows' alignment.
-  const int64_t dv = plan.headDimV, width = rowChunkElems(dv, 2);
+  const int64_t dv = plan.headDimV,
+                width = rowChunkElems(dv, plan.elemBytes());
   const int64_t chunks = dv / width;
   const int64_t lanes = std::min<int64_t>(llvm::PowerOf2Ceil(chunks), 32);
   const int64_t perLane = llvm::divideCeil(chunks, lanes);
@@ -274,9 +275,9 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     auto ifOp = scf::IfOp::create(b, loc, ok, false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, e4, v),
-                            dqMem, ValueRange{at}, false,
-                            llvm::MaybeAlign(width * 2));
+    Value out = elem.isF32() ? v : arith::TruncFOp::create(b, loc, e4, v);
+    vector::StoreOp::create(b, loc, out, dqMem, ValueRange{at}, false,
+                            llvm::MaybeAlign(width * plan.elemBytes()));
   }
   gpu::ReturnOp::create(b, loc);
 }
@@ -401,11 +402,13 @@ void BackwardTileBuilder::declareSharedTiles() {
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   const int64_t kElems = bkv * plan.strideQK(), vElems = bkv * plan.strideV(),
                 qElems = bq * plan.strideQK(), doElems = bq * plan.strideV();
-  const int64_t smemElems = kElems + vElems + qElems + doElems + bkv * (bq + 8);
+  const int64_t pad = plan.chunkElems(); // 16 B
+  const int64_t smemElems =
+      kElems + vElems + qElems + doElems + bkv * (bq + pad);
   ag::SharedMemoryOp::create(b, loc, smemElems, plan.elemType);
   stats = ag::SharedF32ViewOp::create(
       b, loc,
-      MemRefType::get({smemElems / 2}, b.getF32Type(),
+      MemRefType::get({smemElems * plan.elemBytes() / 4}, b.getF32Type(),
                       MemRefLayoutAttrInterface(), b.getI64IntegerAttr(3)));
   dqAddress = kb.globalAddress(arg(6));
   auto tile = [&](int64_t offset, int64_t rows, int64_t cols, int64_t stride) {
@@ -419,7 +422,7 @@ void BackwardTileBuilder::declareSharedTiles() {
   vTile = tile(kElems, bkv, plan.headDimV, plan.strideV());
   qTile = tile(kElems + vElems, bq, plan.headDim, plan.strideQK());
   doTile = tile(kElems + vElems + qElems, bq, plan.headDimV, plan.strideV());
-  dsTile = tile(kElems + vElems + qElems + doElems, bkv, bq, bq + 8);
+  dsTile = tile(kElems + vElems + qElems + doElems, bkv, bq, bq + pad);
 }
 
 /// Q, dO, LSE and Delta of the query tile at qBegin of query head `head`

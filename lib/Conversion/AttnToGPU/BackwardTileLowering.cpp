@@ -67,15 +67,16 @@ struct SharedF32ViewLowering : TileOpLowering<ag::SharedF32ViewOp> {
   }
 };
 
-/// Word c of the row statistics: word c mod 4 of the padding of the tile's
-/// row c / 4 (the tile's offset is even: AsyncCopyRowStatsOp::verify).
+/// Word c of the row statistics: word c mod 4 of the padding (16 B) of the
+/// tile's row c / 4 (the tile's offset is even: AsyncCopyRowStatsOp::verify).
 static Value statSlot(KernelBuilder &kb, Value tile, Value c) {
   auto type = cast<ag::SharedTileType>(tile.getType());
+  int64_t perWord = 32 / type.getElementType().getIntOrFloatBitWidth();
   int64_t padded = (type.getCols() + 15) / 16 * 16;
-  Value slot = kb.add(kb.mul(kb.divui(c, 4), type.getStride() / 2),
-                      kb.add(kb.remui(c, 4), padded / 2));
+  Value slot = kb.add(kb.mul(kb.divui(c, 4), type.getStride() / perWord),
+                      kb.add(kb.remui(c, 4), padded / perWord));
   int64_t offset = tile.getDefiningOp<ag::SharedTileOp>().getOffset();
-  return offset ? kb.add(slot, offset / 2) : slot;
+  return offset ? kb.add(slot, offset / perWord) : slot;
 }
 
 struct AsyncCopyRowStatsLowering : TileOpLowering<ag::AsyncCopyRowStatsOp> {
@@ -250,7 +251,7 @@ struct StoreTileLowering : TileOpLowering<ag::StoreTileOp> {
         vector::StoreOp::create(
             rewriter, op.getLoc(),
             kb.truncPair(v[n * 4 + 2 * r], v[n * 4 + 2 * r + 1]), kb.smem,
-            ValueRange{at}, false, llvm::MaybeAlign(4));
+            ValueRange{at}, false, llvm::MaybeAlign(2 * kb.plan.elemBytes()));
       }
     rewriter.eraseOp(op);
     return success();
@@ -287,9 +288,14 @@ struct ReduceDQLowering : TileOpLowering<ag::ReduceDQOp> {
       Value elem = kb.add(rowElem, first ? kb.add(first, col) : col);
       dqRow[r] = kb.add(op.getAddress(), kb.mul(elem, 4));
     }
+    // f32: TF32 k8 steps (KernelBuilder::loadTf32AFromTransposed and
+    // loadTf32BFromKMajor pair their keys); dS is read again for each column
+    // pair, as its split registers for every key step would not fit.
+    const bool tf32 = kb.plan.isF32();
+    const int64_t k = kb.plan.mmaK();
     SmallVector<SmallVector<Value, 4>> dsA;
-    for (int64_t kk = 0; kk < bkv / 16; ++kk)
-      dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * 16));
+    for (int64_t kk = 0; kk < bkv / k && !tf32; ++kk)
+      dsA.push_back(kb.loadAFromTransposed(dsTile, qRow0, kk * k));
     for (int64_t np = 0; np < widthPad / 16; ++np) {
       // The second n8 tile of the last pair is padding when width % 16 = 8.
       const int64_t tiles = np * 16 + 8 < width ? 2 : 1;
@@ -300,8 +306,18 @@ struct ReduceDQLowering : TileOpLowering<ag::ReduceDQOp> {
       OpBuilder::InsertionGuard g(rewriter);
       rewriter.setInsertionPointToStart(&pairIf.getThenRegion().front());
       SmallVector<Value> dq(8, kb.f32(0));
-      for (int64_t kk = 0; kk < bkv / 16; ++kk) {
+      for (int64_t kk = 0; kk < bkv / k; ++kk) {
         Value col = first ? kb.add(first, np * 16) : kb.idx(np * 16);
+        if (tf32) {
+          SmallVector<Value, 8> a =
+              kb.splitTf32(kb.loadTf32AFromTransposed(dsTile, qRow0, kk * k));
+          for (int64_t t = 0; t < tiles; ++t)
+            kb.mmaTf32(a,
+                       kb.splitTf32(kb.loadTf32BFromKMajor(
+                           kTile, kk * k, kb.add(col, t * 8))),
+                       MutableArrayRef<Value>(dq).slice(t * 4, 4));
+          continue;
+        }
         SmallVector<Value, 4> bf = kb.loadBFromKMajor(kTile, kk * 16, col);
         kb.mma(dsA[kk], {bf[0], bf[1]}, MutableArrayRef<Value>(dq).slice(0, 4));
         if (tiles == 2)

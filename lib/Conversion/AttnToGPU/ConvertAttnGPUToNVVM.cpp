@@ -707,27 +707,18 @@ struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
 
 /// acc += P·V in TF32 m16n8k8 steps. P's n8 tile of scores is the A
 /// operand as it stands, its keys taken in the order 2t, 2t + 1 → k t, t + 4
-/// (a0..a3 = c0, c2, c1, c3); V's B registers follow that order: lane (g, t)
-/// reads V rows 2t and 2t + 1 of column g (no ldmatrix moves single f32 of a
-/// column; with rows of Dv + 4 floats the 32 lanes hit 32 banks).
+/// (a0..a3 = c0, c2, c1, c3); V's B registers follow that order
+/// (KernelBuilder::loadTf32BFromKMajor).
 static void accumulatePVTf32(KernelBuilder &kb, ValueRange p,
                              const SharedTile &vt, int64_t keys, int64_t dv,
                              Value first, MutableArrayRef<Value> acc) {
-  Value keyRow = kb.mul(kb.threadInGroup, 2);
   for (int64_t kk = 0; kk < keys / 8; ++kk) {
     ValueRange c = p.slice(kk * 4, 4);
     SmallVector<Value, 8> a = kb.splitTf32({c[0], c[2], c[1], c[3]});
-    Value row = kb.add(keyRow, kk * 8);
     for (int64_t n = 0; n < llvm::divideCeil(dv, 8); ++n) {
-      Value col = kb.add(kb.groupId, n * 8);
-      if (first)
-        col = kb.add(col, first);
-      SmallVector<Value, 2> bf;
-      for (int64_t r = 0; r < 2; ++r)
-        bf.push_back(memref::LoadOp::create(
-            kb.b, kb.loc, kb.smem,
-            ValueRange{kb.tileOffset(vt, kb.add(row, r), col)}));
-      kb.mmaTf32(a, kb.splitTf32(bf), acc.slice(n * 4, 4));
+      Value col = first ? kb.add(first, n * 8) : kb.idx(n * 8);
+      kb.mmaTf32(a, kb.splitTf32(kb.loadTf32BFromKMajor(vt, kk * 8, col)),
+                 acc.slice(n * 4, 4));
     }
   }
 }

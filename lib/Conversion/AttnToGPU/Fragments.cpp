@@ -523,6 +523,30 @@ SmallVector<Value, 4> KernelBuilder::loadAFromTransposed(const SharedTile &t,
   return ldmatrixX4(tileOffset(t, row, col), true);
 }
 
+SmallVector<Value, 2> KernelBuilder::loadTf32BFromKMajor(const SharedTile &t,
+                                                         int64_t k0, Value n0) {
+  // With rows of a multiple of 32 words plus 4, lanes (g, t) hit 32 banks.
+  Value row = add(mul(threadInGroup, 2), k0), col = add(n0, groupId);
+  SmallVector<Value, 2> regs;
+  for (int64_t r = 0; r < 2; ++r)
+    regs.push_back(memref::LoadOp::create(
+        b, loc, smem, ValueRange{tileOffset(t, add(row, r), col)}));
+  return regs;
+}
+
+SmallVector<Value, 4>
+KernelBuilder::loadTf32AFromTransposed(const SharedTile &t, Value row0,
+                                       int64_t k0) {
+  // a0..a3 = (g, k t), (g + 8, k t), (g, k t + 4), (g + 8, k t + 4).
+  Value row = add(mul(threadInGroup, 2), k0), col = add(row0, groupId);
+  SmallVector<Value, 4> regs;
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 2; ++c)
+      regs.push_back(memref::LoadOp::create(
+          b, loc, smem, ValueRange{tileOffset(t, add(row, r), add(col, 8 * c))}));
+  return regs;
+}
+
 SmallVector<Value, 4>
 mlir::fa::gpu_lowering::accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c) {
   return {kb.pack(c[0], c[1]), kb.pack(c[2], c[3]), kb.pack(c[4], c[5]),

@@ -254,6 +254,18 @@ public:
   /// TF32 (plan.tf32), or the rounded values followed by their rounded
   /// remainders x − round(x) (3xTF32).
   SmallVector<Value, 8> splitTf32(ArrayRef<Value> x);
+  /// TF32 operands (f32 values) whose k runs along a tile's rows, where no
+  /// ldmatrix moves single f32 of a column: scalar loads, each 8-key step's
+  /// keys in the order of an accumulator's columns (k t ↔ row 2t, k t + 4 ↔
+  /// row 2t + 1), so that accumulatorToTf32A's registers pair with them.
+  /// B of the n8 tile at n0 from a k-major tile (V for P·V): rows k0 + 2t,
+  /// k0 + 2t + 1 of column n0 + g.
+  SmallVector<Value, 2> loadTf32BFromKMajor(const SharedTile &t, int64_t k0,
+                                            Value n0);
+  /// A (16 rows) from a tile stored [k][row] (dSᵀ for dS·K): rows k0 + 2t,
+  /// k0 + 2t + 1 of columns row0 + g, row0 + g + 8.
+  SmallVector<Value, 4> loadTf32AFromTransposed(const SharedTile &t,
+                                                Value row0, int64_t k0);
   /// c += a·b for one m16n8k8 TF32 tile from splitTf32's registers (a: 4
   /// or 8, b: 2 or 4): one MMA, or the three of 3xTF32 (small·big,
   /// big·small, big·big; the small·small term is below f32's precision)

@@ -44,8 +44,8 @@ int64_t KernelPlan::backwardSharedBytes() const {
   // K, V (resident for the CTA) | Q, dO (one query tile) | dSᵀ (bkv × bq).
   int64_t elems = blockKV * strideQK() + blockKV * strideV() +
                   blockQ * strideQK() + blockQ * strideV() +
-                  blockKV * (blockQ + 8);
-  return elems * 2;
+                  blockKV * (blockQ + chunkElems());
+  return elems * elemBytes();
 }
 
 std::string KernelPlan::maskName() const {
@@ -263,12 +263,16 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("expected no score_mod, mask_mod, varlen, split-KV or "
                   "packed GQA with f8E4M3FN inputs");
   } else if (elemType.isF32()) {
-    // TF32 tensor cores (mma.sync m16n8k8): the dense forward so far.
-    if (backward || options.mma != "mma_sync")
-      return fail("expected the f32 forward with mma = mma_sync (TF32 "
-                  "tensor cores), got " +
-                  llvm::Twine(backward ? "a backward" : "a forward") +
-                  " with mma = " + options.mma);
+    // TF32 tensor cores (mma.sync m16n8k8): dense batches so far.
+    if (options.mma != "mma_sync")
+      return fail("expected f32 kernels with mma = mma_sync (TF32 tensor "
+                  "cores), got mma = " + options.mma);
+    // dK and dV live in registers beside the split operands: the 3xTF32
+    // backward spills 2-22 KB (d64, d128), so only TF32 products build.
+    if (backward && !options.tf32)
+      return fail("expected tf32 for an f32 backward (one TF32 product per "
+                  "multiply; the f32-accurate 3xTF32 backward is not built: "
+                  "its dK, dV and split operands spill)");
     if (spec.scoreMod || spec.maskMod || options.sinks || options.splitKv ||
         options.packGqa || options.producerWarp || options.varlen ||
         options.paged)

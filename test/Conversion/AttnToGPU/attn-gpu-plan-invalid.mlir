@@ -12,10 +12,10 @@ func.func @backward_big(%q: tensor<1x2x64x248xbf16>, %k: tensor<1x2x64x248xbf16>
 
 // -----
 
-// f32 inputs run the mma.sync forward on TF32 tensor cores; there is no f32
-// backward kernel yet.
+// f32 inputs run mma.sync kernels on TF32 tensor cores; the backward exists
+// with TF32 products only (the pass's tf32 option).
 func.func @f32_backward(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>, %v: tensor<1x2x64x64xf32>, %o: tensor<1x2x64x64xf32>, %do: tensor<1x2x64x64xf32>, %lse: tensor<1x2x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>) {
-  // expected-error @+1 {{expected the f32 forward with mma = mma_sync (TF32 tensor cores), got a backward with mma = mma_sync}}
+  // expected-error @+1 {{expected tf32 for an f32 backward (one TF32 product per multiply; the f32-accurate 3xTF32 backward is not built: its dK, dV and split operands spill)}}
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64xf32> -> tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>
   return %dq, %dk, %dv : tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>
 }

@@ -635,10 +635,11 @@ static LogicalResult verifyStatsTile(Operation *op, Value tile) {
                            "attn_gpu.shared_tile at an even offset");
   auto type = cast<SharedTileType>(tile.getType());
   int64_t padded = (type.getCols() + 15) / 16 * 16;
-  if (type.getStride() - padded != 8)
-    return op->emitOpError("expected 8 elements of row padding (4 words) "
-                           "beside the tile's columns, got ")
-           << type.getStride() - padded;
+  int64_t pad = 128 / type.getElementType().getIntOrFloatBitWidth();
+  if (type.getStride() - padded != pad)
+    return op->emitOpError("expected ")
+           << pad << " elements of row padding (4 words) beside the tile's "
+           << "columns, got " << type.getStride() - padded;
   return success();
 }
 
