@@ -104,7 +104,7 @@ constexpr int64_t kBlockListsThreads = 32;
 /// manifest describes.
 struct KernelPlan {
   bool backward = false;
-  Type elemType; // f16, bf16, f32 (mma.sync forward) or f8E4M3FN (wgmma)
+  Type elemType; // f16, bf16, f32 (mma.sync) or f8E4M3FN (wgmma forward)
   int64_t headDim = 0;      // D
   int64_t headDimV = 0;     // Dv
   int64_t blockQ = 0;
@@ -182,10 +182,11 @@ struct KernelPlan {
   /// and V tiles are 64-column slabs with the 128-byte swizzle. The tag has
   /// `_tma`.
   bool tma = false;
-  /// f32 inputs (the mma.sync forward) only: each product is one TF32 MMA
+  /// f32 inputs (the mma.sync kernels) only: each product is one TF32 MMA
   /// (m16n8k8, 10-bit mantissas; opt-in as PyTorch's allow_tf32); without
   /// it three, big·big + big·small + small·big of each operand's TF32 split
-  /// (3xTF32), as accurate as f32 math. The tag ends in `_tf32`.
+  /// (3xTF32, within the accuracy rule of f32 math; forwards only: a
+  /// backward needs tf32). The tag ends in `_tf32`.
   bool tf32 = false;
 
   /// Threads per CTA: the computing warps and the producer warp.
@@ -195,7 +196,7 @@ struct KernelPlan {
   int64_t mergeThreads() const { return warps * 32; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
   bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
-  /// f32 inputs on TF32 tensor cores (the mma.sync forward).
+  /// f32 inputs on TF32 tensor cores (the mma.sync kernels).
   bool isF32() const { return elemType.isF32(); }
   /// Bytes of one element of Q, K, V (and of the shared tiles).
   int64_t elemBytes() const { return elemType.getIntOrFloatBitWidth() / 8; }

@@ -279,7 +279,7 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("expected no score_mod, mask_mod, sinks, split-KV, packed "
                   "GQA, producer warp, varlen or paged KV with f32 inputs");
   } else if (!elemType.isBF16() && !elemType.isF16()) {
-    return fail("expected f16, bf16, f32 (mma.sync forward) or f8E4M3FN "
+    return fail("expected f16, bf16, f32 (mma.sync) or f8E4M3FN "
                 "(wgmma forward) for the tensor-core kernels");
   }
   if (options.tf32 && !elemType.isF32())
