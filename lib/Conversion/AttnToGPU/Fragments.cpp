@@ -626,22 +626,30 @@ void mlir::fa::gpu_lowering::storeAccumulator(KernelBuilder &kb,
   }
 }
 
-void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
-                        MutableArrayRef<Value> c) {
-  // nvgpu.mma.sync cannot deduce bf16 PTX types in MLIR 22: use NVVM directly.
+/// c += a·b by one row.col mma.sync of `shape` on operands of `type`
+/// (4 f32 accumulators).
+static void mmaSync(KernelBuilder &kb, ArrayRef<int64_t> shape,
+                    NVVM::MMATypes type, ArrayRef<Value> a,
+                    ArrayRef<Value> bFrag, MutableArrayRef<Value> c) {
+  OpBuilder &b = kb.b;
   Type f32Ty = b.getF32Type();
   auto resTy = LLVM::LLVMStructType::getLiteral(
       b.getContext(), {f32Ty, f32Ty, f32Ty, f32Ty});
-  NVVM::MMATypes ty = plan.elemType.isBF16() ? NVVM::MMATypes::bf16
-                                             : NVVM::MMATypes::f16;
-  std::array<NVVM::MMATypes, 2> types{ty, ty};
+  std::array<NVVM::MMATypes, 2> types{type, type};
   std::array<NVVM::MMALayout, 2> layouts{NVVM::MMALayout::row,
                                          NVVM::MMALayout::col};
-  Value r = NVVM::MmaOp::create(b, loc, resTy, a, bFrag, c,
-                                ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
-                                std::nullopt, types, layouts);
+  Value r = NVVM::MmaOp::create(b, kb.loc, resTy, a, bFrag, c, shape,
+                                std::nullopt, std::nullopt, types, layouts);
   for (int64_t i = 0; i < 4; ++i)
-    c[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
+    c[i] = LLVM::ExtractValueOp::create(b, kb.loc, r, ArrayRef<int64_t>{i});
+}
+
+void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                        MutableArrayRef<Value> c) {
+  // nvgpu.mma.sync cannot deduce bf16 PTX types in MLIR 22: use NVVM directly.
+  mmaSync(*this, {16, 8, 16},
+          plan.elemType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16,
+          a, bFrag, c);
 }
 
 /// f32 → TF32 bits (round to nearest, ties away from zero).
@@ -670,20 +678,9 @@ SmallVector<Value, 8> KernelBuilder::splitTf32(ArrayRef<Value> x) {
 
 void KernelBuilder::mmaTf32(ArrayRef<Value> a, ArrayRef<Value> bFrag,
                             MutableArrayRef<Value> c) {
-  Type f32Ty = b.getF32Type();
-  auto resTy = LLVM::LLVMStructType::getLiteral(
-      b.getContext(), {f32Ty, f32Ty, f32Ty, f32Ty});
-  std::array<NVVM::MMATypes, 2> types{NVVM::MMATypes::tf32,
-                                      NVVM::MMATypes::tf32};
-  std::array<NVVM::MMALayout, 2> layouts{NVVM::MMALayout::row,
-                                         NVVM::MMALayout::col};
   auto one = [&](ArrayRef<Value> a4, ArrayRef<Value> b2,
                  MutableArrayRef<Value> acc) {
-    Value r = NVVM::MmaOp::create(b, loc, resTy, a4, b2, acc,
-                                  ArrayRef<int64_t>{16, 8, 8}, std::nullopt,
-                                  std::nullopt, types, layouts);
-    for (int64_t i = 0; i < 4; ++i)
-      acc[i] = LLVM::ExtractValueOp::create(b, loc, r, ArrayRef<int64_t>{i});
+    mmaSync(*this, {16, 8, 8}, NVVM::MMATypes::tf32, a4, b2, acc);
   };
   ArrayRef<Value> aBig = a.take_front(4), bBig = bFrag.take_front(2);
   if (plan.tf32)
