@@ -349,21 +349,25 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
   }
   if (c.targetName != "sm_90a")
     bad(where, "mma 'wgmma' needs target sm_90a, got '" + c.targetName + "'");
-  // The compiler's set (wgmmaHeadDimsSupported): both directions take
-  // d64, d96 and d128; the forward also d256 and the 192/128 shape.
-  const bool bwdDir = c.direction == FA_DIRECTION_BWD;
+  // The compiler's set (wgmmaHeadDimsSupported), both directions.
   const bool square = c.headDim == c.headDimV;
   const bool dimsOk =
-      (square && (c.headDim == 64 || c.headDim == 96 || c.headDim == 128)) ||
-      (!bwdDir && ((square && c.headDim == 256) ||
-                   (c.headDim == 192 && c.headDimV == 128)));
+      (square && (c.headDim == 64 || c.headDim == 96 || c.headDim == 128 ||
+                  c.headDim == 256)) ||
+      (c.headDim == 192 && c.headDimV == 128);
   if (!dimsOk)
-    bad(where, std::string("mma 'wgmma' needs (head_dim, head_dim_v) in ") +
-                   (bwdDir ? "{(64, 64), (96, 96), (128, 128)} for a backward"
-                           : "{(64, 64), (96, 96), (128, 128), (256, 256), "
-                             "(192, 128)} for a forward") +
-                   ", got " + std::to_string(c.headDim) + " and " +
+    bad(where, "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (96, "
+               "96), (128, 128), (256, 256), (192, 128)}, got " +
+                   std::to_string(c.headDim) + " and " +
                    std::to_string(c.headDimV));
+  // Above 128 the backward's warpgroups split by role, warp-specialised.
+  if (c.direction == FA_DIRECTION_BWD && c.headDim > 128 &&
+      c.bwd.threads != kWgmmaBackwardWsThreads)
+    bad(where, "mma 'wgmma' backward kernels above head_dim 128 are "
+               "warp-specialised (bwd entry of " +
+                   std::to_string(kWgmmaBackwardWsThreads) +
+                   " threads), this one has " +
+                   std::to_string(c.bwd.threads));
   // A wgmma backward of 256 threads keeps the mma.sync backward's
   // parameters (cp.async loads, no maps); the warp-specialised one (384
   // threads) loads q, k, v and do by TMA.

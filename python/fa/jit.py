@@ -97,9 +97,9 @@ def cache_root():
 
 # (D, Dv) of the sm_90a wgmma kernels (resolveWgmmaPlan), where they beat
 # mma.sync (PERF.md: the forwards at 96, 256 and 192/128 run 2-3x faster,
-# the d96 backward 1.7-2x).
+# the d96 backward 1.7-2x; the split-role backwards at 256 and 192/128).
 WGMMA_HEAD_DIMS = {"fwd": {(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)},
-                   "bwd": {(64, 64), (96, 96), (128, 128)}}
+                   "bwd": {(64, 64), (96, 96), (128, 128), (256, 256), (192, 128)}}
 
 
 def target_name(capability):

@@ -110,8 +110,8 @@ def _find(b, dtype, d, dv, mask, window, capability, max_seqlen_k, direction=FWD
 
 def _mma(direction, d, dv):
     """The varlen forward runs on wgmma; the backward on wgmma where its
-    warp-specialised kernel exists (D = Dv in 64, 96, 128), else on mma.sync."""
-    if direction == BWD and not (d == dv and d in (64, 96, 128)):
+    warp-specialised kernel exists (jit.WGMMA_HEAD_DIMS), else on mma.sync."""
+    if direction == BWD and (d, dv or d) not in jit.WGMMA_HEAD_DIMS["bwd"]:
         return "mma_sync"
     return "wgmma"
 

@@ -97,13 +97,14 @@ def entries(cache):
 
 def check_instruction_choice():
     """On sm_90 the JIT asks for wgmma exactly where fa's wgmma kernels exist
-    (forward: D/Dv 64, 96, 128, 256, 192/128; backward: 64, 96, 128)."""
+    (D/Dv 64, 96, 128, 256, 192/128, forward and backward)."""
     sys.path.insert(0, os.path.dirname(PACKAGE))
     from fa import jit
     for direction, d, dv, want in ((0, 64, 0, "wgmma"), (0, 96, 0, "wgmma"), (0, 256, 256, "wgmma"),
                                    (0, 192, 128, "wgmma"), (0, 80, 0, "mma_sync"),
                                    (0, 128, 256, "mma_sync"), (1, 128, 0, "wgmma"),
-                                   (1, 96, 0, "wgmma"), (1, 256, 0, "mma_sync")):
+                                   (1, 96, 0, "wgmma"), (1, 256, 0, "wgmma"),
+                                   (1, 192, 128, "wgmma"), (1, 80, 0, "mma_sync")):
         got = jit.config_text(direction, "bf16", d, dv, "causal", (-1, -1), 90)
         assert got.split(":")[-2] == want, (direction, d, dv, got)
         sm80 = jit.config_text(direction, "bf16", d, dv, "causal", (-1, -1), 80)

@@ -116,11 +116,12 @@ def backward_args(tq=300, tk=500, h=4, hkv=2, d=64):
 
 def check_jit_backward(b):
     """The varlen backward attention_varlen's autograd compiles on a miss
-    (`bwd:...:varlen`: the warp-specialised wgmma backward at D = 64, mma.sync
-    where no wgmma backward exists), found by the varlen search, whose check
-    takes the packed gradients and workspaces."""
+    (`bwd:...:varlen`: the warp-specialised wgmma backward at D = 64 and, its
+    warpgroups split by role, 256; mma.sync where no wgmma backward exists),
+    found by the varlen search, whose check takes the packed gradients and
+    workspaces."""
     kernels = {}
-    for d, mma in ((256, "mma_sync"), (64, "wgmma")):
+    for d, mma in ((80, "mma_sync"), (256, "wgmma"), (64, "wgmma")):
         query = KernelQuery(BWD, 1, d, d, MASKS["causal_bottom_right"], -1, -1, 90, 0, None,
                             None)
         kernels[d] = varlen._compile(b, query, "causal_bottom_right", (-1, -1), 90, 1024)

@@ -330,7 +330,7 @@ TEST(Manifest, WgmmaErrorsNameTheKernelAndField) {
        "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
       {wgmmaJson("k", "bf16", 80, "none", true),
        "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (96, 96), "
-       "(128, 128), (256, 256), (192, 128)} for a forward, got 80 and 80"},
+       "(128, 128), (256, 256), (192, 128)}, got 80 and 80"},
       {wgmmaJson("k", "bf16", 128, "none", true, abiMaps(),
                  R"(, "head_dim_v": 96)"),
        "got 128 and 96"},
@@ -462,12 +462,12 @@ TEST(Manifest, WgmmaBackwardErrors) {
       {wgmmaBwdJson("k", R"(, "target": "sm_90")"),
        "mma 'wgmma' needs target sm_90a, got 'sm_90'"},
       {wgmmaBwdJson("k", R"(, "head_dim": 256, "head_dim_v": 256)"),
-       "mma 'wgmma' needs (head_dim, head_dim_v) in {(64, 64), (96, 96), "
-       "(128, 128)} for a backward, got 256 and 256"},
+       "mma 'wgmma' backward kernels above head_dim 128 are "
+       "warp-specialised (bwd entry of 384 threads), this one has 256"},
       {wgmmaBwdJson("k", R"(, "head_dim": 192, "head_dim_v": 128)"),
-       "for a backward, got 192 and 128"},
+       "above head_dim 128 are warp-specialised"},
       {wgmmaBwdJson("k", R"(, "head_dim": 80, "head_dim_v": 80)"),
-       "for a backward, got 80 and 80"},
+       "(128, 128), (256, 256), (192, 128)}, got 80 and 80"},
   };
   for (const Case &c : cases)
     expectRejected("wgmma_bwd_err", manifest({c.kernel}), c.expect);

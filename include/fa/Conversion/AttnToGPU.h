@@ -131,6 +131,15 @@ struct KernelPlan {
   /// tensor-map parameters after fa_bwd's 15) and writing dQ with bulk
   /// reductions into a row-swizzled dq_accum (docs/ABI.md).
   bool warpSpecialized = false;
+  /// Warp-specialised wgmma backward above D or Dv = 128 only: the two
+  /// consumer warpgroups share one 64-key block by role, not by keys:
+  /// warpgroup 0 computes Pᵀ and accumulates dV, warpgroup 1 dPᵀ, dSᵀ and
+  /// dK (each would otherwise hold dK and dV of D = 256: 256 registers);
+  /// dQ leaves by red.global into a plain dq_accum (HopperBackwardRoles.cpp).
+  bool splitRoles = false;
+  /// fa_bwd_post reads dq_accum with the dQ tiles' chunk swizzle: the
+  /// warp-specialised wgmma backward's bulk reductions copied it there.
+  bool dqAccumSwizzled() const { return warpSpecialized && !splitRoles; }
   /// wgmma forward only: its schedule.
   WgmmaForwardSchedule schedule;
   /// Warp-specialised wgmma backward only: dQ tiles are added in key-block

@@ -262,7 +262,7 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                          kb.mul(c, width)));
     oks.push_back(ok);
     Value from = at;
-    if (plan.warpSpecialized) {
+    if (plan.dqAccumSwizzled()) {
       // The block starts at a multiple of block_q (of 8) rows of its head,
       // so the chunk's row in the block gives r mod 8.
       Value swizzled = arith::XOrIOp::create(b, loc, c, kb.remui(row, 8));

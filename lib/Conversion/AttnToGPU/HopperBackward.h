@@ -25,13 +25,16 @@
 
 namespace mlir::fa::gpu_lowering {
 
-/// Keys of one consumer warpgroup; the query tile is one m64 of dQ.
+/// Keys of one consumer warpgroup (both share them with split roles); the
+/// query tile is one m64 of dQ.
 constexpr int64_t kKeysPerWarpgroup = 64;
+/// Named barrier of the split roles' Pᵀ exchange (1 is the dSᵀ barrier).
+constexpr int64_t kExchangeBarrier = 2;
 
 /// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
 struct HopperBackwardSmem {
   int64_t d, dv, bq, bkv;
-  bool warpSpecialized;
+  bool warpSpecialized, splitRoles;
   int64_t stages() const { return 2; } // Q, dO, LSE, Delta
   /// dSᵀ: the warp-specialised consumers write the next tile's dSᵀ while
   /// the other buffer may still be read by this tile's dQ.
@@ -53,10 +56,16 @@ struct HopperBackwardSmem {
   /// The row statistics as floats: LSE row c of stage s is float
   /// statsFloat() + 2·bq·s + c, Delta row c is bq floats further.
   int64_t statsFloat() const { return statsBase() / 4; }
+  /// Split roles: Pᵀ·scale (f32, an m64 accumulator per thread of
+  /// warpgroup 0) for warpgroup 1's dSᵀ; one buffer.
+  int64_t exchangeBytes() const { return splitRoles ? bkv * bq * 4 : 0; }
+  int64_t exchangeBase() const { return statsBase() + stages() * 2 * bq * 4; }
   /// The warp-specialised kernel's dQ tiles (f32, rows of D, chunk-swizzled;
-  /// see storeDQTile), double-buffered.
-  int64_t dqBytes() const { return warpSpecialized ? bq * d * 4 : 0; }
-  int64_t dqBase() const { return statsBase() + stages() * 2 * bq * 4; }
+  /// see storeDQTile), double-buffered; none with split roles (red.global).
+  int64_t dqBytes() const {
+    return warpSpecialized && !splitRoles ? bq * d * 4 : 0;
+  }
+  int64_t dqBase() const { return exchangeBase() + exchangeBytes(); }
   int64_t total() const { return dqBase() + 2 * dqBytes(); }
 };
 
@@ -215,8 +224,12 @@ private:
   Value lastKeyBlockOf(Value qBegin);
 
   // The kernels and warp roles (HopperBackwardKernel.cpp).
-  /// This thread's consumer warpgroup and its warp's first key.
+  /// This thread's consumer warpgroup, its 64 keys' group in the key
+  /// block (the warpgroup, or 0 with split roles) and its warp's first key.
   Value consumerWarpgroup();
+  Value keyGroupOf(Value warpgroup) {
+    return plan.splitRoles ? kb.idx(0) : warpgroup;
+  }
   Value keyRow0Of(Value warpgroup);
   void buildAsyncCopyKernel();
   void buildWarpSpecializedKernel();
@@ -275,6 +288,9 @@ private:
   /// Sᵀ = K·Qᵀ or dPᵀ = V·dOᵀ, both K-major, k = `cols`; one group.
   Value issueKeyByQuery(Value base, Value keyTile, Value queryTile,
                         int64_t cols);
+  /// k16 step kk of the MN-major query tile at `tile` (Q or dO of a
+  /// stage) as the B operand of dV += Pᵀ·dO or dK += dSᵀ·Q.
+  Value queryTileStepAsB(Value base, Value tile, int64_t kk);
   /// dV += Pᵀ·dO and dK += dSᵀ·Q; one group.
   void issueDVAndDK(Value base, ArrayRef<Value> pA, ArrayRef<Value> dsA,
                     Value stage, SmallVector<Value> &dV,
@@ -298,10 +314,29 @@ private:
   void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
                  ArrayRef<Value> chain, Value stage, Value dsBuffer,
                  Value keyRow0);
+  /// dSᵀ (accumulator values of the warp's keys from keyRow0) into
+  /// `dsBuffer`, bf16, swizzled for dQ's MN-major A.
+  void storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer, Value keyRow0);
   /// One tile's products up to dV and dK, issued.
   void issueTileProducts(const ConsumerTile &tile, Value stage,
                          Value dsBuffer, SmallVector<Value> &dV,
                          SmallVector<Value> &dK);
+
+  // Split roles (HopperBackwardRoles.cpp).
+  /// The consumers' loop: warpgroup 0's Pᵀ and dV, warpgroup 1's dPᵀ, dSᵀ
+  /// and dK, both warpgroups' dQ; then the dV and dK stores.
+  void emitSplitRoleConsumers();
+  /// Warpgroup 0's share of a tile: Sᵀ, Pᵀ, Pᵀ·scale into the exchange,
+  /// dV += Pᵀ·dO (`dV`: the first Dv/2 values of `acc`).
+  void emitPRole(const ConsumerTile &tile, Value stage,
+                 SmallVector<Value> &acc);
+  /// Warpgroup 1's share: dPᵀ, then with the exchange's Pᵀ·scale dSᵀ into
+  /// `dsBuffer`, dK += dSᵀ·Q (`acc`).
+  void emitDSRole(const ConsumerTile &tile, Value stage, Value dsBuffer,
+                  SmallVector<Value> &acc);
+  /// The exchange's float offset of this thread's accumulator value 4j + i
+  /// (16 B per thread and j: lanes of a store are contiguous).
+  Value exchangeFloat(int64_t j);
 
   // The epilogue (HopperBackwardEpilogue.cpp).
   /// red.global: dq_accum += dQ of the tile at qBegin.

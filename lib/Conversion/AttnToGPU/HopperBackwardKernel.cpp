@@ -73,7 +73,8 @@ bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
 HopperBackwardSmem mlir::fa::gpu_lowering::hopperBackwardSmem(
     const KernelPlan &plan) {
   return HopperBackwardSmem{plan.headDim, plan.headDimV, plan.blockQ,
-                            plan.blockKV, plan.warpSpecialized};
+                            plan.blockKV, plan.warpSpecialized,
+                            plan.splitRoles};
 }
 
 int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
@@ -121,7 +122,7 @@ Value HopperBackward::consumerWarpgroup() {
 }
 
 Value HopperBackward::keyRow0Of(Value warpgroup) {
-  return kb.add(kb.mul(warpgroup, kKeysPerWarpgroup),
+  return kb.add(kb.mul(keyGroupOf(warpgroup), kKeysPerWarpgroup),
                 kb.mul(kb.remui(kb.warp, 4), 16));
 }
 
@@ -281,10 +282,13 @@ void HopperBackward::emitProducerWarpgroup() {
   seqStartQ32 = plan.varlen ? kb.toI32(seqStartQ) : Value();
   emitTmaLoads();
   emitRowStatsLoads();
-  emitDQReductions();
+  if (!plan.splitRoles)
+    emitDQReductions();
 }
 
 void HopperBackward::emitConsumerWarpgroups() {
+  if (plan.splitRoles)
+    return emitSplitRoleConsumers();
   const BarrierRing ring{layout.stages()};
   ifThen(hasTiles, [&] {
     waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),

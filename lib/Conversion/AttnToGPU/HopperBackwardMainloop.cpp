@@ -63,20 +63,21 @@ Value HopperBackward::issueKeyByQuery(Value base, Value keyTile,
   return acc;
 }
 
+Value HopperBackward::queryTileStepAsB(Value base, Value tile, int64_t kk) {
+  // MN-major: the tile's rows are the k of the product.
+  const int64_t bq = plan.blockQ;
+  return wgmmaDescriptor(kb, base, kb.add(tile, kk * 16 * kSlabRowBytes),
+                         bq * kSlabRowBytes);
+}
+
 void HopperBackward::issueDVAndDK(Value base, ArrayRef<Value> pA,
                                   ArrayRef<Value> dsA, Value stage,
                                   SmallVector<Value> &dV,
                                   SmallVector<Value> &dK) {
-  // B is the query tile, MN-major: its rows are the k of the product.
-  const int64_t bq = plan.blockQ;
   SmallVector<Value> doDescs, qDescs;
-  for (int64_t kk = 0; kk < bq / 16; ++kk) {
-    doDescs.push_back(wgmmaDescriptor(
-        kb, base, kb.add(doStageOf(stage), kk * 16 * kSlabRowBytes),
-        bq * kSlabRowBytes));
-    qDescs.push_back(wgmmaDescriptor(
-        kb, base, kb.add(qStageOf(stage), kk * 16 * kSlabRowBytes),
-        bq * kSlabRowBytes));
+  for (int64_t kk = 0; kk < plan.blockQ / 16; ++kk) {
+    doDescs.push_back(queryTileStepAsB(base, doStageOf(stage), kk));
+    qDescs.push_back(queryTileStepAsB(base, qStageOf(stage), kk));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   dV = issueWgmmaRegisterA(kb, pA, doDescs, dV);
@@ -177,8 +178,8 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
   const int64_t bq = plan.blockQ;
   Value maskQuery = kb.opaqueIndex(qBeginOf(tile.index));
   Value qEnd = kb.add(maskQuery, bq);
-  Value warpgroupKey =
-      kb.add(keyBegin, kb.mul(tile.warpgroup, kKeysPerWarpgroup));
+  Value warpgroupKey = kb.add(
+      keyBegin, kb.mul(keyGroupOf(tile.warpgroup), kKeysPerWarpgroup));
   Value warpgroupKeyEnd = kb.add(warpgroupKey, kKeysPerWarpgroup);
   Value inside = arith::AndIOp::create(
       b, loc,
@@ -253,10 +254,15 @@ void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
       }
     }
   }
-  // And, swizzled, into `dsBuffer`: chunk g ^ n of row keyRow0 + g (+8).
-  // Bits 4-6 of the byte offset hold g, so the chunk is one xor with n·16
-  // of the offset of chunk g; lanes g = 0..7 of one store hit eight
-  // distinct 16 B chunks.
+  storeDSTransposed(dp, dsBuffer, keyRow0);
+}
+
+void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,
+                                       Value keyRow0) {
+  // Swizzled: chunk g ^ n of row keyRow0 + g (+8). Bits 4-6 of the byte
+  // offset hold g, so the chunk is one xor with n·16 of the offset of chunk
+  // g; lanes g = 0..7 of one store hit eight distinct 16 B chunks.
+  const int64_t bq = plan.blockQ;
   Value rowG = kb.add(keyRow0, kb.groupId);
   Value chunkG = kb.add(
       kb.add(kb.mul(rowG, kSlabRowBytes), kb.mul(kb.groupId, 16)),
@@ -264,7 +270,7 @@ void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx(n * 16));
     for (int64_t r = 0; r < 2; ++r)
-      kb.storePair(kb.truncPair(dp[n * 4 + 2 * r], dp[n * 4 + 2 * r + 1]),
+      kb.storePair(kb.truncPair(ds[n * 4 + 2 * r], ds[n * 4 + 2 * r + 1]),
                    kb.smem, kb.divui(kb.add(bytes, r * 8 * kSlabRowBytes), 2));
   }
 }

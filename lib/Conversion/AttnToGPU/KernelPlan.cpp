@@ -110,10 +110,12 @@ bool mlir::fa::wgmmaHeadDimsSupported(bool backward, int64_t headDim,
     return true;
   // D = 96 takes a last TMA box half past D (one box of 64 and one of 32
   // columns plus 32 zero-filled) and, in the backward, splits dQ's columns
-  // in slab-sized pieces (dqPieces). The forward also takes the 256-wide O
-  // of d256 and the DeepSeek shape with Dv < D.
-  return !backward && ((headDim == headDimV && headDim == 256) ||
-                       (headDim == 192 && headDimV == 128));
+  // in slab-sized pieces (dqPieces). Both directions also take the 256-wide
+  // head of d256 and the DeepSeek shape with Dv < D (the backward's
+  // warpgroups split by role there, KernelPlan::splitRoles).
+  (void)backward;
+  return (headDim == headDimV && headDim == 256) ||
+         (headDim == 192 && headDimV == 128);
 }
 
 /// The forward's key tile: 128 keys up to D = 192, 64 at Dv = 256, where
@@ -153,6 +155,32 @@ static LogicalResult checkFp8Plan(KernelPlan &plan, std::string &error) {
   return success();
 }
 
+/// The wgmma backward above D or Dv = 128 (KernelPlan::splitRoles): one
+/// 64-key block, its warpgroups split by role, dQ by red.global. It needs
+/// the warp-specialised kernel (TMA leaves shared memory for the Pᵀ
+/// exchange), and its dQ order is the reductions' (not deterministic); the
+/// block-sparse walk is the 128-key kernel's.
+static LogicalResult checkSplitRolesPlan(const KernelPlan &plan,
+                                         const GpuTileOptions &options,
+                                         std::string &error) {
+  const char *why =
+      !plan.warpSpecialized
+          ? "the mma = wgmma backward above D = 128 is warp-specialised only "
+            "(-fa-wgmma-bwd-ws)"
+      : options.deterministic
+          ? "expected no deterministic option on the mma = wgmma backward "
+            "above D = 128 (its dQ leaves by unordered red.global)"
+      : plan.blockSparse
+          ? "expected no block-sparse mma = wgmma backward above D = 128 "
+            "(the block-sparse key walk is built for 128-key blocks)"
+          : nullptr;
+  if (!why)
+    return success();
+  error = std::string(why) + ", got D " + std::to_string(plan.headDim) +
+          " and Dv " + std::to_string(plan.headDimV);
+  return failure();
+}
+
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
 /// producer warpgroup (12 warps), 128-key tiles, a 2- or 3-stage K/V ring.
 /// The wgmma backward: 128 keys in two warpgroups of 64 (8 warps; 12 with
@@ -168,12 +196,10 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   if (plan.target != "sm_90a")
     return fail("expected target sm_90a for mma = wgmma, got " + plan.target);
   if (!wgmmaHeadDimsSupported(plan.backward, plan.headDim, plan.headDimV))
-    return fail(llvm::Twine("expected (D, Dv) in ") +
-                (plan.backward ? "{(64, 64), (96, 96), (128, 128)} for the "
-                                 "mma = wgmma backward"
-                               : "{(64, 64), (96, 96), (128, 128), (256, 256), "
-                                 "(192, 128)} for the mma = wgmma forward") +
-                ", got D " + llvm::Twine(plan.headDim) + " and Dv " +
+    return fail(llvm::Twine("expected (D, Dv) in {(64, 64), (96, 96), "
+                            "(128, 128), (256, 256), (192, 128)} for mma = "
+                            "wgmma, got D ") +
+                llvm::Twine(plan.headDim) + " and Dv " +
                 llvm::Twine(plan.headDimV));
   plan.strategy = MmaStrategy::Wgmma;
   if (!options.grid.empty() && options.grid != "persistent" &&
@@ -194,15 +220,24 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     // 12-warp d128 consumer up to 12 B of spills (softcap), yet that kernel
     // ran 1.25-1.5x the 8-warp one on the H200 (PERF.md).
     plan.warpSpecialized = wgmmaBackwardWarpSpecialized();
+    plan.splitRoles = std::max(plan.headDim, plan.headDimV) > 128;
+    if (plan.splitRoles) {
+      if (failed(checkSplitRolesPlan(plan, options, error)))
+        return failure();
+    }
     const int64_t warps = plan.warpSpecialized ? 12 : 8;
+    const int64_t blockKV = plan.splitRoles ? 64 : 128;
     plan.warps = warps;
     plan.blockQ = 64;
-    plan.blockKV = 128;
+    plan.blockKV = blockKV;
     if ((options.blockQ && options.blockQ != 64) ||
-        (options.blockKV && options.blockKV != 128) ||
+        (options.blockKV && options.blockKV != blockKV) ||
         (options.warps && options.warps != warps))
-      return fail("expected block-q = 64, block-kv = 128 and " +
-                  llvm::Twine(warps) + " warps for the mma = wgmma backward");
+      return fail("expected block-q = 64, block-kv = " + llvm::Twine(blockKV) +
+                  " and " + llvm::Twine(warps) +
+                  " warps for the mma = wgmma backward at D " +
+                  llvm::Twine(plan.headDim) + ", Dv " +
+                  llvm::Twine(plan.headDimV));
     if (plan.stages != 2)
       return fail("expected 2 stages for the mma = wgmma backward, got " +
                   llvm::Twine(plan.stages));

@@ -1,0 +1,167 @@
+//===- HopperBackwardRoles.cpp - wgmma backward, warpgroups by role -*- C++ -*-===//
+//
+// The consumers of the wgmma backward above D or Dv = 128
+// (KernelPlan::splitRoles; HopperBackward.h). dK and dV of a warpgroup's 64
+// keys at D = 256 would take 256 of its 240 registers, so both consumer
+// warpgroups take the same 64-key block and split the chain of products:
+//   warpgroup 0: Sᵀ = K·Qᵀ, Pᵀ; Pᵀ·d(score)/d(Sᵀ) into the exchange;
+//                dV += Pᵀ·dO
+//   warpgroup 1: dPᵀ = V·dOᵀ; dSᵀ = (Pᵀ·d(score)/d(Sᵀ))∘(dPᵀ − Delta) into
+//                the dSᵀ buffer; dK += dSᵀ·Q
+//   both:        dQ = dS·K, D/2 columns each, red.global into dq_accum
+// Sᵀ and dPᵀ run side by side, then dV and dK: each warpgroup holds one
+// m64 accumulator of D or Dv columns. Per tile, named barrier 2 hands the
+// exchange from warpgroup 0 to 1 (bar.arrive, bar.sync) and barrier 1
+// publishes dSᵀ to both. Warpgroup 0 writes the next tile's exchange only
+// after barrier 1, which warpgroup 1 reaches after reading it: one buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperBackward.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+Value HopperBackward::exchangeFloat(int64_t j) {
+  // Value 4j + i of consumer thread c: float exchangeBase/4 + 512j + 4c + i.
+  Value thread = kb.remui(kb.tid, 128);
+  return kb.add(kb.mul(thread, 4), layout.exchangeBase() / 4 + j * 512);
+}
+
+void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
+                               SmallVector<Value> &acc) {
+  const int64_t scoreValues = plan.blockQ / 2, dvValues = plan.headDimV / 2;
+  Value base = tile.descriptorBase;
+  Value sAcc = issueKeyByQuery(base, keyTileOf(kb.idx(0), 0), qStageOf(stage),
+                               plan.headDim);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  SmallVector<Value> s =
+      fenceOperands(b, loc, unpackStruct(b, loc, sAcc, scoreValues));
+  SmallVector<Value> chain = computeP(s, tile, stage);
+  auto f4 = VectorType::get({4}, b.getF32Type());
+  for (int64_t j = 0; j < scoreValues / 4; ++j) {
+    SmallVector<Value> four;
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      four.push_back(arith::MulFOp::create(b, loc, s[i],
+                                           chain.empty() ? scale : chain[i]));
+    vector::StoreOp::create(
+        b, loc, vector::FromElementsOp::create(b, loc, f4, four), stats,
+        ValueRange{exchangeFloat(j)}, /*nontemporal=*/false,
+        llvm::MaybeAlign(16));
+  }
+  namedBarrier(b, loc, "bar.arrive", kExchangeBarrier, 256);
+  SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+  SmallVector<Value> doDescs;
+  for (int64_t kk = 0; kk < plan.blockQ / 16; ++kk)
+    doDescs.push_back(queryTileStepAsB(base, doStageOf(stage), kk));
+  SmallVector<Value> dV(acc.begin(), acc.begin() + dvValues);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  dV = issueWgmmaRegisterA(kb, pA, doDescs, dV);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  llvm::copy(fenceOperands(b, loc, dV), acc.begin());
+}
+
+void HopperBackward::emitDSRole(const ConsumerTile &tile, Value stage,
+                                Value dsBuffer, SmallVector<Value> &acc) {
+  const int64_t bq = plan.blockQ, scoreValues = bq / 2;
+  Value base = tile.descriptorBase;
+  Value dpAcc = issueKeyByQuery(base, keyTileOf(kb.idx(0), layout.vBase()),
+                                doStageOf(stage), plan.headDimV);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  SmallVector<Value> dp =
+      fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, scoreValues));
+  namedBarrier(b, loc, "bar.sync", kExchangeBarrier, 256);
+  auto f4 = VectorType::get({4}, b.getF32Type());
+  SmallVector<Value> g;
+  for (int64_t j = 0; j < scoreValues / 4; ++j) {
+    Value four = vector::LoadOp::create(b, loc, f4, stats,
+                                        ValueRange{exchangeFloat(j)}, false,
+                                        llvm::MaybeAlign(16));
+    for (int64_t i = 0; i < 4; ++i)
+      g.push_back(
+          vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{i}));
+  }
+  // dSᵀ = g∘(dPᵀ − Delta), Delta per query column.
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    Value d2 = rowStatsPair(stage, n, bq);
+    for (int64_t c = 0; c < 2; ++c) {
+      Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
+      for (int64_t r = 0; r < 2; ++r) {
+        int64_t i = n * 4 + 2 * r + c;
+        dp[i] = arith::MulFOp::create(
+            b, loc, g[i], arith::SubFOp::create(b, loc, dp[i], delta));
+      }
+    }
+  }
+  storeDSTransposed(dp, dsBuffer, tile.keyRow0);
+  SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
+  SmallVector<Value> qDescs;
+  for (int64_t kk = 0; kk < bq / 16; ++kk)
+    qDescs.push_back(queryTileStepAsB(base, qStageOf(stage), kk));
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  SmallVector<Value> dK = issueWgmmaRegisterA(kb, dsA, qDescs, acc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  acc = fenceOperands(b, loc, dK);
+}
+
+void HopperBackward::emitSplitRoleConsumers() {
+  const BarrierRing ring{layout.stages()};
+  ifThen(hasTiles, [&] {
+    waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
+                phaseParity(kb, kb.idx(0)));
+  });
+  // One accumulator: dV (its first Dv/2 values) in warpgroup 0, dK in 1.
+  SmallVector<Value> init(plan.headDim / 2, kb.f32(0));
+  SmallVector<Value> results = forEachConsumerTile(
+      init, [&](const ConsumerTile &tile, SmallVector<Value> &acc,
+                SmallVector<Value> &) {
+        Value t = tile.index;
+        Value slot = ring.slot(kb, t);
+        Value dsBuffer = dsBufferOf(t);
+        waitBarrier(kb, barriers, BackwardBarriers::queryFull, slot,
+                    ring.fullParity(kb, t));
+        auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(acc)),
+                                       eq(tile.warpgroup, kb.idx(0)),
+                                       /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(&roles.getThenRegion().front());
+          SmallVector<Value> mine = acc;
+          emitPRole(tile, slot, mine);
+          scf::YieldOp::create(b, loc, mine);
+          b.setInsertionPointToStart(&roles.getElseRegion().front());
+          mine = acc;
+          emitDSRole(tile, slot, dsBuffer, mine);
+          scf::YieldOp::create(b, loc, mine);
+        }
+        acc.assign(roles.getResults().begin(), roles.getResults().end());
+        // dSᵀ (generic stores, read by wgmma) to both warpgroups, then dQ.
+        fenceProxyAsyncShared();
+        namedBarrier(b, loc, "bar.sync", 1, 256);
+        SmallVector<Value> dqAcc =
+            issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        // Q, dO, LSE and Delta of the slot are read.
+        arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
+        reduceDQToGlobal(dqAcc, tile.warpgroup, qBeginOf(t),
+                         queryRowsBaseOf(headOf(t)));
+      });
+  // dV from warpgroup 0, dK from warpgroup 1, of the same keys.
+  const int64_t d = plan.headDim, dv = plan.headDimV;
+  Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
+  auto store = scf::IfOp::create(b, loc, eq(consumerWarpgroup(), kb.idx(0)),
+                                 /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&store.getThenRegion().front());
+  storeAccumulator(kb, ArrayRef<Value>(results).take_front(dv / 2), dvMem,
+                   headBase(dvT, kvHead, seqStartK), keyRow, nk, dv, {}, dv,
+                   dvT.rowStride);
+  b.setInsertionPointToStart(&store.getElseRegion().front());
+  storeAccumulator(kb, results, dkMem, headBase(dkT, kvHead, seqStartK), keyRow,
+                   nk, d, {}, d, dkT.rowStride);
+}

@@ -1,0 +1,88 @@
+// REQUIRES: ptxas
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" | FileCheck %s --check-prefix=PLAN
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=GPU
+// RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
+// RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
+// RUN: FileCheck %s --check-prefix=PTX < %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 .*, p, 1,  1, 0,  0;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT32
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 .*, p, 1, 1, 1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT8
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 .*, p, 1,  1, 1,  1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT4
+// RUN: FileCheck %s --check-prefix=DEEPSEEK < %t/fa_bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a.ptx
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7508 --implicit-check-not=C7512 --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a.ptx -o %t/b.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7508 --implicit-check-not=C7512 --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_none_wgmma_sm90a_mod_softcap.ptx -o %t/c.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7508 --implicit-check-not=C7512 --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
+// RUN: not fa-opt %s -split-input-file -fa-wgmma-bwd-ws=false -attn-gpu-plan="mma=wgmma" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOWS
+// RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma deterministic=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DET
+
+// The wgmma backward above D = 128 (issue 19): dK and dV of 64 keys at
+// D = 256 would need 256 registers a thread, so both consumer warpgroups take
+// one 64-key block and split the chain of products by role.
+// PLAN: attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, {{.*}}mma = "wgmma", {{.*}}tag = "bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a"
+// Shared: K, V 64 x 256; Q, dO 64 x 256 in two stages; two dSᵀ buffers;
+// LSE and Delta; the Pᵀ exchange (64 x 64 f32); no dQ tiles:
+// 2·(64·256 + 64·256 + 2·64·256 + 2·64·256 + 2·64·64) + 1024 + 64·64·4.
+// PTX: .maxntid 384, 1, 1
+// PTX-DAG: setmaxnreg.inc.sync.aligned.u32 240;
+// GPU-LABEL: gpu.func @fa_bwd_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a(
+// GPU-SAME: fa.shared_bytes = 230400
+// Warpgroup 0 (Sᵀ, 16 k16 steps over D) and 1 (dPᵀ over Dv) issue the
+// m64n64 score products (COUNT32); dV and dK are m64n256 with register A
+// over 4 k16 steps each (COUNT8); dQ, D/2 = 128 columns a warpgroup, over
+// the 64 keys (COUNT4).
+// COUNT32: {{^}}32{{$}}
+// COUNT8: {{^}}8{{$}}
+// COUNT4: {{^}}4{{$}}
+// The exchange: warpgroup 0 arrives on named barrier 2 after its stores,
+// warpgroup 1 waits there before its loads; barrier 1 publishes dSᵀ.
+// PTX-DAG: bar.arrive 2, 256;
+// PTX-DAG: bar.sync 2, 256;
+// PTX-DAG: bar.sync 1, 256;
+// dQ leaves by red.global from the accumulators, not by bulk reductions,
+// and fa_bwd_post reads a plain dq_accum (no chunk swizzle).
+// PTX-DAG: red.global.add.v2.f32
+// PTX-NOT: cp.reduce.async.bulk
+// PTX-LABEL: .entry fa_bwd_post_
+// PTX-NOT: xor.b
+// PTXAS-COUNT-3: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
+// NOWS: error: 'attn.attention_backward' op the mma = wgmma backward above D = 128 is warp-specialised only (-fa-wgmma-bwd-ws), got D 256 and Dv 256
+// DET: error: 'attn.attention_backward' op expected no deterministic option on the mma = wgmma backward above D = 128 (its dQ leaves by unordered red.global), got D 256 and Dv 256
+func.func @causal_bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf16>, %v: tensor<?x?x?x256xbf16>, %o: tensor<?x?x?x256xbf16>, %do: tensor<?x?x?x256xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>
+}
+
+// -----
+
+// The DeepSeek shape: Sᵀ over D = 192, dPᵀ over Dv = 128; dV (warpgroup 0)
+// m64n128, dK (warpgroup 1) m64n192; dQ's 96 columns a warpgroup in two
+// slab-sized pieces (64 and 32).
+// PLAN: tag = "bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a"
+// GPU-LABEL: gpu.func @fa_bwd_bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a(
+// GPU-SAME: fa.shared_bytes = 156672
+// DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
+// DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
+// DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, p, 1,  1, 1,  1;
+// DEEPSEEK-DAG: red.global.add.v2.f32
+// NOWS: error: 'attn.attention_backward' op the mma = wgmma backward above D = 128 is warp-specialised only (-fa-wgmma-bwd-ws), got D 192 and Dv 128
+func.func @none_bf16_d192_v128(%q: tensor<?x?x?x192xbf16>, %k: tensor<?x?x?x192xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>
+}
+
+// -----
+
+// A score_mod (Gemma 2's logit soft-capping at d256): warpgroup 0 hands
+// Pᵀ·d(score)/d(Sᵀ) over, so warpgroup 1's dSᵀ needs no score of its own.
+// PLAN: tag = "bwd_bf16_d256_bq64_bkv64_w12_s2_none_wgmma_sm90a_mod_softcap"
+func.func @softcap_bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf16>, %v: tensor<?x?x?x256xbf16>, %o: tensor<?x?x?x256xbf16>, %do: tensor<?x?x?x256xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {attn.score_mod_name = "softcap"} score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+    %cap = arith.constant 50.0 : f32
+    %x = arith.divf %s, %cap : f32
+    %t = math.tanh %x : f32
+    %y = arith.mulf %t, %cap : f32
+    attn.yield %y : f32
+  } : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>
+}
