@@ -240,6 +240,11 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   KernelParams params = backwardPostParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_bwd_post_" + plan.tag(),
                                params, plan, 0);
+  // The panels' addresses beside every chunk in flight spill 8 B where
+  // ptxas aims for two CTAs per SM (80 registers); one is plenty.
+  if (plan.dqAccumPanels() > 1)
+    func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  b.getI32IntegerAttr(1));
   Block &entry = func.getBody().front();
   Value accMem = entry.getArgument(0), dqMem = entry.getArgument(1);
   KernelBuilder kb(b, loc, plan);
@@ -262,7 +267,22 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                          kb.mul(c, width)));
     oks.push_back(ok);
     Value from = at;
-    if (plan.dqAccumSwizzled()) {
+    if (plan.dqAccumPanels() > 1) {
+      // Panel p = c / perPanel of the (batch, head)'s rows, first·D − row0·D
+      // = (batch·H + head)·Nq·D floats in: row 2·(b·H + h)·Nq + p·Nq + r0 +
+      // row of D/P floats, chunk (c mod perPanel) ^ (row mod 8).
+      const int64_t panels = plan.dqAccumPanels();
+      const int64_t perPanel = perRow / panels, panelCols = plan.headDim / panels;
+      Value headRows = kb.sub(block.first, block.row0);
+      Value p = kb.divui(c, perPanel);
+      Value cc = arith::XOrIOp::create(b, loc, kb.remui(c, perPanel),
+                                       kb.remui(row, 8));
+      Value panelRow = kb.add(
+          kb.add(kb.mul(headRows, panels),
+                 kb.mul(p, kb.toIndex(entry.getArgument(4)))),
+          kb.add(block.row0, row));
+      from = kb.add(kb.mul(panelRow, panelCols), kb.mul(cc, width));
+    } else if (plan.dqAccumSwizzled()) {
       // The block starts at a multiple of block_q (of 8) rows of its head,
       // so the chunk's row in the block gives r mod 8.
       Value swizzled = arith::XOrIOp::create(b, loc, c, kb.remui(row, 8));

@@ -28,6 +28,11 @@ namespace mlir::fa::gpu_lowering {
 /// Keys of one consumer warpgroup (both share them with split roles); the
 /// query tile is one m64 of dQ.
 constexpr int64_t kKeysPerWarpgroup = 64;
+/// Inline PTX with side effects (the bulk copies and semaphores have no
+/// NVVM ops here).
+void inlinePtx(OpBuilder &b, Location loc, StringRef text,
+               ValueRange operands = {}, StringRef constraints = "~{memory}");
+
 /// Named barrier of the split roles' Pᵀ exchange (1 is the dSᵀ barrier).
 constexpr int64_t kExchangeBarrier = 2;
 
@@ -334,6 +339,12 @@ private:
   /// `dsBuffer`, dK += dSᵀ·Q (`acc`).
   void emitDSRole(const ConsumerTile &tile, Value stage, Value dsBuffer,
                   SmallVector<Value> &acc);
+  /// dQ of warpgroup w staged in the query slot (Q's tile for w = 0, dO's
+  /// for 1) for the reducer; the slot is released by it.
+  void stageDQInQuerySlot(ArrayRef<Value> dqAcc, Value warpgroup, Value slot);
+  /// One producer thread: dq_accum's panel p += warpgroup p's staged dQ,
+  /// one bulk reduction a panel, then the slot is free for the next load.
+  void emitDQPanelReductions();
   /// The exchange's float offset of this thread's accumulator value 4j + i
   /// (16 B per thread and j: lanes of a store are contiguous).
   Value exchangeFloat(int64_t j);
@@ -345,6 +356,12 @@ private:
   /// The warp-specialised consumers: dQ (accumulator values) into dQ tile
   /// `slot`.
   void storeDQTile(ArrayRef<Value> dq, Value warpgroup, Value slot);
+  /// dQ into the shared tile at byte tileBytes() of rows of `rowFloats`
+  /// floats, chunk-swizzled; ownPanel: the warpgroup's columns are the whole
+  /// row (split roles' panels), else at their place among D.
+  void storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
+                     function_ref<Value()> tileBytes, int64_t rowFloats,
+                     bool ownPanel);
   /// One producer thread: dq_accum += each dQ tile, one bulk reduction.
   void emitDQReductions();
   /// Deterministic: waits until the key blocks after this one have added

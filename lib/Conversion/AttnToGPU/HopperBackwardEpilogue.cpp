@@ -18,11 +18,9 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-/// Inline PTX with side effects (the bulk copies and semaphores have no
-/// NVVM ops here).
-static void inlinePtx(OpBuilder &b, Location loc, StringRef text,
-                      ValueRange operands = {},
-                      StringRef constraints = "~{memory}") {
+void mlir::fa::gpu_lowering::inlinePtx(OpBuilder &b, Location loc,
+                                       StringRef text, ValueRange operands,
+                                       StringRef constraints) {
   LLVM::InlineAsmOp::create(b, loc, TypeRange(), operands, text, constraints,
                             /*has_side_effects=*/true,
                             /*is_align_stack=*/false, LLVM::TailCallKind::None,
@@ -67,6 +65,15 @@ void HopperBackward::reduceDQToGlobal(ArrayRef<Value> dqAcc, Value warpgroup,
 // carry the same chunk order; fa_bwd_post undoes it (docs/ABI.md).
 void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
                                  Value slot) {
+  storeDQTileAt(
+      dq, warpgroup,
+      [&] { return kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()); },
+      plan.headDim, /*ownPanel=*/false);
+}
+
+void HopperBackward::storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
+                                   function_ref<Value()> tileBytes,
+                                   int64_t rowFloats, bool ownPanel) {
   // Lane (g, t) holds rows 16·(warp mod 4) + g, +8 (g = row mod 8) and, of
   // each piece (dqPieces) at column c0, columns c0 + 8n + 2t, +1, i.e. 16 B
   // chunk c0/4 + 8·(n/4) + (2·(n mod 4) | t/2), at byte 8·(t mod 2) of it.
@@ -74,7 +81,7 @@ void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
   // 2·(n mod 4) per store. Pieces start at a 128 B group of 8 chunks, or
   // (D = 96's 16-column middle) w·step columns into one, which the lane's
   // chunk then also carries.
-  const int64_t d = plan.headDim;
+  const int64_t d = rowFloats;
   // The swizzle's row is the row of dq_accum's (batch, head): for a varlen
   // batch, the packed row, whose residue mod 8 the sequence's start shifts.
   Value rowKey = plan.varlen ? kb.remui(kb.add(kb.groupId, seqStartQ), 8)
@@ -87,7 +94,7 @@ void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
       kb.mul(kb.remui(kb.threadInGroup, 2), 8));
   auto f2 = VectorType::get({2}, b.getF32Type());
   int64_t first = 0;
-  for (const DQPiece &piece : dqPieces(d)) {
+  for (const DQPiece &piece : dqPieces(plan.headDim)) {
     assert(piece.firstColumn % 32 == 0 &&
            (piece.step % 32 == 0 || 2 * piece.step <= 32) &&
            "a dQ piece starts at a 128 B group or inside the first's half");
@@ -97,13 +104,15 @@ void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
                                         kb.mul(warpgroup, piece.step * 4))
                 : laneBytes;
     auto columnBytes = [&]() -> Value {
+      if (ownPanel) // the warpgroup's piece is its panel's whole row
+        return kb.idx(0);
       if (inGroup)
         return kb.idx(piece.firstColumn * 4);
       Value bytes = kb.mul(warpgroup, piece.step * 4);
       return piece.firstColumn ? kb.add(bytes, piece.firstColumn * 4) : bytes;
     };
     Value rowBytes = kb.add(
-        kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()),
+        tileBytes(),
         kb.add(kb.mul(kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId),
                       d * 4),
                columnBytes()));

@@ -8,7 +8,11 @@
 //                dV += Pᵀ·dO
 //   warpgroup 1: dPᵀ = V·dOᵀ; dSᵀ = (Pᵀ·d(score)/d(Sᵀ))∘(dPᵀ − Delta) into
 //                the dSᵀ buffer; dK += dSᵀ·Q
-//   both:        dQ = dS·K, D/2 columns each, red.global into dq_accum
+//   both:        dQ = dS·K, D/2 columns each, into dq_accum: at D = Dv
+//                staged in the tile's query slot (Q's tile for warpgroup
+//                0, dO's for 1, which its products no longer read) and
+//                added by the producer with one bulk reduction a panel;
+//                else (192/128) by red.global
 // Sᵀ and dPᵀ run side by side, then dV and dK: each warpgroup holds one
 // m64 accumulator of D or Dv columns. Per tile, named barrier 2 hands the
 // exchange from warpgroup 0 to 1 (bar.arrive, bar.sync) and barrier 1
@@ -146,6 +150,8 @@ void HopperBackward::emitSplitRoleConsumers() {
         SmallVector<Value> dqAcc =
             issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        if (plan.dqInQuerySlot())
+          return stageDQInQuerySlot(dqAcc, tile.warpgroup, slot);
         // Q, dO, LSE and Delta of the slot are read.
         arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
         reduceDQToGlobal(dqAcc, tile.warpgroup, qBeginOf(t),
@@ -164,4 +170,64 @@ void HopperBackward::emitSplitRoleConsumers() {
   b.setInsertionPointToStart(&store.getElseRegion().front());
   storeAccumulator(kb, results, dkMem, headBase(dkT, kvHead, seqStartK), keyRow,
                    nk, d, {}, d, dkT.rowStride);
+}
+
+void HopperBackward::stageDQInQuerySlot(ArrayRef<Value> dqAcc,
+                                        Value warpgroup, Value slot) {
+  // Every read of the slot's Q and dO is complete: each warpgroup waited
+  // for its own products before barrier 1 (the other's), and dQ reads K and
+  // dSᵀ only.
+  SmallVector<Value> dq = unpackDQ(dqAcc);
+  storeDQTileAt(
+      dq, warpgroup,
+      [&] {
+        return kb.select(eq(warpgroup, kb.idx(0)), qStageOf(slot),
+                         doStageOf(slot));
+      },
+      plan.headDim / 2, /*ownPanel=*/true);
+  fenceProxyAsyncShared();
+  arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
+}
+
+void HopperBackward::emitDQPanelReductions() {
+  // Panel p of query head h (dense: of batch b) holds rows [B·H][2][Nq]
+  // (varlen: [H][2][Tq]) of D/2 floats: the tile's rows start at row
+  // 2·rowsBase − seqStart + p·headRows + qBegin, contiguous.
+  const int64_t bq = plan.blockQ, panelBytes = plan.headDim / 2 * 4;
+  ifThen(eq(kb.tid, kb.idx(32)), [&] {
+    Value sharedBase = arith::TruncIOp::create(b, loc, b.getI32Type(),
+                                               sharedAddress(kb));
+    forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
+      Value slot =
+          waitForSlot32(BackwardBarriers::dqFull, t, slot32, /*round=*/0);
+      Value qBegin = mul32(qTile, kb.c32(bq));
+      Value rows = arith::MinUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, nq32, qBegin), kb.c32(bq));
+      Value headPanels = mul32(rowsBase32(head), kb.c32(2));
+      if (seqStartQ32)
+        headPanels = arith::SubIOp::create(b, loc, headPanels, seqStartQ32);
+      for (int64_t p = 0; p < 2; ++p) {
+        Value firstRow = add32(add32(headPanels, mul32(headRows32, kb.c32(p))),
+                               qBegin);
+        Value globalAddr = arith::IndexCastUIOp::create(
+            b, loc, b.getI64Type(),
+            kb.add(dqAddr, kb.mul(kb.toIndex(firstRow), panelBytes)));
+        Value tile = p == 0 ? qStageOf(slot) : doStageOf(slot);
+        Value sharedAddr = add32(sharedBase, kb.toI32(tile));
+        inlinePtx(b, loc,
+                  "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
+                  "[$0], [$1], $2;",
+                  ValueRange{globalAddr, sharedAddr,
+                             mul32(rows, kb.c32(panelBytes))},
+                  "l,r,r,~{memory}");
+      }
+      inlinePtx(b, loc, "cp.async.bulk.commit_group;");
+      inlinePtx(b, loc, "cp.async.bulk.wait_group.read 0;");
+      // The slot's Q and dO (this tile's dQ) are read: the next load may
+      // overwrite them.
+      arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
+    });
+    // Every reduction completes before the CTA exits.
+    inlinePtx(b, loc, "cp.async.bulk.wait_group 0;");
+  });
 }

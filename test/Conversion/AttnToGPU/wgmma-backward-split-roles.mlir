@@ -4,6 +4,7 @@
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx
+// RUN: FileCheck %s --check-prefix=DQ < %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 .*, p, 1,  1, 0,  0;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT32
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 .*, p, 1, 1, 1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT8
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 .*, p, 1,  1, 1,  1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT4
@@ -37,12 +38,19 @@
 // PTX-DAG: bar.arrive 2, 256;
 // PTX-DAG: bar.sync 2, 256;
 // PTX-DAG: bar.sync 1, 256;
-// dQ leaves by red.global from the accumulators, not by bulk reductions,
-// and fa_bwd_post reads a plain dq_accum (no chunk swizzle).
-// PTX-DAG: red.global.add.v2.f32
-// PTX-NOT: cp.reduce.async.bulk
-// PTX-LABEL: .entry fa_bwd_post_
-// PTX-NOT: xor.b
+// dQ: each warpgroup stages its 128 columns in the tile's query slot (Q's
+// tile, 2·64·256·2 bytes from the start of K, or dO's), chunk-swizzled; the
+// producer adds them into dq_accum's two panels with one bulk reduction each
+// (512 B rows), then frees the slot; fa_bwd_post reads the panels.
+// DQ-NOT: red.global.add
+// DQ: st.shared.v2.b32
+// DQ: shl.b32 {{%r[0-9]+}}, {{%r[0-9]+}}, 9;
+// DQ: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+// DQ: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+// DQ: cp.async.bulk.wait_group.read 0;
+// DQ-LABEL: .entry fa_bwd_post_
+// DQ: .minnctapersm 1
+// DQ: xor.b
 // PTXAS-COUNT-3: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 // NOWS: error: 'attn.attention_backward' op the mma = wgmma backward above D = 128 is warp-specialised only (-fa-wgmma-bwd-ws), got D 256 and Dv 256
@@ -56,7 +64,8 @@ func.func @causal_bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf1
 
 // The DeepSeek shape: Sᵀ over D = 192, dPᵀ over Dv = 128; dV (warpgroup 0)
 // m64n128, dK (warpgroup 1) m64n192; dQ's 96 columns a warpgroup in two
-// slab-sized pieces (64 and 32).
+// slab-sized pieces (64 and 32). Its dQ tile (48 KB) outgrows the query
+// slot (40 KB): red.global into a plain dq_accum.
 // PLAN: tag = "bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a"
 // GPU-LABEL: gpu.func @fa_bwd_bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a(
 // GPU-SAME: fa.shared_bytes = 156672
@@ -64,6 +73,7 @@ func.func @causal_bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf1
 // DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
 // DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, p, 1,  1, 1,  1;
 // DEEPSEEK-DAG: red.global.add.v2.f32
+// DEEPSEEK-NOT: cp.reduce.async.bulk
 // NOWS: error: 'attn.attention_backward' op the mma = wgmma backward above D = 128 is warp-specialised only (-fa-wgmma-bwd-ws), got D 192 and Dv 128
 func.func @none_bf16_d192_v128(%q: tensor<?x?x?x192xbf16>, %k: tensor<?x?x?x192xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>
