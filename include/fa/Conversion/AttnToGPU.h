@@ -134,21 +134,16 @@ struct KernelPlan {
   /// Warp-specialised wgmma backward above D or Dv = 128 only: the two
   /// consumer warpgroups share one 64-key block by role, not by keys:
   /// warpgroup 0 computes Pᵀ and accumulates dV, warpgroup 1 dPᵀ, dSᵀ and
-  /// dK (each would otherwise hold dK and dV of D = 256: 256 registers);
-  /// dQ leaves by red.global into a plain dq_accum (HopperBackwardRoles.cpp).
+  /// dK (each would otherwise hold dK and dV of D = 256: 256 registers).
+  /// Each stages its D/2 columns of a dQ tile in shared memory (the query
+  /// slot's Q tile; dO's at D = Dv, else a panel buffer) and one bulk
+  /// reduction a panel adds them into dq_accum, laid out as two column
+  /// panels [B·H][2][Nq][D/2] (HopperBackwardRoles.cpp, docs/ABI.md).
   bool splitRoles = false;
-  /// Split roles at D = Dv (256): a dQ tile fits the query slot it came
-  /// from once the tile's products are done, so each warpgroup stages its
-  /// D/2 columns in the slot's Q or dO tile, and one bulk reduction a
-  /// panel adds them into dq_accum, laid out as two column panels
-  /// [B·H][2][Nq][D/2] (docs/ABI.md).
-  bool dqInQuerySlot() const { return splitRoles && headDim == headDimV; }
-  int64_t dqAccumPanels() const { return dqInQuerySlot() ? 2 : 1; }
+  int64_t dqAccumPanels() const { return splitRoles ? 2 : 1; }
   /// fa_bwd_post reads dq_accum with the dQ tiles' chunk swizzle: the
   /// warp-specialised wgmma backward's bulk reductions copied it there.
-  bool dqAccumSwizzled() const {
-    return warpSpecialized && (!splitRoles || dqInQuerySlot());
-  }
+  bool dqAccumSwizzled() const { return warpSpecialized; }
   /// wgmma forward only: its schedule.
   WgmmaForwardSchedule schedule;
   /// Warp-specialised wgmma backward only: dQ tiles are added in key-block

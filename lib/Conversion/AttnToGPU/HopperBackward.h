@@ -65,12 +65,18 @@ struct HopperBackwardSmem {
   /// warpgroup 0) for warpgroup 1's dSᵀ; one buffer.
   int64_t exchangeBytes() const { return splitRoles ? bkv * bq * 4 : 0; }
   int64_t exchangeBase() const { return statsBase() + stages() * 2 * bq * 4; }
+  /// Split roles at Dv < D: warpgroup 1's dQ panel (bq × D/2 f32) outgrows
+  /// the slot's dO tile, so each stage has a panel buffer of its own.
+  int64_t dqPanelBytes() const {
+    return splitRoles && dv != d ? bq * d / 2 * 4 : 0;
+  }
+  int64_t dqPanelBase() const { return exchangeBase() + exchangeBytes(); }
   /// The warp-specialised kernel's dQ tiles (f32, rows of D, chunk-swizzled;
-  /// see storeDQTile), double-buffered; none with split roles (red.global).
+  /// see storeDQTile), double-buffered; none with split roles (panels).
   int64_t dqBytes() const {
     return warpSpecialized && !splitRoles ? bq * d * 4 : 0;
   }
-  int64_t dqBase() const { return exchangeBase() + exchangeBytes(); }
+  int64_t dqBase() const { return dqPanelBase() + stages() * dqPanelBytes(); }
   int64_t total() const { return dqBase() + 2 * dqBytes(); }
 };
 
@@ -339,8 +345,8 @@ private:
   /// `dsBuffer`, dK += dSᵀ·Q (`acc`).
   void emitDSRole(const ConsumerTile &tile, Value stage, Value dsBuffer,
                   SmallVector<Value> &acc);
-  /// dQ of warpgroup w staged in the query slot (Q's tile for w = 0, dO's
-  /// for 1) for the reducer; the slot is released by it.
+  /// dQ of warpgroup w staged in its panel of the slot for the reducer,
+  /// which releases the slot.
   void stageDQInQuerySlot(ArrayRef<Value> dqAcc, Value warpgroup, Value slot);
   /// One producer thread: dq_accum's panel p += warpgroup p's staged dQ,
   /// one bulk reduction a panel, then the slot is free for the next load.
@@ -357,11 +363,14 @@ private:
   /// `slot`.
   void storeDQTile(ArrayRef<Value> dq, Value warpgroup, Value slot);
   /// dQ into the shared tile at byte tileBytes() of rows of `rowFloats`
-  /// floats, chunk-swizzled; ownPanel: the warpgroup's columns are the whole
-  /// row (split roles' panels), else at their place among D.
+  /// floats, chunk-swizzled: this warpgroup's pieces (dqPieces) at their
+  /// place among D, or, `panel`, among its panel's D/2 columns from w·D/2.
   void storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
                      function_ref<Value()> tileBytes, int64_t rowFloats,
-                     bool ownPanel);
+                     bool panel);
+  /// Split roles: the shared byte offset of warpgroup 1's dQ panel of
+  /// `slot` (warpgroup 0's is the slot's Q tile).
+  Value secondDQPanelOf(Value slot);
   /// One producer thread: dq_accum += each dQ tile, one bulk reduction.
   void emitDQReductions();
   /// Deterministic: waits until the key blocks after this one have added

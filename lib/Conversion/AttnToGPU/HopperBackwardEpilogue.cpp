@@ -68,12 +68,12 @@ void HopperBackward::storeDQTile(ArrayRef<Value> dq, Value warpgroup,
   storeDQTileAt(
       dq, warpgroup,
       [&] { return kb.add(kb.mul(slot, layout.dqBytes()), layout.dqBase()); },
-      plan.headDim, /*ownPanel=*/false);
+      plan.headDim, /*panel=*/false);
 }
 
 void HopperBackward::storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
                                    function_ref<Value()> tileBytes,
-                                   int64_t rowFloats, bool ownPanel) {
+                                   int64_t rowFloats, bool panel) {
   // Lane (g, t) holds rows 16·(warp mod 4) + g, +8 (g = row mod 8) and, of
   // each piece (dqPieces) at column c0, columns c0 + 8n + 2t, +1, i.e. 16 B
   // chunk c0/4 + 8·(n/4) + (2·(n mod 4) | t/2), at byte 8·(t mod 2) of it.
@@ -104,8 +104,10 @@ void HopperBackward::storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
                                         kb.mul(warpgroup, piece.step * 4))
                 : laneBytes;
     auto columnBytes = [&]() -> Value {
-      if (ownPanel) // the warpgroup's piece is its panel's whole row
-        return kb.idx(0);
+      if (panel) { // w·step − w·D/2 + firstColumn: a multiple of 32 columns
+        Value bytes = kb.mul(warpgroup, (piece.step - d) * 4);
+        return piece.firstColumn ? kb.add(bytes, piece.firstColumn * 4) : bytes;
+      }
       if (inGroup)
         return kb.idx(piece.firstColumn * 4);
       Value bytes = kb.mul(warpgroup, piece.step * 4);

@@ -269,7 +269,7 @@ void HopperBackward::initBarriers() {
     init(BackwardBarriers::keyValueFull, 1, 2);
     init(BackwardBarriers::queryFull, 2, 2 + 32);
     // Released by the consumers, or, dQ staged in the slot, its reducer.
-    init(BackwardBarriers::queryEmpty, 2, plan.dqInQuerySlot() ? 1 : 256);
+    init(BackwardBarriers::queryEmpty, 2, plan.splitRoles ? 1 : 256);
     init(BackwardBarriers::dqFull, 2, 256);
     init(BackwardBarriers::dqEmpty, 2, 1);
   });
@@ -283,9 +283,9 @@ void HopperBackward::emitProducerWarpgroup() {
   seqStartQ32 = plan.varlen ? kb.toI32(seqStartQ) : Value();
   emitTmaLoads();
   emitRowStatsLoads();
-  if (plan.dqInQuerySlot())
+  if (plan.splitRoles)
     emitDQPanelReductions();
-  else if (!plan.splitRoles)
+  else
     emitDQReductions();
 }
 

@@ -8,11 +8,11 @@
 //                dV += Pᵀ·dO
 //   warpgroup 1: dPᵀ = V·dOᵀ; dSᵀ = (Pᵀ·d(score)/d(Sᵀ))∘(dPᵀ − Delta) into
 //                the dSᵀ buffer; dK += dSᵀ·Q
-//   both:        dQ = dS·K, D/2 columns each, into dq_accum: at D = Dv
-//                staged in the tile's query slot (Q's tile for warpgroup
-//                0, dO's for 1, which its products no longer read) and
-//                added by the producer with one bulk reduction a panel;
-//                else (192/128) by red.global
+//   both:        dQ = dS·K, D/2 columns each, staged in shared memory (Q's
+//                tile of the slot for warpgroup 0, which no product reads
+//                any more; dO's for 1 at D = Dv, else a panel buffer of the
+//                slot) and added by the producer into dq_accum's column
+//                panels with one bulk reduction each, which frees the slot
 // Sᵀ and dPᵀ run side by side, then dV and dK: each warpgroup holds one
 // m64 accumulator of D or Dv columns. Per tile, named barrier 2 hands the
 // exchange from warpgroup 0 to 1 (bar.arrive, bar.sync) and barrier 1
@@ -150,12 +150,7 @@ void HopperBackward::emitSplitRoleConsumers() {
         SmallVector<Value> dqAcc =
             issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-        if (plan.dqInQuerySlot())
-          return stageDQInQuerySlot(dqAcc, tile.warpgroup, slot);
-        // Q, dO, LSE and Delta of the slot are read.
-        arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
-        reduceDQToGlobal(dqAcc, tile.warpgroup, qBeginOf(t),
-                         queryRowsBaseOf(headOf(t)));
+        stageDQInQuerySlot(dqAcc, tile.warpgroup, slot);
       });
   // dV from warpgroup 0, dK from warpgroup 1, of the same keys.
   const int64_t d = plan.headDim, dv = plan.headDimV;
@@ -172,6 +167,12 @@ void HopperBackward::emitSplitRoleConsumers() {
                    nk, d, {}, d, dkT.rowStride);
 }
 
+Value HopperBackward::secondDQPanelOf(Value slot) {
+  if (plan.headDim == plan.headDimV)
+    return doStageOf(slot);
+  return kb.add(kb.mul(slot, layout.dqPanelBytes()), layout.dqPanelBase());
+}
+
 void HopperBackward::stageDQInQuerySlot(ArrayRef<Value> dqAcc,
                                         Value warpgroup, Value slot) {
   // Every read of the slot's Q and dO is complete: each warpgroup waited
@@ -182,9 +183,9 @@ void HopperBackward::stageDQInQuerySlot(ArrayRef<Value> dqAcc,
       dq, warpgroup,
       [&] {
         return kb.select(eq(warpgroup, kb.idx(0)), qStageOf(slot),
-                         doStageOf(slot));
+                         secondDQPanelOf(slot));
       },
-      plan.headDim / 2, /*ownPanel=*/true);
+      plan.headDim / 2, /*panel=*/true);
   fenceProxyAsyncShared();
   arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
 }
@@ -212,7 +213,7 @@ void HopperBackward::emitDQPanelReductions() {
         Value globalAddr = arith::IndexCastUIOp::create(
             b, loc, b.getI64Type(),
             kb.add(dqAddr, kb.mul(kb.toIndex(firstRow), panelBytes)));
-        Value tile = p == 0 ? qStageOf(slot) : doStageOf(slot);
+        Value tile = p == 0 ? qStageOf(slot) : secondDQPanelOf(slot);
         Value sharedAddr = add32(sharedBase, kb.toI32(tile));
         inlinePtx(b, loc,
                   "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "

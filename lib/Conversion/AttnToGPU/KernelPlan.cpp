@@ -156,7 +156,7 @@ static LogicalResult checkFp8Plan(KernelPlan &plan, std::string &error) {
 }
 
 /// The wgmma backward above D or Dv = 128 (KernelPlan::splitRoles): one
-/// 64-key block, its warpgroups split by role, dQ by red.global. It needs
+/// 64-key block, its warpgroups split by role, dQ by panels. It needs
 /// the warp-specialised kernel (TMA leaves shared memory for the Pᵀ
 /// exchange), and its dQ order is the reductions' (not deterministic); the
 /// block-sparse walk is the 128-key kernel's.
@@ -169,7 +169,7 @@ static LogicalResult checkSplitRolesPlan(const KernelPlan &plan,
             "(-fa-wgmma-bwd-ws)"
       : options.deterministic
           ? "expected no deterministic option on the mma = wgmma backward "
-            "above D = 128 (its dQ leaves by unordered red.global)"
+            "above D = 128 (its dQ panels are added in arrival order)"
       : plan.blockSparse
           ? "expected no block-sparse mma = wgmma backward above D = 128 "
             "(the block-sparse key walk is built for 128-key blocks)"

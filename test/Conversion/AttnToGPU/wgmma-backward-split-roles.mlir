@@ -54,7 +54,7 @@
 // PTXAS-COUNT-3: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 // NOWS: error: 'attn.attention_backward' op the mma = wgmma backward above D = 128 is warp-specialised only (-fa-wgmma-bwd-ws), got D 256 and Dv 256
-// DET: error: 'attn.attention_backward' op expected no deterministic option on the mma = wgmma backward above D = 128 (its dQ leaves by unordered red.global), got D 256 and Dv 256
+// DET: error: 'attn.attention_backward' op expected no deterministic option on the mma = wgmma backward above D = 128 (its dQ panels are added in arrival order), got D 256 and Dv 256
 func.func @causal_bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf16>, %v: tensor<?x?x?x256xbf16>, %o: tensor<?x?x?x256xbf16>, %do: tensor<?x?x?x256xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>
   return %dq, %dk, %dv : tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>, tensor<?x?x?x256xbf16>
@@ -64,16 +64,20 @@ func.func @causal_bf16_d256(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf1
 
 // The DeepSeek shape: Sᵀ over D = 192, dPᵀ over Dv = 128; dV (warpgroup 0)
 // m64n128, dK (warpgroup 1) m64n192; dQ's 96 columns a warpgroup in two
-// slab-sized pieces (64 and 32). Its dQ tile (48 KB) outgrows the query
-// slot (40 KB): red.global into a plain dq_accum.
+// slab-sized pieces (64 and 32), staged as 96-column panels (warpgroup 1's
+// pieces at panel columns 32 and 0); warpgroup 1's panel (24 KB) outgrows
+// dO's tile (16 KB), so each stage has a panel buffer:
+// 2·(64·192 + 64·128 + 2·64·192 + 2·64·128 + 2·64·64) + 1024 + 64·64·4 +
+// 2·64·96·4.
 // PLAN: tag = "bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a"
 // GPU-LABEL: gpu.func @fa_bwd_bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a(
-// GPU-SAME: fa.shared_bytes = 156672
+// GPU-SAME: fa.shared_bytes = 205824
 // DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
 // DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
 // DEEPSEEK-DAG: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, p, 1,  1, 1,  1;
-// DEEPSEEK-DAG: red.global.add.v2.f32
-// DEEPSEEK-NOT: cp.reduce.async.bulk
+// DEEPSEEK-NOT: red.global.add
+// DEEPSEEK-DAG: mul.wide.u32 {{%rd[0-9]+}}, {{%r[0-9]+}}, 384;
+// DEEPSEEK-DAG: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
 // NOWS: error: 'attn.attention_backward' op the mma = wgmma backward above D = 128 is warp-specialised only (-fa-wgmma-bwd-ws), got D 192 and Dv 128
 func.func @none_bf16_d192_v128(%q: tensor<?x?x?x192xbf16>, %k: tensor<?x?x?x192xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x128xbf16>
