@@ -321,6 +321,9 @@ private:
   /// d(score)/d(Sᵀ) (empty without).
   SmallVector<Value> computeP(SmallVector<Value> &s, const ConsumerTile &tile,
                               Value stage);
+  /// Calls fn(i, Delta) for accumulator value i of an m64 Sᵀ-shaped tile
+  /// with its query column's Delta from `stage`.
+  void forEachDelta(Value stage, function_ref<void(int64_t, Value)> fn);
   /// dSᵀ in place of dPᵀ and into `dsBuffer`; `chain` as computeP returns.
   void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
                  ArrayRef<Value> chain, Value stage, Value dsBuffer,

@@ -241,20 +241,25 @@ void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
                                Value dsBuffer, Value keyRow0) {
   // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale (·d(score)/d(Sᵀ) with a score_mod) in
   // place of dPᵀ.
-  const int64_t bq = plan.blockQ;
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
+  forEachDelta(stage, [&](int64_t i, Value delta) {
+    dp[i] = math.scoreGradient(p[i], dp[i], delta,
+                               chain.empty() ? scale : chain[i]);
+  });
+  storeDSTransposed(dp, dsBuffer, keyRow0);
+}
+
+void HopperBackward::forEachDelta(Value stage,
+                                  function_ref<void(int64_t, Value)> fn) {
+  const int64_t bq = plan.blockQ;
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value d2 = rowStatsPair(stage, n, bq);
     for (int64_t c = 0; c < 2; ++c) {
       Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
-      for (int64_t r = 0; r < 2; ++r) {
-        int64_t i = n * 4 + 2 * r + c;
-        dp[i] = math.scoreGradient(p[i], dp[i], delta,
-                                   chain.empty() ? scale : chain[i]);
-      }
+      for (int64_t r = 0; r < 2; ++r)
+        fn(n * 4 + 2 * r + c, delta);
     }
   }
-  storeDSTransposed(dp, dsBuffer, keyRow0);
 }
 
 void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,

@@ -90,17 +90,10 @@ void HopperBackward::emitDSRole(const ConsumerTile &tile, Value stage,
           vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{i}));
   }
   // dSᵀ = g∘(dPᵀ − Delta), Delta per query column.
-  for (int64_t n = 0; n < bq / 8; ++n) {
-    Value d2 = rowStatsPair(stage, n, bq);
-    for (int64_t c = 0; c < 2; ++c) {
-      Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
-      for (int64_t r = 0; r < 2; ++r) {
-        int64_t i = n * 4 + 2 * r + c;
-        dp[i] = arith::MulFOp::create(
-            b, loc, g[i], arith::SubFOp::create(b, loc, dp[i], delta));
-      }
-    }
-  }
+  forEachDelta(stage, [&](int64_t i, Value delta) {
+    dp[i] = arith::MulFOp::create(
+        b, loc, g[i], arith::SubFOp::create(b, loc, dp[i], delta));
+  });
   storeDSTransposed(dp, dsBuffer, tile.keyRow0);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   SmallVector<Value> qDescs;
