@@ -371,9 +371,22 @@ private:
   void storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
                      function_ref<Value()> tileBytes, int64_t rowFloats,
                      bool panel);
-  /// Split roles: the shared byte offset of warpgroup 1's dQ panel of
-  /// `slot` (warpgroup 0's is the slot's Q tile).
-  Value secondDQPanelOf(Value slot);
+  /// Split roles: the shared byte offset of warpgroup p's dQ panel of
+  /// `slot`, a tile no product reads once the warpgroup's own products are
+  /// done: at D = Dv the slot's dO (p = 0, after dV) or Q (p = 1, after
+  /// dK); at Dv < D, Q (0) or the stage's panel buffer (1).
+  Value dqPanelOf(int64_t p, Value slot);
+  /// D = Dv: a tile's products up to dV / dK (issued, in flight) for both
+  /// roles, the score chain and the register-A product one wgmma sequence
+  /// on each warpgroup's operands.
+  void emitRoleProducts(const ConsumerTile &tile, Value stage, Value dsBuffer,
+                        SmallVector<Value> &acc);
+  /// Warpgroup 0: Pᵀ·d(score)/d(Sᵀ) into the exchange, then barrier 2.
+  void exchangeScaledP(ArrayRef<Value> p, ArrayRef<Value> chain);
+  /// Warpgroup 1: after barrier 2, dSᵀ from the exchange in place of dPᵀ
+  /// and into `dsBuffer`.
+  void computeDSFromExchange(SmallVector<Value> &dp, Value stage,
+                             Value dsBuffer, Value keyRow0);
   /// One producer thread: dq_accum += each dQ tile, one bulk reduction.
   void emitDQReductions();
   /// Deterministic: waits until the key blocks after this one have added

@@ -35,6 +35,47 @@ Value HopperBackward::exchangeFloat(int64_t j) {
   return kb.add(kb.mul(thread, 4), layout.exchangeBase() / 4 + j * 512);
 }
 
+void HopperBackward::exchangeScaledP(ArrayRef<Value> p,
+                                     ArrayRef<Value> chain) {
+  // Pᵀ·d(score)/d(Sᵀ) (·scale without a score_mod), then barrier 2's
+  // arrival: warpgroup 1 may read it.
+  auto f4 = VectorType::get({4}, b.getF32Type());
+  for (int64_t j = 0; j < static_cast<int64_t>(p.size()) / 4; ++j) {
+    SmallVector<Value> four;
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      four.push_back(arith::MulFOp::create(b, loc, p[i],
+                                           chain.empty() ? scale : chain[i]));
+    vector::StoreOp::create(
+        b, loc, vector::FromElementsOp::create(b, loc, f4, four), stats,
+        ValueRange{exchangeFloat(j)}, /*nontemporal=*/false,
+        llvm::MaybeAlign(16));
+  }
+  namedBarrier(b, loc, "bar.arrive", kExchangeBarrier, 256);
+}
+
+void HopperBackward::computeDSFromExchange(SmallVector<Value> &dp,
+                                           Value stage, Value dsBuffer,
+                                           Value keyRow0) {
+  // Once warpgroup 0 has arrived: dSᵀ = g∘(dPᵀ − Delta) with g from the
+  // exchange, Delta per query column; in place of dPᵀ and into dsBuffer.
+  namedBarrier(b, loc, "bar.sync", kExchangeBarrier, 256);
+  auto f4 = VectorType::get({4}, b.getF32Type());
+  SmallVector<Value> g;
+  for (int64_t j = 0; j < static_cast<int64_t>(dp.size()) / 4; ++j) {
+    Value four = vector::LoadOp::create(b, loc, f4, stats,
+                                        ValueRange{exchangeFloat(j)}, false,
+                                        llvm::MaybeAlign(16));
+    for (int64_t i = 0; i < 4; ++i)
+      g.push_back(
+          vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{i}));
+  }
+  forEachDelta(stage, [&](int64_t i, Value delta) {
+    dp[i] = arith::MulFOp::create(
+        b, loc, g[i], arith::SubFOp::create(b, loc, dp[i], delta));
+  });
+  storeDSTransposed(dp, dsBuffer, keyRow0);
+}
+
 void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
                                SmallVector<Value> &acc) {
   const int64_t scoreValues = plan.blockQ / 2, dvValues = plan.headDimV / 2;
@@ -45,18 +86,7 @@ void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
   SmallVector<Value> s =
       fenceOperands(b, loc, unpackStruct(b, loc, sAcc, scoreValues));
   SmallVector<Value> chain = computeP(s, tile, stage);
-  auto f4 = VectorType::get({4}, b.getF32Type());
-  for (int64_t j = 0; j < scoreValues / 4; ++j) {
-    SmallVector<Value> four;
-    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
-      four.push_back(arith::MulFOp::create(b, loc, s[i],
-                                           chain.empty() ? scale : chain[i]));
-    vector::StoreOp::create(
-        b, loc, vector::FromElementsOp::create(b, loc, f4, four), stats,
-        ValueRange{exchangeFloat(j)}, /*nontemporal=*/false,
-        llvm::MaybeAlign(16));
-  }
-  namedBarrier(b, loc, "bar.arrive", kExchangeBarrier, 256);
+  exchangeScaledP(s, chain);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> doDescs;
   for (int64_t kk = 0; kk < plan.blockQ / 16; ++kk)
@@ -78,23 +108,7 @@ void HopperBackward::emitDSRole(const ConsumerTile &tile, Value stage,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> dp =
       fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, scoreValues));
-  namedBarrier(b, loc, "bar.sync", kExchangeBarrier, 256);
-  auto f4 = VectorType::get({4}, b.getF32Type());
-  SmallVector<Value> g;
-  for (int64_t j = 0; j < scoreValues / 4; ++j) {
-    Value four = vector::LoadOp::create(b, loc, f4, stats,
-                                        ValueRange{exchangeFloat(j)}, false,
-                                        llvm::MaybeAlign(16));
-    for (int64_t i = 0; i < 4; ++i)
-      g.push_back(
-          vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{i}));
-  }
-  // dSᵀ = g∘(dPᵀ − Delta), Delta per query column.
-  forEachDelta(stage, [&](int64_t i, Value delta) {
-    dp[i] = arith::MulFOp::create(
-        b, loc, g[i], arith::SubFOp::create(b, loc, dp[i], delta));
-  });
-  storeDSTransposed(dp, dsBuffer, tile.keyRow0);
+  computeDSFromExchange(dp, stage, dsBuffer, tile.keyRow0);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   SmallVector<Value> qDescs;
   for (int64_t kk = 0; kk < bq / 16; ++kk)
@@ -122,6 +136,9 @@ void HopperBackward::emitSplitRoleConsumers() {
         Value dsBuffer = dsBufferOf(t);
         waitBarrier(kb, barriers, BackwardBarriers::queryFull, slot,
                     ring.fullParity(kb, t));
+        if (plan.headDim == plan.headDimV)
+          emitRoleProducts(tile, slot, dsBuffer, acc);
+        else {
         auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(acc)),
                                        eq(tile.warpgroup, kb.idx(0)),
                                        /*withElseRegion=*/true);
@@ -137,6 +154,7 @@ void HopperBackward::emitSplitRoleConsumers() {
           scf::YieldOp::create(b, loc, mine);
         }
         acc.assign(roles.getResults().begin(), roles.getResults().end());
+        }
         // dSᵀ (generic stores, read by wgmma) to both warpgroups, then dQ.
         fenceProxyAsyncShared();
         namedBarrier(b, loc, "bar.sync", 1, 256);
@@ -160,23 +178,67 @@ void HopperBackward::emitSplitRoleConsumers() {
                    nk, d, {}, d, dkT.rowStride);
 }
 
-Value HopperBackward::secondDQPanelOf(Value slot) {
+Value HopperBackward::dqPanelOf(int64_t p, Value slot) {
   if (plan.headDim == plan.headDimV)
-    return doStageOf(slot);
+    return p == 0 ? doStageOf(slot) : qStageOf(slot);
+  if (p == 0)
+    return qStageOf(slot);
   return kb.add(kb.mul(slot, layout.dqPanelBytes()), layout.dqPanelBase());
+}
+
+void HopperBackward::emitRoleProducts(const ConsumerTile &tile, Value stage,
+                                      Value dsBuffer,
+                                      SmallVector<Value> &acc) {
+  // D = Dv: the two roles' products have one shape each, so both
+  // warpgroups issue the same wgmma chains on their own operands, and
+  // dV / dK stay in flight past barrier 1 and under dQ (no wgmma inside the
+  // role branch, whose join would otherwise wait for them).
+  const int64_t scoreValues = plan.blockQ / 2;
+  Value base = tile.descriptorBase;
+  Value isP = eq(tile.warpgroup, kb.idx(0));
+  Value keyTile = kb.select(isP, keyTileOf(kb.idx(0), 0),
+                            keyTileOf(kb.idx(0), layout.vBase()));
+  Value queryTile = kb.select(isP, qStageOf(stage), doStageOf(stage));
+  Value xAcc = issueKeyByQuery(base, keyTile, queryTile, plan.headDim);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  SmallVector<Value> x =
+      fenceOperands(b, loc, unpackStruct(b, loc, xAcc, scoreValues));
+  auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(x)), isP,
+                                 /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&roles.getThenRegion().front());
+    SmallVector<Value> p = x;
+    SmallVector<Value> chain = computeP(p, tile, stage);
+    exchangeScaledP(p, chain);
+    scf::YieldOp::create(b, loc, p);
+    b.setInsertionPointToStart(&roles.getElseRegion().front());
+    SmallVector<Value> ds = x;
+    computeDSFromExchange(ds, stage, dsBuffer, tile.keyRow0);
+    scf::YieldOp::create(b, loc, ds);
+  }
+  SmallVector<Value> a =
+      accumulatorToWgmmaA(kb, SmallVector<Value>(roles.getResults()));
+  Value bTile = kb.select(isP, doStageOf(stage), qStageOf(stage));
+  SmallVector<Value> descs;
+  for (int64_t kk = 0; kk < plan.blockQ / 16; ++kk)
+    descs.push_back(queryTileStepAsB(base, bTile, kk));
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  acc = issueWgmmaRegisterA(kb, a, descs, acc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 
 void HopperBackward::stageDQInQuerySlot(ArrayRef<Value> dqAcc,
                                         Value warpgroup, Value slot) {
-  // Every read of the slot's Q and dO is complete: each warpgroup waited
-  // for its own products before barrier 1 (the other's), and dQ reads K and
-  // dSᵀ only.
+  // The panel's tile is read by no product any more (dqPanelOf): the other
+  // warpgroup's reads of it ended before barrier 1, this one's at the last
+  // wait; dQ reads K and dSᵀ only.
   SmallVector<Value> dq = unpackDQ(dqAcc);
   storeDQTileAt(
       dq, warpgroup,
       [&] {
-        return kb.select(eq(warpgroup, kb.idx(0)), qStageOf(slot),
-                         secondDQPanelOf(slot));
+        return kb.select(eq(warpgroup, kb.idx(0)), dqPanelOf(0, slot),
+                         dqPanelOf(1, slot));
       },
       plan.headDim / 2, /*panel=*/true);
   fenceProxyAsyncShared();
@@ -206,7 +268,7 @@ void HopperBackward::emitDQPanelReductions() {
         Value globalAddr = arith::IndexCastUIOp::create(
             b, loc, b.getI64Type(),
             kb.add(dqAddr, kb.mul(kb.toIndex(firstRow), panelBytes)));
-        Value tile = p == 0 ? qStageOf(slot) : secondDQPanelOf(slot);
+        Value tile = dqPanelOf(p, slot);
         Value sharedAddr = add32(sharedBase, kb.toI32(tile));
         inlinePtx(b, loc,
                   "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "

@@ -5,8 +5,8 @@
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx
 // RUN: FileCheck %s --check-prefix=DQ < %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx
-// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 .*, p, 1,  1, 0,  0;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT32
-// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 .*, p, 1, 1, 1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT8
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 .*, p, 1,  1, 0,  0;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT16
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 .*, p, 1, 1, 1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT4
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 .*, p, 1,  1, 1,  1;" %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx | FileCheck %s --check-prefix=COUNT4
 // RUN: FileCheck %s --check-prefix=DEEPSEEK < %t/fa_bwd_bf16_d192v128_bq64_bkv64_w12_s2_none_wgmma_sm90a.ptx
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=C7508 --implicit-check-not=C7512 --implicit-check-not=C7513 --implicit-check-not=C7514 --implicit-check-not=C7519
@@ -26,12 +26,12 @@
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32 240;
 // GPU-LABEL: gpu.func @fa_bwd_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a(
 // GPU-SAME: fa.shared_bytes = 230400
-// Warpgroup 0 (Sᵀ, 16 k16 steps over D) and 1 (dPᵀ over Dv) issue the
-// m64n64 score products (COUNT32); dV and dK are m64n256 with register A
-// over 4 k16 steps each (COUNT8); dQ, D/2 = 128 columns a warpgroup, over
-// the 64 keys (COUNT4).
-// COUNT32: {{^}}32{{$}}
-// COUNT8: {{^}}8{{$}}
+// At D = Dv both roles run one wgmma sequence on their own operands:
+// Sᵀ = K·Qᵀ (warpgroup 0) or dPᵀ = V·dOᵀ (1), m64n64 over 16 k16 steps
+// (COUNT16); dV += Pᵀ·dO or dK += dSᵀ·Q, m64n256 with register A over 4
+// (COUNT4), left in flight past barrier 1; dQ, D/2 = 128 columns a
+// warpgroup, over the 64 keys (COUNT4).
+// COUNT16: {{^}}16{{$}}
 // COUNT4: {{^}}4{{$}}
 // The exchange: warpgroup 0 arrives on named barrier 2 after its stores,
 // warpgroup 1 waits there before its loads; barrier 1 publishes dSᵀ.
