@@ -8,13 +8,16 @@
 //                dV += Pᵀ·dO
 //   warpgroup 1: dPᵀ = V·dOᵀ; dSᵀ = (Pᵀ·d(score)/d(Sᵀ))∘(dPᵀ − Delta) into
 //                the dSᵀ buffer; dK += dSᵀ·Q
-//   both:        dQ = dS·K, D/2 columns each, staged in shared memory (Q's
-//                tile of the slot for warpgroup 0, which no product reads
-//                any more; dO's for 1 at D = Dv, else a panel buffer of the
-//                slot) and added by the producer into dq_accum's column
-//                panels with one bulk reduction each, which frees the slot
+//   both:        dQ = dS·K, D/2 columns each, staged in shared memory over
+//                a tile of the query slot that no product reads any more
+//                (dqPanelOf; at Dv < D a panel buffer of the stage) and
+//                added by the producer into dq_accum's column panels with
+//                one bulk reduction each, which frees the slot
 // Sᵀ and dPᵀ run side by side, then dV and dK: each warpgroup holds one
-// m64 accumulator of D or Dv columns. Per tile, named barrier 2 hands the
+// m64 accumulator of D or Dv columns. At D = Dv the two roles issue one
+// wgmma sequence on their own operands (emitRoleProducts); at Dv < D each
+// role's products sit in its branch (emitPRole, emitDSRole). Per tile,
+// named barrier 2 hands the
 // exchange from warpgroup 0 to 1 (bar.arrive, bar.sync) and barrier 1
 // publishes dSᵀ to both. Warpgroup 0 writes the next tile's exchange only
 // after barrier 1, which warpgroup 1 reaches after reading it: one buffer.
