@@ -14,6 +14,9 @@
 //   HopperBackwardEpilogue.cpp  dQ into dq_accum (red.global, or one bulk
 //                               reduction per tile, in key-block order when
 //                               deterministic), the dK and dV stores
+//   HopperBackwardRoles.cpp     above D = 128: both consumer warpgroups on
+//                               one 64-key block, split by role; dQ by
+//                               column panels
 //
 //===----------------------------------------------------------------------===//
 
