@@ -135,8 +135,9 @@ struct KernelPlan {
   /// consumer warpgroups share one 64-key block by role, not by keys:
   /// warpgroup 0 computes Pᵀ and accumulates dV, warpgroup 1 dPᵀ, dSᵀ and
   /// dK (each would otherwise hold dK and dV of D = 256: 256 registers).
-  /// Each stages its D/2 columns of a dQ tile in shared memory (the query
-  /// slot's Q tile; dO's at D = Dv, else a panel buffer) and one bulk
+  /// Each stages its D/2 columns of a dQ tile in shared memory (over a
+  /// query-slot tile no product reads any more, or a per-stage panel
+  /// buffer at Dv < D) and one bulk
   /// reduction a panel adds them into dq_accum, laid out as two column
   /// panels [B·H][2][Nq][D/2] (HopperBackwardRoles.cpp, docs/ABI.md).
   bool splitRoles = false;

@@ -35,6 +35,10 @@ constexpr int64_t kKeysPerWarpgroup = 64;
 /// NVVM ops here).
 void inlinePtx(OpBuilder &b, Location loc, StringRef text,
                ValueRange operands = {}, StringRef constraints = "~{memory}");
+/// global[0, bytes) += shared[0, bytes) as f32, one bulk reduction of the
+/// current bulk group (i64 global, i32 shared address, i32 bytes).
+void bulkReduceAddF32(OpBuilder &b, Location loc, Value globalAddr,
+                      Value sharedAddr, Value bytes);
 
 /// Named barrier of the split roles' Pᵀ exchange (1 is the dSᵀ barrier).
 constexpr int64_t kExchangeBarrier = 2;
@@ -351,6 +355,10 @@ private:
   /// `dsBuffer`, dK += dSᵀ·Q (`acc`).
   void emitDSRole(const ConsumerTile &tile, Value stage, Value dsBuffer,
                   SmallVector<Value> &acc);
+  /// Dv < D: each warpgroup's share in its branch (emitPRole, emitDSRole),
+  /// its products waited for there.
+  void emitRoleBranches(const ConsumerTile &tile, Value stage, Value dsBuffer,
+                        SmallVector<Value> &acc);
   /// dQ of warpgroup w staged in its panel of the slot for the reducer,
   /// which releases the slot.
   void stageDQInQuerySlot(ArrayRef<Value> dqAcc, Value warpgroup, Value slot);

@@ -18,6 +18,15 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
+void mlir::fa::gpu_lowering::bulkReduceAddF32(OpBuilder &b, Location loc,
+                                              Value globalAddr,
+                                              Value sharedAddr, Value bytes) {
+  inlinePtx(b, loc,
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
+            "[$0], [$1], $2;",
+            ValueRange{globalAddr, sharedAddr, bytes}, "l,r,r,~{memory}");
+}
+
 void mlir::fa::gpu_lowering::inlinePtx(OpBuilder &b, Location loc,
                                        StringRef text, ValueRange operands,
                                        StringRef constraints) {
@@ -180,10 +189,7 @@ void HopperBackward::emitDQReductions() {
       Value sharedAddr =
           add32(sharedBase, mul32(slot32, kb.c32(layout.dqBytes())));
       Value bytes = mul32(rows, kb.c32(d * 4));
-      inlinePtx(b, loc,
-                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
-                "[$0], [$1], $2;",
-                ValueRange{globalAddr, sharedAddr, bytes}, "l,r,r,~{memory}");
+      bulkReduceAddF32(b, loc, globalAddr, sharedAddr, bytes);
       inlinePtx(b, loc, "cp.async.bulk.commit_group;");
       inlinePtx(b, loc, "cp.async.bulk.wait_group.read 0;");
       arriveBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot);

@@ -141,23 +141,8 @@ void HopperBackward::emitSplitRoleConsumers() {
                     ring.fullParity(kb, t));
         if (plan.headDim == plan.headDimV)
           emitRoleProducts(tile, slot, dsBuffer, acc);
-        else {
-        auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(acc)),
-                                       eq(tile.warpgroup, kb.idx(0)),
-                                       /*withElseRegion=*/true);
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(&roles.getThenRegion().front());
-          SmallVector<Value> mine = acc;
-          emitPRole(tile, slot, mine);
-          scf::YieldOp::create(b, loc, mine);
-          b.setInsertionPointToStart(&roles.getElseRegion().front());
-          mine = acc;
-          emitDSRole(tile, slot, dsBuffer, mine);
-          scf::YieldOp::create(b, loc, mine);
-        }
-        acc.assign(roles.getResults().begin(), roles.getResults().end());
-        }
+        else
+          emitRoleBranches(tile, slot, dsBuffer, acc);
         // dSᵀ (generic stores, read by wgmma) to both warpgroups, then dQ.
         fenceProxyAsyncShared();
         namedBarrier(b, loc, "bar.sync", 1, 256);
@@ -179,6 +164,26 @@ void HopperBackward::emitSplitRoleConsumers() {
   b.setInsertionPointToStart(&store.getElseRegion().front());
   storeAccumulator(kb, results, dkMem, headBase(dkT, kvHead, seqStartK), keyRow,
                    nk, d, {}, d, dkT.rowStride);
+}
+
+void HopperBackward::emitRoleBranches(const ConsumerTile &tile, Value stage,
+                                      Value dsBuffer,
+                                      SmallVector<Value> &acc) {
+  auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(acc)),
+                                 eq(tile.warpgroup, kb.idx(0)),
+                                 /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&roles.getThenRegion().front());
+    SmallVector<Value> mine = acc;
+    emitPRole(tile, stage, mine);
+    scf::YieldOp::create(b, loc, mine);
+    b.setInsertionPointToStart(&roles.getElseRegion().front());
+    mine = acc;
+    emitDSRole(tile, stage, dsBuffer, mine);
+    scf::YieldOp::create(b, loc, mine);
+  }
+  acc.assign(roles.getResults().begin(), roles.getResults().end());
 }
 
 Value HopperBackward::dqPanelOf(int64_t p, Value slot) {
@@ -273,17 +278,12 @@ void HopperBackward::emitDQPanelReductions() {
             kb.add(dqAddr, kb.mul(kb.toIndex(firstRow), panelBytes)));
         Value tile = dqPanelOf(p, slot);
         Value sharedAddr = add32(sharedBase, kb.toI32(tile));
-        inlinePtx(b, loc,
-                  "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
-                  "[$0], [$1], $2;",
-                  ValueRange{globalAddr, sharedAddr,
-                             mul32(rows, kb.c32(panelBytes))},
-                  "l,r,r,~{memory}");
+        bulkReduceAddF32(b, loc, globalAddr, sharedAddr,
+                         mul32(rows, kb.c32(panelBytes)));
       }
       inlinePtx(b, loc, "cp.async.bulk.commit_group;");
       inlinePtx(b, loc, "cp.async.bulk.wait_group.read 0;");
-      // The slot's Q and dO (this tile's dQ) are read: the next load may
-      // overwrite them.
+      // The tile's staged dQ is read: the next load may overwrite the slot.
       arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
     });
     // Every reduction completes before the CTA exits.
