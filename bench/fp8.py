@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """TFLOP/s of fa's fp8 e4m3 forward (issue 19) next to fa's bf16 forward
 and PyTorch SDPA (cuDNN, flash) in one process, with bench.py's interleaved
-CUDA-event timing: B*N = 64k tokens, d 128, H = 16, N in {1k, 2k, 4k, 8k,
-16k}, causal off and on. FLOPs as bench.py: 4*B*H*N^2*d forward, half when
+CUDA-event timing: B*N = 64k tokens, hidden 2048 (H = 2048/d), d in
+{128, 256} (--dims), N in {1k, 2k, 4k, 8k, 16k}, causal off and on. FLOPs as bench.py: 4*B*H*N^2*d forward, half when
 causal. The fp8 call is fa.forward_fp8_into (preallocated O and LSE, the
 runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into.
 
@@ -11,7 +11,7 @@ and its error shown once), so the baselines are bf16 cuDNN and flash. The
 issue's target: fp8 >= 1000 TFLOP/s at N >= 8k.
 
     python3 bench/fp8.py --bundle out/bundle-fp8 --bf16-bundle out/bundle --lib LIB
-        [--seqs 8192,16384] [--json out.json] [--ab NAME=BUNDLE ...]
+        [--dims 128,256] [--seqs 8192,16384] [--json out.json] [--ab NAME=BUNDLE ...]
 """
 import argparse
 import json
@@ -82,7 +82,9 @@ def row(bundle, bf16_bundle, B, H, N, d, causal, ab=()):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True, help="the fp8 bundle")
-    ap.add_argument("--bf16-bundle", default=None, help="a bundle with bf16 wgmma d128")
+    ap.add_argument("--bf16-bundle", default=None,
+                    help="a bundle with the bf16 wgmma forwards of --dims")
+    ap.add_argument("--dims", default="128", help="head dims (128, 256)")
     ap.add_argument("--lib", default=None)
     ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
     ap.add_argument("--json", default=None)
@@ -91,31 +93,32 @@ def main():
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     bf16 = fa.Bundle(args.bf16_bundle, args.lib, False, None) if args.bf16_bundle else None
-    d, H, tokens = 128, 16, 65536
+    tokens = 65536
     ab = []
     for spec in args.ab:
         name, _, path = spec.partition("=")
         ab.append((name, fa.Bundle(path, args.lib, False, None)))
     results = []
     cols = ["fa:fp8"] + ["fa:" + name for name, _ in ab] + ["fa:bf16", "cudnn:fp8", "cudnn:bf16", "flash:bf16"]
-    print("%-7s %-6s " % ("N", "causal") + " ".join("%12s" % c for c in cols) + "  fp8/cudnn")
+    print("%-4s %-7s %-6s " % ("d", "N", "causal") + " ".join("%12s" % c for c in cols) + "  fp8/cudnn")
     errors = {}
-    for causal in (False, True):
-        for N in [int(s) for s in args.seqs.split(",")]:
-            B = max(1, tokens // N)
-            r = row(bundle, bf16, B, H, N, d, causal, ab)
-            cells = []
-            for c in cols:
-                if "tflops" in r.get(c, {}):
-                    cells.append("%12.0f" % r[c]["tflops"])
-                else:
-                    cells.append("%12s" % "-")
-                    errors.setdefault(c, r.get(c, {}).get("error", "not run"))
-            ratio = (r["fa:fp8"]["tflops"] / r["cudnn:bf16"]["tflops"]
-                     if "tflops" in r.get("fa:fp8", {}) and "tflops" in r.get("cudnn:bf16", {})
-                     else math.nan)
-            print("%-7d %-6s " % (N, causal) + " ".join(cells) + "  %.2f" % ratio)
-            results.append({"N": N, "B": B, "H": H, "d": d, "causal": causal, **r})
+    grid = [(d, causal, int(n)) for d in (int(x) for x in args.dims.split(","))
+            for causal in (False, True) for n in args.seqs.split(",")]
+    for d, causal, N in grid:
+        H, B = 2048 // d, max(1, tokens // N)
+        r = row(bundle, bf16, B, H, N, d, causal, ab)
+        cells = []
+        for c in cols:
+            if "tflops" in r.get(c, {}):
+                cells.append("%12.0f" % r[c]["tflops"])
+            else:
+                cells.append("%12s" % "-")
+                errors.setdefault(c, r.get(c, {}).get("error", "not run"))
+        ratio = (r["fa:fp8"]["tflops"] / r["cudnn:bf16"]["tflops"]
+                 if "tflops" in r.get("fa:fp8", {}) and "tflops" in r.get("cudnn:bf16", {})
+                 else math.nan)
+        print("%-4d %-7d %-6s " % (d, N, causal) + " ".join(cells) + "  %.2f" % ratio)
+        results.append({"N": N, "B": B, "H": H, "d": d, "causal": causal, **r})
     for c, e in errors.items():
         print("%s: %s" % (c, e))
     if args.json:

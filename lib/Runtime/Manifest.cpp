@@ -408,7 +408,7 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
-/// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128
+/// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128 or d256
 /// forward that the compiler builds, with "descale_param" after its maps.
 void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
   const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
@@ -419,11 +419,11 @@ void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
     return;
   }
   if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
-      c.headDim != 128 || c.headDimV != 128 || c.fwd.persistent ||
-      c.splitKv || c.packGqa || !c.modArgs.empty())
+      (c.headDim != 128 && c.headDim != 256) || c.headDimV != c.headDim ||
+      c.fwd.persistent || c.splitKv || c.packGqa || !c.modArgs.empty())
     bad(where, "dtype 'f8e4m3' needs the mma 'wgmma' forward with head_dim "
-               "= head_dim_v = 128, one CTA per tile, no split-KV, packed "
-               "GQA or mod_args");
+               "= head_dim_v in {128, 256}, one CTA per tile, no split-KV, "
+               "packed GQA or mod_args");
   c.descaleParam = intField(k, "descale_param", where, 0, INT_MAX);
   if (c.descaleParam != 14)
     bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +

@@ -10,7 +10,7 @@ and f32 LSE with the float64 attention of the unquantised inputs. The rule
 (DESIGN.md, as the flash-attn suite): fa's max error <= 2x that of a naive
 fp8 reference (the same quantised inputs dequantised, float32 math) +
 1e-5. Rows that see no key (causal_bottom_right with Nq > Nk) must give
-O = 0 and LSE = -inf. Cases: d128, every mask the bundle has, GQA groups
+O = 0 and LSE = -inf. Cases: each head dim (128, 256) and every mask the bundle has, GQA groups
 1, 4 and 8, ragged Nq and Nk (1 ... 4k), input magnitudes 1 and 30. Also:
 the runtime refuses wrong descale shapes and dtypes, the plain forward
 refuses the fp8 kernel, and fa.attention refuses inputs that require grad.
@@ -73,10 +73,9 @@ def max_err(x, ref):
     return d.max().item() if d.numel() else 0.0
 
 
-def check_case(bundle, mask, B, H, Hkv, Nq, Nk, magnitude, seed):
+def check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, magnitude, seed):
     torch.manual_seed(seed)
     dev = "cuda"
-    d = 128
     q = torch.randn(B, H, Nq, d, device=dev) * magnitude
     k = torch.randn(B, Hkv, Nk, d, device=dev) * magnitude
     v = torch.randn(B, Hkv, Nk, d, device=dev)
@@ -99,16 +98,17 @@ def check_case(bundle, mask, B, H, Hkv, Nq, Nk, magnitude, seed):
     return ok, e_o, n_o, e_l, n_l
 
 
-def cases(masks):
+def cases(masks, dims):
     rng = random.Random(19)
     out = []
-    for mask in masks:
+    for mask, d in [(m, d) for d in dims for m in masks]:
         for _ in range(14):
             hkv = rng.choice([1, 2, 4])
             h = hkv * rng.choice([1, 4, 8])
             nq = rng.choice([1, 17, 128, 200, 1000, rng.randint(1, 4096)])
             nk = rng.choice([1, 64, 129, 256, 1000, rng.randint(1, 4096)])
-            out.append((mask, rng.randint(1, 2), h, hkv, nq, nk, rng.choice([1.0, 30.0])))
+            out.append((mask, d, rng.randint(1, 2), h, hkv, nq, nk,
+                        rng.choice([1.0, 30.0])))
     return out
 
 
@@ -153,19 +153,20 @@ def main():
     if not kernels:
         sys.exit("no f8e4m3 kernel in %s" % args.bundle)
     masks = sorted({k["mask"] for k in kernels})
+    dims = sorted({k["head_dim"] for k in kernels})
     print("fp8 kernels: %s" % ", ".join(k["tag"] for k in kernels))
     failed = total = 0
     worst = 0.0
-    for n, (mask, B, H, Hkv, Nq, Nk, mag) in enumerate(cases(masks)):
+    for n, (mask, d, B, H, Hkv, Nq, Nk, mag) in enumerate(cases(masks, dims)):
         total += 1
         try:
-            ok, e_o, n_o, e_l, n_l = check_case(bundle, mask, B, H, Hkv, Nq, Nk, mag, n)
+            ok, e_o, n_o, e_l, n_l = check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, mag, n)
         except fa.FaError as e:
             ok, e_o, n_o, e_l, n_l = False, math.inf, 0, math.inf, 0
             print("error: %s" % e)
         worst = max(worst, e_o / max(n_o, 1e-12))
-        line = ("%s %s B%d H%d/%d Nq%d Nk%d x%g: O err %.3g (naive fp8 %.3g), "
-                "LSE err %.3g (naive %.3g)" % ("ok" if ok else "FAIL", mask, B, H, Hkv, Nq,
+        line = ("%s %s d%d B%d H%d/%d Nq%d Nk%d x%g: O err %.3g (naive fp8 %.3g), "
+                "LSE err %.3g (naive %.3g)" % ("ok" if ok else "FAIL", mask, d, B, H, Hkv, Nq,
                                                 Nk, mag, e_o, n_o, e_l, n_l))
         print(line)
         failed += not ok

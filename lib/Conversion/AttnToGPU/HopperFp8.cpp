@@ -92,14 +92,64 @@ struct Bits32 {
 };
 } // namespace
 
+/// Per block (six `addresses`: two to load from, four to store to): keys 0,
+/// 1, 8, 9 in from addresses 0 and 1 (+1024 for keys 8, 9), four transposed
+/// words out, out_j byte i = in_i byte j. Every block's loads come first:
+/// a warp then waits for shared memory once per statement, not per block.
+static void transposeBlocks(OpBuilder &b, Location loc,
+                            ValueRange addresses) {
+  const int64_t blocks = addresses.size() / 6;
+  std::string regs, loads, permutes, stores;
+  for (int64_t k = 0; k < blocks; ++k) {
+    std::string x = std::to_string(k);
+    auto reg = [&](const char *name, int64_t i) {
+      return std::string(name) + x + "_" + std::to_string(i);
+    };
+    auto arg = [&](int64_t i) { return "$" + std::to_string(6 * k + i); };
+    for (const char *name : {"a", "t", "o"})
+      for (int64_t i = 0; i < 4; ++i)
+        regs += (regs.empty() ? "" : ", ") + reg(name, i);
+    loads += "ld.shared.b32 " + reg("a", 0) + ", [" + arg(0) + "];\n" +
+             "ld.shared.b32 " + reg("a", 1) + ", [" + arg(1) + "];\n" +
+             "ld.shared.b32 " + reg("a", 2) + ", [" + arg(0) + "+1024];\n" +
+             "ld.shared.b32 " + reg("a", 3) + ", [" + arg(1) + "+1024];\n";
+    auto prmt = [&](std::string d, std::string a, std::string c,
+                    const char *sel) {
+      permutes += "prmt.b32 " + d + ", " + a + ", " + c + ", " + sel + ";\n";
+    };
+    prmt(reg("t", 0), reg("a", 0), reg("a", 1), "0x5140");
+    prmt(reg("t", 1), reg("a", 0), reg("a", 1), "0x7362");
+    prmt(reg("t", 2), reg("a", 2), reg("a", 3), "0x5140");
+    prmt(reg("t", 3), reg("a", 2), reg("a", 3), "0x7362");
+    prmt(reg("o", 0), reg("t", 0), reg("t", 2), "0x5410");
+    prmt(reg("o", 1), reg("t", 0), reg("t", 2), "0x7632");
+    prmt(reg("o", 2), reg("t", 1), reg("t", 3), "0x5410");
+    prmt(reg("o", 3), reg("t", 1), reg("t", 3), "0x7632");
+    for (int64_t i = 0; i < 4; ++i)
+      stores += "st.shared.b32 [" + arg(2 + i) + "], " + reg("o", i) + ";\n";
+  }
+  std::string constraints;
+  for (int64_t i = 0; i < 6 * blocks; ++i)
+    constraints += "r,";
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, addresses,
+      "{\n.reg .b32 " + regs + ";\n" + loads + permutes + stores + "}",
+      constraints + "~{memory}", /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::TailCallKind::None,
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+}
+
 void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
                                             Value vtBase, int64_t blockKV,
                                             int64_t headDimV) {
   // The bit layout below is that of 128 × 128-byte tiles: V rows are keys,
   // Vᵀ rows dv columns, 16 B chunks swizzled. Keys past 128 continue in the
-  // next 16 KB of V (its rows) and of Vᵀ (the next slab of keys).
-  assert(headDimV == 128 && blockKV % 64 == 0 && "fp8 transposes 64-key halves");
-  (void)headDimV;
+  // next 16 KB of V (its rows) and in Vᵀ's next slab of keys (Dv rows on).
+  // Dv = 256: V's second 128-column slab (bkv rows on) goes to Vᵀ rows
+  // 128-255 (16 KB on), by the same moves.
+  assert(headDimV % 128 == 0 && blockKV % 64 == 0 &&
+         (blockKV <= 128 || headDimV == 128) &&
+         "fp8 transposes 64-key halves of 128-column slabs");
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Bits32 i32{kb};
@@ -136,45 +186,39 @@ void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
                                            kb.c32(1)); // 0..2
   // Iteration w of 128-key slab i is g = 32 i + w (16 per 64 keys): s's
   // bit 3 is the slab, 16 KB on in V as in Vᵀ (for the load mask its bit
-  // 14 lies above the lane part, so the xor adds it).
-  auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(blockKV / 4),
+  // 14 lies above the lane part, so the xor adds it). A trip moves
+  // kFp8TransposeBlocks blocks: iterations w, w + trips, ... of each
+  // 128-column slab of V.
+  const int64_t slabs = headDimV / 128;
+  const int64_t perSlab = std::max<int64_t>(kFp8TransposeBlocks / slabs, 1);
+  const int64_t trips = blockKV / 4 / perSlab;
+  auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(trips),
                                  kb.c32(kFp8TransposeWarps));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value w = loop.getInductionVar();
-  Value s = i32.shr(w, 2), pBlock = i32.bitAnd(w, 3);
-  Value loadMask = i32.bitOr(i32.shl(s, 11), i32.shl(pBlock, 5));
-  Value storeMask = i32.bitOr(
-      i32.shl(blockKV > 128 ? i32.bitAnd(s, 7) : s, 4), i32.shl(pBlock, 12));
-  if (blockKV > 128)
-    storeMask = i32.bitOr(storeMask, i32.shl(i32.shr(s, 3), 14));
-  SmallVector<Value> addresses = {
-      i32.add(vTile, i32.bitXor(load0, loadMask)),
-      i32.add(vTile, i32.bitXor(load1, loadMask))};
-  Value store = i32.bitXor(store0, storeMask);
-  for (int64_t j = 0; j < 4; ++j)
-    addresses.push_back(i32.add(vtTile, i32.bitXor(store, 144 * j)));
-  // Keys 0, 1, 8, 9 in; out_j byte i = in_i byte j.
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, addresses,
-            "{\n.reg .b32 a0, a1, a2, a3, t0, t1, t2, t3, o0, o1, o2, o3;\n"
-            "ld.shared.b32 a0, [$0];\n"
-            "ld.shared.b32 a1, [$1];\n"
-            "ld.shared.b32 a2, [$0+1024];\n"
-            "ld.shared.b32 a3, [$1+1024];\n"
-            "prmt.b32 t0, a0, a1, 0x5140;\n"
-            "prmt.b32 t1, a0, a1, 0x7362;\n"
-            "prmt.b32 t2, a2, a3, 0x5140;\n"
-            "prmt.b32 t3, a2, a3, 0x7362;\n"
-            "prmt.b32 o0, t0, t2, 0x5410;\n"
-            "prmt.b32 o1, t0, t2, 0x7632;\n"
-            "prmt.b32 o2, t1, t3, 0x5410;\n"
-            "prmt.b32 o3, t1, t3, 0x7632;\n"
-            "st.shared.b32 [$2], o0;\n"
-            "st.shared.b32 [$3], o1;\n"
-            "st.shared.b32 [$4], o2;\n"
-            "st.shared.b32 [$5], o3;\n}",
-            "r,r,r,r,r,r,~{memory}", /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::TailCallKind::None,
-      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  SmallVector<Value> addresses;
+  for (int64_t k = 0; k < perSlab; ++k) {
+    Value w = loop.getInductionVar();
+    if (k)
+      w = i32.add(w, kb.c32(k * trips));
+    Value s = i32.shr(w, 2), pBlock = i32.bitAnd(w, 3);
+    Value loadMask = i32.bitOr(i32.shl(s, 11), i32.shl(pBlock, 5));
+    Value storeMask = i32.bitOr(
+        i32.shl(blockKV > 128 ? i32.bitAnd(s, 7) : s, 4), i32.shl(pBlock, 12));
+    if (blockKV > 128)
+      storeMask = i32.bitOr(storeMask, i32.shl(i32.shr(s, 3), 14));
+    Value load[2] = {i32.bitXor(load0, loadMask),
+                     i32.bitXor(load1, loadMask)};
+    Value store = i32.bitXor(store0, storeMask);
+    for (int64_t slab = 0; slab < slabs; ++slab) {
+      Value vSlab =
+          slab ? i32.add(vTile, kb.c32(slab * blockKV * kSlabRowBytes)) : vTile;
+      Value vtSlab =
+          slab ? i32.add(vtTile, kb.c32(slab * 128 * kSlabRowBytes)) : vtTile;
+      addresses.append({i32.add(vSlab, load[0]), i32.add(vSlab, load[1])});
+      for (int64_t j = 0; j < 4; ++j)
+        addresses.push_back(i32.add(vtSlab, i32.bitXor(store, 144 * j)));
+    }
+  }
+  transposeBlocks(b, loc, addresses);
 }

@@ -125,26 +125,30 @@ static int64_t wgmmaDefaultBlockKV(const KernelPlan &plan) {
   // fp8: 192 keys halve nothing but amortise the per-tile costs its faster
   // GEMMs expose (+4-8% over 128 at N >= 2k on the H200, PERF.md).
   if (plan.isFp8())
-    return 192;
+    return plan.headDim > 128 ? 64 : 192;
   return plan.headDimV > 128 ? 64 : 128;
 }
 
-/// The fp8 forward (HopperFp8.cpp): D = Dv = 128, 128- or 192-key tiles (the
-/// transposed V tile is 128 B-swizzled slabs of 128 keys, the transposer
-/// moves whole 64-key halves of one; 256 keys would not leave the
-/// consumers registers for S and O), one CTA per
-/// query tile, O leaving from registers (its bf16 tile is twice Q's fp8
-/// buffer).
+/// The fp8 forward (HopperFp8.cpp): D = Dv in {128, 256}. The transposed V
+/// tile is 128 B-swizzled slabs of 128 keys and the transposer moves whole
+/// 64-key halves of one: 128- or 192-key tiles at d128 (256 keys would not
+/// leave the consumers registers for S and O), 64 or 128 at d256 (O alone
+/// takes 128 registers, and two 128-key stages of K, V and Vᵀ fill shared
+/// memory). One CTA per query tile, O leaving from registers (its bf16 tile
+/// is twice Q's fp8 buffer).
 static LogicalResult checkFp8Plan(KernelPlan &plan, std::string &error) {
-  if (plan.headDim != 128 || plan.headDimV != 128) {
-    error = "expected D = Dv = 128 for the f8E4M3FN forward, got D " +
-            std::to_string(plan.headDim) + " and Dv " +
-            std::to_string(plan.headDimV);
+  const int64_t d = plan.headDim;
+  if (d != plan.headDimV || (d != 128 && d != 256)) {
+    error = "expected D = Dv in {128, 256} for the f8E4M3FN forward, got D " +
+            std::to_string(d) + " and Dv " + std::to_string(plan.headDimV);
     return failure();
   }
-  if (plan.blockKV != 128 && plan.blockKV != 192) {
-    error = "expected block-kv = 128 or 192 for the f8E4M3FN forward, got " +
-            std::to_string(plan.blockKV);
+  const bool wide = d == 256;
+  if (wide ? plan.blockKV != 64 && plan.blockKV != 128
+           : plan.blockKV != 128 && plan.blockKV != 192) {
+    error = std::string("expected block-kv = ") +
+            (wide ? "64 or 128" : "128 or 192") + " for the f8E4M3FN forward at D " +
+            std::to_string(d) + ", got " + std::to_string(plan.blockKV);
     return failure();
   }
   if (plan.persistent) {
