@@ -92,47 +92,42 @@ struct Bits32 {
 };
 } // namespace
 
-/// Per block (six `addresses`: two to load from, four to store to): keys 0,
-/// 1, 8, 9 in from addresses 0 and 1 (+1024 for keys 8, 9), four transposed
-/// words out, out_j byte i = in_i byte j. Every block's loads come first:
-/// a warp then waits for shared memory once per statement, not per block.
-static void transposeBlocks(OpBuilder &b, Location loc,
-                            ValueRange addresses) {
-  const int64_t blocks = addresses.size() / 6;
+/// Per unit (two `addresses` after the two selectors: where to load, where
+/// to store): ldmatrix.trans takes a 16-key × 16-column pair of V (4 b16
+/// matrices: keys 0-7 and 8-15 of two 16-byte column chunks), a byte permute
+/// per pair of registers makes the Vᵀ words, stmatrix writes them. Every
+/// unit's load comes first: a warp waits for shared memory once per
+/// statement, not per unit.
+static void transposeUnits(OpBuilder &b, Location loc, ValueRange operands) {
+  const int64_t units = (operands.size() - 2) / 2;
   std::string regs, loads, permutes, stores;
-  for (int64_t k = 0; k < blocks; ++k) {
-    std::string x = std::to_string(k);
+  for (int64_t u = 0; u < units; ++u) {
     auto reg = [&](const char *name, int64_t i) {
-      return std::string(name) + x + "_" + std::to_string(i);
+      return std::string(name) + std::to_string(u) + "_" + std::to_string(i);
     };
-    auto arg = [&](int64_t i) { return "$" + std::to_string(6 * k + i); };
-    for (const char *name : {"a", "t", "o"})
+    auto quad = [&](const char *name) {
+      return "{" + reg(name, 0) + ", " + reg(name, 1) + ", " + reg(name, 2) +
+             ", " + reg(name, 3) + "}";
+    };
+    for (const char *name : {"a", "o"})
       for (int64_t i = 0; i < 4; ++i)
         regs += (regs.empty() ? "" : ", ") + reg(name, i);
-    loads += "ld.shared.b32 " + reg("a", 0) + ", [" + arg(0) + "];\n" +
-             "ld.shared.b32 " + reg("a", 1) + ", [" + arg(1) + "];\n" +
-             "ld.shared.b32 " + reg("a", 2) + ", [" + arg(0) + "+1024];\n" +
-             "ld.shared.b32 " + reg("a", 3) + ", [" + arg(1) + "+1024];\n";
-    auto prmt = [&](std::string d, std::string a, std::string c,
-                    const char *sel) {
-      permutes += "prmt.b32 " + d + ", " + a + ", " + c + ", " + sel + ";\n";
-    };
-    prmt(reg("t", 0), reg("a", 0), reg("a", 1), "0x5140");
-    prmt(reg("t", 1), reg("a", 0), reg("a", 1), "0x7362");
-    prmt(reg("t", 2), reg("a", 2), reg("a", 3), "0x5140");
-    prmt(reg("t", 3), reg("a", 2), reg("a", 3), "0x7362");
-    prmt(reg("o", 0), reg("t", 0), reg("t", 2), "0x5410");
-    prmt(reg("o", 1), reg("t", 0), reg("t", 2), "0x7632");
-    prmt(reg("o", 2), reg("t", 1), reg("t", 3), "0x5410");
-    prmt(reg("o", 3), reg("t", 1), reg("t", 3), "0x7632");
+    std::string load = "$" + std::to_string(2 + 2 * u);
+    std::string store = "$" + std::to_string(3 + 2 * u);
+    loads += "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 " + quad("a") +
+             ", [" + load + "];\n";
     for (int64_t i = 0; i < 4; ++i)
-      stores += "st.shared.b32 [" + arg(2 + i) + "], " + reg("o", i) + ";\n";
+      permutes += "prmt.b32 " + reg("o", i) + ", " + reg("a", i & 2) + ", " +
+                  reg("a", (i & 2) + 1) + ", $" + std::to_string(i & 1) +
+                  ";\n";
+    stores += "stmatrix.sync.aligned.m8n8.x4.shared.b16 [" + store + "], " +
+              quad("o") + ";\n";
   }
   std::string constraints;
-  for (int64_t i = 0; i < 6 * blocks; ++i)
+  for (size_t i = 0; i < operands.size(); ++i)
     constraints += "r,";
   LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, addresses,
+      b, loc, TypeRange{}, operands,
       "{\n.reg .b32 " + regs + ";\n" + loads + permutes + stores + "}",
       constraints + "~{memory}", /*has_side_effects=*/true,
       /*is_align_stack=*/false, LLVM::TailCallKind::None,
@@ -142,41 +137,45 @@ static void transposeBlocks(OpBuilder &b, Location loc,
 void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
                                             Value vtBase, int64_t blockKV,
                                             int64_t headDimV) {
-  // The bit layout below is that of 128 × 128-byte tiles: V rows are keys,
-  // Vᵀ rows dv columns, 16 B chunks swizzled. Keys past 128 continue in the
-  // next 16 KB of V (its rows) and in Vᵀ's next slab of keys (Dv rows on).
-  // Dv = 256: V's second 128-column slab (bkv rows on) goes to Vᵀ rows
-  // 128-255 (16 KB on), by the same moves.
+  // V rows are keys, Vᵀ rows dv columns, both 128 B rows with 16 B chunks
+  // swizzled by row mod 8. Keys past 128 continue in V's rows and in Vᵀ's
+  // next slab of keys (Dv rows on). Dv = 256: V's second 128-column slab
+  // (bkv rows on) goes to Vᵀ rows 128-255 (16 KB on) by the same moves.
   assert(headDimV % 128 == 0 && blockKV % 64 == 0 &&
          (blockKV <= 128 || headDimV == 128) &&
          "fp8 transposes 64-key halves of 128-column slabs");
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Bits32 i32{kb};
-  // Warp iteration w (0..31) moves the 4 × 4-byte blocks (p, q): dv columns
-  // 4p..4p+3, key positions 4q..4q+3, with lane bits l0..l4, m = l2 + 2 l3,
-  //   p = l0 + 2 l1 + 4 l4 + 8 (w mod 4),  q = m + 4 (s ^ (l1 + 2 l4)),
-  // s = w div 4. Loads of a warp hit 32 distinct banks (row mod 8 spreads
-  // the swizzle), and so do its stores (the lane-dependent s ^ (l1 + 2 l4)).
-  // Every field of both byte offsets sits on its own bits, so w enters each
-  // by one xor with a per-iteration mask: (lane part) ^ X(w).
-  //   load  (key row 16 u + 2 m + k, k ∈ {0, 1, 8, 9}, u = s ^ (l1 + 2 l4)):
-  //     2048 u + 128 k' + 256 m + 32 m + 16 (l4 ^ k mod 2) + 4 (l0 + 2 l1)
-  //     ^ 32 (w mod 4); k = 8, 9 add 1024 to k = 0, 1.
-  //   store (Vᵀ row n = 4p + j, position 4q):
-  //     128 n + 16 ((u ^ (n mod 8))) + 4 m = S0 ^ 144 j ^ 4096 (w mod 4).
+  // Unit (G, p): keys 16G..16G+15 of column chunks c = 2p, 2p + 1. Lane
+  // L = 8j + r = 4g + t gives ldmatrix matrix j's row r: key
+  // 16G + 8 (j mod 2) + r of chunk 2p + j div 2, at
+  //   2048 G + (128 (8 (j mod 2) + r) + 16 ((j div 2) ^ r)) ^ 32 p;
+  // and receives, as b16 pairs, keys 2t, 2t + 1 (+8 from matrices 1, 3) of
+  // columns 2g, 2g + 1: bytes (k 2t, n 2g), (2t, 2g + 1), (2t + 1, 2g),
+  // (2t + 1, 2g + 1). prmt 0x6420 of matrices 0 and 1 is then Vᵀ row
+  // 16c + 2g at positions 4t..4t+3 = keys 2t + {0, 1, 8, 9} (P's order,
+  // HopperFp8.h), 0x7531 row 16c + 2g + 1. stmatrix's matrix j row r takes
+  // row 16 c + 2r + (r div 4 xor j mod 2) (lanes g >= 4 swap selectors), so
+  // its 8 rows cover every row mod 8 and the stores hit distinct banks:
+  //   (G div 8)·Dv·128 + 4096 p + (2048 (j div 2) + 128 n' + 16 (n' mod 8))
+  //   ^ 16 (G mod 8),  n' = 2r + (r div 4 xor j mod 2).
   Value lane = kb.toI32(kb.lane);
-  Value l0 = i32.bit(lane, 0), l1 = i32.bit(lane, 1), l4 = i32.bit(lane, 4);
-  Value m = i32.bitAnd(i32.shr(lane, 2), 3);
-  Value laneU = i32.bitOr(l1, i32.shl(l4, 1));
-  Value load0 = i32.bitOr(
-      i32.bitOr(i32.shl(laneU, 11), i32.bitOr(i32.shl(m, 8), i32.shl(m, 5))),
-      i32.bitOr(i32.shl(l4, 4), i32.shl(i32.bitAnd(lane, 3), 2)));
-  Value load1 = i32.bitXor(load0, 128 | 16);
-  Value store0 = i32.bitOr(
-      i32.bitOr(i32.shl(l0, 9), i32.bitOr(i32.shl(l1, 10), i32.shl(l4, 11))),
-      i32.bitOr(i32.shl(i32.bitXor(laneU, i32.shl(l0, 2)), 4),
-                i32.shl(m, 2)));
+  Value r = i32.bitAnd(lane, 7), j = i32.shr(lane, 3);
+  Value laneKey = i32.bitOr(r, i32.shl(i32.bitAnd(j, 1), 3));
+  Value laneLoad = i32.bitOr(
+      i32.shl(laneKey, 7),
+      i32.shl(i32.bitAnd(i32.bitXor(r, i32.shr(lane, 4)), 7), 4));
+  Value nLane =
+      i32.bitOr(i32.shl(r, 1), i32.bitXor(i32.shr(r, 2), i32.bitAnd(j, 1)));
+  Value laneStore =
+      i32.bitOr(i32.bitOr(i32.shl(i32.shr(j, 1), 11), i32.shl(nLane, 7)),
+                i32.shl(i32.bitAnd(nLane, 7), 4));
+  Value swap = i32.bitAnd(i32.shr(lane, 4), 1); // g >= 4
+  Value swapBytes = arith::MulIOp::create(b, loc, swap, kb.c32(0x1111));
+  Value selectors[2] = {i32.add(kb.c32(0x6420), swapBytes),
+                        arith::SubIOp::create(b, loc, kb.c32(0x7531),
+                                              swapBytes)};
   Value shared = arith::TruncIOp::create(b, loc, b.getI32Type(),
                                          sharedAddress(kb));
   Value vTile = i32.add(shared, kb.toI32(vBase));
@@ -184,41 +183,37 @@ void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
 
   Value transposer = arith::SubIOp::create(b, loc, kb.toI32(kb.warp),
                                            kb.c32(1)); // 0..2
-  // Iteration w of 128-key slab i is g = 32 i + w (16 per 64 keys): s's
-  // bit 3 is the slab, 16 KB on in V as in Vᵀ (for the load mask its bit
-  // 14 lies above the lane part, so the xor adds it). A trip moves
-  // kFp8TransposeBlocks blocks: iterations w, w + trips, ... of each
-  // 128-column slab of V.
+  // bkv / 4 units per 128-column slab of V. A trip moves
+  // kFp8TransposeUnits: units w, w + trips, ... of each slab.
   const int64_t slabs = headDimV / 128;
-  const int64_t perSlab = std::max<int64_t>(kFp8TransposeBlocks / slabs, 1);
+  const int64_t perSlab = std::max<int64_t>(kFp8TransposeUnits / slabs, 1);
   const int64_t trips = blockKV / 4 / perSlab;
   auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(trips),
                                  kb.c32(kFp8TransposeWarps));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
-  SmallVector<Value> addresses;
+  SmallVector<Value> operands{selectors[0], selectors[1]};
   for (int64_t k = 0; k < perSlab; ++k) {
     Value w = loop.getInductionVar();
     if (k)
       w = i32.add(w, kb.c32(k * trips));
-    Value s = i32.shr(w, 2), pBlock = i32.bitAnd(w, 3);
-    Value loadMask = i32.bitOr(i32.shl(s, 11), i32.shl(pBlock, 5));
-    Value storeMask = i32.bitOr(
-        i32.shl(blockKV > 128 ? i32.bitAnd(s, 7) : s, 4), i32.shl(pBlock, 12));
+    Value group = i32.shr(w, 2), pair = i32.bitAnd(w, 3);
+    Value load = i32.add(i32.shl(group, 11),
+                         i32.bitXor(laneLoad, i32.shl(pair, 5)));
+    Value store = i32.add(
+        i32.shl(pair, 12),
+        i32.bitXor(laneStore, i32.shl(i32.bitAnd(group, 7), 4)));
     if (blockKV > 128)
-      storeMask = i32.bitOr(storeMask, i32.shl(i32.shr(s, 3), 14));
-    Value load[2] = {i32.bitXor(load0, loadMask),
-                     i32.bitXor(load1, loadMask)};
-    Value store = i32.bitXor(store0, storeMask);
+      store = i32.add(store, arith::MulIOp::create(
+                                 b, loc, i32.shr(group, 3),
+                                 kb.c32(headDimV * kSlabRowBytes)));
     for (int64_t slab = 0; slab < slabs; ++slab) {
       Value vSlab =
           slab ? i32.add(vTile, kb.c32(slab * blockKV * kSlabRowBytes)) : vTile;
       Value vtSlab =
           slab ? i32.add(vtTile, kb.c32(slab * 128 * kSlabRowBytes)) : vtTile;
-      addresses.append({i32.add(vSlab, load[0]), i32.add(vSlab, load[1])});
-      for (int64_t j = 0; j < 4; ++j)
-        addresses.push_back(i32.add(vtSlab, i32.bitXor(store, 144 * j)));
+      operands.append({i32.add(vSlab, load), i32.add(vtSlab, store)});
     }
   }
-  transposeBlocks(b, loc, addresses);
+  transposeUnits(b, loc, operands);
 }

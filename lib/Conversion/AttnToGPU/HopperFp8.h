@@ -26,11 +26,10 @@ namespace mlir::fa::gpu_lowering {
 /// thread).
 constexpr int64_t kFp8TransposeWarps = 3;
 constexpr int64_t kFp8TransposeThreads = kFp8TransposeWarps * 32;
-/// 4 × 4-byte blocks a transposing thread moves per loop trip, their loads
-/// issued together: the transposer is bound by shared-memory latency (4
-/// rather than 1 a trip: +1-19% on the fp8 forward, most at d256, PERF.md);
-/// 8 outgrow the producer's 40 registers.
-constexpr int64_t kFp8TransposeBlocks = 4;
+/// 16-key × 32-column units a transposing warp moves per loop trip, their
+/// loads issued together: the transposer is bound by shared-memory latency
+/// (4 rather than 1: +5-14% on the fp8 forward, PERF.md; 8 spill).
+constexpr int64_t kFp8TransposeUnits = 4;
 
 /// acc = A·B, e4m3 operands both K-major in shared memory, f32
 /// accumulators: one m64nNk32 wgmma per descriptor pair. Issued only.
@@ -46,9 +45,9 @@ SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
 /// 128 B rows of 128 columns in slabs of bkv rows from byte `vBase`; Vᵀ
 /// [Dv][bkv = 128 key positions] is 128 B rows from byte `vtBase`, both
 /// 128 B-swizzled (byte offsets from the shared buffer's base).
-/// Each thread moves 4×4-byte blocks: four 32-bit loads of four key rows,
-/// a byte transpose (prmt), four 32-bit stores. The lane → block map keeps
-/// both the loads and the stores of a warp on 32 distinct banks.
+/// A warp moves 16-key × 32-column units: ldmatrix.trans of four 8 × 8 b16
+/// matrices (keys as rows), two byte permutes per matrix pair, stmatrix of
+/// the four Vᵀ row chunks; both hit 8 distinct 16-byte bank groups a matrix.
 void transposeVTile(KernelBuilder &kb, Value vBase, Value vtBase,
                     int64_t blockKV, int64_t headDimV);
 
