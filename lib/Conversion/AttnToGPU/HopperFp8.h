@@ -1,9 +1,10 @@
 //===- HopperFp8.h - the fp8 e4m3 pieces of the wgmma forward ---*- C++ -*-===//
 //
-// What the fp8 forward (FA3's) adds to HopperForwardKernel.cpp: e4m3 wgmma
-// (m64nNk32, both operands K-major), P rounded to e4m3 in the register
-// layout of wgmma's A operand, and V transposed in shared memory by the
-// producer warpgroup's spare warps, since an fp8 B operand must be K-major.
+// What the fp8 forward (FA3's) adds to the wgmma forward (HopperForward.h):
+// e4m3 wgmma (m64nNk32, both operands K-major), P rounded to e4m3 in the
+// register layout of wgmma's A operand, and V transposed in shared memory
+// by the producer warpgroup's spare warps, since an fp8 B operand must be
+// K-major.
 //
 // P without data movement: lane (g, t) holds S columns 8n + 2t, +1 of each
 // n8 tile (Wgmma.h), but a k32 step of an 8-bit A takes columns 4t..4t+3

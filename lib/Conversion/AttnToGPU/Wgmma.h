@@ -1,6 +1,6 @@
 //===- Wgmma.h - sm_90a warpgroup MMA building blocks -----------*- C++ -*-===//
 //
-// What the wgmma kernels (HopperForwardKernel.cpp, HopperBackwardKernel.cpp)
+// What the wgmma kernels (HopperForward.h, HopperBackward.h)
 // share: shared-memory matrix descriptors of 128 B-swizzled tiles, the
 // shared-memory and register-A forms of wgmma.mma_async, the operand fence
 // of their accumulators, named barriers.

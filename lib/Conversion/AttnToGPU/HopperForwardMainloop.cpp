@@ -1,0 +1,393 @@
+//===- HopperForwardMainloop.cpp - the key tiles ----------------*- C++ -*-===//
+//
+// Part of the wgmma forward (HopperForward.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperForward.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+//===----------------------------------------------------------------------===//
+// Consumers
+//===----------------------------------------------------------------------===//
+
+SmallVector<Value> HopperForward::qkDescriptors(Value qRow0Bytes,
+                                                Value stage) {
+  const int64_t bkv = plan.blockKV;
+  Value kStage = kb.add(kb.mul(stage, layout.kBytes()), layout.kBase());
+  SmallVector<Value> descs;
+  // 32 B per k step: k16 of 16-bit or k32 of fp8 elements.
+  for (int64_t ks = 0; ks < boxCols(plan.headDim) / 16; ++ks) {
+    int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
+    descs.push_back(descriptor(
+        kb.add(qRow0Bytes, slab * plan.blockQ * kSlabRowBytes + inSlab), 16));
+    descs.push_back(
+        descriptor(kb.add(kStage, slab * bkv * kSlabRowBytes + inSlab), 16));
+  }
+  return descs;
+}
+
+SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
+  const int64_t bkv = plan.blockKV;
+  if (fp8()) { // K-major Vᵀ: +32 B per k32 step of its 128 B rows, a slab
+               // of Dv rows per 128 keys
+    Value vtStage = kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase());
+    SmallVector<Value> descs;
+    for (int64_t kk = 0; kk < bkv / 32; ++kk)
+      descs.push_back(descriptor(
+          kb.add(vtStage, (kk / 4) * plan.headDimV * kSlabRowBytes +
+                              (kk % 4) * 32),
+          16));
+    return descs;
+  }
+  Value vStage = kb.add(kb.mul(stage, layout.vBytes()), layout.vBase());
+  SmallVector<Value> descs;
+  for (int64_t kk = 0; kk < bkv / 16; ++kk)
+    descs.push_back(descriptor(kb.add(vStage, kk * 16 * kSlabRowBytes),
+                               bkv * kSlabRowBytes));
+  return descs;
+}
+
+Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
+  SmallVector<Value> q, k;
+  for (int64_t ks = 0; ks < static_cast<int64_t>(descs.size()) / 2; ++ks) {
+    q.push_back(descs[2 * ks]);
+    k.push_back(descs[2 * ks + 1]);
+  }
+  if (fp8())
+    return issueWgmmaSharedFp8(kb, keys, q, k);
+  return issueWgmmaShared(kb, keys, q, k, NVVM::MMALayout::row,
+                          NVVM::MMALayout::col);
+}
+
+SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
+                                          ArrayRef<Value> descs,
+                                          ArrayRef<Value> acc) {
+  return issueWgmmaRegisterA(kb, p, descs, acc);
+}
+
+void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
+                                 Value scale) {
+  // Ping-pong: consumer 0's own arrival lets it issue first (see
+  // emitConsumerTile); once per CTA, as every tile passes the same number
+  // of turns in both consumers.
+  if (plan.schedule.pingPong) {
+    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, "bar.arrive", 1, kConsumerThreads);
+  }
+  isConsumer = true;
+  forEachTile([&] { emitConsumerTile(consumer, oMem, lseMem, scale); });
+}
+
+HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
+                                                             Value scale) {
+  ConsumerState t;
+  t.consumer = consumer;
+  Value warpInGroup = kb.remui(kb.warp, 4);
+  t.rowBase = kb.add(kb.mul(consumer, kRowsPerConsumer),
+                     kb.mul(warpInGroup, 16)); // this warp's rows
+  t.qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
+  t.qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
+  // fp8: S of the dequantised inputs is S·dq·dk, and O takes dv at the end.
+  if (fp8()) {
+    Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
+    auto load = [&](Value mem) {
+      return memref::LoadOp::create(b, loc, mem, ValueRange{at}).getResult();
+    };
+    scale = arith::MulFOp::create(
+        b, loc, scale,
+        arith::MulFOp::create(b, loc, load(descaleQ), load(descaleK)));
+    t.oDescale = load(descaleV);
+  }
+  t.scale = scale;
+  t.scaleLog2 = softmaxScaleLog2(kb, scale);
+  t.bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
+                          t.rowBase, t.qRow0, kRowsPerConsumer);
+  t.isFirst = eq(consumer, kb.idx(0));
+  return t;
+}
+
+SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
+                                            Value keyTile, bool masked,
+                                            Value sStruct, int64_t keys,
+                                            SoftmaxState &state,
+                                            Value alpha[2], Value iteration) {
+  const int64_t bkv = plan.blockKV;
+  SmallVector<Value> s =
+      fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
+  attn::ScorePosition tile{batch, head, qBegin, Value(), nq, nk};
+  if (plan.spec.scoreMod)
+    applyScoreMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv), t.scale,
+                  queryAnchored());
+  if (plan.blockSparse) {
+    Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
+    s = kb.maskUnlessInside(
+        kb.lt(iteration, fullBlocks), s, [&](SmallVector<Value> &partial) {
+          applyMaskMod(kb, partial, tile, t.rowBase, kb.mul(keyTile, bkv));
+          maskScores(kb, partial, t.bounds, maskKey);
+        });
+  } else {
+    applyMaskMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv));
+  }
+  if (masked && !plan.blockSparse) {
+    Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
+    s = kb.maskUnlessInside(tileInside(kb, t.bounds, maskKey, keys), s,
+                            [&](SmallVector<Value> &masked) {
+                              maskScores(kb, masked, t.bounds, maskKey);
+                            });
+  }
+  SmallVector<Value> unit(4, kb.f32(1.0));
+  onlineSoftmaxUpdate(kb, s, unit, state, t.scaleLog2,
+                      plan.schedule.lazyRescale ? kLazyRescaleLog2 : 0.0);
+  alpha[0] = unit[0];
+  alpha[1] = unit[2];
+  return s;
+}
+
+SmallVector<Value> HopperForward::packP(ArrayRef<Value> s) {
+  return fp8() ? packFp8A(kb, s) : accumulatorToWgmmaA(kb, s);
+}
+
+Value HopperForward::ringStage(Value it) {
+  return BarrierRing{layout.stages}.slot(kb, kb.add(ringBase, it));
+}
+
+Value HopperForward::ringParity(Value it) {
+  return BarrierRing{layout.stages}.fullParity(kb, kb.add(ringBase, it));
+}
+
+void HopperForward::perConsumer(const ConsumerState &t, StringRef op,
+                                int64_t id0, int64_t id1) {
+  auto ifOp = scf::IfOp::create(b, loc, t.isFirst, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  namedBarrier(b, loc, op, id0, kConsumerThreads);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  namedBarrier(b, loc, op, id1, kConsumerThreads);
+}
+
+void HopperForward::turnBegin(const ConsumerState &t) {
+  if (plan.schedule.pingPong)
+    perConsumer(t, "bar.sync", 1, 2);
+}
+
+void HopperForward::turnEnd(const ConsumerState &t) {
+  if (plan.schedule.pingPong)
+    perConsumer(t, "bar.arrive", 2, 1);
+}
+
+void HopperForward::releaseQ() {
+  if (plan.persistent)
+    arrive(bars.qEmpty(), kb.idx(0));
+}
+
+SmallVector<Value> HopperForward::rescaleBy(Value f[2], SmallVector<Value> o) {
+  const int64_t accN = plan.headDimV / 2;
+  auto mul = [&](SmallVector<Value> &x) {
+    for (int64_t n = 0; n < accN / 4; ++n)
+      for (int64_t i = 0; i < 4; ++i)
+        x[n * 4 + i] = arith::MulFOp::create(b, loc, x[n * 4 + i], f[i / 2]);
+  };
+  if (plan.schedule.lazyRescale)
+    return rescaleUnlessUnit(f, o, mul);
+  mul(o);
+  return o;
+}
+
+SmallVector<Value> HopperForward::emitFirstKeyTile(const ConsumerState &t,
+                                                   ArrayRef<Value> init) {
+  // The first key tile's S and softmax; no P·V yet. Without a mask it is
+  // the last tile, ragged unless block_kv divides Nk: Q·Kᵀ and the softmax
+  // run on the multiple of 64 keys that covers it and P is 0 past them (V's
+  // rows past Nk are TMA's zeros).
+  const int64_t bkv = plan.blockKV, sN = bkv / 2;
+  const bool ragged = raggedFirst();
+  Value zero = kb.idx(0), stage0 = ringStage(zero);
+  wait(bars.kFull(), stage0, ringParity(zero));
+  SmallVector<Value> qk0 = qkDescriptors(t.qRow0Bytes, stage0);
+  Value firstTile = plan.blockSparse ? listedKeyTile(zero)
+                    : ragged         ? kb.sub(jEnd, kb.idx(1))
+                                     : jBegin;
+  auto firstWidth = [&](int64_t keys) {
+    turnBegin(t);
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    Value s0 = issueQK(qk0, keys);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    turnEnd(t);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    arrive(bars.kEmpty(), stage0);
+    SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
+    Value alpha[2];
+    SmallVector<Value> pF32 =
+        scoreStep(t, firstTile, /*masked=*/true, s0, keys, st, alpha, zero);
+    pF32.resize(sN, kb.f32(0.0));
+    SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
+                           st.rowSum[1]};
+    llvm::append_range(out, packP(pF32));
+    return out;
+  };
+  // One branch per width, uniform across the CTA (both consumers pass the
+  // same turns).
+  SmallVector<int64_t> widths;
+  for (int64_t w = kSlabCols; ragged && w < bkv; w += kSlabCols)
+    widths.push_back(w);
+  widths.push_back(bkv);
+  Value ragKeys = ragged ? kb.sub(nk, kb.mul(firstTile, bkv)) : Value();
+  SmallVector<Type> firstTypes(4, b.getF32Type());
+  firstTypes.append(fp8() ? sN / 4 : sN / 2, b.getI32Type()); // packed P
+  std::function<SmallVector<Value>(size_t)> emitWidths =
+      [&](size_t i) -> SmallVector<Value> {
+    if (i + 1 == widths.size())
+      return firstWidth(widths[i]);
+    Value fits = kb.lt(ragKeys, kb.idx(widths[i] + 1));
+    auto ifOp = scf::IfOp::create(b, loc, firstTypes, fits, true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    scf::YieldOp::create(b, loc, firstWidth(widths[i]));
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    scf::YieldOp::create(b, loc, emitWidths(i + 1));
+    return SmallVector<Value>(ifOp.getResults());
+  };
+  return emitWidths(0);
+}
+
+void HopperForward::emitKeyTile(const ConsumerState &t, scf::ForOp loop,
+                                int64_t pEnd) {
+  // S(j) and P·V(j-1) in flight together.
+  const int64_t bkv = plan.blockKV, accN = plan.headDimV / 2;
+  const bool ragged = raggedFirst(), inTurn = rescaleInTurn();
+  Value j = loop.getInductionVar();
+  ValueRange args = loop.getRegionIterArgs();
+  SoftmaxState st{{args[0], args[1]}, {args[2], args[3]}};
+  SmallVector<Value> acc(args.begin() + 4, args.begin() + 4 + accN);
+  SmallVector<Value> p(args.begin() + 4 + accN,
+                       args.begin() + (args.size() - pEnd));
+  Value it = kb.sub(j, jBegin), prev = kb.sub(it, kb.idx(1));
+  Value stage = ringStage(it), prevStage = ringStage(prev);
+
+  // Waits and descriptors come before wgmma.fence: a wait loop or a
+  // descriptor computed inside the issue sequence makes ptxas re-fence and
+  // serialise the wgmmas (C7519, C7513).
+  wait(bars.kFull(), stage, ringParity(it));
+  wait(pvFull(), prevStage, ringParity(prev));
+  SmallVector<Value> qk = qkDescriptors(t.qRow0Bytes, stage);
+  SmallVector<Value> pv = pvDescriptors(prevStage);
+  turnBegin(t);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value s = issueQK(qk, bkv);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  if (inTurn) {
+    // S(j) runs while O takes the factors of P(j-1)'s tile.
+    Value f[2] = {args[args.size() - 2], args[args.size() - 1]};
+    acc = rescaleBy(f, acc);
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  }
+  SmallVector<Value> accNext = issuePV(p, pv, acc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  turnEnd(t);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
+  arrive(bars.kEmpty(), stage);
+  // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
+  Value keyTile = plan.blockSparse ? listedKeyTile(it)
+                  : ragged && (plan.spec.scoreMod || plan.spec.maskMod)
+                      ? kb.sub(j, kb.idx(1))
+                      : j;
+  Value a[2];
+  SmallVector<Value> pF32 =
+      scoreStep(t, keyTile, /*masked=*/!ragged, s, bkv, st, a, it);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
+  arrive(bars.vEmpty(), prevStage);
+  accNext = fenceOperands(b, loc, accNext);
+  SmallVector<Value> pNext = packP(fenceOperands(b, loc, pF32));
+  if (!inTurn)
+    accNext = rescaleBy(a, accNext);
+  SmallVector<Value> yield{st.rowMax[0], st.rowMax[1], st.rowSum[0],
+                           st.rowSum[1]};
+  yield.append(accNext);
+  yield.append(pNext);
+  if (inTurn)
+    yield.append({a[0], a[1]});
+  scf::YieldOp::create(b, loc, yield);
+}
+
+SmallVector<Value> HopperForward::emitLastPV(const ConsumerState &t,
+                                             ValueRange res, int64_t pEnd) {
+  // P·V of the last tile.
+  const int64_t accN = plan.headDimV / 2;
+  releaseQ();
+  SmallVector<Value> acc(res.begin() + 4, res.begin() + 4 + accN);
+  SmallVector<Value> p(res.begin() + 4 + accN,
+                       res.begin() + (res.size() - pEnd));
+  if (rescaleInTurn()) {
+    Value f[2] = {res[res.size() - 2], res[res.size() - 1]};
+    acc = rescaleBy(f, acc);
+  }
+  Value last = kb.sub(kb.sub(jEnd, jBegin), kb.idx(1));
+  Value lastStage = ringStage(last);
+  wait(pvFull(), lastStage, ringParity(last));
+  SmallVector<Value> pvLast = pvDescriptors(lastStage);
+  turnBegin(t);
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  acc = issuePV(p, pvLast, acc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  turnEnd(t);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  arrive(bars.vEmpty(), lastStage);
+  acc = fenceOperands(b, loc, acc);
+  SmallVector<Value> out(res.begin(), res.begin() + 4);
+  out.append(acc);
+  return out;
+}
+
+SmallVector<Value> HopperForward::emitKeyTiles(const ConsumerState &t) {
+  // (max, sum) per row, then O: the first key tile, the steady state, the
+  // last P·V; (-inf, 0, 0) without any key tile.
+  const int64_t accN = plan.headDimV / 2;
+  SmallVector<Value> init{kb.negInf(), kb.negInf(), kb.f32(0), kb.f32(0)};
+  init.append(accN, kb.f32(0));
+  SmallVector<Type> resTypes(init.size(), b.getF32Type());
+  auto any = scf::IfOp::create(b, loc, resTypes, kb.lt(jBegin, jEnd),
+                               /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&any.getElseRegion().front());
+  releaseQ();
+  scf::YieldOp::create(b, loc, init);
+
+  b.setInsertionPointToStart(&any.getThenRegion().front());
+  SmallVector<Value> first = emitFirstKeyTile(t, init);
+  SmallVector<Value> carried(first.begin(), first.begin() + 4);
+  carried.append(init.begin() + 4, init.end());
+  carried.append(first.begin() + 4, first.end()); // P of the first tile
+  // In-turn rescale: the factors of the tile whose P·V is issued next (1
+  // before the first: O is 0).
+  const bool inTurn = rescaleInTurn();
+  if (inTurn)
+    carried.append({kb.f32(1.0), kb.f32(1.0)});
+  const int64_t pEnd = inTurn ? 2 : 0; // carried values after P
+  auto loop = scf::ForOp::create(b, loc, kb.add(jBegin, 1), jEnd, kb.idx(1),
+                                 carried);
+  {
+    OpBuilder::InsertionGuard g2(b);
+    b.setInsertionPointToStart(loop.getBody());
+    emitKeyTile(t, loop, pEnd);
+  }
+  scf::YieldOp::create(b, loc, emitLastPV(t, loop.getResults(), pEnd));
+  return SmallVector<Value>(any.getResults());
+}
+
+void HopperForward::emitConsumerTile(Value consumer, Value oMem, Value lseMem,
+                                     Value scale) {
+  ConsumerState t = beginConsumerTile(consumer, scale);
+  if (!plan.persistent) // (forEachTile waited for a persistent tile's Q)
+    wait(bars.qFull(), kb.idx(0), parityOf(tileIter));
+  SmallVector<Value> res = emitKeyTiles(t);
+  emitOutput(t, res, oMem, lseMem);
+}
