@@ -109,6 +109,10 @@ def check_instruction_choice():
         assert got.split(":")[-2] == want, (direction, d, dv, got)
         sm80 = jit.config_text(direction, "bf16", d, dv, "causal", (-1, -1), 80)
         assert sm80.split(":")[-2] == "mma_sync", sm80
+    # fp8: the wgmma forwards at d128 and d256 (fa-aot refuses other head dims).
+    for d in (128, 256):
+        got = jit.config_text(0, "f8e4m3", d, d, "causal", (-1, -1), 90)
+        assert got == "fwd:f8e4m3:d%d:causal:wgmma:sm_90a" % d, got
     print("ok the JIT's instruction choice follows the compiler's wgmma head dims")
 
 
