@@ -60,6 +60,16 @@ struct BlockMaskLine {
                             Value line, Value blocks);
   /// The block listed at place `i` of the walk (i < count), as stored.
   Value blockAt(KernelBuilder &kb, Value i) const;
+
+  /// The line a kernel walks in row (batch, head mod mask_heads) of the
+  /// mask of `batches` · `maskHeads` rows (mask_heads is 1 or H): query
+  /// block `block`'s key blocks, or with `transposed` key block `block`'s
+  /// query blocks. `head` is emitted after the mask's layout, which
+  /// `layout` receives.
+  static BlockMaskLine walk(KernelBuilder &kb, Value mask, Value batches,
+                            Value maskHeads, Value nq, Value nk, Value batch,
+                            function_ref<Value()> head, Value block,
+                            bool transposed, BlockMaskLayout &layout);
 };
 
 /// Element `index` (index) of the i32 global buffer `base`, read through

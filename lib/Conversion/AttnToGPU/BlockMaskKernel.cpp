@@ -78,6 +78,25 @@ BlockMaskLine BlockMaskLine::read(KernelBuilder &kb, Value mask,
   return l;
 }
 
+BlockMaskLine BlockMaskLine::walk(KernelBuilder &kb, Value mask,
+                                  Value batches, Value maskHeads, Value nq,
+                                  Value nk, Value batch,
+                                  function_ref<Value()> head, Value block,
+                                  bool transposed, BlockMaskLayout &layout) {
+  BlockMaskLayout &l = layout;
+  l = BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+  Value h = head();
+  Value row = kb.add(kb.mul(batch, maskHeads),
+                     arith::RemUIOp::create(kb.b, kb.loc, h, maskHeads));
+  // Unclamped indices only misplace tiles, which TMA and the mask_mod's
+  // clamped reads keep inside the tensors.
+  if (transposed)
+    return read(kb, mask, l.fullQCount, l.qCount, l.fullQIndex, l.qIndex,
+                kb.add(kb.mul(row, l.keyBlocks), block), l.queryBlocks);
+  return read(kb, mask, l.fullKvCount, l.kvCount, l.fullKvIndex, l.kvIndex,
+              kb.add(kb.mul(row, l.queryBlocks), block), l.keyBlocks);
+}
+
 Value BlockMaskLine::blockAt(KernelBuilder &kb, Value i) const {
   Value at = kb.select(kb.lt(i, full), kb.add(fullList, i),
                        kb.add(partialList, kb.sub(i, full)));

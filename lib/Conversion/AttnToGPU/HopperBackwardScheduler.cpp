@@ -85,15 +85,12 @@ void HopperBackward::setupListedQueryTiles() {
   // group's first head: mask_heads is 1 (one row for all heads) or, without
   // GQA, heads (the runtime refuses per-head masks with GQA).
   Value batches = kb.toIndex(param(9));
-  BlockMaskLayout l =
-      BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+  BlockMaskLayout l;
+  queryLine = BlockMaskLine::walk(
+      kb, blockMask, batches, maskHeads, nq, nk, batch,
+      [&] { return kb.mul(kvHead, headsPerKvHead); }, keyBlock,
+      /*transposed=*/true, l);
   queryBlocks = l.queryBlocks;
-  Value groupHead = kb.mul(kvHead, headsPerKvHead);
-  Value maskRow = kb.add(kb.mul(batch, maskHeads),
-                         arith::RemUIOp::create(b, loc, groupHead, maskHeads));
-  queryLine = BlockMaskLine::read(
-      kb, blockMask, l.fullQCount, l.qCount, l.fullQIndex, l.qIndex,
-      kb.add(kb.mul(maskRow, l.keyBlocks), keyBlock), l.queryBlocks);
   fullTiles = queryLine.full;
   tileBegin = kb.idx(0);
   tileEnd = queryLine.count;

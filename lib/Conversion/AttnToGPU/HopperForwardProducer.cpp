@@ -39,16 +39,10 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
 }
 
 void HopperForward::setBlockSparseTile(Value qBlock) {
-  // Row (batch, head mod mask_heads) of the mask: mask_heads is 1 or H.
-  BlockMaskLayout l =
-      BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
-  Value maskRow = kb.add(kb.mul(batch, maskHeads),
-                         arith::RemUIOp::create(b, loc, head, maskHeads));
-  // Its indices, unclamped, only misplace tiles, which TMA and the
-  // mask_mod's clamped reads keep inside the tensors.
-  keyLine = BlockMaskLine::read(
-      kb, blockMask, l.fullKvCount, l.kvCount, l.fullKvIndex, l.kvIndex,
-      kb.add(kb.mul(maskRow, l.queryBlocks), qBlock), l.keyBlocks);
+  BlockMaskLayout l;
+  keyLine = BlockMaskLine::walk(
+      kb, blockMask, batches, maskHeads, nq, nk, batch, [&] { return head; },
+      qBlock, /*transposed=*/false, l);
   fullBlocks = keyLine.full;
   jBegin = kb.idx(0);
   jEnd = keyLine.count;
