@@ -92,8 +92,8 @@ struct Bits32 {
 };
 } // namespace
 
-/// Per unit (two `addresses` after the two selectors: where to load, where
-/// to store): ldmatrix.trans takes a 16-key × 16-column pair of V (4 b16
+/// Per unit (two operands after the two selectors: where to load, where
+/// to store): ldmatrix.trans takes a 16-key × 32-column unit of V (4 b16
 /// matrices: keys 0-7 and 8-15 of two 16-byte column chunks), a byte permute
 /// per pair of registers makes the Vᵀ words, stmatrix writes them. Every
 /// unit's load comes first: a warp waits for shared memory once per
