@@ -3174,6 +3174,20 @@ TEST(Fp8, Manifest) {
   EXPECT_EQ(info.dtype, FA_DTYPE_F8E4M3);
   EXPECT_STREQ(fa_dtype_name(info.dtype), "f8e4m3");
   fa_bundle_free(b);
+  // d256, the other head dim the compiler builds.
+  std::vector<MapJson> maps = abiMaps();
+  for (MapJson &m : maps)
+    m.box = "[128, 128, 1]";
+  ASSERT_EQ(loadText("fp8_d256",
+                     manifest({wgmmaJson("f8w", "f8e4m3", 256, "causal", true,
+                                         maps, R"(, "descale_param": 14)")},
+                              "12"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.head_dim, 256);
+  fa_bundle_free(b);
   // An older bundle version, a missing or misplaced descale parameter, or
   // one on another dtype is refused with the field named.
   expectRejected("fp8_v11", manifest({fp8Json()}, "11"),
@@ -3191,7 +3205,8 @@ TEST(Fp8, Manifest) {
                  manifest({wgmmaJson("w", "f8e4m3", 64, "causal", true,
                                      abiMaps(), R"(, "descale_param": 14)")},
                           "12"),
-                 "dtype 'f8e4m3' needs the mma 'wgmma' forward with head_dim");
+                 "dtype 'f8e4m3' needs the mma 'wgmma' forward with head_dim "
+                 "= head_dim_v in {128, 256}");
 }
 
 class Fp8Validate : public ::testing::Test {
