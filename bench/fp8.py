@@ -2,8 +2,8 @@
 """TFLOP/s of fa's fp8 e4m3 forward (issue 19) next to fa's bf16 forward
 and PyTorch SDPA (cuDNN, flash) in one process, with bench.py's interleaved
 CUDA-event timing: B*N = 64k tokens, hidden 2048 (H = 2048/d), d in
-{128, 256} (--dims), N in {1k, 2k, 4k, 8k, 16k}, causal off and on. FLOPs as bench.py: 4*B*H*N^2*d forward, half when
-causal. The fp8 call is fa.forward_fp8_into (preallocated O and LSE, the
+{128, 256} (--dims), N in {1k, 2k, 4k, 8k, 16k}, causal off and on. FLOPs
+as bench.py: 4*B*H*N^2*d forward, half when causal. The fp8 call is fa.forward_fp8_into (preallocated O and LSE, the
 runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into.
 
 SDPA's cuDNN backend in this PyTorch takes no float8 inputs (it is tried

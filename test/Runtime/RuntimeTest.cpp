@@ -3156,13 +3156,14 @@ TEST_F(ModArgs, MayNotOverlapAnOutput) {
 // fp8 forwards (dtype f8e4m3, bundle version 12)
 //===----------------------------------------------------------------------===//
 
-/// The fp8 d128 forward as fa-aot writes it: 128-column (128-byte) boxes,
-/// descale tensors at 14, strides from 17.
-std::string fp8Json(const std::string &extra = R"(, "descale_param": 14)") {
+/// The fp8 forward (d128, or `d`) as fa-aot writes it: 128-column
+/// (128-byte) boxes, descale tensors at 14, strides from 17.
+std::string fp8Json(const std::string &extra = R"(, "descale_param": 14)",
+                    int d = 128) {
   std::vector<MapJson> maps = abiMaps();
   for (MapJson &m : maps)
     m.box = "[128, 128, 1]";
-  return wgmmaJson("f8", "f8e4m3", 128, "causal", true, maps, extra);
+  return wgmmaJson("f8", "f8e4m3", d, "causal", true, maps, extra);
 }
 
 TEST(Fp8, Manifest) {
@@ -3175,13 +3176,8 @@ TEST(Fp8, Manifest) {
   EXPECT_STREQ(fa_dtype_name(info.dtype), "f8e4m3");
   fa_bundle_free(b);
   // d256, the other head dim the compiler builds.
-  std::vector<MapJson> maps = abiMaps();
-  for (MapJson &m : maps)
-    m.box = "[128, 128, 1]";
   ASSERT_EQ(loadText("fp8_d256",
-                     manifest({wgmmaJson("f8w", "f8e4m3", 256, "causal", true,
-                                         maps, R"(, "descale_param": 14)")},
-                              "12"),
+                     manifest({fp8Json(R"(, "descale_param": 14)", 256)}, "12"),
                      &b),
             FA_SUCCESS)
       << lastError();

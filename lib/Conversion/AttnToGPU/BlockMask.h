@@ -65,11 +65,12 @@ struct BlockMaskLine {
   /// mask of `batches` · `maskHeads` rows (mask_heads is 1 or H): query
   /// block `block`'s key blocks, or with `transposed` key block `block`'s
   /// query blocks. `head` is emitted after the mask's layout, which
-  /// `layout` receives.
+  /// `layout` receives if given.
   static BlockMaskLine walk(KernelBuilder &kb, Value mask, Value batches,
                             Value maskHeads, Value nq, Value nk, Value batch,
                             function_ref<Value()> head, Value block,
-                            bool transposed, BlockMaskLayout &layout);
+                            bool transposed,
+                            BlockMaskLayout *layout = nullptr);
 };
 
 /// Element `index` (index) of the i32 global buffer `base`, read through

@@ -82,9 +82,11 @@ BlockMaskLine BlockMaskLine::walk(KernelBuilder &kb, Value mask,
                                   Value batches, Value maskHeads, Value nq,
                                   Value nk, Value batch,
                                   function_ref<Value()> head, Value block,
-                                  bool transposed, BlockMaskLayout &layout) {
-  BlockMaskLayout &l = layout;
-  l = BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+                                  bool transposed, BlockMaskLayout *layout) {
+  BlockMaskLayout l =
+      BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+  if (layout)
+    *layout = l;
   Value h = head();
   Value row = kb.add(kb.mul(batch, maskHeads),
                      arith::RemUIOp::create(kb.b, kb.loc, h, maskHeads));

@@ -89,7 +89,7 @@ void HopperBackward::setupListedQueryTiles() {
   queryLine = BlockMaskLine::walk(
       kb, blockMask, batches, maskHeads, nq, nk, batch,
       [&] { return kb.mul(kvHead, headsPerKvHead); }, keyBlock,
-      /*transposed=*/true, l);
+      /*transposed=*/true, &l);
   queryBlocks = l.queryBlocks;
   fullTiles = queryLine.full;
   tileBegin = kb.idx(0);

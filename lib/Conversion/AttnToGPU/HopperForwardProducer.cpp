@@ -39,10 +39,9 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
 }
 
 void HopperForward::setBlockSparseTile(Value qBlock) {
-  BlockMaskLayout l;
-  keyLine = BlockMaskLine::walk(
-      kb, blockMask, batches, maskHeads, nq, nk, batch, [&] { return head; },
-      qBlock, /*transposed=*/false, l);
+  keyLine = BlockMaskLine::walk(kb, blockMask, batches, maskHeads, nq, nk,
+                                batch, [&] { return head; }, qBlock,
+                                /*transposed=*/false);
   fullBlocks = keyLine.full;
   jBegin = kb.idx(0);
   jEnd = keyLine.count;

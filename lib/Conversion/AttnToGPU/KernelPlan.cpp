@@ -122,11 +122,11 @@ bool mlir::fa::wgmmaHeadDimsSupported(bool backward, int64_t headDim,
 /// the O accumulator alone takes 128 of a consumer's 240 registers and
 /// Q (64 KB) plus two 64-key K/V stages (128 KB) fill shared memory.
 static int64_t wgmmaDefaultBlockKV(const KernelPlan &plan) {
+  if (plan.headDimV > 128) // fp8 too: its 128-key tile spills at d256
+    return 64;
   // fp8: 192 keys halve nothing but amortise the per-tile costs its faster
   // GEMMs expose (+4-8% over 128 at N >= 2k on the H200, PERF.md).
-  if (plan.isFp8())
-    return plan.headDim > 128 ? 64 : 192;
-  return plan.headDimV > 128 ? 64 : 128;
+  return plan.isFp8() ? 192 : 128;
 }
 
 /// The fp8 forward (HopperFp8.cpp): D = Dv in {128, 256}. The transposed V
@@ -147,8 +147,9 @@ static LogicalResult checkFp8Plan(KernelPlan &plan, std::string &error) {
   if (wide ? plan.blockKV != 64 && plan.blockKV != 128
            : plan.blockKV != 128 && plan.blockKV != 192) {
     error = std::string("expected block-kv = ") +
-            (wide ? "64 or 128" : "128 or 192") + " for the f8E4M3FN forward at D " +
-            std::to_string(d) + ", got " + std::to_string(plan.blockKV);
+            (wide ? "64 or 128" : "128 or 192") +
+            " for the f8E4M3FN forward at D " + std::to_string(d) + ", got " +
+            std::to_string(plan.blockKV);
     return failure();
   }
   if (plan.persistent) {
