@@ -762,6 +762,75 @@ def AttnGPU_ProducerWarpOp : AttnGPU_Op<"producer_warp",
   }];
 }
 
+def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments]> {
+  let summary = "S = Q·Kᵀ on wgmma, both operands in shared memory (issued only)";
+  let description = [{
+    One warpgroup's m64nN product, N the scores' columns: a k step (32
+    bytes of each row: k16 of 16-bit or k32 of e4m3 `operand_type`) per
+    pair of shared-memory descriptors, Q's K-major rows against K's, the
+    first step overwriting the accumulator. A warp's view of the result is
+    its 16 rows in the accumulator layout (lane (g, t) of warp w holds rows
+    16w + g, + 8), which the score ops read unchanged. Issued only: the
+    operands and the result are valid between a `nvvm.wgmma.fence` before
+    it and the `nvvm.wgmma.wait.group` after its commit.
+    ```mlir
+    %s = attn_gpu.wgmma_qk (%q0, %q1, ...), (%k0, %k1, ...) of bf16
+        : !attn_gpu.fragment<16x128xf32, accumulator>
+    ```
+  }];
+  let arguments = (ins Variadic<I64>:$query_descriptors,
+                       Variadic<I64>:$key_descriptors,
+                       TypeAttr:$operand_type);
+  let results = (outs AttnGPU_Fragment:$scores);
+  let assemblyFormat = [{
+    `(` $query_descriptors `)` `,` `(` $key_descriptors `)` `of`
+    $operand_type attr-dict `:` type($scores)
+  }];
+  let hasVerifier = 1;
+}
+
+def AttnGPU_WgmmaPVOp : AttnGPU_Op<"wgmma_pv",
+    [AllTypesMatch<["acc", "result"]>, AttrSizedOperandSegments]> {
+  let summary = "acc += P·V on wgmma, P in registers (issued only)";
+  let description = [{
+    P as wgmma A registers (four i32 words per k step: 16-bit pairs of k16
+    or e4m3 quads of k32 `operand_type`), V through one shared-memory
+    descriptor per k step (MN-major, or an fp8 plan's K-major Vᵀ), into the
+    accumulator's columns. Issued only, as `attn_gpu.wgmma_qk`.
+    ```mlir
+    %o1 = attn_gpu.wgmma_pv (%p0, ...), (%v0, ...), %o of bf16
+        : !attn_gpu.fragment<16x128xf32, accumulator>
+    ```
+  }];
+  let arguments = (ins Variadic<I32>:$probs, Variadic<I64>:$value_descriptors,
+                       AttnGPU_Fragment:$acc, TypeAttr:$operand_type);
+  let results = (outs AttnGPU_Fragment:$result);
+  let assemblyFormat = [{
+    `(` $probs `)` `,` `(` $value_descriptors `)` `,` $acc `of`
+    $operand_type attr-dict `:` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+class AttnGPU_TurnOp<string mnemonic, string summaryText>
+    : AttnGPU_Op<mnemonic> {
+  let summary = summaryText;
+  let description = [{
+    Ping-pong of two consumer warpgroups (256 threads): consumer 0
+    (`first`) issues its GEMMs between `bar.sync 1` and `bar.arrive 2`,
+    consumer 1 between `bar.sync 2` and `bar.arrive 1`, so one warpgroup's
+    softmax runs under the other's GEMMs. Both pass the same turns; consumer
+    0's own `bar.arrive 1` before its first tile lets it go first.
+  }];
+  let arguments = (ins I1:$first);
+  let assemblyFormat = "$first attr-dict";
+}
+
+def AttnGPU_TurnBeginOp : AttnGPU_TurnOp<"turn_begin",
+    "ping-pong: wait for this consumer warpgroup's turn to issue">;
+def AttnGPU_TurnEndOp : AttnGPU_TurnOp<"turn_end",
+    "ping-pong: hand the turn to the other consumer warpgroup">;
+
 def AttnGPU_TmaCopyOp : AttnGPU_Op<"tma_copy", [AttrSizedOperandSegments]> {
   let summary = "producer: load a ring slot's tile by TMA";
   let description = [{

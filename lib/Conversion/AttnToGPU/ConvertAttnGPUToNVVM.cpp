@@ -149,6 +149,23 @@ static void addTileTypeConversions(TypeConverter &converter) {
       out.append(2, i32); // hi[0], hi[1]
     return success();
   });
+  // A wgmma forward's builder code reads the lane values of the GEMM ops'
+  // fragments through casts (HopperForwardMainloop.cpp): the casts stay
+  // until reconcile-unrealized-casts folds each pair.
+  converter.addSourceMaterialization(
+      [](OpBuilder &b, ag::FragmentType t, ValueRange lanes, Location loc) {
+        return UnrealizedConversionCastOp::create(b, loc, t, lanes)
+            .getResult(0);
+      });
+  converter.addTargetMaterialization([](OpBuilder &b, TypeRange lanes,
+                                        ValueRange fragment, Location loc,
+                                        Type original) -> SmallVector<Value> {
+    if (!isa<ag::FragmentType>(original))
+      return {};
+    return SmallVector<Value>(
+        UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
+            .getResults());
+  });
 }
 
 static RowKeyBounds unpackBounds(ValueRange v, ag::KeyBoundsType t) {
@@ -938,8 +955,10 @@ struct ConvertAttnGPUToNVVMPass final
     KernelLowerings kernels;
     WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
       bool tileLevel = false;
+      // (The wgmma GEMMs and turns of a builder's kernel need no plan.)
       func.walk([&](Operation *op) {
-        tileLevel |= isa<ag::AttnGPUDialect>(op->getDialect());
+        tileLevel |=
+            isa<ag::AttnGPUDialect>(op->getDialect()) && !isWgmmaTileOp(op);
       });
       if (!tileLevel)
         return WalkResult::advance();
@@ -959,7 +978,9 @@ struct ConvertAttnGPUToNVVMPass final
     });
     if (walk.wasInterrupted())
       return signalPassFailure();
-    if (kernels.empty())
+    bool wgmmaOps = false;
+    module.walk([&](Operation *op) { wgmmaOps |= isWgmmaTileOp(op); });
+    if (kernels.empty() && !wgmmaOps)
       return;
 
     TypeConverter converter;
@@ -980,8 +1001,25 @@ struct ConvertAttnGPUToNVVMPass final
         converter, ctx, kernels);
     populateBackwardTileLowering(patterns, converter, kernels);
     populateRingLowering(patterns, converter, kernels);
+    populateWgmmaLowering(patterns, converter);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
+    // No fragment outlives the tile level: the casts between a wgmma
+    // forward's builder code and its tile ops' lane values fold in pairs.
+    SmallVector<UnrealizedConversionCastOp> casts;
+    module.walk([&](UnrealizedConversionCastOp cast) {
+      auto isFragment = llvm::IsaPred<ag::FragmentType>;
+      if (llvm::any_of(cast->getOperandTypes(), isFragment) ||
+          llvm::any_of(cast->getResultTypes(), isFragment))
+        casts.push_back(cast);
+    });
+    SmallVector<UnrealizedConversionCastOp> unfolded;
+    reconcileUnrealizedCasts(casts, &unfolded);
+    if (!unfolded.empty()) {
+      unfolded.front().emitOpError("expected the lane values of a fragment, left "
+                               "after the tile level's lowering");
+      return signalPassFailure();
+    }
   }
 };
 } // namespace

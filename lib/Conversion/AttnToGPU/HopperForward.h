@@ -46,8 +46,6 @@ constexpr int32_t kPersistentConsumerRegs = 232;
 /// registers; 40·128 + 2·232·128 = 168·384.
 constexpr int32_t kFp8ProducerRegs = 40;
 constexpr int32_t kFp8ConsumerRegs = 232;
-/// Threads of the two consumer warpgroups.
-constexpr int64_t kConsumerThreads = 256;
 
 /// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {
@@ -263,7 +261,7 @@ private:
   /// P·V(j-1) lands. Block-sparse: `iteration` (the ring iteration) tells a
   /// full key tile (no mask_mod, no bound) from a partial one.
   SmallVector<Value> scoreStep(const ConsumerState &t, Value keyTile,
-                               bool masked, Value sStruct, int64_t keys,
+                               bool masked, Value scores, int64_t keys,
                                SoftmaxState &state, Value alpha[2],
                                Value iteration);
   /// P as A registers (Wgmma.h). Packing happens only once no wgmma is in
@@ -281,14 +279,11 @@ private:
   /// this tile (the CTA's ringBase + it).
   Value ringStage(Value it);
   Value ringParity(Value it);
-  /// Ping-pong: consumer c issues its GEMMs after `bar.sync 1 + c` and then
-  /// lets the other one issue (`bar.arrive 2 - c`), so one warpgroup's
-  /// softmax runs under the other's GEMMs. Both consumers pass the same
-  /// number of issue points (prologue, one per loop trip, epilogue);
-  /// consumer 0's own arrival (emitConsumer) lets it go first. Ids are
-  /// constants on each side of a branch.
-  void perConsumer(const ConsumerState &t, StringRef op, int64_t id0,
-                   int64_t id1);
+  /// Ping-pong (attn_gpu.turn_begin / turn_end): a consumer's GEMMs are
+  /// issued in its turn, so one warpgroup's softmax runs under the other's
+  /// GEMMs. Both consumers pass the same number of turns (prologue, one per
+  /// loop trip, epilogue); consumer 0's own arrival (emitConsumer) lets it
+  /// go first.
   void turnBegin(const ConsumerState &t);
   void turnEnd(const ConsumerState &t);
   /// On a persistent grid the producer refills Q for the next tile once
@@ -309,9 +304,11 @@ private:
   /// Descriptors of V(stage), per k16 step.
   SmallVector<Value> pvDescriptors(Value stage);
   /// S = Q·K(stage)ᵀ over the stage's first `keys` keys, issued on the
-  /// tensor cores (not waited for).
+  /// tensor cores (not waited for): an attn_gpu.wgmma_qk, its accumulator
+  /// fragment.
   Value issueQK(ArrayRef<Value> descs, int64_t keys);
-  /// acc += P·V(stage) issued with P in registers (not waited for).
+  /// acc += P·V(stage) issued with P in registers (not waited for): an
+  /// attn_gpu.wgmma_pv, its lane values.
   SmallVector<Value> issuePV(ArrayRef<Value> p, ArrayRef<Value> descs,
                              ArrayRef<Value> acc);
 };

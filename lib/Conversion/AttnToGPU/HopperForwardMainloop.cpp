@@ -6,11 +6,13 @@
 
 #include "HopperForward.h"
 
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
+namespace ag = mlir::fa::attn_gpu;
 
 //===----------------------------------------------------------------------===//
 // Consumers
@@ -53,22 +55,43 @@ SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
   return descs;
 }
 
+/// The accumulator fragment of `cols` columns (a warp's view of a wgmma
+/// m64n`cols` result).
+static ag::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols) {
+  return ag::FragmentType::get(ctx, 16, cols, Float32Type::get(ctx),
+                               ag::FragmentLayout::Accumulator);
+}
+
+/// The lane's values of `fragment` (the builder's code around the tile ops
+/// reads them; convert-attn-gpu-to-nvvm's casts resolve to the lowering's).
+static SmallVector<Value> laneValues(OpBuilder &b, Location loc,
+                                     Value fragment) {
+  auto type = cast<ag::FragmentType>(fragment.getType());
+  SmallVector<Type> lanes(type.getLaneValueCount(), b.getF32Type());
+  return SmallVector<Value>(
+      UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
+          .getResults());
+}
+
 Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
   SmallVector<Value> q, k;
   for (int64_t ks = 0; ks < static_cast<int64_t>(descs.size()) / 2; ++ks) {
     q.push_back(descs[2 * ks]);
     k.push_back(descs[2 * ks + 1]);
   }
-  if (fp8())
-    return issueWgmmaSharedFp8(kb, keys, q, k);
-  return issueWgmmaShared(kb, keys, q, k, NVVM::MMALayout::row,
-                          NVVM::MMALayout::col);
+  return ag::WgmmaQKOp::create(b, loc, accumulatorType(b.getContext(), keys),
+                               q, k, TypeAttr::get(plan.elemType));
 }
 
 SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
                                           ArrayRef<Value> descs,
                                           ArrayRef<Value> acc) {
-  return issueWgmmaRegisterA(kb, p, descs, acc);
+  auto type = accumulatorType(b.getContext(), 2 * acc.size());
+  Value accFragment =
+      UnrealizedConversionCastOp::create(b, loc, type, acc).getResult(0);
+  Value result = ag::WgmmaPVOp::create(b, loc, type, p, descs, accFragment,
+                                       TypeAttr::get(plan.elemType));
+  return laneValues(b, loc, result);
 }
 
 void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
@@ -117,12 +140,11 @@ HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
 
 SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
                                             Value keyTile, bool masked,
-                                            Value sStruct, int64_t keys,
+                                            Value scores, int64_t keys,
                                             SoftmaxState &state,
                                             Value alpha[2], Value iteration) {
   const int64_t bkv = plan.blockKV;
-  SmallVector<Value> s =
-      fenceOperands(b, loc, unpackStruct(b, loc, sStruct, keys / 2));
+  SmallVector<Value> s = fenceOperands(b, loc, laneValues(b, loc, scores));
   attn::ScorePosition tile{batch, head, qBegin, Value(), nq, nk};
   if (plan.spec.scoreMod)
     applyScoreMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv), t.scale,
@@ -164,24 +186,14 @@ Value HopperForward::ringParity(Value it) {
   return BarrierRing{layout.stages}.fullParity(kb, kb.add(ringBase, it));
 }
 
-void HopperForward::perConsumer(const ConsumerState &t, StringRef op,
-                                int64_t id0, int64_t id1) {
-  auto ifOp = scf::IfOp::create(b, loc, t.isFirst, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-  namedBarrier(b, loc, op, id0, kConsumerThreads);
-  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  namedBarrier(b, loc, op, id1, kConsumerThreads);
-}
-
 void HopperForward::turnBegin(const ConsumerState &t) {
   if (plan.schedule.pingPong)
-    perConsumer(t, "bar.sync", 1, 2);
+    ag::TurnBeginOp::create(b, loc, t.isFirst);
 }
 
 void HopperForward::turnEnd(const ConsumerState &t) {
   if (plan.schedule.pingPong)
-    perConsumer(t, "bar.arrive", 2, 1);
+    ag::TurnEndOp::create(b, loc, t.isFirst);
 }
 
 void HopperForward::releaseQ() {

@@ -132,6 +132,12 @@ void populateRingLowering(RewritePatternSet &patterns,
                           const TypeConverter &converter,
                           KernelLowerings &kernels);
 
+/// The wgmma forward's GEMM and turn ops (WgmmaLowering.cpp), which need no
+/// kernel plan, and their patterns.
+bool isWgmmaTileOp(Operation *op);
+void populateWgmmaLowering(RewritePatternSet &patterns,
+                           const TypeConverter &converter);
+
 /// The kernel plan of a tile-level backward kernel, resolved again from its
 /// `attn.kernel_plan` and its tile ops (BackwardTileLowering.cpp).
 FailureOr<KernelPlan> backwardTileKernelPlan(gpu::GPUFuncOp func,

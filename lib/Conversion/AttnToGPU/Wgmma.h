@@ -153,6 +153,8 @@ struct BarrierRing {
 /// exactly (attn_gpu.warp_specialize checks it).
 constexpr int32_t kProducerRegs = 24;
 constexpr int32_t kConsumerRegs = 240;
+/// Threads of the two consumer warpgroups (the ping-pong's named barriers).
+constexpr int64_t kConsumerThreads = 256;
 
 /// Fills the body of `func`, fa_bwd of docs/ABI.md, with the wgmma main
 /// backward (HopperBackwardKernel.cpp), running the query-block loop of

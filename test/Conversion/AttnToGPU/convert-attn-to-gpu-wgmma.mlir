@@ -44,7 +44,32 @@
 // ROLES: nvgpu.tma.async.load
 // ROLES: } consumers registers 240 {
 // ROLES-NEXT: ^bb0(%{{.+}}: index):
-// ROLES: nvvm.wgmma.mma_async
+// The consumer's GEMMs are tile ops, issued in ping-pong turns: the first
+// key tile's S, then in the key loop S(j) and P·V(j-1) in flight together
+// (waits for 1, then 0 groups), then the last tile's P·V.
+// ROLES: attn_gpu.turn_begin %[[FIRST:[^ ]+]]
+// ROLES-NEXT: nvvm.wgmma.fence.aligned
+// ROLES-NEXT: %[[S0:.+]] = attn_gpu.wgmma_qk({{.+}}), ({{.+}}) of bf16 : <16x128xf32, accumulator>
+// ROLES-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// ROLES-NEXT: attn_gpu.turn_end %[[FIRST]]
+// ROLES-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// ROLES: builtin.unrealized_conversion_cast %[[S0]] : !attn_gpu.fragment<16x128xf32, accumulator> to f32,
+// ROLES: scf.for
+// ROLES: attn_gpu.turn_begin %[[FIRST]]
+// ROLES-NEXT: nvvm.wgmma.fence.aligned
+// ROLES-NEXT: %[[S:.+]] = attn_gpu.wgmma_qk({{.+}}) of bf16 : <16x128xf32, accumulator>
+// ROLES-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// ROLES: attn_gpu.wgmma_pv({{.+}}), ({{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}, {{[^,]+}}), %{{.+}} of bf16 : <16x128xf32, accumulator>
+// ROLES: nvvm.wgmma.commit.group.sync.aligned
+// ROLES-NEXT: attn_gpu.turn_end %[[FIRST]]
+// ROLES-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// ROLES: builtin.unrealized_conversion_cast %[[S]] : !attn_gpu.fragment<16x128xf32, accumulator> to f32,
+// ROLES: nvvm.wgmma.wait.group.sync.aligned 0
+// ROLES: attn_gpu.turn_begin %[[FIRST]]
+// ROLES-NEXT: nvvm.wgmma.fence.aligned
+// ROLES: attn_gpu.wgmma_pv
+// ROLES: attn_gpu.turn_end %[[FIRST]]
+// ROLES-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>

@@ -1,4 +1,4 @@
-// RUN: fa-opt %s -convert-attn-gpu-to-nvvm | FileCheck %s --enable-var-scope
+// RUN: fa-opt %s -split-input-file -convert-attn-gpu-to-nvvm | FileCheck %s --enable-var-scope
 
 // convert-attn-gpu-to-nvvm lowers the warpgroup roles to one branch on
 // tid / 128: warpgroup 0 lowers its registers and runs the producer, the
@@ -25,6 +25,40 @@ gpu.module @roles {
       %one = arith.constant 1.0 : f32
       memref.store %one, %out[%c] : memref<2xf32>
     }
+    gpu.return
+  }
+}
+
+// -----
+
+// The wgmma forward's tile ops need no kernel plan: wgmma_qk is one
+// shared-memory wgmma per k step (the first overwrites the accumulator),
+// wgmma_pv the register-A form (inline PTX, P's four words per k step), the
+// turns named barriers 1 and 2 of the two consumer warpgroups.
+// CHECK-LABEL: gpu.func @wgmma
+// CHECK: scf.if %[[FIRST:[^ ]+]] {
+// CHECK-NEXT: llvm.inline_asm has_side_effects "bar.sync 1, 256;"
+// CHECK-NEXT: } else {
+// CHECK-NEXT: llvm.inline_asm has_side_effects "bar.sync 2, 256;"
+// CHECK: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-32: llvm.extractvalue
+// CHECK: llvm.inline_asm has_side_effects {{.+}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-NEXT: llvm.inline_asm has_side_effects "bar.arrive 2, 256;"
+// CHECK-NEXT: } else {
+// CHECK-NEXT: llvm.inline_asm has_side_effects "bar.arrive 1, 256;"
+// CHECK-NOT: attn_gpu.
+// CHECK: memref.store
+gpu.module @wgmma {
+  gpu.func @wgmma(%first: i1, %q: i64, %k: i64, %p: i32, %out: memref<32xf32>) kernel {
+    attn_gpu.turn_begin %first
+    %s = attn_gpu.wgmma_qk (%q, %q), (%k, %k) of bf16 : !attn_gpu.fragment<16x64xf32, accumulator>
+    %o = attn_gpu.wgmma_pv (%p, %p, %p, %p), (%k), %s of bf16 : !attn_gpu.fragment<16x64xf32, accumulator>
+    attn_gpu.turn_end %first
+    %lanes:32 = builtin.unrealized_conversion_cast %o : !attn_gpu.fragment<16x64xf32, accumulator> to f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32
+    %c0 = arith.constant 0 : index
+    memref.store %lanes#31, %out[%c0] : memref<32xf32>
     gpu.return
   }
 }

@@ -1,5 +1,6 @@
 // In the wgmma forward's key loop O takes the previous tile's factors inside
-// the ping-pong turn: S(j) is issued, then the 64 multiplies of O, a second
+// the ping-pong turn: S(j) is issued (attn_gpu.wgmma_qk: its lane values
+// read off the struct at the issue), then the 64 multiplies of O, a second
 // wgmma.fence, and P·V(j-1) (FA3's order), so they are off the path from a
 // tile's softmax to its next issue. By default for D > 64, except on a
 // persistent grid with block_kv > 128, whose consumer would spill;
@@ -14,6 +15,7 @@
 // CHECK: bar.sync 1, 256
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 128, k = 16>
+// CHECK-COUNT-64: llvm.extractvalue
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-COUNT-64: arith.mulf
 // CHECK-NEXT: nvvm.wgmma.fence.aligned
@@ -31,6 +33,7 @@
 // PERS: bar.sync 1, 256
 // PERS: nvvm.wgmma.fence.aligned
 // PERS-COUNT-8: nvvm.wgmma.mma_async {{.*}}<m = 64, n = 128, k = 16>
+// PERS-COUNT-64: llvm.extractvalue
 // PERS-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // PERS-COUNT-64: arith.mulf
 // PERS-NEXT: nvvm.wgmma.fence.aligned

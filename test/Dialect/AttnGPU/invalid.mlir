@@ -451,3 +451,35 @@ func.func @ring_arrive_thread(%i: index) {
   attn_gpu.ring_arrive %i at 0 slots 2 thread 1024
   return
 }
+
+// -----
+
+func.func @wgmma_qk_steps(%d: i64) {
+  // expected-error @+1 {{expected one Q and one K descriptor per k step, got 2 and 1}}
+  %s = attn_gpu.wgmma_qk (%d, %d), (%d) of bf16 : !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @wgmma_qk_width(%d: i64) {
+  // expected-error @+1 {{expected an accumulator of 8 to 256 columns in n8 steps (a wgmma m64nN), got '!attn_gpu.fragment<16x264xf32, accumulator>'}}
+  %s = attn_gpu.wgmma_qk (%d), (%d) of bf16 : !attn_gpu.fragment<16x264xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @wgmma_qk_type(%d: i64) {
+  // expected-error @+1 {{expected bf16, f16 or f8E4M3FN operands, got 'f32'}}
+  %s = attn_gpu.wgmma_qk (%d), (%d) of f32 : !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @wgmma_pv_registers(%p: i32, %d: i64, %acc: !attn_gpu.fragment<16x64xf32, accumulator>) {
+  // expected-error @+1 {{expected four P registers per V descriptor (k step), got 2 and 1}}
+  %o = attn_gpu.wgmma_pv (%p, %p), (%d), %acc of bf16 : !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}

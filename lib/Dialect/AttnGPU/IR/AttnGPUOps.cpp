@@ -528,6 +528,38 @@ LogicalResult MmaPVOp::verify() {
   return success();
 }
 
+/// Fails unless `type` is a wgmma operand type fa issues (bf16, f16, e4m3)
+/// and `acc` an accumulator of a wgmma width (8 … 256 columns, n8 steps).
+static LogicalResult verifyWgmma(Operation *op, Type type, FragmentType acc) {
+  if (!type.isBF16() && !type.isF16() && !isa<Float8E4M3FNType>(type))
+    return op->emitOpError("expected bf16, f16 or f8E4M3FN operands, got ")
+           << type;
+  int64_t n = acc.getCols();
+  if (acc.getLayout() != FragmentLayout::Accumulator || n % 8 != 0 || n < 8 ||
+      n > 256)
+    return op->emitOpError("expected an accumulator of 8 to 256 columns in "
+                           "n8 steps (a wgmma m64nN), got ")
+           << acc;
+  return success();
+}
+
+LogicalResult WgmmaQKOp::verify() {
+  size_t steps = getQueryDescriptors().size();
+  if (steps == 0 || steps != getKeyDescriptors().size())
+    return emitOpError("expected one Q and one K descriptor per k step, got ")
+           << steps << " and " << getKeyDescriptors().size();
+  return verifyWgmma(*this, getOperandType(), getScores().getType());
+}
+
+LogicalResult WgmmaPVOp::verify() {
+  size_t steps = getValueDescriptors().size();
+  if (steps == 0 || getProbs().size() != 4 * steps)
+    return emitOpError("expected four P registers per V descriptor (k "
+                       "step), got ")
+           << getProbs().size() << " and " << steps;
+  return verifyWgmma(*this, getOperandType(), getAcc().getType());
+}
+
 LogicalResult StoreOutputOp::verify() {
   if (!isLayout(getAcc().getType(), FragmentLayout::Accumulator) ||
       !isLayout(getInvSum().getType(), FragmentLayout::Rows) ||
