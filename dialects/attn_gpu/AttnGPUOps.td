@@ -772,7 +772,9 @@ def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments]> {
     its 16 rows in the accumulator layout (lane (g, t) of warp w holds rows
     16w + g, + 8), which the score ops read unchanged. Issued only: the
     operands and the result are valid between a `nvvm.wgmma.fence` before
-    it and the `nvvm.wgmma.wait.group` after its commit.
+    it and the `nvvm.wgmma.wait.group` after its commit. The backward forms
+    Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ with it, and with `mn_major` (both operands
+    MN-major, 16-bit only) dQ = dS·K.
     ```mlir
     %s = attn_gpu.wgmma_qk (%q0, %q1, ...), (%k0, %k1, ...) of bf16
         : !attn_gpu.fragment<16x128xf32, accumulator>
@@ -780,11 +782,11 @@ def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments]> {
   }];
   let arguments = (ins Variadic<I64>:$query_descriptors,
                        Variadic<I64>:$key_descriptors,
-                       TypeAttr:$operand_type);
+                       TypeAttr:$operand_type, UnitAttr:$mn_major);
   let results = (outs AttnGPU_Fragment:$scores);
   let assemblyFormat = [{
-    `(` $query_descriptors `)` `,` `(` $key_descriptors `)` `of`
-    $operand_type attr-dict `:` type($scores)
+    `(` $query_descriptors `)` `,` `(` $key_descriptors `)` (`mn_major`
+    $mn_major^)? `of` $operand_type attr-dict `:` type($scores)
   }];
   let hasVerifier = 1;
 }
@@ -796,7 +798,8 @@ def AttnGPU_WgmmaPVOp : AttnGPU_Op<"wgmma_pv",
     P as wgmma A registers (four i32 words per k step: 16-bit pairs of k16
     or e4m3 quads of k32 `operand_type`), V through one shared-memory
     descriptor per k step (MN-major, or an fp8 plan's K-major Vᵀ), into the
-    accumulator's columns. Issued only, as `attn_gpu.wgmma_qk`.
+    accumulator's columns. Issued only, as `attn_gpu.wgmma_qk`. The
+    backward's dV += Pᵀ·dO and dK += dSᵀ·Q are this op.
     ```mlir
     %o1 = attn_gpu.wgmma_pv (%p0, ...), (%v0, ...), %o of bf16
         : !attn_gpu.fragment<16x128xf32, accumulator>

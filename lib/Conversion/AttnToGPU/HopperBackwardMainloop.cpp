@@ -57,8 +57,7 @@ Value HopperBackward::issueKeyByQuery(Value base, Value keyTile,
         kb, base, kb.add(queryTile, slab * bq * kSlabRowBytes + inSlab), 16));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value acc = issueWgmmaShared(kb, bq, keyDescs, queryDescs,
-                               NVVM::MMALayout::row, NVVM::MMALayout::col);
+  Value acc = buildWgmmaQK(kb, bq, keyDescs, queryDescs);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
@@ -80,8 +79,8 @@ void HopperBackward::issueDVAndDK(Value base, ArrayRef<Value> pA,
     qDescs.push_back(queryTileStepAsB(base, qStageOf(stage), kk));
   }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  dV = issueWgmmaRegisterA(kb, pA, doDescs, dV);
-  dK = issueWgmmaRegisterA(kb, dsA, qDescs, dK);
+  dV = buildWgmmaPV(kb, pA, doDescs, dV);
+  dK = buildWgmmaPV(kb, dsA, qDescs, dK);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 
@@ -139,9 +138,8 @@ SmallVector<Value> HopperBackward::issueDQ(Value base, Value warpgroup,
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   SmallVector<Value> accs;
   for (auto [piece, descs] : llvm::zip_equal(pieces, kDescs))
-    accs.push_back(issueWgmmaShared(kb, piece.width, dsDescs, descs,
-                                    NVVM::MMALayout::col,
-                                    NVVM::MMALayout::row));
+    accs.push_back(buildWgmmaQK(kb, piece.width, dsDescs, descs,
+                                /*mnMajor=*/true));
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return accs;
 }
@@ -149,7 +147,7 @@ SmallVector<Value> HopperBackward::issueDQ(Value base, Value warpgroup,
 SmallVector<Value> HopperBackward::unpackDQ(ArrayRef<Value> dqAcc) {
   SmallVector<Value> values;
   for (auto [piece, acc] : llvm::zip_equal(dqPieces(plan.headDim), dqAcc))
-    values.append(unpackStruct(b, loc, acc, piece.width / 2));
+    values.append(laneValues(b, loc, acc));
   return fenceOperands(b, loc, values);
 }
 
@@ -287,7 +285,6 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
   // dV += Pᵀ·dO and dK += dSᵀ·Q issued. The A registers are packed while no
   // wgmma is in flight: registers of a later wgmma defined while one runs
   // make ptxas serialise them (C7513).
-  const int64_t scoreValues = plan.blockQ / 2; // of an m64 Sᵀ accumulator
   Value base = tile.descriptorBase;
   Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
                                qStageOf(stage), plan.headDim);
@@ -295,11 +292,11 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
                                 doStageOf(stage), plan.headDimV);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
   SmallVector<Value> s =
-      fenceOperands(b, loc, unpackStruct(b, loc, sAcc, scoreValues));
+      fenceOperands(b, loc, laneValues(b, loc, sAcc));
   SmallVector<Value> chain = computeP(s, tile, stage);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> dp =
-      fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, scoreValues));
+      fenceOperands(b, loc, laneValues(b, loc, dpAcc));
   computeDS(s, dp, chain, stage, dsBuffer, tile.keyRow0);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);

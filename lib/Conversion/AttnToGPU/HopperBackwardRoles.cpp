@@ -81,13 +81,13 @@ void HopperBackward::computeDSFromExchange(SmallVector<Value> &dp,
 
 void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
                                SmallVector<Value> &acc) {
-  const int64_t scoreValues = plan.blockQ / 2, dvValues = plan.headDimV / 2;
+  const int64_t dvValues = plan.headDimV / 2;
   Value base = tile.descriptorBase;
   Value sAcc = issueKeyByQuery(base, keyTileOf(kb.idx(0), 0), qStageOf(stage),
                                plan.headDim);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> s =
-      fenceOperands(b, loc, unpackStruct(b, loc, sAcc, scoreValues));
+      fenceOperands(b, loc, laneValues(b, loc, sAcc));
   SmallVector<Value> chain = computeP(s, tile, stage);
   exchangeScaledP(s, chain);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
@@ -96,7 +96,7 @@ void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
     doDescs.push_back(queryTileStepAsB(base, doStageOf(stage), kk));
   SmallVector<Value> dV(acc.begin(), acc.begin() + dvValues);
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  dV = issueWgmmaRegisterA(kb, pA, doDescs, dV);
+  dV = buildWgmmaPV(kb, pA, doDescs, dV);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   llvm::copy(fenceOperands(b, loc, dV), acc.begin());
@@ -104,20 +104,20 @@ void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
 
 void HopperBackward::emitDSRole(const ConsumerTile &tile, Value stage,
                                 Value dsBuffer, SmallVector<Value> &acc) {
-  const int64_t bq = plan.blockQ, scoreValues = bq / 2;
+  const int64_t bq = plan.blockQ;
   Value base = tile.descriptorBase;
   Value dpAcc = issueKeyByQuery(base, keyTileOf(kb.idx(0), layout.vBase()),
                                 doStageOf(stage), plan.headDimV);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> dp =
-      fenceOperands(b, loc, unpackStruct(b, loc, dpAcc, scoreValues));
+      fenceOperands(b, loc, laneValues(b, loc, dpAcc));
   computeDSFromExchange(dp, stage, dsBuffer, tile.keyRow0);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   SmallVector<Value> qDescs;
   for (int64_t kk = 0; kk < bq / 16; ++kk)
     qDescs.push_back(queryTileStepAsB(base, qStageOf(stage), kk));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  SmallVector<Value> dK = issueWgmmaRegisterA(kb, dsA, qDescs, acc);
+  SmallVector<Value> dK = buildWgmmaPV(kb, dsA, qDescs, acc);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   acc = fenceOperands(b, loc, dK);
@@ -201,7 +201,6 @@ void HopperBackward::emitRoleProducts(const ConsumerTile &tile, Value stage,
   // warpgroups issue the same wgmma chains on their own operands, and
   // dV / dK stay in flight past barrier 1 and under dQ (no wgmma inside the
   // role branch, whose join would otherwise wait for them).
-  const int64_t scoreValues = plan.blockQ / 2;
   Value base = tile.descriptorBase;
   Value isP = eq(tile.warpgroup, kb.idx(0));
   Value keyTile = kb.select(isP, keyTileOf(kb.idx(0), 0),
@@ -210,7 +209,7 @@ void HopperBackward::emitRoleProducts(const ConsumerTile &tile, Value stage,
   Value xAcc = issueKeyByQuery(base, keyTile, queryTile, plan.headDim);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> x =
-      fenceOperands(b, loc, unpackStruct(b, loc, xAcc, scoreValues));
+      fenceOperands(b, loc, laneValues(b, loc, xAcc));
   auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(x)), isP,
                                  /*withElseRegion=*/true);
   {
@@ -232,7 +231,7 @@ void HopperBackward::emitRoleProducts(const ConsumerTile &tile, Value stage,
   for (int64_t kk = 0; kk < plan.blockQ / 16; ++kk)
     descs.push_back(queryTileStepAsB(base, bTile, kk));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  acc = issueWgmmaRegisterA(kb, a, descs, acc);
+  acc = buildWgmmaPV(kb, a, descs, acc);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 

@@ -7,6 +7,7 @@
 #include "HopperForward.h"
 
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
@@ -55,43 +56,19 @@ SmallVector<Value> HopperForward::pvDescriptors(Value stage) {
   return descs;
 }
 
-/// The accumulator fragment of `cols` columns (a warp's view of a wgmma
-/// m64n`cols` result).
-static ag::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols) {
-  return ag::FragmentType::get(ctx, 16, cols, Float32Type::get(ctx),
-                               ag::FragmentLayout::Accumulator);
-}
-
-/// The lane's values of `fragment` (the builder's code around the tile ops
-/// reads them; convert-attn-gpu-to-nvvm's casts resolve to the lowering's).
-static SmallVector<Value> laneValues(OpBuilder &b, Location loc,
-                                     Value fragment) {
-  auto type = cast<ag::FragmentType>(fragment.getType());
-  SmallVector<Type> lanes(type.getLaneValueCount(), b.getF32Type());
-  return SmallVector<Value>(
-      UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
-          .getResults());
-}
-
 Value HopperForward::issueQK(ArrayRef<Value> descs, int64_t keys) {
   SmallVector<Value> q, k;
   for (int64_t ks = 0; ks < static_cast<int64_t>(descs.size()) / 2; ++ks) {
     q.push_back(descs[2 * ks]);
     k.push_back(descs[2 * ks + 1]);
   }
-  return ag::WgmmaQKOp::create(b, loc, accumulatorType(b.getContext(), keys),
-                               q, k, TypeAttr::get(plan.elemType));
+  return buildWgmmaQK(kb, keys, q, k);
 }
 
 SmallVector<Value> HopperForward::issuePV(ArrayRef<Value> p,
                                           ArrayRef<Value> descs,
                                           ArrayRef<Value> acc) {
-  auto type = accumulatorType(b.getContext(), 2 * acc.size());
-  Value accFragment =
-      UnrealizedConversionCastOp::create(b, loc, type, acc).getResult(0);
-  Value result = ag::WgmmaPVOp::create(b, loc, type, p, descs, accFragment,
-                                       TypeAttr::get(plan.elemType));
-  return laneValues(b, loc, result);
+  return buildWgmmaPV(kb, p, descs, acc);
 }
 
 void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,

@@ -2,6 +2,8 @@
 
 #include "Wgmma.h"
 
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
@@ -301,4 +303,44 @@ void mlir::fa::gpu_lowering::arriveBarrier(KernelBuilder &kb, Value group,
 Value mlir::fa::gpu_lowering::phaseParity(KernelBuilder &kb, Value v) {
   return arith::IndexCastUIOp::create(kb.b, kb.loc, kb.b.getI1Type(),
                                       kb.remui(v, 2));
+}
+
+/// The accumulator fragment of `cols` columns.
+static mlir::fa::attn_gpu::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols) {
+  return mlir::fa::attn_gpu::FragmentType::get(ctx, 16, cols, Float32Type::get(ctx),
+                                     mlir::fa::attn_gpu::FragmentLayout::Accumulator);
+}
+
+Value mlir::fa::gpu_lowering::buildWgmmaQK(KernelBuilder &kb, int64_t n,
+                                           ArrayRef<Value> aDescs,
+                                           ArrayRef<Value> bDescs,
+                                           bool mnMajor) {
+  auto op = mlir::fa::attn_gpu::WgmmaQKOp::create(
+      kb.b, kb.loc, accumulatorType(kb.b.getContext(), n), aDescs, bDescs,
+      TypeAttr::get(kb.plan.elemType));
+  op.setMnMajor(mnMajor);
+  return op;
+}
+
+SmallVector<Value> mlir::fa::gpu_lowering::buildWgmmaPV(KernelBuilder &kb,
+                                                        ArrayRef<Value> a,
+                                                        ArrayRef<Value> bDescs,
+                                                        ArrayRef<Value> acc) {
+  auto type = accumulatorType(kb.b.getContext(), 2 * acc.size());
+  Value accFragment =
+      UnrealizedConversionCastOp::create(kb.b, kb.loc, type, acc).getResult(0);
+  Value result = mlir::fa::attn_gpu::WgmmaPVOp::create(kb.b, kb.loc, type, a, bDescs,
+                                             accFragment,
+                                             TypeAttr::get(kb.plan.elemType));
+  return laneValues(kb.b, kb.loc, result);
+}
+
+SmallVector<Value> mlir::fa::gpu_lowering::laneValues(OpBuilder &b,
+                                                      Location loc,
+                                                      Value fragment) {
+  auto type = cast<mlir::fa::attn_gpu::FragmentType>(fragment.getType());
+  SmallVector<Type> lanes(type.getLaneValueCount(), b.getF32Type());
+  return SmallVector<Value>(
+      UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
+          .getResults());
 }

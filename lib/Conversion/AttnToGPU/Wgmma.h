@@ -78,6 +78,23 @@ SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
                                        ArrayRef<Value> bDescs,
                                        ArrayRef<Value> acc);
 
+/// attn_gpu.wgmma_qk: acc = A·B of one m64n`n` product over descriptor pairs
+/// (K-major A and B, or both MN-major), its accumulator fragment (a warp's
+/// 16 rows of the warpgroup's 64). The kernel builders issue their
+/// shared-memory GEMMs as this tile op; convert-attn-gpu-to-nvvm lowers it
+/// with issueWgmmaShared.
+Value buildWgmmaQK(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
+                   ArrayRef<Value> bDescs, bool mnMajor = false);
+
+/// attn_gpu.wgmma_pv: acc += A·B with A in registers (issueWgmmaRegisterA's
+/// operands), on the lane values `acc`; returns the result's lane values.
+SmallVector<Value> buildWgmmaPV(KernelBuilder &kb, ArrayRef<Value> a,
+                                ArrayRef<Value> bDescs, ArrayRef<Value> acc);
+
+/// The lane values of an accumulator fragment (casts that
+/// convert-attn-gpu-to-nvvm folds into its lowering's values).
+SmallVector<Value> laneValues(OpBuilder &b, Location loc, Value fragment);
+
 /// Packs an m64nN accumulator (f32, N/2 values) as the A registers of
 /// N/16 k16 steps: n8 tiles 2kk and 2kk + 1 in order.
 SmallVector<Value> accumulatorToWgmmaA(KernelBuilder &kb, ArrayRef<Value> c);

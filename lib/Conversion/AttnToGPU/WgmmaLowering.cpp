@@ -46,9 +46,12 @@ struct WgmmaQKLowering : OpConversionPattern<ag::WgmmaQKOp> {
     int64_t n = op.getScores().getType().getCols();
     SmallVector<Value> q = flat(adaptor.getQueryDescriptors());
     SmallVector<Value> k = flat(adaptor.getKeyDescriptors());
+    const bool mn = op.getMnMajor();
     Value s = plan.isFp8() ? issueWgmmaSharedFp8(kb, n, q, k)
-                           : issueWgmmaShared(kb, n, q, k, NVVM::MMALayout::row,
-                                              NVVM::MMALayout::col);
+                           : issueWgmmaShared(
+                                 kb, n, q, k,
+                                 mn ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+                                 mn ? NVVM::MMALayout::row : NVVM::MMALayout::col);
     rewriter.replaceOpWithMultiple(
         op, {unpackStruct(rewriter, op.getLoc(), s, n / 2)});
     return success();

@@ -62,3 +62,18 @@ gpu.module @wgmma {
     gpu.return
   }
 }
+
+// -----
+
+// mn_major (the backward's dQ = dS·K): both operands transposed.
+// CHECK-LABEL: gpu.func @mn_major
+// CHECK: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 32, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <col>], B[<f16>, <one>, <row>]
+gpu.module @mn_major {
+  gpu.func @mn_major(%a: i64, %b: i64, %out: memref<16xf32>) kernel {
+    %s = attn_gpu.wgmma_qk (%a), (%b) mn_major of f16 : !attn_gpu.fragment<16x32xf32, accumulator>
+    %lanes:16 = builtin.unrealized_conversion_cast %s : !attn_gpu.fragment<16x32xf32, accumulator> to f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32
+    %c0 = arith.constant 0 : index
+    memref.store %lanes#0, %out[%c0] : memref<16xf32>
+    gpu.return
+  }
+}

@@ -1,6 +1,18 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE
+
+// At the tile level the warp-specialised backward's GEMMs are the forward's
+// ops: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (K-major wgmma_qk), dV += Pᵀ·dO and
+// dK += dSᵀ·Q (register-A wgmma_pv), dQ = dS·K (wgmma_qk mn_major, a
+// warpgroup's 64 of D = 128 columns).
+// TILE-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a
+// TILE: attn_gpu.warp_specialize producer registers 24 {
+// TILE: } consumers registers
+// TILE-DAG: attn_gpu.wgmma_qk({{[^()]+}}), ({{[^()]+}}) of bf16 : <16x64xf32, accumulator>
+// TILE-DAG: attn_gpu.wgmma_pv({{[^()]+}}), ({{[^()]+}}), %{{[^ ]+}} of bf16 : <16x128xf32, accumulator>
+// TILE-DAG: attn_gpu.wgmma_qk({{[^()]+}}), ({{[^()]+}}) mn_major of bf16 : <16x64xf32, accumulator>
 
 // The default wgmma backward is warp-specialised (-fa-wgmma-bwd-ws): 384
 // threads, the q, k, v, dO tensor maps after fa_bwd's 15 parameters, one CTA

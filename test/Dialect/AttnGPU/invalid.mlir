@@ -483,3 +483,11 @@ func.func @wgmma_pv_registers(%p: i32, %d: i64, %acc: !attn_gpu.fragment<16x64xf
   %o = attn_gpu.wgmma_pv (%p, %p), (%d), %acc of bf16 : !attn_gpu.fragment<16x64xf32, accumulator>
   return
 }
+
+// -----
+
+func.func @wgmma_qk_fp8_mn_major(%d: i64) {
+  // expected-error @+1 {{expected K-major e4m3 operands (an 8-bit wgmma has no transpose)}}
+  %s = attn_gpu.wgmma_qk (%d), (%d) mn_major of f8E4M3FN : !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}

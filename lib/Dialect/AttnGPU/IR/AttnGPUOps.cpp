@@ -548,6 +548,9 @@ LogicalResult WgmmaQKOp::verify() {
   if (steps == 0 || steps != getKeyDescriptors().size())
     return emitOpError("expected one Q and one K descriptor per k step, got ")
            << steps << " and " << getKeyDescriptors().size();
+  if (getMnMajor() && isa<Float8E4M3FNType>(getOperandType()))
+    return emitOpError("expected K-major e4m3 operands (an 8-bit wgmma has "
+                       "no transpose)");
   return verifyWgmma(*this, getOperandType(), getScores().getType());
 }
 
