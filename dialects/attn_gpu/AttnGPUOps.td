@@ -391,10 +391,16 @@ def AttnGPU_OnlineSoftmaxOp : AttnGPU_Op<"online_softmax", [Pure,
     l' = α·l + rowsum P, acc' = α·acc; `probs` is P, in the scores'
     accumulator layout, for `attn_gpu.mma_pv`. Row reductions run over the
     4 lanes of a row. Rows with nothing unmasked keep m = -inf, α = P = 0.
+
+    The wgmma forward rescales O after P·V(j−1) lands, so it updates a
+    16 × 8 accumulator of ones: `new_acc` then holds each row's α (lane
+    values 0 and 2). With `lazy_rescale_log2` = τ a row keeps its max while
+    it grows by at most τ (P and l then run up to 2^τ; α stays exactly 1).
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_Fragment:$max,
                        AttnGPU_Fragment:$sum, AttnGPU_Fragment:$acc,
-                       F32:$scale_log2);
+                       F32:$scale_log2,
+                       OptionalAttr<F64Attr>:$lazy_rescale_log2);
   let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$new_max,
                       AttnGPU_Fragment:$new_sum, AttnGPU_Fragment:$new_acc);
   let assemblyFormat = [{

@@ -710,11 +710,13 @@ struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
   LogicalResult
   matchAndRewrite(ag::OnlineSoftmaxOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
+    KernelBuilder kb(rewriter, op.getLoc(), planFree());
     ValueRange m = adaptor.getMax(), l = adaptor.getSum();
     SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
     SmallVector<Value> s(adaptor.getScores()), acc(adaptor.getAcc());
-    onlineSoftmaxUpdate(kb, s, acc, state, adaptor.getScaleLog2().front());
+    FloatAttr lazy = op.getLazyRescaleLog2Attr();
+    onlineSoftmaxUpdate(kb, s, acc, state, adaptor.getScaleLog2().front(),
+                        lazy ? lazy.getValueAsDouble() : 0.0);
     SmallVector<Value> newMax{state.rowMax[0], state.rowMax[1]};
     SmallVector<Value> newSum{state.rowSum[0], state.rowSum[1]};
     rewriter.replaceOpWithMultiple(op, {s, newMax, newSum, acc});
@@ -784,7 +786,7 @@ struct FinalizeSoftmaxLowering : TileOpLowering<ag::FinalizeSoftmaxOp> {
   LogicalResult
   matchAndRewrite(ag::FinalizeSoftmaxOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
+    KernelBuilder kb(rewriter, op.getLoc(), planFree());
     ValueRange m = adaptor.getMax(), l = adaptor.getSum();
     SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
     Value invSum[2], lse[2];
@@ -955,10 +957,10 @@ struct ConvertAttnGPUToNVVMPass final
     KernelLowerings kernels;
     WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
       bool tileLevel = false;
-      // (The wgmma GEMMs and turns of a builder's kernel need no plan.)
+      // (A builder's kernel may hold tile ops that need no plan.)
       func.walk([&](Operation *op) {
         tileLevel |=
-            isa<ag::AttnGPUDialect>(op->getDialect()) && !isWgmmaTileOp(op);
+            isa<ag::AttnGPUDialect>(op->getDialect()) && !isPlanFreeTileOp(op);
       });
       if (!tileLevel)
         return WalkResult::advance();
@@ -978,9 +980,9 @@ struct ConvertAttnGPUToNVVMPass final
     });
     if (walk.wasInterrupted())
       return signalPassFailure();
-    bool wgmmaOps = false;
-    module.walk([&](Operation *op) { wgmmaOps |= isWgmmaTileOp(op); });
-    if (kernels.empty() && !wgmmaOps)
+    bool planFreeOps = false;
+    module.walk([&](Operation *op) { planFreeOps |= isPlanFreeTileOp(op); });
+    if (kernels.empty() && !planFreeOps)
       return;
 
     TypeConverter converter;

@@ -309,7 +309,8 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   s = applyMods(s, kBegin, bounds);
   auto update =
       ag::OnlineSoftmaxOp::create(b, loc, scoresType, rowsType, rowsType,
-                                  accType, s, it[0], it[1], it[2], scaleLog2);
+                                  accType, s, it[0], it[1], it[2], scaleLog2,
+                                  /*lazy_rescale_log2=*/FloatAttr());
 
   // O += P·V(j); P goes from accumulator layout to A fragments in registers.
   ag::AsyncWaitOp::create(b, loc, 0);

@@ -31,7 +31,16 @@ void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
                      t.scale, shift);
     rowShift = shift;
   }
-  finalizeSoftmax(kb, state, invSum, lse, sink, rowShift);
+  using attn_gpu::FragmentLayout;
+  auto rows = [&](ArrayRef<Value> lanes) {
+    return fragmentOf(b, loc, lanes, 1, FragmentLayout::Rows);
+  };
+  Value rowMax = rows(state.rowMax);
+  auto finalize = attn_gpu::FinalizeSoftmaxOp::create(
+      b, loc, rowMax.getType(), rowMax.getType(), rowMax, rows(state.rowSum),
+      sink, rowShift ? rows(shift) : Value());
+  llvm::copy(laneValues(b, loc, finalize.getInvSum()), invSum);
+  llvm::copy(laneValues(b, loc, finalize.getLse()), lse);
   if (fp8())
     for (Value &f : invSum)
       f = arith::MulFOp::create(b, loc, f, t.oDescale);

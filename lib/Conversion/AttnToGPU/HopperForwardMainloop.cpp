@@ -143,12 +143,28 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
                               maskScores(kb, masked, t.bounds, maskKey);
                             });
   }
-  SmallVector<Value> unit(4, kb.f32(1.0));
-  onlineSoftmaxUpdate(kb, s, unit, state, t.scaleLog2,
-                      plan.schedule.lazyRescale ? kLazyRescaleLog2 : 0.0);
-  alpha[0] = unit[0];
-  alpha[1] = unit[2];
-  return s;
+  // The update of a 16 × 8 accumulator of ones gives each row's factor.
+  using ag::FragmentLayout;
+  Value unit = ag::FillOp::create(
+      b, loc, ag::FragmentType::get(b.getContext(), 16, 8, b.getF32Type(),
+                                    FragmentLayout::Accumulator),
+      kb.f32(1.0));
+  Value sMasked = fragmentOf(b, loc, s, keys, FragmentLayout::Accumulator);
+  Value rowMax = fragmentOf(b, loc, state.rowMax, 1, FragmentLayout::Rows);
+  auto update = ag::OnlineSoftmaxOp::create(
+      b, loc, sMasked.getType(), rowMax.getType(), rowMax.getType(),
+      unit.getType(), sMasked, rowMax,
+      fragmentOf(b, loc, state.rowSum, 1, FragmentLayout::Rows), unit,
+      t.scaleLog2,
+      plan.schedule.lazyRescale ? b.getF64FloatAttr(kLazyRescaleLog2)
+                                : FloatAttr());
+  SmallVector<Value> m = laneValues(b, loc, update.getNewMax());
+  SmallVector<Value> l = laneValues(b, loc, update.getNewSum());
+  SmallVector<Value> factors = laneValues(b, loc, update.getNewAcc());
+  state = SoftmaxState{{m[0], m[1]}, {l[0], l[1]}};
+  alpha[0] = factors[0];
+  alpha[1] = factors[2];
+  return laneValues(b, loc, update.getProbs());
 }
 
 SmallVector<Value> HopperForward::packP(ArrayRef<Value> s) {

@@ -132,9 +132,14 @@ void populateRingLowering(RewritePatternSet &patterns,
                           const TypeConverter &converter,
                           KernelLowerings &kernels);
 
-/// The wgmma forward's GEMM and turn ops (WgmmaLowering.cpp), which need no
-/// kernel plan, and their patterns.
-bool isWgmmaTileOp(Operation *op);
+/// Tile ops whose lowering reads neither a kernel plan nor lane ids: the
+/// wgmma GEMMs and turns (WgmmaLowering.cpp), fill, and the online softmax's
+/// update and finalisation. A wgmma kernel's builder emits them among its
+/// own code; a kernel holding no other tile op needs no `attn.kernel_plan`.
+bool isPlanFreeTileOp(Operation *op);
+/// The plan a plan-free tile op's lowering builds with (every field unset).
+const KernelPlan &planFree();
+/// The wgmma GEMM and turn ops' patterns (WgmmaLowering.cpp).
 void populateWgmmaLowering(RewritePatternSet &patterns,
                            const TypeConverter &converter);
 

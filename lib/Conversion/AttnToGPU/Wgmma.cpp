@@ -306,9 +306,11 @@ Value mlir::fa::gpu_lowering::phaseParity(KernelBuilder &kb, Value v) {
 }
 
 /// The accumulator fragment of `cols` columns.
-static mlir::fa::attn_gpu::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols) {
-  return mlir::fa::attn_gpu::FragmentType::get(ctx, 16, cols, Float32Type::get(ctx),
-                                     mlir::fa::attn_gpu::FragmentLayout::Accumulator);
+static mlir::fa::attn_gpu::FragmentType accumulatorType(MLIRContext *ctx,
+                                                        int64_t cols) {
+  return mlir::fa::attn_gpu::FragmentType::get(
+      ctx, 16, cols, Float32Type::get(ctx),
+      mlir::fa::attn_gpu::FragmentLayout::Accumulator);
 }
 
 Value mlir::fa::gpu_lowering::buildWgmmaQK(KernelBuilder &kb, int64_t n,
@@ -327,8 +329,8 @@ SmallVector<Value> mlir::fa::gpu_lowering::buildWgmmaPV(KernelBuilder &kb,
                                                         ArrayRef<Value> bDescs,
                                                         ArrayRef<Value> acc) {
   auto type = accumulatorType(kb.b.getContext(), 2 * acc.size());
-  Value accFragment =
-      UnrealizedConversionCastOp::create(kb.b, kb.loc, type, acc).getResult(0);
+  Value accFragment = fragmentOf(kb.b, kb.loc, acc, type.getCols(),
+                                 type.getLayout());
   Value result = mlir::fa::attn_gpu::WgmmaPVOp::create(kb.b, kb.loc, type, a, bDescs,
                                              accFragment,
                                              TypeAttr::get(kb.plan.elemType));
@@ -343,4 +345,14 @@ SmallVector<Value> mlir::fa::gpu_lowering::laneValues(OpBuilder &b,
   return SmallVector<Value>(
       UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
           .getResults());
+}
+
+Value mlir::fa::gpu_lowering::fragmentOf(OpBuilder &b, Location loc,
+                                         ArrayRef<Value> lanes, int64_t cols,
+                                         attn_gpu::FragmentLayout layout) {
+  auto type = attn_gpu::FragmentType::get(b.getContext(), 16, cols,
+                                          b.getF32Type(), layout);
+  assert(type.getLaneValueCount() == static_cast<int64_t>(lanes.size()) &&
+         "a fragment's lane values");
+  return UnrealizedConversionCastOp::create(b, loc, type, lanes).getResult(0);
 }

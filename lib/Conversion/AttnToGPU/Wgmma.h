@@ -25,6 +25,8 @@
 #include "Fragments.h"
 #include "TiledLoopNest.h"
 
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+
 namespace mlir::fa::gpu_lowering {
 
 /// Bytes of one row of a 64-column slab (64 16-bit elements).
@@ -91,9 +93,13 @@ Value buildWgmmaQK(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
 SmallVector<Value> buildWgmmaPV(KernelBuilder &kb, ArrayRef<Value> a,
                                 ArrayRef<Value> bDescs, ArrayRef<Value> acc);
 
-/// The lane values of an accumulator fragment (casts that
-/// convert-attn-gpu-to-nvvm folds into its lowering's values).
+/// The lane values of an f32 fragment, and the fragment of `cols` columns in
+/// `layout` holding `lanes`: casts between a kernel builder's code and the
+/// tile ops it emits, which convert-attn-gpu-to-nvvm folds into its
+/// lowering's values.
 SmallVector<Value> laneValues(OpBuilder &b, Location loc, Value fragment);
+Value fragmentOf(OpBuilder &b, Location loc, ArrayRef<Value> lanes,
+                 int64_t cols, attn_gpu::FragmentLayout layout);
 
 /// Packs an m64nN accumulator (f32, N/2 values) as the A registers of
 /// N/16 k16 steps: n8 tiles 2kk and 2kk + 1 in order.

@@ -97,8 +97,14 @@ struct TurnLowering : OpConversionPattern<TurnOp> {
 
 } // namespace
 
-bool mlir::fa::gpu_lowering::isWgmmaTileOp(Operation *op) {
-  return isa<ag::WgmmaQKOp, ag::WgmmaPVOp, ag::TurnBeginOp, ag::TurnEndOp>(op);
+bool mlir::fa::gpu_lowering::isPlanFreeTileOp(Operation *op) {
+  return isa<ag::WgmmaQKOp, ag::WgmmaPVOp, ag::TurnBeginOp, ag::TurnEndOp,
+             ag::FillOp, ag::OnlineSoftmaxOp, ag::FinalizeSoftmaxOp>(op);
+}
+
+const KernelPlan &mlir::fa::gpu_lowering::planFree() {
+  static const KernelPlan plan;
+  return plan;
 }
 
 void mlir::fa::gpu_lowering::populateWgmmaLowering(

@@ -64,12 +64,17 @@
 // ROLES-NEXT: attn_gpu.turn_end %[[FIRST]]
 // ROLES-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
 // ROLES: builtin.unrealized_conversion_cast %[[S]] : !attn_gpu.fragment<16x128xf32, accumulator> to f32,
+// The softmax step is the mma.sync forward's online_softmax, on a unit
+// accumulator whose update is each row's rescale factor for O.
+// ROLES: %[[UNIT:.+]] = attn_gpu.fill %{{.+}} : <16x8xf32, accumulator>
+// ROLES: attn_gpu.online_softmax %{{.+}}, %{{.+}}, %{{.+}}, %[[UNIT]] scale %{{.+}} : <16x128xf32, accumulator>, <16x1xf32, rows>, <16x1xf32, rows>, <16x8xf32, accumulator>
 // ROLES: nvvm.wgmma.wait.group.sync.aligned 0
 // ROLES: attn_gpu.turn_begin %[[FIRST]]
 // ROLES-NEXT: nvvm.wgmma.fence.aligned
 // ROLES: attn_gpu.wgmma_pv
 // ROLES: attn_gpu.turn_end %[[FIRST]]
 // ROLES-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// ROLES: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} : <16x1xf32, rows>, <16x1xf32, rows> -> <16x1xf32, rows>, <16x1xf32, rows>
 func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>

@@ -77,3 +77,34 @@ gpu.module @mn_major {
     gpu.return
   }
 }
+
+// -----
+
+// online_softmax and finalize_softmax need no kernel plan either: a builder's
+// kernel uses them on a unit accumulator (its update is α) with a lazy
+// rescale (a row keeps its max while it grows by at most 8).
+// CHECK-LABEL: gpu.func @softmax
+// CHECK: gpu.shuffle  xor
+// CHECK: %[[TAU:.+]] = arith.constant 8.000000e+00 : f32
+// CHECK-NEXT: arith.cmpf ole, %{{.+}}, %[[TAU]] : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
+// CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"
+// CHECK-NOT: attn_gpu.
+// CHECK: gpu.return
+gpu.module @softmax {
+  gpu.func @softmax(%s: f32, %m: f32, %scale: f32, %out: memref<8xf32>) kernel {
+    %one = arith.constant 1.0 : f32
+    %unit = attn_gpu.fill %one : !attn_gpu.fragment<16x8xf32, accumulator>
+    %sf = attn_gpu.fill %s : !attn_gpu.fragment<16x8xf32, accumulator>
+    %mf = attn_gpu.fill %m : !attn_gpu.fragment<16x1xf32, rows>
+    %p, %m1, %l1, %alpha = attn_gpu.online_softmax %sf, %mf, %mf, %unit scale %scale {lazy_rescale_log2 = 8.0 : f64} : !attn_gpu.fragment<16x8xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x8xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+    %inv, %lse = attn_gpu.finalize_softmax %m1, %l1 : !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows> -> !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>
+    %a:4 = builtin.unrealized_conversion_cast %alpha : !attn_gpu.fragment<16x8xf32, accumulator> to f32, f32, f32, f32
+    %x:2 = builtin.unrealized_conversion_cast %lse : !attn_gpu.fragment<16x1xf32, rows> to f32, f32
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    memref.store %a#2, %out[%c0] : memref<8xf32>
+    memref.store %x#1, %out[%c1] : memref<8xf32>
+    gpu.return
+  }
+}

@@ -491,3 +491,11 @@ func.func @wgmma_qk_fp8_mn_major(%d: i64) {
   %s = attn_gpu.wgmma_qk (%d), (%d) mn_major of f8E4M3FN : !attn_gpu.fragment<16x64xf32, accumulator>
   return
 }
+
+// -----
+
+func.func @online_softmax_lazy(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %m: !attn_gpu.fragment<16x1xf32, rows>, %a: !attn_gpu.fragment<16x8xf32, accumulator>, %scale: f32) {
+  // expected-error @+1 {{expected a positive lazy rescale threshold, got 0}}
+  %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale {lazy_rescale_log2 = 0.0 : f64} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+  return
+}

@@ -209,3 +209,11 @@ func.func @wgmma(%first: i1, %q: i64, %k: i64, %p: i32) {
   attn_gpu.turn_end %first
   return
 }
+
+// The wgmma forward's online softmax: a unit accumulator, a lazy rescale.
+// CHECK-LABEL: func.func @lazy_softmax
+// CHECK: attn_gpu.online_softmax {{.+}} {lazy_rescale_log2 = 8.000000e+00 : f64}
+func.func @lazy_softmax(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %m: !attn_gpu.fragment<16x1xf32, rows>, %a: !attn_gpu.fragment<16x8xf32, accumulator>, %scale: f32) {
+  %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale {lazy_rescale_log2 = 8.0 : f64} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+  return
+}
