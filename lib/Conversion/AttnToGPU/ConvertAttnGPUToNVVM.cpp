@@ -1018,8 +1018,8 @@ struct ConvertAttnGPUToNVVMPass final
     SmallVector<UnrealizedConversionCastOp> unfolded;
     reconcileUnrealizedCasts(casts, &unfolded);
     if (!unfolded.empty()) {
-      unfolded.front().emitOpError("expected the lane values of a fragment, left "
-                               "after the tile level's lowering");
+      unfolded.front().emitOpError("expected the lane values of a fragment, "
+                                   "left after the tile level's lowering");
       return signalPassFailure();
     }
   }

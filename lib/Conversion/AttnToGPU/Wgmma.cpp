@@ -7,6 +7,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 using namespace mlir;
+namespace ag = mlir::fa::attn_gpu;
 using namespace mlir::fa::gpu_lowering;
 
 static Value i64(OpBuilder &b, Location loc, int64_t v) {
@@ -306,20 +307,19 @@ Value mlir::fa::gpu_lowering::phaseParity(KernelBuilder &kb, Value v) {
 }
 
 /// The accumulator fragment of `cols` columns.
-static mlir::fa::attn_gpu::FragmentType accumulatorType(MLIRContext *ctx,
-                                                        int64_t cols) {
-  return mlir::fa::attn_gpu::FragmentType::get(
-      ctx, 16, cols, Float32Type::get(ctx),
-      mlir::fa::attn_gpu::FragmentLayout::Accumulator);
+static ag::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols) {
+  return ag::FragmentType::get(ctx, 16, cols, Float32Type::get(ctx),
+                               ag::FragmentLayout::Accumulator);
 }
 
 Value mlir::fa::gpu_lowering::buildWgmmaQK(KernelBuilder &kb, int64_t n,
                                            ArrayRef<Value> aDescs,
                                            ArrayRef<Value> bDescs,
                                            bool mnMajor) {
-  auto op = mlir::fa::attn_gpu::WgmmaQKOp::create(
-      kb.b, kb.loc, accumulatorType(kb.b.getContext(), n), aDescs, bDescs,
-      TypeAttr::get(kb.plan.elemType));
+  auto op = ag::WgmmaQKOp::create(kb.b, kb.loc,
+                                  accumulatorType(kb.b.getContext(), n),
+                                  aDescs, bDescs,
+                                  TypeAttr::get(kb.plan.elemType));
   op.setMnMajor(mnMajor);
   return op;
 }
@@ -331,16 +331,16 @@ SmallVector<Value> mlir::fa::gpu_lowering::buildWgmmaPV(KernelBuilder &kb,
   auto type = accumulatorType(kb.b.getContext(), 2 * acc.size());
   Value accFragment = fragmentOf(kb.b, kb.loc, acc, type.getCols(),
                                  type.getLayout());
-  Value result = mlir::fa::attn_gpu::WgmmaPVOp::create(kb.b, kb.loc, type, a, bDescs,
-                                             accFragment,
-                                             TypeAttr::get(kb.plan.elemType));
+  Value result = ag::WgmmaPVOp::create(kb.b, kb.loc, type, a, bDescs,
+                                       accFragment,
+                                       TypeAttr::get(kb.plan.elemType));
   return laneValues(kb.b, kb.loc, result);
 }
 
 SmallVector<Value> mlir::fa::gpu_lowering::laneValues(OpBuilder &b,
                                                       Location loc,
                                                       Value fragment) {
-  auto type = cast<mlir::fa::attn_gpu::FragmentType>(fragment.getType());
+  auto type = cast<ag::FragmentType>(fragment.getType());
   SmallVector<Type> lanes(type.getLaneValueCount(), b.getF32Type());
   return SmallVector<Value>(
       UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
@@ -349,9 +349,9 @@ SmallVector<Value> mlir::fa::gpu_lowering::laneValues(OpBuilder &b,
 
 Value mlir::fa::gpu_lowering::fragmentOf(OpBuilder &b, Location loc,
                                          ArrayRef<Value> lanes, int64_t cols,
-                                         attn_gpu::FragmentLayout layout) {
-  auto type = attn_gpu::FragmentType::get(b.getContext(), 16, cols,
-                                          b.getF32Type(), layout);
+                                         ag::FragmentLayout layout) {
+  auto type = ag::FragmentType::get(b.getContext(), 16, cols, b.getF32Type(),
+                                    layout);
   assert(type.getLaneValueCount() == static_cast<int64_t>(lanes.size()) &&
          "a fragment's lane values");
   return UnrealizedConversionCastOp::create(b, loc, type, lanes).getResult(0);

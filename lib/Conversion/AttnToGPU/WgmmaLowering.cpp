@@ -1,10 +1,12 @@
 //===- WgmmaLowering.cpp - the wgmma GEMMs and ping-pong turns --*- C++ -*-===//
 //
-// Lowers the wgmma forward's tile ops in place: attn_gpu.wgmma_qk and
+// Lowers the wgmma kernels' tile ops in place: attn_gpu.wgmma_qk and
 // attn_gpu.wgmma_pv to wgmma.mma_async (Wgmma.h; an accumulator fragment
 // becomes the lane's N/2 f32 values), attn_gpu.turn_begin / turn_end to the
 // named barriers of the ping-pong. They need no kernel plan: the operand
-// type and the accumulator's width are the op's own.
+// type and the accumulator's width are the op's own. With fill and the
+// online softmax's ops (lowered in ConvertAttnGPUToNVVM.cpp) they are the
+// plan-free tile ops a wgmma kernel's builder emits among its own code.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,12 +48,13 @@ struct WgmmaQKLowering : OpConversionPattern<ag::WgmmaQKOp> {
     int64_t n = op.getScores().getType().getCols();
     SmallVector<Value> q = flat(adaptor.getQueryDescriptors());
     SmallVector<Value> k = flat(adaptor.getKeyDescriptors());
-    const bool mn = op.getMnMajor();
-    Value s = plan.isFp8() ? issueWgmmaSharedFp8(kb, n, q, k)
-                           : issueWgmmaShared(
-                                 kb, n, q, k,
-                                 mn ? NVVM::MMALayout::col : NVVM::MMALayout::row,
-                                 mn ? NVVM::MMALayout::row : NVVM::MMALayout::col);
+    // K-major: A row-major, B column-major; MN-major the other way round.
+    using NVVM::MMALayout;
+    MMALayout layoutA = op.getMnMajor() ? MMALayout::col : MMALayout::row;
+    MMALayout layoutB = op.getMnMajor() ? MMALayout::row : MMALayout::col;
+    Value s = plan.isFp8()
+                  ? issueWgmmaSharedFp8(kb, n, q, k)
+                  : issueWgmmaShared(kb, n, q, k, layoutA, layoutB);
     rewriter.replaceOpWithMultiple(
         op, {unpackStruct(rewriter, op.getLoc(), s, n / 2)});
     return success();

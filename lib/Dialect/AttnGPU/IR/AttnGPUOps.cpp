@@ -507,7 +507,8 @@ LogicalResult OnlineSoftmaxOp::verify() {
   if (!isLayout(getMax().getType(), FragmentLayout::Rows))
     return emitOpError("expected max and sum in the rows layout, got ")
            << getMax().getType();
-  if (auto lazy = getLazyRescaleLog2Attr(); lazy && !(lazy.getValueAsDouble() > 0))
+  FloatAttr lazy = getLazyRescaleLog2Attr();
+  if (lazy && !(lazy.getValueAsDouble() > 0))
     return emitOpError("expected a positive lazy rescale threshold, got ")
            << lazy.getValueAsDouble();
   return success();
