@@ -149,9 +149,10 @@ static void addTileTypeConversions(TypeConverter &converter) {
       out.append(2, i32); // hi[0], hi[1]
     return success();
   });
-  // A wgmma forward's builder code reads the lane values of the GEMM ops'
-  // fragments through casts (HopperForwardMainloop.cpp): the casts stay
-  // until reconcile-unrealized-casts folds each pair.
+  // The wgmma kernels' builder code reads the lane values of the GEMM and
+  // softmax ops' fragments through casts (HopperForwardMainloop.cpp,
+  // HopperBackwardMainloop.cpp): the casts stay until the pass folds each
+  // pair.
   converter.addSourceMaterialization(
       [](OpBuilder &b, ag::FragmentType t, ValueRange lanes, Location loc) {
         return UnrealizedConversionCastOp::create(b, loc, t, lanes)
@@ -955,12 +956,14 @@ struct ConvertAttnGPUToNVVMPass final
     for (ag::ProducerWarpOp op : producers)
       lowerProducerWarp(op);
     KernelLowerings kernels;
+    bool planFreeOps = false;
     WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
       bool tileLevel = false;
       // (A builder's kernel may hold tile ops that need no plan.)
       func.walk([&](Operation *op) {
-        tileLevel |=
-            isa<ag::AttnGPUDialect>(op->getDialect()) && !isPlanFreeTileOp(op);
+        bool planFree = isPlanFreeTileOp(op);
+        planFreeOps |= planFree;
+        tileLevel |= isa<ag::AttnGPUDialect>(op->getDialect()) && !planFree;
       });
       if (!tileLevel)
         return WalkResult::advance();
@@ -980,8 +983,6 @@ struct ConvertAttnGPUToNVVMPass final
     });
     if (walk.wasInterrupted())
       return signalPassFailure();
-    bool planFreeOps = false;
-    module.walk([&](Operation *op) { planFreeOps |= isPlanFreeTileOp(op); });
     if (kernels.empty() && !planFreeOps)
       return;
 
@@ -1006,8 +1007,8 @@ struct ConvertAttnGPUToNVVMPass final
     populateWgmmaLowering(patterns, converter);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
-    // No fragment outlives the tile level: the casts between a wgmma
-    // forward's builder code and its tile ops' lane values fold in pairs.
+    // No fragment outlives the tile level: the casts between the wgmma
+    // kernels' builder code and their tile ops' lane values fold in pairs.
     SmallVector<UnrealizedConversionCastOp> casts;
     module.walk([&](UnrealizedConversionCastOp cast) {
       auto isFragment = llvm::IsaPred<ag::FragmentType>;

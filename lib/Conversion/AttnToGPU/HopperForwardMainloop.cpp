@@ -145,10 +145,8 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
   }
   // The update of a 16 × 8 accumulator of ones gives each row's factor.
   using ag::FragmentLayout;
-  Value unit = ag::FillOp::create(
-      b, loc, ag::FragmentType::get(b.getContext(), 16, 8, b.getF32Type(),
-                                    FragmentLayout::Accumulator),
-      kb.f32(1.0));
+  Value unit = ag::FillOp::create(b, loc, accumulatorType(b.getContext(), 8),
+                                  kb.f32(1.0));
   Value sMasked = fragmentOf(b, loc, s, keys, FragmentLayout::Accumulator);
   Value rowMax = fragmentOf(b, loc, state.rowMax, 1, FragmentLayout::Rows);
   auto update = ag::OnlineSoftmaxOp::create(

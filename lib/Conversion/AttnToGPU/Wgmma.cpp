@@ -306,8 +306,8 @@ Value mlir::fa::gpu_lowering::phaseParity(KernelBuilder &kb, Value v) {
                                       kb.remui(v, 2));
 }
 
-/// The accumulator fragment of `cols` columns.
-static ag::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols) {
+ag::FragmentType mlir::fa::gpu_lowering::accumulatorType(MLIRContext *ctx,
+                                                         int64_t cols) {
   return ag::FragmentType::get(ctx, 16, cols, Float32Type::get(ctx),
                                ag::FragmentLayout::Accumulator);
 }

@@ -85,6 +85,8 @@ SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
 /// 16 rows of the warpgroup's 64). The kernel builders issue their
 /// shared-memory GEMMs as this tile op; convert-attn-gpu-to-nvvm lowers it
 /// with issueWgmmaShared.
+/// A warp's view of the m64n`cols` f32 accumulator (16 rows of it).
+attn_gpu::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols);
 Value buildWgmmaQK(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
                    ArrayRef<Value> bDescs, bool mnMajor = false);
 
