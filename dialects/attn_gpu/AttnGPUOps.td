@@ -229,7 +229,10 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds",
     `row` + g, + 8 may see under `mask`, and the keys inside the band for
     every row of the tile: computed once, read by `attn_gpu.mask` in the
     key loop. With `rows` the lane's rows are packed GQA's (their queries
-    from `rows`, the tile's last query that of its last head). `mask_mod`:
+    from `rows`, the tile's last query that of its last head). With
+    `block %begin` the block of `block_rows` rows starts at query `begin`
+    instead, its lanes' rows still counted from `query_begin` (the wgmma
+    forward's 64 rows of a consumer warpgroup in its 128-row tile). `mask_mod`:
     the kernel also has an `attn_gpu.mask_mod`, whose rows keep an upper
     edge (Nk) without a band. A window's sizes are `window_left` and
     `window_right`, or, for a kernel that serves every window,
@@ -239,6 +242,7 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds",
   let arguments = (ins Index:$batch, Index:$head, Index:$query_begin,
                        Index:$nq, Index:$nk, Index:$row,
                        Optional<AttnGPU_PackedRows>:$rows,
+                       Optional<Index>:$block_begin,
                        Variadic<Index>:$window_sizes,
                        I64Attr:$block_rows, UnitAttr:$mask_mod,
                        DefaultValuedAttr<Attn_MaskKindAttr,
@@ -248,7 +252,8 @@ def AttnGPU_KeyBoundsOp : AttnGPU_Op<"key_bounds",
   let results = (outs AttnGPU_KeyBounds:$bounds);
   let assemblyFormat = [{
     `at` ` ` `[` $batch `,` $head `,` $query_begin `]` `of` ` ` `[` $nq `,` $nk `]`
-    `row` $row (`rows` $rows^)? (`window` `(` $window_sizes^ `)`)? attr-dict
+    `row` $row (`rows` $rows^)? (`block` $block_begin^)?
+    (`window` `(` $window_sizes^ `)`)? attr-dict
     `:` type($bounds)
   }];
   let hasVerifier = 1;

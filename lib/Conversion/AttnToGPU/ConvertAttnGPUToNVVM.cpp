@@ -14,12 +14,14 @@
 #include "Fragments.h"
 #include "TileLowering.h"
 #include "TileRows.h"
+#include "Wgmma.h"
 #include "VarlenKernel.h"
 
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::fa {
@@ -119,6 +121,87 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
   return plan;
 }
 
+/// The plan of a wgmma kernel (the kernel builders' of convert-attn-to-gpu),
+/// resolved again from its `attn.kernel_plan` and its tile ops: the operand
+/// type and head dims (the GEMMs), the mask (key_bounds), the score_mod and
+/// mask_mod.
+static FailureOr<KernelPlan> wgmmaKernelPlan(gpu::GPUFuncOp func) {
+  auto planAttr = func->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
+  if (!planAttr)
+    return func.emitOpError("expected an '")
+           << attn::kKernelPlanAttr << "' on a wgmma kernel with tile ops";
+  ag::WgmmaQKOp qk;
+  ag::WgmmaPVOp pv;
+  ag::ScoreModOp mod;
+  ag::MaskModOp maskMod;
+  func.walk([&](Operation *op) {
+    if (auto o = dyn_cast<ag::WgmmaQKOp>(op); o && !qk)
+      qk = o;
+    if (auto o = dyn_cast<ag::WgmmaPVOp>(op); o && !pv)
+      pv = o;
+    if (auto o = dyn_cast<ag::ScoreModOp>(op); o && !mod)
+      mod = o;
+    if (auto o = dyn_cast<ag::MaskModOp>(op); o && !maskMod)
+      maskMod = o;
+  });
+  FailureOr<ag::KeyBoundsOp> bounds = uniqueTileOp<ag::KeyBoundsOp>(func);
+  if (failed(bounds))
+    return failure();
+  if (!pv)
+    return func.emitOpError("expected an 'attn_gpu.wgmma_pv' in a wgmma "
+                            "forward with tile ops");
+  // A k step reads 32 bytes of each row.
+  Type elemType = qk.getOperandType();
+  int64_t headDim = static_cast<int64_t>(qk.getQueryDescriptors().size()) *
+                    256 / elemType.getIntOrFloatBitWidth();
+  attn::ScoreSpec spec = maskSpecOf(*bounds);
+  spec.scoreMod = mod ? &mod.getScoreMod() : nullptr;
+  spec.maskMod = maskMod ? &maskMod.getMaskMod() : nullptr;
+  return resolveTilePlan(func, planAttr, /*backward=*/false, elemType,
+                         headDim, pv.getResult().getType().getCols(), spec);
+}
+
+/// The user of `x` that divides it (OpTy: arith.divui or arith.remui) by
+/// the constant `by`, if any.
+template <typename OpTy> static Value userBy(Value x, int64_t by) {
+  for (Operation *user : x.getUsers())
+    if (auto op = dyn_cast<OpTy>(user);
+        op && op.getLhs() == x && getConstantIntValue(op.getRhs()) == by)
+      return op;
+  return {};
+}
+
+/// The lane ids of a kernel's tile ops: made first in a tile-level kernel;
+/// a builder's kernel's own (KernelBuilder::deriveThreadIds of its entry
+/// block's first thread id), so that none is computed twice.
+static FailureOr<KernelBuilder::ThreadIds>
+laneIds(gpu::GPUFuncOp func, const KernelPlan &plan, bool builder) {
+  Block &entry = func.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&entry);
+  KernelBuilder kb(b, func.getLoc(), plan);
+  if (!builder) {
+    kb.setupThreadIds();
+    return kb.threadIds();
+  }
+  KernelBuilder::ThreadIds ids{};
+  for (auto op : entry.getOps<gpu::ThreadIdOp>())
+    if (op.getDimension() == gpu::Dimension::x) {
+      ids.tid = op;
+      break;
+    }
+  if (ids.tid) {
+    ids.warp = userBy<arith::DivUIOp>(ids.tid, 32);
+    ids.lane = userBy<arith::RemUIOp>(ids.tid, 32);
+  }
+  if (ids.lane) {
+    ids.groupId = userBy<arith::DivUIOp>(ids.lane, 4);
+    ids.threadInGroup = userBy<arith::RemUIOp>(ids.lane, 4);
+  }
+  if (!ids.warp || !ids.groupId || !ids.threadInGroup)
+    return func.emitOpError("expected the kernel's lane ids derived from its "
+                            "first thread id (KernelBuilder::setupThreadIds)");
+  return ids;
+}
 
 /// The lane's values of the tile level's types.
 static void addTileTypeConversions(TypeConverter &converter) {
@@ -140,47 +223,30 @@ static void addTileTypeConversions(TypeConverter &converter) {
     return success();
   });
   converter.addConversion([](ag::KeyBoundsType t, SmallVectorImpl<Type> &out) {
-    Type i32 = IntegerType::get(t.getContext(), 32);
-    // tileHi stays an index without a mask (Softmax.cpp: rowKeyBounds).
-    out.push_back(t.getRight() ? i32 : IndexType::get(t.getContext()));
-    if (t.getLeft())
-      out.append(3, i32); // lo[0], lo[1], tileLo
-    if (t.getRight())
-      out.append(2, i32); // hi[0], hi[1]
+    llvm::append_range(out, keyBoundsLaneTypes(t));
     return success();
   });
-  // The wgmma kernels' builder code reads the lane values of the GEMM and
-  // softmax ops' fragments through casts (HopperForwardMainloop.cpp,
+  // The wgmma kernels' builder code reads the lane values of their tile
+  // ops' fragments and key bounds through casts (HopperForwardMainloop.cpp,
   // HopperBackwardMainloop.cpp): the casts stay until the pass folds each
   // pair.
   converter.addSourceMaterialization(
-      [](OpBuilder &b, ag::FragmentType t, ValueRange lanes, Location loc) {
+      [](OpBuilder &b, Type t, ValueRange lanes, Location loc) -> Value {
+        if (!isa<ag::FragmentType, ag::KeyBoundsType>(t))
+          return {};
         return UnrealizedConversionCastOp::create(b, loc, t, lanes)
             .getResult(0);
       });
   converter.addTargetMaterialization([](OpBuilder &b, TypeRange lanes,
                                         ValueRange fragment, Location loc,
                                         Type original) -> SmallVector<Value> {
-    if (!isa<ag::FragmentType>(original))
+    if (!isa<ag::FragmentType, ag::KeyBoundsType>(original))
       return {};
     return SmallVector<Value>(
         UnrealizedConversionCastOp::create(b, loc, lanes, fragment)
             .getResults());
   });
 }
-
-static RowKeyBounds unpackBounds(ValueRange v, ag::KeyBoundsType t) {
-  RowKeyBounds bounds{};
-  bounds.tileHi = v[0];
-  unsigned i = 1;
-  if (t.getLeft()) {
-    bounds.lo[0] = v[i++], bounds.lo[1] = v[i++], bounds.tileLo = v[i++];
-  }
-  if (t.getRight())
-    bounds.hi[0] = v[i++], bounds.hi[1] = v[i++];
-  return bounds;
-}
-
 
 struct SharedMemoryLowering : TileOpLowering<ag::SharedMemoryOp> {
   using TileOpLowering::TileOpLowering;
@@ -561,15 +627,15 @@ struct KeyBoundsLowering : TileOpLowering<ag::KeyBoundsOp> {
   matchAndRewrite(ag::KeyBoundsOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
-    Value qBegin = op.getQueryBegin();
+    Value first = op.getBlockBegin() ? op.getBlockBegin() : op.getQueryBegin();
     LaneRows lanes(kb, op, adaptor.getRows());
-    // The tile's last query: its last row's, or its last head's.
+    // The block's last query: its last row's, or its last head's.
     auto lastQuery = [&]() {
       return lanes.packed ? lanes.packed->lastQuery(kb)
-                          : kb.add(qBegin, op.getBlockRows() - 1);
+                          : kb.add(first, op.getBlockRows() - 1);
     };
     RowKeyBounds bounds = rowKeyBounds(
-        kb, lanes.tile, qBegin, [&](int64_t r) { return lanes(r).second; },
+        kb, lanes.tile, first, [&](int64_t r) { return lanes(r).second; },
         lastQuery);
     SmallVector<Value> values{bounds.tileHi};
     ag::KeyBoundsType type = op.getBounds().getType();
@@ -691,7 +757,7 @@ struct MaskLowering : TileOpLowering<ag::MaskOp> {
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
     RowKeyBounds bounds =
-        unpackBounds(adaptor.getBounds(), op.getBounds().getType());
+        unpackKeyBounds(adaptor.getBounds(), op.getBounds().getType());
     // The key offset goes through an opaque copy: otherwise LLVM splits the
     // loop at the causal diagonal and the two copies spill at D = 128.
     Value maskKey = kb.opaqueIndex(op.getKeyBegin());
@@ -967,17 +1033,21 @@ struct ConvertAttnGPUToNVVMPass final
       });
       if (!tileLevel)
         return WalkResult::advance();
-      FailureOr<KernelPlan> plan = tileKernelPlan(func);
+      // A wgmma kernel is a builder's, with its own lane ids.
+      bool wgmma = false;
+      func.walk([&](ag::WgmmaQKOp) { wgmma = true; });
+      FailureOr<KernelPlan> plan =
+          wgmma ? wgmmaKernelPlan(func) : tileKernelPlan(func);
       if (failed(plan))
         return WalkResult::interrupt();
       auto &k = kernels[func];
       k = std::make_unique<KernelLowering>();
       k->plan = *plan;
-      // The lane ids first, as the kernel builders make them.
-      OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
-      KernelBuilder kb(b, func.getLoc(), k->plan);
-      kb.setupThreadIds();
-      k->ids = kb.threadIds();
+      FailureOr<KernelBuilder::ThreadIds> ids =
+          laneIds(func, k->plan, wgmma);
+      if (failed(ids))
+        return WalkResult::interrupt();
+      k->ids = *ids;
       func->removeAttr(attn::kKernelPlanAttr);
       return WalkResult::advance();
     });
@@ -1011,16 +1081,17 @@ struct ConvertAttnGPUToNVVMPass final
     // kernels' builder code and their tile ops' lane values fold in pairs.
     SmallVector<UnrealizedConversionCastOp> casts;
     module.walk([&](UnrealizedConversionCastOp cast) {
-      auto isFragment = llvm::IsaPred<ag::FragmentType>;
-      if (llvm::any_of(cast->getOperandTypes(), isFragment) ||
-          llvm::any_of(cast->getResultTypes(), isFragment))
+      auto isTileType = llvm::IsaPred<ag::FragmentType, ag::KeyBoundsType>;
+      if (llvm::any_of(cast->getOperandTypes(), isTileType) ||
+          llvm::any_of(cast->getResultTypes(), isTileType))
         casts.push_back(cast);
     });
     SmallVector<UnrealizedConversionCastOp> unfolded;
     reconcileUnrealizedCasts(casts, &unfolded);
     if (!unfolded.empty()) {
-      unfolded.front().emitOpError("expected the lane values of a fragment, "
-                                   "left after the tile level's lowering");
+      unfolded.front().emitOpError("expected the lane values of a fragment "
+                                   "or key bounds, left after the tile "
+                                   "level's lowering");
       return signalPassFailure();
     }
   }

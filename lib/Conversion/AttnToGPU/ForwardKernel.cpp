@@ -74,6 +74,9 @@ private:
   Value keyOf(Value block);
   void loadQuery();
   Value keyBounds();
+  ScoreRows scoreRows() {
+    return {batch, head, qBegin, nq, nk, rowBase, rows};
+  }
   ag::FragmentType f32Fragment(int64_t cols, ag::FragmentLayout layout);
   scf::ForOp buildKeyLoop(Value bounds);
   Value applyMods(Value s, Value kBegin, Value bounds);
@@ -239,18 +242,7 @@ void ForwardTileBuilder::loadQuery() {
 
 /// The band of keys of the warp's rows and of the tile.
 Value ForwardTileBuilder::keyBounds() {
-  const attn::ScoreSpec &spec = plan.spec;
-  bool window = spec.mask == attn::MaskKind::Window;
-  bool fixed = window && !spec.runtimeWindow();
-  SmallVector<Value, 2> sizes;
-  if (spec.runtimeWindow())
-    sizes = {spec.windowLeftValue, spec.windowRightValue};
-  return ag::KeyBoundsOp::create(
-      b, loc, ag::KeyBoundsType::get(ctx, window, spec.hasMask()), batch, head,
-      qBegin, nq, nk, rowBase, rows, sizes, plan.blockQ,
-      spec.maskMod != nullptr, spec.mask,
-      fixed ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
-      fixed ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+  return buildKeyBounds(b, loc, plan.spec, scoreRows(), plan.blockQ);
 }
 
 ag::FragmentType ForwardTileBuilder::f32Fragment(int64_t cols,
@@ -261,21 +253,8 @@ ag::FragmentType ForwardTileBuilder::f32Fragment(int64_t cols,
 /// score_mod, mask_mod, then the band: only tiles crossing the band's edge
 /// or Nk evaluate it.
 Value ForwardTileBuilder::applyMods(Value s, Value kBegin, Value bounds) {
-  const attn::ScoreSpec &spec = plan.spec;
-  Type type = s.getType();
-  if (spec.scoreMod) {
-    auto mod = ag::ScoreModOp::create(b, loc, type, s, arg(10), batch, head,
-                                      qBegin, nq, nk, rowBase, kBegin, rows);
-    cloneModRegion(b, *spec.scoreMod, mod.getScoreMod());
-    s = mod.getResult();
-  }
-  if (spec.maskMod) {
-    auto mod = ag::MaskModOp::create(b, loc, type, s, batch, head, qBegin, nq,
-                                     nk, rowBase, kBegin, rows);
-    cloneModRegion(b, *spec.maskMod, mod.getMaskMod());
-    s = mod.getResult();
-  }
-  return ag::MaskOp::create(b, loc, type, s, bounds, kBegin);
+  s = buildScoreMods(b, loc, plan.spec, s, arg(10), scoreRows(), kBegin);
+  return ag::MaskOp::create(b, loc, s.getType(), s, bounds, kBegin);
 }
 
 /// The key-block loop, unpipelined (attn-gpu-pipeline builds its ring):

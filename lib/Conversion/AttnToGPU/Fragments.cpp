@@ -100,15 +100,16 @@ Value KernelBuilder::opaqueIndex(Value v) {
 }
 
 void KernelBuilder::setupThreadIds() {
-  tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  warp = divui(tid, 32);
-  lane = remui(tid, 32);
-  groupId = divui(lane, 4);
-  threadInGroup = remui(lane, 4);
+  deriveThreadIds(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
 }
 
 void KernelBuilder::setupOpaqueThreadIds() {
-  tid = opaqueIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  deriveThreadIds(
+      opaqueIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x)));
+}
+
+void KernelBuilder::deriveThreadIds(Value threadId) {
+  tid = threadId;
   warp = divui(tid, 32);
   lane = remui(tid, 32);
   groupId = divui(lane, 4);

@@ -142,6 +142,8 @@ public:
 
   /// Thread, warp and lane ids; `threads` is the CTA size.
   void setupThreadIds();
+  /// The warp and lane ids of thread id `tid`, built at the insertion point.
+  void deriveThreadIds(Value tid);
   /// The same ids derived from an opaque copy of the thread id: inside a
   /// loop body, LLVM then cannot hoist lane-dependent addresses out of the
   /// loop (where they would hold 64-bit registers for its whole length).
@@ -363,13 +365,9 @@ struct RowKeyBounds {
   Value lo[2], hi[2];
   Value tileLo, tileHi;
 };
-/// Bounds for the rows rowBase + g, +8 from `tile.q` of the block of
-/// `blockRows` rows from blockQ0 (`tile.kv` unused).
-RowKeyBounds rowKeyBounds(KernelBuilder &kb, const attn::ScorePosition &tile,
-                          Value rowBase, Value blockQ0, int64_t blockRows);
-/// rowKeyBounds where the lane's rows r = 0, 1 (g and g + 8 of its warp's
-/// 16) hold queries `rowQuery(r)` and the tile's queries run from
-/// `firstQuery` to `lastQuery()` (packed GQA: not one query per row).
+/// Bounds for the lane's rows r = 0, 1 (g and g + 8 of its warp's 16),
+/// which hold queries `rowQuery(r)`, in a block whose queries run from
+/// `firstQuery` to `lastQuery()` (`tile.kv` unused).
 RowKeyBounds rowKeyBounds(KernelBuilder &kb, const attn::ScorePosition &tile,
                           Value firstQuery,
                           function_ref<Value(int64_t)> rowQuery,
@@ -387,27 +385,19 @@ void maskScores(KernelBuilder &kb, MutableArrayRef<Value> s,
 Value softmaxScaleLog2(KernelBuilder &kb, Value scale);
 
 /// Applies the plan's score_mod to S in accumulator layout: lane (g, t) holds
-/// rows tile.q + rowBase + g, +8 and keys keyBase + 8n + 2t, +1. Each score
-/// becomes score_mod(scale·s, b, h, q, kv) through attn::buildScore, the
-/// builder of the CPU decomposition, with the kernel's run-time `scale`.
-/// With `queryAnchored` (a query-additive mod: attn::scoreModQueryAdditive)
-/// both rows take the first row's query; scoreModRowShift gives what that
-/// moved.
-void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
-                   const attn::ScorePosition &tile, Value rowBase,
-                   Value keyBase, Value scale, bool queryAnchored = false);
-/// applyScoreMod where the lane's row r (0, 1) holds (head, query)
-/// `rowHeadQuery(r)` (packed GQA).
+/// rows r = 0, 1 (g and g + 8) of (head, query) `rowHeadQuery(r)` and keys
+/// keyBase + 8n + 2t, +1. Each score becomes score_mod(scale·s, b, h, q, kv)
+/// through attn::buildScore, the builder of the CPU decomposition, with the
+/// kernel's run-time `scale`. With `queryAnchored` (a query-additive mod:
+/// attn::scoreModQueryAdditive) both rows take the first row's query;
+/// scoreModRowShift gives what that moved.
 void applyScoreMod(KernelBuilder &kb, MutableArrayRef<Value> s,
                    const attn::ScorePosition &tile,
                    function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery,
                    Value keyBase, Value scale, bool queryAnchored = false);
 /// Row r's shift under a query-anchored applyScoreMod: g(q_r) − g(q_0) =
 /// score_mod(0, b, h_r, q_r, q_0) − score_mod(0, b, h_r, q_0, q_0), which
-/// finalizeSoftmax adds back to the row's LSE. Rows as in applyScoreMod:
-/// from `rowBase` of one head, or (head, query) `rowHeadQuery(r)`.
-void scoreModRowShift(KernelBuilder &kb, const attn::ScorePosition &tile,
-                      Value rowBase, Value scale, Value shift[2]);
+/// finalizeSoftmax adds back to the row's LSE. Rows as in applyScoreMod.
 void scoreModRowShift(
     KernelBuilder &kb, const attn::ScorePosition &tile,
     function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery, Value scale,
@@ -424,11 +414,6 @@ SmallVector<Value> applyScoreModTransposed(KernelBuilder &kb,
 /// Sets the scores the plan's mask_mod masks out to -inf (nothing without
 /// one), for S in accumulator layout as in applyScoreMod: after the
 /// score_mod, on every element of every tile (a mask_mod can hit any).
-void applyMaskMod(KernelBuilder &kb, MutableArrayRef<Value> s,
-                  const attn::ScorePosition &tile, Value rowBase,
-                  Value keyBase);
-/// applyMaskMod where the lane's row r (0, 1) holds (head, query)
-/// `rowHeadQuery(r)` (packed GQA).
 void applyMaskMod(KernelBuilder &kb, MutableArrayRef<Value> s,
                   const attn::ScorePosition &tile,
                   function_ref<std::pair<Value, Value>(int64_t)> rowHeadQuery,

@@ -235,7 +235,7 @@ private:
     Value qRow0Bytes; // its rows' byte offset in the Q slabs
     Value scale, scaleLog2;
     Value oDescale; // fp8: descale_v of the tile's (batch, key head)
-    RowKeyBounds bounds;
+    Value bounds; // attn_gpu.key_bounds of the warpgroup's rows
     Value isFirst; // consumer == 0 (ping-pong's barrier ids)
   };
   ConsumerState beginConsumerTile(Value consumer, Value scale);
@@ -268,13 +268,6 @@ private:
   /// flight: registers of a later wgmma defined while one runs make ptxas
   /// serialise them (C7513).
   SmallVector<Value> packP(ArrayRef<Value> s);
-  /// Whether the score_mod is evaluated at each lane's first row's query
-  /// (a query-additive mod, attn::scoreModQueryAdditive): its per-key terms
-  /// are then shared by the lane's two rows.
-  bool queryAnchored() const {
-    return plan.spec.scoreMod &&
-           attn::scoreModQueryAdditive(*plan.spec.scoreMod);
-  }
   /// The K/V ring slot and full-barrier parity of ring iteration `it` of
   /// this tile (the CTA's ringBase + it).
   Value ringStage(Value it);

@@ -22,15 +22,6 @@ void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
                                                  ValueRange{head})
                               .getResult()
                         : Value();
-  // A query-anchored mod's rows take their shift back (as
-  // attn-gpu-anchor-score-mod does for the tile-level forward).
-  Value shift[2];
-  const Value *rowShift = nullptr;
-  if (queryAnchored()) {
-    scoreModRowShift(kb, {batch, head, qBegin, Value(), nq, nk}, t.rowBase,
-                     t.scale, shift);
-    rowShift = shift;
-  }
   using attn_gpu::FragmentLayout;
   auto rows = [&](ArrayRef<Value> lanes) {
     return fragmentOf(b, loc, lanes, 1, FragmentLayout::Rows);
@@ -38,7 +29,7 @@ void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
   Value rowMax = rows(state.rowMax);
   auto finalize = attn_gpu::FinalizeSoftmaxOp::create(
       b, loc, rowMax.getType(), rowMax.getType(), rowMax, rows(state.rowSum),
-      sink, rowShift ? rows(shift) : Value());
+      sink, /*shift=*/Value()); // (attn-gpu-anchor-score-mod's)
   llvm::copy(laneValues(b, loc, finalize.getInvSum()), invSum);
   llvm::copy(laneValues(b, loc, finalize.getLse()), lse);
   if (fp8())

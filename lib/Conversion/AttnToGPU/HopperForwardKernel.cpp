@@ -336,6 +336,8 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
   KernelParams params = forwardParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_fwd_" + plan.tag(), params,
                                plan, wgmmaForwardSharedBytes(plan));
+  // Its score path's tile ops lower with the plan (convert-attn-gpu-to-nvvm).
+  func->setAttr(attn::kKernelPlanAttr, kernelPlanAttr(b.getContext(), plan));
   KernelPlan bound =
       bindWindowParams(b, loc, plan, func.getBody().front(), params);
   KernelBuilder kb(b, loc, bound);

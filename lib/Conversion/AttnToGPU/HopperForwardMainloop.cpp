@@ -109,8 +109,10 @@ HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
   }
   t.scale = scale;
   t.scaleLog2 = softmaxScaleLog2(kb, scale);
-  t.bounds = rowKeyBounds(kb, {batch, head, qBegin, Value(), nq, nk},
-                          t.rowBase, t.qRow0, kRowsPerConsumer);
+  // The band of the warpgroup's 64 rows.
+  t.bounds = buildKeyBounds(b, loc, plan.spec,
+                            {batch, head, qBegin, nq, nk, t.rowBase},
+                            kRowsPerConsumer, t.qRow0);
   t.isFirst = eq(consumer, kb.idx(0));
   return t;
 }
@@ -120,40 +122,43 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
                                             Value scores, int64_t keys,
                                             SoftmaxState &state,
                                             Value alpha[2], Value iteration) {
-  const int64_t bkv = plan.blockKV;
-  SmallVector<Value> s = fenceOperands(b, loc, laneValues(b, loc, scores));
-  attn::ScorePosition tile{batch, head, qBegin, Value(), nq, nk};
-  if (plan.spec.scoreMod)
-    applyScoreMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv), t.scale,
-                  queryAnchored());
-  if (plan.blockSparse) {
-    Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
-    s = kb.maskUnlessInside(
-        kb.lt(iteration, fullBlocks), s, [&](SmallVector<Value> &partial) {
-          applyMaskMod(kb, partial, tile, t.rowBase, kb.mul(keyTile, bkv));
-          maskScores(kb, partial, t.bounds, maskKey);
-        });
+  using ag::FragmentLayout;
+  Value s =
+      fragmentOf(b, loc, fenceOperands(b, loc, laneValues(b, loc, scores)),
+                 keys, FragmentLayout::Accumulator);
+  Value keyBegin = kb.mul(keyTile, plan.blockKV);
+  ScoreRows rows{batch, head, qBegin, nq, nk, t.rowBase};
+  if (!plan.blockSparse) {
+    s = buildScoreMods(b, loc, plan.spec, s, t.scale, rows, keyBegin);
+    if (masked)
+      s = ag::MaskOp::create(b, loc, s.getType(), s, t.bounds, keyBegin);
   } else {
-    applyMaskMod(kb, s, tile, t.rowBase, kb.mul(keyTile, bkv));
-  }
-  if (masked && !plan.blockSparse) {
-    Value maskKey = kb.opaqueIndex(kb.mul(keyTile, bkv));
-    s = kb.maskUnlessInside(tileInside(kb, t.bounds, maskKey, keys), s,
-                            [&](SmallVector<Value> &masked) {
-                              maskScores(kb, masked, t.bounds, maskKey);
-                            });
+    // A full block evaluates neither the mask_mod nor the band.
+    attn::ScoreSpec scoreMod = plan.spec, maskMod = plan.spec;
+    scoreMod.maskMod = nullptr;
+    maskMod.scoreMod = nullptr;
+    s = buildScoreMods(b, loc, scoreMod, s, t.scale, rows, keyBegin);
+    Value maskKey = kb.opaqueIndex(keyBegin);
+    SmallVector<Value> lanes = kb.maskUnlessInside(
+        kb.lt(iteration, fullBlocks), laneValues(b, loc, s),
+        [&](SmallVector<Value> &partial) {
+          Value p =
+              fragmentOf(b, loc, partial, keys, FragmentLayout::Accumulator);
+          partial = laneValues(
+              b, loc,
+              buildScoreMods(b, loc, maskMod, p, t.scale, rows, keyBegin));
+          maskScores(kb, partial, keyBoundsLanes(b, loc, t.bounds), maskKey);
+        });
+    s = fragmentOf(b, loc, lanes, keys, FragmentLayout::Accumulator);
   }
   // The update of a 16 × 8 accumulator of ones gives each row's factor.
-  using ag::FragmentLayout;
   Value unit = ag::FillOp::create(b, loc, accumulatorType(b.getContext(), 8),
                                   kb.f32(1.0));
-  Value sMasked = fragmentOf(b, loc, s, keys, FragmentLayout::Accumulator);
   Value rowMax = fragmentOf(b, loc, state.rowMax, 1, FragmentLayout::Rows);
   auto update = ag::OnlineSoftmaxOp::create(
-      b, loc, sMasked.getType(), rowMax.getType(), rowMax.getType(),
-      unit.getType(), sMasked, rowMax,
-      fragmentOf(b, loc, state.rowSum, 1, FragmentLayout::Rows), unit,
-      t.scaleLog2,
+      b, loc, s.getType(), rowMax.getType(), rowMax.getType(), unit.getType(),
+      s, rowMax, fragmentOf(b, loc, state.rowSum, 1, FragmentLayout::Rows),
+      unit, t.scaleLog2,
       plan.schedule.lazyRescale ? b.getF64FloatAttr(kLazyRescaleLog2)
                                 : FloatAttr());
   SmallVector<Value> m = laneValues(b, loc, update.getNewMax());

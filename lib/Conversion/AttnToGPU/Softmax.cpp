@@ -19,18 +19,6 @@
 using namespace mlir;
 using namespace mlir::fa::gpu_lowering;
 
-RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(KernelBuilder &kb,
-                                                  const attn::ScorePosition &tile,
-                                                  Value rowBase, Value blockQ0,
-                                                  int64_t blockRows) {
-  return rowKeyBounds(
-      kb, tile, blockQ0,
-      [&](int64_t r) {
-        return kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8)));
-      },
-      [&]() { return kb.add(blockQ0, blockRows - 1); });
-}
-
 RowKeyBounds mlir::fa::gpu_lowering::rowKeyBounds(
     KernelBuilder &kb, const attn::ScorePosition &tile, Value firstQuery,
     function_ref<Value(int64_t)> rowQuery, function_ref<Value()> lastQuery) {
@@ -336,24 +324,6 @@ static Value buildGpuScore(KernelBuilder &kb, Value s,
   return score;
 }
 
-/// (head, query) of the lane's row r (0, 1) of a tile of one head whose
-/// warp's rows start at `rowBase`: tile.q + rowBase + g, + 8.
-static std::pair<Value, Value> laneRow(KernelBuilder &kb,
-                                       const fa::attn::ScorePosition &tile,
-                                       Value rowBase, int64_t r) {
-  return {tile.h, kb.add(tile.q, kb.add(rowBase, kb.add(kb.groupId, r * 8)))};
-}
-
-void mlir::fa::gpu_lowering::applyScoreMod(KernelBuilder &kb,
-                                           MutableArrayRef<Value> s,
-                                           const attn::ScorePosition &tile,
-                                           Value rowBase, Value keyBase,
-                                           Value scale, bool queryAnchored) {
-  applyScoreMod(
-      kb, s, tile, [&](int64_t r) { return laneRow(kb, tile, rowBase, r); },
-      keyBase, scale, queryAnchored);
-}
-
 void mlir::fa::gpu_lowering::applyScoreMod(
     KernelBuilder &kb, MutableArrayRef<Value> s,
     const attn::ScorePosition &tile,
@@ -374,15 +344,6 @@ void mlir::fa::gpu_lowering::applyScoreMod(
       s[n * 4 + i] = buildGpuScore(kb, s[n * 4 + i], pos,
                                    /*derivative=*/nullptr, scale);
     }
-}
-
-void mlir::fa::gpu_lowering::scoreModRowShift(KernelBuilder &kb,
-                                              const attn::ScorePosition &tile,
-                                              Value rowBase, Value scale,
-                                              Value shift[2]) {
-  scoreModRowShift(
-      kb, tile, [&](int64_t r) { return laneRow(kb, tile, rowBase, r); },
-      scale, shift);
 }
 
 void mlir::fa::gpu_lowering::scoreModRowShift(
@@ -430,15 +391,6 @@ static Value maskModElement(KernelBuilder &kb, Value s,
   Value keep = fa::attn::buildMaskModPredicate(kb.b, kb.loc, kb.plan.spec, pos,
                                                &modArgs);
   return kb.select(keep, s, kb.negInf());
-}
-
-void mlir::fa::gpu_lowering::applyMaskMod(KernelBuilder &kb,
-                                          MutableArrayRef<Value> s,
-                                          const attn::ScorePosition &tile,
-                                          Value rowBase, Value keyBase) {
-  applyMaskMod(
-      kb, s, tile, [&](int64_t r) { return laneRow(kb, tile, rowBase, r); },
-      keyBase);
 }
 
 void mlir::fa::gpu_lowering::applyMaskMod(

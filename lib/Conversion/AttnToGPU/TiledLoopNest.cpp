@@ -275,3 +275,44 @@ void mlir::fa::cloneModRegion(OpBuilder &b, Region &mod, Region &into) {
   attn_gpu::YieldOp::create(b, yield->getLoc(), yield->getOperand(0));
   yield->erase();
 }
+
+Value mlir::fa::buildKeyBounds(OpBuilder &b, Location loc,
+                               const attn::ScoreSpec &spec,
+                               const ScoreRows &at, int64_t blockRows,
+                               Value blockBegin) {
+  bool window = spec.mask == attn::MaskKind::Window;
+  bool fixed = window && !spec.runtimeWindow();
+  SmallVector<Value, 2> sizes;
+  if (spec.runtimeWindow())
+    sizes = {spec.windowLeftValue, spec.windowRightValue};
+  return attn_gpu::KeyBoundsOp::create(
+      b, loc,
+      attn_gpu::KeyBoundsType::get(b.getContext(), window, spec.hasMask()),
+      at.batch, at.head, at.qBegin, at.nq, at.nk, at.row, at.rows, blockBegin,
+      sizes,
+      blockRows, spec.maskMod != nullptr, spec.mask,
+      fixed ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
+      fixed ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+}
+
+Value mlir::fa::buildScoreMods(OpBuilder &b, Location loc,
+                               const attn::ScoreSpec &spec, Value s,
+                               Value scale, const ScoreRows &at,
+                               Value keyBegin) {
+  Type type = s.getType();
+  if (spec.scoreMod) {
+    auto mod = attn_gpu::ScoreModOp::create(b, loc, type, s, scale, at.batch,
+                                            at.head, at.qBegin, at.nq, at.nk,
+                                            at.row, keyBegin, at.rows);
+    cloneModRegion(b, *spec.scoreMod, mod.getScoreMod());
+    s = mod.getResult();
+  }
+  if (spec.maskMod) {
+    auto mod = attn_gpu::MaskModOp::create(b, loc, type, s, at.batch, at.head,
+                                           at.qBegin, at.nq, at.nk, at.row,
+                                           keyBegin, at.rows);
+    cloneModRegion(b, *spec.maskMod, mod.getMaskMod());
+    s = mod.getResult();
+  }
+  return s;
+}

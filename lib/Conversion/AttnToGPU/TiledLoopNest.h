@@ -12,6 +12,7 @@
 #ifndef FA_CONVERSION_ATTNTOGPU_TILEDLOOPNEST_H
 #define FA_CONVERSION_ATTNTOGPU_TILEDLOOPNEST_H
 
+#include "fa/Dialect/Attn/IR/Attn.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace mlir::fa {
@@ -39,6 +40,26 @@ struct TileLoopInputs {
 /// op region `into`, its attn.yield an attn_gpu.yield: the kernel applies
 /// the tiled IR's own mod.
 void cloneModRegion(OpBuilder &b, Region &mod, Region &into);
+
+/// Where a forward's score tile ops place a lane's rows: the warp's 16 rows
+/// from `row` of the query tile at `qBegin` of (batch, head) (packed GQA:
+/// their heads and queries are `rows`'s), in a problem of nq × nk.
+struct ScoreRows {
+  Value batch, head, qBegin, nq, nk, row;
+  Value rows = {};
+};
+
+/// attn_gpu.key_bounds of `spec`'s mask for the lane's rows of `at`, in a
+/// block of `blockRows` queries from `blockBegin` (default: at.qBegin).
+Value buildKeyBounds(OpBuilder &b, Location loc, const attn::ScoreSpec &spec,
+                     const ScoreRows &at, int64_t blockRows,
+                     Value blockBegin = {});
+
+/// `spec`'s score_mod (scaled by `scale`), then its mask_mod, on the scores
+/// `s` of the key block from `keyBegin` (either or both absent: `s`).
+Value buildScoreMods(OpBuilder &b, Location loc, const attn::ScoreSpec &spec,
+                     Value s, Value scale, const ScoreRows &at,
+                     Value keyBegin);
 
 class TiledLoopNest {
 public:

@@ -356,3 +356,39 @@ Value mlir::fa::gpu_lowering::fragmentOf(OpBuilder &b, Location loc,
          "a fragment's lane values");
   return UnrealizedConversionCastOp::create(b, loc, type, lanes).getResult(0);
 }
+
+SmallVector<Type>
+mlir::fa::gpu_lowering::keyBoundsLaneTypes(ag::KeyBoundsType type) {
+  MLIRContext *ctx = type.getContext();
+  Type i32 = IntegerType::get(ctx, 32);
+  // tileHi stays an index without a mask (Softmax.cpp: rowKeyBounds).
+  SmallVector<Type> lanes{type.getRight() ? i32 : IndexType::get(ctx)};
+  if (type.getLeft())
+    lanes.append(3, i32);
+  if (type.getRight())
+    lanes.append(2, i32);
+  return lanes;
+}
+
+RowKeyBounds mlir::fa::gpu_lowering::unpackKeyBounds(ValueRange lanes,
+                                                     ag::KeyBoundsType type) {
+  RowKeyBounds bounds{};
+  bounds.tileHi = lanes[0];
+  unsigned i = 1;
+  if (type.getLeft()) {
+    bounds.lo[0] = lanes[i++], bounds.lo[1] = lanes[i++];
+    bounds.tileLo = lanes[i++];
+  }
+  if (type.getRight())
+    bounds.hi[0] = lanes[i++], bounds.hi[1] = lanes[i++];
+  return bounds;
+}
+
+RowKeyBounds mlir::fa::gpu_lowering::keyBoundsLanes(OpBuilder &b,
+                                                    Location loc,
+                                                    Value bounds) {
+  auto type = cast<ag::KeyBoundsType>(bounds.getType());
+  auto lanes = UnrealizedConversionCastOp::create(
+      b, loc, keyBoundsLaneTypes(type), bounds);
+  return unpackKeyBounds(lanes.getResults(), type);
+}

@@ -80,13 +80,14 @@ SmallVector<Value> issueWgmmaRegisterA(KernelBuilder &kb, ArrayRef<Value> a,
                                        ArrayRef<Value> bDescs,
                                        ArrayRef<Value> acc);
 
+/// A warp's view of the m64n`cols` f32 accumulator (16 rows of it).
+attn_gpu::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols);
+
 /// attn_gpu.wgmma_qk: acc = A·B of one m64n`n` product over descriptor pairs
 /// (K-major A and B, or both MN-major), its accumulator fragment (a warp's
 /// 16 rows of the warpgroup's 64). The kernel builders issue their
 /// shared-memory GEMMs as this tile op; convert-attn-gpu-to-nvvm lowers it
 /// with issueWgmmaShared.
-/// A warp's view of the m64n`cols` f32 accumulator (16 rows of it).
-attn_gpu::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols);
 Value buildWgmmaQK(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
                    ArrayRef<Value> bDescs, bool mnMajor = false);
 
@@ -102,6 +103,13 @@ SmallVector<Value> buildWgmmaPV(KernelBuilder &kb, ArrayRef<Value> a,
 SmallVector<Value> laneValues(OpBuilder &b, Location loc, Value fragment);
 Value fragmentOf(OpBuilder &b, Location loc, ArrayRef<Value> lanes,
                  int64_t cols, attn_gpu::FragmentLayout layout);
+
+/// The lane values of an attn_gpu.key_bounds result (tileHi; lo[0], lo[1],
+/// tileLo with a lower edge; hi[0], hi[1] with an upper one), their types,
+/// and the bounds they make.
+SmallVector<Type> keyBoundsLaneTypes(attn_gpu::KeyBoundsType type);
+RowKeyBounds unpackKeyBounds(ValueRange lanes, attn_gpu::KeyBoundsType type);
+RowKeyBounds keyBoundsLanes(OpBuilder &b, Location loc, Value bounds);
 
 /// Packs an m64nN accumulator (f32, N/2 values) as the A registers of
 /// N/16 k16 steps: n8 tiles 2kk and 2kk + 1 in order.

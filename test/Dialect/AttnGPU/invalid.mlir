@@ -32,6 +32,14 @@ func.func @stage_without_extent(%i: index) {
 
 // -----
 
+func.func @bounds_rows_and_block(%i: index, %rows: !attn_gpu.packed_rows) {
+  // expected-error @+1 {{'attn_gpu.key_bounds' op expected packed rows or a block begin, not both}}
+  %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i rows %rows block %i {block_rows = 64 : i64, mask = #attn.mask<causal>} : !attn_gpu.key_bounds<left = false, right = true>
+  return
+}
+
+// -----
+
 func.func @bounds_for_mask(%i: index) {
   // expected-error @+1 {{'attn_gpu.key_bounds' op expected bounds with left = 0, right = 1 for mask causal, got '!attn_gpu.key_bounds<left = false, right = false>'}}
   %b = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %i {block_rows = 64 : i64, mask = #attn.mask<causal>} : !attn_gpu.key_bounds<left = false, right = false>

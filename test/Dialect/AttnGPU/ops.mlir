@@ -27,6 +27,8 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
   // A window whose sizes are run-time values (a kernel's window parameters).
   // CHECK: attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %[[ROW]] window(%{{.+}}, %{{.+}}) {block_rows = 64 : i64, mask = #attn.mask<window>} {{.*}}: {{.*}}<left = true, right = true>
   %brt = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %row window(%i, %i) {block_rows = 64 : i64, mask = #attn.mask<window>} : !attn_gpu.key_bounds<left = true, right = true>
+  // CHECK: attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %[[ROW]] block %{{.+}} window(%{{.+}}, %{{.+}}) {block_rows = 64 : i64, mask = #attn.mask<window>} {{.*}}: {{.*}}<left = true, right = true>
+  %bwg = attn_gpu.key_bounds at [%i, %i, %i] of [%i, %i] row %row block %i window(%i, %i) {block_rows = 64 : i64, mask = #attn.mask<window>} : !attn_gpu.key_bounds<left = true, right = true>
   %zero = arith.constant 0.0 : f32
   // CHECK: attn_gpu.fill %{{.+}} {{.*}}: {{.*}}<16x1xf32, rows>
   %m = attn_gpu.fill %zero : !attn_gpu.fragment<16x1xf32, rows>

@@ -466,6 +466,8 @@ LogicalResult KeyBoundsOp::verify() {
            << window << ", right = " << masked << " for mask "
            << fa::attn::stringifyMaskKind(getMask())
            << (getMaskMod() ? " with a mask_mod" : "") << ", got " << type;
+  if (getRows() && getBlockBegin())
+    return emitOpError("expected packed rows or a block begin, not both");
   return verifyWindowSizes(*this, getMask(),
                            getWindowLeft() && getWindowRight(),
                            getWindowSizes());
