@@ -31,6 +31,6 @@ if diff -u "$baseline" "$work/now.sha256" >"$work/diff"; then
   echo "ptx-identity: all $(wc -l <"$baseline") files byte-identical"
 else
   echo "ptx-identity: generated code differs from $baseline:"
-  grep '^[-+][0-9a-f]' "$work/diff" | awk '{print $1 $2 "  " $3}' | sed 's/^\([-+]\)[0-9a-f]*/\1/' | sort -k2 -u
+  grep '^[-+][0-9a-f]' "$work/diff" | awk '{print $2}' | sort -u
   exit 1
 fi
