@@ -111,3 +111,24 @@ func.func @document(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: te
   } : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// Run-time window sizes: the key bounds read the sizes the kernel bound at
+// its entry (the last two parameters, clamped to max(Nq, Nk)), so one kernel
+// serves every window; the resolved plan's tag says `_window_rt`.
+// CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_window_rt_wgmma_sm90a(
+// CHECK-SAME: %[[WL:[^:]+]]: i32, %[[WR:[^:]+]]: i32) kernel
+// CHECK: %[[LEFT:.+]] = arith.minui %[[WL]], %[[MOST:.+]] : i32
+// CHECK-NEXT: %[[L:.+]] = arith.index_castui %[[LEFT]] : i32 to index
+// CHECK: %[[RIGHT:.+]] = arith.minui %[[WR]], %[[MOST]] : i32
+// CHECK-NEXT: %[[R:.+]] = arith.index_castui %[[RIGHT]] : i32 to index
+// CHECK: attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %{{.+}} block %{{.+}} window(%[[L]], %[[R]]) {block_rows = 64 : i64, mask = #attn.mask<window>} : <left = true, right = true>
+// CHECK: attn_gpu.mask
+// NVVM-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_window_rt_wgmma_sm90a(
+// NVVM-NOT: attn_gpu.
+// NVVM: gpu.return
+func.func @runtime_window(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %wl: i64, %wr: i64) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v window(%wl, %wr) {mask = #attn.mask<window>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16> -> tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>
+}
