@@ -1024,18 +1024,17 @@ struct ConvertAttnGPUToNVVMPass final
     KernelLowerings kernels;
     bool planFreeOps = false;
     WalkResult walk = module.walk([&](gpu::GPUFuncOp func) {
-      bool tileLevel = false;
-      // (A builder's kernel may hold tile ops that need no plan.)
+      // (A builder's kernel may hold tile ops that need no plan.) A wgmma
+      // kernel is a builder's, with its own lane ids.
+      bool tileLevel = false, wgmma = false;
       func.walk([&](Operation *op) {
         bool planFree = isPlanFreeTileOp(op);
         planFreeOps |= planFree;
         tileLevel |= isa<ag::AttnGPUDialect>(op->getDialect()) && !planFree;
+        wgmma |= isa<ag::WgmmaQKOp>(op);
       });
       if (!tileLevel)
         return WalkResult::advance();
-      // A wgmma kernel is a builder's, with its own lane ids.
-      bool wgmma = false;
-      func.walk([&](ag::WgmmaQKOp) { wgmma = true; });
       FailureOr<KernelPlan> plan =
           wgmma ? wgmmaKernelPlan(func) : tileKernelPlan(func);
       if (failed(plan))
