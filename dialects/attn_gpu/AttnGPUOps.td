@@ -578,30 +578,57 @@ def AttnGPU_TransposedMaskModOp : AttnGPU_Op<"transposed_mask_mod",
   }];
 }
 
+def AttnGPU_TransposedBoundsOp : AttnGPU_Op<"transposed_bounds",
+    [AttrSizedOperandSegments]> {
+  let summary = "whether an Sᵀ tile lies wholly inside the mask";
+  let description = [{
+    For the Sᵀ tile of `block_keys` keys from `key_begin` (with
+    `block_index %i`: block i of `block_keys` keys from there, as the wgmma
+    backward's warpgroups each take 64 keys of the key block) ×
+    `block_queries` queries from `query_begin`, in a problem of `nq` × `nk`:
+    `inside`, whether the tile lies wholly inside the mask's band and below
+    both lengths, so that its elements need no `attn_gpu.transposed_mask`;
+    and `query`, the tile's first query through an opaque copy, which the
+    mask reads so that LLVM does not hoist per-element offsets out of the
+    loop. The band's sizes as in `attn_gpu.key_bounds` (`window_left` /
+    `window_right`, or `window(%left, %right)` bound at the kernel's entry).
+  }];
+  let arguments = (ins Index:$query_begin, Index:$key_begin, Index:$nq,
+                       Index:$nk, Optional<Index>:$block_index,
+                       Variadic<Index>:$window_sizes,
+                       I64Attr:$block_keys, I64Attr:$block_queries,
+                       DefaultValuedAttr<Attn_MaskKindAttr,
+                           "::mlir::fa::attn::MaskKind::None">:$mask,
+                       OptionalAttr<I64Attr>:$window_left,
+                       OptionalAttr<I64Attr>:$window_right);
+  let results = (outs Index:$query, I1:$inside);
+  let assemblyFormat = [{
+    `at` ` ` `[` $query_begin `,` $key_begin `]` `of` ` ` `[` $nq `,` $nk `]`
+    (`block_index` $block_index^)? (`window` `(` $window_sizes^ `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def AttnGPU_TransposedMaskOp : AttnGPU_Op<"transposed_mask",
     [AllTypesMatch<["scores", "result"]>]> {
   let summary = "set the elements of Sᵀ outside the mask to -inf";
   let description = [{
     Elements of Sᵀ (rows keys `key_begin` + `row` + g, + 8; columns queries
-    from `query_begin`) outside the mask's band, at keys past `nk` or at
-    queries past `nq` become -inf; a tile of `block_keys` keys × the
-    fragment's queries wholly inside the band and the lengths is left as it
-    is. The band's sizes as in `attn_gpu.key_bounds` (`window_left` /
-    `window_right`, or `window(%left, %right)` bound at the kernel's entry).
+    from `query_begin`) outside the kernel's band (its
+    `attn_gpu.transposed_bounds`'), at keys past `nk` or at queries past
+    `nq` become -inf: the masked path of a tile that is not wholly inside.
+    `opaque_lengths`: `nq` and `nk` are read through opaque copies, so that
+    LLVM keeps the per-element bounds in the loop instead of holding them in
+    registers across it (the wgmma backward's consumers).
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, Index:$batch, Index:$head,
                        Index:$query_begin, Index:$key_begin, Index:$nq,
-                       Index:$nk, Index:$row, Variadic<Index>:$window_sizes,
-                       I64Attr:$block_keys,
-                       DefaultValuedAttr<Attn_MaskKindAttr,
-                           "::mlir::fa::attn::MaskKind::None">:$mask,
-                       OptionalAttr<I64Attr>:$window_left,
-                       OptionalAttr<I64Attr>:$window_right);
+                       Index:$nk, Index:$row, UnitAttr:$opaque_lengths);
   let results = (outs AttnGPU_Fragment:$result);
   let assemblyFormat = [{
     $scores `at` ` ` `[` $batch `,` $head `,` $query_begin `,` $key_begin `]`
-    `of` ` ` `[` $nq `,` $nk `]` `row` $row (`window` `(` $window_sizes^ `)`)?
-    attr-dict `:` type($scores)
+    `of` ` ` `[` $nq `,` $nk `]` `row` $row attr-dict `:` type($scores)
   }];
   let hasVerifier = 1;
 }

@@ -472,35 +472,17 @@ void BackwardTileBuilder::loadQueryTile(Value head, Value qBegin) {
 std::pair<Value, Value>
 BackwardTileBuilder::recomputeScores(Value head, Value qBegin,
                                      Value &derivative) {
-  const attn::ScoreSpec &spec = plan.spec;
   Type scoresType = f32Fragment(plan.blockQ);
   Value s =
       ag::MmaQKOp::create(b, loc, scoresType, kTile, keyRow0, qTile);
-  Value scale = arg(14);
-  if (spec.scoreMod) {
-    auto mod = ag::TransposedScoreModOp::create(b, loc, scoresType, scoresType,
-                                                s, scale, batch, head, qBegin,
-                                                nq, nk, keyRow0, kBegin);
-    cloneModRegion(b, *spec.scoreMod, mod.getScoreMod());
-    s = mod.getResult();
-    derivative = mod.getDerivative();
-  }
-  if (spec.maskMod) {
-    auto mod = ag::TransposedMaskModOp::create(
-        b, loc, scoresType, s, batch, head, qBegin, nq, nk, keyRow0, kBegin);
-    cloneModRegion(b, *spec.maskMod, mod.getMaskMod());
-    s = mod.getResult();
-  }
-  bool window = spec.mask == attn::MaskKind::Window;
-  bool fixed = window && !spec.runtimeWindow();
-  SmallVector<Value, 2> sizes;
-  if (spec.runtimeWindow())
-    sizes = {spec.windowLeftValue, spec.windowRightValue};
-  s = ag::TransposedMaskOp::create(
-      b, loc, scoresType, s, batch, head, qBegin, kBegin, nq, nk, keyRow0,
-      sizes, plan.blockKV, spec.mask,
-      fixed ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
-      fixed ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+  TransposedScores at{batch, head, qBegin, kBegin, nq, nk, keyRow0};
+  s = buildTransposedScoreMods(b, loc, plan.spec, s, arg(14), at,
+                               derivative);
+  auto [maskQuery, inside] =
+      buildTransposedBounds(b, loc, plan.spec, at, plan.blockKV, plan.blockQ);
+  TransposedScores edge = at;
+  edge.qBegin = maskQuery;
+  s = buildTransposedMask(b, loc, s, edge, inside, /*opaqueLengths=*/false);
   auto probs = ag::RecomputeProbsOp::create(
       b, loc, scoresType,
       f32Fragment(plan.blockQ, ag::FragmentLayout::Columns), s, stats, kTile,
@@ -657,11 +639,11 @@ void mlir::fa::buildBackwardKernels(OpBuilder &b, Location loc,
   gpu::GPUFuncOp func = createMainKernel(b, loc, module, plan, params);
   KernelPlan bound =
       bindWindowParams(b, loc, plan, func.getBody().front(), params);
+  func->setAttr(attn::kKernelPlanAttr, kernelPlanAttr(b.getContext(), plan));
   if (plan.strategy == MmaStrategy::Wgmma) {
     KernelBuilder kb(b, loc, bound);
     buildBackwardMainWgmma(kb, module, func, loops);
   } else {
-    func->setAttr(attn::kKernelPlanAttr, kernelPlanAttr(b.getContext(), plan));
     BackwardTileBuilder(b, loc, bound, func, params).build(module, loops);
   }
   buildPostKernel(b, loc, module, plan);

@@ -27,7 +27,7 @@ mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
   FailureOr<ag::ReduceDQOp> dq = uniqueTileOp<ag::ReduceDQOp>(func);
   if (failed(dq))
     return failure();
-  auto mask = uniqueTileOp<ag::TransposedMaskOp>(func);
+  auto mask = uniqueTileOp<ag::TransposedBoundsOp>(func);
   if (failed(mask))
     return failure();
   auto gradient = uniqueTileOp<ag::ScoreGradientOp>(func);
@@ -50,6 +50,41 @@ mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
   return resolveTilePlan(func, planAttr, /*backward=*/true,
                          key.getElementType(), key.getCols(),
                          dp.getKey().getType().getCols(), spec);
+}
+
+FailureOr<KernelPlan>
+mlir::fa::gpu_lowering::wgmmaBackwardKernelPlan(gpu::GPUFuncOp func,
+                                                DictionaryAttr planAttr) {
+  auto mask = uniqueTileOp<ag::TransposedBoundsOp>(func);
+  if (failed(mask))
+    return failure();
+  auto scoreMod = uniqueTileOp<ag::TransposedScoreModOp>(func, true);
+  if (failed(scoreMod))
+    return failure();
+  auto maskMod = uniqueTileOp<ag::TransposedMaskModOp>(func, true);
+  if (failed(maskMod))
+    return failure();
+  // Sᵀ = K·Qᵀ runs over D, dPᵀ = V·dOᵀ over Dv ≤ D (the wgmma backward's
+  // head dims): the k extents of its K-major wgmma_qk, 32 bytes a step.
+  Type elemType;
+  int64_t minSteps = 0, maxSteps = 0;
+  func.walk([&](ag::WgmmaQKOp qk) {
+    if (qk.getMnMajor())
+      return;
+    auto steps = static_cast<int64_t>(qk.getQueryDescriptors().size());
+    minSteps = elemType ? std::min(minSteps, steps) : steps;
+    maxSteps = std::max(maxSteps, steps);
+    elemType = qk.getOperandType();
+  });
+  if (!elemType)
+    return func.emitOpError("expected Sᵀ = K·Qᵀ from an 'attn_gpu.wgmma_qk' "
+                            "in a wgmma backward");
+  const int64_t elems = 256 / elemType.getIntOrFloatBitWidth();
+  attn::ScoreSpec spec = maskSpecOf(*mask);
+  spec.scoreMod = *scoreMod ? &scoreMod->getScoreMod() : nullptr;
+  spec.maskMod = *maskMod ? &maskMod->getMaskMod() : nullptr;
+  return resolveTilePlan(func, planAttr, /*backward=*/true, elemType,
+                         maxSteps * elems, minSteps * elems, spec);
 }
 
 namespace {
@@ -133,36 +168,44 @@ struct TransposedMaskModLowering : TileOpLowering<ag::TransposedMaskModOp> {
   }
 };
 
+struct TransposedBoundsLowering : TileOpLowering<ag::TransposedBoundsOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::TransposedBoundsOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    Value kBegin = op.getKeyBegin();
+    Value query = kb.opaqueIndex(op.getQueryBegin());
+    Value qEnd = kb.add(query, op.getBlockQueries());
+    Value block = kBegin;
+    if (Value index = op.getBlockIndex())
+      block = kb.add(kBegin, kb.mul(index, op.getBlockKeys()));
+    // (The wgmma backward's bounds, those of a block of the key block, test
+    // the lengths first: the order reaches the PTX.)
+    Value inside = transposedTileInside(
+        kb, query, qEnd, block, kb.add(block, op.getBlockKeys()), op.getNq(),
+        op.getNk(), /*lengthsFirst=*/static_cast<bool>(op.getBlockIndex()));
+    rewriter.replaceOp(op, {query, inside});
+    return success();
+  }
+};
+
 struct TransposedMaskLowering : TileOpLowering<ag::TransposedMaskOp> {
   using TileOpLowering::TileOpLowering;
   LogicalResult
   matchAndRewrite(ag::TransposedMaskOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
-    Location loc = op.getLoc();
-    Value nq = op.getNq(), nk = op.getNk(), kBegin = op.getKeyBegin();
-    // The mask sees the tile position through an opaque copy so LLVM does
-    // not hoist per-element offsets out of the loop (as in the forward).
-    Value maskQuery = kb.opaqueIndex(op.getQueryBegin());
-    Value qEnd = kb.add(maskQuery, op.getScores().getType().getCols());
-    Value kEnd = kb.add(kBegin, op.getBlockKeys());
-    Value inside = attn::buildBlockInsideMask(rewriter, loc, kb.plan.spec,
-                                              maskQuery, qEnd, kBegin, kEnd,
-                                              nq, nk);
-    auto sle = [&](Value x, Value y) {
-      return arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle,
-                                   x, y);
-    };
-    inside = arith::AndIOp::create(
-        rewriter, loc, inside,
-        arith::AndIOp::create(rewriter, loc, sle(qEnd, nq), sle(kEnd, nk)));
-    SmallVector<Value> s = kb.maskUnlessInside(
-        inside, adaptor.getScores(), [&](SmallVector<Value> &masked) {
-          maskScoresTransposed(
-              kb, masked,
-              {op.getBatch(), op.getHead(), maskQuery, kBegin, nq, nk},
-              op.getRow());
-        });
+    Value nq = op.getNq(), nk = op.getNk();
+    if (op.getOpaqueLengths()) {
+      nq = kb.opaqueIndex(nq);
+      nk = kb.opaqueIndex(nk);
+    }
+    SmallVector<Value> s(adaptor.getScores());
+    maskScoresTransposed(kb, s,
+                         {op.getBatch(), op.getHead(), op.getQueryBegin(),
+                          op.getKeyBegin(), nq, nk},
+                         op.getRow());
     rewriter.replaceOpWithMultiple(op, {s});
     return success();
   }
@@ -363,7 +406,8 @@ void mlir::fa::gpu_lowering::populateBackwardTileLowering(
     KernelLowerings &kernels) {
   patterns.add<SharedF32ViewLowering, AsyncCopyRowStatsLowering,
                TransposedScoreModLowering, TransposedMaskModLowering,
-               TransposedMaskLowering, RecomputeProbsLowering,
+               TransposedBoundsLowering, TransposedMaskLowering,
+               RecomputeProbsLowering,
                ScoreGradientLowering, StoreTileLowering, ReduceDQLowering,
                StoreAccumulatorLowering>(converter, patterns.getContext(),
                                          kernels);

@@ -124,7 +124,7 @@ static FailureOr<KernelPlan> tileKernelPlan(gpu::GPUFuncOp func) {
 /// The plan of a wgmma kernel (the kernel builders' of convert-attn-to-gpu),
 /// resolved again from its `attn.kernel_plan` and its tile ops: the operand
 /// type and head dims (the GEMMs), the mask (key_bounds), the score_mod and
-/// mask_mod.
+/// mask_mod; a backward's (Sᵀ ops) as wgmmaBackwardKernelPlan resolves it.
 static FailureOr<KernelPlan> wgmmaKernelPlan(gpu::GPUFuncOp func) {
   auto planAttr = func->getAttrOfType<DictionaryAttr>(attn::kKernelPlanAttr);
   if (!planAttr)
@@ -134,7 +134,9 @@ static FailureOr<KernelPlan> wgmmaKernelPlan(gpu::GPUFuncOp func) {
   ag::WgmmaPVOp pv;
   ag::ScoreModOp mod;
   ag::MaskModOp maskMod;
+  bool backward = false;
   func.walk([&](Operation *op) {
+    backward |= isa<ag::TransposedBoundsOp>(op);
     if (auto o = dyn_cast<ag::WgmmaQKOp>(op); o && !qk)
       qk = o;
     if (auto o = dyn_cast<ag::WgmmaPVOp>(op); o && !pv)
@@ -144,6 +146,8 @@ static FailureOr<KernelPlan> wgmmaKernelPlan(gpu::GPUFuncOp func) {
     if (auto o = dyn_cast<ag::MaskModOp>(op); o && !maskMod)
       maskMod = o;
   });
+  if (backward)
+    return wgmmaBackwardKernelPlan(func, planAttr);
   FailureOr<ag::KeyBoundsOp> bounds = uniqueTileOp<ag::KeyBoundsOp>(func);
   if (failed(bounds))
     return failure();
@@ -171,36 +175,53 @@ template <typename OpTy> static Value userBy(Value x, int64_t by) {
   return {};
 }
 
+/// Whether `v` is the thread id x: gpu.thread_id or its opaque copy
+/// (KernelBuilder::opaqueIndex).
+static bool isThreadIdX(Value v) {
+  if (auto cast = v.getDefiningOp<arith::IndexCastUIOp>())
+    if (auto move = cast.getIn().getDefiningOp<LLVM::InlineAsmOp>();
+        move && move->getNumOperands() == 1)
+      if (auto in = move->getOperand(0).getDefiningOp<arith::IndexCastUIOp>())
+        v = in.getIn();
+  auto id = v.getDefiningOp<gpu::ThreadIdOp>();
+  return id && id.getDimension() == gpu::Dimension::x;
+}
+
 /// The lane ids of a kernel's tile ops: made first in a tile-level kernel;
-/// a builder's kernel's own (KernelBuilder::deriveThreadIds of its entry
-/// block's first thread id), so that none is computed twice.
-static FailureOr<KernelBuilder::ThreadIds>
-laneIds(gpu::GPUFuncOp func, const KernelPlan &plan, bool builder) {
-  Block &entry = func.getBody().front();
-  OpBuilder b = OpBuilder::atBlockBegin(&entry);
-  KernelBuilder kb(b, func.getLoc(), plan);
+/// a builder's kernel's own (KernelBuilder::deriveThreadIds: every thread
+/// id divided by 32, then its lane by 4), so that none is computed twice.
+static LogicalResult laneIds(gpu::GPUFuncOp func, KernelLowering &k,
+                             bool builder) {
   if (!builder) {
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    KernelBuilder kb(b, func.getLoc(), k.plan);
     kb.setupThreadIds();
-    return kb.threadIds();
+    k.ids.push_back({kb.tid.getDefiningOp(), kb.threadIds()});
+    return success();
   }
-  KernelBuilder::ThreadIds ids{};
-  for (auto op : entry.getOps<gpu::ThreadIdOp>())
-    if (op.getDimension() == gpu::Dimension::x) {
-      ids.tid = op;
-      break;
-    }
-  if (ids.tid) {
-    ids.warp = userBy<arith::DivUIOp>(ids.tid, 32);
+  func.walk([&](arith::DivUIOp div) {
+    KernelBuilder::ThreadIds ids{};
+    ids.tid = div.getLhs();
+    if (!isThreadIdX(ids.tid) || getConstantIntValue(div.getRhs()) != 32)
+      return;
+    ids.warp = div;
     ids.lane = userBy<arith::RemUIOp>(ids.tid, 32);
-  }
-  if (ids.lane) {
-    ids.groupId = userBy<arith::DivUIOp>(ids.lane, 4);
-    ids.threadInGroup = userBy<arith::RemUIOp>(ids.lane, 4);
-  }
-  if (!ids.warp || !ids.groupId || !ids.threadInGroup)
-    return func.emitOpError("expected the kernel's lane ids derived from its "
-                            "first thread id (KernelBuilder::setupThreadIds)");
-  return ids;
+    if (ids.lane) {
+      ids.groupId = userBy<arith::DivUIOp>(ids.lane, 4);
+      ids.threadInGroup = userBy<arith::RemUIOp>(ids.lane, 4);
+    }
+    if (ids.groupId && ids.threadInGroup)
+      k.ids.push_back({ids.tid.getDefiningOp(), ids});
+  });
+  WalkResult walk = func.walk([&](Operation *op) {
+    if (!isa<ag::AttnGPUDialect>(op->getDialect()) || isPlanFreeTileOp(op) ||
+        k.idsAt(op))
+      return WalkResult::advance();
+    op->emitOpError("expected lane ids derived before it from the kernel's "
+                    "thread id (KernelBuilder::setupThreadIds)");
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 /// The lane's values of the tile level's types.
@@ -1042,11 +1063,8 @@ struct ConvertAttnGPUToNVVMPass final
       auto &k = kernels[func];
       k = std::make_unique<KernelLowering>();
       k->plan = *plan;
-      FailureOr<KernelBuilder::ThreadIds> ids =
-          laneIds(func, k->plan, wgmma);
-      if (failed(ids))
+      if (failed(laneIds(func, *k, wgmma)))
         return WalkResult::interrupt();
-      k->ids = *ids;
       func->removeAttr(attn::kKernelPlanAttr);
       return WalkResult::advance();
     });

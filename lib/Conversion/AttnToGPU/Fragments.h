@@ -429,6 +429,15 @@ void applyMaskModTransposed(KernelBuilder &kb, MutableArrayRef<Value> s,
 void maskScoresTransposed(KernelBuilder &kb, MutableArrayRef<Value> s,
                           const attn::ScorePosition &tile, Value keyRow0);
 
+/// Whether the Sᵀ tile of keys [kBegin, kEnd) × queries [qBegin, qEnd) lies
+/// wholly inside the plan's band and below both lengths: its elements need
+/// no mask. `lengthsFirst` builds the length tests before the band's: the
+/// order reaches the PTX, and the wgmma backward's measured code has them
+/// first, the mma.sync backward's after.
+Value transposedTileInside(KernelBuilder &kb, Value qBegin, Value qEnd,
+                           Value kBegin, Value kEnd, Value nq, Value nk,
+                           bool lengthsFirst);
+
 /// Rescales `acc` and turns the scores `s` (n8 tiles × 4, raw Q·Kᵀ) into P in
 /// place, updating `state`; `scaleLog2` is scale·log2(e). With
 /// lazyRescaleLog2 > 0 a row keeps its base (α = 1) until its max has grown

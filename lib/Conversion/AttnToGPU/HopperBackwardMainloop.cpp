@@ -169,54 +169,52 @@ Value HopperBackward::rowStatsPair(Value stage, int64_t n, int64_t offset) {
 SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
                                             const ConsumerTile &tile,
                                             Value stage) {
-  // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place, masked on boundary
-  // tiles only (per warpgroup's 64 keys). The mask sees the tile position
-  // and Nq, Nk through opaque copies: the band's per-element bounds would
-  // otherwise be hoisted as loop invariants.
+  // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place, after the mma.sync
+  // backward's tile ops: the whole-tile test of the warpgroup's 64 keys,
+  // score_mod (before the mask: a mod of −inf need not stay −inf), mask_mod,
+  // and on tiles not wholly inside the mask, which reads Nq, Nk through
+  // opaque copies (the band's per-element bounds would otherwise be hoisted
+  // as loop invariants).
+  using attn_gpu::FragmentLayout;
   const int64_t bq = plan.blockQ;
-  Value maskQuery = kb.opaqueIndex(qBeginOf(tile.index));
-  Value qEnd = kb.add(maskQuery, bq);
-  Value warpgroupKey = kb.add(
-      keyBegin, kb.mul(keyGroupOf(tile.warpgroup), kKeysPerWarpgroup));
-  Value warpgroupKeyEnd = kb.add(warpgroupKey, kKeysPerWarpgroup);
-  Value inside = arith::AndIOp::create(
-      b, loc,
-      attn::buildBlockInsideMask(b, loc, plan.spec, maskQuery, qEnd,
-                                 warpgroupKey, warpgroupKeyEnd, nq, nk),
-      arith::AndIOp::create(
-          b, loc,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, qEnd, nq),
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                warpgroupKeyEnd, nk)));
+  Value st = fragmentOf(b, loc, s, bq, FragmentLayout::Accumulator);
+  // (Block-sparse: a load of the block list.)
+  Value qBegin = qBeginOf(tile.index);
+  TransposedScores at{batch, Value(), qBegin, keyBegin, nq, nk, tile.keyRow0};
+  auto [maskQuery, inside] =
+      buildTransposedBounds(b, loc, plan.spec, at, kKeysPerWarpgroup, bq,
+                            keyGroupOf(tile.warpgroup));
   // Block-sparse: a full block keeps every element (and lies inside Nk), so
-  // only partial blocks, and full ones at the Nq edge, take the masked path.
+  // only partial blocks, and full ones at the Nq edge, take the masked path,
+  // which alone evaluates the mask_mod.
   if (plan.blockSparse)
     inside = arith::AndIOp::create(
         b, loc, inside,
         arith::XOrIOp::create(b, loc, isPartialTile(tile.index),
                               arith::ConstantOp::create(
                                   b, loc, b.getBoolAttr(true))));
-  Value head = headOf(tile.index);
-  // score_mod before the mask (a mod of −inf need not stay −inf).
+  at.head = headOf(tile.index);
+  attn::ScoreSpec mods = plan.spec;
+  if (plan.blockSparse)
+    mods.maskMod = nullptr;
+  Value derivative;
+  st = buildTransposedScoreMods(b, loc, mods, st, scale, at, derivative);
+  TransposedScores edge = at;
+  edge.qBegin = maskQuery;
+  st = buildTransposedMask(b, loc, st, edge, inside, /*opaqueLengths=*/true,
+                           [&](Value masked) {
+                             if (!plan.blockSparse)
+                               return masked;
+                             attn::ScoreSpec maskMod = plan.spec;
+                             maskMod.scoreMod = nullptr;
+                             Value none;
+                             return buildTransposedScoreMods(
+                                 b, loc, maskMod, masked, scale, edge, none);
+                           });
+  s = laneValues(b, loc, st);
   SmallVector<Value> chain;
-  if (plan.spec.scoreMod)
-    chain = applyScoreModTransposed(
-        kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
-        tile.keyRow0, scale);
-  if (!plan.blockSparse)
-    applyMaskModTransposed(
-        kb, s, {batch, head, qBeginOf(tile.index), keyBegin, nq, nk},
-        tile.keyRow0);
-  s = kb.maskUnlessInside(inside, s, [&](SmallVector<Value> &masked) {
-    if (plan.blockSparse)
-      applyMaskModTransposed(
-          kb, masked, {batch, head, maskQuery, keyBegin, nq, nk},
-          tile.keyRow0);
-    maskScoresTransposed(kb, masked,
-                         {batch, head, maskQuery, keyBegin, kb.opaqueIndex(nq),
-                          kb.opaqueIndex(nk)},
-                         tile.keyRow0);
-  });
+  if (derivative)
+    chain = laneValues(b, loc, derivative);
   // LSE per query column, base 2; −inf rows give P = 0. Columns past Nq
   // read 0 and are masked.
   attn::OnlineSoftmaxMath math = kb.softmaxMath();

@@ -467,6 +467,28 @@ void mlir::fa::gpu_lowering::maskScoresTransposed(
     }
 }
 
+Value mlir::fa::gpu_lowering::transposedTileInside(KernelBuilder &kb,
+                                                  Value qBegin, Value qEnd,
+                                                  Value kBegin, Value kEnd,
+                                                  Value nq, Value nk,
+                                                  bool lengthsFirst) {
+  OpBuilder &b = kb.b;
+  auto sle = [&](Value x, Value y) {
+    return arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::sle, x, y);
+  };
+  auto band = [&] {
+    return attn::buildBlockInsideMask(b, kb.loc, kb.plan.spec, qBegin, qEnd,
+                                      kBegin, kEnd, nq, nk);
+  };
+  Value bandInside = lengthsFirst ? Value() : band();
+  Value keysIn = sle(kEnd, nk);
+  Value queriesIn = sle(qEnd, nq);
+  Value lengths = arith::AndIOp::create(b, kb.loc, queriesIn, keysIn);
+  if (lengthsFirst)
+    bandInside = band();
+  return arith::AndIOp::create(b, kb.loc, bandInside, lengths);
+}
+
 /// Max (or sum) over the 4 lanes sharing a row.
 static Value quadReduce(KernelBuilder &kb, Value v, bool isMax) {
   for (int64_t m : {1, 2}) {

@@ -17,12 +17,32 @@
 
 namespace mlir::fa::gpu_lowering {
 
-/// What the tile ops of one kernel share in the lowering: its plan, the lane
-/// ids made at its entry and its shared buffer.
+/// What the tile ops of one kernel share in the lowering: its plan, its lane
+/// ids and its shared buffer.
 struct KernelLowering {
   KernelPlan plan;
-  KernelBuilder::ThreadIds ids;
+  /// The lane ids the kernel derives from its thread id, each with the op
+  /// that made that id: one set at a tile-level kernel's entry; a builder's
+  /// kernel's own sets (the wgmma backward's consumers make theirs inside
+  /// the key loop, KernelBuilder::setupOpaqueThreadIds).
+  SmallVector<std::pair<Operation *, KernelBuilder::ThreadIds>> ids;
   Value smem;
+
+  /// The set in scope at `op`: the last one made before it in its block, or
+  /// else in the nearest enclosing block that has one (null: none).
+  const KernelBuilder::ThreadIds *idsAt(Operation *op) const {
+    for (Operation *at = op; at; at = at->getParentOp()) {
+      const std::pair<Operation *, KernelBuilder::ThreadIds> *last = nullptr;
+      for (const auto &set : ids)
+        if (set.first->getBlock() == at->getBlock() &&
+            set.first->isBeforeInBlock(at) &&
+            (!last || last->first->isBeforeInBlock(set.first)))
+          last = &set;
+      if (last)
+        return &last->second;
+    }
+    return nullptr;
+  }
 };
 using KernelLowerings = DenseMap<Operation *, std::unique_ptr<KernelLowering>>;
 
@@ -41,7 +61,8 @@ struct TileOpLowering : OpConversionPattern<OpTy> {
   KernelBuilder builderFor(Operation *op, OpBuilder &b) const {
     KernelLowering &k = kernelOf(op);
     KernelBuilder kb(b, op->getLoc(), k.plan);
-    kb.setThreadIds(k.ids);
+    // convert-attn-gpu-to-nvvm checked that every tile op has a set.
+    kb.setThreadIds(*k.idsAt(op));
     kb.smem = k.smem;
     return kb;
   }
@@ -147,6 +168,12 @@ void populateWgmmaLowering(RewritePatternSet &patterns,
 /// `attn.kernel_plan` and its tile ops (BackwardTileLowering.cpp).
 FailureOr<KernelPlan> backwardTileKernelPlan(gpu::GPUFuncOp func,
                                              DictionaryAttr planAttr);
+
+/// The kernel plan of a wgmma backward (HopperBackward's builder), resolved
+/// again from its `attn.kernel_plan`, its GEMMs and its Sᵀ tile ops
+/// (BackwardTileLowering.cpp).
+FailureOr<KernelPlan> wgmmaBackwardKernelPlan(gpu::GPUFuncOp func,
+                                              DictionaryAttr planAttr);
 
 } // namespace mlir::fa::gpu_lowering
 

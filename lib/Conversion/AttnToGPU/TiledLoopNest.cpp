@@ -8,6 +8,7 @@
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -276,23 +277,40 @@ void mlir::fa::cloneModRegion(OpBuilder &b, Region &mod, Region &into) {
   yield->erase();
 }
 
+namespace {
+/// A mask op's window: sizes bound at the kernel's entry (a kernel for
+/// every window), or fixed ones as attributes.
+struct WindowOperands {
+  SmallVector<Value, 2> sizes;
+  IntegerAttr left, right;
+};
+} // namespace
+
+static WindowOperands windowOperands(OpBuilder &b,
+                                     const attn::ScoreSpec &spec) {
+  WindowOperands window;
+  if (spec.runtimeWindow()) {
+    window.sizes = {spec.windowLeftValue, spec.windowRightValue};
+  } else if (spec.mask == attn::MaskKind::Window) {
+    window.left = b.getI64IntegerAttr(spec.windowLeft);
+    window.right = b.getI64IntegerAttr(spec.windowRight);
+  }
+  return window;
+}
+
 Value mlir::fa::buildKeyBounds(OpBuilder &b, Location loc,
                                const attn::ScoreSpec &spec,
                                const ScoreRows &at, int64_t blockRows,
                                Value blockBegin) {
-  bool window = spec.mask == attn::MaskKind::Window;
-  bool fixed = window && !spec.runtimeWindow();
-  SmallVector<Value, 2> sizes;
-  if (spec.runtimeWindow())
-    sizes = {spec.windowLeftValue, spec.windowRightValue};
+  WindowOperands window = windowOperands(b, spec);
   return attn_gpu::KeyBoundsOp::create(
       b, loc,
-      attn_gpu::KeyBoundsType::get(b.getContext(), window, spec.hasMask()),
+      attn_gpu::KeyBoundsType::get(b.getContext(),
+                                   spec.mask == attn::MaskKind::Window,
+                                   spec.hasMask()),
       at.batch, at.head, at.qBegin, at.nq, at.nk, at.row, at.rows, blockBegin,
-      sizes,
-      blockRows, spec.maskMod != nullptr, spec.mask,
-      fixed ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
-      fixed ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr());
+      window.sizes, blockRows, spec.maskMod != nullptr, spec.mask,
+      window.left, window.right);
 }
 
 Value mlir::fa::buildScoreMods(OpBuilder &b, Location loc,
@@ -315,4 +333,57 @@ Value mlir::fa::buildScoreMods(OpBuilder &b, Location loc,
     s = mod.getResult();
   }
   return s;
+}
+
+Value mlir::fa::buildTransposedScoreMods(OpBuilder &b, Location loc,
+                                         const attn::ScoreSpec &spec, Value s,
+                                         Value scale,
+                                         const TransposedScores &at,
+                                         Value &derivative) {
+  Type type = s.getType();
+  if (spec.scoreMod) {
+    auto mod = attn_gpu::TransposedScoreModOp::create(
+        b, loc, type, type, s, scale, at.batch, at.head, at.qBegin, at.nq,
+        at.nk, at.row, at.keyBegin);
+    cloneModRegion(b, *spec.scoreMod, mod.getScoreMod());
+    s = mod.getResult();
+    derivative = mod.getDerivative();
+  }
+  if (spec.maskMod) {
+    auto mod = attn_gpu::TransposedMaskModOp::create(
+        b, loc, type, s, at.batch, at.head, at.qBegin, at.nq, at.nk, at.row,
+        at.keyBegin);
+    cloneModRegion(b, *spec.maskMod, mod.getMaskMod());
+    s = mod.getResult();
+  }
+  return s;
+}
+
+std::pair<Value, Value> mlir::fa::buildTransposedBounds(
+    OpBuilder &b, Location loc, const attn::ScoreSpec &spec,
+    const TransposedScores &at, int64_t blockKeys, int64_t blockQueries,
+    Value blockIndex) {
+  WindowOperands window = windowOperands(b, spec);
+  auto bounds = attn_gpu::TransposedBoundsOp::create(
+      b, loc, b.getIndexType(), b.getI1Type(), at.qBegin, at.keyBegin, at.nq, at.nk, blockIndex, window.sizes,
+      blockKeys, blockQueries, spec.mask, window.left, window.right);
+  return {bounds.getQuery(), bounds.getInside()};
+}
+
+Value mlir::fa::buildTransposedMask(OpBuilder &b, Location loc, Value s,
+                                    const TransposedScores &at, Value inside,
+                                    bool opaqueLengths,
+                                    function_ref<Value(Value)> masked) {
+  auto ifOp = scf::IfOp::create(b, loc, s.getType(), inside,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, loc, s);
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  Value m = masked ? masked(s) : s;
+  m = attn_gpu::TransposedMaskOp::create(b, loc, m.getType(), m, at.batch,
+                                         at.head, at.qBegin, at.keyBegin,
+                                         at.nq, at.nk, at.row, opaqueLengths);
+  scf::YieldOp::create(b, loc, m);
+  return ifOp.getResult(0);
 }

@@ -61,6 +61,41 @@ Value buildScoreMods(OpBuilder &b, Location loc, const attn::ScoreSpec &spec,
                      Value s, Value scale, const ScoreRows &at,
                      Value keyBegin);
 
+/// Where a backward's Sᵀ tile ops place a lane's elements: the warp's 16
+/// keys from `row` of the key block at `keyBegin` as rows, the queries of
+/// the tile at `qBegin` as columns, of (batch, head) in a problem of
+/// nq × nk.
+struct TransposedScores {
+  Value batch, head, qBegin, keyBegin, nq, nk, row;
+};
+
+/// `spec`'s score_mod (scaled by `scale`; each element's d(score)/dSᵀ into
+/// `derivative`), then its mask_mod, on Sᵀ (either or both absent: `s`).
+Value buildTransposedScoreMods(OpBuilder &b, Location loc,
+                               const attn::ScoreSpec &spec, Value s,
+                               Value scale, const TransposedScores &at,
+                               Value &derivative);
+
+/// attn_gpu.transposed_bounds of `spec`'s mask for the Sᵀ tile of
+/// `blockKeys` keys from at.keyBegin (with `blockIndex`: its block of
+/// `blockKeys` keys from there) × `blockQueries` queries from at.qBegin:
+/// the tile's first query as the mask reads it, and whether the tile lies
+/// wholly inside.
+std::pair<Value, Value> buildTransposedBounds(OpBuilder &b, Location loc,
+                                              const attn::ScoreSpec &spec,
+                                              const TransposedScores &at,
+                                              int64_t blockKeys,
+                                              int64_t blockQueries,
+                                              Value blockIndex = {});
+
+/// `s` where `inside`, else `masked` (a mask_mod, if any) and then
+/// attn_gpu.transposed_mask at `at` (its qBegin the bounds' query): an
+/// scf.if, so that a tile inside the band skips both.
+Value buildTransposedMask(OpBuilder &b, Location loc, Value s,
+                          const TransposedScores &at, Value inside,
+                          bool opaqueLengths,
+                          function_ref<Value(Value)> masked = nullptr);
+
 class TiledLoopNest {
 public:
   /// The nest around `tile` (attn.online_attention or attn.backward_tile),

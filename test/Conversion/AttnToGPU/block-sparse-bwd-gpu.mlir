@@ -2,6 +2,7 @@
 // RUN: fa-opt %s -fa-lower-to-nvvm="mma=wgmma block-sparse=1" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: fa-opt %s -attn-gpu-plan="mma=wgmma block-sparse=1" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE --enable-var-scope
 // REQUIRES: ptxas
 
 // The block-sparse wgmma backward: fa_bwd takes the block mask and its head
@@ -11,6 +12,20 @@
 // every listed query block is clamped into [0, NQB) where it is read. The
 // module carries its own block-mask entries (64-row query blocks: the
 // backward's, not the forward's).
+
+// The score path as tile ops: a listed block that is partial (or full at
+// the Nq edge) takes the masked path, where alone the mask_mod runs, at the
+// bounds' opaque first query, then the mask of the lengths.
+// TILE-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
+// TILE: %[[Q:[0-9a-z_]+]], %[[IN:[0-9a-z_]+]] = attn_gpu.transposed_bounds at [%{{.+}}, %[[KB:[0-9a-z_]+]]] of [%{{.+}}, %{{.+}}] block_index %{{.+}} {block_keys = 64 : i64, block_queries = 64 : i64}
+// TILE: %[[FULL:.+]] = arith.xori %{{.+}}, %true : i1
+// TILE-NEXT: %[[MASKED:.+]] = arith.andi %[[IN]], %[[FULL]] : i1
+// TILE-NOT: attn_gpu.transposed_mask_mod
+// TILE: scf.if %[[MASKED]] -> (!attn_gpu.fragment<16x64xf32, accumulator>) {
+// TILE: } else {
+// TILE: %[[M:.+]] = attn_gpu.transposed_mask_mod %{{.+}} at [%{{.+}}, %{{.+}}, %[[Q]]] of [{{.+}}] row %{{.+}} key %[[KB]]
+// TILE: tensor.extract
+// TILE: attn_gpu.transposed_mask %[[M]] at [%{{.+}}, %{{.+}}, %[[Q]], %[[KB]]] of [{{.+}}] row %{{.+}} {opaque_lengths}
 
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill

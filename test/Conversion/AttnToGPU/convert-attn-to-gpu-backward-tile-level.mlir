@@ -42,7 +42,15 @@
 // CHECK-NEXT: attn_gpu.async_wait 0
 // CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: %[[S:.+]] = attn_gpu.mma_qk %[[KT]][%[[ROW]]], %[[QT]] : !attn_gpu.shared_tile<128x128xbf16, stride = 136>, <64x128xbf16, stride = 136> -> <16x64xf32, accumulator>
-// CHECK-NEXT: %[[SM:.+]] = attn_gpu.transposed_mask %[[S]] at [%[[BATCH]], %{{.+}}, %[[QBEGIN]], %[[KBEGIN]]] of [%{{.+}}, %{{.+}}] row %[[ROW]] {block_keys = 128 : i64, mask = #attn.mask<causal>} : <16x64xf32, accumulator>
+// The whole-tile test of the block_kv × block_q tile, then the mask on the
+// tiles it does not find inside (at its opaque copy of the first query).
+// CHECK-NEXT: %[[MQ:[0-9a-z_]+]], %[[IN:[0-9a-z_]+]] = attn_gpu.transposed_bounds at [%[[QBEGIN]], %[[KBEGIN]]] of [%[[NQ0:[0-9a-z_]+]], %[[NK0:[0-9a-z_]+]]] {block_keys = 128 : i64, block_queries = 64 : i64, mask = #attn.mask<causal>}
+// CHECK-NEXT: %[[SM:.+]] = scf.if %[[IN]] -> (!attn_gpu.fragment<16x64xf32, accumulator>) {
+// CHECK-NEXT: scf.yield %[[S]]
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[MASKED:.+]] = attn_gpu.transposed_mask %[[S]] at [%[[BATCH]], %{{.+}}, %[[MQ]], %[[KBEGIN]]] of [%[[NQ0]], %[[NK0]]] row %[[ROW]] : <16x64xf32, accumulator>
+// CHECK-NEXT: scf.yield %[[MASKED]]
+// CHECK-NEXT: }
 // CHECK-NEXT: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %[[SM]], %[[STATS]] beside %[[KT]] scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, <128x128xbf16, stride = 136> -> <16x64xf32, columns>
 // CHECK-NEXT: %[[DV1:.+]] = attn_gpu.mma_pv %[[P]], %[[DOT]], %[[DVI]] : <16x64xf32, accumulator>, <64x128xbf16, stride = 136>, <16x128xf32, accumulator>
 // CHECK-NEXT: %[[DP:.+]] = attn_gpu.mma_qk %[[VT]][%[[ROW]]], %[[DOT]]
@@ -94,6 +102,9 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
 // CHECK: attn_gpu.yield %{{.+}} : f32
 // CHECK: %[[MM:.+]] = attn_gpu.transposed_mask_mod %[[SM]] at [{{.+}}] of [{{.+}}] row %{{.+}} key %{{.+}} : <16x32xf32, accumulator> {
 // CHECK: attn_gpu.yield %{{.+}} : i1
+// CHECK: %{{.+}}, %[[IN:[0-9a-z_]+]] = attn_gpu.transposed_bounds
+// CHECK: scf.if %[[IN]]
+// CHECK-NEXT: scf.yield %[[MM]]
 // CHECK: attn_gpu.transposed_mask %[[MM]]
 // CHECK: attn_gpu.mma_pv %{{.+}}, %{{.+}} columns %[[COLV]], %{{.+}} : <16x32xf32, accumulator>, <32x256xbf16, stride = 264>, <16x128xf32, accumulator>
 // CHECK: attn_gpu.score_gradient %{{.+}}, %{{.+}}, %{{.+}} derivative %[[DER]] : <16x32xf32, accumulator>, <16x32xf32, columns>, !attn_gpu.fragment<16x32xf32, accumulator>
@@ -126,7 +137,8 @@ func.func @split_mods(%q: tensor<?x?x?x256xbf16>, %k: tensor<?x?x?x256xbf16>, %v
 // A window whose sizes are kernel arguments: the mask reads the values the
 // kernel's entry bound from its last two parameters.
 // CHECK-LABEL: gpu.func @fa_bwd_bwd_bf16_d64_bq64_bkv128_w8_s1_window_rt_sm90a(
-// CHECK: attn_gpu.transposed_mask %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} window(%{{.+}}, %{{.+}}) {block_keys = 128 : i64, mask = #attn.mask<window>} : <16x64xf32, accumulator>
+// CHECK: attn_gpu.transposed_bounds at [{{.+}}] of [{{.+}}] window(%{{.+}}, %{{.+}}) {block_keys = 128 : i64, block_queries = 64 : i64, mask = #attn.mask<window>}
+// CHECK: attn_gpu.transposed_mask
 func.func @window(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>, %wl: i64, %wr: i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %o, %lse window(%wl, %wr) {mask = #attn.mask<window>} : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
   return %dq, %dk, %dv : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
@@ -167,7 +179,8 @@ func.func @window(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tens
 // CHECK: llvm.inline_asm has_side_effects "mov.b64 $0, $1;"
 // CHECK-NEXT: %[[CUQ2:.+]] = llvm.inttoptr
 // CHECK: llvm.getelementptr %[[CUQ2]]
-// CHECK: attn_gpu.transposed_mask %{{.+}} of [%[[NQ2:[0-9]+]], %[[NK2:[0-9]+]]] row %{{.+}} {block_keys = 128 : i64, mask = #attn.mask<causal_bottom_right>}
+// CHECK: attn_gpu.transposed_bounds at [{{.+}}] of [%[[NQ2:[0-9]+]], %[[NK2:[0-9]+]]] {block_keys = 128 : i64, block_queries = 64 : i64, mask = #attn.mask<causal_bottom_right>}
+// CHECK: attn_gpu.transposed_mask %{{.+}} of [%[[NQ2]], %[[NK2]]] row
 // CHECK: attn_gpu.reduce_dq {{.+}} below %[[NQ2]] {
 // And once more for the dK, dV epilogue.
 // CHECK: attn_gpu.async_wait 0

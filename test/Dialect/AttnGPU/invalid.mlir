@@ -237,9 +237,17 @@ func.func @reduce_dq_columns(%i: index) {
 
 // -----
 
-func.func @transposed_mask_window(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %i: index) {
+func.func @transposed_bounds_window(%i: index) {
   // expected-error @+1 {{expected window_left and window_right, or window(%left, %right), exactly with a window mask}}
-  %m = attn_gpu.transposed_mask %s at [%i, %i, %i, %i] of [%i, %i] row %i {block_keys = 128 : i64, mask = #attn.mask<window>} : !attn_gpu.fragment<16x64xf32, accumulator>
+  %q, %in = attn_gpu.transposed_bounds at [%i, %i] of [%i, %i] {block_keys = 128 : i64, block_queries = 64 : i64, mask = #attn.mask<window>}
+  return
+}
+
+// -----
+
+func.func @transposed_bounds_queries(%i: index) {
+  // expected-error @+1 {{expected block_queries in steps of 8, got 12}}
+  %q, %in = attn_gpu.transposed_bounds at [%i, %i] of [%i, %i] block_index %i {block_keys = 64 : i64, block_queries = 12 : i64, mask = #attn.mask<causal>}
   return
 }
 

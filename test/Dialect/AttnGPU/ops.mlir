@@ -134,8 +134,13 @@ func.func @backward(%lse: memref<64xf32>, %dq: memref<1024xbf16>, %i: index, %sc
     %ok = arith.cmpi ule, %kv, %qi : index
     attn_gpu.yield %ok : i1
   }
-  // CHECK: attn_gpu.transposed_mask %{{.+}} at [{{.+}}] of [{{.+}}] row %{{.+}} window(%{{.+}}, %{{.+}}) {block_keys = 128 : i64, mask = #attn.mask<window>} : <16x64xf32, accumulator>
-  %m = attn_gpu.transposed_mask %mm at [%i, %i, %i, %i] of [%i, %i] row %row window(%i, %i) {block_keys = 128 : i64, mask = #attn.mask<window>} : !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: %[[Q:.+]], %{{.+}} = attn_gpu.transposed_bounds at [%{{.+}}, %{{.+}}] of [%{{.+}}, %{{.+}}] window(%{{.+}}, %{{.+}}) {block_keys = 128 : i64, block_queries = 64 : i64, mask = #attn.mask<window>}
+  %mq, %inside = attn_gpu.transposed_bounds at [%i, %i] of [%i, %i] window(%i, %i) {block_keys = 128 : i64, block_queries = 64 : i64, mask = #attn.mask<window>}
+  // A warpgroup's 64 keys of the key block as the whole-tile test's block.
+  // CHECK: attn_gpu.transposed_bounds at [%{{.+}}, %{{.+}}] of [%{{.+}}, %{{.+}}] block_index %{{.+}} {block_keys = 64 : i64, block_queries = 64 : i64, mask = #attn.mask<causal>}
+  %wq, %winside = attn_gpu.transposed_bounds at [%i, %i] of [%i, %i] block_index %i {block_keys = 64 : i64, block_queries = 64 : i64, mask = #attn.mask<causal>}
+  // CHECK: attn_gpu.transposed_mask %{{.+}} at [%{{.+}}, %{{.+}}, %[[Q]], %{{.+}}] of [{{.+}}] row %{{.+}} {opaque_lengths} : <16x64xf32, accumulator>
+  %m = attn_gpu.transposed_mask %mm at [%i, %i, %mq, %i] of [%i, %i] row %row {opaque_lengths} : !attn_gpu.fragment<16x64xf32, accumulator>
   // CHECK: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %{{.+}}, %[[STATS]] beside %{{.+}} scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, <128x128xbf16, stride = 136> -> <16x64xf32, columns>
   %p, %d = attn_gpu.recompute_probs %m, %stats beside %kt scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
   %zero = arith.constant 0.0 : f32

@@ -694,7 +694,7 @@ LogicalResult AsyncCopyRowStatsOp::verify() {
   return verifyStatsTile(*this, getTile());
 }
 
-LogicalResult TransposedMaskOp::verify() {
+LogicalResult TransposedBoundsOp::verify() {
   if (failed(verifyWindowSizes(*this, getMask(),
                                getWindowLeft() && getWindowRight(),
                                getWindowSizes())))
@@ -702,6 +702,13 @@ LogicalResult TransposedMaskOp::verify() {
   if (getBlockKeys() <= 0 || getBlockKeys() % 16 != 0)
     return emitOpError("expected block_keys in steps of 16, got ")
            << getBlockKeys();
+  if (getBlockQueries() <= 0 || getBlockQueries() % 8 != 0)
+    return emitOpError("expected block_queries in steps of 8, got ")
+           << getBlockQueries();
+  return success();
+}
+
+LogicalResult TransposedMaskOp::verify() {
   if (!isLayout(getScores().getType(), FragmentLayout::Accumulator))
     return emitOpError("expected Sᵀ in the accumulator layout");
   return success();
