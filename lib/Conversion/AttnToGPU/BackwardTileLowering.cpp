@@ -20,6 +20,24 @@ using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 namespace ag = mlir::fa::attn_gpu;
 
+/// The score spec of a backward's Sᵀ ops: the mask of its (one)
+/// transposed_bounds, its score_mod and mask_mod regions (at most one each).
+static FailureOr<attn::ScoreSpec> transposedScoreSpec(gpu::GPUFuncOp func) {
+  auto bounds = uniqueTileOp<ag::TransposedBoundsOp>(func);
+  if (failed(bounds))
+    return failure();
+  auto scoreMod = uniqueTileOp<ag::TransposedScoreModOp>(func, true);
+  if (failed(scoreMod))
+    return failure();
+  auto maskMod = uniqueTileOp<ag::TransposedMaskModOp>(func, true);
+  if (failed(maskMod))
+    return failure();
+  attn::ScoreSpec spec = maskSpecOf(*bounds);
+  spec.scoreMod = *scoreMod ? &scoreMod->getScoreMod() : nullptr;
+  spec.maskMod = *maskMod ? &maskMod->getMaskMod() : nullptr;
+  return spec;
+}
+
 FailureOr<KernelPlan>
 mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
                                                DictionaryAttr planAttr) {
@@ -27,42 +45,27 @@ mlir::fa::gpu_lowering::backwardTileKernelPlan(gpu::GPUFuncOp func,
   FailureOr<ag::ReduceDQOp> dq = uniqueTileOp<ag::ReduceDQOp>(func);
   if (failed(dq))
     return failure();
-  auto mask = uniqueTileOp<ag::TransposedBoundsOp>(func);
-  if (failed(mask))
+  FailureOr<attn::ScoreSpec> spec = transposedScoreSpec(func);
+  if (failed(spec))
     return failure();
   auto gradient = uniqueTileOp<ag::ScoreGradientOp>(func);
   if (failed(gradient))
-    return failure();
-  auto scoreMod = uniqueTileOp<ag::TransposedScoreModOp>(func, true);
-  if (failed(scoreMod))
-    return failure();
-  auto maskMod = uniqueTileOp<ag::TransposedMaskModOp>(func, true);
-  if (failed(maskMod))
     return failure();
   // D and the element type from K (dQ's tile), Dv from dO (dPᵀ = V·dOᵀ).
   auto dp = gradient->getDp().getDefiningOp<ag::MmaQKOp>();
   if (!dp)
     return gradient->emitOpError("expected dPᵀ from an 'attn_gpu.mma_qk'");
   ag::SharedTileType key = dq->getKey().getType();
-  attn::ScoreSpec spec = maskSpecOf(*mask);
-  spec.scoreMod = *scoreMod ? &scoreMod->getScoreMod() : nullptr;
-  spec.maskMod = *maskMod ? &maskMod->getMaskMod() : nullptr;
   return resolveTilePlan(func, planAttr, /*backward=*/true,
                          key.getElementType(), key.getCols(),
-                         dp.getKey().getType().getCols(), spec);
+                         dp.getKey().getType().getCols(), *spec);
 }
 
 FailureOr<KernelPlan>
 mlir::fa::gpu_lowering::wgmmaBackwardKernelPlan(gpu::GPUFuncOp func,
                                                 DictionaryAttr planAttr) {
-  auto mask = uniqueTileOp<ag::TransposedBoundsOp>(func);
-  if (failed(mask))
-    return failure();
-  auto scoreMod = uniqueTileOp<ag::TransposedScoreModOp>(func, true);
-  if (failed(scoreMod))
-    return failure();
-  auto maskMod = uniqueTileOp<ag::TransposedMaskModOp>(func, true);
-  if (failed(maskMod))
+  FailureOr<attn::ScoreSpec> spec = transposedScoreSpec(func);
+  if (failed(spec))
     return failure();
   // Sᵀ = K·Qᵀ runs over D, dPᵀ = V·dOᵀ over Dv ≤ D (the wgmma backward's
   // head dims): the k extents of its K-major wgmma_qk, 32 bytes a step.
@@ -80,11 +83,8 @@ mlir::fa::gpu_lowering::wgmmaBackwardKernelPlan(gpu::GPUFuncOp func,
     return func.emitOpError("expected Sᵀ = K·Qᵀ from an 'attn_gpu.wgmma_qk' "
                             "in a wgmma backward");
   const int64_t elems = 256 / elemType.getIntOrFloatBitWidth();
-  attn::ScoreSpec spec = maskSpecOf(*mask);
-  spec.scoreMod = *scoreMod ? &scoreMod->getScoreMod() : nullptr;
-  spec.maskMod = *maskMod ? &maskMod->getMaskMod() : nullptr;
   return resolveTilePlan(func, planAttr, /*backward=*/true, elemType,
-                         maxSteps * elems, minSteps * elems, spec);
+                         maxSteps * elems, minSteps * elems, *spec);
 }
 
 namespace {

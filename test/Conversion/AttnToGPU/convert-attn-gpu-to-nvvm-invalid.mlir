@@ -96,15 +96,30 @@ module attributes {gpu.container_module} {
 
 // -----
 
-// A backward kernel (it reduces dQ) has one mask of Sᵀ: the lowering reads
-// the mask's band from it.
+// A backward kernel (it reduces dQ) has one whole-tile test of Sᵀ: the
+// lowering reads the mask's band from it.
 module attributes {gpu.container_module} {
   gpu.module @m {
-    // expected-error @+1 {{'gpu.func' op expected exactly one 'attn_gpu.transposed_mask' in a tile-level kernel, got 0}}
+    // expected-error @+1 {{'gpu.func' op expected exactly one 'attn_gpu.transposed_bounds' in a tile-level kernel, got 0}}
     gpu.func @k(%i: index) kernel attributes {attn.kernel_plan = {block_kv = 128 : i64, block_q = 64 : i64, mma = "mma_sync", stages = 1 : i64, tag = "bwd_bf16_d128_bq64_bkv128_w8_s1_none_sm90a", target = "sm_90a", warps = 8 : i64}} {
       %ds = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x64xbf16, stride = 72>
       %k = attn_gpu.shared_tile offset 9216 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
       attn_gpu.reduce_dq %ds, %k into %i[%i] rows %i below %i {columns = 128 : i64, row_elements = 128 : i64} : !attn_gpu.shared_tile<128x64xbf16, stride = 72>, !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// A wgmma backward's Sᵀ ops lower with the lane ids its code derived from
+// its thread id before them (in scope at the op); without any, an error.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @k(%i: index, %d: i64) kernel attributes {attn.kernel_plan = {block_kv = 128 : i64, block_q = 64 : i64, mma = "wgmma", stages = 2 : i64, tag = "bwd_bf16_d64_bq64_bkv128_w12_s2_none_wgmma_sm90a", target = "sm_90a", warps = 12 : i64}} {
+      %s = attn_gpu.wgmma_qk(%d, %d, %d, %d), (%d, %d, %d, %d) of bf16 : <16x64xf32, accumulator>
+      // expected-error @+1 {{'attn_gpu.transposed_bounds' op expected lane ids derived before it from the kernel's thread id (KernelBuilder::setupThreadIds)}}
+      %q, %in = attn_gpu.transposed_bounds at [%i, %i] of [%i, %i] block_index %i {block_keys = 64 : i64, block_queries = 64 : i64}
       gpu.return
     }
   }
