@@ -5,6 +5,7 @@
 # test/ptx-identity.sha256. A restructuring of the GPU path that keeps the
 # generated code must pass this; a deliberate change of the code re-records
 # (--record) in the same commit, with its A/B measurement in PERF.md.
+# scripts/ptx-compare.sh compares two fa-aot binaries over every config set.
 #
 #   scripts/ptx-identity.sh [--record] [--fa-aot PATH]
 set -euo pipefail
