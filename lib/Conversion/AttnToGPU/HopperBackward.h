@@ -405,6 +405,10 @@ private:
   Value waitForLaterKeyBlocks(Value head, Value qTile, Value qBegin32);
   /// dK and dV of this thread's keys (`results` of the consumer loop).
   void storeDKAndDV(ArrayRef<Value> results);
+  /// The mma.sync backward's store_accumulator of a dK or dV accumulator
+  /// (`cols` columns) of the warp's keys from keyRow, below Nk.
+  void storeGradient(ArrayRef<Value> acc, int64_t cols, Value mem, Value base,
+                     Value keyRow, Value rowStride);
 };
 
 } // namespace mlir::fa::gpu_lowering

@@ -238,10 +238,17 @@ void HopperBackward::storeDKAndDV(ArrayRef<Value> results) {
   // dK (scale already in dSᵀ) and dV for keys < Nk.
   const int64_t d = plan.headDim, dv = plan.headDimV;
   Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
-  storeAccumulator(kb, results.take_front(d / 2), dkMem,
-                   headBase(dkT, kvHead, seqStartK), keyRow, nk, d, {}, d,
-                   dkT.rowStride);
-  storeAccumulator(kb, results.slice(d / 2, dv / 2), dvMem,
-                   headBase(dvT, kvHead, seqStartK), keyRow, nk, dv, {}, dv,
-                   dvT.rowStride);
+  storeGradient(results.take_front(d / 2), d, dkMem,
+                headBase(dkT, kvHead, seqStartK), keyRow, dkT.rowStride);
+  storeGradient(results.slice(d / 2, dv / 2), dv, dvMem,
+                headBase(dvT, kvHead, seqStartK), keyRow, dvT.rowStride);
+}
+
+void HopperBackward::storeGradient(ArrayRef<Value> acc, int64_t cols,
+                                   Value mem, Value base, Value keyRow,
+                                   Value rowStride) {
+  attn_gpu::StoreAccumulatorOp::create(
+      b, loc,
+      fragmentOf(b, loc, acc, cols, attn_gpu::FragmentLayout::Accumulator),
+      mem, base, keyRow, nk, rowStride, cols);
 }

@@ -158,12 +158,11 @@ void HopperBackward::emitSplitRoleConsumers() {
                                  /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&store.getThenRegion().front());
-  storeAccumulator(kb, ArrayRef<Value>(results).take_front(dv / 2), dvMem,
-                   headBase(dvT, kvHead, seqStartK), keyRow, nk, dv, {}, dv,
-                   dvT.rowStride);
+  storeGradient(ArrayRef<Value>(results).take_front(dv / 2), dv, dvMem,
+                headBase(dvT, kvHead, seqStartK), keyRow, dvT.rowStride);
   b.setInsertionPointToStart(&store.getElseRegion().front());
-  storeAccumulator(kb, results, dkMem, headBase(dkT, kvHead, seqStartK), keyRow,
-                   nk, d, {}, d, dkT.rowStride);
+  storeGradient(results, d, dkMem, headBase(dkT, kvHead, seqStartK), keyRow,
+                dkT.rowStride);
 }
 
 void HopperBackward::emitRoleBranches(const ConsumerTile &tile, Value stage,

@@ -2,7 +2,8 @@
 // RUN: fa-opt %s -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu -convert-attn-gpu-to-nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: fa-opt %s -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu -convert-attn-gpu-to-nvvm -canonicalize -cse | FileCheck %s --check-prefix=BAND --enable-var-scope
 
-// The wgmma backward's score path is the mma.sync backward's tile ops: per
+// The wgmma backward's score path and its dK, dV stores are the mma.sync
+// backward's tile ops: per
 // query tile, the whole-tile test of the consumer warpgroup's 64 keys
 // (transposed_bounds, `block_index` its warpgroup), the score_mod on Sᵀ as
 // wgmma_qk leaves it (keeping d(score)/dSᵀ), then the mask on tiles not
@@ -28,6 +29,13 @@
 // CHECK-NEXT: scf.yield %[[M]]
 // CHECK: builtin.unrealized_conversion_cast %[[SM]]
 // CHECK: builtin.unrealized_conversion_cast %[[DS]]
+// After the loop, dK (%arg7) then dV (%arg8) of the warp's 16 keys from
+// keyBegin + row, below Nk: the mma.sync backward's store_accumulator (the
+// lane ids those of the kernel's entry).
+// CHECK: %[[KROW:.+]] = arith.addi %[[KB]], %{{.+}} : index
+// CHECK: attn_gpu.store_accumulator %{{.+}} to %arg7[%{{.+}} stride %{{.+}}] rows %[[KROW]] below %[[NK]] {row_elements = 128 : i64} : <16x128xf32, accumulator>, memref<1099511627776xbf16>
+// CHECK: attn_gpu.store_accumulator %{{.+}} to %arg8[%{{.+}} stride %{{.+}}] rows %[[KROW]] below %[[NK]] {row_elements = 128 : i64} : <16x128xf32, accumulator>, memref<1099511627776xbf16>
+// CHECK-NEXT: }
 // NVVM-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_mod_softcap(
 // NVVM-NOT: attn_gpu.
 // NVVM-NOT: attn.kernel_plan
