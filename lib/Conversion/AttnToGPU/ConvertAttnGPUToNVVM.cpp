@@ -180,7 +180,8 @@ template <typename OpTy> static Value userBy(Value x, int64_t by) {
 static bool isThreadIdX(Value v) {
   if (auto cast = v.getDefiningOp<arith::IndexCastUIOp>())
     if (auto move = cast.getIn().getDefiningOp<LLVM::InlineAsmOp>();
-        move && move->getNumOperands() == 1)
+        move && move.getAsmString() == KernelBuilder::kOpaqueMove &&
+        move->getNumOperands() == 1)
       if (auto in = move->getOperand(0).getDefiningOp<arith::IndexCastUIOp>())
         v = in.getIn();
   auto id = v.getDefiningOp<gpu::ThreadIdOp>();

@@ -92,7 +92,7 @@ Value KernelBuilder::toI32(Value index) {
 Value KernelBuilder::opaqueIndex(Value v) {
   Value i32v = arith::IndexCastUIOp::create(b, loc, b.getI32Type(), v);
   auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, b.getI32Type(), ValueRange{i32v}, "mov.u32 $0, $1;", "=r,r",
+      b, loc, b.getI32Type(), ValueRange{i32v}, kOpaqueMove, "=r,r",
       /*has_side_effects=*/true, /*is_align_stack=*/false,
       LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
       /*operand_attrs=*/nullptr);

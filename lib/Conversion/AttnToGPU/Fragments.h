@@ -137,8 +137,10 @@ public:
   Value select(Value c, Value x, Value y);
   Value toIndex(Value i32);
   Value toI32(Value index);
-  /// `v` through a side-effecting `mov`, so LLVM cannot reason across it.
+  /// `v` through a side-effecting `mov` (kOpaqueMove), so LLVM cannot
+  /// reason across it.
   Value opaqueIndex(Value v);
+  static constexpr llvm::StringLiteral kOpaqueMove = "mov.u32 $0, $1;";
 
   /// Thread, warp and lane ids; `threads` is the CTA size.
   void setupThreadIds();
