@@ -365,8 +365,9 @@ std::pair<Value, Value> mlir::fa::buildTransposedBounds(
     Value blockIndex) {
   WindowOperands window = windowOperands(b, spec);
   auto bounds = attn_gpu::TransposedBoundsOp::create(
-      b, loc, b.getIndexType(), b.getI1Type(), at.qBegin, at.keyBegin, at.nq, at.nk, blockIndex, window.sizes,
-      blockKeys, blockQueries, spec.mask, window.left, window.right);
+      b, loc, b.getIndexType(), b.getI1Type(), at.qBegin, at.keyBegin, at.nq,
+      at.nk, blockIndex, window.sizes, blockKeys, blockQueries, spec.mask,
+      window.left, window.right);
   return {bounds.getQuery(), bounds.getInside()};
 }
 
