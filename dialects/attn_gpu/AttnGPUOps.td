@@ -375,9 +375,15 @@ def AttnGPU_MaskOp : AttnGPU_Op<"mask", [AllTypesMatch<["scores", "result"]>]> {
     Scores of the key block from `key_begin` that lie outside `bounds` (the
     mask's band, or past Nk) become -inf; a block wholly inside the band
     for every row of the tile is left as it is without evaluating the mask.
+    With `every_element` the block is known to need masking (the
+    block-sparse forward's partial blocks, on the masked path of an
+    `scf.if`) and the whole-tile test is not made; `key_begin` is then
+    taken as given (without it the lowering reads it through an opaque
+    copy, which keeps LLVM from splitting the key loop at the diagonal: a
+    partial block's caller makes that copy before its branch).
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_KeyBounds:$bounds,
-                       Index:$key_begin);
+                       Index:$key_begin, UnitAttr:$every_element);
   let results = (outs AttnGPU_Fragment:$result);
   let assemblyFormat = [{
     $scores `,` $bounds `key` $key_begin attr-dict `:` type($scores) `,`

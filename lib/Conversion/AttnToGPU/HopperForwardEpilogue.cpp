@@ -49,25 +49,13 @@ void HopperForward::emitOutput(const ConsumerState &t, ArrayRef<Value> res,
                      oMem, lseMem, qRowsBase, oBase, t.rowBase);
     return;
   }
-  for (int64_t r = 0; r < 2; ++r) {
-    Value row = kb.add(qBegin, kb.add(t.rowBase, kb.add(kb.groupId, r * 8)));
-    auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value rowOff = oT.rowOffset(kb, oBase, row);
-    for (int64_t n = 0; n < dv / 8; ++n) {
-      Value lo = arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r], invSum[r]);
-      Value hi =
-          arith::MulFOp::create(b, loc, res[4 + n * 4 + 2 * r + 1], invSum[r]);
-      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-      kb.storePair(kb.truncPair(lo, hi), oMem, kb.add(rowOff, col));
-    }
-    auto lseIf =
-        scf::IfOp::create(b, loc, eq(kb.threadInGroup, kb.idx(0)), false);
-    b.setInsertionPointToStart(&lseIf.getThenRegion().front());
-    memref::StoreOp::create(b, loc, lse[r], lseMem,
-                            ValueRange{kb.add(qRowsBase, row)});
-  }
+  Value invSumRows = fp8() ? rows(invSum) : finalize.getInvSum();
+  Value acc = fragmentOf(b, loc, res.drop_front(4), dv,
+                         FragmentLayout::Accumulator);
+  attn_gpu::StoreOutputOp::create(
+      b, loc, acc, invSumRows, finalize.getLse(), oMem, oBase, oT.rowStride,
+      lseMem, qRowsBase, qBegin, t.rowBase, nq, /*rows=*/Value(),
+      /*split=*/Value(), /*batches=*/Value());
 }
 
 void HopperForward::emitSmemEpilogue(Value consumer, ValueRange acc,

@@ -139,17 +139,13 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
     maskMod.scoreMod = nullptr;
     s = buildScoreMods(b, loc, scoreMod, s, t.scale, rows, keyBegin);
     Value maskKey = kb.opaqueIndex(keyBegin);
-    SmallVector<Value> lanes = kb.maskUnlessInside(
-        kb.lt(iteration, fullBlocks), laneValues(b, loc, s),
-        [&](SmallVector<Value> &partial) {
-          Value p =
-              fragmentOf(b, loc, partial, keys, FragmentLayout::Accumulator);
-          partial = laneValues(
-              b, loc,
-              buildScoreMods(b, loc, maskMod, p, t.scale, rows, keyBegin));
-          maskScores(kb, partial, keyBoundsLanes(b, loc, t.bounds), maskKey);
+    s = buildUnlessInside(
+        b, loc, s, kb.lt(iteration, fullBlocks), [&](Value partial) {
+          partial =
+              buildScoreMods(b, loc, maskMod, partial, t.scale, rows, keyBegin);
+          return ag::MaskOp::create(b, loc, partial.getType(), partial,
+                                    t.bounds, maskKey, /*every_element=*/true);
         });
-    s = fragmentOf(b, loc, lanes, keys, FragmentLayout::Accumulator);
   }
   // The update of a 16 × 8 accumulator of ones gives each row's factor.
   Value unit = ag::FillOp::create(b, loc, accumulatorType(b.getContext(), 8),

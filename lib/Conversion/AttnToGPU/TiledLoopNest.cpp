@@ -375,16 +375,24 @@ Value mlir::fa::buildTransposedMask(OpBuilder &b, Location loc, Value s,
                                     const TransposedScores &at, Value inside,
                                     bool opaqueLengths,
                                     function_ref<Value(Value)> masked) {
+  return buildUnlessInside(b, loc, s, inside, [&](Value m) {
+    if (masked)
+      m = masked(m);
+    return attn_gpu::TransposedMaskOp::create(
+        b, loc, m.getType(), m, at.batch, at.head, at.qBegin, at.keyBegin,
+        at.nq, at.nk, at.row, opaqueLengths);
+  });
+}
+
+Value mlir::fa::buildUnlessInside(OpBuilder &b, Location loc, Value s,
+                                  Value inside,
+                                  function_ref<Value(Value)> masked) {
   auto ifOp = scf::IfOp::create(b, loc, s.getType(), inside,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   scf::YieldOp::create(b, loc, s);
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  Value m = masked ? masked(s) : s;
-  m = attn_gpu::TransposedMaskOp::create(b, loc, m.getType(), m, at.batch,
-                                         at.head, at.qBegin, at.keyBegin,
-                                         at.nq, at.nk, at.row, opaqueLengths);
-  scf::YieldOp::create(b, loc, m);
+  scf::YieldOp::create(b, loc, masked(s));
   return ifOp.getResult(0);
 }

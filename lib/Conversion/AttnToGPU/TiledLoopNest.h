@@ -88,6 +88,11 @@ std::pair<Value, Value> buildTransposedBounds(OpBuilder &b, Location loc,
                                               int64_t blockQueries,
                                               Value blockIndex = {});
 
+/// `s` where `inside`, else `masked(s)`: an scf.if of the score fragment, so
+/// that a tile that needs no mask skips its ops.
+Value buildUnlessInside(OpBuilder &b, Location loc, Value s, Value inside,
+                        function_ref<Value(Value)> masked);
+
 /// `s` where `inside`, else `masked` (a mask_mod, if any) and then
 /// attn_gpu.transposed_mask at `at` (its qBegin the bounds' query): an
 /// scf.if, so that a tile inside the band skips both.

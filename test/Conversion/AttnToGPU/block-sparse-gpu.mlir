@@ -3,6 +3,7 @@
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document.ptx
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-sparse=1" -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE --enable-var-scope
 // REQUIRES: ptxas
 
 // A block-sparse plan (attn-gpu-plan block-sparse=1) gives the wgmma forward
@@ -14,6 +15,23 @@
 // two entries that build the block mask from the same mask_mod.
 
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document
+// The tile level: a listed tile past the full ones takes the masked path of an
+// scf.if, the mask_mod there, then the band's mask of every element (the
+// whole-tile test is the branch) with the key offset made opaque before it.
+// TILE-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
+// TILE: %[[BOUNDS:.+]] = attn_gpu.key_bounds at [{{.+}}] of [{{.+}}] row %{{.+}} block %{{.+}} {block_rows = 64 : i64, mask_mod}
+// TILE: %[[S:.+]] = builtin.unrealized_conversion_cast {{.+}} to !attn_gpu.fragment<16x128xf32, accumulator>
+// TILE: %[[KEY:.+]] = arith.muli %{{.+}}, %c128{{.*}} : index
+// TILE: llvm.inline_asm has_side_effects "mov.u32 $0, $1;"
+// TILE-NEXT: %[[OPAQUE:.+]] = arith.index_castui %{{.+}} : i32 to index
+// TILE-NEXT: %[[FULL:.+]] = arith.cmpi slt, %{{.+}}, %{{.+}} : index
+// TILE-NEXT: %{{.+}} = scf.if %[[FULL]] -> (!attn_gpu.fragment<16x128xf32, accumulator>) {
+// TILE-NEXT: scf.yield %[[S]]
+// TILE-NEXT: } else {
+// TILE-NEXT: %[[M:.+]] = attn_gpu.mask_mod %[[S]] at [{{.+}}] of [{{.+}}] row %{{.+}} key %[[KEY]]
+// TILE: attn_gpu.mask %[[M]], %[[BOUNDS]] key %[[OPAQUE]] {every_element}
+// TILE-NEXT: scf.yield
+// TILE: attn_gpu.online_softmax
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %[[MASK:arg26]]: !llvm.ptr<1>, %[[HEADS:arg27]]: i32, %[[DOC:arg28]]: !llvm.ptr<1>, %arg29: i32, %arg30: i32)
 // The tile's counts: full_kv_count, then kv_count, clamped.

@@ -46,6 +46,8 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
   }
   // CHECK: attn_gpu.mask %{{.+}}, %{{.+}} key %{{.+}} {{.*}}: {{.*}}<16x64xf32, accumulator>, {{.*}}<left = true, right = true>
   %mk = attn_gpu.mask %sm, %b key %i : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.key_bounds<left = true, right = true>
+  // CHECK: attn_gpu.mask %{{.+}}, %{{.+}} key %{{.+}} {every_element} : {{.*}}<16x64xf32, accumulator>
+  %mke = attn_gpu.mask %sm, %b key %i {every_element} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.key_bounds<left = true, right = true>
   // CHECK: %[[P:[^,]+]], %{{.+}}, %{{.+}}, %[[PA:[^,]+]] = attn_gpu.online_softmax
   %p:4 = attn_gpu.online_softmax %mk, %m, %m, %acc scale %scale
       : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x128xf32, accumulator>
