@@ -481,6 +481,13 @@ def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output",
     with `split` s of `batches` B (the kernel's i32 parameter; split-KV
     decode) R = `lse_base` + ((s·B + b)·H + h)·Nq + q: O at `output_base` +
     R·Dv, LSE at R.
+
+    `staged in %smem group %g` (the wgmma forward's shared-memory epilogue,
+    `-fa-wgmma-smem-epilogue`): consumer warpgroup g's 64 rows go first into
+    the shared slabs of its own Q rows (128 B swizzle, conflict-free 4-byte
+    stores), then, after a named barrier of the warpgroup's 128 threads,
+    out to global memory in whole 16-byte chunks, consecutive threads on
+    consecutive chunks of a row.
   }];
   let arguments = (ins AttnGPU_Fragment:$acc, AttnGPU_Fragment:$inv_sum,
                        AttnGPU_Fragment:$lse, AnyMemRef:$output,
@@ -488,14 +495,17 @@ def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output",
                        AnyMemRef:$lse_out, Index:$lse_base,
                        Index:$query_begin, Index:$row, Index:$nq,
                        Optional<AttnGPU_PackedRows>:$rows,
-                       Optional<Index>:$split, Optional<I32>:$batches);
+                       Optional<Index>:$split, Optional<I32>:$batches,
+                       Optional<AnyMemRef>:$staging,
+                       Optional<Index>:$staging_group);
   let assemblyFormat = [{
     $acc `,` $inv_sum `,` $lse `to` $output `[` $output_base (`stride`
     $output_row_stride^)? `]` `,` $lse_out `[` $lse_base `]` `rows`
     $query_begin `+` $row `below` $nq (`packed` $rows^)? (`split` $split^
-    `of` $batches)? attr-dict `:`
-    type($acc) `,`
+    `of` $batches)? (`staged` `in` $staging^ `group` $staging_group)?
+    attr-dict `:` type($acc) `,`
     type($inv_sum) `,` type($lse) `,` type($output) `,` type($lse_out)
+    (`,` type($staging)^)?
   }];
   let hasVerifier = 1;
 }

@@ -943,6 +943,12 @@ struct StoreOutputLowering : TileOpLowering<ag::StoreOutputOp> {
       rewriter.eraseOp(op);
       return success();
     }
+    if (op.getStaging()) {
+      storeOutputStaged(kb, op, adaptor.getAcc(), adaptor.getInvSum(),
+                        adaptor.getLse());
+      rewriter.eraseOp(op);
+      return success();
+    }
     Location loc = op.getLoc();
     ValueRange acc = adaptor.getAcc();
     ValueRange invSum = adaptor.getInvSum(), lse = adaptor.getLse();

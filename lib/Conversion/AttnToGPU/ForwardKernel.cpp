@@ -333,7 +333,8 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
   ag::StoreOutputOp::create(b, loc, res[2], final.getInvSum(), final.getLse(),
                             arg(3), outBase, outRowStride, arg(4), outRowsBase,
                             qBegin, rowBase, nq, rows, rows ? split : Value(),
-                            rows && split ? arg(5) : Value());
+                            rows && split ? arg(5) : Value(),
+                            /*staging=*/Value(), /*staging_group=*/Value());
 }
 
 void ForwardTileBuilder::build(gpu::GPUModuleOp module,

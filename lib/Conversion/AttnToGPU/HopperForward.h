@@ -33,8 +33,6 @@ namespace mlir::fa::gpu_lowering {
 /// Growth of a row max (powers of 2) that the lazy rescale absorbs.
 constexpr double kLazyRescaleLog2 = 8.0;
 
-/// Rows of one consumer warpgroup.
-constexpr int64_t kRowsPerConsumer = 64;
 /// Register budgets after the role split: kProducerRegs / kConsumerRegs
 /// (Wgmma.h), except where the producer needs more. A persistent producer
 /// walks the tiles (in i32, to fit) and issues 4-D TMA loads (head and
@@ -285,12 +283,6 @@ private:
   /// O ×= the factors f of its rows (a warp-uniform skip under the lazy
   /// rescale).
   SmallVector<Value> rescaleBy(Value f[2], SmallVector<Value> o);
-
-  /// O (accumulator layout, unnormalised) → this consumer's rows of the Q
-  /// tile → global memory in 16-byte row chunks; LSE by one lane per row.
-  void emitSmemEpilogue(Value consumer, ValueRange acc, Value invSum[2],
-                        Value lse[2], Value oMem, Value lseMem,
-                        Value qRowsBase, Value oBase, Value rowBase);
 
   /// Descriptors of Q (this consumer's rows) and K(stage), per k16 step.
   SmallVector<Value> qkDescriptors(Value qRow0Bytes, Value stage);

@@ -32,6 +32,8 @@ namespace mlir::fa::gpu_lowering {
 /// Bytes of one row of a 64-column slab (64 16-bit elements).
 constexpr int64_t kSlabRowBytes = 128;
 constexpr int64_t kSlabCols = 64;
+/// Rows of one consumer warpgroup (a wgmma's M).
+constexpr int64_t kRowsPerConsumer = 64;
 
 /// The literal struct of `n` f32 accumulators a wgmma returns.
 Type wgmmaAccType(OpBuilder &b, int64_t n);
@@ -44,6 +46,11 @@ SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value s, int64_t n);
 /// `wgmma.wait_group` that makes them valid (CUTLASS's operand fence).
 SmallVector<Value> fenceOperands(OpBuilder &b, Location loc,
                                  ArrayRef<Value> vals);
+
+/// Lowers attn_gpu.store_output `staged in %smem group %g` (the wgmma
+/// forward's epilogue through its Q slabs) given the lowered fragments.
+void storeOutputStaged(KernelBuilder &kb, attn_gpu::StoreOutputOp op,
+                       ValueRange acc, ValueRange invSum, ValueRange lse);
 
 /// `bar.sync` or `bar.arrive` on named barrier `id` for `threads` threads.
 void namedBarrier(OpBuilder &b, Location loc, StringRef op, int64_t id,

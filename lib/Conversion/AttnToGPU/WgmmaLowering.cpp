@@ -7,6 +7,9 @@
 // type and the accumulator's width are the op's own. With fill and the
 // online softmax's ops (lowered in ConvertAttnGPUToNVVM.cpp) they are the
 // plan-free tile ops a wgmma kernel's builder emits among its own code.
+// Also the wgmma forward's epilogue staged in shared memory
+// (attn_gpu.store_output `staged`), which ConvertAttnGPUToNVVM.cpp's
+// store_output lowering hands here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,6 +111,100 @@ bool mlir::fa::gpu_lowering::isPlanFreeTileOp(Operation *op) {
 const KernelPlan &mlir::fa::gpu_lowering::planFree() {
   static const KernelPlan plan;
   return plan;
+}
+
+/// attn_gpu.store_output staged in shared memory (the wgmma forward's
+/// epilogue, `staged in %smem group %consumer`).
+void mlir::fa::gpu_lowering::storeOutputStaged(KernelBuilder &kb,
+                                               attn_gpu::StoreOutputOp op,
+                                               ValueRange acc,
+                                               ValueRange invSum,
+                                               ValueRange lse) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Value consumer = op.getStagingGroup(), smem = op.getStaging();
+  Value oMem = op.getOutput(), lseMem = op.getLseOut();
+  Value qRowsBase = op.getLseBase(), oBase = op.getOutputBase();
+  Value rowBase = op.getRow(), qBegin = op.getQueryBegin(), nq = op.getNq();
+  Value rowStride = op.getOutputRowStride();
+  auto eq = [&](Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+  };
+  const int64_t dv = op.getAcc().getType().getCols(), bq = kb.plan.blockQ;
+  const int64_t slabBytes = bq * kSlabRowBytes;
+  // The Q rows of this consumer are read only by its own wgmmas, all retired
+  // here, so its O can take their place. Same 128 B swizzle as the TMA boxes
+  // (16 B chunk c of row r at c ^ (r mod 8)): lanes g = 0..7 of one store hit
+  // eight distinct chunks, so the 4-byte stores are conflict-free.
+  Value rowL[2];
+  for (int64_t r = 0; r < 2; ++r)
+    rowL[r] = kb.add(rowBase, kb.add(kb.groupId, r * 8)); // row in 0..127
+  Value laneBytes = kb.mul(kb.threadInGroup, 4);
+  for (int64_t c8 = 0; c8 < 8; ++c8) {
+    Value chunk = arith::XOrIOp::create(b, loc, kb.groupId, kb.idx(c8));
+    Value inRow = kb.add(kb.mul(chunk, 16), laneBytes);
+    for (int64_t n = c8; n < dv / 8; n += 8) {
+      int64_t slab = n / 8;
+      for (int64_t r = 0; r < 2; ++r) {
+        Value lo = arith::MulFOp::create(b, loc, acc[n * 4 + 2 * r], invSum[r]);
+        Value hi =
+            arith::MulFOp::create(b, loc, acc[n * 4 + 2 * r + 1], invSum[r]);
+        Value bytes = kb.add(kb.add(kb.mul(rowL[r], kSlabRowBytes), inRow),
+                             slab * slabBytes);
+        kb.storePair(kb.truncPair(lo, hi), smem, kb.divui(bytes, 2));
+      }
+    }
+  }
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = kb.add(qBegin, rowL[r]);
+    auto lseIf = scf::IfOp::create(
+        b, loc,
+        arith::AndIOp::create(b, loc, eq(kb.threadInGroup, kb.idx(0)),
+                              kb.lt(row, nq)),
+        false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&lseIf.getThenRegion().front());
+    memref::StoreOp::create(b, loc, lse[r], lseMem,
+                            ValueRange{kb.add(qRowsBase, row)});
+  }
+  // Only this warpgroup's 128 threads meet (barriers 3 and 4).
+  {
+    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    namedBarrier(b, loc, "bar.sync", 3, 128);
+    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    namedBarrier(b, loc, "bar.sync", 4, 128);
+  }
+  // Each thread moves 16 B chunks: consecutive threads take consecutive
+  // chunks of a row, so a warp writes whole 256 B rows.
+  const int64_t chunksPerRow = dv / 8;
+  const int64_t chunks = kRowsPerConsumer * chunksPerRow;
+  Value t = kb.remui(kb.tid, 128);
+  Value row0 = kb.mul(consumer, kRowsPerConsumer);
+  auto vecTy = VectorType::get({8}, kb.plan.elemType);
+  for (int64_t k = 0; k < chunks / 128; ++k) {
+    Value q = kb.add(t, k * 128);
+    Value rowInWg = kb.divui(q, chunksPerRow);
+    Value cc = kb.remui(q, chunksPerRow);
+    Value r = kb.add(row0, rowInWg);
+    Value swz =
+        arith::XOrIOp::create(b, loc, kb.remui(cc, 8), kb.remui(rowInWg, 8));
+    Value bytes = kb.add(
+        kb.add(kb.mul(kb.divui(cc, 8), slabBytes), kb.mul(r, kSlabRowBytes)),
+        kb.mul(swz, 16));
+    Value v = vector::LoadOp::create(
+        b, loc, vecTy, smem, ValueRange{kb.divui(bytes, 2)},
+        /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value row = kb.add(qBegin, r);
+    auto ifOp = scf::IfOp::create(b, loc, kb.lt(row, nq), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    Value off = kb.add(kb.add(oBase, kb.mul(row, rowStride)), kb.mul(cc, 8));
+    vector::StoreOp::create(b, loc, v, oMem, ValueRange{off},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
 }
 
 void mlir::fa::gpu_lowering::populateWgmmaLowering(

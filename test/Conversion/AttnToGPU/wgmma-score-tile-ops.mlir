@@ -25,7 +25,10 @@
 // CHECK: %[[MASKED:.+]] = attn_gpu.mask %[[M]], %[[BOUNDS]]
 // CHECK: attn_gpu.online_softmax %[[MASKED]],
 // CHECK: %[[SHIFT:.+]] = attn_gpu.score_mod_shift scale %[[SCALE]] at [%[[B]], %[[H]], %[[Q]]] of [%[[NQ]], %[[NK]]] row %[[ROW]]
-// CHECK: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} shift %[[SHIFT]]
+// CHECK: %[[INV:[^,]+]], %[[LSE:[^ ]+]] = attn_gpu.finalize_softmax %{{.+}}, %{{.+}} shift %[[SHIFT]]
+// The epilogue: the mma.sync forward's store_output, staged in the shared
+// memory of the consumer's Q rows (-fa-wgmma-smem-epilogue).
+// CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %[[Q]] + %[[ROW]] below %[[NQ]] staged in %{{.+}} group %{{.+}} : <16x64xf32, accumulator>, {{.+}}, memref<40960xbf16, 3>
 // The band lowered (canonicalised) with the kernel builder's own lane ids
 // (g = lane / 4, t = lane % 4): the tile's upper edge min(q0 + 1, Nk) at
 // the consumer's first query q0 = qBegin + 64·consumer (key_bounds'
@@ -54,6 +57,13 @@
 // NVVM-NOT: attn.kernel_plan
 // NVVM: nvvm.wgmma.mma_async
 // NVVM-NOT: attn_gpu.
+// The staged epilogue: O by 4-byte pairs into shared memory, the consumer's
+// named barrier (3 or 4), then 16-byte chunks from shared to global memory.
+// NVVM-COUNT-16: vector.store %{{.+}}, %{{.+}}[%{{.+}}] {alignment = 4 : i64} : memref<40960xbf16, 3>, vector<2xbf16>
+// NVVM: "bar.sync 3, 128;"
+// NVVM: "bar.sync 4, 128;"
+// NVVM: vector.load %{{.+}}[%{{.+}}] {alignment = 16 : i64} : memref<40960xbf16, 3>, vector<8xbf16>
+// NVVM: vector.store %{{.+}}, %{{.+}}[%{{.+}}] {alignment = 16 : i64} : memref<{{.+}}xbf16>, vector<8xbf16>
 // NVVM: gpu.return
 func.func @alibi(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>, attn.score_mod_name = "alibi"} score_mod {
@@ -91,7 +101,10 @@ func.func @alibi(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tenso
 // CHECK-NOT: attn_gpu.mask %[[D]]
 // CHECK: attn_gpu.online_softmax %[[D]],
 // CHECK-NOT: attn_gpu.score_mod_shift
-// CHECK: attn_gpu.finalize_softmax %{{.+}}, %{{.+}} :
+// CHECK: %[[INV:[^,]+]], %[[LSE:[^ ]+]] = attn_gpu.finalize_softmax %{{.+}}, %{{.+}} :
+// A persistent grid's next Q may be landing in the Q tile: O leaves from
+// registers.
+// CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} below %{{.+}} : <16x64xf32, accumulator>, <16x1xf32, rows>, <16x1xf32, rows>, memref<{{.+}}xbf16>, memref<{{.+}}xf32>{{$}}
 // NVVM-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq128_bkv128_w12_s2_none_wgmma_sm90a_persistent_mod_scaled_maskmod_document
 // NVVM-NOT: attn_gpu.
 // NVVM: gpu.return

@@ -74,6 +74,14 @@ func.func @partial_rows(%acc: !attn_gpu.fragment<16x64xf32, accumulator>, %r: !a
 
 // -----
 
+func.func @staged_partials(%acc: !attn_gpu.fragment<16x64xf32, accumulator>, %r: !attn_gpu.fragment<16x1xf32, rows>, %o: memref<64xf32>, %l: memref<64xf32>, %s: memref<64xbf16, 3>, %i: index) {
+  // expected-error @+1 {{'attn_gpu.store_output' op expected a staged store of plain rows with a row stride (the wgmma forward's epilogue)}}
+  attn_gpu.store_output %acc, %r, %r to %o[%i], %l[%i] rows %i + %i below %i staged in %s group %i : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<64xf32>, memref<64xf32>, memref<64xbf16, 3>
+  return
+}
+
+// -----
+
 func.func @packed_rows_block(%i: index) {
   // expected-error @+1 {{'attn_gpu.packed_rows' op expected block_rows in steps of a warp's 16, got 40}}
   %rows, %q0 = attn_gpu.packed_rows key_head %i block %i of [%i, %i, %i, %i] {block_rows = 40 : i64} : !attn_gpu.packed_rows

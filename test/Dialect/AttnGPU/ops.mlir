@@ -5,7 +5,7 @@
 
 // CHECK-LABEL: func @schedule
 func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<64xf32>,
-                    %i: index, %scale: f32) {
+                    %i: index, %scale: f32, %smem: memref<1024xbf16, 3>) {
   // CHECK: attn_gpu.shared_memory 43520 x bf16
   attn_gpu.shared_memory 43520 x bf16
   // CHECK: %[[Q:.+]] = attn_gpu.shared_tile offset 0 {{.*}}: {{.*}}<64x128xbf16, stride = 136>
@@ -66,6 +66,9 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
   // CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} + %[[ROW]] below %{{.+}}
   attn_gpu.store_output %o2, %f#0, %f#1 to %o[%i stride %i], %lse[%i] rows %i + %row below %i
       : !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xbf16>, memref<64xf32>
+  // CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} + %[[ROW]] below %{{.+}} staged in %{{.+}} group %{{.+}} : {{.+}}, memref<1024xbf16>, memref<64xf32>, memref<1024xbf16, 3>
+  attn_gpu.store_output %o2, %f#0, %f#1 to %o[%i stride %i], %lse[%i] rows %i + %row below %i staged in %smem group %i
+      : !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xbf16>, memref<64xf32>, memref<1024xbf16, 3>
   return
 }
 

@@ -585,6 +585,9 @@ LogicalResult StoreOutputOp::verify() {
   if (!getOutputRowStride() && !elem.isF32())
     return emitOpError("expected f32 partial rows without a row stride, got ")
            << elem;
+  if (getStaging() && (getRows() || !getOutputRowStride()))
+    return emitOpError("expected a staged store of plain rows with a row "
+                       "stride (the wgmma forward's epilogue)");
   return success();
 }
 
