@@ -845,6 +845,31 @@ def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def AttnGPU_TransposeFp8TileOp : AttnGPU_Op<"transpose_fp8_tile"> {
+  let summary = "V → Vᵀ of one ring slot in shared memory, for fp8 P·V";
+  let description = [{
+    An e4m3 wgmma's B operand must be K-major, so the fp8 forward's producer
+    warps 1-3 (warp 0 holds the TMA thread) transpose each V tile the TMA
+    wrote: V [`rows` keys][`cols`] from byte `v_base` of `smem` (128 B
+    swizzled rows, 128-column slabs of `rows` rows) into Vᵀ [`cols`][keys]
+    from byte `vt_base`, its key positions in the order P's e4m3 A registers
+    take them (HopperFp8.h). Each warp moves 16-key × 32-column units by
+    ldmatrix.trans, byte permutes and stmatrix, several units' loads in
+    flight a trip.
+    ```mlir
+    attn_gpu.transpose_fp8_tile %smem[%v] to [%vt] {rows = 128, cols = 128}
+        : memref<0xbf16, 3>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$smem, Index:$v_base, Index:$vt_base,
+                       I64Attr:$rows, I64Attr:$cols);
+  let assemblyFormat = [{
+    $smem `[` $v_base `]` `to` ` ` `[` $vt_base `]` attr-dict `:`
+    type($smem)
+  }];
+  let hasVerifier = 1;
+}
+
 def AttnGPU_WgmmaPVOp : AttnGPU_Op<"wgmma_pv",
     [AllTypesMatch<["acc", "result"]>, AttrSizedOperandSegments]> {
   let summary = "acc += P·V on wgmma, P in registers (issued only)";

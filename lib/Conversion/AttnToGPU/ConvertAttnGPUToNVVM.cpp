@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Fragments.h"
+#include "HopperFp8.h"
 #include "TileLowering.h"
 #include "TileRows.h"
 #include "Wgmma.h"
@@ -987,6 +988,20 @@ struct StoreOutputLowering : TileOpLowering<ag::StoreOutputOp> {
   }
 };
 
+struct TransposeFp8TileLowering : TileOpLowering<ag::TransposeFp8TileOp> {
+  using TileOpLowering::TileOpLowering;
+  LogicalResult
+  matchAndRewrite(ag::TransposeFp8TileOp op, OneToNOpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    KernelBuilder kb = builderFor(op, rewriter);
+    kb.smem = op.getSmem();
+    transposeVTile(kb, op.getVBase(), op.getVtBase(), op.getRows(),
+                   op.getCols());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// The warpgroup roles as one branch on tid / 128: warpgroup 0 lowers its
 /// registers and runs the producer, the others raise theirs and run the
 /// consumers with their index. The bodies need no plan: this runs before
@@ -1100,7 +1115,8 @@ struct ConvertAttnGPUToNVVMPass final
                  KeyBoundsLowering, MmaQKLowering, ModLowering<ag::ScoreModOp>,
                  ScoreModShiftLowering,
                  ModLowering<ag::MaskModOp>, MaskLowering, OnlineSoftmaxLowering,
-                 MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering>(
+                 MmaPVLowering, FinalizeSoftmaxLowering, StoreOutputLowering,
+                 TransposeFp8TileLowering>(
         converter, ctx, kernels);
     populateBackwardTileLowering(patterns, converter, kernels);
     populateRingLowering(patterns, converter, kernels);

@@ -266,9 +266,10 @@ void HopperForward::emitTransposer() {
   Value it = loop.getInductionVar();
   Value stage = ring.slot(kb, it);
   wait(bars.vFull(), stage, ring.fullParity(kb, it));
-  transposeVTile(kb, kb.add(kb.mul(stage, layout.vBytes()), layout.vBase()),
-                 kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase()),
-                 plan.blockKV, plan.headDimV);
+  Value vtBase = kb.add(kb.mul(stage, layout.vtBytes()), layout.vtBase());
+  Value vBase = kb.add(kb.mul(stage, layout.vBytes()), layout.vBase());
+  attn_gpu::TransposeFp8TileOp::create(b, loc, kb.smem, vBase, vtBase,
+                                       plan.blockKV, plan.headDimV);
   // Vᵀ is read next by wgmma (the async proxy).
   NVVM::FenceProxyOp::create(
       b, loc, NVVM::ProxyKind::async_shared,

@@ -42,7 +42,8 @@ Value issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
 SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
 
 /// Transposes V of one ring slot into Vᵀ for P·V (called by each thread of
-/// warps 1-3 of the producer warpgroup). V [bkv keys][Dv] is the TMA tile:
+/// warps 1-3 of the producer warpgroup): attn_gpu.transpose_fp8_tile's
+/// lowering. V [bkv keys][Dv] is the TMA tile:
 /// 128 B rows of 128 columns in slabs of bkv rows from byte `vBase`; Vᵀ
 /// [Dv][bkv = 128 key positions] is 128 B rows from byte `vtBase`, both
 /// 128 B-swizzled (byte offsets from the shared buffer's base).

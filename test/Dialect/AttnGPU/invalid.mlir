@@ -523,3 +523,11 @@ func.func @online_softmax_lazy(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %
   %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale {lazy_rescale_log2 = 0.0 : f64} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
   return
 }
+
+// -----
+
+func.func @transpose_wide_long(%s: memref<64xbf16, 3>, %i: index) {
+  // expected-error @+1 {{'attn_gpu.transpose_fp8_tile' op expected a multiple of 64 rows and of 128 columns (more than 128 rows only at 128 columns), got 192 x 256}}
+  attn_gpu.transpose_fp8_tile %s[%i] to [%i] {rows = 192, cols = 256} : memref<64xbf16, 3>
+  return
+}

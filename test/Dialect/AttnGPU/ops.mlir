@@ -69,6 +69,8 @@ func.func @schedule(%q: memref<1024xbf16>, %o: memref<1024xbf16>, %lse: memref<6
   // CHECK: attn_gpu.store_output %{{.+}}, %[[INV]], %[[LSE]] to %{{.+}}[%{{.+}} stride %{{.+}}], %{{.+}}[%{{.+}}] rows %{{.+}} + %[[ROW]] below %{{.+}} staged in %{{.+}} group %{{.+}} : {{.+}}, memref<1024xbf16>, memref<64xf32>, memref<1024xbf16, 3>
   attn_gpu.store_output %o2, %f#0, %f#1 to %o[%i stride %i], %lse[%i] rows %i + %row below %i staged in %smem group %i
       : !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, memref<1024xbf16>, memref<64xf32>, memref<1024xbf16, 3>
+  // CHECK: attn_gpu.transpose_fp8_tile %{{.+}}[%{{.+}}] to [%{{.+}}] {cols = 256 : i64, rows = 64 : i64} : memref<1024xbf16, 3>
+  attn_gpu.transpose_fp8_tile %smem[%i] to [%i] {rows = 64, cols = 256} : memref<1024xbf16, 3>
   return
 }
 

@@ -569,6 +569,17 @@ LogicalResult WgmmaPVOp::verify() {
   return verifyWgmma(*this, getOperandType(), getAcc().getType());
 }
 
+LogicalResult TransposeFp8TileOp::verify() {
+  // 64-key halves of 128-column slabs; past 128 keys only one slab.
+  int64_t rows = getRows(), cols = getCols();
+  if (cols <= 0 || cols % 128 || rows <= 0 || rows % 64 ||
+      (rows > 128 && cols != 128))
+    return emitOpError("expected a multiple of 64 rows and of 128 columns "
+                       "(more than 128 rows only at 128 columns), got ")
+           << rows << " x " << cols;
+  return success();
+}
+
 LogicalResult StoreOutputOp::verify() {
   if (!isLayout(getAcc().getType(), FragmentLayout::Accumulator) ||
       !isLayout(getInvSum().getType(), FragmentLayout::Rows) ||
