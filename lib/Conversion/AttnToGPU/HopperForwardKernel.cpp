@@ -62,12 +62,12 @@ static llvm::cl::opt<bool> clSmemEpilogue(
     llvm::cl::desc("wgmma forward: O goes through the Q tile's shared memory "
                    "and leaves with 16-byte stores"),
     llvm::cl::init(true));
-static llvm::cl::opt<bool> clLazyRescale(
+static llvm::cl::opt<llvm::cl::boolOrDefault> clLazyRescale(
     "fa-wgmma-lazy-rescale", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: a row keeps its softmax base until its max "
                    "grows by more than 2^8, and a warp skips rescaling O "
-                   "when none of its rows moved"),
-    llvm::cl::init(false));
+                   "when none of its rows moved (default: for Dv > 128, "
+                   "where it was measured to pay)"));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clRescaleInTurn(
     "fa-wgmma-rescale-in-turn", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
@@ -94,7 +94,7 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
 
 std::string mlir::fa::wgmmaVariantKey() {
   return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
-         (clSmemEpilogue ? "1" : "0") + ".lazy" + (clLazyRescale ? "1" : "0") +
+         (clSmemEpilogue ? "1" : "0") + ".lazy" + std::to_string(static_cast<int>(clLazyRescale.getValue())) +
          ".rit" + std::to_string(static_cast<int>(clRescaleInTurn.getValue())) +
          ".ragged" + std::to_string(static_cast<int>(clRaggedFirst.getValue())) +
          ".persist" + std::to_string(static_cast<int>(clPersistent.getValue()));
@@ -116,6 +116,10 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
   // spills on persistent grids with wider key tiles (block_kv 176).
   measured.rescaleInTurn =
       plan.headDim > 64 && !(plan.persistent && plan.blockKV > 128);
+  // O's 2·Dv/8 multiplies a rescale weigh most at Dv = 256: skipping them
+  // while a row's max grows by at most 2^8 gave +2-12% (bf16) and +5-9%
+  // (fp8) there, within noise at Dv = 128 (PERF.md).
+  measured.lazyRescale = plan.headDimV > 128;
   // Maskless, the ragged last tile first: +1-9% at d64 and, with the
   // in-turn rescale, +2-5% at d128. The persistent D > 64 consumer has no
   // register to spare for the prologue's width branches (8 B of spills at
@@ -135,7 +139,7 @@ WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
   WgmmaForwardSchedule schedule = measuredWgmmaForwardSchedule(plan);
   schedule.pingPong = clPingPong;
   schedule.smemEpilogue = clSmemEpilogue && schedule.smemEpilogue;
-  schedule.lazyRescale = clLazyRescale;
+  schedule.lazyRescale = optionOr(clLazyRescale, schedule.lazyRescale);
   schedule.rescaleInTurn = optionOr(clRescaleInTurn, schedule.rescaleInTurn);
   // The switch can only turn ragged-first off: where the measured default
   // does not take it (a mask, the persistent D > 64 consumer) it cannot run.
