@@ -650,21 +650,28 @@ def AttnGPU_TransposedMaskOp : AttnGPU_Op<"transposed_mask",
 }
 
 def AttnGPU_RecomputeProbsOp : AttnGPU_Op<"recompute_probs",
-    [AllTypesMatch<["scores", "probs"]>]> {
-  let summary = "Pᵀ = 2^(Sᵀ·scale_log2 − LSE·log2 e), and each column's Delta";
+    [AllTypesMatch<["scores", "probs"]>, AttrSizedOperandSegments]> {
+  let summary = "Pᵀ = 2^(Sᵀ·scale_log2 − LSE·log2 e)";
   let description = [{
-    The backward's recompute of P from the forward's LSE: each lane reads
-    the LSE and Delta of its query columns from the row padding of `tile`
-    (`attn_gpu.async_copy_row_stats`), gives -inf rows P = 0, and returns
-    Delta in the columns layout for `attn_gpu.score_gradient`.
+    The backward's recompute of P from the forward's LSE; -inf rows give
+    P = 0. Each lane reads the LSE of its query columns from `stats`: from
+    a stage of statistics at `stats_base` (LSE of column c at + c, Delta at
+    + block_q + c; the wgmma backward's, whose `attn_gpu.score_gradient`
+    reads the Delta), each pair right before its columns' math; or from the
+    row padding of `tile` (`attn_gpu.async_copy_row_stats`), where it also
+    reads Delta, all before the math, and returns it in the columns layout
+    for `attn_gpu.score_gradient`.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores,
                        MemRefRankOf<[F32], [1]>:$stats,
-                       AttnGPU_SharedTile:$tile, F32:$scale_log2);
-  let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$delta);
+                       Optional<Index>:$stats_base,
+                       Optional<AttnGPU_SharedTile>:$tile, F32:$scale_log2);
+  let results = (outs AttnGPU_Fragment:$probs,
+                     Optional<AttnGPU_Fragment>:$delta);
   let assemblyFormat = [{
-    $scores `,` $stats `beside` $tile `scale` $scale_log2 attr-dict `:`
-    type($scores) `,` type($stats) `,` type($tile) `->` type($delta)
+    $scores `,` $stats (`[` $stats_base^ `]`)? (`beside` $tile^)? `scale`
+    $scale_log2 attr-dict `:` type($scores) `,` type($stats) (`,`
+    type($tile)^)? (`->` type($delta)^)?
   }];
   let hasVerifier = 1;
 }
@@ -675,15 +682,24 @@ def AttnGPU_ScoreGradientOp : AttnGPU_Op<"score_gradient",
   let description = [{
     The softmax's backward on fragments (OnlineSoftmaxMath::scoreGradient):
     the factor is the kernel's `scale`, or under a score_mod each element's
-    `derivative` from `attn_gpu.transposed_score_mod`.
+    `derivative` from `attn_gpu.transposed_score_mod`, or with `prescaled`
+    none (`probs` carry it: the wgmma backward's split roles exchange
+    Pᵀ·scale). Delta is a columns fragment (`attn_gpu.recompute_probs`), or
+    read by each lane from the stage of statistics at `stats_base` of
+    `stats` (Delta of query column c at + block_q + c).
   }];
   let arguments = (ins AttnGPU_Fragment:$probs, AttnGPU_Fragment:$dp,
-                       AttnGPU_Fragment:$delta, Optional<F32>:$scale,
-                       Optional<AttnGPU_Fragment>:$derivative);
+                       Optional<AttnGPU_Fragment>:$delta,
+                       Optional<MemRefRankOf<[F32], [1]>>:$stats,
+                       Optional<Index>:$stats_base, Optional<F32>:$scale,
+                       Optional<AttnGPU_Fragment>:$derivative,
+                       UnitAttr:$prescaled);
   let results = (outs AttnGPU_Fragment:$result);
   let assemblyFormat = [{
-    $probs `,` $dp `,` $delta (`scale` $scale^)? (`derivative` $derivative^)?
-    attr-dict `:` type($probs) `,` type($delta) (`,` type($derivative)^)?
+    $probs `,` $dp (`,` $delta^)? (`delta` `(` $stats^ `[` $stats_base `]`
+    `:` type($stats) `)`)? (`scale` $scale^)? (`derivative` $derivative^)?
+    attr-dict `:` type($probs) (`,` type($delta)^)? (`,`
+    type($derivative)^)?
   }];
   let hasVerifier = 1;
 }

@@ -484,9 +484,8 @@ BackwardTileBuilder::recomputeScores(Value head, Value qBegin,
   edge.qBegin = maskQuery;
   s = buildTransposedMask(b, loc, s, edge, inside, /*opaqueLengths=*/false);
   auto probs = ag::RecomputeProbsOp::create(
-      b, loc, scoresType,
-      f32Fragment(plan.blockQ, ag::FragmentLayout::Columns), s, stats, kTile,
-      scaleLog2);
+      b, loc, scoresType, f32Fragment(plan.blockQ, ag::FragmentLayout::Columns),
+      s, stats, Value(), kTile, scaleLog2);
   return {probs.getProbs(), probs.getDelta()};
 }
 
@@ -518,8 +517,8 @@ void BackwardTileBuilder::buildQueryTile(scf::ForOp headLoop,
   Type scoresType = probs.getType();
   Value dp = ag::MmaQKOp::create(b, loc, scoresType, vTile, keyRow0, doTile);
   Value ds = ag::ScoreGradientOp::create(
-      b, loc, scoresType, probs, dp, delta, derivative ? Value() : arg(14),
-      derivative);
+      b, loc, scoresType, probs, dp, delta, Value(), Value(),
+      derivative ? Value() : arg(14), derivative, /*prescaled=*/false);
   ag::StoreTileOp::create(b, loc, ds, dsTile, keyRow0);
   dK = ag::MmaPVOp::create(b, loc, dK.getType(), ds, qTile, colK, dK);
   // dSᵀ is complete and Q, dO, LSE and Delta are dead: start loading the

@@ -211,45 +211,91 @@ struct TransposedMaskLowering : TileOpLowering<ag::TransposedMaskOp> {
   }
 };
 
+/// One lane's two consecutive f32 at `at` of `stats`.
+static Value loadStatsPair(KernelBuilder &kb, Value stats, Value at) {
+  auto f2 = VectorType::get({2}, kb.b.getF32Type());
+  return vector::LoadOp::create(kb.b, kb.loc, f2, stats, ValueRange{at}, false,
+                                llvm::MaybeAlign(8));
+}
+
+/// The pair of this lane's query columns 8n + 2t, + 1 of a stage of
+/// statistics at float `base` of `stats`: LSE (`offset` 0), or Delta
+/// (`offset` block_q).
+static Value stagePair(KernelBuilder &kb, Value stats, Value base, int64_t n,
+                       int64_t offset) {
+  Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + offset);
+  return loadStatsPair(kb, stats, kb.add(base, col));
+}
+
+static Value element(OpBuilder &b, Location loc, Value pair, int64_t c) {
+  return vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{c});
+}
+
+/// recompute_probs beside a tile: each column's LSE (base 2) and Delta read
+/// first, then the math.
+static SmallVector<Value> probsBesideTile(ag::RecomputeProbsOp op,
+                                          KernelBuilder &kb, Value stats,
+                                          SmallVector<Value> &s,
+                                          Value scaleLog2) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
+  const int64_t bq = op.getScores().getType().getCols();
+  SmallVector<Value> lse2(bq / 4), delta(bq / 4);
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+    Value l2 = loadStatsPair(kb, stats, statSlot(kb, op.getTile(), col));
+    Value d2 =
+        loadStatsPair(kb, stats, statSlot(kb, op.getTile(), kb.add(col, bq)));
+    for (int64_t c = 0; c < 2; ++c) {
+      lse2[n * 2 + c] = math.lseBase2(element(b, loc, l2, c));
+      delta[n * 2 + c] = element(b, loc, d2, c);
+    }
+  }
+  for (int64_t n = 0; n < bq / 8; ++n)
+    for (int64_t i = 0; i < 4; ++i) {
+      Value negL = arith::NegFOp::create(b, loc, lse2[n * 2 + i % 2]);
+      s[n * 4 + i] = math.probabilityFolded(s[n * 4 + i], scaleLog2, negL);
+    }
+  return delta;
+}
+
+/// recompute_probs at a stage's base: each pair of LSEs right before its
+/// columns' math (the wgmma backward's order, under its dPᵀ product).
+static void probsAtBase(ag::RecomputeProbsOp op, KernelBuilder &kb, Value stats,
+                        Value base, SmallVector<Value> &s, Value scaleLog2) {
+  attn::OnlineSoftmaxMath math = kb.softmaxMath();
+  const int64_t bq = op.getScores().getType().getCols();
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    Value l2 = stagePair(kb, stats, base, n, 0);
+    for (int64_t c = 0; c < 2; ++c) {
+      Value negL = arith::NegFOp::create(
+          kb.b, kb.loc, math.lseBase2(element(kb.b, kb.loc, l2, c)));
+      for (int64_t r = 0; r < 2; ++r) {
+        Value &e = s[n * 4 + 2 * r + c];
+        e = math.probabilityFolded(e, scaleLog2, negL);
+      }
+    }
+  }
+}
+
 struct RecomputeProbsLowering : TileOpLowering<ag::RecomputeProbsOp> {
   using TileOpLowering::TileOpLowering;
   LogicalResult
   matchAndRewrite(ag::RecomputeProbsOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e) (the score_mod's score·log2e),
+    // −inf rows giving P = 0; columns past Nq read 0 and were masked.
     KernelBuilder kb = builderFor(op, rewriter);
-    Location loc = op.getLoc();
-    attn::OnlineSoftmaxMath math = kb.softmaxMath();
-    const int64_t bq = op.getScores().getType().getCols();
     Value stats = adaptor.getStats().front();
-    // Per query column: LSE (base 2; −inf rows give P = 0) and Delta.
-    // Columns past Nq read 0 and were masked (P = 0).
-    SmallVector<Value> lse2(bq / 4), delta(bq / 4);
-    auto f2 = VectorType::get({2}, rewriter.getF32Type());
-    auto load = [&](Value c) {
-      return vector::LoadOp::create(rewriter, loc, f2, stats,
-                                    ValueRange{statSlot(kb, op.getTile(), c)},
-                                    false, llvm::MaybeAlign(8));
-    };
-    for (int64_t n = 0; n < bq / 8; ++n) {
-      Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
-      Value l2 = load(col);
-      Value d2 = load(kb.add(col, bq));
-      for (int64_t c = 0; c < 2; ++c) {
-        Value l = vector::ExtractOp::create(rewriter, loc, l2,
-                                            ArrayRef<int64_t>{c});
-        lse2[n * 2 + c] = math.lseBase2(l);
-        delta[n * 2 + c] = vector::ExtractOp::create(rewriter, loc, d2,
-                                                     ArrayRef<int64_t>{c});
-      }
-    }
-    // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e) (the score_mod's score·log2e).
+    Value scaleLog2 = adaptor.getScaleLog2().front();
     SmallVector<Value> s(adaptor.getScores());
-    for (int64_t n = 0; n < bq / 8; ++n)
-      for (int64_t i = 0; i < 4; ++i) {
-        Value negL = arith::NegFOp::create(rewriter, loc, lse2[n * 2 + i % 2]);
-        s[n * 4 + i] = math.probabilityFolded(
-            s[n * 4 + i], adaptor.getScaleLog2().front(), negL);
-      }
+    if (!op.getTile()) {
+      probsAtBase(op, kb, stats, adaptor.getStatsBase().front(), s, scaleLog2);
+      rewriter.replaceOpWithMultiple(op, {s});
+      return success();
+    }
+    SmallVector<Value> delta = probsBesideTile(op, kb, stats, s, scaleLog2);
     rewriter.replaceOpWithMultiple(op, {s, delta});
     return success();
   }
@@ -262,17 +308,33 @@ struct ScoreGradientLowering : TileOpLowering<ag::ScoreGradientOp> {
                   ConversionPatternRewriter &rewriter) const override {
     KernelBuilder kb = builderFor(op, rewriter);
     attn::OnlineSoftmaxMath math = kb.softmaxMath();
-    ValueRange p = adaptor.getProbs(), delta = adaptor.getDelta();
-    ValueRange derivative = adaptor.getDerivative();
+    ValueRange p = adaptor.getProbs(), derivative = adaptor.getDerivative();
+    Value scale = op.getScale() ? adaptor.getScale().front() : Value();
     SmallVector<Value> ds(adaptor.getDp());
-    for (int64_t n = 0; n < static_cast<int64_t>(ds.size()) / 4; ++n)
-      for (int64_t i = 0; i < 4; ++i) {
-        int64_t e = n * 4 + i;
-        ds[e] = math.scoreGradient(p[e], ds[e], delta[n * 2 + i % 2],
-                                   derivative.empty()
-                                       ? adaptor.getScale().front()
-                                       : derivative[e]);
+    auto gradient = [&](int64_t e, Value delta) {
+      ds[e] = math.scoreGradient(p[e], ds[e], delta,
+                                 derivative.empty() ? scale : derivative[e]);
+    };
+    const int64_t tiles = static_cast<int64_t>(ds.size()) / 4;
+    if (!op.getStats()) {
+      ValueRange delta = adaptor.getDelta();
+      for (int64_t n = 0; n < tiles; ++n)
+        for (int64_t i = 0; i < 4; ++i)
+          gradient(n * 4 + i, delta[n * 2 + i % 2]);
+    } else {
+      // Each pair of Deltas right before its columns' math, as at a base
+      // in recompute_probs.
+      const int64_t bq = op.getProbs().getType().getCols();
+      for (int64_t n = 0; n < tiles; ++n) {
+        Value d2 = stagePair(kb, adaptor.getStats().front(),
+                             adaptor.getStatsBase().front(), n, bq);
+        for (int64_t c = 0; c < 2; ++c) {
+          Value delta = element(rewriter, op.getLoc(), d2, c);
+          for (int64_t r = 0; r < 2; ++r)
+            gradient(n * 4 + 2 * r + c, delta);
+        }
       }
+    }
     rewriter.replaceOpWithMultiple(op, {ds});
     return success();
   }

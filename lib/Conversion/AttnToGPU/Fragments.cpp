@@ -79,6 +79,9 @@ Value KernelBuilder::maxsi(Value x, Value y) {
 Value KernelBuilder::lt(Value x, Value y) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
 }
+Value KernelBuilder::eq(Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+}
 Value KernelBuilder::select(Value c, Value x, Value y) {
   return arith::SelectOp::create(b, loc, c, x, y);
 }

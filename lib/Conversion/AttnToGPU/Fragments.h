@@ -134,6 +134,7 @@ public:
   Value minsi(Value x, Value y);
   Value maxsi(Value x, Value y);
   Value lt(Value x, Value y);
+  Value eq(Value x, Value y);
   Value select(Value c, Value x, Value y);
   Value toIndex(Value i32);
   Value toI32(Value index);

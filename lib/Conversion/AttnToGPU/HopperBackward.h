@@ -179,9 +179,6 @@ private:
   Value queryBlocks; // NQB: listed indices are clamped below it
 
   Value param(unsigned i) { return func.getBody().front().getArgument(i); }
-  Value eq(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
-  }
   Value add32(Value x, Value y) {
     return arith::AddIOp::create(b, loc, x, y).getResult();
   }
@@ -321,20 +318,19 @@ private:
   SmallVector<Value> unpackDQ(ArrayRef<Value> dqAcc);
   /// The first dQ column of warpgroup's `piece` (index).
   Value dqPieceColumn(const DQPiece &piece, Value warpgroup);
-  /// The LSE (offset 0) or Delta (offset bq) pair of lane columns of n8
-  /// tile n in `stage`.
-  Value rowStatsPair(Value stage, int64_t n, int64_t offset);
+  /// The float index in `stats` of `stage`'s statistics: LSE, then Delta
+  /// at + bq (attn_gpu.recompute_probs and score_gradient read them).
+  Value rowStatsOf(Value stage);
   /// Pᵀ from Sᵀ in place; with a score_mod, returns each score's
   /// d(score)/d(Sᵀ) (empty without).
   SmallVector<Value> computeP(SmallVector<Value> &s, const ConsumerTile &tile,
                               Value stage);
-  /// Calls fn(i, Delta) for accumulator value i of an m64 Sᵀ-shaped tile
-  /// with its query column's Delta from `stage`.
-  void forEachDelta(Value stage, function_ref<void(int64_t, Value)> fn);
-  /// dSᵀ in place of dPᵀ and into `dsBuffer`; `chain` as computeP returns.
+  /// dSᵀ = Pᵀ∘(dPᵀ − Delta)·factor (attn_gpu.score_gradient with Delta
+  /// from `stage`) in place of dPᵀ and into `dsBuffer`; the factor is
+  /// `chain` as computeP returns, or with `prescaled` none (p carries it).
   void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
                  ArrayRef<Value> chain, Value stage, Value dsBuffer,
-                 Value keyRow0);
+                 Value keyRow0, bool prescaled = false);
   /// dSᵀ (accumulator values of the warp's keys from keyRow0) into
   /// `dsBuffer`, bf16, swizzled for dQ's MN-major A.
   void storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer, Value keyRow0);

@@ -163,7 +163,7 @@ void HopperBackward::storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
 // (ascending, key block j waited about 2j tiles to start).
 void HopperBackward::emitDQReductions() {
   const int64_t d = plan.headDim, bq = plan.blockQ;
-  ifThen(eq(kb.tid, kb.idx(32)), [&] {
+  ifThen(kb.eq(kb.tid, kb.idx(32)), [&] {
     if (plan.deterministic) {
       semaphores = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), param(19));
       qTiles32 = kb.toI32(kb.ceilDiv(nq, bq));

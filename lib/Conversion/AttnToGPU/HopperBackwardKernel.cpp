@@ -261,7 +261,7 @@ void HopperBackward::buildWarpSpecializedKernel() {
 
 void HopperBackward::initBarriers() {
   barriers = createBarrierGroup(kb, BackwardBarriers::count);
-  ifThen(eq(kb.tid, kb.idx(0)), [&] {
+  ifThen(kb.eq(kb.tid, kb.idx(0)), [&] {
     auto init = [&](int64_t first, int64_t n, int64_t arrivals) {
       for (int64_t i = first; i < first + n; ++i)
         initBarrier(kb, barriers, i, arrivals);

@@ -155,15 +155,8 @@ SmallVector<Value> HopperBackward::unpackDQ(ArrayRef<Value> dqAcc) {
 // Pᵀ and dSᵀ in registers
 //===----------------------------------------------------------------------===//
 
-Value HopperBackward::rowStatsPair(Value stage, int64_t n, int64_t offset) {
-  const int64_t bq = plan.blockQ;
-  auto f2 = VectorType::get({2}, b.getF32Type());
-  Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + offset);
-  Value at =
-      kb.add(kb.add(kb.mul(stage, 2 * bq), layout.statsFloat()), col);
-  return vector::LoadOp::create(b, loc, f2, stats, ValueRange{at}, false,
-                                llvm::MaybeAlign(8))
-      .getResult();
+Value HopperBackward::rowStatsOf(Value stage) {
+  return kb.add(kb.mul(stage, 2 * plan.blockQ), layout.statsFloat());
 }
 
 SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
@@ -211,51 +204,33 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
                              return buildTransposedScoreMods(
                                  b, loc, maskMod, masked, scale, edge, none);
                            });
-  s = laneValues(b, loc, st);
   SmallVector<Value> chain;
   if (derivative)
     chain = laneValues(b, loc, derivative);
-  // LSE per query column, base 2; −inf rows give P = 0. Columns past Nq
-  // read 0 and are masked.
-  attn::OnlineSoftmaxMath math = kb.softmaxMath();
-  for (int64_t n = 0; n < bq / 8; ++n) {
-    Value l2 = rowStatsPair(stage, n, 0);
-    for (int64_t c = 0; c < 2; ++c) {
-      Value l = vector::ExtractOp::create(b, loc, l2, ArrayRef<int64_t>{c});
-      Value negL = arith::NegFOp::create(b, loc, math.lseBase2(l));
-      for (int64_t r = 0; r < 2; ++r) {
-        Value &e = s[n * 4 + 2 * r + c];
-        e = math.probabilityFolded(e, scaleLog2, negL);
-      }
-    }
-  }
+  Value probs = attn_gpu::RecomputeProbsOp::create(b, loc, st.getType(), Type(),
+                                                   st, stats, rowStatsOf(stage),
+                                                   Value(), scaleLog2)
+                    .getProbs();
+  s = laneValues(b, loc, probs);
   return chain;
 }
 
 void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
                                ArrayRef<Value> chain, Value stage,
-                               Value dsBuffer, Value keyRow0) {
-  // dSᵀ = Pᵀ∘(dPᵀ − Delta)·scale (·d(score)/d(Sᵀ) with a score_mod) in
-  // place of dPᵀ.
-  attn::OnlineSoftmaxMath math = kb.softmaxMath();
-  forEachDelta(stage, [&](int64_t i, Value delta) {
-    dp[i] = math.scoreGradient(p[i], dp[i], delta,
-                               chain.empty() ? scale : chain[i]);
-  });
-  storeDSTransposed(dp, dsBuffer, keyRow0);
-}
-
-void HopperBackward::forEachDelta(Value stage,
-                                  function_ref<void(int64_t, Value)> fn) {
+                               Value dsBuffer, Value keyRow0, bool prescaled) {
+  using attn_gpu::FragmentLayout;
   const int64_t bq = plan.blockQ;
-  for (int64_t n = 0; n < bq / 8; ++n) {
-    Value d2 = rowStatsPair(stage, n, bq);
-    for (int64_t c = 0; c < 2; ++c) {
-      Value delta = vector::ExtractOp::create(b, loc, d2, ArrayRef<int64_t>{c});
-      for (int64_t r = 0; r < 2; ++r)
-        fn(n * 4 + 2 * r + c, delta);
-    }
-  }
+  auto fragment = [&](ArrayRef<Value> lanes) {
+    return fragmentOf(b, loc, lanes, bq, FragmentLayout::Accumulator);
+  };
+  Value derivative = chain.empty() ? Value() : fragment(chain);
+  Value factor = prescaled || derivative ? Value() : scale;
+  Value probs = fragment(p), dP = fragment(dp);
+  Value ds = attn_gpu::ScoreGradientOp::create(
+      b, loc, probs.getType(), probs, dP, Value(), stats, rowStatsOf(stage),
+      factor, derivative, prescaled);
+  dp = laneValues(b, loc, ds);
+  storeDSTransposed(dp, dsBuffer, keyRow0);
 }
 
 void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,

@@ -81,7 +81,7 @@ Value HopperBackward::waitForSlot32(int64_t first, Value t, Value slot32,
 
 void HopperBackward::emitTmaLoads() {
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
-  ifThen(eq(kb.tid, kb.idx(0)), [&] {
+  ifThen(kb.eq(kb.tid, kb.idx(0)), [&] {
     // Kernel parameters (grid constants): prefetched, no proxy fence.
     for (Value map : {qMap, kMap, vMap, doMap})
       prefetchTensorMap(kb, map);
@@ -115,7 +115,7 @@ void HopperBackward::emitRowStatsLoads() {
   // clamped row 0 and stores zero. All loads are issued before the first
   // store so their latencies overlap.
   const int64_t bq = plan.blockQ;
-  ifThen(eq(kb.warp, kb.idx(2)), [&] {
+  ifThen(kb.eq(kb.warp, kb.idx(2)), [&] {
     Value lane = kb.toI32(kb.lane);
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
       Value slot =

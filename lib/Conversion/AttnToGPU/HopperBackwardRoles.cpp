@@ -72,11 +72,7 @@ void HopperBackward::computeDSFromExchange(SmallVector<Value> &dp,
       g.push_back(
           vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{i}));
   }
-  forEachDelta(stage, [&](int64_t i, Value delta) {
-    dp[i] = arith::MulFOp::create(
-        b, loc, g[i], arith::SubFOp::create(b, loc, dp[i], delta));
-  });
-  storeDSTransposed(dp, dsBuffer, keyRow0);
+  computeDS(g, dp, {}, stage, dsBuffer, keyRow0, /*prescaled=*/true);
 }
 
 void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
@@ -154,7 +150,7 @@ void HopperBackward::emitSplitRoleConsumers() {
   // dV from warpgroup 0, dK from warpgroup 1, of the same keys.
   const int64_t d = plan.headDim, dv = plan.headDimV;
   Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
-  auto store = scf::IfOp::create(b, loc, eq(consumerWarpgroup(), kb.idx(0)),
+  auto store = scf::IfOp::create(b, loc, kb.eq(consumerWarpgroup(), kb.idx(0)),
                                  /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&store.getThenRegion().front());
@@ -169,7 +165,7 @@ void HopperBackward::emitRoleBranches(const ConsumerTile &tile, Value stage,
                                       Value dsBuffer,
                                       SmallVector<Value> &acc) {
   auto roles = scf::IfOp::create(b, loc, TypeRange(ValueRange(acc)),
-                                 eq(tile.warpgroup, kb.idx(0)),
+                                 kb.eq(tile.warpgroup, kb.idx(0)),
                                  /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -201,7 +197,7 @@ void HopperBackward::emitRoleProducts(const ConsumerTile &tile, Value stage,
   // dV / dK stay in flight past barrier 1 and under dQ (no wgmma inside the
   // role branch, whose join would otherwise wait for them).
   Value base = tile.descriptorBase;
-  Value isP = eq(tile.warpgroup, kb.idx(0));
+  Value isP = kb.eq(tile.warpgroup, kb.idx(0));
   Value keyTile = kb.select(isP, keyTileOf(kb.idx(0), 0),
                             keyTileOf(kb.idx(0), layout.vBase()));
   Value queryTile = kb.select(isP, qStageOf(stage), doStageOf(stage));
@@ -243,7 +239,7 @@ void HopperBackward::stageDQInQuerySlot(ArrayRef<Value> dqAcc,
   storeDQTileAt(
       dq, warpgroup,
       [&] {
-        return kb.select(eq(warpgroup, kb.idx(0)), dqPanelOf(0, slot),
+        return kb.select(kb.eq(warpgroup, kb.idx(0)), dqPanelOf(0, slot),
                          dqPanelOf(1, slot));
       },
       plan.headDim / 2, /*panel=*/true);
@@ -256,7 +252,7 @@ void HopperBackward::emitDQPanelReductions() {
   // (varlen: [H][2][Tq]) of D/2 floats: the tile's rows start at row
   // 2·rowsBase − seqStart + p·headRows + qBegin, contiguous.
   const int64_t bq = plan.blockQ, panelBytes = plan.headDim / 2 * 4;
-  ifThen(eq(kb.tid, kb.idx(32)), [&] {
+  ifThen(kb.eq(kb.tid, kb.idx(32)), [&] {
     Value sharedBase = arith::TruncIOp::create(b, loc, b.getI32Type(),
                                                sharedAddress(kb));
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {

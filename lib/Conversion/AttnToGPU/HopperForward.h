@@ -175,9 +175,6 @@ private:
   Value i64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
-  Value eq(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
-  }
   /// Bit 0 of `v` (index) as i1, the parity operand of the mbarrier waits.
   Value parityOf(Value v) { return phaseParity(kb, v); }
 

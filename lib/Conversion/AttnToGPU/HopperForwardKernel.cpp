@@ -271,7 +271,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   bars.persistent = plan.persistent;
   bars.fp8 = fp8();
   bars.group = createBarrierGroup(kb, bars.count());
-  Value isThread0 = eq(kb.tid, kb.idx(0));
+  Value isThread0 = kb.eq(kb.tid, kb.idx(0));
   {
     auto ifOp = scf::IfOp::create(b, loc, isThread0, false);
     OpBuilder::InsertionGuard g(b);

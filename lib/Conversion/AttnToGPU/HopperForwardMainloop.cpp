@@ -77,7 +77,7 @@ void HopperForward::emitConsumer(Value consumer, Value oMem, Value lseMem,
   // emitConsumerTile); once per CTA, as every tile passes the same number
   // of turns in both consumers.
   if (plan.schedule.pingPong) {
-    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
+    auto ifOp = scf::IfOp::create(b, loc, kb.eq(consumer, kb.idx(0)),
                                   /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -113,7 +113,7 @@ HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
   t.bounds = buildKeyBounds(b, loc, plan.spec,
                             {batch, head, qBegin, nq, nk, t.rowBase},
                             kRowsPerConsumer, t.qRow0);
-  t.isFirst = eq(consumer, kb.idx(0));
+  t.isFirst = kb.eq(consumer, kb.idx(0));
   return t;
 }
 

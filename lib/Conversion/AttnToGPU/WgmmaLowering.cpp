@@ -127,9 +127,6 @@ void mlir::fa::gpu_lowering::storeOutputStaged(KernelBuilder &kb,
   Value qRowsBase = op.getLseBase(), oBase = op.getOutputBase();
   Value rowBase = op.getRow(), qBegin = op.getQueryBegin(), nq = op.getNq();
   Value rowStride = op.getOutputRowStride();
-  auto eq = [&](Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
-  };
   const int64_t dv = op.getAcc().getType().getCols(), bq = kb.plan.blockQ;
   const int64_t slabBytes = bq * kSlabRowBytes;
   // The Q rows of this consumer are read only by its own wgmmas, all retired
@@ -159,7 +156,7 @@ void mlir::fa::gpu_lowering::storeOutputStaged(KernelBuilder &kb,
     Value row = kb.add(qBegin, rowL[r]);
     auto lseIf = scf::IfOp::create(
         b, loc,
-        arith::AndIOp::create(b, loc, eq(kb.threadInGroup, kb.idx(0)),
+        arith::AndIOp::create(b, loc, kb.eq(kb.threadInGroup, kb.idx(0)),
                               kb.lt(row, nq)),
         false);
     OpBuilder::InsertionGuard g(b);
@@ -169,7 +166,7 @@ void mlir::fa::gpu_lowering::storeOutputStaged(KernelBuilder &kb,
   }
   // Only this warpgroup's 128 threads meet (barriers 3 and 4).
   {
-    auto ifOp = scf::IfOp::create(b, loc, eq(consumer, kb.idx(0)),
+    auto ifOp = scf::IfOp::create(b, loc, kb.eq(consumer, kb.idx(0)),
                                   /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());

@@ -51,10 +51,10 @@
 // CHECK-NEXT: %[[MASKED:.+]] = attn_gpu.transposed_mask %[[S]] at [%[[BATCH]], %{{.+}}, %[[MQ]], %[[KBEGIN]]] of [%[[NQ0]], %[[NK0]]] row %[[ROW]] : <16x64xf32, accumulator>
 // CHECK-NEXT: scf.yield %[[MASKED]]
 // CHECK-NEXT: }
-// CHECK-NEXT: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %[[SM]], %[[STATS]] beside %[[KT]] scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, <128x128xbf16, stride = 136> -> <16x64xf32, columns>
+// CHECK-NEXT: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %[[SM]], %[[STATS]] beside %[[KT]] scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
 // CHECK-NEXT: %[[DV1:.+]] = attn_gpu.mma_pv %[[P]], %[[DOT]], %[[DVI]] : <16x64xf32, accumulator>, <64x128xbf16, stride = 136>, <16x128xf32, accumulator>
 // CHECK-NEXT: %[[DP:.+]] = attn_gpu.mma_qk %[[VT]][%[[ROW]]], %[[DOT]]
-// CHECK-NEXT: %[[DS:.+]] = attn_gpu.score_gradient %[[P]], %[[DP]], %[[D]] scale %[[SCALE]] : <16x64xf32, accumulator>, <16x64xf32, columns>
+// CHECK-NEXT: %[[DS:.+]] = attn_gpu.score_gradient %[[P]], %[[DP]], %[[D]] scale %[[SCALE]] : <16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
 // CHECK-NEXT: attn_gpu.store_tile %[[DS]], %[[DST]][%[[ROW]]] : <16x64xf32, accumulator>, <128x64xbf16, stride = 72>
 // CHECK-NEXT: %[[DK1:.+]] = attn_gpu.mma_pv %[[DS]], %[[QT]], %[[DKI]]
 // CHECK-NEXT: gpu.barrier
@@ -107,7 +107,7 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
 // CHECK-NEXT: scf.yield %[[MM]]
 // CHECK: attn_gpu.transposed_mask %[[MM]]
 // CHECK: attn_gpu.mma_pv %{{.+}}, %{{.+}} columns %[[COLV]], %{{.+}} : <16x32xf32, accumulator>, <32x256xbf16, stride = 264>, <16x128xf32, accumulator>
-// CHECK: attn_gpu.score_gradient %{{.+}}, %{{.+}}, %{{.+}} derivative %[[DER]] : <16x32xf32, accumulator>, <16x32xf32, columns>, !attn_gpu.fragment<16x32xf32, accumulator>
+// CHECK: attn_gpu.score_gradient %{{.+}}, %{{.+}}, %{{.+}} derivative %[[DER]] : <16x32xf32, accumulator>, !attn_gpu.fragment<16x32xf32, columns>, !attn_gpu.fragment<16x32xf32, accumulator>
 // CHECK: attn_gpu.mma_pv %{{.+}}, %{{.+}} columns %[[COLK]], %{{.+}} : <16x32xf32, accumulator>, <32x256xbf16, stride = 264>, <16x128xf32, accumulator>
 // CHECK: attn_gpu.reduce_dq %{{.+}}, %{{.+}} columns %[[COLK]] into {{.+}} {columns = 128 : i64, row_elements = 256 : i64}
 // NVVM-LABEL: gpu.func @fa_bwd_bwd_bf16_d256_bq32_bkv64_w4_s1_ds2_none_sm90a_mod_softcap_maskmod_even(

@@ -130,10 +130,10 @@
 // WS: %[[S:[^:]+]]:32 = scf.if
 // WS: } else {
 // WS: scf.yield
-// WS: %[[C2:.+]] = arith.muli %[[TIG:[^,]+]], %c2{{(_[0-9]+)?}} : index
-// WS: %[[COL:.+]] = arith.addi %[[C2]], %c0{{(_[0-9]+)?}} : index
 // WS: %[[SB:.+]] = arith.muli %[[STAGE:[^,]+]], %c128{{(_[0-9]+)?}} : index
 // WS: %[[BASE:.+]] = arith.addi %[[SB]], %[[STATS0:c[0-9]+]]{{(_[0-9]+)?}} : index
+// WS: %[[C2:.+]] = arith.muli %[[TIG:[^,]+]], %c2{{(_[0-9]+)?}} : index
+// WS: %[[COL:.+]] = arith.addi %[[C2]], %c0{{(_[0-9]+)?}} : index
 // WS: %[[LAT:.+]] = arith.addi %[[BASE]], %[[COL]] : index
 // WS-NEXT: %[[L2:.+]] = vector.load %[[STATS:[0-9a-z_]+]][%[[LAT]]] {alignment = 8 : i64} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
 // WS-NEXT: %[[L0:.+]] = vector.extract %[[L2]][0] : f32 from vector<2xf32>
@@ -146,9 +146,9 @@
 // WS-NEXT: %[[NEGL:.+]] = arith.negf %[[LSE2]] : f32
 // WS-NEXT: %[[E:.+]] = llvm.intr.fma(%[[S]]#0, %[[SL2]], %[[NEGL]]) : (f32, f32, f32) -> f32
 // WS-NEXT: %[[P:.+]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"(%[[E]]) : (f32) -> f32
-// WS: %[[DCOL:.+]] = arith.addi %{{[^,]+}}, %c64{{(_[0-9]+)?}} : index
 // WS: %[[DSB:.+]] = arith.muli %[[STAGE]], %c128{{(_[0-9]+)?}} : index
 // WS: %[[DBASE:.+]] = arith.addi %[[DSB]], %[[STATS0]]{{(_[0-9]+)?}} : index
+// WS: %[[DCOL:.+]] = arith.addi %{{[^,]+}}, %c64{{(_[0-9]+)?}} : index
 // WS-NEXT: %[[DAT:.+]] = arith.addi %[[DBASE]], %[[DCOL]] : index
 // WS-NEXT: %[[D2:.+]] = vector.load %[[STATS]][%[[DAT]]] {alignment = 8 : i64} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
 // WS-NEXT: %[[D0:.+]] = vector.extract %[[D2]][0] : f32 from vector<2xf32>

@@ -1,6 +1,7 @@
 // REQUIRES: ptxas
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" | FileCheck %s --check-prefix=PLAN
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=GPU
+// RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE
 // RUN: fa-opt %s -split-input-file -fa-lower-to-nvvm="mma=wgmma" > %t.mlir
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a.ptx
@@ -26,6 +27,13 @@
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32 240;
 // GPU-LABEL: gpu.func @fa_bwd_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a(
 // GPU-SAME: fa.shared_bytes = 230400
+// Warpgroup 0 recomputes Pᵀ from the stage's LSE; warpgroup 1 takes
+// Pᵀ·scale from the exchange (bar.sync 2), dSᵀ from it and the stage's
+// Delta, prescaled.
+// TILE-LABEL: gpu.func @fa_bwd_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a(
+// TILE: attn_gpu.recompute_probs %{{.+}}, %[[STATS:.+]][%{{.+}}] scale %{{.+}} : <16x64xf32, accumulator>, memref<{{[0-9]+}}xf32, 3>{{$}}
+// TILE: "bar.sync 2, 256;"
+// TILE: attn_gpu.score_gradient %{{.+}}, %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<{{[0-9]+}}xf32, 3>) {prescaled} : <16x64xf32, accumulator>{{$}}
 // At D = Dv both roles run one wgmma sequence on their own operands:
 // Sᵀ = K·Qᵀ (warpgroup 0) or dPᵀ = V·dOᵀ (1), m64n64 over 16 k16 steps
 // (COUNT16); dV += Pᵀ·dO or dK += dSᵀ·Q, m64n256 with register A over 4

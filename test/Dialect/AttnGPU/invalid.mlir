@@ -187,9 +187,10 @@ func.func @columns_layout() {
 
 // -----
 
-// dS takes the kernel's scale or a score_mod's derivative, not both.
+// dS takes the kernel's scale, a score_mod's derivative or prescaled
+// probabilities: one of them.
 func.func @gradient_factor(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x64xf32, columns>, %s: f32) {
-  // expected-error @+1 {{expected either the scale or a score_mod's derivative}}
+  // expected-error @+1 {{expected one of the scale, a score_mod's derivative or prescaled probabilities}}
   %ds = attn_gpu.score_gradient %p, %p, %d scale %s derivative %p : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
   return
 }
@@ -197,8 +198,43 @@ func.func @gradient_factor(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !
 // -----
 
 func.func @gradient_delta(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x32xf32, columns>, %s: f32) {
-  // expected-error @+1 {{expected accumulator fragments and a columns Delta of 64 columns, got '!attn_gpu.fragment<16x32xf32, columns>'}}
+  // expected-error @+1 {{expected accumulator scores and a columns Delta of 64 columns, got '!attn_gpu.fragment<16x32xf32, columns>'}}
   %ds = attn_gpu.score_gradient %p, %p, %d scale %s : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x32xf32, columns>
+  return
+}
+
+// -----
+
+func.func @gradient_factor_none(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x64xf32, columns>) {
+  // expected-error @+1 {{expected one of the scale, a score_mod's derivative or prescaled probabilities}}
+  %ds = attn_gpu.score_gradient %p, %p, %d : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
+  return
+}
+
+// -----
+
+// Delta comes from one place.
+func.func @gradient_two_deltas(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x64xf32, columns>, %stats: memref<30720xf32, 3>, %i: index, %s: f32) {
+  // expected-error @+1 {{expected Delta as a fragment or from statistics}}
+  %ds = attn_gpu.score_gradient %p, %p, %d delta(%stats[%i] : memref<30720xf32, 3>) scale %s : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
+  return
+}
+
+// -----
+
+// LSE at a base: Delta is read where dS is made.
+func.func @probs_delta_at_base(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %stats: memref<30720xf32, 3>, %i: index, %l: f32) {
+  // expected-error @+1 {{expected no Delta from statistics at a base (its score_gradient reads it)}}
+  %p, %d = attn_gpu.recompute_probs %s, %stats[%i] scale %l : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3> -> !attn_gpu.fragment<16x64xf32, columns>
+  return
+}
+
+// -----
+
+func.func @probs_two_stats(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %stats: memref<30720xf32, 3>, %i: index, %l: f32) {
+  %kt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  // expected-error @+1 {{expected the statistics at a base or beside a tile}}
+  %p, %d = attn_gpu.recompute_probs %s, %stats[%i] beside %kt scale %l : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
   return
 }
 

@@ -148,17 +148,25 @@ func.func @backward(%lse: memref<64xf32>, %dq: memref<1024xbf16>, %i: index, %sc
   %wq, %winside = attn_gpu.transposed_bounds at [%i, %i] of [%i, %i] block_index %i {block_keys = 64 : i64, block_queries = 64 : i64, mask = #attn.mask<causal>}
   // CHECK: attn_gpu.transposed_mask %{{.+}} at [%{{.+}}, %{{.+}}, %[[Q]], %{{.+}}] of [{{.+}}] row %{{.+}} {opaque_lengths} : <16x64xf32, accumulator>
   %m = attn_gpu.transposed_mask %mm at [%i, %i, %mq, %i] of [%i, %i] row %row {opaque_lengths} : !attn_gpu.fragment<16x64xf32, accumulator>
-  // CHECK: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %{{.+}}, %[[STATS]] beside %{{.+}} scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, <128x128xbf16, stride = 136> -> <16x64xf32, columns>
+  // CHECK: %[[P:.+]], %[[D:.+]] = attn_gpu.recompute_probs %{{.+}}, %[[STATS]] beside %{{.+}} scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
   %p, %d = attn_gpu.recompute_probs %m, %stats beside %kt scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
   %zero = arith.constant 0.0 : f32
   %acc = attn_gpu.fill %zero : !attn_gpu.fragment<16x64xf32, accumulator>
   // A column slice of the value tile.
   // CHECK: attn_gpu.mma_pv %[[P]], %{{.+}} columns %{{.+}}, %{{.+}} : <16x64xf32, accumulator>, <64x128xbf16, stride = 136>, <16x64xf32, accumulator>
   %dv = attn_gpu.mma_pv %p, %qt columns %i, %acc : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<64x128xbf16, stride = 136>, !attn_gpu.fragment<16x64xf32, accumulator>
-  // CHECK: attn_gpu.score_gradient %[[P]], %{{.+}}, %[[D]] scale %{{.+}} : <16x64xf32, accumulator>, <16x64xf32, columns>
+  // CHECK: attn_gpu.score_gradient %[[P]], %{{.+}}, %[[D]] scale %{{.+}} : <16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
   %ds = attn_gpu.score_gradient %p, %s, %d scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
-  // CHECK: attn_gpu.score_gradient %[[P]], %{{.+}}, %[[D]] derivative %[[DER]] : <16x64xf32, accumulator>, <16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
+  // CHECK: attn_gpu.score_gradient %[[P]], %{{.+}}, %[[D]] derivative %[[DER]] : <16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
   %ds2 = attn_gpu.score_gradient %p, %s, %d derivative %der : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>, !attn_gpu.fragment<16x64xf32, accumulator>
+  // The wgmma backward's statistics at a base (LSE, then Delta at + 64).
+  // CHECK: %[[PB:.+]] = attn_gpu.recompute_probs %{{.+}}, %[[STATS]][%{{.+}}] scale %{{.+}} : <16x64xf32, accumulator>, memref<30720xf32, 3>{{$}}
+  %pb = attn_gpu.recompute_probs %m, %stats[%i] scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>
+  // CHECK: attn_gpu.score_gradient %[[PB]], %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<30720xf32, 3>) scale %{{.+}} : <16x64xf32, accumulator>{{$}}
+  %dsb = attn_gpu.score_gradient %pb, %s delta(%stats[%i] : memref<30720xf32, 3>) scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>
+  // Probabilities that carry the factor (the split roles' exchanged Pᵀ·scale).
+  // CHECK: attn_gpu.score_gradient %[[PB]], %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<30720xf32, 3>) {prescaled} : <16x64xf32, accumulator>{{$}}
+  %dsp = attn_gpu.score_gradient %pb, %s delta(%stats[%i] : memref<30720xf32, 3>) {prescaled} : !attn_gpu.fragment<16x64xf32, accumulator>
   // CHECK: attn_gpu.store_tile %{{.+}}, %{{.+}}[%{{.+}}] : <16x64xf32, accumulator>, <128x64xbf16, stride = 72>
   attn_gpu.store_tile %ds, %dst[%row] : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.shared_tile<128x64xbf16, stride = 72>
   // CHECK: attn_gpu.reduce_dq %{{.+}}, %{{.+}} into %{{.+}}[%{{.+}}] rows %{{.+}} below %{{.+}} {columns = 128 : i64, row_elements = 128 : i64}

@@ -113,7 +113,7 @@ Value OnlineSoftmaxMath::scoreGradient(Value p, Value dp, Value delta,
                                        Value dscore) {
   Value diff = arith::SubFOp::create(b, loc, dp, delta);
   Value ds = arith::MulFOp::create(b, loc, p, diff);
-  return arith::MulFOp::create(b, loc, ds, dscore);
+  return dscore ? arith::MulFOp::create(b, loc, ds, dscore) : ds;
 }
 
 Value mlir::fa::attn::buildDeltaTerm(OpBuilder &b, Location loc, Value o,

@@ -728,14 +728,34 @@ LogicalResult TransposedMaskOp::verify() {
   return success();
 }
 
+/// The columns fragment Delta of `probs`' query columns.
+static LogicalResult verifyColumnsDelta(Operation *op, FragmentType probs,
+                                        FragmentType delta) {
+  if (probs.getLayout() != FragmentLayout::Accumulator ||
+      delta.getLayout() != FragmentLayout::Columns ||
+      delta.getCols() != probs.getCols())
+    return op->emitOpError("expected accumulator scores and a columns Delta "
+                           "of ")
+           << probs.getCols() << " columns, got " << delta;
+  return success();
+}
+
 LogicalResult RecomputeProbsOp::verify() {
   FragmentType scores = getScores().getType();
-  FragmentType delta = getDelta().getType();
-  if (scores.getLayout() != FragmentLayout::Accumulator ||
-      delta.getLayout() != FragmentLayout::Columns ||
-      delta.getCols() != scores.getCols())
-    return emitOpError("expected accumulator scores and a columns Delta of ")
-           << scores.getCols() << " columns, got " << delta;
+  if (static_cast<bool>(getStatsBase()) == static_cast<bool>(getTile()))
+    return emitOpError("expected the statistics at a base or beside a tile");
+  if (getStatsBase()) {
+    if (getDelta())
+      return emitOpError("expected no Delta from statistics at a base (its "
+                         "score_gradient reads it)");
+    if (scores.getLayout() != FragmentLayout::Accumulator)
+      return emitOpError("expected accumulator scores, got ") << scores;
+    return success();
+  }
+  if (!getDelta())
+    return emitOpError("expected the Delta beside the tile");
+  if (failed(verifyColumnsDelta(*this, scores, getDelta().getType())))
+    return failure();
   if (2 * scores.getCols() > 4 * getTile().getType().getRows())
     return emitOpError("expected the ") << scores.getCols()
            << " columns' statistics to fit the tile's padding";
@@ -743,20 +763,22 @@ LogicalResult RecomputeProbsOp::verify() {
 }
 
 LogicalResult ScoreGradientOp::verify() {
-  if (static_cast<bool>(getScale()) == static_cast<bool>(getDerivative()))
-    return emitOpError("expected either the scale or a score_mod's "
-                       "derivative");
+  if (static_cast<int>(static_cast<bool>(getScale())) +
+          static_cast<bool>(getDerivative()) + getPrescaled() !=
+      1)
+    return emitOpError("expected one of the scale, a score_mod's derivative "
+                       "or prescaled probabilities");
   if (getDerivative() && getDerivative().getType() != getProbs().getType())
     return emitOpError("expected the derivative in the scores' type, got ")
            << getDerivative().getType();
-  FragmentType probs = getProbs().getType();
-  FragmentType delta = getDelta().getType();
-  if (probs.getLayout() != FragmentLayout::Accumulator ||
-      delta.getLayout() != FragmentLayout::Columns ||
-      delta.getCols() != probs.getCols())
-    return emitOpError("expected accumulator fragments and a columns Delta "
-                       "of ")
-           << probs.getCols() << " columns, got " << delta;
+  if (static_cast<bool>(getDelta()) == static_cast<bool>(getStats()))
+    return emitOpError("expected Delta as a fragment or from statistics");
+  if (getDelta())
+    return verifyColumnsDelta(*this, getProbs().getType(),
+                              getDelta().getType());
+  if (getProbs().getType().getLayout() != FragmentLayout::Accumulator)
+    return emitOpError("expected accumulator fragments, got ")
+           << getProbs().getType();
   return success();
 }
 

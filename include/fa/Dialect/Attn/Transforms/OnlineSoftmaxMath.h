@@ -80,7 +80,8 @@ struct OnlineSoftmaxMath {
   std::pair<Value, Value> finalizeMerge(Value maxLse, Value weightSum);
 
   /// dS = P∘(dP − Delta)·dscore: the softmax gradient of one score element,
-  /// dscore being scale or the score_mod chain factor d(score)/d(S).
+  /// dscore being scale or the score_mod chain factor d(score)/d(S), or
+  /// null where P carries it already.
   Value scoreGradient(Value p, Value dp, Value delta, Value dscore);
 };
 
