@@ -52,11 +52,11 @@ llvm::cl::OptionCategory &mlir::fa::codegenOptionCategory() {
 // Switches for A/B measurements of the consumer schedule and the epilogue
 // (docs/hopper-notes.md records what each is worth on the H200; together
 // they pay, ping-pong alone loses on causal masks).
-static llvm::cl::opt<bool> clPingPong(
+static llvm::cl::opt<llvm::cl::boolOrDefault> clPingPong(
     "fa-wgmma-ping-pong", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: the consumer warpgroups take turns issuing "
-                   "their GEMMs (named barriers 1 and 2)"),
-    llvm::cl::init(true));
+                   "their GEMMs (named barriers 1 and 2) (default: for every "
+                   "operand type but fp8, where it was measured to lose)"));
 static llvm::cl::opt<bool> clSmemEpilogue(
     "fa-wgmma-smem-epilogue", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: O goes through the Q tile's shared memory "
@@ -93,10 +93,13 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
                    "forwards with D <= 64, where it was measured to pay)"));
 
 std::string mlir::fa::wgmmaVariantKey() {
-  return std::string("pp") + (clPingPong ? "1" : "0") + ".epi" +
-         (clSmemEpilogue ? "1" : "0") + ".lazy" + std::to_string(static_cast<int>(clLazyRescale.getValue())) +
-         ".rit" + std::to_string(static_cast<int>(clRescaleInTurn.getValue())) +
-         ".ragged" + std::to_string(static_cast<int>(clRaggedFirst.getValue())) +
+  return std::string("pp") +
+         std::to_string(static_cast<int>(clPingPong.getValue())) + ".epi" +
+         (clSmemEpilogue ? "1" : "0") + ".lazy" +
+         std::to_string(static_cast<int>(clLazyRescale.getValue())) + ".rit" +
+         std::to_string(static_cast<int>(clRescaleInTurn.getValue())) +
+         ".ragged" +
+         std::to_string(static_cast<int>(clRaggedFirst.getValue())) +
          ".persist" + std::to_string(static_cast<int>(clPersistent.getValue()));
 }
 
@@ -119,7 +122,12 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
   // O's 2·Dv/8 multiplies a rescale weigh most at Dv = 256: skipping them
   // while a row's max grows by at most 2^8 gave +2-12% (bf16) and +5-9%
   // (fp8) there, within noise at Dv = 128 (PERF.md).
-  measured.lazyRescale = plan.headDimV > 128;
+  // fp8 d128 too: +1-2% beside ping-pong off (PERF.md, 2026-12-05).
+  measured.lazyRescale = plan.headDimV > 128 || plan.isFp8();
+  // fp8's GEMMs are half as long as bf16's: the turns' named barriers cost
+  // more than the overlap of one warpgroup's softmax with the other's
+  // GEMMs gains (H200: +14-16% at d256 without a mask, +1-4% at d128).
+  measured.pingPong = !plan.isFp8();
   // Maskless, the ragged last tile first: +1-9% at d64 and, with the
   // in-turn rescale, +2-5% at d128. The persistent D > 64 consumer has no
   // register to spare for the prologue's width branches (8 B of spills at
@@ -137,7 +145,7 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
 
 WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
   WgmmaForwardSchedule schedule = measuredWgmmaForwardSchedule(plan);
-  schedule.pingPong = clPingPong;
+  schedule.pingPong = optionOr(clPingPong, schedule.pingPong);
   schedule.smemEpilogue = clSmemEpilogue && schedule.smemEpilogue;
   schedule.lazyRescale = optionOr(clLazyRescale, schedule.lazyRescale);
   schedule.rescaleInTurn = optionOr(clRescaleInTurn, schedule.rescaleInTurn);
