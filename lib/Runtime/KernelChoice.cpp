@@ -95,6 +95,21 @@ double keyLoopCost(const KernelConfig &c, int64_t nk) {
   return tiles * perTile + cta + kMaskedTiles * bkv;
 }
 
+/// Modelled cost of a (batch, head)'s query tiles, Nq taken as nk: a tile's
+/// key loop (keyLoopCost) times the tiles, where a 192-row tile (three
+/// consumer warpgroups) runs a key tile in 1.38 times a 128-row one's time
+/// (0.92 per row; fitted to d64 bq192 vs bq128 on an H100, N 1k-16k, PERF.md
+/// 2026-12-05) but leaves its last tile more ragged. With nk unknown, the cost
+/// per query row and key. Kernels of one block_q compare as by keyLoopCost.
+double queryRowsCost(const KernelConfig &c, int64_t nk) {
+  constexpr double kThreeConsumerTileFactor = 1.38;
+  double tile =
+      keyLoopCost(c, nk) * (c.blockQ == 192 ? kThreeConsumerTileFactor : 1.0);
+  if (nk <= 0)
+    return tile / c.blockQ;
+  return static_cast<double>((nk + c.blockQ - 1) / c.blockQ) * tile;
+}
+
 /// The query rows of a packed-GQA problem: `group` query heads per key head
 /// and `nq` queries of each (fa_kernel_find_packed_gqa_rows); 0 unknown.
 struct PackedRows {
@@ -331,9 +346,12 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     return s;
   // Kernels of one rank differ in their tiles or grid: take the cheapest.
   auto cheaper = [&](const KernelConfig &c, const KernelConfig &than) {
-    double a = keyLoopCost(c, nk), b = keyLoopCost(than, nk);
+    // The wgmma forwards' 128- and 192-row tiles compare per query row.
+    if (!family.packGqa && c.mma == FA_MMA_WGMMA && than.mma == FA_MMA_WGMMA)
+      return queryRowsCost(c, nk) < queryRowsCost(than, nk);
     if (!family.packGqa)
-      return a < b;
+      return keyLoopCost(c, nk) < keyLoopCost(than, nk);
+    double a = keyLoopCost(c, nk), b = keyLoopCost(than, nk);
     a *= queryTilesCost(c, rows);
     b *= queryTilesCost(than, rows);
     return a < b || (a == b && c.blockQ > than.blockQ);

@@ -1373,6 +1373,56 @@ TEST(FindTiles, CausalRowsHalveTheKeysAndPayTheDiagonal) {
   fa_bundle_free(b);
 }
 
+/// A d128 bf16 wgmma forward of 192-row query tiles (three consumer
+/// warpgroups, 512 threads), key tile 128, one CTA per tile.
+static std::string rows192Kernel(const std::string &tag,
+                                 const std::string &mask) {
+  std::vector<MapJson> maps = abiMaps();
+  maps[0].box = "[64, 192, 1]";
+  std::string k = wgmmaJson(tag, "bf16", 128, mask, true, maps);
+  for (auto [from, to] : {std::pair<std::string, std::string>{
+                              "\"block_q\": 128", "\"block_q\": 192"},
+                          {"\"warps\": 12", "\"warps\": 16"},
+                          {"\"threads\": 384", "\"threads\": 512"}})
+    k.replace(k.find(from), from.size(), to);
+  return k;
+}
+
+/// 192-row tiles run a key tile in 1.38 times a 128-row one's time (0.92 per
+/// row) and leave a more ragged last tile (Nq taken as Nk): they win from
+/// 2k keys on, against both grids, with and without a causal mask.
+TEST(FindTiles, ThreeConsumerTilesWinLongRows) {
+  for (const char *mask : {"none", "causal"}) {
+    fa_bundle *b = nullptr;
+    ASSERT_EQ(loadText(std::string("rows192_") + mask,
+                       manifest({gridKernel("p128", 128, true, mask),
+                                 gridKernel("k128", 128, false, mask),
+                                 rows192Kernel("q192", mask)},
+                                "5"),
+                       &b),
+              FA_SUCCESS)
+        << lastError();
+    bool causal = std::string(mask) == "causal";
+    fa_kernel_query q =
+        query(FA_DTYPE_BF16, 128, causal ? FA_MASK_CAUSAL : FA_MASK_NONE, 90);
+    q.mma = FA_MMA_WGMMA;
+    auto pick = [&](int64_t nk) { return tagForKeys(b, q, nk); };
+    // Unknown length: per row and key, 160 x 0.96 x 1.38 / 192 < 160 x 0.96
+    // / 128.
+    EXPECT_EQ(pick(0), "q192") << mask;
+    // 1k maskless: 8 tiles x 8 x 158.2 = 10125 (p128) < 6 x (8 x 153.6 +
+    // 64) x 1.38 = 10704; causal: 8 x (4.5 x 162.8 + 64) = 6373 < 6 x (5 x
+    // 153.6 + 128) x 1.38 = 7419.
+    EXPECT_EQ(pick(1024), "p128") << mask;
+    // 2k maskless: 11 x (16 x 153.6 + 64) x 1.38 = 38278 < 16 x 16 x 158.2
+    // = 40500; causal: 11 x (9 x 153.6 + 128) x 1.38 = 22929 < 16 x (8.5 x
+    // 153.6 + 128) = 22938 (k128).
+    EXPECT_EQ(pick(2048), "q192") << mask;
+    EXPECT_EQ(pick(16384), "q192") << mask;
+    fa_bundle_free(b);
+  }
+}
+
 /// One config at two key tiles: the sequence length picks the tile whose key
 /// loop (tiles x (block_kv + 32)) costs least.
 TEST(FindTiles, PicksTheKeyTileBySequenceLength) {

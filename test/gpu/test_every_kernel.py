@@ -33,6 +33,13 @@ effect of the rounded O on Delta). Deterministic backward kernels also run
 three times on two shapes and must give bit-identical dQ, dK, dV. Outputs and
 workspaces are NaN-poisoned before each launch.
 
+fp8 e4m3 forwards (fa-aot --config fwd:f8e4m3:...) take Q, K, V quantised with
+one descale factor per (batch, key head) as test_fp8.py quantises them and run
+through fa_attention_forward_fp8 with their own handle; O and LSE are judged
+against the float64 attention of the unquantised inputs within 2x the error of
+the naive fp8 reference (the quantised inputs dequantised, float32 math)
++ 1e-5, test_fp8.py's rule.
+
 Kernels with a score_mod (fa-aot --score-mods) are judged against the same
 references with the score_mod of score_mods.py applied to the scaled scores
 (and its derivative in the backward's Delta terms); a score_mod without a
@@ -72,8 +79,10 @@ from fa import _runtime as rt  # noqa: E402
 import score_mods  # noqa: E402
 from test_attention import (allowed_mask, delta_terms, lse_slack, max_err,  # noqa: E402
                             reference)
+from test_fp8 import quantise  # noqa: E402
 
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16,
+          "f8e4m3": getattr(torch, "float8_e4m3fn", None)}
 
 Shape = namedtuple("Shape", "name b h hkv nq nk scale ramp")
 SHAPES = [
@@ -118,11 +127,16 @@ def load_kernels(args):
     return bundle, kernels
 
 
-def launch_forward(bundle, kernel, q, k, v, o, lse, scale, mod_args=()):
-    """fa_attention_forward, or with the tensors a score_mod reads _ex."""
+def launch_forward(bundle, kernel, q, k, v, o, lse, scale, mod_args=(), descales=None):
+    """fa_attention_forward, with the tensors a score_mod reads _ex, with an
+    fp8 kernel's descale factors _fp8."""
     args = rt.ForwardArgs(fa._tensor(q), fa._tensor(k), fa._tensor(v), fa._tensor(o),
                           fa._tensor(lse), scale)
-    if kernel.get("mod_args"):
+    if descales is not None:
+        scales = (rt.Tensor * 3)(*[fa._tensor(t) for t in descales])
+        fa._launch(bundle.lib, bundle.lib.fa_attention_forward_fp8, kernel["handle"], args, q,
+                   scales)
+    elif kernel.get("mod_args"):
         fa._launch(bundle.lib, bundle.lib.fa_attention_forward_ex, kernel["handle"], args, q,
                    fa._mod_arg_array(mod_args), len(mod_args))
     else:
@@ -165,15 +179,29 @@ class Problem:
         if shape.ramp:  # scores that grow along the keys
             q = q + 1
             k = k + 4 * torch.arange(nk, device=dev, dtype=torch.float32)[:, None] / nk
-        self.q, self.k = q.to(self.dt), k.to(self.dt)
-        self.v = torch.randn(b, hkv, nk, dv, generator=gen, device=dev).to(self.dt)
-        self.do = torch.randn(b, h, nq, dv, generator=gen, device=dev).to(self.dt)
+        v = torch.randn(b, hkv, nk, dv, generator=gen, device=dev)
+        self.fp8 = dtype == "f8e4m3"
+        self.out_dt, self.descales = self.dt, None
+        if self.fp8:  # forward only, O in bf16; the references' inputs kept
+            (self.q, dsq, q8d), (self.k, dsk, k8d), (self.v, dsv, v8d) = (
+                quantise(q, h // hkv), quantise(k, 1), quantise(v, 1))
+            self.out_dt, self.descales = torch.bfloat16, (dsq, dsk, dsv)
+            self.exact, self.dequantised = (q, k, v), (q8d, k8d, v8d)
+        else:
+            self.q, self.k, self.v = q.to(self.dt), k.to(self.dt), v.to(self.dt)
+            self.do = torch.randn(b, h, nq, dv, generator=gen, device=dev).to(self.dt)
         self.scale = shape.scale / math.sqrt(d)
         self.allowed = allowed_mask(mask, self.window, nq, nk, dev)
         self.mod_args = score_mods.make_mod_args(mod, b, h, hkv, nq, nk, dev, gen)
         self._fwd = self._bwd = None
 
     def fwd(self):
+        if self._fwd is None and self.fp8:  # exact inputs; naive fp8 math
+            with torch.no_grad():
+                o64, lse64 = reference(*(t.double() for t in self.exact), self.allowed,
+                                       self.scale, None, ())
+                ol, lse32 = reference(*self.dequantised, self.allowed, self.scale, None, ())
+            self._fwd = o64, lse64, ol, lse32
         if self._fwd is None:
             with torch.no_grad():
                 o64, lse64 = reference(*(t.double() for t in (self.q, self.k, self.v)),
@@ -218,12 +246,13 @@ def judge(what, got, ref, low, low_ref, slack=0.0, floor=1e-5):
 
 def run_forward(bundle, kernel, p):
     o64, lse64, ol, lse32 = p.fwd()
-    o = torch.full_like(ol, float("nan"))
+    o = torch.full(ol.shape, float("nan"), device=ol.device, dtype=p.out_dt)
     lse = torch.full(lse64.shape, float("nan"), device=o.device)
-    launch_forward(bundle, kernel, p.q, p.k, p.v, o, lse, p.scale, p.mod_args)
+    launch_forward(bundle, kernel, p.q, p.k, p.v, o, lse, p.scale, p.mod_args, p.descales)
     torch.cuda.synchronize()
-    return [judge("o", o, o64, ol, o64),
-            judge("lse", lse, lse64, lse32, lse64, slack=lse_slack(p.q, p.k, lse64, p.scale))]
+    # fp8: the naive reference's LSE already carries the quantisation error.
+    slack = 0.0 if p.fp8 else lse_slack(p.q, p.k, lse64, p.scale)
+    return [judge("o", o, o64, ol, o64), judge("lse", lse, lse64, lse32, lse64, slack=slack)]
 
 
 def run_backward(bundle, kernel, p, repeat):
@@ -280,10 +309,13 @@ def sanitize_launch(bundle, k, shape, dev):
     v = torch.randn(b, hkv, nk, dv, device=dev).to(dt)
     scale = 1 / math.sqrt(d)
     mod_args = score_mods.make_mod_args(k.get("score_mod"), b, h, hkv, nq, nk, dev)
+    fp8 = k["dtype"] == "f8e4m3"
     if k["direction"] == "fwd":
-        o = torch.full((b, h, nq, dv), float("nan"), device=dev, dtype=dt)
+        o = torch.full((b, h, nq, dv), float("nan"), device=dev,
+                       dtype=torch.bfloat16 if fp8 else dt)
         lse = torch.full((b, h, nq), float("nan"), device=dev)
-        launch_forward(bundle, k, q, kk, v, o, lse, scale, mod_args)
+        descales = [torch.ones(b, hkv, device=dev) for _ in range(3)] if fp8 else None
+        launch_forward(bundle, k, q, kk, v, o, lse, scale, mod_args, descales)
         outs = [o, lse]
     else:
         allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)

@@ -35,7 +35,8 @@ static cl::opt<bool> defaults(
     "defaults", cl::cat(aotOptions),
     cl::desc("the default set: d in {64,128} x masks {none,causal} "
              "x fwd/bwd, as mma.sync and as sm_90a wgmma kernels, plus "
-             "block_kv 192 wgmma forwards, persistent-grid wgmma "
+             "block_kv 192 wgmma forwards, 192-row d64 wgmma forwards, "
+             "persistent-grid wgmma "
              "forwards for short rows (d128 maskless and causal, "
              "d64 causal), packed-GQA split-KV decode forwards (d64 and "
              "d128 maskless, 16- and 32-row tiles; d128 "
@@ -73,6 +74,11 @@ static std::vector<std::string> defaultConfigs() {
   for (const char *d : {"d64", "d128"})
     for (const char *m : {"none", "causal"})
       texts.push_back(std::string("fwd:bf16:") + d + ":" + m + ":wgmma:bkv192");
+  // 192-row query tiles (three consumer warpgroups, FA3's tile for small
+  // head dims) at d64: 1.01-1.04x the 128-row kernels from 2k keys on, with
+  // and without a causal mask (PERF.md); the runtime takes them by Nk.
+  for (const char *m : {"none", "causal"})
+    texts.push_back(std::string("fwd:bf16:d64:") + m + ":wgmma:bq192");
   // Persistent-grid forwards where the default grid is one CTA per tile:
   // +4-14% for rows of at most ~1k keys (PERF.md); the runtime takes them
   // by Nk.

@@ -33,17 +33,15 @@ namespace mlir::fa::gpu_lowering {
 /// Growth of a row max (powers of 2) that the lazy rescale absorbs.
 constexpr double kLazyRescaleLog2 = 8.0;
 
-/// Register budgets after the role split: kProducerRegs / kConsumerRegs
-/// (Wgmma.h), except where the producer needs more. A persistent producer
-/// walks the tiles (in i32, to fit) and issues 4-D TMA loads (head and
-/// batch coordinates): 24 registers spill there, 32 fit, and 32·128 +
-/// 2·232·128 stays within 168·384.
+/// The producer's register budget after the role split: kProducerRegs
+/// (Wgmma.h), except where it needs more; the consumers take the rest
+/// (attn_gpu::consumerRegisters). A persistent producer walks the tiles (in
+/// i32, to fit) and issues 4-D TMA loads (head and batch coordinates): 24
+/// registers spill there, 32 fit (32·128 + 2·232·128 <= 168·384).
 constexpr int32_t kPersistentProducerRegs = 32;
-constexpr int32_t kPersistentConsumerRegs = 232;
 /// fp8: the producer warpgroup's transposing warps need more than 24
 /// registers; 40·128 + 2·232·128 = 168·384.
 constexpr int32_t kFp8ProducerRegs = 40;
-constexpr int32_t kFp8ConsumerRegs = 232;
 
 /// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {
@@ -166,6 +164,8 @@ private:
   bool rescaleInTurn() const { return plan.schedule.rescaleInTurn; }
 
   bool fp8() const { return plan.isFp8(); }
+  /// The consumer warpgroups' threads: 64 query rows each (block_q / 64).
+  int64_t consumerThreads() const { return plan.warps * 32 - 128; }
   /// Columns of a `cols`-element tile as counted by the 16-bit TMA boxes and
   /// descriptor steps (fp8 rows are half as many bytes).
   int64_t boxCols(int64_t cols) const { return fp8() ? cols / 2 : cols; }

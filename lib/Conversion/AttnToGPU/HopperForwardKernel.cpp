@@ -4,11 +4,12 @@
 // warpgroups: warpgroup 0 gives up its registers (setmaxnreg 24) and one of
 // its threads issues TMA loads of the Q tile and of a `stages`-deep K/V ring,
 // each completing on a "full" mbarrier; warpgroups 1 and 2 raise theirs
-// (setmaxnreg 240) and own 64 query rows each. A consumer computes
-// S = Q·Kᵀ with shared-memory wgmma, keeps P in registers as the A operand of
-// P·V (register-A wgmma) and frees a ring slot by arriving on its "empty"
-// mbarrier. S(j) and P·V(j-1) are issued together so the tensor cores run
-// P·V(j-1) while the softmax of tile j runs.
+// (setmaxnreg 240) and own 64 query rows each. With block_q 192 a third
+// consumer warpgroup (512 threads, 160 registers each) owns rows 128-191. A
+// consumer computes S = Q·Kᵀ with shared-memory wgmma, keeps P in registers as
+// the A operand of P·V (register-A wgmma) and frees a ring slot by arriving on
+// its "empty" mbarrier. S(j) and P·V(j-1) are issued together so the tensor
+// cores run P·V(j-1) while the softmax of tile j runs.
 //
 // On a persistent grid (-fa-wgmma-persistent; by default maskless D <= 64)
 // one CTA per SM takes query tiles from a counter (forEachTile). Q gets an
@@ -17,7 +18,8 @@
 // epilogue, which stores O from registers (Q's buffer is already refilling).
 //
 // Shared memory (128 B swizzle; a 64-column slab per TMA box):
-//   Q [D/64][128 rows][64] | K stage s [D/64][BKV][64] | V stage s [Dv/64][BKV][64]
+//   Q [D/64][128 rows][64] | K stage s [D/64][BKV][64] | V stage s
+//   [Dv/64][BKV][64]
 // wgmma descriptors: K-major Q and K advance 32 B per k16 step inside a
 // slab, SBO = 1024 B (8 rows of 128 B); V is N-major ("transposed" B):
 // LBO = one slab (BKV·128 B), SBO = 1024 B, +2048 B per k16 step.
@@ -127,7 +129,8 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
   // fp8's GEMMs are half as long as bf16's: the turns' named barriers cost
   // more than the overlap of one warpgroup's softmax with the other's
   // GEMMs gains (H200: +14-16% at d256 without a mask, +1-4% at d128).
-  measured.pingPong = !plan.isFp8();
+  // The turns alternate two consumer warpgroups (block_q 128).
+  measured.pingPong = !plan.isFp8() && plan.blockQ == 128;
   // Maskless, the ragged last tile first: +1-9% at d64 and, with the
   // in-turn rescale, +2-5% at d128. The persistent D > 64 consumer has no
   // register to spare for the prologue's width branches (8 B of spills at
@@ -287,7 +290,7 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     // Full barriers complete on the producer's arrive + the TMA bytes; empty
     // barriers on every consumer thread's arrive.
     for (int64_t i = 0; i < bars.count(); ++i)
-      initBarrier(kb, bars.group, i, bars.arrivals(i, kConsumerThreads));
+      initBarrier(kb, bars.group, i, bars.arrivals(i, consumerThreads()));
   }
   gpu::BarrierOp::create(b, loc);
 
@@ -298,14 +301,14 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     auto active = scf::IfOp::create(b, loc, kb.lt(qBegin, nq), false);
     b.setInsertionPointToStart(&active.getThenRegion().front());
   }
+  // The consumers take what the producer leaves: 240 registers each for
+  // two warpgroups beside FA3's 24, 160 for three (block_q 192).
+  const int32_t producerRegs = fp8()             ? kFp8ProducerRegs
+                               : plan.persistent ? kPersistentProducerRegs
+                                                 : kProducerRegs;
   auto roles = ag::WarpSpecializeOp::build(
-      b, loc,
-      fp8()             ? kFp8ProducerRegs
-      : plan.persistent ? kPersistentProducerRegs
-                        : kProducerRegs,
-      fp8()             ? kFp8ConsumerRegs
-      : plan.persistent ? kPersistentConsumerRegs
-                        : kConsumerRegs);
+      b, loc, producerRegs,
+      ag::consumerRegisters(plan.warps * 32, producerRegs));
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getProducerBlock());

@@ -124,9 +124,25 @@ bool mlir::fa::wgmmaHeadDimsSupported(bool backward, int64_t headDim,
 static int64_t wgmmaDefaultBlockKV(const KernelPlan &plan) {
   if (plan.headDimV > 128) // fp8 too: its 128-key tile spills at d256
     return 64;
+  // 192 query rows: the widest key tile whose S, P and O fit a consumer's
+  // 160 registers without spills: 128 keys at d64, 96 at d96, 80 at d128.
+  if (plan.blockQ == 192)
+    return plan.headDim <= 64 ? 128 : plan.headDim <= 96 ? 96 : 80;
   // fp8: 192 keys halve nothing but amortise the per-tile costs its faster
   // GEMMs expose (+4-8% over 128 at N >= 2k on the H200, PERF.md).
   return plan.isFp8() ? 192 : 128;
+}
+
+/// The forward's query tile: 128 rows (two consumer warpgroups), 192 (three)
+/// for a plain maskless d96 forward, where the 192 x 96 tile ran 1.05-1.11x
+/// the 128 x 128 one (H100, same process; causal 0.94-0.95x; PERF.md
+/// 2026-12-05). d64 takes both from `fa-aot --defaults` and the runtime
+/// chooses by the row length.
+static int64_t wgmmaDefaultBlockQ(const KernelPlan &plan) {
+  bool plain = plan.spec.mask == attn::MaskKind::None && !plan.spec.scoreMod &&
+               !plan.spec.maskMod && !plan.varlen && !plan.blockSparse &&
+               !plan.sinks && !plan.isFp8();
+  return plain && plan.headDim == 96 && plan.headDimV == 96 ? 192 : 128;
 }
 
 /// The fp8 forward (HopperFp8.cpp): D = Dv in {128, 256}. The transposed V
@@ -141,6 +157,13 @@ static LogicalResult checkFp8Plan(KernelPlan &plan, std::string &error) {
   if (d != plan.headDimV || (d != 128 && d != 256)) {
     error = "expected D = Dv in {128, 256} for the f8E4M3FN forward, got D " +
             std::to_string(d) + " and Dv " + std::to_string(plan.headDimV);
+    return failure();
+  }
+  // A third consumer warpgroup's 152 registers hold only 64-key tiles,
+  // which ran 0.86-0.99x the 128-row kernel (H100, PERF.md 2026-12-05).
+  if (plan.blockQ != 128) {
+    error = "expected block-q = 128 for the f8E4M3FN forward, got " +
+            std::to_string(plan.blockQ);
     return failure();
   }
   const bool wide = d == 256;
@@ -214,8 +237,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     return fail("grid = " + options.grid +
                 " applies to the mma = wgmma forward only, got a backward");
   plan.persistent = options.grid.empty()
-                        ? !plan.backward && !plan.varlen &&
-                              !plan.blockSparse &&
+                        ? !plan.backward && !plan.varlen && !plan.blockSparse &&
+                              options.blockQ != 192 &&
                               wgmmaPersistentGrid(plan.spec, plan.headDim)
                         : options.grid == "persistent";
   if (plan.backward) {
@@ -259,14 +282,28 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                   llvm::Twine(kMaxSharedBytes));
     return plan;
   }
-  plan.warps = 12;
-  plan.blockQ = 128;
+  // A producer warpgroup and one consumer warpgroup per 64 query rows: two
+  // (FA3's 128-row tile) or three (its 192-row tile for small head dims).
+  plan.blockQ = options.blockQ    ? options.blockQ
+                : plan.persistent ? 128
+                                  : wgmmaDefaultBlockQ(plan);
+  plan.warps = 4 + plan.blockQ / 16;
+  if ((plan.blockQ != 128 && plan.blockQ != 192) ||
+      (options.warps && options.warps != plan.warps))
+    return fail("expected block-q = 128 with 12 warps or 192 with 16 for "
+                "mma = wgmma, got block-q = " +
+                llvm::Twine(plan.blockQ) +
+                (options.warps ? " and " + llvm::Twine(options.warps) + " warps"
+                               : llvm::Twine("")));
+  if (plan.blockQ == 192 && plan.persistent)
+    return fail("expected block-q = 128 on the persistent wgmma grid, got 192");
+  if (plan.blockQ == 192 && plan.headDimV > 128)
+    return fail("expected block-q = 128 for Dv " + llvm::Twine(plan.headDimV) +
+                " (a third consumer warpgroup's 160 registers do not hold "
+                "O), got 192");
   plan.blockKV = options.blockKV ? options.blockKV : wgmmaDefaultBlockKV(plan);
   if (plan.isFp8() && failed(checkFp8Plan(plan, error)))
     return failure();
-  if ((options.blockQ && options.blockQ != 128) ||
-      (options.warps && options.warps != 12))
-    return fail("expected block-q = 128 and 12 warps for mma = wgmma");
   // S = Q·Kᵀ is one m64nNk16 chain with N = block_kv, so any multiple of 16
   // the instruction takes (N ≤ 256) is a legal tile.
   if (plan.blockKV % 16 || plan.blockKV < 64 || plan.blockKV > 256)
@@ -277,6 +314,10 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.stages));
   plan.schedule =
       options.schedule ? *options.schedule : wgmmaForwardSchedule(plan);
+  if (plan.schedule.pingPong && plan.blockQ != 128)
+    return fail("expected no ping-pong turns with block-q = " +
+                llvm::Twine(plan.blockQ) +
+                " (the turns alternate two consumer warpgroups)");
   if (plan.forwardSharedBytes() > kMaxSharedBytes)
     return fail("tile needs " + llvm::Twine(plan.forwardSharedBytes()) +
                 " bytes of shared memory, more than " +

@@ -164,15 +164,19 @@ void mlir::fa::gpu_lowering::storeOutputStaged(KernelBuilder &kb,
     memref::StoreOp::create(b, loc, lse[r], lseMem,
                             ValueRange{kb.add(qRowsBase, row)});
   }
-  // Only this warpgroup's 128 threads meet (barriers 3 and 4).
+  // Only this warpgroup's 128 threads meet: named barrier 3 + consumer, in
+  // a branch per consumer (the id is an immediate).
   {
-    auto ifOp = scf::IfOp::create(b, loc, kb.eq(consumer, kb.idx(0)),
-                                  /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    namedBarrier(b, loc, "bar.sync", 3, 128);
-    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    namedBarrier(b, loc, "bar.sync", 4, 128);
+    const int64_t consumers = bq / kRowsPerConsumer;
+    for (int64_t c = 0; c + 1 < consumers; ++c) {
+      auto ifOp = scf::IfOp::create(b, loc, kb.eq(consumer, kb.idx(c)),
+                                    /*withElseRegion=*/true);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      namedBarrier(b, loc, "bar.sync", 3 + c, 128);
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+    }
+    namedBarrier(b, loc, "bar.sync", 2 + consumers, 128);
   }
   // Each thread moves 16 B chunks: consecutive threads take consecutive
   // chunks of a row, so a warp writes whole 256 B rows.

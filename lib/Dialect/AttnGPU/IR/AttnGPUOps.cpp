@@ -196,12 +196,6 @@ WarpSpecializeOp WarpSpecializeOp::build(OpBuilder &b, Location loc,
   return op;
 }
 
-/// Registers per thread a kernel of `threads` threads holds at entry: the
-/// .maxntid cap, 64K registers shared, in steps of 8, at most 255.
-static int64_t entryRegisters(int64_t threads) {
-  return std::min<int64_t>(65536 / threads / 8 * 8, 248);
-}
-
 LogicalResult WarpSpecializeOp::verifyRegions() {
   if (getProducerBlock().getNumArguments() != 0 ||
       getConsumerBlock().getNumArguments() != 1 ||
