@@ -223,7 +223,7 @@ static Value loadStatsPair(KernelBuilder &kb, Value stats, Value at) {
 /// (`offset` block_q).
 static Value stagePair(KernelBuilder &kb, Value stats, Value base, int64_t n,
                        int64_t offset) {
-  Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + offset);
+  Value col = kb.laneColumn(n * 8 + offset);
   return loadStatsPair(kb, stats, kb.add(base, col));
 }
 
@@ -243,7 +243,7 @@ static SmallVector<Value> probsBesideTile(ag::RecomputeProbsOp op,
   const int64_t bq = op.getScores().getType().getCols();
   SmallVector<Value> lse2(bq / 4), delta(bq / 4);
   for (int64_t n = 0; n < bq / 8; ++n) {
-    Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+    Value col = kb.laneColumn(n * 8);
     Value l2 = loadStatsPair(kb, stats, statSlot(kb, op.getTile(), col));
     Value d2 =
         loadStatsPair(kb, stats, statSlot(kb, op.getTile(), kb.add(col, bq)));
@@ -351,7 +351,7 @@ struct StoreTileLowering : TileOpLowering<ag::StoreTileOp> {
     for (int64_t n = 0; n < static_cast<int64_t>(v.size()) / 4; ++n)
       for (int64_t r = 0; r < 2; ++r) {
         Value row = kb.add(op.getRow(), kb.add(kb.groupId, r * 8));
-        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8);
+        Value col = kb.laneColumn(n * 8);
         Value at = kb.tileOffset(tile, row, col);
         vector::StoreOp::create(
             rewriter, op.getLoc(),

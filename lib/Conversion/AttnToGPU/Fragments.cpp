@@ -589,7 +589,7 @@ void mlir::fa::gpu_lowering::storeColumnPair(KernelBuilder &kb, Value mem,
                                              Value lo, Value hi) {
   forColumnPair(
       kb, n, cols, rowStride % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
-        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
+        Value col = kb.laneColumn(n * 8 + off);
         if (v.size() == 2) {
           kb.storePair(kb.truncPair(v[0], v[1]), mem, kb.add(rowOff, col));
           return;
@@ -776,7 +776,7 @@ void mlir::fa::gpu_lowering::storeColumnPairF32(KernelBuilder &kb, Value mem, Va
                                int64_t n, int64_t cols, Value lo, Value hi) {
   forColumnPair(
       kb, n, cols, cols % 2 == 0, lo, hi, [&](int64_t off, ValueRange v) {
-        Value col = kb.add(kb.mul(kb.threadInGroup, 2), n * 8 + off);
+        Value col = kb.laneColumn(n * 8 + off);
         Value at = kb.add(rowOff, col);
         if (v.size() == 2) {
           Value pair = vector::FromElementsOp::create(

@@ -124,6 +124,9 @@ public:
   Value mul(Value x, Value y);
   Value mul(Value x, int64_t y) { return mul(x, idx(y)); }
   Value add(Value x, int64_t y) { return add(x, idx(y)); }
+  /// The first of this lane's two columns (2t, 2t + 1) in the 8-column
+  /// group of an m16n8 fragment that starts at column `first`.
+  Value laneColumn(int64_t first) { return add(mul(threadInGroup, 2), first); }
   Value divui(Value x, int64_t y);
   Value remui(Value x, int64_t y);
   Value ceilDiv(Value x, int64_t y);

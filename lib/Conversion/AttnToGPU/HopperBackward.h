@@ -285,9 +285,6 @@ private:
   Value queryRow32(Value row) {
     return seqStartQ32 ? add32(seqStartQ32, row) : row;
   }
-  /// The parity of tile t's round plus `round` (i32 t; BarrierRing on 32
-  /// bits).
-  Value phaseParity32(Value t, int64_t round);
   /// Waits, on the producer side of a two-slot ring, for barrier `first` +
   /// slot to complete the phase of tile t's round plus `round`; returns the
   /// slot (index).

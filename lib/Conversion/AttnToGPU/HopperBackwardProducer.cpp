@@ -65,17 +65,13 @@ void HopperBackward::publishQueryTile() {
 // The warp-specialised producer: TMA and plain loads on the mbarrier ring
 //===----------------------------------------------------------------------===//
 
-Value HopperBackward::phaseParity32(Value t, int64_t round) {
-  // Tile t's round is t / 2 (two slots); as BarrierRing, on 32 bits.
-  Value r =
-      add32(arith::ShRUIOp::create(b, loc, t, kb.c32(1)), kb.c32(round));
-  return arith::TruncIOp::create(b, loc, b.getI1Type(), r).getResult();
-}
-
 Value HopperBackward::waitForSlot32(int64_t first, Value t, Value slot32,
                                     int64_t round) {
+  // Tile t's round is t / 2 (two slots).
+  const BarrierRing ring{layout.stages()};
   Value slot = kb.toIndex(slot32);
-  waitBarrier(kb, barriers, first, slot, phaseParity32(t, round));
+  waitBarrier(kb, barriers, first, slot,
+              round ? ring.emptyParity32(kb, t) : ring.fullParity32(kb, t));
   return slot;
 }
 

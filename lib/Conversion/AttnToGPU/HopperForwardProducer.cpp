@@ -201,12 +201,10 @@ void HopperForward::emitProducerTile() {
   };
   auto loadKV = [&](Value i, bool isK) {
     Value it = arith::AddIOp::create(b, loc, ringBase32, i);
-    Value stage =
-        kb.toIndex(arith::RemUIOp::create(b, loc, it, kb.c32(layout.stages)));
-    Value round = arith::DivUIOp::create(b, loc, it, kb.c32(layout.stages));
-    Value parity = arith::TruncIOp::create(
-        b, loc, b.getI1Type(), arith::AddIOp::create(b, loc, round, kb.c32(1)));
-    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage, parity);
+    const BarrierRing ring{layout.stages};
+    Value stage = ring.slot32(kb, it);
+    wait(isK ? bars.kEmpty() : bars.vEmpty(), stage,
+         ring.emptyParity32(kb, it));
     int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
     loadTile(isK ? kMap : vMap, bkv,
              boxCols(isK ? plan.headDim : plan.headDimV),

@@ -301,6 +301,28 @@ void mlir::fa::gpu_lowering::arriveBarrier(KernelBuilder &kb, Value group,
                                   kb.add(slot, first));
 }
 
+Value BarrierRing::slot32(KernelBuilder &kb, Value iteration) const {
+  return kb.toIndex(
+      arith::RemUIOp::create(kb.b, kb.loc, iteration, kb.c32(stages)));
+}
+
+/// Bit 0 of the i32 round of `iteration` plus `plus` as an i1.
+static Value roundParity32(KernelBuilder &kb, Value iteration, int64_t stages,
+                           int64_t plus) {
+  Value round = arith::DivUIOp::create(kb.b, kb.loc, iteration, kb.c32(stages));
+  if (plus)
+    round = arith::AddIOp::create(kb.b, kb.loc, round, kb.c32(plus));
+  return arith::TruncIOp::create(kb.b, kb.loc, kb.b.getI1Type(), round);
+}
+
+Value BarrierRing::fullParity32(KernelBuilder &kb, Value iteration) const {
+  return roundParity32(kb, iteration, stages, 0);
+}
+
+Value BarrierRing::emptyParity32(KernelBuilder &kb, Value iteration) const {
+  return roundParity32(kb, iteration, stages, 1);
+}
+
 Value mlir::fa::gpu_lowering::phaseParity(KernelBuilder &kb, Value v) {
   return arith::IndexCastUIOp::create(kb.b, kb.loc, kb.b.getI1Type(),
                                       kb.remui(v, 2));

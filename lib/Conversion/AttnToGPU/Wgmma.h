@@ -185,6 +185,11 @@ struct BarrierRing {
   Value emptyParity(KernelBuilder &kb, Value iteration) const {
     return phaseParity(kb, kb.add(kb.divui(iteration, stages), 1));
   }
+  /// The same for an i32 iteration (the producers' loops count in 32 bits
+  /// to fit their 24-40 registers): the slot as an index, parities as i1.
+  Value slot32(KernelBuilder &kb, Value iteration) const;
+  Value fullParity32(KernelBuilder &kb, Value iteration) const;
+  Value emptyParity32(KernelBuilder &kb, Value iteration) const;
 };
 
 /// Register budgets of the warp-specialised roles (FA3's 24 / 240 for three
