@@ -295,8 +295,11 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.blockQ) +
                 (options.warps ? " and " + llvm::Twine(options.warps) + " warps"
                                : llvm::Twine("")));
-  if (plan.blockQ == 192 && plan.persistent)
-    return fail("expected block-q = 128 on the persistent wgmma grid, got 192");
+  if (plan.blockQ == 192 && (plan.persistent || plan.blockSparse))
+    return fail(llvm::Twine("expected block-q = 128 for ") +
+                (plan.persistent ? "the persistent wgmma grid"
+                                 : "a block-sparse wgmma forward") +
+                ", got 192");
   if (plan.blockQ == 192 && plan.headDimV > 128)
     return fail("expected block-q = 128 for Dv " + llvm::Twine(plan.headDimV) +
                 " (a third consumer warpgroup's 160 registers do not hold "

@@ -4,6 +4,7 @@
 // RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-q=192" -fa-wgmma-ping-pong 2>&1 | FileCheck %s --check-prefix=TURNS
 // RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-q=192 grid=persistent" 2>&1 | FileCheck %s --check-prefix=PERSISTENT
 // RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-q=256" 2>&1 | FileCheck %s --check-prefix=BQ
+// RUN: not fa-aot -o %t.bad --config fwd:bf16:d64:none:wgmma:maskmod=document:blocksparse:bq192 --score-mods %S/../../gpu/block_masks.mlir 2>&1 | FileCheck %s --check-prefix=SPARSE
 
 // block_q 192: a third consumer warpgroup (FA3's 192-row tile for small head
 // dims). 16 warps; no ping-pong turns (they alternate two warpgroups), which
@@ -33,7 +34,8 @@
 // TWO: nvvm.setmaxregister decrease 32
 // TWO: nvvm.setmaxregister increase 232
 // TURNS: expected no ping-pong turns with block-q = 192 (the turns alternate two consumer warpgroups)
-// PERSISTENT: expected block-q = 128 on the persistent wgmma grid, got 192
+// PERSISTENT: expected block-q = 128 for the persistent wgmma grid, got 192
+// SPARSE: expected block-q = 128 for a block-sparse wgmma forward, got 192
 // BQ: expected block-q = 128 with 12 warps or 192 with 16 for mma = wgmma, got block-q = 256
 func.func @d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
   %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
