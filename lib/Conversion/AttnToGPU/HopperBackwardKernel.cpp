@@ -250,8 +250,9 @@ void HopperBackward::buildWarpSpecializedKernel() {
   initBarriers();
   hasTiles = kb.lt(kb.idx(0), tileCount);
 
-  auto roles = attn_gpu::WarpSpecializeOp::build(b, loc, kProducerRegs,
-                                                 kConsumerRegs);
+  auto roles = attn_gpu::WarpSpecializeOp::build(
+      b, loc, kProducerRegs,
+      attn_gpu::consumerRegisters(plan.warps * 32, kProducerRegs));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&roles.getProducerBlock());
   emitProducerWarpgroup();

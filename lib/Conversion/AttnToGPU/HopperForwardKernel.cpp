@@ -18,8 +18,8 @@
 // epilogue, which stores O from registers (Q's buffer is already refilling).
 //
 // Shared memory (128 B swizzle; a 64-column slab per TMA box):
-//   Q [D/64][128 rows][64] | K stage s [D/64][BKV][64] | V stage s
-//   [Dv/64][BKV][64]
+//   Q [D/64][block_q rows][64] | K stage s [D/64][BKV][64] |
+//   V stage s [Dv/64][BKV][64]
 // wgmma descriptors: K-major Q and K advance 32 B per k16 step inside a
 // slab, SBO = 1024 B (8 rows of 128 B); V is N-major ("transposed" B):
 // LBO = one slab (BKV·128 B), SBO = 1024 B, +2048 B per k16 step.

@@ -192,12 +192,12 @@ struct BarrierRing {
   Value emptyParity32(KernelBuilder &kb, Value iteration) const;
 };
 
-/// Register budgets of the warp-specialised roles (FA3's 24 / 240 for three
-/// warpgroups): setmaxnreg.inc waits until the pool has the registers, so
-/// 24·128 + 2·240·128 = 168·384 uses the CTA's 168 per thread at entry
-/// exactly (attn_gpu.warp_specialize checks it).
+/// The producer warpgroup's register budget (FA3's 24); the consumers take
+/// what it leaves of the CTA's registers at entry (attn_gpu::
+/// consumerRegisters: 240 each for two consumer warpgroups, 24·128 +
+/// 2·240·128 = 168·384; setmaxnreg.inc waits until the pool has them, and
+/// attn_gpu.warp_specialize checks the sum).
 constexpr int32_t kProducerRegs = 24;
-constexpr int32_t kConsumerRegs = 240;
 /// Threads of the two consumer warpgroups (the ping-pong's named barriers).
 constexpr int64_t kConsumerThreads = 256;
 
