@@ -4,14 +4,17 @@ and PyTorch SDPA (cuDNN, flash) in one process, with bench.py's interleaved
 CUDA-event timing: B*N = 64k tokens, hidden 2048 (H = 2048/d), d in
 {128, 256} (--dims), N in {1k, 2k, 4k, 8k, 16k}, causal off and on. FLOPs
 as bench.py: 4*B*H*N^2*d forward, half when causal. The fp8 call is fa.forward_fp8_into (preallocated O and LSE, the
-runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into.
+runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into. With
+--block the bundle's block-descale kernels (descale_block 64, config field
+blockscale: descale_q [B,H,N/64], descale_k [B,H,N/64]) run beside the
+per-head ones, column fa:fp8-bs64 and the ratio bs64/fp8.
 
 SDPA's cuDNN backend in this PyTorch takes no float8 inputs (it is tried
 and its error shown once), so the baselines are bf16 cuDNN and flash. The
 issue's target: fp8 >= 1000 TFLOP/s at N >= 8k.
 
     python3 bench/fp8.py --bundle out/bundle-fp8 --bf16-bundle out/bundle --lib LIB
-        [--dims 128,256] [--seqs 8192,16384] [--json out.json] [--ab NAME=BUNDLE ...]
+        [--dims 128,256] [--seqs 8192,16384] [--json out.json] [--ab NAME=BUNDLE ...] [--block]
 """
 import argparse
 import json
@@ -39,7 +42,7 @@ def sdpa(backend, q, k, v, causal):
     return run
 
 
-def row(bundle, bf16_bundle, B, H, N, d, causal, ab=()):
+def row(bundle, bf16_bundle, B, H, N, d, causal, ab=(), block=False):
     dev = "cuda"
     q = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
     k = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
@@ -57,6 +60,15 @@ def row(bundle, bf16_bundle, B, H, N, d, causal, ab=()):
                                                     causal=causal, bundle=bundle)
     except fa.FaError as e:
         fns["fa:fp8"] = {"error": str(e).splitlines()[0][:200]}
+    if block:
+        blocks = torch.ones(B, H, -(-N // fa.DESCALE_BLOCK), device=dev)
+        block_scales = (blocks, blocks, ones)
+        try:
+            fa.forward_fp8_into(q8, k8, v8, o8, lse, block_scales, causal=causal, bundle=bundle)
+            fns["fa:fp8-bs64"] = lambda: fa.forward_fp8_into(q8, k8, v8, o8, lse, block_scales,
+                                                             causal=causal, bundle=bundle)
+        except fa.FaError as e:
+            fns["fa:fp8-bs64"] = {"error": str(e).splitlines()[0][:200]}
     for name, other in ab:
         fns["fa:" + name] = (lambda other=other: fa.forward_fp8_into(
             q8, k8, v8, o8, lse, (ones, ones, ones), causal=causal, bundle=other))
@@ -90,6 +102,8 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--ab", action="append", default=[], metavar="NAME=PATH",
                     help="another fp8 bundle timed in the same process (column fa:NAME)")
+    ap.add_argument("--block", action="store_true",
+                    help="also time the bundle's block-descale kernels (column fa:fp8-bs64)")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     bf16 = fa.Bundle(args.bf16_bundle, args.lib, False, None) if args.bf16_bundle else None
@@ -99,14 +113,16 @@ def main():
         name, _, path = spec.partition("=")
         ab.append((name, fa.Bundle(path, args.lib, False, None)))
     results = []
-    cols = ["fa:fp8"] + ["fa:" + name for name, _ in ab] + ["fa:bf16", "cudnn:fp8", "cudnn:bf16", "flash:bf16"]
-    print("%-4s %-7s %-6s " % ("d", "N", "causal") + " ".join("%12s" % c for c in cols) + "  fp8/cudnn")
+    cols = (["fa:fp8"] + (["fa:fp8-bs64"] if args.block else []) + ["fa:" + name for name, _ in ab]
+            + ["fa:bf16", "cudnn:fp8", "cudnn:bf16", "flash:bf16"])
+    print("%-4s %-7s %-6s " % ("d", "N", "causal") + " ".join("%12s" % c for c in cols) +
+          "  fp8/cudnn" + ("  bs64/fp8" if args.block else ""))
     errors = {}
     grid = [(d, causal, int(n)) for d in (int(x) for x in args.dims.split(","))
             for causal in (False, True) for n in args.seqs.split(",")]
     for d, causal, N in grid:
         H, B = 2048 // d, max(1, tokens // N)
-        r = row(bundle, bf16, B, H, N, d, causal, ab)
+        r = row(bundle, bf16, B, H, N, d, causal, ab, args.block)
         cells = []
         for c in cols:
             if "tflops" in r.get(c, {}):
@@ -114,10 +130,12 @@ def main():
             else:
                 cells.append("%12s" % "-")
                 errors.setdefault(c, r.get(c, {}).get("error", "not run"))
-        ratio = (r["fa:fp8"]["tflops"] / r["cudnn:bf16"]["tflops"]
-                 if "tflops" in r.get("fa:fp8", {}) and "tflops" in r.get("cudnn:bf16", {})
-                 else math.nan)
-        print("%-4d %-7d %-6s " % (d, N, causal) + " ".join(cells) + "  %.2f" % ratio)
+        def ratio(a, b):
+            return (r[a]["tflops"] / r[b]["tflops"]
+                    if "tflops" in r.get(a, {}) and "tflops" in r.get(b, {}) else math.nan)
+        print("%-4d %-7d %-6s " % (d, N, causal) + " ".join(cells) +
+              "  %.2f" % ratio("fa:fp8", "cudnn:bf16") +
+              ("  %9.2f" % ratio("fa:fp8-bs64", "fa:fp8") if args.block else ""))
         results.append({"N": N, "B": B, "H": H, "d": d, "causal": causal, **r})
     for c, e in errors.items():
         print("%s: %s" % (c, e))

@@ -63,7 +63,11 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     fp8 (FA3's forward): Q, K and V of f8E4M3FN take
     `descale(%dq, %dk, %dv)`, f32 [B, Hkv] each: the op computes attention
     of the dequantised x·descale[b, h / (H / Hkv)] (query head h reads the
-    factors of its key head), O is bf16 and LSE f32. No score_mod,
+    factors of its key head), O is bf16 and LSE f32. Block descales scale
+    Q and K per 64 rows instead: dq f32 [B, H, ceil(Nq/64)] and dk f32
+    [B, Hkv, ceil(Nk/64)] (query row n of head h reads dq[b, h, n / 64], key
+    n of key head hk dk[b, hk, n / 64]), dv [B, Hkv] as before; an outlier
+    then coarsens only its own block's quantisation. No score_mod,
     mask_mod or varlen with fp8; `attn-dequantize` rewrites it into f32
     attention for the CPU, the sm_90a wgmma kernel consumes it as is.
     `sinks` (f32 [H], one per query head) are learnable logits that join
@@ -203,8 +207,9 @@ def Attn_OnlineAttentionOp : Attn_Op<"online_attention", [
     tiles it per sequence into ordinary tiles.
 
     fp8: f8E4M3FN blocks with `descale(%dq, %dk, %dv)` of the whole problem
-    (f32 [B, Hkv], indexed by the absolute b and key head of `at`): the
-    scores take dq·dk and P·V takes dv, as attn.attention's dequantisation.
+    (f32 [B, Hkv], or block descales, indexed by the absolute b, heads and
+    rows of `at`): the scores take dq·dk and P·V takes dv, as
+    attn.attention's dequantisation.
 
     `seqused_k(%n)` (i32 [B], of a paged attn.attention): batch b (the
     absolute one, `at`'s b plus the local index) sees only the whole

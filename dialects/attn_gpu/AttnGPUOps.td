@@ -407,10 +407,18 @@ def AttnGPU_OnlineSoftmaxOp : AttnGPU_Op<"online_softmax", [Pure,
     16 × 8 accumulator of ones: `new_acc` then holds each row's α (lane
     values 0 and 2). With `lazy_rescale_log2` = τ a row keeps its max while
     it grows by at most τ (P and l then run up to 2^τ; α stays exactly 1).
+
+    With `scale_block` = w the scale varies by columns: `scale_log2` holds
+    one positive value per w columns (ceil(cols / w) of them, w a multiple
+    of 8) and column c takes value c / w (the fp8 forward's block descales:
+    each 64 keys of a tile their K factor). Row maxima are then taken per
+    column block before they are scaled, so the update still costs one
+    multiply per score.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_Fragment:$max,
                        AttnGPU_Fragment:$sum, AttnGPU_Fragment:$acc,
-                       F32:$scale_log2,
+                       Variadic<F32>:$scale_log2,
+                       OptionalAttr<I64Attr>:$scale_block,
                        OptionalAttr<F64Attr>:$lazy_rescale_log2);
   let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$new_max,
                       AttnGPU_Fragment:$new_sum, AttnGPU_Fragment:$new_acc);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Compiler/Bundle.h"
+#include "fa/Dialect/Attn/IR/Attn.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -212,6 +213,9 @@ json::Object kernelObject(const CompiledKernel &k) {
   // follow the maps.
   if (isFp8(c))
     o["descale_param"] = at.descale;
+  // Block descales (bundle version 21): Q's and K's per this many rows.
+  if (c.blockScale)
+    o["descale_block"] = attn::kDescaleBlockRows;
   if (takesStrides(c))
     o["stride_param"] = at.stride;
   if (takesTensorMaps(c) && c.direction == "bwd")
@@ -289,14 +293,19 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // runtime refuses on an mma_sync kernel anyway.
   // 20: paged kernels loading K/V by TMA, whose pool maps an older runtime
   // refuses on a paged kernel anyway.
+  // 21: fp8 forwards with block descales, whose per-block Q and K factors
+  // an older runtime would refuse or, given per-head ones, misread.
   bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false,
-       anyTmaPaged = false;
+       anyTmaPaged = false, anyBlockScale = false;
   for (const CompiledKernelRef &k : kernels) {
+    anyBlockScale |= k->config.blockScale;
     anyRuntimeWindow |= k->config.runtimeWindow();
     anyVarlenSinks |= k->config.varlen && k->config.sinks;
     anyTmaSplit |= k->config.tma;
     anyTmaPaged |= k->config.tma && k->config.paged;
   }
+  if (anyBlockScale)
+    return 21;
   if (anyTmaPaged)
     return 20;
   if (anyTmaSplit)

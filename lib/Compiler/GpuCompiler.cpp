@@ -91,6 +91,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.tma = true, kind = "tma";
     else if (p == "tf32")
       c.tf32 = true, kind = "tf32";
+    else if (p == "blockscale")
+      c.blockScale = true, kind = "blockscale";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -120,6 +122,9 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
   }
   if (c.headDimV == 0)
     c.headDimV = c.headDim;
+  if (c.blockScale && c.dtype != "f8e4m3")
+    return err("blockscale applies to f8e4m3 inputs, got dtype " + c.dtype +
+               " in '" + text + "'");
   if (c.tf32 && c.dtype != "f32")
     return err("tf32 applies to f32 inputs, got dtype " + c.dtype + " in '" +
                text + "'");
@@ -178,6 +183,8 @@ std::string KernelConfig::str() const {
     s += ":tma";
   if (tf32)
     s += ":tf32";
+  if (blockScale)
+    s += ":blockscale";
   return s;
 }
 
@@ -257,17 +264,20 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   if (c.dtype == "f8e4m3") {
     if (c.direction != "fwd" || c.varlen)
       return err("f8e4m3 has a dense forward only, got '" + c.str() + "'");
-    // Q, K, V in e4m3 with their descale factors [B, Hkv]; O in bf16.
+    // Q, K, V in e4m3 with their descale factors [B, Hkv], or Q's and K's
+    // per 64-row block; O in bf16.
     q = "tensor<?x?x?x" + std::to_string(c.headDim) + "xf8E4M3FN>";
     v = "tensor<?x?x?x" + std::to_string(dv) + "xf8E4M3FN>";
     std::string o = "tensor<?x?x?x" + std::to_string(dv) + "xbf16>";
     std::string ds = "tensor<?x?xf32>";
+    std::string dqk = c.blockScale ? "tensor<?x?x?xf32>" : ds;
     return "func.func @attention(%q: " + q + ", %k: " + q + ", %v: " + v +
-           ", %dq: " + ds + ", %dk: " + ds + ", %dv: " + ds + winParams +
+           ", %dq: " + dqk + ", %dk: " + dqk + ", %dv: " + ds + winParams +
            ") -> (" + o + ", " + lse +
            ") {\n  %o, %lse = attn.attention %q, %k, %v "
-           "descale(%dq, %dk, %dv : " + ds + ", " + ds + ", " + ds + ")" + win +
-           " {" + attrs + "} : " + q + ", " + q + ", " + v + " -> " + o + ", " + lse +
+           "descale(%dq, %dk, %dv : " +
+           dqk + ", " + dqk + ", " + ds + ")" + win + " {" + attrs +
+           "} : " + q + ", " + q + ", " + v + " -> " + o + ", " + lse +
            "\n  return %o, %lse : " + o + ", " + lse + "\n}\n";
   }
   if (c.direction == "fwd")

@@ -140,6 +140,11 @@ struct KernelConfig {
   /// fp8 forwards: the parameter of descale_q (descale_k, descale_v follow),
   /// after the tensor maps; -1 for other kernels.
   int descaleParam = -1;
+  /// fp8 forwards with block descales (bundle version 21): the query and key
+  /// rows one factor of descale_q [B,H,ceil(Nq/64)] and descale_k
+  /// [B,Hkv,ceil(Nk/64)] covers (64); 0 for per-(batch, key head) descales
+  /// and every other kernel.
+  int descaleBlock = 0;
   /// Attention sinks (bundle version 13): fwd takes the sinks (f32 [H]) at
   /// sinksParam, its last parameter (a split-KV kernel's merge does, bundle
   /// version 15); a backward has the bwd_sink entry (d_sinks). Only the

@@ -4,8 +4,9 @@
 // tiles, grids). fa_kernel_find* takes the one that runs best on the device:
 // native code before PTX, wgmma before mma.sync, then the lowest modelled
 // cost of the key loop. A kernel's score_mod is part of the problem: only
-// kernels of the query's score_mod name (or of none) match. When none fits,
-// the error lists what the bundle has.
+// kernels of the query's score_mod name (or of none) match; so is an fp8
+// kernel's descale form (per head or per 64-row block). When none fits, the
+// error lists what the bundle has.
 //
 //===----------------------------------------------------------------------===//
 
@@ -188,11 +189,15 @@ std::string describe(fa_direction dir, fa_dtype dtype, int d, int dv,
 std::string describeKernel(const KernelConfig &c) {
   return describe(c.direction, c.dtype, c.headDim, c.headDimV, c.mask,
                   c.windowLeft, c.windowRight,
-                  c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY,
-                  c.scoreMod, c.maskMod) +
+                  c.mma == FA_MMA_WGMMA ? FA_MMA_WGMMA : FA_MMA_ANY, c.scoreMod,
+                  c.maskMod) +
          (c.deterministic ? " (deterministic)" : "") +
          (c.varlen ? " (varlen)" : "") + (c.sinks ? " (sinks)" : "") +
-         (c.tf32 ? " (tf32)" : "") + " (" + c.targetName + ")";
+         (c.tf32 ? " (tf32)" : "") +
+         (c.descaleBlock
+              ? " (descale_block " + std::to_string(c.descaleBlock) + ")"
+              : "") +
+         " (" + c.targetName + ")";
 }
 
 /// The query's compute capability, else the current context's device's.
@@ -340,6 +345,13 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                 "fa_kernel_find: window (" + std::to_string(q.window_left) +
                     ", " + std::to_string(q.window_right) +
                     "); expected sizes >= 0, or -1 for an unbounded side");
+  const bool fp8 = q.dtype == FA_DTYPE_F8E4M3;
+  if (fp8 && q.descale_block != 0 && q.descale_block != 64)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "fa_kernel_find: descale_block is " +
+                    std::to_string(q.descale_block) +
+                    "; expected 0 (fp8 descales per batch and key head) or "
+                    "64 (Q and K descales per 64-row block)");
   int dv = q.head_dim_v ? q.head_dim_v : q.head_dim;
   int cc = 0;
   if (fa_status s = queryComputeCapability(q, cc))
@@ -360,6 +372,8 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
   int bestRank = 0;
   std::vector<std::string> matchingTargets;
   bool tf32Refused = false; // a TF32 kernel matched, but the query refuses it
+  // An fp8 kernel matched, but reads the other descale form: its block.
+  int otherDescaleBlock = -1;
   for (const auto &k : bundle->kernels) {
     const KernelConfig &c = k->config;
     if (!computesQuery(c, q, dv, scoreMod, maskMod, deterministic, family))
@@ -370,6 +384,11 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
     // Only f32 kernels are TF32 (the manifest's rule), and only by consent.
     if (c.tf32 && !q.allow_tf32) {
       tf32Refused = true;
+      continue;
+    }
+    // An fp8 kernel reads its descales in one form only.
+    if (fp8 && c.descaleBlock != q.descale_block) {
+      otherDescaleBlock = c.descaleBlock;
       continue;
     }
     matchingTargets.push_back(c.targetName);
@@ -399,7 +418,10 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
                q.window_right, q.mma, scoreMod, maskMod) +
       (deterministic ? " (deterministic)" : "") + family.describe() +
       (q.sinks ? " (sinks)" : "") +
-      (q.dtype == FA_DTYPE_F32 && q.allow_tf32 ? " (tf32 allowed)" : "");
+      (q.dtype == FA_DTYPE_F32 && q.allow_tf32 ? " (tf32 allowed)" : "") +
+      (fp8 && q.descale_block
+           ? " (descale_block " + std::to_string(q.descale_block) + ")"
+           : "");
   if (rows.group > 0)
     want += " holding " + std::to_string(rows.group) +
             " query heads per key head";
@@ -422,6 +444,13 @@ fa_status findKernel(const fa_bundle *bundle, const fa_kernel_query *query,
              "but the query's allow_tf32 is 0 (set it to 1 to accept TF32 "
              "products, or build the f32-accurate kernel: the config "
              "without 'tf32')";
+  if (otherDescaleBlock >= 0)
+    hints += "; the bundle has an fp8 kernel for it with descale_block " +
+             std::to_string(otherDescaleBlock) +
+             ", but the query's descale_block is " +
+             std::to_string(q.descale_block) +
+             " (0: descales per batch and key head, 64: Q and K descales per "
+             "64-row block; a kernel reads one form)";
   return noKernelError(*bundle, want, matchingTargets, cc, deterministic,
                        hints);
 }

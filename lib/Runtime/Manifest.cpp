@@ -409,13 +409,17 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
 }
 
 /// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128 or d256
-/// forward that the compiler builds, with "descale_param" after its maps.
+/// forward that the compiler builds, with "descale_param" after its maps,
+/// and the optional "descale_block" (bundle version 21): 64 for Q and K
+/// descales per 64-row block, absent for per-(batch, key head) ones.
 void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
   const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
   if (!fp8) {
-    if (k.contains("descale_param"))
-      bad(where, "field 'descale_param' is given, but only f8e4m3 kernels "
-                 "take descale tensors");
+    for (const char *key : {"descale_param", "descale_block"})
+      if (k.contains(key))
+        bad(where, std::string("field '") + key +
+                       "' is given, but only f8e4m3 kernels take descale "
+                       "tensors");
     return;
   }
   if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
@@ -429,6 +433,13 @@ void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
     bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
                    ", expected 14 (after fa_fwd's 11 parameters and its 3 "
                    "tensor maps)");
+  if (!k.contains("descale_block"))
+    return;
+  c.descaleBlock = intField(k, "descale_block", where, 0, INT_MAX);
+  if (c.descaleBlock != 64)
+    bad(where, "field 'descale_block' = " + std::to_string(c.descaleBlock) +
+                   ", expected 64 (Q and K descales per 64-row block; omit "
+                   "the field for per-(batch, key head) descales)");
 }
 
 /// The optional "stride_param" (bundle version 7): the index of the first
@@ -1029,6 +1040,9 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(17, c.windowRuntime, "run-time window kernels");
       // Older runtimes refuse dtype f8e4m3; the version says so too.
       needs(12, c.dtype == FA_DTYPE_F8E4M3, "f8e4m3 kernels");
+      // Without "descale_block": per-head descales checked against the
+      // kernel's [B,H,ceil(Nq/64)] and [B,Hkv,ceil(Nk/64)] reads.
+      needs(21, c.descaleBlock != 0, "block-scaled fp8 kernels");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -669,17 +669,44 @@ std::string checkFp8Arguments(const KernelConfig &c,
   std::string err = checkForward(c, a, ModArgList{});
   if (!err.empty())
     return err;
-  std::vector<int64_t> shape{a.q.shape[0], a.k.shape[1]};
+  const int64_t b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1];
+  std::vector<int64_t> perHead{b, hkv};
   Alignment words;
   words.bytes = 4;
-  err = checkTensors({
-      {"descale_q", descales[0], FA_DTYPE_F32, 2, words, shape,
-       "[B,Hkv] from q and k"},
-      {"descale_k", descales[1], FA_DTYPE_F32, 2, words, shape,
-       "[B,Hkv] from q and k"},
-      {"descale_v", descales[2], FA_DTYPE_F32, 2, words, shape,
-       "[B,Hkv] from q and k"},
-  });
+  if (c.descaleBlock) {
+    // A factor per block of 64 query rows of each query head, and per block
+    // of 64 keys of each key head.
+    const int64_t block = c.descaleBlock;
+    std::vector<int64_t> qBlocks{b, h, (a.q.shape[2] + block - 1) / block},
+        kBlocks{b, hkv, (a.k.shape[2] + block - 1) / block};
+    err = checkTensors({
+        {"descale_q", descales[0], FA_DTYPE_F32, 3, words, qBlocks,
+         "[B,H,ceil(Nq/64)] from q"},
+        {"descale_k", descales[1], FA_DTYPE_F32, 3, words, kBlocks,
+         "[B,Hkv,ceil(Nk/64)] from k"},
+        {"descale_v", descales[2], FA_DTYPE_F32, 2, words, perHead,
+         "[B,Hkv] from q and k"},
+    });
+  } else {
+    err = checkTensors({
+        {"descale_q", descales[0], FA_DTYPE_F32, 2, words, perHead,
+         "[B,Hkv] from q and k"},
+        {"descale_k", descales[1], FA_DTYPE_F32, 2, words, perHead,
+         "[B,Hkv] from q and k"},
+        {"descale_v", descales[2], FA_DTYPE_F32, 2, words, perHead,
+         "[B,Hkv] from q and k"},
+    });
+  }
+  // Descales of the other form: say which form the kernel reads.
+  const int rank = c.descaleBlock ? 3 : 2;
+  if (!err.empty() && (descales[0].rank != rank || descales[1].rank != rank))
+    err += c.descaleBlock
+               ? "; kernel '" + c.tag + "' reads Q and K descales per " +
+                     std::to_string(c.descaleBlock) +
+                     "-row block (fa_kernel_info.descale_block)"
+               : "; kernel '" + c.tag +
+                     "' reads descales per batch and "
+                     "key head (fa_kernel_info.descale_block 0)";
   if (!err.empty())
     return err;
   return checkOverlap(tensorsOfFp8(a, descales), {"o", "lse"});

@@ -37,7 +37,8 @@ from ._runtime import (BWD, DTYPE_NAMES, DTYPES, EXTENT_NAMES, FWD, MASK_NAMES, 
                        Tensor, check, open_library)
 
 __all__ = ["load", "attention", "attention_varlen", "attention_with_kvcache",
-           "forward_into", "backward_into", "block_mask", "BlockMask", "Bundle", "FaError"]
+           "forward_into", "backward_into", "block_mask", "BlockMask", "Bundle", "FaError",
+           "quantize_fp8"]
 
 _default = None
 _bundles = []  # every Bundle made, by Bundle.id (the custom ops name bundles by it)
@@ -122,7 +123,8 @@ class Bundle:
             "mask_mod": info.mask_mod.decode() if info.mask_mod else None,
             "varlen": bool(info.varlen), "block_sparse": bool(info.block_sparse),
             "sinks": bool(info.sinks), "paged": bool(info.paged),
-            "kv_append": bool(info.kv_append), "tf32": bool(info.tf32)}
+            "kv_append": bool(info.kv_append), "tf32": bool(info.tf32),
+            "descale_block": info.descale_block}
 
     def _mod_args(self, kernel, info):
         """The kernel's mod_args: [{"dtype", "dims"}], a dim a fixed size or
@@ -142,7 +144,7 @@ class Bundle:
 
     def find(self, direction, dtype, head_dim, head_dim_v, mask, window, capability,
              mma=None, nk=0, deterministic=False, score_mod=None, mask_mod=None,
-             sinks=False, allow_tf32=False):
+             sinks=False, allow_tf32=False, descale_block=0):
         """The kernel for this query; nk (keys, 0 if unknown) picks among tiles.
         dtype is a torch dtype or a name ('bf16', 'f16', 'f32'). deterministic=True
         takes only deterministic backward kernels (which the default search
@@ -154,19 +156,23 @@ class Bundle:
         takes only kernels with attention sinks (fa.sinks). allow_tf32=True
         lets a float32 query take a TF32 kernel (one TF32 product per
         multiply; preferred where a bundle has one, config field 'tf32' when
-        compiled); False only f32-accurate ones. Ignored for other dtypes."""
+        compiled); False only f32-accurate ones. Ignored for other dtypes.
+        descale_block (fp8 only): 0 takes kernels of per-head descales [B, Hkv],
+        DESCALE_BLOCK (64) those of Q and K descales per 64-row block (config
+        field 'blockscale' when compiled)."""
         code = _mma_code(mma)
         mod = _score_mod_name(score_mod)
         mask_mod = _mask_mod_name(mask_mod)
         key = (direction, dtype, head_dim, head_dim_v, mask, window, capability, code, nk,
-               bool(deterministic), mod, mask_mod, bool(sinks), bool(allow_tf32))
+               bool(deterministic), mod, mask_mod, bool(sinks), bool(allow_tf32),
+               descale_block)
         kernel = self._cache.get(key)
         if kernel is None:
             q = KernelQuery(direction, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
                             window[0], window[1], capability, code,
                             None if mod is None else mod.encode(),
                             None if mask_mod is None else mask_mod.encode(),
-                            int(bool(sinks)), int(bool(allow_tf32)))
+                            int(bool(sinks)), int(bool(allow_tf32)), descale_block)
             kernel = self._search(q, nk, deterministic)
             if kernel is None:
                 kernel = self._compile(q, nk, deterministic)
@@ -306,7 +312,8 @@ class Bundle:
                                      (query.window_left, query.window_right),
                                      query.compute_capability,
                                      "wgmma" if block_sparse else MMA_NAMES[query.mma],
-                                     deterministic, mod, mask_mod, bool(query.allow_tf32)) + \
+                                     deterministic, mod, mask_mod, bool(query.allow_tf32),
+                                     query.descale_block) + \
                 (":blocksparse" if block_sparse else "")
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None
@@ -795,11 +802,42 @@ def forward_into(q, k, v, o, lse, causal=False, causal_bottom_right=False, windo
                 _mod_arg_array(mods_read), len(mods_read))
 
 
+# Query rows (keys) that one block descale covers: descale_q [B, H, ceil(Nq/64)]
+# and descale_k [B, Hkv, ceil(Nk/64)] (the kernels' descale_block).
+DESCALE_BLOCK = 64
+
+
+def _descale_block(descale_q, descale_k):
+    """The descale form of fp8 descales (None: not given): 0 for per-head
+    ones [B, Hkv], DESCALE_BLOCK where descale_q or descale_k is rank 3 (per
+    64-row block); FaError for a mix, which no kernel reads."""
+    ranks = {}
+    for name, t in (("descale_q", descale_q), ("descale_k", descale_k)):
+        if t is None:
+            continue
+        if not hasattr(t, "dim") or t.dim() not in (2, 3):
+            raise FaError(1, "fa: %s must be a float32 tensor [B, Hkv] (per head) or, per "
+                             "64-row block, %s; got %r"
+                          % (name, "[B, H, ceil(Nq/64)]" if name == "descale_q"
+                             else "[B, Hkv, ceil(Nk/64)]",
+                             tuple(t.shape) if hasattr(t, "shape") else t))
+        ranks[name] = t.dim()
+    if len(set(ranks.values())) > 1:
+        raise FaError(1, "fa: descale_q is rank %d and descale_k rank %d; a kernel reads one "
+                         "form: both per head ([B, Hkv]) or both per 64-row block (descale_q "
+                         "[B, H, ceil(Nq/64)], descale_k [B, Hkv, ceil(Nk/64)])"
+                      % (ranks["descale_q"], ranks["descale_k"]))
+    return DESCALE_BLOCK if 3 in ranks.values() else 0
+
+
 def forward_fp8_into(q, k, v, o, lse, descales, causal=False, causal_bottom_right=False,
                      window=None, scale=None, bundle=None):
     """The fp8 forward into caller-provided o [B,H,Nq,Dv] (bfloat16) and lse
     [B,H,Nq] (float32): q, k, v float8_e4m3fn, `descales` (descale_q,
-    descale_k, descale_v) float32 [B, Hkv] each. Every argument is validated
+    descale_k, descale_v) float32, per head [B, Hkv] each, or per 64-row
+    block descale_q [B, H, ceil(Nq/64)], descale_k [B, Hkv, ceil(Nk/64)] and
+    descale_v [B, Hkv] (a kernel of that form: descale_block 64, config field
+    'blockscale'); fa.quantize_fp8 makes either. Every argument is validated
     by the runtime (fa_attention_forward_fp8)."""
     b = _bundle(bundle)
     tensors = (q, k, v, o, lse)
@@ -808,9 +846,11 @@ def forward_fp8_into(q, k, v, o, lse, descales, causal=False, causal_bottom_righ
            *[(t.shape, t.stride(), t.dtype) for t in tensors + tuple(descales)])
 
     def make():
+        block = _descale_block(descales[0], descales[1])
         mask, win = _mask(causal, causal_bottom_right, window)
         d, dv = q.shape[-1], v.shape[-1]
-        kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), "wgmma", k.shape[-2])
+        kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), "wgmma", k.shape[-2],
+                        descale_block=block)
         args = ForwardArgs(*[_tensor(t) for t in tensors],
                            softmax_scale(d, scale))
         return kernel, bytes(args)
@@ -824,7 +864,8 @@ def forward_fp8_into(q, k, v, o, lse, descales, causal=False, causal_bottom_righ
 
 
 def _attention_fp8(q, k, v, b, mask_args, scale, descales):
-    """O (bfloat16) and LSE of the fp8 forward; descales default to ones."""
+    """O (bfloat16) and LSE of the fp8 forward; descales left out are ones of
+    the form the others give (per head where none is given)."""
     import torch
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         raise FaError(1, "fa: the fp8 (float8_e4m3fn) attention is forward only; call it "
@@ -832,16 +873,16 @@ def _attention_fp8(q, k, v, b, mask_args, scale, descales):
     if not (q.dtype == k.dtype == v.dtype):
         raise FaError(1, "fa: fp8 attention needs q, k, v all float8_e4m3fn, got %s, %s, %s"
                       % (q.dtype, k.dtype, v.dtype))
-    ones = None
-    scales = []
     for name, t in zip(("descale_q", "descale_k", "descale_v"), descales):
-        if t is None:
-            if ones is None:
-                ones = torch.ones(q.shape[0], k.shape[1], dtype=torch.float32, device=q.device)
-            t = ones
-        elif not isinstance(t, torch.Tensor):
-            raise FaError(1, "fa: %s must be a float32 tensor [B, Hkv], got %r" % (name, t))
-        scales.append(t.contiguous())
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise FaError(1, "fa: %s must be a float32 tensor, got %r" % (name, t))
+    block = _descale_block(descales[0], descales[1])
+    B, H, Nq, Hkv, Nk = q.shape[0], q.shape[1], q.shape[2], k.shape[1], k.shape[2]
+    per_head = (B, Hkv)
+    shapes = ((B, H, -(-Nq // block)), (B, Hkv, -(-Nk // block)), per_head) if block else \
+        (per_head,) * 3
+    scales = [torch.ones(shape, dtype=torch.float32, device=q.device) if t is None
+              else t.contiguous() for t, shape in zip(descales, shapes)]
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=torch.bfloat16, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
@@ -849,6 +890,71 @@ def _attention_fp8(q, k, v, b, mask_args, scale, descales):
     forward_fp8_into(q, k, v, o, lse, scales, causal, causal_bottom_right, window, scale,
                      bundle=b)
     return o, lse
+
+
+_MAX_E4M3 = 448.0  # the largest finite float8_e4m3fn
+
+
+def quantize_fp8(q, k, v, block=False):
+    """q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] (floating point, H a
+    multiple of Hkv) quantised for the fp8 forward: (q8, k8, v8, descale_q,
+    descale_k, descale_v), float8_e4m3fn and float32, contiguous, in the
+    layout fa.attention and forward_fp8_into take, so that x is close to
+    x8 * descale.
+
+    Each descale is amax / 448 of |x| over what it covers (1 where that is
+    all zeros) and x8 = x / descale clamped to +-448, rounded to e4m3.
+    block=False (FA3's per-head form): descale_q [B, Hkv] over the query
+    heads of each key head (all their rows and columns), descale_k and
+    descale_v [B, Hkv] over each key head. block=True: descale_q [B, H,
+    ceil(Nq/64)] per query head and block of 64 queries, descale_k [B, Hkv,
+    ceil(Nk/64)] per key head and block of 64 keys, descale_v [B, Hkv] as
+    before (kernels with descale_block 64): a few large rows then set only
+    their own block's factor."""
+    import torch
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if fp8 is None:
+        raise FaError(1, "fa: this PyTorch has no torch.float8_e4m3fn")
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise FaError(1, "fa: quantize_fp8 takes q, k, v of rank 4 ([B, H, N, D]), got ranks "
+                         "%d, %d, %d" % (q.dim(), k.dim(), v.dim()))
+    B, H, Hkv = q.shape[0], q.shape[1], k.shape[1]
+    if k.shape[0] != B or tuple(v.shape[:3]) != tuple(k.shape[:3]) or H % Hkv:
+        raise FaError(1, "fa: quantize_fp8 needs q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] "
+                         "with H a multiple of Hkv, got %s, %s, %s"
+                      % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+
+    def descale(amax):
+        return torch.where(amax > 0, amax / _MAX_E4M3, torch.ones_like(amax)).contiguous()
+
+    def per_heads(x, groups):
+        """[B, groups]: one factor per group of consecutive heads."""
+        return descale(x.reshape(B, groups, -1).abs().amax(-1))
+
+    def per_rows(x):
+        """[B, heads, ceil(N/64)]: one factor per head and 64-row block (the
+        last block's missing rows padded with zeros, which leave amax)."""
+        n = x.shape[2]
+        blocks = -(-n // DESCALE_BLOCK)
+        padded = torch.nn.functional.pad(x.abs(), (0, 0, 0, blocks * DESCALE_BLOCK - n))
+        return descale(padded.reshape(x.shape[0], x.shape[1], blocks, -1).amax(-1))
+
+    def quantized(x, factor):
+        """x / factor, factor [B, heads] per head or [B, heads, blocks]."""
+        if factor.dim() == 2:
+            factor = factor.repeat_interleave(x.shape[1] // factor.shape[1], dim=1)[..., None]
+        else:
+            factor = factor.repeat_interleave(DESCALE_BLOCK, dim=2)[:, :, :x.shape[2]]
+        return (x / factor[..., None]).clamp(-_MAX_E4M3, _MAX_E4M3).to(fp8).contiguous()
+
+    with torch.no_grad():
+        q, k, v = (t.detach().float() for t in (q, k, v))
+        if block:
+            dq, dk = per_rows(q), per_rows(k)
+        else:
+            dq, dk = per_heads(q, Hkv), per_heads(k, Hkv)
+        dv = per_heads(v, Hkv)
+        return (quantized(q, dq), quantized(k, dk), quantized(v, dv), dq, dk, dv)
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,
@@ -1378,6 +1484,12 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     the dequantised inputs x * descale[b, h // (H // Hkv)]; O is bfloat16,
     LSE float32, forward only (an error if an input requires grad), no
     score_mod, the sm_90a wgmma kernels of a bundle built with fp8 configs.
+    Block descales, descale_q [B, H, ceil(Nq/64)] (q[b,h,n,:] *
+    descale_q[b,h,n//64]) and descale_k [B, Hkv, ceil(Nk/64)] (per key head
+    and 64-key block) with descale_v [B, Hkv], take the kernels built for
+    them (config field 'blockscale'); descale_q and descale_k must be of
+    one form (a mix is an FaError). fa.quantize_fp8(q, k, v, block=...)
+    quantises float inputs into either form.
 
     q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] CUDA tensors of one dtype
     (float16, bfloat16 or float32), H a multiple of Hkv, any strides with a unit last

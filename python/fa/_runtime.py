@@ -68,7 +68,7 @@ class KernelQuery(ctypes.Structure):
                 ("window_right", ctypes.c_int32), ("compute_capability", ctypes.c_int32),
                 ("mma", ctypes.c_int), ("score_mod", ctypes.c_char_p),
                 ("mask_mod", ctypes.c_char_p), ("sinks", ctypes.c_int32),
-                ("allow_tf32", ctypes.c_int32)]
+                ("allow_tf32", ctypes.c_int32), ("descale_block", ctypes.c_int32)]
 
 
 class KernelInfo(ctypes.Structure):
@@ -87,7 +87,7 @@ class KernelInfo(ctypes.Structure):
                 ("mask_mod", ctypes.c_char_p), ("varlen", ctypes.c_int32),
                 ("block_sparse", ctypes.c_int32), ("sinks", ctypes.c_int32),
                 ("paged", ctypes.c_int32), ("kv_append", ctypes.c_int32),
-                ("tf32", ctypes.c_int32)]
+                ("tf32", ctypes.c_int32), ("descale_block", ctypes.c_int32)]
 
 
 class KvAppendArgs(ctypes.Structure):

@@ -109,13 +109,15 @@ def target_name(capability):
 
 def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capability,
                 mma_name="any", deterministic=False, score_mod=None, mask_mod=None,
-                tf32=False):
+                tf32=False, descale_block=0):
     """The fa-aot config of a kernel query, or FaError naming what no config
     can express. mma 'any' takes wgmma where the compiler has it (sm_90a;
     WGMMA_HEAD_DIMS; bf16 and f16: f32 kernels, forward and backward, are
     mma.sync only, and an f32 query that forces wgmma has no config) as the
     runtime prefers it there. tf32 (f32 only) adds the field 'tf32': one
-    TF32 MMA per product instead of the f32-accurate three."""
+    TF32 MMA per product instead of the f32-accurate three. descale_block 64
+    (f8e4m3 only) adds the field 'blockscale': Q and K descales per 64-row
+    block instead of per head."""
     fields = ["bwd" if direction else "fwd", dtype_name, "d%d" % head_dim]
     if head_dim_v and head_dim_v != head_dim:
         fields.append("v%d" % head_dim_v)
@@ -141,6 +143,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
         fields.append("maskmod=" + mask_mod)
     if tf32 and dtype_name == "f32":
         fields.append("tf32")
+    if descale_block and dtype_name == "f8e4m3":
+        fields.append("blockscale")
     return ":".join(fields)
 
 

@@ -15,7 +15,8 @@
 // --fp8 draws f32 inputs, quantises them to e4m3 with per-(batch, key head)
 // descale factors and checks the fp8 forward against the f64 reference of
 // the unquantised inputs, under the same rule with a naive fp8 baseline
-// (the same quantised inputs, f32 math).
+// (the same quantised inputs, f32 math). --fp8-block takes Q's and K's
+// descale factors per 64-row block instead, with a few rows of Q and K x30.
 // --sinks adds a learnable logit per query head to every row's softmax
 // denominator (attention sinks) and checks d_sinks as well.
 // --paged draws a paged KV cache (shuffled pages of 16, 32 or 64 keys, a
@@ -96,6 +97,11 @@ static llvm::cl::opt<bool> fp8(
     llvm::cl::desc("forward: e4m3 Q, K, V with descale factors [B, Hkv], "
                    "bf16 O, against the f64 reference of the unquantised "
                    "inputs and a naive fp8 baseline"));
+static llvm::cl::opt<bool> fp8Block(
+    "fp8-block",
+    llvm::cl::desc("with --fp8: Q's and K's descale factors per 64-row block "
+                   "([B, H, ceil(Nq/64)], [B, Hkv, ceil(Nk/64)]), some rows "
+                   "of Q and K x30"));
 static llvm::cl::opt<bool> sinksOpt(
     "sinks",
     llvm::cl::desc("attention sinks: a logit per query head (f32 [H]) in "
@@ -494,14 +500,21 @@ struct CaseTypes {
       pageTable = tensorType({c.b, c.maxPages}, "i32");
       used = tensorType({c.b}, "i32");
     }
-    // fp8 inputs give a bf16 O and take descale factors [B, Hkv].
+    // fp8 inputs give a bf16 O and take descale factors [B, Hkv], or Q's
+    // and K's per 64-row block.
     bool fp8 = c.dtype == ElemKind::F8E4M3;
     o = tensorType({c.b, c.h, c.nq, c.dv}, fp8 ? "bf16" : e);
     lse = tensorType({c.b, c.h, c.nq}, "f32");
-    if (fp8)
-      descale = tensorType({c.b, c.hkv}, "f32");
+    if (fp8) {
+      descale[0] = descale[1] = descale[2] = tensorType({c.b, c.hkv}, "f32");
+      if (fp8Block) {
+        descale[0] = tensorType({c.b, c.h, llvm::divideCeil(c.nq, 64)}, "f32");
+        descale[1] =
+            tensorType({c.b, c.hkv, llvm::divideCeil(c.nk, 64)}, "f32");
+      }
+    }
   }
-  std::string descale; // fp8: the descale factors' type
+  std::string descale[3];      // fp8: the descale factors' types (q, k, v)
   std::string pageTable, used; // paged: the page table's and seqused_k's types
 };
 
@@ -520,17 +533,18 @@ std::string pagedOperands(const CaseTypes &t) {
 
 /// `, %dq: T, %dk: T, %dv: T`: an fp8 case's descale parameters.
 std::string descaleParams(const CaseTypes &t) {
-  return t.descale.empty() ? ""
-                           : ", %dq: " + t.descale + ", %dk: " + t.descale +
-                                 ", %dv: " + t.descale;
+  return t.descale[0].empty()
+             ? ""
+             : ", %dq: " + t.descale[0] + ", %dk: " + t.descale[1] +
+                   ", %dv: " + t.descale[2];
 }
 
 /// ` descale(%dq, %dk, %dv : T, T, T)` of an fp8 case's op.
 std::string descaleOperands(const CaseTypes &t) {
-  const std::string &d = t.descale;
-  return d.empty() ? ""
-                   : " descale(%dq, %dk, %dv : " + d + ", " + d + ", " + d +
-                         ")";
+  const std::string *d = t.descale;
+  return d[0].empty() ? ""
+                      : " descale(%dq, %dk, %dv : " + d[0] + ", " + d[1] +
+                            ", " + d[2] + ")";
 }
 
 /// The sinks' type, f32 [H].
@@ -1675,29 +1689,36 @@ struct Checker {
   }
 
   /// e4m3 values of `x` [B, Hx, N, E] with one descale factor per (batch,
-  /// key head) (`group` heads of x per key head): amax / 448, so each
-  /// block's largest value lands on e4m3's largest finite one (FA3's
-  /// per-head scaling). `factors` is [B, Hkv]; `dequantised` x8·factor.
-  void quantise(const HostTensor &x, int64_t group, HostTensor &x8,
-                HostTensor &factors, HostTensor &dequantised) {
-    int64_t b = x.shape[0], h = x.shape[1];
-    int64_t block = x.shape[2] * x.shape[3];
-    factors = HostTensor{{b, h / group}, {}};
+  /// key head) (`group` heads of x per key head), or with `rows` per `rows`
+  /// rows of each head: amax / 448, so each block's largest value lands on
+  /// e4m3's largest finite one (FA3's per-head scaling). `factors` is
+  /// [B, Hkv] or [B, Hx, ceil(N/rows)]; `dequantised` x8·factor.
+  void quantise(const HostTensor &x, int64_t group, int64_t rows,
+                HostTensor &x8, HostTensor &factors, HostTensor &dequantised) {
+    int64_t b = x.shape[0], h = x.shape[1], n = x.shape[2], e = x.shape[3];
+    int64_t blocks = rows ? llvm::divideCeil(n, rows) : 1;
+    if (rows)
+      group = 1;
+    factors =
+        rows ? HostTensor{{b, h, blocks}, {}} : HostTensor{{b, h / group}, {}};
     x8 = dequantised = x;
     for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t hk = 0; hk < h / group; ++hk) {
-        int64_t first = (bi * h + hk * group) * block;
-        int64_t last = first + group * block;
-        double amax = 0;
-        for (int64_t i = first; i < last; ++i)
-          amax = std::max(amax, std::fabs(x.data[i]));
-        double f = roundTo(ElemKind::F32, amax > 0 ? amax / 448.0 : 1.0);
-        factors.data.push_back(f);
-        for (int64_t i = first; i < last; ++i) {
-          x8.data[i] = roundTo(ElemKind::F8E4M3, x.data[i] / f);
-          dequantised.data[i] = x8.data[i] * f;
+      for (int64_t hk = 0; hk < h / group; ++hk)
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          int64_t head0 = (bi * h + hk * group) * n;
+          int64_t first = (head0 + (rows ? blk * rows : 0)) * e;
+          int64_t last = rows ? (head0 + std::min(n, (blk + 1) * rows)) * e
+                              : first + group * n * e;
+          double amax = 0;
+          for (int64_t i = first; i < last; ++i)
+            amax = std::max(amax, std::fabs(x.data[i]));
+          double f = roundTo(ElemKind::F32, amax > 0 ? amax / 448.0 : 1.0);
+          factors.data.push_back(f);
+          for (int64_t i = first; i < last; ++i) {
+            x8.data[i] = roundTo(ElemKind::F8E4M3, x.data[i] / f);
+            dequantised.data[i] = x8.data[i] * f;
+          }
         }
-      }
   }
 
   /// The fp8 forward (--fp8): the f64 reference of the unquantised inputs,
@@ -1711,10 +1732,17 @@ struct Checker {
     Case f32 = c;
     f32.dtype = ElemKind::F32;
     Problem p = problem(f32), p8 = p, deq = p;
+    const int64_t rows = fp8Block ? 64 : 0;
+    if (fp8Block) // outlier rows, which per-block factors keep to their block
+      for (HostTensor *x : {&p.q, &p.k})
+        for (int64_t i = 0; i < static_cast<int64_t>(x->data.size()); ++i)
+          if ((i / x->shape[3]) % 37 == 5)
+            x->data[i] *= 30;
+    p8 = deq = p;
     HostTensor dq, dk, dv;
-    quantise(p.q, c.h / c.hkv, p8.q, dq, deq.q);
-    quantise(p.k, 1, p8.k, dk, deq.k);
-    quantise(p.v, 1, p8.v, dv, deq.v);
+    quantise(p.q, c.h / c.hkv, rows, p8.q, dq, deq.q);
+    quantise(p.k, 1, rows, p8.k, dk, deq.k);
+    quantise(p.v, 1, 0, p8.v, dv, deq.v);
     std::vector<HostTensor> res;
     if (!fn->run({p8.q, p8.k, p8.v, dq, dk, dv}, res, err))
       return report(false, c, "run: " + err);
@@ -2054,6 +2082,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "fa-check: error: --varlen draws its own batches; it "
                     "does not combine with --split-kv, --pack-gqa or "
                     "--mod-args\n";
+    return 2;
+  }
+  if (fp8Block && !fp8) {
+    llvm::errs() << "fa-check: error: --fp8-block needs --fp8\n";
     return 2;
   }
   if (fp8 && (bwd || varlen || splitKv || packGqa || modArgs || maskMods ||

@@ -3209,11 +3209,18 @@ TEST_F(ModArgs, MayNotOverlapAnOutput) {
 /// The fp8 forward (d128, or `d`) as fa-aot writes it: 128-column
 /// (128-byte) boxes, descale tensors at 14, strides from 17.
 std::string fp8Json(const std::string &extra = R"(, "descale_param": 14)",
-                    int d = 128) {
+                    int d = 128, const std::string &tag = "f8") {
   std::vector<MapJson> maps = abiMaps();
   for (MapJson &m : maps)
     m.box = "[128, 128, 1]";
-  return wgmmaJson("f8", "f8e4m3", d, "causal", true, maps, extra);
+  return wgmmaJson(tag, "f8e4m3", d, "causal", true, maps, extra);
+}
+
+/// The block-scaled fp8 forward (bundle version 21): fp8Json's kernel with
+/// Q and K descales per `block` rows, tagged f8bs.
+std::string fp8BlockJson(const std::string &block = "64") {
+  return fp8Json(R"(, "descale_param": 14, "descale_block": )" + block, 128,
+                 "f8bs");
 }
 
 TEST(Fp8, Manifest) {
@@ -3342,6 +3349,190 @@ TEST_F(Fp8Validate, Tensors) {
   args.o.dtype = FA_DTYPE_BF16;
   args.k.dtype = FA_DTYPE_BF16;
   expectRefused("k.dtype is bf16, expected f8e4m3");
+}
+
+TEST(Fp8, BlockDescaleManifest) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("fp8_bs", manifest({fp8Json(), fp8BlockJson()}, "21"), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.descale_block, 0);
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 1), &info), FA_SUCCESS);
+  EXPECT_EQ(info.descale_block, 64);
+  fa_bundle_free(b);
+  // Only 64-row blocks, only on fp8 kernels, only from bundle version 21:
+  // an older runtime would check per-head descales against the kernel.
+  expectRejected("fp8_bs32", manifest({fp8BlockJson("32")}, "21"),
+                 "field 'descale_block' = 32, expected 64");
+  expectRejected("fp8_bs_null", manifest({fp8BlockJson("null")}, "21"),
+                 "field 'descale_block' must be an integer, got null");
+  expectRejected("fp8_bs_bf16",
+                 manifest({wgmmaJson("w", "bf16", 128, "causal", true,
+                                     abiMaps(), R"(, "descale_block": 64)")},
+                          "21"),
+                 "field 'descale_block' is given, but only f8e4m3 kernels "
+                 "take descale tensors");
+  expectRejected("fp8_bs_v20", manifest({fp8BlockJson()}, "20"),
+                 "block-scaled fp8 kernels need bundle version 21, the "
+                 "manifest says 20");
+}
+
+TEST(Fp8, KernelChoiceMatchesDescaleBlock) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("fp8_bs_find",
+                     manifest({fp8Json(), fp8BlockJson(),
+                               wgmmaJson("w", "bf16", 128, "causal", true)},
+                              "21"),
+                     &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_query q = forwardQuery();
+  q.dtype = FA_DTYPE_F8E4M3;
+  q.mask = FA_MASK_CAUSAL;
+  const fa_kernel *k = nullptr;
+  // A zero-initialised query asks for per-head descales.
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(kernelTag(k), "f8");
+  q.descale_block = 64;
+  ASSERT_EQ(fa_kernel_find_for_keys(b, &q, 4096, &k), FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(kernelTag(k), "f8bs");
+  q.descale_block = 32;
+  EXPECT_EQ(fa_kernel_find(b, &q, &k), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("descale_block is 32; expected 0"),
+            std::string::npos)
+      << lastError();
+  // Other dtypes ignore the field, as they ignore allow_tf32.
+  q.dtype = FA_DTYPE_BF16;
+  ASSERT_EQ(fa_kernel_find(b, &q, &k), FA_SUCCESS) << lastError();
+  EXPECT_EQ(kernelTag(k), "w");
+  fa_bundle_free(b);
+
+  // A bundle with one form only: the other is not found, and the message
+  // says what the bundle has.
+  ASSERT_EQ(loadText("fp8_bs_only", manifest({fp8BlockJson()}, "21"), &b),
+            FA_SUCCESS)
+      << lastError();
+  q.dtype = FA_DTYPE_F8E4M3;
+  q.descale_block = 0;
+  EXPECT_EQ(fa_kernel_find(b, &q, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("the bundle has an fp8 kernel for it with "
+                             "descale_block 64, but the query's "
+                             "descale_block is 0"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("(descale_block 64) (sm_90a)"), std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+  ASSERT_EQ(loadText("fp8_ph_only", manifest({fp8Json()}, "21"), &b),
+            FA_SUCCESS)
+      << lastError();
+  q.descale_block = 64;
+  EXPECT_EQ(fa_kernel_find(b, &q, &k), FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("kernel for fwd f8e4m3 d=128 dv=128 "
+                             "mask=causal (descale_block 64)"),
+            std::string::npos)
+      << lastError();
+  EXPECT_NE(lastError().find("descale_block 0, but the query's "
+                             "descale_block is 64"),
+            std::string::npos)
+      << lastError();
+  fa_bundle_free(b);
+}
+
+/// Validation of a block-scaled fp8 forward: Nq 300 (5 query blocks) and Nk
+/// 200 (4 key blocks), so the two block counts differ.
+class Fp8BlockValidate : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 300, Nk = 200, D = 128;
+
+  void SetUp() override {
+    ASSERT_EQ(
+        loadText("fp8bv", manifest({fp8BlockJson(), fp8Json()}, "21"), &bundle),
+        FA_SUCCESS)
+        << lastError();
+    block = fa_bundle_kernel_at(bundle, 0);
+    perHead = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype e4m3 = FA_DTYPE_F8E4M3, f32 = FA_DTYPE_F32;
+    args.q = tensor(addr(0), e4m3, {B, H, Nq, D});
+    args.k = tensor(addr(1), e4m3, {B, Hkv, Nk, D});
+    args.v = tensor(addr(2), e4m3, {B, Hkv, Nk, D});
+    args.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, Nq, D});
+    args.lse = tensor(addr(4), f32, {B, H, Nq});
+    args.scale = 0.125f;
+    descales[0] = tensor(addr(5), f32, {B, H, 5});
+    descales[1] = tensor(addr(6), f32, {B, Hkv, 4});
+    descales[2] = tensor(addr(7), f32, {B, Hkv});
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  void expectRefused(const fa_kernel *kernel, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_fp8_check(kernel, &args, descales),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *block = nullptr, *perHead = nullptr;
+  fa_attention_args args{};
+  fa_tensor descales[3];
+};
+
+TEST_F(Fp8BlockValidate, WellFormed) {
+  EXPECT_EQ(fa_attention_forward_fp8_check(block, &args, descales), FA_SUCCESS)
+      << lastError();
+  // A last block of one row counts; 256 rows are 4 whole blocks.
+  for (int64_t nq : {257, 256}) {
+    args.q = tensor(addr(0), FA_DTYPE_F8E4M3, {B, H, nq, D});
+    args.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, nq, D});
+    args.lse = tensor(addr(4), FA_DTYPE_F32, {B, H, nq});
+    if (nq == 257)
+      EXPECT_EQ(fa_attention_forward_fp8_check(block, &args, descales),
+                FA_SUCCESS)
+          << lastError();
+    else
+      expectRefused(block, "descale_q.shape is [2,8,5], expected [2,8,4]");
+  }
+}
+
+TEST_F(Fp8BlockValidate, BlockCounts) {
+  descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, H, 4});
+  expectRefused(block, "descale_q.shape is [2,8,4], expected [2,8,5] "
+                       "([B,H,ceil(Nq/64)] from q)");
+  descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, Hkv, 5});
+  expectRefused(block, "descale_q.shape is [2,2,5], expected [2,8,5]");
+  descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, H, 5});
+  descales[1] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv, 5});
+  expectRefused(block, "descale_k.shape is [2,2,5], expected [2,2,4] "
+                       "([B,Hkv,ceil(Nk/64)] from k)");
+  descales[1] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv, 4});
+  descales[2] = tensor(addr(7), FA_DTYPE_F32, {B, Hkv, 4});
+  expectRefused(block, "descale_v.rank is 3, expected 2");
+  descales[2] = tensor(addr(7), FA_DTYPE_F32, {B, Hkv});
+  descales[1].strides[2] = 2;
+  expectRefused(block, "descale_k.strides are [8,4,2]");
+  descales[1] = tensor(addr(3), FA_DTYPE_F32, {B, Hkv, 4});
+  expectRefused(block, "overlaps");
+}
+
+TEST_F(Fp8BlockValidate, EachKernelItsOwnForm) {
+  // Per-head descales to a block kernel, block ones to a per-head kernel:
+  // refused, with the form the kernel reads.
+  fa_tensor blockScales[3] = {descales[0], descales[1], descales[2]};
+  descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, Hkv});
+  descales[1] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv});
+  expectRefused(block, "descale_q.rank is 2, expected 3; kernel 'f8bs' reads "
+                       "Q and K descales per 64-row block");
+  EXPECT_EQ(fa_attention_forward_fp8_check(perHead, &args, descales),
+            FA_SUCCESS)
+      << lastError();
+  for (int i = 0; i < 3; ++i)
+    descales[i] = blockScales[i];
+  expectRefused(perHead, "descale_q.rank is 3, expected 2; kernel 'f8' reads "
+                         "descales per batch and key head");
 }
 
 } // namespace

@@ -33,12 +33,14 @@ effect of the rounded O on Delta). Deterministic backward kernels also run
 three times on two shapes and must give bit-identical dQ, dK, dV. Outputs and
 workspaces are NaN-poisoned before each launch.
 
-fp8 e4m3 forwards (fa-aot --config fwd:f8e4m3:...) take Q, K, V quantised with
-one descale factor per (batch, key head) as test_fp8.py quantises them and run
-through fa_attention_forward_fp8 with their own handle; O and LSE are judged
-against the float64 attention of the unquantised inputs within 2x the error of
-the naive fp8 reference (the quantised inputs dequantised, float32 math)
-+ 1e-5, test_fp8.py's rule.
+fp8 e4m3 forwards (fa-aot --config fwd:f8e4m3:...) take Q, K, V quantised by
+fa.quantize_fp8 as test_fp8.py quantises them, with one descale factor per
+(batch, key head), or for kernels with descale_block 64 (config field
+blockscale) Q's and K's per 64-row block, and run through
+fa_attention_forward_fp8 with their own handle; O and LSE are judged against
+the float64 attention of the unquantised inputs within 2x the error of the
+naive fp8 reference (the quantised inputs dequantised with the same
+descales, float32 math) + 1e-5, test_fp8.py's rule.
 
 Kernels with a score_mod (fa-aot --score-mods) are judged against the same
 references with the score_mod of score_mods.py applied to the scaled scores
@@ -156,7 +158,7 @@ def launch_backward(bundle, kernel, q, k, v, o, do, lse, dq, dk, dv, delta, acc,
 
 def config_key(k):
     return (k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
-            k["window_right"], k.get("score_mod"))
+            k["window_right"], k.get("score_mod"), k["descale_block"])
 
 
 def nan_like(t):
@@ -168,7 +170,7 @@ class Problem:
     (the backward's only when a backward kernel asks)."""
 
     def __init__(self, key, shape, dev, seed):
-        dtype, d, dv, mask, wl, wr, mod = key
+        dtype, d, dv, mask, wl, wr, mod, descale_block = key
         self.dt = DTYPES[dtype]
         self.shape, self.mask, self.window = shape, mask, (wl, wr)
         self.mod = mod
@@ -183,10 +185,9 @@ class Problem:
         self.fp8 = dtype == "f8e4m3"
         self.out_dt, self.descales = self.dt, None
         if self.fp8:  # forward only, O in bf16; the references' inputs kept
-            (self.q, dsq, q8d), (self.k, dsk, k8d), (self.v, dsv, v8d) = (
-                quantise(q, h // hkv), quantise(k, 1), quantise(v, 1))
-            self.out_dt, self.descales = torch.bfloat16, (dsq, dsk, dsv)
-            self.exact, self.dequantised = (q, k, v), (q8d, k8d, v8d)
+            (self.q, self.k, self.v), self.descales, self.dequantised = quantise(
+                q, k, v, block=bool(descale_block))
+            self.out_dt, self.exact = torch.bfloat16, (q, k, v)
         else:
             self.q, self.k, self.v = q.to(self.dt), k.to(self.dt), v.to(self.dt)
             self.do = torch.randn(b, h, nq, dv, generator=gen, device=dev).to(self.dt)
@@ -304,17 +305,21 @@ def sanitize_launch(bundle, k, shape, dev):
     dt = DTYPES[k["dtype"]]
     b, h, hkv, nq, nk = shape.b, shape.h, shape.hkv, shape.nq, shape.nk
     d, dv = k["head_dim"], k["head_dim_v"]
-    q = torch.randn(b, h, nq, d, device=dev).to(dt)
-    kk = torch.randn(b, hkv, nk, d, device=dev).to(dt)
-    v = torch.randn(b, hkv, nk, dv, device=dev).to(dt)
+    q = torch.randn(b, h, nq, d, device=dev)
+    kk = torch.randn(b, hkv, nk, d, device=dev)
+    v = torch.randn(b, hkv, nk, dv, device=dev)
     scale = 1 / math.sqrt(d)
     mod_args = score_mods.make_mod_args(k.get("score_mod"), b, h, hkv, nq, nk, dev)
     fp8 = k["dtype"] == "f8e4m3"
+    descales = None
+    if fp8:  # the descales of the kernel's form
+        q, kk, v, *descales = fa.quantize_fp8(q, kk, v, block=bool(k["descale_block"]))
+    else:
+        q, kk, v = q.to(dt), kk.to(dt), v.to(dt)
     if k["direction"] == "fwd":
         o = torch.full((b, h, nq, dv), float("nan"), device=dev,
                        dtype=torch.bfloat16 if fp8 else dt)
         lse = torch.full((b, h, nq), float("nan"), device=dev)
-        descales = [torch.ones(b, hkv, device=dev) for _ in range(3)] if fp8 else None
         launch_forward(bundle, k, q, kk, v, o, lse, scale, mod_args, descales)
         outs = [o, lse]
     else:

@@ -3,18 +3,26 @@
 fa.attention(q8, k8, v8, descale_q=, descale_k=, descale_v=) and the runtime
 (fa_attention_forward_fp8).
 
-Each case draws float32 Q, K, V, quantises them to float8_e4m3fn with one
-descale factor per (batch, key head) (amax / 448, FA3's per-head scaling;
-Q's factor spans the query heads of its key head) and compares fa's bf16 O
-and f32 LSE with the float64 attention of the unquantised inputs. The rule
-(DESIGN.md, as the flash-attn suite): fa's max error <= 2x that of a naive
-fp8 reference (the same quantised inputs dequantised, float32 math) +
+Each case draws float32 Q, K, V, quantises them to float8_e4m3fn with
+fa.quantize_fp8 (amax / 448) and compares fa's bf16 O and f32 LSE with the
+float64 attention of the unquantised inputs. The rule (DESIGN.md, as the
+flash-attn suite): fa's max error <= 2x that of a naive fp8 reference (the
+same quantised inputs dequantised with the same descales, float32 math) +
 1e-5. Rows that see no key (causal_bottom_right with Nq > Nk) must give
 O = 0 and LSE = -inf. Cases (--cases per mask and head dim, 36): each head
 dim the bundle has (128, 256) with each of its masks, GQA groups 1, 4 and 8,
-ragged Nq and Nk (1 ... 4k), input magnitudes 1 and 30. Also:
-the runtime refuses wrong descale shapes and dtypes, the plain forward
-refuses the fp8 kernel, and fa.attention refuses inputs that require grad.
+ragged Nq and Nk (1 ... 4k), input magnitudes 1 and 30, for each descale
+form the bundle's kernels read: one factor per (batch, key head) (FA3's;
+Q's spans the query heads of its key head), and per 64-row block (kernels
+with descale_block 64, config field blockscale: descale_q [B,H,ceil(Nq/64)],
+descale_k [B,Hkv,ceil(Nk/64)]), every other one of whose cases scales a few
+Q and K rows by 30 (outliers, which set a per-head factor for the whole head
+but a block factor only for their block).
+Where the bundle has both forms for a mask and head dim, an outlier case
+runs through each and prints both errors against the float64 reference.
+Also: the runtime refuses wrong descale shapes and dtypes (block counts
+too), fa.attention refuses a mix of the forms, the plain forward refuses
+the fp8 kernel, and fa.attention refuses inputs that require grad.
 Exits 1 if anything failed.
 
 Bundle (built on the development machine):
@@ -37,18 +45,35 @@ import fa  # noqa: E402
 from test_attention import allowed_mask  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
-MAX_E4M3 = 448.0
 
 
-def quantise(x, group):
-    """x [B, H, N, D] (float32) -> (e4m3 tensor, descale [B, H/group] f32,
-    dequantised float32)."""
-    B, H, N, D = x.shape
-    blocks = x.reshape(B, H // group, group * N * D)
-    descale = (blocks.abs().amax(-1) / MAX_E4M3).clamp_min(1e-12).float()
-    scale = descale.repeat_interleave(group, dim=1)[:, :, None, None]
-    x8 = (x / scale).clamp(-MAX_E4M3, MAX_E4M3).to(FP8)
-    return x8, descale.contiguous(), x8.float() * scale
+def dequantise(x8, descale):
+    """x8 [B, H, N, D] times its descale: [B, Hd] per head (Hd dividing H: a
+    factor per group of H / Hd consecutive heads) or [B, H, ceil(N/64)] per
+    64-row block; float32."""
+    H, N = x8.shape[1], x8.shape[2]
+    if descale.dim() == 2:
+        factor = descale.repeat_interleave(H // descale.shape[1], dim=1)[:, :, None]
+    else:
+        factor = descale.repeat_interleave(fa.DESCALE_BLOCK, dim=2)[:, :, :N]
+    return x8.float() * factor[..., None]
+
+
+def quantise(q, k, v, block=False):
+    """fa.quantize_fp8 of float32 q, k, v: ((q8, k8, v8), (descale_q,
+    descale_k, descale_v), the dequantised q, k, v in float32)."""
+    q8, k8, v8, dq, dk, dv = fa.quantize_fp8(q, k, v, block=block)
+    return (q8, k8, v8), (dq, dk, dv), tuple(
+        dequantise(x8, s) for x8, s in ((q8, dq), (k8, dk), (v8, dv)))
+
+
+def with_outliers(x, rows, gen, factor=30.0):
+    """x with `rows` random rows of each (batch, head) scaled by `factor`."""
+    B, H, N, _ = x.shape
+    picked = torch.randint(0, N, (B, H, rows), generator=gen, device=x.device)
+    scales = torch.ones(B, H, N, device=x.device)
+    scales.scatter_(2, picked, factor)
+    return x * scales[..., None]
 
 
 def attention(q, k, v, allowed, scale):
@@ -74,54 +99,100 @@ def max_err(x, ref):
     return d.max().item() if d.numel() else 0.0
 
 
-def check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, magnitude, seed):
-    torch.manual_seed(seed)
-    dev = "cuda"
-    q = torch.randn(B, H, Nq, d, device=dev) * magnitude
-    k = torch.randn(B, Hkv, Nk, d, device=dev) * magnitude
-    v = torch.randn(B, Hkv, Nk, d, device=dev)
-    q8, dq, qd = quantise(q, H // Hkv)
-    k8, dk, kd = quantise(k, 1)
-    v8, dv, vd = quantise(v, 1)
+def draw(d, B, H, Hkv, Nq, Nk, magnitude, outliers, seed, factor=30.0):
+    """Float32 q, k, v of a case; `outliers` rows of each (batch, head) of q
+    and k scaled by `factor`."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(B, H, Nq, d, generator=gen, device="cuda") * magnitude
+    k = torch.randn(B, Hkv, Nk, d, generator=gen, device="cuda") * magnitude
+    v = torch.randn(B, Hkv, Nk, d, generator=gen, device="cuda")
+    if outliers:
+        q = with_outliers(q, outliers, gen, factor)
+        k = with_outliers(k, outliers, gen, factor)
+    return q, k, v
+
+
+def run_form(bundle, mask, q, k, v, block):
+    """fa's O and LSE of q, k, v quantised in one descale form, the naive fp8
+    reference's, and the float64 reference's (of the unquantised inputs)."""
+    d, Nq, Nk = q.shape[-1], q.shape[2], k.shape[2]
+    (q8, k8, v8), (dq, dk, dv), (qd, kd, vd) = quantise(q, k, v, block)
     scale = 1.0 / math.sqrt(d)
-    allowed = allowed_mask(mask, None, Nq, Nk, dev)
+    allowed = allowed_mask(mask, None, Nq, Nk, "cuda")
     o, lse = fa.attention(q8, k8, v8, causal=mask == "causal",
                           causal_bottom_right=mask == "causal_bottom_right",
                           descale_q=dq, descale_k=dk, descale_v=dv, return_lse=True,
                           bundle=bundle)
     torch.cuda.synchronize()
     assert o.dtype == torch.bfloat16 and lse.dtype == torch.float32
-    o_ref, lse_ref = attention(q.double(), k.double(), v.double(), allowed, scale)
-    o_naive, lse_naive = attention(qd, kd, vd, allowed, scale)
+    ref = attention(q.double(), k.double(), v.double(), allowed, scale)
+    return (o, lse), attention(qd, kd, vd, allowed, scale), ref
+
+
+def check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, magnitude, seed, block=False,
+               outliers=0):
+    q, k, v = draw(d, B, H, Hkv, Nq, Nk, magnitude, outliers, seed)
+    (o, lse), (o_naive, lse_naive), (o_ref, lse_ref) = run_form(bundle, mask, q, k, v, block)
     e_o, n_o = max_err(o, o_ref), max_err(o_naive, o_ref)
     e_l, n_l = max_err(lse, lse_ref), max_err(lse_naive, lse_ref)
     ok = e_o <= 2 * n_o + 1e-5 and e_l <= 2 * n_l + 1e-5
     return ok, e_o, n_o, e_l, n_l
 
 
-def cases(masks, dims, cases_per_mask):
-    rng = random.Random(19)
+def cases(masks, dims, cases_per_mask, block):
+    """(mask, d, B, H, Hkv, Nq, Nk, magnitude, outlier rows) per case; block
+    descale cases have outliers in every other case."""
+    rng = random.Random(19 + block)
     out = []
     for mask, d in [(m, d) for d in dims for m in masks]:
-        for _ in range(cases_per_mask):
+        for i in range(cases_per_mask):
             hkv = rng.choice([1, 2, 4])
             h = hkv * rng.choice([1, 4, 8])
             nq = rng.choice([1, 17, 128, 200, 1000, rng.randint(1, 4096)])
             nk = rng.choice([1, 64, 129, 256, 1000, rng.randint(1, 4096)])
             out.append((mask, d, rng.randint(1, 2), h, hkv, nq, nk,
-                        rng.choice([1.0, 30.0])))
+                        rng.choice([1.0, 30.0]), rng.choice([1, 4]) if block and i % 2 else 0))
     return out
 
 
-def check_refusals(bundle, masks):
-    """Wrong descales and the wrong entry points are refused with a message."""
+def compare_forms(bundle, mask, d):
+    """Outlier cases (4 rows of each head of q and k scaled by 30, 300 and
+    3000) through the per-head and the block kernels: prints each form's O
+    and LSE error, fa's and the naive fp8 reference's, against the float64
+    reference. (e4m3 keeps its relative precision at any factor; a per-head
+    factor costs only the values it pushes below e4m3's normal range.)"""
+    for factor in (30.0, 300.0, 3000.0):
+        q, k, v = draw(d, 2, 8, 2, 1024, 1024, 1.0, 4, seed=7, factor=factor)
+        errors = []
+        for block in (False, True):
+            (o, lse), (o_naive, lse_naive), (o_ref, lse_ref) = run_form(
+                bundle, mask, q, k, v, block)
+            errors.append("%s: O err %.3g (naive %.3g), LSE err %.3g (naive %.3g)" % (
+                "block" if block else "per-head", max_err(o, o_ref),
+                max_err(o_naive, o_ref), max_err(lse, lse_ref), max_err(lse_naive, lse_ref)))
+        print("outliers x%g %s d%d B2 H8/2 N1024: %s" % (factor, mask, d, "; ".join(errors)))
+
+
+def check_refusals(bundle, block_kernels):
+    """Wrong descales and the wrong entry points are refused with a message;
+    with block_kernels (a block-descale d128 forward without a mask in the
+    bundle), block descales of the wrong block counts too."""
     dev = "cuda"
     q8 = torch.randn(1, 4, 64, 128, device=dev).to(FP8)
     k8 = torch.randn(1, 2, 64, 128, device=dev).to(FP8)
     ones = torch.ones(1, 2, device=dev)
     bad = [("descale_q of shape [1, 4]", dict(descale_q=torch.ones(1, 4, device=dev))),
            ("descale_k in bf16", dict(descale_k=ones.bfloat16())),
-           ("descale_v in float64", dict(descale_v=ones.double()))]
+           ("descale_v in float64", dict(descale_v=ones.double())),
+           ("block descale_q beside a per-head descale_k",
+            dict(descale_q=torch.ones(1, 4, 1, device=dev), descale_k=ones))]
+    if block_kernels:
+        bad += [("block descale_q of 2 blocks for 64 rows",
+                 dict(descale_q=torch.ones(1, 4, 2, device=dev),
+                      descale_k=torch.ones(1, 2, 1, device=dev))),
+                ("block descale_k per query head",
+                 dict(descale_q=torch.ones(1, 4, 1, device=dev),
+                      descale_k=torch.ones(1, 4, 1, device=dev)))]
     failures = 0
     for what, kw in bad:
         try:
@@ -149,31 +220,46 @@ def main():
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--lib", default=None)
     ap.add_argument("--cases", type=int, default=36,
-                    help="cases per mask and head dim (36: 108 per head dim with 3 masks)")
+                    help="cases per mask and head dim of each descale form (36: 108 per "
+                    "head dim with 3 masks)")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     kernels = [k for k in bundle.kernels() if k["dtype"] == "f8e4m3"]
     if not kernels:
         sys.exit("no f8e4m3 kernel in %s" % args.bundle)
-    masks = sorted({k["mask"] for k in kernels})
-    dims = sorted({k["head_dim"] for k in kernels})
     print("fp8 kernels: %s" % ", ".join(k["tag"] for k in kernels))
+    # (mask, head dim) of each descale form's kernels.
+    forms = {block: {(k["mask"], k["head_dim"]) for k in kernels
+                     if bool(k["descale_block"]) == block} for block in (False, True)}
     failed = total = 0
     worst = 0.0
-    for n, (mask, d, B, H, Hkv, Nq, Nk, mag) in enumerate(cases(masks, dims, args.cases)):
-        total += 1
+    for block in (False, True):
+        masks = sorted({m for m, _ in forms[block]})
+        dims = sorted({d for _, d in forms[block]})
+        todo = [c for c in cases(masks, dims, args.cases, block) if c[:2] in forms[block]]
+        for n, (mask, d, B, H, Hkv, Nq, Nk, mag, outliers) in enumerate(todo):
+            total += 1
+            try:
+                ok, e_o, n_o, e_l, n_l = check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, mag,
+                                                    n + 100000 * block, block, outliers)
+            except fa.FaError as e:
+                ok, e_o, n_o, e_l, n_l = False, math.inf, 0, math.inf, 0
+                print("error: %s" % e)
+            worst = max(worst, e_o / max(n_o, 1e-12))
+            line = ("%s %s %s d%d B%d H%d/%d Nq%d Nk%d x%g%s: O err %.3g (naive fp8 %.3g), "
+                    "LSE err %.3g (naive %.3g)"
+                    % ("ok" if ok else "FAIL", "block" if block else "per-head", mask, d, B, H,
+                       Hkv, Nq, Nk, mag, " outliers %d" % outliers if outliers else "",
+                       e_o, n_o, e_l, n_l))
+            print(line)
+            failed += not ok
+    for mask, d in sorted(forms[False] & forms[True]):
         try:
-            ok, e_o, n_o, e_l, n_l = check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, mag, n)
+            compare_forms(bundle, mask, d)
         except fa.FaError as e:
-            ok, e_o, n_o, e_l, n_l = False, math.inf, 0, math.inf, 0
-            print("error: %s" % e)
-        worst = max(worst, e_o / max(n_o, 1e-12))
-        line = ("%s %s d%d B%d H%d/%d Nq%d Nk%d x%g: O err %.3g (naive fp8 %.3g), "
-                "LSE err %.3g (naive %.3g)" % ("ok" if ok else "FAIL", mask, d, B, H, Hkv, Nq,
-                                                Nk, mag, e_o, n_o, e_l, n_l))
-        print(line)
-        failed += not ok
-    failed += check_refusals(bundle, masks)
+            print("FAIL outliers %s d%d: %s" % (mask, d, e))
+            failed += 1
+    failed += check_refusals(bundle, ("none", 128) in forms[True])
     print("fp8: %d cases, %d failed; worst O error / naive fp8 error %.2f"
           % (total, failed, worst))
     sys.exit(1 if failed else 0)

@@ -75,6 +75,10 @@ struct KernelConfig {
   /// as PyTorch's allow_tf32); without it an f32 kernel takes three
   /// (3xTF32), as accurate as f32 math. Part of the tag (`_tf32`).
   bool tf32 = false;
+  /// "blockscale": an fp8 forward whose Q and K descale factors are per 64
+  /// rows ([B, H, ceil(Nq/64)], [B, Hkv, ceil(Nk/64)]; V's [B, Hkv]);
+  /// manifest "descale_block": 64. Part of the tag (`_bs64`).
+  bool blockScale = false;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -84,7 +88,7 @@ struct KernelConfig {
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
   /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks",
-  /// "pw", "tma", "tf32".
+  /// "pw", "tma", "tf32", "blockscale".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// Whether the window's sizes are kernel parameters (no l/r fields).
   bool runtimeWindow() const { return mask == "window" && windowLeft < 0; }

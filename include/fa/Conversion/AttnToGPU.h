@@ -91,6 +91,9 @@ struct GpuTileOptions {
   /// Attention sinks (KernelPlan::sinks), set from the op's sinks operand by
   /// resolveKernelPlanFor, or from the plan of a tile op.
   bool sinks = false;
+  /// fp8 forward: Q and K descale factors per this many rows
+  /// (KernelPlan::descaleBlock), set from the op's descale types as sinks.
+  int64_t descaleBlock = 0;
 };
 
 /// Threads per CTA of a block-sparse kernel's fa_block_mask (one warp per
@@ -202,6 +205,13 @@ struct KernelPlan {
   /// (3xTF32, within the accuracy rule of f32 math; forwards only: a
   /// backward needs tf32). The tag ends in `_tf32`.
   bool tf32 = false;
+  /// fp8 forward only: Q's and K's descale factors per
+  /// attn::kDescaleBlockRows rows ([B, H, ceil(Nq/64)], [B, Hkv,
+  /// ceil(Nk/64)]; V's per key head), 0 for per-(batch, key head) ones. A
+  /// consumer warpgroup's 64 rows take one Q factor, each 64 keys of a key
+  /// tile their K factor in the online softmax's scale. The tag ends in
+  /// `_bs64`.
+  int64_t descaleBlock = 0;
 
   /// Threads per CTA: the computing warps and the producer warp.
   int64_t threads() const { return (warps + (producerWarp ? 1 : 0)) * 32; }

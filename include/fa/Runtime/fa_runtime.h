@@ -47,20 +47,23 @@ extern "C" {
  * kernels whose score_mod reads tensors ("mod_args", passed by the _ex
  * launches), 9 kernels with a mask_mod ("mask_mod": chosen only by queries
  * naming it), 10 varlen forwards ("varlen": packed sequences named by
- * cu_seqlens, launched only by fa_attention_forward_varlen), 11 block-sparse forwards, 12 fp8 forwards, 13 kernels
- * with attention sinks ("sinks": one more fwd parameter, a bwd_sink entry;
- * launched only by fa_attention_{forward,backward}_sinks), 14 paged
- * forwards, 15 block-sparse backwards, 16 split-KV kernels with sinks (the
- * merge takes them: fa_attention_forward_splitkv_sinks), 17 run-time
- * window kernels (fa_kernel_find binds the query's window to them), 18
- * varlen kernels with sinks (fa_attention_{forward,backward}_varlen_sinks;
- * the varlen bwd_sink takes cu_seqlens_q), 19 split-KV forwards that load
- * K and V by TMA (k and v tensor maps after the split count). Kernels
- * with tensor maps in bundles before 5 are
- * rejected: they read their maps from device memory.
+ * cu_seqlens, launched only by fa_attention_forward_varlen), 11 block-sparse
+ * forwards, 12 fp8 forwards, 13 kernels with attention sinks ("sinks": one more
+ * fwd parameter, a bwd_sink entry; launched only by
+ * fa_attention_{forward,backward}_sinks), 14 paged forwards, 15 block-sparse
+ * backwards, 16 split-KV kernels with sinks (the merge takes them:
+ * fa_attention_forward_splitkv_sinks), 17 run-time window kernels
+ * (fa_kernel_find binds the query's window to them), 18 varlen kernels with
+ * sinks (fa_attention_{forward,backward}_varlen_sinks; the varlen bwd_sink
+ * takes cu_seqlens_q), 19 split-KV forwards that load K and V by TMA (k and v
+ * tensor maps after the split count), 20 paged forwards that load K and V by
+ * TMA (maps over the pools), 21 block-scaled fp8 forwards ("descale_block":
+ * 64), whose [B,H,ceil(Nq/64)] / [B,Hkv,ceil(Nk/64)] descales an older runtime
+ * would refuse or, given per-head ones, misread. Kernels with tensor maps in
+ * bundles before 5 are rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 20
+#define FA_RUNTIME_BUNDLE_VERSION 21
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward; k, v for a TMA
@@ -177,8 +180,14 @@ typedef struct fa_kernel_query {
    * (fa_kernel_info.tf32: one TF32 product per multiply, PyTorch's
    * allow_tf32), preferred over an f32-accurate one when both match; 0 (a
    * zero-initialised query) accepts only f32-accurate kernels. Ignored for
-   * other dtypes. Last. */
+   * other dtypes. */
   int32_t allow_tf32;
+  /* fp8 forwards: 0 (a zero-initialised query) asks for per-(batch, key
+   * head) descales [B,Hkv]; 64 for Q and K descales per 64-row block
+   * (descale_q [B,H,ceil(Nq/64)], descale_k [B,Hkv,ceil(Nk/64)]; bundle
+   * version 21): only kernels of the same fa_kernel_info.descale_block
+   * match. Ignored for other dtypes. Last. */
+  int32_t descale_block;
 } fa_kernel_query;
 
 typedef struct fa_kernel_info {
@@ -246,8 +255,14 @@ typedef struct fa_kernel_info {
   /* 1: an f32 kernel that multiplies in TF32 (10-bit mantissas, one MMA per
    * product; manifest "tf32"), chosen only by queries with allow_tf32 = 1;
    * 0: every other kernel (an f32 one is as accurate as f32 math: three
-   * TF32 MMAs per product). Last. */
+   * TF32 MMAs per product). */
   int32_t tf32;
+  /* fp8 forwards: 64 when descale_q and descale_k hold a factor per 64-row
+   * block of queries (keys), [B,H,ceil(Nq/64)] and [B,Hkv,ceil(Nk/64)]
+   * (manifest "descale_block", bundle version 21), chosen only by queries
+   * with that descale_block; 0 for per-(batch, key head) descales and every
+   * other kernel. Last. */
+  int32_t descale_block;
 } fa_kernel_info;
 
 /* What a mod_arg's extent must be (manifest "mod_args"[i].dims[d]). */
@@ -817,12 +832,16 @@ FA_API fa_status fa_attention_backward_block_sparse(
     int32_t mod_arg_count, CUstream stream);
 /* fp8 forwards (kernel dtype FA_DTYPE_F8E4M3; bundle version 12), which
  * the plain forward functions refuse: q, k, v in e4m3, o in bf16, lse f32,
- * and `descales` = {descale_q, descale_k, descale_v}: contiguous f32
- * [B, Hkv] each (FA3's q/k/v_descale), 4-byte aligned, overlapping no
- * output. The kernel computes attention of the dequantised inputs
- * x * descale[b, h / (H / Hkv)] (a query head takes its key head's factor):
- * S is scaled by descale_q * descale_k, P is rounded to e4m3 for P·V and O
- * is scaled by descale_v. _check needs no GPU. */
+ * and `descales` = {descale_q, descale_k, descale_v}: contiguous f32,
+ * 4-byte aligned, overlapping no output. A kernel with descale_block 0
+ * takes [B, Hkv] each (FA3's q/k/v_descale) and computes attention of the
+ * dequantised inputs x * descale[b, h / (H / Hkv)] (a query head takes its
+ * key head's factor); one with descale_block 64 (bundle version 21) takes
+ * descale_q [B, H, ceil(Nq/64)] and descale_k [B, Hkv, ceil(Nk/64)], a
+ * factor per 64-row block (q[b,h,n,:] * descale_q[b,h,n/64], k likewise per
+ * key head), and descale_v [B, Hkv]. S is scaled by descale_q * descale_k,
+ * P is rounded to e4m3 for P·V and O is scaled by descale_v. _check needs
+ * no GPU. */
 FA_API fa_status fa_attention_forward_fp8_check(const fa_kernel *kernel,
                                                 const fa_attention_args *args,
                                                 const fa_tensor descales[3]);

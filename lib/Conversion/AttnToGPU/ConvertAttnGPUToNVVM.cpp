@@ -811,7 +811,11 @@ struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
     SoftmaxState state{{m[0], m[1]}, {l[0], l[1]}};
     SmallVector<Value> s(adaptor.getScores()), acc(adaptor.getAcc());
     FloatAttr lazy = op.getLazyRescaleLog2Attr();
-    onlineSoftmaxUpdate(kb, s, acc, state, adaptor.getScaleLog2().front(),
+    SmallVector<Value> scales;
+    for (ValueRange scale : adaptor.getScaleLog2())
+      scales.push_back(scale.front());
+    IntegerAttr block = op.getScaleBlockAttr();
+    onlineSoftmaxUpdate(kb, s, acc, state, scales, block ? block.getInt() : 0,
                         lazy ? lazy.getValueAsDouble() : 0.0);
     SmallVector<Value> newMax{state.rowMax[0], state.rowMax[1]};
     SmallVector<Value> newSum{state.rowSum[0], state.rowSum[1]};

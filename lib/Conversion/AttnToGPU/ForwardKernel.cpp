@@ -286,10 +286,11 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
   gpu::BarrierOp::create(b, loc);
   Value s = ag::MmaQKOp::create(b, loc, scoresType, qOperand, qOperandRow, k);
   s = applyMods(s, kBegin, bounds);
-  auto update =
-      ag::OnlineSoftmaxOp::create(b, loc, scoresType, rowsType, rowsType,
-                                  accType, s, it[0], it[1], it[2], scaleLog2,
-                                  /*lazy_rescale_log2=*/FloatAttr());
+  auto update = ag::OnlineSoftmaxOp::create(b, loc, scoresType, rowsType,
+                                            rowsType, accType, s, it[0], it[1],
+                                            it[2], ValueRange{scaleLog2},
+                                            /*scale_block=*/IntegerAttr(),
+                                            /*lazy_rescale_log2=*/FloatAttr());
 
   // O += P·V(j); P goes from accumulator layout to A fragments in registers.
   ag::AsyncWaitOp::create(b, loc, 0);

@@ -445,12 +445,13 @@ Value transposedTileInside(KernelBuilder &kb, Value qBegin, Value qEnd,
                            bool lengthsFirst);
 
 /// Rescales `acc` and turns the scores `s` (n8 tiles × 4, raw Q·Kᵀ) into P in
-/// place, updating `state`; `scaleLog2` is scale·log2(e). With
+/// place, updating `state`; `scaleLog2` is scale·log2(e), one value, or
+/// with `scaleBlock` one per that many columns (positive values). With
 /// lazyRescaleLog2 > 0 a row keeps its base (α = 1) until its max has grown
 /// by more than that many powers of 2.
 void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
                          MutableArrayRef<Value> acc, SoftmaxState &state,
-                         Value scaleLog2,
+                         ArrayRef<Value> scaleLog2, int64_t scaleBlock,
                          double lazyRescaleLog2 = 0);
 
 /// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)

@@ -125,8 +125,8 @@ private:
   const TiledLoopNest &loops;
   Barriers bars;
   Value qMap, kMap, vMap;
-  // fp8: the descale tensors (f32 [B, Hkv]) and the i32 view of shared
-  // memory the V transpose moves words through.
+  // fp8: the descale tensors (f32 [B, Hkv], or Q's and K's per 64-row
+  // block: KernelPlan::descaleBlock).
   Value descaleQ, descaleK, descaleV;
   Value batches, heads, kvHeads, nq, nk;
   // The sizes the tiled loop's bounds read: nq, nk, or a varlen batch's
@@ -258,7 +258,14 @@ private:
   SmallVector<Value> scoreStep(const ConsumerState &t, Value keyTile,
                                bool masked, Value scores, int64_t keys,
                                SoftmaxState &state, Value alpha[2],
-                               Value iteration);
+                               Value iteration,
+                               ArrayRef<Value> keyFactors = {});
+  /// Block descales: the index of row `row`'s factor among `rows` rows of
+  /// the (batch, head) pair `headRow` (clamped to the last block).
+  Value descaleBlockAt(Value headRow, Value rows, Value row);
+  /// Block descales: K's factors of key tile `keyTile`'s first `keys` keys,
+  /// one per 64 (none without block descales).
+  SmallVector<Value> keyDescales(Value keyTile, int64_t keys);
   /// P as A registers (Wgmma.h). Packing happens only once no wgmma is in
   /// flight: registers of a later wgmma defined while one runs make ptxas
   /// serialise them (C7513).

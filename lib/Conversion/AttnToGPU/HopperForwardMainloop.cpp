@@ -97,15 +97,22 @@ HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
   t.qRow0 = kb.add(qBegin, kb.mul(consumer, kRowsPerConsumer));
   t.qRow0Bytes = kb.mul(consumer, kRowsPerConsumer * kSlabRowBytes);
   // fp8: S of the dequantised inputs is S·dq·dk, and O takes dv at the end.
+  // Block descales: the warpgroup's 64 rows are one Q block; K's factors
+  // enter per key tile (keyDescales).
   if (fp8()) {
     Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
-    auto load = [&](Value mem) {
-      return memref::LoadOp::create(b, loc, mem, ValueRange{at}).getResult();
+    auto load = [&](Value mem, Value i) {
+      return memref::LoadOp::create(b, loc, mem, ValueRange{i}).getResult();
     };
-    scale = arith::MulFOp::create(
-        b, loc, scale,
-        arith::MulFOp::create(b, loc, load(descaleQ), load(descaleK)));
-    t.oDescale = load(descaleV);
+    Value factor =
+        plan.descaleBlock
+            ? load(descaleQ, descaleBlockAt(kb.add(kb.mul(batch, heads), head),
+                                            nq, t.qRow0))
+            : arith::MulFOp::create(b, loc, load(descaleQ, at),
+                                    load(descaleK, at))
+                  .getResult();
+    scale = arith::MulFOp::create(b, loc, scale, factor);
+    t.oDescale = load(descaleV, at);
   }
   t.scale = scale;
   t.scaleLog2 = softmaxScaleLog2(kb, scale);
@@ -117,11 +124,33 @@ HopperForward::ConsumerState HopperForward::beginConsumerTile(Value consumer,
   return t;
 }
 
+Value HopperForward::descaleBlockAt(Value headRow, Value rows, Value row) {
+  const int64_t block = plan.descaleBlock;
+  Value blocks = kb.ceilDiv(rows, block);
+  // A warpgroup or key tile wholly past the rows reads the last block.
+  Value at = kb.minsi(kb.divui(row, block), kb.sub(blocks, kb.idx(1)));
+  return kb.add(kb.mul(headRow, blocks), at);
+}
+
+SmallVector<Value> HopperForward::keyDescales(Value keyTile, int64_t keys) {
+  if (!plan.descaleBlock)
+    return {};
+  Value headRow = kb.add(kb.mul(batch, kvHeads), kvHead);
+  Value key0 = kb.mul(keyTile, plan.blockKV);
+  SmallVector<Value> factors;
+  for (int64_t k = 0; k < keys; k += plan.descaleBlock)
+    factors.push_back(memref::LoadOp::create(
+        b, loc, descaleK,
+        ValueRange{descaleBlockAt(headRow, nk, kb.add(key0, k))}));
+  return factors;
+}
+
 SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
                                             Value keyTile, bool masked,
                                             Value scores, int64_t keys,
-                                            SoftmaxState &state,
-                                            Value alpha[2], Value iteration) {
+                                            SoftmaxState &state, Value alpha[2],
+                                            Value iteration,
+                                            ArrayRef<Value> keyFactors) {
   using ag::FragmentLayout;
   Value s =
       fragmentOf(b, loc, fenceOperands(b, loc, laneValues(b, loc, scores)),
@@ -151,10 +180,19 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
   Value unit = ag::FillOp::create(b, loc, accumulatorType(b.getContext(), 8),
                                   kb.f32(1.0));
   Value rowMax = fragmentOf(b, loc, state.rowMax, 1, FragmentLayout::Rows);
+  // Block descales: each 64 keys' K factor joins the scale.
+  SmallVector<Value> scales{t.scaleLog2};
+  if (!keyFactors.empty()) {
+    scales.clear();
+    for (Value f : keyFactors)
+      scales.push_back(arith::MulFOp::create(b, loc, t.scaleLog2, f));
+  }
   auto update = ag::OnlineSoftmaxOp::create(
       b, loc, s.getType(), rowMax.getType(), rowMax.getType(), unit.getType(),
       s, rowMax, fragmentOf(b, loc, state.rowSum, 1, FragmentLayout::Rows),
-      unit, t.scaleLog2,
+      unit, scales,
+      keyFactors.empty() ? IntegerAttr()
+                         : b.getI64IntegerAttr(plan.descaleBlock),
       plan.schedule.lazyRescale ? b.getF64FloatAttr(kLazyRescaleLog2)
                                 : FloatAttr());
   SmallVector<Value> m = laneValues(b, loc, update.getNewMax());
@@ -221,6 +259,7 @@ SmallVector<Value> HopperForward::emitFirstKeyTile(const ConsumerState &t,
                     : ragged         ? kb.sub(jEnd, kb.idx(1))
                                      : jBegin;
   auto firstWidth = [&](int64_t keys) {
+    SmallVector<Value> factors = keyDescales(firstTile, keys);
     turnBegin(t);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     Value s0 = issueQK(qk0, keys);
@@ -230,8 +269,8 @@ SmallVector<Value> HopperForward::emitFirstKeyTile(const ConsumerState &t,
     arrive(bars.kEmpty(), stage0);
     SoftmaxState st{{init[0], init[1]}, {init[2], init[3]}};
     Value alpha[2];
-    SmallVector<Value> pF32 =
-        scoreStep(t, firstTile, /*masked=*/true, s0, keys, st, alpha, zero);
+    SmallVector<Value> pF32 = scoreStep(t, firstTile, /*masked=*/true, s0, keys,
+                                        st, alpha, zero, factors);
     pF32.resize(sN, kb.f32(0.0));
     SmallVector<Value> out{st.rowMax[0], st.rowMax[1], st.rowSum[0],
                            st.rowSum[1]};
@@ -277,6 +316,19 @@ void HopperForward::emitKeyTile(const ConsumerState &t, scf::ForOp loop,
   Value it = kb.sub(j, jBegin), prev = kb.sub(it, kb.idx(1));
   Value stage = ringStage(it), prevStage = ringStage(prev);
 
+  // Ragged first, iteration j reads key tile j - 1 (raggedFirst()); only
+  // the mods and block descales need to know which.
+  auto keyTileOf = [&] {
+    return plan.blockSparse ? listedKeyTile(it)
+           : ragged && (plan.spec.scoreMod || plan.spec.maskMod ||
+                        plan.descaleBlock)
+               ? kb.sub(j, kb.idx(1))
+               : j;
+  };
+  // Block descales: loaded first, their latency under the waits and Q·Kᵀ.
+  SmallVector<Value> factors;
+  if (plan.descaleBlock)
+    factors = keyDescales(keyTileOf(), bkv);
   // Waits and descriptors come before wgmma.fence: a wait loop or a
   // descriptor computed inside the issue sequence makes ptxas re-fence and
   // serialise the wgmmas (C7519, C7513).
@@ -299,14 +351,10 @@ void HopperForward::emitKeyTile(const ConsumerState &t, scf::ForOp loop,
   turnEnd(t);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
   arrive(bars.kEmpty(), stage);
-  // Ragged first, iteration j reads key tile j - 1 (raggedFirst()).
-  Value keyTile = plan.blockSparse ? listedKeyTile(it)
-                  : ragged && (plan.spec.scoreMod || plan.spec.maskMod)
-                      ? kb.sub(j, kb.idx(1))
-                      : j;
+  Value keyTile = keyTileOf();
   Value a[2];
   SmallVector<Value> pF32 =
-      scoreStep(t, keyTile, /*masked=*/!ragged, s, bkv, st, a, it);
+      scoreStep(t, keyTile, /*masked=*/!ragged, s, bkv, st, a, it, factors);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0); // P·V(j-1) done
   arrive(bars.vEmpty(), prevStage);
   accNext = fenceOperands(b, loc, accNext);

@@ -81,6 +81,7 @@ std::string KernelPlan::tag() const {
          (paged ? "_paged" : "") + (kvAppend ? "_append" : "") +
          (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") +
          (tma ? "_tma" : "") + (tf32 ? "_tf32" : "") +
+         (descaleBlock ? "_bs" + std::to_string(descaleBlock) : "") +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
@@ -304,6 +305,10 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     return fail("expected block-q = 128 for Dv " + llvm::Twine(plan.headDimV) +
                 " (a third consumer warpgroup's 160 registers do not hold "
                 "O), got 192");
+  if (plan.blockQ == 192 && plan.headDim > 128)
+    return fail("expected block-q = 128 for D " + llvm::Twine(plan.headDim) +
+                " (a third consumer warpgroup's 160 registers spill with "
+                "its S), got 192");
   plan.blockKV = options.blockKV ? options.blockKV : wgmmaDefaultBlockKV(plan);
   if (plan.isFp8() && failed(checkFp8Plan(plan, error)))
     return failure();
@@ -366,6 +371,15 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     return fail("expected f16, bf16, f32 (mma.sync) or f8E4M3FN "
                 "(wgmma forward) for the tensor-core kernels");
   }
+  if (options.descaleBlock && !isa<Float8E4M3FNType>(elemType))
+    return fail("block descales apply to f8E4M3FN inputs, got " +
+                llvm::Twine(elemType.isF32()    ? "f32"
+                            : elemType.isBF16() ? "bf16"
+                                                : "f16"));
+  if (options.descaleBlock && options.descaleBlock != attn::kDescaleBlockRows)
+    return fail("expected block descales of " +
+                llvm::Twine(attn::kDescaleBlockRows) + " rows, got " +
+                llvm::Twine(options.descaleBlock));
   if (options.tf32 && !elemType.isF32())
     return fail("tf32 applies to f32 inputs, got " +
                 llvm::Twine(isa<Float8E4M3FNType>(elemType) ? "f8E4M3FN"
@@ -389,6 +403,7 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   plan.spec = spec;
   plan.stages = options.stages;
   plan.tf32 = options.tf32;
+  plan.descaleBlock = options.descaleBlock;
   // Only the warp-specialised wgmma backward has a dQ writer that can order
   // its reductions; the others add dQ with red.global from every thread.
   if (options.deterministic) {
@@ -669,15 +684,19 @@ FailureOr<KernelPlan> mlir::fa::resolveKernelPlanFor(
           .Case<attn::AttentionOp, attn::AttentionBackwardOp,
                 attn::OnlineAttentionOp, attn::BackwardTileOp>(
               [](auto o) { return o.getScoreSpec(); });
-  // The attn ops say whether they have sinks; tile ops keep their plan's.
-  GpuTileOptions withSinks = options;
-  if (auto fwd = dyn_cast<attn::AttentionOp>(op))
-    withSinks.sinks = static_cast<bool>(fwd.getSinks());
+  // The attn ops say whether they have sinks and block descales; tile ops
+  // keep their plan's.
+  GpuTileOptions fromOp = options;
+  if (auto fwd = dyn_cast<attn::AttentionOp>(op)) {
+    fromOp.sinks = static_cast<bool>(fwd.getSinks());
+    fromOp.descaleBlock =
+        attn::isBlockDescale(fwd.getDescaleQ()) ? attn::kDescaleBlockRows : 0;
+  }
   if (auto bwd = dyn_cast<attn::AttentionBackwardOp>(op))
-    withSinks.sinks = static_cast<bool>(bwd.getSinks());
+    fromOp.sinks = static_cast<bool>(bwd.getSinks());
   FailureOr<KernelPlan> plan =
       resolveKernelPlan(backward, q.getElementType(), q.getShape().back(),
-                        v.getShape().back(), spec, withSinks, error);
+                        v.getShape().back(), spec, fromOp, error);
   if (succeeded(plan)) {
     plan->scoreModName =
         modName(op, spec.scoreMod, "score_mod", kScoreModNameAttr);
@@ -726,6 +745,9 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("tma", b.getUnitAttr()));
   if (plan.tf32)
     fields.push_back(b.getNamedAttr("tf32", b.getUnitAttr()));
+  if (plan.descaleBlock)
+    fields.push_back(b.getNamedAttr("descale_block",
+                                    b.getI64IntegerAttr(plan.descaleBlock)));
   if (!plan.scoreModName.empty())
     fields.push_back(
         b.getNamedAttr("score_mod", b.getStringAttr(plan.scoreModName)));
@@ -774,6 +796,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.producerWarp = attr.contains("producer_warp");
   options.tma = attr.contains("tma");
   options.tf32 = attr.contains("tf32");
+  options.descaleBlock = integer("descale_block");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);

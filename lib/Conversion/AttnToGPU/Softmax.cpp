@@ -499,24 +499,35 @@ static Value quadReduce(KernelBuilder &kb, Value v, bool isMax) {
   return v;
 }
 
-void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
-                                                 MutableArrayRef<Value> s,
-                                                 MutableArrayRef<Value> acc,
-                                                 SoftmaxState &state,
-                                                 Value scaleLog2,
-                                                 double lazyRescaleLog2) {
+void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(
+    KernelBuilder &kb, MutableArrayRef<Value> s, MutableArrayRef<Value> acc,
+    SoftmaxState &state, ArrayRef<Value> scaleLog2, int64_t scaleBlock,
+    double lazyRescaleLog2) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t sTiles = s.size() / 4, accTiles = acc.size() / 4;
+  // n8 tiles per scale: all of them, or a scale block's.
+  const int64_t tilesPerScale = scaleBlock ? scaleBlock / 8 : sTiles;
+  auto scaleOf = [&](int64_t n) { return scaleLog2[n / tilesPerScale]; };
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
   for (int64_t r = 0; r < 2; ++r) {
-    Value tileMax = kb.negInf();
-    for (int64_t n = 0; n < sTiles; ++n)
-      for (int64_t c = 0; c < 2; ++c)
-        tileMax = kb.maxf(tileMax, s[n * 4 + 2 * r + c]);
-    tileMax = quadReduce(kb, tileMax, /*isMax=*/true);
-    Value newMax = kb.maxf(state.rowMax[r],
-                           arith::MulFOp::create(b, loc, tileMax, scaleLog2));
+    // Each block's maximum times its (positive) scale; the lanes of a row
+    // share the scales, so the quad reduction may come last.
+    Value scaledMax;
+    for (int64_t g = 0; g < static_cast<int64_t>(scaleLog2.size()); ++g) {
+      Value tileMax = kb.negInf();
+      for (int64_t n = g * tilesPerScale;
+           n < std::min(sTiles, (g + 1) * tilesPerScale); ++n)
+        for (int64_t c = 0; c < 2; ++c)
+          tileMax = kb.maxf(tileMax, s[n * 4 + 2 * r + c]);
+      if (scaleLog2.size() == 1)
+        tileMax = quadReduce(kb, tileMax, /*isMax=*/true);
+      Value scaled = arith::MulFOp::create(b, loc, tileMax, scaleLog2[g]);
+      scaledMax = g ? kb.maxf(scaledMax, scaled) : scaled;
+    }
+    if (scaleLog2.size() > 1)
+      scaledMax = quadReduce(kb, scaledMax, /*isMax=*/true);
+    Value newMax = kb.maxf(state.rowMax[r], scaledMax);
     if (lazyRescaleLog2 > 0) {
       // Keep the old base while the max grows by at most the threshold: P and
       // the row sum then run up to 2^threshold, harmless in f32 and exact
@@ -534,7 +545,7 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(KernelBuilder &kb,
     for (int64_t n = 0; n < sTiles; ++n)
       for (int64_t c = 0; c < 2; ++c) {
         Value &e = s[n * 4 + 2 * r + c];
-        e = math.probabilityFolded(e, scaleLog2, negBase);
+        e = math.probabilityFolded(e, scaleOf(n), negBase);
         sum = arith::AddFOp::create(b, loc, sum, e);
       }
     for (int64_t n = 0; n < accTiles; ++n)

@@ -31,6 +31,31 @@ func.func @gqa(%q: tensor<2x4x8x16xf8E4M3FN>, %k: tensor<2x2x8x16xf8E4M3FN>, %v:
 
 // -----
 
+// Block descales: Q row n of query head h takes dq[b, h, n / 64] (no head
+// division), key n of key head hk dk[b, hk, n / 64], V its key head's.
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: %[[DQ:[a-z0-9]+]]: tensor<2x4x3xf32>, %[[DK:[a-z0-9]+]]: tensor<2x2x2xf32>, %[[DV:[a-z0-9]+]]: tensor<2x2xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.+}} : tensor<2x4x130x16xf8E4M3FN>)
+// CHECK: %[[QB:.+]] = linalg.index 0 : index
+// CHECK: %[[QH:.+]] = linalg.index 1 : index
+// CHECK: %[[QH1:.+]] = arith.divui %[[QH]], %c1 : index
+// CHECK: %[[C64:.+]] = arith.constant 64 : index
+// CHECK: %[[QN:.+]] = linalg.index 2 : index
+// CHECK: %[[QBLK:.+]] = arith.divui %[[QN]], %[[C64]] : index
+// CHECK: tensor.extract %[[DQ]][%[[QB]], %[[QH1]], %[[QBLK]]]
+// CHECK: linalg.generic {{.*}} ins(%{{.+}} : tensor<2x2x70x16xf8E4M3FN>)
+// CHECK: tensor.extract %[[DK]][%{{.+}}, %{{.+}}, %{{.+}}]
+// CHECK: linalg.generic {{.*}} ins(%{{.+}} : tensor<2x2x70x16xf8E4M3FN>)
+// CHECK: tensor.extract %[[DV]][%{{.+}}, %{{.+}}] : tensor<2x2xf32>
+func.func @block(%q: tensor<2x4x130x16xf8E4M3FN>, %k: tensor<2x2x70x16xf8E4M3FN>, %v: tensor<2x2x70x16xf8E4M3FN>,
+                 %dq: tensor<2x4x3xf32>, %dk: tensor<2x2x2xf32>, %dv: tensor<2x2xf32>) -> (tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>) {
+  %o, %lse = attn.attention %q, %k, %v descale(%dq, %dk, %dv : tensor<2x4x3xf32>, tensor<2x2x2xf32>, tensor<2x2xf32>)
+      : tensor<2x4x130x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN> -> tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>
+  return %o, %lse : tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>
+}
+
+// -----
+
 // Attention of other element types is left alone.
 // CHECK-LABEL: func.func @bf16
 // CHECK-NOT: linalg.generic

@@ -67,3 +67,38 @@ func.func @backward(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xf8E4M3FN>
   %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %o, %lse : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8xf32> -> tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>
   return
 }
+
+// -----
+
+// Block descales: Q per (batch, query head, 64 rows), K per (batch, key
+// head, 64 keys), V per (batch, key head); Nq = 130 has 3 blocks.
+func.func @block_descale_q(%q: tensor<2x4x130x16xf8E4M3FN>, %k: tensor<2x2x70x16xf8E4M3FN>, %v: tensor<2x2x70x16xf8E4M3FN>, %dq: tensor<2x4x2xf32>, %dk: tensor<2x2x2xf32>, %dv: tensor<2x2xf32>) {
+  // expected-error @+1 {{expected descale_q shape [2, 4, 3], got [2, 4, 2]}}
+  %o, %l = attn.attention %q, %k, %v descale(%dq, %dk, %dv : tensor<2x4x2xf32>, tensor<2x2x2xf32>, tensor<2x2xf32>) : tensor<2x4x130x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN> -> tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>
+  return
+}
+
+// -----
+
+func.func @block_descale_k(%q: tensor<2x4x130x16xf8E4M3FN>, %k: tensor<2x2x70x16xf8E4M3FN>, %v: tensor<2x2x70x16xf8E4M3FN>, %dq: tensor<2x4x3xf32>, %dk: tensor<2x4x2xf32>, %dv: tensor<2x2xf32>) {
+  // expected-error @+1 {{expected descale_k shape [2, 2, 2], got [2, 4, 2]}}
+  %o, %l = attn.attention %q, %k, %v descale(%dq, %dk, %dv : tensor<2x4x3xf32>, tensor<2x4x2xf32>, tensor<2x2xf32>) : tensor<2x4x130x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN> -> tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>
+  return
+}
+
+// -----
+
+// A block Q with per-head K: the forms do not mix.
+func.func @block_descale_mixed(%q: tensor<2x4x130x16xf8E4M3FN>, %k: tensor<2x2x70x16xf8E4M3FN>, %v: tensor<2x2x70x16xf8E4M3FN>, %dq: tensor<2x4x3xf32>, %d: tensor<2x2xf32>) {
+  // expected-error @+1 {{expected descale_k shape [2, 2, 2], got [2, 2]}}
+  %o, %l = attn.attention %q, %k, %v descale(%dq, %d, %d : tensor<2x4x3xf32>, tensor<2x2xf32>, tensor<2x2xf32>) : tensor<2x4x130x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN> -> tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>
+  return
+}
+
+// -----
+
+func.func @block_descale_v(%q: tensor<2x4x130x16xf8E4M3FN>, %k: tensor<2x2x70x16xf8E4M3FN>, %v: tensor<2x2x70x16xf8E4M3FN>, %dq: tensor<2x4x3xf32>, %dk: tensor<2x2x2xf32>) {
+  // expected-error @+1 {{expected descale_v shape [2, 2], got [2, 2, 2]}}
+  %o, %l = attn.attention %q, %k, %v descale(%dq, %dk, %dk : tensor<2x4x3xf32>, tensor<2x2x2xf32>, tensor<2x2x2xf32>) : tensor<2x4x130x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN>, tensor<2x2x70x16xf8E4M3FN> -> tensor<2x4x130x16xbf16>, tensor<2x4x130xf32>
+  return
+}

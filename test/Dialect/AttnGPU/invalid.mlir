@@ -567,3 +567,27 @@ func.func @transpose_wide_long(%s: memref<64xbf16, 3>, %i: index) {
   attn_gpu.transpose_fp8_tile %s[%i] to [%i] {rows = 192, cols = 256} : memref<64xbf16, 3>
   return
 }
+
+// -----
+
+func.func @online_softmax_scale_count(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %m: !attn_gpu.fragment<16x1xf32, rows>, %a: !attn_gpu.fragment<16x8xf32, accumulator>, %scale: f32) {
+  // expected-error @+1 {{expected 2 scales for 64 columns in blocks of 32, got 1}}
+  %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale {scale_block = 32 : i64} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @online_softmax_scale_block(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %m: !attn_gpu.fragment<16x1xf32, rows>, %a: !attn_gpu.fragment<16x8xf32, accumulator>, %scale: f32) {
+  // expected-error @+1 {{expected a scale block of a positive multiple of 8 columns, got 12}}
+  %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale, %scale, %scale, %scale, %scale, %scale {scale_block = 12 : i64} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+  return
+}
+
+// -----
+
+func.func @online_softmax_scales(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %m: !attn_gpu.fragment<16x1xf32, rows>, %a: !attn_gpu.fragment<16x8xf32, accumulator>, %scale: f32) {
+  // expected-error @+1 {{expected one scale without a scale block, got 2}}
+  %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale, %scale : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+  return
+}

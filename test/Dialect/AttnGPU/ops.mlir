@@ -232,6 +232,14 @@ func.func @wgmma(%first: i1, %q: i64, %k: i64, %p: i32) {
   return
 }
 
+// fp8 block descales: a scale per 64 columns.
+// CHECK-LABEL: func.func @block_scaled_softmax
+// CHECK: attn_gpu.online_softmax %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} scale %{{.+}}, %{{.+}} {scale_block = 64 : i64}
+func.func @block_scaled_softmax(%s: !attn_gpu.fragment<16x128xf32, accumulator>, %m: !attn_gpu.fragment<16x1xf32, rows>, %a: !attn_gpu.fragment<16x8xf32, accumulator>, %c0: f32, %c1: f32) {
+  %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %c0, %c1 {scale_block = 64 : i64} : !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x128xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
+  return
+}
+
 // The wgmma forward's online softmax: a unit accumulator, a lazy rescale.
 // CHECK-LABEL: func.func @lazy_softmax
 // CHECK: attn_gpu.online_softmax {{.+}} {lazy_rescale_log2 = 8.000000e+00 : f64}

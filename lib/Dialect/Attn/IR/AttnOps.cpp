@@ -643,8 +643,9 @@ static LogicalResult verifyGradSinks(Operation *op, Value sinks,
 // fp8 descale factors
 //===----------------------------------------------------------------------===//
 
-/// fp8 Q, K, V come with their descale factors, f32 [B, Hkv] each (`batch`,
-/// `kvHeads` dynamic for a tile op, which takes the whole problem's), and
+/// fp8 Q, K, V come with their descale factors, f32 [B, Hkv] each, or Q and
+/// K per 64-row block ([B, H, ceil(Nq/64)], [B, Hkv, ceil(Nk/64)]; the
+/// extents dynamic for a tile op, which takes the whole problem's), and
 /// the other element types with none. fp8 has no score_mod, mask_mod or
 /// varlen form.
 static LogicalResult verifyDescales(Operation *op, const Dims &d,
@@ -667,8 +668,17 @@ static LogicalResult verifyDescales(Operation *op, const Dims &d,
            << " with f8E4M3FN inputs (the fp8 forward has neither)";
   Type f32 = Float32Type::get(op->getContext());
   const char *names[] = {"descale_q", "descale_k", "descale_v"};
-  for (auto [name, v] : llvm::zip(names, descales))
-    if (failed(expectTensor(op, name, v.getType(), {d.b, d.hkv}, f32)))
+  SmallVector<int64_t> shapes[3] = {{d.b, d.hkv}, {d.b, d.hkv}, {d.b, d.hkv}};
+  if (isBlockDescale(descales[0])) { // Q and K per 64-row block
+    auto blocks = [](int64_t n) {
+      return ShapedType::isDynamic(n) ? n
+                                      : llvm::divideCeil(n, kDescaleBlockRows);
+    };
+    shapes[0] = {d.b, d.h, blocks(d.nq)};
+    shapes[1] = {d.b, d.hkv, blocks(d.nk)};
+  }
+  for (auto [name, v, shape] : llvm::zip(names, descales, shapes))
+    if (failed(expectTensor(op, name, v.getType(), shape, f32)))
       return failure();
   return success();
 }
@@ -810,7 +820,7 @@ LogicalResult OnlineAttentionOp::verify() {
       failed(verifyPosition(*this, getOffsets(), getLengths())))
     return failure();
   Dims whole = *d; // the descales cover the whole problem, not this tile
-  whole.b = whole.hkv = ShapedType::kDynamic;
+  whole.b = whole.h = whole.hkv = whole.nq = whole.nk = ShapedType::kDynamic;
   if (failed(verifyDescales(*this, whole,
                             {getDescaleQ(), getDescaleK(), getDescaleV()},
                             !getScoreMod().empty() || !getMaskMod().empty(),

@@ -1,10 +1,11 @@
 //===- AttnDequantize.cpp - attn-dequantize ---------------------*- C++ -*-===//
 //
 // The CPU form of the fp8 forward: f8E4M3FN Q, K, V are decoded and scaled
-// by their per-(batch, key head) descale factors into f32, attention runs in
-// f32 (the naive fp8 reference of the tests is the same arithmetic), and O
-// is rounded to bf16. The GPU path never runs this: the sm_90a kernel
-// multiplies fp8 on the tensor cores and applies the factors to S and O.
+// by their descale factors (per batch and key head, or per 64-row block)
+// into f32, attention runs in f32 (the naive fp8 reference of the tests is
+// the same arithmetic), and O is rounded to bf16. The GPU path never runs this:
+// the sm_90a kernel multiplies fp8 on the tensor cores and applies the factors
+// to S and O.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,9 +62,11 @@ static Value decodeE4M3(OpBuilder &b, Location loc, Value bits) {
                                   arith::OrIOp::create(b, loc, sign, magnitude));
 }
 
-/// f32 x·descale[b, h / group] of the fp8 tensor `x` [B, H, N, D].
+/// f32 x·descale[b, h / group] of the fp8 tensor `x` [B, H, N, D], or
+/// x·descale[b, h / group, n / 64] for a block descale.
 static Value dequantize(OpBuilder &b, Location loc, Value x, Value descale,
                         Value group) {
+  const bool perBlock = cast<ShapedType>(descale.getType()).getRank() == 3;
   auto type = cast<RankedTensorType>(x.getType());
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, x);
   Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
@@ -78,8 +81,12 @@ static Value dequantize(OpBuilder &b, Location loc, Value x, Value descale,
                Value batch = linalg::IndexOp::create(nb, l, 0);
                Value head = arith::DivUIOp::create(
                    nb, l, linalg::IndexOp::create(nb, l, 1), group);
-               Value factor = tensor::ExtractOp::create(
-                   nb, l, descale, ValueRange{batch, head});
+               SmallVector<Value, 3> at{batch, head};
+               if (perBlock)
+                 at.push_back(arith::DivUIOp::create(
+                     nb, l, linalg::IndexOp::create(nb, l, 2),
+                     cIndex(nb, l, kDescaleBlockRows)));
+               Value factor = tensor::ExtractOp::create(nb, l, descale, at);
                Value v = arith::MulFOp::create(nb, l, decodeE4M3(nb, l, bits),
                                                factor);
                linalg::YieldOp::create(nb, l, ValueRange{v});
@@ -111,7 +118,9 @@ static void dequantizeAttention(IRRewriter &rw, AttentionOp op) {
   Value group = arith::DivUIOp::create(rw, loc, dimValue(rw, loc, q, 1),
                                        dimValue(rw, loc, k, 1));
   Value one = cIndex(rw, loc, 1);
-  Value qf = dequantize(rw, loc, q, op.getDescaleQ(), group);
+  // Block descales are per query head; the others per key head.
+  Value qf = dequantize(rw, loc, q, op.getDescaleQ(),
+                        isBlockDescale(op.getDescaleQ()) ? one : group);
   Value kf = dequantize(rw, loc, k, op.getDescaleK(), one);
   Value vf = dequantize(rw, loc, v, op.getDescaleV(), one);
   auto oType = cast<RankedTensorType>(op.getOutput().getType());

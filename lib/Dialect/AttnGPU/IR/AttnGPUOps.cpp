@@ -503,6 +503,22 @@ LogicalResult OnlineSoftmaxOp::verify() {
   if (!isLayout(getMax().getType(), FragmentLayout::Rows))
     return emitOpError("expected max and sum in the rows layout, got ")
            << getMax().getType();
+  const int64_t cols = getScores().getType().getCols();
+  const int64_t scales = getScaleLog2().size();
+  if (IntegerAttr blockAttr = getScaleBlockAttr()) {
+    const int64_t block = blockAttr.getInt();
+    if (block < 8 || block % 8)
+      return emitOpError("expected a scale block of a positive multiple of "
+                         "8 columns, got ")
+             << block;
+    if (scales != llvm::divideCeil(cols, block))
+      return emitOpError("expected ")
+             << llvm::divideCeil(cols, block) << " scales for " << cols
+             << " columns in blocks of " << block << ", got " << scales;
+  } else if (scales != 1) {
+    return emitOpError("expected one scale without a scale block, got ")
+           << scales;
+  }
   FloatAttr lazy = getLazyRescaleLog2Attr();
   if (lazy && !(lazy.getValueAsDouble() > 0))
     return emitOpError("expected a positive lazy rescale threshold, got ")

@@ -87,6 +87,15 @@ struct ScoreSpec {
   }
 };
 
+/// Rows (queries of a head, or keys of a key head) that share one factor of
+/// fp8 block descales (dq [B, H, ceil(Nq/64)], dk [B, Hkv, ceil(Nk/64)]).
+inline constexpr int64_t kDescaleBlockRows = 64;
+
+/// Whether an op's fp8 descale_q (null without fp8) is a block descale.
+inline bool isBlockDescale(Value descaleQ) {
+  return descaleQ && cast<ShapedType>(descaleQ.getType()).getRank() == 3;
+}
+
 } // namespace mlir::fa::attn
 
 #define GET_OP_CLASSES
