@@ -4,6 +4,7 @@
 // RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-q=192" -fa-wgmma-ping-pong 2>&1 | FileCheck %s --check-prefix=TURNS
 // RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-q=192 grid=persistent" 2>&1 | FileCheck %s --check-prefix=PERSISTENT
 // RUN: not fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma block-q=256" 2>&1 | FileCheck %s --check-prefix=BQ
+// RUN: not fa-aot -o %t.bad --config fwd:bf16:d192:v128:causal:wgmma:bq192 2>&1 | FileCheck %s --check-prefix=WIDE
 // RUN: not fa-aot -o %t.bad --config fwd:bf16:d64:none:wgmma:maskmod=document:blocksparse:bq192 --score-mods %S/../../gpu/block_masks.mlir 2>&1 | FileCheck %s --check-prefix=SPARSE
 
 // block_q 192: a third consumer warpgroup (FA3's 192-row tile for small head
@@ -41,3 +42,7 @@ func.func @d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<
   %o, %lse = attn.attention %q, %k, %v : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
   return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
 }
+
+// D above 128 (the DeepSeek 192/128 shape) keeps 128 rows: a third consumer
+// spills beside its S.
+// WIDE: expected block-q = 128 for D 192 (a third consumer warpgroup's 160 registers spill with its S), got 192
