@@ -69,9 +69,12 @@ def row(bundle, bf16_bundle, B, H, N, d, causal, ab=(), block=False):
                                                              causal=causal, bundle=bundle)
         except fa.FaError as e:
             fns["fa:fp8-bs64"] = {"error": str(e).splitlines()[0][:200]}
+    # With --block the variants are timed with block descales (their bundle's
+    # block kernels), else per head.
+    ab_scales = block_scales if block else (ones, ones, ones)
     for name, other in ab:
         fns["fa:" + name] = (lambda other=other: fa.forward_fp8_into(
-            q8, k8, v8, o8, lse, (ones, ones, ones), causal=causal, bundle=other))
+            q8, k8, v8, o8, lse, ab_scales, causal=causal, bundle=other))
     if bf16_bundle is not None:
         try:
             fa.forward_into(q, k, v, o, lse, causal=causal, bundle=bf16_bundle)
