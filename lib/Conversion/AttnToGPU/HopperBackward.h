@@ -319,15 +319,15 @@ private:
   /// at + bq (attn_gpu.recompute_probs and score_gradient read them).
   Value rowStatsOf(Value stage);
   /// Pᵀ from Sᵀ in place; with a score_mod, returns each score's
-  /// d(score)/d(Sᵀ) (empty without).
-  SmallVector<Value> computeP(SmallVector<Value> &s, const ConsumerTile &tile,
-                              Value stage);
+  /// d(score)/d(Sᵀ) as a fragment (null without).
+  Value computeP(SmallVector<Value> &s, const ConsumerTile &tile, Value stage);
   /// dSᵀ = Pᵀ∘(dPᵀ − Delta)·factor (attn_gpu.score_gradient with Delta
   /// from `stage`) in place of dPᵀ and into `dsBuffer`; the factor is
-  /// `chain` as computeP returns, or with `prescaled` none (p carries it).
-  void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
-                 ArrayRef<Value> chain, Value stage, Value dsBuffer,
-                 Value keyRow0, bool prescaled = false);
+  /// `derivative` as computeP returns, else the scale, or with
+  /// `prescaled` none (p carries it).
+  void computeDS(ArrayRef<Value> p, SmallVector<Value> &dp, Value derivative,
+                 Value stage, Value dsBuffer, Value keyRow0,
+                 bool prescaled = false);
   /// dSᵀ (accumulator values of the warp's keys from keyRow0) into
   /// `dsBuffer`, bf16, swizzled for dQ's MN-major A.
   void storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer, Value keyRow0);
@@ -386,7 +386,7 @@ private:
   void emitRoleProducts(const ConsumerTile &tile, Value stage, Value dsBuffer,
                         SmallVector<Value> &acc);
   /// Warpgroup 0: Pᵀ·d(score)/d(Sᵀ) into the exchange, then barrier 2.
-  void exchangeScaledP(ArrayRef<Value> p, ArrayRef<Value> chain);
+  void exchangeScaledP(ArrayRef<Value> p, Value derivative);
   /// Warpgroup 1: after barrier 2, dSᵀ from the exchange in place of dPᵀ
   /// and into `dsBuffer`.
   void computeDSFromExchange(SmallVector<Value> &dp, Value stage,

@@ -159,9 +159,8 @@ Value HopperBackward::rowStatsOf(Value stage) {
   return kb.add(kb.mul(stage, 2 * plan.blockQ), layout.statsFloat());
 }
 
-SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
-                                            const ConsumerTile &tile,
-                                            Value stage) {
+Value HopperBackward::computeP(SmallVector<Value> &s, const ConsumerTile &tile,
+                               Value stage) {
   // Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e) in place, after the mma.sync
   // backward's tile ops: the whole-tile test of the warpgroup's 64 keys,
   // score_mod (before the mask: a mod of −inf need not stay −inf), mask_mod,
@@ -204,26 +203,22 @@ SmallVector<Value> HopperBackward::computeP(SmallVector<Value> &s,
                              return buildTransposedScoreMods(
                                  b, loc, maskMod, masked, scale, edge, none);
                            });
-  SmallVector<Value> chain;
-  if (derivative)
-    chain = laneValues(b, loc, derivative);
   Value probs = attn_gpu::RecomputeProbsOp::create(b, loc, st.getType(), Type(),
                                                    st, stats, rowStatsOf(stage),
                                                    Value(), scaleLog2)
                     .getProbs();
   s = laneValues(b, loc, probs);
-  return chain;
+  return derivative;
 }
 
 void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
-                               ArrayRef<Value> chain, Value stage,
-                               Value dsBuffer, Value keyRow0, bool prescaled) {
+                               Value derivative, Value stage, Value dsBuffer,
+                               Value keyRow0, bool prescaled) {
   using attn_gpu::FragmentLayout;
   const int64_t bq = plan.blockQ;
   auto fragment = [&](ArrayRef<Value> lanes) {
     return fragmentOf(b, loc, lanes, bq, FragmentLayout::Accumulator);
   };
-  Value derivative = chain.empty() ? Value() : fragment(chain);
   Value factor = prescaled || derivative ? Value() : scale;
   Value probs = fragment(p), dP = fragment(dp);
   Value ds = attn_gpu::ScoreGradientOp::create(
@@ -266,11 +261,11 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
   SmallVector<Value> s =
       fenceOperands(b, loc, laneValues(b, loc, sAcc));
-  SmallVector<Value> chain = computeP(s, tile, stage);
+  Value derivative = computeP(s, tile, stage);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> dp =
       fenceOperands(b, loc, laneValues(b, loc, dpAcc));
-  computeDS(s, dp, chain, stage, dsBuffer, tile.keyRow0);
+  computeDS(s, dp, derivative, stage, dsBuffer, tile.keyRow0);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   issueDVAndDK(base, pA, dsA, stage, dV, dK);

@@ -38,10 +38,12 @@ Value HopperBackward::exchangeFloat(int64_t j) {
   return kb.add(kb.mul(thread, 4), layout.exchangeBase() / 4 + j * 512);
 }
 
-void HopperBackward::exchangeScaledP(ArrayRef<Value> p,
-                                     ArrayRef<Value> chain) {
+void HopperBackward::exchangeScaledP(ArrayRef<Value> p, Value derivative) {
   // Pᵀ·d(score)/d(Sᵀ) (·scale without a score_mod), then barrier 2's
   // arrival: warpgroup 1 may read it.
+  SmallVector<Value> chain;
+  if (derivative)
+    chain = laneValues(b, loc, derivative);
   auto f4 = VectorType::get({4}, b.getF32Type());
   for (int64_t j = 0; j < static_cast<int64_t>(p.size()) / 4; ++j) {
     SmallVector<Value> four;
@@ -72,7 +74,7 @@ void HopperBackward::computeDSFromExchange(SmallVector<Value> &dp,
       g.push_back(
           vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{i}));
   }
-  computeDS(g, dp, {}, stage, dsBuffer, keyRow0, /*prescaled=*/true);
+  computeDS(g, dp, Value(), stage, dsBuffer, keyRow0, /*prescaled=*/true);
 }
 
 void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
@@ -84,8 +86,8 @@ void HopperBackward::emitPRole(const ConsumerTile &tile, Value stage,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   SmallVector<Value> s =
       fenceOperands(b, loc, laneValues(b, loc, sAcc));
-  SmallVector<Value> chain = computeP(s, tile, stage);
-  exchangeScaledP(s, chain);
+  Value derivative = computeP(s, tile, stage);
+  exchangeScaledP(s, derivative);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> doDescs;
   for (int64_t kk = 0; kk < plan.blockQ / 16; ++kk)
@@ -211,8 +213,8 @@ void HopperBackward::emitRoleProducts(const ConsumerTile &tile, Value stage,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
     SmallVector<Value> p = x;
-    SmallVector<Value> chain = computeP(p, tile, stage);
-    exchangeScaledP(p, chain);
+    Value derivative = computeP(p, tile, stage);
+    exchangeScaledP(p, derivative);
     scf::YieldOp::create(b, loc, p);
     b.setInsertionPointToStart(&roles.getElseRegion().front());
     SmallVector<Value> ds = x;

@@ -28,11 +28,11 @@
 // CHECK-NEXT: %[[M:.+]] = attn_gpu.transposed_mask %[[S]] at [%[[B]], %[[H]], %[[Q]], %[[KB]]] of [%[[NQ]], %[[NK]]] row %[[ROW]] {opaque_lengths} : <16x64xf32, accumulator>
 // CHECK-NEXT: scf.yield %[[M]]
 // Pᵀ and dSᵀ from the query tile's stage of statistics in shared memory
-// (LSE, then Delta), dSᵀ with the score_mod's d(score)/dSᵀ.
-// CHECK: builtin.unrealized_conversion_cast %[[DS]]
+// (LSE, then Delta), dSᵀ with the score_mod's d(score)/dSᵀ, the
+// transposed_score_mod's fragment as it is.
 // CHECK: %[[P:.+]] = attn_gpu.recompute_probs %[[SM]], %[[STATS:.+]][%{{.+}}] scale %{{.+}} : <16x64xf32, accumulator>, memref<{{[0-9]+}}xf32, 3>{{$}}
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: attn_gpu.score_gradient %{{.+}}, %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<{{[0-9]+}}xf32, 3>) derivative %{{.+}} : <16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, accumulator>
+// CHECK: attn_gpu.score_gradient %{{.+}}, %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<{{[0-9]+}}xf32, 3>) derivative %[[DS]] : <16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, accumulator>
 // After the loop, dK (%arg7) then dV (%arg8) of the warp's 16 keys from
 // keyBegin + row, below Nk: the mma.sync backward's store_accumulator (the
 // lane ids those of the kernel's entry).
