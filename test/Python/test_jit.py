@@ -5,7 +5,8 @@ a later process reuses it without compiling (nor asking the compiler its
 version again); the compiler rebuilt in place with another --version
 compiles anew; processes compiling one config at once all get a
 complete entry; with no compiler the error names the config and the fa-aot
-command, which builds it. fa-aot runs through a wrapper that logs each
+command, which builds it; an fp8 query compiles the kernel of its descale
+form (per head, or blockscale). fa-aot runs through a wrapper that logs each
 compile, so "no recompile" is counted, not assumed.
 
     test_jit.py --fa-aot build/bin/fa-aot --lib build/lib/libfa_runtime.so \
@@ -34,6 +35,19 @@ PROBE = textwrap.dedent("""
         print(json.dumps({"tag": b._info(k)["tag"], "dirs": b.dirs}))
     except fa.FaError as e:
         print(json.dumps({"error": str(e), "status": e.status}))
+""")
+
+# fp8 on a miss, per head and with block descales: each form compiles its
+# own kernel, which the other form's query does not take.
+FP8_PROBE = textwrap.dedent("""
+    import json, sys, fa
+    b = fa.Bundle(sys.argv[1], sys.argv[2])
+    out = {}
+    for block in (0, 64):
+        k = b.find(0, "f8e4m3", 128, 128, "causal", (-1, -1), 90, descale_block=block)
+        info = b._info(k)
+        out[str(block)] = [info["tag"], info["descale_block"]]
+    print(json.dumps(out))
 """)
 
 # Decode on a miss: the packed split-KV kernel for the rows of a key head.
@@ -113,6 +127,8 @@ def check_instruction_choice():
     for d in (128, 256):
         got = jit.config_text(0, "f8e4m3", d, d, "causal", (-1, -1), 90)
         assert got == "fwd:f8e4m3:d%d:causal:wgmma:sm_90a" % d, got
+        block = jit.config_text(0, "f8e4m3", d, d, "causal", (-1, -1), 90, descale_block=64)
+        assert block == got + ":blockscale", block
     print("ok the JIT's instruction choice follows the compiler's wgmma head dims")
 
 
@@ -226,6 +242,12 @@ def main():
         assert not decode["unpacked_at_64_rows"], decode
         print("ok decode on a miss: %s for 4 rows of a key head, %s for 64, %s on sm_80; no "
               "split kernel compiled for 64 query rows" % (small, large, sm80))
+
+        fp8, = probe(args, env, pkg_root, script=FP8_PROBE)
+        per_head, block = fp8.get("0"), fp8.get("64")
+        assert per_head == ["fwd_f8e4m3_d128_bq128_bkv192_w12_s2_causal_wgmma_sm90a", 0], fp8
+        assert block == [per_head[0] + "_bs64", 64], fp8
+        print("ok fp8 on a miss: %s per head, %s with block descales" % (per_head[0], block[0]))
 
         broken, = probe(args, dict(bare, FA_AOT=os.path.join(work, "no-such-fa-aot")), pkg_root)
         assert "FA_AOT is" in broken.get("error", ""), broken
