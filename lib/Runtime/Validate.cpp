@@ -673,33 +673,29 @@ std::string checkFp8Arguments(const KernelConfig &c,
   std::vector<int64_t> perHead{b, hkv};
   Alignment words;
   words.bytes = 4;
-  if (c.descaleBlock) {
-    // A factor per block of 64 query rows of each query head, and per block
-    // of 64 keys of each key head.
-    const int64_t block = c.descaleBlock;
-    std::vector<int64_t> qBlocks{b, h, (a.q.shape[2] + block - 1) / block},
-        kBlocks{b, hkv, (a.k.shape[2] + block - 1) / block};
-    err = checkTensors({
-        {"descale_q", descales[0], FA_DTYPE_F32, 3, words, qBlocks,
-         "[B,H,ceil(Nq/64)] from q"},
-        {"descale_k", descales[1], FA_DTYPE_F32, 3, words, kBlocks,
-         "[B,Hkv,ceil(Nk/64)] from k"},
-        {"descale_v", descales[2], FA_DTYPE_F32, 2, words, perHead,
-         "[B,Hkv] from q and k"},
-    });
-  } else {
-    err = checkTensors({
-        {"descale_q", descales[0], FA_DTYPE_F32, 2, words, perHead,
-         "[B,Hkv] from q and k"},
-        {"descale_k", descales[1], FA_DTYPE_F32, 2, words, perHead,
-         "[B,Hkv] from q and k"},
-        {"descale_v", descales[2], FA_DTYPE_F32, 2, words, perHead,
-         "[B,Hkv] from q and k"},
-    });
+  // Block descales: Q's factor per block of 64 query rows of each query
+  // head, K's per block of 64 keys of each key head; V's per key head.
+  const int64_t block = c.descaleBlock;
+  const int qkRank = block ? 3 : 2;
+  std::vector<int64_t> qShape = perHead, kShape = perHead;
+  const char *qExpected = "[B,Hkv] from q and k", *kExpected = qExpected;
+  if (block) {
+    qShape = {b, h, (a.q.shape[2] + block - 1) / block};
+    kShape = {b, hkv, (a.k.shape[2] + block - 1) / block};
+    qExpected = "[B,H,ceil(Nq/64)] from q";
+    kExpected = "[B,Hkv,ceil(Nk/64)] from k";
   }
+  err = checkTensors({
+      {"descale_q", descales[0], FA_DTYPE_F32, qkRank, words, qShape,
+       qExpected},
+      {"descale_k", descales[1], FA_DTYPE_F32, qkRank, words, kShape,
+       kExpected},
+      {"descale_v", descales[2], FA_DTYPE_F32, 2, words, perHead,
+       "[B,Hkv] from q and k"},
+  });
   // Descales of the other form: say which form the kernel reads.
-  const int rank = c.descaleBlock ? 3 : 2;
-  if (!err.empty() && (descales[0].rank != rank || descales[1].rank != rank))
+  if (!err.empty() &&
+      (descales[0].rank != qkRank || descales[1].rank != qkRank))
     err += c.descaleBlock
                ? "; kernel '" + c.tag + "' reads Q and K descales per " +
                      std::to_string(c.descaleBlock) +

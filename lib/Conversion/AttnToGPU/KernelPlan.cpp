@@ -333,6 +333,13 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
   return plan;
 }
 
+/// `type` as IR prints it (f16, bf16, f32, f8E4M3FN).
+static std::string typeText(Type type) {
+  std::string text;
+  llvm::raw_string_ostream(text) << type;
+  return text;
+}
+
 FailureOr<KernelPlan>
 mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                             int64_t headDimV, const attn::ScoreSpec &spec,
@@ -373,18 +380,13 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   }
   if (options.descaleBlock && !isa<Float8E4M3FNType>(elemType))
     return fail("block descales apply to f8E4M3FN inputs, got " +
-                llvm::Twine(elemType.isF32()    ? "f32"
-                            : elemType.isBF16() ? "bf16"
-                                                : "f16"));
+                typeText(elemType));
   if (options.descaleBlock && options.descaleBlock != attn::kDescaleBlockRows)
     return fail("expected block descales of " +
                 llvm::Twine(attn::kDescaleBlockRows) + " rows, got " +
                 llvm::Twine(options.descaleBlock));
   if (options.tf32 && !elemType.isF32())
-    return fail("tf32 applies to f32 inputs, got " +
-                llvm::Twine(isa<Float8E4M3FNType>(elemType) ? "f8E4M3FN"
-                            : elemType.isBF16()             ? "bf16"
-                                                            : "f16"));
+    return fail("tf32 applies to f32 inputs, got " + typeText(elemType));
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})
