@@ -440,6 +440,59 @@ def Attn_KvAppendOp : Attn_Op<"kv_append", [Pure]> {
   }];
 }
 
+def Attn_HadamardOp : Attn_Op<"hadamard", [Pure]> {
+  let summary = "an orthonormal Hadamard rotation of each row";
+  let description = [{
+    FA3's incoherent processing: the last dimension D of X is cut into
+    groups of g columns, g the largest power of two dividing D (D itself
+    for 64, 128, 256; 32 for 96, 64 for 192), and each group x becomes
+    x·H_g/√g with H_g Sylvester's ±1 matrix (H_g[i, j] = (−1)^popcount(i & j)),
+    computed in f32 and rounded once to X's type. The rotation is
+    orthonormal, so (Q·R)(K·R)ᵀ = Q·Kᵀ: attention of rotated Q and K is
+    attention of Q and K, while an outlier column spreads over its group,
+    which is what e4m3 quantisation needs (attn-incoherent-qk).
+
+    ```mlir
+    %qr = attn.hadamard %q : tensor<1x8x256x128xbf16> -> tensor<1x8x256x128xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Columns per rotated group: the largest power of two dividing D.
+    int64_t getGroupSize();
+  }];
+}
+
+def Attn_QuantizeOp : Attn_Op<"quantize", [Pure]> {
+  let summary = "e4m3 quantisation of Q, K or V with its descale factors";
+  let description = [{
+    X [B, H, N, D] (f32, f16 or bf16) becomes X8 of f8E4M3FN and descale
+    factors such that X ≈ X8·descale, the inputs attn.attention's fp8 form
+    takes. The descale's type chooses what a factor covers: f32 [B, G] with
+    G dividing H gives one factor per batch and group of H / G consecutive
+    heads (G = Hkv for Q: the query heads of one key head; G = H for K and
+    V), f32 [B, H, ceil(N/64)] one per head and block of 64 rows (the block
+    descales). Each factor is amax / 448 of |x| over what it covers (1 where
+    that is all zeros); x8 = x / factor in f32, clamped to ±448 and rounded
+    to the nearest e4m3 value (ties to even), PyTorch's
+    `(x / factor).clamp(-448, 448).to(torch.float8_e4m3fn)`.
+
+    ```mlir
+    %q8, %dq = attn.quantize %q : tensor<1x8x256x128xbf16>
+        -> tensor<1x8x256x128xf8E4M3FN>, tensor<1x2xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result, AnyRankedTensor:$descale);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($result) `,` type($descale)
+  }];
+  let hasVerifier = 1;
+}
+
 def Attn_YieldOp : Attn_Op<"yield", [Pure, ReturnLike, Terminator,
     ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp",
                  "BackwardTileOp"]>]> {

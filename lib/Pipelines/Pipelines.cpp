@@ -56,6 +56,8 @@ using namespace mlir;
 void fa::buildAttnToLinalgPipeline(OpPassManager &pm,
                                    const LowerToLLVMOptions &options) {
   OpPassManager &f = pm.nest<func::FuncOp>();
+  if (options.incoherentQk)
+    f.addPass(attn::createAttnIncoherentQkPass());
   f.addPass(attn::createAttnDequantizePass());
   f.addPass(attn::createAttnRecomputeBackwardPass(
       {options.blockQ, options.blockKV, options.deterministic}));

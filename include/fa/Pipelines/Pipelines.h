@@ -34,6 +34,11 @@ struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
       llvm::cl::desc("forward: tile the query heads of one key head together "
                      "(attn-tile pack-gqa)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> incoherentQk{
+      *this, "incoherent-qk",
+      llvm::cl::desc("fp8: rotate Q and K by a Hadamard matrix before "
+                     "attn.quantize (attn-incoherent-qk)"),
+      llvm::cl::init(false)};
 };
 
 /// The attn rewrites down to linalg: recompute backward, online softmax,

@@ -1089,3 +1089,63 @@ LogicalResult KvAppendOp::verify() {
 
 #define GET_OP_CLASSES
 #include "attn/AttnOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// HadamardOp, QuantizeOp
+//===----------------------------------------------------------------------===//
+
+static bool isAttnInputFloat(Type t) {
+  return t.isF16() || t.isBF16() || t.isF32();
+}
+
+int64_t HadamardOp::getGroupSize() {
+  int64_t d = cast<RankedTensorType>(getInput().getType()).getShape().back();
+  return d & -d;
+}
+
+LogicalResult HadamardOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  if (x.getRank() == 0 || !isAttnInputFloat(x.getElementType()))
+    return emitOpError("expected a ranked tensor of f16, bf16 or f32, got ")
+           << x;
+  int64_t d = x.getShape().back();
+  if (ShapedType::isDynamic(d) || d == 0)
+    return emitOpError("expected a static, non-empty last dimension, got ")
+           << shapeStr(d);
+  return expectTensor(*this, "result", getResult().getType(), x.getShape(),
+                      x.getElementType());
+}
+
+LogicalResult QuantizeOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  if (x.getRank() != 4 || !isAttnInputFloat(x.getElementType()))
+    return emitOpError("expected input [B, H, N, D] of f16, bf16 or f32, got ")
+           << x;
+  MLIRContext *ctx = getContext();
+  if (failed(expectTensor(*this, "result", getResult().getType(), x.getShape(),
+                          Float8E4M3FNType::get(ctx))))
+    return failure();
+  auto s = cast<RankedTensorType>(getDescale().getType());
+  Type f32 = Float32Type::get(ctx);
+  int64_t b = x.getDimSize(0), h = x.getDimSize(1), n = x.getDimSize(2);
+  if (s.getRank() == 3) {
+    int64_t blocks =
+        ShapedType::isDynamic(n) ? n : llvm::divideCeil(n, kDescaleBlockRows);
+    return expectTensor(*this, "descale (block form)", s, {b, h, blocks}, f32);
+  }
+  if (s.getRank() != 2)
+    return emitOpError("expected descale [B, G] (one factor per group of "
+                       "heads) or [B, H, ceil(N/64)] (per 64-row block), "
+                       "got ")
+           << shapeStr(s.getShape());
+  int64_t groups = s.getDimSize(1);
+  if (ShapedType::isDynamic(h) || ShapedType::isDynamic(groups))
+    return emitOpError("expected a static head count and descale groups, got "
+                       "H = ")
+           << shapeStr(h) << " and G = " << shapeStr(groups);
+  if (groups == 0 || h % groups != 0)
+    return emitOpError("expected descale groups G to divide the head count, "
+                       "got H = ")
+           << h << " and G = " << groups;
+  return expectTensor(*this, "descale", s, {b, groups}, f32);
+}

@@ -463,8 +463,8 @@ struct AttnDecomposePass final
   void runOnOperation() override {
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
-      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp, PagedViewOp,
-              RotaryOp, KvAppendOp>(op))
+      if (isa<OnlineAttentionOp, BackwardTileOp, MergeOp, PagedViewOp, RotaryOp,
+              KvAppendOp, HadamardOp, QuantizeOp>(op))
         ops.push_back(op);
     });
     IRRewriter rw(&getContext());
@@ -474,11 +474,15 @@ struct AttnDecomposePass final
               .Case([&](OnlineAttentionOp o) {
                 return decomposeOnlineAttention(rw, o);
               })
-              .Case([&](BackwardTileOp o) { return decomposeBackwardTile(rw, o); })
+              .Case([&](BackwardTileOp o) {
+                return decomposeBackwardTile(rw, o);
+              })
               .Case([&](MergeOp o) { return decomposeMerge(rw, o); })
               .Case([&](PagedViewOp o) { return decomposePagedView(rw, o); })
               .Case([&](RotaryOp o) { return decomposeRotary(rw, o); })
-              .Case([&](KvAppendOp o) { return decomposeKvAppend(rw, o); });
+              .Case([&](KvAppendOp o) { return decomposeKvAppend(rw, o); })
+              .Case([&](HadamardOp o) { return decomposeHadamard(rw, o); })
+              .Case([&](QuantizeOp o) { return decomposeQuantize(rw, o); });
       if (failed(r))
         return signalPassFailure();
     }

@@ -161,6 +161,34 @@ def AttnDequantizePass : Pass<"attn-dequantize", "func::FuncOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def AttnIncoherentQkPass : Pass<"attn-incoherent-qk", "func::FuncOp"> {
+  let summary = "Rotate Q and K by a Hadamard matrix before their e4m3 quantisation";
+  let description = [{
+    FA3's incoherent processing. An fp8 attn.attention whose Q and K are
+    results of attn.quantize gets an attn.hadamard on both quantised inputs:
+    (Q·R)(K·R)ᵀ = Q·Kᵀ for the orthonormal R, so the op computes the same
+    attention, but an outlier column of Q or K is spread over its group of
+    columns before rounding to e4m3 instead of setting the rounding step of
+    its whole head. V is not rotated (O would need the inverse rotation).
+    Inputs already rotated are left as they are; a quantisation that other
+    ops also read is copied, so they keep the unrotated values. An fp8 op
+    whose Q or K is not quantised in the function cannot be rotated: the
+    pass warns and leaves it.
+
+    ```mlir
+    %q8, %dq = attn.quantize %q : ...
+    %k8, %dk = attn.quantize %k : ...
+    %o, %lse = attn.attention %q8, %k8, %v8 descale(%dq, %dk, %dv : ...) : ...
+    // becomes
+    %qr = attn.hadamard %q : ...
+    %q8, %dq = attn.quantize %qr : ...
+    %kr = attn.hadamard %k : ...
+    %k8, %dk = attn.quantize %kr : ...
+    %o, %lse = attn.attention %q8, %k8, %v8 descale(%dq, %dk, %dv : ...) : ...
+    ```
+  }];
+}
+
 def AttnDecomposePass : Pass<"attn-decompose", "func::FuncOp"> {
   let summary = "Decompose attn tile ops into linalg / arith / math";
   let description = [{

@@ -124,6 +124,13 @@ LogicalResult decomposeRotary(RewriterBase &rewriter, RotaryOp op);
 /// at its (page, row); rows past the capacity are not written.
 LogicalResult decomposeKvAppend(RewriterBase &rewriter, KvAppendOp op);
 
+/// attn.hadamard → a linalg.generic summing each group's ±x in f32 against
+/// Sylvester's matrix, then the 1/√g scale and one rounding (Quantize.cpp).
+LogicalResult decomposeHadamard(RewriterBase &rewriter, HadamardOp op);
+/// attn.quantize → row maxima of |x|, the factors (a loop over the rows each
+/// covers), and x / factor clamped and rounded to e4m3 by integer ops.
+LogicalResult decomposeQuantize(RewriterBase &rewriter, QuantizeOp op);
+
 /// Where column `col` (index) of a row sits in attn.rotary: whether it is
 /// rotated (col < rotaryDim), its pair's index into cos/sin, the column it
 /// pairs with, and whether it is the pair's first element. `rotaryDim`
