@@ -18,6 +18,12 @@ with descale_block 64, config field blockscale: descale_q [B,H,ceil(Nq/64)],
 descale_k [B,Hkv,ceil(Nk/64)]), every other one of whose cases scales a few
 Q and K rows by 30 (outliers, which set a per-head factor for the whole head
 but a block factor only for their block).
+Rotated cases (--rotate-cases per mask and head dim of each form, 8): FA3's
+incoherent processing, fa.quantize_fp8(rotate=True), on inputs with outlier
+channels (every 32nd column of Q x4 and of K x16), under the same rule
+against the naive reference of the rotated quantised inputs; each also runs
+unrotated through the same kernel, and the rotation must lower fa's O error
+in at least 3/4 of them.
 Where the bundle has both forms for a mask and head dim, an outlier case
 runs through each and prints both errors against the float64 reference.
 Also: the runtime refuses wrong descale shapes and dtypes (block counts
@@ -59,10 +65,11 @@ def dequantise(x8, descale):
     return x8.float() * factor[..., None]
 
 
-def quantise(q, k, v, block=False):
+def quantise(q, k, v, block=False, rotate=False):
     """fa.quantize_fp8 of float32 q, k, v: ((q8, k8, v8), (descale_q,
-    descale_k, descale_v), the dequantised q, k, v in float32)."""
-    q8, k8, v8, dq, dk, dv = fa.quantize_fp8(q, k, v, block=block)
+    descale_k, descale_v), the dequantised q, k, v in float32; q and k
+    rotated with rotate)."""
+    q8, k8, v8, dq, dk, dv = fa.quantize_fp8(q, k, v, block=block, rotate=rotate)
     return (q8, k8, v8), (dq, dk, dv), tuple(
         dequantise(x8, s) for x8, s in ((q8, dq), (k8, dk), (v8, dv)))
 
@@ -112,11 +119,20 @@ def draw(d, B, H, Hkv, Nq, Nk, magnitude, outliers, seed, factor=30.0):
     return q, k, v
 
 
-def run_form(bundle, mask, q, k, v, block):
-    """fa's O and LSE of q, k, v quantised in one descale form, the naive fp8
-    reference's, and the float64 reference's (of the unquantised inputs)."""
+def with_channel_outliers(q, k):
+    """q and k with every 32nd column (from the 6th) x4 and x16: outlier
+    channels, which set a per-head factor and the rounding of every value
+    of the head."""
+    cols = torch.arange(q.shape[-1], device=q.device) % 32 == 5
+    return q * torch.where(cols, 4.0, 1.0), k * torch.where(cols, 16.0, 1.0)
+
+
+def run_form(bundle, mask, q, k, v, block, rotate=False):
+    """fa's O and LSE of q, k, v quantised in one descale form (q and k
+    rotated first with rotate), the naive fp8 reference's, and the float64
+    reference's (of the unquantised, unrotated inputs)."""
     d, Nq, Nk = q.shape[-1], q.shape[2], k.shape[2]
-    (q8, k8, v8), (dq, dk, dv), (qd, kd, vd) = quantise(q, k, v, block)
+    (q8, k8, v8), (dq, dk, dv), (qd, kd, vd) = quantise(q, k, v, block, rotate)
     scale = 1.0 / math.sqrt(d)
     allowed = allowed_mask(mask, None, Nq, Nk, "cuda")
     o, lse = fa.attention(q8, k8, v8, causal=mask == "causal",
@@ -137,6 +153,20 @@ def check_case(bundle, mask, d, B, H, Hkv, Nq, Nk, magnitude, seed, block=False,
     e_l, n_l = max_err(lse, lse_ref), max_err(lse_naive, lse_ref)
     ok = e_o <= 2 * n_o + 1e-5 and e_l <= 2 * n_l + 1e-5
     return ok, e_o, n_o, e_l, n_l
+
+
+def check_rotated(bundle, mask, d, B, H, Hkv, Nq, Nk, seed, block):
+    """A rotated case with outlier channels: the 2x rule against the naive
+    reference of the rotated inputs, and fa's O error rotated and not."""
+    q, k, v = draw(d, B, H, Hkv, Nq, Nk, 1.0, 0, seed)
+    q, k = with_channel_outliers(q, k)
+    (o, lse), (o_naive, lse_naive), (o_ref, lse_ref) = run_form(
+        bundle, mask, q, k, v, block, rotate=True)
+    (o_plain, _), _, _ = run_form(bundle, mask, q, k, v, block)
+    e_o, n_o = max_err(o, o_ref), max_err(o_naive, o_ref)
+    e_l, n_l = max_err(lse, lse_ref), max_err(lse_naive, lse_ref)
+    ok = e_o <= 2 * n_o + 1e-5 and e_l <= 2 * n_l + 1e-5
+    return ok, e_o, n_o, e_l, n_l, max_err(o_plain, o_ref)
 
 
 def cases(masks, dims, cases_per_mask, block):
@@ -219,6 +249,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--lib", default=None)
+    ap.add_argument("--rotate-cases", type=int, default=8,
+                    help="rotated cases (outlier channels) per mask and head dim of each form")
     ap.add_argument("--cases", type=int, default=36,
                     help="cases per mask and head dim of each descale form (36: 108 per "
                     "head dim with 3 masks)")
@@ -253,6 +285,33 @@ def main():
                        e_o, n_o, e_l, n_l))
             print(line)
             failed += not ok
+    rotated = helped = 0
+    for block in (False, True):
+        rng = random.Random(29 + block)
+        for mask, d in sorted(forms[block]):
+            for i in range(args.rotate_cases):
+                hkv = rng.choice([1, 2])
+                h, nq, nk = hkv * rng.choice([1, 4]), rng.randint(64, 2048), rng.randint(64, 2048)
+                total += 1
+                rotated += 1
+                try:
+                    ok, e_o, n_o, e_l, n_l, plain = check_rotated(
+                        bundle, mask, d, 1, h, hkv, nq, nk, 500 + i, block)
+                except fa.FaError as e:
+                    ok, e_o, n_o, e_l, n_l, plain = False, math.inf, 0, math.inf, 0, 0
+                    print("error: %s" % e)
+                helped += e_o < plain
+                worst = max(worst, e_o / max(n_o, 1e-12))
+                print("%s rotated %s %s d%d H%d/%d Nq%d Nk%d: O err %.3g (naive fp8 %.3g, "
+                      "unrotated %.3g), LSE err %.3g (naive %.3g)"
+                      % ("ok" if ok else "FAIL", "block" if block else "per-head", mask, d, h,
+                         hkv, nq, nk, e_o, n_o, plain, e_l, n_l))
+                failed += not ok
+    if rotated:
+        print("rotation lowered fa's O error in %d of %d cases" % (helped, rotated))
+        if 4 * helped < 3 * rotated:
+            print("FAIL: the rotation helped in fewer than 3/4 of the cases")
+            failed += 1
     for mask, d in sorted(forms[False] & forms[True]):
         try:
             compare_forms(bundle, mask, d)
