@@ -45,6 +45,15 @@ static FailureOr<Operation *> findPlannedTile(func::FuncOp func) {
                       "fa-attn-to-gpu pipeline)");
       return WalkResult::interrupt();
     }
+    if (isa<attn::QuantizeOp, attn::HadamardOp>(op)) {
+      // The kernel takes the fp8 tensors; erasing the function with the
+      // tiles would drop their preparation without a word.
+      op->emitOpError("has no GPU kernel: quantise (and rotate) Q, K and V "
+                      "before the fp8 kernel, e.g. with "
+                      "fa.quantize_fp8(q, k, v, rotate=...), and pass the fp8 "
+                      "tensors and their descales to it");
+      return WalkResult::interrupt();
+    }
     if (isa<attn::MergeOp>(op)) {
       // The merge kernel comes with the split forward of a split-KV plan;
       // lowering the tiles of another plan alone would drop the merge.

@@ -32,3 +32,13 @@ func.func @untiled_planned(%q: tensor<1x1x16x64xbf16>, %acc: tensor<1x1x16x64xf3
       -> tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
   return %a, %mm, %ll : tensor<1x1x16x64xf32>, tensor<1x1x16xf32>, tensor<1x1x16xf32>
 }
+
+// -----
+
+// The quantisation of fp8 inputs has no GPU kernel: the function's other ops
+// are not dropped silently with it.
+func.func @quantize(%x: tensor<1x2x64x128xbf16>) -> tensor<1x2x64x128xf8E4M3FN> {
+  // expected-error @+1 {{has no GPU kernel: quantise (and rotate) Q, K and V before the fp8 kernel, e.g. with fa.quantize_fp8(q, k, v, rotate=...), and pass the fp8 tensors and their descales to it}}
+  %x8, %s = attn.quantize %x : tensor<1x2x64x128xbf16> -> tensor<1x2x64x128xf8E4M3FN>, tensor<1x2xf32>
+  return %x8 : tensor<1x2x64x128xf8E4M3FN>
+}
