@@ -7,7 +7,9 @@ as bench.py: 4*B*H*N^2*d forward, half when causal. The fp8 call is fa.forward_f
 runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into. With
 --block the bundle's block-descale kernels (descale_block 64, config field
 blockscale: descale_q [B,H,N/64], descale_k [B,H,N/64]) run beside the
-per-head ones, column fa:fp8-bs64 and the ratio bs64/fp8.
+per-head ones, column fa:fp8-bs64 and the ratio bs64/fp8. With --quantize
+each row also times fa.quantize_fp8 of the bf16 q, k, v (PyTorch ops), plain
+and with rotate=True (incoherent processing), against the fp8 forward.
 
 SDPA's cuDNN backend in this PyTorch takes no float8 inputs (it is tried
 and its error shown once), so the baselines are bf16 cuDNN and flash. The
@@ -42,7 +44,7 @@ def sdpa(backend, q, k, v, causal):
     return run
 
 
-def row(bundle, bf16_bundle, B, H, N, d, causal, ab=(), block=False):
+def row(bundle, bf16_bundle, B, H, N, d, causal, ab=(), block=False, quantize=False):
     dev = "cuda"
     q = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
     k = torch.randn(B, H, N, d, device=dev, dtype=torch.bfloat16)
@@ -82,6 +84,9 @@ def row(bundle, bf16_bundle, B, H, N, d, causal, ab=(), block=False):
                                                      bundle=bf16_bundle)
         except fa.FaError as e:
             fns["fa:bf16"] = {"error": str(e).splitlines()[0][:200]}
+    if quantize:
+        fns["quantize"] = lambda: fa.quantize_fp8(q, k, v)
+        fns["quantize:rot"] = lambda: fa.quantize_fp8(q, k, v, rotate=True)
     fns["cudnn:fp8"] = sdpa(SDPBackend.CUDNN_ATTENTION, q8, k8, v8, causal)
     fns["cudnn:bf16"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
     fns["flash:bf16"] = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
@@ -105,6 +110,8 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--ab", action="append", default=[], metavar="NAME=PATH",
                     help="another fp8 bundle timed in the same process (column fa:NAME)")
+    ap.add_argument("--quantize", action="store_true",
+                    help="also time fa.quantize_fp8, plain and with rotate=True")
     ap.add_argument("--block", action="store_true",
                     help="also time the bundle's block-descale kernels (column fa:fp8-bs64)")
     args = ap.parse_args()
@@ -125,7 +132,7 @@ def main():
             for causal in (False, True) for n in args.seqs.split(",")]
     for d, causal, N in grid:
         H, B = 2048 // d, max(1, tokens // N)
-        r = row(bundle, bf16, B, H, N, d, causal, ab, args.block)
+        r = row(bundle, bf16, B, H, N, d, causal, ab, args.block, args.quantize)
         cells = []
         for c in cols:
             if "tflops" in r.get(c, {}):
@@ -139,6 +146,11 @@ def main():
         print("%-4d %-7d %-6s " % (d, N, causal) + " ".join(cells) +
               "  %.2f" % ratio("fa:fp8", "cudnn:bf16") +
               ("  %9.2f" % ratio("fa:fp8-bs64", "fa:fp8") if args.block else ""))
+        if args.quantize and all("ms" in r.get(c, {}) for c in ("quantize", "quantize:rot", "fa:fp8")):
+            fwd = r["fa:fp8"]["ms"]
+            print("     quantize_fp8 %.3f ms (%.2fx the fp8 forward), rotate=True %.3f ms (%.2fx)"
+                  % (r["quantize"]["ms"], r["quantize"]["ms"] / fwd, r["quantize:rot"]["ms"],
+                     r["quantize:rot"]["ms"] / fwd))
         results.append({"N": N, "B": B, "H": H, "d": d, "causal": causal, **r})
     for c, e in errors.items():
         print("%s: %s" % (c, e))
