@@ -21,8 +21,6 @@ namespace {
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kMaxSize = (int64_t(1) << 31) - 1;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /// Why `kernel` cannot build or use block masks ("" if it can).
 std::string checkKernel(const fa_kernel *kernel) {
   if (!kernel)

@@ -386,6 +386,9 @@ const char *extentName(fa_extent extent);
 /// Bytes of one element of `dtype`; 0 for an invalid one.
 int64_t elementSize(fa_dtype dtype);
 
+/// ceil(a / b) for a >= 0, b > 0.
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 /// Query tiles of a forward's grid x for q [B,H,Nq,D] and Hkv key heads:
 /// ceil(Nq / block_q), or for a packed-GQA kernel ceil(Nq / n) with
 /// n = max(block_q / G, 1) queries of each of the G = H / Hkv heads a tile
@@ -395,7 +398,7 @@ inline int64_t queryTiles(const KernelConfig &c, int64_t h, int64_t hkv,
   int64_t perTile = c.blockQ;
   if (c.packGqa && hkv > 0)
     perTile = std::max<int64_t>(c.blockQ / std::max<int64_t>(h / hkv, 1), 1);
-  return (nq + perTile - 1) / perTile;
+  return ceilDiv(nq, perTile);
 }
 /// The heads of a forward's grid y: Hkv for a packed-GQA kernel, else H.
 inline int64_t gridHeads(const KernelConfig &c, int64_t h, int64_t hkv) {

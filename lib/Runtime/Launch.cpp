@@ -43,8 +43,9 @@ struct ScalarParams {
   float scale;
 };
 
-unsigned ceilDiv(int64_t a, int64_t b) {
-  return static_cast<unsigned>((a + b - 1) / b);
+/// ceil(a / b) as a grid extent (validated below 2^31 before any launch).
+unsigned gridBlocks(int64_t a, int64_t b) {
+  return static_cast<unsigned>(ceilDiv(a, b));
 }
 
 /// fa_attention_{forward,backward}_check{,_ex,_sinks}.
@@ -228,8 +229,8 @@ namespace fa::runtime {
 std::array<Grid, 3> backwardGrids(const KernelConfig &c,
                                   const fa_attention_backward_args &a) {
   unsigned b = a.q.shape[0], h = a.q.shape[1], hkv = a.k.shape[1];
-  unsigned queryBlocks = ceilDiv(a.q.shape[2], c.blockQ);
-  unsigned keyBlocks = ceilDiv(a.k.shape[2], c.blockKV);
+  unsigned queryBlocks = gridBlocks(a.q.shape[2], c.blockQ);
+  unsigned keyBlocks = gridBlocks(a.k.shape[2], c.blockKV);
   return {Grid{queryBlocks, h, b},
           Grid{keyBlocks * static_cast<unsigned>(c.dsplit), hkv, b},
           Grid{queryBlocks, h, b}};
@@ -556,7 +557,7 @@ fa_status fa::runtime::launchCheckedBackward(
     mainParams[c.cuSeqlensParam] = &cuQ;
     mainParams[c.cuSeqlensParam + 1] = &cuK;
     mainParams[9] = &sequences; // batch: the sequences
-    grids[1] = {ceilDiv(varlen->maxSeqlenK, c.blockKV) *
+    grids[1] = {gridBlocks(varlen->maxSeqlenK, c.blockKV) *
                     static_cast<unsigned>(c.dsplit),
                 grids[1][1], static_cast<unsigned>(varlen->batch)};
   }

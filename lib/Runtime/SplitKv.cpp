@@ -21,8 +21,6 @@ constexpr int64_t kMaxGridZ = 65535;
 /// The most splits fa_splitkv_choose suggests.
 constexpr int64_t kMaxSplits = 128;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /// Whether `kernel` is a split-KV kernel; else an error naming `api`.
 fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
   if (!kernel)

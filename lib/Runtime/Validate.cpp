@@ -426,7 +426,7 @@ std::string checkSinkTensors(const KernelConfig &c, const SinkArgs &sinks,
 uint64_t semaphoreBytes(const fa_attention_backward_args &a) {
   // 64-row query tiles: the block_q of every deterministic kernel.
   uint64_t b = a.q.shape[0], h = a.q.shape[1], nq = a.q.shape[2];
-  return b * h * ((nq + 63) / 64) * 4;
+  return b * h * ceilDiv(nq, 64) * 4;
 }
 
 uint64_t tensorBytes(const fa_tensor &t) {
@@ -680,8 +680,8 @@ std::string checkFp8Arguments(const KernelConfig &c,
   std::vector<int64_t> qShape = perHead, kShape = perHead;
   const char *qExpected = "[B,Hkv] from q and k", *kExpected = qExpected;
   if (block) {
-    qShape = {b, h, (a.q.shape[2] + block - 1) / block};
-    kShape = {b, hkv, (a.k.shape[2] + block - 1) / block};
+    qShape = {b, h, ceilDiv(a.q.shape[2], block)};
+    kShape = {b, hkv, ceilDiv(a.k.shape[2], block)};
     qExpected = "[B,H,ceil(Nq/64)] from q";
     kExpected = "[B,Hkv,ceil(Nk/64)] from k";
   }
