@@ -3262,43 +3262,59 @@ TEST(Fp8, Manifest) {
                  "= head_dim_v in {128, 256}");
 }
 
-class Fp8Validate : public ::testing::Test {
+/// An fp8 forward's arguments at placeholder addresses — q, k, v, o, lse and
+/// per-head descales [B, Hkv] — and the refusal check of both fp8 fixtures.
+class Fp8ArgsTest : public ::testing::Test {
 protected:
-  static constexpr int64_t B = 2, H = 8, Hkv = 2, N = 300, D = 128;
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, D = 128;
 
-  void SetUp() override {
-    ASSERT_EQ(loadText("fp8v",
-                       manifest({fp8Json(), wgmmaJson("w", "bf16", 128, "causal",
-                                                      true)},
-                                "12"),
-                       &bundle),
-              FA_SUCCESS)
-        << lastError();
-    fp8 = fa_bundle_kernel_at(bundle, 0);
-    bf16 = fa_bundle_kernel_at(bundle, 1);
+  void setArgs(int64_t nq, int64_t nk) {
     fa_dtype e4m3 = FA_DTYPE_F8E4M3, f32 = FA_DTYPE_F32;
-    args.q = tensor(addr(0), e4m3, {B, H, N, D});
-    args.k = tensor(addr(1), e4m3, {B, Hkv, N, D});
-    args.v = tensor(addr(2), e4m3, {B, Hkv, N, D});
-    args.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, N, D});
-    args.lse = tensor(addr(4), f32, {B, H, N});
+    args.q = tensor(addr(0), e4m3, {B, H, nq, D});
+    args.k = tensor(addr(1), e4m3, {B, Hkv, nk, D});
+    args.v = tensor(addr(2), e4m3, {B, Hkv, nk, D});
+    args.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, nq, D});
+    args.lse = tensor(addr(4), f32, {B, H, nq});
     args.scale = 0.125f;
     for (int i = 0; i < 3; ++i)
       descales[i] = tensor(addr(5 + i), f32, {B, Hkv});
   }
   void TearDown() override { fa_bundle_free(bundle); }
 
-  void expectRefused(const std::string &expect) {
-    EXPECT_EQ(fa_attention_forward_fp8_check(fp8, &args, descales),
+  void expectRefusedBy(const fa_kernel *kernel, const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_fp8_check(kernel, &args, descales),
               FA_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(lastError().find(expect), std::string::npos)
         << "expected '" << expect << "' in: " << lastError();
   }
 
   fa_bundle *bundle = nullptr;
-  const fa_kernel *fp8 = nullptr, *bf16 = nullptr;
   fa_attention_args args{};
   fa_tensor descales[3];
+};
+
+class Fp8Validate : public Fp8ArgsTest {
+protected:
+  static constexpr int64_t N = 300;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("fp8v",
+                       manifest({fp8Json(),
+                                 wgmmaJson("w", "bf16", 128, "causal", true)},
+                                "12"),
+                       &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fp8 = fa_bundle_kernel_at(bundle, 0);
+    bf16 = fa_bundle_kernel_at(bundle, 1);
+    setArgs(N, N);
+  }
+
+  void expectRefused(const std::string &expect) {
+    expectRefusedBy(fp8, expect);
+  }
+
+  const fa_kernel *fp8 = nullptr, *bf16 = nullptr;
 };
 
 TEST_F(Fp8Validate, WellFormed) {
@@ -3444,9 +3460,9 @@ TEST(Fp8, KernelChoiceMatchesDescaleBlock) {
 
 /// Validation of a block-scaled fp8 forward: Nq 300 (5 query blocks) and Nk
 /// 200 (4 key blocks), so the two block counts differ.
-class Fp8BlockValidate : public ::testing::Test {
+class Fp8BlockValidate : public Fp8ArgsTest {
 protected:
-  static constexpr int64_t B = 2, H = 8, Hkv = 2, Nq = 300, Nk = 200, D = 128;
+  static constexpr int64_t Nq = 300, Nk = 200;
 
   void SetUp() override {
     ASSERT_EQ(
@@ -3455,30 +3471,16 @@ protected:
         << lastError();
     block = fa_bundle_kernel_at(bundle, 0);
     perHead = fa_bundle_kernel_at(bundle, 1);
-    fa_dtype e4m3 = FA_DTYPE_F8E4M3, f32 = FA_DTYPE_F32;
-    args.q = tensor(addr(0), e4m3, {B, H, Nq, D});
-    args.k = tensor(addr(1), e4m3, {B, Hkv, Nk, D});
-    args.v = tensor(addr(2), e4m3, {B, Hkv, Nk, D});
-    args.o = tensor(addr(3), FA_DTYPE_BF16, {B, H, Nq, D});
-    args.lse = tensor(addr(4), f32, {B, H, Nq});
-    args.scale = 0.125f;
-    descales[0] = tensor(addr(5), f32, {B, H, 5});
-    descales[1] = tensor(addr(6), f32, {B, Hkv, 4});
-    descales[2] = tensor(addr(7), f32, {B, Hkv});
+    setArgs(Nq, Nk);
+    descales[0] = tensor(addr(5), FA_DTYPE_F32, {B, H, 5});
+    descales[1] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv, 4});
   }
-  void TearDown() override { fa_bundle_free(bundle); }
 
   void expectRefused(const fa_kernel *kernel, const std::string &expect) {
-    EXPECT_EQ(fa_attention_forward_fp8_check(kernel, &args, descales),
-              FA_ERROR_INVALID_ARGUMENT);
-    EXPECT_NE(lastError().find(expect), std::string::npos)
-        << "expected '" << expect << "' in: " << lastError();
+    expectRefusedBy(kernel, expect);
   }
 
-  fa_bundle *bundle = nullptr;
   const fa_kernel *block = nullptr, *perHead = nullptr;
-  fa_attention_args args{};
-  fa_tensor descales[3];
 };
 
 TEST_F(Fp8BlockValidate, WellFormed) {
