@@ -414,12 +414,20 @@ def AttnGPU_OnlineSoftmaxOp : AttnGPU_Op<"online_softmax", [Pure,
     each 64 keys of a tile their K factor). Row maxima are then taken per
     column block before they are scaled, so the update still costs one
     multiply per score.
+
+    With `poly_exp2` = k, k of every 8 n8 tiles of scores (spread evenly)
+    take P = 2^x from a polynomial on the FMA pipe — x split into a nearest
+    integer j and f in [-1/2, 1/2], 2^f by a degree-3 minimax polynomial,
+    j added to the exponent bits, 0 below 2^-125 — instead of ex2.approx on
+    the special-function unit, whose rate is the fp8 forward's second limit
+    beside the tensor cores.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_Fragment:$max,
                        AttnGPU_Fragment:$sum, AttnGPU_Fragment:$acc,
                        Variadic<F32>:$scale_log2,
                        OptionalAttr<I64Attr>:$scale_block,
-                       OptionalAttr<F64Attr>:$lazy_rescale_log2);
+                       OptionalAttr<F64Attr>:$lazy_rescale_log2,
+                       OptionalAttr<I64Attr>:$poly_exp2);
   let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$new_max,
                       AttnGPU_Fragment:$new_sum, AttnGPU_Fragment:$new_acc);
   let assemblyFormat = [{

@@ -37,11 +37,14 @@ struct WgmmaForwardSchedule {
   bool rescaleInTurn = false;
   /// Maskless: the last, ragged key tile runs first.
   bool raggedFirst = false;
+  /// Of every 8 n8 tiles of scores, how many take their exponentials from
+  /// a polynomial on the FMA pipe instead of the special-function unit.
+  int64_t polyExp2 = 0;
 
   bool operator==(const WgmmaForwardSchedule &o) const {
     return pingPong == o.pingPong && smemEpilogue == o.smemEpilogue &&
            lazyRescale == o.lazyRescale && rescaleInTurn == o.rescaleInTurn &&
-           raggedFirst == o.raggedFirst;
+           raggedFirst == o.raggedFirst && polyExp2 == o.polyExp2;
   }
   /// "_pp0_rit1"-style fields for the choices that differ from `measured`.
   std::string tagSuffix(const WgmmaForwardSchedule &measured) const;

@@ -815,8 +815,10 @@ struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
     for (ValueRange scale : adaptor.getScaleLog2())
       scales.push_back(scale.front());
     IntegerAttr block = op.getScaleBlockAttr();
+    IntegerAttr poly = op.getPolyExp2Attr();
     onlineSoftmaxUpdate(kb, s, acc, state, scales, block ? block.getInt() : 0,
-                        lazy ? lazy.getValueAsDouble() : 0.0);
+                        lazy ? lazy.getValueAsDouble() : 0.0,
+                        poly ? poly.getInt() : 0);
     SmallVector<Value> newMax{state.rowMax[0], state.rowMax[1]};
     SmallVector<Value> newSum{state.rowSum[0], state.rowSum[1]};
     rewriter.replaceOpWithMultiple(op, {s, newMax, newSum, acc});

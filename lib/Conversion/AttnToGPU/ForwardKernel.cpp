@@ -290,7 +290,8 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
                                             rowsType, accType, s, it[0], it[1],
                                             it[2], ValueRange{scaleLog2},
                                             /*scale_block=*/IntegerAttr(),
-                                            /*lazy_rescale_log2=*/FloatAttr());
+                                            /*lazy_rescale_log2=*/FloatAttr(),
+                                            /*poly_exp2=*/IntegerAttr());
 
   // O += P·V(j); P goes from accumulator layout to A fragments in registers.
   ag::AsyncWaitOp::create(b, loc, 0);

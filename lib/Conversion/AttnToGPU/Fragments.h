@@ -285,6 +285,11 @@ public:
   Value truncPair(Value lo, Value hi);
 
   Value exp2(Value x);
+  /// 2^x on the FMA pipe (no special-function unit): 2^j·p(f) with j the
+  /// integer nearest x, f = x − j, p a degree-3 minimax polynomial (relative
+  /// error below 1e-4), j added to p's exponent bits; 0 for x < −125
+  /// (−inf included), x at most 127.
+  Value exp2Poly(Value x);
   Value log2(Value x);
   /// The online-softmax arithmetic (OnlineSoftmaxMath) with the exp2 and
   /// log2 above.
@@ -448,11 +453,12 @@ Value transposedTileInside(KernelBuilder &kb, Value qBegin, Value qEnd,
 /// place, updating `state`; `scaleLog2` is scale·log2(e), one value, or
 /// with `scaleBlock` one per that many columns (positive values). With
 /// lazyRescaleLog2 > 0 a row keeps its base (α = 1) until its max has grown
-/// by more than that many powers of 2.
+/// by more than that many powers of 2. With polyExp2 = k, k of every 8 n8
+/// tiles take their exponentials from KernelBuilder::exp2Poly.
 void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
                          MutableArrayRef<Value> acc, SoftmaxState &state,
                          ArrayRef<Value> scaleLog2, int64_t scaleBlock,
-                         double lazyRescaleLog2 = 0);
+                         double lazyRescaleLog2 = 0, int64_t polyExp2 = 0);
 
 /// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)
 /// per row and LSE = ln2·(m + log2 l) (−inf where l = 0). With `sink` (f32,

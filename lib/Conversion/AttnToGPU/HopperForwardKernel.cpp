@@ -87,6 +87,14 @@ static llvm::cl::opt<llvm::cl::boolOrDefault> clRaggedFirst(
                    "unmasked (default: on, except on the persistent D > 64 "
                    "grid, whose consumer has no register to spare)"));
 
+static llvm::cl::opt<int> clPolyExp2(
+    "fa-wgmma-poly-exp2", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
+    llvm::cl::desc("wgmma forward: of every 8 n8 tiles of scores, this many "
+                   "take their exponentials from a polynomial on the FMA "
+                   "pipe instead of ex2.approx on the special-function unit "
+                   "(0-8; default 0)"),
+    llvm::cl::init(0));
+
 static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
     "fa-wgmma-persistent", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
     llvm::cl::desc("wgmma forward: one CTA per SM takes query tiles from a "
@@ -102,7 +110,9 @@ std::string mlir::fa::wgmmaVariantKey() {
          std::to_string(static_cast<int>(clRescaleInTurn.getValue())) +
          ".ragged" +
          std::to_string(static_cast<int>(clRaggedFirst.getValue())) +
-         ".persist" + std::to_string(static_cast<int>(clPersistent.getValue()));
+         ".persist" +
+         std::to_string(static_cast<int>(clPersistent.getValue())) + ".pe" +
+         std::to_string(clPolyExp2.getValue());
 }
 
 /// `opt` where it is given, otherwise the measured default.
@@ -156,6 +166,7 @@ WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
   // does not take it (a mask, the persistent D > 64 consumer) it cannot run.
   schedule.raggedFirst =
       schedule.raggedFirst && optionOr(clRaggedFirst, true);
+  schedule.polyExp2 = clPolyExp2;
   return schedule;
 }
 

@@ -194,7 +194,9 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
       keyFactors.empty() ? IntegerAttr()
                          : b.getI64IntegerAttr(plan.descaleBlock),
       plan.schedule.lazyRescale ? b.getF64FloatAttr(kLazyRescaleLog2)
-                                : FloatAttr());
+                                : FloatAttr(),
+      plan.schedule.polyExp2 ? b.getI64IntegerAttr(plan.schedule.polyExp2)
+                             : IntegerAttr());
   SmallVector<Value> m = laneValues(b, loc, update.getNewMax());
   SmallVector<Value> l = laneValues(b, loc, update.getNewSum());
   SmallVector<Value> factors = laneValues(b, loc, update.getNewAcc());

@@ -102,6 +102,8 @@ WgmmaForwardSchedule::tagSuffix(const WgmmaForwardSchedule &measured) const {
   field("lazy", lazyRescale, measured.lazyRescale);
   field("rit", rescaleInTurn, measured.rescaleInTurn);
   field("ragged", raggedFirst, measured.raggedFirst);
+  if (polyExp2 != measured.polyExp2)
+    t += "_pe" + std::to_string(polyExp2);
   return t;
 }
 
@@ -322,6 +324,10 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                 llvm::Twine(plan.stages));
   plan.schedule =
       options.schedule ? *options.schedule : wgmmaForwardSchedule(plan);
+  if (plan.schedule.polyExp2 < 0 || plan.schedule.polyExp2 > 8)
+    return fail("expected a polynomial exp2 share of 0 to 8 n8 tiles in 8, "
+                "got " +
+                llvm::Twine(plan.schedule.polyExp2));
   if (plan.schedule.pingPong && plan.blockQ != 128)
     return fail("expected no ping-pong turns with block-q = " +
                 llvm::Twine(plan.blockQ) +
@@ -758,14 +764,16 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
         b.getNamedAttr("mask_mod", b.getStringAttr(plan.maskModName)));
   if (plan.strategy == MmaStrategy::Wgmma && !plan.backward) {
     const WgmmaForwardSchedule &w = plan.schedule;
-    fields.push_back(b.getNamedAttr(
-        "schedule",
-        b.getDictionaryAttr(
-            {b.getNamedAttr("ping_pong", b.getBoolAttr(w.pingPong)),
-             b.getNamedAttr("smem_epilogue", b.getBoolAttr(w.smemEpilogue)),
-             b.getNamedAttr("lazy_rescale", b.getBoolAttr(w.lazyRescale)),
-             b.getNamedAttr("rescale_in_turn", b.getBoolAttr(w.rescaleInTurn)),
-             b.getNamedAttr("ragged_first", b.getBoolAttr(w.raggedFirst))})));
+    SmallVector<NamedAttribute> schedule{
+        b.getNamedAttr("ping_pong", b.getBoolAttr(w.pingPong)),
+        b.getNamedAttr("smem_epilogue", b.getBoolAttr(w.smemEpilogue)),
+        b.getNamedAttr("lazy_rescale", b.getBoolAttr(w.lazyRescale)),
+        b.getNamedAttr("rescale_in_turn", b.getBoolAttr(w.rescaleInTurn)),
+        b.getNamedAttr("ragged_first", b.getBoolAttr(w.raggedFirst))};
+    if (w.polyExp2)
+      schedule.push_back(
+          b.getNamedAttr("poly_exp2", b.getI64IntegerAttr(w.polyExp2)));
+    fields.push_back(b.getNamedAttr("schedule", b.getDictionaryAttr(schedule)));
   }
   return b.getDictionaryAttr(fields);
 }
@@ -810,6 +818,8 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
     w.lazyRescale = flag("lazy_rescale");
     w.rescaleInTurn = flag("rescale_in_turn");
     w.raggedFirst = flag("ragged_first");
+    if (auto poly = schedule.getAs<IntegerAttr>("poly_exp2"))
+      w.polyExp2 = poly.getInt();
     options.schedule = w;
   }
   return options;

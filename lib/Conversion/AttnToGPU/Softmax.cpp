@@ -502,7 +502,7 @@ static Value quadReduce(KernelBuilder &kb, Value v, bool isMax) {
 void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(
     KernelBuilder &kb, MutableArrayRef<Value> s, MutableArrayRef<Value> acc,
     SoftmaxState &state, ArrayRef<Value> scaleLog2, int64_t scaleBlock,
-    double lazyRescaleLog2) {
+    double lazyRescaleLog2, int64_t polyExp2) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   const int64_t sTiles = s.size() / 4, accTiles = acc.size() / 4;
@@ -545,7 +545,11 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(
     for (int64_t n = 0; n < sTiles; ++n)
       for (int64_t c = 0; c < 2; ++c) {
         Value &e = s[n * 4 + 2 * r + c];
-        e = math.probabilityFolded(e, scaleOf(n), negBase);
+        // k of every 8 tiles, spread: those where n·k mod 8 < k.
+        if (polyExp2 && (n * polyExp2) % 8 < polyExp2)
+          e = kb.exp2Poly(LLVM::FMAOp::create(b, loc, e, scaleOf(n), negBase));
+        else
+          e = math.probabilityFolded(e, scaleOf(n), negBase);
         sum = arith::AddFOp::create(b, loc, sum, e);
       }
     for (int64_t n = 0; n < accTiles; ++n)

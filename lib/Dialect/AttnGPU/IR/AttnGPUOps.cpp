@@ -523,6 +523,11 @@ LogicalResult OnlineSoftmaxOp::verify() {
   if (lazy && !(lazy.getValueAsDouble() > 0))
     return emitOpError("expected a positive lazy rescale threshold, got ")
            << lazy.getValueAsDouble();
+  IntegerAttr poly = getPolyExp2Attr();
+  if (poly && (poly.getInt() < 1 || poly.getInt() > 8))
+    return emitOpError("expected poly_exp2 in [1, 8] n8 tiles of every 8, "
+                       "got ")
+           << poly.getInt();
   return success();
 }
 
