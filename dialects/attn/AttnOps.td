@@ -491,6 +491,10 @@ def Attn_QuantizeOp : Attn_Op<"quantize", [Pure]> {
     $input attr-dict `:` type($input) `->` type($result) `,` type($descale)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Consecutive heads one factor covers: H / G, or 1 for block descales.
+    int64_t getHeadsPerFactor();
+  }];
 }
 
 def Attn_YieldOp : Attn_Op<"yield", [Pure, ReturnLike, Terminator,

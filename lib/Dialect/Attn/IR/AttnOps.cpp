@@ -1116,6 +1116,13 @@ LogicalResult HadamardOp::verify() {
                       x.getElementType());
 }
 
+int64_t QuantizeOp::getHeadsPerFactor() {
+  if (isBlockDescale(getDescale()))
+    return 1;
+  return cast<RankedTensorType>(getInput().getType()).getDimSize(1) /
+         cast<RankedTensorType>(getDescale().getType()).getDimSize(1);
+}
+
 LogicalResult QuantizeOp::verify() {
   auto x = cast<RankedTensorType>(getInput().getType());
   if (x.getRank() != 4 || !isAttnInputFloat(x.getElementType()))

@@ -66,7 +66,6 @@ static Value decodeE4M3(OpBuilder &b, Location loc, Value bits) {
 /// x·descale[b, h / group, n / 64] for a block descale.
 static Value dequantize(OpBuilder &b, Location loc, Value x, Value descale,
                         Value group) {
-  const bool perBlock = cast<ShapedType>(descale.getType()).getRank() == 3;
   auto type = cast<RankedTensorType>(x.getType());
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, x);
   Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
@@ -78,15 +77,7 @@ static Value dequantize(OpBuilder &b, Location loc, Value x, Value descale,
              [&](OpBuilder &nb, Location l, ValueRange args) {
                Value bits = arith::BitcastOp::create(nb, l, nb.getI8Type(),
                                                      args[0]);
-               Value batch = linalg::IndexOp::create(nb, l, 0);
-               Value head = arith::DivUIOp::create(
-                   nb, l, linalg::IndexOp::create(nb, l, 1), group);
-               SmallVector<Value, 3> at{batch, head};
-               if (perBlock)
-                 at.push_back(arith::DivUIOp::create(
-                     nb, l, linalg::IndexOp::create(nb, l, 2),
-                     cIndex(nb, l, kDescaleBlockRows)));
-               Value factor = tensor::ExtractOp::create(nb, l, descale, at);
+               Value factor = descaleFactorAt(nb, l, descale, group);
                Value v = arith::MulFOp::create(nb, l, decodeE4M3(nb, l, bits),
                                                factor);
                linalg::YieldOp::create(nb, l, ValueRange{v});
@@ -141,13 +132,8 @@ namespace {
 struct AttnDequantizePass final
     : mlir::fa::attn::impl::AttnDequantizePassBase<AttnDequantizePass> {
   void runOnOperation() override {
-    SmallVector<AttentionOp> ops;
-    getOperation().walk([&](AttentionOp op) {
-      if (op.getDescaleQ())
-        ops.push_back(op);
-    });
     IRRewriter rw(&getContext());
-    for (AttentionOp op : ops)
+    for (AttentionOp op : fp8Attentions(getOperation()))
       dequantizeAttention(rw, op);
   }
 };

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Utils.h"
 #include "fa/Dialect/Attn/IR/Attn.h"
 #include "fa/Dialect/Attn/Transforms/Passes.h"
 
@@ -18,6 +19,7 @@ namespace mlir::fa::attn {
 
 using namespace mlir;
 using namespace mlir::fa::attn;
+using namespace mlir::fa::attn::detail;
 
 /// The attn.quantize that gives both the fp8 tensor `x8` and its `descale`.
 static QuantizeOp quantizeOf(Value x8, Value descale) {
@@ -69,13 +71,8 @@ namespace {
 struct AttnIncoherentQkPass final
     : mlir::fa::attn::impl::AttnIncoherentQkPassBase<AttnIncoherentQkPass> {
   void runOnOperation() override {
-    SmallVector<AttentionOp> ops;
-    getOperation().walk([&](AttentionOp op) {
-      if (op.getDescaleQ())
-        ops.push_back(op);
-    });
     IRRewriter rw(&getContext());
-    for (AttentionOp op : ops) {
+    for (AttentionOp op : fp8Attentions(getOperation())) {
       QuantizeOp q = quantizeOf(op.getQuery(), op.getDescaleQ());
       QuantizeOp k = quantizeOf(op.getKey(), op.getDescaleK());
       if (!q || !k) {

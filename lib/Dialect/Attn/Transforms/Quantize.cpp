@@ -172,7 +172,7 @@ static Value maxOverRows(OpBuilder &b, Location loc, Value rows, Value batch,
 static Value descaleFactors(OpBuilder &b, Location loc, QuantizeOp op,
                             Value rows) {
   auto type = cast<RankedTensorType>(op.getDescale().getType());
-  const bool perBlock = type.getRank() == 3;
+  const bool perBlock = isBlockDescale(op.getDescale());
   Value x = op.getInput();
   // The descale's extents: static where its type knows them, else B, H and
   // ceil(N / 64) of x.
@@ -190,10 +190,7 @@ static Value descaleFactors(OpBuilder &b, Location loc, QuantizeOp op,
     }
   }
   Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
-  const int64_t group =
-      perBlock ? 1
-               : cast<RankedTensorType>(x.getType()).getDimSize(1) /
-                     type.getDimSize(1);
+  const int64_t group = op.getHeadsPerFactor();
   AffineMap id =
       AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
   return linalg::GenericOp::create(
@@ -247,11 +244,7 @@ LogicalResult mlir::fa::attn::decomposeQuantize(RewriterBase &rw,
   rw.setInsertionPoint(op);
   Value x = op.getInput();
   Value factors = descaleFactors(rw, loc, op, rowAmax(rw, loc, x));
-  const bool perBlock = isBlockDescale(op.getDescale());
-  const int64_t group =
-      perBlock ? 1
-               : cast<RankedTensorType>(x.getType()).getDimSize(1) /
-                     cast<RankedTensorType>(factors.getType()).getDimSize(1);
+  Value group = cIndex(rw, loc, op.getHeadsPerFactor());
   auto type = cast<RankedTensorType>(op.getResult().getType());
   Value empty = tensor::EmptyOp::create(
       rw, loc, tensor::getMixedSizes(rw, loc, x), type.getElementType());
@@ -261,18 +254,7 @@ LogicalResult mlir::fa::attn::decomposeQuantize(RewriterBase &rw,
           rw, loc, type, ValueRange{x}, ValueRange{empty},
           ArrayRef<AffineMap>{id, id}, iterators(4),
           [&](OpBuilder &b, Location l, ValueRange a) {
-            SmallVector<Value, 3> at{linalg::IndexOp::create(b, l, 0)};
-            Value head = linalg::IndexOp::create(b, l, 1);
-            if (perBlock) {
-              at.push_back(head);
-              at.push_back(
-                  arith::DivUIOp::create(b, l, linalg::IndexOp::create(b, l, 2),
-                                         cIndex(b, l, kDescaleBlockRows)));
-            } else {
-              at.push_back(
-                  arith::DivUIOp::create(b, l, head, cIndex(b, l, group)));
-            }
-            Value factor = tensor::ExtractOp::create(b, l, factors, at);
+            Value factor = descaleFactorAt(b, l, factors, group);
             Value v = arith::DivFOp::create(b, l, toF32(b, l, a[0]), factor);
             v = arith::MinimumFOp::create(
                 b, l, arith::MaximumFOp::create(b, l, v, cF32(b, l, -kMaxE4M3)),

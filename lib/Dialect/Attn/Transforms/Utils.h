@@ -3,6 +3,8 @@
 #ifndef FA_LIB_DIALECT_ATTN_TRANSFORMS_UTILS_H
 #define FA_LIB_DIALECT_ATTN_TRANSFORMS_UTILS_H
 
+#include "fa/Dialect/Attn/IR/Attn.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -55,6 +57,32 @@ inline Value toF32(OpBuilder &b, Location loc, Value v) {
   if (v.getType().isF32())
     return v;
   return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+/// Inside a linalg.generic over a [B, H, N, ...] fp8 tensor: its element's
+/// descale factor, descale[b, h / group], or descale[b, h / group, n / 64]
+/// for a block descale (rank 3).
+inline Value descaleFactorAt(OpBuilder &b, Location loc, Value descale,
+                             Value group) {
+  Value batch = linalg::IndexOp::create(b, loc, 0);
+  Value head =
+      arith::DivUIOp::create(b, loc, linalg::IndexOp::create(b, loc, 1), group);
+  SmallVector<Value, 3> at{batch, head};
+  if (isBlockDescale(descale))
+    at.push_back(arith::DivUIOp::create(b, loc,
+                                        linalg::IndexOp::create(b, loc, 2),
+                                        cIndex(b, loc, kDescaleBlockRows)));
+  return tensor::ExtractOp::create(b, loc, descale, at);
+}
+
+/// The fp8 attn.attention ops (those with descales) under `root`, to rewrite.
+inline SmallVector<AttentionOp> fp8Attentions(Operation *root) {
+  SmallVector<AttentionOp> ops;
+  root->walk([&](AttentionOp op) {
+    if (op.getDescaleQ())
+      ops.push_back(op);
+  });
+  return ops;
 }
 
 /// Size of a block starting at `start` along an extent `n` (static `nStatic`
