@@ -16,7 +16,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
     `attn-recompute-backward` and `attn-tile` carry it onto the tiled loops
     and tile ops and take their block sizes from it, and
     `convert-attn-to-gpu` builds the kernels it names. An invalid choice is
-    diagnosed here, on the op.
+    diagnosed here, on the op, and so is a function the GPU path would
+    compile only in part: its kernels replace the function whole (they read
+    its arguments and write its results), so it may hold only attn ops,
+    constants, `tensor.dim` and the return.
 
     ```mlir
     %o, %lse = attn.attention %q, %k, %v {mask = #attn.mask<causal>,

@@ -11,6 +11,10 @@
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/Attn/Transforms/Transforms.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 namespace mlir::fa {
 #define GEN_PASS_DEF_ATTNGPUPLANPASS
 #include "fa/Conversion/Passes.h.inc"
@@ -23,6 +27,36 @@ static bool isVarlen(Operation *op) {
   if (auto fwd = dyn_cast<attn::AttentionOp>(op))
     return fwd.isVarlen();
   return cast<attn::AttentionBackwardOp>(op).isVarlen();
+}
+
+/// Whether the GPU path keeps `op` of a function it compiles: its kernels
+/// read the function's arguments and write its results, so the function may
+/// hold only attn ops, constants, shape queries and the return. Anything else
+/// (arithmetic on Q before the op, a scaling of O after it) would vanish
+/// with the function when convert-attn-to-gpu replaces it by kernels.
+static bool survivesGpuLowering(Operation *op) {
+  if (op->getDialect() && op->getDialect()->getNamespace() ==
+                              attn::AttnDialect::getDialectNamespace())
+    return true;
+  return isa<func::ReturnOp, arith::ConstantOp, tensor::DimOp>(op);
+}
+
+/// A diagnostic on the first op of `func`'s body that the GPU path would
+/// drop, when `func` holds an attention op to compile.
+static LogicalResult checkCompiledFunction(func::FuncOp func) {
+  bool compiled = false;
+  for (Operation &op : func.getBody().getOps())
+    compiled |= isa<attn::AttentionOp, attn::AttentionBackwardOp>(op);
+  if (!compiled)
+    return success();
+  for (Operation &op : func.getBody().getOps())
+    if (!survivesGpuLowering(&op))
+      return op.emitOpError(
+          "would be dropped by the GPU path: a function compiled to GPU "
+          "kernels holds only attn ops, constants, tensor.dim and its "
+          "return (the kernels read the function's arguments and write its "
+          "results); move this op to another function");
+  return success();
 }
 
 namespace {
@@ -46,6 +80,9 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.producerWarp = producerWarp;
     options.tma = tma;
     options.tf32 = tf32;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(checkCompiledFunction(func)))
+        return signalPassFailure();
     WalkResult walk = getOperation().walk([&](Operation *op) {
       if (!isa<attn::AttentionOp, attn::AttentionBackwardOp>(op))
         return WalkResult::advance();

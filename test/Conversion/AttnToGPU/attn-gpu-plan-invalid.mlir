@@ -40,3 +40,24 @@ func.func @varlen(%q: tensor<64x4x64xbf16>, %k: tensor<64x4x64xbf16>, %v: tensor
   %o, %l = attn.attention %q, %k, %v varlen(%cu, %cu : tensor<3xi32>, tensor<3xi32>) : tensor<64x4x64xbf16>, tensor<64x4x64xbf16>, tensor<64x4x64xbf16> -> tensor<64x4x64xbf16>, tensor<4x64xf32>
   return %o, %l : tensor<64x4x64xbf16>, tensor<4x64xf32>
 }
+
+// -----
+
+// The kernels read the function's arguments: arithmetic on Q before the op
+// would vanish with the function, so it is refused.
+func.func @scaled_query(%q: tensor<1x2x64x128xbf16>) -> (tensor<1x2x64x128xbf16>, tensor<1x2x64xf32>) {
+  // expected-error @+1 {{'arith.addf' op would be dropped by the GPU path: a function compiled to GPU kernels holds only attn ops, constants, tensor.dim and its return (the kernels read the function's arguments and write its results); move this op to another function}}
+  %q2 = arith.addf %q, %q : tensor<1x2x64x128xbf16>
+  %o, %lse = attn.attention %q2, %q, %q : tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16> -> tensor<1x2x64x128xbf16>, tensor<1x2x64xf32>
+  return %o, %lse : tensor<1x2x64x128xbf16>, tensor<1x2x64xf32>
+}
+
+// -----
+
+// ... and so is work on its results.
+func.func @negated_lse(%q: tensor<1x2x64x128xbf16>) -> (tensor<1x2x64x128xbf16>, tensor<1x2x64xf32>) {
+  %o, %lse = attn.attention %q, %q, %q : tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16> -> tensor<1x2x64x128xbf16>, tensor<1x2x64xf32>
+  // expected-error @+1 {{'arith.negf' op would be dropped by the GPU path}}
+  %n = arith.negf %lse : tensor<1x2x64xf32>
+  return %o, %n : tensor<1x2x64x128xbf16>, tensor<1x2x64xf32>
+}
