@@ -92,8 +92,9 @@ static llvm::cl::opt<int> clPolyExp2(
     llvm::cl::desc("wgmma forward: of every 8 n8 tiles of scores, this many "
                    "take their exponentials from a polynomial on the FMA "
                    "pipe instead of ex2.approx on the special-function unit "
-                   "(0-8; default 0)"),
-    llvm::cl::init(0));
+                   "(0-8; default -1: the measured choice, 2 for fp8 at "
+                   "D = 256, else 0)"),
+    llvm::cl::init(-1));
 
 static llvm::cl::opt<llvm::cl::boolOrDefault> clPersistent(
     "fa-wgmma-persistent", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
@@ -153,6 +154,10 @@ mlir::fa::measuredWgmmaForwardSchedule(const KernelPlan &plan) {
   // fp8: O (bf16) is twice as wide as the Q tile (fp8) it would pass
   // through: it leaves from registers.
   measured.smemEpilogue = !plan.isFp8();
+  // fp8 at D = 256: a quarter of the exponentials on the FMA pipe gave
+  // +0.2-4% (H200); at fp8 d128 and bf16 d64 it lost 2-7% (PERF.md,
+  // 2026-12-06).
+  measured.polyExp2 = plan.isFp8() && plan.headDim == 256 ? 2 : 0;
   return measured;
 }
 
@@ -166,7 +171,8 @@ WgmmaForwardSchedule mlir::fa::wgmmaForwardSchedule(const KernelPlan &plan) {
   // does not take it (a mask, the persistent D > 64 consumer) it cannot run.
   schedule.raggedFirst =
       schedule.raggedFirst && optionOr(clRaggedFirst, true);
-  schedule.polyExp2 = clPolyExp2;
+  if (clPolyExp2 != -1)
+    schedule.polyExp2 = clPolyExp2;
   return schedule;
 }
 
