@@ -8,8 +8,11 @@ runtime's fa_attention_forward_fp8), the bf16 one fa.forward_into. With
 --block the bundle's block-descale kernels (descale_block 64, config field
 blockscale: descale_q [B,H,N/64], descale_k [B,H,N/64]) run beside the
 per-head ones, column fa:fp8-bs64 and the ratio bs64/fp8. With --quantize
-each row also times fa.quantize_fp8 of the bf16 q, k, v (PyTorch ops), plain
-and with rotate=True (incoherent processing), against the fp8 forward.
+each row also times the quantisation of the bf16 q, k, v in PyTorch ops and,
+where the bundle has a quantiser for bf16 (quant=bf16), on the GPU
+(fa.quantize_fp8, fa_quantize), plain and with rotate=True (incoherent
+processing), against the fp8 forward; the GPU's as the bytes it moves per
+second (each input read twice, e4m3 written once).
 
 SDPA's cuDNN backend in this PyTorch takes no float8 inputs (it is tried
 and its error shown once), so the baselines are bf16 cuDNN and flash. The
@@ -85,8 +88,13 @@ def row(bundle, bf16_bundle, B, H, N, d, causal, ab=(), block=False, quantize=Fa
         except fa.FaError as e:
             fns["fa:bf16"] = {"error": str(e).splitlines()[0][:200]}
     if quantize:
-        fns["quantize"] = lambda: fa.quantize_fp8(q, k, v)
-        fns["quantize:rot"] = lambda: fa.quantize_fp8(q, k, v, rotate=True)
+        # PyTorch's ops, and the bundle's quantiser where it has one.
+        fns["quantize"] = lambda: fa._quantize_fp8_torch(q, k, v, False, False)
+        fns["quantize:rot"] = lambda: fa._quantize_fp8_torch(q, k, v, False, True)
+        if bundle._find_quantizer(q.dtype, d) is not None:
+            fns["quantize:gpu"] = lambda: fa.quantize_fp8(q, k, v, bundle=bundle)
+            fns["quantize:gpu-rot"] = lambda: fa.quantize_fp8(q, k, v, rotate=True,
+                                                              bundle=bundle)
     fns["cudnn:fp8"] = sdpa(SDPBackend.CUDNN_ATTENTION, q8, k8, v8, causal)
     fns["cudnn:bf16"] = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
     fns["flash:bf16"] = sdpa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
@@ -148,9 +156,17 @@ def main():
               ("  %9.2f" % ratio("fa:fp8-bs64", "fa:fp8") if args.block else ""))
         if args.quantize and all("ms" in r.get(c, {}) for c in ("quantize", "quantize:rot", "fa:fp8")):
             fwd = r["fa:fp8"]["ms"]
-            print("     quantize_fp8 %.3f ms (%.2fx the fp8 forward), rotate=True %.3f ms (%.2fx)"
-                  % (r["quantize"]["ms"], r["quantize"]["ms"] / fwd, r["quantize:rot"]["ms"],
-                     r["quantize:rot"]["ms"] / fwd))
+            print("     quantize_fp8 in PyTorch %.3f ms (%.2fx the fp8 forward), rotate=True "
+                  "%.3f ms (%.2fx)" % (r["quantize"]["ms"], r["quantize"]["ms"] / fwd,
+                                       r["quantize:rot"]["ms"], r["quantize:rot"]["ms"] / fwd))
+            if all("ms" in r.get(c, {}) for c in ("quantize:gpu", "quantize:gpu-rot")):
+                # q, k, v read twice in bf16 (2 B), written once in e4m3.
+                moved = 3 * (2 * 2 + 1) * B * H * N * d
+                print("     quantize_fp8 on the GPU %.3f ms (%.2fx, %.2f TB/s), rotate=True "
+                      "%.3f ms (%.2fx)"
+                      % (r["quantize:gpu"]["ms"], r["quantize:gpu"]["ms"] / fwd,
+                         moved / r["quantize:gpu"]["ms"] / 1e9, r["quantize:gpu-rot"]["ms"],
+                         r["quantize:gpu-rot"]["ms"] / fwd))
         results.append({"N": N, "B": B, "H": H, "d": d, "causal": causal, **r})
     for c, e in errors.items():
         print("%s: %s" % (c, e))

@@ -21,7 +21,7 @@
 #   out/bundle-tma/         decode kernels loading K/V by TMA (FA_TMA_BUNDLE names another):
 #                           test/gpu/test_packgqa.py on them, memcheck of 30 cases (FA_SAN=0 skips)
 #   out/bundle-fp8/         fp8 e4m3 forwards (FA_FP8=1; FA_FP8_BUNDLE names another):
-#                           test/gpu/test_fp8.py, then bench/fp8.py (FA_FP8_BENCH=0 skips it;
+#                           test/gpu/test_fp8.py, test/gpu/test_quantize.py, then bench/fp8.py (FA_FP8_BENCH=0 skips it;
 #                           FA_FP8_TIMEOUT, FA_FP8_BENCH_TIMEOUT, 240 s each)
 #   out/bundle-maskmod/     mask_mod kernels (optional; FA_MASKMOD_BUNDLE names another): the
 #                           document-mask and prefix-LM forwards' differential test,
@@ -366,6 +366,9 @@ if [ "${FA_FP8:-0}" = 1 ]; then
     step "fp8 e4m3 forwards ($FP8_BUNDLE): differential tests against float64 and naive fp8"
     timeout -k 10 ${FA_FP8_TIMEOUT:-240} python3 test/gpu/test_fp8.py --bundle "$FP8_BUNDLE" \
       --lib "$LIB" || fail "fp8 differential tests"
+    step "the GPU quantiser (fa_quantize) against PyTorch's quantize_fp8"
+    timeout -k 10 ${FA_FP8_TIMEOUT:-240} python3 test/gpu/test_quantize.py --bundle "$FP8_BUNDLE" \
+      --lib "$LIB" || fail "quantiser differential tests"
     if [ "${FA_FP8_BENCH:-1}" != 0 ]; then
       step "fp8 forward TFLOP/s against fa bf16 and SDPA (cuDNN, flash)"
       FP8_BF16=()

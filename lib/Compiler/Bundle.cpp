@@ -216,6 +216,10 @@ json::Object kernelObject(const CompiledKernel &k) {
   // Block descales (bundle version 21): Q's and K's per this many rows.
   if (c.blockScale)
     o["descale_block"] = attn::kDescaleBlockRows;
+  // The quantiser's source type (entries quantize_amax and quantize): an
+  // additive field and entries that older runtimes ignore, so no version.
+  if (!c.quantize.empty())
+    o["quantize"] = c.quantize;
   if (takesStrides(c))
     o["stride_param"] = at.stride;
   if (takesTensorMaps(c) && c.direction == "bwd")

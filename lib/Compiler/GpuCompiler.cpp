@@ -93,6 +93,8 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
       c.tf32 = true, kind = "tf32";
     else if (p == "blockscale")
       c.blockScale = true, kind = "blockscale";
+    else if (p.starts_with("quant=") && p.size() > 6)
+      c.quantize = p.drop_front(6).str(), kind = "quantize";
     else if (p.starts_with("mod=") && p.size() > 4)
       c.scoreMod = p.drop_front(4).str(), kind = "score_mod";
     else if (p.starts_with("maskmod=") && p.size() > 8)
@@ -125,6 +127,11 @@ llvm::Expected<KernelConfig> KernelConfig::parse(llvm::StringRef text) {
   if (c.blockScale && c.dtype != "f8e4m3")
     return err("blockscale applies to f8e4m3 inputs, got dtype " + c.dtype +
                " in '" + text + "'");
+  if (!c.quantize.empty() &&
+      (c.dtype != "f8e4m3" ||
+       (c.quantize != "bf16" && c.quantize != "f16" && c.quantize != "f32")))
+    return err("quant=<bf16|f16|f32> applies to f8e4m3 forwards, got quant=" +
+               c.quantize + " with dtype " + c.dtype + " in '" + text + "'");
   if (c.tf32 && c.dtype != "f32")
     return err("tf32 applies to f32 inputs, got dtype " + c.dtype + " in '" +
                text + "'");
@@ -185,6 +192,8 @@ std::string KernelConfig::str() const {
     s += ":tf32";
   if (blockScale)
     s += ":blockscale";
+  if (!quantize.empty())
+    s += ":quant=" + quantize;
   return s;
 }
 
@@ -649,6 +658,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   tiles.producerWarp = config.producerWarp;
   tiles.tma = config.tma;
   tiles.tf32 = config.tf32;
+  tiles.quantize = config.quantize;
   std::string planError;
   FailureOr<KernelPlan> plan = resolveKernelPlanFor(attention, tiles, planError);
   if (failed(plan))
@@ -695,6 +705,13 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     if (plan->kvAppend)
       out.entries.push_back({"kv_append", "fa_kv_append_" + out.tag,
                              kKvAppendThreads, 0});
+    // attn.quantize of the forward's inputs (QuantizeKernel.cpp).
+    if (!plan->quantize.empty()) {
+      out.entries.push_back({"quantize_amax", "fa_quantize_amax_" + out.tag,
+                             kQuantizeThreads, kQuantizeSharedBytes});
+      out.entries.push_back({"quantize", "fa_quantize_" + out.tag,
+                             kQuantizeThreads, kQuantizeSharedBytes});
+    }
   }
   // The block mask's builders (BlockMask.h): classes, then the lists, with
   // this kernel's block sizes (a block-sparse backward has its own).
@@ -722,6 +739,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
   pipe.producerWarp = config.producerWarp;
   pipe.tma = config.tma;
   pipe.tf32 = config.tf32;
+  pipe.quantize = config.quantize;
   pipe.blockSparse = config.blockSparse;
   buildAttnToNVVMDialectPipeline(pm, pipe);
   if (failed(pm.run(*module)))

@@ -70,6 +70,7 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   plan.packGqa = options.packGqa;
   plan.blockSparse = options.blockSparse;
   plan.kvAppend = options.kvAppend;
+  plan.quantize = options.quantize;
   plan.producerWarp = options.producerWarp;
   plan.tma = options.tma;
   plan.tf32 = options.tf32;

@@ -163,8 +163,13 @@ struct KernelConfig {
   /// An f32 kernel that multiplies in TF32 (manifest "tf32"): chosen only
   /// by queries that allow it (fa_kernel_query.allow_tf32).
   bool tf32 = false;
+  /// An fp8 forward whose module also holds the quantiser of inputs of this
+  /// dtype (manifest "quantize"; entries quantAmax and quant), launched by
+  /// fa_quantize (Quantize.cpp); `quantizer` false for the others.
+  fa_dtype quantizeDtype = FA_DTYPE_F16;
+  bool quantizer = false;
   Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink,
-      append;
+      append, quantAmax, quant;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };

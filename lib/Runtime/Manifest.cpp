@@ -412,7 +412,29 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
 /// forward that the compiler builds, with "descale_param" after its maps,
 /// and the optional "descale_block" (bundle version 21): 64 for Q and K
 /// descales per 64-row block, absent for per-(batch, key head) ones.
-void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
+/// The optional "quantize" of an fp8 forward: the source dtype of the
+/// quantiser its module holds (entries quantize_amax and quantize).
+void parseQuantizer(const json &k, const json &entries, KernelConfig &c,
+                    const std::string &where) {
+  if (!k.contains("quantize"))
+    return;
+  std::string dtype = stringField(k, "quantize", where);
+  if (dtype == "bf16")
+    c.quantizeDtype = FA_DTYPE_BF16;
+  else if (dtype == "f16")
+    c.quantizeDtype = FA_DTYPE_F16;
+  else if (dtype == "f32")
+    c.quantizeDtype = FA_DTYPE_F32;
+  else
+    bad(where, "field 'quantize' = '" + dtype +
+                   "', expected bf16, f16 or f32 (the quantiser's inputs)");
+  c.quantizer = true;
+  c.quantAmax = parseEntry(entries, "quantize_amax", where);
+  c.quant = parseEntry(entries, "quantize", where);
+}
+
+void parseFp8(const json &k, const json &entries, KernelConfig &c,
+              const std::string &where) {
   const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
   if (!fp8) {
     for (const char *key : {"descale_param", "descale_block"})
@@ -420,6 +442,9 @@ void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
         bad(where, std::string("field '") + key +
                        "' is given, but only f8e4m3 kernels take descale "
                        "tensors");
+    if (k.contains("quantize"))
+      bad(where, "field 'quantize' is given, but only f8e4m3 kernels hold a "
+                 "quantiser");
     return;
   }
   if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
@@ -433,6 +458,7 @@ void parseFp8(const json &k, KernelConfig &c, const std::string &where) {
     bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
                    ", expected 14 (after fa_fwd's 11 parameters and its 3 "
                    "tensor maps)");
+  parseQuantizer(k, entries, c, where);
   if (!k.contains("descale_block"))
     return;
   c.descaleBlock = intField(k, "descale_block", where, 0, INT_MAX);
@@ -901,7 +927,7 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parsePaged(k, c, where);
   parseModArgs(k, c, where);
   parseVarlen(k, c, where);
-  parseFp8(k, c, where);
+  parseFp8(k, entries, c, where);
   parseSinks(k, entries, c, where);
   parseRuntimeWindow(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())

@@ -34,7 +34,7 @@ from . import jit, mods
 from ._runtime import (BWD, DTYPE_NAMES, DTYPES, EXTENT_NAMES, FWD, MASK_NAMES, MASKS,
                        MAX_MOD_ARGS, MAX_RANK, MMA_NAMES, MMAS, FaError, BackwardArgs,
                        BlockMaskDesc, ForwardArgs, KernelInfo, KernelQuery, ModArgInfo,
-                       Tensor, check, open_library)
+                       QuantizeArgs, Tensor, check, open_library)
 
 __all__ = ["load", "attention", "attention_varlen", "attention_with_kvcache",
            "forward_into", "backward_into", "block_mask", "BlockMask", "Bundle", "FaError",
@@ -232,6 +232,31 @@ class Bundle:
         except FaError:
             return None
         return self._search(query, nk, handles=[handle], find=find)
+
+    def _find_quantizer(self, dtype, head_dim):
+        """(kernel, self): a loaded bundle's quantiser of `dtype` inputs at
+        `head_dim` (an fp8 forward built with quant=<dtype>), else one
+        compiled now where this bundle compiles on first use; None when
+        neither."""
+        key = ("quantize", dtype, head_dim)
+        if key not in self._cache:
+            code = _dtype_code(dtype)
+
+            def find(handle):
+                out = ctypes.c_void_p()
+                status = self.lib.fa_kernel_find_quantize(handle, code, head_dim,
+                                                          ctypes.byref(out))
+                if status not in (0,) + _NOT_IN_BUNDLE:
+                    check(self.lib, status)
+                return out if status == 0 else None
+
+            found = next((k for k in map(find, self._handles) if k is not None), None)
+            if (found is None and self.jit and head_dim in (128, 256) and
+                    jit.find_compiler() is not None):
+                config = "fwd:f8e4m3:d%d:none:wgmma:quant=%s" % (head_dim, DTYPE_NAMES[code])
+                found = find(self._decode_bundle(config))
+            self._cache[key] = None if found is None else (found, self)
+        return self._cache[key]
 
     def _decode_bundle(self, config):
         """The handle of the bundle of decode `config`, compiled now (or taken
@@ -915,7 +940,7 @@ def hadamard(x):
     return (groups @ (h / math.sqrt(g))).reshape(x.shape).to(x.dtype)
 
 
-def quantize_fp8(q, k, v, block=False, rotate=False):
+def quantize_fp8(q, k, v, block=False, rotate=False, bundle=None):
     """q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] (floating point, H a
     multiple of Hkv) quantised for the fp8 forward: (q8, k8, v8, descale_q,
     descale_k, descale_v), float8_e4m3fn and float32, contiguous, in the
@@ -928,6 +953,14 @@ def quantize_fp8(q, k, v, block=False, rotate=False):
     spread over its group of columns instead of setting the rounding of its
     whole head (fa-check --fp8-rotate: 2.6-2.8x lower O error by the median
     with outlier channels). V is not rotated.
+
+    On the GPU the quantiser of the loaded bundle (`bundle`, else the
+    default) runs when it has one for the inputs' dtype and head dims (fp8
+    kernels built with the config field quant=<bf16|f16|f32>; fa.load()
+    compiles one on first use where fa-aot is installed): two passes over
+    each input, no float32 copies. Otherwise PyTorch computes the same
+    values (bit for bit without rotation; rotated, the float32 sums may
+    round differently).
 
     Each descale is amax / 448 of |x| over what it covers (1 where that is
     all zeros) and x8 = x / descale clamped to +-448, rounded to e4m3.
@@ -950,6 +983,22 @@ def quantize_fp8(q, k, v, block=False, rotate=False):
         raise FaError(1, "fa: quantize_fp8 needs q [B,H,Nq,D], k [B,Hkv,Nk,D], v [B,Hkv,Nk,Dv] "
                          "with H a multiple of Hkv, got %s, %s, %s"
                       % (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+
+    on_gpu = _gpu_quantizers(q, k, v, bundle)
+    if on_gpu is not None:
+        with torch.no_grad():
+            q8, dq = _quantize_on_gpu(on_gpu[0], q, Hkv, block, rotate)
+            k8, dk = _quantize_on_gpu(on_gpu[0], k, Hkv, block, rotate)
+            v8, dv = _quantize_on_gpu(on_gpu[1], v, Hkv, False, False)
+        return q8, k8, v8, dq, dk, dv
+    return _quantize_fp8_torch(q, k, v, block, rotate)
+
+
+def _quantize_fp8_torch(q, k, v, block, rotate):
+    """quantize_fp8's values by PyTorch ops (float32 copies of the inputs)."""
+    import torch
+    fp8 = torch.float8_e4m3fn
+    B, Hkv = q.shape[0], k.shape[1]
 
     def descale(amax):
         return torch.where(amax > 0, amax / _MAX_E4M3, torch.ones_like(amax)).contiguous()
@@ -984,6 +1033,45 @@ def quantize_fp8(q, k, v, block=False, rotate=False):
             dq, dk = per_heads(q, Hkv), per_heads(k, Hkv)
         dv = per_heads(v, Hkv)
         return (quantized(q, dq), quantized(k, dk), quantized(v, dv), dq, dk, dv)
+
+
+def _gpu_quantizers(q, k, v, bundle):
+    """The bundle's quantiser kernels for q and k (head dim D) and for v
+    (Dv), or None where the inputs or the bundle call for PyTorch's."""
+    import torch
+    if not (q.is_cuda and k.is_cuda and v.is_cuda) or not (q.dtype == k.dtype == v.dtype):
+        return None
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32) or _capability(q) < 90:
+        return None
+    if bundle is None and _default is None:
+        return None
+    b = _bundle(bundle)
+    found = [b._find_quantizer(q.dtype, q.shape[3]), b._find_quantizer(v.dtype, v.shape[3])]
+    return None if None in found else found
+
+
+def _quantize_on_gpu(kernel_and_bundle, x, groups, block, rotate):
+    """fa_quantize of x [B, heads, N, D]: (x8, descale), the descale [B,
+    groups] (groups dividing heads) or per 64-row block."""
+    import torch
+    kernel, b = kernel_and_bundle
+    x = x.detach().contiguous()
+    batch, heads, n = x.shape[0], x.shape[1], x.shape[2]
+    blocks = -(-n // DESCALE_BLOCK)
+    x8 = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    args = QuantizeArgs()
+    args.x, args.x8 = _tensor(x), _tensor(x8)
+    if block:
+        descale = torch.empty((batch, heads, blocks), dtype=torch.float32, device=x.device)
+        keep = None
+    else:
+        descale = torch.empty((batch, groups), dtype=torch.float32, device=x.device)
+        keep = torch.empty((batch, heads, blocks), dtype=torch.float32, device=x.device)
+        args.workspace = _tensor(keep)
+    args.descale = _tensor(descale)
+    args.rotate = int(bool(rotate))
+    _launch(b.lib, b.lib.fa_quantize, kernel, args, x)
+    return x8, descale
 
 
 def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, causal=False,

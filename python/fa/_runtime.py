@@ -102,6 +102,12 @@ class KvAppendArgs(ctypes.Structure):
                 ("q_same_position", ctypes.c_int32)]
 
 
+class QuantizeArgs(ctypes.Structure):
+    """fa_quantize_args: x into e4m3 and its descale, rotation optional."""
+    _fields_ = [("x", Tensor), ("x8", Tensor), ("descale", Tensor), ("workspace", Tensor),
+                ("rotate", ctypes.c_int32)]
+
+
 class PagedKv(ctypes.Structure):
     """fa_paged_kv: a paged cache's page table, key counts and sizes."""
     _fields_ = [("page_table", ctypes.c_uint64), ("seqused_k", ctypes.c_uint64),
@@ -271,6 +277,9 @@ def _open_library(path):
                                        ctypes.POINTER(vp)], st),
         "fa_kernel_find_paged_append": ([vp, ctypes.POINTER(KernelQuery), ctypes.c_int64,
                                          ctypes.c_int32, ctypes.POINTER(vp)], st),
+        "fa_kernel_find_quantize": ([vp, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(vp)], st),
+        "fa_quantize_check": ([vp, ctypes.POINTER(QuantizeArgs)], st),
+        "fa_quantize": ([vp, ctypes.POINTER(QuantizeArgs), vp], st),
         "fa_kv_append_check": ([vp, ctypes.POINTER(KvAppendArgs)], st),
         "fa_kv_append": ([vp, ctypes.POINTER(KvAppendArgs), vp], st),
         "fa_attention_forward_paged": ([vp, ctypes.POINTER(ForwardArgs),

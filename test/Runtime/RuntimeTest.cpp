@@ -3458,6 +3458,165 @@ TEST(Fp8, KernelChoiceMatchesDescaleBlock) {
   fa_bundle_free(b);
 }
 
+//===----------------------------------------------------------------------===//
+// The quantiser beside an fp8 forward (manifest "quantize", fa_quantize)
+//===----------------------------------------------------------------------===//
+
+/// fp8Json's kernel (tag `tag`) whose module also holds the quantiser of
+/// `dtype` inputs, as fa-aot writes `...:quant=<dtype>`.
+std::string quantizerJson(const std::string &dtype, const std::string &tag,
+                          bool entries = true, int d = 128) {
+  std::string json = fp8Json(
+      R"(, "descale_param": 14, "quantize": ")" + dtype + R"(")", d, tag);
+  std::string fwdEnd = R"("shared_bytes": 163840}})";
+  size_t at = json.find(fwdEnd);
+  if (entries && at != std::string::npos)
+    json.replace(at, fwdEnd.size(),
+                 R"("shared_bytes": 163840}, "quantize_amax": {"name":
+                    "fa_quantize_amax_)" +
+                     tag +
+                     R"(", "threads": 256, "shared_bytes": 64}, "quantize":
+                    {"name": "fa_quantize_)" +
+                     tag + R"(", "threads": 256, "shared_bytes": 64}})");
+  return json;
+}
+
+/// A valid quantisation of x [2, 8, 100, 128] bf16: per group of 4 heads
+/// (descale [2, 2], workspace [2, 8, 2]) or, with `block`, per 64 rows.
+fa_quantize_args quantizeArgs(bool block) {
+  fa_quantize_args a{};
+  a.x = tensor(addr(1), FA_DTYPE_BF16, {2, 8, 100, 128});
+  a.x8 = tensor(addr(2), FA_DTYPE_F8E4M3, {2, 8, 100, 128});
+  if (block) {
+    a.descale = tensor(addr(3), FA_DTYPE_F32, {2, 8, 2});
+  } else {
+    a.descale = tensor(addr(3), FA_DTYPE_F32, {2, 2});
+    a.workspace = tensor(addr(4), FA_DTYPE_F32, {2, 8, 2});
+  }
+  return a;
+}
+
+class Quantize : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(
+        loadText("quantize",
+                 manifest({fp8Json(), quantizerJson("bf16", "q16")}, "12"),
+                 &bundle),
+        FA_SUCCESS)
+        << lastError();
+    plain = fa_bundle_kernel_at(bundle, 0);
+    quantizer = fa_bundle_kernel_at(bundle, 1);
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+  void expectError(const fa_quantize_args &a, const std::string &part) {
+    EXPECT_EQ(fa_quantize_check(quantizer, &a), FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(part), std::string::npos) << lastError();
+  }
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *plain = nullptr, *quantizer = nullptr;
+};
+
+TEST_F(Quantize, Search) {
+  const fa_kernel *found = nullptr;
+  ASSERT_EQ(fa_kernel_find_quantize(bundle, FA_DTYPE_BF16, 128, &found),
+            FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(found, quantizer);
+  EXPECT_EQ(fa_kernel_find_quantize(bundle, FA_DTYPE_F16, 128, &found),
+            FA_ERROR_NOT_FOUND);
+  EXPECT_NE(lastError().find("quantises f16 inputs at head dim 128"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(found, nullptr);
+  EXPECT_EQ(fa_kernel_find_quantize(bundle, FA_DTYPE_BF16, 256, &found),
+            FA_ERROR_NOT_FOUND);
+  EXPECT_EQ(fa_kernel_find_quantize(nullptr, FA_DTYPE_BF16, 128, &found),
+            FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(Quantize, ValidCalls) {
+  for (bool block : {false, true}) {
+    fa_quantize_args a = quantizeArgs(block);
+    EXPECT_EQ(fa_quantize_check(quantizer, &a), FA_SUCCESS) << lastError();
+    a.rotate = 1;
+    EXPECT_EQ(fa_quantize_check(quantizer, &a), FA_SUCCESS) << lastError();
+  }
+  // One factor per head (G = H) and for the whole batch entry (G = 1).
+  for (int64_t groups : {1, 8}) {
+    fa_quantize_args a = quantizeArgs(false);
+    a.descale = tensor(addr(3), FA_DTYPE_F32, {2, groups});
+    EXPECT_EQ(fa_quantize_check(quantizer, &a), FA_SUCCESS) << lastError();
+  }
+}
+
+TEST_F(Quantize, RefusesKernelsWithoutQuantiser) {
+  fa_quantize_args a = quantizeArgs(false);
+  EXPECT_EQ(fa_quantize_check(plain, &a), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("has no quantiser (build an fp8 forward with "
+                             "the config field 'quant=<bf16|f16|f32>')"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_quantize_check(quantizer, nullptr), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(fa_quantize_check(nullptr, &a), FA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(Quantize, RefusesBadArguments) {
+  fa_quantize_args a = quantizeArgs(false);
+  a.x.dtype = FA_DTYPE_F16;
+  expectError(a, "x.dtype is f16, expected bf16");
+  a = quantizeArgs(false);
+  a.x = tensor(addr(1), FA_DTYPE_BF16, {2, 8, 100, 64});
+  expectError(a, "x.shape[3] is 64, expected the kernel's head dim 128");
+  a = quantizeArgs(false);
+  a.x8 = tensor(addr(2), FA_DTYPE_F8E4M3, {2, 8, 99, 128});
+  expectError(a, "x8.shape is [2,8,99,128], expected [2,8,100,128]");
+  a = quantizeArgs(false);
+  a.x8.dtype = FA_DTYPE_BF16;
+  expectError(a, "x8.dtype is bf16, expected f8e4m3");
+  a = quantizeArgs(false);
+  a.descale = tensor(addr(3), FA_DTYPE_F32, {2});
+  expectError(a, "descale.rank is 1, expected 2 ([B, G]");
+  a = quantizeArgs(false);
+  a.descale = tensor(addr(3), FA_DTYPE_F32, {2, 3});
+  expectError(a, "expected [2, G] with G dividing H = 8");
+  a = quantizeArgs(false);
+  a.workspace = fa_tensor{};
+  expectError(a, "workspace.data is null");
+  a = quantizeArgs(false);
+  a.workspace = tensor(addr(4), FA_DTYPE_F32, {2, 8, 1});
+  expectError(a, "workspace.shape is [2,8,1], expected [2,8,2]");
+  a = quantizeArgs(true);
+  a.descale = tensor(addr(3), FA_DTYPE_F32, {2, 8, 1});
+  expectError(a, "descale.shape is [2,8,1], expected [2,8,2] ([B, H, "
+                 "ceil(N/64)] from x)");
+  a = quantizeArgs(true);
+  a.workspace = tensor(addr(4), FA_DTYPE_F32, {2, 8, 2});
+  expectError(a, "workspace is given for block descales");
+  a = quantizeArgs(false);
+  a.rotate = 2;
+  expectError(a, "rotate is 2, expected 0 or 1");
+  a = quantizeArgs(false);
+  a.x8.data = a.x.data;
+  expectError(a, "overlaps");
+  a = quantizeArgs(false);
+  a.x.data += 2; // 2 bytes past 16-byte alignment
+  expectError(a, "is not 16-byte aligned");
+}
+
+TEST(QuantizeManifest, Refusals) {
+  expectRejected("quantize_f64", manifest({quantizerJson("f64", "q64")}, "12"),
+                 "field 'quantize' = 'f64', expected bf16, f16 or f32");
+  expectRejected("quantize_no_entries",
+                 manifest({quantizerJson("bf16", "qne", false)}, "12"),
+                 "quantize_amax");
+  std::string bf16 = wgmmaJson("b", "bf16", 128, "causal", true, abiMaps(),
+                               R"(, "quantize": "bf16")");
+  expectRejected("quantize_on_bf16", manifest({bf16}, "12"),
+                 "field 'quantize' is given, but only f8e4m3 kernels hold "
+                 "a quantiser");
+}
+
 /// Validation of a block-scaled fp8 forward: Nq 300 (5 query blocks) and Nk
 /// 200 (4 key blocks), so the two block counts differ.
 class Fp8BlockValidate : public Fp8ArgsTest {

@@ -79,6 +79,11 @@ struct KernelConfig {
   /// rows ([B, H, ceil(Nq/64)], [B, Hkv, ceil(Nk/64)]; V's [B, Hkv]);
   /// manifest "descale_block": 64. Part of the tag (`_bs64`).
   bool blockScale = false;
+  /// "quant=<bf16|f16|f32>": an fp8 forward whose module also holds the
+  /// quantiser of inputs of that type (fa_quantize_amax, fa_quantize:
+  /// attn.quantize on the GPU, Hadamard rotation optional); manifest
+  /// "quantize". Part of the tag (`_quant<type>`).
+  std::string quantize;
   /// Resolved by the compiler, never parsed: backward CTAs per key block,
   /// each owning a column slice of dK, dV and dQ (docs/ABI.md).
   int64_t dsplit = 1;
@@ -88,7 +93,7 @@ struct KernelConfig {
   /// "wgmma" / "mma_sync", "det", "persistent" / "blocks", "mod=<name>",
   /// "maskmod=<name>",
   /// "splitkv", "packgqa", "varlen", "paged", "append", "blocksparse", "sinks",
-  /// "pw", "tma", "tf32", "blockscale".
+  /// "pw", "tma", "tf32", "blockscale", "quant=<type>".
   static llvm::Expected<KernelConfig> parse(llvm::StringRef text);
   /// Whether the window's sizes are kernel parameters (no l/r fields).
   bool runtimeWindow() const { return mask == "window" && windowLeft < 0; }

@@ -97,6 +97,9 @@ struct GpuTileOptions {
   /// fp8 forward: Q and K descale factors per this many rows
   /// (KernelPlan::descaleBlock), set from the op's descale types as sinks.
   int64_t descaleBlock = 0;
+  /// fp8 forward: also emit the quantiser of inputs of this type ("bf16",
+  /// "f16" or "f32"; KernelPlan::quantize), or "" for none.
+  std::string quantize;
 };
 
 /// Threads per CTA of a block-sparse kernel's fa_block_mask (one warp per
@@ -105,6 +108,12 @@ constexpr int64_t kBlockMaskThreads = 32;
 /// Threads of an fa_kv_append CTA (one element each).
 constexpr int64_t kKvAppendThreads = 256;
 constexpr int64_t kBlockListsThreads = 32;
+/// Threads of an fa_quantize_amax / fa_quantize CTA (8 warps, 8 rows each)
+/// and the rows a CTA covers (the block form's 64-row blocks).
+constexpr int64_t kQuantizeThreads = 256;
+constexpr int64_t kQuantizeRows = 64;
+/// Dynamic shared bytes of those entries: the warps' maxima.
+constexpr int64_t kQuantizeSharedBytes = 64;
 
 /// A fully resolved kernel plan: what the builders emit and what the bundle
 /// manifest describes.
@@ -181,6 +190,14 @@ struct KernelPlan {
   /// optional) into the contiguous or paged cache the decode reads. The
   /// tag has `_append`.
   bool kvAppend = false;
+  /// fp8 forward only: the module also holds fa_quantize_amax and
+  /// fa_quantize (QuantizeKernel.cpp), which turn inputs of this type
+  /// ("bf16", "f16", "f32") into e4m3 and their descales, optionally
+  /// Hadamard-rotated first: attn.quantize (and attn.hadamard) on the GPU.
+  /// The tag ends in `_quant<type>`; "" for none.
+  std::string quantize;
+  /// The element type named by `quantize`.
+  Type quantizeSourceType(MLIRContext *ctx) const;
   /// wgmma forward with a mask_mod only: the key loop visits the full and
   /// the partial key blocks of a block mask (a kernel parameter built by the
   /// module's fa_block_mask entries), evaluating the mask_mod on partial

@@ -63,6 +63,10 @@ def AttnGPUPlanPass : Pass<"attn-gpu-plan", "ModuleOp"> {
     Option<"kvAppend", "kv-append", "bool", "false",
            "split-KV forward: the module also holds fa_kv_append, which "
            "writes new keys and values (rotary optional) into the KV cache">,
+    Option<"quantize", "quantize", "std::string", "\"\"",
+           "fp8 forward: the module also holds fa_quantize_amax and "
+           "fa_quantize, attn.quantize (Hadamard rotation optional) of "
+           "inputs of this type (bf16, f16 or f32)">,
     Option<"producerWarp", "producer-warp", "bool", "false",
            "mma.sync forward: one more warp copies K/V into the ring and "
            "signals it on mbarriers (attn-gpu-warp-specialize)">,

@@ -104,6 +104,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("split-KV forward: also emit fa_kv_append (new keys "
                      "and values, rotary optional, into the cache)"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> quantize{
+      *this, "quantize",
+      llvm::cl::desc("fp8 forward: also emit fa_quantize_amax and "
+                     "fa_quantize for inputs of this type (bf16, f16, f32)"),
+      llvm::cl::init("")};
   PassOptions::Option<bool> producerWarp{
       *this, "producer-warp",
       llvm::cl::desc("mma.sync forward: one more warp copies K/V into the "

@@ -850,6 +850,38 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
                                           const fa_tensor descales[3],
                                           CUstream stream);
 
+/* attn.quantize on the GPU: fp8 forwards built with the config field
+ * "quant=<bf16|f16|f32>" also hold a quantiser of inputs of that type
+ * (manifest "quantize", entries quantize_amax and quantize; docs/ABI.md
+ * "Quantising on the GPU"). It turns x [B, H, N, D] (the kernel's D,
+ * contiguous, 16-byte aligned) into x8 (f8e4m3, same shape, contiguous)
+ * and its descale (f32, contiguous): [B, G] with G dividing H, one factor
+ * per group of H/G consecutive heads (FA3's per-head form: G = Hkv for q, H
+ * for k and v), or [B, H, ceil(N/64)], one per 64-row block of a head.
+ * Each factor is amax / 448 of |x| over what it covers (1 where that is 0)
+ * and x8 = e4m3(x / factor), rounded to nearest even and saturated at
+ * +-448: what fa.quantize_fp8 computes in PyTorch. rotate = 1 first
+ * multiplies each row by the orthonormal Hadamard matrix of order D (FA3's
+ * incoherent processing, attn.hadamard; for q and k only). The [B, G] form
+ * needs `workspace`, f32 [B, H, ceil(N/64)] contiguous (the blocks'
+ * maxima); the block form none (data 0). No tensor may overlap another. */
+typedef struct fa_quantize_args {
+  fa_tensor x, x8, descale, workspace;
+  int32_t rotate;
+} fa_quantize_args;
+/* The kernel of `bundle` with a quantiser of `dtype` inputs at head dim
+ * `head_dim`, or FA_ERROR_NOT_FOUND. */
+FA_API fa_status fa_kernel_find_quantize(const fa_bundle *bundle,
+                                         fa_dtype dtype, int64_t head_dim,
+                                         const fa_kernel **out);
+/* The checks of fa_quantize without a GPU. */
+FA_API fa_status fa_quantize_check(const fa_kernel *kernel,
+                                   const fa_quantize_args *args);
+/* Validate (plus device memory of the context's device), then launch
+ * quantize_amax and quantize on `stream`. */
+FA_API fa_status fa_quantize(const fa_kernel *kernel,
+                             const fa_quantize_args *args, CUstream stream);
+
 /* Attention sinks (kernels with fa_kernel_info.sinks; bundle version 13;
  * docs/ABI.md "Attention sinks"). sinks: f32 [H] (one logit per query head,
  * natural-log units; -inf is no sink), contiguous, 16-byte aligned; it joins

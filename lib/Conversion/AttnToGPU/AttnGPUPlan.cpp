@@ -80,6 +80,7 @@ struct AttnGPUPlanPass final : fa::impl::AttnGPUPlanPassBase<AttnGPUPlanPass> {
     options.producerWarp = producerWarp;
     options.tma = tma;
     options.tf32 = tf32;
+    options.quantize = quantize;
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (failed(checkCompiledFunction(func)))
         return signalPassFailure();

@@ -23,33 +23,6 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-/// Σ of `sum` over the CTA, the same in every thread: over each warp's lanes
-/// by xor shuffles, then over the warps in order through `warps` f32 of
-/// shared memory.
-static Value reduceOverCta(KernelBuilder &kb, gpu::GPUModuleOp module,
-                           Value sum, int64_t warps) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  for (int64_t mask = 16; mask > 0; mask /= 2)
-    sum = arith::AddFOp::create(b, loc, sum, kb.shuffleXor(sum, mask));
-  Value perWarp = kb.sharedView(module, b.getF32Type(), warps);
-  Value firstLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                          kb.lane, kb.idx(0));
-  auto store = scf::IfOp::create(b, loc, firstLane, false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&store.getThenRegion().front());
-    memref::StoreOp::create(b, loc, sum, perWarp, ValueRange{kb.warp});
-  }
-  gpu::BarrierOp::create(b, loc);
-  Value total = kb.f32(0);
-  for (int64_t w = 0; w < warps; ++w)
-    total = arith::AddFOp::create(
-        b, loc, total,
-        memref::LoadOp::create(b, loc, perWarp, ValueRange{kb.idx(w)}));
-  return total;
-}
-
 void mlir::fa::buildBackwardSinkKernel(OpBuilder &b, Location loc,
                                        gpu::GPUModuleOp module,
                                        const KernelPlan &plan) {
@@ -95,7 +68,10 @@ void mlir::fa::buildBackwardSinkKernel(OpBuilder &b, Location loc,
         scf::YieldOp::create(
             b, loc, ValueRange{arith::AddFOp::create(b, loc, sum[0], term)});
       });
-  Value total = reduceOverCta(kb, module, rows.getResult(0), plan.warps);
+  Value total = reduceOverCta(kb, module, rows.getResult(0), plan.warps,
+                              [&](Value x, Value y) -> Value {
+                                return arith::AddFOp::create(b, loc, x, y);
+                              });
   Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kb.tid,
                                       kb.idx(0));
   auto store = scf::IfOp::create(b, loc, first, false);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "BlockMask.h"
+#include "HopperFp8.h"
 #include "SplitKv.h"
 #include "TiledLoopNest.h"
 
@@ -183,6 +184,8 @@ struct ConvertAttnToGPUPass final
       buildKvAppendKernel(b, loc, gpuModule, *plan);
     if (plan->blockSparse)
       buildBlockMaskKernels(b, loc, gpuModule, *plan);
+    if (!plan->quantize.empty())
+      gpu_lowering::buildQuantizeKernels(b, loc, gpuModule, *plan);
     return success();
   }
 };

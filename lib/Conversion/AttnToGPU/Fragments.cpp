@@ -814,3 +814,27 @@ void mlir::fa::gpu_lowering::storeColumnPairF32(KernelBuilder &kb, Value mem, Va
         memref::StoreOp::create(kb.b, kb.loc, v[0], mem, ValueRange{at});
       });
 }
+
+Value mlir::fa::gpu_lowering::reduceOverCta(
+    KernelBuilder &kb, gpu::GPUModuleOp module, Value value, int64_t warps,
+    function_ref<Value(Value, Value)> combine) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  for (int64_t mask = 16; mask > 0; mask /= 2)
+    value = combine(value, kb.shuffleXor(value, mask));
+  Value perWarp = kb.sharedView(module, b.getF32Type(), warps);
+  Value firstLane = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          kb.lane, kb.idx(0));
+  auto store = scf::IfOp::create(b, loc, firstLane, false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&store.getThenRegion().front());
+    memref::StoreOp::create(b, loc, value, perWarp, ValueRange{kb.warp});
+  }
+  gpu::BarrierOp::create(b, loc);
+  Value total = kb.f32(0);
+  for (int64_t w = 0; w < warps; ++w)
+    total = combine(
+        total, memref::LoadOp::create(b, loc, perWarp, ValueRange{kb.idx(w)}));
+  return total;
+}

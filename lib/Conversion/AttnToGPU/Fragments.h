@@ -318,6 +318,13 @@ public:
   void storePair(Value vec, Value mem, Value index);
 };
 
+/// `value` combined over the CTA (`combine`: a sum, or a maximum of values
+/// >= 0), the same in every thread: over each warp's lanes by xor shuffles,
+/// then 0 and the `warps` warps in order through as many f32 of dynamic
+/// shared memory. Deterministic (no atomics).
+Value reduceOverCta(KernelBuilder &kb, gpu::GPUModuleOp module, Value value,
+                    int64_t warps, function_ref<Value(Value, Value)> combine);
+
 /// A accumulator (16 × 16 from two n8 tiles, 8 f32) as an A fragment: the
 /// accumulator and A layouts agree lane for lane, so this is only packing.
 SmallVector<Value, 4> accumulatorToA(KernelBuilder &kb, ArrayRef<Value> c);

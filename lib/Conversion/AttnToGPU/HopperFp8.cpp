@@ -36,10 +36,9 @@ Value mlir::fa::gpu_lowering::issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n,
   return acc;
 }
 
-/// Four f32 → one i32 of e4m3 bytes, x0 in the lowest (cvt's second source
-/// lands in the low byte of its pair).
-static Value packE4M3x4(KernelBuilder &kb, Value x0, Value x1, Value x2,
-                        Value x3) {
+// cvt's second source lands in the low byte of its pair.
+Value mlir::fa::gpu_lowering::packE4M3x4(KernelBuilder &kb, Value x0, Value x1,
+                                         Value x2, Value x3) {
   return inlinePtx(kb.b, kb.loc, kb.b.getI32Type(), ValueRange{x0, x1, x2, x3},
                    "{\n.reg .b16 lo, hi;\n"
                    "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"

@@ -37,6 +37,10 @@ constexpr int64_t kFp8TransposeUnits = 4;
 Value issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
                           ArrayRef<Value> bDescs);
 
+/// Four f32 → one i32 of e4m3 bytes (round to nearest even, saturated to
+/// ±448), x0 in the lowest byte.
+Value packE4M3x4(KernelBuilder &kb, Value x0, Value x1, Value x2, Value x3);
+
 /// An m64nN f32 accumulator (N/2 values) rounded to e4m3 (satfinite) as the
 /// A registers of N/32 k32 steps, keys permuted as the file comment says.
 SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
@@ -52,6 +56,13 @@ SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
 /// the four Vᵀ row chunks; both hit 8 distinct 16-byte bank groups a matrix.
 void transposeVTile(KernelBuilder &kb, Value vBase, Value vtBase,
                     int64_t blockKV, int64_t headDimV);
+
+/// Emits `fa_quantize_amax_<tag>` and `fa_quantize_<tag>` into `module`
+/// (QuantizeKernel.cpp): attn.quantize of plan.quantize's inputs, Hadamard
+/// rotation optional, for the fp8 forward beside them. Grid (ceil(N/64), H,
+/// B) of kQuantizeThreads.
+void buildQuantizeKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
+                          const KernelPlan &plan);
 
 } // namespace mlir::fa::gpu_lowering
 

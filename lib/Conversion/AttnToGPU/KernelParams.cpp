@@ -231,6 +231,16 @@ KernelParams mlir::fa::gpu_lowering::kvAppendParams(MLIRContext *ctx,
   return p;
 }
 
+KernelParams mlir::fa::gpu_lowering::quantizeParams(MLIRContext *ctx,
+                                                    const KernelPlan &plan) {
+  KernelParams p;
+  addTensors(p, plan.quantizeSourceType(ctx), 1); // x
+  addTensors(p, IntegerType::get(ctx, 8), 1);     // x8
+  addTensors(p, Float32Type::get(ctx), 2);        // amax, descale
+  addSizes(p, ctx, kQuantParamCount - kQuantBatch);
+  return p;
+}
+
 KernelParams mlir::fa::gpu_lowering::mergeParams(MLIRContext *ctx,
                                                  const KernelPlan &plan) {
   KernelParams p;

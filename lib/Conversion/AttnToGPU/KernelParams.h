@@ -136,6 +136,27 @@ KernelParams mergeParams(MLIRContext *ctx, const KernelPlan &plan);
 /// rotary), max_pos, interleaved, q_same_position. Every tensor is dense.
 KernelParams kvAppendParams(MLIRContext *ctx, const KernelPlan &plan);
 
+/// fa_quantize_amax and fa_quantize (fp8 plans with `quantize`): x (the
+/// source type), x8 (i8: e4m3 bytes), amax (f32 [B, H, ceil(N/64)]: the
+/// rows' maxima; the descale itself in the block form), descale (f32); then
+/// the i32 batch, heads, n, heads_per_factor (0: one factor per 64-row
+/// block) and rotate. x and x8 are dense [B, H, N, D].
+KernelParams quantizeParams(MLIRContext *ctx, const KernelPlan &plan);
+
+/// Parameter indices of fa_quantize_amax and fa_quantize.
+enum QuantizeParam : unsigned {
+  kQuantX,
+  kQuantX8,
+  kQuantAmax,
+  kQuantDescale,
+  kQuantBatch,
+  kQuantHeads,
+  kQuantRows,
+  kQuantHeadsPerFactor,
+  kQuantRotate,
+  kQuantParamCount
+};
+
 /// Parameter indices of fa_kv_append.
 enum KvAppendParam : unsigned {
   kAppendKeyNew, kAppendValueNew, kAppendKeyCache, kAppendValueCache,

@@ -82,12 +82,20 @@ std::string KernelPlan::tag() const {
          (blockSparse ? "_blocksparse" : "") + (producerWarp ? "_pw" : "") +
          (tma ? "_tma" : "") + (tf32 ? "_tf32" : "") +
          (descaleBlock ? "_bs" + std::to_string(descaleBlock) : "") +
+         (quantize.empty() ? "" : "_quant" + quantize) +
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
          (scoreModName.empty() ? "" : "_mod_" + scoreModName) +
          (maskModName.empty() ? "" : "_maskmod_" + maskModName) +
          (sinks ? "_sink" : "");
+}
+
+Type KernelPlan::quantizeSourceType(MLIRContext *ctx) const {
+  OpBuilder b(ctx);
+  if (quantize == "f16")
+    return b.getF16Type();
+  return quantize == "f32" ? b.getF32Type() : b.getBF16Type();
 }
 
 std::string
@@ -393,6 +401,17 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                 llvm::Twine(options.descaleBlock));
   if (options.tf32 && !elemType.isF32())
     return fail("tf32 applies to f32 inputs, got " + typeText(elemType));
+  // The quantiser's rotation is one Hadamard group per row: D a power of
+  // two, whole 128-column warp accesses.
+  if (!options.quantize.empty() &&
+      (!isa<Float8E4M3FNType>(elemType) || backward ||
+       (options.quantize != "bf16" && options.quantize != "f16" &&
+        options.quantize != "f32")))
+    return fail("quantize (bf16, f16 or f32 inputs) comes with the fp8 "
+                "forward, got '" +
+                options.quantize + "' for " +
+                (backward ? "a backward of " : "a forward of ") +
+                typeText(elemType));
   // The kernels pad the head dims to a multiple of 16 in shared memory;
   // global rows are copied as wide as their alignment allows.
   for (int64_t dim : {headDim, headDimV})
@@ -412,6 +431,7 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
   plan.stages = options.stages;
   plan.tf32 = options.tf32;
   plan.descaleBlock = options.descaleBlock;
+  plan.quantize = options.quantize;
   // Only the warp-specialised wgmma backward has a dQ writer that can order
   // its reductions; the others add dQ with red.global from every thread.
   if (options.deterministic) {
@@ -753,6 +773,9 @@ DictionaryAttr mlir::fa::kernelPlanAttr(MLIRContext *ctx,
     fields.push_back(b.getNamedAttr("tma", b.getUnitAttr()));
   if (plan.tf32)
     fields.push_back(b.getNamedAttr("tf32", b.getUnitAttr()));
+  if (!plan.quantize.empty())
+    fields.push_back(
+        b.getNamedAttr("quantize", b.getStringAttr(plan.quantize)));
   if (plan.descaleBlock)
     fields.push_back(b.getNamedAttr("descale_block",
                                     b.getI64IntegerAttr(plan.descaleBlock)));
@@ -807,6 +830,7 @@ GpuTileOptions mlir::fa::kernelPlanOptions(DictionaryAttr attr) {
   options.tma = attr.contains("tma");
   options.tf32 = attr.contains("tf32");
   options.descaleBlock = integer("descale_block");
+  options.quantize = string("quantize", "");
   if (auto schedule = attr.getAs<DictionaryAttr>("schedule")) {
     auto flag = [&](StringRef name) {
       auto a = schedule.getAs<BoolAttr>(name);
