@@ -1,9 +1,9 @@
 //===- Quantize.cpp - fa_quantize: e4m3 inputs on the GPU -------*- C++ -*-===//
 //
 // Finds, validates and launches the quantiser an fp8 forward's module holds
-// (QuantizeKernel.cpp in the compiler): fa_quantize_amax then fa_quantize
-// over (ceil(N/64), H, B) CTAs, the blocks' maxima in the caller's workspace
-// (per-group descales) or in the descale itself (per-block ones).
+// (QuantizeKernel.cpp in the compiler) over (ceil(N/64), H, B) CTAs:
+// fa_quantize_amax then fa_quantize for per-group descales (the blocks'
+// maxima in the caller's workspace), fa_quantize alone for per-block ones.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,8 +112,7 @@ fa_status launchQuantize(const fa_kernel &kernel, const fa_quantize_args &a,
   if (fa_status s =
           kernelFunction(kernel, c.quant, scope.ctx, scope.device, quantFn))
     return s;
-  // The block form keeps its maxima in the descale, which fa_quantize
-  // overwrites with the factors.
+  // The block form reads no maxima (the amax parameter is unused there).
   CUdeviceptr x = a.x.data, x8 = a.x8.data, descale = a.descale.data,
               amax = perBlock(a) ? a.descale.data : a.workspace.data;
   int32_t batch = a.x.shape[0], heads = a.x.shape[1], rows = a.x.shape[2],
@@ -123,8 +122,10 @@ fa_status launchQuantize(const fa_kernel &kernel, const fa_quantize_args &a,
                      &heads, &rows, &headsPerFactor, &rotate};
   Grid grid{static_cast<unsigned>(blocksOf(a)), static_cast<unsigned>(heads),
             static_cast<unsigned>(batch)};
-  if (fa_status s = launch(amaxFn, c.quantAmax, grid, stream, params))
-    return s;
+  // Block factors come from the CTA's own rows: one pass.
+  if (!perBlock(a))
+    if (fa_status s = launch(amaxFn, c.quantAmax, grid, stream, params))
+      return s;
   return launch(quantFn, c.quant, grid, stream, params);
 }
 

@@ -20,12 +20,15 @@ Bundle: build/bin/fa-aot --config-file test/gpu/configs_fp8.txt -o out/bundle-fp
 """
 import argparse
 import ctypes
+import os
 import random
 import sys
 
 import torch
 
-import fa
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import fa  # noqa: E402
 
 
 def codes(x8):

@@ -7,13 +7,16 @@
 // nearest even and saturated at ±448, the rotation x·R / √D by Sylvester's
 // Hadamard matrix (D a power of two: one group).
 //
-// Two entries over (ceil(N/64), H, B) CTAs of 64 rows: fa_quantize_amax
-// writes each block's max |x| (rotated), fa_quantize reduces the maxima its
-// factor covers (its own block, or every block of a group of heads), writes
-// the descale and the e4m3 rows, rotating again. Warp w owns rows 8w..8w+7;
-// lane l holds columns 128s + 4l + e (e < 4) of a row, so a warp moves 128
-// contiguous columns per access and the rotation's butterflies run over e
-// and s in registers and over l by xor shuffles.
+// Two entries over (ceil(N/64), H, B) CTAs of 64 rows. A factor per block
+// (descale [B, H, ceil(N/64)]) takes fa_quantize alone: the CTA reduces its
+// rows' max |x| (rotated), writes the factor, then reads the rows again (from
+// the caches) for the e4m3 rows. A factor per group of g heads (descale
+// [B, H/g]) takes fa_quantize_amax first, which writes each block's max to a
+// workspace; fa_quantize then reduces the g·ceil(N/64) maxima of its group.
+// Warp w owns rows 8w..8w+7, all loaded before any math; lane l holds
+// columns 128s + 4l + e of a row, so a warp moves 128 contiguous columns per
+// access and the rotation's butterflies run over e and s in registers and
+// over l by xor shuffles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -134,28 +137,55 @@ static void rotateRow(QuantizeBlock &q, SmallVector<Value> &vals) {
     v = arith::MulFOp::create(b, loc, v, norm);
 }
 
-/// Row `r` of the warp's eight: its start, whether it exists, its values
+/// One of the warp's rows: its start, whether it exists, its values
 /// (rotated when the call asks).
-static std::tuple<Value, Value, SmallVector<Value>> rowValues(QuantizeBlock &q,
-                                                              Value r) {
+struct QuantizeRow {
+  Value start, valid;
+  SmallVector<Value> vals;
+};
+
+/// The warp's eight rows, every load issued before any row's math (eight
+/// accesses in flight per lane: the kernels are bound by memory).
+static SmallVector<QuantizeRow> loadRows(QuantizeBlock &q) {
   KernelBuilder &kb = q.kb;
-  Value row = kb.add(kb.mul(kb.warp, kRowsPerWarp), r);
-  Value valid =
-      kb.lt(kb.add(kb.mul(q.block, kQuantizeRows), row), q.size(kQuantRows));
-  Value start = q.rowStart(row);
-  SmallVector<Value> vals = loadRow(q, start, valid);
-  auto rotate = scf::IfOp::create(kb.b, kb.loc, TypeRange(ValueRange(vals)),
-                                  q.rotate(), true);
-  {
+  SmallVector<QuantizeRow> rows;
+  for (int64_t r = 0; r < kRowsPerWarp; ++r) {
+    Value row = kb.add(kb.mul(kb.warp, kRowsPerWarp), r);
+    Value valid =
+        kb.lt(kb.add(kb.mul(q.block, kQuantizeRows), row), q.size(kQuantRows));
+    Value start = q.rowStart(row);
+    rows.push_back({start, valid, loadRow(q, start, valid)});
+  }
+  // One branch per row: the rotation of a row keeps only its own values
+  // and the other rows' inputs live (no spills at D = 256).
+  Value rotate = q.rotate();
+  for (QuantizeRow &row : rows) {
+    auto branch = scf::IfOp::create(
+        kb.b, kb.loc, TypeRange(ValueRange(row.vals)), rotate, true);
     OpBuilder::InsertionGuard g(kb.b);
-    kb.b.setInsertionPointToStart(&rotate.getThenRegion().front());
-    SmallVector<Value> rotated = vals;
+    kb.b.setInsertionPointToStart(&branch.getThenRegion().front());
+    SmallVector<Value> rotated = row.vals;
     rotateRow(q, rotated);
     scf::YieldOp::create(kb.b, kb.loc, rotated);
-    kb.b.setInsertionPointToStart(&rotate.getElseRegion().front());
-    scf::YieldOp::create(kb.b, kb.loc, vals);
+    kb.b.setInsertionPointToStart(&branch.getElseRegion().front());
+    scf::YieldOp::create(kb.b, kb.loc, row.vals);
+    row.vals.assign(branch.getResults().begin(), branch.getResults().end());
   }
-  return {start, valid, SmallVector<Value>(rotate.getResults())};
+  return rows;
+}
+
+static Value ctaMax(QuantizeBlock &q, Value x) {
+  return reduceOverCta(q.kb, q.module, x, kQuantizeThreads / 32,
+                       [&](Value a, Value b) { return q.kb.maxf(a, b); });
+}
+
+/// max |x| over the CTA's rows.
+static Value rowsAmax(QuantizeBlock &q, ArrayRef<QuantizeRow> rows) {
+  Value m = q.kb.f32(0);
+  for (const QuantizeRow &row : rows)
+    for (Value v : row.vals)
+      m = q.kb.maxf(m, math::AbsFOp::create(q.kb.b, q.kb.loc, v));
+  return ctaMax(q, m);
 }
 
 /// Stores `value` (f32) at `mem`[at] from thread 0 only, when `also`.
@@ -169,25 +199,11 @@ static void storeFromThread0(KernelBuilder &kb, Value value, Value mem,
   memref::StoreOp::create(kb.b, kb.loc, value, mem, ValueRange{at});
 }
 
-/// fa_quantize_amax: amax[b, h, block] = max |x| over the block's rows.
+/// fa_quantize_amax (per-group descales only): amax[b, h, block] = max |x|
+/// over the block's rows.
 static void buildAmaxBody(QuantizeBlock &q) {
   KernelBuilder &kb = q.kb;
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  auto rows = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(kRowsPerWarp),
-                                 kb.idx(1), ValueRange{kb.f32(0)});
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(rows.getBody());
-    auto [start, valid, vals] = rowValues(q, rows.getInductionVar());
-    Value m = rows.getRegionIterArg(0);
-    for (Value v : vals)
-      m = kb.maxf(m, math::AbsFOp::create(b, loc, v));
-    scf::YieldOp::create(b, loc, m);
-  }
-  Value amax =
-      reduceOverCta(kb, q.module, rows.getResult(0), kQuantizeThreads / 32,
-                    [&](Value x, Value y) { return kb.maxf(x, y); });
+  Value amax = rowsAmax(q, loadRows(q));
   Value blocks = kb.ceilDiv(q.size(kQuantRows), kQuantizeRows);
   Value head0 = kb.add(kb.mul(q.batch, q.size(kQuantHeads)), q.head);
   storeFromThread0(kb, amax, q.arg(kQuantAmax),
@@ -195,25 +211,20 @@ static void buildAmaxBody(QuantizeBlock &q) {
                    kb.lt(q.block, blocks));
 }
 
-/// The amax the CTA's factor covers: its own block's, or (heads_per_factor
-/// g > 0) the maximum over every block of heads [h − h mod g, +g).
-static Value coveredAmax(QuantizeBlock &q, Value blocks) {
+/// The maximum over every block of heads [h − h mod g, +g), g =
+/// heads_per_factor > 0: fa_quantize_amax's maxima.
+static Value groupAmax(QuantizeBlock &q, Value blocks) {
   KernelBuilder &kb = q.kb;
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Value group = q.size(kQuantHeadsPerFactor);
-  Value perBlock = kb.eq(group, kb.idx(0));
-  Value firstHead = kb.select(
-      perBlock, q.head,
-      kb.sub(q.head, arith::RemUIOp::create(b, loc, q.head,
-                                            kb.maxsi(group, kb.idx(1)))));
+  Value firstHead =
+      kb.sub(q.head, arith::RemUIOp::create(b, loc, q.head, group));
   Value head0 = kb.add(kb.mul(q.batch, q.size(kQuantHeads)), firstHead);
-  // Block form: the one entry [head0, block]; else heads × blocks entries.
   Value begin = kb.mul(head0, blocks);
-  begin = kb.select(perBlock, kb.add(begin, q.block), begin);
-  Value count = kb.select(perBlock, kb.idx(1), kb.mul(group, blocks));
-  auto loop = scf::ForOp::create(
-      b, loc, kb.tid, count, kb.idx(kQuantizeThreads), ValueRange{kb.f32(0)});
+  auto loop =
+      scf::ForOp::create(b, loc, kb.tid, kb.mul(group, blocks),
+                         kb.idx(kQuantizeThreads), ValueRange{kb.f32(0)});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -222,25 +233,34 @@ static Value coveredAmax(QuantizeBlock &q, Value blocks) {
         ValueRange{kb.add(begin, loop.getInductionVar())});
     scf::YieldOp::create(b, loc, kb.maxf(loop.getRegionIterArg(0), a));
   }
-  return reduceOverCta(kb, q.module, loop.getResult(0), kQuantizeThreads / 32,
-                       [&](Value x, Value y) { return kb.maxf(x, y); });
+  return ctaMax(q, loop.getResult(0));
 }
 
-/// fa_quantize: the factor, its descale entry, the e4m3 rows.
+/// fa_quantize: the factor (of its own block's rows, or of its group's
+/// maxima), its descale entry, the e4m3 rows.
 static void buildQuantizeBody(QuantizeBlock &q) {
   KernelBuilder &kb = q.kb;
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   Value blocks = kb.ceilDiv(q.size(kQuantRows), kQuantizeRows);
-  Value amax = coveredAmax(q, blocks);
+  Value group = q.size(kQuantHeadsPerFactor);
+  Value perBlock = kb.eq(group, kb.idx(0));
+  auto covered =
+      scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, perBlock, true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&covered.getThenRegion().front());
+    scf::YieldOp::create(b, loc, rowsAmax(q, loadRows(q)));
+    b.setInsertionPointToStart(&covered.getElseRegion().front());
+    scf::YieldOp::create(b, loc, groupAmax(q, blocks));
+  }
+  Value amax = covered.getResult(0);
   Value positive =
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, kb.f32(0));
   Value factor = kb.select(
       positive, arith::DivFOp::create(b, loc, amax, kb.f32(448.0)), kb.f32(1));
-  // Every thread has read the amaxes (reduceOverCta's barrier) before the
-  // block form overwrites its own entry with the factor.
-  Value group = q.size(kQuantHeadsPerFactor);
-  Value perBlock = kb.eq(group, kb.idx(0));
+  // The descale: [b, h, block] in the block form, else [b, h / g] from the
+  // group's first CTA.
   Value head0 = kb.add(kb.mul(q.batch, q.size(kQuantHeads)), q.head);
   Value blockAt = kb.add(kb.mul(head0, blocks), q.block);
   Value safeGroup = kb.maxsi(group, kb.idx(1));
@@ -251,31 +271,31 @@ static void buildQuantizeBody(QuantizeBlock &q) {
       b, loc,
       kb.eq(arith::RemUIOp::create(b, loc, q.head, safeGroup), kb.idx(0)),
       kb.eq(q.block, kb.idx(0)));
-  Value writes = kb.select(perBlock, kb.lt(q.block, blocks), firstOfGroup);
   storeFromThread0(kb, factor, q.arg(kQuantDescale),
-                   kb.select(perBlock, blockAt, groupAt), writes);
+                   kb.select(perBlock, blockAt, groupAt),
+                   kb.select(perBlock, kb.lt(q.block, blocks), firstOfGroup));
 
-  auto rows =
-      scf::ForOp::create(b, loc, kb.idx(0), kb.idx(kRowsPerWarp), kb.idx(1));
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(rows.getBody());
-  auto [start, valid, vals] = rowValues(q, rows.getInductionVar());
-  auto store = scf::IfOp::create(b, loc, valid, false);
-  b.setInsertionPointToStart(&store.getThenRegion().front());
+  // The rows again (the block form's second read of them hits the caches):
+  // holding them across the reduction would spill at D = 256.
   auto bytesTy = VectorType::get({kLaneColumns}, b.getI8Type());
-  for (int64_t s = 0; s < q.headDim / kSegmentColumns; ++s) {
-    SmallVector<Value, 4> x;
-    for (int64_t e = 0; e < kLaneColumns; ++e)
-      x.push_back(
-          arith::DivFOp::create(b, loc, vals[s * kLaneColumns + e], factor));
-    Value packed = packE4M3x4(kb, x[0], x[1], x[2], x[3]);
-    Value word = vector::BroadcastOp::create(
-        b, loc, VectorType::get({1}, b.getI32Type()), packed);
-    Value bytes = vector::BitCastOp::create(b, loc, bytesTy, word);
-    Value at = kb.add(kb.add(start, s * kSegmentColumns),
-                      kb.mul(kb.lane, kLaneColumns));
-    vector::StoreOp::create(b, loc, bytes, q.arg(kQuantX8), ValueRange{at},
-                            /*nontemporal=*/false, llvm::MaybeAlign(4));
+  for (const QuantizeRow &row : loadRows(q)) {
+    auto store = scf::IfOp::create(b, loc, row.valid, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&store.getThenRegion().front());
+    for (int64_t s = 0; s < q.headDim / kSegmentColumns; ++s) {
+      SmallVector<Value, 4> x;
+      for (int64_t e = 0; e < kLaneColumns; ++e)
+        x.push_back(arith::DivFOp::create(
+            b, loc, row.vals[s * kLaneColumns + e], factor));
+      Value packed = packE4M3x4(kb, x[0], x[1], x[2], x[3]);
+      Value word = vector::BroadcastOp::create(
+          b, loc, VectorType::get({1}, b.getI32Type()), packed);
+      Value bytes = vector::BitCastOp::create(b, loc, bytesTy, word);
+      Value at = kb.add(kb.add(row.start, s * kSegmentColumns),
+                        kb.mul(kb.lane, kLaneColumns));
+      vector::StoreOp::create(b, loc, bytes, q.arg(kQuantX8), ValueRange{at},
+                              /*nontemporal=*/false, llvm::MaybeAlign(4));
+    }
   }
 }
 
