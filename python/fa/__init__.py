@@ -1001,7 +1001,11 @@ def _quantize_fp8_torch(q, k, v, block, rotate):
     B, Hkv = q.shape[0], k.shape[1]
 
     def descale(amax):
-        return torch.where(amax > 0, amax / _MAX_E4M3, torch.ones_like(amax)).contiguous()
+        # Divided by a tensor: PyTorch divides by a Python scalar as a
+        # multiply by its reciprocal, one ulp off amax / 448 at times (the
+        # op's, the CPU lowering's and the GPU quantiser's IEEE quotient).
+        return torch.where(amax > 0, amax / torch.full_like(amax, _MAX_E4M3),
+                           torch.ones_like(amax)).contiguous()
 
     def per_heads(x, groups):
         """[B, groups]: one factor per group of consecutive heads."""
