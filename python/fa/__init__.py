@@ -1045,6 +1045,8 @@ def _gpu_quantizers(q, k, v, bundle):
     import torch
     if not (q.is_cuda and k.is_cuda and v.is_cuda) or not (q.dtype == k.dtype == v.dtype):
         return None
+    if not (q.numel() and k.numel()):  # the kernels take sizes >= 1
+        return None
     if q.dtype not in (torch.bfloat16, torch.float16, torch.float32) or _capability(q) < 90:
         return None
     if bundle is None and _default is None:
