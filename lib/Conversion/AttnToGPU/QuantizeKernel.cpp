@@ -239,6 +239,29 @@ static Value groupAmax(QuantizeBlock &q, Value blocks) {
   return ctaMax(q, loop.getResult(0));
 }
 
+/// The CTA's `factor` into the descale: [b, h, block] in the block form,
+/// else [b, h / g] from the group's first CTA.
+static void storeDescale(QuantizeBlock &q, Value factor, Value blocks) {
+  KernelBuilder &kb = q.kb;
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Value group = q.size(kQuantHeadsPerFactor);
+  Value perBlock = kb.eq(group, kb.idx(0));
+  Value head0 = kb.add(kb.mul(q.batch, q.size(kQuantHeads)), q.head);
+  Value blockAt = kb.add(kb.mul(head0, blocks), q.block);
+  Value safeGroup = kb.maxsi(group, kb.idx(1));
+  Value groups = arith::DivUIOp::create(b, loc, q.size(kQuantHeads), safeGroup);
+  Value groupAt = kb.add(kb.mul(q.batch, groups),
+                         arith::DivUIOp::create(b, loc, q.head, safeGroup));
+  Value firstOfGroup = arith::AndIOp::create(
+      b, loc,
+      kb.eq(arith::RemUIOp::create(b, loc, q.head, safeGroup), kb.idx(0)),
+      kb.eq(q.block, kb.idx(0)));
+  storeFromThread0(kb, factor, q.arg(kQuantDescale),
+                   kb.select(perBlock, blockAt, groupAt),
+                   kb.select(perBlock, kb.lt(q.block, blocks), firstOfGroup));
+}
+
 /// fa_quantize: the factor (of its own block's rows, or of its group's
 /// maxima), its descale entry, the e4m3 rows.
 static void buildQuantizeBody(QuantizeBlock &q) {
@@ -262,21 +285,7 @@ static void buildQuantizeBody(QuantizeBlock &q) {
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, kb.f32(0));
   Value factor = kb.select(
       positive, arith::DivFOp::create(b, loc, amax, kb.f32(448.0)), kb.f32(1));
-  // The descale: [b, h, block] in the block form, else [b, h / g] from the
-  // group's first CTA.
-  Value head0 = kb.add(kb.mul(q.batch, q.size(kQuantHeads)), q.head);
-  Value blockAt = kb.add(kb.mul(head0, blocks), q.block);
-  Value safeGroup = kb.maxsi(group, kb.idx(1));
-  Value groups = arith::DivUIOp::create(b, loc, q.size(kQuantHeads), safeGroup);
-  Value groupAt = kb.add(kb.mul(q.batch, groups),
-                         arith::DivUIOp::create(b, loc, q.head, safeGroup));
-  Value firstOfGroup = arith::AndIOp::create(
-      b, loc,
-      kb.eq(arith::RemUIOp::create(b, loc, q.head, safeGroup), kb.idx(0)),
-      kb.eq(q.block, kb.idx(0)));
-  storeFromThread0(kb, factor, q.arg(kQuantDescale),
-                   kb.select(perBlock, blockAt, groupAt),
-                   kb.select(perBlock, kb.lt(q.block, blocks), firstOfGroup));
+  storeDescale(q, factor, blocks);
 
   // The rows again (in the block form the second read hits the caches).
   auto bytesTy = VectorType::get({kLaneColumns}, b.getI8Type());
