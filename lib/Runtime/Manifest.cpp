@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <climits>
+#include <initializer_list>
 #include <iterator>
 #include <set>
 
@@ -408,10 +409,18 @@ void parseMma(const json &k, KernelConfig &c, const std::string &where) {
                        where + ".tensor_maps[" + std::to_string(i) + "]"));
 }
 
-/// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128 or d256
-/// forward that the compiler builds, with "descale_param" after its maps,
-/// and the optional "descale_block" (bundle version 21): 64 for Q and K
-/// descales per 64-row block, absent for per-(batch, key head) ones.
+/// The dtype of `allowed` that a manifest names `name` (fa_dtype_name's
+/// spelling) into `out`; false when none is.
+bool dtypeNamed(const std::string &name, std::initializer_list<fa_dtype> allowed,
+                fa_dtype &out) {
+  for (fa_dtype d : allowed)
+    if (name == fa_dtype_name(d)) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
 /// The optional "quantize" of an fp8 forward: the source dtype of the
 /// quantiser its module holds (entries quantize_amax and quantize).
 void parseQuantizer(const json &k, const json &entries, KernelConfig &c,
@@ -419,13 +428,8 @@ void parseQuantizer(const json &k, const json &entries, KernelConfig &c,
   if (!k.contains("quantize"))
     return;
   std::string dtype = stringField(k, "quantize", where);
-  if (dtype == "bf16")
-    c.quantizeDtype = FA_DTYPE_BF16;
-  else if (dtype == "f16")
-    c.quantizeDtype = FA_DTYPE_F16;
-  else if (dtype == "f32")
-    c.quantizeDtype = FA_DTYPE_F32;
-  else
+  if (!dtypeNamed(dtype, {FA_DTYPE_F16, FA_DTYPE_BF16, FA_DTYPE_F32},
+                  c.quantizeDtype))
     bad(where, "field 'quantize' = '" + dtype +
                    "', expected bf16, f16 or f32 (the quantiser's inputs)");
   c.quantizer = true;
@@ -433,6 +437,11 @@ void parseQuantizer(const json &k, const json &entries, KernelConfig &c,
   c.quant = parseEntry(entries, "quantize", where);
 }
 
+/// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128 or d256
+/// forward that the compiler builds, with "descale_param" after its maps,
+/// and the optional "descale_block" (bundle version 21): 64 for Q and K
+/// descales per 64-row block, absent for per-(batch, key head) ones; and
+/// its quantiser (parseQuantizer).
 void parseFp8(const json &k, const json &entries, KernelConfig &c,
               const std::string &where) {
   const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
@@ -551,14 +560,10 @@ ModArgSpec parseModArg(const json &a, const std::string &where) {
     bad(where, "must be an object, got " + a.dump());
   ModArgSpec m;
   std::string dtype = stringField(a, "dtype", where);
-  bool known = false;
-  for (fa_dtype t : {FA_DTYPE_F16, FA_DTYPE_BF16, FA_DTYPE_F32, FA_DTYPE_I32,
-                     FA_DTYPE_I64})
-    if (dtype == fa_dtype_name(t)) {
-      m.dtype = t;
-      known = true;
-    }
-  if (!known)
+  if (!dtypeNamed(dtype,
+                  {FA_DTYPE_F16, FA_DTYPE_BF16, FA_DTYPE_F32, FA_DTYPE_I32,
+                   FA_DTYPE_I64},
+                  m.dtype))
     bad(where, "unknown dtype '" + dtype +
                    "' (expected f16, bf16, f32, i32 or i64)");
   m.rank = intField(a, "rank", where, 1, FA_MAX_RANK);
@@ -822,15 +827,9 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
     bad(where, "unknown direction '" + dir2 + "' (expected fwd or bwd)");
 
   std::string dtype = stringField(k, "dtype", where);
-  if (dtype == "f16")
-    c.dtype = FA_DTYPE_F16;
-  else if (dtype == "bf16")
-    c.dtype = FA_DTYPE_BF16;
-  else if (dtype == "f32")
-    c.dtype = FA_DTYPE_F32;
-  else if (dtype == "f8e4m3")
-    c.dtype = FA_DTYPE_F8E4M3;
-  else
+  if (!dtypeNamed(dtype,
+                  {FA_DTYPE_F16, FA_DTYPE_BF16, FA_DTYPE_F32, FA_DTYPE_F8E4M3},
+                  c.dtype))
     bad(where,
         "unknown dtype '" + dtype + "' (expected f16, bf16, f32 or f8e4m3)");
   // Runtimes before f32 kernels refuse their dtype, so "tf32" (on f32
