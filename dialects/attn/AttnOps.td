@@ -139,6 +139,13 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
     With `sinks` (attn.attention's, f32 [H]) the LSE includes them and the
     op also returns their gradient
     d sink_h = −Σ_{b,q} e^{sink_h − LSE_bhq}·Delta_bhq (Delta = rowsum(dO∘O)).
+    fp8: Q, K, V and dO of f8E4M3FN take `descale(%dq, %dk, %dv, %ddo)`, f32
+    [B, Hkv] each (dO's too: query head h reads the factor of its key head,
+    as Q's): the op computes the gradients of attn.attention's fp8 form at
+    the dequantised x·descale, with dO·descale_do as the output gradient; O
+    (the forward's) is bf16 and dQ, dK, dV are bf16. No score_mod, mask_mod,
+    varlen or sinks with fp8; `attn-dequantize` rewrites it into the f32
+    backward for the CPU.
 
     ```mlir
     %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>}
@@ -153,6 +160,10 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
                             Optional<AnyRankedTensor>:$cu_seqlens_q,
                             Optional<AnyRankedTensor>:$cu_seqlens_k,
                             Variadic<AnyRankedTensor>:$mod_args,
+                            Optional<AnyRankedTensor>:$descale_q,
+                            Optional<AnyRankedTensor>:$descale_k,
+                            Optional<AnyRankedTensor>:$descale_v,
+                            Optional<AnyRankedTensor>:$descale_do,
                             Optional<AnyRankedTensor>:$sinks),
                        AttnScoreAttrs);
   let results = (outs AnyRankedTensor:$grad_query, AnyRankedTensor:$grad_key,
@@ -163,6 +174,7 @@ def Attn_AttentionBackwardOp : Attn_Op<"attention_backward", [
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
     (`varlen` `(` $cu_seqlens_q^ `,` $cu_seqlens_k `:` type($cu_seqlens_q) `,` type($cu_seqlens_k) `)`)?
     (`mod_args` `(` $mod_args^ `:` type($mod_args) `)`)?
+    (`descale` `(` $descale_q^ `,` $descale_k `,` $descale_v `,` $descale_do `:` type($descale_q) `,` type($descale_k) `,` type($descale_v) `,` type($descale_do) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`window` `(` $window_sizes^ `)`)? attr-dict
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?

@@ -13,9 +13,10 @@
 // --varlen draws packed variable-length batches (cu_seqlens, lengths 0, 1
 // and ragged) and checks each sequence against its own dense reference.
 // --fp8 draws f32 inputs, quantises them to e4m3 with per-(batch, key head)
-// descale factors and checks the fp8 forward against the f64 reference of
-// the unquantised inputs, under the same rule with a naive fp8 baseline
-// (the same quantised inputs, f32 math). --fp8-block takes Q's and K's
+// descale factors and checks the fp8 forward (with --direction bwd: the
+// backward, dO quantised too) against the f64 reference of the unquantised
+// inputs, under the same rule with a naive fp8 baseline (the same quantised
+// inputs, f32 math). --fp8-block takes Q's and K's
 // descale factors per 64-row block instead, with a few rows of Q and K x30.
 // --fp8-rotate quantises in the IR (attn.quantize of f32 Q, K, V), rotates
 // Q and K first (attn-incoherent-qk), gives Q and K outlier columns, checks
@@ -495,7 +496,7 @@ struct CaseTypes {
       q = tensorType({tq, c.h, c.d}, e);
       k = tensorType({tk, c.hkv, c.d}, e);
       v = tensorType({tk, c.hkv, c.dv}, e);
-      o = tensorType({tq, c.h, c.dv}, e);
+      o = dO = tensorType({tq, c.h, c.dv}, e);
       lse = tensorType({c.h, tq}, "f32");
       cu = tensorType({c.b + 1}, "i32");
       return;
@@ -513,6 +514,11 @@ struct CaseTypes {
     // and K's per 64-row block.
     bool fp8 = c.dtype == ElemKind::F8E4M3;
     o = tensorType({c.b, c.h, c.nq, c.dv}, fp8 ? "bf16" : e);
+    dO = tensorType({c.b, c.h, c.nq, c.dv}, e);
+    if (fp8)
+      grads = tensorType({c.b, c.h, c.nq, c.d}, "bf16") + ", " +
+              tensorType({c.b, c.hkv, c.nk, c.d}, "bf16") + ", " +
+              tensorType({c.b, c.hkv, c.nk, c.dv}, "bf16");
     lse = tensorType({c.b, c.h, c.nq}, "f32");
     if (fp8) {
       descale[0] = descale[1] = descale[2] = tensorType({c.b, c.hkv}, "f32");
@@ -524,6 +530,8 @@ struct CaseTypes {
     }
   }
   std::string descale[3];      // fp8: the descale factors' types (q, k, v)
+  std::string dO;              // the backward's dO (e4m3 for fp8, else O's)
+  std::string grads;           // fp8: dQ, dK, dV (bf16); else Q's, K's, V's
   std::string pageTable, used; // paged: the page table's and seqused_k's types
 };
 
@@ -636,18 +644,27 @@ std::string quantisingForwardIR(const Case &c) {
 std::string backwardIR(const Case &c) {
   CaseTypes t(c);
   std::string qkv = t.q + ", " + t.k + ", " + t.v;
-  std::string grads = qkv + (c.hasSinks() ? ", " + sinksType(c) : "");
+  std::string grads = (t.grads.empty() ? qkv : t.grads) +
+                      (c.hasSinks() ? ", " + sinksType(c) : "");
   std::string names = c.hasSinks() ? "%dq, %dk, %dv, %ds" : "%dq, %dk, %dv";
+  // fp8: descale(%sq, %sk, %sv, %sdo), dO's factors of Q's type (the
+  // results take the names %dq, ...).
+  std::string descales, descaleOps;
+  if (!t.descale[0].empty()) {
+    descales = ", %sq: " + t.descale[0] + ", %sk: " + t.descale[1] +
+               ", %sv: " + t.descale[2] + ", %sdo: " + t.descale[0];
+    descaleOps = " descale(%sq, %sk, %sv, %sdo : " + t.descale[0] + ", " +
+                 t.descale[1] + ", " + t.descale[2] + ", " + t.descale[0] + ")";
+  }
   return "func.func @bwd(%q: " + t.q + ", %k: " + t.k + ", %v: " + t.v +
-         ", %o: " + t.o + ", %do: " + t.o + ", %lse: " + t.lse +
-         varlenParams(t) + modArgParams(c) + sinksParam(c) + ") -> (" + grads +
-         ") {" + windowSizeDefs(c) + "\n  " + names +
+         ", %o: " + t.o + ", %do: " + t.dO + ", %lse: " + t.lse +
+         varlenParams(t) + modArgParams(c) + descales + sinksParam(c) +
+         ") -> (" + grads + ") {" + windowSizeDefs(c) + "\n  " + names +
          " = attn.attention_backward %q, %k, %v, %o, %do, %lse" +
-         varlenOperands(t) + modArgOperands(c) + sinksOperand(c) +
-         windowOperands(c) + " " +
-         attrsAndRegion(c) + " : " + qkv + ", " + t.o + ", " + t.o + ", " +
-         t.lse + " -> " + grads + "\n  return " + names + " : " + grads +
-         "\n}\n";
+         varlenOperands(t) + modArgOperands(c) + descaleOps + sinksOperand(c) +
+         windowOperands(c) + " " + attrsAndRegion(c) + " : " + qkv + ", " +
+         t.o + ", " + t.dO + ", " + t.lse + " -> " + grads + "\n  return " +
+         names + " : " + grads + "\n}\n";
 }
 
 //===--------------------------------------------------------------------===//
@@ -1969,7 +1986,47 @@ struct Checker {
     report(ok, c, what);
   }
 
+  /// The fp8 backward (--fp8 --direction bwd): Q, K, V and dO quantised
+  /// per (batch, key head); O and LSE those of the fp8 forward (the f32
+  /// forward of the dequantised inputs, O in bf16). dQ, dK, dV against the
+  /// f64 gradients of the unquantised problem, within 2× of the naive
+  /// baseline's (the dequantised inputs, f32 math) error.
+  void checkBackwardFp8(const Case &c) {
+    std::string err;
+    auto fn = compile(c, backwardIR(c), "bwd", err);
+    if (!fn)
+      return report(false, c, "compile: " + err);
+    Case f32 = c;
+    f32.dtype = ElemKind::F32;
+    Problem p = problem(f32), p8, deq;
+    HostTensor factors[3], doFactors;
+    quantiseInputs(c, p, p8, deq, factors);
+    quantise(p.dO, c.h / c.hkv, 0, p8.dO, doFactors, deq.dO);
+    Forward fwd8 = forward(f32, deq, rounder(ElemKind::F32), true);
+    std::vector<double> oIn = fwd8.o, lseIn = fwd8.lse;
+    for (double &x : oIn)
+      x = roundTo(ElemKind::BF16, x);
+    HostTensor ot{{c.b, c.h, c.nq, c.dv}, oIn}, lt{{c.b, c.h, c.nq}, lseIn};
+    std::vector<HostTensor> inputs{p8.q,       p8.k,     p8.v,       ot,
+                                   p8.dO,      lt,       factors[0], factors[1],
+                                   factors[2], doFactors};
+    std::vector<HostTensor> res;
+    if (!fn->run(inputs, res, err))
+      return report(false, c, "run: " + err);
+    Forward ref = forward(f32, p, identity, false);
+    Grads slack;
+    Grads exact = backward(f32, p, ref, ref.o, identity, false, &slack);
+    Grads naive = backward(f32, deq, fwd8, oIn, rounder(ElemKind::F32), true);
+    std::string what;
+    bool ok = within("dQ", res[0].data, naive.dq, exact.dq, what, &slack.dq);
+    ok &= within("dK", res[1].data, naive.dk, exact.dk, what, &slack.dk);
+    ok &= within("dV", res[2].data, naive.dv, exact.dv, what);
+    report(ok, c, what);
+  }
+
   void checkBackward(const Case &c) {
+    if (c.dtype == ElemKind::F8E4M3)
+      return checkBackwardFp8(c);
     if (c.isVarlen())
       return checkVarlenBackward(c);
     std::string err;
@@ -2178,12 +2235,13 @@ int main(int argc, char **argv) {
                     "--fp8\n";
     return 2;
   }
-  if (fp8 && (bwd || varlen || splitKv || packGqa || modArgs || maskMods ||
-              sinksOpt || largeScoreCases > 0)) {
-    llvm::errs() << "fa-check: error: --fp8 checks the dense forward only; "
-                    "it does not combine with --direction bwd, --varlen, "
-                    "--split-kv, --pack-gqa, --mod-args, --mask-mods, --sinks "
-                    "or --large-scores\n";
+  if (fp8 && (varlen || splitKv || packGqa || modArgs || maskMods || sinksOpt ||
+              largeScoreCases > 0 || (bwd && (fp8Block || fp8Rotate)))) {
+    llvm::errs() << "fa-check: error: --fp8 checks dense batches only; it "
+                    "does not combine with --varlen, --split-kv, --pack-gqa, "
+                    "--mod-args, --mask-mods, --sinks or --large-scores, and "
+                    "its backward takes neither --fp8-block nor "
+                    "--fp8-rotate\n";
     return 2;
   }
   if (paged && (bwd || varlen || fp8 || modArgs || maskMods ||

@@ -56,6 +56,43 @@ func.func @block(%q: tensor<2x4x130x16xf8E4M3FN>, %k: tensor<2x2x70x16xf8E4M3FN>
 
 // -----
 
+// The fp8 backward: Q, K, V and dO decoded and scaled (Q and dO by their
+// query head's key head, h / (H / Hkv)), O extended from bf16, the f32
+// backward with the same attributes, dQ, dK, dV rounded to bf16.
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: (%[[Q:[a-z0-9]+]]: tensor<1x4x8x16xf8E4M3FN>, %[[K:[a-z0-9]+]]: {{.+}}, %[[V:[a-z0-9]+]]: {{.+}}, %[[O:[a-z0-9]+]]: tensor<1x4x8x16xbf16>, %[[DO:[a-z0-9]+]]: tensor<1x4x8x16xf8E4M3FN>, %[[LSE:[a-z0-9]+]]: tensor<1x4x8xf32>, %[[SQ:[a-z0-9]+]]: tensor<1x2xf32>, %[[SK:[a-z0-9]+]]: tensor<1x2xf32>, %[[SV:[a-z0-9]+]]: tensor<1x2xf32>, %[[SDO:[a-z0-9]+]]: tensor<1x2xf32>)
+// CHECK: %[[QF:.+]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<1x4x8x16xf8E4M3FN>)
+// CHECK: arith.divui
+// CHECK: tensor.extract %[[SQ]]
+// CHECK: %[[KF:.+]] = linalg.generic {{.*}} ins(%[[K]] :
+// CHECK: tensor.extract %[[SK]]
+// CHECK: %[[VF:.+]] = linalg.generic {{.*}} ins(%[[V]] :
+// CHECK: tensor.extract %[[SV]]
+// CHECK: %[[DOF:.+]] = linalg.generic {{.*}} ins(%[[DO]] : tensor<1x4x8x16xf8E4M3FN>)
+// CHECK: arith.divui
+// CHECK: tensor.extract %[[SDO]]
+// CHECK: %[[OF:.+]] = linalg.generic {{.*}} ins(%[[O]] : tensor<1x4x8x16xbf16>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+// CHECK: %[[GQ:.+]], %[[GK:.+]], %[[GV:.+]] = attn.attention_backward %[[QF]], %[[KF]], %[[VF]], %[[OF]], %[[DOF]], %[[LSE]] {mask = #attn.mask<causal>} : tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8xf32> -> tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>
+// CHECK: %[[BQ:.+]] = linalg.generic {{.*}} ins(%[[GQ]] :
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: %[[BK:.+]] = linalg.generic {{.*}} ins(%[[GK]] :
+// CHECK: %[[BV:.+]] = linalg.generic {{.*}} ins(%[[GV]] :
+// CHECK: return %[[BQ]], %[[BK]], %[[BV]]
+// LLVM-LABEL: llvm.func @backward
+// LLVM-NOT: f8E4M3FN
+func.func @backward(%q: tensor<1x4x8x16xf8E4M3FN>, %k: tensor<1x2x8x16xf8E4M3FN>, %v: tensor<1x2x8x16xf8E4M3FN>,
+                    %o: tensor<1x4x8x16xbf16>, %do: tensor<1x4x8x16xf8E4M3FN>, %lse: tensor<1x4x8xf32>,
+                    %sq: tensor<1x2xf32>, %sk: tensor<1x2xf32>, %sv: tensor<1x2xf32>, %sdo: tensor<1x2xf32>)
+    -> (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse descale(%sq, %sk, %sv, %sdo : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) {mask = #attn.mask<causal>}
+      : tensor<1x4x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x4x8x16xbf16>, tensor<1x4x8x16xf8E4M3FN>, tensor<1x4x8xf32>
+      -> tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+  return %dq, %dk, %dv : tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+}
+
+// -----
+
 // Attention of other element types is left alone.
 // CHECK-LABEL: func.func @bf16
 // CHECK-NOT: linalg.generic

@@ -1,7 +1,7 @@
 // RUN: fa-opt %s -split-input-file -verify-diagnostics
 
 // fp8 attention: e4m3 Q, K, V need their descale factors, f32 [B, Hkv]
-// each, and give a bf16 O; no score_mod, mask_mod, varlen or backward.
+// each, and give a bf16 O; no score_mod, mask_mod or varlen.
 
 func.func @no_descale(%q: tensor<2x4x8x16xf8E4M3FN>, %k: tensor<2x2x8x16xf8E4M3FN>, %v: tensor<2x2x8x16xf8E4M3FN>) {
   // expected-error @+1 {{expected descale(q, k, v) factors with f8E4M3FN inputs}}
@@ -62,9 +62,43 @@ func.func @score_mod(%q: tensor<2x4x8x16xf8E4M3FN>, %k: tensor<2x2x8x16xf8E4M3FN
 
 // -----
 
-func.func @backward(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xf8E4M3FN>, %lse: tensor<1x2x8xf32>) {
-  // expected-error @+1 {{expected f16, bf16 or f32 inputs: the fp8 forward has no backward, got 'f8E4M3FN'}}
-  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %o, %lse : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8xf32> -> tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>
+// The fp8 backward: e4m3 Q, K, V and dO with descale(q, k, v, do), f32
+// [B, Hkv] each; O (the forward's) and the gradients bf16.
+func.func @backward_no_descale(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xbf16>, %do: tensor<1x2x8x16xf8E4M3FN>, %lse: tensor<1x2x8xf32>) {
+  // expected-error @+1 {{expected descale(q, k, v) factors with f8E4M3FN inputs}}
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %do, %lse : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8xf32> -> tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @backward_output_type(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xf8E4M3FN>, %do: tensor<1x2x8x16xf8E4M3FN>, %lse: tensor<1x2x8xf32>, %d: tensor<1x2xf32>) {
+  // expected-error @+1 {{expected output element type 'bf16', got 'f8E4M3FN'}}
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %do, %lse descale(%d, %d, %d, %d : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8xf32> -> tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @backward_grad_type(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xbf16>, %do: tensor<1x2x8x16xf8E4M3FN>, %lse: tensor<1x2x8xf32>, %d: tensor<1x2xf32>) {
+  // expected-error @+1 {{expected grad_query element type 'bf16', got 'f8E4M3FN'}}
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %do, %lse descale(%d, %d, %d, %d : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8xf32> -> tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @backward_grad_output_type(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xbf16>, %do: tensor<1x2x8x16xbf16>, %lse: tensor<1x2x8xf32>, %d: tensor<1x2xf32>) {
+  // expected-error @+1 {{expected grad_output element type 'f8E4M3FN', got 'bf16'}}
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %do, %lse descale(%d, %d, %d, %d : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8xf32> -> tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @backward_descale_do_shape(%q: tensor<1x2x8x16xf8E4M3FN>, %o: tensor<1x2x8x16xbf16>, %do: tensor<1x2x8x16xf8E4M3FN>, %lse: tensor<1x2x8xf32>, %d: tensor<1x2xf32>, %d4: tensor<1x4xf32>) {
+  // expected-error @+1 {{expected descale_do shape [1, 2], got [1, 4]}}
+  %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %do, %lse descale(%d, %d, %d, %d4 : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x4xf32>) : tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xf8E4M3FN>, tensor<1x2x8xf32> -> tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
   return
 }
 

@@ -690,6 +690,35 @@ static Type outputElementType(Type elem) {
   return elem;
 }
 
+/// The fp8 backward's descale(q, k, v, do), f32 [B, Hkv] each; the
+/// forward's rules otherwise (verifyDescales), and no block descales or
+/// sinks.
+static LogicalResult verifyBackwardDescales(AttentionBackwardOp op,
+                                            const Dims &d, bool varlen) {
+  Value descales[] = {op.getDescaleQ(), op.getDescaleK(), op.getDescaleV()};
+  bool hasMods = !op.getScoreMod().empty() || !op.getMaskMod().empty();
+  if (failed(verifyDescales(op, d, descales, hasMods, varlen)))
+    return failure();
+  bool fp8 = isa<Float8E4M3FNType>(d.elem);
+  if (!fp8 && op.getDescaleDo())
+    return op.emitOpError("expected descale factors only with f8E4M3FN "
+                          "inputs, got ")
+           << d.elem;
+  if (!fp8)
+    return success();
+  if (!op.getDescaleDo())
+    return op.emitOpError("expected descale(q, k, v, do) factors with "
+                          "f8E4M3FN inputs");
+  if (isBlockDescale(op.getDescaleQ()))
+    return op.emitOpError("expected descale_q [B, Hkv]: the fp8 backward "
+                          "takes no block descales");
+  if (op.getSinks())
+    return op.emitOpError("expected no sinks with fp8 inputs (descale)");
+  Type f32 = Float32Type::get(op.getContext());
+  return expectTensor(op, "descale_do", op.getDescaleDo().getType(),
+                      {d.b, d.hkv}, f32);
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -761,13 +790,12 @@ LogicalResult AttentionBackwardOp::verify() {
              : verifyQKV(*this, getQuery(), getKey(), getValue());
   if (failed(d) || failed(verifyScoreAttrs(*this)) ||
       failed(verifySinks(*this, getSinks(), d->h)) ||
-      failed(verifyGradSinks(*this, getSinks(), getGradSinks())))
+      failed(verifyGradSinks(*this, getSinks(), getGradSinks())) ||
+      failed(verifyBackwardDescales(*this, *d, varlen)))
     return failure();
-  if (isa<Float8E4M3FNType>(d->elem))
-    return emitOpError("expected f16, bf16 or f32 inputs: the fp8 forward "
-                       "has no backward, got ")
-           << d->elem;
   Type f32 = Float32Type::get(getContext());
+  // fp8: O and the gradients are bf16, dO is e4m3 as Q, K and V.
+  Type gradElem = outputElementType(d->elem);
   if (varlen) {
     SmallVector<int64_t *> oShape{&d->nq, &d->h, &d->dv};
     if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
@@ -791,17 +819,17 @@ LogicalResult AttentionBackwardOp::verify() {
   }
   SmallVector<int64_t *> oShape{&d->b, &d->h, &d->nq, &d->dv};
   if (failed(expectAndLearn(*this, "output", getOutput().getType(), oShape,
-                            d->elem)) ||
+                            gradElem)) ||
       failed(expectAndLearn(*this, "grad_output", getGradOutput().getType(),
                             oShape, d->elem)) ||
       failed(expectAndLearn(*this, "lse", getLse().getType(),
                             {&d->b, &d->h, &d->nq}, f32)) ||
       failed(expectAndLearn(*this, "grad_query", getGradQuery().getType(),
-                            {&d->b, &d->h, &d->nq, &d->d}, d->elem)) ||
+                            {&d->b, &d->h, &d->nq, &d->d}, gradElem)) ||
       failed(expectAndLearn(*this, "grad_key", getGradKey().getType(),
-                            {&d->b, &d->hkv, &d->nk, &d->d}, d->elem)) ||
+                            {&d->b, &d->hkv, &d->nk, &d->d}, gradElem)) ||
       failed(expectAndLearn(*this, "grad_value", getGradValue().getType(),
-                            {&d->b, &d->hkv, &d->nk, &d->dv}, d->elem)) ||
+                            {&d->b, &d->hkv, &d->nk, &d->dv}, gradElem)) ||
       failed(verifyHeadRatio(*this, *d)))
     return failure();
   return failure(failed(verifyModReads(getScoreMod(), *d, false)) ||

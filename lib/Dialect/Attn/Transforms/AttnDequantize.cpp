@@ -1,9 +1,10 @@
 //===- AttnDequantize.cpp - attn-dequantize ---------------------*- C++ -*-===//
 //
-// The CPU form of the fp8 forward: f8E4M3FN Q, K, V are decoded and scaled
-// by their descale factors (per batch and key head, or per 64-row block)
-// into f32, attention runs in f32 (the naive fp8 reference of the tests is
-// the same arithmetic), and O is rounded to bf16. The GPU path never runs this:
+// The CPU form of the fp8 forward and backward: f8E4M3FN Q, K, V (and dO)
+// are decoded and scaled by their descale factors (per batch and key head,
+// or per 64-row block) into f32, attention or its backward runs in f32 (the
+// naive fp8 reference of the tests is the same arithmetic), and O or dQ,
+// dK, dV are rounded to bf16. The GPU path never runs this:
 // the sm_90a kernel multiplies fp8 on the tensor cores and applies the factors
 // to S and O.
 //
@@ -128,6 +129,62 @@ static void dequantizeAttention(IRRewriter &rw, AttentionOp op) {
   rw.replaceOp(op, ValueRange{o, f32Op.getLse()});
 }
 
+/// `x` (bf16 or f32) as f32.
+static Value extendToF32(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getElementType().isF32())
+    return x;
+  Value empty = tensor::EmptyOp::create(
+      b, loc, tensor::getMixedSizes(b, loc, x), b.getF32Type());
+  AffineMap id =
+      AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
+  return linalg::GenericOp::create(
+             b, loc, empty.getType(), ValueRange{x}, ValueRange{empty},
+             ArrayRef<AffineMap>{id, id}, iterators(type.getRank()),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value e = arith::ExtFOp::create(nb, l, nb.getF32Type(), args[0]);
+               linalg::YieldOp::create(nb, l, ValueRange{e});
+             })
+      .getResult(0);
+}
+
+/// The f32 type of `v`'s shape.
+static RankedTensorType f32Like(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return RankedTensorType::get(t.getShape(), Float32Type::get(t.getContext()));
+}
+
+static void dequantizeBackward(IRRewriter &rw, AttentionBackwardOp op) {
+  // Q and dO read the factor of their query head's key head; K and V their
+  // own.
+  Location loc = op.getLoc();
+  rw.setInsertionPoint(op);
+  Value q = op.getQuery(), k = op.getKey();
+  Value group = arith::DivUIOp::create(rw, loc, dimValue(rw, loc, q, 1),
+                                       dimValue(rw, loc, k, 1));
+  Value one = cIndex(rw, loc, 1);
+  Value qf = dequantize(rw, loc, q, op.getDescaleQ(), group);
+  Value kf = dequantize(rw, loc, k, op.getDescaleK(), one);
+  Value vf = dequantize(rw, loc, op.getValue(), op.getDescaleV(), one);
+  Value dof = dequantize(rw, loc, op.getGradOutput(), op.getDescaleDo(), group);
+  Value of = extendToF32(rw, loc, op.getOutput());
+  auto f32Op = AttentionBackwardOp::create(
+      rw, loc,
+      TypeRange{f32Like(op.getGradQuery()), f32Like(op.getGradKey()),
+                f32Like(op.getGradValue())},
+      qf, kf, vf, of, dof, op.getLse(), /*cu_seqlens_q=*/Value(),
+      /*cu_seqlens_k=*/Value(), ValueRange{}, Value(), Value(), Value(),
+      Value(), /*sinks=*/Value(), op.getScaleAttr(), op.getMaskAttr(),
+      op.getWindowLeftAttr(), op.getWindowRightAttr(), op.getWindowSizes());
+  SmallVector<Value> grads;
+  for (auto [f32Grad, grad] :
+       llvm::zip(f32Op.getResults().take_front(3), op.getResults()))
+    grads.push_back(
+        truncateTo(rw, loc, f32Grad,
+                   cast<RankedTensorType>(grad.getType()).getElementType()));
+  rw.replaceOp(op, grads);
+}
+
 namespace {
 struct AttnDequantizePass final
     : mlir::fa::attn::impl::AttnDequantizePassBase<AttnDequantizePass> {
@@ -135,6 +192,13 @@ struct AttnDequantizePass final
     IRRewriter rw(&getContext());
     for (AttentionOp op : fp8Attentions(getOperation()))
       dequantizeAttention(rw, op);
+    SmallVector<AttentionBackwardOp> backwards;
+    getOperation()->walk([&](AttentionBackwardOp op) {
+      if (op.getDescaleQ())
+        backwards.push_back(op);
+    });
+    for (AttentionBackwardOp op : backwards)
+      dequantizeBackward(rw, op);
   }
 };
 } // namespace

@@ -143,9 +143,11 @@ def AttnRecomputeBackwardPass : Pass<"attn-recompute-backward", "func::FuncOp"> 
 def AttnDequantizePass : Pass<"attn-dequantize", "func::FuncOp"> {
   let summary = "Rewrite fp8 attention into f32 attention of dequantised inputs";
   let description = [{
-    The CPU form of the fp8 forward: each f8E4M3FN Q, K, V becomes f32
-    x·descale[b, h / (H / Hkv)] (query head h takes its key head's factor),
-    attention runs in f32 and O is rounded to bf16.
+    The CPU form of the fp8 forward and backward: each f8E4M3FN Q, K, V
+    (and the backward's dO) becomes f32 x·descale[b, h / (H / Hkv)] (query
+    head h takes its key head's factor), attention or its backward runs in
+    f32 (the backward's bf16 O extended) and O, or dQ, dK and dV, are
+    rounded to bf16.
 
     ```mlir
     %o, %lse = attn.attention %q, %k, %v descale(%dq, %dk, %dv : ...)
