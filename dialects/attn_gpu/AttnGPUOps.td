@@ -887,14 +887,18 @@ def AttnGPU_TransposeFp8TileOp : AttnGPU_Op<"transpose_fp8_tile"> {
     from byte `vt_base`, its key positions in the order P's e4m3 A registers
     take them (HopperFp8.h). Each warp moves 16-key × 32-column units by
     ldmatrix.trans, byte permutes and stmatrix, several units' loads in
-    flight a trip.
+    flight a trip. `warps` warps from `first_warp` share the units (the fp8
+    backward's producer warps 2-3 transpose K, and each query tile's Q and
+    dO, of 64 rows).
     ```mlir
     attn_gpu.transpose_fp8_tile %smem[%v] to [%vt] {rows = 128, cols = 128}
         : memref<0xbf16, 3>
     ```
   }];
   let arguments = (ins AnyMemRef:$smem, Index:$v_base, Index:$vt_base,
-                       I64Attr:$rows, I64Attr:$cols);
+                       I64Attr:$rows, I64Attr:$cols,
+                       DefaultValuedAttr<I64Attr, "1">:$first_warp,
+                       DefaultValuedAttr<I64Attr, "3">:$warps);
   let assemblyFormat = [{
     $smem `[` $v_base `]` `to` ` ` `[` $vt_base `]` attr-dict `:`
     type($smem)

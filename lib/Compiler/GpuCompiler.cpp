@@ -270,9 +270,31 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            vp + " -> " + v + ", " + lse + "\n  return %o, %lse : " + v + ", " +
            lse + "\n}\n";
   }
+  if (c.dtype == "f8e4m3" && c.direction != "fwd") {
+    if (c.varlen || c.blockScale)
+      return err("the f8e4m3 backward takes dense batches and descales per "
+                 "key head, got '" + c.str() + "'");
+    // Q, K, V and dO in e4m3 with their descale factors [B, Hkv]; O and the
+    // gradients in bf16.
+    std::string q8 = "tensor<?x?x?x" + std::to_string(c.headDim) + "xf8E4M3FN>";
+    std::string v8 = "tensor<?x?x?x" + std::to_string(dv) + "xf8E4M3FN>";
+    std::string qb = "tensor<?x?x?x" + std::to_string(c.headDim) + "xbf16>";
+    std::string vb = "tensor<?x?x?x" + std::to_string(dv) + "xbf16>";
+    std::string ds = "tensor<?x?xf32>";
+    std::string grads = qb + ", " + qb + ", " + vb;
+    return "func.func @attention_backward(%q: " + q8 + ", %k: " + q8 +
+           ", %v: " + v8 + ", %o: " + vb + ", %do: " + v8 + ", %lse: " + lse +
+           ", %sq: " + ds + ", %sk: " + ds + ", %sv: " + ds + ", %sdo: " + ds +
+           winParams + ") -> (" + grads +
+           ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, "
+           "%do, %lse descale(%sq, %sk, %sv, %sdo : " + ds + ", " + ds + ", " +
+           ds + ", " + ds + ")" + win + " {" + attrs + "} : " + q8 + ", " +
+           q8 + ", " + v8 + ", " + vb + ", " + v8 + ", " + lse + " -> " +
+           grads + "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
+  }
   if (c.dtype == "f8e4m3") {
-    if (c.direction != "fwd" || c.varlen)
-      return err("f8e4m3 has a dense forward only, got '" + c.str() + "'");
+    if (c.varlen)
+      return err("f8e4m3 has dense batches only, got '" + c.str() + "'");
     // Q, K, V in e4m3 with their descale factors [B, Hkv], or Q's and K's
     // per 64-row block; O in bf16.
     q = "tensor<?x?x?x" + std::to_string(c.headDim) + "xf8E4M3FN>";

@@ -139,9 +139,46 @@ static Value loadClamped(KernelBuilder &kb, Value mem, Value at, Value ok,
 /// dO (threads / lanes rows at a time), form f32 partial dot products, sum
 /// them with a butterfly of shuffles over the row's lanes, and the row's
 /// lane 0 stores. dq_accum: the block's D-column rows as one run of chunks.
+/// Eight e4m3 bytes (vector<8xi8>) as f32 times `factor`, by cvt to f16
+/// pairs.
+static Value decodeE4M3x8(KernelBuilder &kb, Value bytes, Value factor) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  Type f32 = b.getF32Type();
+  auto pairs = vector::BitCastOp::create(
+      b, loc, VectorType::get({4}, b.getI16Type()), bytes);
+  Value out = arith::ConstantOp::create(
+      b, loc, VectorType::get({8}, f32),
+      DenseElementsAttr::get(VectorType::get({8}, f32),
+                             b.getF32FloatAttr(0)));
+  for (int64_t i = 0; i < 4; ++i) {
+    Value pair = vector::ExtractOp::create(b, loc, pairs, i).getResult();
+    Value halves =
+        LLVM::InlineAsmOp::create(
+            b, loc, b.getI32Type(), ValueRange{pair},
+            "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", /*has_side_effects=*/false,
+            /*is_align_stack=*/false, LLVM::TailCallKind::None,
+            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
+            .getResult(0);
+    Value h2 = vector::BitCastOp::create(
+        b, loc, VectorType::get({2}, b.getF16Type()),
+        vector::BroadcastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
+                                    halves));
+    for (int64_t j = 0; j < 2; ++j) {
+      Value half = vector::ExtractOp::create(b, loc, h2, j);
+      Value x = arith::ExtFOp::create(b, loc, f32, half);
+      out = vector::InsertOp::create(
+          b, loc, arith::MulFOp::create(b, loc, x, factor), out, 2 * i + j);
+    }
+  }
+  return out;
+}
+
 static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = b.getF32Type();
+  // fp8: O in bf16, dO's e4m3 bytes scaled by their descale.
+  Type elem = plan.outputElemType(), f32 = b.getF32Type();
+  Type doElem = plan.isFp8() ? b.getI8Type() : elem;
   KernelParams params = backwardPreParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_bwd_pre_" + plan.tag(),
                                params, plan, 0);
@@ -163,13 +200,25 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
   // Chunks of 8 elements (16 bytes) when Dv allows, else as wide as the
   // rows' alignment.
   const int64_t dv = plan.headDimV,
-                width = rowChunkElems(dv, plan.elemBytes());
+                width = rowChunkElems(dv, elem.getIntOrFloatBitWidth() / 8);
   const int64_t chunks = dv / width;
   const int64_t lanes = std::min<int64_t>(llvm::PowerOf2Ceil(chunks), 32);
   const int64_t perLane = llvm::divideCeil(chunks, lanes);
   Value laneInRow = kb.remui(kb.tid, lanes);
   Value rowInStep = kb.divui(kb.tid, lanes);
   auto v8 = VectorType::get({width}, elem);
+  auto doVec = VectorType::get({width}, doElem);
+  Value doFactor;
+  if (plan.isFp8()) { // descale_do[b, h / (H / Hkv)]
+    const unsigned at = params.descaleParam;
+    Value heads = kb.toIndex(entry.getArgument(5));
+    Value kvHeads = kb.toIndex(entry.getArgument(at + 1));
+    Value kvHead = arith::DivUIOp::create(
+        b, loc, block.head, arith::DivUIOp::create(b, loc, heads, kvHeads));
+    doFactor = memref::LoadOp::create(
+        b, loc, entry.getArgument(at),
+        ValueRange{kb.add(kb.mul(block.batch, kvHeads), kvHead)});
+  }
   // Every load first; lanes whose row lies at or past Nq or whose chunk lies
   // past the row read the block's first chunk and add nothing.
   SmallVector<Value> rows, oks, oChunks, doChunks;
@@ -186,7 +235,8 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
       Value doAt = kb.add(kb.add(doFirst, kb.mul(row, doT.rowStride)), col);
       oks.push_back(ok);
       oChunks.push_back(loadClamped(kb, oMem, oAt, ok, oFirst, v8));
-      doChunks.push_back(loadClamped(kb, doMem, doAt, ok, doFirst, v8));
+      Value dO = loadClamped(kb, doMem, doAt, ok, doFirst, doVec);
+      doChunks.push_back(doFactor ? decodeE4M3x8(kb, dO, doFactor) : dO);
     }
   }
   // The shuffles run on all lanes (full mask); only the stores are guarded.
@@ -236,7 +286,8 @@ static void buildPreKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
 /// (docs/ABI.md): its post kernel reads chunk c from there.
 static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                             const KernelPlan &plan) {
-  Type elem = plan.elemType, f32 = b.getF32Type();
+  // dQ in bf16 for fp8 inputs.
+  Type elem = plan.outputElemType(), f32 = b.getF32Type();
   KernelParams params = backwardPostParams(b.getContext(), plan);
   auto func = createKernelFunc(b, loc, module, "fa_bwd_post_" + plan.tag(),
                                params, plan, 0);
@@ -296,8 +347,9 @@ static void buildPostKernel(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
     Value out = elem.isF32() ? v : arith::TruncFOp::create(b, loc, e4, v);
-    vector::StoreOp::create(b, loc, out, dqMem, ValueRange{at}, false,
-                            llvm::MaybeAlign(width * plan.elemBytes()));
+    vector::StoreOp::create(
+        b, loc, out, dqMem, ValueRange{at}, false,
+        llvm::MaybeAlign(width * elem.getIntOrFloatBitWidth() / 8));
   }
   gpu::ReturnOp::create(b, loc);
 }

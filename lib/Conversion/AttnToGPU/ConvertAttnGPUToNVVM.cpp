@@ -1002,7 +1002,7 @@ struct TransposeFp8TileLowering : TileOpLowering<ag::TransposeFp8TileOp> {
     KernelBuilder kb = builderFor(op, rewriter);
     kb.smem = op.getSmem();
     transposeVTile(kb, op.getVBase(), op.getVtBase(), op.getRows(),
-                   op.getCols());
+                   op.getCols(), op.getFirstWarp(), op.getWarps());
     rewriter.eraseOp(op);
     return success();
   }

@@ -44,9 +44,13 @@ void bulkReduceAddF32(OpBuilder &b, Location loc, Value globalAddr,
 constexpr int64_t kExchangeBarrier = 2;
 
 /// Byte offsets of the kernel's shared tiles (each 1024 B aligned).
+/// fp8 (D = Dv = 128): e4m3 tiles of one 128 B slab, and the K-major
+/// transposes the e4m3 products need (HopperBackwardFp8.cpp): Kᵀ once, Qᵀ
+/// and dOᵀ per stage ([128 columns][128 B rows] holding the tile's 64
+/// queries), dS [64 queries][128 keys] for dQ.
 struct HopperBackwardSmem {
   int64_t d, dv, bq, bkv;
-  bool warpSpecialized, splitRoles;
+  bool warpSpecialized, splitRoles, fp8;
   int64_t stages() const { return 2; } // Q, dO, LSE, Delta
   /// dSᵀ: the warp-specialised consumers write the next tile's dSᵀ while
   /// the other buffer may still be read by this tile's dQ.
@@ -55,15 +59,23 @@ struct HopperBackwardSmem {
   /// the columns past D with zeros, cp.async leaves them unwritten, and no
   /// product reads them).
   static int64_t slabbed(int64_t cols) { return llvm::alignTo(cols, kSlabCols); }
-  int64_t kBytes() const { return bkv * slabbed(d) * 2; }
-  int64_t vBytes() const { return bkv * slabbed(dv) * 2; }
-  int64_t qBytes() const { return bq * slabbed(d) * 2; }
-  int64_t doBytes() const { return bq * slabbed(dv) * 2; }
-  int64_t dsBytes() const { return bkv * bq * 2; }
+  int64_t elemBytes() const { return fp8 ? 1 : 2; }
+  int64_t kBytes() const { return bkv * slabbed(d) * elemBytes(); }
+  int64_t vBytes() const { return bkv * slabbed(dv) * elemBytes(); }
+  /// fp8: a transposed tile, `cols` rows of 128 B.
+  int64_t transposedBytes(int64_t cols) const {
+    return fp8 ? cols * kSlabRowBytes : 0;
+  }
+  int64_t qBytes() const { return bq * slabbed(d) * elemBytes(); }
+  int64_t doBytes() const { return bq * slabbed(dv) * elemBytes(); }
+  int64_t dsBytes() const { return bkv * bq * elemBytes(); }
   int64_t vBase() const { return kBytes(); }
-  int64_t qBase() const { return vBase() + vBytes(); }
-  int64_t doBase() const { return qBase() + stages() * qBytes(); }
-  int64_t dsBase() const { return doBase() + stages() * doBytes(); }
+  int64_t ktBase() const { return vBase() + vBytes(); }
+  int64_t qBase() const { return ktBase() + transposedBytes(d); }
+  int64_t qtBase() const { return qBase() + stages() * qBytes(); }
+  int64_t doBase() const { return qtBase() + stages() * transposedBytes(d); }
+  int64_t dotBase() const { return doBase() + stages() * doBytes(); }
+  int64_t dsBase() const { return dotBase() + stages() * transposedBytes(dv); }
   int64_t statsBase() const { return dsBase() + dsBuffers() * dsBytes(); }
   /// The row statistics as floats: LSE row c of stage s is float
   /// statsFloat() + 2·bq·s + c, Delta row c is bq floats further.
@@ -84,7 +96,9 @@ struct HopperBackwardSmem {
     return warpSpecialized && !splitRoles ? bq * d * 4 : 0;
   }
   int64_t dqBase() const { return dqPanelBase() + stages() * dqPanelBytes(); }
-  int64_t total() const { return dqBase() + 2 * dqBytes(); }
+  /// fp8: each dS buffer's |dS| maximum over the CTA (f32 bits, u32).
+  int64_t amaxBase() const { return dqBase() + 2 * dqBytes(); }
+  int64_t total() const { return amaxBase() + (fp8 ? 4 * dsBuffers() : 0); }
 };
 
 HopperBackwardSmem hopperBackwardSmem(const KernelPlan &plan);
@@ -108,7 +122,15 @@ SmallVector<DQPiece, 2> dqPieces(int64_t headDim);
 struct BackwardBarriers {
   static constexpr int64_t keyValueFull = 0, queryFull = 1, queryEmpty = 3,
                            dqFull = 5, dqEmpty = 7, count = 9;
+  /// fp8: each slot's TMA data (Q and dO, for the transposers; queryFull
+  /// then waits for their Qᵀ, dOᵀ and the row statistics), and Kᵀ.
+  static constexpr int64_t queryLoaded = 9, keyTransposed = 11,
+                           fp8Count = 12;
 };
+
+/// fp8: named barrier of the tile's |dS| maximum (1 is the dSᵀ barrier, 2
+/// the split roles' exchange).
+constexpr int64_t kAmaxBarrier = 3;
 
 /// One trip of a consumer loop, as this thread sees it. Everything
 /// lane-dependent is rebuilt from opaque copies each trip
@@ -253,12 +275,16 @@ private:
   void emitConsumerWarpgroups();
   /// The consumer loop over the CTA's tiles, dK and dV carried in
   /// registers; returns them (dK first).
+  /// `init` is dK, dV, then `extraCount` values the body also carries (the
+  /// fp8 dK exponent).
   SmallVector<Value>
   forEachConsumerTile(ArrayRef<Value> init,
                       function_ref<void(const ConsumerTile &,
                                         SmallVector<Value> &dK,
-                                        SmallVector<Value> &dV)>
-                          body);
+                                        SmallVector<Value> &dV,
+                                        SmallVector<Value> &extra)>
+                          body,
+                      int64_t extraCount = 0);
 
   // The producer (HopperBackwardProducer.cpp).
   /// cp.async: K and V of the key block, once.
@@ -276,6 +302,10 @@ private:
   void emitTmaLoads();
   /// One warp: LSE and Delta of each tile into the ring's slot.
   void emitRowStatsLoads();
+  /// That warp's LSE and Delta (times `deltaFactor` if given) of the tile
+  /// into slot `slot32` (`lane`: the lane id, i32).
+  void storeRowStats(Value lane, Value slot32, Value qTile, Value head,
+                     Value deltaFactor);
   /// 32-bit: the first row of query head `head` in LSE, Delta and
   /// dq_accum, and row `row` of the CTA's sequence in the packed Q and dO.
   Value rowsBase32(Value head) {
@@ -335,6 +365,36 @@ private:
   void issueTileProducts(const ConsumerTile &tile, Value stage,
                          Value dsBuffer, SmallVector<Value> &dV,
                          SmallVector<Value> &dK);
+
+  // fp8 e4m3 (HopperBackwardFp8.cpp).
+  /// The CTA's descale factors (f32, of its batch and key head).
+  Value descaleQ, descaleK, descaleV, descaleDo;
+  void loadDescales();
+  Value ktBase() { return kb.idx(layout.ktBase()); }
+  Value qtStageOf(Value stage);
+  Value dotStageOf(Value stage);
+  /// Producer warps 2-3: Kᵀ once, then per tile the row statistics (warp
+  /// 2; Delta divided by dP's factor descale_do·descale_v) and Qᵀ, dOᵀ.
+  void emitFp8Transposes();
+  /// The consumers' loop: products as issueTileProducts in e4m3, dS scaled
+  /// per tile by a power of two from the CTA's |dS| maximum, dK carrying
+  /// its exponent; then dK, dV descaled and stored.
+  void emitFp8Consumers();
+  /// One tile's products up to dV and dK (issued); `dkExp` the biased
+  /// exponent of dK's scale, lowered (dK rescaled) when the tile needs a
+  /// smaller one; returns the tile's dS exponent for dQ.
+  Value issueTileProductsFp8(const ConsumerTile &tile, Value stage,
+                             Value dsBuffer, SmallVector<Value> &dV,
+                             SmallVector<Value> &dK, Value &dkExp);
+  /// The biased exponent e of 2^(e−127) that puts the CTA's |dS| maximum of
+  /// this tile in [128, 256): a shared atomic max and a named barrier.
+  Value tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer);
+  /// dS·2^(e−127) as e4m3 into `dsBuffer`: [64 queries][128 keys], the keys
+  /// of each 16 in Kᵀ's order (HopperFp8.h), 128 B swizzled.
+  void storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
+                  Value keyRow0);
+  /// dQ = dS·K for warpgroup's D/2 columns: dS and Kᵀ K-major.
+  Value issueDQFp8(Value base, Value warpgroup, Value dsBuffer);
 
   // Split roles (HopperBackwardRoles.cpp).
   /// The consumers' loop: warpgroup 0's Pᵀ and dV, warpgroup 1's dPᵀ, dSᵀ

@@ -41,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HopperBackward.h"
+#include "HopperFp8.h"
 
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 
@@ -72,9 +73,10 @@ bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
 
 HopperBackwardSmem mlir::fa::gpu_lowering::hopperBackwardSmem(
     const KernelPlan &plan) {
-  return HopperBackwardSmem{plan.headDim, plan.headDimV, plan.blockQ,
-                            plan.blockKV, plan.warpSpecialized,
-                            plan.splitRoles};
+  return HopperBackwardSmem{plan.headDim,         plan.headDimV,
+                            plan.blockQ,          plan.blockKV,
+                            plan.warpSpecialized, plan.splitRoles,
+                            plan.isFp8()};
 }
 
 int64_t mlir::fa::wgmmaBackwardSharedBytes(const KernelPlan &plan) {
@@ -143,7 +145,9 @@ void HopperBackward::build() {
   setupKeyBlock();
   if (plan.varlen)
     setupSequence(params.cuSeqlensParam);
-  kb.setupSharedMemory(module, layout.total() / 2);
+  // 16-bit elements (fp8: the gradients' bf16, as the TMA boxes are typed;
+  // its e4m3 tiles are addressed in bytes).
+  kb.smem = kb.sharedView(module, plan.outputElemType(), layout.total() / 2);
   stats = kb.sharedView(module, b.getF32Type(), layout.total() / 4);
   descBase = wgmmaDescriptorBase(kb);
   dqAddr = kb.globalAddress(dqMem);
@@ -166,15 +170,19 @@ void HopperBackward::build() {
 SmallVector<Value> HopperBackward::forEachConsumerTile(
     ArrayRef<Value> init,
     function_ref<void(const ConsumerTile &, SmallVector<Value> &,
-                      SmallVector<Value> &)>
-        body) {
+                      SmallVector<Value> &, SmallVector<Value> &)>
+        body,
+    int64_t extraCount) {
   const int64_t dkValues = plan.headDim / 2;
+  const int64_t gradValues = static_cast<int64_t>(init.size()) - extraCount;
   auto loop = scf::ForOp::create(b, loc, kb.idx(0), tileCount, kb.idx(1), init);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   ValueRange carried = loop.getRegionIterArgs();
   SmallVector<Value> dK(carried.begin(), carried.begin() + dkValues);
-  SmallVector<Value> dV(carried.begin() + dkValues, carried.end());
+  SmallVector<Value> dV(carried.begin() + dkValues,
+                        carried.begin() + gradValues);
+  SmallVector<Value> extra(carried.begin() + gradValues, carried.end());
   KernelBuilder::ThreadIds outerIds = kb.threadIds();
   kb.setupOpaqueThreadIds();
   ConsumerTile tile;
@@ -182,9 +190,10 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
   tile.warpgroup = consumerWarpgroup();
   tile.keyRow0 = keyRow0Of(tile.warpgroup);
   tile.descriptorBase = opaqueI64(kb, descBase);
-  body(tile, dK, dV);
+  body(tile, dK, dV, extra);
   SmallVector<Value> yield = fenceOperands(b, loc, dK);
   yield.append(fenceOperands(b, loc, dV));
+  yield.append(extra);
   scf::YieldOp::create(b, loc, yield);
   kb.setThreadIds(outerIds);
   return SmallVector<Value>(loop.getResults());
@@ -199,7 +208,7 @@ void HopperBackward::buildAsyncCopyKernel() {
   });
   SmallVector<Value> results = forEachConsumerTile(
       init, [&](const ConsumerTile &tile, SmallVector<Value> &dK,
-                SmallVector<Value> &dV) {
+                SmallVector<Value> &dV, SmallVector<Value> &) {
         Value t = tile.index;
         Value stage = kb.remui(t, layout.stages());
         Value qRowsBase = queryRowsBaseOf(headOf(t));
@@ -250,9 +259,10 @@ void HopperBackward::buildWarpSpecializedKernel() {
   initBarriers();
   hasTiles = kb.lt(kb.idx(0), tileCount);
 
+  const int32_t producerRegs = plan.isFp8() ? kFp8ProducerRegs : kProducerRegs;
   auto roles = attn_gpu::WarpSpecializeOp::build(
-      b, loc, kProducerRegs,
-      attn_gpu::consumerRegisters(plan.warps * 32, kProducerRegs));
+      b, loc, producerRegs,
+      attn_gpu::consumerRegisters(plan.warps * 32, producerRegs));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&roles.getProducerBlock());
   emitProducerWarpgroup();
@@ -261,14 +271,25 @@ void HopperBackward::buildWarpSpecializedKernel() {
 }
 
 void HopperBackward::initBarriers() {
-  barriers = createBarrierGroup(kb, BackwardBarriers::count);
+  const bool fp8 = plan.isFp8();
+  barriers = createBarrierGroup(kb, fp8 ? BackwardBarriers::fp8Count
+                                        : BackwardBarriers::count);
   ifThen(kb.eq(kb.tid, kb.idx(0)), [&] {
     auto init = [&](int64_t first, int64_t n, int64_t arrivals) {
       for (int64_t i = first; i < first + n; ++i)
         initBarrier(kb, barriers, i, arrivals);
     };
     init(BackwardBarriers::keyValueFull, 1, 2);
-    init(BackwardBarriers::queryFull, 2, 2 + 32);
+    // The TMA thread's two tiles; fp8: they land on queryLoaded, and
+    // queryFull waits for the transposing warps 2-3.
+    init(BackwardBarriers::queryFull, 2, fp8 ? 64 : 2 + 32);
+    if (fp8) {
+      init(BackwardBarriers::queryLoaded, 2, 2);
+      init(BackwardBarriers::keyTransposed, 1, 64);
+      for (int64_t i = 0; i < layout.dsBuffers(); ++i)
+        memref::StoreOp::create(b, loc, kb.f32(0), stats,
+                                ValueRange{kb.idx(layout.amaxBase() / 4 + i)});
+    }
     // Released by the consumers, or, dQ staged in the slot, its reducer.
     init(BackwardBarriers::queryEmpty, 2, plan.splitRoles ? 1 : 256);
     init(BackwardBarriers::dqFull, 2, 256);
@@ -283,7 +304,10 @@ void HopperBackward::emitProducerWarpgroup() {
   headRows32 = plan.varlen ? kb.toI32(nqTotal) : nq32;
   seqStartQ32 = plan.varlen ? kb.toI32(seqStartQ) : Value();
   emitTmaLoads();
-  emitRowStatsLoads();
+  if (plan.isFp8())
+    emitFp8Transposes();
+  else
+    emitRowStatsLoads();
   if (plan.splitRoles)
     emitDQPanelReductions();
   else
@@ -293,6 +317,8 @@ void HopperBackward::emitProducerWarpgroup() {
 void HopperBackward::emitConsumerWarpgroups() {
   if (plan.splitRoles)
     return emitSplitRoleConsumers();
+  if (plan.isFp8())
+    return emitFp8Consumers();
   const BarrierRing ring{layout.stages()};
   ifThen(hasTiles, [&] {
     waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
@@ -301,7 +327,7 @@ void HopperBackward::emitConsumerWarpgroups() {
   SmallVector<Value> init(plan.headDim / 2 + plan.headDimV / 2, kb.f32(0));
   SmallVector<Value> results = forEachConsumerTile(
       init, [&](const ConsumerTile &tile, SmallVector<Value> &dK,
-                SmallVector<Value> &dV) {
+                SmallVector<Value> &dV, SmallVector<Value> &) {
         Value t = tile.index;
         Value slot = ring.slot(kb, t);
         Value dsBuffer = dsBufferOf(t);

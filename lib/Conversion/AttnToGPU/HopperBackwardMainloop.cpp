@@ -49,7 +49,8 @@ Value HopperBackward::issueKeyByQuery(Value base, Value keyTile,
                                       Value queryTile, int64_t cols) {
   const int64_t bq = plan.blockQ, bkv = plan.blockKV;
   SmallVector<Value> keyDescs, queryDescs;
-  for (int64_t ks = 0; ks < cols / 16; ++ks) {
+  // 32 B per k step: k16 of 16-bit or k32 of fp8 elements.
+  for (int64_t ks = 0; ks < cols * layout.elemBytes() / 32; ++ks) {
     int64_t slab = ks / 4, inSlab = (ks % 4) * 32;
     keyDescs.push_back(wgmmaDescriptor(
         kb, base, kb.add(keyTile, slab * bkv * kSlabRowBytes + inSlab), 16));

@@ -97,7 +97,9 @@ void HopperBackward::emitTmaLoads() {
       // (A varlen tile's rows past its sequence are the next one's: the
       // consumers mask them as rows past Nq.)
       Value qRow = kb.toIndex(queryRow32(mul32(qTile, kb.c32(bq))));
-      Value full = kb.add(slot, BackwardBarriers::queryFull);
+      // fp8: the transposers wait for the tiles, then complete queryFull.
+      Value full = kb.add(slot, plan.isFp8() ? BackwardBarriers::queryLoaded
+                                             : BackwardBarriers::queryFull);
       tmaLoadTile(kb, barriers, qMap, bq, plan.headDim, qStageOf(slot), qRow,
                   {qHead, tmaBatch()}, full);
       tmaLoadTile(kb, barriers, doMap, bq, plan.headDimV, doStageOf(slot),
@@ -107,38 +109,44 @@ void HopperBackward::emitTmaLoads() {
 }
 
 void HopperBackward::emitRowStatsLoads() {
-  // Lane l copies rows l and l + 32 of the tile; past Nq it reads the
-  // clamped row 0 and stores zero. All loads are issued before the first
-  // store so their latencies overlap.
-  const int64_t bq = plan.blockQ;
   ifThen(kb.eq(kb.warp, kb.idx(2)), [&] {
     Value lane = kb.toI32(kb.lane);
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
       Value slot =
           waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
-      Value qRowsBase = rowsBase32(head);
-      Value qBegin = mul32(qTile, kb.c32(bq));
-      SmallVector<Value> vals, ats;
-      for (int64_t i = 0; i < bq / 32; ++i) {
-        Value r = add32(lane, kb.c32(i * 32));
-        Value row = add32(qBegin, r);
-        Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                            row, nq32);
-        Value src = kb.toIndex(add32(
-            qRowsBase, arith::SelectOp::create(b, loc, valid, row, kb.c32(0))));
-        Value at = kb.toIndex(
-            add32(mul32(slot32, kb.c32(2 * bq)),
-                  add32(r, kb.c32(layout.statsFloat()))));
-        for (auto [mem, off] : {std::pair{lseMem, int64_t(0)},
-                                std::pair{deltaMem, bq}}) {
-          Value v = memref::LoadOp::create(b, loc, mem, ValueRange{src});
-          vals.push_back(kb.select(valid, v, kb.f32(0)));
-          ats.push_back(kb.add(at, off));
-        }
-      }
-      for (auto [v, at] : llvm::zip_equal(vals, ats))
-        memref::StoreOp::create(b, loc, v, stats, ValueRange{at});
+      storeRowStats(lane, slot32, qTile, head, Value());
       arriveBarrier(kb, barriers, BackwardBarriers::queryFull, slot);
     });
   });
+}
+
+void HopperBackward::storeRowStats(Value lane, Value slot32, Value qTile,
+                                   Value head, Value deltaFactor) {
+  // Lane l copies rows l and l + 32 of the tile; past Nq it reads the
+  // clamped row 0 and stores zero. All loads are issued before the first
+  // store so their latencies overlap.
+  const int64_t bq = plan.blockQ;
+  Value qRowsBase = rowsBase32(head);
+  Value qBegin = mul32(qTile, kb.c32(bq));
+  SmallVector<Value> vals, ats;
+  for (int64_t i = 0; i < bq / 32; ++i) {
+    Value r = add32(lane, kb.c32(i * 32));
+    Value row = add32(qBegin, r);
+    Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row,
+                                        nq32);
+    Value src = kb.toIndex(add32(
+        qRowsBase, arith::SelectOp::create(b, loc, valid, row, kb.c32(0))));
+    Value at = kb.toIndex(add32(mul32(slot32, kb.c32(2 * bq)),
+                                add32(r, kb.c32(layout.statsFloat()))));
+    for (auto [mem, off] :
+         {std::pair{lseMem, int64_t(0)}, std::pair{deltaMem, bq}}) {
+      Value v = memref::LoadOp::create(b, loc, mem, ValueRange{src});
+      if (off && deltaFactor)
+        v = arith::MulFOp::create(b, loc, v, deltaFactor);
+      vals.push_back(kb.select(valid, v, kb.f32(0)));
+      ats.push_back(kb.add(at, off));
+    }
+  }
+  for (auto [v, at] : llvm::zip_equal(vals, ats))
+    memref::StoreOp::create(b, loc, v, stats, ValueRange{at});
 }

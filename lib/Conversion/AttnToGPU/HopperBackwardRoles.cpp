@@ -131,7 +131,7 @@ void HopperBackward::emitSplitRoleConsumers() {
   SmallVector<Value> init(plan.headDim / 2, kb.f32(0));
   SmallVector<Value> results = forEachConsumerTile(
       init, [&](const ConsumerTile &tile, SmallVector<Value> &acc,
-                SmallVector<Value> &) {
+                SmallVector<Value> &, SmallVector<Value> &) {
         Value t = tile.index;
         Value slot = ring.slot(kb, t);
         Value dsBuffer = dsBufferOf(t);

@@ -39,9 +39,6 @@ constexpr double kLazyRescaleLog2 = 8.0;
 /// i32, to fit) and issues 4-D TMA loads (head and batch coordinates): 24
 /// registers spill there, 32 fit (32·128 + 2·232·128 <= 168·384).
 constexpr int32_t kPersistentProducerRegs = 32;
-/// fp8: the producer warpgroup's transposing warps need more than 24
-/// registers; 40·128 + 2·232·128 = 168·384.
-constexpr int32_t kFp8ProducerRegs = 40;
 
 /// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {

@@ -135,7 +135,8 @@ static void transposeUnits(OpBuilder &b, Location loc, ValueRange operands) {
 
 void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
                                             Value vtBase, int64_t blockKV,
-                                            int64_t headDimV) {
+                                            int64_t headDimV, int64_t firstWarp,
+                                            int64_t warps) {
   // V rows are keys, Vᵀ rows dv columns, both 128 B rows with 16 B chunks
   // swizzled by row mod 8. Keys past 128 continue in V's rows and in Vᵀ's
   // next slab of keys (Dv rows on). Dv = 256: V's second 128-column slab
@@ -181,14 +182,14 @@ void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
   Value vtTile = i32.add(shared, kb.toI32(vtBase));
 
   Value transposer = arith::SubIOp::create(b, loc, kb.toI32(kb.warp),
-                                           kb.c32(1)); // 0..2
+                                           kb.c32(firstWarp)); // 0..warps-1
   // bkv / 4 units per 128-column slab of V. A trip moves
   // kFp8TransposeUnits: units w, w + trips, ... of each slab.
   const int64_t slabs = headDimV / 128;
   const int64_t perSlab = std::max<int64_t>(kFp8TransposeUnits / slabs, 1);
   const int64_t trips = blockKV / 4 / perSlab;
   auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(trips),
-                                 kb.c32(kFp8TransposeWarps));
+                                 kb.c32(warps));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> operands{selectors[0], selectors[1]};

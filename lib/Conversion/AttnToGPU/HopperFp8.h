@@ -27,6 +27,9 @@ namespace mlir::fa::gpu_lowering {
 /// thread).
 constexpr int64_t kFp8TransposeWarps = 3;
 constexpr int64_t kFp8TransposeThreads = kFp8TransposeWarps * 32;
+/// fp8: the producer warpgroup's transposing warps need more than 24
+/// registers; 40·128 + 2·232·128 = 168·384.
+constexpr int32_t kFp8ProducerRegs = 40;
 /// 16-key × 32-column units a transposing warp moves per loop trip, their
 /// loads issued together: the transposer is bound by shared-memory latency
 /// (4 rather than 1: +5-14% on the fp8 forward, PERF.md; 8 spill).
@@ -54,8 +57,11 @@ SmallVector<Value> packFp8A(KernelBuilder &kb, ArrayRef<Value> c);
 /// A warp moves 16-key × 32-column units: ldmatrix.trans of four 8 × 8 b16
 /// matrices (keys as rows), two byte permutes per matrix pair, stmatrix of
 /// the four Vᵀ row chunks; both hit 8 distinct 16-byte bank groups a matrix.
+/// Warps firstWarp … firstWarp + warps − 1 share the units (the forward's
+/// 1-3).
 void transposeVTile(KernelBuilder &kb, Value vBase, Value vtBase,
-                    int64_t blockKV, int64_t headDimV);
+                    int64_t blockKV, int64_t headDimV, int64_t firstWarp = 1,
+                    int64_t warps = kFp8TransposeWarps);
 
 /// Emits `fa_quantize_amax_<tag>` and `fa_quantize_<tag>` into `module`
 /// (QuantizeKernel.cpp): attn.quantize of plan.quantize's inputs, Hadamard

@@ -173,10 +173,17 @@ KernelParams mlir::fa::gpu_lowering::backwardSinkParams(MLIRContext *ctx,
 KernelParams mlir::fa::gpu_lowering::backwardPreParams(MLIRContext *ctx,
                                                        const KernelPlan &plan) {
   KernelParams p;
-  addTensors(p, plan.elemType, 2);         // o, do
+  addTensors(p, plan.outputElemType(), 1); // o (bf16 for fp8)
+  // do; fp8 bytes as i8, decoded by cvt (no f8 type reaches LLVM).
+  addTensors(p, plan.isFp8() ? IntegerType::get(ctx, 8) : plan.elemType, 1);
   addTensors(p, Float32Type::get(ctx), 2); // delta, dq_accum
   addSizes(p, ctx, 3);                     // batch, heads, nq
   p.addStrides(ctx, 2);                    // o, do
+  if (plan.isFp8()) { // dO's factors [B, Hkv]: Delta of the dequantised dO
+    p.descaleParam = static_cast<int32_t>(p.types.size());
+    addTensors(p, Float32Type::get(ctx), 1); // descale_do
+    addSizes(p, ctx, 1);                     // kv_heads
+  }
   return p;
 }
 
@@ -185,13 +192,17 @@ KernelParams mlir::fa::gpu_lowering::backwardMainParams(MLIRContext *ctx,
   KernelParams p;
   addTensors(p, plan.elemType, 4);         // q, k, v, do
   addTensors(p, Float32Type::get(ctx), 3); // lse, delta, dq_accum
-  addTensors(p, plan.elemType, 2);         // dk, dv
+  addTensors(p, plan.outputElemType(), 2); // dk, dv (bf16 for fp8)
   addSizes(p, ctx, 5);                     // batch, heads, kv_heads, nq, nk
   p.nqParam = static_cast<int32_t>(p.types.size()) - 2;
   p.add(Float32Type::get(ctx));            // scale
   if (plan.warpSpecialized)
     for (int i = 0; i < 4; ++i) // q, k, v, do
       p.addTensorMap(ctx);
+  if (plan.isFp8()) {
+    p.descaleParam = static_cast<int32_t>(p.types.size());
+    addTensors(p, Float32Type::get(ctx), 4); // descale q, k, v, do [B, Hkv]
+  }
   if (plan.deterministic)
     p.semaphoreParam = static_cast<int32_t>(
         p.add(LLVM::LLVMPointerType::get(ctx))); // dQ semaphores
@@ -215,7 +226,7 @@ KernelParams mlir::fa::gpu_lowering::backwardPostParams(MLIRContext *ctx,
                                                         const KernelPlan &plan) {
   KernelParams p;
   addTensors(p, Float32Type::get(ctx), 1); // dq_accum
-  addTensors(p, plan.elemType, 1);         // dq
+  addTensors(p, plan.outputElemType(), 1); // dq (bf16 for fp8)
   addSizes(p, ctx, 3);                     // batch, heads, nq
   p.addStrides(ctx, 1);                    // dq
   return p;

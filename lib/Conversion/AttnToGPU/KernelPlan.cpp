@@ -285,6 +285,10 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     if (plan.varlen && !plan.warpSpecialized)
       return fail("a varlen batch needs the warp-specialised mma = wgmma "
                   "backward (-fa-wgmma-bwd-ws)");
+    // The fp8 backward's transposes run on the producer warpgroup.
+    if (plan.isFp8() && !plan.warpSpecialized)
+      return fail("the f8E4M3FN backward needs the warp-specialised mma = "
+                  "wgmma backward (-fa-wgmma-bwd-ws)");
     if (plan.backwardSharedBytes() > kMaxSharedBytes)
       return fail("the mma = wgmma backward needs " +
                   llvm::Twine(plan.backwardSharedBytes()) +
@@ -363,11 +367,18 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     return failure();
   };
   if (isa<Float8E4M3FNType>(elemType)) {
-    // FA3's fp8 forward: no backward, no mods, dense batches, wgmma only.
-    if (backward || options.mma != "wgmma" || options.target != "sm_90a")
-      return fail("expected the f8E4M3FN forward with mma = wgmma on sm_90a, "
+    // FA3's fp8 forward and fa's fp8 backward: no mods, dense batches,
+    // wgmma only.
+    if (options.mma != "wgmma" || options.target != "sm_90a")
+      return fail("expected f8E4M3FN kernels with mma = wgmma on sm_90a, "
                   "got " + llvm::Twine(backward ? "a backward" : "a forward") +
                   " with mma = " + options.mma + " on " + options.target);
+    if (backward && (headDim != 128 || headDimV != 128 ||
+                     options.deterministic || options.blockSparse ||
+                     options.sinks))
+      return fail("expected the f8E4M3FN backward at D = Dv = 128, not "
+                  "deterministic, block-sparse or with sinks, got D " +
+                  llvm::Twine(headDim) + " and Dv " + llvm::Twine(headDimV));
     if (spec.scoreMod || spec.maskMod || options.varlen || options.splitKv ||
         options.packGqa)
       return fail("expected no score_mod, mask_mod, varlen, split-KV or "

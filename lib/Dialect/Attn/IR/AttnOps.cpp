@@ -897,10 +897,6 @@ LogicalResult BackwardTileOp::verify() {
   if (failed(d) || failed(verifyScoreAttrs(*this)) ||
       failed(verifyPosition(*this, getOffsets(), getLengths())))
     return failure();
-  if (isa<Float8E4M3FNType>(d->elem))
-    return emitOpError("expected f16, bf16 or f32 blocks: the fp8 forward "
-                       "has no backward, got ")
-           << d->elem;
   if (differ(d->h, d->hkv))
     return emitOpError("expected one key head per query head in a tile, got ")
            << d->hkv << " and " << d->h;

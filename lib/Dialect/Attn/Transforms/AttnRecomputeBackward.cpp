@@ -137,9 +137,12 @@ struct BackwardBuilder {
 };
 } // namespace
 
-/// Casts an f32 gradient to the element type of `like`.
+/// Casts an f32 gradient to the element type of `like` (the op's result:
+/// bf16 for fp8 inputs).
 static Value castLike(RewriterBase &rw, Location loc, Value grad, Value like) {
-  auto type = cast<RankedTensorType>(like.getType());
+  auto type = RankedTensorType::get(
+      cast<RankedTensorType>(grad.getType()).getShape(),
+      cast<RankedTensorType>(like.getType()).getElementType());
   if (type.getElementType().isF32())
     return grad;
   Value init = tensor::EmptyOp::create(
@@ -352,9 +355,9 @@ LogicalResult mlir::fa::attn::lowerAttentionBackward(
   // the forward gives), and the tiles would slice an empty dimension.
   Value sinks = op.getSinks();
   auto replaceWithGrads = [&](Value dq, Value dk, Value dv, Value dSinks) {
-    SmallVector<Value> grads{castLike(rw, loc, dq, bb.q),
-                             castLike(rw, loc, dk, bb.k),
-                             castLike(rw, loc, dv, bb.v)};
+    SmallVector<Value> grads{castLike(rw, loc, dq, op.getGradQuery()),
+                             castLike(rw, loc, dk, op.getGradKey()),
+                             castLike(rw, loc, dv, op.getGradValue())};
     if (varlen)
       for (Value &g : grads)
         g = headMajorToPacked(rw, loc, g);

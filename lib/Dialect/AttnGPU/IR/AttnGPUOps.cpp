@@ -592,6 +592,12 @@ LogicalResult TransposeFp8TileOp::verify() {
     return emitOpError("expected a multiple of 64 rows and of 128 columns "
                        "(more than 128 rows only at 128 columns), got ")
            << rows << " x " << cols;
+  // Warp 0 of the producer warpgroup holds the TMA thread.
+  int64_t first = getFirstWarp(), warps = getWarps();
+  if (first < 1 || warps < 1 || first + warps > 4)
+    return emitOpError("expected transposing warps inside warps 1-3 of the "
+                       "producer warpgroup, got ")
+           << warps << " from warp " << first;
   return success();
 }
 

@@ -1,0 +1,355 @@
+//===- HopperBackwardFp8.cpp - the wgmma backward in e4m3 -------*- C++ -*-===//
+//
+// The fp8 backward (D = Dv = 128) on the warp-specialised kernel
+// (HopperBackward.h): Q, K, V and dO in e4m3 with descale factors per
+// (batch, key head), every product an e4m3 wgmma, whose shared operands must
+// be K-major:
+//   Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ   the TMA tiles as they are (k = D)
+//   dV += Pᵀ·dO, dK += dSᵀ·Q Pᵀ, dSᵀ packed to e4m3 A registers (queries in
+//                            packFp8A's order), B = dOᵀ, Qᵀ: each query
+//                            tile transposed by producer warps 2-3
+//   dQ = dS·K                dS stored as e4m3 [queries][keys], B = Kᵀ
+//                            (transposed once), keys in Kᵀ's order
+// The descales fold into the scores' scale, into dP (Delta is divided by
+// descale_do·descale_v as the statistics warp loads it, and the gradient
+// factor takes it), and into the epilogues. P goes to e4m3 as it is. dS has
+// no known range: each tile's |dS| maximum over the CTA picks a power of two
+// 2^(e−127) that puts it in [128, 256); dQ (one tile's) takes 2^(127−e) back,
+// dK sums over tiles at the smallest scale seen so far (rescaled when a
+// tile needs a smaller one).
+//
+//===----------------------------------------------------------------------===//
+
+#include "HopperBackward.h"
+#include "HopperFp8.h"
+
+#include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::gpu_lowering;
+
+namespace {
+/// The transposing warps of the producer warpgroup (warp 0 holds the TMA
+/// thread, warp 1 the dQ reducer's).
+constexpr int64_t kFirstTransposer = 2, kTransposers = 2;
+/// Biased f32 exponents: the largest finite one, and that of a dS scale
+/// 2^(e−127) for a maximum of biased exponent x, 2^(7−(x−127)).
+constexpr int64_t kMaxExponent = 254, kScaleExponentBias = 261;
+} // namespace
+
+/// The f32 2^(e − 127) of a biased exponent e (i32) in [1, 254].
+static Value powerOfTwo(KernelBuilder &kb, Value e) {
+  Value bits = arith::ShLIOp::create(kb.b, kb.loc, e, kb.c32(23));
+  return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(), bits);
+}
+
+static Value clampExponent(KernelBuilder &kb, Value e) {
+  Value lo = arith::MaxSIOp::create(kb.b, kb.loc, e, kb.c32(1));
+  return arith::MinSIOp::create(kb.b, kb.loc, lo, kb.c32(kMaxExponent));
+}
+
+static SmallVector<Value> scaled(KernelBuilder &kb, ArrayRef<Value> values,
+                                 Value factor) {
+  SmallVector<Value> out;
+  for (Value v : values)
+    out.push_back(arith::MulFOp::create(kb.b, kb.loc, v, factor));
+  return out;
+}
+
+Value HopperBackward::qtStageOf(Value stage) {
+  return kb.add(kb.mul(stage, layout.transposedBytes(plan.headDim)),
+                layout.qtBase());
+}
+
+Value HopperBackward::dotStageOf(Value stage) {
+  return kb.add(kb.mul(stage, layout.transposedBytes(plan.headDimV)),
+                layout.dotBase());
+}
+
+void HopperBackward::loadDescales() {
+  KernelParams params = backwardMainParams(b.getContext(), plan);
+  Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
+  auto load = [&](int i) {
+    return memref::LoadOp::create(b, loc, param(params.descaleParam + i),
+                                  ValueRange{at})
+        .getResult();
+  };
+  descaleQ = load(0);
+  descaleK = load(1);
+  descaleV = load(2);
+  descaleDo = load(3);
+}
+
+//===----------------------------------------------------------------------===//
+// The transposing warps
+//===----------------------------------------------------------------------===//
+
+void HopperBackward::emitFp8Transposes() {
+  const int64_t bq = plan.blockQ, d = plan.headDim, dv = plan.headDimV;
+  auto transpose = [&](Value from, Value to, int64_t rows, int64_t cols) {
+    attn_gpu::TransposeFp8TileOp::create(b, loc, kb.smem, from, to, rows, cols,
+                                         kFirstTransposer, kTransposers);
+  };
+  Value isTransposer = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::uge, kb.warp, kb.idx(kFirstTransposer));
+  ifThen(isTransposer, [&] {
+    ifThen(hasTiles, [&] {
+      waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
+                  phaseParity(kb, kb.idx(0)));
+      transpose(kb.idx(0), ktBase(), plan.blockKV, d);
+      fenceProxyAsyncShared();
+      arriveBarrier(kb, barriers, BackwardBarriers::keyTransposed, kb.idx(0));
+    });
+    // Delta over dP's factor: dSᵀ's gradient factor carries the factor.
+    Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
+    KernelParams params = backwardMainParams(b.getContext(), plan);
+    auto load = [&](int i) {
+      return memref::LoadOp::create(b, loc, param(params.descaleParam + i),
+                                    ValueRange{at})
+          .getResult();
+    };
+    Value dpFactor = arith::MulFOp::create(b, loc, load(3), load(2));
+    Value deltaFactor = arith::DivFOp::create(b, loc, kb.f32(1), dpFactor);
+    Value isStatsWarp = kb.eq(kb.warp, kb.idx(kFirstTransposer));
+    Value lane = kb.toI32(kb.lane);
+    const BarrierRing ring{layout.stages()};
+    forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
+      Value slot = kb.toIndex(slot32);
+      // The slot was free when the TMA thread loaded it.
+      waitBarrier(kb, barriers, BackwardBarriers::queryLoaded, slot,
+                  ring.fullParity32(kb, t));
+      ifThen(isStatsWarp, [&] {
+        storeRowStats(lane, slot32, qTile, head, deltaFactor);
+      });
+      transpose(qStageOf(slot), qtStageOf(slot), bq, d);
+      transpose(doStageOf(slot), dotStageOf(slot), bq, dv);
+      fenceProxyAsyncShared();
+      arriveBarrier(kb, barriers, BackwardBarriers::queryFull, slot);
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// The consumers
+//===----------------------------------------------------------------------===//
+
+Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer) {
+  // This thread's |dS| maximum, the warp's, then the CTA's by an atomic max
+  // of the f32 bits (non-negative floats order as integers) in the
+  // buffer's word, which the consumer thread 0 clears after the tile's dS
+  // barrier.
+  Value m = kb.f32(0);
+  for (Value v : ds)
+    m = kb.maxf(m, kb.maxf(v, arith::NegFOp::create(b, loc, v)));
+  for (int64_t mask = 16; mask > 0; mask /= 2)
+    m = kb.maxf(m, kb.shuffleXor(m, mask));
+  Value buffer =
+      kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
+  Value word = kb.add(kb.mul(buffer, 4), layout.amaxBase());
+  ifThen(kb.eq(kb.lane, kb.idx(0)), [&] {
+    Value addr = arith::AddIOp::create(
+        b, loc,
+        arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
+        kb.toI32(word));
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), m);
+    inlinePtx(b, loc, "red.shared.max.u32 [$0], $1;", ValueRange{addr, bits},
+              "r,r,~{memory}");
+  });
+  namedBarrier(b, loc, "bar.sync", kAmaxBarrier, 256);
+  // (Through the f32 view of the statistics: its bits.)
+  Value amax = arith::BitcastOp::create(
+      b, loc, b.getI32Type(),
+      memref::LoadOp::create(b, loc, stats, ValueRange{kb.divui(word, 4)}));
+  Value exponent = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, amax, kb.c32(23)), kb.c32(0xff));
+  return clampExponent(
+      kb, arith::SubIOp::create(b, loc, kb.c32(kScaleExponentBias), exponent));
+}
+
+void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale,
+                                Value dsBuffer, Value keyRow0) {
+  // Lane (g, t) holds dSᵀ at keys g, g + 8 of the warp's 16 and queries
+  // 8n + 2t, +1 of n8 tile n. Kᵀ holds key 2h + {0, 1, 8, 9} at bytes
+  // 4h..4h+3 of the 16 (HopperFp8.h), so lanes g = 2h and 2h + 1 (partners
+  // by xor 4 of the lane id) make one word of a query row between them: the
+  // even lane that of query 2t, the odd one that of 2t + 1, each sending
+  // the partner its pair for the other query. Rows are 128 B swizzled (16 B
+  // chunk c of row q at c ^ (q mod 8)); a store's lanes hit 8 rows × 4
+  // words, 32 distinct banks.
+  const int64_t bq = plan.blockQ;
+  Value odd = kb.eq(kb.remui(kb.groupId, 2), kb.idx(1));
+  Value row0 = kb.add(kb.mul(kb.threadInGroup, 2), kb.remui(kb.groupId, 2));
+  Value chunk = kb.divui(keyRow0, 16);
+  Value inChunk = kb.mul(kb.divui(kb.groupId, 2), 4);
+  Value selector = arith::SelectOp::create(b, loc, odd, kb.c32(0x1504),
+                                           kb.c32(0x5140));
+  SmallVector<Value> x = scaled(kb, ds, scale);
+  for (int64_t n = 0; n < bq / 8; ++n) {
+    auto pick = [&](int64_t ifOdd, int64_t ifEven) {
+      return arith::SelectOp::create(b, loc, odd, x[4 * n + ifOdd],
+                                     x[4 * n + ifEven])
+          .getResult();
+    };
+    // (lo, hi) bytes: keys g and g + 8 at one query.
+    Value keep = packE4M3x4(kb, pick(1, 0), pick(3, 2), kb.f32(0), kb.f32(0));
+    Value send = packE4M3x4(kb, pick(0, 1), pick(2, 3), kb.f32(0), kb.f32(0));
+    Value recv = kb.shuffleXor(send, 4);
+    Value word = LLVM::InlineAsmOp::create(
+                     b, loc, b.getI32Type(), ValueRange{keep, recv, selector},
+                     "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r",
+                     /*has_side_effects=*/false, /*is_align_stack=*/false,
+                     LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+                     /*operand_attrs=*/nullptr)
+                     .getResult(0);
+    Value row = kb.add(row0, n * 8);
+    Value swizzled = arith::XOrIOp::create(b, loc, chunk, kb.remui(row, 8));
+    Value bytes = kb.add(kb.add(dsBuffer, kb.mul(row, kSlabRowBytes)),
+                         kb.add(kb.mul(swizzled, 16), inChunk));
+    memref::StoreOp::create(
+        b, loc, arith::BitcastOp::create(b, loc, b.getF32Type(), word), stats,
+        ValueRange{kb.divui(bytes, 4)});
+  }
+}
+
+Value HopperBackward::issueDQFp8(Value base, Value warpgroup, Value dsBuffer) {
+  // A: dS rows of 128 B (one k32 step per 32 keys); B: the warpgroup's D/2
+  // rows of Kᵀ.
+  const int64_t bkv = plan.blockKV, half = plan.headDim / 2;
+  Value ktRows = kb.add(kb.mul(warpgroup, half * kSlabRowBytes), ktBase());
+  SmallVector<Value> dsDescs, ktDescs;
+  for (int64_t kk = 0; kk < bkv / 32; ++kk) {
+    dsDescs.push_back(wgmmaDescriptor(kb, base, kb.add(dsBuffer, kk * 32), 16));
+    ktDescs.push_back(wgmmaDescriptor(kb, base, kb.add(ktRows, kk * 32), 16));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value acc = buildWgmmaQK(kb, half, dsDescs, ktDescs);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
+Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
+                                          Value stage, Value dsBuffer,
+                                          SmallVector<Value> &dV,
+                                          SmallVector<Value> &dK,
+                                          Value &dkExp) {
+  using attn_gpu::FragmentLayout;
+  const int64_t bq = plan.blockQ;
+  Value base = tile.descriptorBase;
+  Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
+                               qStageOf(stage), plan.headDim);
+  Value dpAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, layout.vBase()),
+                                doStageOf(stage), plan.headDimV);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+  SmallVector<Value> p = fenceOperands(b, loc, laneValues(b, loc, sAcc));
+  computeP(p, tile, stage);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  SmallVector<Value> dp = fenceOperands(b, loc, laneValues(b, loc, dpAcc));
+  // dSᵀ = Pᵀ∘(dPᵀ·c − Delta)·scale = Pᵀ∘(dPᵀ − Delta/c)·(scale·c), c =
+  // descale_do·descale_v (Delta/c is what the statistics warp stored).
+  Value factor = arith::MulFOp::create(
+      b, loc, scale, arith::MulFOp::create(b, loc, descaleDo, descaleV));
+  Value probs = fragmentOf(b, loc, p, bq, FragmentLayout::Accumulator);
+  Value ds = attn_gpu::ScoreGradientOp::create(
+      b, loc, probs.getType(), probs,
+      fragmentOf(b, loc, dp, bq, FragmentLayout::Accumulator), Value(), stats,
+      rowStatsOf(stage), factor, Value(), /*prescaled=*/false);
+  SmallVector<Value> dsValues = laneValues(b, loc, ds);
+
+  Value e = tileScaleExponent(dsValues, dsBuffer);
+  storeDSFp8(dsValues, powerOfTwo(kb, e), dsBuffer, tile.keyRow0);
+  // dK's scale falls to the tile's when the tile needs a smaller one; dK
+  // (complete: the last tile waited for its dQ) follows by 2^(e − E).
+  Value lower = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e,
+                                      dkExp);
+  Value step = clampExponent(
+      kb, arith::AddIOp::create(b, loc, kb.c32(127),
+                                arith::SubIOp::create(b, loc, e, dkExp)));
+  Value rescale =
+      arith::SelectOp::create(b, loc, lower, powerOfTwo(kb, step), kb.f32(1));
+  dK = scaled(kb, dK, rescale);
+  dkExp = arith::SelectOp::create(b, loc, lower, e, dkExp);
+
+  SmallVector<Value> pA = packFp8A(kb, p);
+  SmallVector<Value> dsA = packFp8A(kb, scaled(kb, dsValues,
+                                               powerOfTwo(kb, dkExp)));
+  SmallVector<Value> dotDescs, qtDescs;
+  for (int64_t kk = 0; kk < bq / 32; ++kk) {
+    dotDescs.push_back(wgmmaDescriptor(
+        kb, base, kb.add(dotStageOf(stage), kk * 32), 16));
+    qtDescs.push_back(
+        wgmmaDescriptor(kb, base, kb.add(qtStageOf(stage), kk * 32), 16));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  dV = buildWgmmaPV(kb, pA, dotDescs, dV);
+  dK = buildWgmmaPV(kb, dsA, qtDescs, dK);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return e;
+}
+
+void HopperBackward::emitFp8Consumers() {
+  const BarrierRing ring{layout.stages()};
+  loadDescales();
+  scaleLog2 = softmaxScaleLog2(
+      kb, arith::MulFOp::create(
+              b, loc, scale,
+              arith::MulFOp::create(b, loc, descaleQ, descaleK)));
+  ifThen(hasTiles, [&] {
+    waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
+                phaseParity(kb, kb.idx(0)));
+    waitBarrier(kb, barriers, BackwardBarriers::keyTransposed, kb.idx(0),
+                phaseParity(kb, kb.idx(0)));
+  });
+  SmallVector<Value> init(plan.headDim / 2 + plan.headDimV / 2, kb.f32(0));
+  init.push_back(kb.c32(kMaxExponent)); // dK's scale exponent
+  SmallVector<Value> results = forEachConsumerTile(
+      init,
+      [&](const ConsumerTile &tile, SmallVector<Value> &dK,
+          SmallVector<Value> &dV, SmallVector<Value> &extra) {
+        Value t = tile.index;
+        Value slot = ring.slot(kb, t);
+        Value dsBuffer = dsBufferOf(t);
+        waitBarrier(kb, barriers, BackwardBarriers::queryFull, slot,
+                    ring.fullParity(kb, t));
+        Value e = issueTileProductsFp8(tile, slot, dsBuffer, dV, dK, extra[0]);
+        fenceProxyAsyncShared();
+        namedBarrier(b, loc, "bar.sync", 1, 256);
+        // Every consumer has read the tile's maximum: clear it for the
+        // buffer's next tile.
+        ifThen(kb.eq(kb.tid, kb.idx(128)), [&] {
+          Value buffer = kb.remui(t, layout.dsBuffers());
+          memref::StoreOp::create(
+              b, loc, kb.f32(0), stats,
+              ValueRange{kb.add(buffer, layout.amaxBase() / 4)});
+        });
+        Value dqAcc = issueDQFp8(tile.descriptorBase, tile.warpgroup, dsBuffer);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
+        Value dqFactor = arith::MulFOp::create(
+            b, loc, descaleK,
+            powerOfTwo(kb, arith::SubIOp::create(b, loc, kb.c32(kMaxExponent),
+                                                 e)));
+        SmallVector<Value> dq = scaled(
+            kb, fenceOperands(b, loc, laneValues(b, loc, dqAcc)), dqFactor);
+        waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot,
+                    ring.emptyParity(kb, t));
+        storeDQTile(dq, tile.warpgroup, slot);
+        fenceProxyAsyncShared();
+        arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
+      },
+      /*extraCount=*/1);
+  // dK = dSᵀ·Q at scale 2^(E−127) times descale_q; dV = Pᵀ·dO times
+  // descale_do.
+  Value dkExp = results.pop_back_val();
+  const int64_t dkValues = plan.headDim / 2;
+  Value dkFactor = arith::MulFOp::create(
+      b, loc, descaleQ,
+      powerOfTwo(kb,
+                 arith::SubIOp::create(b, loc, kb.c32(kMaxExponent), dkExp)));
+  SmallVector<Value> grads =
+      scaled(kb, ArrayRef<Value>(results).take_front(dkValues), dkFactor);
+  grads.append(
+      scaled(kb, ArrayRef<Value>(results).drop_front(dkValues), descaleDo));
+  storeDKAndDV(grads);
+}
