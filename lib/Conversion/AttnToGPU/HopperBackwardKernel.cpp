@@ -259,7 +259,8 @@ void HopperBackward::buildWarpSpecializedKernel() {
   initBarriers();
   hasTiles = kb.lt(kb.idx(0), tileCount);
 
-  const int32_t producerRegs = plan.isFp8() ? kFp8ProducerRegs : kProducerRegs;
+  const int32_t producerRegs =
+      plan.isFp8() ? kFp8BackwardProducerRegs : kProducerRegs;
   auto roles = attn_gpu::WarpSpecializeOp::build(
       b, loc, producerRegs,
       attn_gpu::consumerRegisters(plan.warps * 32, producerRegs));

@@ -30,6 +30,9 @@ constexpr int64_t kFp8TransposeThreads = kFp8TransposeWarps * 32;
 /// fp8: the producer warpgroup's transposing warps need more than 24
 /// registers; 40·128 + 2·232·128 = 168·384.
 constexpr int32_t kFp8ProducerRegs = 40;
+/// The fp8 backward's transposing warps also load the row statistics (40
+/// spill 84 B): 56·128 + 2·224·128 = 168·384.
+constexpr int32_t kFp8BackwardProducerRegs = 56;
 /// 16-key × 32-column units a transposing warp moves per loop trip, their
 /// loads issued together: the transposer is bound by shared-memory latency
 /// (4 rather than 1: +5-14% on the fp8 forward, PERF.md; 8 spill).
