@@ -64,7 +64,8 @@ bool takesStrides(const KernelConfig &c) {
   return c.direction == "fwd" || c.direction == "bwd";
 }
 
-/// The fp8 forward: e4m3 q, k, v with three descale tensors after its maps.
+/// fp8: e4m3 q, k, v (and a backward's do) with their descale tensors after
+/// the maps.
 bool isFp8(const KernelConfig &c) { return c.dtype == "f8e4m3"; }
 
 /// The manifest's object of one kernel.
@@ -210,7 +211,7 @@ json::Object kernelObject(const CompiledKernel &k) {
                   "kv_heads", "batch", boxCols)};
   }
   // fp8 (bundle version 12): descale_q, descale_k, descale_v (f32 [B, Hkv])
-  // follow the maps.
+  // follow the maps; a backward's (version 22) also descale_do.
   if (isFp8(c))
     o["descale_param"] = at.descale;
   // Block descales (bundle version 21): Q's and K's per this many rows.
@@ -222,16 +223,18 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["quantize"] = c.quantize;
   if (takesStrides(c))
     o["stride_param"] = at.stride;
-  if (takesTensorMaps(c) && c.direction == "bwd")
+  if (takesTensorMaps(c) && c.direction == "bwd") {
+    int64_t boxCols = isFp8(c) ? 128 : 64; // 128 bytes
     o["tensor_maps"] = json::Array{
         tensorMap("q", at.tensorMap, "head_dim", "nq", "", c.blockQ, "heads",
-                  "batch"),
+                  "batch", boxCols),
         tensorMap("k", at.tensorMap + 1, "head_dim", "nk", "", c.blockKV,
-                  "kv_heads", "batch"),
+                  "kv_heads", "batch", boxCols),
         tensorMap("v", at.tensorMap + 2, "head_dim_v", "nk", "", c.blockKV,
-                  "kv_heads", "batch"),
+                  "kv_heads", "batch", boxCols),
         tensorMap("do", at.tensorMap + 3, "head_dim_v", "nq", "", c.blockQ,
-                  "heads", "batch")};
+                  "heads", "batch", boxCols)};
+  }
   if (c.runtimeWindow()) {
     // Run-time window sizes (bundle version 17): fa_fwd's or fa_bwd's last
     // two parameters, i32 left and right, after the mod_args and a
@@ -299,15 +302,20 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // refuses on a paged kernel anyway.
   // 21: fp8 forwards with block descales, whose per-block Q and K factors
   // an older runtime would refuse or, given per-head ones, misread.
+  // 22: fp8 backwards (dtype f8e4m3, direction bwd), which an older runtime
+  // refuses as an fp8 kernel that is not a forward.
   bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false,
-       anyTmaPaged = false, anyBlockScale = false;
+       anyTmaPaged = false, anyBlockScale = false, anyFp8Bwd = false;
   for (const CompiledKernelRef &k : kernels) {
+    anyFp8Bwd |= isFp8(k->config) && k->config.direction != "fwd";
     anyBlockScale |= k->config.blockScale;
     anyRuntimeWindow |= k->config.runtimeWindow();
     anyVarlenSinks |= k->config.varlen && k->config.sinks;
     anyTmaSplit |= k->config.tma;
     anyTmaPaged |= k->config.tma && k->config.paged;
   }
+  if (anyFp8Bwd)
+    return 22;
   if (anyBlockScale)
     return 21;
   if (anyTmaPaged)

@@ -374,11 +374,14 @@ std::string checkArguments(const KernelConfig &config,
 /// A backward's `args` may be the dense view of a varlen call only with
 /// `varlenView` (fa_attention_backward_varlen); a varlen kernel refuses
 /// dense ones.
+/// An fp8 backward takes `descales` (descale_q, _k, _v, _do;
+/// fa_attention_backward_fp8), every other kernel none.
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args,
                            const ModArgList &mods,
                            const SinkArgs &sinks = {},
-                           bool varlenView = false);
+                           bool varlenView = false,
+                           const fa_tensor *descales = nullptr);
 
 /// The checks of `mods` against the kernel's mod_args and the sizes of
 /// valid q and k (ModArgs.cpp); "" if they pass or are not `checked`.
@@ -461,7 +464,8 @@ fa_status launchCheckedBackward(const fa_kernel &kernel,
                                 const ModArgList &mods, const SinkArgs &sinks,
                                 const fa_block_mask *blockMask,
                                 const VarlenBatch *varlen,
-                                const ContextScope &scope, CUstream stream);
+                                const ContextScope &scope, CUstream stream,
+                                const fa_tensor *descales = nullptr);
 
 /// The named tensors of an argument struct, for the device-side checks.
 using NamedTensor = std::pair<const char *, const fa_tensor *>;
@@ -508,6 +512,9 @@ std::string checkFp8Arguments(const KernelConfig &config,
                               const fa_attention_args &args,
                               const fa_tensor descales[3]);
 std::vector<NamedTensor> tensorsOf(const fa_attention_backward_args &args);
+/// An fp8 backward's tensors: tensorsOf's, then descale_q, _k, _v, _do.
+std::vector<NamedTensor> tensorsOfFp8(const fa_attention_backward_args &args,
+                                      const fa_tensor descales[4]);
 /// Appends the call's mod_args, named "mod_args[i]".
 inline void appendModArgs(std::vector<NamedTensor> &all,
                           const ModArgList &mods) {

@@ -211,6 +211,21 @@ fa_status checkFp8Call(const fa_kernel *kernel, const fa_attention_args *args,
   return succeed();
 }
 
+/// fa_attention_backward_fp8{,_check}.
+fa_status checkBackwardFp8Call(const fa_kernel *kernel,
+                               const fa_attention_backward_args *args,
+                               const fa_tensor descales[4]) {
+  const char *api = "fa_attention_backward_fp8";
+  if (!kernel || !args || !descales)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                std::string(api) + ": kernel, args or descales is null");
+  std::string err = checkArguments(kernel->config, *args, ModArgList{}, {},
+                                   /*varlenView=*/false, descales);
+  if (!err.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
+  return succeed();
+}
+
 /// Launches fwd of a checked forward in the context of `scope`
 /// (`descales`: an fp8 kernel's; `blockMask`: a block-sparse kernel's;
 /// `sinks`: a sink kernel's; else null).
@@ -376,6 +391,33 @@ fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
   return failedResult<fa_status>(__func__);
 }
 
+fa_status fa_attention_backward_fp8_check(const fa_kernel *kernel,
+                                          const fa_attention_backward_args *args,
+                                          const fa_tensor descales[4]) try {
+  return checkBackwardFp8Call(kernel, args, descales);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_backward_fp8(const fa_kernel *kernel,
+                                    const fa_attention_backward_args *args,
+                                    const fa_tensor descales[4],
+                                    CUstream stream) try {
+  if (fa_status s = checkBackwardFp8Call(kernel, args, descales))
+    return s;
+  ContextScope scope;
+  if (fa_status s = scope.enter(args->q.data))
+    return s;
+  if (fa_status s = checkLaunchDevice("fa_attention_backward_fp8",
+                                      tensorsOfFp8(*args, descales), stream,
+                                      scope.device, scope.ctx))
+    return s;
+  return launchCheckedBackward(*kernel, *args, ModArgList{}, {}, nullptr,
+                               nullptr, scope, stream, descales);
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
 } // extern "C"
 
 namespace {
@@ -492,7 +534,7 @@ fa_status fa::runtime::launchCheckedBackward(
     const fa_kernel &kernelRef, const fa_attention_backward_args &a,
     const ModArgList &mods, const SinkArgs &sinks,
     const fa_block_mask *blockMask, const VarlenBatch *varlen,
-    const ContextScope &scope, CUstream stream) {
+    const ContextScope &scope, CUstream stream, const fa_tensor *descales) {
   constexpr const char *kSparseApi = "fa_attention_backward_block_sparse: ";
   const fa_kernel *kernel = &kernelRef;
   const KernelConfig &c = kernel->config;
@@ -517,14 +559,27 @@ fa_status fa::runtime::launchCheckedBackward(
               dv = a.dv.data;
   // A strided kernel's entries take the strides of o, do (bwd_pre); q, k,
   // v, do, dk, dv (bwd, after its maps and semaphores); dq (bwd_post).
-  void *preParams[7 + 2 * 3] = {&o, &dO, &delta, &dqAccum, &n.b, &n.h, &n.nq};
+  // An fp8 kernel's bwd_pre also takes descale_do and kv_heads, after the
+  // strides (docs/ABI.md).
+  void *preParams[7 + 2 * 3 + 2] = {&o,       &dO,  &delta, &dqAccum,
+                                    &n.b,     &n.h, &n.nq};
   // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
-  // semaphores, the strides of q, k, v, do, dk, dv (a strided kernel), a
-  // block-sparse kernel's block mask and its head count, last the mod_args.
-  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 1 + 6 * 3 + 2 +
+  // semaphores or an fp8 one's descales, the strides of q, k, v, do, dk, dv
+  // (a strided kernel), a block-sparse kernel's block mask and its head
+  // count, last the mod_args.
+  void *mainParams[kBackwardParams + FA_MAX_TENSOR_MAPS + 4 + 6 * 3 + 2 +
                    ModArgParams::kMaxParams + WindowParams::kMaxParams] = {
       &q,  &k,   &v,   &dO,    &lse,  &delta, &dqAccum, &dk,
       &dv, &n.b, &n.h, &n.hkv, &n.nq, &n.nk,  &n.scale};
+  CUdeviceptr descalePtrs[4] = {};
+  if (descales) {
+    for (int i = 0; i < 4; ++i) {
+      descalePtrs[i] = descales[i].data;
+      mainParams[c.descaleParam + i] = &descalePtrs[i];
+    }
+    preParams[kBackwardPreStrideParam + 6] = &descalePtrs[3];
+    preParams[kBackwardPreStrideParam + 7] = &n.hkv;
+  }
   void *postParams[5 + 3] = {&dqAccum, &dq, &n.b, &n.h, &n.nq};
   StrideParams preStrides, mainStrides, postStrides;
   if (c.strided()) {

@@ -456,6 +456,24 @@ void parseFp8(const json &k, const json &entries, KernelConfig &c,
                  "quantiser");
     return;
   }
+  if (c.direction == FA_DIRECTION_BWD) {
+    // The fp8 backward (bundle version 22): the warp-specialised wgmma
+    // d128 kernel, descale_q, _k, _v, _do after fa_bwd's 15 and its 4 maps.
+    if (c.mma != FA_MMA_WGMMA || c.headDim != 128 || c.headDimV != 128 ||
+        c.tensorMaps.size() != 4 || c.deterministic || c.blockSparse ||
+        c.varlen || c.sinks || !c.modArgs.empty() ||
+        k.contains("descale_block") || k.contains("quantize"))
+      bad(where, "an f8e4m3 backward needs the warp-specialised mma 'wgmma' "
+                 "kernel with head_dim = head_dim_v = 128, per-head "
+                 "descales, not deterministic, block-sparse, varlen, with "
+                 "sinks or mod_args");
+    c.descaleParam = intField(k, "descale_param", where, 0, INT_MAX);
+    if (c.descaleParam != 19)
+      bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
+                     ", expected 19 (after fa_bwd's 15 parameters and its 4 "
+                     "tensor maps)");
+    return;
+  }
   if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
       (c.headDim != 128 && c.headDim != 256) || c.headDimV != c.headDim ||
       c.fwd.persistent || c.splitKv || c.packGqa || !c.modArgs.empty())
@@ -489,10 +507,10 @@ void parseStrides(const json &k, KernelConfig &c, const std::string &where) {
   // fa_fwd's 11, a split's count, the maps, a persistent grid's counter;
   // fa_bwd's 15, the maps, a deterministic kernel's semaphores.
   int maps = static_cast<int>(c.tensorMaps.size());
-  int expect = bwd ? 15 + maps + (c.deterministic ? 1 : 0)
+  const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
+  int expect = bwd ? 15 + maps + (c.deterministic ? 1 : 0) + (fp8 ? 4 : 0)
                    : 11 + (c.splitKv ? 1 : 0) + maps +
-                         (c.fwd.persistent ? 1 : 0) +
-                         (c.dtype == FA_DTYPE_F8E4M3 ? 3 : 0); // descales
+                         (c.fwd.persistent ? 1 : 0) + (fp8 ? 3 : 0); // descales
   if (c.strideParam != expect)
     bad(where, "field 'stride_param' = " + std::to_string(c.strideParam) +
                    ", expected " + std::to_string(expect) +
@@ -1068,6 +1086,8 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       // Without "descale_block": per-head descales checked against the
       // kernel's [B,H,ceil(Nq/64)] and [B,Hkv,ceil(Nk/64)] reads.
       needs(21, c.descaleBlock != 0, "block-scaled fp8 kernels");
+      needs(22, c.dtype == FA_DTYPE_F8E4M3 && c.direction == FA_DIRECTION_BWD,
+            "fp8 backwards");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

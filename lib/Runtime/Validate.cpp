@@ -979,12 +979,44 @@ std::string checkSplitKvArguments(const KernelConfig &c,
   return checkSplitWorkspace(a, w, tensorsOf(a, mods, sinks));
 }
 
+std::vector<NamedTensor> tensorsOfFp8(const fa_attention_backward_args &a,
+                                      const fa_tensor descales[4]) {
+  std::vector<NamedTensor> all = tensorsOf(a);
+  all.push_back({"descale_q", &descales[0]});
+  all.push_back({"descale_k", &descales[1]});
+  all.push_back({"descale_v", &descales[2]});
+  all.push_back({"descale_do", &descales[3]});
+  return all;
+}
+
+/// The fp8 backward's descale_q, _k, _v, _do: f32 [B, Hkv], contiguous.
+static std::string checkBackwardDescales(const fa_attention_backward_args &a,
+                                         const fa_tensor descales[4]) {
+  std::vector<int64_t> perHead{a.q.shape[0], a.k.shape[1]};
+  Alignment words;
+  words.bytes = 4;
+  const char *from = "[B,Hkv] from q and k";
+  return checkTensors({
+      {"descale_q", descales[0], FA_DTYPE_F32, 2, words, perHead, from},
+      {"descale_k", descales[1], FA_DTYPE_F32, 2, words, perHead, from},
+      {"descale_v", descales[2], FA_DTYPE_F32, 2, words, perHead, from},
+      {"descale_do", descales[3], FA_DTYPE_F32, 2, words, perHead, from},
+  });
+}
+
 std::string checkArguments(const KernelConfig &c,
                            const fa_attention_backward_args &a,
                            const ModArgList &mods, const SinkArgs &sinks,
-                           bool varlenView) {
+                           bool varlenView, const fa_tensor *descales) {
   if (c.direction != FA_DIRECTION_BWD)
     return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
+  const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
+  if (fp8 && !descales)
+    return "kernel '" + c.tag + "' is an fp8 backward, which takes descale "
+           "tensors; use fa_attention_backward_fp8";
+  if (!fp8 && descales)
+    return "kernel '" + c.tag + "' is a " + fa_dtype_name(c.dtype) +
+           " kernel, not an fp8 backward; use fa_attention_backward";
   if (c.varlen && !varlenView)
     return "kernel '" + c.tag + "' is a varlen backward (packed sequences); "
            "use fa_attention_backward_varlen";
@@ -997,18 +1029,22 @@ std::string checkArguments(const KernelConfig &c,
       kShape{s.b, s.hkv, s.nk, s.d}, vShape{s.b, s.hkv, s.nk, s.dv};
   Alignment qkRows = qkAlign(c), vRows = vAlign(c), wholeRows,
             accumRows = alignmentFor(c, c.headDim, FA_DTYPE_F32);
+  // fp8: o (the forward's) and the gradients are bf16, d_o e4m3.
+  const fa_dtype grad = fp8 ? FA_DTYPE_BF16 : c.dtype;
+  Alignment gradQkRows = fp8 ? alignmentFor(c, c.headDim, grad) : qkRows,
+            gradVRows = fp8 ? alignmentFor(c, c.headDimV, grad) : vRows;
   const char *fromQV = "[B,H,Nq,Dv] from q and v";
   // A strided backward reads o and d_o and writes dq, dk and dv through
   // their strides; LSE and the workspaces stay contiguous.
   Layout in = c.strided() ? Layout::StridedInput : Layout::Contiguous,
          out = c.strided() ? Layout::StridedOutput : Layout::Contiguous;
   err = checkTensors({
-      {"o", a.o, c.dtype, 4, vRows, oShape, fromQV, in},
+      {"o", a.o, grad, 4, gradVRows, oShape, fromQV, in},
       {"d_o", a.d_o, c.dtype, 4, vRows, oShape, fromQV, in},
       {"lse", a.lse, FA_DTYPE_F32, 3, wholeRows, rowShape, "[B,H,Nq] from q"},
-      {"dq", a.dq, c.dtype, 4, qkRows, qShape, "the shape of q", out},
-      {"dk", a.dk, c.dtype, 4, qkRows, kShape, "the shape of k", out},
-      {"dv", a.dv, c.dtype, 4, vRows, vShape, "the shape of v", out},
+      {"dq", a.dq, grad, 4, gradQkRows, qShape, "the shape of q", out},
+      {"dk", a.dk, grad, 4, gradQkRows, kShape, "the shape of k", out},
+      {"dv", a.dv, grad, 4, gradVRows, vShape, "the shape of v", out},
       {"delta", a.delta, FA_DTYPE_F32, 3, wholeRows, rowShape,
        "workspace [B,H,Nq] from q"},
       {"dq_accum", a.dq_accum, FA_DTYPE_F32, 4, accumRows, qShape,
@@ -1016,7 +1052,8 @@ std::string checkArguments(const KernelConfig &c,
   });
   if (!err.empty() || !(err = checkScale(a.scale)).empty() ||
       !(err = checkModArgs(c, mods, a.q, a.k)).empty() ||
-      !(err = checkOverlap(tensorsOf(a, mods),
+      (fp8 && !(err = checkBackwardDescales(a, descales)).empty()) ||
+      !(err = checkOverlap(fp8 ? tensorsOfFp8(a, descales) : tensorsOf(a, mods),
                            {"dq", "dk", "dv", "delta", "dq_accum"}))
            .empty())
     return err;

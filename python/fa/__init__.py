@@ -1153,6 +1153,44 @@ def backward_into(q, k, v, o, do, lse, dq, dk, dv, delta=None, dq_accum=None, ca
                 _mod_arg_array(mods_read), len(mods_read))
 
 
+def backward_fp8_into(q, k, v, o, do, lse, dq, dk, dv, descales, delta=None, dq_accum=None,
+                      causal=False, causal_bottom_right=False, window=None, scale=None,
+                      bundle=None):
+    """The fp8 backward into caller-provided dq, dk, dv (bfloat16): q, k, v and
+    do float8_e4m3fn, o (the fp8 forward's, bfloat16) and lse (float32), and
+    `descales` (descale_q, descale_k, descale_v, descale_do) float32 [B, Hkv]
+    each (do's factor per key head, as q's; fa.quantize_fp8 makes q's, k's and
+    v's). The gradients are those of the fp8 forward at the dequantised
+    inputs, with do * descale_do as the output gradient; every product runs in
+    e4m3. Needs a bundle kernel 'bwd:f8e4m3:d128:<mask>:wgmma'; every
+    argument is validated by the runtime (fa_attention_backward_fp8)."""
+    import torch
+    b = _bundle(bundle)
+    if delta is None:
+        delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    if dq_accum is None:
+        dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    tensors = (q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum)
+    key = ("fp8", BWD, q.device, causal, causal_bottom_right,
+           None if window is None else tuple(window), scale,
+           *[(t.shape, t.stride(), t.dtype) for t in tensors + tuple(descales)])
+
+    def make():
+        mask, win = _mask(causal, causal_bottom_right, window)
+        d, dv_dim = q.shape[-1], v.shape[-1]
+        kernel = b.find(BWD, q.dtype, d, dv_dim, mask, win, _capability(q), "wgmma",
+                        k.shape[-2])
+        args = BackwardArgs(*[_tensor(t) for t in tensors], softmax_scale(d, scale))
+        return kernel, bytes(args)
+
+    kernel, template = _plan(b, key, make)
+    args = BackwardArgs.from_buffer_copy(template)
+    for name, t in zip(BackwardArgs.TENSORS, tensors):
+        getattr(args, name).data = t.data_ptr()
+    scales = (Tensor * 4)(*[_tensor(t) for t in descales])
+    _launch(b.lib, b.lib.fa_attention_backward_fp8, kernel, args, q, scales)
+
+
 def _block_sparse_backward(b, q, k, v, o, do, lse, dq, dk, dv, delta, dq_accum, scale,
                            block_mask, sparse):
     """backward_into with the block-sparse backward and its own block mask."""

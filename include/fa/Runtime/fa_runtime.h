@@ -63,7 +63,7 @@ extern "C" {
  * bundles before 5 are rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 21
+#define FA_RUNTIME_BUNDLE_VERSION 22
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward; k, v for a TMA
@@ -849,6 +849,24 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
                                           const fa_attention_args *args,
                                           const fa_tensor descales[3],
                                           CUstream stream);
+/* The fp8 backward (kernel dtype FA_DTYPE_F8E4M3, direction bwd; bundle
+ * version 22), which fa_attention_backward refuses: q, k, v and d_o in
+ * e4m3, o (the fp8 forward's) and dq, dk, dv in bf16, lse, delta and
+ * dq_accum f32 as for fa_attention_backward, and `descales` = {descale_q,
+ * descale_k, descale_v, descale_do}: f32 [B, Hkv] each, contiguous (d_o's
+ * factor per key head, as q's). It computes the gradients of the fp8
+ * forward at the dequantised inputs x * descale[b, h / (H / Hkv)] with
+ * d_o * descale_do as the output gradient; every product runs in e4m3 (P
+ * and dS rounded to e4m3, dS scaled per tile by a power of two). Launches
+ * bwd_pre, bwd and bwd_post as fa_attention_backward does. _check needs no
+ * GPU. */
+FA_API fa_status fa_attention_backward_fp8_check(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor descales[4]);
+FA_API fa_status fa_attention_backward_fp8(const fa_kernel *kernel,
+                                           const fa_attention_backward_args *args,
+                                           const fa_tensor descales[4],
+                                           CUstream stream);
 
 /* attn.quantize on the GPU: fp8 forwards built with the config field
  * "quant=<bf16|f16|f32>" also hold a quantiser of inputs of that type
