@@ -201,6 +201,10 @@ private:
   Value queryBlocks; // NQB: listed indices are clamped below it
 
   Value param(unsigned i) { return func.getBody().front().getArgument(i); }
+  /// A tile's columns in tmaLoadTile's 16-bit units (fp8: two a unit).
+  int64_t boxCols(int64_t cols) const {
+    return plan.isFp8() ? cols / 2 : cols;
+  }
   Value add32(Value x, Value y) {
     return arith::AddIOp::create(b, loc, x, y).getResult();
   }

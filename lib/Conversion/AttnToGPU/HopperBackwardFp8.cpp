@@ -12,7 +12,8 @@
 //                            (transposed once), keys in Kᵀ's order
 // The descales fold into the scores' scale, into dP (Delta is divided by
 // descale_do·descale_v as the statistics warp loads it, and the gradient
-// factor takes it), and into the epilogues. P goes to e4m3 as it is. dS has
+// factor takes it), and into the epilogues. P goes to e4m3 times 2^8 (a
+// long row's normalised P would sit among the subnormals). dS has
 // no known range: each tile's |dS| maximum over the CTA picks a power of two
 // 2^(e−127) that puts it in [128, 256); dQ (one tile's) takes 2^(127−e) back,
 // dK sums over tiles at the smallest scale seen so far (rescaled when a
@@ -37,6 +38,8 @@ constexpr int64_t kFirstTransposer = 2, kTransposers = 2;
 /// Biased f32 exponents: the largest finite one, and that of a dS scale
 /// 2^(e−127) for a maximum of biased exponent x, 2^(7−(x−127)).
 constexpr int64_t kMaxExponent = 254, kScaleExponentBias = 261;
+/// P ≤ 1 enters dV's product as P·2^8 (below e4m3's 448).
+constexpr double kPScale = 256.0;
 } // namespace
 
 /// The f32 2^(e − 127) of a biased exponent e (i32) in [1, 254].
@@ -271,7 +274,8 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
   dK = scaled(kb, dK, rescale);
   dkExp = arith::SelectOp::create(b, loc, lower, e, dkExp);
 
-  SmallVector<Value> pA = packFp8A(kb, p);
+  // P·2^8: a normalised P of a long row sits near e4m3's subnormals.
+  SmallVector<Value> pA = packFp8A(kb, scaled(kb, p, kb.f32(kPScale)));
   SmallVector<Value> dsA = packFp8A(kb, scaled(kb, dsValues,
                                                powerOfTwo(kb, dkExp)));
   SmallVector<Value> dotDescs, qtDescs;
@@ -339,8 +343,8 @@ void HopperBackward::emitFp8Consumers() {
         arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
       },
       /*extraCount=*/1);
-  // dK = dSᵀ·Q at scale 2^(E−127) times descale_q; dV = Pᵀ·dO times
-  // descale_do.
+  // dK = dSᵀ·Q at scale 2^(E−127) times descale_q; dV = (Pᵀ·2^8)·dO times
+  // descale_do·2^-8.
   Value dkExp = results.pop_back_val();
   const int64_t dkValues = plan.headDim / 2;
   Value dkFactor = arith::MulFOp::create(
@@ -349,7 +353,9 @@ void HopperBackward::emitFp8Consumers() {
                  arith::SubIOp::create(b, loc, kb.c32(kMaxExponent), dkExp)));
   SmallVector<Value> grads =
       scaled(kb, ArrayRef<Value>(results).take_front(dkValues), dkFactor);
+  Value dvFactor = arith::MulFOp::create(b, loc, descaleDo,
+                                         kb.f32(1.0 / kPScale));
   grads.append(
-      scaled(kb, ArrayRef<Value>(results).drop_front(dkValues), descaleDo));
+      scaled(kb, ArrayRef<Value>(results).drop_front(dkValues), dvFactor));
   storeDKAndDV(grads);
 }

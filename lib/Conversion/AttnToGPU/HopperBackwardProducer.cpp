@@ -84,9 +84,9 @@ void HopperBackward::emitTmaLoads() {
     ifThen(hasTiles, [&] {
       Value keyValueFull = kb.idx(BackwardBarriers::keyValueFull);
       Value keyRow = packedKeyRow(keyBegin);
-      tmaLoadTile(kb, barriers, kMap, bkv, plan.headDim, kb.idx(0), keyRow,
-                  {kvHead, tmaBatch()}, keyValueFull);
-      tmaLoadTile(kb, barriers, vMap, bkv, plan.headDimV,
+      tmaLoadTile(kb, barriers, kMap, bkv, boxCols(plan.headDim), kb.idx(0),
+                  keyRow, {kvHead, tmaBatch()}, keyValueFull);
+      tmaLoadTile(kb, barriers, vMap, bkv, boxCols(plan.headDimV),
                   kb.idx(layout.vBase()), keyRow, {kvHead, tmaBatch()},
                   keyValueFull);
     });
@@ -100,10 +100,10 @@ void HopperBackward::emitTmaLoads() {
       // fp8: the transposers wait for the tiles, then complete queryFull.
       Value full = kb.add(slot, plan.isFp8() ? BackwardBarriers::queryLoaded
                                              : BackwardBarriers::queryFull);
-      tmaLoadTile(kb, barriers, qMap, bq, plan.headDim, qStageOf(slot), qRow,
-                  {qHead, tmaBatch()}, full);
-      tmaLoadTile(kb, barriers, doMap, bq, plan.headDimV, doStageOf(slot),
-                  qRow, {qHead, tmaBatch()}, full);
+      tmaLoadTile(kb, barriers, qMap, bq, boxCols(plan.headDim),
+                  qStageOf(slot), qRow, {qHead, tmaBatch()}, full);
+      tmaLoadTile(kb, barriers, doMap, bq, boxCols(plan.headDimV),
+                  doStageOf(slot), qRow, {qHead, tmaBatch()}, full);
     });
   });
 }
