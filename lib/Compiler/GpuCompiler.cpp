@@ -222,6 +222,8 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
   // Run-time window sizes: two i64 parameters and the window operands.
   std::string winParams = c.runtimeWindow() ? ", %wl: i64, %wr: i64" : "";
   std::string win = c.runtimeWindow() ? " window(%wl, %wr)" : "";
+  if (c.dtype == "f8e4m3" && c.varlen)
+    return err("f8e4m3 kernels take dense batches, got '" + c.str() + "'");
   if (c.varlen) {
     // Packed [T, H, D] tensors, LSE [H, T], the offsets i32 [B+1].
     q = "tensor<?x?x" + std::to_string(c.headDim) + "x" + t + ">";
@@ -271,9 +273,9 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            lse + "\n}\n";
   }
   if (c.dtype == "f8e4m3" && c.direction != "fwd") {
-    if (c.varlen || c.blockScale)
-      return err("the f8e4m3 backward takes dense batches and descales per "
-                 "key head, got '" + c.str() + "'");
+    if (c.blockScale)
+      return err("the f8e4m3 backward takes descales per key head, got '" +
+                 c.str() + "'");
     // Q, K, V and dO in e4m3 with their descale factors [B, Hkv]; O and the
     // gradients in bf16.
     std::string q8 = "tensor<?x?x?x" + std::to_string(c.headDim) + "xf8E4M3FN>";
@@ -293,8 +295,6 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            grads + "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
   }
   if (c.dtype == "f8e4m3") {
-    if (c.varlen)
-      return err("f8e4m3 has dense batches only, got '" + c.str() + "'");
     // Q, K, V in e4m3 with their descale factors [B, Hkv], or Q's and K's
     // per 64-row block; O in bf16.
     q = "tensor<?x?x?x" + std::to_string(c.headDim) + "xf8E4M3FN>";

@@ -3367,6 +3367,112 @@ TEST_F(Fp8Validate, Tensors) {
   expectRefused("k.dtype is bf16, expected f8e4m3");
 }
 
+/// The fp8 backward (bundle version 22) as fa-aot writes it: the
+/// warp-specialised kernel's four maps with 128-byte boxes, descale_q, _k,
+/// _v, _do at 19.
+std::string fp8BwdJson(const std::string &descaleParam = "19") {
+  std::vector<MapJson> maps = wsMaps();
+  for (MapJson &m : maps)
+    m.box = m.tensor == "q" || m.tensor == "do" ? "[128, 64, 1]" : "[128, 128, 1]";
+  return wsBwdJson("f8b", 128, maps,
+                   R"(, "dtype": "f8e4m3", "descale_param": )" + descaleParam);
+}
+
+TEST(Fp8Backward, Manifest) {
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("fp8_bwd", manifest({fp8BwdJson()}, "22"), &b),
+            FA_SUCCESS)
+      << lastError();
+  fa_kernel_info info;
+  ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
+  EXPECT_EQ(info.dtype, FA_DTYPE_F8E4M3);
+  EXPECT_EQ(info.direction, FA_DIRECTION_BWD);
+  fa_bundle_free(b);
+  expectRejected("fp8_bwd_v21", manifest({fp8BwdJson()}, "21"),
+                 "fp8 backwards need bundle version 22, the manifest says 21");
+  expectRejected("fp8_bwd_param", manifest({fp8BwdJson("14")}, "22"),
+                 "field 'descale_param' = 14, expected 19");
+}
+
+/// An fp8 backward's arguments at placeholder addresses.
+class Fp8BackwardValidate : public ::testing::Test {
+protected:
+  static constexpr int64_t B = 2, H = 8, Hkv = 2, N = 300, D = 128;
+
+  void SetUp() override {
+    ASSERT_EQ(loadText("fp8_bwd_v",
+                       manifest({fp8BwdJson(), wsBwdJson("w")}, "22"), &bundle),
+              FA_SUCCESS)
+        << lastError();
+    fp8 = fa_bundle_kernel_at(bundle, 0);
+    bf16 = fa_bundle_kernel_at(bundle, 1);
+    fa_dtype e4m3 = FA_DTYPE_F8E4M3, bf = FA_DTYPE_BF16, f32 = FA_DTYPE_F32;
+    args.q = tensor(addr(0), e4m3, {B, H, N, D});
+    args.k = tensor(addr(1), e4m3, {B, Hkv, N, D});
+    args.v = tensor(addr(2), e4m3, {B, Hkv, N, D});
+    args.o = tensor(addr(3), bf, {B, H, N, D});
+    args.d_o = tensor(addr(4), e4m3, {B, H, N, D});
+    args.lse = tensor(addr(5), f32, {B, H, N});
+    args.dq = tensor(addr(6), bf, {B, H, N, D});
+    args.dk = tensor(addr(7), bf, {B, Hkv, N, D});
+    args.dv = tensor(addr(8), bf, {B, Hkv, N, D});
+    args.delta = tensor(addr(9), f32, {B, H, N});
+    args.dq_accum = tensor(addr(10), f32, {B, H, N, D});
+    args.scale = 0.125f;
+    for (int i = 0; i < 4; ++i)
+      descales[i] = tensor(addr(11 + i), f32, {B, Hkv});
+  }
+  void TearDown() override { fa_bundle_free(bundle); }
+
+  void expectRefused(const std::string &expect) {
+    EXPECT_EQ(fa_attention_backward_fp8_check(fp8, &args, descales),
+              FA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  }
+
+  fa_bundle *bundle = nullptr;
+  const fa_kernel *fp8 = nullptr, *bf16 = nullptr;
+  fa_attention_backward_args args{};
+  fa_tensor descales[4];
+};
+
+TEST_F(Fp8BackwardValidate, WellFormed) {
+  EXPECT_EQ(fa_attention_backward_fp8_check(fp8, &args, descales), FA_SUCCESS)
+      << lastError();
+}
+
+TEST_F(Fp8BackwardValidate, EntryPoints) {
+  EXPECT_EQ(fa_attention_backward_check(fp8, &args), FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("is an fp8 backward, which takes descale "
+                             "tensors; use fa_attention_backward_fp8"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_backward_fp8_check(bf16, &args, descales),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("is a bf16 kernel, not an fp8 backward"),
+            std::string::npos)
+      << lastError();
+  EXPECT_EQ(fa_attention_backward_fp8_check(fp8, &args, nullptr),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("kernel, args or descales is null"),
+            std::string::npos)
+      << lastError();
+}
+
+TEST_F(Fp8BackwardValidate, Tensors) {
+  descales[3] = tensor(addr(14), FA_DTYPE_F32, {B, H});
+  expectRefused("descale_do.shape is [2,8], expected [2,2] ([B,Hkv] from q and k)");
+  descales[3] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv});
+  expectRefused("overlaps");
+  descales[3] = tensor(addr(14), FA_DTYPE_F32, {B, Hkv});
+  args.dq.dtype = FA_DTYPE_F8E4M3;
+  expectRefused("dq.dtype is f8e4m3, expected bf16");
+  args.dq.dtype = FA_DTYPE_BF16;
+  args.d_o.dtype = FA_DTYPE_BF16;
+  expectRefused("d_o.dtype is bf16, expected f8e4m3");
+}
+
 TEST(Fp8, BlockDescaleManifest) {
   fa_bundle *b = nullptr;
   ASSERT_EQ(loadText("fp8_bs", manifest({fp8Json(), fp8BlockJson()}, "21"), &b),

@@ -64,9 +64,9 @@ func.func @negated_lse(%q: tensor<1x2x64x128xbf16>) -> (tensor<1x2x64x128xbf16>,
 
 // -----
 
-// The fp8 backward runs on the CPU (attn-dequantize); no GPU kernel yet.
+// The fp8 backward's kernel is the wgmma one (sm_90a).
 func.func @fp8_backward(%q: tensor<1x2x64x128xf8E4M3FN>, %o: tensor<1x2x64x128xbf16>, %lse: tensor<1x2x64xf32>, %s: tensor<1x2xf32>) -> (tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>) {
-  // expected-error @+1 {{expected the f8E4M3FN forward with mma = wgmma on sm_90a, got a backward}}
+  // expected-error @+1 {{expected f8E4M3FN kernels with mma = wgmma on sm_90a, got a backward with mma = mma_sync}}
   %dq, %dk, %dv = attn.attention_backward %q, %q, %q, %o, %q, %lse descale(%s, %s, %s, %s : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>) : tensor<1x2x64x128xf8E4M3FN>, tensor<1x2x64x128xf8E4M3FN>, tensor<1x2x64x128xf8E4M3FN>, tensor<1x2x64x128xbf16>, tensor<1x2x64x128xf8E4M3FN>, tensor<1x2x64xf32> -> tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>
   return %dq, %dk, %dv : tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>, tensor<1x2x64x128xbf16>
 }
