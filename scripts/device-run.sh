@@ -23,6 +23,9 @@
 #   out/bundle-fp8/         fp8 e4m3 forwards (FA_FP8=1; FA_FP8_BUNDLE names another):
 #                           test/gpu/test_fp8.py, test/gpu/test_quantize.py, then bench/fp8.py (FA_FP8_BENCH=0 skips it;
 #                           FA_FP8_TIMEOUT, FA_FP8_BENCH_TIMEOUT, 240 s each)
+#   out/bundle-fp8-bwd/     the fp8 backward and its forwards (test/gpu/configs_fp8_bwd.txt; FA_FP8_BWD=1,
+#                           FA_FP8_BWD_BUNDLE names another): test/gpu/test_fp8_backward.py, then
+#                           bench/fp8_backward.py beside the bf16 bundle's backward and SDPA's
 #   out/bundle-maskmod/     mask_mod kernels (optional; FA_MASKMOD_BUNDLE names another): the
 #                           document-mask and prefix-LM forwards' differential test,
 #                           test/gpu/test_maskmod.py (through the runtime)
@@ -378,6 +381,23 @@ if [ "${FA_FP8:-0}" = 1 ]; then
     fi
   else
     fail "FA_FP8=1 but no fp8 bundle at $FP8_BUNDLE"
+  fi
+fi
+
+FP8_BWD_BUNDLE=${FA_FP8_BWD_BUNDLE:-out/bundle-fp8-bwd}
+if [ "${FA_FP8_BWD:-0}" = 1 ]; then
+  if [ -f "$FP8_BWD_BUNDLE/manifest.json" ]; then
+    step "the fp8 e4m3 backward ($FP8_BWD_BUNDLE): differential tests against float64 and naive fp8"
+    timeout -k 10 ${FA_FP8_TIMEOUT:-240} python3 test/gpu/test_fp8_backward.py \
+      --bundle "$FP8_BWD_BUNDLE" --lib "$LIB" || fail "fp8 backward differential tests"
+    step "fp8 backward TFLOP/s against fa bf16 and SDPA (cuDNN, flash)"
+    FP8_BWD_BF16=()
+    [ $HAVE_BUNDLE = 1 ] && FP8_BWD_BF16=(--bf16-bundle "$BUNDLE")
+    timeout -k 10 ${FA_FP8_BENCH_TIMEOUT:-240} python3 bench/fp8_backward.py \
+      --bundle "$FP8_BWD_BUNDLE" "${FP8_BWD_BF16[@]}" --lib "$LIB" --json "$OUT/fp8_backward.json" \
+      || fail "fp8 backward benchmark"
+  else
+    fail "FA_FP8_BWD=1 but no fp8 backward bundle at $FP8_BWD_BUNDLE"
   fi
 fi
 

@@ -274,7 +274,9 @@ def Attn_BackwardTileOp : Attn_Op<"backward_tile", [
       dK_j += dS_ijᵀ·Q_i·scale,   dQ_i += dS_ij·K_j·scale.
     With a score_mod, dS is multiplied by the region's derivative. Rows with
     LSE = -inf contribute nothing. Operands are single-head blocks
-    [1,1,rows,D]; `at`/`of` are as in attn.online_attention.
+    [1,1,rows,D]; `at`/`of` are as in attn.online_attention. f8E4M3FN
+    blocks (Q, K, V and dO) arise only on the GPU path (the CPU dequantises
+    first): their kernel applies the function's descale factors.
   }];
   let arguments = !con((ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                             AnyRankedTensor:$value, AnyRankedTensor:$grad_output,

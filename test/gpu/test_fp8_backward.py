@@ -10,14 +10,11 @@ the flash-attn suite): fa's max error <= 2x that of a naive fp8 reference
 (the same quantised inputs dequantised, float32 math, Delta from the O the
 backward is given, as fa's) + 1e-5. Cases
 (--cases per mask): GQA groups 1, 4 and 8, ragged Nq and Nk (1 ... 2k),
-input magnitudes 1 and 8. Also: the plain backward refuses the fp8 kernel,
-the fp8 backward refuses a wrong descale shape. With --bench, the fp8 and
-bf16 backward times at B·N = 16k tokens (N 2k, 4k, 8k), H 16.
+input magnitudes 1 and 8. Also: the fp8 backward refuses a wrong descale
+shape. bench/fp8_backward.py times it.
 
 Bundle (built on the development machine):
-    build/bin/fa-aot --config fwd:f8e4m3:d128:none:wgmma \\
-        --config fwd:f8e4m3:d128:causal:wgmma --config bwd:f8e4m3:d128:none:wgmma \\
-        --config bwd:f8e4m3:d128:causal:wgmma -o out/bundle-fp8-bwd
+    build/bin/fa-aot --config-file test/gpu/configs_fp8_bwd.txt -o out/bundle-fp8-bwd
 On the GPU machine:
     python3 test/gpu/test_fp8_backward.py --bundle out/bundle-fp8-bwd \\
         --lib build-rt/lib/libfa_runtime.so
@@ -150,59 +147,12 @@ def refusals(bundle):
     return failures
 
 
-def bench(bundle, bf16_bundle):
-    dev = "cuda"
-    d, H = 128, 16
-    for n in (2048, 4096, 8192):
-        B = max(1, 16384 // n)
-        for causal in (False, True):
-            q = torch.randn(B, H, n, d, device=dev)
-            k, v, do = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
-            q8, k8, v8, sq, sk, sv = fa.quantize_fp8(q, k, v)
-            do8, sdo = quantise_per_key_head(do, H)
-            o = torch.empty(B, H, n, d, dtype=torch.bfloat16, device=dev)
-            lse = torch.empty(B, H, n, device=dev)
-            fa.forward_fp8_into(q8, k8, v8, o, lse, (sq, sk, sv), causal=causal,
-                                bundle=bundle)
-            g = [torch.empty(B, H, n, d, dtype=torch.bfloat16, device=dev) for _ in range(3)]
-
-            def fp8_call():
-                fa.backward_fp8_into(q8, k8, v8, o, do8, lse, *g, (sq, sk, sv, sdo),
-                                     causal=causal, bundle=bundle)
-            flops = 2.5 * 4 * B * H * n * n * d * (0.5 if causal else 1.0)
-            line = "N %d %s: fp8 %.0f TFLOP/s" % (n, "causal" if causal else "none",
-                                                 flops / time_ms(fp8_call) / 1e9)
-            if bf16_bundle is not None:
-                qb, kb, vb, dob = [t.bfloat16() for t in (q, k, v, do)]
-                ob = o.clone()
-
-                def bf16_call():
-                    fa.backward_into(qb, kb, vb, ob, dob, lse, *g, causal=causal,
-                                     bundle=bf16_bundle, mma="wgmma")
-                line += ", bf16 %.0f" % (flops / time_ms(bf16_call) / 1e9)
-            print(line)
-
-
-def time_ms(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
-    ap.add_argument("--bf16-bundle")
     ap.add_argument("--lib")
     ap.add_argument("--cases", type=int, default=12)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--bench", action="store_true")
     args = ap.parse_args()
     bundle = fa.load(args.bundle, args.lib, jit=False)
     rng = random.Random(args.seed)
@@ -226,9 +176,6 @@ def main():
                 magnitude, what))
     failed += refusals(bundle)
     print("fp8 backward: %d cases, %d failed" % (total, failed))
-    if args.bench:
-        bench(bundle, fa.load(args.bf16_bundle, args.lib, jit=False) if args.bf16_bundle
-              else None)
     return 1 if failed else 0
 
 
