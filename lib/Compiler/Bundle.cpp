@@ -225,15 +225,15 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["stride_param"] = at.stride;
   if (takesTensorMaps(c) && c.direction == "bwd") {
     int64_t boxCols = isFp8(c) ? 128 : 64; // 128 bytes
-    o["tensor_maps"] = json::Array{
-        tensorMap("q", at.tensorMap, "head_dim", "nq", "", c.blockQ, "heads",
-                  "batch", boxCols),
-        tensorMap("k", at.tensorMap + 1, "head_dim", "nk", "", c.blockKV,
-                  "kv_heads", "batch", boxCols),
-        tensorMap("v", at.tensorMap + 2, "head_dim_v", "nk", "", c.blockKV,
-                  "kv_heads", "batch", boxCols),
-        tensorMap("do", at.tensorMap + 3, "head_dim_v", "nq", "", c.blockQ,
-                  "heads", "batch", boxCols)};
+    o["tensor_maps"] =
+        json::Array{tensorMap("q", at.tensorMap, "head_dim", "nq", "", c.blockQ,
+                              "heads", "batch", boxCols),
+                    tensorMap("k", at.tensorMap + 1, "head_dim", "nk", "",
+                              c.blockKV, "kv_heads", "batch", boxCols),
+                    tensorMap("v", at.tensorMap + 2, "head_dim_v", "nk", "",
+                              c.blockKV, "kv_heads", "batch", boxCols),
+                    tensorMap("do", at.tensorMap + 3, "head_dim_v", "nq", "",
+                              c.blockQ, "heads", "batch", boxCols)};
   }
   if (c.runtimeWindow()) {
     // Run-time window sizes (bundle version 17): fa_fwd's or fa_bwd's last

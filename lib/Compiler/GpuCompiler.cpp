@@ -289,10 +289,11 @@ llvm::Expected<std::string> GpuCompiler::buildAttnIR(const KernelConfig &c) {
            ", %sq: " + ds + ", %sk: " + ds + ", %sv: " + ds + ", %sdo: " + ds +
            winParams + ") -> (" + grads +
            ") {\n  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, "
-           "%do, %lse descale(%sq, %sk, %sv, %sdo : " + ds + ", " + ds + ", " +
-           ds + ", " + ds + ")" + win + " {" + attrs + "} : " + q8 + ", " +
-           q8 + ", " + v8 + ", " + vb + ", " + v8 + ", " + lse + " -> " +
-           grads + "\n  return %dq, %dk, %dv : " + grads + "\n}\n";
+           "%do, %lse descale(%sq, %sk, %sv, %sdo : " +
+           ds + ", " + ds + ", " + ds + ", " + ds + ")" + win + " {" + attrs +
+           "} : " + q8 + ", " + q8 + ", " + v8 + ", " + vb + ", " + v8 + ", " +
+           lse + " -> " + grads + "\n  return %dq, %dk, %dv : " + grads +
+           "\n}\n";
   }
   if (c.dtype == "f8e4m3") {
     // Q, K, V in e4m3 with their descale factors [B, Hkv], or Q's and K's

@@ -378,8 +378,7 @@ std::string checkArguments(const KernelConfig &config,
 /// fa_attention_backward_fp8), every other kernel none.
 std::string checkArguments(const KernelConfig &config,
                            const fa_attention_backward_args &args,
-                           const ModArgList &mods,
-                           const SinkArgs &sinks = {},
+                           const ModArgList &mods, const SinkArgs &sinks = {},
                            bool varlenView = false,
                            const fa_tensor *descales = nullptr);
 

@@ -391,9 +391,10 @@ fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
   return failedResult<fa_status>(__func__);
 }
 
-fa_status fa_attention_backward_fp8_check(const fa_kernel *kernel,
-                                          const fa_attention_backward_args *args,
-                                          const fa_tensor descales[4]) try {
+fa_status
+fa_attention_backward_fp8_check(const fa_kernel *kernel,
+                                const fa_attention_backward_args *args,
+                                const fa_tensor descales[4]) try {
   return checkBackwardFp8Call(kernel, args, descales);
 } catch (...) {
   return failedResult<fa_status>(__func__);
@@ -561,8 +562,8 @@ fa_status fa::runtime::launchCheckedBackward(
   // v, do, dk, dv (bwd, after its maps and semaphores); dq (bwd_post).
   // An fp8 kernel's bwd_pre also takes descale_do and kv_heads, after the
   // strides (docs/ABI.md).
-  void *preParams[7 + 2 * 3 + 2] = {&o,       &dO,  &delta, &dqAccum,
-                                    &n.b,     &n.h, &n.nq};
+  void *preParams[7 + 2 * 3 + 2] = {&o,   &dO,  &delta, &dqAccum,
+                                    &n.b, &n.h, &n.nq};
   // fa_bwd's 15, then a TMA kernel's maps and a deterministic one's
   // semaphores or an fp8 one's descales, the strides of q, k, v, do, dk, dv
   // (a strided kernel), a block-sparse kernel's block mask and its head

@@ -1012,7 +1012,8 @@ std::string checkArguments(const KernelConfig &c,
     return "kernel '" + c.tag + "' is a forward kernel; use a bwd kernel";
   const bool fp8 = c.dtype == FA_DTYPE_F8E4M3;
   if (fp8 && !descales)
-    return "kernel '" + c.tag + "' is an fp8 backward, which takes descale "
+    return "kernel '" + c.tag +
+           "' is an fp8 backward, which takes descale "
            "tensors; use fa_attention_backward_fp8";
   if (!fp8 && descales)
     return "kernel '" + c.tag + "' is a " + fa_dtype_name(c.dtype) +

@@ -3373,15 +3373,15 @@ TEST_F(Fp8Validate, Tensors) {
 std::string fp8BwdJson(const std::string &descaleParam = "19") {
   std::vector<MapJson> maps = wsMaps();
   for (MapJson &m : maps)
-    m.box = m.tensor == "q" || m.tensor == "do" ? "[128, 64, 1]" : "[128, 128, 1]";
+    m.box =
+        m.tensor == "q" || m.tensor == "do" ? "[128, 64, 1]" : "[128, 128, 1]";
   return wsBwdJson("f8b", 128, maps,
                    R"(, "dtype": "f8e4m3", "descale_param": )" + descaleParam);
 }
 
 TEST(Fp8Backward, Manifest) {
   fa_bundle *b = nullptr;
-  ASSERT_EQ(loadText("fp8_bwd", manifest({fp8BwdJson()}, "22"), &b),
-            FA_SUCCESS)
+  ASSERT_EQ(loadText("fp8_bwd", manifest({fp8BwdJson()}, "22"), &b), FA_SUCCESS)
       << lastError();
   fa_kernel_info info;
   ASSERT_EQ(fa_kernel_get_info(fa_bundle_kernel_at(b, 0), &info), FA_SUCCESS);
@@ -3462,7 +3462,8 @@ TEST_F(Fp8BackwardValidate, EntryPoints) {
 
 TEST_F(Fp8BackwardValidate, Tensors) {
   descales[3] = tensor(addr(14), FA_DTYPE_F32, {B, H});
-  expectRefused("descale_do.shape is [2,8], expected [2,2] ([B,Hkv] from q and k)");
+  expectRefused(
+      "descale_do.shape is [2,8], expected [2,2] ([B,Hkv] from q and k)");
   descales[3] = tensor(addr(6), FA_DTYPE_F32, {B, Hkv});
   expectRefused("overlaps");
   descales[3] = tensor(addr(14), FA_DTYPE_F32, {B, Hkv});

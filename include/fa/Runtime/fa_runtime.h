@@ -863,10 +863,9 @@ FA_API fa_status fa_attention_forward_fp8(const fa_kernel *kernel,
 FA_API fa_status fa_attention_backward_fp8_check(
     const fa_kernel *kernel, const fa_attention_backward_args *args,
     const fa_tensor descales[4]);
-FA_API fa_status fa_attention_backward_fp8(const fa_kernel *kernel,
-                                           const fa_attention_backward_args *args,
-                                           const fa_tensor descales[4],
-                                           CUstream stream);
+FA_API fa_status fa_attention_backward_fp8(
+    const fa_kernel *kernel, const fa_attention_backward_args *args,
+    const fa_tensor descales[4], CUstream stream);
 
 /* attn.quantize on the GPU: fp8 forwards built with the config field
  * "quant=<bf16|f16|f32>" also hold a quantiser of inputs of that type

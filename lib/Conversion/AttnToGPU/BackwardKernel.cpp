@@ -149,8 +149,7 @@ static Value decodeE4M3x8(KernelBuilder &kb, Value bytes, Value factor) {
       b, loc, VectorType::get({4}, b.getI16Type()), bytes);
   Value out = arith::ConstantOp::create(
       b, loc, VectorType::get({8}, f32),
-      DenseElementsAttr::get(VectorType::get({8}, f32),
-                             b.getF32FloatAttr(0)));
+      DenseElementsAttr::get(VectorType::get({8}, f32), b.getF32FloatAttr(0)));
   for (int64_t i = 0; i < 4; ++i) {
     Value pair = vector::ExtractOp::create(b, loc, pairs, i).getResult();
     Value halves =
@@ -162,8 +161,8 @@ static Value decodeE4M3x8(KernelBuilder &kb, Value bytes, Value factor) {
             .getResult(0);
     Value h2 = vector::BitCastOp::create(
         b, loc, VectorType::get({2}, b.getF16Type()),
-        vector::BroadcastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
-                                    halves));
+        vector::BroadcastOp::create(
+            b, loc, VectorType::get({1}, b.getI32Type()), halves));
     for (int64_t j = 0; j < 2; ++j) {
       Value half = vector::ExtractOp::create(b, loc, h2, j);
       Value x = arith::ExtFOp::create(b, loc, f32, half);

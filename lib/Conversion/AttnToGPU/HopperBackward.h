@@ -124,8 +124,7 @@ struct BackwardBarriers {
                            dqFull = 5, dqEmpty = 7, count = 9;
   /// fp8: each slot's TMA data (Q and dO, for the transposers; queryFull
   /// then waits for their Qᵀ, dOᵀ and the row statistics), and Kᵀ.
-  static constexpr int64_t queryLoaded = 9, keyTransposed = 11,
-                           fp8Count = 12;
+  static constexpr int64_t queryLoaded = 9, keyTransposed = 11, fp8Count = 12;
 };
 
 /// fp8: named barrier of the tile's |dS| maximum (1 is the dSᵀ barrier, 2
@@ -202,9 +201,7 @@ private:
 
   Value param(unsigned i) { return func.getBody().front().getArgument(i); }
   /// A tile's columns in tmaLoadTile's 16-bit units (fp8: two a unit).
-  int64_t boxCols(int64_t cols) const {
-    return plan.isFp8() ? cols / 2 : cols;
-  }
+  int64_t boxCols(int64_t cols) const { return plan.isFp8() ? cols / 2 : cols; }
   Value add32(Value x, Value y) {
     return arith::AddIOp::create(b, loc, x, y).getResult();
   }
@@ -281,14 +278,12 @@ private:
   /// registers; returns them (dK first).
   /// `init` is dK, dV, then `extraCount` values the body also carries (the
   /// fp8 dK exponent).
-  SmallVector<Value>
-  forEachConsumerTile(ArrayRef<Value> init,
-                      function_ref<void(const ConsumerTile &,
-                                        SmallVector<Value> &dK,
-                                        SmallVector<Value> &dV,
-                                        SmallVector<Value> &extra)>
-                          body,
-                      int64_t extraCount = 0);
+  SmallVector<Value> forEachConsumerTile(
+      ArrayRef<Value> init,
+      function_ref<void(const ConsumerTile &, SmallVector<Value> &dK,
+                        SmallVector<Value> &dV, SmallVector<Value> &extra)>
+          body,
+      int64_t extraCount = 0);
 
   // The producer (HopperBackwardProducer.cpp).
   /// cp.async: K and V of the key block, once.

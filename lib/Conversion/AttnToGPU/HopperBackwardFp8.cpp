@@ -95,8 +95,8 @@ void HopperBackward::emitFp8Transposes() {
     attn_gpu::TransposeFp8TileOp::create(b, loc, kb.smem, from, to, rows, cols,
                                          kFirstTransposer, kTransposers);
   };
-  Value isTransposer = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::uge, kb.warp, kb.idx(kFirstTransposer));
+  Value isTransposer = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                             kb.warp, kb.idx(kFirstTransposer));
   ifThen(isTransposer, [&] {
     ifThen(hasTiles, [&] {
       waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
@@ -123,9 +123,8 @@ void HopperBackward::emitFp8Transposes() {
       // The slot was free when the TMA thread loaded it.
       waitBarrier(kb, barriers, BackwardBarriers::queryLoaded, slot,
                   ring.fullParity32(kb, t));
-      ifThen(isStatsWarp, [&] {
-        storeRowStats(lane, slot32, qTile, head, deltaFactor);
-      });
+      ifThen(isStatsWarp,
+             [&] { storeRowStats(lane, slot32, qTile, head, deltaFactor); });
       transpose(qStageOf(slot), qtStageOf(slot), bq, d);
       transpose(doStageOf(slot), dotStageOf(slot), bq, dv);
       fenceProxyAsyncShared();
@@ -171,8 +170,8 @@ Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer) {
       kb, arith::SubIOp::create(b, loc, kb.c32(kScaleExponentBias), exponent));
 }
 
-void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale,
-                                Value dsBuffer, Value keyRow0) {
+void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
+                                Value keyRow0) {
   // Lane (g, t) holds dSᵀ at keys g, g + 8 of the warp's 16 and queries
   // 8n + 2t, +1 of n8 tile n. Kᵀ holds key 2h + {0, 1, 8, 9} at bytes
   // 4h..4h+3 of the 16 (HopperFp8.h), so lanes g = 2h and 2h + 1 (partners
@@ -186,8 +185,8 @@ void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale,
   Value row0 = kb.add(kb.mul(kb.threadInGroup, 2), kb.remui(kb.groupId, 2));
   Value chunk = kb.divui(keyRow0, 16);
   Value inChunk = kb.mul(kb.divui(kb.groupId, 2), 4);
-  Value selector = arith::SelectOp::create(b, loc, odd, kb.c32(0x1504),
-                                           kb.c32(0x5140));
+  Value selector =
+      arith::SelectOp::create(b, loc, odd, kb.c32(0x1504), kb.c32(0x5140));
   SmallVector<Value> x = scaled(kb, ds, scale);
   for (int64_t n = 0; n < bq / 8; ++n) {
     auto pick = [&](int64_t ifOdd, int64_t ifEven) {
@@ -233,10 +232,10 @@ Value HopperBackward::issueDQFp8(Value base, Value warpgroup, Value dsBuffer) {
 }
 
 Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
-                                          Value stage, Value dsBuffer,
-                                          SmallVector<Value> &dV,
-                                          SmallVector<Value> &dK,
-                                          Value &dkExp) {
+                                           Value stage, Value dsBuffer,
+                                           SmallVector<Value> &dV,
+                                           SmallVector<Value> &dK,
+                                           Value &dkExp) {
   using attn_gpu::FragmentLayout;
   const int64_t bq = plan.blockQ;
   Value base = tile.descriptorBase;
@@ -264,8 +263,8 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
   storeDSFp8(dsValues, powerOfTwo(kb, e), dsBuffer, tile.keyRow0);
   // dK's scale falls to the tile's when the tile needs a smaller one; dK
   // (complete: the last tile waited for its dQ) follows by 2^(e − E).
-  Value lower = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e,
-                                      dkExp);
+  Value lower =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e, dkExp);
   Value step = clampExponent(
       kb, arith::AddIOp::create(b, loc, kb.c32(127),
                                 arith::SubIOp::create(b, loc, e, dkExp)));
@@ -276,12 +275,12 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
 
   // P·2^8: a normalised P of a long row sits near e4m3's subnormals.
   SmallVector<Value> pA = packFp8A(kb, scaled(kb, p, kb.f32(kPScale)));
-  SmallVector<Value> dsA = packFp8A(kb, scaled(kb, dsValues,
-                                               powerOfTwo(kb, dkExp)));
+  SmallVector<Value> dsA =
+      packFp8A(kb, scaled(kb, dsValues, powerOfTwo(kb, dkExp)));
   SmallVector<Value> dotDescs, qtDescs;
   for (int64_t kk = 0; kk < bq / 32; ++kk) {
-    dotDescs.push_back(wgmmaDescriptor(
-        kb, base, kb.add(dotStageOf(stage), kk * 32), 16));
+    dotDescs.push_back(
+        wgmmaDescriptor(kb, base, kb.add(dotStageOf(stage), kk * 32), 16));
     qtDescs.push_back(
         wgmmaDescriptor(kb, base, kb.add(qtStageOf(stage), kk * 32), 16));
   }
@@ -296,9 +295,9 @@ void HopperBackward::emitFp8Consumers() {
   const BarrierRing ring{layout.stages()};
   loadDescales();
   scaleLog2 = softmaxScaleLog2(
-      kb, arith::MulFOp::create(
-              b, loc, scale,
-              arith::MulFOp::create(b, loc, descaleQ, descaleK)));
+      kb,
+      arith::MulFOp::create(b, loc, scale,
+                            arith::MulFOp::create(b, loc, descaleQ, descaleK)));
   ifThen(hasTiles, [&] {
     waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
                 phaseParity(kb, kb.idx(0)));
@@ -332,8 +331,8 @@ void HopperBackward::emitFp8Consumers() {
         arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
         Value dqFactor = arith::MulFOp::create(
             b, loc, descaleK,
-            powerOfTwo(kb, arith::SubIOp::create(b, loc, kb.c32(kMaxExponent),
-                                                 e)));
+            powerOfTwo(kb,
+                       arith::SubIOp::create(b, loc, kb.c32(kMaxExponent), e)));
         SmallVector<Value> dq = scaled(
             kb, fenceOperands(b, loc, laneValues(b, loc, dqAcc)), dqFactor);
         waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot,
@@ -353,8 +352,8 @@ void HopperBackward::emitFp8Consumers() {
                  arith::SubIOp::create(b, loc, kb.c32(kMaxExponent), dkExp)));
   SmallVector<Value> grads =
       scaled(kb, ArrayRef<Value>(results).take_front(dkValues), dkFactor);
-  Value dvFactor = arith::MulFOp::create(b, loc, descaleDo,
-                                         kb.f32(1.0 / kPScale));
+  Value dvFactor =
+      arith::MulFOp::create(b, loc, descaleDo, kb.f32(1.0 / kPScale));
   grads.append(
       scaled(kb, ArrayRef<Value>(results).drop_front(dkValues), dvFactor));
   storeDKAndDV(grads);

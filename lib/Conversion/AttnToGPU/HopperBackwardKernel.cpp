@@ -73,9 +73,8 @@ bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
 
 HopperBackwardSmem mlir::fa::gpu_lowering::hopperBackwardSmem(
     const KernelPlan &plan) {
-  return HopperBackwardSmem{plan.headDim,         plan.headDimV,
-                            plan.blockQ,          plan.blockKV,
-                            plan.warpSpecialized, plan.splitRoles,
+  return HopperBackwardSmem{plan.headDim, plan.headDimV,        plan.blockQ,
+                            plan.blockKV, plan.warpSpecialized, plan.splitRoles,
                             plan.isFp8()};
 }
 

@@ -100,8 +100,8 @@ void HopperBackward::emitTmaLoads() {
       // fp8: the transposers wait for the tiles, then complete queryFull.
       Value full = kb.add(slot, plan.isFp8() ? BackwardBarriers::queryLoaded
                                              : BackwardBarriers::queryFull);
-      tmaLoadTile(kb, barriers, qMap, bq, boxCols(plan.headDim),
-                  qStageOf(slot), qRow, {qHead, tmaBatch()}, full);
+      tmaLoadTile(kb, barriers, qMap, bq, boxCols(plan.headDim), qStageOf(slot),
+                  qRow, {qHead, tmaBatch()}, full);
       tmaLoadTile(kb, barriers, doMap, bq, boxCols(plan.headDimV),
                   doStageOf(slot), qRow, {qHead, tmaBatch()}, full);
     });
@@ -132,8 +132,8 @@ void HopperBackward::storeRowStats(Value lane, Value slot32, Value qTile,
   for (int64_t i = 0; i < bq / 32; ++i) {
     Value r = add32(lane, kb.c32(i * 32));
     Value row = add32(qBegin, r);
-    Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row,
-                                        nq32);
+    Value valid =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row, nq32);
     Value src = kb.toIndex(add32(
         qRowsBase, arith::SelectOp::create(b, loc, valid, row, kb.c32(0))));
     Value at = kb.toIndex(add32(mul32(slot32, kb.c32(2 * bq)),

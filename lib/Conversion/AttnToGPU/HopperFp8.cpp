@@ -188,8 +188,8 @@ void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,
   const int64_t slabs = headDimV / 128;
   const int64_t perSlab = std::max<int64_t>(kFp8TransposeUnits / slabs, 1);
   const int64_t trips = blockKV / 4 / perSlab;
-  auto loop = scf::ForOp::create(b, loc, transposer, kb.c32(trips),
-                                 kb.c32(warps));
+  auto loop =
+      scf::ForOp::create(b, loc, transposer, kb.c32(trips), kb.c32(warps));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> operands{selectors[0], selectors[1]};

@@ -371,11 +371,12 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
     // wgmma only.
     if (options.mma != "wgmma" || options.target != "sm_90a")
       return fail("expected f8E4M3FN kernels with mma = wgmma on sm_90a, "
-                  "got " + llvm::Twine(backward ? "a backward" : "a forward") +
+                  "got " +
+                  llvm::Twine(backward ? "a backward" : "a forward") +
                   " with mma = " + options.mma + " on " + options.target);
-    if (backward && (headDim != 128 || headDimV != 128 ||
-                     options.deterministic || options.blockSparse ||
-                     options.sinks))
+    if (backward &&
+        (headDim != 128 || headDimV != 128 || options.deterministic ||
+         options.blockSparse || options.sinks))
       return fail("expected the f8E4M3FN backward at D = Dv = 128, not "
                   "deterministic, block-sparse or with sinks, got D " +
                   llvm::Twine(headDim) + " and Dv " + llvm::Twine(headDimV));
