@@ -893,8 +893,9 @@ def _attention_fp8(q, k, v, b, mask_args, scale, descales):
     the form the others give (per head where none is given)."""
     import torch
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        raise FaError(1, "fa: the fp8 (float8_e4m3fn) attention is forward only; call it "
-                         "under torch.no_grad() or with inputs that do not require grad")
+        raise FaError(1, "fa: the fp8 (float8_e4m3fn) attention has no autograd; call it "
+                         "under torch.no_grad() (or with inputs that do not require grad) and "
+                         "run its backward with fa.backward_fp8_into")
     if not (q.dtype == k.dtype == v.dtype):
         raise FaError(1, "fa: fp8 attention needs q, k, v all float8_e4m3fn, got %s, %s, %s"
                       % (q.dtype, k.dtype, v.dtype))
