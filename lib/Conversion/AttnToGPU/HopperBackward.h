@@ -17,6 +17,8 @@
 //   HopperBackwardRoles.cpp     above D = 128: both consumer warpgroups on
 //                               one 64-key block, split by role; dQ by
 //                               column panels
+//   HopperBackwardFp8.cpp       the e4m3 kernel: transposing producer
+//                               warps, e4m3 products, dS scaled per tile
 //
 //===----------------------------------------------------------------------===//
 
