@@ -437,6 +437,17 @@ void parseQuantizer(const json &k, const json &entries, KernelConfig &c,
   c.quant = parseEntry(entries, "quantize", where);
 }
 
+/// "descale_param": the entry's first descale, `expected` (after `before`
+/// tensor maps).
+void parseDescaleParam(const json &k, KernelConfig &c, const std::string &where,
+                       int expected, const char *before) {
+  c.descaleParam = intField(k, "descale_param", where, 0, INT_MAX);
+  if (c.descaleParam != expected)
+    bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
+                   ", expected " + std::to_string(expected) + " (after " +
+                   before + " tensor maps)");
+}
+
 /// An fp8 forward (dtype f8e4m3, bundle version 12): the wgmma d128 or d256
 /// forward that the compiler builds, with "descale_param" after its maps,
 /// and the optional "descale_block" (bundle version 21): 64 for Q and K
@@ -467,11 +478,7 @@ void parseFp8(const json &k, const json &entries, KernelConfig &c,
                  "kernel with head_dim = head_dim_v = 128, per-head "
                  "descales, not deterministic, block-sparse, varlen, with "
                  "sinks or mod_args");
-    c.descaleParam = intField(k, "descale_param", where, 0, INT_MAX);
-    if (c.descaleParam != 19)
-      bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
-                     ", expected 19 (after fa_bwd's 15 parameters and its 4 "
-                     "tensor maps)");
+    parseDescaleParam(k, c, where, 19, "fa_bwd's 15 parameters and its 4");
     return;
   }
   if (c.direction != FA_DIRECTION_FWD || c.mma != FA_MMA_WGMMA ||
@@ -480,11 +487,7 @@ void parseFp8(const json &k, const json &entries, KernelConfig &c,
     bad(where, "dtype 'f8e4m3' needs the mma 'wgmma' forward with head_dim "
                "= head_dim_v in {128, 256}, one CTA per tile, no split-KV, "
                "packed GQA or mod_args");
-  c.descaleParam = intField(k, "descale_param", where, 0, INT_MAX);
-  if (c.descaleParam != 14)
-    bad(where, "field 'descale_param' = " + std::to_string(c.descaleParam) +
-                   ", expected 14 (after fa_fwd's 11 parameters and its 3 "
-                   "tensor maps)");
+  parseDescaleParam(k, c, where, 14, "fa_fwd's 11 parameters and its 3");
   parseQuantizer(k, entries, c, where);
   if (!k.contains("descale_block"))
     return;

@@ -52,20 +52,24 @@ def dequantise(x8, descale):
     return x8.float() * per_head
 
 
-def reference_grads(q, k, v, do, causal, scale, dtype):
-    """dQ, dK, dV of softmax(Q·Kᵀ·scale)·V (K, V shared by groups of query
-    heads; causal top-left) by autograd in `dtype`."""
-    q, k, v, do = [t.to(dtype).detach().requires_grad_(True) for t in (q, k, v)] + \
-        [do.to(dtype)]
+def probabilities(q, k, causal, scale):
+    """softmax(Q·Kᵀ·scale) (K shared by groups of query heads; causal top-left)
+    and the group size."""
     g = q.shape[1] // k.shape[1]
-    kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-    s = torch.matmul(q, kk.transpose(-1, -2)) * scale
+    s = torch.matmul(q, k.repeat_interleave(g, dim=1).transpose(-1, -2)) * scale
     if causal:
         nq, nk = s.shape[-2], s.shape[-1]
         keep = torch.ones(nq, nk, dtype=torch.bool, device=s.device).tril()
         s = s.masked_fill(~keep, float("-inf"))
-    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
-    o = torch.matmul(p, vv)
+    return torch.softmax(s, dim=-1).nan_to_num(0.0), g
+
+
+def reference_grads(q, k, v, do, causal, scale, dtype):
+    """dQ, dK, dV of softmax(Q·Kᵀ·scale)·V by autograd in `dtype`."""
+    q, k, v, do = [t.to(dtype).detach().requires_grad_(True) for t in (q, k, v)] + \
+        [do.to(dtype)]
+    p, g = probabilities(q, k, causal, scale)
+    o = torch.matmul(p, v.repeat_interleave(g, dim=1))
     o.backward(do)
     return q.grad, k.grad, v.grad
 
@@ -73,14 +77,8 @@ def reference_grads(q, k, v, do, causal, scale, dtype):
 def naive_grads(q, k, v, do, o, causal, scale):
     """The naive fp8 baseline: float32 math on the dequantised inputs, Delta
     from the O the backward is given (the fp8 forward's, bf16), as fa's."""
-    g = q.shape[1] // k.shape[1]
+    p, g = probabilities(q, k, causal, scale)
     kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-    s = torch.matmul(q, kk.transpose(-1, -2)) * scale
-    if causal:
-        nq, nk = s.shape[-2], s.shape[-1]
-        keep = torch.ones(nq, nk, dtype=torch.bool, device=s.device).tril()
-        s = s.masked_fill(~keep, float("-inf"))
-    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     dp = torch.matmul(do, vv.transpose(-1, -2))
     delta = (do * o.float()).sum(-1, keepdim=True)
     ds = p * (dp - delta)

@@ -98,9 +98,10 @@ struct HopperBackwardSmem {
     return warpSpecialized && !splitRoles ? bq * d * 4 : 0;
   }
   int64_t dqBase() const { return dqPanelBase() + stages() * dqPanelBytes(); }
-  /// fp8: each dS buffer's |dS| maximum over the CTA (f32 bits, u32).
+  /// fp8: each dS buffer's |dS| maxima, one f32 per consumer warp.
   int64_t amaxBase() const { return dqBase() + 2 * dqBytes(); }
-  int64_t total() const { return amaxBase() + (fp8 ? 4 * dsBuffers() : 0); }
+  int64_t amaxBytes() const { return fp8 ? kConsumerThreads / 32 * 4 : 0; }
+  int64_t total() const { return amaxBase() + dsBuffers() * amaxBytes(); }
 };
 
 HopperBackwardSmem hopperBackwardSmem(const KernelPlan &plan);
@@ -129,8 +130,8 @@ struct BackwardBarriers {
   static constexpr int64_t queryLoaded = 9, keyTransposed = 11, fp8Count = 12;
 };
 
-/// fp8: named barrier of the tile's |dS| maximum (1 is the dSᵀ barrier, 2
-/// the split roles' exchange).
+/// fp8: named barriers of each consumer warpgroup's |dS| maximum, 3 + the
+/// warpgroup (1 is the dSᵀ barrier, 2 the split roles' exchange).
 constexpr int64_t kAmaxBarrier = 3;
 
 /// One trip of a consumer loop, as this thread sees it. Everything
@@ -362,6 +363,10 @@ private:
   /// dSᵀ (accumulator values of the warp's keys from keyRow0) into
   /// `dsBuffer`, bf16, swizzled for dQ's MN-major A.
   void storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer, Value keyRow0);
+  /// Sᵀ and dPᵀ issued, Pᵀ computed from Sᵀ while dPᵀ runs (`p`), dPᵀ
+  /// waited for (`dp`); returns computeP's score_mod derivative.
+  Value issuePAndDP(const ConsumerTile &tile, Value stage,
+                    SmallVector<Value> &p, SmallVector<Value> &dp);
   /// One tile's products up to dV and dK, issued.
   void issueTileProducts(const ConsumerTile &tile, Value stage,
                          Value dsBuffer, SmallVector<Value> &dV,
@@ -377,25 +382,34 @@ private:
   /// Producer warps 2-3: Kᵀ once, then per tile the row statistics (warp
   /// 2; Delta divided by dP's factor descale_do·descale_v) and Qᵀ, dOᵀ.
   void emitFp8Transposes();
-  /// The consumers' loop: products as issueTileProducts in e4m3, dS scaled
-  /// per tile by a power of two from the CTA's |dS| maximum, dK carrying
-  /// its exponent; then dK, dV descaled and stored.
+  /// The consumers' loop: products as issueTileProducts in e4m3, each
+  /// warpgroup's dS scaled per tile by a power of two from its own |dS|
+  /// maximum, dK carrying its exponent; then dK, dV descaled and stored.
   void emitFp8Consumers();
   /// One tile's products up to dV and dK (issued); `dkExp` the biased
   /// exponent of dK's scale, lowered (dK rescaled) when the tile needs a
-  /// smaller one; returns the tile's dS exponent for dQ.
+  /// smaller one; returns the warpgroup's dS exponent for dQ.
   Value issueTileProductsFp8(const ConsumerTile &tile, Value stage,
                              Value dsBuffer, SmallVector<Value> &dV,
                              SmallVector<Value> &dK, Value &dkExp);
-  /// The biased exponent e of 2^(e−127) that puts the CTA's |dS| maximum of
-  /// this tile in [128, 256): a shared atomic max and a named barrier.
-  Value tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer);
+  /// The first word (f32 index of `stats`) of `dsBuffer`'s |dS| maxima.
+  Value amaxWord(Value dsBuffer);
+  /// The biased exponent e of 2^(e−127) that puts the largest of four
+  /// maxima from `word` in [128, 256).
+  Value maxScaleExponent(Value word);
+  /// The warpgroup's e for this tile: each warp's maximum into its word of
+  /// `dsBuffer`'s, then the warpgroup's named barrier.
+  Value tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer, Value warpgroup);
   /// dS·2^(e−127) as e4m3 into `dsBuffer`: [64 queries][128 keys], the keys
   /// of each 16 in Kᵀ's order (HopperFp8.h), 128 B swizzled.
   void storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
                   Value keyRow0);
-  /// dQ = dS·K for warpgroup's D/2 columns: dS and Kᵀ K-major.
-  Value issueDQFp8(Value base, Value warpgroup, Value dsBuffer);
+  /// dQ = dS·K for warpgroup's D/2 columns (dS and Kᵀ K-major), each key
+  /// half at its warpgroup's exponent (`own`, `other`): the half of the
+  /// larger first, rescaled to the smaller before the other adds to it.
+  /// Returns dQ at 2^(min(own, other) − 127).
+  Value issueDQFp8(Value base, Value warpgroup, Value dsBuffer, Value own,
+                   Value other);
 
   // Split roles (HopperBackwardRoles.cpp).
   /// The consumers' loop: warpgroup 0's Pᵀ and dV, warpgroup 1's dPᵀ, dSᵀ

@@ -14,10 +14,12 @@
 // descale_do·descale_v as the statistics warp loads it, and the gradient
 // factor takes it), and into the epilogues. P goes to e4m3 times 2^8 (a
 // long row's normalised P would sit among the subnormals). dS has
-// no known range: each tile's |dS| maximum over the CTA picks a power of two
-// 2^(e−127) that puts it in [128, 256); dQ (one tile's) takes 2^(127−e) back,
-// dK sums over tiles at the smallest scale seen so far (rescaled when a
-// tile needs a smaller one).
+// no known range: each consumer warpgroup's |dS| maximum of a tile (its 64
+// keys) picks a power of two 2^(e−127) that puts it in [128, 256), so the
+// warpgroups never wait for each other's maximum. dK (the warpgroup's keys)
+// sums over tiles at the smallest scale seen so far (rescaled when a tile
+// needs a smaller one); dQ sums over both warpgroups' keys, at the smaller
+// of their two scales, and takes 2^(127−e) back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,14 +108,8 @@ void HopperBackward::emitFp8Transposes() {
       arriveBarrier(kb, barriers, BackwardBarriers::keyTransposed, kb.idx(0));
     });
     // Delta over dP's factor: dSᵀ's gradient factor carries the factor.
-    Value at = kb.add(kb.mul(batch, kvHeads), kvHead);
-    KernelParams params = backwardMainParams(b.getContext(), plan);
-    auto load = [&](int i) {
-      return memref::LoadOp::create(b, loc, param(params.descaleParam + i),
-                                    ValueRange{at})
-          .getResult();
-    };
-    Value dpFactor = arith::MulFOp::create(b, loc, load(3), load(2));
+    loadDescales();
+    Value dpFactor = arith::MulFOp::create(b, loc, descaleDo, descaleV);
     Value deltaFactor = arith::DivFOp::create(b, loc, kb.f32(1), dpFactor);
     Value isStatsWarp = kb.eq(kb.warp, kb.idx(kFirstTransposer));
     Value lane = kb.toI32(kb.lane);
@@ -137,37 +133,47 @@ void HopperBackward::emitFp8Transposes() {
 // The consumers
 //===----------------------------------------------------------------------===//
 
-Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer) {
-  // This thread's |dS| maximum, the warp's, then the CTA's by an atomic max
-  // of the f32 bits (non-negative floats order as integers) in the
-  // buffer's word, which the consumer thread 0 clears after the tile's dS
-  // barrier.
+Value HopperBackward::amaxWord(Value dsBuffer) {
+  Value buffer =
+      kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
+  return kb.add(kb.mul(buffer, layout.amaxBytes() / 4),
+                kb.idx(layout.amaxBase() / 4));
+}
+
+Value HopperBackward::maxScaleExponent(Value word) {
+  // Non-negative floats: the exponent field of the largest maximum.
+  Value m = kb.f32(0);
+  for (int64_t i = 0; i < 4; ++i)
+    m = kb.maxf(m, memref::LoadOp::create(b, loc, stats,
+                                          ValueRange{kb.add(word, kb.idx(i))}));
+  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), m);
+  Value exponent = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, bits, kb.c32(23)), kb.c32(0xff));
+  return clampExponent(
+      kb, arith::SubIOp::create(b, loc, kb.c32(kScaleExponentBias), exponent));
+}
+
+Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer,
+                                        Value warpgroup) {
+  // This thread's |dS| maximum, the warp's into its word, the warpgroup's
+  // after its barrier. A word is written again two tiles on, after the
+  // dS barrier of the tile between, which every reader of it has passed.
   Value m = kb.f32(0);
   for (Value v : ds)
     m = kb.maxf(m, kb.maxf(v, arith::NegFOp::create(b, loc, v)));
   for (int64_t mask = 16; mask > 0; mask /= 2)
     m = kb.maxf(m, kb.shuffleXor(m, mask));
-  Value buffer =
-      kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
-  Value word = kb.add(kb.mul(buffer, 4), layout.amaxBase());
+  Value first = kb.add(amaxWord(dsBuffer), kb.mul(warpgroup, 4));
   ifThen(kb.eq(kb.lane, kb.idx(0)), [&] {
-    Value addr = arith::AddIOp::create(
-        b, loc,
-        arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
-        kb.toI32(word));
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), m);
-    inlinePtx(b, loc, "red.shared.max.u32 [$0], $1;", ValueRange{addr, bits},
-              "r,r,~{memory}");
+    memref::StoreOp::create(b, loc, m, stats,
+                            ValueRange{kb.add(first, kb.remui(kb.warp, 4))});
   });
-  namedBarrier(b, loc, "bar.sync", kAmaxBarrier, 256);
-  // (Through the f32 view of the statistics: its bits.)
-  Value amax = arith::BitcastOp::create(
-      b, loc, b.getI32Type(),
-      memref::LoadOp::create(b, loc, stats, ValueRange{kb.divui(word, 4)}));
-  Value exponent = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, amax, kb.c32(23)), kb.c32(0xff));
-  return clampExponent(
-      kb, arith::SubIOp::create(b, loc, kb.c32(kScaleExponentBias), exponent));
+  // The id in a register: branches to immediate ids spilled the consumers
+  // (~300 B); ptxas then reserves all 16 barriers, which costs nothing at
+  // one CTA per SM.
+  Value id = kb.toI32(kb.add(warpgroup, kb.idx(kAmaxBarrier)));
+  inlinePtx(b, loc, "bar.sync $0, 128;", ValueRange{id}, "r,~{memory}");
+  return maxScaleExponent(first);
 }
 
 void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
@@ -215,20 +221,38 @@ void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
   }
 }
 
-Value HopperBackward::issueDQFp8(Value base, Value warpgroup, Value dsBuffer) {
-  // A: dS rows of 128 B (one k32 step per 32 keys); B: the warpgroup's D/2
-  // rows of Kᵀ.
-  const int64_t bkv = plan.blockKV, half = plan.headDim / 2;
+Value HopperBackward::issueDQFp8(Value base, Value warpgroup, Value dsBuffer,
+                                 Value own, Value other) {
+  // A: dS rows of 128 B (one k32 step per 32 keys, a warpgroup's keys a
+  // 64 B half); B: the warpgroup's D/2 rows of Kᵀ.
+  const int64_t half = plan.headDim / 2;
   Value ktRows = kb.add(kb.mul(warpgroup, half * kSlabRowBytes), ktBase());
-  SmallVector<Value> dsDescs, ktDescs;
-  for (int64_t kk = 0; kk < bkv / 32; ++kk) {
-    dsDescs.push_back(wgmmaDescriptor(kb, base, kb.add(dsBuffer, kk * 32), 16));
-    ktDescs.push_back(wgmmaDescriptor(kb, base, kb.add(ktRows, kk * 32), 16));
-  }
-  NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value acc = buildWgmmaQK(kb, half, dsDescs, ktDescs);
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return acc;
+  Value firstHalf =
+      kb.select(kb.lt(own, other), kb.sub(kb.idx(1), warpgroup), warpgroup);
+  auto issue = [&](Value keyHalf, Value acc) {
+    SmallVector<Value> dsDescs, ktDescs;
+    for (int64_t kk = 0; kk < 2; ++kk) {
+      Value at = kb.add(kb.mul(keyHalf, 64), kb.idx(kk * 32));
+      dsDescs.push_back(wgmmaDescriptor(kb, base, kb.add(dsBuffer, at), 16));
+      ktDescs.push_back(wgmmaDescriptor(kb, base, kb.add(ktRows, at), 16));
+    }
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    Value result = buildWgmmaQK(kb, half, dsDescs, ktDescs, false, acc);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    return result;
+  };
+  Value acc = issue(firstHalf, Value());
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  Value step = clampExponent(
+      kb,
+      arith::AddIOp::create(b, loc, kb.c32(127),
+                            arith::SubIOp::create(b, loc, kb.minsi(own, other),
+                                                  kb.maxsi(own, other))));
+  SmallVector<Value> rescaled = scaled(
+      kb, fenceOperands(b, loc, laneValues(b, loc, acc)), powerOfTwo(kb, step));
+  return issue(kb.sub(kb.idx(1), firstHalf),
+               fragmentOf(b, loc, rescaled, half,
+                          attn_gpu::FragmentLayout::Accumulator));
 }
 
 Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
@@ -239,15 +263,8 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
   using attn_gpu::FragmentLayout;
   const int64_t bq = plan.blockQ;
   Value base = tile.descriptorBase;
-  Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
-                               qStageOf(stage), plan.headDim);
-  Value dpAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, layout.vBase()),
-                                doStageOf(stage), plan.headDimV);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-  SmallVector<Value> p = fenceOperands(b, loc, laneValues(b, loc, sAcc));
-  computeP(p, tile, stage);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  SmallVector<Value> dp = fenceOperands(b, loc, laneValues(b, loc, dpAcc));
+  SmallVector<Value> p, dp;
+  issuePAndDP(tile, stage, p, dp);
   // dSᵀ = Pᵀ∘(dPᵀ·c − Delta)·scale = Pᵀ∘(dPᵀ − Delta/c)·(scale·c), c =
   // descale_do·descale_v (Delta/c is what the statistics warp stored).
   Value factor = arith::MulFOp::create(
@@ -259,7 +276,7 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
       rowStatsOf(stage), factor, Value(), /*prescaled=*/false);
   SmallVector<Value> dsValues = laneValues(b, loc, ds);
 
-  Value e = tileScaleExponent(dsValues, dsBuffer);
+  Value e = tileScaleExponent(dsValues, dsBuffer, tile.warpgroup);
   storeDSFp8(dsValues, powerOfTwo(kb, e), dsBuffer, tile.keyRow0);
   // dK's scale falls to the tile's when the tile needs a smaller one; dK
   // (complete: the last tile waited for its dQ) follows by 2^(e − E).
@@ -318,21 +335,17 @@ void HopperBackward::emitFp8Consumers() {
         Value e = issueTileProductsFp8(tile, slot, dsBuffer, dV, dK, extra[0]);
         fenceProxyAsyncShared();
         namedBarrier(b, loc, "bar.sync", 1, 256);
-        // Every consumer has read the tile's maximum: clear it for the
-        // buffer's next tile.
-        ifThen(kb.eq(kb.tid, kb.idx(128)), [&] {
-          Value buffer = kb.remui(t, layout.dsBuffers());
-          memref::StoreOp::create(
-              b, loc, kb.f32(0), stats,
-              ValueRange{kb.add(buffer, layout.amaxBase() / 4)});
-        });
-        Value dqAcc = issueDQFp8(tile.descriptorBase, tile.warpgroup, dsBuffer);
+        Value otherGroup = kb.sub(kb.idx(1), tile.warpgroup);
+        Value other =
+            maxScaleExponent(kb.add(amaxWord(dsBuffer), kb.mul(otherGroup, 4)));
+        Value dqAcc =
+            issueDQFp8(tile.descriptorBase, tile.warpgroup, dsBuffer, e, other);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
         Value dqFactor = arith::MulFOp::create(
             b, loc, descaleK,
-            powerOfTwo(kb,
-                       arith::SubIOp::create(b, loc, kb.c32(kMaxExponent), e)));
+            powerOfTwo(kb, arith::SubIOp::create(b, loc, kb.c32(kMaxExponent),
+                                                 kb.minsi(e, other))));
         SmallVector<Value> dq = scaled(
             kb, fenceOperands(b, loc, laneValues(b, loc, dqAcc)), dqFactor);
         waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot,

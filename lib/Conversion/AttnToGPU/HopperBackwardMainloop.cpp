@@ -247,6 +247,22 @@ void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,
   }
 }
 
+Value HopperBackward::issuePAndDP(const ConsumerTile &tile, Value stage,
+                                  SmallVector<Value> &p,
+                                  SmallVector<Value> &dp) {
+  Value base = tile.descriptorBase;
+  Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
+                               qStageOf(stage), plan.headDim);
+  Value dpAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, layout.vBase()),
+                                doStageOf(stage), plan.headDimV);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+  p = fenceOperands(b, loc, laneValues(b, loc, sAcc));
+  Value derivative = computeP(p, tile, stage);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  dp = fenceOperands(b, loc, laneValues(b, loc, dpAcc));
+  return derivative;
+}
+
 void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
                                        Value dsBuffer, SmallVector<Value> &dV,
                                        SmallVector<Value> &dK) {
@@ -255,17 +271,8 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
   // wgmma is in flight: registers of a later wgmma defined while one runs
   // make ptxas serialise them (C7513).
   Value base = tile.descriptorBase;
-  Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
-                               qStageOf(stage), plan.headDim);
-  Value dpAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, layout.vBase()),
-                                doStageOf(stage), plan.headDimV);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-  SmallVector<Value> s =
-      fenceOperands(b, loc, laneValues(b, loc, sAcc));
-  Value derivative = computeP(s, tile, stage);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  SmallVector<Value> dp =
-      fenceOperands(b, loc, laneValues(b, loc, dpAcc));
+  SmallVector<Value> s, dp;
+  Value derivative = issuePAndDP(tile, stage, s, dp);
   computeDS(s, dp, derivative, stage, dsBuffer, tile.keyRow0);
   SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);

@@ -19,23 +19,6 @@ static LLVM::InlineAsmOp inlinePtx(OpBuilder &b, Location loc, Type resultType,
       /*operand_attrs=*/nullptr);
 }
 
-Value mlir::fa::gpu_lowering::issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n,
-                                                  ArrayRef<Value> aDescs,
-                                                  ArrayRef<Value> bDescs) {
-  OpBuilder &b = kb.b;
-  Type accTy = wgmmaAccType(b, n / 2);
-  Value acc = LLVM::PoisonOp::create(b, kb.loc, accTy);
-  for (int64_t ks = 0; ks < static_cast<int64_t>(aDescs.size()); ++ks)
-    acc = NVVM::WgmmaMmaAsyncOp::create(
-        b, kb.loc, accTy, acc, aDescs[ks], bDescs[ks],
-        NVVM::MMAShapeAttr::get(b.getContext(), 64, n, 32),
-        NVVM::WGMMATypes::e4m3, NVVM::WGMMATypes::e4m3, NVVM::WGMMATypes::f32,
-        ks == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-        NVVM::MMALayout::col, /*satfinite=*/nullptr);
-  return acc;
-}
-
 // cvt's second source lands in the low byte of its pair.
 Value mlir::fa::gpu_lowering::packE4M3x4(KernelBuilder &kb, Value x0, Value x1,
                                          Value x2, Value x3) {

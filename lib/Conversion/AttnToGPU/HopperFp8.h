@@ -38,11 +38,6 @@ constexpr int32_t kFp8BackwardProducerRegs = 56;
 /// (4 rather than 1: +5-14% on the fp8 forward, PERF.md; 8 spill).
 constexpr int64_t kFp8TransposeUnits = 4;
 
-/// acc = A·B, e4m3 operands both K-major in shared memory, f32
-/// accumulators: one m64nNk32 wgmma per descriptor pair. Issued only.
-Value issueWgmmaSharedFp8(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
-                          ArrayRef<Value> bDescs);
-
 /// Four f32 → one i32 of e4m3 bytes (round to nearest even, saturated to
 /// ±448), x0 in the lowest byte.
 Value packE4M3x4(KernelBuilder &kb, Value x0, Value x1, Value x2, Value x3);
