@@ -848,9 +848,7 @@ def AttnGPU_ProducerWarpOp : AttnGPU_Op<"producer_warp",
   }];
 }
 
-def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments,
-    OptionalTypesMatchWith<"the accumulator is the result's type", "scores",
-                           "acc", "$_self">]> {
+def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments]> {
   let summary = "S = Q·Kᵀ on wgmma, both operands in shared memory (issued only)";
   let description = [{
     One warpgroup's m64nN product, N the scores' columns: a k step (32
@@ -862,24 +860,19 @@ def AttnGPU_WgmmaQKOp : AttnGPU_Op<"wgmma_qk", [AttrSizedOperandSegments,
     operands and the result are valid between a `nvvm.wgmma.fence` before
     it and the `nvvm.wgmma.wait.group` after its commit. The backward forms
     Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ with it, and with `mn_major` (both operands
-    MN-major, 16-bit only) dQ = dS·K. With `+ %acc` every step
-    accumulates onto `acc` (the fp8 backward's dQ takes its two key halves,
-    each at its own scale, into one accumulator rescaled between them).
+    MN-major, 16-bit only) dQ = dS·K.
     ```mlir
     %s = attn_gpu.wgmma_qk (%q0, %q1, ...), (%k0, %k1, ...) of bf16
-        : !attn_gpu.fragment<16x128xf32, accumulator>
-    %t = attn_gpu.wgmma_qk (%a0), (%b0) + %s of bf16
         : !attn_gpu.fragment<16x128xf32, accumulator>
     ```
   }];
   let arguments = (ins Variadic<I64>:$query_descriptors,
                        Variadic<I64>:$key_descriptors,
-                       Optional<AttnGPU_Fragment>:$acc,
                        TypeAttr:$operand_type, UnitAttr:$mn_major);
   let results = (outs AttnGPU_Fragment:$scores);
   let assemblyFormat = [{
     `(` $query_descriptors `)` `,` `(` $key_descriptors `)` (`mn_major`
-    $mn_major^)? (`+` $acc^)? `of` $operand_type attr-dict `:` type($scores)
+    $mn_major^)? `of` $operand_type attr-dict `:` type($scores)
   }];
   let hasVerifier = 1;
 }

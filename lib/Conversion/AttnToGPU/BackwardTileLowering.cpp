@@ -83,10 +83,6 @@ mlir::fa::gpu_lowering::wgmmaBackwardKernelPlan(gpu::GPUFuncOp func,
     return func.emitOpError("expected Sᵀ = K·Qᵀ from an 'attn_gpu.wgmma_qk' "
                             "in a wgmma backward");
   const int64_t elems = 256 / elemType.getIntOrFloatBitWidth();
-  // The fp8 backward (D = Dv only) also issues dQ K-major, in key halves of
-  // fewer steps.
-  if (isa<Float8E4M3FNType>(elemType))
-    minSteps = maxSteps;
   return resolveTilePlan(func, planAttr, /*backward=*/true, elemType,
                          maxSteps * elems, minSteps * elems, *spec);
 }

@@ -98,10 +98,9 @@ struct HopperBackwardSmem {
     return warpSpecialized && !splitRoles ? bq * d * 4 : 0;
   }
   int64_t dqBase() const { return dqPanelBase() + stages() * dqPanelBytes(); }
-  /// fp8: each dS buffer's |dS| maxima, one f32 per consumer warp.
+  /// fp8: each dS buffer's |dS| maximum over the CTA (f32 bits, u32).
   int64_t amaxBase() const { return dqBase() + 2 * dqBytes(); }
-  int64_t amaxBytes() const { return fp8 ? kConsumerThreads / 32 * 4 : 0; }
-  int64_t total() const { return amaxBase() + dsBuffers() * amaxBytes(); }
+  int64_t total() const { return amaxBase() + (fp8 ? 4 * dsBuffers() : 0); }
 };
 
 HopperBackwardSmem hopperBackwardSmem(const KernelPlan &plan);
@@ -130,8 +129,8 @@ struct BackwardBarriers {
   static constexpr int64_t queryLoaded = 9, keyTransposed = 11, fp8Count = 12;
 };
 
-/// fp8: named barriers of each consumer warpgroup's |dS| maximum, 3 + the
-/// warpgroup (1 is the dSᵀ barrier, 2 the split roles' exchange).
+/// fp8: named barrier of the tile's |dS| maximum (1 is the dSᵀ barrier, 2
+/// the split roles' exchange).
 constexpr int64_t kAmaxBarrier = 3;
 
 /// One trip of a consumer loop, as this thread sees it. Everything
@@ -304,10 +303,10 @@ private:
   void emitTmaLoads();
   /// One warp: LSE and Delta of each tile into the ring's slot.
   void emitRowStatsLoads();
-  /// That warp's LSE and Delta (times `deltaFactor` if given) of the tile
-  /// into slot `slot32` (`lane`: the lane id, i32).
+  /// That warp's LSE (minus `lseShift`) and Delta (times `deltaFactor` if
+  /// given) of the tile into slot `slot32` (`lane`: the lane id, i32).
   void storeRowStats(Value lane, Value slot32, Value qTile, Value head,
-                     Value deltaFactor);
+                     Value deltaFactor, double lseShift = 0);
   /// 32-bit: the first row of query head `head` in LSE, Delta and
   /// dq_accum, and row `row` of the CTA's sequence in the packed Q and dO.
   Value rowsBase32(Value head) {
@@ -382,34 +381,25 @@ private:
   /// Producer warps 2-3: Kᵀ once, then per tile the row statistics (warp
   /// 2; Delta divided by dP's factor descale_do·descale_v) and Qᵀ, dOᵀ.
   void emitFp8Transposes();
-  /// The consumers' loop: products as issueTileProducts in e4m3, each
-  /// warpgroup's dS scaled per tile by a power of two from its own |dS|
-  /// maximum, dK carrying its exponent; then dK, dV descaled and stored.
+  /// The consumers' loop: products as issueTileProducts in e4m3, dS scaled
+  /// per tile by a power of two from the CTA's |dS| maximum, dK carrying
+  /// its exponent; then dK, dV descaled and stored.
   void emitFp8Consumers();
   /// One tile's products up to dV and dK (issued); `dkExp` the biased
   /// exponent of dK's scale, lowered (dK rescaled) when the tile needs a
-  /// smaller one; returns the warpgroup's dS exponent for dQ.
+  /// smaller one; returns the tile's dS exponent for dQ.
   Value issueTileProductsFp8(const ConsumerTile &tile, Value stage,
                              Value dsBuffer, SmallVector<Value> &dV,
                              SmallVector<Value> &dK, Value &dkExp);
-  /// The first word (f32 index of `stats`) of `dsBuffer`'s |dS| maxima.
-  Value amaxWord(Value dsBuffer);
-  /// The biased exponent e of 2^(e−127) that puts the largest of four
-  /// maxima from `word` in [128, 256).
-  Value maxScaleExponent(Value word);
-  /// The warpgroup's e for this tile: each warp's maximum into its word of
-  /// `dsBuffer`'s, then the warpgroup's named barrier.
-  Value tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer, Value warpgroup);
+  /// The biased exponent e of 2^(e−127) that puts the CTA's |dS| maximum of
+  /// this tile in [128, 256): a shared atomic max and a named barrier.
+  Value tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer);
   /// dS·2^(e−127) as e4m3 into `dsBuffer`: [64 queries][128 keys], the keys
   /// of each 16 in Kᵀ's order (HopperFp8.h), 128 B swizzled.
   void storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
                   Value keyRow0);
-  /// dQ = dS·K for warpgroup's D/2 columns (dS and Kᵀ K-major), each key
-  /// half at its warpgroup's exponent (`own`, `other`): the half of the
-  /// larger first, rescaled to the smaller before the other adds to it.
-  /// Returns dQ at 2^(min(own, other) − 127).
-  Value issueDQFp8(Value base, Value warpgroup, Value dsBuffer, Value own,
-                   Value other);
+  /// dQ = dS·K for warpgroup's D/2 columns: dS and Kᵀ K-major.
+  Value issueDQFp8(Value base, Value warpgroup, Value dsBuffer);
 
   // Split roles (HopperBackwardRoles.cpp).
   /// The consumers' loop: warpgroup 0's Pᵀ and dV, warpgroup 1's dPᵀ, dSᵀ

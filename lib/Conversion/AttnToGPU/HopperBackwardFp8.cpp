@@ -14,12 +14,10 @@
 // descale_do·descale_v as the statistics warp loads it, and the gradient
 // factor takes it), and into the epilogues. P goes to e4m3 times 2^8 (a
 // long row's normalised P would sit among the subnormals). dS has
-// no known range: each consumer warpgroup's |dS| maximum of a tile (its 64
-// keys) picks a power of two 2^(e−127) that puts it in [128, 256), so the
-// warpgroups never wait for each other's maximum. dK (the warpgroup's keys)
-// sums over tiles at the smallest scale seen so far (rescaled when a tile
-// needs a smaller one); dQ sums over both warpgroups' keys, at the smaller
-// of their two scales, and takes 2^(127−e) back.
+// no known range: each tile's |dS| maximum over the CTA picks a power of two
+// 2^(e−127) that puts it in [128, 256); dQ (one tile's) takes 2^(127−e) back,
+// dK sums over tiles at the smallest scale seen so far (rescaled when a
+// tile needs a smaller one).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +26,8 @@
 
 #include "fa/Dialect/AttnGPU/IR/AttnGPU.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -40,7 +40,9 @@ constexpr int64_t kFirstTransposer = 2, kTransposers = 2;
 /// Biased f32 exponents: the largest finite one, and that of a dS scale
 /// 2^(e−127) for a maximum of biased exponent x, 2^(7−(x−127)).
 constexpr int64_t kMaxExponent = 254, kScaleExponentBias = 261;
-/// P ≤ 1 enters dV's product as P·2^8 (below e4m3's 448).
+/// P ≤ 1 enters dV's product as P·2^8 (below e4m3's 448): a normalised P of
+/// a long row would sit among e4m3's subnormals. The statistics warp stores
+/// LSE − 8·ln 2, so the recomputed P comes out scaled.
 constexpr double kPScale = 256.0;
 } // namespace
 
@@ -119,8 +121,10 @@ void HopperBackward::emitFp8Transposes() {
       // The slot was free when the TMA thread loaded it.
       waitBarrier(kb, barriers, BackwardBarriers::queryLoaded, slot,
                   ring.fullParity32(kb, t));
-      ifThen(isStatsWarp,
-             [&] { storeRowStats(lane, slot32, qTile, head, deltaFactor); });
+      ifThen(isStatsWarp, [&] {
+        storeRowStats(lane, slot32, qTile, head, deltaFactor,
+                      std::log(kPScale));
+      });
       transpose(qStageOf(slot), qtStageOf(slot), bq, d);
       transpose(doStageOf(slot), dotStageOf(slot), bq, dv);
       fenceProxyAsyncShared();
@@ -133,47 +137,37 @@ void HopperBackward::emitFp8Transposes() {
 // The consumers
 //===----------------------------------------------------------------------===//
 
-Value HopperBackward::amaxWord(Value dsBuffer) {
-  Value buffer =
-      kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
-  return kb.add(kb.mul(buffer, layout.amaxBytes() / 4),
-                kb.idx(layout.amaxBase() / 4));
-}
-
-Value HopperBackward::maxScaleExponent(Value word) {
-  // Non-negative floats: the exponent field of the largest maximum.
-  Value m = kb.f32(0);
-  for (int64_t i = 0; i < 4; ++i)
-    m = kb.maxf(m, memref::LoadOp::create(b, loc, stats,
-                                          ValueRange{kb.add(word, kb.idx(i))}));
-  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), m);
-  Value exponent = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, bits, kb.c32(23)), kb.c32(0xff));
-  return clampExponent(
-      kb, arith::SubIOp::create(b, loc, kb.c32(kScaleExponentBias), exponent));
-}
-
-Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer,
-                                        Value warpgroup) {
-  // This thread's |dS| maximum, the warp's into its word, the warpgroup's
-  // after its barrier. A word is written again two tiles on, after the
-  // dS barrier of the tile between, which every reader of it has passed.
+Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer) {
+  // This thread's |dS| maximum, the warp's, then the CTA's by an atomic max
+  // of the f32 bits (non-negative floats order as integers) in the
+  // buffer's word, which the consumer thread 0 clears after the tile's dS
+  // barrier.
   Value m = kb.f32(0);
   for (Value v : ds)
     m = kb.maxf(m, kb.maxf(v, arith::NegFOp::create(b, loc, v)));
   for (int64_t mask = 16; mask > 0; mask /= 2)
     m = kb.maxf(m, kb.shuffleXor(m, mask));
-  Value first = kb.add(amaxWord(dsBuffer), kb.mul(warpgroup, 4));
+  Value buffer =
+      kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
+  Value word = kb.add(kb.mul(buffer, 4), layout.amaxBase());
   ifThen(kb.eq(kb.lane, kb.idx(0)), [&] {
-    memref::StoreOp::create(b, loc, m, stats,
-                            ValueRange{kb.add(first, kb.remui(kb.warp, 4))});
+    Value addr = arith::AddIOp::create(
+        b, loc,
+        arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
+        kb.toI32(word));
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), m);
+    inlinePtx(b, loc, "red.shared.max.u32 [$0], $1;", ValueRange{addr, bits},
+              "r,r,~{memory}");
   });
-  // The id in a register: branches to immediate ids spilled the consumers
-  // (~300 B); ptxas then reserves all 16 barriers, which costs nothing at
-  // one CTA per SM.
-  Value id = kb.toI32(kb.add(warpgroup, kb.idx(kAmaxBarrier)));
-  inlinePtx(b, loc, "bar.sync $0, 128;", ValueRange{id}, "r,~{memory}");
-  return maxScaleExponent(first);
+  namedBarrier(b, loc, "bar.sync", kAmaxBarrier, 256);
+  // (Through the f32 view of the statistics: its bits.)
+  Value amax = arith::BitcastOp::create(
+      b, loc, b.getI32Type(),
+      memref::LoadOp::create(b, loc, stats, ValueRange{kb.divui(word, 4)}));
+  Value exponent = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, amax, kb.c32(23)), kb.c32(0xff));
+  return clampExponent(
+      kb, arith::SubIOp::create(b, loc, kb.c32(kScaleExponentBias), exponent));
 }
 
 void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
@@ -221,38 +215,20 @@ void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
   }
 }
 
-Value HopperBackward::issueDQFp8(Value base, Value warpgroup, Value dsBuffer,
-                                 Value own, Value other) {
-  // A: dS rows of 128 B (one k32 step per 32 keys, a warpgroup's keys a
-  // 64 B half); B: the warpgroup's D/2 rows of Kᵀ.
-  const int64_t half = plan.headDim / 2;
+Value HopperBackward::issueDQFp8(Value base, Value warpgroup, Value dsBuffer) {
+  // A: dS rows of 128 B (one k32 step per 32 keys); B: the warpgroup's D/2
+  // rows of Kᵀ.
+  const int64_t bkv = plan.blockKV, half = plan.headDim / 2;
   Value ktRows = kb.add(kb.mul(warpgroup, half * kSlabRowBytes), ktBase());
-  Value firstHalf =
-      kb.select(kb.lt(own, other), kb.sub(kb.idx(1), warpgroup), warpgroup);
-  auto issue = [&](Value keyHalf, Value acc) {
-    SmallVector<Value> dsDescs, ktDescs;
-    for (int64_t kk = 0; kk < 2; ++kk) {
-      Value at = kb.add(kb.mul(keyHalf, 64), kb.idx(kk * 32));
-      dsDescs.push_back(wgmmaDescriptor(kb, base, kb.add(dsBuffer, at), 16));
-      ktDescs.push_back(wgmmaDescriptor(kb, base, kb.add(ktRows, at), 16));
-    }
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    Value result = buildWgmmaQK(kb, half, dsDescs, ktDescs, false, acc);
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    return result;
-  };
-  Value acc = issue(firstHalf, Value());
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  Value step = clampExponent(
-      kb,
-      arith::AddIOp::create(b, loc, kb.c32(127),
-                            arith::SubIOp::create(b, loc, kb.minsi(own, other),
-                                                  kb.maxsi(own, other))));
-  SmallVector<Value> rescaled = scaled(
-      kb, fenceOperands(b, loc, laneValues(b, loc, acc)), powerOfTwo(kb, step));
-  return issue(kb.sub(kb.idx(1), firstHalf),
-               fragmentOf(b, loc, rescaled, half,
-                          attn_gpu::FragmentLayout::Accumulator));
+  SmallVector<Value> dsDescs, ktDescs;
+  for (int64_t kk = 0; kk < bkv / 32; ++kk) {
+    dsDescs.push_back(wgmmaDescriptor(kb, base, kb.add(dsBuffer, kk * 32), 16));
+    ktDescs.push_back(wgmmaDescriptor(kb, base, kb.add(ktRows, kk * 32), 16));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value acc = buildWgmmaQK(kb, half, dsDescs, ktDescs);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
 }
 
 Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
@@ -265,10 +241,12 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
   Value base = tile.descriptorBase;
   SmallVector<Value> p, dp;
   issuePAndDP(tile, stage, p, dp);
-  // dSᵀ = Pᵀ∘(dPᵀ·c − Delta)·scale = Pᵀ∘(dPᵀ − Delta/c)·(scale·c), c =
-  // descale_do·descale_v (Delta/c is what the statistics warp stored).
+  // p is Pᵀ·2^8 (the LSE stored 8·ln 2 low). dSᵀ = Pᵀ∘(dPᵀ·c − Delta)·scale
+  // = (Pᵀ·2^8)∘(dPᵀ − Delta/c)·(scale·c·2^-8), c = descale_do·descale_v
+  // (Delta/c is what the statistics warp stored).
   Value factor = arith::MulFOp::create(
-      b, loc, scale, arith::MulFOp::create(b, loc, descaleDo, descaleV));
+      b, loc, arith::MulFOp::create(b, loc, scale, kb.f32(1.0 / kPScale)),
+      arith::MulFOp::create(b, loc, descaleDo, descaleV));
   Value probs = fragmentOf(b, loc, p, bq, FragmentLayout::Accumulator);
   Value ds = attn_gpu::ScoreGradientOp::create(
       b, loc, probs.getType(), probs,
@@ -276,7 +254,7 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
       rowStatsOf(stage), factor, Value(), /*prescaled=*/false);
   SmallVector<Value> dsValues = laneValues(b, loc, ds);
 
-  Value e = tileScaleExponent(dsValues, dsBuffer, tile.warpgroup);
+  Value e = tileScaleExponent(dsValues, dsBuffer);
   storeDSFp8(dsValues, powerOfTwo(kb, e), dsBuffer, tile.keyRow0);
   // dK's scale falls to the tile's when the tile needs a smaller one; dK
   // (complete: the last tile waited for its dQ) follows by 2^(e − E).
@@ -285,13 +263,20 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
   Value step = clampExponent(
       kb, arith::AddIOp::create(b, loc, kb.c32(127),
                                 arith::SubIOp::create(b, loc, e, dkExp)));
-  Value rescale =
-      arith::SelectOp::create(b, loc, lower, powerOfTwo(kb, step), kb.f32(1));
-  dK = scaled(kb, dK, rescale);
+  // (A warp-uniform branch: most tiles keep dK's scale.)
+  auto rescale = scf::IfOp::create(b, loc, ValueRange(dK).getTypes(), lower,
+                                   /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rescale.thenBlock());
+    scf::YieldOp::create(b, loc, scaled(kb, dK, powerOfTwo(kb, step)));
+    b.setInsertionPointToStart(rescale.elseBlock());
+    scf::YieldOp::create(b, loc, dK);
+  }
+  dK.assign(rescale.getResults().begin(), rescale.getResults().end());
   dkExp = arith::SelectOp::create(b, loc, lower, e, dkExp);
 
-  // P·2^8: a normalised P of a long row sits near e4m3's subnormals.
-  SmallVector<Value> pA = packFp8A(kb, scaled(kb, p, kb.f32(kPScale)));
+  SmallVector<Value> pA = packFp8A(kb, p);
   SmallVector<Value> dsA =
       packFp8A(kb, scaled(kb, dsValues, powerOfTwo(kb, dkExp)));
   SmallVector<Value> dotDescs, qtDescs;
@@ -335,17 +320,21 @@ void HopperBackward::emitFp8Consumers() {
         Value e = issueTileProductsFp8(tile, slot, dsBuffer, dV, dK, extra[0]);
         fenceProxyAsyncShared();
         namedBarrier(b, loc, "bar.sync", 1, 256);
-        Value otherGroup = kb.sub(kb.idx(1), tile.warpgroup);
-        Value other =
-            maxScaleExponent(kb.add(amaxWord(dsBuffer), kb.mul(otherGroup, 4)));
-        Value dqAcc =
-            issueDQFp8(tile.descriptorBase, tile.warpgroup, dsBuffer, e, other);
+        // Every consumer has read the tile's maximum: clear it for the
+        // buffer's next tile.
+        ifThen(kb.eq(kb.tid, kb.idx(128)), [&] {
+          Value buffer = kb.remui(t, layout.dsBuffers());
+          memref::StoreOp::create(
+              b, loc, kb.f32(0), stats,
+              ValueRange{kb.add(buffer, layout.amaxBase() / 4)});
+        });
+        Value dqAcc = issueDQFp8(tile.descriptorBase, tile.warpgroup, dsBuffer);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
         Value dqFactor = arith::MulFOp::create(
             b, loc, descaleK,
-            powerOfTwo(kb, arith::SubIOp::create(b, loc, kb.c32(kMaxExponent),
-                                                 kb.minsi(e, other))));
+            powerOfTwo(kb,
+                       arith::SubIOp::create(b, loc, kb.c32(kMaxExponent), e)));
         SmallVector<Value> dq = scaled(
             kb, fenceOperands(b, loc, laneValues(b, loc, dqAcc)), dqFactor);
         waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot,

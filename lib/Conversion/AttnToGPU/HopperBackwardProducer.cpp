@@ -121,7 +121,8 @@ void HopperBackward::emitRowStatsLoads() {
 }
 
 void HopperBackward::storeRowStats(Value lane, Value slot32, Value qTile,
-                                   Value head, Value deltaFactor) {
+                                   Value head, Value deltaFactor,
+                                   double lseShift) {
   // Lane l copies rows l and l + 32 of the tile; past Nq it reads the
   // clamped row 0 and stores zero. All loads are issued before the first
   // store so their latencies overlap.
@@ -143,6 +144,8 @@ void HopperBackward::storeRowStats(Value lane, Value slot32, Value qTile,
       Value v = memref::LoadOp::create(b, loc, mem, ValueRange{src});
       if (off && deltaFactor)
         v = arith::MulFOp::create(b, loc, v, deltaFactor);
+      if (!off && lseShift != 0)
+        v = arith::SubFOp::create(b, loc, v, kb.f32(lseShift));
       vals.push_back(kb.select(valid, v, kb.f32(0)));
       ats.push_back(kb.add(at, off));
     }

@@ -195,37 +195,23 @@ static NVVM::WGMMATypes wgmmaType(KernelBuilder &kb) {
                                    : NVVM::WGMMATypes::f16;
 }
 
-Value mlir::fa::gpu_lowering::packStruct(OpBuilder &b, Location loc,
-                                         ArrayRef<Value> values) {
-  Value s = LLVM::PoisonOp::create(b, loc, wgmmaAccType(b, values.size()));
-  for (auto [i, v] : llvm::enumerate(values))
-    s = LLVM::InsertValueOp::create(b, loc, s, v,
-                                    ArrayRef<int64_t>{int64_t(i)});
-  return s;
-}
-
 Value mlir::fa::gpu_lowering::issueWgmmaShared(KernelBuilder &kb, int64_t n,
                                                ArrayRef<Value> aDescs,
                                                ArrayRef<Value> bDescs,
                                                NVVM::MMALayout layoutA,
-                                               NVVM::MMALayout layoutB,
-                                               Value acc) {
+                                               NVVM::MMALayout layoutB) {
   OpBuilder &b = kb.b;
   Location loc = kb.loc;
   NVVM::WGMMATypes ty = wgmmaType(kb);
   Type accTy = wgmmaAccType(b, n / 2);
-  // Without an accumulator the first step overwrites a poison one.
-  const bool overwrite = !acc;
-  if (overwrite)
-    acc = LLVM::PoisonOp::create(b, loc, accTy);
+  Value acc = LLVM::PoisonOp::create(b, loc, accTy);
   const int64_t k = kb.plan.isFp8() ? 32 : 16;
   for (int64_t ks = 0; ks < static_cast<int64_t>(aDescs.size()); ++ks)
     acc = NVVM::WgmmaMmaAsyncOp::create(
         b, loc, accTy, acc, aDescs[ks], bDescs[ks],
         NVVM::MMAShapeAttr::get(b.getContext(), 64, n, k), ty, ty,
         NVVM::WGMMATypes::f32,
-        overwrite && ks == 0 ? NVVM::WGMMAScaleOut::zero
-                             : NVVM::WGMMAScaleOut::one,
+        ks == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, layoutA, layoutB,
         /*satfinite=*/nullptr);
   return acc;
@@ -353,11 +339,12 @@ ag::FragmentType mlir::fa::gpu_lowering::accumulatorType(MLIRContext *ctx,
 
 Value mlir::fa::gpu_lowering::buildWgmmaQK(KernelBuilder &kb, int64_t n,
                                            ArrayRef<Value> aDescs,
-                                           ArrayRef<Value> bDescs, bool mnMajor,
-                                           Value acc) {
+                                           ArrayRef<Value> bDescs,
+                                           bool mnMajor) {
   auto op = ag::WgmmaQKOp::create(kb.b, kb.loc,
-                                  accumulatorType(kb.b.getContext(), n), aDescs,
-                                  bDescs, acc, TypeAttr::get(kb.plan.elemType));
+                                  accumulatorType(kb.b.getContext(), n),
+                                  aDescs, bDescs,
+                                  TypeAttr::get(kb.plan.elemType));
   op.setMnMajor(mnMajor);
   return op;
 }

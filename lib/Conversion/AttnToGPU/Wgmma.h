@@ -40,8 +40,6 @@ Type wgmmaAccType(OpBuilder &b, int64_t n);
 
 /// The `n` members of a struct value.
 SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value s, int64_t n);
-/// The wgmma accumulator struct of f32 `values`.
-Value packStruct(OpBuilder &b, Location loc, ArrayRef<Value> values);
 
 /// Passes `vals` through an empty side-effecting asm that claims to rewrite
 /// them: reads of wgmma accumulators then cannot move above the
@@ -76,12 +74,11 @@ Value opaqueI64(KernelBuilder &kb, Value v);
 
 /// acc = A·B for one m64nN product with both operands in shared memory
 /// (descriptor pairs per k step: k16 of 16-bit operands, k32 of an fp8
-/// plan's e4m3, both K-major); the first step overwrites the accumulator,
-/// or, given `acc` (a packStruct), every step adds to it. Issued only: the
-/// caller fences, commits and waits.
+/// plan's e4m3, both K-major); the first step overwrites the accumulator.
+/// Issued only: the caller fences, commits and waits.
 Value issueWgmmaShared(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
                        ArrayRef<Value> bDescs, NVVM::MMALayout layoutA,
-                       NVVM::MMALayout layoutB, Value acc = {});
+                       NVVM::MMALayout layoutB);
 
 /// acc += A·B with A in registers (4 packed registers per k16 step, the
 /// accumulator layout of Fragments.h's A) and an MN-major B in shared
@@ -96,12 +93,11 @@ attn_gpu::FragmentType accumulatorType(MLIRContext *ctx, int64_t cols);
 
 /// attn_gpu.wgmma_qk: acc = A·B of one m64n`n` product over descriptor pairs
 /// (K-major A and B, or both MN-major), its accumulator fragment (a warp's
-/// 16 rows of the warpgroup's 64); given `acc` (such a fragment), acc + A·B.
-/// The kernel builders issue their shared-memory GEMMs as this tile op;
-/// convert-attn-gpu-to-nvvm lowers it with issueWgmmaShared.
+/// 16 rows of the warpgroup's 64). The kernel builders issue their
+/// shared-memory GEMMs as this tile op; convert-attn-gpu-to-nvvm lowers it
+/// with issueWgmmaShared.
 Value buildWgmmaQK(KernelBuilder &kb, int64_t n, ArrayRef<Value> aDescs,
-                   ArrayRef<Value> bDescs, bool mnMajor = false,
-                   Value acc = {});
+                   ArrayRef<Value> bDescs, bool mnMajor = false);
 
 /// attn_gpu.wgmma_pv: acc += A·B with A in registers (issueWgmmaRegisterA's
 /// operands), on the lane values `acc`; returns the result's lane values.

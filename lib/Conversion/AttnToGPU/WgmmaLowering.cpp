@@ -55,10 +55,7 @@ struct WgmmaQKLowering : OpConversionPattern<ag::WgmmaQKOp> {
     using NVVM::MMALayout;
     MMALayout layoutA = op.getMnMajor() ? MMALayout::col : MMALayout::row;
     MMALayout layoutB = op.getMnMajor() ? MMALayout::row : MMALayout::col;
-    Value acc;
-    if (op.getAcc())
-      acc = packStruct(rewriter, op.getLoc(), flat(adaptor.getAcc()));
-    Value s = issueWgmmaShared(kb, n, q, k, layoutA, layoutB, acc);
+    Value s = issueWgmmaShared(kb, n, q, k, layoutA, layoutB);
     rewriter.replaceOpWithMultiple(
         op, {unpackStruct(rewriter, op.getLoc(), s, n / 2)});
     return success();

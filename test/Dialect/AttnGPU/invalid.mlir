@@ -546,14 +546,6 @@ func.func @wgmma_pv_registers(%p: i32, %d: i64, %acc: !attn_gpu.fragment<16x64xf
 
 // -----
 
-func.func @wgmma_qk_acc_type(%d: i64, %acc: !attn_gpu.fragment<16x32xf32, accumulator>) {
-  // expected-error @+1 {{the accumulator is the result's type}}
-  %s = "attn_gpu.wgmma_qk"(%d, %d, %acc) <{operand_type = bf16, operandSegmentSizes = array<i32: 1, 1, 1>}> : (i64, i64, !attn_gpu.fragment<16x32xf32, accumulator>) -> !attn_gpu.fragment<16x64xf32, accumulator>
-  return
-}
-
-// -----
-
 func.func @wgmma_qk_fp8_mn_major(%d: i64) {
   // expected-error @+1 {{expected K-major e4m3 operands (an 8-bit wgmma has no transpose)}}
   %s = attn_gpu.wgmma_qk (%d), (%d) mn_major of f8E4M3FN : !attn_gpu.fragment<16x64xf32, accumulator>

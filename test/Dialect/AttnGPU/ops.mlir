@@ -221,15 +221,13 @@ gpu.module @producer {
 // CHECK: attn_gpu.turn_begin %[[FIRST:.+]]
 // CHECK-NEXT: %[[S:.+]] = attn_gpu.wgmma_qk(%[[Q:.+]], %[[Q]]), (%[[K:.+]], %[[K]]) of bf16 : <16x64xf32, accumulator>
 // CHECK-NEXT: %{{.+}} = attn_gpu.wgmma_pv(%[[P:.+]], %[[P]], %[[P]], %[[P]]), (%[[K]]), %[[S]] of f8E4M3FN : <16x64xf32, accumulator>
-// CHECK-NEXT: %[[DQ:.+]] = attn_gpu.wgmma_qk(%[[Q]]), (%[[K]]) mn_major of f16 : <16x32xf32, accumulator>
-// CHECK-NEXT: %{{.+}} = attn_gpu.wgmma_qk(%[[Q]]), (%[[K]]) + %[[DQ]] of f8E4M3FN : <16x32xf32, accumulator>
+// CHECK-NEXT: %{{.+}} = attn_gpu.wgmma_qk(%[[Q]]), (%[[K]]) mn_major of f16 : <16x32xf32, accumulator>
 // CHECK-NEXT: attn_gpu.turn_end %[[FIRST]]
 func.func @wgmma(%first: i1, %q: i64, %k: i64, %p: i32) {
   attn_gpu.turn_begin %first
   %s = attn_gpu.wgmma_qk (%q, %q), (%k, %k) of bf16 : !attn_gpu.fragment<16x64xf32, accumulator>
   %o = attn_gpu.wgmma_pv (%p, %p, %p, %p), (%k), %s of f8E4M3FN : !attn_gpu.fragment<16x64xf32, accumulator>
   %dq = attn_gpu.wgmma_qk (%q), (%k) mn_major of f16 : !attn_gpu.fragment<16x32xf32, accumulator>
-  %dq2 = attn_gpu.wgmma_qk (%q), (%k) + %dq of f8E4M3FN : !attn_gpu.fragment<16x32xf32, accumulator>
   attn_gpu.turn_end %first
   return
 }
