@@ -700,7 +700,8 @@ def AttnGPU_ScoreGradientOp : AttnGPU_Op<"score_gradient",
     the factor is the kernel's `scale`, or under a score_mod each element's
     `derivative` from `attn_gpu.transposed_score_mod`, or with `prescaled`
     none (`probs` carry it: the wgmma backward's split roles exchange
-    Pᵀ·scale). Delta is a columns fragment (`attn_gpu.recompute_probs`), or
+    Pᵀ·scale; or the caller applies it: the fp8 backward joins it to each
+    e4m3 copy's power of two). Delta is a columns fragment (`attn_gpu.recompute_probs`), or
     read by each lane from the stage of statistics at `stats_base` of
     `stats` (Delta of query column c at + block_q + c).
   }];

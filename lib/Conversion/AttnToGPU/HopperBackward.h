@@ -391,9 +391,10 @@ private:
   Value issueTileProductsFp8(const ConsumerTile &tile, Value stage,
                              Value dsBuffer, SmallVector<Value> &dV,
                              SmallVector<Value> &dK, Value &dkExp);
-  /// The biased exponent e of 2^(e−127) that puts the CTA's |dS| maximum of
-  /// this tile in [128, 256): a shared atomic max and a named barrier.
-  Value tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer);
+  /// The biased exponent e of 2^(e−127) that puts the CTA's |dS·factor|
+  /// maximum of this tile in [128, 256): a shared atomic max and a named
+  /// barrier (`factor` > 0).
+  Value tileScaleExponent(ArrayRef<Value> ds, Value factor, Value dsBuffer);
   /// dS·2^(e−127) as e4m3 into `dsBuffer`: [64 queries][128 keys], the keys
   /// of each 16 in Kᵀ's order (HopperFp8.h), 128 B swizzled.
   void storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -50,6 +51,14 @@ constexpr double kPScale = 256.0;
 static Value powerOfTwo(KernelBuilder &kb, Value e) {
   Value bits = arith::ShLIOp::create(kb.b, kb.loc, e, kb.c32(23));
   return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(), bits);
+}
+
+/// factor·2^(e − 127), at most the largest finite f32: an all-zero tile
+/// takes e = 254, and 0·inf would be NaN.
+static Value scaleOf(KernelBuilder &kb, Value factor, Value e) {
+  Value x = arith::MulFOp::create(kb.b, kb.loc, factor, powerOfTwo(kb, e));
+  return arith::MinimumFOp::create(kb.b, kb.loc, x,
+                                   kb.f32(std::numeric_limits<float>::max()));
 }
 
 static Value clampExponent(KernelBuilder &kb, Value e) {
@@ -137,14 +146,17 @@ void HopperBackward::emitFp8Transposes() {
 // The consumers
 //===----------------------------------------------------------------------===//
 
-Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value dsBuffer) {
-  // This thread's |dS| maximum, the warp's, then the CTA's by an atomic max
+Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value factor,
+                                        Value dsBuffer) {
+  // This thread's |dS·factor| maximum, the warp's, then the CTA's by an
+  // atomic max
   // of the f32 bits (non-negative floats order as integers) in the
   // buffer's word, which the consumer thread 0 clears after the tile's dS
   // barrier.
   Value m = kb.f32(0);
   for (Value v : ds)
     m = kb.maxf(m, kb.maxf(v, arith::NegFOp::create(b, loc, v)));
+  m = arith::MulFOp::create(b, loc, m, factor);
   for (int64_t mask = 16; mask > 0; mask /= 2)
     m = kb.maxf(m, kb.shuffleXor(m, mask));
   Value buffer =
@@ -176,30 +188,26 @@ void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
   // 8n + 2t, +1 of n8 tile n. Kᵀ holds key 2h + {0, 1, 8, 9} at bytes
   // 4h..4h+3 of the 16 (HopperFp8.h), so lanes g = 2h and 2h + 1 (partners
   // by xor 4 of the lane id) make one word of a query row between them: the
-  // even lane that of query 2t, the odd one that of 2t + 1, each sending
-  // the partner its pair for the other query. Rows are 128 B swizzled (16 B
-  // chunk c of row q at c ^ (q mod 8)); a store's lanes hit 8 rows × 4
-  // words, 32 distinct banks.
+  // even lane that of query 2t, the odd one that of 2t + 1. Each packs its
+  // four as bytes (keys g, g + 8 at query 2t; then at 2t + 1) and swaps the
+  // word with its partner; one byte permute of the two words makes the row's
+  // word. Rows are 128 B swizzled (16 B chunk c of row q at c ^ (q mod 8));
+  // a store's lanes hit 8 rows × 4 words, 32 distinct banks.
   const int64_t bq = plan.blockQ;
   Value odd = kb.eq(kb.remui(kb.groupId, 2), kb.idx(1));
   Value row0 = kb.add(kb.mul(kb.threadInGroup, 2), kb.remui(kb.groupId, 2));
   Value chunk = kb.divui(keyRow0, 16);
   Value inChunk = kb.mul(kb.divui(kb.groupId, 2), 4);
+  // (own, partner's) bytes: even {0, 4, 1, 5}, odd {6, 2, 7, 3}.
   Value selector =
-      arith::SelectOp::create(b, loc, odd, kb.c32(0x1504), kb.c32(0x5140));
+      arith::SelectOp::create(b, loc, odd, kb.c32(0x3726), kb.c32(0x5140));
   SmallVector<Value> x = scaled(kb, ds, scale);
   for (int64_t n = 0; n < bq / 8; ++n) {
-    auto pick = [&](int64_t ifOdd, int64_t ifEven) {
-      return arith::SelectOp::create(b, loc, odd, x[4 * n + ifOdd],
-                                     x[4 * n + ifEven])
-          .getResult();
-    };
-    // (lo, hi) bytes: keys g and g + 8 at one query.
-    Value keep = packE4M3x4(kb, pick(1, 0), pick(3, 2), kb.f32(0), kb.f32(0));
-    Value send = packE4M3x4(kb, pick(0, 1), pick(2, 3), kb.f32(0), kb.f32(0));
-    Value recv = kb.shuffleXor(send, 4);
+    Value own =
+        packE4M3x4(kb, x[4 * n], x[4 * n + 2], x[4 * n + 1], x[4 * n + 3]);
+    Value partner = kb.shuffleXor(own, 4);
     Value word = LLVM::InlineAsmOp::create(
-                     b, loc, b.getI32Type(), ValueRange{keep, recv, selector},
+                     b, loc, b.getI32Type(), ValueRange{own, partner, selector},
                      "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r",
                      /*has_side_effects=*/false, /*is_align_stack=*/false,
                      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
@@ -248,14 +256,15 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
       b, loc, arith::MulFOp::create(b, loc, scale, kb.f32(1.0 / kPScale)),
       arith::MulFOp::create(b, loc, descaleDo, descaleV));
   Value probs = fragmentOf(b, loc, p, bq, FragmentLayout::Accumulator);
+  // (The factor joins each copy's power of two: one multiply a score.)
   Value ds = attn_gpu::ScoreGradientOp::create(
       b, loc, probs.getType(), probs,
       fragmentOf(b, loc, dp, bq, FragmentLayout::Accumulator), Value(), stats,
-      rowStatsOf(stage), factor, Value(), /*prescaled=*/false);
+      rowStatsOf(stage), Value(), Value(), /*prescaled=*/true);
   SmallVector<Value> dsValues = laneValues(b, loc, ds);
 
-  Value e = tileScaleExponent(dsValues, dsBuffer);
-  storeDSFp8(dsValues, powerOfTwo(kb, e), dsBuffer, tile.keyRow0);
+  Value e = tileScaleExponent(dsValues, factor, dsBuffer);
+  storeDSFp8(dsValues, scaleOf(kb, factor, e), dsBuffer, tile.keyRow0);
   // dK's scale falls to the tile's when the tile needs a smaller one; dK
   // (complete: the last tile waited for its dQ) follows by 2^(e − E).
   Value lower =
@@ -278,7 +287,7 @@ Value HopperBackward::issueTileProductsFp8(const ConsumerTile &tile,
 
   SmallVector<Value> pA = packFp8A(kb, p);
   SmallVector<Value> dsA =
-      packFp8A(kb, scaled(kb, dsValues, powerOfTwo(kb, dkExp)));
+      packFp8A(kb, scaled(kb, dsValues, scaleOf(kb, factor, dkExp)));
   SmallVector<Value> dotDescs, qtDescs;
   for (int64_t kk = 0; kk < bq / 32; ++kk) {
     dotDescs.push_back(
