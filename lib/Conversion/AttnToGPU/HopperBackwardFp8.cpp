@@ -148,17 +148,32 @@ void HopperBackward::emitFp8Transposes() {
 
 Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value factor,
                                         Value dsBuffer) {
-  // This thread's |dS·factor| maximum, the warp's, then the CTA's by an
-  // atomic max
-  // of the f32 bits (non-negative floats order as integers) in the
-  // buffer's word, which the consumer thread 0 clears after the tile's dS
-  // barrier.
-  Value m = kb.f32(0);
+  // This thread's |dS·factor| maximum by a pairwise tree (a chain of 32
+  // would be as long as the rest of the tile's softmax), the warp's by one
+  // redux of the f32 bits (non-negative floats order as integers), then the
+  // CTA's by an atomic max in the buffer's word, which the consumer thread 0
+  // clears after the tile's dS barrier.
+  SmallVector<Value> level;
   for (Value v : ds)
-    m = kb.maxf(m, kb.maxf(v, arith::NegFOp::create(b, loc, v)));
-  m = arith::MulFOp::create(b, loc, m, factor);
-  for (int64_t mask = 16; mask > 0; mask /= 2)
-    m = kb.maxf(m, kb.shuffleXor(m, mask));
+    level.push_back(kb.maxf(v, arith::NegFOp::create(b, loc, v)));
+  while (level.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(kb.maxf(level[i], level[i + 1]));
+    if (level.size() % 2)
+      next.push_back(level.back());
+    level = std::move(next);
+  }
+  Value m = arith::MulFOp::create(b, loc, level.front(), factor);
+  Value bits =
+      LLVM::InlineAsmOp::create(
+          b, loc, b.getI32Type(),
+          ValueRange{arith::BitcastOp::create(b, loc, b.getI32Type(), m)},
+          "redux.sync.max.u32 $0, $1, 0xffffffff;", "=r,r",
+          /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+          /*operand_attrs=*/nullptr)
+          .getResult(0);
   Value buffer =
       kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
   Value word = kb.add(kb.mul(buffer, 4), layout.amaxBase());
@@ -167,7 +182,6 @@ Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value factor,
         b, loc,
         arith::TruncIOp::create(b, loc, b.getI32Type(), sharedAddress(kb)),
         kb.toI32(word));
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), m);
     inlinePtx(b, loc, "red.shared.max.u32 [$0], $1;", ValueRange{addr, bits},
               "r,r,~{memory}");
   });
