@@ -61,6 +61,22 @@ static Value scaleOf(KernelBuilder &kb, Value factor, Value e) {
                                    kb.f32(std::numeric_limits<float>::max()));
 }
 
+/// One PTX instruction of i32 operands and result (`text` names them $1…,
+/// the result $0); warp-collective ones (`sideEffects`) stay where they are.
+static Value ptxI32(KernelBuilder &kb, StringRef text, ValueRange operands,
+                    bool sideEffects) {
+  std::string constraints = "=r";
+  for (size_t i = 0; i < operands.size(); ++i)
+    constraints += ",r";
+  return LLVM::InlineAsmOp::create(kb.b, kb.loc, kb.b.getI32Type(), operands,
+                                   text, constraints, sideEffects,
+                                   /*is_align_stack=*/false,
+                                   LLVM::TailCallKind::None,
+                                   /*asm_dialect=*/nullptr,
+                                   /*operand_attrs=*/nullptr)
+      .getResult(0);
+}
+
 static Value clampExponent(KernelBuilder &kb, Value e) {
   Value lo = arith::MaxSIOp::create(kb.b, kb.loc, e, kb.c32(1));
   return arith::MinSIOp::create(kb.b, kb.loc, lo, kb.c32(kMaxExponent));
@@ -165,15 +181,9 @@ Value HopperBackward::tileScaleExponent(ArrayRef<Value> ds, Value factor,
     level = std::move(next);
   }
   Value m = arith::MulFOp::create(b, loc, level.front(), factor);
-  Value bits =
-      LLVM::InlineAsmOp::create(
-          b, loc, b.getI32Type(),
-          ValueRange{arith::BitcastOp::create(b, loc, b.getI32Type(), m)},
-          "redux.sync.max.u32 $0, $1, 0xffffffff;", "=r,r",
-          /*has_side_effects=*/true, /*is_align_stack=*/false,
-          LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-          /*operand_attrs=*/nullptr)
-          .getResult(0);
+  Value bits = ptxI32(
+      kb, "redux.sync.max.u32 $0, $1, 0xffffffff;",
+      ValueRange{arith::BitcastOp::create(b, loc, b.getI32Type(), m)}, true);
   Value buffer =
       kb.divui(kb.sub(dsBuffer, kb.idx(layout.dsBase())), layout.dsBytes());
   Value word = kb.add(kb.mul(buffer, 4), layout.amaxBase());
@@ -220,13 +230,8 @@ void HopperBackward::storeDSFp8(ArrayRef<Value> ds, Value scale, Value dsBuffer,
     Value own =
         packE4M3x4(kb, x[4 * n], x[4 * n + 2], x[4 * n + 1], x[4 * n + 3]);
     Value partner = kb.shuffleXor(own, 4);
-    Value word = LLVM::InlineAsmOp::create(
-                     b, loc, b.getI32Type(), ValueRange{own, partner, selector},
-                     "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r",
-                     /*has_side_effects=*/false, /*is_align_stack=*/false,
-                     LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-                     /*operand_attrs=*/nullptr)
-                     .getResult(0);
+    Value word = ptxI32(kb, "prmt.b32 $0, $1, $2, $3;",
+                        ValueRange{own, partner, selector}, false);
     Value row = kb.add(row0, n * 8);
     Value swizzled = arith::XOrIOp::create(b, loc, chunk, kb.remui(row, 8));
     Value bytes = kb.add(kb.add(dsBuffer, kb.mul(row, kSlabRowBytes)),
