@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fragments.h"
 #include "KernelParams.h"
 #include "fa/Conversion/Passes.h"
 
@@ -31,13 +32,9 @@ static void addressAtEachUse(LLVM::LLVMFuncOp func, unsigned index) {
     OpBuilder b(use.getOwner());
     Location loc = use.getOwner()->getLoc();
     // Side effects keep LLVM from hoisting it back to the entry.
-    auto address = LLVM::InlineAsmOp::create(
-        b, loc, b.getI64Type(), ValueRange{}, text, "=l",
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-        /*operand_attrs=*/nullptr);
-    use.set(LLVM::IntToPtrOp::create(b, loc, param.getType(),
-                                     address.getResult(0)));
+    Value address =
+        gpu_lowering::inlinePtx(b, loc, b.getI64Type(), text, {}, "=l");
+    use.set(LLVM::IntToPtrOp::create(b, loc, param.getType(), address));
   }
 }
 

@@ -67,13 +67,8 @@ struct QueryBlock {
 static Value opaqueIndex64(KernelBuilder &kb, Value v) {
   OpBuilder &b = kb.b;
   Value i64v = arith::IndexCastOp::create(b, kb.loc, b.getI64Type(), v);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, kb.loc, b.getI64Type(), ValueRange{i64v}, "mov.b64 $0, $1;", "=l,l",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
   return arith::IndexCastOp::create(b, kb.loc, b.getIndexType(),
-                                    asmOp.getResult(0));
+                                    opaqueI64(kb, i64v));
 }
 
 /// `ptr` (a global pointer) through an opaque 64-bit move: loads through it
@@ -82,12 +77,8 @@ static Value opaqueIndex64(KernelBuilder &kb, Value v) {
 static Value opaquePointer(KernelBuilder &kb, Value ptr) {
   OpBuilder &b = kb.b;
   Value i64v = LLVM::PtrToIntOp::create(b, kb.loc, b.getI64Type(), ptr);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, kb.loc, b.getI64Type(), ValueRange{i64v}, "mov.b64 $0, $1;", "=l,l",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return LLVM::IntToPtrOp::create(b, kb.loc, ptr.getType(), asmOp.getResult(0));
+  return LLVM::IntToPtrOp::create(b, kb.loc, ptr.getType(),
+                                  opaqueI64(kb, i64v));
 }
 
 static QueryBlock queryBlock(KernelBuilder &kb, Value headsArg, Value nqArg) {
@@ -153,12 +144,8 @@ static Value decodeE4M3x8(KernelBuilder &kb, Value bytes, Value factor) {
   for (int64_t i = 0; i < 4; ++i) {
     Value pair = vector::ExtractOp::create(b, loc, pairs, i).getResult();
     Value halves =
-        LLVM::InlineAsmOp::create(
-            b, loc, b.getI32Type(), ValueRange{pair},
-            "cvt.rn.f16x2.e4m3x2 $0, $1;", "=r,h", /*has_side_effects=*/false,
-            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
-            .getResult(0);
+        inlinePtx(b, loc, b.getI32Type(), "cvt.rn.f16x2.e4m3x2 $0, $1;",
+                  ValueRange{pair}, "=r,h", /*sideEffects=*/false);
     Value h2 = vector::BitCastOp::create(
         b, loc, VectorType::get({2}, b.getF16Type()),
         vector::BroadcastOp::create(

@@ -14,6 +14,24 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
+Value mlir::fa::gpu_lowering::inlinePtx(OpBuilder &b, Location loc, Type result,
+                                        StringRef text, ValueRange operands,
+                                        StringRef constraints,
+                                        bool sideEffects) {
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, result ? TypeRange(result) : TypeRange(), operands, text,
+      constraints, sideEffects, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
+      /*operand_attrs=*/nullptr);
+  return result ? op.getResult(0) : Value();
+}
+
+void mlir::fa::gpu_lowering::inlinePtx(OpBuilder &b, Location loc,
+                                       StringRef text, ValueRange operands,
+                                       StringRef constraints) {
+  inlinePtx(b, loc, Type(), text, operands, constraints);
+}
+
 Value KernelBuilder::idx(int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
@@ -94,12 +112,8 @@ Value KernelBuilder::toI32(Value index) {
 
 Value KernelBuilder::opaqueIndex(Value v) {
   Value i32v = arith::IndexCastUIOp::create(b, loc, b.getI32Type(), v);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, b.getI32Type(), ValueRange{i32v}, kOpaqueMove, "=r,r",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return toIndex(asmOp.getResult(0));
+  return toIndex(
+      inlinePtx(b, loc, b.getI32Type(), kOpaqueMove, ValueRange{i32v}, "=r,r"));
 }
 
 void KernelBuilder::setupThreadIds() {
@@ -149,12 +163,8 @@ Value KernelBuilder::sharedView(gpu::GPUModuleOp module, Type elemType,
 Value KernelBuilder::globalAddress(Value mem) {
   Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
   p = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), p);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, b.getI64Type(), ValueRange{p}, "cvta.to.global.u64 $0, $1;",
-      "=l,l", /*has_side_effects=*/false, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return toIndex(asmOp.getResult(0));
+  return toIndex(inlinePtx(b, loc, b.getI64Type(), "cvta.to.global.u64 $0, $1;",
+                           ValueRange{p}, "=l,l", /*sideEffects=*/false));
 }
 
 void KernelBuilder::redAddF32(Value addr, int64_t byteOffset,
@@ -168,11 +178,7 @@ void KernelBuilder::redAddF32(Value addr, int64_t byteOffset,
                          : "red.global.add.f32 " + at + ", $1;";
   SmallVector<Value> operands{a};
   operands.append(values.begin(), values.end());
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, text,
-                            values.size() == 2 ? "l,f,f" : "l,f",
-                            /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  inlinePtx(b, loc, text, operands, values.size() == 2 ? "l,f,f" : "l,f");
 }
 
 Value StridedTensor::headBase(KernelBuilder &kb, Value batch,
@@ -658,12 +664,8 @@ void KernelBuilder::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
 
 /// f32 → TF32 bits (round to nearest, ties away from zero).
 static Value roundTf32(KernelBuilder &kb, Value x) {
-  return LLVM::InlineAsmOp::create(
-             kb.b, kb.loc, kb.b.getI32Type(), ValueRange{x},
-             "cvt.rna.tf32.f32 $0, $1;", "=r,f", /*has_side_effects=*/false,
-             /*is_align_stack=*/false, LLVM::TailCallKind::None,
-             /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr)
-      .getResult(0);
+  return inlinePtx(kb.b, kb.loc, kb.b.getI32Type(), "cvt.rna.tf32.f32 $0, $1;",
+                   ValueRange{x}, "=r,f", /*sideEffects=*/false);
 }
 
 SmallVector<Value, 8> KernelBuilder::splitTf32(ArrayRef<Value> x) {

@@ -31,6 +31,17 @@
 
 namespace mlir::fa::gpu_lowering {
 
+/// One inline PTX block (NVVM has no op for it): `text` names the result $0
+/// when `result` is a type, then the operands. A side-effecting block stays
+/// where it is and in order; a pure one LLVM may move, merge or drop.
+Value inlinePtx(OpBuilder &b, Location loc, Type result, StringRef text,
+                ValueRange operands, StringRef constraints,
+                bool sideEffects = true);
+/// A side-effecting block without a result (the bulk copies, semaphores,
+/// barriers), clobbering memory unless `constraints` says otherwise.
+void inlinePtx(OpBuilder &b, Location loc, StringRef text,
+               ValueRange operands = {}, StringRef constraints = "~{memory}");
+
 /// Static extent of the flat global memrefs of the ABI: the bare-pointer
 /// calling convention needs static shapes; sizes come in as i32 params.
 constexpr int64_t kFlatExtent = int64_t(1) << 40;

@@ -33,10 +33,6 @@ namespace mlir::fa::gpu_lowering {
 /// Keys of one consumer warpgroup (both share them with split roles); the
 /// query tile is one m64 of dQ.
 constexpr int64_t kKeysPerWarpgroup = 64;
-/// Inline PTX with side effects (the bulk copies and semaphores have no
-/// NVVM ops here).
-void inlinePtx(OpBuilder &b, Location loc, StringRef text,
-               ValueRange operands = {}, StringRef constraints = "~{memory}");
 /// global[0, bytes) += shared[0, bytes) as f32, one bulk reduction of the
 /// current bulk group (i64 global, i32 shared address, i32 bytes).
 void bulkReduceAddF32(OpBuilder &b, Location loc, Value globalAddr,

@@ -27,16 +27,6 @@ void mlir::fa::gpu_lowering::bulkReduceAddF32(OpBuilder &b, Location loc,
             ValueRange{globalAddr, sharedAddr, bytes}, "l,r,r,~{memory}");
 }
 
-void mlir::fa::gpu_lowering::inlinePtx(OpBuilder &b, Location loc,
-                                       StringRef text, ValueRange operands,
-                                       StringRef constraints) {
-  LLVM::InlineAsmOp::create(b, loc, TypeRange(), operands, text, constraints,
-                            /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                            /*asm_dialect=*/nullptr,
-                            /*operand_attrs=*/nullptr);
-}
-
 //===----------------------------------------------------------------------===//
 // dQ
 //===----------------------------------------------------------------------===//

@@ -68,13 +68,8 @@ static Value ptxI32(KernelBuilder &kb, StringRef text, ValueRange operands,
   std::string constraints = "=r";
   for (size_t i = 0; i < operands.size(); ++i)
     constraints += ",r";
-  return LLVM::InlineAsmOp::create(kb.b, kb.loc, kb.b.getI32Type(), operands,
-                                   text, constraints, sideEffects,
-                                   /*is_align_stack=*/false,
-                                   LLVM::TailCallKind::None,
-                                   /*asm_dialect=*/nullptr,
-                                   /*operand_attrs=*/nullptr)
-      .getResult(0);
+  return inlinePtx(kb.b, kb.loc, kb.b.getI32Type(), text, operands, constraints,
+                   sideEffects);
 }
 
 static Value clampExponent(KernelBuilder &kb, Value e) {

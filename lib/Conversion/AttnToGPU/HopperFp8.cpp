@@ -7,28 +7,15 @@
 using namespace mlir;
 using namespace mlir::fa::gpu_lowering;
 
-/// A side-effecting inline PTX block returning `results` i32 (or one value
-/// of `resultType`).
-static LLVM::InlineAsmOp inlinePtx(OpBuilder &b, Location loc, Type resultType,
-                                   ValueRange operands, StringRef text,
-                                   StringRef constraints) {
-  return LLVM::InlineAsmOp::create(
-      b, loc, resultType, operands, text, constraints,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-}
-
 // cvt's second source lands in the low byte of its pair.
 Value mlir::fa::gpu_lowering::packE4M3x4(KernelBuilder &kb, Value x0, Value x1,
                                          Value x2, Value x3) {
-  return inlinePtx(kb.b, kb.loc, kb.b.getI32Type(), ValueRange{x0, x1, x2, x3},
+  return inlinePtx(kb.b, kb.loc, kb.b.getI32Type(),
                    "{\n.reg .b16 lo, hi;\n"
                    "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
                    "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n"
                    "mov.b32 $0, {lo, hi};\n}",
-                   "=r,f,f,f,f")
-      .getResult(0);
+                   ValueRange{x0, x1, x2, x3}, "=r,f,f,f,f");
 }
 
 SmallVector<Value> mlir::fa::gpu_lowering::packFp8A(KernelBuilder &kb,
@@ -108,12 +95,9 @@ static void transposeUnits(OpBuilder &b, Location loc, ValueRange operands) {
   std::string constraints;
   for (size_t i = 0; i < operands.size(); ++i)
     constraints += "r,";
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, operands,
-      "{\n.reg .b32 " + regs + ";\n" + loads + permutes + stores + "}",
-      constraints + "~{memory}", /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::TailCallKind::None,
-      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  inlinePtx(b, loc,
+            "{\n.reg .b32 " + regs + ";\n" + loads + permutes + stores + "}",
+            operands, constraints + "~{memory}");
 }
 
 void mlir::fa::gpu_lowering::transposeVTile(KernelBuilder &kb, Value vBase,

@@ -75,10 +75,7 @@ void ringPtx(KernelBuilder &kb, StringRef text, ValueRange operands) {
   for (size_t i = 0; i < operands.size(); ++i)
     constraints += "r,";
   constraints += "~{memory}";
-  LLVM::InlineAsmOp::create(kb.b, kb.loc, TypeRange(), operands, text,
-                            constraints, /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  inlinePtx(kb.b, kb.loc, text, operands, constraints);
 }
 
 /// The shared address (i32) of barrier `index` (index) of the ring whose
@@ -226,13 +223,10 @@ struct TmaCopyLowering : TileOpLowering<ag::TmaCopyOp> {
           dst, map, arith::ConstantIntOp::create(b, kb.loc, slab * 64, 32)};
       llvm::append_range(operands, outer);
       operands.push_back(full);
-      LLVM::InlineAsmOp::create(
-          b, kb.loc, TypeRange(), operands,
-          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
-          "complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];",
-          "r,l,r,r,r,r,r,~{memory}", /*has_side_effects=*/true,
-          /*is_align_stack=*/false, LLVM::TailCallKind::None,
-          /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+      inlinePtx(b, kb.loc,
+                "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::"
+                "complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];",
+                operands, "r,l,r,r,r,r,r,~{memory}");
     }
   }
 };

@@ -37,12 +37,8 @@ mlir::fa::gpu_lowering::fenceOperands(OpBuilder &b, Location loc,
     constraints += (i ? ",=f" : "=f");
   for (int64_t i = 0; i < n; ++i)
     constraints += "," + std::to_string(i);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, wgmmaAccType(b, n), vals, "", constraints,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return unpackStruct(b, loc, asmOp.getResult(0), n);
+  return unpackStruct(
+      b, loc, inlinePtx(b, loc, wgmmaAccType(b, n), "", vals, constraints), n);
 }
 
 void mlir::fa::gpu_lowering::namedBarrier(OpBuilder &b, Location loc,
@@ -53,11 +49,7 @@ void mlir::fa::gpu_lowering::namedBarrier(OpBuilder &b, Location loc,
   // their side.
   std::string text =
       (op + " " + llvm::Twine(id) + ", " + llvm::Twine(threads) + ";").str();
-  LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text,
-                            "~{memory}", /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                            /*asm_dialect=*/nullptr,
-                            /*operand_attrs=*/nullptr);
+  inlinePtx(b, loc, text);
 }
 
 Value mlir::fa::gpu_lowering::packI32(KernelBuilder &kb, Value lo, Value hi) {
@@ -99,11 +91,7 @@ void mlir::fa::gpu_lowering::prefetchTensorMap(KernelBuilder &kb, Value map) {
 
 void mlir::fa::gpu_lowering::prefetchTensorMapAt(OpBuilder &b, Location loc,
                                                  Value ptr) {
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{ptr},
-                            "prefetch.tensormap [$0];", "l",
-                            /*has_side_effects=*/true,
-                            /*is_align_stack=*/false, LLVM::TailCallKind::None,
-                            /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  inlinePtx(b, loc, "prefetch.tensormap [$0];", ValueRange{ptr}, "l");
 }
 
 void mlir::fa::gpu_lowering::tmaLoadTile(KernelBuilder &kb, Value group,
@@ -180,12 +168,8 @@ Value mlir::fa::gpu_lowering::wgmmaDescriptor(KernelBuilder &kb,
 }
 
 Value mlir::fa::gpu_lowering::opaqueI64(KernelBuilder &kb, Value v) {
-  auto asmOp = LLVM::InlineAsmOp::create(
-      kb.b, kb.loc, kb.b.getI64Type(), ValueRange{v}, "mov.b64 $0, $1;",
-      "=l,l", /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-      /*operand_attrs=*/nullptr);
-  return asmOp.getResult(0);
+  return inlinePtx(kb.b, kb.loc, kb.b.getI64Type(), "mov.b64 $0, $1;",
+                   ValueRange{v}, "=l,l");
 }
 
 static NVVM::WGMMATypes wgmmaType(KernelBuilder &kb) {
@@ -253,12 +237,10 @@ SmallVector<Value> mlir::fa::gpu_lowering::issueWgmmaRegisterA(
     SmallVector<Value> operands(a.begin() + kk * 4, a.begin() + kk * 4 + 4);
     operands.push_back(bDescs[kk]);
     operands.append(cur);
-    auto asmOp = LLVM::InlineAsmOp::create(
-        b, loc, wgmmaAccType(b, n), operands, asmText, constraints,
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::TailCallKind::None, /*asm_dialect=*/nullptr,
-        /*operand_attrs=*/nullptr);
-    cur = unpackStruct(b, loc, asmOp.getResult(0), n);
+    cur = unpackStruct(
+        b, loc,
+        inlinePtx(b, loc, wgmmaAccType(b, n), asmText, operands, constraints),
+        n);
   }
   return cur;
 }
