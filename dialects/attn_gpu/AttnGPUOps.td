@@ -676,12 +676,15 @@ def AttnGPU_RecomputeProbsOp : AttnGPU_Op<"recompute_probs",
     reads the Delta), each pair right before its columns' math; or from the
     row padding of `tile` (`attn_gpu.async_copy_row_stats`), where it also
     reads Delta, all before the math, and returns it in the columns layout
-    for `attn_gpu.score_gradient`.
+    for `attn_gpu.score_gradient`. With `folded_lse` the stage holds the
+    exponent's addend −LSE·log2 e (−inf for −inf rows) instead of the LSE:
+    the warp that stores it folded it once a row, not each lane a column.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores,
                        MemRefRankOf<[F32], [1]>:$stats,
                        Optional<Index>:$stats_base,
-                       Optional<AttnGPU_SharedTile>:$tile, F32:$scale_log2);
+                       Optional<AttnGPU_SharedTile>:$tile, F32:$scale_log2,
+                       UnitAttr:$folded_lse);
   let results = (outs AttnGPU_Fragment:$probs,
                      Optional<AttnGPU_Fragment>:$delta);
   let assemblyFormat = [{
@@ -703,14 +706,17 @@ def AttnGPU_ScoreGradientOp : AttnGPU_Op<"score_gradient",
     Pᵀ·scale; or the caller applies it: the fp8 backward joins it to each
     e4m3 copy's power of two). Delta is a columns fragment (`attn_gpu.recompute_probs`), or
     read by each lane from the stage of statistics at `stats_base` of
-    `stats` (Delta of query column c at + block_q + c).
+    `stats` (Delta of query column c at + block_q + c). With
+    `scaled_delta` the stage holds −Delta·scale and dSᵀ = Pᵀ∘(dPᵀ·scale −
+    Delta·scale): one FMA and one multiply an element
+    (OnlineSoftmaxMath::scoreGradientScaledDelta).
   }];
   let arguments = (ins AttnGPU_Fragment:$probs, AttnGPU_Fragment:$dp,
                        Optional<AttnGPU_Fragment>:$delta,
                        Optional<MemRefRankOf<[F32], [1]>>:$stats,
                        Optional<Index>:$stats_base, Optional<F32>:$scale,
                        Optional<AttnGPU_Fragment>:$derivative,
-                       UnitAttr:$prescaled);
+                       UnitAttr:$prescaled, UnitAttr:$scaled_delta);
   let results = (outs AttnGPU_Fragment:$result);
   let assemblyFormat = [{
     $probs `,` $dp (`,` $delta^)? (`delta` `(` $stats^ `[` $stats_base `]`

@@ -260,8 +260,9 @@ static SmallVector<Value> probsBesideTile(ag::RecomputeProbsOp op,
   return delta;
 }
 
-/// recompute_probs at a stage's base: each pair of LSEs right before its
-/// columns' math (the wgmma backward's order, under its dPᵀ product).
+/// recompute_probs at a stage's base: each pair of LSEs (or with
+/// `folded_lse` of exponent addends) right before its columns' math (the
+/// wgmma backward's order, under its dPᵀ product).
 static void probsAtBase(ag::RecomputeProbsOp op, KernelBuilder &kb, Value stats,
                         Value base, SmallVector<Value> &s, Value scaleLog2) {
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
@@ -269,8 +270,10 @@ static void probsAtBase(ag::RecomputeProbsOp op, KernelBuilder &kb, Value stats,
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value l2 = stagePair(kb, stats, base, n, 0);
     for (int64_t c = 0; c < 2; ++c) {
-      Value negL = arith::NegFOp::create(
-          kb.b, kb.loc, math.lseBase2(element(kb.b, kb.loc, l2, c)));
+      Value stat = element(kb.b, kb.loc, l2, c);
+      Value negL = op.getFoldedLse()
+                       ? stat
+                       : arith::NegFOp::create(kb.b, kb.loc, math.lseBase2(stat));
       for (int64_t r = 0; r < 2; ++r) {
         Value &e = s[n * 4 + 2 * r + c];
         e = math.probabilityFolded(e, scaleLog2, negL);
@@ -312,8 +315,11 @@ struct ScoreGradientLowering : TileOpLowering<ag::ScoreGradientOp> {
     Value scale = op.getScale() ? adaptor.getScale().front() : Value();
     SmallVector<Value> ds(adaptor.getDp());
     auto gradient = [&](int64_t e, Value delta) {
-      ds[e] = math.scoreGradient(p[e], ds[e], delta,
-                                 derivative.empty() ? scale : derivative[e]);
+      ds[e] = op.getScaledDelta()
+                  ? math.scoreGradientScaledDelta(p[e], ds[e], delta, scale)
+                  : math.scoreGradient(p[e], ds[e], delta,
+                                       derivative.empty() ? scale
+                                                          : derivative[e]);
     };
     const int64_t tiles = static_cast<int64_t>(ds.size()) / 4;
     if (!op.getStats()) {

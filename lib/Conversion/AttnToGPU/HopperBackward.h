@@ -299,10 +299,21 @@ private:
   void emitTmaLoads();
   /// One warp: LSE and Delta of each tile into the ring's slot.
   void emitRowStatsLoads();
-  /// That warp's LSE (minus `lseShift`) and Delta (times `deltaFactor` if
-  /// given) of the tile into slot `slot32` (`lane`: the lane id, i32).
+  /// That warp's exponent addends −(LSE − `lseShift`)·log2 e (recompute_probs'
+  /// folded_lse) and Delta (times `deltaFactor` if given) of the tile into
+  /// slot `slot32` (`lane`: the lane id, i32).
   void storeRowStats(Value lane, Value slot32, Value qTile, Value head,
                      Value deltaFactor, double lseShift = 0);
+  /// The stage's statistics come from storeRowStats (folded once a row), not
+  /// copied as they are by cp.async.
+  bool foldedStats() const { return layout.warpSpecialized; }
+  /// dSᵀ takes the plain scale (no score_mod's derivative, no probabilities
+  /// carrying it): the stage holds −Delta·scale (score_gradient's
+  /// scaled_delta).
+  bool scaledDelta() const {
+    return foldedStats() && !plan.splitRoles && !plan.isFp8() &&
+           !plan.spec.scoreMod;
+  }
   /// 32-bit: the first row of query head `head` in LSE, Delta and
   /// dq_accum, and row `row` of the CTA's sequence in the packed Q and dO.
   Value rowsBase32(Value head) {

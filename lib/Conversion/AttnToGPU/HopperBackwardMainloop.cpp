@@ -204,9 +204,9 @@ Value HopperBackward::computeP(SmallVector<Value> &s, const ConsumerTile &tile,
                              return buildTransposedScoreMods(
                                  b, loc, maskMod, masked, scale, edge, none);
                            });
-  Value probs = attn_gpu::RecomputeProbsOp::create(b, loc, st.getType(), Type(),
-                                                   st, stats, rowStatsOf(stage),
-                                                   Value(), scaleLog2)
+  Value probs = attn_gpu::RecomputeProbsOp::create(
+                    b, loc, st.getType(), Type(), st, stats, rowStatsOf(stage),
+                    Value(), scaleLog2, foldedStats())
                     .getProbs();
   s = laneValues(b, loc, probs);
   return derivative;
@@ -221,10 +221,11 @@ void HopperBackward::computeDS(ArrayRef<Value> p, SmallVector<Value> &dp,
     return fragmentOf(b, loc, lanes, bq, FragmentLayout::Accumulator);
   };
   Value factor = prescaled || derivative ? Value() : scale;
+  assert((!scaledDelta() || factor) && "scaled Delta without the scale");
   Value probs = fragment(p), dP = fragment(dp);
   Value ds = attn_gpu::ScoreGradientOp::create(
       b, loc, probs.getType(), probs, dP, Value(), stats, rowStatsOf(stage),
-      factor, derivative, prescaled);
+      factor, derivative, prescaled, scaledDelta());
   dp = laneValues(b, loc, ds);
   storeDSTransposed(dp, dsBuffer, keyRow0);
 }

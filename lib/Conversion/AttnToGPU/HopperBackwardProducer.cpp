@@ -111,10 +111,12 @@ void HopperBackward::emitTmaLoads() {
 void HopperBackward::emitRowStatsLoads() {
   ifThen(kb.eq(kb.warp, kb.idx(2)), [&] {
     Value lane = kb.toI32(kb.lane);
+    Value deltaFactor =
+        scaledDelta() ? arith::NegFOp::create(b, loc, scale) : Value();
     forEachTile32([&](Value t, Value slot32, Value qTile, Value head) {
       Value slot =
           waitForSlot32(BackwardBarriers::queryEmpty, t, slot32, /*round=*/1);
-      storeRowStats(lane, slot32, qTile, head, Value());
+      storeRowStats(lane, slot32, qTile, head, deltaFactor);
       arriveBarrier(kb, barriers, BackwardBarriers::queryFull, slot);
     });
   });
@@ -146,6 +148,8 @@ void HopperBackward::storeRowStats(Value lane, Value slot32, Value qTile,
         v = arith::MulFOp::create(b, loc, v, deltaFactor);
       if (!off && lseShift != 0)
         v = arith::SubFOp::create(b, loc, v, kb.f32(lseShift));
+      if (!off)
+        v = arith::NegFOp::create(b, loc, kb.softmaxMath().lseBase2(v));
       vals.push_back(kb.select(valid, v, kb.f32(0)));
       ats.push_back(kb.add(at, off));
     }

@@ -120,13 +120,33 @@
 // BWD-NEXT: %[[DSP:.+]] = arith.mulf %[[P]], %[[DIFF]] : f32
 // BWD-NEXT: arith.mulf %[[DSP]], %[[SCALE]] : f32
 
-// fa_bwd (wgmma, warp-specialised): LSE and Delta of stage s at floats
-// 2·64·s + c and 2·64·s + 64 + c of the statistics; Sᵀ masked on boundary
-// tiles.
+// fa_bwd (wgmma, warp-specialised): the statistics warp (warp 2) folds
+// each row's LSE into the exponent's addend −LSE·log2e (−inf where LSE =
+// −inf) and Delta into −Delta·scale, 0 past Nq; stage s holds them at floats
+// 2·64·s + c and 2·64·s + 64 + c. Sᵀ masked on boundary tiles.
 // WS-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a(
 // WS-SAME: %{{[^:]+}}: i32, %{{[^:]+}}: i32, %{{[^:]+}}: i32, %{{[^:]+}}: i32, %[[SCALE:[^:]+]]: f32
 // WS: %[[LOG2E:.+]] = arith.constant 1.44269502 : f32
 // WS-NEXT: %[[SL2:.+]] = arith.mulf %[[SCALE]], %[[LOG2E]] : f32
+// WS: %[[ISSTATS:.+]] = arith.cmpi eq, %{{.+}}, %c2 : index
+// WS-NEXT: scf.if %[[ISSTATS]] {
+// WS: %[[NEGSCALE:.+]] = arith.negf %[[SCALE]] : f32
+// WS: %[[VALID:.+]] = arith.cmpi ult, %{{.+}}, %{{.+}} : i32
+// WS: %[[LSE:.+]] = memref.load %{{[^[]+}}[%[[SRC:.+]]] : memref<{{[0-9]+}}xf32>
+// WS-NEXT: %[[NINF:.+]] = arith.constant 0xFF800000 : f32
+// WS-NEXT: %[[DEAD:.+]] = arith.cmpf oeq, %[[LSE]], %[[NINF]] : f32
+// WS-NEXT: %[[LOG2EB:.+]] = arith.constant 1.44269502 : f32
+// WS-NEXT: %[[LB2:.+]] = arith.mulf %[[LSE]], %[[LOG2EB]] : f32
+// WS-NEXT: %[[PINF:.+]] = arith.constant 0x7F800000 : f32
+// WS-NEXT: %[[LSE2:.+]] = arith.select %[[DEAD]], %[[PINF]], %[[LB2]] : f32
+// WS-NEXT: %[[NEGL:.+]] = arith.negf %[[LSE2]] : f32
+// WS-NEXT: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// WS-NEXT: arith.select %[[VALID]], %[[NEGL]], %[[ZERO]] : f32
+// WS: %[[DELTA:.+]] = memref.load %{{[^[]+}}[%[[SRC]]] : memref<{{[0-9]+}}xf32>
+// WS-NEXT: %[[SD:.+]] = arith.mulf %[[DELTA]], %[[NEGSCALE]] : f32
+// WS-NEXT: %[[ZERO2:.+]] = arith.constant 0.000000e+00 : f32
+// WS-NEXT: arith.select %[[VALID]], %[[SD]], %[[ZERO2]] : f32
+// The consumers: P = 2^(S·scale·log2e + addend), the addend as stored.
 // WS: %[[S:[^:]+]]:32 = scf.if
 // WS: } else {
 // WS: scf.yield
@@ -136,25 +156,18 @@
 // WS: %[[COL:.+]] = arith.addi %[[C2]], %c0{{(_[0-9]+)?}} : index
 // WS: %[[LAT:.+]] = arith.addi %[[BASE]], %[[COL]] : index
 // WS-NEXT: %[[L2:.+]] = vector.load %[[STATS:[0-9a-z_]+]][%[[LAT]]] {alignment = 8 : i64} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
-// WS-NEXT: %[[L0:.+]] = vector.extract %[[L2]][0] : f32 from vector<2xf32>
-// WS-NEXT: %[[NINF:.+]] = arith.constant 0xFF800000 : f32
-// WS-NEXT: %[[DEAD:.+]] = arith.cmpf oeq, %[[L0]], %[[NINF]] : f32
-// WS-NEXT: %[[LOG2EB:.+]] = arith.constant 1.44269502 : f32
-// WS-NEXT: %[[LB2:.+]] = arith.mulf %[[L0]], %[[LOG2EB]] : f32
-// WS-NEXT: %[[PINF:.+]] = arith.constant 0x7F800000 : f32
-// WS-NEXT: %[[LSE2:.+]] = arith.select %[[DEAD]], %[[PINF]], %[[LB2]] : f32
-// WS-NEXT: %[[NEGL:.+]] = arith.negf %[[LSE2]] : f32
-// WS-NEXT: %[[E:.+]] = llvm.intr.fma(%[[S]]#0, %[[SL2]], %[[NEGL]]) : (f32, f32, f32) -> f32
+// WS-NEXT: %[[A0:.+]] = vector.extract %[[L2]][0] : f32 from vector<2xf32>
+// WS-NEXT: %[[E:.+]] = llvm.intr.fma(%[[S]]#0, %[[SL2]], %[[A0]]) : (f32, f32, f32) -> f32
 // WS-NEXT: %[[P:.+]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"(%[[E]]) : (f32) -> f32
+// dS = P∘(dP·scale − Delta·scale): one FMA, one multiply.
 // WS: %[[DSB:.+]] = arith.muli %[[STAGE]], %c128{{(_[0-9]+)?}} : index
 // WS: %[[DBASE:.+]] = arith.addi %[[DSB]], %[[STATS0]]{{(_[0-9]+)?}} : index
 // WS: %[[DCOL:.+]] = arith.addi %{{[^,]+}}, %c64{{(_[0-9]+)?}} : index
 // WS-NEXT: %[[DAT:.+]] = arith.addi %[[DBASE]], %[[DCOL]] : index
 // WS-NEXT: %[[D2:.+]] = vector.load %[[STATS]][%[[DAT]]] {alignment = 8 : i64} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
 // WS-NEXT: %[[D0:.+]] = vector.extract %[[D2]][0] : f32 from vector<2xf32>
-// WS-NEXT: %[[DIFF:.+]] = arith.subf %{{[^,]+}}, %[[D0]] : f32
-// WS-NEXT: %[[DSP:.+]] = arith.mulf %[[P]], %[[DIFF]] : f32
-// WS-NEXT: arith.mulf %[[DSP]], %[[SCALE]] : f32
+// WS-NEXT: %[[FMA:.+]] = llvm.intr.fma(%{{[^,]+}}, %[[SCALE]], %[[D0]]) : (f32, f32, f32) -> f32
+// WS-NEXT: arith.mulf %[[P]], %[[FMA]] : f32
 func.func @backward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
   return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>

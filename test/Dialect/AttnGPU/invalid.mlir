@@ -222,6 +222,33 @@ func.func @gradient_two_deltas(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %
 
 // -----
 
+// A scaled Delta is one the statistics warp stored, times the scale.
+func.func @gradient_scaled_delta_fragment(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %d: !attn_gpu.fragment<16x64xf32, columns>, %s: f32) {
+  // expected-error @+1 {{expected scaled_delta with the scale and Delta from statistics}}
+  %ds = attn_gpu.score_gradient %p, %p, %d scale %s {scaled_delta} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, columns>
+  return
+}
+
+// -----
+
+func.func @gradient_scaled_delta_prescaled(%p: !attn_gpu.fragment<16x64xf32, accumulator>, %stats: memref<30720xf32, 3>, %i: index) {
+  // expected-error @+1 {{expected scaled_delta with the scale and Delta from statistics}}
+  %ds = attn_gpu.score_gradient %p, %p delta(%stats[%i] : memref<30720xf32, 3>) {prescaled, scaled_delta} : !attn_gpu.fragment<16x64xf32, accumulator>
+  return
+}
+
+// -----
+
+// Folded addends are a stage's (the statistics warp's), not a tile's padding.
+func.func @probs_folded_beside_tile(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %stats: memref<30720xf32, 3>, %l: f32) {
+  %kt = attn_gpu.shared_tile offset 0 : !attn_gpu.shared_tile<128x128xbf16, stride = 136>
+  // expected-error @+1 {{expected folded_lse with statistics at a base}}
+  %p, %d = attn_gpu.recompute_probs %s, %stats beside %kt scale %l {folded_lse} : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>, !attn_gpu.shared_tile<128x128xbf16, stride = 136> -> !attn_gpu.fragment<16x64xf32, columns>
+  return
+}
+
+// -----
+
 // LSE at a base: Delta is read where dS is made.
 func.func @probs_delta_at_base(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %stats: memref<30720xf32, 3>, %i: index, %l: f32) {
   // expected-error @+1 {{expected no Delta from statistics at a base (its score_gradient reads it)}}

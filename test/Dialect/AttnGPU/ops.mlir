@@ -164,6 +164,11 @@ func.func @backward(%lse: memref<64xf32>, %dq: memref<1024xbf16>, %i: index, %sc
   %pb = attn_gpu.recompute_probs %m, %stats[%i] scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>
   // CHECK: attn_gpu.score_gradient %[[PB]], %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<30720xf32, 3>) scale %{{.+}} : <16x64xf32, accumulator>{{$}}
   %dsb = attn_gpu.score_gradient %pb, %s delta(%stats[%i] : memref<30720xf32, 3>) scale %scale : !attn_gpu.fragment<16x64xf32, accumulator>
+  // The statistics warp's folded stage: exponent addends and −Delta·scale.
+  // CHECK: %[[PF:.+]] = attn_gpu.recompute_probs %{{.+}}, %[[STATS]][%{{.+}}] scale %{{.+}} {folded_lse} : <16x64xf32, accumulator>, memref<30720xf32, 3>{{$}}
+  %pf = attn_gpu.recompute_probs %m, %stats[%i] scale %scale {folded_lse} : !attn_gpu.fragment<16x64xf32, accumulator>, memref<30720xf32, 3>
+  // CHECK: attn_gpu.score_gradient %[[PF]], %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<30720xf32, 3>) scale %{{.+}} {scaled_delta} : <16x64xf32, accumulator>{{$}}
+  %dsf = attn_gpu.score_gradient %pf, %s delta(%stats[%i] : memref<30720xf32, 3>) scale %scale {scaled_delta} : !attn_gpu.fragment<16x64xf32, accumulator>
   // Probabilities that carry the factor (the split roles' exchanged Pᵀ·scale).
   // CHECK: attn_gpu.score_gradient %[[PB]], %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<30720xf32, 3>) {prescaled} : <16x64xf32, accumulator>{{$}}
   %dsp = attn_gpu.score_gradient %pb, %s delta(%stats[%i] : memref<30720xf32, 3>) {prescaled} : !attn_gpu.fragment<16x64xf32, accumulator>

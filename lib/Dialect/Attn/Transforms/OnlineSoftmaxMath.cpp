@@ -116,6 +116,13 @@ Value OnlineSoftmaxMath::scoreGradient(Value p, Value dp, Value delta,
   return dscore ? arith::MulFOp::create(b, loc, ds, dscore) : ds;
 }
 
+Value OnlineSoftmaxMath::scoreGradientScaledDelta(Value p, Value dp,
+                                                  Value negScaledDelta,
+                                                  Value scale) {
+  return arith::MulFOp::create(
+      b, loc, p, LLVM::FMAOp::create(b, loc, dp, scale, negScaledDelta));
+}
+
 Value mlir::fa::attn::buildDeltaTerm(OpBuilder &b, Location loc, Value o,
                                      Value dO) {
   auto toF32 = [&](Value v) -> Value {

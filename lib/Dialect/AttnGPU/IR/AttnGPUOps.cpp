@@ -765,6 +765,8 @@ LogicalResult RecomputeProbsOp::verify() {
   FragmentType scores = getScores().getType();
   if (static_cast<bool>(getStatsBase()) == static_cast<bool>(getTile()))
     return emitOpError("expected the statistics at a base or beside a tile");
+  if (getFoldedLse() && !getStatsBase())
+    return emitOpError("expected folded_lse with statistics at a base");
   if (getStatsBase()) {
     if (getDelta())
       return emitOpError("expected no Delta from statistics at a base (its "
@@ -794,6 +796,9 @@ LogicalResult ScoreGradientOp::verify() {
            << getDerivative().getType();
   if (static_cast<bool>(getDelta()) == static_cast<bool>(getStats()))
     return emitOpError("expected Delta as a fragment or from statistics");
+  if (getScaledDelta() && !(getScale() && getStats()))
+    return emitOpError("expected scaled_delta with the scale and Delta from "
+                       "statistics");
   if (getDelta())
     return verifyColumnsDelta(*this, getProbs().getType(),
                               getDelta().getType());

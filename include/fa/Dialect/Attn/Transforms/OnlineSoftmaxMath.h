@@ -83,6 +83,11 @@ struct OnlineSoftmaxMath {
   /// dscore being scale or the score_mod chain factor d(score)/d(S), or
   /// null where P carries it already.
   Value scoreGradient(Value p, Value dp, Value delta, Value dscore);
+  /// The same with the scale joined to Delta ahead (negScaledDelta =
+  /// −Delta·scale, once a row): P∘(dP·scale − Delta·scale), one FMA and one
+  /// multiply an element.
+  Value scoreGradientScaledDelta(Value p, Value dp, Value negScaledDelta,
+                                 Value scale);
 };
 
 /// One term of Delta = rowsum(dO∘O): ext(O)·ext(dO) in f32, for scalars or
