@@ -30,7 +30,7 @@
 // Pᵀ and dSᵀ from the query tile's stage of statistics in shared memory
 // (LSE, then Delta), dSᵀ with the score_mod's d(score)/dSᵀ, the
 // transposed_score_mod's fragment as it is.
-// CHECK: %[[P:.+]] = attn_gpu.recompute_probs %[[SM]], %[[STATS:.+]][%{{.+}}] scale %{{.+}} : <16x64xf32, accumulator>, memref<{{[0-9]+}}xf32, 3>{{$}}
+// CHECK: %[[P:.+]] = attn_gpu.recompute_probs %[[SM]], %[[STATS:.+]][%{{.+}}] scale %{{[^ ]+}} {folded_lse} : <16x64xf32, accumulator>, memref<{{[0-9]+}}xf32, 3>{{$}}
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: attn_gpu.score_gradient %{{.+}}, %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<{{[0-9]+}}xf32, 3>) derivative %[[DS]] : <16x64xf32, accumulator>, !attn_gpu.fragment<16x64xf32, accumulator>
 // After the loop, dK (%arg7) then dV (%arg8) of the warp's 16 keys from

@@ -31,7 +31,7 @@
 // Pᵀ·scale from the exchange (bar.sync 2), dSᵀ from it and the stage's
 // Delta, prescaled.
 // TILE-LABEL: gpu.func @fa_bwd_bwd_bf16_d256_bq64_bkv64_w12_s2_causal_wgmma_sm90a(
-// TILE: attn_gpu.recompute_probs %{{.+}}, %[[STATS:.+]][%{{.+}}] scale %{{.+}} : <16x64xf32, accumulator>, memref<{{[0-9]+}}xf32, 3>{{$}}
+// TILE: attn_gpu.recompute_probs %{{.+}}, %[[STATS:.+]][%{{.+}}] scale %{{[^ ]+}} {folded_lse} : <16x64xf32, accumulator>, memref<{{[0-9]+}}xf32, 3>{{$}}
 // TILE: "bar.sync 2, 256;"
 // TILE: attn_gpu.score_gradient %{{.+}}, %{{.+}} delta(%[[STATS]][%{{.+}}] : memref<{{[0-9]+}}xf32, 3>) {prescaled} : <16x64xf32, accumulator>{{$}}
 // At D = Dv both roles run one wgmma sequence on their own operands:
