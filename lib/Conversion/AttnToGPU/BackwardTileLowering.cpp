@@ -271,9 +271,7 @@ static void probsAtBase(ag::RecomputeProbsOp op, KernelBuilder &kb, Value stats,
     Value l2 = stagePair(kb, stats, base, n, 0);
     for (int64_t c = 0; c < 2; ++c) {
       Value stat = element(kb.b, kb.loc, l2, c);
-      Value negL = op.getFoldedLse()
-                       ? stat
-                       : arith::NegFOp::create(kb.b, kb.loc, math.lseBase2(stat));
+      Value negL = op.getFoldedLse() ? stat : math.exponentAddend(stat);
       for (int64_t r = 0; r < 2; ++r) {
         Value &e = s[n * 4 + 2 * r + c];
         e = math.probabilityFolded(e, scaleLog2, negL);

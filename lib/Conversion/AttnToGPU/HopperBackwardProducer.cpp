@@ -149,7 +149,7 @@ void HopperBackward::storeRowStats(Value lane, Value slot32, Value qTile,
       if (!off && lseShift != 0)
         v = arith::SubFOp::create(b, loc, v, kb.f32(lseShift));
       if (!off)
-        v = arith::NegFOp::create(b, loc, kb.softmaxMath().lseBase2(v));
+        v = kb.softmaxMath().exponentAddend(v);
       vals.push_back(kb.select(valid, v, kb.f32(0)));
       ats.push_back(kb.add(at, off));
     }

@@ -88,6 +88,10 @@ Value OnlineSoftmaxMath::lseBase2(Value lse) {
   return arith::SelectOp::create(b, loc, empty, f32Constant(b, loc, inf), lse2);
 }
 
+Value OnlineSoftmaxMath::exponentAddend(Value lse) {
+  return arith::NegFOp::create(b, loc, lseBase2(lse));
+}
+
 Value OnlineSoftmaxMath::mergeWeight(Value lse, Value maxLse) {
   Value diff = arith::SubFOp::create(b, loc, lse, exponentBase(maxLse));
   return exp2(arith::MulFOp::create(b, loc, diff, f32Constant(b, loc, M_LOG2E)));

@@ -67,6 +67,9 @@ struct OnlineSoftmaxMath {
   /// LSE·log2(e), or +inf for a row that saw no key (LSE = −inf), so that
   /// its P is exactly 0.
   Value lseBase2(Value lse);
+  /// −lseBase2(lse): the addend of probabilityFolded's exponent (−inf for a
+  /// row that saw no key).
+  Value exponentAddend(Value lse);
 
   /// The weight of a partial result with log-sum-exp `lse` in a merge
   /// whose largest partial LSE is `maxLse` (natural units):
