@@ -45,7 +45,11 @@ descales, float32 math) + 1e-5, test_fp8.py's rule.
 Kernels with a score_mod (fa-aot --score-mods) are judged against the same
 references with the score_mod of score_mods.py applied to the scaled scores
 (and its derivative in the backward's Delta terms); a score_mod without a
-reference there fails its kernels.
+reference there fails its kernels. Kernels with a mask_mod (document,
+prefix_lm: test/gpu/mask_mods.mlir) read the tensor test_maskmod.py draws
+(random document ids, prefix lengths) as their mod_args, and the references
+keep only what both the mask and the mask_mod allow. Block-sparse and
+split-KV kernels take other launches: test_blocksparse.py, test_splitkv_ptx.py.
 
 The run fails if any kernel of the bundle was not launched on every shape or
 failed a check; it prints a table kernel -> shapes run -> worst error /
@@ -66,6 +70,7 @@ import ctypes
 import json
 import math
 import os
+import random
 import signal
 import sys
 import time
@@ -82,6 +87,7 @@ import score_mods  # noqa: E402
 from test_attention import (allowed_mask, delta_terms, lse_slack, max_err,  # noqa: E402
                             reference)
 from test_fp8 import quantise  # noqa: E402
+from test_maskmod import mask_mod_allowed, mask_mod_arg  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16,
           "f8e4m3": getattr(torch, "float8_e4m3fn", None)}
@@ -115,8 +121,9 @@ def bundle_kernels(bundle):
         info["handle"] = ctypes.c_void_p(bundle.lib.fa_bundle_kernel_at(bundle._handle, i))
         assert info["handle"].value, "fa_bundle_kernel_at(%d) is null" % i
     # Split-KV kernels take another launch (fa_attention_forward_splitkv):
-    # test_splitkv_ptx.py and bench/decode.py run them.
-    return [info for info in infos if not info.get("split_kv")]
+    # test_splitkv_ptx.py and bench/decode.py run them; block-sparse ones a
+    # block mask: test_blocksparse.py.
+    return [info for info in infos if not info.get("split_kv") and not info["block_sparse"]]
 
 
 def load_kernels(args):
@@ -158,7 +165,16 @@ def launch_backward(bundle, kernel, q, k, v, o, do, lse, dq, dk, dv, delta, acc,
 
 def config_key(k):
     return (k["dtype"], k["head_dim"], k["head_dim_v"], k["mask"], k["window_left"],
-            k["window_right"], k.get("score_mod"), k["descale_block"])
+            k["window_right"], k.get("score_mod"), k["descale_block"], k["mask_mod"])
+
+
+def with_mask_mod(name, mod_args, allowed, b, nq, nk, dev, seed):
+    """A mask_mod kernel's mod_args (the tensor it reads, test_maskmod.py's)
+    and the mask narrowed to what the mask_mod keeps."""
+    if mod_args:
+        raise ValueError("a score_mod with a mask_mod: no reference here")
+    arg = mask_mod_arg(name, b, nq, nk, random.Random(seed), dev)
+    return [arg], allowed & mask_mod_allowed(name, arg, b, nq, nk, dev)
 
 
 def nan_like(t):
@@ -170,7 +186,7 @@ class Problem:
     (the backward's only when a backward kernel asks)."""
 
     def __init__(self, key, shape, dev, seed):
-        dtype, d, dv, mask, wl, wr, mod, descale_block = key
+        dtype, d, dv, mask, wl, wr, mod, descale_block, mask_mod = key
         self.dt = DTYPES[dtype]
         self.shape, self.mask, self.window = shape, mask, (wl, wr)
         self.mod = mod
@@ -194,6 +210,9 @@ class Problem:
         self.scale = shape.scale / math.sqrt(d)
         self.allowed = allowed_mask(mask, self.window, nq, nk, dev)
         self.mod_args = score_mods.make_mod_args(mod, b, h, hkv, nq, nk, dev, gen)
+        if mask_mod:
+            self.mod_args, self.allowed = with_mask_mod(mask_mod, self.mod_args, self.allowed,
+                                                        b, nq, nk, dev, seed)
         self._fwd = self._bwd = None
 
     def fwd(self):
@@ -310,6 +329,9 @@ def sanitize_launch(bundle, k, shape, dev):
     v = torch.randn(b, hkv, nk, dv, device=dev)
     scale = 1 / math.sqrt(d)
     mod_args = score_mods.make_mod_args(k.get("score_mod"), b, h, hkv, nq, nk, dev)
+    allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)
+    if k["mask_mod"]:
+        mod_args, allowed = with_mask_mod(k["mask_mod"], mod_args, allowed, b, nq, nk, dev, 0)
     fp8 = k["dtype"] == "f8e4m3"
     descales = None
     if fp8:  # the descales of the kernel's form
@@ -323,7 +345,6 @@ def sanitize_launch(bundle, k, shape, dev):
         launch_forward(bundle, k, q, kk, v, o, lse, scale, mod_args, descales)
         outs = [o, lse]
     else:
-        allowed = allowed_mask(k["mask"], (k["window_left"], k["window_right"]), nq, nk, dev)
         with torch.no_grad():
             o, lse = reference(q.float(), kk.float(), v.float(), allowed, scale,
                                k.get("score_mod"), mod_args)
