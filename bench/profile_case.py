@@ -5,9 +5,14 @@ one launch of: bf16 (or fp8 e4m3 forward, --fp8), B·N tokens, hidden 2048, head
     ncu --kernel-name regex:'^fa_bwd_bwd' --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section WarpStateStats \
         python3 bench/profile_case.py --bundle out/bundle --lib <libfa_runtime.so> --dir bwd
+
+--docs N: a document mask of N random documents (bench/blocksparse.py's, --seed) over
+the --seq tokens of each sequence, run block-sparse (a bundle with the
+`maskmod=document:blocksparse` kernels and their mask builders).
 """
 import argparse
 import os
+import random
 import sys
 
 import torch
@@ -27,6 +32,9 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--mma", choices=["mma_sync", "wgmma"], default=None)
+    ap.add_argument("--docs", type=int, default=0,
+                    help="a block-sparse document mask of this many documents")
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fp8", action="store_true",
                     help="the fp8 e4m3 forward (unit descales) instead of bf16")
     args = ap.parse_args()
@@ -42,7 +50,19 @@ def main():
             ap.error("--fp8 profiles the forward only (--dir fwd)")
         q8, k8, v8 = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
         ones = torch.ones(b, h, device=dev)
+    sparse = {}
+    if args.docs:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from blocksparse import document_ids
+        doc = document_ids(n, args.docs, random.Random(args.seed), dev).repeat(b, 1)
+        sparse = dict(mod_args=[doc], block_mask=fa.block_mask("document", b, h, n, n,
+                                                               mod_args=[doc], head_dim=d))
     for _ in range(args.iters):
+        if sparse:
+            fa.forward_into(q, k, v, o, lse, **sparse)
+            if args.dir == "bwd":
+                fa.backward_into(q, k, v, o, do, lse, dq, dk, dv, **sparse)
+            continue
         if args.fp8:
             fa.forward_fp8_into(q8, k8, v8, o, lse, (ones, ones, ones), causal=args.causal)
             continue
