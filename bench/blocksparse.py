@@ -17,6 +17,7 @@ backward rows time the mask_mod backward (fa has no block-sparse backward yet)
 against flex's.
 
     python3 bench/blocksparse.py --bundle out/bundle-blocksparse --lib <libfa_runtime.so>
+        [--variant NAME=BUNDLE ...]   (A/B: another bundle's block-sparse kernels, same process)
 """
 import argparse
 import os
@@ -49,6 +50,9 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=BUNDLE",
+                    help="A/B: the block-sparse forward and backward of another bundle, "
+                         "with its own block masks, timed in the same process")
     args = ap.parse_args()
     dev = torch.device("cuda")
     bundle = fa.load(args.bundle, args.lib, jit=False)
@@ -107,6 +111,20 @@ def main():
         "fa dense bwd": lambda: fa.backward_into(q, k, v, o, do, lse, dq, dk, dv,
                                                  bundle=bundle, mma="wgmma"),
     }
+    for spec in args.variant:
+        name, _, path = spec.partition("=")
+        if not name or not path:
+            ap.error("--variant expects NAME=BUNDLE, got %r" % spec)
+        other = fa.Bundle(path, args.lib, jit=False)
+        bm_other = fa.block_mask("document", b, h, n, n, mod_args=[doc], head_dim=d,
+                                 bundle=other)
+        fns[name + " block-sparse fwd"] = (
+            lambda bm_=bm_other, b_=other: fa.forward_into(q, k, v, o, lse, mod_args=[doc],
+                                                         block_mask=bm_, bundle=b_))
+        fns[name + " block-sparse bwd"] = (
+            lambda bm_=bm_other, b_=other: fa.backward_into(q, k, v, o, do, lse, dq, dk, dv,
+                                                          mod_args=[doc], block_mask=bm_,
+                                                          bundle=b_))
     if not args.no_flex:
         try:
             from torch.nn.attention.flex_attention import create_block_mask, flex_attention

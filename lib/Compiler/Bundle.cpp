@@ -304,9 +304,13 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // an older runtime would refuse or, given per-head ones, misread.
   // 22: fp8 backwards (dtype f8e4m3, direction bwd), which an older runtime
   // refuses as an fp8 kernel that is not a forward.
+  // 23: block-sparse kernels that take their blocks in the mask's grid
+  // order, which an older runtime would neither size nor build.
   bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false,
        anyTmaPaged = false, anyBlockScale = false, anyFp8Bwd = false;
+  bool anyBlockOrder = false;
   for (const CompiledKernelRef &k : kernels) {
+    anyBlockOrder |= k->config.blockSparse;
     anyFp8Bwd |= isFp8(k->config) && k->config.direction != "fwd";
     anyBlockScale |= k->config.blockScale;
     anyRuntimeWindow |= k->config.runtimeWindow();
@@ -314,6 +318,8 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
     anyTmaSplit |= k->config.tma;
     anyTmaPaged |= k->config.tma && k->config.paged;
   }
+  if (anyBlockOrder)
+    return 23;
   if (anyFp8Bwd)
     return 22;
   if (anyBlockScale)

@@ -736,13 +736,16 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                              kQuantizeThreads, kQuantizeSharedBytes});
     }
   }
-  // The block mask's builders (BlockMask.h): classes, then the lists, with
-  // this kernel's block sizes (a block-sparse backward has its own).
+  // The block mask's builders (BlockMask.h): classes, the lists, then the
+  // grid order, with this kernel's block sizes (a block-sparse backward has
+  // its own).
   if (plan->blockSparse) {
     out.entries.push_back(
         {"block_mask", "fa_block_mask_" + out.tag, kBlockMaskThreads, 0});
     out.entries.push_back(
         {"block_lists", "fa_block_lists_" + out.tag, kBlockListsThreads, 0});
+    out.entries.push_back(
+        {"block_order", "fa_block_order_" + out.tag, kBlockOrderThreads, 0});
   }
 
   auto t0 = Clock::now();

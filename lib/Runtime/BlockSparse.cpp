@@ -54,7 +54,10 @@ int64_t blockMaskWords(const KernelConfig &c, int64_t batch, int64_t maskHeads,
   if (nqb > kMaxGridYZ)
     return bad("ceil(nq / block_q)", nqb, "at most 65535 (a grid dimension)");
   // rows ≤ 2^16, nqb ≤ 2^16, nkb ≤ 2^24: the product stays below 2^59.
-  return rows * (2 * nqb + 2 * nkb + 5 * nqb * nkb);
+  // The grid order (kv_order, q_order) follows the classes where the kernel
+  // has its builder (bundle version 23).
+  int64_t lineWords = c.blockOrder.name.empty() ? 2 : 3;
+  return rows * (lineWords * (nqb + nkb) + 5 * nqb * nkb);
 }
 
 /// Why `m` does not describe a usable block mask of `c` ("" if it does).
@@ -217,13 +220,17 @@ fa_status fa_block_mask_build(const fa_kernel *kernel,
   if (fa_status s =
           checkLaunchDevice(kApi, tensors, stream, scope.device, scope.ctx))
     return s;
-  CUfunction classify, lists;
+  CUfunction classify, lists, order = nullptr;
   if (fa_status s = kernelFunction(*kernel, c.blockMask, scope.ctx,
                                    scope.device, classify))
     return s;
   if (fa_status s = kernelFunction(*kernel, c.blockLists, scope.ctx,
                                    scope.device, lists))
     return s;
+  if (!c.blockOrder.name.empty())
+    if (fa_status s = kernelFunction(*kernel, c.blockOrder, scope.ctx,
+                                     scope.device, order))
+      return s;
 
   CUdeviceptr data = m.data;
   int32_t sizes[4] = {static_cast<int32_t>(m.batch),
@@ -242,6 +249,10 @@ fa_status fa_block_mask_build(const fa_kernel *kernel,
   if (fa_status s = launch(lists, c.blockLists, Grid{nqb + nkb, rows, 1},
                            stream, params))
     return s;
+  if (order)
+    if (fa_status s = launch(order, c.blockOrder, Grid{2, rows, 1}, stream,
+                             params))
+      return s;
   return succeed();
 } catch (...) {
   return failedResult<fa_status>(__func__);

@@ -134,7 +134,9 @@ struct KernelConfig {
   int cuSeqlensParam = -1;
   /// Block-sparse forward (bundle version 11): fwd takes a block mask and
   /// its head count at blockMaskParam (after the strides); blockMask and
-  /// blockLists build one (fa_block_mask_build, docs/ABI.md).
+  /// blockLists build one (fa_block_mask_build, docs/ABI.md), and since
+  /// bundle version 23 blockOrder its grid order (empty name before: the
+  /// mask then has no order arrays).
   bool blockSparse = false;
   int blockMaskParam = -1;
   /// fp8 forwards: the parameter of descale_q (descale_k, descale_v follow),
@@ -168,8 +170,8 @@ struct KernelConfig {
   /// fa_quantize (Quantize.cpp); `quantizer` false for the others.
   fa_dtype quantizeDtype = FA_DTYPE_F16;
   bool quantizer = false;
-  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, bwdSink,
-      append, quantAmax, quant;
+  Entry fwd, bwdPre, bwd, bwdPost, merge, blockMask, blockLists, blockOrder,
+      bwdSink, append, quantAmax, quant;
   std::string ptxPath,
       cubinPath; // absolute-ish (bundle dir joined); may be empty
 };

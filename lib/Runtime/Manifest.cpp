@@ -661,6 +661,8 @@ void parseBlockSparse(const json &k, const json &entries, KernelConfig &c,
                "block-sparse");
   c.blockMask = parseEntry(entries, "block_mask", where);
   c.blockLists = parseEntry(entries, "block_lists", where);
+  if (entries.contains("block_order")) // bundle version 23
+    c.blockOrder = parseEntry(entries, "block_order", where);
   c.blockMaskParam = intField(k, "block_mask_param", where, 0, INT_MAX);
   int expect = c.strideParam + 3 * (bwd ? 6 : 4);
   if (c.blockMaskParam != expect)
@@ -1091,6 +1093,14 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(21, c.descaleBlock != 0, "block-scaled fp8 kernels");
       needs(22, c.dtype == FA_DTYPE_F8E4M3 && c.direction == FA_DIRECTION_BWD,
             "fp8 backwards");
+      // Without "block_order": a mask sized and built without the grid
+      // order the kernel reads.
+      needs(23, !c.blockOrder.name.empty(), "kernels with a block order");
+      // From version 23 every block-sparse kernel reads the order.
+      if (version >= 23 && c.blockSparse && c.blockOrder.name.empty())
+        bad("kernels[" + std::to_string(i) + "]",
+            "block-sparse kernels of bundle version 23 or later have the "
+            "entry 'block_order'");
       if (!tags.insert(kernel->config.tag).second)
         bad("kernels[" + std::to_string(i) + "]",
             "duplicate tag '" + kernel->config.tag + "'");

@@ -937,6 +937,65 @@ TEST(MaskMod, OlderBundleVersionsAndBadNamesAreRejected) {
                  "of identifier characters");
 }
 
+//===----------------------------------------------------------------------===//
+// Block-sparse kernels
+//===----------------------------------------------------------------------===//
+
+/// The block-sparse document-mask forward as fa-aot writes it (bundle
+/// version 23: with its block_order entry; `order` false: as before).
+std::string blockSparseJson(bool order) {
+  std::string tag = "bs";
+  std::vector<MapJson> maps = {
+      {"q", "11", R"(["head_dim", "nq", "heads", "batch"])", "[64, 128, 1, 1]"},
+      {"k", "12", R"(["head_dim", "nk", "kv_heads", "batch"])",
+       "[64, 128, 1, 1]"},
+      {"v", "13", R"(["head_dim_v", "nk", "kv_heads", "batch"])",
+       "[64, 128, 1, 1]"}};
+  auto entry = [](const std::string &key, int threads) {
+    return R"(")" + key + R"(": {"name": "fa_)" + key +
+           R"(_bs", "threads": )" + std::to_string(threads) +
+           R"(, "shared_bytes": 0})";
+  };
+  std::string entries = R"({"fwd": {"name": "fa_fwd_bs", "threads": 384,
+      "shared_bytes": 163840}, )" +
+                        entry("block_mask", 32) + ", " +
+                        entry("block_lists", 32) +
+                        (order ? ", " + entry("block_order", 128) : "") + "}";
+  return wgmmaJson(tag, "bf16", 128, "none", true, maps,
+                   R"(, "entries": )" + entries +
+                       R"(, "stride_param": 14, "mask_mod": "document",
+                          "mod_args": [{"dtype": "i32", "rank": 2}],
+                          "mod_arg_param": 28, "block_sparse": true,
+                          "block_mask_param": 26)");
+}
+
+TEST(BlockSparse, OrderSizesTheMask) {
+  // R = 2 rows, NQB = 3, NKB = 8: R·(3·(NQB + NKB) + 5·NQB·NKB) words with
+  // the grid order (kv_order, q_order), R·(2·(NQB + NKB) + ...) without.
+  for (auto [order, version, words] :
+       {std::make_tuple(true, "23", 306), std::make_tuple(false, "22", 284)}) {
+    fa_bundle *b = nullptr;
+    ASSERT_EQ(loadText(std::string("block_order_") + version,
+                       manifest({blockSparseJson(order)}, version), &b),
+              FA_SUCCESS)
+        << lastError();
+    uint64_t bytes = 0;
+    ASSERT_EQ(fa_block_mask_bytes(fa_bundle_kernel_at(b, 0), 2, 1, 300, 1000,
+                                  &bytes),
+              FA_SUCCESS)
+        << lastError();
+    EXPECT_EQ(bytes, 4u * words) << version;
+    fa_bundle_free(b);
+  }
+  expectRejected("block_order_v22", manifest({blockSparseJson(true)}, "22"),
+                 "kernels[0]: kernels with a block order need bundle version "
+                 "23, the manifest says 22");
+  expectRejected("block_order_missing",
+                 manifest({blockSparseJson(false)}, "23"),
+                 "kernels[0]: block-sparse kernels of bundle version 23 or "
+                 "later have the entry 'block_order'");
+}
+
 /// A bundle with plain, softcap30 and alibi16 causal d128 forwards (alibi16
 /// also as a wgmma kernel), a softcap30 backward and a softcap30-only d64
 /// forward.

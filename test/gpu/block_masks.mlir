@@ -5,18 +5,19 @@
 // CHECK-DAG: fwd_bf16_d128_{{.+}}_blocksparse_maskmod_tile_pattern: registers {{[0-9]+}}, spill bytes 0
 // CHECK-DAG: fwd_bf16_d128_{{.+}}_blocksparse_maskmod_head_tile_pattern: registers {{[0-9]+}}, spill bytes 0
 // CHECK-DAG: fwd_f16_d64_{{.+}}_blocksparse_maskmod_document: registers {{[0-9]+}}, spill bytes 0
-// MANIFEST-DAG: "version": 11
+// MANIFEST-DAG: "version": 23
 // MANIFEST-DAG: "block_sparse": true
 // MANIFEST-DAG: "block_mask_param": 26
 // MANIFEST-DAG: "mod_arg_param": 28
 // MANIFEST-DAG: "fa_block_mask_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document"
 // MANIFEST-DAG: "fa_block_lists_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document"
+// MANIFEST-DAG: "fa_block_order_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document"
 
 // The mask_mods of the block-sparse GPU tests (test/gpu/test_blocksparse.py,
 // bench/blocksparse.py): `fa-aot --score-mods test/gpu/block_masks.mlir` with
 // configs `fwd:<dtype>:d<D>:none:wgmma:maskmod=<name>:blocksparse`. Each
-// block-sparse forward comes with the entries that build its block mask from
-// the same function (docs/ABI.md "Block sparsity").
+// block-sparse forward comes with the entries that build its block mask and
+// grid order from the same function (docs/ABI.md "Block sparsity").
 
 // Document masking of packed sequences: doc ids [B, N] (i32).
 func.func @document(%b: index, %h: index, %q: index, %kv: index, %doc: tensor<?x?xi32>) -> i1 {

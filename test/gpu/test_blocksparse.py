@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Differential tests of block-sparse forwards (docs/ABI.md "Block sparsity")
 on the GPU through the runtime: fa.block_mask builds the block mask from the
-kernel's mask_mod on the GPU; the test checks its counts and index lists
+kernel's mask_mod on the GPU; the test checks its counts, index lists and
+grid orders
 against a classification computed here from the mask itself, then runs
 fa.forward_into(block_mask=) and fa.backward_into(block_mask=) (the mask_mod
 backward) against float64 under the flash-attn rule (test_attention.py's
@@ -123,6 +124,9 @@ def check_block_mask(bm, allowed, bq, bkv, nq, nk, results):
     q_index = data[off + 2 * pairs:off + 3 * pairs].view(b, hm, nkb, nqb)
     full_q_index = data[off + 3 * pairs:off + 4 * pairs].view(b, hm, nkb, nqb)
     block_class = data[off + 4 * pairs:off + 5 * pairs].view(b, hm, nqb, nkb)
+    off += 5 * pairs
+    kv_order = data[off:off + rows * nqb].view(b, hm, nqb)
+    q_order = data[off + rows * nqb:off + rows * (nqb + nkb)].view(b, hm, nkb)
     ok = torch.equal(block_class, (2 * full.int() + partial.int())) and torch.equal(
         kv_count, partial.sum(-1).int()) and torch.equal(
         full_count, full.sum(-1).int()) and torch.equal(
@@ -142,6 +146,12 @@ def check_block_mask(bm, allowed, bq, bkv, nq, nk, results):
                         n = int(counts[bi, hi, kb])
                         got = index[bi, hi, kb, :n].tolist()
                         ok &= got == want[bi, hi, :, kb].nonzero().view(-1).tolist()
+                # The grid orders: lines by decreasing list length, ties ascending.
+                for order, lengths in ((kv_order, (partial | full).sum(-1)),
+                                       (q_order, (partial | full).sum(-2))):
+                    n = lengths[bi, hi].tolist()
+                    want_order = sorted(range(len(n)), key=lambda i: (-n[i], i))
+                    ok &= order[bi, hi].tolist() == want_order
     density = float(allowed.float().mean())
     results.append({"what": "block mask lists (density %.2f, %d full / %d partial of %d)"
                     % (density, int(full.sum()), int(partial.sum()), full.numel()), "ok": ok})

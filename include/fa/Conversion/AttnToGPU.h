@@ -103,11 +103,13 @@ struct GpuTileOptions {
 };
 
 /// Threads per CTA of a block-sparse kernel's fa_block_mask (one warp per
-/// block) and fa_block_lists (one warp per line) entries.
+/// block), fa_block_lists (one warp per line) and fa_block_order (one
+/// row's blocks) entries.
 constexpr int64_t kBlockMaskThreads = 32;
+constexpr int64_t kBlockListsThreads = 32;
+constexpr int64_t kBlockOrderThreads = 128;
 /// Threads of an fa_kv_append CTA (one element each).
 constexpr int64_t kKvAppendThreads = 256;
-constexpr int64_t kBlockListsThreads = 32;
 /// Threads of an fa_quantize_amax / fa_quantize CTA (8 warps, 8 rows each)
 /// and the rows a CTA covers (the block form's 64-row blocks).
 constexpr int64_t kQuantizeThreads = 256;

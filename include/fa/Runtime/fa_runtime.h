@@ -59,11 +59,14 @@ extern "C" {
  * tensor maps after the split count), 20 paged forwards that load K and V by
  * TMA (maps over the pools), 21 block-scaled fp8 forwards ("descale_block":
  * 64), whose [B,H,ceil(Nq/64)] / [B,Hkv,ceil(Nk/64)] descales an older runtime
- * would refuse or, given per-head ones, misread. Kernels with tensor maps in
+ * would refuse or, given per-head ones, misread, 22 fp8 backwards, 23
+ * block-sparse kernels whose CTAs take their blocks in the block mask's
+ * grid order (entry "block_order"), which an older runtime would neither
+ * build nor size. Kernels with tensor maps in
  * bundles before 5 are rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 22
+#define FA_RUNTIME_BUNDLE_VERSION 23
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward; k, v for a TMA

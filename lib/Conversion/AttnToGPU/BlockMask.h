@@ -13,9 +13,13 @@
 //   kv_count [R, NQB], full_kv_count [R, NQB], q_count [R, NKB],
 //   full_q_count [R, NKB], kv_index [R, NQB, NKB], full_kv_index
 //   [R, NQB, NKB], q_index [R, NKB, NQB], full_q_index [R, NKB, NQB],
-//   block_class [R, NQB, NKB] (0 empty, 1 partial, 2 full).
+//   block_class [R, NQB, NKB] (0 empty, 1 partial, 2 full), kv_order
+//   [R, NQB], q_order [R, NKB].
 // The q lists (per key block, ascending query blocks) are the transposed
-// structure a backward walks.
+// structure a backward walks. The orders list a row's query blocks (key
+// blocks) by decreasing length of their lists, ties ascending: CTA x of a
+// block-sparse forward (backward) takes block order[x], so the longest
+// walks start first and the short ones fill the grid's tail.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +40,7 @@ struct BlockMaskLayout {
   Value queryBlocks, keyBlocks; ///< NQB, NKB
   Value kvCount, fullKvCount, qCount, fullQCount;
   Value kvIndex, fullKvIndex, qIndex, fullQIndex, blockClass;
+  Value kvOrder, qOrder;
 
   /// The layout for `rows` = batch · mask_heads and the block counts of
   /// nq and nk under `plan`'s block_q, block_kv.
@@ -71,6 +76,13 @@ struct BlockMaskLine {
                             function_ref<Value()> head, Value block,
                             bool transposed,
                             BlockMaskLayout *layout = nullptr);
+
+  /// The block CTA `rank` of a grid over query blocks (with `transposed`,
+  /// key blocks) takes: entry `rank` of its row's order, clamped into the
+  /// row's blocks (any buffer contents keep the kernel in bounds).
+  static Value orderedBlock(KernelBuilder &kb, Value mask, Value batches,
+                            Value maskHeads, Value nq, Value nk, Value batch,
+                            Value head, Value rank, bool transposed);
 };
 
 /// Element `index` (index) of the i32 global buffer `base`, read through
@@ -85,9 +97,11 @@ void storeBlockMaskWord(KernelBuilder &kb, Value base, Value index,
 namespace mlir::fa {
 
 /// Emits `fa_block_mask_<tag>` (classifies every block by evaluating the
-/// plan's mask_mod on its elements; grid (NKB, NQB, R), one warp each) and
+/// plan's mask_mod on its elements; grid (NKB, NQB, R), one warp each),
 /// `fa_block_lists_<tag>` (turns the classes into the count and index
-/// lists; grid (NQB + NKB, R, 1), 32 threads) into `module`.
+/// lists; grid (NQB + NKB, R, 1), 32 threads) and `fa_block_order_<tag>`
+/// (ranks each row's query and key blocks by their counts; grid (2, R, 1),
+/// kBlockOrderThreads) into `module`.
 void buildBlockMaskKernels(OpBuilder &b, Location loc, gpu::GPUModuleOp module,
                            const KernelPlan &plan);
 

@@ -1,12 +1,13 @@
 //===- BlockMaskKernel.cpp - build a block mask from a mask_mod -*- C++ -*-===//
 //
-// The two entries that fill a block mask (BlockMask.h) for a block-sparse
-// forward, both generated from the plan's mask_mod and block sizes:
+// The three entries that fill a block mask (BlockMask.h) for a block-sparse
+// kernel, generated from the plan's mask_mod and block sizes:
 // fa_block_mask classifies one (query block, key block) per warp, from the
 // ranges of a separable compare's two sides or from every element, and
 // stores its class; fa_block_lists turns each
 // row (query block) and column (key block) of classes into the ascending
-// lists of partial and full blocks with one warp's ballots.
+// lists of partial and full blocks with one warp's ballots; fa_block_order
+// ranks the lines of a row by their lengths, longest first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,8 @@ BlockMaskLayout BlockMaskLayout::get(KernelBuilder &kb, Value rows, Value nq,
   l.qIndex = kb.add(l.fullKvIndex, pairs);
   l.fullQIndex = kb.add(l.qIndex, pairs);
   l.blockClass = kb.add(l.fullQIndex, pairs);
+  l.kvOrder = kb.add(l.blockClass, pairs);
+  l.qOrder = kb.add(l.kvOrder, perQuery);
   return l;
 }
 
@@ -97,6 +100,23 @@ BlockMaskLine BlockMaskLine::walk(KernelBuilder &kb, Value mask,
                 kb.add(kb.mul(row, l.keyBlocks), block), l.queryBlocks);
   return read(kb, mask, l.fullKvCount, l.kvCount, l.fullKvIndex, l.kvIndex,
               kb.add(kb.mul(row, l.queryBlocks), block), l.keyBlocks);
+}
+
+Value BlockMaskLine::orderedBlock(KernelBuilder &kb, Value mask,
+                                  Value batches, Value maskHeads, Value nq,
+                                  Value nk, Value batch, Value head,
+                                  Value rank, bool transposed) {
+  BlockMaskLayout l =
+      BlockMaskLayout::get(kb, kb.mul(batches, maskHeads), nq, nk);
+  Value row = kb.add(kb.mul(batch, maskHeads),
+                     arith::RemUIOp::create(kb.b, kb.loc, head, maskHeads));
+  Value blocks = transposed ? l.keyBlocks : l.queryBlocks;
+  Value order = transposed ? l.qOrder : l.kvOrder;
+  Value block = kb.toIndex(arith::MaxSIOp::create(
+      kb.b, kb.loc,
+      loadBlockMaskWord(kb, mask, kb.add(order, kb.add(kb.mul(row, blocks), rank))),
+      kb.c32(0)));
+  return kb.minsi(block, kb.sub(blocks, kb.idx(1)));
 }
 
 Value BlockMaskLine::blockAt(KernelBuilder &kb, Value i) const {
@@ -605,10 +625,74 @@ static void buildListsKernel(OpBuilder &b, Location loc,
   gpu::ReturnOp::create(b, loc);
 }
 
+/// fa_block_order: CTA (which, row z) ranks the row's query blocks (which
+/// 0) by their key-block counts, or its key blocks (1) by their query-block
+/// counts (full + partial), longest first and ties in ascending order, and
+/// stores block i at its rank of kv_order / q_order: the grid order of the
+/// block-sparse kernels (a CTA's time follows its walk's length). Thread t
+/// ranks lines t, t + T, ... against every line of the row: O(n²/T) loads of
+/// the counts, which the lists kernel before it wrote.
+static void buildOrderKernel(OpBuilder &b, Location loc,
+                             gpu::GPUModuleOp module, const KernelPlan &plan) {
+  KernelPlan ctaPlan = plan;
+  ctaPlan.warps = kBlockOrderThreads / 32;
+  KernelParams params =
+      blockMaskParams(b.getContext(), plan, /*withModArgs=*/false);
+  auto func = createKernelFunc(b, loc, module, "fa_block_order_" + plan.tag(),
+                               params, ctaPlan, /*sharedBytes=*/0);
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  KernelBuilder kb(b, loc, ctaPlan);
+  kb.setupThreadIds();
+  Value mask = arg(0);
+  Value rows = kb.mul(kb.toIndex(arg(1)), kb.toIndex(arg(2)));
+  BlockMaskLayout l =
+      BlockMaskLayout::get(kb, rows, kb.toIndex(arg(3)), kb.toIndex(arg(4)));
+  Value keys = kb.lt(kb.idx(0), gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value lines = kb.select(keys, l.keyBlocks, l.queryBlocks);
+  Value first = kb.mul(row, lines);
+  Value counts = kb.add(kb.select(keys, l.qCount, l.kvCount), first);
+  Value fullCounts = kb.add(kb.select(keys, l.fullQCount, l.fullKvCount), first);
+  Value order = kb.add(kb.select(keys, l.qOrder, l.kvOrder), first);
+  auto length = [&](Value line) {
+    return arith::AddIOp::create(b, loc,
+                                 loadBlockMaskWord(kb, mask, kb.add(counts, line)),
+                                 loadBlockMaskWord(kb, mask, kb.add(fullCounts, line)))
+        .getResult();
+  };
+  auto mine = scf::ForOp::create(b, loc, kb.tid, lines, kb.idx(kBlockOrderThreads));
+  b.setInsertionPointToStart(mine.getBody());
+  Value line = mine.getInductionVar();
+  Value own = length(line);
+  auto others = scf::ForOp::create(b, loc, kb.idx(0), lines, kb.idx(1),
+                                   ValueRange{kb.idx(0)});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(others.getBody());
+    Value other = others.getInductionVar();
+    Value theirs = length(other);
+    Value before = arith::OrIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, theirs, own),
+        arith::AndIOp::create(
+            b, loc,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, theirs, own),
+            kb.lt(other, line)));
+    Value rank = others.getRegionIterArgs()[0];
+    scf::YieldOp::create(b, loc,
+                         ValueRange{kb.select(before, kb.add(rank, kb.idx(1)), rank)});
+  }
+  storeBlockMaskWord(kb, mask, kb.add(order, others.getResult(0)), kb.toI32(line));
+  b.setInsertionPointToEnd(&entry);
+  gpu::ReturnOp::create(b, loc);
+}
+
 void mlir::fa::buildBlockMaskKernels(OpBuilder &b, Location loc,
                                      gpu::GPUModuleOp module,
                                      const KernelPlan &plan) {
   OpBuilder::InsertionGuard guard(b);
   buildClassKernel(b, loc, module, plan);
   buildListsKernel(b, loc, module, plan);
+  buildOrderKernel(b, loc, module, plan);
 }

@@ -141,6 +141,10 @@ void HopperBackward::build() {
   doT = stridedTensor(kb, doMem, params.strides(entry, 3));
   dkT = stridedTensor(kb, dkMem, params.strides(entry, 4));
   dvT = stridedTensor(kb, dvMem, params.strides(entry, 5));
+  if (plan.blockSparse) {
+    blockMask = param(params.blockMaskParam);
+    maskHeads = kb.toIndex(param(params.blockMaskParam + 1));
+  }
   setupKeyBlock();
   if (plan.varlen)
     setupSequence(params.cuSeqlensParam);
@@ -152,10 +156,6 @@ void HopperBackward::build() {
   dqAddr = kb.globalAddress(dqMem);
   if (!layout.warpSpecialized)
     loadKeyValueAsync();
-  if (plan.blockSparse) {
-    blockMask = param(params.blockMaskParam);
-    maskHeads = kb.toIndex(param(params.blockMaskParam + 1));
-  }
   setupQueryTiles();
   scaleLog2 = softmaxScaleLog2(kb, scale);
   firstHead = kb.mul(kvHead, headsPerKvHead);

@@ -38,6 +38,12 @@ void HopperBackward::setupKeyBlock() {
   kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   headsPerKvHead = arith::DivUIOp::create(b, loc, heads, kvHeads);
+  // Block-sparse: the longest query-block walks first, in the mask row of
+  // the group's first head (setupListedQueryTiles).
+  if (plan.blockSparse)
+    keyBlock = BlockMaskLine::orderedBlock(
+        kb, blockMask, kb.toIndex(param(9)), maskHeads, nq, nk, batch,
+        kb.mul(kvHead, headsPerKvHead), keyBlock, /*transposed=*/true);
   keyBegin = kb.mul(keyBlock, plan.blockKV);
 }
 

@@ -281,6 +281,10 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
     Value batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+    if (plan.blockSparse) // the longest key-block walks first
+      qBlock = BlockMaskLine::orderedBlock(kb, blockMask, batches, maskHeads,
+                                           nq, nk, batchIdx, headIdx, qBlock,
+                                           /*transposed=*/false);
     if (plan.varlen) // (plans refuse a persistent varlen grid)
       setSequence(batchIdx);
     setTile(qBlock, headIdx, batchIdx);

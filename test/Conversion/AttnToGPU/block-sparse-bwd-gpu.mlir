@@ -33,6 +33,18 @@
 // CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document
 // CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %[[MASK:arg37]]: !llvm.ptr<1>, %[[HEADS:arg38]]: i32, %[[DOC:arg39]]: !llvm.ptr<1>, %arg40: i32, %arg41: i32)
+// The key block: q_order[row, x] of the group's first head's row, clamped
+// into [0, NKB) before anything reads it.
+// CHECK: %[[X:.+]] = gpu.block_id  x
+// CHECK-NOT: arith.muli %[[X]]
+// CHECK: %[[LINE:.+]] = arith.addi %{{.+}}, %[[X]] : index
+// CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[LINE]] : index
+// CHECK: %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
+// CHECK: %[[ORDP:.+]] = llvm.getelementptr %[[MASK]][%[[AT64]]]
+// CHECK: %[[ORD:.+]] = llvm.load %[[ORDP]] invariant
+// CHECK: arith.maxsi %[[ORD]]
+// CHECK: %[[KB:.+]] = arith.minsi %{{.+}}, %{{.+}} : index
+// CHECK: arith.muli %[[KB]], %c128{{.*}} : index
 // The full count: clamped to the query blocks.
 // CHECK: %[[FULLP:.+]] = llvm.getelementptr %[[MASK]][%{{.+}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
 // CHECK: %[[FULL:.+]] = llvm.load %[[FULLP]] invariant
@@ -52,6 +64,7 @@
 // CHECK: gpu.return
 // CHECK: gpu.func @fa_block_mask_bwd_bf16_d128_bq64_bkv128
 // CHECK: gpu.func @fa_block_lists_bwd_bf16_d128_bq64_bkv128
+// CHECK: gpu.func @fa_block_order_bwd_bf16_d128_bq64_bkv128
 func.func @document_backward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>, %doc: tensor<?x?xi32>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse mod_args(%doc : tensor<?x?xi32>) {attn.mask_mod_name = "document"} mask_mod {
   ^bb0(%b: index, %h: index, %qi: index, %kv: index, %t: tensor<?x?xi32>):

@@ -11,8 +11,10 @@
 // arg27), before the mask_mod's tensor; its key loop runs from 0 to the
 // query block's full + partial count, each iteration's key tile read from
 // the lists (full ones first), and the mask_mod and the Nk bound are
-// applied in the branch of partial tiles only. The module also holds the
-// two entries that build the block mask from the same mask_mod.
+// applied in the branch of partial tiles only. CTA x takes the query block
+// at place x of its mask row's grid order (longest key-block list first).
+// The module also holds the three entries that build the block mask from
+// the same mask_mod.
 
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document
 // The tile level: a listed tile past the full ones takes the masked path of an
@@ -34,6 +36,26 @@
 // TILE: attn_gpu.online_softmax
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %[[MASK:arg26]]: !llvm.ptr<1>, %[[HEADS:arg27]]: i32, %[[DOC:arg28]]: !llvm.ptr<1>, %arg29: i32, %arg30: i32)
+// The query block: kv_order[row, x] (row = batch · mask_heads + head mod
+// mask_heads), clamped into [0, NQB).
+// CHECK: %[[X:.+]] = gpu.block_id  x
+// CHECK: %[[Y:.+]] = gpu.block_id  y
+// CHECK: %[[Z:.+]] = gpu.block_id  z
+// CHECK: %[[NQB:.+]] = arith.divui %{{.+}}, %c128{{.*}} : index
+// CHECK: %[[HMOD:.+]] = arith.remui %[[Y]], %[[MH:.+]] : index
+// CHECK: %[[ROW0:.+]] = arith.muli %[[Z]], %[[MH]] : index
+// CHECK: %[[ROW:.+]] = arith.addi %[[ROW0]], %[[HMOD]] : index
+// CHECK: %[[LINE0:.+]] = arith.muli %[[ROW]], %[[NQB]] : index
+// CHECK: %[[LINE:.+]] = arith.addi %[[LINE0]], %[[X]] : index
+// CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[LINE]] : index
+// CHECK: %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
+// CHECK: %[[ORDP:.+]] = llvm.getelementptr %[[MASK]][%[[AT64]]]
+// CHECK: %[[ORD:.+]] = llvm.load %[[ORDP]] invariant
+// CHECK: %[[ORD0:.+]] = arith.maxsi %[[ORD]], %{{.+}} : i32
+// CHECK: %[[ORDI:.+]] = arith.index_castui %[[ORD0]] : i32 to index
+// CHECK: %[[LAST:.+]] = arith.subi %[[NQB]], %c1 : index
+// CHECK: %[[QB:.+]] = arith.minsi %[[ORDI]], %[[LAST]] : index
+// CHECK: arith.muli %[[QB]], %c128{{.*}} : index
 // The tile's counts: full_kv_count, then kv_count, clamped.
 // CHECK: llvm.getelementptr %[[MASK]][%{{.+}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
 // CHECK: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
@@ -64,6 +86,32 @@
 // CHECK-SAME: known_block_size = array<i32: 32, 1, 1>
 // CHECK: nvvm.vote.sync ballot
 // CHECK: llvm.intr.ctpop
+// fa_block_order: CTA (0 query blocks / 1 key blocks, row); thread t ranks
+// lines t, t + 128, ... by count + full count against every line of the row
+// (greater first, ties by index) and stores the line at its rank.
+// CHECK: gpu.func @fa_block_order_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: %[[TID:.+]] = gpu.thread_id  x
+// CHECK: %[[KEYS:.+]] = arith.cmpi slt, %c0{{.*}}, %block_id_x : index
+// CHECK: %[[LINES:.+]] = arith.select %[[KEYS]]
+// CHECK: scf.for %[[MINE:.+]] = %[[TID]] to %[[LINES]] step %c128
+// CHECK-COUNT-2: llvm.load %{{.+}} invariant
+// CHECK: %[[OWN:.+]] = arith.addi %{{.+}}, %{{.+}} : i32
+// CHECK: %[[RANK:.+]] = scf.for %[[OTHER:.+]] = %c0{{.*}} to %[[LINES]] step %c1{{.*}} iter_args(%[[R:.+]] = %c0{{.*}}) -> (index)
+// CHECK-COUNT-2: llvm.load %{{.+}} invariant
+// CHECK: %[[THEIRS:.+]] = arith.addi %{{.+}}, %{{.+}} : i32
+// CHECK: %[[BELOW:.+]] = arith.cmpi slt, %[[OTHER]], %[[MINE]] : index
+// CHECK: %[[TIE:.+]] = arith.cmpi eq, %[[THEIRS]], %[[OWN]] : i32
+// CHECK: %[[TIEB:.+]] = arith.andi %[[TIE]], %[[BELOW]] : i1
+// CHECK: %[[MORE:.+]] = arith.cmpi sgt, %[[THEIRS]], %[[OWN]] : i32
+// CHECK: %[[BEFORE:.+]] = arith.ori %[[MORE]], %[[TIEB]] : i1
+// CHECK: %[[NEXT:.+]] = arith.addi %[[R]], %c1{{.*}} : index
+// CHECK: arith.select %[[BEFORE]], %[[NEXT]], %[[R]] : index
+// CHECK: %[[LINE32:.+]] = arith.index_castui %[[MINE]] : index to i32
+// CHECK: %[[SLOT:.+]] = arith.addi %{{.+}}, %[[RANK]] : index
+// CHECK: %[[SLOT64:.+]] = arith.index_cast %[[SLOT]] : index to i64
+// CHECK: %[[P:.+]] = llvm.getelementptr %{{.+}}[%[[SLOT64]]]
+// CHECK: llvm.store %[[LINE32]], %[[P]]
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 // PTX: .entry fa_fwd_fwd_bf16_d128
