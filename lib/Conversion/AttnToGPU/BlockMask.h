@@ -17,9 +17,10 @@
 //   [R, NQB], q_order [R, NKB].
 // The q lists (per key block, ascending query blocks) are the transposed
 // structure a backward walks. The orders list a row's query blocks (key
-// blocks) by decreasing length of their lists, ties ascending: CTA x of a
-// block-sparse forward (backward) takes block order[x], so the longest
-// walks start first and the short ones fill the grid's tail.
+// blocks) by decreasing length of their lists, ties ascending: a
+// block-sparse forward's (backward's) CTAs take the blocks in that order,
+// every head's first (BlockMaskLine::gridPlace), so the longest walks start
+// first and the short ones fill the grid's tail.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,6 +77,14 @@ struct BlockMaskLine {
                             function_ref<Value()> head, Value block,
                             bool transposed,
                             BlockMaskLayout *layout = nullptr);
+
+  /// A block-sparse grid (blocks, heads, batch) read rank-major: CTA (x, y)
+  /// is l = y · gridDim.x + x, and takes place l / heads of the grid order
+  /// for head l mod heads. So every head's longest walks start first (the
+  /// heads share one mask row or each has its own), not one head's after
+  /// another's (the last head's long walks would be the grid's tail).
+  /// Returns (place, head).
+  static std::pair<Value, Value> gridPlace(KernelBuilder &kb, Value heads);
 
   /// The block CTA `rank` of a grid over query blocks (with `transposed`,
   /// key blocks) takes: entry `rank` of its row's order, clamped into the

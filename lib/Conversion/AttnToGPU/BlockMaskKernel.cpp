@@ -102,6 +102,17 @@ BlockMaskLine BlockMaskLine::walk(KernelBuilder &kb, Value mask,
               kb.add(kb.mul(row, l.queryBlocks), block), l.keyBlocks);
 }
 
+std::pair<Value, Value> BlockMaskLine::gridPlace(KernelBuilder &kb,
+                                                 Value heads) {
+  OpBuilder &b = kb.b;
+  Value x = gpu::BlockIdOp::create(b, kb.loc, gpu::Dimension::x);
+  Value y = gpu::BlockIdOp::create(b, kb.loc, gpu::Dimension::y);
+  Value l = kb.add(
+      kb.mul(y, gpu::GridDimOp::create(b, kb.loc, gpu::Dimension::x)), x);
+  return {arith::DivUIOp::create(b, kb.loc, l, heads),
+          arith::RemUIOp::create(b, kb.loc, l, heads)};
+}
+
 Value BlockMaskLine::orderedBlock(KernelBuilder &kb, Value mask,
                                   Value batches, Value maskHeads, Value nq,
                                   Value nk, Value batch, Value head,

@@ -28,22 +28,27 @@ void HopperBackward::setupKeyBlock() {
   kvHeads = kb.toIndex(param(11));
   nq = kb.toIndex(param(12));
   nk = kb.toIndex(param(13));
-  keyBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  // Deterministic: block x takes key block Nk/128 − 1 − x, so the blocks a
-  // tile's reduction waits for (the higher key blocks) start first
-  // (emitDQReductions).
-  if (plan.deterministic)
-    keyBlock = kb.sub(kb.sub(kb.ceilDiv(nk, plan.blockKV), kb.idx(1)),
-                      keyBlock);
-  kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value place; // block-sparse: the place in the grid order
+  if (plan.blockSparse) {
+    std::tie(place, kvHead) = BlockMaskLine::gridPlace(kb, kvHeads);
+  } else {
+    keyBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    // Deterministic: block x takes key block Nk/128 − 1 − x, so the blocks
+    // a tile's reduction waits for (the higher key blocks) start first
+    // (emitDQReductions).
+    if (plan.deterministic)
+      keyBlock = kb.sub(kb.sub(kb.ceilDiv(nk, plan.blockKV), kb.idx(1)),
+                        keyBlock);
+    kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  }
   batch = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   headsPerKvHead = arith::DivUIOp::create(b, loc, heads, kvHeads);
-  // Block-sparse: the longest query-block walks first, in the mask row of
-  // the group's first head (setupListedQueryTiles).
+  // Block-sparse: the longest query-block walks first, every key head's,
+  // in the mask row of the group's first head (setupListedQueryTiles).
   if (plan.blockSparse)
     keyBlock = BlockMaskLine::orderedBlock(
         kb, blockMask, kb.toIndex(param(9)), maskHeads, nq, nk, batch,
-        kb.mul(kvHead, headsPerKvHead), keyBlock, /*transposed=*/true);
+        kb.mul(kvHead, headsPerKvHead), place, /*transposed=*/true);
   keyBegin = kb.mul(keyBlock, plan.blockKV);
 }
 

@@ -278,10 +278,15 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   if (!plan.persistent) {
     tileIter = ringBase = kb.idx(0);
     ringBase32 = kb.c32(0);
-    Value qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-    Value batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+    Value qBlock, headIdx;
     if (plan.blockSparse) // the longest key-block walks first
+      std::tie(qBlock, headIdx) = BlockMaskLine::gridPlace(kb, heads);
+    else {
+      qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+      headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    }
+    Value batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+    if (plan.blockSparse)
       qBlock = BlockMaskLine::orderedBlock(kb, blockMask, batches, maskHeads,
                                            nq, nk, batchIdx, headIdx, qBlock,
                                            /*transposed=*/false);

@@ -33,11 +33,21 @@
 // CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document
 // CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %[[MASK:arg37]]: !llvm.ptr<1>, %[[HEADS:arg38]]: i32, %[[DOC:arg39]]: !llvm.ptr<1>, %arg40: i32, %arg41: i32)
-// The key block: q_order[row, x] of the group's first head's row, clamped
-// into [0, NKB) before anything reads it.
+// The key block: CTA (x, y) is l = y·NKB + x, key head l mod Hkv, and takes
+// q_order[row, l / Hkv] of the group's first head's row, clamped into
+// [0, NKB) before anything reads it.
+// CHECK: %[[HKV:.+]] = arith.index_castui %arg11 : i32 to index
 // CHECK: %[[X:.+]] = gpu.block_id  x
-// CHECK-NOT: arith.muli %[[X]]
-// CHECK: %[[LINE:.+]] = arith.addi %{{.+}}, %[[X]] : index
+// CHECK: %[[Y:.+]] = gpu.block_id  y
+// CHECK: %[[GX:.+]] = gpu.grid_dim  x
+// CHECK: %[[L0:.+]] = arith.muli %[[Y]], %[[GX]] : index
+// CHECK: %[[L:.+]] = arith.addi %[[L0]], %[[X]] : index
+// CHECK: %[[PLACE:.+]] = arith.divui %[[L]], %[[HKV]] : index
+// CHECK: %[[KVH:.+]] = arith.remui %[[L]], %[[HKV]] : index
+// CHECK-NOT: gpu.block_id  x
+// CHECK: %[[FIRST:.+]] = arith.muli %[[KVH]], %{{.+}} : index
+// CHECK: arith.remui %[[FIRST]], %{{.+}} : index
+// CHECK: %[[LINE:.+]] = arith.addi %{{.+}}, %[[PLACE]] : index
 // CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[LINE]] : index
 // CHECK: %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
 // CHECK: %[[ORDP:.+]] = llvm.getelementptr %[[MASK]][%[[AT64]]]

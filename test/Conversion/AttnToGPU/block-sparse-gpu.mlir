@@ -11,8 +11,9 @@
 // arg27), before the mask_mod's tensor; its key loop runs from 0 to the
 // query block's full + partial count, each iteration's key tile read from
 // the lists (full ones first), and the mask_mod and the Nk bound are
-// applied in the branch of partial tiles only. CTA x takes the query block
-// at place x of its mask row's grid order (longest key-block list first).
+// applied in the branch of partial tiles only. CTA (x, y) is l = y·NQB + x
+// and takes the query block at place l / H of head l mod H's mask row's grid
+// order (longest key-block list first, every head's in turn).
 // The module also holds the three entries that build the block mask from
 // the same mask_mod.
 
@@ -36,17 +37,22 @@
 // TILE: attn_gpu.online_softmax
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq128_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %[[MASK:arg26]]: !llvm.ptr<1>, %[[HEADS:arg27]]: i32, %[[DOC:arg28]]: !llvm.ptr<1>, %arg29: i32, %arg30: i32)
-// The query block: kv_order[row, x] (row = batch · mask_heads + head mod
+// The query block: kv_order[row, place] (row = batch · mask_heads + head mod
 // mask_heads), clamped into [0, NQB).
 // CHECK: %[[X:.+]] = gpu.block_id  x
 // CHECK: %[[Y:.+]] = gpu.block_id  y
+// CHECK: %[[GX:.+]] = gpu.grid_dim  x
+// CHECK: %[[L0:.+]] = arith.muli %[[Y]], %[[GX]] : index
+// CHECK: %[[L:.+]] = arith.addi %[[L0]], %[[X]] : index
+// CHECK: %[[PLACE:.+]] = arith.divui %[[L]], %[[H:.+]] : index
+// CHECK: %[[HEAD:.+]] = arith.remui %[[L]], %[[H]] : index
 // CHECK: %[[Z:.+]] = gpu.block_id  z
 // CHECK: %[[NQB:.+]] = arith.divui %{{.+}}, %c128{{.*}} : index
-// CHECK: %[[HMOD:.+]] = arith.remui %[[Y]], %[[MH:.+]] : index
+// CHECK: %[[HMOD:.+]] = arith.remui %[[HEAD]], %[[MH:.+]] : index
 // CHECK: %[[ROW0:.+]] = arith.muli %[[Z]], %[[MH]] : index
 // CHECK: %[[ROW:.+]] = arith.addi %[[ROW0]], %[[HMOD]] : index
 // CHECK: %[[LINE0:.+]] = arith.muli %[[ROW]], %[[NQB]] : index
-// CHECK: %[[LINE:.+]] = arith.addi %[[LINE0]], %[[X]] : index
+// CHECK: %[[LINE:.+]] = arith.addi %[[LINE0]], %[[PLACE]] : index
 // CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[LINE]] : index
 // CHECK: %[[AT64:.+]] = arith.index_cast %[[AT]] : index to i64
 // CHECK: %[[ORDP:.+]] = llvm.getelementptr %[[MASK]][%[[AT64]]]
