@@ -103,14 +103,23 @@ BlockMaskLine BlockMaskLine::walk(KernelBuilder &kb, Value mask,
 }
 
 std::pair<Value, Value> BlockMaskLine::gridPlace(KernelBuilder &kb,
-                                                 Value heads) {
+                                                 Value heads,
+                                                 int64_t groupHeads) {
   OpBuilder &b = kb.b;
-  Value x = gpu::BlockIdOp::create(b, kb.loc, gpu::Dimension::x);
-  Value y = gpu::BlockIdOp::create(b, kb.loc, gpu::Dimension::y);
-  Value l = kb.add(
-      kb.mul(y, gpu::GridDimOp::create(b, kb.loc, gpu::Dimension::x)), x);
-  return {arith::DivUIOp::create(b, kb.loc, l, heads),
-          arith::RemUIOp::create(b, kb.loc, l, heads)};
+  Location loc = kb.loc;
+  Value x = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value y = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value blocks = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+  Value l = kb.add(kb.mul(y, blocks), x);
+  // Group g holds heads [g·G, g·G + n), n = min(G, heads − g·G), and its
+  // blocks · n CTAs from l = g · blocks · G on.
+  Value span = kb.mul(blocks, kb.idx(groupHeads));
+  Value group = arith::DivUIOp::create(b, loc, l, span);
+  Value inGroup = kb.sub(l, kb.mul(group, span));
+  Value first = kb.mul(group, kb.idx(groupHeads));
+  Value n = kb.minsi(kb.idx(groupHeads), kb.sub(heads, first));
+  return {arith::DivUIOp::create(b, loc, inGroup, n),
+          kb.add(first, arith::RemUIOp::create(b, loc, inGroup, n))};
 }
 
 Value BlockMaskLine::orderedBlock(KernelBuilder &kb, Value mask,

@@ -30,7 +30,8 @@ void HopperBackward::setupKeyBlock() {
   nk = kb.toIndex(param(13));
   Value place; // block-sparse: the place in the grid order
   if (plan.blockSparse) {
-    std::tie(place, kvHead) = BlockMaskLine::gridPlace(kb, kvHeads);
+    std::tie(place, kvHead) =
+        BlockMaskLine::gridPlace(kb, kvHeads, kBackwardOrderHeads);
   } else {
     keyBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     // Deterministic: block x takes key block Nk/128 − 1 − x, so the blocks

@@ -280,7 +280,8 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
     ringBase32 = kb.c32(0);
     Value qBlock, headIdx;
     if (plan.blockSparse) // the longest key-block walks first
-      std::tie(qBlock, headIdx) = BlockMaskLine::gridPlace(kb, heads);
+      std::tie(qBlock, headIdx) =
+          BlockMaskLine::gridPlace(kb, heads, kForwardOrderHeads);
     else {
       qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
       headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);

@@ -33,8 +33,9 @@
 // CHECK-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document
 // CHECK: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
 // CHECK-SAME: %[[MASK:arg37]]: !llvm.ptr<1>, %[[HEADS:arg38]]: i32, %[[DOC:arg39]]: !llvm.ptr<1>, %arg40: i32, %arg41: i32)
-// The key block: CTA (x, y) is l = y·NKB + x, key head l mod Hkv, and takes
-// q_order[row, l / Hkv] of the group's first head's row, clamped into
+// The key block: CTA (x, y) is l = y·NKB + x, in a group of 2 key heads
+// (kBackwardOrderHeads) taking their places in turn, and takes
+// q_order[row, place] of the GQA group's first head's row, clamped into
 // [0, NKB) before anything reads it.
 // CHECK: %[[HKV:.+]] = arith.index_castui %arg11 : i32 to index
 // CHECK: %[[X:.+]] = gpu.block_id  x
@@ -42,8 +43,15 @@
 // CHECK: %[[GX:.+]] = gpu.grid_dim  x
 // CHECK: %[[L0:.+]] = arith.muli %[[Y]], %[[GX]] : index
 // CHECK: %[[L:.+]] = arith.addi %[[L0]], %[[X]] : index
-// CHECK: %[[PLACE:.+]] = arith.divui %[[L]], %[[HKV]] : index
-// CHECK: %[[KVH:.+]] = arith.remui %[[L]], %[[HKV]] : index
+// CHECK: %[[SPAN:.+]] = arith.muli %[[GX]], %c2{{.*}} : index
+// CHECK: %[[G:.+]] = arith.divui %[[L]], %[[SPAN]] : index
+// CHECK: %[[R:.+]] = arith.subi %[[L]], %{{.+}} : index
+// CHECK: %[[FIRST:.+]] = arith.muli %[[G]], %c2{{.*}} : index
+// CHECK: %[[LEFT:.+]] = arith.subi %[[HKV]], %[[FIRST]] : index
+// CHECK: %[[N:.+]] = arith.minsi %c2{{.*}}, %[[LEFT]] : index
+// CHECK: %[[PLACE:.+]] = arith.divui %[[R]], %[[N]] : index
+// CHECK: %[[HOFF:.+]] = arith.remui %[[R]], %[[N]] : index
+// CHECK: %[[KVH:.+]] = arith.addi %[[FIRST]], %[[HOFF]] : index
 // CHECK-NOT: gpu.block_id  x
 // CHECK: %[[FIRST:.+]] = arith.muli %[[KVH]], %{{.+}} : index
 // CHECK: arith.remui %[[FIRST]], %{{.+}} : index

@@ -11,9 +11,11 @@
 // arg27), before the mask_mod's tensor; its key loop runs from 0 to the
 // query block's full + partial count, each iteration's key tile read from
 // the lists (full ones first), and the mask_mod and the Nk bound are
-// applied in the branch of partial tiles only. CTA (x, y) is l = y·NQB + x
-// and takes the query block at place l / H of head l mod H's mask row's grid
-// order (longest key-block list first, every head's in turn).
+// applied in the branch of partial tiles only. CTA (x, y) is l = y·NQB + x,
+// in group g = l / (4·NQB) of 4 heads (kForwardOrderHeads), and takes the
+// query block at place r / n of head 4g + r mod n (r = l − g·4·NQB, n = min(4,
+// H − 4g)) in the head's mask row's grid order (longest key-block list
+// first, the group's heads in turn).
 // The module also holds the three entries that build the block mask from
 // the same mask_mod.
 
@@ -44,8 +46,16 @@
 // CHECK: %[[GX:.+]] = gpu.grid_dim  x
 // CHECK: %[[L0:.+]] = arith.muli %[[Y]], %[[GX]] : index
 // CHECK: %[[L:.+]] = arith.addi %[[L0]], %[[X]] : index
-// CHECK: %[[PLACE:.+]] = arith.divui %[[L]], %[[H:.+]] : index
-// CHECK: %[[HEAD:.+]] = arith.remui %[[L]], %[[H]] : index
+// CHECK: %[[SPAN:.+]] = arith.muli %[[GX]], %c4{{.*}} : index
+// CHECK: %[[G:.+]] = arith.divui %[[L]], %[[SPAN]] : index
+// CHECK: %[[G0:.+]] = arith.muli %[[G]], %[[SPAN]] : index
+// CHECK: %[[R:.+]] = arith.subi %[[L]], %[[G0]] : index
+// CHECK: %[[FIRST:.+]] = arith.muli %[[G]], %c4{{.*}} : index
+// CHECK: %[[LEFT:.+]] = arith.subi %{{.+}}, %[[FIRST]] : index
+// CHECK: %[[N:.+]] = arith.minsi %c4{{.*}}, %[[LEFT]] : index
+// CHECK: %[[PLACE:.+]] = arith.divui %[[R]], %[[N]] : index
+// CHECK: %[[HOFF:.+]] = arith.remui %[[R]], %[[N]] : index
+// CHECK: %[[HEAD:.+]] = arith.addi %[[FIRST]], %[[HOFF]] : index
 // CHECK: %[[Z:.+]] = gpu.block_id  z
 // CHECK: %[[NQB:.+]] = arith.divui %{{.+}}, %c128{{.*}} : index
 // CHECK: %[[HMOD:.+]] = arith.remui %[[HEAD]], %[[MH:.+]] : index
