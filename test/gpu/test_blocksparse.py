@@ -2,8 +2,7 @@
 """Differential tests of block-sparse forwards (docs/ABI.md "Block sparsity")
 on the GPU through the runtime: fa.block_mask builds the block mask from the
 kernel's mask_mod on the GPU; the test checks its counts, index lists and
-grid orders
-against a classification computed here from the mask itself, then runs
+grid orders against a classification computed here from the mask itself, then runs
 fa.forward_into(block_mask=) and fa.backward_into(block_mask=) (the mask_mod
 backward) against float64 under the flash-attn rule (test_attention.py's
 references and judge). Masks: documents of random lengths (1-8 per row), the
