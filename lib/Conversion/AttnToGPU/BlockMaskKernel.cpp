@@ -597,24 +597,38 @@ static void emitClassLine(KernelBuilder &kb, Value mask, const ClassLine &line) 
   storeBlockMaskWord(kb, mask, line.fullCount, steps.getResult(1));
 }
 
+/// An entry that reads only the block mask (fa_block_lists, fa_block_order):
+/// `name` with kb.plan's threads and the parameters (block_mask, batch,
+/// mask_heads, nq, nk), its thread ids set up; returns its entry block, the
+/// buffer and the buffer's layout.
+struct ListEntry {
+  Block *entry;
+  Value mask;
+  BlockMaskLayout layout;
+};
+static ListEntry beginListEntry(KernelBuilder &kb, gpu::GPUModuleOp module,
+                                const std::string &name) {
+  KernelParams params =
+      blockMaskParams(kb.b.getContext(), kb.plan, /*withModArgs=*/false);
+  auto func = createKernelFunc(kb.b, kb.loc, module, name, params, kb.plan,
+                               /*sharedBytes=*/0);
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  kb.setupThreadIds();
+  Value rows = kb.mul(kb.toIndex(arg(1)), kb.toIndex(arg(2)));
+  return {&entry, arg(0),
+          BlockMaskLayout::get(kb, rows, kb.toIndex(arg(3)),
+                               kb.toIndex(arg(4)))};
+}
+
 /// fa_block_lists: CTA (line, row z); lines [0, NQB) are query blocks (their
 /// key-block lists), [NQB, NQB + NKB) key blocks (their query-block lists).
 static void buildListsKernel(OpBuilder &b, Location loc,
                              gpu::GPUModuleOp module, const KernelPlan &plan) {
   KernelPlan warpPlan = plan;
   warpPlan.warps = kBlockListsThreads / 32;
-  KernelParams params =
-      blockMaskParams(b.getContext(), plan, /*withModArgs=*/false);
-  auto func = createKernelFunc(b, loc, module, "fa_block_lists_" + plan.tag(),
-                               params, warpPlan, /*sharedBytes=*/0);
-  Block &entry = func.getBody().front();
-  auto arg = [&](unsigned i) { return entry.getArgument(i); };
   KernelBuilder kb(b, loc, warpPlan);
-  kb.setupThreadIds();
-  Value mask = arg(0);
-  Value rows = kb.mul(kb.toIndex(arg(1)), kb.toIndex(arg(2)));
-  BlockMaskLayout l =
-      BlockMaskLayout::get(kb, rows, kb.toIndex(arg(3)), kb.toIndex(arg(4)));
+  auto [entry, mask, l] = beginListEntry(kb, module, "fa_block_lists_" + plan.tag());
   Value lineIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   auto isQuery = scf::IfOp::create(b, loc, kb.lt(lineIdx, l.queryBlocks),
@@ -641,7 +655,7 @@ static void buildListsKernel(OpBuilder &b, Location loc,
                    kb.add(l.qIndex, firstKey), kb.add(l.fullQIndex, firstKey),
                    kb.add(l.qCount, atKey), kb.add(l.fullQCount, atKey)});
   }
-  b.setInsertionPointToEnd(&entry);
+  b.setInsertionPointToEnd(entry);
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -656,18 +670,8 @@ static void buildOrderKernel(OpBuilder &b, Location loc,
                              gpu::GPUModuleOp module, const KernelPlan &plan) {
   KernelPlan ctaPlan = plan;
   ctaPlan.warps = kBlockOrderThreads / 32;
-  KernelParams params =
-      blockMaskParams(b.getContext(), plan, /*withModArgs=*/false);
-  auto func = createKernelFunc(b, loc, module, "fa_block_order_" + plan.tag(),
-                               params, ctaPlan, /*sharedBytes=*/0);
-  Block &entry = func.getBody().front();
-  auto arg = [&](unsigned i) { return entry.getArgument(i); };
   KernelBuilder kb(b, loc, ctaPlan);
-  kb.setupThreadIds();
-  Value mask = arg(0);
-  Value rows = kb.mul(kb.toIndex(arg(1)), kb.toIndex(arg(2)));
-  BlockMaskLayout l =
-      BlockMaskLayout::get(kb, rows, kb.toIndex(arg(3)), kb.toIndex(arg(4)));
+  auto [entry, mask, l] = beginListEntry(kb, module, "fa_block_order_" + plan.tag());
   Value keys = kb.lt(kb.idx(0), gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value lines = kb.select(keys, l.keyBlocks, l.queryBlocks);
@@ -704,7 +708,7 @@ static void buildOrderKernel(OpBuilder &b, Location loc,
                          ValueRange{kb.select(before, kb.add(rank, kb.idx(1)), rank)});
   }
   storeBlockMaskWord(kb, mask, kb.add(order, others.getResult(0)), kb.toI32(line));
-  b.setInsertionPointToEnd(&entry);
+  b.setInsertionPointToEnd(entry);
   gpu::ReturnOp::create(b, loc);
 }
 

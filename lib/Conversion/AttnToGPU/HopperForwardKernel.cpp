@@ -278,19 +278,20 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   if (!plan.persistent) {
     tileIter = ringBase = kb.idx(0);
     ringBase32 = kb.c32(0);
-    Value qBlock, headIdx;
-    if (plan.blockSparse) // the longest key-block walks first
-      std::tie(qBlock, headIdx) =
+    Value qBlock, headIdx, batchIdx;
+    if (plan.blockSparse) { // the longest key-block walks first
+      Value place;
+      std::tie(place, headIdx) =
           BlockMaskLine::gridPlace(kb, heads, kForwardOrderHeads);
-    else {
+      batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+      qBlock = BlockMaskLine::orderedBlock(kb, blockMask, batches, maskHeads,
+                                           nq, nk, batchIdx, headIdx, place,
+                                           /*transposed=*/false);
+    } else {
       qBlock = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
       headIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+      batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
     }
-    Value batchIdx = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
-    if (plan.blockSparse)
-      qBlock = BlockMaskLine::orderedBlock(kb, blockMask, batches, maskHeads,
-                                           nq, nk, batchIdx, headIdx, qBlock,
-                                           /*transposed=*/false);
     if (plan.varlen) // (plans refuse a persistent varlen grid)
       setSequence(batchIdx);
     setTile(qBlock, headIdx, batchIdx);
