@@ -33,8 +33,10 @@ import fa  # noqa: E402
 from bench import graph_us, time_interleaved  # noqa: E402
 
 
-def document_ids(n, docs, rng, dev):
-    cuts = sorted(rng.sample(range(1, n), docs - 1))
+def document_ids(n, docs, rng, dev, align=1):
+    # align > 1: documents start at multiples of align (no partial blocks
+    # when align is the block size).
+    cuts = sorted(align * c for c in rng.sample(range(1, -(-n // align)), docs - 1))
     ids = torch.zeros(n, dtype=torch.int32)
     for c in cuts:
         ids[c:] += 1
@@ -49,6 +51,8 @@ def main():
     ap.add_argument("--docs", type=int, default=8)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--align", type=int, default=1,
+                    help="documents start at multiples of this (128: no partial blocks)")
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=BUNDLE",
                     help="A/B: the block-sparse forward and backward of another bundle, "
@@ -58,7 +62,7 @@ def main():
     bundle = fa.load(args.bundle, args.lib, jit=False)
     n, h, d, b = args.tokens, args.heads, 128, 1
     rng = random.Random(args.seed)
-    doc = document_ids(n, args.docs, rng, dev)
+    doc = document_ids(n, args.docs, rng, dev, args.align)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     q, k, v, do = (torch.randn(b, h, n, d, generator=gen, device=dev, dtype=torch.bfloat16)
                    for _ in range(4))

@@ -654,11 +654,10 @@ void parseBlockSparse(const json &k, const json &entries, KernelConfig &c,
     return;
   const bool bwd = c.direction == FA_DIRECTION_BWD;
   if (c.mma != FA_MMA_WGMMA || c.maskMod.empty() || c.splitKv || c.packGqa ||
-      c.fwd.persistent || !c.strided() || (bwd && c.deterministic))
+      !c.strided() || (bwd && c.deterministic))
     bad(where, "field 'block_sparse' is true, but only strided wgmma "
-               "forwards with a mask_mod and one CTA per tile, and strided "
-               "non-deterministic wgmma backwards with a mask_mod, are "
-               "block-sparse");
+               "forwards with a mask_mod, and strided non-deterministic wgmma "
+               "backwards with a mask_mod, are block-sparse");
   c.blockMask = parseEntry(entries, "block_mask", where);
   c.blockLists = parseEntry(entries, "block_lists", where);
   if (entries.contains("block_order")) // bundle version 23

@@ -943,7 +943,10 @@ TEST(MaskMod, OlderBundleVersionsAndBadNamesAreRejected) {
 
 /// The block-sparse document-mask forward as fa-aot writes it (bundle
 /// version 23: with its block_order entry; `order` false: as before).
-std::string blockSparseJson(bool order) {
+/// A block-sparse d128 forward (its fwd entry on a persistent grid with
+/// `persistent`: the tile counter after the maps moves every later
+/// parameter by one).
+std::string blockSparseJson(bool order, bool persistent = false) {
   std::string tag = "bs";
   std::vector<MapJson> maps = {
       {"q", "11", R"(["head_dim", "nq", "heads", "batch"])", "[64, 128, 1, 1]"},
@@ -956,17 +959,39 @@ std::string blockSparseJson(bool order) {
            R"(_bs", "threads": )" + std::to_string(threads) +
            R"(, "shared_bytes": 0})";
   };
-  std::string entries = R"({"fwd": {"name": "fa_fwd_bs", "threads": 384,
-      "shared_bytes": 163840}, )" +
-                        entry("block_mask", 32) + ", " +
-                        entry("block_lists", 32) +
-                        (order ? ", " + entry("block_order", 128) : "") + "}";
+  std::string entries =
+      std::string(R"({"fwd": {"name": "fa_fwd_bs", "threads": 384,
+      "shared_bytes": 163840)") +
+      (persistent ? R"(, "grid": "persistent"}, )" : "}, ") +
+      entry("block_mask", 32) + ", " + entry("block_lists", 32) +
+      (order ? ", " + entry("block_order", 128) : "") + "}";
+  const int shift = persistent ? 1 : 0;
   return wgmmaJson(tag, "bf16", 128, "none", true, maps,
-                   R"(, "entries": )" + entries +
-                       R"(, "stride_param": 14, "mask_mod": "document",
+                   R"(, "entries": )" + entries + R"(, "stride_param": )" +
+                       std::to_string(14 + shift) +
+                       R"(, "mask_mod": "document",
                           "mod_args": [{"dtype": "i32", "rank": 2}],
-                          "mod_arg_param": 28, "block_sparse": true,
-                          "block_mask_param": 26)");
+                          "mod_arg_param": )" +
+                       std::to_string(28 + shift) +
+                       R"(, "block_sparse": true, "block_mask_param": )" +
+                       std::to_string(26 + shift));
+}
+
+TEST(BlockSparse, PersistentForwardLoads) {
+  // A persistent block-sparse forward: its tile counter comes after the
+  // maps, the strides, block mask and mod_args one parameter later.
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("block_sparse_persistent",
+                     manifest({blockSparseJson(true, true)}, "23"), &b),
+            FA_SUCCESS)
+      << lastError();
+  uint64_t bytes = 0;
+  EXPECT_EQ(
+      fa_block_mask_bytes(fa_bundle_kernel_at(b, 0), 2, 1, 300, 1000, &bytes),
+      FA_SUCCESS)
+      << lastError();
+  EXPECT_EQ(bytes, 4u * 306);
+  fa_bundle_free(b);
 }
 
 TEST(BlockSparse, OrderSizesTheMask) {

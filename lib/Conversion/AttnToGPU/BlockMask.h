@@ -88,6 +88,11 @@ struct BlockMaskLine {
   /// share the L2 at once. Returns (place, head).
   static std::pair<Value, Value> gridPlace(KernelBuilder &kb, Value heads,
                                            int64_t groupHeads);
+  /// gridPlace's (place, head) of the l-th CTA (or persistent tile) of a
+  /// batch over `blocks` places of each of `heads` heads.
+  static std::pair<Value, Value> placeOf(KernelBuilder &kb, Value l,
+                                         Value blocks, Value heads,
+                                         int64_t groupHeads);
 
   /// The block CTA `rank` of a grid over query blocks (with `transposed`,
   /// key blocks) takes: entry `rank` of its row's order, clamped into the

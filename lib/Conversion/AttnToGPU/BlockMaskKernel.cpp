@@ -110,14 +110,23 @@ std::pair<Value, Value> BlockMaskLine::gridPlace(KernelBuilder &kb,
   Value x = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value y = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value blocks = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-  Value l = kb.add(kb.mul(y, blocks), x);
+  return placeOf(kb, kb.add(kb.mul(y, blocks), x), blocks, heads, groupHeads);
+}
+
+std::pair<Value, Value> BlockMaskLine::placeOf(KernelBuilder &kb, Value l,
+                                               Value blocks, Value heads,
+                                               int64_t groupHeads) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
   // Group g holds heads [g·G, g·G + n), n = min(G, heads − g·G), and its
-  // blocks · n CTAs from l = g · blocks · G on.
-  Value span = kb.mul(blocks, kb.idx(groupHeads));
+  // blocks · n CTAs from l = g · blocks · G on. (Index or i32, as l.)
+  Value g = arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(l.getType(), groupHeads));
+  Value span = kb.mul(blocks, g);
   Value group = arith::DivUIOp::create(b, loc, l, span);
   Value inGroup = kb.sub(l, kb.mul(group, span));
-  Value first = kb.mul(group, kb.idx(groupHeads));
-  Value n = kb.minsi(kb.idx(groupHeads), kb.sub(heads, first));
+  Value first = kb.mul(group, g);
+  Value n = kb.minsi(g, kb.sub(heads, first));
   return {arith::DivUIOp::create(b, loc, inGroup, n),
           kb.add(first, arith::RemUIOp::create(b, loc, inGroup, n))};
 }

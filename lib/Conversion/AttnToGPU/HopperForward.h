@@ -39,6 +39,10 @@ constexpr double kLazyRescaleLog2 = 8.0;
 /// i32, to fit) and issues 4-D TMA loads (head and batch coordinates): 24
 /// registers spill there, 32 fit (32·128 + 2·232·128 <= 168·384).
 constexpr int32_t kPersistentProducerRegs = 32;
+/// A persistent block-sparse producer also walks the block mask (its
+/// lists' offsets in 64 bits): 32 or 40 registers spill there (the
+/// document mask's d128 kernel), 48 fit beside consumers of 224.
+constexpr int32_t kPersistentSparseProducerRegs = 48;
 
 /// Byte offsets and wgmma descriptors of the kernel's shared tiles.
 struct HopperSmem {
@@ -46,6 +50,8 @@ struct HopperSmem {
   bool persistent;
   /// fp8: 1-byte elements, and a ring of Vᵀ tiles [Dv][bkv] after V's.
   bool fp8 = false;
+  /// Block-sparse (with persistent): the tile's words carry its walk.
+  bool blockSparse = false;
   /// Bytes of a row of `cols` elements in whole 128 B slab rows (D = 96
   /// in 16 bits: 256).
   int64_t rowBytes(int64_t cols) const {
@@ -63,8 +69,15 @@ struct HopperSmem {
   int64_t vBase() const { return qBytes() + stages * kBytes(); }
   int64_t vtBase() const { return vBase() + stages * vBytes(); }
   int64_t tiles() const { return vtBase() + stages * vtBytes(); }
-  /// A persistent grid's current tile (u32) follows the tiles.
-  int64_t total() const { return tiles() + (persistent ? 16 : 0); }
+  /// A persistent grid's tile words (u32) follow the tiles: the current
+  /// tile; block-sparse, also its query block, key-block count and full
+  /// count (kTileWord*), then the key block of each ring slot.
+  int64_t tileWords() const {
+    return persistent ? (blockSparse ? kSlotKeyBlocks + stages : 1) : 0;
+  }
+  int64_t total() const { return tiles() + llvm::alignTo(4 * tileWords(), 16); }
+  static constexpr int64_t kTileWordQBlock = 1, kTileWordCount = 2,
+                           kTileWordFull = 3, kSlotKeyBlocks = 4;
 };
 
 /// The mbarriers of one CTA, all in one group: Q full, Q empty (persistent
@@ -136,7 +149,8 @@ private:
   // current tile's full-block count and the first element of its full and
   // partial key-block lists (BlockMask.h).
   Value blockMask, maskHeads, fullBlocks;
-  BlockMaskLine keyLine; // the query block's key blocks
+  BlockMaskLine keyLine; // the query block's key blocks (producer)
+  Value tileQBlock;      // the producer's query block (persistent)
   // O in the caller's layout (the strides of fa_fwd's last parameters).
   StridedTensor oT;
   // The sinks parameter (f32 [H]) of a plan with sinks; null otherwise.
@@ -196,6 +210,19 @@ private:
   void setBlockSparseTile(Value qBlock);
   /// Block-sparse: the key tile (index) of ring iteration `it` (index).
   Value listedKeyTile(Value it);
+  /// A persistent block-sparse grid: the producer walks the block mask and
+  /// publishes each tile's walk in the tile words and each ring slot's key
+  /// block beside it, so the consumers hold no list state.
+  bool persistentSparse() const { return plan.persistent && plan.blockSparse; }
+  /// Tile word `word` (i32) of layout.tileWords(); stores `value` (i32).
+  Value tileWord(Value word);
+  void storeTileWord(Value word, Value value);
+  /// Persistent block-sparse consumers: the key tile (index) in ring slot
+  /// `stage`, read after its K full wait; null otherwise.
+  Value slotKeyTile(Value stage);
+  /// Persistent block-sparse: tile t (i32) of `qBlocks` (i32) query blocks a
+  /// (batch, head), in the block mask's grid order (gridPlace's groups).
+  void enterBlockSparseTile(Value t, Value qBlocks);
   /// Varlen: reads sequence `seq`'s rows; nq, nk become its lengths.
   void setSequence(Value seq);
   /// The batch coordinate of the TMA boxes (0 for a packed varlen tensor).

@@ -331,7 +331,9 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   }
   // The consumers take what the producer leaves: 240 registers each for
   // two warpgroups beside FA3's 24, 160 for three (block_q 192).
-  const int32_t producerRegs = fp8()             ? kFp8ProducerRegs
+  const int32_t producerRegs = fp8() ? kFp8ProducerRegs
+                               : persistentSparse()
+                                   ? kPersistentSparseProducerRegs
                                : plan.persistent ? kPersistentProducerRegs
                                                  : kProducerRegs;
   auto roles = ag::WarpSpecializeOp::build(
@@ -362,11 +364,14 @@ void HopperForward::build(gpu::GPUModuleOp module, gpu::GPUFuncOp func,
   gpu::ReturnOp::create(b, loc);
 }
 
+static HopperSmem forwardSmem(const KernelPlan &plan) {
+  return HopperSmem{plan.headDim, plan.headDimV,   plan.blockQ,
+                    plan.blockKV, plan.stages,     plan.persistent,
+                    plan.isFp8(), plan.blockSparse};
+}
+
 int64_t mlir::fa::wgmmaForwardSharedBytes(const KernelPlan &plan) {
-  return HopperSmem{plan.headDim,  plan.headDimV, plan.blockQ,
-                    plan.blockKV,  plan.stages,   plan.persistent,
-                    plan.isFp8()}
-      .total();
+  return forwardSmem(plan).total();
 }
 
 gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
@@ -384,11 +389,6 @@ gpu::GPUFuncOp mlir::fa::buildForwardKernelWgmma(OpBuilder &b, Location loc,
   KernelPlan bound =
       bindWindowParams(b, loc, plan, func.getBody().front(), params);
   KernelBuilder kb(b, loc, bound);
-  HopperForward(kb,
-                HopperSmem{plan.headDim, plan.headDimV, plan.blockQ,
-                           plan.blockKV, plan.stages, plan.persistent,
-                           plan.isFp8()},
-                loops)
-      .build(module, func, params);
+  HopperForward(kb, forwardSmem(plan), loops).build(module, func, params);
   return func;
 }

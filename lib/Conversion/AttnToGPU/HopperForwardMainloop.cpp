@@ -257,9 +257,11 @@ SmallVector<Value> HopperForward::emitFirstKeyTile(const ConsumerState &t,
   Value zero = kb.idx(0), stage0 = ringStage(zero);
   wait(bars.kFull(), stage0, ringParity(zero));
   SmallVector<Value> qk0 = qkDescriptors(t.qRow0Bytes, stage0);
-  Value firstTile = plan.blockSparse ? listedKeyTile(zero)
-                    : ragged         ? kb.sub(jEnd, kb.idx(1))
-                                     : jBegin;
+  Value firstTile = slotKeyTile(stage0);
+  if (!firstTile)
+    firstTile = plan.blockSparse ? listedKeyTile(zero)
+                : ragged         ? kb.sub(jEnd, kb.idx(1))
+                                 : jBegin;
   auto firstWidth = [&](int64_t keys) {
     SmallVector<Value> factors = keyDescales(firstTile, keys);
     turnBegin(t);
@@ -335,6 +337,7 @@ void HopperForward::emitKeyTile(const ConsumerState &t, scf::ForOp loop,
   // descriptor computed inside the issue sequence makes ptxas re-fence and
   // serialise the wgmmas (C7519, C7513).
   wait(bars.kFull(), stage, ringParity(it));
+  Value slotKey = slotKeyTile(stage); // read before K's slot is released
   wait(pvFull(), prevStage, ringParity(prev));
   SmallVector<Value> qk = qkDescriptors(t.qRow0Bytes, stage);
   SmallVector<Value> pv = pvDescriptors(prevStage);
@@ -353,7 +356,7 @@ void HopperForward::emitKeyTile(const ConsumerState &t, scf::ForOp loop,
   turnEnd(t);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1); // S(j) done
   arrive(bars.kEmpty(), stage);
-  Value keyTile = keyTileOf();
+  Value keyTile = slotKey ? slotKey : keyTileOf();
   Value a[2];
   SmallVector<Value> pF32 =
       scoreStep(t, keyTile, /*masked=*/!ragged, s, bkv, st, a, it, factors);

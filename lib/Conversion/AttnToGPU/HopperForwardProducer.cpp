@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HopperForward.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -26,7 +27,11 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
       b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
   qBegin = kb.mul(qBlock, plan.blockQ);
   if (plan.blockSparse) {
-    setBlockSparseTile(qBlock);
+    if (!persistentSparse() || !isConsumer)
+      return setBlockSparseTile(qBlock);
+    jBegin = kb.idx(0);
+    jEnd = kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordCount)));
+    fullBlocks = kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordFull)));
     return;
   }
   // The key blocks of the tiled loop (those that meet this tile's band).
@@ -49,6 +54,54 @@ void HopperForward::setBlockSparseTile(Value qBlock) {
 
 Value HopperForward::listedKeyTile(Value it) {
   return kb.toIndex(keyLine.blockAt(kb, it));
+}
+
+Value HopperForward::tileWord(Value word) {
+  return memref::LoadOp::create(
+      b, loc, tileSlot, ValueRange{kb.add(kb.idx(layout.tiles() / 4), word)});
+}
+
+void HopperForward::storeTileWord(Value word, Value value) {
+  memref::StoreOp::create(b, loc, value, tileSlot,
+                          ValueRange{kb.add(kb.idx(layout.tiles() / 4), word)});
+}
+
+Value HopperForward::slotKeyTile(Value stage) {
+  if (!persistentSparse())
+    return Value();
+  return kb.toIndex(
+      tileWord(kb.add(kb.idx(HopperSmem::kSlotKeyBlocks), stage)));
+}
+
+void HopperForward::enterBlockSparseTile(Value t, Value qBlocks) {
+  // In i32, as the tile counter (a persistent grid has < 2^31 tiles).
+  Value heads32 = kb.toI32(heads);
+  Value perBatch = kb.mul(qBlocks, heads32);
+  Value batch32 = arith::DivUIOp::create(b, loc, t, perBatch);
+  auto [place32, head32] =
+      BlockMaskLine::placeOf(kb, kb.sub(t, kb.mul(batch32, perBatch)), qBlocks,
+                             heads32, kForwardOrderHeads);
+  Value batchIdx = kb.toIndex(batch32), headIdx = kb.toIndex(head32),
+        place = kb.toIndex(place32);
+  // The producer's walk reads the mask's layout from sizes LLVM cannot
+  // hoist out of the tile loop: hoisted, its offsets stay live across
+  // every tile and spill the producer's registers.
+  Value sizes[4] = {batches, maskHeads, nq, nk};
+  if (!isConsumer)
+    for (Value *v : {&batches, &maskHeads, &nq, &nk})
+      *v = kb.opaqueIndex(*v);
+  auto restore = llvm::make_scope_exit([&] {
+    batches = sizes[0], maskHeads = sizes[1], nq = sizes[2], nk = sizes[3];
+  });
+  // The consumers take the query block the producer published.
+  Value qBlock =
+      isConsumer
+          ? kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordQBlock)))
+          : BlockMaskLine::orderedBlock(kb, blockMask, batches, maskHeads, nq,
+                                        nk, batchIdx, headIdx, place,
+                                        /*transposed=*/false);
+  tileQBlock = qBlock;
+  setTile(qBlock, headIdx, batchIdx);
 }
 
 void HopperForward::setSequence(Value seq) {
@@ -87,6 +140,8 @@ void HopperForward::forEachTile(function_ref<void()> body) {
     tileIter = kb.toIndex(k32);
     ringBase = kb.toIndex(g32);
     ringBase32 = g32;
+    if (plan.blockSparse)
+      return enterBlockSparseTile(t, qBlocks);
     Value bh = arith::DivUIOp::create(b, loc, t, qBlocks);
     Value qRev = arith::RemUIOp::create(b, loc, t, qBlocks);
     Value qBlock = arith::SubIOp::create(
@@ -116,6 +171,14 @@ void HopperForward::forEachTile(function_ref<void()> body) {
           enter(args[0], args[1], args[2]);
           publishTile = [&, t = args[0]] {
             memref::StoreOp::create(b, loc, t, tileSlot, ValueRange{slot});
+            if (!plan.blockSparse)
+              return;
+            storeTileWord(kb.idx(HopperSmem::kTileWordQBlock),
+                          kb.toI32(tileQBlock));
+            storeTileWord(kb.idx(HopperSmem::kTileWordCount),
+                          kb.toI32(keyLine.count));
+            storeTileWord(kb.idx(HopperSmem::kTileWordFull),
+                          kb.toI32(keyLine.full));
           };
           body();
           // The last of the `tiles` fetches of a launch (values 0 ..
@@ -205,14 +268,18 @@ void HopperForward::emitProducerTile() {
     Value stage = ring.slot32(kb, it);
     wait(isK ? bars.kEmpty() : bars.vEmpty(), stage,
          ring.emptyParity32(kb, it));
+    Value keyTile = keyTileOf(i);
+    // The slot's key block, released to the consumers by K's arrival.
+    if (isK && persistentSparse())
+      storeTileWord(kb.add(kb.idx(HopperSmem::kSlotKeyBlocks), stage), keyTile);
     int64_t bytes = isK ? layout.kBytes() : layout.vBytes();
-    loadTile(isK ? kMap : vMap, bkv,
-             boxCols(isK ? plan.headDim : plan.headDimV),
-             kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
-             packedRow(seqStartK, kb.toIndex(arith::MulIOp::create(
-                                      b, loc, keyTileOf(i), kb.c32(bkv)))),
-             {kb.toIndex(kvHead32), tmaBatch(kb.toIndex(batch32))},
-             isK ? bars.kFull() : bars.vFull(), stage);
+    loadTile(
+        isK ? kMap : vMap, bkv, boxCols(isK ? plan.headDim : plan.headDimV),
+        kb.add(kb.mul(stage, bytes), isK ? layout.kBase() : layout.vBase()),
+        packedRow(seqStartK, kb.toIndex(arith::MulIOp::create(b, loc, keyTile,
+                                                              kb.c32(bkv)))),
+        {kb.toIndex(kvHead32), tmaBatch(kb.toIndex(batch32))},
+        isK ? bars.kFull() : bars.vFull(), stage);
   };
   auto loadQ = [&] {
     loadTile(qMap, plan.blockQ, boxCols(plan.headDim), kb.idx(0),

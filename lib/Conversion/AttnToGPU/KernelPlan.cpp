@@ -567,10 +567,9 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       return fail("expected mask = none for a block-sparse kernel (the "
                   "mask_mod carries the whole mask), got mask = " +
                   attn::stringifyMaskKind(spec.mask));
-    if (options.grid == "persistent" || options.varlen)
-      return fail(llvm::Twine("expected grid = blocks and a dense batch for "
-                              "a block-sparse kernel, got ") +
-                  (options.varlen ? "a varlen batch" : "grid = persistent"));
+    if (options.varlen)
+      return fail("expected a dense batch for a block-sparse kernel, got a "
+                  "varlen batch");
     plan.blockSparse = true;
   }
   if (options.sinks) {
