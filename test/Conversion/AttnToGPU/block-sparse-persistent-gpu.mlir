@@ -41,15 +41,23 @@
 // CHECK: ^bb0(%[[TILE:.+]]: i32, %{{.+}}: i32, %{{.+}}: i32):
 // CHECK: %[[BATCH:.+]] = arith.divui %[[TILE]], %{{.+}} : i32
 // CHECK: %c4_i32 = arith.constant 4 : i32
-// CHECK: %[[QB:.+]] = memref.load %[[WORDS]][%{{.+}}] : memref<40968xi32, 3>
-// CHECK: %[[COUNT:.+]] = memref.load %[[WORDS]][%{{.+}}] : memref<40968xi32, 3>
-// CHECK: %[[FULL:.+]] = memref.load %[[WORDS]][%{{.+}}] : memref<40968xi32, 3>
+// CHECK: %[[QBAT:.+]] = arith.addi %c40960{{.*}}, %c1{{.*}} : index
+// CHECK-NEXT: memref.load %[[WORDS]][%[[QBAT]]] : memref<40968xi32, 3>
+// CHECK: %[[COUNTAT:.+]] = arith.addi %c40960{{.*}}, %c2{{.*}} : index
+// CHECK-NEXT: %[[COUNTW:.+]] = memref.load %[[WORDS]][%[[COUNTAT]]] : memref<40968xi32, 3>
+// CHECK-NEXT: %[[COUNT:.+]] = arith.index_castui %[[COUNTW]] : i32 to index
+// CHECK: %[[FULLAT:.+]] = arith.addi %c40960{{.*}}, %c3{{.*}} : index
+// CHECK-NEXT: %[[FULLW:.+]] = memref.load %[[WORDS]][%[[FULLAT]]] : memref<40968xi32, 3>
+// CHECK-NEXT: %[[FULL:.+]] = arith.index_castui %[[FULLW]] : i32 to index
+// The key loop runs to the count; tiles below the full count skip the mask.
+// CHECK: arith.cmpi slt, %{{.+}}, %[[COUNT]] : index
 // The steady state reads the slot's key block right after its K full wait.
 // CHECK: nvgpu.mbarrier.try_wait.parity
 // CHECK: %[[KW:.+]] = arith.addi %c4{{.*}}, %{{.+}} : index
 // CHECK-NEXT: %c40960{{.*}} = arith.constant 40960 : index
 // CHECK-NEXT: %[[KAT:.+]] = arith.addi %c40960{{.*}}, %[[KW]] : index
 // CHECK-NEXT: memref.load %[[WORDS]][%[[KAT]]] : memref<40968xi32, 3>
+// CHECK: arith.cmpi slt, %{{.+}}, %[[FULL]] : index
 
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
