@@ -207,7 +207,8 @@ private:
   void setTile(Value qBlock, Value headIdx, Value batchIdx);
   /// Block-sparse: the key loop of query block `qBlock` runs over its full
   /// then its partial key blocks; sets jBegin = 0, jEnd = their count.
-  void setBlockSparseTile(Value qBlock);
+  /// `sizes`: batches, mask heads, nq, nk as the walk reads them.
+  void setBlockSparseTile(Value qBlock, ArrayRef<Value> sizes);
   /// Block-sparse: the key tile (index) of ring iteration `it` (index).
   Value listedKeyTile(Value it);
   /// A persistent block-sparse grid: the producer walks the block mask and

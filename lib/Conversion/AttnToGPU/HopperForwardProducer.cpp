@@ -5,7 +5,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "HopperForward.h"
-#include "llvm/ADT/ScopeExit.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
@@ -27,8 +26,10 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
       b, loc, head, arith::DivUIOp::create(b, loc, heads, kvHeads));
   qBegin = kb.mul(qBlock, plan.blockQ);
   if (plan.blockSparse) {
-    if (!persistentSparse() || !isConsumer)
-      return setBlockSparseTile(qBlock);
+    if (!plan.persistent)
+      return setBlockSparseTile(qBlock, {batches, maskHeads, nq, nk});
+    if (!isConsumer) // enterBlockSparseTile walks the mask
+      return;
     jBegin = kb.idx(0);
     jEnd = kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordCount)));
     fullBlocks = kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordFull)));
@@ -43,10 +44,11 @@ void HopperForward::setTile(Value qBlock, Value headIdx, Value batchIdx) {
   std::tie(jBegin, jEnd) = loops.cloneTileRange(b, in);
 }
 
-void HopperForward::setBlockSparseTile(Value qBlock) {
-  keyLine = BlockMaskLine::walk(kb, blockMask, batches, maskHeads, nq, nk,
-                                batch, [&] { return head; }, qBlock,
-                                /*transposed=*/false);
+void HopperForward::setBlockSparseTile(Value qBlock, ArrayRef<Value> sizes) {
+  keyLine = BlockMaskLine::walk(
+      kb, blockMask, sizes[0], sizes[1], sizes[2], sizes[3], batch,
+      [&] { return head; }, qBlock,
+      /*transposed=*/false);
   fullBlocks = keyLine.full;
   jBegin = kb.idx(0);
   jEnd = keyLine.count;
@@ -86,22 +88,19 @@ void HopperForward::enterBlockSparseTile(Value t, Value qBlocks) {
   // The producer's walk reads the mask's layout from sizes LLVM cannot
   // hoist out of the tile loop: hoisted, its offsets stay live across
   // every tile and spill the producer's registers.
-  Value sizes[4] = {batches, maskHeads, nq, nk};
-  if (!isConsumer)
-    for (Value *v : {&batches, &maskHeads, &nq, &nk})
-      *v = kb.opaqueIndex(*v);
-  auto restore = llvm::make_scope_exit([&] {
-    batches = sizes[0], maskHeads = sizes[1], nq = sizes[2], nk = sizes[3];
-  });
-  // The consumers take the query block the producer published.
-  Value qBlock =
-      isConsumer
-          ? kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordQBlock)))
-          : BlockMaskLine::orderedBlock(kb, blockMask, batches, maskHeads, nq,
-                                        nk, batchIdx, headIdx, place,
-                                        /*transposed=*/false);
-  tileQBlock = qBlock;
-  setTile(qBlock, headIdx, batchIdx);
+  if (isConsumer) { // the query block the producer published
+    setTile(kb.toIndex(tileWord(kb.idx(HopperSmem::kTileWordQBlock))), headIdx,
+            batchIdx);
+    return;
+  }
+  SmallVector<Value> sizes;
+  for (Value v : {batches, maskHeads, nq, nk})
+    sizes.push_back(kb.opaqueIndex(v));
+  tileQBlock = BlockMaskLine::orderedBlock(
+      kb, blockMask, sizes[0], sizes[1], sizes[2], sizes[3], batchIdx, headIdx,
+      place, /*transposed=*/false);
+  setTile(tileQBlock, headIdx, batchIdx);
+  setBlockSparseTile(tileQBlock, sizes);
 }
 
 void HopperForward::setSequence(Value seq) {
