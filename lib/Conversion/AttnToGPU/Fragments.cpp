@@ -141,10 +141,20 @@ Value KernelBuilder::sharedView(gpu::GPUModuleOp module, Type elemType,
                                 int64_t elems) {
   // gpu.dynamic_shared_memory becomes a 1-byte static symbol that can overlap
   // other shared memory; a size-0 public global gives `.extern .shared`.
-  std::string name = "fa_smem_" + std::to_string(elemType.getIntOrFloatBitWidth()) +
+  // One symbol per element type: a view of a second type of the same width
+  // (i32 beside f32) takes the next free name.
+  std::string base = "fa_smem_" +
+                     std::to_string(elemType.getIntOrFloatBitWidth()) +
                      (elemType.isBF16() ? "bf" : "f");
   auto gTy = MemRefType::get({0}, elemType, MemRefLayoutAttrInterface(),
                              b.getI64IntegerAttr(3));
+  std::string name = base;
+  for (int i = 1;; ++i) {
+    auto existing = module.lookupSymbol<memref::GlobalOp>(name);
+    if (!existing || existing.getType() == gTy)
+      break;
+    name = base + "_" + std::to_string(i);
+  }
   if (!module.lookupSymbol(name)) {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(module.getBody());
