@@ -81,6 +81,8 @@ json::Object kernelObject(const CompiledKernel &k) {
                        {"shared_bytes", e.sharedBytes}};
     if (e.persistent)
       entry["grid"] = "persistent";
+    if (e.dependent)
+      entry["launch"] = "dependent";
     entries[e.role] = std::move(entry);
   }
   // A score_mod is compiled into the kernel and named here; every runtime

@@ -722,8 +722,9 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                            plan->forwardSharedBytes(), plan->persistent});
     // The split forward leaves partials that fa_merge joins (docs/ABI.md).
     if (plan->splitKv)
-      out.entries.push_back(
-          {"merge", "fa_merge_" + out.tag, plan->mergeThreads(), 0});
+      out.entries.push_back({"merge", "fa_merge_" + out.tag,
+                             plan->mergeThreads(), 0, false,
+                             plan->dependentMerge()});
     // Writes the new keys and values into the cache before the decode.
     if (plan->kvAppend)
       out.entries.push_back({"kv_append", "fa_kv_append_" + out.tag,
@@ -881,7 +882,8 @@ static std::optional<CompiledKernel> loadCached(llvm::StringRef dir,
                              eo->getString("name").value_or("").str(),
                              eo->getInteger("threads").value_or(0),
                              eo->getInteger("shared_bytes").value_or(0),
-                             eo->getBoolean("persistent").value_or(false)});
+                             eo->getBoolean("persistent").value_or(false),
+                             eo->getBoolean("dependent").value_or(false)});
   if (const llvm::json::Array *args = o->getArray("mod_args"))
     for (const llvm::json::Value &a : *args)
       if (const llvm::json::Object *ao = a.getAsObject()) {
@@ -923,7 +925,8 @@ static void storeCached(llvm::StringRef dir, llvm::StringRef key,
                                          {"name", e.name},
                                          {"threads", e.threads},
                                          {"shared_bytes", e.sharedBytes},
-                                         {"persistent", e.persistent}});
+                                         {"persistent", e.persistent},
+                                         {"dependent", e.dependent}});
   llvm::json::Array modArgs;
   for (const ModArgInfo &a : k.modArgs) {
     llvm::json::Array dims;

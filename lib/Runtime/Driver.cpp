@@ -8,6 +8,7 @@
 
 #include "Driver.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
 #include <fstream>
@@ -93,10 +94,41 @@ fa_status allowDynamicSharedMemory(CUfunction f, unsigned bytes) {
   return FA_SUCCESS;
 }
 
+bool dependentLaunches() {
+  // Stream capture records them as programmatic graph edges from driver
+  // 12.3 on; FA_DEPENDENT_LAUNCH=0 launches every kernel plainly.
+  static const bool on = [] {
+    const char *env = std::getenv("FA_DEPENDENT_LAUNCH");
+    if (env && std::strcmp(env, "0") == 0)
+      return false;
+    int version = 0;
+    return cuDriverGetVersion(&version) == CUDA_SUCCESS && version >= 12030;
+  }();
+  return on;
+}
+
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
                  CUstream stream, void **params) {
-  CUresult r = cuLaunchKernel(f, grid[0], grid[1], grid[2], entry.threads, 1, 1,
-                              entry.sharedBytes, stream, params, nullptr);
+  CUresult r;
+  if (entry.dependent && dependentLaunches()) {
+    CUlaunchAttribute serialization{};
+    serialization.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    serialization.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid[0];
+    config.gridDimY = grid[1];
+    config.gridDimZ = grid[2];
+    config.blockDimX = entry.threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = entry.sharedBytes;
+    config.hStream = stream;
+    config.attrs = &serialization;
+    config.numAttrs = 1;
+    r = cuLaunchKernelEx(&config, f, params, nullptr);
+  } else {
+    r = cuLaunchKernel(f, grid[0], grid[1], grid[2], entry.threads, 1, 1,
+                       entry.sharedBytes, stream, params, nullptr);
+  }
   if (r != CUDA_SUCCESS)
     return fail(FA_ERROR_CUDA,
                 cuMessage("cuLaunchKernel", r) + " for '" + entry.name + "'");

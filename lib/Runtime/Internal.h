@@ -33,6 +33,10 @@ struct Entry {
   /// "grid": "persistent": min(SMs, query tiles) CTAs that walk the tiles,
   /// instead of (ceil(nq / block_q), heads, batch).
   bool persistent = false;
+  /// "launch": "dependent": the entry waits for the kernel before it in the
+  /// stream (griddepcontrol.wait) before it touches memory; launch() starts
+  /// it with programmatic stream serialization where the driver allows.
+  bool dependent = false;
 };
 
 /// A target such as "sm_90a": compute capability 90, arch-specific.

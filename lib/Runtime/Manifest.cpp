@@ -124,6 +124,12 @@ Entry parseEntry(const json &entries, const char *key,
     if (entry.persistent && std::string(key) != "fwd")
       bad(at, "grid 'persistent' is for fwd entries only");
   }
+  if (e.contains("launch")) {
+    std::string launch = stringField(e, "launch", at);
+    if (launch != "plain" && launch != "dependent")
+      bad(at, "unknown launch '" + launch + "' (expected plain or dependent)");
+    entry.dependent = launch == "dependent";
+  }
   return entry;
 }
 

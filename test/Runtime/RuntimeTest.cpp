@@ -2463,6 +2463,30 @@ TEST(SplitKv, ManifestNeedsVersion6AndAMergeEntry) {
                  "only mma.sync forwards have split-KV kernels");
 }
 
+/// A merge entry's "launch": "dependent" (docs/ABI.md) or "plain" loads; any
+/// other value, or one that is not a string, is rejected with the entry named.
+TEST(SplitKv, MergeLaunchField) {
+  auto withLaunch = [](const std::string &launch) {
+    return splitKvJson("s", R"(, "entries": {
+          "fwd": {"name": "f", "threads": 128, "shared_bytes": 0},
+          "merge": {"name": "m", "threads": 128, "shared_bytes": 0,
+                    "launch": )" + launch + "}}");
+  };
+  for (const char *ok : {R"("dependent")", R"("plain")"}) {
+    fa_bundle *b = nullptr;
+    EXPECT_EQ(loadText("launch", manifest({withLaunch(ok)}, "7"), &b),
+              FA_SUCCESS)
+        << ok << ": " << lastError();
+    fa_bundle_free(b);
+  }
+  expectRejected("launch_bad", manifest({withLaunch(R"("eager")")}, "7"),
+                 "kernels[0] ('s').entries.merge: unknown launch 'eager' "
+                 "(expected plain or dependent)");
+  expectRejected("launch_type", manifest({withLaunch("true")}, "7"),
+                 "kernels[0] ('s').entries.merge: field 'launch' must be a "
+                 "string");
+}
+
 /// The k and v maps of a split-KV forward whose producer warp loads by TMA
 /// (4-D over the caller's strides, boxes of 64 x block_kv).
 std::vector<MapJson> splitTmaMaps() {

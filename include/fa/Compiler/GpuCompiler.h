@@ -40,6 +40,10 @@ struct KernelEntry {
   /// Launched on min(SMs, query tiles) CTAs (manifest "grid": "persistent")
   /// instead of one CTA per tile.
   bool persistent = false;
+  /// Waits for the kernel before it in the stream (griddepcontrol.wait)
+  /// before any access to memory, so the runtime may launch it with
+  /// programmatic stream serialization (manifest "launch": "dependent").
+  bool dependent = false;
 };
 
 /// A tensor its score_mod reads, passed after the other kernel parameters

@@ -240,6 +240,13 @@ struct KernelPlan {
   /// Threads per CTA of a split plan's merge kernel: a warp per row; the
   /// producer warp is the split forward's alone.
   int64_t mergeThreads() const { return warps * 32; }
+  /// A split plan's merge is a dependent launch (manifest "launch":
+  /// "dependent") on sm_90 and later: it waits for the split forward
+  /// (griddepcontrol.wait) before its first access to memory, and the split
+  /// forward lets it be scheduled once its every CTA runs
+  /// (griddepcontrol.launch_dependents), so the merge's launch overlaps the
+  /// split forward's last CTAs instead of following them.
+  bool dependentMerge() const { return splitKv && target != "sm_80"; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
   bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
   /// f32 inputs on TF32 tensor cores (the mma.sync kernels).

@@ -341,6 +341,9 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
 
 void ForwardTileBuilder::build(gpu::GPUModuleOp module,
                                const TiledLoopNest &loops) {
+  // The merge may be scheduled as soon as every CTA of the split runs.
+  if (plan.dependentMerge())
+    inlinePtx(b, loc, "griddepcontrol.launch_dependents;");
   mapGrid();
   declareSharedTiles();
   // The key blocks of the tiled loop (those that meet this block's band).

@@ -41,6 +41,11 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   Block &entry = func.getBody().front();
   auto arg = [&](unsigned i) { return entry.getArgument(i); };
   Value oPart = arg(0), lsePart = arg(1), oMem = arg(2), lseMem = arg(3);
+  // A dependent launch starts before the split forward ends: nothing is
+  // read or written before the split's partials are complete and visible
+  // (the memory clobber keeps every access below it).
+  if (splitPlan.dependentMerge())
+    inlinePtx(b, loc, "griddepcontrol.wait;");
 
   KernelBuilder kb(b, loc, plan);
   kb.setupThreadIds();

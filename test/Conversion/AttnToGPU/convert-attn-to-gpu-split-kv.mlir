@@ -10,6 +10,9 @@
 // the places of o and lse, and the merge of attn.merge.
 // CHECK-LABEL: gpu.module @fa_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: f32, %[[SPLITS:[^:]+]]: i32, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64)
+// The merge is launched as the split's dependent (docs/ABI.md): the split
+// lets it be scheduled first thing (after the thread ids).
+// CHECK: llvm.inline_asm has_side_effects {{.*}}"griddepcontrol.launch_dependents;", "~{memory}"
 // The CTA's split is grid z modulo the run-time count, its batch the quotient.
 // CHECK: %[[Z:.+]] = gpu.block_id z
 // CHECK: %[[S:.+]] = arith.index_castui %[[SPLITS]]
@@ -17,12 +20,21 @@
 // CHECK: arith.divui %[[Z]], %[[S]]
 // CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(%{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: memref<1099511627776xbf16>, %{{.+}}: memref<1099511627776xf32>, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i32, %{{.+}}: i64, %{{.+}}: i64, %{{.+}}: i64)
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// Nothing touches memory before the split's partials are complete: the wait
+// comes before the merge's first load, and clobbers memory so no load moves
+// above it.
+// CHECK-NOT: memref.load
+// CHECK: llvm.inline_asm has_side_effects {{.*}}"griddepcontrol.wait;", "~{memory}"
 // CHECK: vector.load {{.*}} : memref<1099511627776xf32>, vector<4xf32>
 // CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<4xbf16>
 
 // PTX: .entry fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(
+// PTX-NOT: ld.global
+// PTX: griddepcontrol.launch_dependents;
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX: .entry fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(
+// PTX-NOT: {{ld|st}}.global
+// PTX: griddepcontrol.wait;
 // PTX: shfl.sync.bfly
 // PTX: ld.global.v4.b32
 // PTX: st.global.v2.b32
