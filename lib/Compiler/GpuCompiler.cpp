@@ -719,7 +719,8 @@ GpuCompiler::compileUncached(const KernelConfig &config,
                              plan->threads(), plan->warps * 4});
   } else {
     out.entries.push_back({"fwd", "fa_fwd_" + out.tag, plan->threads(),
-                           plan->forwardSharedBytes(), plan->persistent});
+                           plan->forwardSharedBytes(), plan->persistent,
+                           plan->dependentForward()});
     // The split forward leaves partials that fa_merge joins (docs/ABI.md).
     if (plan->splitKv)
       out.entries.push_back({"merge", "fa_merge_" + out.tag,

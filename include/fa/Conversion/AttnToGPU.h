@@ -246,7 +246,13 @@ struct KernelPlan {
   /// forward lets it be scheduled once its every CTA runs
   /// (griddepcontrol.launch_dependents), so the merge's launch overlaps the
   /// split forward's last CTAs instead of following them.
-  bool dependentMerge() const { return splitKv && target != "sm_80"; }
+  bool dependentMerge() const { return splitKv && gridDependencies(); }
+  /// A kv-append plan's split forward is, in turn, fa_kv_append's dependent:
+  /// it waits for the appended keys, values and rotated queries before its
+  /// first global access, and fa_kv_append lets it be scheduled first thing.
+  bool dependentForward() const { return kvAppend && gridDependencies(); }
+  /// griddepcontrol (programmatic dependent launch): sm_90 and later.
+  bool gridDependencies() const { return target != "sm_80"; }
   /// fp8 e4m3 inputs (the sm_90a wgmma forward with descale factors).
   bool isFp8() const { return isa<Float8E4M3FNType>(elemType); }
   /// f32 inputs on TF32 tensor cores (the mma.sync kernels).

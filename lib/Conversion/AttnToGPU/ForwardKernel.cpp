@@ -341,9 +341,12 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
 
 void ForwardTileBuilder::build(gpu::GPUModuleOp module,
                                const TiledLoopNest &loops) {
-  // The merge may be scheduled as soon as every CTA of the split runs.
+  // The merge may be scheduled as soon as every CTA of the split runs; a
+  // kv-append plan's split reads what fa_kv_append wrote only after it.
   if (plan.dependentMerge())
     inlinePtx(b, loc, "griddepcontrol.launch_dependents;");
+  if (plan.dependentForward())
+    inlinePtx(b, loc, "griddepcontrol.wait;");
   mapGrid();
   declareSharedTiles();
   // The key blocks of the tiled loop (those that meet this block's band).

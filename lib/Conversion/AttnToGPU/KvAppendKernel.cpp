@@ -160,6 +160,9 @@ gpu::GPUFuncOp mlir::fa::buildKvAppendKernel(OpBuilder &b, Location loc,
   auto func = createKernelFunc(b, loc, module, "fa_kv_append_" + plan.tag(),
                                params, ctaPlan, /*sharedBytes=*/0);
   Block &entry = func.getBody().front();
+  // The split forward, its dependent, may be scheduled at once.
+  if (plan.dependentForward())
+    inlinePtx(b, loc, "griddepcontrol.launch_dependents;");
   KernelBuilder kb(b, loc, ctaPlan);
   AppendContext cx{kb, entry};
   Value cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);

@@ -8,10 +8,17 @@
 // (fa-aot-kv-append.test checks the refusal without split-kv).
 // PLAN: attn.kernel_plan = {block_kv = 64 : i64, block_q = 64 : i64, kv_append, mma = "mma_sync", paged, split_kv, stages = 2 : i64, tag = "fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_splitkv_paged_append"
 
+// The decode is fa_kv_append's dependent launch (docs/ABI.md): the split
+// forward waits for the append before it reads the page table or the cache,
+// and lets its merge be scheduled; the append lets the split be scheduled.
 // CHECK: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_splitkv_paged_append(
+// CHECK-NOT: memref.load
+// CHECK: llvm.inline_asm has_side_effects {{.*}}"griddepcontrol.launch_dependents;"
+// CHECK-NEXT: llvm.inline_asm has_side_effects {{.*}}"griddepcontrol.wait;", "~{memory}"
 // CHECK: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_splitkv_paged_append(
 // CHECK: gpu.func @fa_kv_append_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_splitkv_paged_append(
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-NEXT: llvm.inline_asm has_side_effects {{.*}}"griddepcontrol.launch_dependents;"
 // CHECK: %[[Y:.+]] = gpu.block_id y
 // CHECK: arith.mulf
 // CHECK: arith.subf
