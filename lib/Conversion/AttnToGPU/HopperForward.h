@@ -76,8 +76,9 @@ struct HopperSmem {
     return persistent ? (blockSparse ? kSlotKeyBlocks + stages : 1) : 0;
   }
   int64_t total() const { return tiles() + llvm::alignTo(4 * tileWords(), 16); }
-  static constexpr int64_t kTileWordQBlock = 1, kTileWordCount = 2,
-                           kTileWordFull = 3, kSlotKeyBlocks = 4;
+  static constexpr int64_t kTileWordTile = 0, kTileWordQBlock = 1,
+                           kTileWordCount = 2, kTileWordFull = 3,
+                           kSlotKeyBlocks = 4;
 };
 
 /// The mbarriers of one CTA, all in one group: Q full, Q empty (persistent

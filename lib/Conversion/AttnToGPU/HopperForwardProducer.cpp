@@ -149,7 +149,6 @@ void HopperForward::forEachTile(function_ref<void()> body) {
             kb.toIndex(arith::RemUIOp::create(b, loc, bh, heads32)),
             kb.toIndex(arith::DivUIOp::create(b, loc, bh, heads32)));
   };
-  Value slot = kb.idx(layout.tiles() / 4);
   auto nextRing = [&](Value g32) {
     return arith::AddIOp::create(b, loc, g32, kb.toI32(kb.sub(jEnd, jBegin)))
         .getResult();
@@ -169,7 +168,7 @@ void HopperForward::forEachTile(function_ref<void()> body) {
         [&](OpBuilder &, Location, ValueRange args) {
           enter(args[0], args[1], args[2]);
           publishTile = [&, t = args[0]] {
-            memref::StoreOp::create(b, loc, t, tileSlot, ValueRange{slot});
+            storeTileWord(kb.idx(HopperSmem::kTileWordTile), t);
             if (!plan.blockSparse)
               return;
             storeTileWord(kb.idx(HopperSmem::kTileWordQBlock),
@@ -206,8 +205,7 @@ void HopperForward::forEachTile(function_ref<void()> body) {
     // The end: an empty tile behind the last Q, with no bytes to wait for.
     Value k32 = loop.getResult(1);
     wait(bars.qEmpty(), kb.idx(0), parityOf(kb.add(kb.toIndex(k32), 1)));
-    memref::StoreOp::create(b, loc, loop.getResult(0), tileSlot,
-                            ValueRange{slot});
+    storeTileWord(kb.idx(HopperSmem::kTileWordTile), loop.getResult(0));
     arrive(bars.qFull(), kb.idx(0));
     return;
   }
@@ -216,7 +214,7 @@ void HopperForward::forEachTile(function_ref<void()> body) {
       b, loc, TypeRange{i32, i32, i32}, ValueRange{kb.c32(0), kb.c32(0)},
       [&](OpBuilder &, Location, ValueRange args) {
         wait(bars.qFull(), kb.idx(0), parityOf(kb.toIndex(args[0])));
-        Value t = memref::LoadOp::create(b, loc, tileSlot, ValueRange{slot});
+        Value t = tileWord(kb.idx(HopperSmem::kTileWordTile));
         Value more =
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, t, tiles);
         scf::ConditionOp::create(b, loc, more, ValueRange{t, args[0], args[1]});
