@@ -28,7 +28,10 @@
 // CHECK: nvgpu.tma.async.load
 // The tile's words, after Q empty and before Q's boxes.
 // CHECK: nvgpu.mbarrier.try_wait.parity
-// CHECK-NEXT: memref.store %{{.+}}, %[[WORDS]][%c40960] : memref<40968xi32, 3>
+// CHECK-NEXT: %c0{{.*}} = arith.constant 0 : index
+// CHECK-NEXT: %c40960{{.*}} = arith.constant 40960 : index
+// CHECK-NEXT: %[[TILEW:.+]] = arith.addi %c40960{{.*}}, %c0{{.*}} : index
+// CHECK-NEXT: memref.store %{{.+}}, %[[WORDS]][%[[TILEW]]] : memref<40968xi32, 3>
 // CHECK: memref.store %{{.+}}, %[[WORDS]][%{{.+}}] : memref<40968xi32, 3>
 // CHECK: memref.store %{{.+}}, %[[WORDS]][%{{.+}}] : memref<40968xi32, 3>
 // CHECK: memref.store %{{.+}}, %[[WORDS]][%{{.+}}] : memref<40968xi32, 3>
@@ -37,7 +40,10 @@
 // heads), the published query block, count and full count.
 // CHECK: nvvm.setmaxregister  increase 224
 // CHECK: nvgpu.mbarrier.try_wait.parity
-// CHECK-NEXT: %[[T:.+]] = memref.load %[[WORDS]][%c40960] : memref<40968xi32, 3>
+// CHECK-NEXT: %c0{{.*}} = arith.constant 0 : index
+// CHECK-NEXT: %c40960{{.*}} = arith.constant 40960 : index
+// CHECK-NEXT: %[[TILEC:.+]] = arith.addi %c40960{{.*}}, %c0{{.*}} : index
+// CHECK-NEXT: %[[T:.+]] = memref.load %[[WORDS]][%[[TILEC]]] : memref<40968xi32, 3>
 // CHECK: ^bb0(%[[TILE:.+]]: i32, %{{.+}}: i32, %{{.+}}: i32):
 // CHECK: %[[BATCH:.+]] = arith.divui %[[TILE]], %{{.+}} : i32
 // CHECK: %c4_i32 = arith.constant 4 : i32
