@@ -94,6 +94,9 @@ fa_status allowDynamicSharedMemory(CUfunction f, unsigned bytes) {
   return FA_SUCCESS;
 }
 
+namespace {
+
+/// Whether dependent entries are launched as such.
 bool dependentLaunches() {
   // Stream capture records them as programmatic graph edges from driver
   // 12.3 on; FA_DEPENDENT_LAUNCH=0 launches every kernel plainly.
@@ -107,10 +110,14 @@ bool dependentLaunches() {
   return on;
 }
 
+} // namespace
+
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
                  CUstream stream, void **params) {
   CUresult r;
+  const char *call = "cuLaunchKernel";
   if (entry.dependent && dependentLaunches()) {
+    call = "cuLaunchKernelEx";
     CUlaunchAttribute serialization{};
     serialization.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     serialization.value.programmaticStreamSerializationAllowed = 1;
@@ -131,7 +138,7 @@ fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
   }
   if (r != CUDA_SUCCESS)
     return fail(FA_ERROR_CUDA,
-                cuMessage("cuLaunchKernel", r) + " for '" + entry.name + "'");
+                cuMessage(call, r) + " for '" + entry.name + "'");
   return FA_SUCCESS;
 }
 

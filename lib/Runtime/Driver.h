@@ -34,11 +34,9 @@ fa_status loadImage(const std::string &image, const std::string &what,
                     CUmodule &out);
 /// Lets `f` use `bytes` of dynamic shared memory, above the default 48 KiB.
 fa_status allowDynamicSharedMemory(CUfunction f, unsigned bytes);
-/// Whether dependent entries are launched as such (Entry::dependent): the
-/// driver is 12.3 or later and FA_DEPENDENT_LAUNCH is not 0.
-bool dependentLaunches();
 /// Launches entry `entry` on `grid` with its threads and shared memory, a
-/// dependent entry with programmatic stream serialization (dependentLaunches).
+/// dependent entry (Entry::dependent) with programmatic stream serialization
+/// where the driver is 12.3 or later and FA_DEPENDENT_LAUNCH is not 0.
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
                  CUstream stream, void **params);
 
