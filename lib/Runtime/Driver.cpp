@@ -113,14 +113,23 @@ bool dependentLaunches() {
 } // namespace
 
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
-                 CUstream stream, void **params) {
+                 CUstream stream, void **params, unsigned clusterZ) {
   CUresult r;
   const char *call = "cuLaunchKernel";
-  if (entry.dependent && dependentLaunches()) {
+  bool dependent = entry.dependent && dependentLaunches();
+  if (dependent || clusterZ > 1) {
     call = "cuLaunchKernelEx";
-    CUlaunchAttribute serialization{};
-    serialization.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    serialization.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchAttribute attrs[2]{};
+    unsigned count = 0;
+    if (dependent) {
+      attrs[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[count++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (clusterZ > 1) {
+      attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[count].value.clusterDim.x = attrs[count].value.clusterDim.y = 1;
+      attrs[count++].value.clusterDim.z = clusterZ;
+    }
     CUlaunchConfig config{};
     config.gridDimX = grid[0];
     config.gridDimY = grid[1];
@@ -129,8 +138,8 @@ fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
     config.blockDimY = config.blockDimZ = 1;
     config.sharedMemBytes = entry.sharedBytes;
     config.hStream = stream;
-    config.attrs = &serialization;
-    config.numAttrs = 1;
+    config.attrs = attrs;
+    config.numAttrs = count;
     r = cuLaunchKernelEx(&config, f, params, nullptr);
   } else {
     r = cuLaunchKernel(f, grid[0], grid[1], grid[2], entry.threads, 1, 1,

@@ -36,9 +36,10 @@ fa_status loadImage(const std::string &image, const std::string &what,
 fa_status allowDynamicSharedMemory(CUfunction f, unsigned bytes);
 /// Launches entry `entry` on `grid` with its threads and shared memory, a
 /// dependent entry (Entry::dependent) with programmatic stream serialization
-/// where the driver is 12.3 or later and FA_DEPENDENT_LAUNCH is not 0.
+/// where the driver is 12.3 or later and FA_DEPENDENT_LAUNCH is not 0, in
+/// clusters of (1, 1, clusterZ) CTAs where clusterZ > 1 (it divides grid z).
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
-                 CUstream stream, void **params);
+                 CUstream stream, void **params, unsigned clusterZ = 1);
 
 /// The function of `entry` of `kernel` in context `ctx` (on `device`),
 /// loading the kernel's module once per context (Bundle.cpp).

@@ -9,8 +9,11 @@
 
 #include "Driver.h"
 #include "TensorMaps.h"
+#include "Workspace.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 using namespace fa::runtime;
 
@@ -20,6 +23,9 @@ constexpr const char *kApi = "fa_attention_forward_splitkv";
 constexpr int64_t kMaxGridZ = 65535;
 /// The most splits fa_splitkv_choose suggests.
 constexpr int64_t kMaxSplits = 128;
+/// The most CTAs of a cluster (non-portable above 8; sm_90), and so the
+/// most splits a cluster-merging kernel merges itself.
+constexpr unsigned kMaxClusterCtas = 16;
 
 /// Whether `kernel` is a split-KV kernel; else an error naming `api`.
 fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
@@ -88,8 +94,14 @@ int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
   // 64k, 8 heads on 1, packed: d128 264 splits 40.2 µs, 132 31.1 µs; d64
   // 55.5 and 33.9 µs, 66 28.4 µs).
   int64_t want = std::min<int64_t>(2, ctasPerSm(c)) * sms / ctas;
-  return static_cast<int32_t>(
-      std::max<int64_t>(1, std::min({want, most, kMaxSplits})));
+  int64_t splits = std::max<int64_t>(1, std::min({want, most, kMaxSplits}));
+  // A kernel that merges in its clusters keeps its splits to one cluster
+  // where that costs at most half the CTAs: the merge kernel's launch and
+  // its pass over the partials are gone (PERF.md, 2026-12-07).
+  if (c.mergeParam >= 0 && splits > kMaxClusterCtas &&
+      splits <= 2 * int64_t{kMaxClusterCtas})
+    splits = kMaxClusterCtas;
+  return static_cast<int32_t>(splits);
 }
 
 fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
@@ -150,6 +162,60 @@ fa_status fa::runtime::launchMerge(const KernelConfig &c, CUfunction merge,
   return launch(merge, c.merge, grid, stream, params);
 }
 
+namespace {
+
+/// Whether the split forward `f` runs on `grid` in clusters of `ctas` CTAs
+/// (cuOccupancyMaxActiveClusters: at least one fits a GPC), asked once per
+/// function and size; a refusal is an answer, not an error.
+bool clusterFits(CUfunction f, const Entry &entry, const Grid &grid,
+                 unsigned ctas) {
+  static KeptPerKey<std::pair<CUfunction, unsigned>, bool> fits;
+  bool out = false;
+  fits.get({f, ctas}, out, [&](bool &made) {
+    if (ctas > 8 && cuFuncSetAttribute(
+                        f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                        1) != CUDA_SUCCESS)
+      return FA_SUCCESS; // made stays false
+    CUlaunchAttribute cluster{};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = ctas;
+    CUlaunchConfig config{};
+    config.gridDimX = grid[0];
+    config.gridDimY = grid[1];
+    config.gridDimZ = grid[2];
+    config.blockDimX = entry.threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = entry.sharedBytes;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    made =
+        cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_SUCCESS &&
+        clusters > 0;
+    return FA_SUCCESS;
+  });
+  return out;
+}
+
+/// The cluster a cluster-merging split forward runs its tile's `splits`
+/// in: all of them where they fit one cluster (and FA_CLUSTER_MERGE is not
+/// 0), else 1 (no cluster; fa_merge merges). One split is its own cluster.
+unsigned clusterMergeSize(const KernelConfig &c, CUfunction f, const Grid &grid,
+                          int32_t splits) {
+  static const bool on = [] {
+    const char *env = std::getenv("FA_CLUSTER_MERGE");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  if (c.mergeParam < 0 || splits <= 1 || !on ||
+      static_cast<unsigned>(splits) > kMaxClusterCtas ||
+      !clusterFits(f, c.fwd, grid, static_cast<unsigned>(splits)))
+    return 1;
+  return static_cast<unsigned>(splits);
+}
+
+} // namespace
+
 fa_status fa::runtime::launchSplitThenMerge(
     const KernelConfig &c, CUfunction split, CUfunction merge,
     const Grid &grid, void **params, const fa_attention_args &a,
@@ -160,9 +226,26 @@ fa_status fa::runtime::launchSplitThenMerge(
   std::string err = tensorMapArgs(c, a, maps);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
-  if (fa_status s =
-          launchWithMaps(api, c.tag, maps, split, c.fwd, grid, stream, params))
+  // A cluster-merging kernel takes fa_merge's o, lse, o's strides and sinks
+  // last, and merges where its cluster is its tile's splits.
+  CUdeviceptr o = a.o.data, lse = a.lse.data,
+              sinksData = sinks.sinks ? sinks.sinks->data : 0;
+  StrideParams outStrides;
+  unsigned cluster = 1;
+  if (c.mergeParam >= 0) {
+    params[c.mergeParam] = &o;
+    params[c.mergeParam + 1] = &lse;
+    outStrides.add(a.o);
+    outStrides.place(params, c.mergeParam + 2);
+    if (c.sinks)
+      params[c.mergeParam + 5] = &sinksData;
+    cluster = clusterMergeSize(c, split, grid, w.splits);
+  }
+  if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, grid, stream,
+                                   params, cluster))
     return s;
+  if (c.mergeParam >= 0 && cluster == static_cast<unsigned>(w.splits))
+    return FA_SUCCESS;
   return launchMerge(c, merge, a, w, sinks, stream);
 }
 
@@ -191,7 +274,7 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   // (docs/ABI.md), after a TMA kernel's k and v maps; the mod_args come
   // last.
   void *splitParams[12 + 2 + 9 + ModArgParams::kMaxParams +
-                    WindowParams::kMaxParams] = {
+                    WindowParams::kMaxParams + kMergeParams] = {
       &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides;
   if (c.strided()) {

@@ -510,7 +510,7 @@ static void buildClassKernel(OpBuilder &b, Location loc,
   Value query0 = kb.mul(queryBlock, plan.blockQ);
   Value lastQuery =
       kb.sub(kb.minsi(kb.add(query0, plan.blockQ), nq), kb.idx(1));
-  attn::ModArgAccess modArgs = modArgAccess(func, plan);
+  attn::ModArgAccess modArgs = modArgAccess(func, plan, params.modArgParam);
   Value wholeTile = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                           keys, kb.idx(plan.blockKV));
   Value any, all;

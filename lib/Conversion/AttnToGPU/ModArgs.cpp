@@ -45,14 +45,12 @@ void mlir::fa::gpu_lowering::addModArgParams(KernelParams &params,
 }
 
 attn::ModArgAccess mlir::fa::gpu_lowering::modArgAccess(gpu::GPUFuncOp func,
-                                                        const KernelPlan &plan) {
+                                                        const KernelPlan &plan,
+                                                        unsigned firstParam) {
   SmallVector<RankedTensorType> types = modArgTypes(plan.spec);
-  int64_t count = 0;
-  for (RankedTensorType t : types)
-    count += 1 + t.getRank();
   // Per mod_arg: its pointer parameter, then its extents.
   SmallVector<unsigned> first;
-  unsigned next = func.getNumArguments() - count;
+  unsigned next = firstParam;
   for (RankedTensorType t : types) {
     first.push_back(next);
     next += 1 + t.getRank();

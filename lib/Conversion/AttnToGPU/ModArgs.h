@@ -24,10 +24,12 @@ SmallVector<RankedTensorType> modArgTypes(const attn::ScoreSpec &spec);
 void addModArgParams(KernelParams &params, MLIRContext *ctx,
                      const KernelPlan &plan);
 
-/// Reads of the mod_args from the last parameters of `func`: extents from
-/// its i32 parameters, elements by invariant loads from the global space
-/// (ld.global.nc, the read-only path).
-attn::ModArgAccess modArgAccess(gpu::GPUFuncOp func, const KernelPlan &plan);
+/// Reads of the mod_args from the parameters of `func` from `first` on
+/// (KernelParams::modArgParam): extents from its i32 parameters, elements
+/// by invariant loads from the global space (ld.global.nc, the read-only
+/// path).
+attn::ModArgAccess modArgAccess(gpu::GPUFuncOp func, const KernelPlan &plan,
+                                unsigned first);
 
 } // namespace mlir::fa::gpu_lowering
 

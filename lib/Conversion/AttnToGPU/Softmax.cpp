@@ -308,13 +308,19 @@ static gpu::GPUFuncOp enclosingKernel(KernelBuilder &kb) {
   return kb.tid.getParentRegion()->getParentOfType<gpu::GPUFuncOp>();
 }
 
+/// The mod_args of the fa_fwd or fa_bwd kernel `kb` builds.
+static fa::attn::ModArgAccess kernelModArgs(KernelBuilder &kb) {
+  KernelParams params = mainKernelParams(kb.b.getContext(), kb.plan);
+  return modArgAccess(enclosingKernel(kb), kb.plan, params.modArgParam);
+}
+
 /// attn::buildScore on one fragment element, its score_mod's math lowered
 /// for the GPU (lowerScoreModMath).
 static Value buildGpuScore(KernelBuilder &kb, Value s,
                            const fa::attn::ScorePosition &pos, Value *derivative,
                            Value scale) {
   Operation *before = lastOpBefore(kb.b);
-  fa::attn::ModArgAccess modArgs = modArgAccess(enclosingKernel(kb), kb.plan);
+  fa::attn::ModArgAccess modArgs = kernelModArgs(kb);
   Value score = fa::attn::buildScore(kb.b, kb.loc, kb.plan.spec, s, pos,
                                      derivative, scale, &modArgs);
   SmallVector<Value *, 2> tracked{&score};
@@ -387,7 +393,7 @@ SmallVector<Value> mlir::fa::gpu_lowering::applyScoreModTransposed(
 /// mask_mod keeps `pos`, -inf where it masks it out.
 static Value maskModElement(KernelBuilder &kb, Value s,
                             const fa::attn::ScorePosition &pos) {
-  fa::attn::ModArgAccess modArgs = modArgAccess(enclosingKernel(kb), kb.plan);
+  fa::attn::ModArgAccess modArgs = kernelModArgs(kb);
   Value keep = fa::attn::buildMaskModPredicate(kb.b, kb.loc, kb.plan.spec, pos,
                                                &modArgs);
   return kb.select(keep, s, kb.negInf());
