@@ -1,5 +1,6 @@
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --enable-var-scope
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --enable-var-scope --check-prefix=WGMMA
+// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu | FileCheck %s --enable-var-scope --check-prefix=MODARGS
 
 // Run-time window sizes on the GPU: one kernel for every window. The sizes
 // are the kernel's last two parameters (i32 left, right); at the entry each
@@ -39,4 +40,26 @@ func.func @forward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: t
 func.func @backward(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %do: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>, %wl: i64, %wr: i64) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse window(%wl, %wr) {mask = #attn.mask<window>} : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
   return %dq, %dk, %dv : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>
+}
+
+// -----
+
+// With a score_mod reading tensors, the mod_args precede the window sizes:
+// the slopes are read through their own pointer (parameter 23, its extent
+// 24), not through the sizes that follow (25, 26).
+// MODARGS-LABEL: gpu.func @fa_fwd_fwd_bf16_d64_bq64_bkv64_w4_s2_window_rt_sm90a_mod_alibi_slopes(
+// MODARGS-SAME: %[[SLOPES:arg23]]: !llvm.ptr<1>, %arg24: i32, %arg25: i32, %arg26: i32)
+// MODARGS: llvm.getelementptr %[[SLOPES]][%{{.+}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+func.func @alibi_window(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %slopes: tensor<?xf32>, %wl: i64, %wr: i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>) {
+  %o, %lse = attn.attention %q, %k, %v mod_args(%slopes : tensor<?xf32>) window(%wl, %wr) {mask = #attn.mask<window>, attn.score_mod_name = "alibi_slopes"} score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %qi: index, %kv: index, %t: tensor<?xf32>):
+    %slope = tensor.extract %t[%h] : tensor<?xf32>
+    %d = arith.subi %kv, %qi : index
+    %di = arith.index_cast %d : index to i32
+    %df = arith.sitofp %di : i32 to f32
+    %bias = arith.mulf %slope, %df : f32
+    %r = arith.addf %s, %bias : f32
+    attn.yield %r : f32
+  } : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16> -> tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
+  return %o, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>
 }
