@@ -112,6 +112,29 @@ bool dependentLaunches() {
 
 } // namespace
 
+LaunchConfig::LaunchConfig(const Entry &entry, const Grid &grid,
+                           CUstream stream, bool dependent, unsigned clusterZ) {
+  unsigned count = 0;
+  if (dependent) {
+    attrs[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[count++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (clusterZ > 1) {
+    attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[count].value.clusterDim.x = attrs[count].value.clusterDim.y = 1;
+    attrs[count++].value.clusterDim.z = clusterZ;
+  }
+  config.gridDimX = grid[0];
+  config.gridDimY = grid[1];
+  config.gridDimZ = grid[2];
+  config.blockDimX = entry.threads;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = entry.sharedBytes;
+  config.hStream = stream;
+  config.attrs = attrs;
+  config.numAttrs = count;
+}
+
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
                  CUstream stream, void **params, unsigned clusterZ) {
   CUresult r;
@@ -119,28 +142,8 @@ fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
   bool dependent = entry.dependent && dependentLaunches();
   if (dependent || clusterZ > 1) {
     call = "cuLaunchKernelEx";
-    CUlaunchAttribute attrs[2]{};
-    unsigned count = 0;
-    if (dependent) {
-      attrs[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attrs[count++].value.programmaticStreamSerializationAllowed = 1;
-    }
-    if (clusterZ > 1) {
-      attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attrs[count].value.clusterDim.x = attrs[count].value.clusterDim.y = 1;
-      attrs[count++].value.clusterDim.z = clusterZ;
-    }
-    CUlaunchConfig config{};
-    config.gridDimX = grid[0];
-    config.gridDimY = grid[1];
-    config.gridDimZ = grid[2];
-    config.blockDimX = entry.threads;
-    config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = entry.sharedBytes;
-    config.hStream = stream;
-    config.attrs = attrs;
-    config.numAttrs = count;
-    r = cuLaunchKernelEx(&config, f, params, nullptr);
+    LaunchConfig launch(entry, grid, stream, dependent, clusterZ);
+    r = cuLaunchKernelEx(&launch.config, f, params, nullptr);
   } else {
     r = cuLaunchKernel(f, grid[0], grid[1], grid[2], entry.threads, 1, 1,
                        entry.sharedBytes, stream, params, nullptr);

@@ -176,23 +176,12 @@ bool clusterFits(CUfunction f, const Entry &entry, const Grid &grid,
                         f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                         1) != CUDA_SUCCESS)
       return FA_SUCCESS; // made stays false
-    CUlaunchAttribute cluster{};
-    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = cluster.value.clusterDim.y = 1;
-    cluster.value.clusterDim.z = ctas;
-    CUlaunchConfig config{};
-    config.gridDimX = grid[0];
-    config.gridDimY = grid[1];
-    config.gridDimZ = grid[2];
-    config.blockDimX = entry.threads;
-    config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = entry.sharedBytes;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    LaunchConfig launch(entry, grid, /*stream=*/nullptr, /*dependent=*/false,
+                        ctas);
     int clusters = 0;
-    made =
-        cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_SUCCESS &&
-        clusters > 0;
+    made = cuOccupancyMaxActiveClusters(&clusters, f, &launch.config) ==
+               CUDA_SUCCESS &&
+           clusters > 0;
     return FA_SUCCESS;
   });
   return out;
