@@ -533,9 +533,9 @@ def AttnGPU_MergeClusterOp : AttnGPU_Op<"merge_cluster",
     The split forward's epilogue after its partial rows are stored (split
     `split` of `splits`, partials [S, B, H, Nq, Dv] in `o_part` and
     [S, B, H, Nq] in `lse_part`, B = `batches`). Where the CTA's thread block
-    cluster is exactly the query tile's splits (%cluster_nctarank = `splits`:
-    the runtime launched the grid in clusters of (1, 1, splits), or one split
-    alone), every CTA waits at a cluster barrier (release / acquire: the
+    cluster is exactly the query tile's splits, two or more
+    (%cluster_nctarank = `splits`: the runtime launched the grid in clusters
+    of (1, 1, splits)), every CTA waits at a cluster barrier (release / acquire: the
     cluster's partials are stored and visible), and the tile's rows are
     merged as fa_merge merges them: tile row r by warp (r div S) mod `warps`
     of the split r mod S, row r holding head `head`, query `query_begin` + r

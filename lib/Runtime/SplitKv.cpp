@@ -62,6 +62,14 @@ double lastWaveFill(int64_t ctas, int64_t slots) {
   return static_cast<double>(ctas) / (ceilDiv(ctas, slots) * slots);
 }
 
+/// Whether kernels that can merge in their clusters do: opt-in with
+/// FA_CLUSTER_MERGE=1 until a GPU run has measured them (PERF.md,
+/// 2026-12-07); read at each call.
+bool clusterMergeOn() {
+  const char *env = std::getenv("FA_CLUSTER_MERGE");
+  return env && std::strcmp(env, "1") == 0;
+}
+
 /// The split count of fa_splitkv_choose for valid sizes.
 int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
                      int64_t kvHeads, int64_t nq, int64_t nk, int32_t sms) {
@@ -98,7 +106,7 @@ int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
   // A kernel that merges in its clusters keeps its splits to one cluster
   // where that costs at most half the CTAs: the merge kernel's launch and
   // its pass over the partials are gone (PERF.md, 2026-12-07).
-  if (c.mergeParam >= 0 && splits > kMaxClusterCtas &&
+  if (c.mergeParam >= 0 && clusterMergeOn() && splits > kMaxClusterCtas &&
       splits <= 2 * int64_t{kMaxClusterCtas})
     splits = kMaxClusterCtas;
   return static_cast<int32_t>(splits);
@@ -188,15 +196,11 @@ bool clusterFits(CUfunction f, const Entry &entry, const Grid &grid,
 }
 
 /// The cluster a cluster-merging split forward runs its tile's `splits`
-/// in: all of them where they fit one cluster (and FA_CLUSTER_MERGE is not
-/// 0), else 1 (no cluster; fa_merge merges). One split is its own cluster.
+/// in: all of them where two or more fit one cluster (and clusterMergeOn),
+/// else 1 (no cluster; fa_merge merges).
 unsigned clusterMergeSize(const KernelConfig &c, CUfunction f, const Grid &grid,
                           int32_t splits) {
-  static const bool on = [] {
-    const char *env = std::getenv("FA_CLUSTER_MERGE");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
-  if (c.mergeParam < 0 || splits <= 1 || !on ||
+  if (c.mergeParam < 0 || splits <= 1 || !clusterMergeOn() ||
       static_cast<unsigned>(splits) > kMaxClusterCtas ||
       !clusterFits(f, c.fwd, grid, static_cast<unsigned>(splits)))
     return 1;
@@ -233,7 +237,7 @@ fa_status fa::runtime::launchSplitThenMerge(
   if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, grid, stream,
                                    params, cluster))
     return s;
-  if (c.mergeParam >= 0 && cluster == static_cast<unsigned>(w.splits))
+  if (cluster > 1 && cluster == static_cast<unsigned>(w.splits))
     return FA_SUCCESS;
   return launchMerge(c, merge, a, w, sinks, stream);
 }

@@ -238,8 +238,9 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
 
 namespace {
 
-/// attn_gpu.merge_cluster: where the cluster is the tile's splits, a
-/// cluster barrier, then each warp merges its tile rows with mergeRow.
+/// attn_gpu.merge_cluster: where the cluster is the tile's splits (two or
+/// more), a cluster barrier, then each warp merges its tile rows with
+/// mergeRow.
 struct MergeClusterLowering : TileOpLowering<ag::MergeClusterOp> {
   using TileOpLowering::TileOpLowering;
   LogicalResult
@@ -250,11 +251,13 @@ struct MergeClusterLowering : TileOpLowering<ag::MergeClusterOp> {
     Value splits = op.getSplits();
     Value ctas = kb.toIndex(
         NVVM::ClusterDim::create(rewriter, loc, rewriter.getI32Type()));
-    auto whole = scf::IfOp::create(
+    // A lone split is no cluster's: fa_merge finalises it.
+    Value clustered = arith::AndIOp::create(
         rewriter, loc,
         arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, ctas,
                               splits),
-        false);
+        kb.lt(kb.idx(1), splits));
+    auto whole = scf::IfOp::create(rewriter, loc, clustered, false);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(&whole.getThenRegion().front());
     // Every split's partial rows are stored and visible to the cluster

@@ -25,13 +25,16 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.return
 
-// The merge runs where %cluster_nctarank is the split count, after a
+// The merge runs where %cluster_nctarank is the split count, two or more
+// (a lone split is left to fa_merge), after a
 // cluster barrier that makes every split's stores visible (release on
 // arrival, acquire on the wait; exited threads do not count), in a loop
 // over the CTA's tile rows: from split + S·warp in steps of S·2.
 // NVVM: %[[CTAS:.+]] = nvvm.read.ptx.sreg.cluster.nctarank : i32
 // NVVM: %[[CTASI:.+]] = arith.index_castui %[[CTAS]] : i32 to index
-// NVVM: %[[WHOLE:.+]] = arith.cmpi eq, %[[CTASI]], %[[S:.+]] : index
+// NVVM: %[[SPLIT:.+]] = arith.cmpi slt, %c1{{.*}}, %[[S:.+]] : index
+// NVVM: %[[SAME:.+]] = arith.cmpi eq, %[[CTASI]], %[[S]] : index
+// NVVM: %[[WHOLE:.+]] = arith.andi %[[SAME]], %[[SPLIT]] : i1
 // NVVM: scf.if %[[WHOLE]] {
 // NVVM-NEXT: llvm.inline_asm has_side_effects "barrier.cluster.arrive.release;\0A\09barrier.cluster.wait.acquire;", "~{memory}"
 // NVVM: %[[STEP:.+]] = arith.muli %[[S]], %c2{{.*}} : index
