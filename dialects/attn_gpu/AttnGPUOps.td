@@ -526,50 +526,6 @@ def AttnGPU_StoreOutputOp : AttnGPU_Op<"store_output",
   let hasVerifier = 1;
 }
 
-def AttnGPU_MergeClusterOp : AttnGPU_Op<"merge_cluster",
-    [AttrSizedOperandSegments]> {
-  let summary = "a split-KV tile's rows merged by the CTAs of its cluster";
-  let description = [{
-    The split forward's epilogue after its partial rows are stored (split
-    `split` of `splits`, partials [S, B, H, Nq, Dv] in `o_part` and
-    [S, B, H, Nq] in `lse_part`, B = `batches`). Where the CTA's thread block
-    cluster is exactly the query tile's splits, two or more
-    (%cluster_nctarank = `splits`: the runtime launched the grid in clusters
-    of (1, 1, splits)), every CTA waits at a cluster barrier (release / acquire: the
-    cluster's partials are stored and visible), and the tile's rows are
-    merged as fa_merge merges them: tile row r by warp (r div S) mod `warps`
-    of the split r mod S, row r holding head `head`, query `query_begin` + r
-    below `nq`, or with `rows` (packed GQA) the (head, query) it maps r to.
-    O goes to `output` at b·batch_stride + h·head_stride + q·row_stride, LSE
-    to `lse_out` at (b·H + h)·Nq + q; `sinks` (f32 [H]) join as one more
-    partial. Anywhere else nothing happens, and fa_merge runs afterwards.
-    ```mlir
-    attn_gpu.merge_cluster %o_part, %lse_part to %o[%sb, %sh, %sr], %lse
-        rows %q0 below %nq of [%b, %h, %heads, %batches] split %s of %splits
-        {block_rows = 16 : i64, warps = 1 : i64}
-        : memref<?xf32>, memref<?xf32>, memref<?xbf16>, memref<?xf32>
-    ```
-  }];
-  let arguments = (ins AnyMemRef:$o_part, AnyMemRef:$lse_part,
-                       AnyMemRef:$output, Index:$batch_stride,
-                       Index:$head_stride, Index:$row_stride,
-                       AnyMemRef:$lse_out, Index:$query_begin, Index:$nq,
-                       Index:$batch, Index:$head, Index:$heads,
-                       Index:$batches, Index:$split, Index:$splits,
-                       Optional<AttnGPU_PackedRows>:$rows,
-                       Optional<AnyMemRef>:$sinks,
-                       I64Attr:$block_rows, I64Attr:$warps);
-  let assemblyFormat = [{
-    $o_part `,` $lse_part `to` $output `[` $batch_stride `,` $head_stride `,`
-    $row_stride `]` `,` $lse_out `rows` $query_begin `below` $nq `of` ` `
-    `[` $batch `,` $head `,` $heads `,` $batches `]` `split` $split `of`
-    $splits (`packed` $rows^)? (`sinks` $sinks^)? attr-dict `:`
-    type($o_part) `,` type($lse_part) `,` type($output) `,` type($lse_out)
-    (`,` type($sinks)^)?
-  }];
-  let hasVerifier = 1;
-}
-
 //===----------------------------------------------------------------------===//
 // The recompute backward (fa_bwd): one CTA per key block, warp w owning keys
 // [16w, 16w + 16); per query tile Sᵀ and dPᵀ are 16 × block_q fragments.

@@ -244,12 +244,6 @@ json::Object kernelObject(const CompiledKernel &k) {
     o["window_runtime"] = true;
     o["window_param"] = at.window;
   }
-  if (at.merge >= 0)
-    // A split forward that merges its partials where the runtime launches
-    // each query tile's splits as one cluster (bundle version 24): o, lse,
-    // o's strides and a kernel's sinks are its last parameters (docs/ABI.md
-    // "Split-KV decode entries").
-    o["merge_param"] = at.merge;
   if (!k.cubin.empty())
     o["cubin"] = k.tag + ".cubin";
   return o;
@@ -314,13 +308,6 @@ int64_t bundleVersion(ArrayRef<CompiledKernelRef> kernels) {
   // refuses as an fp8 kernel that is not a forward.
   // 23: block-sparse kernels that take their blocks in the mask's grid
   // order, which an older runtime would neither size nor build.
-  // 24: split-KV forwards that merge their cluster's partials, which an
-  // older runtime would launch without their last parameters.
-  bool anyClusterMerge = false;
-  for (const CompiledKernelRef &k : kernels)
-    anyClusterMerge |= k->params.merge >= 0;
-  if (anyClusterMerge)
-    return 24;
   bool anyRuntimeWindow = false, anyVarlenSinks = false, anyTmaSplit = false,
        anyTmaPaged = false, anyBlockScale = false, anyFp8Bwd = false;
   bool anyBlockOrder = false;

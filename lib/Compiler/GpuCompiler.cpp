@@ -809,7 +809,7 @@ GpuCompiler::compileUncached(const KernelConfig &config,
 /// Disk cache: <dir>/<key hash>.{json,ptx,cubin}; the json holds the key and
 /// the content hashes, so a truncated or foreign file is detected.
 /// The parameter indices by their names in the disk cache's metadata.
-static std::array<std::pair<llvm::StringRef, int64_t *>, 11>
+static std::array<std::pair<llvm::StringRef, int64_t *>, 10>
 paramIndexFields(KernelParamIndices &at) {
   return {{{"tensor_map", &at.tensorMap},
            {"descale", &at.descale},
@@ -820,8 +820,7 @@ paramIndexFields(KernelParamIndices &at) {
            {"sinks", &at.sinks},
            {"mod_arg", &at.modArg},
            {"semaphore", &at.semaphore},
-           {"window", &at.window},
-           {"merge", &at.merge}}};
+           {"window", &at.window}}};
 }
 
 static llvm::json::Object paramIndexObject(KernelParamIndices at) {

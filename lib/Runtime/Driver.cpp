@@ -112,38 +112,26 @@ bool dependentLaunches() {
 
 } // namespace
 
-LaunchConfig::LaunchConfig(const Entry &entry, const Grid &grid,
-                           CUstream stream, bool dependent, unsigned clusterZ) {
-  unsigned count = 0;
-  if (dependent) {
-    attrs[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attrs[count++].value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (clusterZ > 1) {
-    attrs[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[count].value.clusterDim.x = attrs[count].value.clusterDim.y = 1;
-    attrs[count++].value.clusterDim.z = clusterZ;
-  }
-  config.gridDimX = grid[0];
-  config.gridDimY = grid[1];
-  config.gridDimZ = grid[2];
-  config.blockDimX = entry.threads;
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = entry.sharedBytes;
-  config.hStream = stream;
-  config.attrs = attrs;
-  config.numAttrs = count;
-}
-
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
-                 CUstream stream, void **params, unsigned clusterZ) {
+                 CUstream stream, void **params) {
   CUresult r;
   const char *call = "cuLaunchKernel";
-  bool dependent = entry.dependent && dependentLaunches();
-  if (dependent || clusterZ > 1) {
+  if (entry.dependent && dependentLaunches()) {
     call = "cuLaunchKernelEx";
-    LaunchConfig launch(entry, grid, stream, dependent, clusterZ);
-    r = cuLaunchKernelEx(&launch.config, f, params, nullptr);
+    CUlaunchAttribute serialization{};
+    serialization.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    serialization.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid[0];
+    config.gridDimY = grid[1];
+    config.gridDimZ = grid[2];
+    config.blockDimX = entry.threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = entry.sharedBytes;
+    config.hStream = stream;
+    config.attrs = &serialization;
+    config.numAttrs = 1;
+    r = cuLaunchKernelEx(&config, f, params, nullptr);
   } else {
     r = cuLaunchKernel(f, grid[0], grid[1], grid[2], entry.threads, 1, 1,
                        entry.sharedBytes, stream, params, nullptr);

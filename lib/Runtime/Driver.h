@@ -34,25 +34,11 @@ fa_status loadImage(const std::string &image, const std::string &what,
                     CUmodule &out);
 /// Lets `f` use `bytes` of dynamic shared memory, above the default 48 KiB.
 fa_status allowDynamicSharedMemory(CUfunction f, unsigned bytes);
-/// cuLaunchKernelEx's configuration of `entry` on `grid`: programmatic
-/// stream serialization where `dependent`, clusters of (1, 1, clusterZ)
-/// CTAs where clusterZ > 1 (config.attrs points into the object: it is
-/// neither copied nor moved).
-struct LaunchConfig {
-  LaunchConfig(const Entry &entry, const Grid &grid, CUstream stream,
-               bool dependent, unsigned clusterZ);
-  LaunchConfig(const LaunchConfig &) = delete;
-  LaunchConfig &operator=(const LaunchConfig &) = delete;
-  CUlaunchConfig config{};
-  CUlaunchAttribute attrs[2]{};
-};
-
 /// Launches entry `entry` on `grid` with its threads and shared memory, a
 /// dependent entry (Entry::dependent) with programmatic stream serialization
-/// where the driver is 12.3 or later and FA_DEPENDENT_LAUNCH is not 0, in
-/// clusters of (1, 1, clusterZ) CTAs where clusterZ > 1 (it divides grid z).
+/// where the driver is 12.3 or later and FA_DEPENDENT_LAUNCH is not 0.
 fa_status launch(CUfunction f, const Entry &entry, const Grid &grid,
-                 CUstream stream, void **params, unsigned clusterZ = 1);
+                 CUstream stream, void **params);
 
 /// The function of `entry` of `kernel` in context `ctx` (on `device`),
 /// loading the kernel's module once per context (Bundle.cpp).

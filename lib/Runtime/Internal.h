@@ -157,11 +157,6 @@ struct KernelConfig {
   /// _sinks launches run these.
   bool sinks = false;
   int sinksParam = -1;
-  /// A split forward that merges its own partials where each query tile's
-  /// splits run as one thread block cluster (bundle version 24): o, lse,
-  /// o's three strides and, with sinks, the sinks from mergeParam, its last
-  /// parameters (kMergeParams); -1 where fa_merge always merges.
-  int mergeParam = -1;
   /// Paged-KV split forward (bundle version 14): fwd takes the page table,
   /// seqused_k and the i32 max_pages, page_size, num_pages from
   /// pageTableParam (after the strides); only fa_attention_forward_paged
@@ -193,9 +188,6 @@ constexpr int kBackwardPostStrideParam = 5;
 /// The first stride parameter of a strided split-KV kernel's fa_merge (after
 /// o_part, lse_part, o, lse, rows, splits, heads, nq); docs/ABI.md.
 constexpr int kMergeStrideParam = 8;
-/// The parameters a cluster-merging split forward takes from mergeParam on:
-/// o, lse, o's strides and the sinks.
-constexpr int kMergeParams = 6;
 
 /// The batch, head and row strides (elements) of a strided kernel's
 /// [B,H,N,D] tensors, in the order it takes them (docs/ABI.md): the values

@@ -804,25 +804,6 @@ void parseRuntimeWindow(const json &k, KernelConfig &c,
                    " (the window sizes are the last two parameters)");
 }
 
-/// The optional "merge_param" (bundle version 24): a split forward of sm_90
-/// or later that merges its partials where its tile's splits run as one
-/// cluster, taking fa_merge's o, lse, o's strides (and sinks) last.
-void parseClusterMerge(const json &k, KernelConfig &c,
-                       const std::string &where) {
-  if (!k.contains("merge_param"))
-    return;
-  if (!c.splitKv || c.target.cc < 90 || !c.strided())
-    bad(where, "field 'merge_param' is for strided split-KV kernels of "
-               "sm_90 and later only");
-  int expect = afterModArgs(c) + (c.windowRuntime ? 2 : 0);
-  c.mergeParam = intField(k, "merge_param", where, 0, INT_MAX);
-  if (c.mergeParam != expect)
-    bad(where, "field 'merge_param' = " + std::to_string(c.mergeParam) +
-                   ", expected " + std::to_string(expect) +
-                   " (o, lse, o's strides and the sinks are the split "
-                   "forward's last parameters)");
-}
-
 /// The optional "deterministic" and "semaphore_param" fields: only the
 /// warp-specialised wgmma backward has a deterministic variant, and it takes
 /// its semaphore workspace right after its tensor maps.
@@ -976,7 +957,6 @@ std::unique_ptr<fa_kernel> parseKernel(const json &k, size_t index,
   parseFp8(k, entries, c, where);
   parseSinks(k, entries, c, where);
   parseRuntimeWindow(k, c, where);
-  parseClusterMerge(k, c, where);
   if (c.fwd.persistent && c.tensorMaps.empty())
     bad(where + ".entries.fwd", "grid 'persistent' needs an mma 'wgmma' "
                                 "kernel (its tile counter follows the tensor "
@@ -1118,8 +1098,6 @@ fa_status parseManifest(const std::string &text, const std::string &dir,
       needs(21, c.descaleBlock != 0, "block-scaled fp8 kernels");
       needs(22, c.dtype == FA_DTYPE_F8E4M3 && c.direction == FA_DIRECTION_BWD,
             "fp8 backwards");
-      // Without "merge_param": launched without its last parameters.
-      needs(24, c.mergeParam >= 0, "cluster-merging split-KV kernels");
       // Without "block_order": a mask sized and built without the grid
       // order the kernel reads.
       needs(23, !c.blockOrder.name.empty(), "kernels with a block order");

@@ -68,8 +68,8 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   // A TMA kernel's k and v maps (by value), then q's batch, head and row
   // strides and the pools' page, head and row strides; the paged
   // parameters follow them (docs/ABI.md).
-  void *splitParams[12 + 2 + 9 + 5 + WindowParams::kMaxParams + kMergeParams] =
-      {&q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
+  void *splitParams[12 + 2 + 9 + 5 + WindowParams::kMaxParams] = {
+      &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides;
   inStrides.add(a.q);
   inStrides.addPages(a.k);

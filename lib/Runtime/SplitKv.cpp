@@ -9,11 +9,8 @@
 
 #include "Driver.h"
 #include "TensorMaps.h"
-#include "Workspace.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 using namespace fa::runtime;
 
@@ -23,9 +20,6 @@ constexpr const char *kApi = "fa_attention_forward_splitkv";
 constexpr int64_t kMaxGridZ = 65535;
 /// The most splits fa_splitkv_choose suggests.
 constexpr int64_t kMaxSplits = 128;
-/// The most CTAs of a cluster (non-portable above 8; sm_90), and so the
-/// most splits a cluster-merging kernel merges itself.
-constexpr unsigned kMaxClusterCtas = 16;
 
 /// Whether `kernel` is a split-KV kernel; else an error naming `api`.
 fa_status requireSplitKernel(const fa_kernel *kernel, const char *api) {
@@ -62,14 +56,6 @@ double lastWaveFill(int64_t ctas, int64_t slots) {
   return static_cast<double>(ctas) / (ceilDiv(ctas, slots) * slots);
 }
 
-/// Whether kernels that can merge in their clusters do: opt-in with
-/// FA_CLUSTER_MERGE=1 until a GPU run has measured them (PERF.md,
-/// 2026-12-07); read at each call.
-bool clusterMergeOn() {
-  const char *env = std::getenv("FA_CLUSTER_MERGE");
-  return env && std::strcmp(env, "1") == 0;
-}
-
 /// The split count of fa_splitkv_choose for valid sizes.
 int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
                      int64_t kvHeads, int64_t nq, int64_t nk, int32_t sms) {
@@ -102,14 +88,8 @@ int32_t chooseSplits(const KernelConfig &c, int64_t batch, int64_t heads,
   // 64k, 8 heads on 1, packed: d128 264 splits 40.2 µs, 132 31.1 µs; d64
   // 55.5 and 33.9 µs, 66 28.4 µs).
   int64_t want = std::min<int64_t>(2, ctasPerSm(c)) * sms / ctas;
-  int64_t splits = std::max<int64_t>(1, std::min({want, most, kMaxSplits}));
-  // A kernel that merges in its clusters keeps its splits to one cluster
-  // where that costs at most half the CTAs: the merge kernel's launch and
-  // its pass over the partials are gone (PERF.md, 2026-12-07).
-  if (c.mergeParam >= 0 && clusterMergeOn() && splits > kMaxClusterCtas &&
-      splits <= 2 * int64_t{kMaxClusterCtas})
-    splits = kMaxClusterCtas;
-  return static_cast<int32_t>(splits);
+  return static_cast<int32_t>(
+      std::max<int64_t>(1, std::min({want, most, kMaxSplits})));
 }
 
 fa_status checkSplitCall(const fa_kernel *kernel, const fa_attention_args *args,
@@ -170,45 +150,6 @@ fa_status fa::runtime::launchMerge(const KernelConfig &c, CUfunction merge,
   return launch(merge, c.merge, grid, stream, params);
 }
 
-namespace {
-
-/// Whether the split forward `f` runs on `grid` in clusters of `ctas` CTAs
-/// (cuOccupancyMaxActiveClusters: at least one fits a GPC), asked once per
-/// function and size; a refusal is an answer, not an error.
-bool clusterFits(CUfunction f, const Entry &entry, const Grid &grid,
-                 unsigned ctas) {
-  static KeptPerKey<std::pair<CUfunction, unsigned>, bool> fits;
-  bool out = false;
-  fits.get({f, ctas}, out, [&](bool &made) {
-    if (ctas > 8 && cuFuncSetAttribute(
-                        f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                        1) != CUDA_SUCCESS)
-      return FA_SUCCESS; // made stays false
-    LaunchConfig launch(entry, grid, /*stream=*/nullptr, /*dependent=*/false,
-                        ctas);
-    int clusters = 0;
-    made = cuOccupancyMaxActiveClusters(&clusters, f, &launch.config) ==
-               CUDA_SUCCESS &&
-           clusters > 0;
-    return FA_SUCCESS;
-  });
-  return out;
-}
-
-/// The cluster a cluster-merging split forward runs its tile's `splits`
-/// in: all of them where two or more fit one cluster (and clusterMergeOn),
-/// else 1 (no cluster; fa_merge merges).
-unsigned clusterMergeSize(const KernelConfig &c, CUfunction f, const Grid &grid,
-                          int32_t splits) {
-  if (c.mergeParam < 0 || splits <= 1 || !clusterMergeOn() ||
-      static_cast<unsigned>(splits) > kMaxClusterCtas ||
-      !clusterFits(f, c.fwd, grid, static_cast<unsigned>(splits)))
-    return 1;
-  return static_cast<unsigned>(splits);
-}
-
-} // namespace
-
 fa_status fa::runtime::launchSplitThenMerge(
     const KernelConfig &c, CUfunction split, CUfunction merge,
     const Grid &grid, void **params, const fa_attention_args &a,
@@ -219,26 +160,9 @@ fa_status fa::runtime::launchSplitThenMerge(
   std::string err = tensorMapArgs(c, a, maps);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
-  // A cluster-merging kernel takes fa_merge's o, lse, o's strides and sinks
-  // last, and merges where its cluster is its tile's splits.
-  CUdeviceptr o = a.o.data, lse = a.lse.data,
-              sinksData = sinks.sinks ? sinks.sinks->data : 0;
-  StrideParams outStrides;
-  unsigned cluster = 1;
-  if (c.mergeParam >= 0) {
-    params[c.mergeParam] = &o;
-    params[c.mergeParam + 1] = &lse;
-    outStrides.add(a.o);
-    outStrides.place(params, c.mergeParam + 2);
-    if (c.sinks)
-      params[c.mergeParam + 5] = &sinksData;
-    cluster = clusterMergeSize(c, split, grid, w.splits);
-  }
-  if (fa_status s = launchWithMaps(api, c.tag, maps, split, c.fwd, grid, stream,
-                                   params, cluster))
+  if (fa_status s =
+          launchWithMaps(api, c.tag, maps, split, c.fwd, grid, stream, params))
     return s;
-  if (cluster > 1 && cluster == static_cast<unsigned>(w.splits))
-    return FA_SUCCESS;
   return launchMerge(c, merge, a, w, sinks, stream);
 }
 
@@ -267,7 +191,7 @@ fa_status launchSplitAndMerge(const fa_kernel &kernel,
   // (docs/ABI.md), after a TMA kernel's k and v maps; the mod_args come
   // last.
   void *splitParams[12 + 2 + 9 + ModArgParams::kMaxParams +
-                    WindowParams::kMaxParams + kMergeParams] = {
+                    WindowParams::kMaxParams] = {
       &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides;
   if (c.strided()) {

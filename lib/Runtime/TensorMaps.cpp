@@ -75,7 +75,7 @@ fa_status encodeTensorMaps(const std::vector<fa_tensor_map_args> &args,
 fa_status launchWithMaps(const char *api, const std::string &tag,
                          const std::vector<fa_tensor_map_args> &mapArgs,
                          CUfunction f, const Entry &entry, const Grid &grid,
-                         CUstream stream, void **params, unsigned clusterZ) {
+                         CUstream stream, void **params) {
   // cuLaunchKernel copies the parameters before it returns, so the maps
   // only need to outlive the call.
   alignas(64) CUtensorMap maps[FA_MAX_TENSOR_MAPS];
@@ -83,7 +83,7 @@ fa_status launchWithMaps(const char *api, const std::string &tag,
     return failWithPrefix(s, std::string(api) + ": kernel '" + tag + "': ");
   for (size_t i = 0; i < mapArgs.size(); ++i)
     params[mapArgs[i].param] = &maps[i];
-  return launch(f, entry, grid, stream, params, clusterZ);
+  return launch(f, entry, grid, stream, params);
 }
 
 } // namespace fa::runtime

@@ -77,11 +77,11 @@ fa_status encodeTensorMaps(const std::vector<fa_tensor_map_args> &mapArgs,
 /// Launches `f` (entry `entry`) with its tensor maps: encodes `mapArgs` and
 /// points parameter mapArgs[i].param of `params` at map i, passed by value;
 /// the other parameters are the caller's. `api` names the C entry point and
-/// `tag` the kernel in an encode error; `clusterZ` as launch()'s.
+/// `tag` the kernel in an encode error.
 fa_status launchWithMaps(const char *api, const std::string &tag,
                          const std::vector<fa_tensor_map_args> &mapArgs,
                          CUfunction f, const Entry &entry, const Grid &grid,
-                         CUstream stream, void **params, unsigned clusterZ = 1);
+                         CUstream stream, void **params);
 
 /// The answer of a `_tensor_maps` C entry: `err` (non-empty) as its error,
 /// else `maps` copied into `out` and their number into *count.

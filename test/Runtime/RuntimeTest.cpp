@@ -14,7 +14,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -2486,57 +2485,6 @@ TEST(SplitKv, MergeLaunchField) {
   expectRejected("launch_type", manifest({withLaunch("true")}, "7"),
                  "kernels[0] ('s').entries.merge: field 'launch' must be a "
                  "string");
-}
-
-/// A split forward that merges its cluster's partials takes fa_merge's
-/// output parameters last ("merge_param", bundle version 24): after q, k and
-/// v's strides (12 to 20) here.
-TEST(SplitKv, MergeParamField) {
-  auto withMerge = [](const std::string &param,
-                      const std::string &target = "sm_90a") {
-    return kernelJson("s", "fwd", "bf16", 128, "none", target, true,
-                      R"(, "split_kv": true, "entries": {
-          "fwd": {"name": "f", "threads": 128, "shared_bytes": 0},
-          "merge": {"name": "m", "threads": 128, "shared_bytes": 0}},
-          "stride_param": 12, "merge_param": )" +
-                          param);
-  };
-  fa_bundle *b = nullptr;
-  ASSERT_EQ(loadText("merge_param",
-                     manifest({withMerge("21"), splitKvJson("p")}, "24"), &b),
-            FA_SUCCESS)
-      << lastError();
-  // 1 x 8k, 8 heads: 8 CTAs, two per SM would want 33 splits (32: four key
-  // blocks each); a kernel that merges in its clusters takes one cluster's
-  // 16, and 1 x 2k still its 8 (four blocks each); more than 32 stay.
-  auto choose = [&](int index, int64_t heads, int64_t nk) {
-    int32_t splits = -1;
-    EXPECT_EQ(fa_splitkv_choose(fa_bundle_kernel_at(b, index), 1, heads, 1, nk,
-                                132, &splits),
-              FA_SUCCESS)
-        << lastError();
-    return splits;
-  };
-  // Opt-in (FA_CLUSTER_MERGE=1) until measured on a GPU.
-  EXPECT_EQ(choose(0, 8, 8192), 32);
-  ::setenv("FA_CLUSTER_MERGE", "1", 1);
-  EXPECT_EQ(choose(0, 8, 8192), 16);
-  EXPECT_EQ(choose(1, 8, 8192), 32);
-  EXPECT_EQ(choose(0, 8, 2048), 8);
-  EXPECT_EQ(choose(0, 4, 65536), 66);
-  ::unsetenv("FA_CLUSTER_MERGE");
-  fa_bundle_free(b);
-  // An older runtime would launch it without its last six parameters.
-  expectRejected("merge_param_v23", manifest({withMerge("21")}, "23"),
-                 "kernels[0]: cluster-merging split-KV kernels need bundle "
-                 "version 24, the manifest says 23");
-  expectRejected("merge_param_at", manifest({withMerge("20")}, "24"),
-                 "kernels[0] ('s'): field 'merge_param' = 20, expected 21 (o, "
-                 "lse, o's strides and the sinks are the split forward's "
-                 "last parameters)");
-  expectRejected("merge_param_sm80", manifest({withMerge("21", "sm_80")}, "24"),
-                 "kernels[0] ('s'): field 'merge_param' is for strided "
-                 "split-KV kernels of sm_90 and later only");
 }
 
 /// The k and v maps of a split-KV forward whose producer warp loads by TMA

@@ -247,12 +247,6 @@ struct KernelPlan {
   /// (griddepcontrol.launch_dependents), so the merge's launch overlaps the
   /// split forward's last CTAs instead of following them.
   bool dependentMerge() const { return splitKv && gridDependencies(); }
-  /// A split plan's forward on sm_90 and later merges the partials itself
-  /// where the runtime launches the splits of each query tile as one thread
-  /// block cluster (attn_gpu.merge_cluster, docs/ABI.md): no fa_merge launch
-  /// then. Its last parameters are fa_merge's output ones
-  /// (KernelParamIndices::merge).
-  bool clusterMerge() const { return splitKv && gridDependencies(); }
   /// A kv-append plan's split forward is, in turn, fa_kv_append's dependent:
   /// it waits for the appended keys, values and rotated queries before its
   /// first global access, and fa_kv_append lets it be scheduled first thing.

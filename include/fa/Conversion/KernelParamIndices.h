@@ -28,7 +28,6 @@ struct KernelParamIndices {
   int64_t modArg = -1;    ///< the first mod_arg
   int64_t semaphore = -1; ///< deterministic: the dQ semaphores
   int64_t window = -1;    ///< run-time windows: left, right
-  int64_t merge = -1;     ///< cluster-merging split: o, lse, o's strides
 };
 
 /// Rows of the boxes of a paged TMA decode kernel's pool maps (manifest

@@ -66,7 +66,7 @@ extern "C" {
  * bundles before 5 are rejected: they read their maps from device memory.
  * score_mod kernels need none: every older runtime rejects a kernel whose
  * "score_mod" is not null. */
-#define FA_RUNTIME_BUNDLE_VERSION 24
+#define FA_RUNTIME_BUNDLE_VERSION 23
 #define FA_MAX_RANK 4
 /* Tensor maps a kernel takes at most (q, k, v for the sm_90a wgmma forward;
  * q, k, v, do for the warp-specialised wgmma backward; k, v for a TMA

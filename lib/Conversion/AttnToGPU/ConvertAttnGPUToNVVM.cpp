@@ -1126,7 +1126,6 @@ struct ConvertAttnGPUToNVVMPass final
         converter, ctx, kernels);
     populateBackwardTileLowering(patterns, converter, kernels);
     populateRingLowering(patterns, converter, kernels);
-    populateClusterMergeLowering(patterns, converter, kernels);
     populateWgmmaLowering(patterns, converter);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();

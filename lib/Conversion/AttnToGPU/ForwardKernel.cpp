@@ -11,9 +11,7 @@
 //
 // Split-KV (plan.splitKv): grid z runs over (batch, split) pairs; a CTA runs
 // the key blocks of its split (the IR's, from the split's first key) and
-// leaves its partial O (f32) and LSE in the workspace for the merge kernel,
-// or, on sm_90 and later where the splits of its tile run as one cluster,
-// merges them with the cluster's other CTAs (attn_gpu.merge_cluster).
+// leaves its partial O (f32) and LSE in the workspace for the merge kernel.
 //
 // Packed GQA (plan.packGqa): grid y runs over key heads; the CTA's rows hold
 // the query heads of its key head (attn_gpu.packed_rows), so each K/V block
@@ -83,7 +81,6 @@ private:
   scf::ForOp buildKeyLoop(Value bounds);
   Value applyMods(Value s, Value kBegin, Value bounds);
   void buildEpilogue(scf::ForOp loop);
-  void buildClusterMerge();
 
   OpBuilder &b;
   Location loc;
@@ -340,23 +337,6 @@ void ForwardTileBuilder::buildEpilogue(scf::ForOp loop) {
                             qBegin, rowBase, nq, rows, rows ? split : Value(),
                             rows && split ? arg(5) : Value(),
                             /*staging=*/Value(), /*staging_group=*/Value());
-  if (plan.clusterMerge())
-    buildClusterMerge();
-}
-
-/// The partials just stored, merged by the CTAs of the tile's cluster where
-/// the runtime launched one (attn_gpu.merge_cluster): fa_merge's output
-/// parameters are the kernel's last ones.
-void ForwardTileBuilder::buildClusterMerge() {
-  unsigned first = params.mergeParam;
-  StridedTensor oT = stridedTensor(
-      kb, arg(first), {arg(first + 2), arg(first + 3), arg(first + 4)});
-  Value sinks = plan.sinks ? arg(first + 5) : Value();
-  ag::MergeClusterOp::create(
-      b, loc, arg(3), arg(4), oT.mem, oT.batchStride, oT.headStride,
-      oT.rowStride, arg(first + 1), qBegin, nq, batch, head, heads,
-      kb.toIndex(arg(5)), split, splits, rows, sinks,
-      b.getI64IntegerAttr(plan.blockQ), b.getI64IntegerAttr(plan.warps));
 }
 
 void ForwardTileBuilder::build(gpu::GPUModuleOp module,

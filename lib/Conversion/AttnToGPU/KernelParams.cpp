@@ -80,7 +80,6 @@ KernelParamIndices mlir::fa::kernelParamIndices(MLIRContext *ctx,
   at.modArg = main.modArgParam;
   at.semaphore = main.semaphoreParam;
   at.window = main.windowParam;
-  at.merge = main.mergeParam;
   // A split forward's sinks are fa_merge's (its partials have none).
   at.sinks = plan.splitKv ? mergeParams(ctx, plan).sinksParam
                           : main.sinksParam;
@@ -161,15 +160,6 @@ KernelParams mlir::fa::gpu_lowering::forwardParams(MLIRContext *ctx,
     addTensors(p, Float32Type::get(ctx), 1); // sinks
   }
   addWindowSizes(p, ctx, plan);
-  if (plan.clusterMerge()) {
-    p.mergeParam = static_cast<int32_t>(p.types.size());
-    addTensors(p, plan.elemType, 1);         // o
-    addTensors(p, Float32Type::get(ctx), 1); // lse
-    for (int i = 0; i < 3; ++i)              // o's strides
-      p.add(IntegerType::get(ctx, 64));
-    if (plan.sinks)
-      addTensors(p, Float32Type::get(ctx), 1); // sinks
-  }
   return p;
 }
 

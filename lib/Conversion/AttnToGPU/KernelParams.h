@@ -59,11 +59,6 @@ struct KernelParams {
   /// A plan with run-time window sizes: index of the left size (i32; the
   /// right follows), the last two parameters; -1 for none.
   int32_t windowParam = -1;
-  /// A split forward that merges its cluster's partials
-  /// (KernelPlan::clusterMerge): index of o (lse, o's batch, head and row
-  /// strides (i64) and, with sinks, the sinks follow), the last parameters;
-  /// -1 for none.
-  int32_t mergeParam = -1;
 
   /// Appends `t`; returns its index.
   unsigned add(Type t) {
@@ -113,8 +108,7 @@ constexpr int kStridesPerTensor = 3;
 /// token totals), a block-sparse forward's block mask and its head count,
 /// the mod_args of a score_mod (ModArgs.h), and last the sinks (f32 [H]) of
 /// an unsplit plan with sinks (a split plan's merge takes them); after
-/// them a plan's run-time window sizes (i32 left, right); after everything,
-/// a cluster-merging split's o, lse, o's strides and sinks (mergeParam).
+/// everything, a plan's run-time window sizes (i32 left, right).
 KernelParams forwardParams(MLIRContext *ctx, const KernelPlan &plan);
 /// fa_bwd_pre: o, do, delta, dq_accum; batch, heads, nq; the strides of o
 /// and do.

@@ -14,11 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fragments.h"
 #include "SplitKv.h"
-#include "TileLowering.h"
-#include "TileRows.h"
-
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -26,32 +23,52 @@ using namespace mlir;
 using namespace mlir::fa;
 using namespace mlir::fa::gpu_lowering;
 
-namespace ag = mlir::fa::attn_gpu;
+gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
+                                          gpu::GPUModuleOp module,
+                                          const KernelPlan &splitPlan) {
+  // One warp per row: the split forward's producer warp has no row here
+  // (KernelPlan::mergeThreads, what the manifest says).
+  KernelPlan plan = splitPlan;
+  plan.producerWarp = false;
+  plan.tma = false;
+  assert(plan.threads() == splitPlan.mergeThreads());
+  const int64_t dv = plan.headDimV;
+  Type elem = plan.elemType, f32 = b.getF32Type();
+  OpBuilder::InsertionGuard guard(b);
+  KernelParams params = mergeParams(b.getContext(), plan);
+  auto func = createKernelFunc(b, loc, module, "fa_merge_" + splitPlan.tag(),
+                               params, plan, /*sharedBytes=*/0);
+  Block &entry = func.getBody().front();
+  auto arg = [&](unsigned i) { return entry.getArgument(i); };
+  Value oPart = arg(0), lsePart = arg(1), oMem = arg(2), lseMem = arg(3);
+  // A dependent launch starts before the split forward ends: nothing is
+  // read or written before the split's partials are complete and visible
+  // (the memory clobber keeps every access below it).
+  if (splitPlan.dependentMerge())
+    inlinePtx(b, loc, "griddepcontrol.wait;");
 
-namespace {
-
-/// What a warp merging one output row reads and writes.
-struct RowMerge {
-  Value oPart, lsePart; // the workspace's partials
-  Value oMem, lseMem;   // the caller's O and LSE
-  Value rows, splits;   // B·H·Nq, S (index)
-  Value row;            // (b·H + h)·Nq + q
-  Value oRow;           // the row's first element in oMem
-  Value sink;           // the row's head's sink, or null
-};
-
-} // namespace
-
-/// Merges output row `m.row` of the split partials: every lane of the
-/// calling warp takes part (shuffles), and lane 0 stores the LSE.
-static void mergeRow(KernelBuilder &kb, const RowMerge &m, int64_t dv,
-                     Type elem) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  Type f32 = b.getF32Type();
-  Value oPart = m.oPart, lsePart = m.lsePart, rows = m.rows, splits = m.splits,
-        row = m.row, sink = m.sink;
+  KernelBuilder kb(b, loc, plan);
+  kb.setupThreadIds();
+  Value rows = kb.toIndex(arg(4)), splits = kb.toIndex(arg(5));
+  Value cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value row = kb.add(kb.mul(cta, plan.warps), kb.warp);
+  auto inRange = scf::IfOp::create(b, loc, kb.lt(row, rows), false);
+  b.setInsertionPointToStart(&inRange.getThenRegion().front());
+  // O is in the caller's layout: row = (batch·H + head)·Nq + q.
+  Value heads = kb.toIndex(arg(6)), nq = kb.toIndex(arg(7));
+  StridedTensor oT = stridedTensor(kb, oMem, params.strides(entry, 0));
+  Value headRow = arith::DivUIOp::create(b, loc, row, nq);
+  // The query head: rows are (b, h, q) whether or not the split forward
+  // packed the query heads of a key head.
+  // (Built in the order GCC evaluated the call's arguments before: the
+  // kernels without sinks keep their PTX.)
+  Value queryRow = arith::RemUIOp::create(b, loc, row, nq);
+  Value head = arith::RemUIOp::create(b, loc, headRow, heads);
+  Value batch = arith::DivUIOp::create(b, loc, headRow, heads);
+  Value oRow = oT.rowOffset(kb, oT.headBase(kb, batch, head), queryRow);
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
+  Value sink = loadSink(kb, entry, params, head);
+
   // M: each lane's largest LSE over splits lane, lane + 32, ... (and the
   // sink), then the warp's by xor shuffles.
   auto maxLoop = scf::ForOp::create(b, loc, kb.lane, splits, kb.idx(32),
@@ -173,7 +190,7 @@ static void mergeRow(KernelBuilder &kb, const RowMerge &m, int64_t dv,
     b.setInsertionPointToStart(&store.getThenRegion().front());
     Value o = arith::MulFOp::create(b, loc, sums[i], inv);
     vector::StoreOp::create(b, loc, arith::TruncFOp::create(b, loc, outType, o),
-                            m.oMem, ValueRange{kb.add(m.oRow, chunkColumn(i))},
+                            oMem, ValueRange{kb.add(oRow, chunkColumn(i))},
                             false, llvm::MaybeAlign(width * 2));
   }
   auto first = scf::IfOp::create(
@@ -181,134 +198,8 @@ static void mergeRow(KernelBuilder &kb, const RowMerge &m, int64_t dv,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kb.lane, kb.idx(0)),
       false);
   b.setInsertionPointToStart(&first.getThenRegion().front());
-  memref::StoreOp::create(b, loc, lse, m.lseMem, ValueRange{row});
-}
-
-gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
-                                          gpu::GPUModuleOp module,
-                                          const KernelPlan &splitPlan) {
-  // One warp per row: the split forward's producer warp has no row here
-  // (KernelPlan::mergeThreads, what the manifest says).
-  KernelPlan plan = splitPlan;
-  plan.producerWarp = false;
-  plan.tma = false;
-  assert(plan.threads() == splitPlan.mergeThreads());
-  const int64_t dv = plan.headDimV;
-  Type elem = plan.elemType;
-  OpBuilder::InsertionGuard guard(b);
-  KernelParams params = mergeParams(b.getContext(), plan);
-  auto func = createKernelFunc(b, loc, module, "fa_merge_" + splitPlan.tag(),
-                               params, plan, /*sharedBytes=*/0);
-  Block &entry = func.getBody().front();
-  auto arg = [&](unsigned i) { return entry.getArgument(i); };
-  Value oPart = arg(0), lsePart = arg(1), oMem = arg(2), lseMem = arg(3);
-  // A dependent launch starts before the split forward ends: nothing is
-  // read or written before the split's partials are complete and visible
-  // (the memory clobber keeps every access below it).
-  if (splitPlan.dependentMerge())
-    inlinePtx(b, loc, "griddepcontrol.wait;");
-
-  KernelBuilder kb(b, loc, plan);
-  kb.setupThreadIds();
-  Value rows = kb.toIndex(arg(4)), splits = kb.toIndex(arg(5));
-  Value cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value row = kb.add(kb.mul(cta, plan.warps), kb.warp);
-  auto inRange = scf::IfOp::create(b, loc, kb.lt(row, rows), false);
-  b.setInsertionPointToStart(&inRange.getThenRegion().front());
-  // O is in the caller's layout: row = (batch·H + head)·Nq + q.
-  Value heads = kb.toIndex(arg(6)), nq = kb.toIndex(arg(7));
-  StridedTensor oT = stridedTensor(kb, oMem, params.strides(entry, 0));
-  Value headRow = arith::DivUIOp::create(b, loc, row, nq);
-  // The query head: rows are (b, h, q) whether or not the split forward
-  // packed the query heads of a key head.
-  // (Built in the order GCC evaluated the call's arguments before: the
-  // kernels without sinks keep their PTX.)
-  Value queryRow = arith::RemUIOp::create(b, loc, row, nq);
-  Value head = arith::RemUIOp::create(b, loc, headRow, heads);
-  Value batch = arith::DivUIOp::create(b, loc, headRow, heads);
-  Value oRow = oT.rowOffset(kb, oT.headBase(kb, batch, head), queryRow);
-  Value sink = loadSink(kb, entry, params, head);
-
-  mergeRow(kb, {oPart, lsePart, oMem, lseMem, rows, splits, row, oRow, sink},
-           dv, elem);
+  memref::StoreOp::create(b, loc, lse, lseMem, ValueRange{row});
   b.setInsertionPointAfter(inRange);
   gpu::ReturnOp::create(b, loc);
   return func;
-}
-
-namespace {
-
-/// attn_gpu.merge_cluster: where the cluster is the tile's splits (two or
-/// more), a cluster barrier, then each warp merges its tile rows with
-/// mergeRow.
-struct MergeClusterLowering : TileOpLowering<ag::MergeClusterOp> {
-  using TileOpLowering::TileOpLowering;
-  LogicalResult
-  matchAndRewrite(ag::MergeClusterOp op, OneToNOpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    KernelBuilder kb = builderFor(op, rewriter);
-    Location loc = op.getLoc();
-    Value splits = op.getSplits();
-    Value ctas = kb.toIndex(
-        NVVM::ClusterDim::create(rewriter, loc, rewriter.getI32Type()));
-    // A lone split is no cluster's: fa_merge finalises it.
-    Value clustered = arith::AndIOp::create(
-        rewriter, loc,
-        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, ctas,
-                              splits),
-        kb.lt(kb.idx(1), splits));
-    auto whole = scf::IfOp::create(rewriter, loc, clustered, false);
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(&whole.getThenRegion().front());
-    // Every split's partial rows are stored and visible to the cluster
-    // (exited threads, the producer warp's, do not take part).
-    inlinePtx(rewriter, loc,
-              "barrier.cluster.arrive.release;\n\t"
-              "barrier.cluster.wait.acquire;");
-    // Tile row r: split r mod S, its warp (r div S) mod warps.
-    Value step = kb.mul(splits, kb.idx(op.getWarps()));
-    auto loop = scf::ForOp::create(
-        rewriter, loc, kb.add(op.getSplit(), kb.mul(kb.warp, splits)),
-        kb.idx(op.getBlockRows()), step);
-    rewriter.setInsertionPointToStart(loop.getBody());
-    Value r = loop.getInductionVar();
-    Value head = op.getHead(), query, valid;
-    if (op.getRows()) {
-      TileRows rows = TileRows::fromValues(adaptor.getRows());
-      std::tie(head, query) = rows.at(kb, r);
-      valid = rows.valid(kb, r);
-    } else {
-      query = kb.add(op.getQueryBegin(), r);
-      valid = kb.lt(query, op.getNq());
-    }
-    auto ifValid = scf::IfOp::create(rewriter, loc, valid, false);
-    rewriter.setInsertionPointToStart(&ifValid.getThenRegion().front());
-    Value batch = op.getBatch(), heads = op.getHeads(), nq = op.getNq();
-    RowMerge m;
-    m.oPart = op.getOPart();
-    m.lsePart = op.getLsePart();
-    m.oMem = op.getOutput();
-    m.lseMem = op.getLseOut();
-    m.rows = kb.mul(kb.mul(op.getBatches(), heads), nq);
-    m.splits = splits;
-    m.row = kb.add(kb.mul(kb.add(kb.mul(batch, heads), head), nq), query);
-    m.oRow = kb.add(kb.add(kb.mul(batch, op.getBatchStride()),
-                           kb.mul(head, op.getHeadStride())),
-                    kb.mul(query, op.getRowStride()));
-    if (op.getSinks())
-      m.sink = memref::LoadOp::create(rewriter, loc, op.getSinks(),
-                                      ValueRange{head});
-    auto out = cast<MemRefType>(op.getOutput().getType());
-    mergeRow(kb, m, kernelOf(op).plan.headDimV, out.getElementType());
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
-} // namespace
-
-void mlir::fa::gpu_lowering::populateClusterMergeLowering(
-    RewritePatternSet &patterns, const TypeConverter &converter,
-    KernelLowerings &kernels) {
-  patterns.add<MergeClusterLowering>(converter, patterns.getContext(), kernels);
 }

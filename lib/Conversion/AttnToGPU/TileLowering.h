@@ -144,12 +144,6 @@ void inlineRoles(OpBuilder &b, Location loc, Value isProducer, Block &producer,
                  function_ref<void(OpBuilder &, Block &role, bool producer)>
                      begin = nullptr);
 
-/// attn_gpu.merge_cluster's pattern (MergeKernel.cpp, beside fa_merge's
-/// row merge, which both use).
-void populateClusterMergeLowering(RewritePatternSet &patterns,
-                                  const TypeConverter &converter,
-                                  KernelLowerings &kernels);
-
 /// attn_gpu.producer_warp as a branch on the warp index (before the
 /// conversion; RingLowering.cpp).
 void lowerProducerWarp(attn_gpu::ProducerWarpOp op);

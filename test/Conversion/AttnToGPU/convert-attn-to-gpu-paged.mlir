@@ -12,9 +12,7 @@
 // table row of the CTA's batch.
 // CHECK-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv_paged(
 // CHECK-SAME: %{{[^:]+}}: f32, %{{[^:]+}}: i32, %{{[^:]+}}: i64,
-// CHECK-SAME: %{{[^:]+}}: i64, %[[PT:[^:]+]]: !llvm.ptr<1>, %[[USED:[^:]+]]: !llvm.ptr<1>, %[[MAXP:[^:]+]]: i32, %[[PS:[^:]+]]: i32, %[[NP:[^:]+]]: i32,
-// (then fa_merge's o, lse and o's strides: the cluster merge's)
-// CHECK-SAME: %{{[^:]+}}: memref<1099511627776xbf16>, %{{[^:]+}}: memref<1099511627776xf32>, %{{[^:]+}}: i64, %{{[^:]+}}: i64, %{{[^:]+}}: i64)
+// CHECK-SAME: %{{[^:]+}}: i64, %[[PT:[^:]+]]: !llvm.ptr<1>, %[[USED:[^:]+]]: !llvm.ptr<1>, %[[MAXP:[^:]+]]: i32, %[[PS:[^:]+]]: i32, %[[NP:[^:]+]]: i32)
 // CHECK: %[[Z:.+]] = gpu.block_id z
 // CHECK: %[[B:.+]] = arith.divui %[[Z]], %{{.+}} : index
 // CHECK: %[[MAXPI:.+]] = arith.index_castui %[[MAXP]]

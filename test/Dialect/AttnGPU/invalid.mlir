@@ -618,22 +618,3 @@ func.func @online_softmax_scales(%s: !attn_gpu.fragment<16x64xf32, accumulator>,
   %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale, %scale : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
   return
 }
-
-// -----
-
-// The partials and LSE the cluster merges are f32.
-func.func @merge_cluster_partials(%part: memref<1024xbf16>, %lsepart: memref<64xf32>, %o: memref<1024xbf16>, %lse: memref<64xf32>, %i: index) {
-  // expected-error @+1 {{'attn_gpu.merge_cluster' op expected f32 partials and LSE, got 'memref<1024xbf16>'}}
-  attn_gpu.merge_cluster %part, %lsepart to %o[%i, %i, %i], %lse rows %i below %i of [%i, %i, %i, %i] split %i of %i {block_rows = 16, warps = 1}
-      : memref<1024xbf16>, memref<64xf32>, memref<1024xbf16>, memref<64xf32>
-  return
-}
-
-// -----
-
-func.func @merge_cluster_warps(%part: memref<1024xf32>, %lsepart: memref<64xf32>, %o: memref<1024xbf16>, %lse: memref<64xf32>, %i: index) {
-  // expected-error @+1 {{'attn_gpu.merge_cluster' op expected block_rows and warps >= 1, got 16 and 0}}
-  attn_gpu.merge_cluster %part, %lsepart to %o[%i, %i, %i], %lse rows %i below %i of [%i, %i, %i, %i] split %i of %i {block_rows = 16, warps = 0}
-      : memref<1024xf32>, memref<64xf32>, memref<1024xbf16>, memref<64xf32>
-  return
-}

@@ -252,15 +252,3 @@ func.func @lazy_softmax(%s: !attn_gpu.fragment<16x64xf32, accumulator>, %m: !att
   %p, %m1, %l1, %a1 = attn_gpu.online_softmax %s, %m, %m, %a scale %scale {lazy_rescale_log2 = 8.0 : f64} : !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator> -> !attn_gpu.fragment<16x64xf32, accumulator>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x1xf32, rows>, !attn_gpu.fragment<16x8xf32, accumulator>
   return
 }
-
-// The split forward's cluster merge, plain rows and packed rows with sinks.
-// CHECK-LABEL: func.func @merge_cluster
-func.func @merge_cluster(%part: memref<1024xf32>, %lsepart: memref<64xf32>, %o: memref<1024xbf16>, %lse: memref<64xf32>, %sinks: memref<8xf32>, %i: index, %rows: !attn_gpu.packed_rows) {
-  // CHECK: attn_gpu.merge_cluster %{{.+}}, %{{.+}} to %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}], %{{.+}} rows %{{.+}} below %{{.+}} of [%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}] split %{{.+}} of %{{.+}} {block_rows = 64 : i64, warps = 4 : i64} : memref<1024xf32>, memref<64xf32>, memref<1024xbf16>, memref<64xf32>
-  attn_gpu.merge_cluster %part, %lsepart to %o[%i, %i, %i], %lse rows %i below %i of [%i, %i, %i, %i] split %i of %i {block_rows = 64, warps = 4}
-      : memref<1024xf32>, memref<64xf32>, memref<1024xbf16>, memref<64xf32>
-  // CHECK: attn_gpu.merge_cluster {{.+}} split %{{.+}} of %{{.+}} packed %{{.+}} sinks %{{.+}} {block_rows = 16 : i64, warps = 1 : i64} : memref<1024xf32>, memref<64xf32>, memref<1024xbf16>, memref<64xf32>, memref<8xf32>
-  attn_gpu.merge_cluster %part, %lsepart to %o[%i, %i, %i], %lse rows %i below %i of [%i, %i, %i, %i] split %i of %i packed %rows sinks %sinks {block_rows = 16, warps = 1}
-      : memref<1024xf32>, memref<64xf32>, memref<1024xbf16>, memref<64xf32>, memref<8xf32>
-  return
-}

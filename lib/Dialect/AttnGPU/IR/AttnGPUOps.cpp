@@ -623,19 +623,6 @@ LogicalResult StoreOutputOp::verify() {
   return success();
 }
 
-LogicalResult MergeClusterOp::verify() {
-  for (Value mem : {getOPart(), getLsePart(), getLseOut()})
-    if (!cast<MemRefType>(mem.getType()).getElementType().isF32())
-      return emitOpError("expected f32 partials and LSE, got ")
-             << mem.getType();
-  if (getSinks() &&
-      !cast<MemRefType>(getSinks().getType()).getElementType().isF32())
-    return emitOpError("expected f32 sinks, got ") << getSinks().getType();
-  if (getBlockRows() < 1 || getWarps() < 1)
-    return emitOpError("expected block_rows and warps >= 1, got ")
-           << getBlockRows() << " and " << getWarps();
-  return success();
-}
 
 /// The leading arguments of a score_mod region: (f32, index × 4).
 static LogicalResult verifyScoreModRegion(Operation *op, Region &region) {
