@@ -13,7 +13,8 @@ forward and the merge (prediction: within 2%; the merge reads one more f32
 per row).
 
 Built on the development machine:
-    build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
+    build/bin/fa-aot --config-file test/gpu/configs_sinks.txt \
+        --score-mods test/gpu/score_mods.mlir -o out/bundle-sinks
 (configs_sinks.txt holds the plain twins of the benchmarked sink configs.)
     python3 bench/sinks.py --bundle out/bundle-sinks --lib <libfa_runtime.so>
 """

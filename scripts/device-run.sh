@@ -71,7 +71,8 @@
 #       -o out/bundle-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen.txt -o out/bundle-varlen
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen_sinks.txt -o out/bundle-varlen-sinks
-#   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
+#   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt --score-mods test/gpu/score_mods.mlir \
+#       -o out/bundle-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
 #   build/bin/fa-aot --config-file test/gpu/configs_paged_tma.txt -o out/bundle-paged-tma
 #   build/bin/fa-aot --config-file test/gpu/configs_kvappend.txt -o out/bundle-kvappend

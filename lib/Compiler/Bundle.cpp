@@ -405,27 +405,21 @@ std::string bundleHeader(ArrayRef<CompiledKernelRef> kernels) {
 Error checkBundle(ArrayRef<CompiledKernelRef> kernels) {
   StringSet<> tags;
   for (const CompiledKernelRef &k : kernels) {
-    // The manifest's score_mod is the config's: the tag must show that the
-    // compiler built it in, or a plain kernel would be served as the mod's.
-    const std::string &mod = k->config.scoreMod;
-    std::string modSuffix = "_mod_" + mod;
-    if (!k->config.maskMod.empty())
-      modSuffix += "_maskmod_" + k->config.maskMod;
-    if (!mod.empty() && !StringRef(k->tag).ends_with(modSuffix))
+    // The manifest's score_mod and mask_mod are the config's: the tag must
+    // show that the compiler built them in (KernelPlan::tag: the mods, then
+    // "_sink"), or a plain kernel would be served as the mods'.
+    const KernelConfig &c = k->config;
+    std::string mods = (c.scoreMod.empty() ? "" : "_mod_" + c.scoreMod) +
+                       (c.maskMod.empty() ? "" : "_maskmod_" + c.maskMod);
+    if (!mods.empty() &&
+        !StringRef(k->tag).ends_with(mods + (c.sinks ? "_sink" : "")))
       return createStringError(
           inconvertibleErrorCode(),
-          "kernel '%s' has score_mod '%s' in its config but its tag does not "
-          "end in '_mod_%s': the compiler did not build the score_mod into it",
-          k->tag.c_str(), mod.c_str(), mod.c_str());
-    const std::string &maskMod = k->config.maskMod;
-    if (!maskMod.empty() &&
-        !StringRef(k->tag).ends_with("_maskmod_" + maskMod))
-      return createStringError(
-          inconvertibleErrorCode(),
-          "kernel '%s' has mask_mod '%s' in its config but its tag does not "
-          "end in '_maskmod_%s': the compiler did not build the mask_mod into "
-          "it",
-          k->tag.c_str(), maskMod.c_str(), maskMod.c_str());
+          "kernel '%s' has score_mod '%s' and mask_mod '%s' in its config but "
+          "its tag does not end in '%s%s': the compiler did not build them "
+          "into it",
+          k->tag.c_str(), c.scoreMod.c_str(), c.maskMod.c_str(), mods.c_str(),
+          c.sinks ? "_sink" : "");
     if (!tags.insert(k->tag).second)
       return createStringError(inconvertibleErrorCode(),
                                "kernel '%s' is listed twice", k->tag.c_str());

@@ -1705,8 +1705,8 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     `sinks` (a float32 CUDA tensor [H] on q's device) are attention sinks:
     a learnable logit per query head in every row's softmax denominator,
     without a value (fa.sinks); the LSE counts them. When sinks requires
-    grad, the backward gives sinks.grad. Not with a score_mod or under
-    torch.compile yet.
+    grad, the backward gives sinks.grad. With a score_mod (and its
+    mod_args), not with a mask_mod; not under torch.compile yet.
 
     Calls without a score_mod run through fa's C++ autograd
     function where it is built (fa._torch_ext: FA_TORCH_EXT=1 or `python3 -m

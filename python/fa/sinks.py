@@ -71,36 +71,45 @@ def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32=False):
     return True
 
 
-def forward(q, k, v, sinks, b, mask_args, scale, mma, tf32=False):
+def forward(q, k, v, sinks, b, mask_args, scale, mma, tf32=False, score_mod=None,
+            mod_args=()):
     """O and LSE (allocated here) of the forward with sinks [H] f32 (tf32:
-    TF32 kernels allowed, float32 q)."""
+    TF32 kernels allowed, float32 q; score_mod a name, its tensors in
+    mod_args)."""
     import torch
-    from . import _capability, _launch, _mask, _tensor, softmax_scale
+    from . import (_capability, _check_mod_arg_count, _launch, _mask, _mod_arg_array, _tensor,
+                   softmax_scale)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-    # The split kernels are mma.sync ones.
-    if mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
+    # The split kernels are mma.sync ones without score_mods.
+    if score_mod is None and mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
                                                     scale, tf32):
         return o, lse
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
-                    k.shape[-2], sinks=True, allow_tf32=tf32)
+                    k.shape[-2], score_mod=score_mod, sinks=True, allow_tf32=tf32)
+    if score_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
     s = _tensor(aligned(sinks))
-    _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q, None, 0,
-            ctypes.byref(s))
+    _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q,
+            _mod_arg_array(mod_args), len(mod_args), ctypes.byref(s))
     return o, lse
 
 
-def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic, tf32=False):
+def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic, tf32=False,
+             score_mod=None, mod_args=()):
     """dQ, dK, dV and d_sinks (allocated here) of the forward with sinks."""
     import torch
-    from . import _capability, _launch, _mask, _tensor, softmax_scale
+    from . import (_capability, _check_mod_arg_count, _launch, _mask, _mod_arg_array, _tensor,
+                   softmax_scale)
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     mask, win = _mask(*mask_args)
     kernel = b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
-                    k.shape[-2], deterministic, sinks=True, allow_tf32=tf32)
+                    k.shape[-2], deterministic, score_mod, sinks=True, allow_tf32=tf32)
+    if score_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -108,8 +117,8 @@ def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic, tf3
     args = BackwardArgs(*[_tensor(t) for t in (q, k, v, o, do, lse, dq, dk, dv, delta,
                                                  dq_accum)], softmax_scale(q.shape[-1], scale))
     s, ds = _tensor(aligned(sinks)), _tensor(dsinks)
-    _launch(b.lib, b.lib.fa_attention_backward_sinks, kernel, args, q, None, 0,
-            ctypes.byref(s), ctypes.byref(ds))
+    _launch(b.lib, b.lib.fa_attention_backward_sinks, kernel, args, q,
+            _mod_arg_array(mod_args), len(mod_args), ctypes.byref(s), ctypes.byref(ds))
     return dq, dk, dv, dsinks
 
 
@@ -121,10 +130,12 @@ def _make_function():
         sinks through the bundle's bwd kernels. LSE is not differentiable."""
 
         @staticmethod
-        def forward(ctx, q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32):
-            o, lse = forward(q, k, v, sinks.detach(), b, mask_args, scale, mma, tf32)
+        def forward(ctx, q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32,
+                    score_mod, mod_args):
+            o, lse = forward(q, k, v, sinks.detach(), b, mask_args, scale, mma, tf32,
+                             score_mod, mod_args)
             ctx.save_for_backward(q, k, v, o, lse, sinks)
-            ctx.args = (b, mask_args, scale, deterministic, tf32)
+            ctx.args = (b, mask_args, scale, deterministic, tf32, score_mod, mod_args)
             ctx.mark_non_differentiable(lse)
             ctx.set_materialize_grads(False)
             return o, lse
@@ -132,24 +143,27 @@ def _make_function():
         @staticmethod
         def backward(ctx, do, _dlse):
             if do is None:  # O does not reach the loss
-                return (None,) * 10
+                return (None,) * 12
             q, k, v, o, lse, sinks = ctx.saved_tensors
             dq, dk, dv, dsinks = backward(q, k, v, o, do, lse, sinks.detach(), *ctx.args)
-            return dq, dk, dv, dsinks, None, None, None, None, None, None
+            return (dq, dk, dv, dsinks) + (None,) * 8
 
     return SinkAttentionFunction
 
 
 def attention(q, k, v, sinks, b, mask_args, scale, mma, deterministic, score_mod, mod_args,
               tf32=False):
-    """fa.attention with sinks: O, LSE (tf32: TF32 kernels allowed)."""
+    """fa.attention with sinks: O, LSE (tf32: TF32 kernels allowed; a
+    score_mod, a name or a Python function, with the tensors it reads)."""
     import torch
+    from . import _mod_args_for, _mods
     global _function
-    if score_mod is not None or mod_args:
-        raise FaError(1, "fa: sinks with a score_mod are not supported yet")
     check_sinks(sinks, q)
+    score_mod, _, tensors = _mods(score_mod, None, mod_args)
+    tensors = _mod_args_for(tensors, q)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, sinks)):
         if _function is None:
             _function = _make_function()
-        return _function.apply(q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32)
-    return forward(q, k, v, sinks, b, mask_args, scale, mma, tf32)
+        return _function.apply(q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32,
+                               score_mod, tensors)
+    return forward(q, k, v, sinks, b, mask_args, scale, mma, tf32, score_mod, tensors)

@@ -36,8 +36,8 @@ def check_arguments(b):
     expect_error(lambda: call(torch.zeros(1, 4)), "sinks.shape is [1, 4], expected [4]")
     expect_error(lambda: call(torch.zeros(4, device="meta")),
                  "sinks are on meta and q on cpu; expected one CUDA device")
-    expect_error(lambda: call(torch.zeros(4), score_mod="softcap30"),
-                 "sinks with a score_mod are not supported yet")
+    expect_error(lambda: call(torch.zeros(4), mask_mod="document"),
+                 "sinks with a mask_mod are not supported yet")
 
 
 def check_jit(lib_path, fa_aot, fixture):
@@ -84,6 +84,38 @@ def check_jit(lib_path, fa_aot, fixture):
                   ctypes.byref(dsinks)) == 0, lib.fa_last_error().decode()
     assert bcheck(bwd, ctypes.byref(gargs), None, 0, ctypes.byref(sinks), None) == 1
     assert "d_sinks is null" in lib.fa_last_error().decode()
+    check_jit_score_mod(b, fwd_args=args, sinks=sinks, addr=addr)
+
+
+def check_jit_score_mod(b, fwd_args, sinks, addr):
+    """A sink kernel with a score_mod reading a tensor: compiled on a miss
+    (fa-aot refused one before: its tag ends in the mod, then "_sink"),
+    found only by the query with both, and checked with the mod's tensor
+    before the sinks."""
+    from fa import mods
+    slopes = torch.ones(4)
+    alibi = mods.trace(lambda s, b, h, q, kv: s + slopes[h] * (kv - q))
+    lib = b.lib
+    for direction in (FWD, BWD):
+        kernel = b.find(direction, "bf16", 64, 64, "causal", (-1, -1), 90, None, 300,
+                        score_mod=alibi, sinks=True)
+        info = b._info(kernel)
+        assert info["sinks"] and info["score_mod"] == alibi.name, info
+        assert info["tag"].endswith("_mod_%s_sink" % alibi.name), info["tag"]
+        assert info["mod_args"] == [{"dtype": "f32", "dims": ["any"]}], info["mod_args"]
+        if direction == FWD:
+            fwd = kernel
+    mod = (fa._runtime.Tensor * 1)(fake(addr(40), 2, (4,)))
+    check = lib.fa_attention_forward_sinks_check
+    assert check(fwd, ctypes.byref(fwd_args), mod, 1, ctypes.byref(sinks)) == 0, \
+        lib.fa_last_error().decode()
+    assert check(fwd, ctypes.byref(fwd_args), None, 0, ctypes.byref(sinks)) == 1
+    error = lib.fa_last_error().decode()
+    assert "mod_arg" in error, error
+    # Without sinks the search does not return it.
+    plain = b._info(b.find(FWD, "bf16", 64, 64, "causal", (-1, -1), 90, None, 300,
+                           score_mod=alibi))
+    assert not plain["sinks"], plain
 
 
 def main():

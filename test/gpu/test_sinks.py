@@ -18,7 +18,8 @@ launches of sink kernels must be refused, and fa.attention(..., sinks=t)
 with autograd must give the same O and t.grad as the direct launches.
 
 Built on the development machine (MLIR is not on the GPU machine):
-    build/bin/fa-aot --config-file test/gpu/configs_sinks.txt -o out/bundle-sinks
+    build/bin/fa-aot --config-file test/gpu/configs_sinks.txt \
+        --score-mods test/gpu/score_mods.mlir -o out/bundle-sinks
 Then, on the GPU machine:
     python3 test/gpu/test_sinks.py --bundle out/bundle-sinks --lib <libfa_runtime.so>
 """
@@ -38,19 +39,21 @@ sys.path.insert(0, HERE)
 import fa  # noqa: E402
 from fa import _tensor  # noqa: E402
 from fa._runtime import BWD, FWD, BackwardArgs, ForwardArgs  # noqa: E402
+import score_mods  # noqa: E402
 from test_attention import (DTYPES, allowed_mask, delta_terms, judge, lse_slack,  # noqa: E402
                             poisoned)
 
 
-def reference(q, k, v, sinks, allowed, scale):
+def reference(q, k, v, sinks, allowed, scale, mod=None, mod_args=()):
     """O and LSE in the inputs' dtype (differentiable in q, k, v, sinks): the
-    sink of head h is one more logit of every row, without a value."""
+    sink of head h is one more logit of every row, without a value; score_mod
+    `mod` applies to the scores, not to the sink."""
     b, h, nq, _ = q.shape
     g = h // k.shape[1]
     k = k.repeat_interleave(g, dim=1)
     v = v.repeat_interleave(g, dim=1)
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
-    s = s.masked_fill(~allowed, float("-inf"))
+    s = score_mods.apply(mod, s, mod_args).masked_fill(~allowed, float("-inf"))
     sink = sinks.to(s.dtype).view(1, h, 1, 1).expand(b, h, nq, 1)
     full = torch.cat([s, sink], dim=-1)
     m = full.amax(-1, keepdim=True)
@@ -79,18 +82,19 @@ def random_case(rng, cfg):
             "dv": cfg["head_dim_v"], "mask": cfg["mask"],
             "window": (cfg["window_left"], cfg["window_right"]),
             "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
-            "scale": rng.choice([None, 1.3])}
+            "scale": rng.choice([None, 1.3]), "score_mod": cfg["score_mod"]}
 
 
 class Launcher:
     """Direct launches of one kernel of the bundle through the C API."""
 
-    def __init__(self, bundle, kernel):
-        self.lib, self.kernel = bundle.lib, kernel
+    def __init__(self, bundle, kernel, mod_args=()):
+        self.lib, self.kernel, self.mod_args = bundle.lib, kernel, mod_args
 
     def _call(self, fn, args, *extra):
         stream = torch.cuda.current_stream().cuda_stream
-        status = fn(self.kernel, ctypes.byref(args), None, 0, *extra, stream)
+        status = fn(self.kernel, ctypes.byref(args), fa._mod_arg_array(self.mod_args),
+                    len(self.mod_args), *extra, stream)
         if status:
             raise fa.FaError(status, self.lib.fa_last_error().decode())
 
@@ -131,30 +135,33 @@ def run(case, fwd, bwd, b, gen, rng, dev, results):
     v = torch.randn(bb, hkv, nk, dv, generator=gen, device=dev).to(dt)
     do = torch.randn(bb, h, nq, dv, generator=gen, device=dev).to(dt)
     sinks = random_sinks(rng, h, dev)
+    mod = case["score_mod"]
+    mods = score_mods.make_mod_args(mod, bb, h, hkv, nq, nk, dev, gen) if mod else ()
     allowed = allowed_mask(case["mask"], case["window"], nq, nk, dev)
     o = poisoned(bb, h, nq, dv, dtype=dt, device=dev)
     lse = poisoned(bb, h, nq, dtype=torch.float32, device=dev)
-    Launcher(b, fwd).forward(q, k, v, o, lse, sinks, scale)
+    Launcher(b, fwd, mods).forward(q, k, v, o, lse, sinks, scale)
     torch.cuda.synchronize()
     q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
     s64 = sinks.double().requires_grad_()
-    o64, lse64 = reference(q64, k64, v64, s64, allowed, scale)
+    o64, lse64 = reference(q64, k64, v64, s64, allowed, scale, mod,
+                           [t.double() for t in mods])
     ql, kl, vl = (t.detach().clone().requires_grad_() for t in (q, k, v))
     sl = sinks.detach().clone().requires_grad_()
-    ol, _ = reference(ql, kl, vl, sl, allowed, scale)
-    _, lse32 = reference(q.float(), k.float(), v.float(), sinks, allowed, scale)
+    ol, _ = reference(ql, kl, vl, sl, allowed, scale, mod, mods)
+    _, lse32 = reference(q.float(), k.float(), v.float(), sinks, allowed, scale, mod, mods)
     name = case["tag"]
     judge(name + " o", o, ol, o64, results)
     judge(name + " lse", lse, lse32, lse64, results, slack=lse_slack(q, k, lse64, scale))
     if bwd is None:
         return
-    launcher = Launcher(b, bwd)
+    launcher = Launcher(b, bwd, mods)
     dq, dk, dvv, ds = launcher.backward(q, k, v, o, do, lse, sinks, scale)
     torch.cuda.synchronize()
     o64.backward(do.double())
     ol.backward(do)
     shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do, allowed, scale,
-                                                     lse64)
+                                                     lse64, mod, [t.double() for t in mods])
     name = b._info(bwd)["tag"]
     judge(name + " dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
           slack=slack_q)
@@ -211,22 +218,26 @@ def check_api(b, fwd_cfg, dev, results):
     q, k, v = (torch.randn(2, 4, 150, d, generator=gen, device=dev).to(dt).requires_grad_()
                for _ in range(3))
     t = torch.tensor([0.5, float("-inf"), 3.0, -1.0], device=dev, requires_grad=True)
+    mod = fwd_cfg["score_mod"]
+    mods = score_mods.make_mod_args(mod, 2, 4, 4, 150, 150, dev, gen) if mod else ()
     kw = {"causal": mask == "causal", "causal_bottom_right": mask == "causal_bottom_right",
-          "window": win if mask == "window" else None}
+          "window": win if mask == "window" else None, "score_mod": mod,
+          "mod_args": list(mods) or None}
     o, lse = fa.attention(q, k, v, sinks=t, bundle=b, return_lse=True, mma=fwd_cfg["mma"],
                           **kw)
     do = torch.randn(o.shape, generator=gen, device=dev).to(dt)
     o.backward(do)
     cap = fa._capability(q)
     fk = b.find(FWD, fwd_cfg["dtype"], d, d, mask, win, cap,
-                fwd_cfg["mma"], 150, sinks=True)
-    bk = b.find(BWD, fwd_cfg["dtype"], d, d, mask, win, cap, None, 150, sinks=True)
+                fwd_cfg["mma"], 150, score_mod=mod, sinks=True)
+    bk = b.find(BWD, fwd_cfg["dtype"], d, d, mask, win, cap, None, 150, score_mod=mod,
+                sinks=True)
     scale = 1 / math.sqrt(d)
     qd, kd, vd = (x.detach() for x in (q, k, v))
     o2 = poisoned(*o.shape, dtype=dt, device=dev)
     lse2 = poisoned(*lse.shape, dtype=torch.float32, device=dev)
-    Launcher(b, fk).forward(qd, kd, vd, o2, lse2, t.detach(), scale)
-    dq, _, _, ds = Launcher(b, bk).backward(qd, kd, vd, o2, do, lse2, t.detach(), scale)
+    Launcher(b, fk, mods).forward(qd, kd, vd, o2, lse2, t.detach(), scale)
+    dq, _, _, ds = Launcher(b, bk, mods).backward(qd, kd, vd, o2, do, lse2, t.detach(), scale)
     torch.cuda.synchronize()
     ok = (torch.equal(o.detach(), o2) and torch.equal(lse, lse2) and torch.equal(q.grad, dq)
           and t.grad is not None and torch.equal(t.grad, ds))
@@ -263,7 +274,7 @@ def main():
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     results = []
     same = lambda x, y: all(x[f] == y[f] for f in ("dtype", "head_dim", "head_dim_v", "mask",  # noqa: E731
-                                                   "window_left", "window_right"))
+                                                   "window_left", "window_right", "score_mod"))
     # Every forward, with each backward of its problem (both families); a
     # backward without a forward of its problem uses the first forward of its
     # dtype and head dim (its mask then checks the forward only).
@@ -289,7 +300,7 @@ def main():
     if fwds:
         check_refusals(b, fwds[0][0], bwds[0][0] if bwds else None, dev, results)
         for _, fi in fwds:
-            if fi["mma"] == "wgmma" or fi is fwds[0][1]:
+            if fi["mma"] == "wgmma" or fi["score_mod"] or fi is fwds[0][1]:
                 check_api(b, fi, dev, results)
     for r in results[-8:]:
         if not r["ok"]:
