@@ -158,12 +158,6 @@ struct KernelPlan {
   /// reduction a panel adds them into dq_accum, laid out as two column
   /// panels [B·H][2][Nq][D/2] (HopperBackwardRoles.cpp, docs/ABI.md).
   bool splitRoles = false;
-  /// Warp-specialised wgmma backward, not deterministic or block-sparse:
-  /// key block x walks its query tiles from place x mod (tiles), wrapping,
-  /// so the CTAs of one head (all in flight together) add into different
-  /// dQ tiles at a time rather than all into the same one
-  /// (-fa-wgmma-bwd-rotate; HopperBackwardScheduler.cpp).
-  bool rotateQueryWalk = false;
   int64_t dqAccumPanels() const { return splitRoles ? 2 : 1; }
   /// fa_bwd_post reads dq_accum with the dQ tiles' chunk swizzle: the
   /// warp-specialised wgmma backward's bulk reductions copied it there.
@@ -410,13 +404,6 @@ std::string wgmmaBackwardVariantKey();
 
 /// Whether -fa-wgmma-bwd-ws asks for the warp-specialised wgmma backward.
 bool wgmmaBackwardWarpSpecialized();
-
-/// Whether the wgmma backward of `plan` rotates its query walk: the measured
-/// choice, or -fa-wgmma-bwd-rotate where given and the plan allows it.
-bool wgmmaBackwardRotatesQueryWalk(const KernelPlan &plan);
-
-/// The measured choice of rotateQueryWalk for `plan` (a tag names the other).
-bool measuredRotateQueryWalk(const KernelPlan &plan);
 
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
 /// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).

@@ -175,8 +175,6 @@ private:
   // headsPerKvHead query heads from firstHead.
   Value keyBlock, kvHead, batch, headsPerKvHead, keyBegin;
   Value tileBegin, tileEnd, tilesPerHead, tileCount, firstHead;
-  // rotateQueryWalk: where a head's walk starts, in [0, tilesPerHead).
-  Value walkShift;
   // Shared memory: the f32 view of the row statistics (and dQ tiles), the
   // wgmma descriptor base; dq_accum's address; scale·log2(e).
   Value stats, descBase, dqAddr, scaleLog2;
@@ -250,8 +248,6 @@ private:
   /// Block-sparse: whether tile t is a partial block (the mask_mod is
   /// evaluated on it); full blocks skip it.
   Value isPartialTile(Value t);
-  /// Place w ∈ [0, tilesPerHead) of a head's walk, rotated by walkShift.
-  Value rotatedPlace(Value w);
   /// The query head and first query row of tile t.
   Value headOf(Value t);
   Value qBeginOf(Value t);

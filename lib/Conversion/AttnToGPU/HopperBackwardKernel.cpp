@@ -65,34 +65,11 @@ static llvm::cl::opt<bool> clWarpSpecialized(
                    "dQ with red.global.add"),
     llvm::cl::init(true));
 
-static llvm::cl::opt<llvm::cl::boolOrDefault> clRotate(
-    "fa-wgmma-bwd-rotate", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
-    llvm::cl::desc("warp-specialised wgmma backward, not deterministic or "
-                   "block-sparse: key block x walks its query tiles from "
-                   "place x mod (tiles), so the CTAs of a head add into "
-                   "different dQ tiles at a time (default: the measured "
-                   "choice; a tag names the other with _rot1 / _rot0)"));
-
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  const char *rotate[] = {"", "rot1", "rot0"};
-  return std::string("ws") + (clWarpSpecialized ? "1" : "0") +
-         rotate[clRotate.getValue()];
+  return std::string("ws") + (clWarpSpecialized ? "1" : "0");
 }
 
 bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
-
-bool mlir::fa::measuredRotateQueryWalk(const KernelPlan &plan) {
-  (void)plan;
-  return false;
-}
-
-bool mlir::fa::wgmmaBackwardRotatesQueryWalk(const KernelPlan &plan) {
-  if (!plan.warpSpecialized || plan.deterministic || plan.blockSparse)
-    return false;
-  if (clRotate == llvm::cl::BOU_UNSET)
-    return measuredRotateQueryWalk(plan);
-  return clRotate == llvm::cl::BOU_TRUE;
-}
 
 HopperBackwardSmem mlir::fa::gpu_lowering::hopperBackwardSmem(
     const KernelPlan &plan) {

@@ -85,16 +85,6 @@ void HopperBackward::setupQueryTiles() {
   }
   tilesPerHead = kb.sub(tileEnd, tileBegin);
   tileCount = kb.mul(tilesPerHead, headsPerKvHead);
-  if (plan.rotateQueryWalk) {
-    // Key block x starts at place x mod tiles (0 without tiles): the CTAs
-    // of one head, in flight together, reduce into different dQ tiles.
-    Value any = kb.lt(kb.idx(0), tilesPerHead);
-    walkShift = kb.select(
-        any,
-        arith::RemUIOp::create(b, loc, keyBlock,
-                               kb.select(any, tilesPerHead, kb.idx(1))),
-        kb.idx(0));
-  }
   // The grid runs over the key blocks of the longest sequence: a key block
   // past its own sequence's end has no tile (and stores nothing).
   if (plan.varlen)
@@ -138,19 +128,10 @@ Value HopperBackward::headOf(Value t) {
   return kb.add(firstHead, arith::DivUIOp::create(b, loc, t, tilesPerHead));
 }
 
-Value HopperBackward::rotatedPlace(Value w) {
-  if (!walkShift)
-    return w;
-  Value shifted = kb.add(w, walkShift);
-  return kb.select(kb.lt(shifted, tilesPerHead), shifted,
-                   kb.sub(shifted, tilesPerHead));
-}
-
 Value HopperBackward::qBeginOf(Value t) {
-  return kb.mul(
-      queryTileAt(kb.add(tileBegin, rotatedPlace(arith::RemUIOp::create(
-                                        b, loc, t, tilesPerHead)))),
-      plan.blockQ);
+  return kb.mul(queryTileAt(kb.add(
+                    tileBegin, arith::RemUIOp::create(b, loc, t, tilesPerHead))),
+                plan.blockQ);
 }
 
 Value HopperBackward::queryRowsBaseOf(Value head) {
@@ -163,15 +144,11 @@ void HopperBackward::forEachTile32(
     function_ref<void(Value, Value, Value, Value)> body) {
   // The producer runs in 24 registers: 64-bit indices and the divisions of
   // headOf / qBeginOf would spill, so qTile and head step along instead.
-  // A rotated walk starts at tileBegin + walkShift, wraps at tileEnd, and
-  // steps the head when it is back at its start.
   Type i32 = b.getI32Type();
   Value tileEnd32 = kb.toI32(tileEnd), tileBegin32 = kb.toI32(tileBegin);
-  Value start32 =
-      walkShift ? kb.toI32(kb.add(tileBegin, walkShift)) : tileBegin32;
   auto loop =
       scf::ForOp::create(b, loc, kb.c32(0), kb.toI32(tileCount), kb.c32(1),
-                         ValueRange{start32, kb.toI32(firstHead)});
+                         ValueRange{tileBegin32, kb.toI32(firstHead)});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value t = loop.getInductionVar();
@@ -183,15 +160,10 @@ void HopperBackward::forEachTile32(
   Value next = add32(walk, kb.c32(1));
   Value wrap = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, next,
                                      tileEnd32);
-  Value nextWalk = arith::SelectOp::create(b, loc, wrap, tileBegin32, next);
-  Value nextHead = walkShift
-                       ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                               nextWalk, start32)
-                       : wrap;
   scf::YieldOp::create(
       b, loc,
-      ValueRange{nextWalk,
-                 add32(head, arith::ExtUIOp::create(b, loc, i32, nextHead))});
+      ValueRange{arith::SelectOp::create(b, loc, wrap, tileBegin32, next),
+                 add32(head, arith::ExtUIOp::create(b, loc, i32, wrap))});
 }
 
 Value HopperBackward::lastKeyBlockOf(Value qBegin) {

@@ -1,7 +1,6 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-rotate | FileCheck %s --check-prefix=ROT --enable-var-scope
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE
 
 // At the tile level the warp-specialised backward's GEMMs are the forward's
@@ -127,24 +126,3 @@ func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<window>, window_left = 32 : i64, window_right = 0 : i64} : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
   return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
 }
-
-// -fa-wgmma-bwd-rotate: key block x (block_id x) walks its T query tiles
-// from place x mod T (0 when T = 0, never a division by 0): the producer
-// starts at tileBegin + shift, and a consumer's tile t sits at place
-// (t mod T + shift), less T past the end; the tag says _rot1.
-// ROT-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_rot1
-// ROT: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_rot1(
-// ROT: %[[X:.*]] = gpu.block_id  x
-// ROT: %[[ANY:.*]] = arith.cmpi slt, %{{.*}}, %[[T:.*]] : index
-// ROT: %[[DIV:.*]] = arith.select %[[ANY]], %[[T]], %{{.*}} : index
-// ROT: %[[REM:.*]] = arith.remui %[[X]], %[[DIV]] : index
-// ROT: %[[SHIFT:.*]] = arith.select %[[ANY]], %[[REM]], %{{.*}} : index
-// ROT: %[[START:.*]] = arith.addi %[[BEGIN:.*]], %[[SHIFT]] : index
-// ROT: %[[START32:.*]] = arith.index_castui %[[START]] : index to i32
-// ROT: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[START32]],
-// ROT: %[[PLACE:.*]] = arith.remui %{{.*}}, %[[T]] : index
-// ROT-NEXT: %[[SHIFTED:.*]] = arith.addi %[[PLACE]], %[[SHIFT]] : index
-// ROT-NEXT: %[[WRAPPED:.*]] = arith.subi %[[SHIFTED]], %[[T]] : index
-// ROT-NEXT: %[[INSIDE:.*]] = arith.cmpi slt, %[[SHIFTED]], %[[T]] : index
-// ROT-NEXT: %[[ROTATED:.*]] = arith.select %[[INSIDE]], %[[SHIFTED]], %[[WRAPPED]] : index
-// ROT-NEXT: arith.addi %[[BEGIN]], %[[ROTATED]] : index
