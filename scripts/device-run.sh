@@ -33,6 +33,8 @@
 #                           FA_SINKS=1: test/gpu/test_sinks.py (FA_SINKS_CASES per kernel, 8) and
 #                           bench/sinks.py (sink vs plain twin, same process; FA_SINKS_BENCH=0
 #                           skips it, FA_SINKS_BENCH_ARGS)
+#   out/bundle-sinks-maskmod/ sinks with mask_mods (FA_SINKS_MASKMOD_BUNDLE names another), with
+#                           FA_SINKS=1: test/gpu/test_sinks.py on it too
 #   out/bundle-paged/       paged-KV decode kernels and their contiguous twins (FA_PAGED_BUNDLE
 #                           names another), run with FA_PAGED=1: test/gpu/test_paged.py
 #                           (FA_PAGED_CASES, 160; memcheck of 12 unless FA_PAGED_SAN=0), then
@@ -73,6 +75,8 @@
 #   build/bin/fa-aot --config-file test/gpu/configs_varlen_sinks.txt -o out/bundle-varlen-sinks
 #   build/bin/fa-aot --config-file test/gpu/configs_sinks.txt --score-mods test/gpu/score_mods.mlir \
 #       -o out/bundle-sinks
+#   build/bin/fa-aot --config-file test/gpu/configs_sinks_maskmod.txt --score-mods test/gpu/mask_mods.mlir \
+#       -o out/bundle-sinks-maskmod
 #   build/bin/fa-aot --config-file test/gpu/configs_paged.txt -o out/bundle-paged
 #   build/bin/fa-aot --config-file test/gpu/configs_paged_tma.txt -o out/bundle-paged-tma
 #   build/bin/fa-aot --config-file test/gpu/configs_kvappend.txt -o out/bundle-kvappend
@@ -335,6 +339,14 @@ if [ "${FA_SINKS:-0}" = 1 ]; then
     --bundle "$SINKS_BUNDLE" --cases "${FA_SINKS_CASES:-8}" --json "$WORK/sinks.json" \
     > "$WORK/sinks.log" 2>&1 || fail "sinks differential tests"
   grep -E "FAIL|passed|Error|error" "$WORK/sinks.log" | tail -n 40
+  SINKS_MASKMOD_BUNDLE=${FA_SINKS_MASKMOD_BUNDLE:-out/bundle-sinks-maskmod}
+  if [ -f "$SINKS_MASKMOD_BUNDLE/manifest.json" ]; then
+    step "attention sinks with mask_mods ($SINKS_MASKMOD_BUNDLE)"
+    timeout -k 10 ${FA_SINKS_TIMEOUT:-300} python3 test/gpu/test_sinks.py --lib "$LIB" \
+      --bundle "$SINKS_MASKMOD_BUNDLE" --cases "${FA_SINKS_CASES:-8}" \
+      > "$WORK/sinks-maskmod.log" 2>&1 || fail "sinks with mask_mods"
+    grep -E "FAIL|passed|Error|error" "$WORK/sinks-maskmod.log" | tail -n 40
+  fi
   if [ "${FA_SINKS_BENCH:-1}" != 0 ]; then
     step "sinks benchmark (bench/sinks.py: each sink kernel against its plain twin, same process)"
     timeout -k 10 ${FA_SINKS_BENCH_TIMEOUT:-200} python3 bench/sinks.py --lib "$LIB" \

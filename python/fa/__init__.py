@@ -1705,8 +1705,8 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
     `sinks` (a float32 CUDA tensor [H] on q's device) are attention sinks:
     a learnable logit per query head in every row's softmax denominator,
     without a value (fa.sinks); the LSE counts them. When sinks requires
-    grad, the backward gives sinks.grad. With a score_mod (and its
-    mod_args), not with a mask_mod; not under torch.compile yet.
+    grad, the backward gives sinks.grad. With a score_mod and a mask_mod
+    (and their mod_args); not under torch.compile yet.
 
     Calls without a score_mod run through fa's C++ autograd
     function where it is built (fa._torch_ext: FA_TORCH_EXT=1 or `python3 -m
@@ -1749,11 +1749,9 @@ def attention(q, k, v, causal=False, causal_bottom_right=False, window=None, sca
         return (o, lse) if return_lse else o
     _mma_code(mma)
     if sinks is not None:
-        if mask_mod is not None:
-            raise FaError(1, "fa: sinks with a mask_mod are not supported yet")
         from . import sinks as _sinks
         o, lse = _sinks.attention(q, k, v, sinks, b, mask_args, scale, mma,
-                                  bool(deterministic), score_mod, mod_args, tf32)
+                                  bool(deterministic), score_mod, mod_args, tf32, mask_mod)
         return (o, lse) if return_lse else o
     score_mod, mask_mod, tensors = _mods(score_mod, mask_mod, mod_args)
     tensors = _mod_args_for(tensors, q)

@@ -72,25 +72,26 @@ def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32=False):
 
 
 def forward(q, k, v, sinks, b, mask_args, scale, mma, tf32=False, score_mod=None,
-            mod_args=()):
+            mod_args=(), mask_mod=None):
     """O and LSE (allocated here) of the forward with sinks [H] f32 (tf32:
-    TF32 kernels allowed, float32 q; score_mod a name, its tensors in
-    mod_args)."""
+    TF32 kernels allowed, float32 q; score_mod and mask_mod names, their
+    tensors in mod_args)."""
     import torch
     from . import (_capability, _check_mod_arg_count, _launch, _mask, _mod_arg_array, _tensor,
                    softmax_scale)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-    # The split kernels are mma.sync ones without score_mods.
-    if score_mod is None and mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
-                                                    scale, tf32):
+    # The split kernels are mma.sync ones without mods.
+    plain = score_mod is None and mask_mod is None and mma in (None, "mma_sync")
+    if plain and _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32):
         return o, lse
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,
-                    k.shape[-2], score_mod=score_mod, sinks=True, allow_tf32=tf32)
-    if score_mod is not None:
-        _check_mod_arg_count(b, kernel, score_mod, mod_args)
+                    k.shape[-2], score_mod=score_mod, mask_mod=mask_mod, sinks=True,
+                    allow_tf32=tf32)
+    if score_mod is not None or mask_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
     args = ForwardArgs(*[_tensor(t) for t in (q, k, v, o, lse)], softmax_scale(q.shape[-1], scale))
     s = _tensor(aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_sinks, kernel, args, q,
@@ -99,7 +100,7 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma, tf32=False, score_mod=None
 
 
 def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic, tf32=False,
-             score_mod=None, mod_args=()):
+             score_mod=None, mod_args=(), mask_mod=None):
     """dQ, dK, dV and d_sinks (allocated here) of the forward with sinks."""
     import torch
     from . import (_capability, _check_mod_arg_count, _launch, _mask, _mod_arg_array, _tensor,
@@ -107,9 +108,10 @@ def backward(q, k, v, o, do, lse, sinks, b, mask_args, scale, deterministic, tf3
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     mask, win = _mask(*mask_args)
     kernel = b.find(BWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), None,
-                    k.shape[-2], deterministic, score_mod, sinks=True, allow_tf32=tf32)
-    if score_mod is not None:
-        _check_mod_arg_count(b, kernel, score_mod, mod_args)
+                    k.shape[-2], deterministic, score_mod, mask_mod, sinks=True,
+                    allow_tf32=tf32)
+    if score_mod is not None or mask_mod is not None:
+        _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     dq_accum = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -131,11 +133,11 @@ def _make_function():
 
         @staticmethod
         def forward(ctx, q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32,
-                    score_mod, mod_args):
+                    score_mod, mod_args, mask_mod):
             o, lse = forward(q, k, v, sinks.detach(), b, mask_args, scale, mma, tf32,
-                             score_mod, mod_args)
+                             score_mod, mod_args, mask_mod)
             ctx.save_for_backward(q, k, v, o, lse, sinks)
-            ctx.args = (b, mask_args, scale, deterministic, tf32, score_mod, mod_args)
+            ctx.args = (b, mask_args, scale, deterministic, tf32, score_mod, mod_args, mask_mod)
             ctx.mark_non_differentiable(lse)
             ctx.set_materialize_grads(False)
             return o, lse
@@ -143,27 +145,28 @@ def _make_function():
         @staticmethod
         def backward(ctx, do, _dlse):
             if do is None:  # O does not reach the loss
-                return (None,) * 12
+                return (None,) * 13
             q, k, v, o, lse, sinks = ctx.saved_tensors
             dq, dk, dv, dsinks = backward(q, k, v, o, do, lse, sinks.detach(), *ctx.args)
-            return (dq, dk, dv, dsinks) + (None,) * 8
+            return (dq, dk, dv, dsinks) + (None,) * 9
 
     return SinkAttentionFunction
 
 
 def attention(q, k, v, sinks, b, mask_args, scale, mma, deterministic, score_mod, mod_args,
-              tf32=False):
+              tf32=False, mask_mod=None):
     """fa.attention with sinks: O, LSE (tf32: TF32 kernels allowed; a
-    score_mod, a name or a Python function, with the tensors it reads)."""
+    score_mod and a mask_mod, names or Python functions, with the tensors
+    they read)."""
     import torch
     from . import _mod_args_for, _mods
     global _function
     check_sinks(sinks, q)
-    score_mod, _, tensors = _mods(score_mod, None, mod_args)
+    score_mod, mask_mod, tensors = _mods(score_mod, mask_mod, mod_args)
     tensors = _mod_args_for(tensors, q)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, sinks)):
         if _function is None:
             _function = _make_function()
         return _function.apply(q, k, v, sinks, b, mask_args, scale, mma, deterministic, tf32,
-                               score_mod, tensors)
-    return forward(q, k, v, sinks, b, mask_args, scale, mma, tf32, score_mod, tensors)
+                               score_mod, tensors, mask_mod)
+    return forward(q, k, v, sinks, b, mask_args, scale, mma, tf32, score_mod, tensors, mask_mod)

@@ -36,8 +36,6 @@ def check_arguments(b):
     expect_error(lambda: call(torch.zeros(1, 4)), "sinks.shape is [1, 4], expected [4]")
     expect_error(lambda: call(torch.zeros(4, device="meta")),
                  "sinks are on meta and q on cpu; expected one CUDA device")
-    expect_error(lambda: call(torch.zeros(4), mask_mod="document"),
-                 "sinks with a mask_mod are not supported yet")
 
 
 def check_jit(lib_path, fa_aot, fixture):
@@ -88,10 +86,10 @@ def check_jit(lib_path, fa_aot, fixture):
 
 
 def check_jit_score_mod(b, fwd_args, sinks, addr):
-    """A sink kernel with a score_mod reading a tensor: compiled on a miss
-    (fa-aot refused one before: its tag ends in the mod, then "_sink"),
-    found only by the query with both, and checked with the mod's tensor
-    before the sinks."""
+    """A sink kernel with a score_mod reading a tensor (and one with a
+    mask_mod too): compiled on a miss (fa-aot refused them before: the tag
+    ends in the mods, then "_sink"), found only by the query with both, and
+    checked with the mod's tensor before the sinks."""
     from fa import mods
     slopes = torch.ones(4)
     alibi = mods.trace(lambda s, b, h, q, kv: s + slopes[h] * (kv - q))
@@ -116,6 +114,16 @@ def check_jit_score_mod(b, fwd_args, sinks, addr):
     plain = b._info(b.find(FWD, "bf16", 64, 64, "causal", (-1, -1), 90, None, 300,
                            score_mod=alibi))
     assert not plain["sinks"], plain
+    # A mask_mod with sinks, its tensor after the score_mod's: the tag ends
+    # in both mods, then "_sink".
+    doc = torch.zeros(2, 300, dtype=torch.int32)
+    same_doc = mods.trace_mask(lambda b, h, q, kv: doc[b, q] == doc[b, kv])
+    kernel = b.find(FWD, "bf16", 64, 64, "causal", (-1, -1), 90, None, 300,
+                    score_mod=alibi, mask_mod=same_doc, sinks=True)
+    info = b._info(kernel)
+    assert info["tag"].endswith("_mod_%s_maskmod_%s_sink" % (alibi.name, same_doc.name)), \
+        info["tag"]
+    assert [m["dtype"] for m in info["mod_args"]] == ["f32", "i32"], info["mod_args"]
 
 
 def main():

@@ -20,6 +20,9 @@ with autograd must give the same O and t.grad as the direct launches.
 Built on the development machine (MLIR is not on the GPU machine):
     build/bin/fa-aot --config-file test/gpu/configs_sinks.txt \
         --score-mods test/gpu/score_mods.mlir -o out/bundle-sinks
+and, for sinks with mask_mods (the same test on that bundle):
+    build/bin/fa-aot --config-file test/gpu/configs_sinks_maskmod.txt \
+        --score-mods test/gpu/mask_mods.mlir -o out/bundle-sinks-maskmod
 Then, on the GPU machine:
     python3 test/gpu/test_sinks.py --bundle out/bundle-sinks --lib <libfa_runtime.so>
 """
@@ -40,6 +43,7 @@ import fa  # noqa: E402
 from fa import _tensor  # noqa: E402
 from fa._runtime import BWD, FWD, BackwardArgs, ForwardArgs  # noqa: E402
 import score_mods  # noqa: E402
+from test_maskmod import mask_mod_allowed, mask_mod_arg  # noqa: E402
 from test_attention import (DTYPES, allowed_mask, delta_terms, judge, lse_slack,  # noqa: E402
                             poisoned)
 
@@ -82,7 +86,8 @@ def random_case(rng, cfg):
             "dv": cfg["head_dim_v"], "mask": cfg["mask"],
             "window": (cfg["window_left"], cfg["window_right"]),
             "b": rng.randint(1, 3), "h": h, "hkv": hkv, "nq": nq, "nk": nk,
-            "scale": rng.choice([None, 1.3]), "score_mod": cfg["score_mod"]}
+            "scale": rng.choice([None, 1.3]), "score_mod": cfg["score_mod"],
+            "mask_mod": cfg["mask_mod"]}
 
 
 class Launcher:
@@ -138,9 +143,14 @@ def run(case, fwd, bwd, b, gen, rng, dev, results):
     mod = case["score_mod"]
     mods = score_mods.make_mod_args(mod, bb, h, hkv, nq, nk, dev, gen) if mod else ()
     allowed = allowed_mask(case["mask"], case["window"], nq, nk, dev)
+    kernel_mods = mods
+    if case["mask_mod"]:  # its tensor after the score_mod's
+        arg = mask_mod_arg(case["mask_mod"], bb, nq, nk, rng, dev)
+        allowed = allowed & mask_mod_allowed(case["mask_mod"], arg, bb, nq, nk, dev)
+        kernel_mods = tuple(mods) + (arg,)
     o = poisoned(bb, h, nq, dv, dtype=dt, device=dev)
     lse = poisoned(bb, h, nq, dtype=torch.float32, device=dev)
-    Launcher(b, fwd, mods).forward(q, k, v, o, lse, sinks, scale)
+    Launcher(b, fwd, kernel_mods).forward(q, k, v, o, lse, sinks, scale)
     torch.cuda.synchronize()
     q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
     s64 = sinks.double().requires_grad_()
@@ -155,7 +165,7 @@ def run(case, fwd, bwd, b, gen, rng, dev, results):
     judge(name + " lse", lse, lse32, lse64, results, slack=lse_slack(q, k, lse64, scale))
     if bwd is None:
         return
-    launcher = Launcher(b, bwd, mods)
+    launcher = Launcher(b, bwd, kernel_mods)
     dq, dk, dvv, ds = launcher.backward(q, k, v, o, do, lse, sinks, scale)
     torch.cuda.synchronize()
     o64.backward(do.double())
@@ -218,20 +228,22 @@ def check_api(b, fwd_cfg, dev, results):
     q, k, v = (torch.randn(2, 4, 150, d, generator=gen, device=dev).to(dt).requires_grad_()
                for _ in range(3))
     t = torch.tensor([0.5, float("-inf"), 3.0, -1.0], device=dev, requires_grad=True)
-    mod = fwd_cfg["score_mod"]
+    mod, mask_mod = fwd_cfg["score_mod"], fwd_cfg["mask_mod"]
     mods = score_mods.make_mod_args(mod, 2, 4, 4, 150, 150, dev, gen) if mod else ()
+    if mask_mod:
+        mods = tuple(mods) + (mask_mod_arg(mask_mod, 2, 150, 150, random.Random(5), dev),)
     kw = {"causal": mask == "causal", "causal_bottom_right": mask == "causal_bottom_right",
           "window": win if mask == "window" else None, "score_mod": mod,
-          "mod_args": list(mods) or None}
+          "mask_mod": mask_mod, "mod_args": list(mods) or None}
     o, lse = fa.attention(q, k, v, sinks=t, bundle=b, return_lse=True, mma=fwd_cfg["mma"],
                           **kw)
     do = torch.randn(o.shape, generator=gen, device=dev).to(dt)
     o.backward(do)
     cap = fa._capability(q)
     fk = b.find(FWD, fwd_cfg["dtype"], d, d, mask, win, cap,
-                fwd_cfg["mma"], 150, score_mod=mod, sinks=True)
+                fwd_cfg["mma"], 150, score_mod=mod, mask_mod=mask_mod, sinks=True)
     bk = b.find(BWD, fwd_cfg["dtype"], d, d, mask, win, cap, None, 150, score_mod=mod,
-                sinks=True)
+                mask_mod=mask_mod, sinks=True)
     scale = 1 / math.sqrt(d)
     qd, kd, vd = (x.detach() for x in (q, k, v))
     o2 = poisoned(*o.shape, dtype=dt, device=dev)
@@ -274,7 +286,8 @@ def main():
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     results = []
     same = lambda x, y: all(x[f] == y[f] for f in ("dtype", "head_dim", "head_dim_v", "mask",  # noqa: E731
-                                                   "window_left", "window_right", "score_mod"))
+                                                   "window_left", "window_right", "score_mod",
+                                                   "mask_mod"))
     # Every forward, with each backward of its problem (both families); a
     # backward without a forward of its problem uses the first forward of its
     # dtype and head dim (its mask then checks the forward only).
@@ -300,7 +313,7 @@ def main():
     if fwds:
         check_refusals(b, fwds[0][0], bwds[0][0] if bwds else None, dev, results)
         for _, fi in fwds:
-            if fi["mma"] == "wgmma" or fi["score_mod"] or fi is fwds[0][1]:
+            if fi["mma"] == "wgmma" or fi["score_mod"] or fi["mask_mod"] or fi is fwds[0][1]:
                 check_api(b, fi, dev, results)
     for r in results[-8:]:
         if not r["ok"]:
