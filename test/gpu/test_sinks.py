@@ -2,7 +2,9 @@
 """Differential GPU test of the attention-sink kernels (H200 only, never CI).
 
 Every kernel of the bundle with sinks (forward and backward, mma.sync and
-wgmma, every dtype, head dim and mask it has) is launched directly through
+wgmma, every dtype, head dim, mask, score_mod and mask_mod it has; the mods'
+tensors drawn by score_mods.make_mod_args and test_maskmod's mask_mod_arg)
+is launched directly through
 fa_attention_{forward,backward}_sinks on random cases: B 1-3, H/Hkv with
 GQA/MQA, ragged Nq != Nk (rows whose keys are all masked included: only their
 sink sees them), sinks per head drawn from N(0, 2), dominant ones (+8, which
@@ -77,6 +79,18 @@ def random_sinks(rng, h, dev):
     return torch.tensor(vals, dtype=torch.float32, device=dev)
 
 
+def kernel_mod_args(info, b, h, hkv, nq, nk, rng, gen, dev):
+    """(the score_mod's tensors, all the kernel's mod_args, the mask_mod's
+    [B, 1, Nq, Nk] keep mask or None) for a problem of these sizes: the
+    mask_mod's tensor after the score_mod's."""
+    mod, mask_mod = info["score_mod"], info["mask_mod"]
+    mods = tuple(score_mods.make_mod_args(mod, b, h, hkv, nq, nk, dev, gen)) if mod else ()
+    if not mask_mod:
+        return mods, mods, None
+    arg = mask_mod_arg(mask_mod, b, nq, nk, rng, dev)
+    return mods, mods + (arg,), mask_mod_allowed(mask_mod, arg, b, nq, nk, dev)
+
+
 def random_case(rng, cfg):
     hkv = rng.choice([1, 1, 2, 3, 4])
     h = hkv * rng.choice([1, 2, 3, 4]) if rng.random() < 0.8 else hkv
@@ -141,13 +155,10 @@ def run(case, fwd, bwd, b, gen, rng, dev, results):
     do = torch.randn(bb, h, nq, dv, generator=gen, device=dev).to(dt)
     sinks = random_sinks(rng, h, dev)
     mod = case["score_mod"]
-    mods = score_mods.make_mod_args(mod, bb, h, hkv, nq, nk, dev, gen) if mod else ()
+    mods, kernel_mods, keep = kernel_mod_args(case, bb, h, hkv, nq, nk, rng, gen, dev)
     allowed = allowed_mask(case["mask"], case["window"], nq, nk, dev)
-    kernel_mods = mods
-    if case["mask_mod"]:  # its tensor after the score_mod's
-        arg = mask_mod_arg(case["mask_mod"], bb, nq, nk, rng, dev)
-        allowed = allowed & mask_mod_allowed(case["mask_mod"], arg, bb, nq, nk, dev)
-        kernel_mods = tuple(mods) + (arg,)
+    if keep is not None:
+        allowed = allowed & keep
     o = poisoned(bb, h, nq, dv, dtype=dt, device=dev)
     lse = poisoned(bb, h, nq, dtype=torch.float32, device=dev)
     Launcher(b, fwd, kernel_mods).forward(q, k, v, o, lse, sinks, scale)
@@ -200,14 +211,16 @@ def check_refusals(b, fwd, bwd, dev, results):
     o = poisoned(1, 4, 70, info["head_dim_v"], dtype=dt, device=dev)
     lse = poisoned(1, 4, 70, dtype=torch.float32, device=dev)
     args = ForwardArgs(*[_tensor(t) for t in (q, q, q, o, lse)], 0.1)
-    status = b.lib.fa_attention_forward(fwd, ctypes.byref(args),
-                                        torch.cuda.current_stream().cuda_stream)
+    _, mods, _ = kernel_mod_args(info, 1, 4, 4, 70, 70, random.Random(3), None, dev)
+    # (The _ex launch with the kernel's mod_args: only the sinks are missing.)
+    status = b.lib.fa_attention_forward_ex(fwd, ctypes.byref(args), fa._mod_arg_array(mods),
+                                           len(mods), torch.cuda.current_stream().cuda_stream)
     msg = b.lib.fa_last_error().decode()
     results.append({"what": "plain launch of a sink kernel refused", "msg": msg,
                     "ok": status == 1 and "has attention sinks" in msg})
     short = torch.zeros(3, device=dev)
     try:
-        Launcher(b, fwd).forward(q, q, q, o, lse, short, 0.1)
+        Launcher(b, fwd, mods).forward(q, q, q, o, lse, short, 0.1)
         ok = False
     except fa.FaError as e:
         ok = "sinks.shape is [3], expected [4]" in str(e)
@@ -229,9 +242,7 @@ def check_api(b, fwd_cfg, dev, results):
                for _ in range(3))
     t = torch.tensor([0.5, float("-inf"), 3.0, -1.0], device=dev, requires_grad=True)
     mod, mask_mod = fwd_cfg["score_mod"], fwd_cfg["mask_mod"]
-    mods = score_mods.make_mod_args(mod, 2, 4, 4, 150, 150, dev, gen) if mod else ()
-    if mask_mod:
-        mods = tuple(mods) + (mask_mod_arg(mask_mod, 2, 150, 150, random.Random(5), dev),)
+    _, mods, _ = kernel_mod_args(fwd_cfg, 2, 4, 4, 150, 150, random.Random(5), gen, dev)
     kw = {"causal": mask == "causal", "causal_bottom_right": mask == "causal_bottom_right",
           "window": win if mask == "window" else None, "score_mod": mod,
           "mask_mod": mask_mod, "mod_args": list(mods) or None}
