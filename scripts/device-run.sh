@@ -334,19 +334,16 @@ if [ "${FA_PAGED:-0}" = 1 ]; then
 fi
 SINKS_BUNDLE=${FA_SINKS_BUNDLE:-out/bundle-sinks}
 if [ "${FA_SINKS:-0}" = 1 ]; then
-  step "attention sinks ($SINKS_BUNDLE, through the runtime and fa.attention(sinks=t)): differential tests incl. d_sinks"
-  timeout -k 10 ${FA_SINKS_TIMEOUT:-300} python3 test/gpu/test_sinks.py --lib "$LIB" \
-    --bundle "$SINKS_BUNDLE" --cases "${FA_SINKS_CASES:-8}" --json "$WORK/sinks.json" \
-    > "$WORK/sinks.log" 2>&1 || fail "sinks differential tests"
-  grep -E "FAIL|passed|Error|error" "$WORK/sinks.log" | tail -n 40
-  SINKS_MASKMOD_BUNDLE=${FA_SINKS_MASKMOD_BUNDLE:-out/bundle-sinks-maskmod}
-  if [ -f "$SINKS_MASKMOD_BUNDLE/manifest.json" ]; then
-    step "attention sinks with mask_mods ($SINKS_MASKMOD_BUNDLE)"
+  # The sink kernels, then those with mask_mods where that bundle is built.
+  for bundle in "$SINKS_BUNDLE" "${FA_SINKS_MASKMOD_BUNDLE:-out/bundle-sinks-maskmod}"; do
+    [ "$bundle" = "$SINKS_BUNDLE" ] || [ -f "$bundle/manifest.json" ] || continue
+    log="$WORK/$(basename "$bundle")"
+    step "attention sinks ($bundle, through the runtime and fa.attention(sinks=t)): differential tests incl. d_sinks"
     timeout -k 10 ${FA_SINKS_TIMEOUT:-300} python3 test/gpu/test_sinks.py --lib "$LIB" \
-      --bundle "$SINKS_MASKMOD_BUNDLE" --cases "${FA_SINKS_CASES:-8}" \
-      > "$WORK/sinks-maskmod.log" 2>&1 || fail "sinks with mask_mods"
-    grep -E "FAIL|passed|Error|error" "$WORK/sinks-maskmod.log" | tail -n 40
-  fi
+      --bundle "$bundle" --cases "${FA_SINKS_CASES:-8}" --json "$log.json" \
+      > "$log.log" 2>&1 || fail "sinks differential tests ($bundle)"
+    grep -E "FAIL|passed|Error|error" "$log.log" | tail -n 40
+  done
   if [ "${FA_SINKS_BENCH:-1}" != 0 ]; then
     step "sinks benchmark (bench/sinks.py: each sink kernel against its plain twin, same process)"
     timeout -k 10 ${FA_SINKS_BENCH_TIMEOUT:-200} python3 bench/sinks.py --lib "$LIB" \
