@@ -82,10 +82,10 @@ def check_jit(lib_path, fa_aot, fixture):
                   ctypes.byref(dsinks)) == 0, lib.fa_last_error().decode()
     assert bcheck(bwd, ctypes.byref(gargs), None, 0, ctypes.byref(sinks), None) == 1
     assert "d_sinks is null" in lib.fa_last_error().decode()
-    check_jit_score_mod(b, fwd_args=args, sinks=sinks, addr=addr)
+    check_jit_mods(b, fwd_args=args, sinks=sinks, addr=addr)
 
 
-def check_jit_score_mod(b, fwd_args, sinks, addr):
+def check_jit_mods(b, fwd_args, sinks, addr):
     """A sink kernel with a score_mod reading a tensor (and one with a
     mask_mod too): compiled on a miss (fa-aot refused them before: the tag
     ends in the mods, then "_sink"), found only by the query with both, and

@@ -165,8 +165,8 @@ def run(case, fwd, bwd, b, gen, rng, dev, results):
     torch.cuda.synchronize()
     q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
     s64 = sinks.double().requires_grad_()
-    o64, lse64 = reference(q64, k64, v64, s64, allowed, scale, mod,
-                           [t.double() for t in mods])
+    mods64 = [t.double() for t in mods]
+    o64, lse64 = reference(q64, k64, v64, s64, allowed, scale, mod, mods64)
     ql, kl, vl = (t.detach().clone().requires_grad_() for t in (q, k, v))
     sl = sinks.detach().clone().requires_grad_()
     ol, _ = reference(ql, kl, vl, sl, allowed, scale, mod, mods)
@@ -182,7 +182,7 @@ def run(case, fwd, bwd, b, gen, rng, dev, results):
     o64.backward(do.double())
     ol.backward(do)
     shift_q, shift_k, slack_q, slack_k = delta_terms(q64, k64, v64, o, o64, do, allowed, scale,
-                                                     lse64, mod, [t.double() for t in mods])
+                                                     lse64, mod, mods64)
     name = b._info(bwd)["tag"]
     judge(name + " dq", dq, ql.grad, q64.grad, results, ref_got=q64.grad + shift_q,
           slack=slack_q)
@@ -212,9 +212,12 @@ def check_refusals(b, fwd, bwd, dev, results):
     lse = poisoned(1, 4, 70, dtype=torch.float32, device=dev)
     args = ForwardArgs(*[_tensor(t) for t in (q, q, q, o, lse)], 0.1)
     _, mods, _ = kernel_mod_args(info, 1, 4, 4, 70, 70, random.Random(3), None, dev)
-    # (The _ex launch with the kernel's mod_args: only the sinks are missing.)
-    status = b.lib.fa_attention_forward_ex(fwd, ctypes.byref(args), fa._mod_arg_array(mods),
-                                           len(mods), torch.cuda.current_stream().cuda_stream)
+    stream = torch.cuda.current_stream().cuda_stream
+    # A mod kernel through the _ex launch with its mod_args: only the sinks
+    # are missing.
+    status = (b.lib.fa_attention_forward_ex(fwd, ctypes.byref(args), fa._mod_arg_array(mods),
+                                            len(mods), stream) if mods else
+              b.lib.fa_attention_forward(fwd, ctypes.byref(args), stream))
     msg = b.lib.fa_last_error().decode()
     results.append({"what": "plain launch of a sink kernel refused", "msg": msg,
                     "ok": status == 1 and "has attention sinks" in msg})
