@@ -26,6 +26,12 @@ With --compare B1,B2 (also with --grid): fa.attention through each further bundl
 fa@B1, ...), same process and inputs, each O checked like fa's: an A/B of
 kernel variants (say the K/V ring's depth, config field s3); --graph times them as CUDA
 graphs (GPU time only).
+
+With --score-mod NAME (a score_mod of test/gpu/score_mods.py; the bundle has
+its split-KV decode kernels and plain forward, e.g. test/gpu/configs_decode_mods.txt
+with --score-mods test/gpu/score_mods.mlir, beside --defaults): fa.attention
+with it against its plain forward, fa without it, FlexAttention with it and
+cuDNN, as CUDA graphs.
 """
 import argparse
 import json
@@ -283,6 +289,74 @@ def paged_main(bundle, json_path):
     return report(rows, failed, json_path)
 
 
+def mods_main(bundle, name, json_path):
+    """Decode with score_mod `name` (test/gpu/score_mods.py, its tensors drawn
+    by make_mod_args): fa.attention with it (the split-KV kernels built with
+    it), the plain forward with it (what fa.attention ran before decode took
+    mods to split-KV), fa without it, FlexAttention with it and cuDNN without
+    it; GPU time of CUDA graphs, each O checked against float32 math with the
+    mod first (max |error| / max |O| < 1e-2)."""
+    import ctypes
+    import score_mods
+    from torch.nn.attention.flex_attention import flex_attention
+    flex = torch.compile(flex_attention, dynamic=False)
+    rows, failed = [], 0
+    print("score_mod %s; d %d, GQA %d/%d, Nq 1, µs and K+V TB/s (CUDA graphs)" % (name, D, H, HKV))
+    print("%-9s | %-18s | %-18s | %-18s | %-18s | %-18s | %s" % (
+        "B x Nk", "fa:" + name, "fa:%s plain fwd" % name, "fa", "flex:" + name, "cudnn",
+        "mod/plain, fa/flex"))
+    for b, nk in SHAPES:
+        torch.manual_seed(b * 7 + nk)
+        q = torch.randn(b, H, 1, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+        mod_args = list(score_mods.make_mod_args(name, b, H, HKV, 1, nk, "cuda"))
+        row, kv_bytes = {"B": b, "Nk": nk, "ok": True}, 2 * k.numel() * k.element_size()
+        with torch.no_grad():
+            g = H // HKV
+            s = torch.matmul(q.float(), k.float().repeat_interleave(g, 1).transpose(-1, -2))
+            p = torch.softmax(score_mods.apply(name, s * D ** -0.5, mod_args), -1)
+            ref = torch.matmul(p, v.float().repeat_interleave(g, 1))
+        kernel = bundle.find(fa.FWD, q.dtype, D, D, "none", (-1, -1), fa._capability(q), None,
+                             nk, score_mod=name)
+        o_plain, lse_plain = torch.empty_like(q), torch.empty(b, H, 1, device="cuda")
+        args = fa.ForwardArgs(*[fa._tensor(t) for t in (q, k, v, o_plain, lse_plain)],
+                              D ** -0.5)
+        mods = fa._mod_arg_array(mod_args)
+
+        def plain_fwd():
+            fa._launch(bundle.lib, bundle.lib.fa_attention_forward_ex, kernel, args, q, mods,
+                       len(mod_args))
+
+        flex_mod = score_mods.flex_score_mod(name, mod_args)
+        fns = {"fa:" + name: lambda: fa.attention(q, k, v, score_mod=name, mod_args=mod_args,
+                                                  bundle=bundle),
+               "plain": lambda: (plain_fwd(), o_plain)[1],
+               "fa": lambda: fa.attention(q, k, v, bundle=bundle),
+               "flex:" + name: lambda: flex(q, k, v, score_mod=flex_mod, enable_gqa=True),
+               "cudnn": lambda: sdpa(q, k, v, SDPBackend.CUDNN_ATTENTION)}
+        for key, fn in fns.items():
+            try:
+                if key != "fa" and key != "cudnn":
+                    err = ((fn().float() - ref).abs().max() / ref.abs().max()).item()
+                    row[key + " rel_err"] = err
+                    row["ok"] = row["ok"] and err < 1e-2
+                us = graph_us(fn)
+                row[key] = {"us": us, "TB/s": kv_bytes / (us * 1e-6) / 1e12}
+            except Exception as e:  # noqa: BLE001 (a backend may not take the shape)
+                row[key] = {"error": str(e).splitlines()[0][:160]}
+        rows.append(row)
+        failed += not row["ok"]
+        us = lambda key: row[key].get("us", float("nan"))  # noqa: E731
+        print("%-9s | %s | %s | %s | %s | %s | %.3f, %.2f%s" % (
+            "%dx%dk" % (b, nk // 1024), fmt(row["fa:" + name]), fmt(row["plain"]),
+            fmt(row["fa"]), fmt(row["flex:" + name]), fmt(row["cudnn"]),
+            us("fa") / us("fa:" + name), us("flex:" + name) / us("fa:" + name),
+            "" if row["ok"] else "  FAIL %s" % {k: v for k, v in row.items() if "err" in k}))
+        sys.stdout.flush()
+    return report(rows, failed, json_path)
+
+
 def report(rows, failed, json_path):
     """Writes the rows as JSON (if asked), prints the tally; the exit code."""
     if json_path:
@@ -318,6 +392,9 @@ def main():
     ap.add_argument("--gqa", default=None,
                     help="H/HKV of the table, --sweep and --paged (default 32/8)")
     ap.add_argument("--dim", type=int, default=None, help="their head dim (default 128)")
+    ap.add_argument("--score-mod", default=None,
+                    help="decode with this score_mod of test/gpu/score_mods.py: fa (split-KV), "
+                         "its plain forward, fa without it, FlexAttention with it, cuDNN")
     ap.add_argument("--graph", action="store_true",
                     help="time the table as CUDA graphs (GPU time only, as --grid does)")
     args = ap.parse_args()
@@ -329,6 +406,9 @@ def main():
     bundle = fa.load(args.bundle.split(","), args.lib, jit=False)
     if args.paged:
         return paged_main(bundle, args.json)
+    if args.score_mod:
+        sys.path.insert(0, os.path.join(HERE, "..", "test", "gpu"))
+        return mods_main(bundle, args.score_mod, args.json)
     others = [(os.path.basename(p.rstrip("/")), fa.load(p, args.lib, jit=False))
               for p in args.compare.split(",")] if args.compare else []
     if args.grid:

@@ -85,8 +85,10 @@
 #       --fa-aot build/bin/fa-aot   (Python score_mods reading tensors; any PyTorch)
 #   /usr/bin/python3 test/gpu/test_maskmod_python.py --prepare --fa-aot build/bin/fa-aot \
 #       --cache out/jit-maskmod   (Python mask_mods' JIT disk cache; any PyTorch)
+#   /usr/bin/python3 test/gpu/test_decode_mods.py --prepare --fa-aot build/bin/fa-aot \
+#       --cache out/jit-decode-mods   (decode with Python mods: JIT disk cache; any PyTorch)
 # and carried with: out/include out/bundle out/bundle-mod out/bundle-rnd out/jit-cache
-# (and out/bundle-pymod, out/bundle-maskmod, out/jit-maskmod).
+# (and out/bundle-pymod, out/bundle-maskmod, out/jit-maskmod, out/jit-decode-mods).
 # Only the score_mod kernels (and the fixture), within one call:
 #   FA_BUNDLE=none FA_SAN=0 FA_BENCH=none scripts/device-run.sh
 # Environment: FA_BUNDLE (default out/bundle), FA_CASES (differential cases on it, 120),
@@ -227,6 +229,17 @@ if [ "${FA_MASKMOD_PY:-1}" != 0 ] && [ -f "$MASKMOD_PY_CACHE/fa-aot-version.txt"
     --cache "$MASKMOD_PY_CACHE" --lib "$LIB" --cases "${FA_MASKMOD_PY_CASES:-56}" \
     > "$WORK/maskmod_python.log" 2>&1 || fail "Python mask_mod differential tests"
   grep -E "^FAIL|passed|RESULT|Error|error" "$WORK/maskmod_python.log" | tail -n 40
+fi
+
+# Decode with Python score_mods and mask_mods through fa.attention: the
+# split-KV kernels from the JIT disk cache made by test_decode_mods.py --prepare.
+DECODE_MODS_CACHE=${FA_DECODE_MODS_CACHE:-out/jit-decode-mods}
+if [ "${FA_DECODE_MODS:-1}" != 0 ] && [ -f "$DECODE_MODS_CACHE/fa-aot-version.txt" ]; then
+  step "Decode with Python mods by JIT ($DECODE_MODS_CACHE): softcap, ALiBi, key bias, cache starts, documents + softcap, with sinks; fa.attention must take split-KV kernels; against float64"
+  timeout -k 10 ${FA_DECODE_MODS_TIMEOUT:-300} python3 test/gpu/test_decode_mods.py \
+    --cache "$DECODE_MODS_CACHE" --lib "$LIB" --cases "${FA_DECODE_MODS_CASES:-120}" \
+    > "$WORK/decode_mods.log" 2>&1 || fail "decode with mods differential tests"
+  grep -E "^FAIL|passed|RESULT|Error|error" "$WORK/decode_mods.log" | tail -n 40
 fi
 
 VARLEN_BUNDLE=${FA_VARLEN_BUNDLE:-out/bundle-varlen}

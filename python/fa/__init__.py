@@ -72,7 +72,7 @@ class Bundle:
         self.score_mod_file = score_mod_file
         self._cache = {}
         self._plans = {}
-        self._decode_jit = {}  # decode config -> its compiled bundle's handle
+        self._decode_jit = {}  # (decode config, mods file) -> its compiled bundle's handle
         self.id = len(_bundles)
         _bundles.append(self)
         if torch is not None:
@@ -199,17 +199,20 @@ class Bundle:
         return self._cache[key]
 
     def find_splitkv(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     packed=False, sinks=False, rows=None, allow_tf32=False):
+                     packed=False, sinks=False, rows=None, allow_tf32=False, score_mod=None,
+                     mask_mod=None):
         """The loaded bundles' split-KV kernel for this forward (ranked as
         find ranks), else one compiled now for decode (jit.decode_config:
         packed, or fewer than 64 queries), or None.
         packed=True: the packed-GQA split-KV kernel instead, for rows =
         (query heads per key head, queries) when given (the tile that holds
         them best, fa_kernel_find_packed_gqa_rows); sinks=True: one with
-        attention sinks (its merge joins them); allow_tf32 as for find."""
+        attention sinks (its merge joins them); allow_tf32, score_mod and
+        mask_mod as for find."""
         return self._find_decode(dtype, head_dim, head_dim_v, mask, window, capability, nk,
                                  split=True, packed=packed, sinks=sinks, rows=rows,
-                                 allow_tf32=allow_tf32)
+                                 allow_tf32=allow_tf32, score_mod=_score_mod_name(score_mod),
+                                 mask_mod=_mask_mod_name(mask_mod))
 
     def _compile_decode(self, query, nk, find, packed, rows):
         """The split-KV decode kernel of jit.decode_config for `query`,
@@ -222,13 +225,19 @@ class Bundle:
             return None  # a query tile's worth of rows: the plain forward's grid
         if DTYPE_NAMES[query.dtype] == "f32":
             return None  # the compiler builds no f32 split-KV kernels yet
+        mod = query.score_mod.decode() if query.score_mod else None
+        mask_mod = query.mask_mod.decode() if query.mask_mod else None
+        library = mods.library_for(mod, mask_mod, library=self.score_mod_file or
+                                   os.environ.get("FA_SCORE_MODS"))
+        if (mod or mask_mod) and not library:
+            return None  # the plain forward's search says what is missing
         config = jit.decode_config(DTYPE_NAMES[query.dtype], query.head_dim, query.head_dim_v,
                                    query.mask, (query.window_left, query.window_right),
-                                   query.compute_capability, packed, rows)
+                                   query.compute_capability, packed, rows, mod, mask_mod)
         if query.sinks:
             config += ":sinks"
         try:
-            handle = self._decode_bundle(config)
+            handle = self._decode_bundle(config, library)
         except FaError:
             return None
         return self._search(query, nk, handles=[handle], find=find)
@@ -258,17 +267,17 @@ class Bundle:
             self._cache[key] = None if found is None else (found, self)
         return self._cache[key]
 
-    def _decode_bundle(self, config):
-        """The handle of the bundle of decode `config`, compiled now (or taken
-        from the disk cache) once per Bundle; FaError when it cannot be
-        built."""
-        handle = self._decode_jit.get(config)
+    def _decode_bundle(self, config, score_mods=None):
+        """The handle of the bundle of decode `config` (its mods from the
+        .mlir file `score_mods`), compiled now (or taken from the disk cache)
+        once per Bundle; FaError when it cannot be built."""
+        handle = self._decode_jit.get((config, score_mods))
         if handle is None:
-            directory = jit.compile_bundle(config)
+            directory = jit.compile_bundle(config, score_mods)
             handle = self._load(directory)
             self._handles.append(handle)
             self.dirs.append(directory)
-            self._decode_jit[config] = handle
+            self._decode_jit[(config, score_mods)] = handle
         return handle
 
     def _loaded_handles(self):
@@ -278,12 +287,15 @@ class Bundle:
         return [h for h in self._handles if h.value not in jitted]
 
     def _find_decode(self, dtype, head_dim, head_dim_v, mask, window, capability, nk,
-                     split, packed, sinks=False, rows=None, allow_tf32=False):
+                     split, packed, sinks=False, rows=None, allow_tf32=False, score_mod=None,
+                     mask_mod=None):
         key = ("decode", split, packed, dtype, head_dim, head_dim_v, mask, window,
-               capability, nk, sinks, rows, bool(allow_tf32))
+               capability, nk, sinks, rows, bool(allow_tf32), score_mod, mask_mod)
         if key not in self._cache:
             q = KernelQuery(FWD, _dtype_code(dtype), head_dim, head_dim_v, MASKS[mask],
-                            window[0], window[1], capability, _mma_code(None), None)
+                            window[0], window[1], capability, _mma_code(None),
+                            None if score_mod is None else score_mod.encode(),
+                            None if mask_mod is None else mask_mod.encode())
             q.sinks = int(bool(sinks))
             q.allow_tf32 = int(bool(allow_tf32))
             if packed and rows:
@@ -1230,26 +1242,30 @@ def _packs_gqa(q, k, block_q=64):
 
 
 def _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, packed=False, sinks=False,
-                  tf32=False):
+                  tf32=False, score_mod=None, mask_mod=None, mod_args=()):
     """(kernel, argument template, splits, workspace bytes) of a split-KV
     launch for these tensors, or () when the bundle has no split-KV kernel
     for them or fa_splitkv_choose picks 1 split (the plain forward fills the
     GPU). packed=True: the packed-GQA split kernel, whose grid has a CTA per
     key head (fa_splitkv_choose_gqa), taken with any split count. sinks=True:
     a kernel with attention sinks (fa_attention_forward_splitkv_sinks).
-    tf32=True: TF32 kernels allowed (float32)."""
+    tf32=True: TF32 kernels allowed (float32). score_mod, mask_mod: the
+    names of the kernel's mods, which read the tensors mod_args."""
     tensors = (q, k, v, o, lse)
-    key = ("splitkv", packed, sinks, tf32, q.device, mask_args, scale,
-           *[(t.shape, t.stride(), t.dtype) for t in tensors])
+    key = ("splitkv", packed, sinks, tf32, q.device, mask_args, scale, score_mod, mask_mod,
+           len(mod_args), *[(t.shape, t.stride(), t.dtype) for t in tensors])
 
     def make():
         mask, win = _mask(*mask_args)
         d, dv = q.shape[-1], v.shape[-1]
         rows = (q.shape[1] // k.shape[1], q.shape[2])
         kernel = b.find_splitkv(q.dtype, d, dv, mask, win, _capability(q), k.shape[-2],
-                                packed=packed, sinks=sinks, rows=rows, allow_tf32=tf32)
+                                packed=packed, sinks=sinks, rows=rows, allow_tf32=tf32,
+                                score_mod=score_mod, mask_mod=mask_mod)
         if kernel is None:
             return ()  # cached: no split-KV kernel for this launch
+        if score_mod is not None or mask_mod is not None:
+            _check_mod_arg_count(b, kernel, score_mod, mod_args, mask_mod)
         splits = ctypes.c_int32()
         check(b.lib, b.lib.fa_splitkv_choose_gqa(kernel, q.shape[0], q.shape[1], k.shape[1],
                                                  q.shape[2], k.shape[2], _sm_count(q),
@@ -1295,9 +1311,10 @@ def _unit_last(t):
 def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None,
                   tf32=False):
     """(launch function, kernel, struct template, extra launch arguments,
-    split-KV workspace bytes) of _forward_as_given for tensors laid out as
-    these: the split-KV kernels where the bundle has them and splitting pays
-    (plain attention, mma unforced or mma_sync), else the plain forward.
+    split-KV workspace bytes, whether the launch takes the call's mod_args
+    last) of _forward_as_given for tensors laid out as these: the split-KV
+    kernels where the bundle has them and splitting pays (mma unforced or
+    mma_sync; the score_mod and mask_mod too), else the plain forward.
     tf32: TF32 kernels allowed (float32, _allow_tf32)."""
     import torch
     shape = q.shape[:-1]
@@ -1305,16 +1322,21 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mas
     # pointers are set per call): O in q's layout.
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    if score_mod is None and mask_mod is None and mma in (None, "mma_sync"):
+    if mma in (None, "mma_sync"):
         # Decode with GQA: the packed split kernel reads each K/V block once
         # per key head (and runs unsplit where the grid is full).
+        mods = dict(tf32=tf32, score_mod=score_mod, mask_mod=mask_mod, mod_args=mod_args)
         split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
-                                                   packed=True, tf32=tf32)
+                                                   packed=True, **mods)
         if not split:
-            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, tf32=tf32)
+            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, **mods)
         if split:
             kernel, template, splits, nbytes = split
-            return b.lib.fa_attention_forward_splitkv, kernel, template, (nbytes, splits), nbytes
+            if mod_args:  # the _ex launch, this call's mod_args appended
+                return (b.lib.fa_attention_forward_splitkv_ex, kernel, template,
+                        (nbytes, splits), nbytes, True)
+            return (b.lib.fa_attention_forward_splitkv, kernel, template, (nbytes, splits),
+                    nbytes, False)
     mask, win = _mask(*mask_args)
     d, dv = q.shape[-1], v.shape[-1]
     kernel = b.find(FWD, q.dtype, d, dv, mask, win, _capability(q), mma, k.shape[-2],
@@ -1326,8 +1348,8 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mas
     if mod_args:
         # The _ex launch with this call's mod_args (the plain one otherwise,
         # which runtimes before mod_args have too).
-        return b.lib.fa_attention_forward_ex, kernel, bytes(args), None, 0
-    return b.lib.fa_attention_forward, kernel, bytes(args), (), 0
+        return b.lib.fa_attention_forward_ex, kernel, bytes(args), (), 0, True
+    return b.lib.fa_attention_forward, kernel, bytes(args), (), 0, False
 
 
 def _forward(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mask_mod=None,
@@ -1359,11 +1381,11 @@ def _forward_as_given(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(),
     device = q.device
     key = ("attention", device, _layout(q), _layout(k), _layout(v), mask_args, scale, mma,
            score_mod, len(mod_args), mask_mod, tf32)
-    fn, kernel, template, extra, nbytes = _plan(
+    fn, kernel, template, extra, nbytes, reads_mods = _plan(
         b, key, lambda: _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args,
                                       mask_mod, tf32))
-    if extra is None:  # the _ex launch: this call's mod_args
-        extra = (_mod_arg_array(mod_args), len(mod_args))
+    if reads_mods:  # an _ex launch: this call's mod_args last
+        extra += (_mod_arg_array(mod_args), len(mod_args))
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=device)
     args = ForwardArgs.from_buffer_copy(template)
@@ -1530,8 +1552,8 @@ def _make_ext_plan(b, q, k, v, mask_args, scale, mma, deterministic, key, tf32=F
         return -1, False
     if any(t.stride(-1) != 1 and t.shape[-1] != 1 for t in (q, k, v)):
         return -1, False  # the Python path copies such a tensor
-    fn, kernel, template, extra, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None,
-                                                   tf32=tf32)
+    fn, kernel, template, extra, _, _ = _forward_plan(q, k, v, b, mask_args, scale, mma, None,
+                                                      tf32=tf32)
     o = _empty_like_layout(q, v.shape[-1])
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
     tensors = dict(q=q, k=k, v=v, o=o, lse=lse)

@@ -149,15 +149,16 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
 
 
 def decode_config(dtype_name, head_dim, head_dim_v, mask, window, capability, packed,
-                  rows=None):
+                  rows=None, score_mod=None, mask_mod=None):
     """The fa-aot config of a split-KV decode forward (packed GQA when
-    `packed`, for rows = (query heads per key head, queries)). On sm_90a
-    without a mask, bf16/f16 and D = Dv in {64, 128}, the packed kernels of
-    --defaults: a producer warp loading K/V by TMA, a 16-row tile of one
-    consumer warp where a key head's rows fit it, else 32 rows of two
-    (groups of at most 32 heads). Elsewhere the compiler's split kernel."""
+    `packed`, for rows = (query heads per key head, queries)), with the
+    score_mod and mask_mod of these names. On sm_90a without a mask,
+    bf16/f16 and D = Dv in {64, 128}, the packed kernels of --defaults: a
+    producer warp loading K/V by TMA, a 16-row tile of one consumer warp
+    where a key head's rows fit it, else 32 rows of two (groups of at most
+    32 heads). Elsewhere the compiler's split kernel."""
     fields = [config_text(0, dtype_name, head_dim, head_dim_v, mask, window, capability,
-                          "mma_sync")]
+                          "mma_sync", score_mod=score_mod, mask_mod=mask_mod)]
     if packed:
         fields.append("packgqa")
     fields.append("splitkv")

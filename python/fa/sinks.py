@@ -8,7 +8,8 @@ counts it. The kernels are the bundle's with the config field `sinks`
 other configs), launched by fa_attention_{forward,backward}_sinks; the
 backward's d_sinks is t.grad. A decode step (few query rows) takes the
 bundle's split-KV kernels with sinks (`...:splitkv:sinks`, packed GQA
-first) where it has them and splitting pays: the partials are computed
+first; with the call's score_mod and mask_mod) where it has them and
+splitting pays: the partials are computed
 without the sinks and the merge joins them
 (fa_attention_forward_splitkv_sinks).
 """
@@ -46,18 +47,21 @@ def aligned(t):
     return t.detach().clone(memory_format=torch.contiguous_format)
 
 
-def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32=False):
+def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32=False, score_mod=None,
+                   mod_args=(), mask_mod=None):
     """Whether the bundle's split-KV kernels with sinks computed O and LSE:
     a decode shape (few query rows; the packed-GQA kernel first, as the
     plain forward plan does) where the bundle has them and splitting pays.
     The split partials are computed without the sinks; the merge joins
     them (docs/ABI.md "Attention sinks")."""
     import torch
-    from . import _launch, _packs_gqa, _splitkv_plan, _tensor
+    from . import _launch, _mod_arg_array, _packs_gqa, _splitkv_plan, _tensor
+    options = dict(sinks=True, tf32=tf32, score_mod=score_mod, mask_mod=mask_mod,
+                   mod_args=mod_args)
     split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
-                                               packed=True, sinks=True, tf32=tf32)
+                                               packed=True, **options)
     if not split:
-        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, sinks=True, tf32=tf32)
+        split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, **options)
     if not split:
         return False
     kernel, template, splits, nbytes = split
@@ -67,7 +71,8 @@ def _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32=False):
         getattr(args, name).data = t.data_ptr()
     s = _tensor(aligned(sinks))
     _launch(b.lib, b.lib.fa_attention_forward_splitkv_sinks, kernel, args, q,
-            workspace.data_ptr(), nbytes, splits, None, 0, ctypes.byref(s))
+            workspace.data_ptr(), nbytes, splits, _mod_arg_array(mod_args), len(mod_args),
+            ctypes.byref(s))
     return True
 
 
@@ -82,9 +87,9 @@ def forward(q, k, v, sinks, b, mask_args, scale, mma, tf32=False, score_mod=None
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-    # The split kernels are mma.sync ones without mods.
-    plain = score_mod is None and mask_mod is None and mma in (None, "mma_sync")
-    if plain and _split_forward(q, k, v, o, lse, sinks, b, mask_args, scale, tf32):
+    # The split kernels are mma.sync ones.
+    if mma in (None, "mma_sync") and _split_forward(q, k, v, o, lse, sinks, b, mask_args,
+                                                    scale, tf32, score_mod, mod_args, mask_mod):
         return o, lse
     mask, win = _mask(*mask_args)
     kernel = b.find(FWD, q.dtype, q.shape[-1], v.shape[-1], mask, win, _capability(q), mma,

@@ -52,7 +52,7 @@ FP8_PROBE = textwrap.dedent("""
 
 # Decode on a miss: the packed split-KV kernel for the rows of a key head.
 DECODE_PROBE = textwrap.dedent("""
-    import json, sys, fa
+    import json, os, sys, fa
     b = fa.Bundle(sys.argv[1], sys.argv[2])
     tags = []
     for rows, cap in (((4, 1), 90), ((4, 16), 90), ((4, 1), 80)):
@@ -60,7 +60,15 @@ DECODE_PROBE = textwrap.dedent("""
                            rows=rows)
         tags.append(b._info(k)["tag"] if k else None)
     unpacked = b.find_splitkv("bf16", 128, 128, "none", (-1, -1), 90, 8192, rows=(1, 64))
-    print(json.dumps({"tags": tags, "unpacked_at_64_rows": bool(unpacked)}))
+    out = {"tags": tags, "unpacked_at_64_rows": bool(unpacked)}
+    if os.environ.get("FA_SCORE_MODS"):
+        # A decode with a score_mod compiles its own packed split kernel.
+        k = b.find_splitkv("bf16", 128, 128, "none", (-1, -1), 90, 8192, packed=True,
+                           rows=(4, 1), score_mod="alibi_slopes")
+        info = b._info(k) if k else {}
+        out["mod"] = [info.get("tag"), info.get("mod_args"), info.get("split_kv"),
+                      info.get("pack_gqa")]
+    print(json.dumps(out))
 """)
 
 
@@ -153,7 +161,10 @@ def check_decode_configs():
             (("bf16", 128, 128, "none", none, 80, True, (4, 1)),
              "fwd:bf16:d128:none:mma_sync:sm_80:packgqa:splitkv"),
             (("bf16", 128, 128, "none", none, 90, False, (1, 1)),
-             "fwd:bf16:d128:none:mma_sync:sm_90a:splitkv")):
+             "fwd:bf16:d128:none:mma_sync:sm_90a:splitkv"),
+            (("bf16", 128, 128, "none", none, 90, True, (4, 1), "softcap30", "prefix_lm"),
+             "fwd:bf16:d128:none:mma_sync:sm_90a:mod=softcap30:maskmod=prefix_lm:packgqa:"
+             "splitkv:bq16:w1:pw:tma")):
         got = jit.decode_config(*args)
         assert got == want, (args, got, want)
     print("ok the decode configs compiled on a miss follow --defaults' tiles")
@@ -242,6 +253,11 @@ def main():
         assert not decode["unpacked_at_64_rows"], decode
         print("ok decode on a miss: %s for 4 rows of a key head, %s for 64, %s on sm_80; no "
               "split kernel compiled for 64 query rows" % (small, large, sm80))
+        decode, = probe(args, dict(env, FA_SCORE_MODS=mods), pkg_root, script=DECODE_PROBE)
+        tag, mod_args, split_kv, pack_gqa = decode.get("mod") or (None,) * 4
+        assert tag == small + "_mod_alibi_slopes", decode
+        assert mod_args == [{"dtype": "f32", "dims": ["heads"]}] and split_kv and pack_gqa, decode
+        print("ok decode with a score_mod on a miss: %s, reading %s" % (tag, mod_args))
 
         fp8, = probe(args, env, pkg_root, script=FP8_PROBE)
         per_head, block = fp8.get("0"), fp8.get("64")

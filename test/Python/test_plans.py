@@ -98,9 +98,10 @@ def main():
         return real_find(*a, **k)
 
     def checked_launch(lib_, fn, kernel, struct, t, *extra):
-        check = (lib.fa_attention_forward_check if fn is lib.fa_attention_forward
-                 else lib.fa_attention_backward_check if fn is lib.fa_attention_backward
-                 else lib.fa_attention_forward_splitkv_check)
+        # The launch's check: its name with _check before any _ex.
+        name = fn.__name__
+        check = getattr(lib, name[:-3] + "_check_ex" if name.endswith("_ex")
+                        else name + "_check")
         status = check(kernel, ctypes.byref(struct), *extra)
         launched.append((bytes(struct), status, lib.fa_last_error().decode(), fn, extra))
         rt.check(lib, status)
@@ -154,6 +155,7 @@ def main():
     attention_plans(fa, bundle, finds, launched, forward_tensors, backward_tensors)
     split_kv(args, fa, launched)
     packed_gqa(args, fa, launched)
+    split_kv_mods(args, fa, launched)
     print("RESULT: launch plans passed")
 
 
@@ -215,17 +217,18 @@ SPLIT = ', "merge": {"name": "fa_merge_split", "threads": 128, "shared_bytes": 0
 
 def fake_decode_bundle(fa, args, d, version, kernels):
     """A bundle of bf16 d128 forwards (tag, text closing the entries and
-    adding fields) whose PTX is never loaded (the launches are checks)."""
-    kernel = lambda tag, extra: (
+    adding fields[, the score_mod's JSON]) whose PTX is never loaded (the
+    launches are checks)."""
+    kernel = lambda tag, extra, mod="null": (
         '{"tag": "%s", "direction": "fwd", "dtype": "bf16", "head_dim": 128, '
         '"head_dim_v": 128, "block_q": 64, "block_kv": 64, "warps": 4, "stages": 2, '
-        '"mask": "none", "window_left": -1, "window_right": -1, "score_mod": null, '
+        '"mask": "none", "window_left": -1, "window_right": -1, "score_mod": %s, '
         '"target": "sm_90a", "ptx": "%s.ptx", "entries": {"fwd": {"name": "fa_fwd_%s", '
-        '"threads": 128, "shared_bytes": 87040}%s}' % (tag, tag, tag, extra))
+        '"threads": 128, "shared_bytes": 87040}%s}' % (tag, mod, tag, tag, extra))
     manifest = ('{"format": "fa-bundle", "version": %d, "compiler": "test", "kernels": [%s]}'
-                % (version, ", ".join(kernel(t, e) for t, e in kernels)))
+                % (version, ", ".join(kernel(*k) for k in kernels)))
     open(os.path.join(d, "manifest.json"), "w").write(manifest)
-    for tag, _ in kernels:
+    for tag, *_ in kernels:
         open(os.path.join(d, tag + ".ptx"), "w").write("// not loaded: checks only\n")
     return fa.Bundle(d, args.lib, False, None)
 
@@ -312,6 +315,53 @@ def split_kv(args, fa, launched):
     assert fn is bundle.lib.fa_attention_forward and extra == (), "8 x 1k split"
     print("ok split-KV: 1 x 8k runs 8 splits with a %d-byte workspace, the runtime's check "
           "passes; 8 x 1k (256 CTAs) runs the plain forward" % nbytes)
+
+
+def split_kv_mods(args, fa, launched):
+    """A decode with a score_mod reading a tensor takes the bundle's split-KV
+    kernel with that score_mod (fa_attention_forward_splitkv_ex, the call's
+    mod_args after the split count), the plain forward with it where the
+    grid is full, and a wrong mod_args count is refused naming what the
+    split kernel reads."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="fa_plans_splitkv_mods_")
+    # Unstrided kernels: the mod_args follow the 11 parameters of fa_fwd
+    # (a split kernel's split count too).
+    reads = ', "mod_args": [{"dtype": "f32", "rank": 1, "dims": ["heads"]}], "mod_arg_param": '
+    bundle = fake_decode_bundle(fa, args, d, 8, [
+        ("plain", "}"), ("split", SPLIT),
+        ("plain_alibi", "}" + reads + "11", '"alibi_slopes"'),
+        ("split_alibi", SPLIT + reads + "12", '"alibi_slopes"')])
+    tags = {bundle.lib.fa_bundle_kernel_at(bundle._handle, i):
+            bundle._info(bundle.lib.fa_bundle_kernel_at(bundle._handle, i))["tag"]
+            for i in range(bundle.lib.fa_bundle_kernel_count(bundle._handle))}
+    slopes = Fake((32,), "float32")
+
+    def run(b, nk, mod_args=(slopes,)):
+        q = Fake((b, 32, 1, 128), "bf16")
+        k, v = Fake((b, 8, nk, 128), "bf16"), Fake((b, 8, nk, 128), "bf16")
+        fa._forward(q, k, v, bundle, (False, False, None), None, None, "alibi_slopes",
+                    mod_args)
+        _, status, error, fn, extra = launched[-1]
+        assert status == 0, error
+        return fn, extra
+
+    fn, extra = run(1, 8192)
+    assert fn is bundle.lib.fa_attention_forward_splitkv_ex, "1 x 8k with ALiBi did not split"
+    _, nbytes, splits, mods, count = extra
+    assert splits == 8 and count == 1 and mods[0].data == slopes.data_ptr(), extra
+    fn, extra = run(8, 1024)
+    assert fn is bundle.lib.fa_attention_forward_ex and extra[-1] == 1, "8 x 1k with ALiBi"
+    try:
+        run(1, 4096, mod_args=())
+        raise AssertionError("a split decode without its mod_args was launched")
+    except fa.FaError as e:
+        refused = str(e)
+    assert "reads 1 tensors (f32 ['heads'])" in refused, refused
+    assert set(tags.values()) >= {"split_alibi", "plain_alibi"}
+    print("ok split-KV with a score_mod: 1 x 8k runs split_alibi's %d splits through the _ex "
+          "launch with the slopes; 8 x 1k its plain forward; no mod_args: %s"
+          % (splits, refused[:90]))
 
 
 if __name__ == "__main__":
