@@ -413,13 +413,18 @@ Error checkBundle(ArrayRef<CompiledKernelRef> kernels) {
                        (c.maskMod.empty() ? "" : "_maskmod_" + c.maskMod);
     if (!mods.empty() &&
         !StringRef(k->tag).ends_with(mods + (c.sinks ? "_sink" : "")))
+    {
+      std::string named =
+          (c.scoreMod.empty() ? "" : "score_mod '" + c.scoreMod + "'") +
+          (c.scoreMod.empty() || c.maskMod.empty() ? "" : " and ") +
+          (c.maskMod.empty() ? "" : "mask_mod '" + c.maskMod + "'");
       return createStringError(
           inconvertibleErrorCode(),
-          "kernel '%s' has score_mod '%s' and mask_mod '%s' in its config but "
-          "its tag does not end in '%s%s': the compiler did not build them "
-          "into it",
-          k->tag.c_str(), c.scoreMod.c_str(), c.maskMod.c_str(), mods.c_str(),
-          c.sinks ? "_sink" : "");
+          "kernel '%s' has %s in its config but its tag does not end in "
+          "'%s%s': the compiler did not build %s into it",
+          k->tag.c_str(), named.c_str(), mods.c_str(), c.sinks ? "_sink" : "",
+          c.scoreMod.empty() || c.maskMod.empty() ? "it" : "them");
+    }
     if (!tags.insert(k->tag).second)
       return createStringError(inconvertibleErrorCode(),
                                "kernel '%s' is listed twice", k->tag.c_str());
