@@ -490,13 +490,14 @@ std::string pagedTensorMapArgs(const KernelConfig &config,
                                const fa_attention_args &args,
                                const fa_paged_kv *paged,
                                std::vector<fa_tensor_map_args> &out);
-/// GPU-free checks of a paged launch (fa_attention_forward_paged_check; with
-/// `sinks` given, fa_attention_forward_paged_sinks_check).
-std::string checkPagedArguments(const KernelConfig &config,
-                                const fa_attention_args &args,
-                                const fa_paged_kv *paged,
-                                const SplitKvWorkspace &workspace,
-                                const SinkArgs &sinks = {});
+/// GPU-free checks of a paged launch (fa_attention_forward_paged_check,
+/// _check_ex with the mod_args `mods`; with `sinks` given,
+/// fa_attention_forward_paged_sinks_check). A mod_arg's "nk" extent is the
+/// page table's capacity, its "kv_heads" the pools' heads.
+std::string
+checkPagedArguments(const KernelConfig &config, const fa_attention_args &args,
+                    const fa_paged_kv *paged, const SplitKvWorkspace &workspace,
+                    const ModArgList &mods, const SinkArgs &sinks = {});
 /// Whether a call gives sinks exactly when the kernel has them (calls that
 /// launch nothing, mods unchecked, may omit them); "" if so.
 std::string checkSinkKind(const KernelConfig &config, const ModArgList &mods,

@@ -18,13 +18,14 @@ constexpr const char *kApi = "fa_attention_forward_paged";
 
 fa_status checkPagedCall(const fa_kernel *kernel, const fa_attention_args *args,
                          const fa_paged_kv *paged, const SplitKvWorkspace &w,
-                         const SinkArgs &sinks, const char *api) {
+                         const ModArgList &mods, const SinkArgs &sinks,
+                         const char *api) {
   if (!kernel || !args)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 std::string(api) + ": " + (kernel ? "args" : "kernel") +
                     " is null");
   std::string err =
-      checkPagedArguments(kernel->config, *args, paged, w, sinks);
+      checkPagedArguments(kernel->config, *args, paged, w, mods, sinks);
   if (!err.empty())
     return fail(FA_ERROR_INVALID_ARGUMENT, std::string(api) + ": " + err);
   return FA_SUCCESS;
@@ -33,24 +34,27 @@ fa_status checkPagedCall(const fa_kernel *kernel, const fa_attention_args *args,
 /// Every tensor, the page table, seqused_k and the used workspace are
 /// memory of the context's device, and the stream belongs to it.
 fa_status checkDevice(const fa_attention_args &a, const fa_paged_kv &p,
-                      const SplitKvWorkspace &w, const SinkArgs &sinks,
-                      CUstream stream, const ContextScope &scope,
-                      const char *api) {
+                      const SplitKvWorkspace &w, const ModArgList &mods,
+                      const SinkArgs &sinks, CUstream stream,
+                      const ContextScope &scope, const char *api) {
   fa_tensor ws = usedSplitKvWorkspace(a, w);
   PagedTables tables;
   std::vector<NamedTensor> all = tensorsOfPaged(a, p, tables);
+  appendModArgs(all, mods);
   all.push_back({"workspace", &ws});
   if (sinks.sinks)
     all.push_back({"sinks", sinks.sinks});
   return checkLaunchDevice(api, all, stream, scope.device, scope.ctx);
 }
 
-/// The split forward over the pages, then the merge (with the sinks of a
-/// kernel with sinks: the merge joins them), on `stream`.
+/// The split forward over the pages (with the mod_args of a kernel with
+/// mods), then the merge (with the sinks of a kernel with sinks: the merge
+/// joins them), on `stream`.
 fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
                       const fa_paged_kv &p, const SplitKvWorkspace &w,
-                      const SinkArgs &sinks, CUstream stream,
-                      const ContextScope &scope, const char *api) {
+                      const ModArgList &mods, const SinkArgs &sinks,
+                      CUstream stream, const ContextScope &scope,
+                      const char *api) {
   const KernelConfig &c = kernel.config;
   CUfunction split, merge;
   if (fa_status s = kernelFunction(kernel, c.fwd, scope.ctx, scope.device, split))
@@ -67,8 +71,9 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
               sequsedK = p.seqused_k;
   // A TMA kernel's k and v maps (by value), then q's batch, head and row
   // strides and the pools' page, head and row strides; the paged
-  // parameters follow them (docs/ABI.md).
-  void *splitParams[12 + 2 + 9 + 5 + WindowParams::kMaxParams] = {
+  // parameters follow them, then the mod_args (docs/ABI.md).
+  void *splitParams[12 + 2 + 9 + 5 + ModArgParams::kMaxParams +
+                    WindowParams::kMaxParams] = {
       &q, &k, &v, &oPart, &lsePart, &b, &h, &hkv, &nq, &nk, &scale, &splits};
   StrideParams inStrides;
   inStrides.add(a.q);
@@ -78,6 +83,8 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
   void *paged[5] = {&pageTable, &sequsedK, &maxPages, &pageSize, &numPages};
   for (int i = 0; i < 5; ++i)
     splitParams[c.pageTableParam + i] = paged[i];
+  ModArgParams modParams;
+  modParams.place(splitParams, c.modArgParam, mods);
   WindowParams window;
   window.place(splitParams, c);
   Grid splitGrid{static_cast<unsigned>(queryTiles(c, h, hkv, nq)),
@@ -90,17 +97,24 @@ fa_status launchPaged(const fa_kernel &kernel, const fa_attention_args &a,
 /// The checks, the device checks and the launches of one paged call.
 fa_status runPaged(const fa_kernel *kernel, const fa_attention_args *args,
                    const fa_paged_kv *paged, const SplitKvWorkspace &w,
-                   const SinkArgs &sinks, CUstream stream, const char *api) {
+                   const ModArgList &mods, const SinkArgs &sinks,
+                   CUstream stream, const char *api) {
   return checkedLaunch(
       args ? args->q.data : 0,
-      [&] { return checkPagedCall(kernel, args, paged, w, sinks, api); },
+      [&] { return checkPagedCall(kernel, args, paged, w, mods, sinks, api); },
       [&](const ContextScope &scope) {
-        return checkDevice(*args, *paged, w, sinks, stream, scope, api);
+        return checkDevice(*args, *paged, w, mods, sinks, stream, scope, api);
       },
       [&](const ContextScope &scope) {
-        return launchPaged(*kernel, *args, *paged, w, sinks, stream, scope,
-                           api);
+        return launchPaged(*kernel, *args, *paged, w, mods, sinks, stream,
+                           scope, api);
       });
+}
+
+/// The sinks of an _ex launch: given where the kernel has them or the call
+/// passes them, so either mismatch is refused by name.
+SinkArgs exSinks(const fa_kernel *kernel, const fa_tensor *sinks) {
+  return SinkArgs{sinks, nullptr, sinks || (kernel && kernel->config.sinks)};
 }
 
 } // namespace
@@ -114,8 +128,8 @@ fa_status fa_attention_forward_paged_check(const fa_kernel *kernel,
                                            uint64_t workspace_bytes,
                                            int32_t splits) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  if (fa_status s =
-          checkPagedCall(kernel, args, paged, w, SinkArgs{}, __func__))
+  if (fa_status s = checkPagedCall(kernel, args, paged, w, ModArgList{},
+                                   SinkArgs{}, __func__))
     return s;
   return succeed();
 } catch (...) {
@@ -145,7 +159,8 @@ fa_status fa_attention_forward_paged(const fa_kernel *kernel,
                                      uint64_t workspace_bytes, int32_t splits,
                                      CUstream stream) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  return runPaged(kernel, args, paged, w, SinkArgs{}, stream, kApi);
+  return runPaged(kernel, args, paged, w, ModArgList{}, SinkArgs{}, stream,
+                  kApi);
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }
@@ -155,7 +170,7 @@ fa_status fa_attention_forward_paged_sinks_check(
     const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
     int32_t splits, const fa_tensor *sinks) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  if (fa_status s = checkPagedCall(kernel, args, paged, w,
+  if (fa_status s = checkPagedCall(kernel, args, paged, w, ModArgList{},
                                    SinkArgs{sinks, nullptr, true}, __func__))
     return s;
   return succeed();
@@ -168,8 +183,37 @@ fa_status fa_attention_forward_paged_sinks(
     const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
     int32_t splits, const fa_tensor *sinks, CUstream stream) try {
   SplitKvWorkspace w{workspace, workspace_bytes, splits};
-  return runPaged(kernel, args, paged, w, SinkArgs{sinks, nullptr, true},
-                  stream, "fa_attention_forward_paged_sinks");
+  return runPaged(kernel, args, paged, w, ModArgList{},
+                  SinkArgs{sinks, nullptr, true}, stream,
+                  "fa_attention_forward_paged_sinks");
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_paged_check_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
+    int32_t splits, const fa_tensor *mod_args, int32_t mod_arg_count,
+    const fa_tensor *sinks) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  if (fa_status s = checkPagedCall(kernel, args, paged, w,
+                                   ModArgList{mod_args, mod_arg_count},
+                                   exSinks(kernel, sinks), __func__))
+    return s;
+  return succeed();
+} catch (...) {
+  return failedResult<fa_status>(__func__);
+}
+
+fa_status fa_attention_forward_paged_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
+    int32_t splits, const fa_tensor *mod_args, int32_t mod_arg_count,
+    const fa_tensor *sinks, CUstream stream) try {
+  SplitKvWorkspace w{workspace, workspace_bytes, splits};
+  return runPaged(kernel, args, paged, w, ModArgList{mod_args, mod_arg_count},
+                  exSinks(kernel, sinks), stream,
+                  "fa_attention_forward_paged_ex");
 } catch (...) {
   return failedResult<fa_status>(__func__);
 }

@@ -926,22 +926,32 @@ std::string pagedTensorMapArgs(const KernelConfig &c,
   return err.empty() ? tensorMapArgs(c, a, out) : err;
 }
 
+/// The [B, Hkv, capacity, D] cache the pools of `k` hold for `paged`: the
+/// extents a mod_arg's "kv_heads" and "nk" dims read.
+static fa_tensor logicalCache(const fa_attention_args &a,
+                              const fa_paged_kv &paged) {
+  fa_tensor k = a.k;
+  int64_t shape[4] = {a.q.shape[0], a.k.shape[2],
+                      int64_t{paged.max_pages} * paged.page_size, a.k.shape[3]};
+  std::copy(shape, shape + 4, k.shape);
+  return k;
+}
+
 std::string checkPagedArguments(const KernelConfig &c,
                                 const fa_attention_args &a,
                                 const fa_paged_kv *paged,
                                 const SplitKvWorkspace &w,
-                                const SinkArgs &sinks) {
+                                const ModArgList &mods, const SinkArgs &sinks) {
   if (std::string err = checkPagedKernel(c, paged); !err.empty())
     return err;
-  if (!c.modArgs.empty())
-    return "kernel '" + c.tag + "' reads mod_args, which the paged launch "
-           "does not pass";
-  std::string err = checkSinkKind(c, ModArgList{}, sinks);
+  std::string err = checkSinkKind(c, mods, sinks);
   if (!err.empty() || !(err = checkPagedForward(c, a, *paged)).empty() ||
-      !(err = checkScale(a.scale)).empty())
+      !(err = checkScale(a.scale)).empty() ||
+      !(err = checkModArgs(c, mods, a.q, logicalCache(a, *paged))).empty())
     return err;
   PagedTables tables;
   std::vector<NamedTensor> all = tensorsOfPaged(a, *paged, tables);
+  appendModArgs(all, mods);
   if (sinks.sinks)
     all.push_back({"sinks", sinks.sinks});
   if (sinks.given() &&

@@ -9,6 +9,7 @@ New keys and values (k=, v=, rotary optional) are written into the cache
 first by the kernel's fa_kv_append entry (config field `append`).
 """
 import ctypes
+import os
 
 from . import jit
 from ._runtime import (DTYPE_NAMES, FWD, MASKS, FaError, ForwardArgs, KernelQuery, KvAppendArgs,
@@ -92,18 +93,21 @@ def _seqlens(cache_seqlens, q, capacity):
 
 
 def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, sinks=False,
-          rows=None):
+          rows=None, score_mod=None, mask_mod=None):
     """The loaded bundles' paged kernel (with fa_kv_append when `append`,
-    with attention sinks when `sinks`) for compute capability `cap` and the
-    mask (a window's sizes `window`); packed, the tile for rows = (query
-    heads per key head, queries) when given. Else one compiled now (where
-    fa-aot is installed; jit.decode_config's tile); None when neither."""
-    from . import _dtype_code
-    key = ("paged", packed, dtype, d, dv, mask, window, cap, append, sinks, rows)
+    with attention sinks when `sinks`, with the score_mod and mask_mod of
+    these names) for compute capability `cap` and the mask (a window's sizes
+    `window`); packed, the tile for rows = (query heads per key head,
+    queries) when given. Else one compiled now (where fa-aot is installed;
+    jit.decode_config's tile); None when neither."""
+    from . import _dtype_code, mods
+    key = ("paged", packed, dtype, d, dv, mask, window, cap, append, sinks, rows, score_mod,
+           mask_mod)
     if key in b._cache:
         return b._cache[key]
     query = KernelQuery(FWD, _dtype_code(dtype), d, dv, MASKS[mask], window[0], window[1], cap,
-                        0, None, None, int(sinks))
+                        0, None if score_mod is None else score_mod.encode(),
+                        None if mask_mod is None else mask_mod.encode(), int(sinks))
 
     def find(handle, qy, n, out):
         if packed and rows:
@@ -113,11 +117,15 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, si
         return find_paged(handle, qy, n, int(packed), out)
 
     found = b._search(query, capacity, find=find, handles=b._loaded_handles())
-    if found is None and b.jit and jit.find_compiler() is not None:
+    library = mods.library_for(score_mod, mask_mod, library=b.score_mod_file or
+                               os.environ.get("FA_SCORE_MODS"))
+    if (found is None and b.jit and jit.find_compiler() is not None and
+            (library or not (score_mod or mask_mod))):
         config = jit.decode_config(DTYPE_NAMES[query.dtype], d, dv, mask, window, cap, packed,
-                                   rows) + ":paged" + (":append" if append else "") + (
-                                       ":sinks" if sinks else "")
-        found = b._search(query, capacity, find=find, handles=[b._decode_bundle(config)])
+                                   rows, score_mod, mask_mod) + ":paged" + (
+                                       ":append" if append else "") + (":sinks" if sinks else "")
+        found = b._search(query, capacity, find=find,
+                          handles=[b._decode_bundle(config, library)])
         if found is None:
             raise FaError(b._miss[0], "fa: the paged kernel compiled for %s does not answer "
                           "the query: %s" % (config, b._miss[1]))
@@ -125,7 +133,8 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, si
     return found
 
 
-def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False, sinks=False):
+def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False, sinks=False,
+            score_mod=None, mask_mod=None):
     """The packed-GQA paged kernel for GQA decode (as fa.attention takes the
     packed split kernel), else the unpacked one; FaError naming the config
     when the bundles have neither."""
@@ -134,16 +143,18 @@ def _kernel(b, q, k_cache, dv, mask, window, capacity, append=False, sinks=False
     group = heads // kv_heads
     packed = 1 < group <= 64 and q.shape[1] < 64
     find = lambda pack: _find(b, q.dtype, q.shape[-1], dv, mask, window, pack,  # noqa: E731
-                              capacity, _capability(q), append, sinks, (group, q.shape[1]))
+                              capacity, _capability(q), append, sinks, (group, q.shape[1]),
+                              score_mod, mask_mod)
     kernel = find(True) if packed else None
     if kernel is None:
         kernel, packed = find(False), False
     if kernel is None:
         import torch
-        config = "fwd:%s:d%d:%s%s:splitkv:paged%s%s" % (  # a window: run-time sizes
+        config = "fwd:%s:d%d:%s%s:splitkv:paged%s%s%s%s" % (  # a window: run-time sizes
             "bf16" if q.dtype == torch.bfloat16 else "f16", q.shape[-1],
             "" if dv == q.shape[-1] else "v%d:" % dv, mask, ":append" if append else "",
-            ":sinks" if sinks else "")
+            ":sinks" if sinks else "", ":mod=" + score_mod if score_mod else "",
+            ":maskmod=" + mask_mod if mask_mod else "")
         raise FaError(2, "fa.attention_with_kvcache: no paged kernel for %s; build it with "
                       "fa-aot -o DIR --config %s (and :packgqa for GQA decode) and load DIR "
                       "too, or install fa-aot for JIT" % (config, config))
@@ -209,7 +220,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
                            softmax_scale=None, causal=False, num_splits=0, return_lse=False,
                            bundle=None, block_table=None, return_softmax_lse=False, k=None,
                            v=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=True,
-                           window_size=(-1, -1), sinks=None):
+                           window_size=(-1, -1), sinks=None, softcap=0.0, score_mod=None,
+                           mask_mod=None, mod_args=None):
     """Attention of new queries over a KV cache, as flash-attn's
     flash_attn_with_kvcache: q [B, Sq, H, D]; k_cache, v_cache
     [B, Nk, Hkv, D/Dv], or with page_table (int32 [B, max_pages]) pools of
@@ -250,6 +262,14 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     softmax denominator without a value: the paged kernel with sinks
     (config `...:splitkv:paged:sinks`) computes its split partials without
     them and its merge joins them, as the dense split-KV decode does.
+
+    softcap (flash-attn's; 0: none) caps the scaled scores at
+    softcap * tanh(s / softcap): the score_mod fa.mods.softcap(softcap).
+    score_mod and mask_mod (fa.attention's: names with their mod_args, or
+    Python functions of (score,) b, h, q_idx, kv_idx) apply to every score,
+    kv_idx the key's position in its sequence and q_idx the query's row
+    (0 .. Sq - 1); kernels: config `...:splitkv:paged:mod=NAME` (compiled on
+    first use as the mods of fa.attention are).
     """
     import torch
     from . import _bundle, _launch, _sm_count, _tensor
@@ -285,8 +305,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
     if sinks is not None:
         from .sinks import check_sinks
         check_sinks(sinks, q.transpose(1, 2))
+    score_mod, mask_mod, tensors = _call_mods(q, softcap, score_mod, mask_mod, mod_args)
     kernel, packed = _kernel(b, q, k_cache, dv, mask, window, capacity, append=k is not None,
-                             sinks=sinks is not None)
+                             sinks=sinks is not None, score_mod=score_mod, mask_mod=mask_mod)
+    if score_mod is not None or mask_mod is not None:
+        from . import _check_mod_arg_count
+        _check_mod_arg_count(b, kernel, score_mod, tensors, mask_mod)
     if k is not None and k.shape[1] > 0:
         q = _append(b, kernel, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, used,
                     paged_cache.contiguous() if paged_cache is not None else None,
@@ -309,7 +333,14 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
                        _tensor(o.transpose(1, 2)), _tensor(lse), _softmax_scale(d, softmax_scale))
     paged = PagedKv(page_table.data_ptr(), used.data_ptr(), max_pages, page_size,
                     k_cache.shape[0])
-    if sinks is None:
+    if score_mod is not None or mask_mod is not None:
+        from . import _mod_arg_array
+        from .sinks import aligned
+        s = None if sinks is None else ctypes.byref(_tensor(aligned(sinks)))
+        _launch(b.lib, b.lib.fa_attention_forward_paged_ex, kernel, args, q,
+                ctypes.byref(paged), workspace.data_ptr(), nbytes.value, splits.value,
+                _mod_arg_array(tensors), len(tensors), s)
+    elif sinks is None:
         _launch(b.lib, b.lib.fa_attention_forward_paged, kernel, args, q, ctypes.byref(paged),
                 workspace.data_ptr(), nbytes.value, splits.value)
     else:
@@ -319,3 +350,18 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=None, page_table=N
                 ctypes.byref(paged), workspace.data_ptr(), nbytes.value, splits.value,
                 ctypes.byref(s))
     return (o, lse) if return_lse else o
+
+
+def _call_mods(q, softcap, score_mod, mask_mod, mod_args):
+    """(score_mod name, mask_mod name, the tensors they read) of a call:
+    flash-attn's softcap as the score_mod fa.mods.softcap(softcap)."""
+    from . import _mod_args_for, _mods, mods
+    if not isinstance(softcap, (int, float)) or softcap < 0 or softcap != softcap:
+        _fail("softcap must be a number >= 0 (0: none), got %r" % (softcap,))
+    if softcap:
+        if score_mod is not None:
+            _fail("give softcap or a score_mod, not both (softcap is the score_mod "
+                  "fa.mods.softcap(%g))" % softcap)
+        score_mod = mods.softcap(softcap)
+    score_mod, mask_mod, tensors = _mods(score_mod, mask_mod, mod_args)
+    return score_mod, mask_mod, _mod_args_for(tensors, q)

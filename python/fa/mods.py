@@ -5,8 +5,8 @@ A score_mod is a function of one attention score and its position,
     def softcap(score, b, h, q_idx, kv_idx):
         return 30 * fa.mods.tanh(score / 30)
 
-with FlexAttention's signature: `score` is the score after the scale, the
-indices are integers. fa.mods.trace(fn) runs it once on symbolic values and
+with FlexAttention's signature (fa.mods.softcap(30) is this one): `score` is
+the score after the scale, the indices are integers. fa.mods.trace(fn) runs it once on symbolic values and
 writes what it computed as a func.func of fa's score_mod library (MLIR), which
 fa-aot and the JIT compile into the kernels (forward and, differentiated by
 the compiler, backward). fa.attention(..., score_mod=fn) does this itself and
@@ -50,6 +50,7 @@ if/and/or/not on a traced value, or a float `/` are errors saying what to
 write instead. The kernels evaluate the mask_mod on every score, after the
 score_mod and together with the call's causal/window mask.
 """
+import functools
 import hashlib
 import math
 import os
@@ -365,6 +366,20 @@ def clamp(x, min=None, max=None):
 # elements meet the score_mod's arithmetic as.
 _ELEMENT_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16",
                   "int32": "i32", "int64": "i64"}
+
+
+@functools.lru_cache(maxsize=64)
+def softcap(cap):
+    """Logit soft-capping (Gemma 2, flash-attn's softcap) as a score_mod:
+    cap · tanh(score / cap), cap > 0. One function per cap, so a cap traces
+    once and names the same kernels."""
+    if not isinstance(cap, (int, float)) or not cap > 0 or cap == float("inf"):
+        raise FaError(1, "fa.mods.softcap: cap must be a finite number > 0, got %r" % (cap,))
+    cap = float(cap)
+
+    def softcap_mod(score, b, h, q_idx, kv_idx):
+        return cap * tanh(score / cap)
+    return softcap_mod
 
 
 def _tensor_type(tensor, kind="score_mod"):

@@ -175,6 +175,47 @@ def check_jit(b, fa_aot):
         with_sinks, ctypes.byref(args), ctypes.byref(paged), ws, nbytes.value, 3,
         ctypes.byref(bad)) == 1
     assert "sinks.shape is [2], expected [8]" in b.lib.fa_last_error().decode()
+    check_mods(b, args, paged, ws, nbytes.value)
+
+
+def check_mods(b, args, paged, ws, nbytes):
+    """softcap as flash-attn passes it and Python mods reading tensors: the
+    paged kernel with them compiles on a miss (its tag ends in the mod), and
+    fa_attention_forward_paged_check_ex takes a key bias [B, capacity] (4
+    pages of 16 here) as its mod_arg."""
+    from fa import mods
+    q = torch.zeros(2, 1, 8, 64, dtype=torch.bfloat16)
+    expect_error(lambda: kvcache._call_mods(q, -1.0, None, None, None),
+                 "softcap must be a number >= 0 (0: none), got -1.0")
+    expect_error(lambda: kvcache._call_mods(q, 30.0, "softcap30", None, None),
+                 "give softcap or a score_mod, not both")
+    capped, _, tensors = kvcache._call_mods(q, 30.0, None, None, None)
+    assert capped == mods.trace(mods.softcap(30)).name and not tensors, capped
+    kernel = kvcache._find(b, torch.bfloat16, 64, 64, "none", (-1, -1), True, 64, 90,
+                           rows=(4, 1), score_mod=capped)
+    tag = b._info(kernel)["tag"]
+    assert tag.endswith("_packgqa_splitkv_paged_pw_tma_mod_" + capped), tag
+    bias = torch.zeros(2, 64)
+    name, _, tensors = kvcache._call_mods(q, 0, lambda s, b_, h, q_, kv: s + bias[b_, kv],
+                                          None, None)
+    kernel = kvcache._find(b, torch.bfloat16, 64, 64, "causal_bottom_right", (-1, -1), True,
+                           64, 90, rows=(4, 1), score_mod=name)
+    info = b._info(kernel)
+    assert info["paged"] and info["score_mod"] == name and len(info["mod_args"]) == 1, info
+    base = 1 << 40
+
+    mod = (Tensor * 1)(fake(base + (9 << 32), 2, (2, 64)))
+    assert b.lib.fa_attention_forward_paged_check_ex(
+        kernel, ctypes.byref(args), ctypes.byref(paged), ws, nbytes, 3, mod, 1, None) == 0, \
+        b.lib.fa_last_error().decode()
+    # Without the bias (and through the launch that passes no mod_args): refused.
+    assert b.lib.fa_attention_forward_paged_check_ex(
+        kernel, ctypes.byref(args), ctypes.byref(paged), ws, nbytes, 3, None, 0, None) == 1
+    assert "reads 1 (f32 [any, any])" in b.lib.fa_last_error().decode()
+    assert b.lib.fa_attention_forward_paged_check(kernel, ctypes.byref(args),
+                                                  ctypes.byref(paged), ws, nbytes, 3) == 1
+    print("ok paged decode with softcap (%s) and a Python key bias: compiled on a miss, "
+          "launched through fa_attention_forward_paged_ex with the bias" % capped)
 
 
 

@@ -395,6 +395,57 @@ TEST_F(PagedApi, SinksGoThroughTheirOwnLaunch) {
   fa_bundle_free(b);
 }
 
+TEST_F(PagedApi, ModArgsThroughTheExLaunch) {
+  // A paged kernel whose score_mod reads a key bias [B, Nk]: its mod_args
+  // follow the paged parameters (21 + 5).
+  std::string modded = splitKernel("pm", R"(, "paged": true,
+      "page_table_param": 21, "mod_args": [{"dtype": "f32", "rank": 2,
+      "dims": ["batch", "nk"]}], "mod_arg_param": 26)");
+  modded.replace(modded.find(R"("score_mod": null)"), 17,
+                 R"("score_mod": "key_bias")");
+  fa_bundle *b = nullptr;
+  ASSERT_EQ(loadText("paged_mods", manifest({modded}), &b), FA_SUCCESS)
+      << lastError();
+  const fa_kernel *pm = fa_bundle_kernel_at(b, 0);
+  // "nk" is the page table's capacity, not a pool dimension.
+  fa_tensor bias = tensor(addr(8), FA_DTYPE_F32, {B, MaxPages * PageSize});
+  EXPECT_EQ(fa_attention_forward_paged_check_ex(pm, &a, &cache, ws, bytes, 4,
+                                                &bias, 1, nullptr),
+            FA_SUCCESS)
+      << lastError();
+  auto rejectEx = [&](const fa_kernel *kernel, const fa_tensor *mods,
+                      int32_t count, const fa_tensor *sinks,
+                      const std::string &expect) {
+    EXPECT_EQ(fa_attention_forward_paged_check_ex(kernel, &a, &cache, ws, bytes,
+                                                  4, mods, count, sinks),
+              FA_ERROR_INVALID_ARGUMENT)
+        << expect;
+    EXPECT_NE(lastError().find(expect), std::string::npos)
+        << "expected '" << expect << "' in: " << lastError();
+  };
+  fa_tensor pooled = tensor(addr(8), FA_DTYPE_F32, {B, Pages * PageSize});
+  rejectEx(pm, &pooled, 1, nullptr,
+           "mod_args[0].shape is [2,1024], but kernel 'pm' reads it as [batch, "
+           "nk] = dimension 1 of 128");
+  rejectEx(pm, nullptr, 0, nullptr, "reads 1 (f32 [batch, nk]) score_mod");
+  fa_tensor onOutput = tensor(a.o.data, FA_DTYPE_F32, {B, MaxPages * PageSize});
+  rejectEx(pm, &onOutput, 1, nullptr, "overlap");
+  fa_tensor sinks = tensor(addr(7), FA_DTYPE_F32, {H});
+  rejectEx(pm, &bias, 1, &sinks, "kernel 'pm' has no attention sinks");
+  // The plain paged launch would leave the kernel's mod_args unset.
+  EXPECT_EQ(fa_attention_forward_paged_check(pm, &a, &cache, ws, bytes, 4),
+            FA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(lastError().find("reads 1 (f32 [batch, nk])"), std::string::npos)
+      << lastError();
+  // The _ex launch serves a kernel without mods or sinks too.
+  EXPECT_EQ(fa_attention_forward_paged_check_ex(paged, &a, &cache, ws, bytes, 4,
+                                                nullptr, 0, nullptr),
+            FA_SUCCESS)
+      << lastError();
+  rejectEx(paged, &bias, 1, nullptr, "kernel 'pg' reads none score_mod");
+  fa_bundle_free(b);
+}
+
 namespace {
 
 /// The paged decode kernel fa-aot writes for

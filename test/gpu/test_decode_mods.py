@@ -3,7 +3,9 @@
 fa.attention(q, k, v, score_mod=fn, mask_mod=fn[, sinks=t]) on decode shapes
 must take the split-KV kernels (packed GQA where the query heads of a key head
 share a tile, the unpacked split kernel for MHA) compiled with those mods, and
-agree with float64 under the flash-attn rule (test_attention.py's judge).
+fa.attention_with_kvcache(..., score_mod=fn, mask_mod=fn, softcap=30) over
+shuffled pages the paged ones; each agrees with float64 under the flash-attn
+rule (test_attention.py's judge).
 
 MLIR is not installed on the GPU machine, so the kernels are compiled here
 into fa's disk cache as a miss on an sm_90 device compiles them
@@ -18,8 +20,8 @@ Each case draws new tensors (slopes, key biases, per-sequence cache starts,
 document ids) for the shape's batch and a random key count, builds the mods
 over them as a user would, and evaluates the same functions on index tensors
 for the reference. Every launch of a case is recorded: all must be split-KV
-launches. Rows whose keys are all hidden must get O = 0 and LSE = -inf (with
-sinks: LSE = the sink).
+launches (paged ones for a paged cache). Rows whose keys are all hidden must
+get O = 0 and LSE = -inf (with sinks: LSE = the sink).
 """
 import argparse
 import os
@@ -66,14 +68,19 @@ KINDS = {"softcap": (lambda t: softcap, None),
          "cache_start": (None, lambda t: cache_start(t["start"])),
          "document+softcap": (lambda t: softcap, lambda t: document(t["qdoc"], t["kdoc"]))}
 
-# (B, H, Hkv, Nq, most keys, dtype, d, mask, sinks): the 16-row TMA tile, a
-# 16-row tile with a mask, the 32-row TMA tile, MHA (unpacked), d64, sinks.
-SHAPES = [(1, 32, 8, 1, 8192, "bf16", 128, "none", False),
-          (2, 32, 8, 4, 3000, "bf16", 128, "causal_bottom_right", False),
-          (1, 8, 1, 4, 16384, "bf16", 128, "none", False),
-          (2, 16, 16, 1, 5000, "f16", 64, "none", False),
-          (3, 32, 8, 1, 777, "bf16", 64, "none", False),
-          (2, 32, 8, 1, 4100, "bf16", 128, "none", True)]
+# (B, H, Hkv, Nq, most keys, dtype, d, mask, sinks, page size or 0): the
+# 16-row TMA tile, a 16-row tile with a mask, the 32-row TMA tile, MHA
+# (unpacked), d64, sinks; then paged caches through fa.attention_with_kvcache
+# (its softcap argument for "softcap"), pages of 16, 64 and 256.
+SHAPES = [(1, 32, 8, 1, 8192, "bf16", 128, "none", False, 0),
+          (2, 32, 8, 4, 3000, "bf16", 128, "causal_bottom_right", False, 0),
+          (1, 8, 1, 4, 16384, "bf16", 128, "none", False, 0),
+          (2, 16, 16, 1, 5000, "f16", 64, "none", False, 0),
+          (3, 32, 8, 1, 777, "bf16", 64, "none", False, 0),
+          (2, 32, 8, 1, 4100, "bf16", 128, "none", True, 0),
+          (2, 32, 8, 1, 6000, "bf16", 128, "none", False, 64),
+          (3, 8, 1, 4, 2000, "bf16", 128, "causal_bottom_right", False, 16),
+          (1, 32, 8, 1, 20000, "f16", 64, "none", True, 256)]
 
 
 def tensors(b, h, nq, nk, rng, device):
@@ -115,12 +122,13 @@ def config_of(kind, shape):
     """The decode config a miss on sm_90 compiles for this kind and shape
     (as Bundle._compile_decode asks it), and its mods' library."""
     from fa import jit, mods
-    b, h, hkv, nq, nk, dtype, d, mask, sinks = shape
+    b, h, hkv, nq, nk, dtype, d, mask, sinks, page = shape
     score_name, mask_name = traced_names(kind, shape)
     group = h // hkv
     packed = 1 < group and nq < 64
     config = jit.decode_config(dtype, d, d, mask, (-1, -1), 90, packed, (group, nq),
-                               score_name, mask_name) + (":sinks" if sinks else "")
+                               score_name, mask_name) + (":paged" if page else "") + (
+                                   ":sinks" if sinks else "")
     return config, mods.library_for(score_name, mask_name)
 
 
@@ -136,13 +144,43 @@ def prepare(args):
         f.write(jit.compiler_version(args.fa_aot) + "\n")
 
 
+def paged_call(q, k, v, page, kw, rng):
+    """fa.attention_with_kvcache on k, v [B, Hkv, Nk, D] spread over a pool
+    of shuffled pages of `page` keys (one spare page a sequence), with
+    fa.attention's keyword arguments `kw` (softcap=30 for softcap); O and LSE
+    as fa.attention returns them."""
+    import torch
+    import fa
+    b, hkv, nk, d = k.shape
+    per_seq = (nk + page - 1) // page + 1
+    order = list(range(b * per_seq))
+    rng.shuffle(order)
+    table = torch.tensor(order, dtype=torch.int32, device=q.device).view(b, per_seq)
+
+    def pool(t):
+        rows = torch.zeros(b, per_seq * page, hkv, d, dtype=t.dtype, device=t.device)
+        rows[:, :nk] = t.transpose(1, 2)
+        out = torch.empty(b * per_seq, page, hkv, d, dtype=t.dtype, device=t.device)
+        out[table.view(-1).long()] = rows.view(b * per_seq, page, hkv, d)
+        return out
+    kw = dict(kw)
+    causal = kw.pop("causal_bottom_right")
+    if kw["score_mod"] is softcap:
+        kw["score_mod"], kw["softcap"] = None, 30.0
+    seqlens = torch.full((b,), nk, dtype=torch.int32, device=q.device)
+    o, lse = fa.attention_with_kvcache(q.transpose(1, 2), pool(k), pool(v),
+                                       cache_seqlens=seqlens, page_table=table, causal=causal,
+                                       return_lse=True, **kw)
+    return o.transpose(1, 2), lse
+
+
 def run_case(kind, shape, rng, gen, dev, launches):
     import torch
     import fa
     import score_mods
     from test_attention import DTYPES, allowed_mask, judge, lse_slack
     from test_sinks import reference
-    b, h, hkv, nq, most, dtype, d, mask, with_sinks = shape
+    b, h, hkv, nq, most, dtype, d, mask, with_sinks, page = shape
     nk = rng.randint(most // 2, most)
     dt = DTYPES[dtype]
     q, k, v = (torch.randn(b, n, length, d, generator=gen, device=dev).to(dt)
@@ -166,10 +204,12 @@ def run_case(kind, shape, rng, gen, dev, launches):
         kw["sinks"] = sinks
     del launches[:]
     with torch.no_grad():
-        o, lse = fa.attention(q, k, v, return_lse=True, **kw)
+        o, lse = (paged_call(q, k, v, page, kw, rng) if page else
+                  fa.attention(q, k, v, return_lse=True, **kw))
     torch.cuda.synchronize()
-    results = [{"what": "split-KV launches (%s)" % ", ".join(launches),
-                "ok": bool(launches) and all("splitkv" in n for n in launches)}]
+    want = "paged" if page else "splitkv"
+    results = [{"what": "%s launches (%s)" % (want, ", ".join(launches)),
+                "ok": bool(launches) and all(want in n for n in launches)}]
     o64, lse64 = reference(q.double(), k.double(), v.double(), sinks.double(), allowed, scale,
                            score_name)
     ol, _ = reference(q, k, v, sinks, allowed, scale, score_name)
@@ -220,10 +260,10 @@ def run(args):
         ok = all(r["ok"] for r in results)
         failures += not ok
         hidden_cases += hidden > 0
-        b, h, hkv, nq, _, dtype, d, mask, sinks = shape
-        print("%s %s %s d%d %s B%d H%d/%d Nq%d Nk%d%s (%d hidden rows): %s" % (
+        b, h, hkv, nq, _, dtype, d, mask, sinks, page = shape
+        print("%s %s %s d%d %s B%d H%d/%d Nq%d Nk%d%s%s (%d hidden rows): %s" % (
             "ok  " if ok else "FAIL", kind, dtype, d, mask, b, h, hkv, nq, nk,
-            " sinks" if sinks else "", hidden,
+            " sinks" if sinks else "", " pages of %d" % page if page else "", hidden,
             ", ".join("%s %.1e" % (r["what"], r["err"]) for r in results if "err" in r)
             if ok else [r for r in results if not r["ok"]]), flush=True)
     tags = sorted(k["tag"] for k in bundle.kernels())

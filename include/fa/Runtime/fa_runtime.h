@@ -568,6 +568,22 @@ FA_API fa_status fa_attention_forward_paged_sinks(
     const fa_paged_kv *paged, CUdeviceptr workspace,
     uint64_t workspace_bytes, int32_t splits, const fa_tensor *sinks,
     CUstream stream);
+/* The paged decode of any paged kernel, with the tensors its score_mod and
+ * mask_mod read (mod_args, mod_arg_count: as fa_attention_forward_ex; a
+ * dimension named "nk" is the page table's capacity max_pages x page_size,
+ * "kv_heads" the pools' heads) and, for a kernel with sinks, the sinks
+ * (NULL for one without; either mismatch is refused). Its kv_idx is the key's
+ * position in its sequence, q_idx the query's row (0 .. Nq - 1). */
+FA_API fa_status fa_attention_forward_paged_check_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
+    int32_t splits, const fa_tensor *mod_args, int32_t mod_arg_count,
+    const fa_tensor *sinks);
+FA_API fa_status fa_attention_forward_paged_ex(
+    const fa_kernel *kernel, const fa_attention_args *args,
+    const fa_paged_kv *paged, CUdeviceptr workspace, uint64_t workspace_bytes,
+    int32_t splits, const fa_tensor *mod_args, int32_t mod_arg_count,
+    const fa_tensor *sinks, CUstream stream);
 
 /* Appending new tokens to a KV cache before a decode (flash-attn's
  * flash_attn_with_kvcache with k, v, rotary_cos, rotary_sin; docs/ABI.md
