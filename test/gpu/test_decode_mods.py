@@ -23,7 +23,6 @@ for the reference. Every launch of a case is recorded: all must be split-KV
 launches (paged ones for a paged cache). Rows whose keys are all hidden must
 get O = 0 and LSE = -inf (with sinks: LSE = the sink).
 """
-import argparse
 import os
 import random
 import subprocess
@@ -282,15 +281,8 @@ def run(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cache", required=True)
-    ap.add_argument("--prepare", action="store_true")
-    ap.add_argument("--fa-aot", default="build/bin/fa-aot")
-    ap.add_argument("--lib", default=None)
-    ap.add_argument("--cases", type=int, default=120)
-    ap.add_argument("--seed", type=int, default=5)
-    args = ap.parse_args()
+    from test_maskmod_python import cache_test_parser
+    args = cache_test_parser(__doc__, cases=120, seed=5).parse_args()
     if args.prepare:
         prepare(args)
         return 0

@@ -311,16 +311,24 @@ def run(args):
     return 1 if failures else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
+def cache_test_parser(doc, cases, seed):
+    """The command line of a GPU test whose kernels come from a JIT disk
+    cache made here: --cache, --prepare (with --fa-aot), --lib, --cases,
+    --seed."""
+    ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", required=True)
     ap.add_argument("--prepare", action="store_true")
     ap.add_argument("--fa-aot", default="build/bin/fa-aot")
     ap.add_argument("--lib", default=None)
-    ap.add_argument("--cases", type=int, default=56)
+    ap.add_argument("--cases", type=int, default=cases)
+    ap.add_argument("--seed", type=int, default=seed)
+    return ap
+
+
+def main():
+    ap = cache_test_parser(__doc__, cases=56, seed=11)
     ap.add_argument("--block-sparse-cases", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
     if args.prepare:
         prepare(args)
