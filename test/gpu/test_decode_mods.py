@@ -27,7 +27,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -229,14 +228,8 @@ def run_case(kind, shape, rng, gen, dev, launches):
 def run(args):
     import torch
     import fa
-    from test_maskmod_python import stand_in
-    torch.backends.cuda.matmul.allow_tf32 = False
-    work = tempfile.mkdtemp(prefix="fa-decode-mods-")
-    os.environ["FA_AOT"] = stand_in(args.cache, work)
-    os.environ["FA_CACHE_DIR"] = os.path.abspath(args.cache)
-    dev = torch.device("cuda")
-    torch.zeros(1, device=dev)
-    bundle = fa.load(None, args.lib)
+    from test_maskmod_python import cache_session
+    work, bundle, dev = cache_session(args, "fa-decode-mods-")
     launches, launch = [], fa._launch
 
     def recording(lib, fn, *rest):

@@ -249,16 +249,24 @@ def run_block_sparse(shape, rng, gen, dev):
     return results, allowed.float().mean().item()
 
 
-def run(args):
+def cache_session(args, prefix):
+    """(work folder, JIT-only bundle, device) of a run from the cache
+    args.cache: FA_AOT the stand-in, FA_CACHE_DIR the cache, TF32 off for
+    the references."""
     import torch
     import fa
     torch.backends.cuda.matmul.allow_tf32 = False
-    work = tempfile.mkdtemp(prefix="fa-maskmod-python-")
+    work = tempfile.mkdtemp(prefix=prefix)
     os.environ["FA_AOT"] = stand_in(args.cache, work)
     os.environ["FA_CACHE_DIR"] = os.path.abspath(args.cache)
     dev = torch.device("cuda")
     torch.zeros(1, device=dev)
-    bundle = fa.load(None, args.lib)
+    return work, fa.load(None, args.lib), dev
+
+
+def run(args):
+    import torch
+    work, bundle, dev = cache_session(args, "fa-maskmod-python-")
     rng = random.Random(args.seed)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     failures = hidden_cases = 0
