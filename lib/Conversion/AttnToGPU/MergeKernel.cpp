@@ -3,14 +3,14 @@
 // One warp per output row r = (b·H + h)·Nq + q (written to O at the
 // caller's strides): the split forward left S
 // partial rows O_s (f32, [S, B, H, Nq, Dv]) and LSE_s ([S, B, H, Nq]) in the
-// workspace. The warp walks the splits 16 at a time with each lane holding
-// 16 bytes (4 f32) of the partial rows (rows of up to 16 such chunks:
-// 32 / chunks lane groups, each over its own splits, joined by shuffles at
-// the end), weighting them by OnlineSoftmaxMath::mergeWeight, the merge math
-// of the CPU decomposition, against a running M = max_s LSE_s, and writes
-// O = Σ w_s·O_s / Σ w_s and LSE = M + ln Σ w_s.
+// workspace. The warp takes M = max_s LSE_s over its lanes, then walks the
+// splits 16 at a time with each lane holding 16 bytes (4 f32) of the
+// partial rows (rows of up to 16 such chunks: 32 / chunks lane groups, each
+// over its own splits, summed by shuffles at the end), weighting them by
+// OnlineSoftmaxMath::mergeWeight, the merge math of the CPU decomposition,
+// and writes O = Σ w_s·O_s / Σ w_s and LSE = M + ln Σ w_s.
 // With sinks (f32 [H]) the row's sink is one more partial, LSE = sink[h] and
-// O = 0: it starts the walk, M at the sink and Σ w_s at its weight.
+// O = 0: it starts both loops, M from the sink and Σ w_s from its weight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +69,23 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   attn::OnlineSoftmaxMath math = kb.softmaxMath();
   Value sink = loadSink(kb, entry, params, head);
 
+  // M: each lane's largest LSE over splits lane, lane + 32, ... (and the
+  // sink), then the warp's by xor shuffles.
+  auto maxLoop = scf::ForOp::create(b, loc, kb.lane, splits, kb.idx(32),
+                                    ValueRange{sink ? sink : kb.negInf()});
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(maxLoop.getBody());
+    Value s = maxLoop.getInductionVar();
+    Value lse = memref::LoadOp::create(b, loc, lsePart,
+                                       ValueRange{kb.add(kb.mul(s, rows), row)});
+    scf::YieldOp::create(
+        b, loc, ValueRange{kb.maxf(maxLoop.getRegionIterArgs()[0], lse)});
+  }
+  Value maxLse = maxLoop.getResult(0);
+  for (int64_t xorMask = 16; xorMask >= 1; xorMask /= 2)
+    maxLse = kb.maxf(maxLse, kb.shuffleXor(maxLse, xorMask));
+
   // Lane l holds chunks l, l + 32, ... of `width` f32 columns (16 bytes
   // where the row length allows). Where a row has 16 or fewer chunks dividing
   // 32, the warp's lanes form `groups` copies of the row, group g taking
@@ -92,32 +109,16 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
     return kb.mul(kb.minsi(kb.add(chunkLane, i * 32), kb.idx(chunks - 1)),
                   width);
   };
-  auto scaled = [&](Value v, Value factor) -> Value {
-    if (!isa<VectorType>(v.getType()))
-      return arith::MulFOp::create(b, loc, v, factor);
-    return arith::MulFOp::create(
-        b, loc, v, vector::BroadcastOp::create(b, loc, vecType, factor));
-  };
-  // Each lane carries its sums (perLane vectors, then the weight sum Σ w_s)
-  // against a running largest LSE M, the online softmax's rescale in the
-  // merge's units: a step's LSEs raise M and what was summed scales by the
-  // old M's weight (OnlineSoftmaxMath::mergeWeight), so every LSE is read
-  // once, with its row, and no pass over the LSEs comes first. The sink, one
-  // more partial without a row, starts group 0 (M = sink, Σ w = its weight).
   Value zeroVec = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(vecType, b.getF32FloatAttr(0.0f)));
   SmallVector<Value> init(perLane, zeroVec);
-  Value firstMax = sink ? sink : kb.negInf();
-  Value firstWeight = sink ? math.mergeWeight(sink, sink) : kb.f32(0);
-  if (groups > 1) {
-    Value firstGroup = kb.lt(group, kb.idx(1));
-    firstWeight = kb.select(firstGroup, firstWeight, kb.f32(0));
-    firstMax = kb.select(firstGroup, firstMax, kb.negInf());
-  }
-  init.push_back(firstWeight);
-  init.push_back(firstMax);
+  // The sink's weight once per row: in group 0.
+  Value sinkWeight = sink ? math.mergeWeight(sink, maxLse) : kb.f32(0);
+  init.push_back(groups > 1 ? kb.select(kb.lt(group, kb.idx(1)), sinkWeight,
+                                        kb.f32(0))
+                            : sinkWeight);
   // Splits [from, to) `unroll` per lane and step (a group's steps are
-  // groups apart), the sums and M carried from `acc`.
+  // groups apart), the sums carried from `acc`.
   auto walk = [&](Value from, Value to, int64_t unroll, ValueRange acc) {
     auto loop = scf::ForOp::create(b, loc, from, to,
                                    kb.idx(groups * unroll), acc);
@@ -140,16 +141,9 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
             ValueRange{kb.add(kb.mul(partRow, dv), chunkColumn(i))}, false,
             llvm::MaybeAlign(width * 4)));
     }
-    // (A repeated last split raises M as its first reading did: harmless.)
-    Value oldMax = next[perLane + 1], newMax = oldMax;
-    for (Value lse : lses)
-      newMax = kb.maxf(newMax, lse);
-    Value rescale = math.mergeWeight(oldMax, newMax);
-    for (int64_t i = 0; i <= perLane; ++i)
-      next[i] = scaled(next[i], rescale);
     for (int64_t u = 0; u < unroll; ++u) {
-      Value weight =
-          kb.select(valid[u], math.mergeWeight(lses[u], newMax), kb.f32(0));
+      Value weight = kb.select(valid[u], math.mergeWeight(lses[u], maxLse),
+                               kb.f32(0));
       Value w = vector::BroadcastOp::create(b, loc, vecType, weight);
       for (int64_t i = 0; i < perLane; ++i)
         next[i] = kb.select(valid[u],
@@ -159,7 +153,6 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
                             next[i]);
       next[perLane] = arith::AddFOp::create(b, loc, next[perLane], weight);
     }
-    next[perLane + 1] = newMax;
     scf::YieldOp::create(b, loc, next);
     return SmallVector<Value>(loop.getResults());
   };
@@ -168,32 +161,22 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
   SmallVector<Value> sums = walk(kb.idx(0), whole, kUnroll, init);
   sums = walk(whole, splits, kTailUnroll, sums);
 
-  // The groups' sums: lanes chunks apart hold one chunk of different splits,
-  // each against its own M; both sides rescale to the larger.
-  for (int64_t mask = chunks; groups > 1 && mask < 32; mask *= 2) {
-    Value mine = sums[perLane + 1], theirs = kb.shuffleXor(mine, mask);
-    Value both = kb.maxf(mine, theirs);
-    Value keep = math.mergeWeight(mine, both),
-          take = math.mergeWeight(theirs, both);
-    auto join = [&](Value x) -> Value {
-      return arith::AddFOp::create(
-          b, loc, arith::MulFOp::create(b, loc, x, keep),
-          arith::MulFOp::create(b, loc, kb.shuffleXor(x, mask), take));
-    };
-    for (int64_t i = 0; i <= perLane; ++i) {
-      Value &v = sums[i];
+  // The groups' sums: lanes chunks apart hold one chunk of different splits.
+  for (int64_t mask = chunks; groups > 1 && mask < 32; mask *= 2)
+    for (Value &v : sums) {
       if (!isa<VectorType>(v.getType())) {
-        v = join(v);
+        v = arith::AddFOp::create(b, loc, v, kb.shuffleXor(v, mask));
         continue;
       }
       SmallVector<Value> lanes;
-      for (int64_t e = 0; e < width; ++e)
-        lanes.push_back(join(vector::ExtractOp::create(b, loc, v, e)));
+      for (int64_t e = 0; e < width; ++e) {
+        Value x = vector::ExtractOp::create(b, loc, v, e);
+        lanes.push_back(
+            arith::AddFOp::create(b, loc, x, kb.shuffleXor(x, mask)));
+      }
       v = vector::FromElementsOp::create(b, loc, vecType, lanes);
     }
-    sums[perLane + 1] = both;
-  }
-  auto [invSum, lse] = math.finalizeMerge(sums[perLane + 1], sums[perLane]);
+  auto [invSum, lse] = math.finalizeMerge(maxLse, sums[perLane]);
   Value inv = vector::BroadcastOp::create(b, loc, vecType, invSum);
   auto outType = VectorType::get({width}, elem);
   for (int64_t i = 0; i < perLane; ++i) {

@@ -23,11 +23,11 @@
 // CHECK: %[[HEADROW:.+]] = arith.divui %{{.+}}, %[[NQ]] : index
 // CHECK: %[[HEAD:.+]] = arith.remui %[[HEADROW]], %{{.+}} : index
 // CHECK: %[[SINK:.+]] = memref.load %[[SINKS]][%[[HEAD]]] : memref<1099511627776xf32>
-// The sink starts the walk: its running max at the sink, its weight sum at
-// the sink's weight against itself.
+// CHECK: %[[MAX:.+]] = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[SINK]]) -> (f32)
+// CHECK: %[[M:.+]] = arith.maxnumf %{{.+}}, %{{.+}} : f32
 // CHECK: arith.subf %[[SINK]], %{{.+}} : f32
 // CHECK: %[[W:.+]] = {{.*}}{{math.exp2|ex2}}
-// CHECK: scf.for {{.*}} iter_args({{.*}}%{{.+}} = %[[W]], %{{.+}} = %[[SINK]]) -> (vector<4xf32>, f32, f32)
+// CHECK: scf.for {{.*}} iter_args({{.*}}%{{.+}} = %[[W]]) -> (vector<4xf32>, f32)
 // PACKED-LABEL: gpu.func @fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv_sink(
 // PACKED-SAME: %{{.+}}: i64)
 // PACKED-LABEL: gpu.func @fa_merge_fwd_bf16_d128_bq64_bkv64_w4_s2_none_sm90a_packgqa_splitkv_sink(
