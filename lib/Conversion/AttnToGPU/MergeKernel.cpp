@@ -191,21 +191,15 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
     return kb.mul(kb.minsi(kb.add(chunkLane, i * 32), kb.idx(chunks - 1)),
                   width);
   };
-  // The lane's slots: kMergeUnroll × perLane row chunks (16-byte aligned,
-  // as cp.async of 16 bytes needs), then after every lane's, its
-  // kMergeUnroll LSEs.
-  const int64_t rowValues = perLane * width;
-  const int64_t lanes = plan.warps * 32;
-  const int64_t lseBase = lanes * kMergeUnroll * rowValues;
-  const int64_t stagingValues = lseBase + lanes * kMergeUnroll;
+  // The lane's slots: kMergeUnroll × (perLane row chunks, then the LSE).
+  const int64_t slotValues = perLane * width + 1;
+  const int64_t stagingValues = plan.warps * 32 * kMergeUnroll * slotValues;
   Value staging = kb.sharedView(module, f32, splitPlan.mergeSharedBytes() / 4);
-  Value laneIndex = kb.add(kb.mul(kb.warp, 32), kb.lane);
-  Value laneRows = kb.mul(laneIndex, kMergeUnroll * rowValues);
-  Value laneLses = kb.add(kb.mul(laneIndex, kMergeUnroll), kb.idx(lseBase));
-  auto rowSlot = [&](int64_t u, int64_t i) {
-    return kb.add(laneRows, kb.idx(u * rowValues + i * width));
+  Value laneSlots =
+      kb.mul(kb.add(kb.mul(kb.warp, 32), kb.lane), kMergeUnroll * slotValues);
+  auto slotAt = [&](int64_t u, int64_t value) {
+    return kb.add(laneSlots, kb.idx(u * slotValues + value));
   };
-  auto lseSlot = [&](int64_t u) { return kb.add(laneLses, kb.idx(u)); };
   auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   Value zeroVec = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(vecType, b.getF32FloatAttr(0.0f)));
@@ -232,26 +226,26 @@ gpu::GPUFuncOp mlir::fa::buildMergeKernel(OpBuilder &b, Location loc,
       Value rowElems = kb.select(valid.back(), kb.idx(width), kb.idx(0));
       for (int64_t i = 0; i < perLane; ++i)
         nvgpu::DeviceAsyncCopyOp::create(
-            b, loc, tokTy, staging, ValueRange{rowSlot(u, i)}, oPart,
+            b, loc, tokTy, staging, ValueRange{slotAt(u, i * width)}, oPart,
             ValueRange{kb.add(kb.mul(partRow, dv), chunkColumn(i))},
             b.getIndexAttr(width), rowElems,
             width == 4 ? b.getUnitAttr() : UnitAttr());
       nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokTy, staging, ValueRange{lseSlot(u)}, lsePart,
-          ValueRange{partRow}, b.getIndexAttr(1),
+          b, loc, tokTy, staging, ValueRange{slotAt(u, perLane * width)},
+          lsePart, ValueRange{partRow}, b.getIndexAttr(1),
           kb.select(valid.back(), kb.idx(1), kb.idx(0)), UnitAttr());
     }
     kb.commitAsync();
     kb.waitAsync(0);
     for (int64_t u = 0; u < kMergeUnroll; ++u) {
-      Value lse =
-          memref::LoadOp::create(b, loc, staging, ValueRange{lseSlot(u)});
+      Value lse = memref::LoadOp::create(
+          b, loc, staging, ValueRange{slotAt(u, perLane * width)});
       Value weight =
           kb.select(valid[u], math.mergeWeight(lse, maxLse), kb.f32(0));
       Value w = vector::BroadcastOp::create(b, loc, vecType, weight);
       for (int64_t i = 0; i < perLane; ++i) {
-        Value partial = vector::LoadOp::create(b, loc, vecType, staging,
-                                               ValueRange{rowSlot(u, i)});
+        Value partial = vector::LoadOp::create(
+            b, loc, vecType, staging, ValueRange{slotAt(u, i * width)});
         next[i] = vector::FMAOp::create(b, loc, w, partial, next[i]);
       }
       next[perLane] = arith::AddFOp::create(b, loc, next[perLane], weight);
