@@ -724,8 +724,8 @@ GpuCompiler::compileUncached(const KernelConfig &config,
     // The split forward leaves partials that fa_merge joins (docs/ABI.md).
     if (plan->splitKv)
       out.entries.push_back({"merge", "fa_merge_" + out.tag,
-                             plan->mergeThreads(), plan->mergeSharedBytes(),
-                             false, plan->dependentMerge()});
+                             plan->mergeThreads(), 0, false,
+                             plan->dependentMerge()});
     // Writes the new keys and values into the cache before the decode.
     if (plan->kvAppend)
       out.entries.push_back({"kv_append", "fa_kv_append_" + out.tag,

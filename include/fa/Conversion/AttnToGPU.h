@@ -237,14 +237,9 @@ struct KernelPlan {
 
   /// Threads per CTA: the computing warps and the producer warp.
   int64_t threads() const { return (warps + (producerWarp ? 1 : 0)) * 32; }
-  /// Warps per CTA of a split plan's merge kernel: a CTA per `warps` rows
-  /// (what runtimes launch), each row's splits spread over
-  /// mergeWarps() / warps of them; the producer warp is the split
-  /// forward's alone.
-  int64_t mergeWarps() const;
-  int64_t mergeThreads() const { return mergeWarps() * 32; }
-  /// Shared bytes of the merge: where warps share a row, each one's sums.
-  int64_t mergeSharedBytes() const;
+  /// Threads per CTA of a split plan's merge kernel: a warp per row; the
+  /// producer warp is the split forward's alone.
+  int64_t mergeThreads() const { return warps * 32; }
   /// A split plan's merge is a dependent launch (manifest "launch":
   /// "dependent") on sm_90 and later: it waits for the split forward
   /// (griddepcontrol.wait) before its first access to memory, and the split

@@ -26,11 +26,6 @@ using namespace mlir::fa;
 /// Largest dynamic shared memory per CTA on sm_80 / sm_90 (bytes).
 static constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
-/// At least four warps a merge CTA: a row's splits are a chain of dependent
-/// loads, and a decode's few rows leave most SMs idle, so its warps split
-/// them.
-int64_t KernelPlan::mergeWarps() const { return std::max<int64_t>(warps, 4); }
-
 int64_t KernelPlan::forwardSharedBytes() const {
   if (strategy == MmaStrategy::Wgmma)
     return wgmmaForwardSharedBytes(*this);

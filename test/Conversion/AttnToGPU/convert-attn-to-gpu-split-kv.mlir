@@ -25,7 +25,7 @@
 // above it.
 // CHECK-NOT: memref.load
 // CHECK: llvm.inline_asm has_side_effects {{.*}}"griddepcontrol.wait;", "~{memory}"
-// CHECK: nvgpu.device_async_copy %arg0[{{.+}}], {{.+}}, 4, {{.+}} {bypassL1} : memref<1099511627776xf32> to memref<{{[0-9]+}}xf32, 3>
+// CHECK: vector.load {{.*}} : memref<1099511627776xf32>, vector<4xf32>
 // CHECK: vector.store {{.*}} : memref<1099511627776xbf16>, vector<4xbf16>
 
 // PTX: .entry fa_fwd_fwd_bf16_d128_bq64_bkv64_w4_s2_causal_bottom_right_sm90a_splitkv(
@@ -36,8 +36,7 @@
 // PTX-NOT: {{ld|st}}.global
 // PTX: griddepcontrol.wait;
 // PTX: shfl.sync.bfly
-// PTX: cp.async.cg.shared.global [{{.+}}], [{{.+}}], 16, {{.+}};
-// PTX: cp.async.wait_group {{[[:space:]]*}}0;
+// PTX: ld.global.v4.b32
 // PTX: st.global.v2.b32
 // PTX64: .entry fa_merge_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv(
 func.func @decode(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x8x?x128xbf16>, %v: tensor<?x8x?x128xbf16>) -> (tensor<?x32x?x128xbf16>, tensor<?x32x?xf32>) {
@@ -48,22 +47,20 @@ func.func @decode(%q: tensor<?x32x?x128xbf16>, %k: tensor<?x8x?x128xbf16>, %v: t
 // -----
 
 // The d64 merge: a row is 16 chunks of 4 f32, so the warp's lanes form two
-// groups over alternate splits; a step stages 16 splits a lane (32 a warp)
-// by cp.async in shared memory, a 16-byte chunk of each row and its 4-byte
-// LSE, all in flight before one wait (loaded into registers, ptxas let few
-// fly together), weighs them from there, and the groups' sums (4 columns and
-// the weight) meet by xor-16 shuffles before group 0 stores.
+// groups over alternate splits; a step takes 16 splits a lane (32 a step),
+// the rest 4 a lane (8 a step), and the groups' sums (4 columns and the
+// weight) meet by xor-16 shuffles before group 0 stores.
 // CHECK-LABEL: gpu.module @fa_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv
 // CHECK: gpu.func @fa_merge_fwd_f16_d64_bq64_bkv64_w4_s2_none_sm90a_splitkv(
 // CHECK: %[[GROUP:.+]] = arith.divui %[[LANE:.+]], %c16{{.*}} : index
-// CHECK: %[[STEPS:.+]]:2 = scf.for %{{.+}} = %c0{{.*}} to %{{.+}} step %c32{{.*}} iter_args({{.+}}) -> (vector<4xf32>, f32) {
-// CHECK-COUNT-16: nvgpu.device_async_copy %arg0[%{{.+}}], %{{.+}}[%{{.+}}], 4, %{{.+}} {bypassL1} : memref<1099511627776xf32> to memref<10240xf32, 3>
-// CHECK: nvvm.cp.async.commit.group
-// CHECK: nvvm.cp.async.wait.group 0
-// CHECK-NOT: memref.load %arg
+// CHECK: %[[STEPS:.+]]:2 = scf.for %{{.+}} = %c0 to %[[WHOLE:.+]] step %c32{{.*}} iter_args({{.+}}) -> (vector<4xf32>, f32) {
+// CHECK-COUNT-16: vector.load %arg0
+// CHECK: scf.yield
+// CHECK: %[[REST:.+]]:2 = scf.for %{{.+}} = %[[WHOLE]] to %{{.+}} step %c8{{.*}} iter_args(%{{.+}} = %[[STEPS]]#0, %{{.+}} = %[[STEPS]]#1)
+// CHECK-COUNT-4: vector.load %arg0
 // CHECK: scf.yield
 // CHECK-COUNT-4: gpu.shuffle  xor %{{.+}}, %c16_i32
-// CHECK: gpu.shuffle  xor %[[STEPS]]#1, %c16_i32
+// CHECK: gpu.shuffle  xor %[[REST]]#1, %c16_i32
 // CHECK: arith.cmpi slt, %[[GROUP]], %c1
 // CHECK: vector.store {{.*}} : memref<1099511627776xf16>, vector<4xf16>
 func.func @decode_d64(%q: tensor<?x8x?x64xf16>, %k: tensor<?x1x?x64xf16>, %v: tensor<?x1x?x64xf16>) -> (tensor<?x8x?x64xf16>, tensor<?x8x?xf32>) {
