@@ -227,8 +227,7 @@ class Bundle:
             return None  # the compiler builds no f32 split-KV kernels yet
         mod = query.score_mod.decode() if query.score_mod else None
         mask_mod = query.mask_mod.decode() if query.mask_mod else None
-        library = mods.library_for(mod, mask_mod, library=self.score_mod_file or
-                                   os.environ.get("FA_SCORE_MODS"))
+        library = self._mod_library(mod, mask_mod)
         if (mod or mask_mod) and not library:
             return None  # the plain forward's search says what is missing
         config = jit.decode_config(DTYPE_NAMES[query.dtype], query.head_dim, query.head_dim_v,
@@ -266,6 +265,14 @@ class Bundle:
                 found = find(self._decode_bundle(config))
             self._cache[key] = None if found is None else (found, self)
         return self._cache[key]
+
+    def _mod_library(self, score_mod, mask_mod):
+        """The .mlir library compiling the mods of these names takes: traced
+        mods bring their functions; named ones need the user's library
+        (score_mod_file, else $FA_SCORE_MODS). None where a named one has
+        none."""
+        return mods.library_for(score_mod, mask_mod, library=self.score_mod_file or
+                                os.environ.get("FA_SCORE_MODS"))
 
     def _decode_bundle(self, config, score_mods=None):
         """The handle of the bundle of decode `config` (its mods from the
@@ -340,9 +347,7 @@ class Bundle:
         status, message = self._miss or (2, "no bundle loaded")
         mod = query.score_mod.decode() if query.score_mod else None
         mask_mod = query.mask_mod.decode() if query.mask_mod else None
-        # Traced mods bring their functions; named ones need the user's library.
-        library = mods.library_for(mod, mask_mod, library=self.score_mod_file or
-                                   os.environ.get("FA_SCORE_MODS"))
+        library = self._mod_library(mod, mask_mod)
         try:
             config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
                                      query.head_dim_v, query.mask,
@@ -1325,11 +1330,11 @@ def _forward_plan(q, k, v, b, mask_args, scale, mma, score_mod, mod_args=(), mas
     if mma in (None, "mma_sync"):
         # Decode with GQA: the packed split kernel reads each K/V block once
         # per key head (and runs unsplit where the grid is full).
-        mods = dict(tf32=tf32, score_mod=score_mod, mask_mod=mask_mod, mod_args=mod_args)
+        options = dict(tf32=tf32, score_mod=score_mod, mask_mod=mask_mod, mod_args=mod_args)
         split = _packs_gqa(q, k) and _splitkv_plan(q, k, v, o, lse, b, mask_args, scale,
-                                                   packed=True, **mods)
+                                                   packed=True, **options)
         if not split:
-            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, **mods)
+            split = _splitkv_plan(q, k, v, o, lse, b, mask_args, scale, **options)
         if split:
             kernel, template, splits, nbytes = split
             if mod_args:  # the _ex launch, this call's mod_args appended

@@ -9,7 +9,6 @@ New keys and values (k=, v=, rotary optional) are written into the cache
 first by the kernel's fa_kv_append entry (config field `append`).
 """
 import ctypes
-import os
 
 from . import jit
 from ._runtime import (DTYPE_NAMES, FWD, MASKS, FaError, ForwardArgs, KernelQuery, KvAppendArgs,
@@ -100,7 +99,7 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, si
     `window`); packed, the tile for rows = (query heads per key head,
     queries) when given. Else one compiled now (where fa-aot is installed;
     jit.decode_config's tile); None when neither."""
-    from . import _dtype_code, mods
+    from . import _dtype_code
     key = ("paged", packed, dtype, d, dv, mask, window, cap, append, sinks, rows, score_mod,
            mask_mod)
     if key in b._cache:
@@ -117,18 +116,19 @@ def _find(b, dtype, d, dv, mask, window, packed, capacity, cap, append=False, si
         return find_paged(handle, qy, n, int(packed), out)
 
     found = b._search(query, capacity, find=find, handles=b._loaded_handles())
-    library = mods.library_for(score_mod, mask_mod, library=b.score_mod_file or
-                               os.environ.get("FA_SCORE_MODS"))
-    if (found is None and b.jit and jit.find_compiler() is not None and
-            (library or not (score_mod or mask_mod))):
-        config = jit.decode_config(DTYPE_NAMES[query.dtype], d, dv, mask, window, cap, packed,
-                                   rows, score_mod, mask_mod) + ":paged" + (
-                                       ":append" if append else "") + (":sinks" if sinks else "")
-        found = b._search(query, capacity, find=find,
-                          handles=[b._decode_bundle(config, library)])
-        if found is None:
-            raise FaError(b._miss[0], "fa: the paged kernel compiled for %s does not answer "
-                          "the query: %s" % (config, b._miss[1]))
+    if found is None and b.jit and jit.find_compiler() is not None:
+        # Compiled on a miss, unless a named mod has no library to compile from.
+        library = b._mod_library(score_mod, mask_mod)
+        if library or not (score_mod or mask_mod):
+            config = jit.decode_config(DTYPE_NAMES[query.dtype], d, dv, mask, window, cap,
+                                       packed, rows, score_mod, mask_mod) + ":paged" + (
+                                           ":append" if append else "") + (
+                                               ":sinks" if sinks else "")
+            found = b._search(query, capacity, find=find,
+                              handles=[b._decode_bundle(config, library)])
+            if found is None:
+                raise FaError(b._miss[0], "fa: the paged kernel compiled for %s does not "
+                              "answer the query: %s" % (config, b._miss[1]))
     b._cache[key] = found
     return found
 
