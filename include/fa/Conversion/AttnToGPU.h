@@ -158,6 +158,12 @@ struct KernelPlan {
   /// reduction a panel adds them into dq_accum, laid out as two column
   /// panels [B·H][2][Nq][D/2] (HopperBackwardRoles.cpp, docs/ABI.md).
   bool splitRoles = false;
+  /// Warp-specialised wgmma backward with both warpgroups on 64 keys each
+  /// (not split roles, not fp8): tile t's dQ = dS·K is issued behind tile
+  /// t+1's Sᵀ and dPᵀ, so it runs on the tensor cores under that tile's
+  /// Pᵀ and dSᵀ, and its store into the dQ tile under dV and dK
+  /// (-fa-wgmma-bwd-dq-behind; HopperBackwardKernel.cpp).
+  bool dqBehind = false;
   int64_t dqAccumPanels() const { return splitRoles ? 2 : 1; }
   /// fa_bwd_post reads dq_accum with the dQ tiles' chunk swizzle: the
   /// warp-specialised wgmma backward's bulk reductions copied it there.
@@ -281,8 +287,14 @@ struct KernelPlan {
   /// fragments make room. Wider CTAs (two per SM) would spill at that cap,
   /// and so would the paged kernel (its key counts and the producer's
   /// zero-filled gather of a sequence's last tile: 12-60 bytes), which runs
-  /// two CTAs per SM with Q in registers.
-  bool capsTmaRegisters() const { return tma && warps == 2 && !paged; }
+  /// two CTAs per SM with Q in registers. So would kernels with a mod
+  /// (2026-12-07, d128: softcap30 68 B, key_bias 40 B, rel_bias 24 B, the
+  /// document mask_mod 32 B, depending on ptxas's allocation): they keep Q
+  /// in registers uncapped, two CTAs per SM.
+  bool capsTmaRegisters() const {
+    return tma && warps == 2 && !paged && scoreModName.empty() &&
+           maskModName.empty();
+  }
   /// Head dims rounded up to the k16 / n16 step of the tensor-core loops;
   /// shared tiles hold the extra columns as zeros and they are never stored.
   int64_t paddedHeadDim() const { return (headDim + 15) / 16 * 16; }
@@ -404,6 +416,14 @@ std::string wgmmaBackwardVariantKey();
 
 /// Whether -fa-wgmma-bwd-ws asks for the warp-specialised wgmma backward.
 bool wgmmaBackwardWarpSpecialized();
+
+/// Whether the wgmma backward of `plan` issues each dQ behind the next
+/// tile's products: the measured choice, or -fa-wgmma-bwd-dq-behind where
+/// given and the plan allows it.
+bool wgmmaBackwardDQBehind(const KernelPlan &plan);
+
+/// The measured choice of dqBehind for `plan` (a tag names the other).
+bool measuredDQBehind(const KernelPlan &plan);
 
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
 /// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).
