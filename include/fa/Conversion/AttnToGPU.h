@@ -158,12 +158,6 @@ struct KernelPlan {
   /// reduction a panel adds them into dq_accum, laid out as two column
   /// panels [B·H][2][Nq][D/2] (HopperBackwardRoles.cpp, docs/ABI.md).
   bool splitRoles = false;
-  /// Warp-specialised wgmma backward with both warpgroups on 64 keys each
-  /// (not split roles, not fp8): tile t's dQ = dS·K is issued behind tile
-  /// t+1's Sᵀ and dPᵀ, so it runs on the tensor cores under that tile's
-  /// Pᵀ and dSᵀ, and its store into the dQ tile under dV and dK
-  /// (-fa-wgmma-bwd-dq-behind; HopperBackwardKernel.cpp).
-  bool dqBehind = false;
   int64_t dqAccumPanels() const { return splitRoles ? 2 : 1; }
   /// fa_bwd_post reads dq_accum with the dQ tiles' chunk swizzle: the
   /// warp-specialised wgmma backward's bulk reductions copied it there.
@@ -416,14 +410,6 @@ std::string wgmmaBackwardVariantKey();
 
 /// Whether -fa-wgmma-bwd-ws asks for the warp-specialised wgmma backward.
 bool wgmmaBackwardWarpSpecialized();
-
-/// Whether the wgmma backward of `plan` issues each dQ behind the next
-/// tile's products: the measured choice, or -fa-wgmma-bwd-dq-behind where
-/// given and the plan allows it.
-bool wgmmaBackwardDQBehind(const KernelPlan &plan);
-
-/// The measured choice of dqBehind for `plan` (a tag names the other).
-bool measuredDQBehind(const KernelPlan &plan);
 
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
 /// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).

@@ -272,8 +272,6 @@ private:
   void initBarriers();
   void emitProducerWarpgroup();
   void emitConsumerWarpgroups();
-  /// plan.dqBehind: each tile's dQ issued behind the next tile's Sᵀ and dPᵀ.
-  void emitDQBehindConsumers();
   /// The consumer loop over the CTA's tiles, dK and dV carried in
   /// registers; returns them (dK first).
   /// `init` is dK, dV, then `extraCount` values the body also carries (the

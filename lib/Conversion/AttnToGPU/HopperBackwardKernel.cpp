@@ -65,38 +65,11 @@ static llvm::cl::opt<bool> clWarpSpecialized(
                    "dQ with red.global.add"),
     llvm::cl::init(true));
 
-static llvm::cl::opt<llvm::cl::boolOrDefault> clDQBehind(
-    "fa-wgmma-bwd-dq-behind", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
-    llvm::cl::desc("warp-specialised wgmma backward at D <= 96, both "
-                   "warpgroups on 64 keys each: tile t's dQ = dS·K is issued behind tile "
-                   "t+1's S and dP (under its softmax), its store under "
-                   "tile t+1's dV and dK (default: the measured choice; a "
-                   "tag names the other with _dqb1 / _dqb0)"));
-
 std::string mlir::fa::wgmmaBackwardVariantKey() {
-  const char *behind[] = {"", "dqb1", "dqb0"};
-  return std::string("ws") + (clWarpSpecialized ? "1" : "0") +
-         behind[clDQBehind.getValue()];
+  return std::string("ws") + (clWarpSpecialized ? "1" : "0");
 }
 
 bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
-
-bool mlir::fa::measuredDQBehind(const KernelPlan &plan) {
-  (void)plan;
-  return false;
-}
-
-bool mlir::fa::wgmmaBackwardDQBehind(const KernelPlan &plan) {
-  // At D = 128 the in-flight dQ beside Sᵀ, dPᵀ and dK, dV outgrows the
-  // consumers' 240 registers: ptxas spills ~530 B and serialises the wgmmas
-  // (C7512). D ≤ 96 fits without either.
-  if (!plan.warpSpecialized || plan.splitRoles || plan.isFp8() ||
-      std::max(plan.headDim, plan.headDimV) > 96)
-    return false;
-  if (clDQBehind == llvm::cl::BOU_UNSET)
-    return measuredDQBehind(plan);
-  return clDQBehind == llvm::cl::BOU_TRUE;
-}
 
 HopperBackwardSmem mlir::fa::gpu_lowering::hopperBackwardSmem(
     const KernelPlan &plan) {
@@ -346,8 +319,6 @@ void HopperBackward::emitConsumerWarpgroups() {
     return emitSplitRoleConsumers();
   if (plan.isFp8())
     return emitFp8Consumers();
-  if (plan.dqBehind)
-    return emitDQBehindConsumers();
   const BarrierRing ring{layout.stages()};
   ifThen(hasTiles, [&] {
     waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
@@ -384,79 +355,6 @@ void HopperBackward::emitConsumerWarpgroups() {
         fenceProxyAsyncShared();
         arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
       });
-  storeDKAndDV(results);
-}
-
-// Trip t issues Sᵀ(t), dPᵀ(t), then dQ(t−1) (both warpgroups' dSᵀ(t−1)
-// passed barrier 1 in trip t−1), so the tensor cores run dQ(t−1) while Pᵀ
-// and dSᵀ of tile t are computed; dV, dK of tile t are issued before dQ(t−1)
-// is stored into its dQ tile. Groups complete in order, and none crosses
-// the back-edge (a wgmma in flight there is serialised, C7514). Trip 0's
-// dQ(−1) reads the other dSᵀ buffer and is never stored; the last tile's dQ
-// follows the loop.
-void HopperBackward::emitDQBehindConsumers() {
-  const BarrierRing ring{layout.stages()};
-  ifThen(hasTiles, [&] {
-    waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
-                phaseParity(kb, kb.idx(0)));
-  });
-  // dQ of tile t into dQ tile t mod 2 once the reducer has added its last
-  // contents (waited before a fence, with no wgmma in flight).
-  auto waitDQTile = [&](Value t) {
-    waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, ring.slot(kb, t),
-                ring.emptyParity(kb, t));
-  };
-  auto storeDQ = [&](ArrayRef<Value> dqAcc, Value warpgroup, Value t) {
-    Value slot = ring.slot(kb, t);
-    storeDQTile(unpackDQ(dqAcc), warpgroup, slot);
-    fenceProxyAsyncShared();
-    arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
-  };
-  SmallVector<Value> init(plan.headDim / 2 + plan.headDimV / 2, kb.f32(0));
-  SmallVector<Value> results = forEachConsumerTile(
-      init, [&](const ConsumerTile &tile, SmallVector<Value> &dK,
-                SmallVector<Value> &dV, SmallVector<Value> &) {
-        Value t = tile.index, base = tile.descriptorBase;
-        Value slot = ring.slot(kb, t), prev = kb.sub(t, kb.idx(1));
-        Value hasPrev = kb.lt(kb.idx(0), t);
-        waitBarrier(kb, barriers, BackwardBarriers::queryFull, slot,
-                    ring.fullParity(kb, t));
-        ifThen(hasPrev, [&] { waitDQTile(prev); });
-        Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
-                                     qStageOf(slot), plan.headDim);
-        Value dpAcc =
-            issueKeyByQuery(base, keyTileOf(tile.warpgroup, layout.vBase()),
-                            doStageOf(slot), plan.headDimV);
-        SmallVector<Value> dqAcc =
-            issueDQ(base, tile.warpgroup, dsBufferOf(prev));
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 2);
-        SmallVector<Value> p = fenceOperands(b, loc, laneValues(b, loc, sAcc));
-        Value derivative = computeP(p, tile, slot);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-        SmallVector<Value> dp =
-            fenceOperands(b, loc, laneValues(b, loc, dpAcc));
-        computeDS(p, dp, derivative, slot, dsBufferOf(t), tile.keyRow0);
-        SmallVector<Value> pA = accumulatorToWgmmaA(kb, p);
-        SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-        issueDVAndDK(base, pA, dsA, slot, dV, dK);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-        ifThen(hasPrev, [&] { storeDQ(dqAcc, tile.warpgroup, prev); });
-        // This tile's dSᵀ (generic stores, read by the next trip's dQ).
-        fenceProxyAsyncShared();
-        namedBarrier(b, loc, "bar.sync", 1, 256);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-        // Q, dO, LSE and Delta of the slot are read.
-        arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
-      });
-  ifThen(hasTiles, [&] {
-    Value last = kb.sub(tileCount, kb.idx(1));
-    Value warpgroup = consumerWarpgroup();
-    waitDQTile(last);
-    SmallVector<Value> dqAcc =
-        issueDQ(opaqueI64(kb, descBase), warpgroup, dsBufferOf(last));
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    storeDQ(dqAcc, warpgroup, last);
-  });
   storeDKAndDV(results);
 }
 

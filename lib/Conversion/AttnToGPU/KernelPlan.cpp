@@ -86,8 +86,6 @@ std::string KernelPlan::tag() const {
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
-         (dqBehind != measuredDQBehind(*this) ? (dqBehind ? "_dqb1" : "_dqb0")
-                                              : "") +
          (scoreModName.empty() ? "" : "_mod_" + scoreModName) +
          (maskModName.empty() ? "" : "_maskmod_" + maskModName) +
          (sinks ? "_sink" : "");
@@ -291,7 +289,6 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     if (plan.isFp8() && !plan.warpSpecialized)
       return fail("the f8E4M3FN backward needs the warp-specialised mma = "
                   "wgmma backward (-fa-wgmma-bwd-ws)");
-    plan.dqBehind = wgmmaBackwardDQBehind(plan);
     if (plan.backwardSharedBytes() > kMaxSharedBytes)
       return fail("the mma = wgmma backward needs " +
                   llvm::Twine(plan.backwardSharedBytes()) +

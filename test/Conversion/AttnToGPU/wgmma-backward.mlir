@@ -2,7 +2,6 @@
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-dq-behind | FileCheck %s --check-prefix=DQB
 
 // At the tile level the warp-specialised backward's GEMMs are the forward's
 // ops: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (K-major wgmma_qk), dV += Pᵀ·dO and
@@ -126,47 +125,4 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
 func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %do: tensor<?x?x?x64xf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<window>, window_left = 32 : i64, window_right = 0 : i64} : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
   return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
-}
-
-// -----
-
-// -fa-wgmma-bwd-dq-behind (D ≤ 96): trip t issues Sᵀ(t) and dPᵀ(t) (K-major), then
-// dQ(t−1) (MN-major A, the other dSᵀ buffer), and waits for Sᵀ alone
-// (wait 2), then dPᵀ (wait 1); dV and dK follow, and dQ(t−1) is stored
-// after wait 1 (dV, dK still running), under the trip's first tile guard;
-// dSᵀ(t) passes barrier 1 before the last wait. The last tile's dQ follows
-// the loop; the tag says _dqb1.
-// DQB-LABEL: gpu.module @fa_bwd_bf16_d64_bq64_bkv128_w12_s2_none_wgmma_sm90a_dqb1
-// DQB: nvvm.setmaxregister  increase 240
-// DQB: %{{.*}}:64 = scf.for
-// DQB: nvgpu.mbarrier.try_wait.parity
-// DQB: scf.if
-// DQB: nvgpu.mbarrier.try_wait.parity
-// DQB: A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
-// DQB: nvvm.wgmma.commit.group.sync.aligned
-// DQB: A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
-// DQB: nvvm.wgmma.commit.group.sync.aligned
-// DQB: A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// DQB: nvvm.wgmma.commit.group.sync.aligned
-// DQB-NEXT: nvvm.wgmma.wait.group.sync.aligned 2
-// DQB: nvvm.wgmma.wait.group.sync.aligned 1
-// DQB: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// DQB: nvvm.wgmma.commit.group.sync.aligned
-// DQB-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
-// DQB-NEXT: scf.if
-// DQB-COUNT-8: vector.store {{.*}} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
-// DQB: nvgpu.mbarrier.arrive
-// DQB: "bar.sync 1, 256;"
-// DQB-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// DQB: nvgpu.mbarrier.arrive
-// DQB: scf.yield
-// DQB: scf.if
-// DQB: nvgpu.mbarrier.try_wait.parity
-// DQB: A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// DQB: nvvm.wgmma.wait.group.sync.aligned 0
-// DQB-COUNT-8: vector.store {{.*}} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
-// DQB: nvgpu.mbarrier.arrive
-func.func @dq_behind(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %do: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
-  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
-  return %dq, %dk, %dv : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
 }
