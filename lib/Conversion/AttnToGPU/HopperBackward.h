@@ -353,6 +353,11 @@ private:
   SmallVector<Value> unpackDQ(ArrayRef<Value> dqAcc);
   /// The first dQ column of warpgroup's `piece` (index).
   Value dqPieceColumn(const DQPiece &piece, Value warpgroup);
+  /// 128-row query tiles: each warpgroup's dQ is 64 of the tile's rows with
+  /// all D columns (A its slab of dSᵀ), not D/2 columns of all 64 rows.
+  bool dqByRows() const { return plan.blockQ == 128; }
+  /// The pieces of a warpgroup's dQ: dqPieces, or all D columns at once.
+  SmallVector<DQPiece, 2> warpgroupDQPieces() const;
   /// The float index in `stats` of `stage`'s statistics: LSE, then Delta
   /// at + bq (attn_gpu.recompute_probs and score_gradient read them).
   Value rowStatsOf(Value stage);
@@ -371,8 +376,11 @@ private:
   void storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer, Value keyRow0);
   /// Sᵀ and dPᵀ issued, Pᵀ computed from Sᵀ while dPᵀ runs (`p`), dPᵀ
   /// waited for (`dp`); returns computeP's score_mod derivative.
+  /// With `packedP`, Pᵀ is packed there (bf16 A registers of dV += Pᵀ·dO)
+  /// before dPᵀ is waited for, and `p` is that rounded Pᵀ.
   Value issuePAndDP(const ConsumerTile &tile, Value stage,
-                    SmallVector<Value> &p, SmallVector<Value> &dp);
+                    SmallVector<Value> &p, SmallVector<Value> &dp,
+                    SmallVector<Value> *packedP = nullptr);
   /// One tile's products up to dV and dK, issued.
   void issueTileProducts(const ConsumerTile &tile, Value stage,
                          Value dsBuffer, SmallVector<Value> &dV,

@@ -93,7 +93,7 @@ void HopperBackward::storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
       kb.mul(kb.remui(kb.threadInGroup, 2), 8));
   auto f2 = VectorType::get({2}, b.getF32Type());
   int64_t first = 0;
-  for (const DQPiece &piece : dqPieces(plan.headDim)) {
+  for (const DQPiece &piece : warpgroupDQPieces()) {
     assert(piece.firstColumn % 32 == 0 &&
            (piece.step % 32 == 0 || 2 * piece.step <= 32) &&
            "a dQ piece starts at a 128 B group or inside the first's half");
@@ -112,11 +112,12 @@ void HopperBackward::storeDQTileAt(ArrayRef<Value> dq, Value warpgroup,
       Value bytes = kb.mul(warpgroup, piece.step * 4);
       return piece.firstColumn ? kb.add(bytes, piece.firstColumn * 4) : bytes;
     };
-    Value rowBytes = kb.add(
-        tileBytes(),
-        kb.add(kb.mul(kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId),
-                      d * 4),
-               columnBytes()));
+    auto row = [&] { // a 128-row tile: the warpgroup's 64 rows of it
+      Value r = kb.add(kb.mul(kb.remui(kb.warp, 4), 16), kb.groupId);
+      return dqByRows() ? kb.add(r, kb.mul(warpgroup, 64)) : r;
+    };
+    Value rowBytes =
+        kb.add(tileBytes(), kb.add(kb.mul(row(), d * 4), columnBytes()));
     for (int64_t r = 0; r < 2; ++r)
       for (int64_t n = 0; n < piece.width / 8; ++n) {
         Value inRow =

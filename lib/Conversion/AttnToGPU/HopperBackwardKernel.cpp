@@ -5,7 +5,8 @@
 // (BackwardKernel.cpp). One CTA per 128 keys and key head, two warpgroups of
 // 64 keys. K and V stay in shared memory; the query tiles (64 rows of Q and
 // dO with their LSE and Delta) of every query head of the GQA group and of
-// the key block's band are double-buffered. Per query tile, a warpgroup
+// the key block's band are double-buffered (128 rows at D = 64 with
+// block-q = 128, FA3's tile there; 64 otherwise). Per query tile, a warpgroup
 // computes
 //   Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ     shared-memory wgmma, m64n64, k = D
 //   Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e), masked on boundary tiles only
@@ -18,7 +19,9 @@
 //                              both operands MN-major; warpgroup w takes
 //                              D/2 columns, in pieces that each stay inside
 //                              one 64-column slab of K (dqPieces; D = 96:
-//                              32 + 16), reduced into dq_accum.
+//                              32 + 16), or of a 128-row tile rows 64w to
+//                              64w + 63 with all D columns, reduced into
+//                              dq_accum.
 // By default (-fa-wgmma-bwd-ws) the kernel is warp-specialised: a producer
 // warpgroup loads K, V, Q and dO by TMA and LSE, Delta with plain loads, and
 // adds each finished dQ tile into dq_accum with one bulk reduction, while

@@ -100,6 +100,12 @@ SmallVector<DQPiece, 2> mlir::fa::gpu_lowering::dqPieces(int64_t headDim) {
   return {DQPiece{outer, 0, headDim - outer}, DQPiece{middle, outer, middle}};
 }
 
+SmallVector<DQPiece, 2> HopperBackward::warpgroupDQPieces() const {
+  if (dqByRows())
+    return {DQPiece{plan.headDim, 0, 0}};
+  return dqPieces(plan.headDim);
+}
+
 Value HopperBackward::dqPieceColumn(const DQPiece &piece, Value warpgroup) {
   Value column = kb.mul(warpgroup, piece.step);
   return piece.firstColumn ? kb.add(column, piece.firstColumn) : column;
@@ -115,9 +121,12 @@ SmallVector<Value> HopperBackward::issueDQ(Value base, Value warpgroup,
   // A is dSᵀ (M-major) in `dsBuffer`, B this warpgroup's pieces of K's
   // columns (N-major): slab w for D = 128, half a slab (64 B in) for D = 64
   // (dqPieces). A piece's two positions lie in the same or consecutive
-  // slabs, so its offset is linear in w.
+  // slabs, so its offset is linear in w. 128-row tiles (dqByRows): A is
+  // slab w of dSᵀ, the warpgroup's 64 rows, B all of K's columns.
   const int64_t bkv = plan.blockKV;
-  const SmallVector<DQPiece, 2> pieces = dqPieces(plan.headDim);
+  const SmallVector<DQPiece, 2> pieces = warpgroupDQPieces();
+  if (dqByRows())
+    dsBuffer = kb.add(dsBuffer, kb.mul(warpgroup, bkv * kSlabRowBytes));
   SmallVector<Value> kCols;
   for (const DQPiece &piece : pieces) {
     Value cols = kb.mul(warpgroup, slabColumnBytes(piece.step, bkv));
@@ -147,7 +156,7 @@ SmallVector<Value> HopperBackward::issueDQ(Value base, Value warpgroup,
 
 SmallVector<Value> HopperBackward::unpackDQ(ArrayRef<Value> dqAcc) {
   SmallVector<Value> values;
-  for (auto [piece, acc] : llvm::zip_equal(dqPieces(plan.headDim), dqAcc))
+  for (auto [piece, acc] : llvm::zip_equal(warpgroupDQPieces(), dqAcc))
     values.append(laneValues(b, loc, acc));
   return fenceOperands(b, loc, values);
 }
@@ -234,14 +243,17 @@ void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,
                                        Value keyRow0) {
   // Swizzled: chunk g ^ n of row keyRow0 + g (+8). Bits 4-6 of the byte
   // offset hold g, so the chunk is one xor with n·16 of the offset of chunk
-  // g; lanes g = 0..7 of one store hit eight distinct 16 B chunks.
+  // g; lanes g = 0..7 of one store hit eight distinct 16 B chunks. A
+  // 128-row tile's queries 64-127 (n ≥ 8) are a second slab of 128 keys.
   const int64_t bq = plan.blockQ;
   Value rowG = kb.add(keyRow0, kb.groupId);
   Value chunkG = kb.add(
       kb.add(kb.mul(rowG, kSlabRowBytes), kb.mul(kb.groupId, 16)),
       kb.add(kb.mul(kb.threadInGroup, 4), dsBuffer));
   for (int64_t n = 0; n < bq / 8; ++n) {
-    Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx(n * 16));
+    Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx((n % 8) * 16));
+    if (n >= 8)
+      bytes = kb.add(bytes, (n / 8) * plan.blockKV * kSlabRowBytes);
     for (int64_t r = 0; r < 2; ++r)
       kb.storePair(kb.truncPair(ds[n * 4 + 2 * r], ds[n * 4 + 2 * r + 1]),
                    kb.smem, kb.divui(kb.add(bytes, r * 8 * kSlabRowBytes), 2));
@@ -250,7 +262,8 @@ void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,
 
 Value HopperBackward::issuePAndDP(const ConsumerTile &tile, Value stage,
                                   SmallVector<Value> &p,
-                                  SmallVector<Value> &dp) {
+                                  SmallVector<Value> &dp,
+                                  SmallVector<Value> *packedP) {
   Value base = tile.descriptorBase;
   Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
                                qStageOf(stage), plan.headDim);
@@ -259,6 +272,13 @@ Value HopperBackward::issuePAndDP(const ConsumerTile &tile, Value stage,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
   p = fenceOperands(b, loc, laneValues(b, loc, sAcc));
   Value derivative = computeP(p, tile, stage);
+  if (packedP) {
+    // Pᵀ in dV's A registers before dPᵀ lands, and dSᵀ from that rounded Pᵀ:
+    // f32 Pᵀ and dPᵀ are never live together (a 128-row tile's 64 + 64
+    // accumulator registers beside dK and dV spill at the consumers' 240).
+    *packedP = accumulatorToWgmmaA(kb, p);
+    p = wgmmaAToAccumulator(kb, *packedP);
+  }
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   dp = fenceOperands(b, loc, laneValues(b, loc, dpAcc));
   return derivative;
@@ -272,10 +292,12 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
   // wgmma is in flight: registers of a later wgmma defined while one runs
   // make ptxas serialise them (C7513).
   Value base = tile.descriptorBase;
-  SmallVector<Value> s, dp;
-  Value derivative = issuePAndDP(tile, stage, s, dp);
+  SmallVector<Value> s, dp, pA;
+  Value derivative =
+      issuePAndDP(tile, stage, s, dp, dqByRows() ? &pA : nullptr);
   computeDS(s, dp, derivative, stage, dsBuffer, tile.keyRow0);
-  SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
+  if (!dqByRows())
+    pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   issueDVAndDK(base, pA, dsA, stage, dV, dK);
 }

@@ -266,14 +266,25 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     }
     const int64_t warps = plan.warpSpecialized ? 12 : 8;
     const int64_t blockKV = plan.splitRoles ? 64 : 128;
+    // 128-row query tiles (FA3's at D = 64): each consumer warpgroup takes
+    // dQ's 64 rows of its half with all D columns; dense bf16/f16 rows
+    // under no mask or a causal one.
+    const bool wideQ = plan.warpSpecialized && !plan.splitRoles &&
+                       !plan.isFp8() && plan.headDim == 64 &&
+                       plan.headDimV == 64 && !plan.deterministic &&
+                       !plan.blockSparse && !plan.varlen &&
+                       !plan.spec.scoreMod && !plan.spec.maskMod &&
+                       (plan.spec.mask == attn::MaskKind::None ||
+                        plan.spec.mask == attn::MaskKind::Causal);
     plan.warps = warps;
-    plan.blockQ = 64;
+    plan.blockQ = wideQ && options.blockQ == 128 ? 128 : 64;
     plan.blockKV = blockKV;
-    if ((options.blockQ && options.blockQ != 64) ||
+    if ((options.blockQ && options.blockQ != plan.blockQ) ||
         (options.blockKV && options.blockKV != blockKV) ||
         (options.warps && options.warps != warps))
-      return fail("expected block-q = 64, block-kv = " + llvm::Twine(blockKV) +
-                  " and " + llvm::Twine(warps) +
+      return fail(llvm::Twine("expected block-q = 64") +
+                  (wideQ ? " or 128" : "") + ", block-kv = " +
+                  llvm::Twine(blockKV) + " and " + llvm::Twine(warps) +
                   " warps for the mma = wgmma backward at D " +
                   llvm::Twine(plan.headDim) + ", Dv " +
                   llvm::Twine(plan.headDimV));

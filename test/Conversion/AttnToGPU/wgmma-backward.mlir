@@ -1,6 +1,8 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-ws=false | FileCheck %s --enable-var-scope
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=32" 2>&1 | FileCheck %s --check-prefix=BQ
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=128" 2>/dev/null | FileCheck %s --check-prefix=BQ128
+// RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=128" 2>&1 >/dev/null | FileCheck %s --check-prefix=BQ128-ERR
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE
 
 // At the tile level the warp-specialised backward's GEMMs are the forward's
@@ -125,4 +127,38 @@ func.func @causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: te
 func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>, %do: tensor<?x?x?x64xf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<window>, window_left = 32 : i64, window_right = 0 : i64} : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
   return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
+}
+
+// -----
+
+// block-q = 128 at D = 64 (FA3's tile there; --defaults): Sᵀ and dPᵀ are
+// m64n128; Pᵀ is packed into dV's bf16 A registers before dPᵀ lands, and dSᵀ
+// takes that rounded Pᵀ (f32 Pᵀ and dPᵀ never live together: no spill at the
+// consumers' 240 registers); queries 64-127 of dSᵀ are a second slab of 128
+// keys (+16384 B); warpgroup w's dQ is the tile's rows 64w..64w+63 with all
+// 64 columns: A its slab of dSᵀ, m64n64. Shared memory: K, V 16 KB each, two
+// 16 KB stages each of Q and dO, two 32 KB dSᵀ buffers, 2 KB of row
+// statistics, two 32 KB dQ tiles.
+// BQ128-LABEL: gpu.module @fa_bwd_bf16_d64_bq128_bkv128_w12_s2_causal_wgmma_sm90a
+// BQ128: gpu.func @fa_bwd_bwd_bf16_d64_bq128_bkv128_w12_s2_causal_wgmma_sm90a(
+// BQ128-SAME: fa.shared_bytes = 231424
+// BQ128: nvvm.setmaxregister  increase 240
+// BQ128: %{{.*}}:64 = scf.for
+// BQ128-COUNT-4: <m = 64, n = 128, k = 16>, D[<f32>, {{<zero>|<one>}}], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// BQ128: nvvm.wgmma.wait.group.sync.aligned 1
+// BQ128: arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
+// BQ128: arith.extf %{{.*}} : vector<2xbf16> to vector<2xf32>
+// BQ128: nvvm.wgmma.wait.group.sync.aligned 0
+// BQ128: %[[SLAB2:.*]] = arith.addi %{{.*}}, %c16384{{.*}} : index
+// BQ128: "bar.sync 1, 256;"
+// BQ128: %[[DS:.*]] = arith.muli %{{.*}}, %c16384{{.*}} : index
+// BQ128: <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// BQ128: nvvm.wgmma.wait.group.sync.aligned 0
+// BQ128: arith.muli %{{.*}}, %c64{{.*}} : index
+// BQ128-COUNT-16: vector.store {{.*}} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
+// (-attn-gpu-plan refuses 128 rows where the kernel keeps 64: a window.)
+// BQ128-ERR: expected block-q = 64, block-kv = 128 and 12 warps for the mma = wgmma backward at D 64, Dv 64
+func.func @wide_rows(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %do: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
+  %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
+  return %dq, %dk, %dv : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
 }
