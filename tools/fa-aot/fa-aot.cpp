@@ -64,15 +64,10 @@ static std::vector<std::string> defaultConfigs() {
     for (const char *d : {"d64", "d128"})
       for (const char *m : {"none", "causal"})
         texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m);
-  // The d64 backward on 128-row query tiles (FA3's tile there): 1.05-1.13x
-  // the 64-row kernel at N 2k-16k, with and without a causal mask (PERF.md).
   for (const char *dir : {"fwd", "bwd"})
     for (const char *d : {"d64", "d128"})
       for (const char *m : {"none", "causal"})
-        texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma" +
-                        (std::string(dir) == "bwd" && std::string(d) == "d64"
-                             ? ":bq128"
-                             : ""));
+        texts.push_back(std::string(dir) + ":bf16:" + d + ":" + m + ":wgmma");
   // Wider key tiles for the wgmma forward: fewer softmax rounds per key,
   // +4-8% from N = 2k on without a mask and from 4k on under a causal one
   // (PERF.md); the runtime takes them by Nk.

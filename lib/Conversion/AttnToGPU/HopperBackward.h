@@ -376,11 +376,8 @@ private:
   void storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer, Value keyRow0);
   /// Sᵀ and dPᵀ issued, Pᵀ computed from Sᵀ while dPᵀ runs (`p`), dPᵀ
   /// waited for (`dp`); returns computeP's score_mod derivative.
-  /// With `packedP`, Pᵀ is packed there (bf16 A registers of dV += Pᵀ·dO)
-  /// before dPᵀ is waited for, and `p` is that rounded Pᵀ.
   Value issuePAndDP(const ConsumerTile &tile, Value stage,
-                    SmallVector<Value> &p, SmallVector<Value> &dp,
-                    SmallVector<Value> *packedP = nullptr);
+                    SmallVector<Value> &p, SmallVector<Value> &dp);
   /// One tile's products up to dV and dK, issued.
   void issueTileProducts(const ConsumerTile &tile, Value stage,
                          Value dsBuffer, SmallVector<Value> &dV,

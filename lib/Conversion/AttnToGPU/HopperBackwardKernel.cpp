@@ -5,8 +5,8 @@
 // (BackwardKernel.cpp). One CTA per 128 keys and key head, two warpgroups of
 // 64 keys. K and V stay in shared memory; the query tiles (64 rows of Q and
 // dO with their LSE and Delta) of every query head of the GQA group and of
-// the key block's band are double-buffered (128 rows at D = 64 with
-// block-q = 128, FA3's tile there; 64 otherwise). Per query tile, a warpgroup
+// the key block's band are double-buffered (64 rows; 128 at D = 64 where
+// block-q = 128 asks, FA3's tile there). Per query tile, a warpgroup
 // computes
 //   Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ     shared-memory wgmma, m64n64, k = D
 //   Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e), masked on boundary tiles only

@@ -262,8 +262,7 @@ void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,
 
 Value HopperBackward::issuePAndDP(const ConsumerTile &tile, Value stage,
                                   SmallVector<Value> &p,
-                                  SmallVector<Value> &dp,
-                                  SmallVector<Value> *packedP) {
+                                  SmallVector<Value> &dp) {
   Value base = tile.descriptorBase;
   Value sAcc = issueKeyByQuery(base, keyTileOf(tile.warpgroup, 0),
                                qStageOf(stage), plan.headDim);
@@ -272,13 +271,6 @@ Value HopperBackward::issuePAndDP(const ConsumerTile &tile, Value stage,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
   p = fenceOperands(b, loc, laneValues(b, loc, sAcc));
   Value derivative = computeP(p, tile, stage);
-  if (packedP) {
-    // Pᵀ in dV's A registers before dPᵀ lands, and dSᵀ from that rounded Pᵀ:
-    // f32 Pᵀ and dPᵀ are never live together (a 128-row tile's 64 + 64
-    // accumulator registers beside dK and dV spill at the consumers' 240).
-    *packedP = accumulatorToWgmmaA(kb, p);
-    p = wgmmaAToAccumulator(kb, *packedP);
-  }
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   dp = fenceOperands(b, loc, laneValues(b, loc, dpAcc));
   return derivative;
@@ -292,12 +284,10 @@ void HopperBackward::issueTileProducts(const ConsumerTile &tile, Value stage,
   // wgmma is in flight: registers of a later wgmma defined while one runs
   // make ptxas serialise them (C7513).
   Value base = tile.descriptorBase;
-  SmallVector<Value> s, dp, pA;
-  Value derivative =
-      issuePAndDP(tile, stage, s, dp, dqByRows() ? &pA : nullptr);
+  SmallVector<Value> s, dp;
+  Value derivative = issuePAndDP(tile, stage, s, dp);
   computeDS(s, dp, derivative, stage, dsBuffer, tile.keyRow0);
-  if (!dqByRows())
-    pA = accumulatorToWgmmaA(kb, s);
+  SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
   SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
   issueDVAndDK(base, pA, dsA, stage, dV, dK);
 }

@@ -256,23 +256,6 @@ mlir::fa::gpu_lowering::accumulatorToWgmmaA(KernelBuilder &kb,
   return a;
 }
 
-SmallVector<Value>
-mlir::fa::gpu_lowering::wgmmaAToAccumulator(KernelBuilder &kb,
-                                            ArrayRef<Value> a) {
-  Type elem = kb.plan.outputElemType();
-  SmallVector<Value> c;
-  for (Value packed : a) {
-    Value v = vector::FromElementsOp::create(
-        kb.b, kb.loc, VectorType::get({1}, kb.b.getI32Type()), packed);
-    v = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({2}, elem), v);
-    v = arith::ExtFOp::create(kb.b, kb.loc,
-                              VectorType::get({2}, kb.b.getF32Type()), v);
-    for (int64_t i = 0; i < 2; ++i)
-      c.push_back(vector::ExtractOp::create(kb.b, kb.loc, v, ArrayRef<int64_t>{i}));
-  }
-  return c;
-}
-
 Value mlir::fa::gpu_lowering::createBarrierGroup(KernelBuilder &kb,
                                                  int64_t count) {
   MLIRContext *ctx = kb.b.getContext();

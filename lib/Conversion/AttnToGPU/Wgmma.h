@@ -122,8 +122,6 @@ RowKeyBounds keyBoundsLanes(OpBuilder &b, Location loc, Value bounds);
 /// Packs an m64nN accumulator (f32, N/2 values) as the A registers of
 /// N/16 k16 steps: n8 tiles 2kk and 2kk + 1 in order.
 SmallVector<Value> accumulatorToWgmmaA(KernelBuilder &kb, ArrayRef<Value> c);
-/// The f32 values of accumulatorToWgmmaA's registers, in accumulator order.
-SmallVector<Value> wgmmaAToAccumulator(KernelBuilder &kb, ArrayRef<Value> a);
 
 /// The map parameter `ptr` (!llvm.ptr to a CUtensorMap of docs/ABI.md) as
 /// the nvgpu tensor map of (64 columns × `rows` × 1 …) boxes of a `rank`-D
