@@ -67,6 +67,9 @@ struct HopperBackwardSmem {
   int64_t qBytes() const { return bq * slabbed(d) * elemBytes(); }
   int64_t doBytes() const { return bq * slabbed(dv) * elemBytes(); }
   int64_t dsBytes() const { return bkv * bq * elemBytes(); }
+  /// dSᵀ holds 64 queries a slab (128 B rows of the bkv keys): a 128-row
+  /// tile's queries 64-127 are the second.
+  int64_t dsSlabBytes() const { return bkv * kSlabRowBytes; }
   int64_t vBase() const { return kBytes(); }
   int64_t ktBase() const { return vBase() + vBytes(); }
   int64_t qBase() const { return ktBase() + transposedBytes(d); }

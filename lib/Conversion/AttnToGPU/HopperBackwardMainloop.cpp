@@ -126,7 +126,7 @@ SmallVector<Value> HopperBackward::issueDQ(Value base, Value warpgroup,
   const int64_t bkv = plan.blockKV;
   const SmallVector<DQPiece, 2> pieces = warpgroupDQPieces();
   if (dqByRows())
-    dsBuffer = kb.add(dsBuffer, kb.mul(warpgroup, bkv * kSlabRowBytes));
+    dsBuffer = kb.add(dsBuffer, kb.mul(warpgroup, layout.dsSlabBytes()));
   SmallVector<Value> kCols;
   for (const DQPiece &piece : pieces) {
     Value cols = kb.mul(warpgroup, slabColumnBytes(piece.step, bkv));
@@ -253,7 +253,7 @@ void HopperBackward::storeDSTransposed(ArrayRef<Value> ds, Value dsBuffer,
   for (int64_t n = 0; n < bq / 8; ++n) {
     Value bytes = arith::XOrIOp::create(b, loc, chunkG, kb.idx((n % 8) * 16));
     if (n >= 8)
-      bytes = kb.add(bytes, (n / 8) * plan.blockKV * kSlabRowBytes);
+      bytes = kb.add(bytes, (n / 8) * layout.dsSlabBytes());
     for (int64_t r = 0; r < 2; ++r)
       kb.storePair(kb.truncPair(ds[n * 4 + 2 * r], ds[n * 4 + 2 * r + 1]),
                    kb.smem, kb.divui(kb.add(bytes, r * 8 * kSlabRowBytes), 2));

@@ -154,7 +154,7 @@ func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor
 // BQ128: nvvm.wgmma.wait.group.sync.aligned 0
 // BQ128: arith.muli %{{.*}}, %c64{{.*}} : index
 // BQ128-COUNT-16: vector.store {{.*}} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
-// (-attn-gpu-plan refuses 128 rows where the kernel keeps 64: a window.)
+// (The plan refuses 128 rows where the kernel keeps 64: a window.)
 // BQ128-ERR: expected block-q = 64, block-kv = 128 and 12 warps for the mma = wgmma backward at D 64, Dv 64
 func.func @wide_rows(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>, %o: tensor<?x?x?x64xbf16>, %do: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
   %dq, %dk, %dv = attn.attention_backward %q, %k, %v, %o, %do, %lse {mask = #attn.mask<causal>} : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32> -> tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
