@@ -50,7 +50,7 @@ compare() { # compare NAME ARGS...
 compare defaults --defaults --config-file test/gpu/configs.txt
 for set in $sets; do
   config=test/gpu/configs_$set.txt
-  mods=$(grep -o -- '--score-mods [^ ]*' "$config" | head -1 || true)
+  mods=$(grep -o -- '--score-mods [^ );]*' "$config" | head -1 || true)
   # shellcheck disable=SC2086
   compare "$set" --config-file "$config" $mods -j 2
 done

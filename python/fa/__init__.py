@@ -355,7 +355,8 @@ class Bundle:
                                      query.compute_capability,
                                      "wgmma" if block_sparse else MMA_NAMES[query.mma],
                                      deterministic, mod, mask_mod, bool(query.allow_tf32),
-                                     query.descale_block) + \
+                                     query.descale_block,
+                                     wide_rows=not (block_sparse or query.sinks)) + \
                 (":blocksparse" if block_sparse else "")
         except FaError as e:
             raise FaError(status, "fa: %s: %s; %s" % (_status_name(status), message, e)) from None

@@ -109,7 +109,7 @@ def target_name(capability):
 
 def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capability,
                 mma_name="any", deterministic=False, score_mod=None, mask_mod=None,
-                tf32=False, descale_block=0):
+                tf32=False, descale_block=0, wide_rows=False):
     """The fa-aot config of a kernel query, or FaError naming what no config
     can express. mma 'any' takes wgmma where the compiler has it (sm_90a;
     WGMMA_HEAD_DIMS; bf16 and f16: f32 kernels, forward and backward, are
@@ -117,7 +117,9 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
     runtime prefers it there. tf32 (f32 only) adds the field 'tf32': one
     TF32 MMA per product instead of the f32-accurate three. descale_block 64
     (f8e4m3 only) adds the field 'blockscale': Q and K descales per 64-row
-    block instead of per head."""
+    block instead of per head. wide_rows (a dense batch without sinks or a
+    block mask) gives the d64 wgmma backward without a mask its 128-row
+    query tiles, as --defaults has them ('bq128')."""
     fields = ["bwd" if direction else "fwd", dtype_name, "d%d" % head_dim]
     if head_dim_v and head_dim_v != head_dim:
         fields.append("v%d" % head_dim_v)
@@ -134,6 +136,10 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
                          "kernel (pass mma=None or 'mma_sync')"
                       % (mma, "backward" if direction else "forward"))
     fields.append(mma)
+    if (wide_rows and direction and mma == "wgmma" and dims == (64, 64)
+            and dtype_name in ("bf16", "f16") and mask_name == "none"
+            and not (deterministic or score_mod or mask_mod)):
+        fields.append("bq128")
     if deterministic:
         fields.append("det")
     fields.append(target_name(capability))
