@@ -131,13 +131,13 @@ def check_instruction_choice():
         assert got.split(":")[-2] == want, (direction, d, dv, got)
         sm80 = jit.config_text(direction, "bf16", d, dv, "causal", (-1, -1), 80)
         assert sm80.split(":")[-2] == "mma_sync", sm80
-    # The d64 backward's 128-row tiles (as --defaults): dense, no mask, no mods or
-    # determinism; the others keep 64 rows (the compiler refuses 128 for most; the
-    # causal 128-row kernel spills).
+    # The d64 backward's 128-row tiles (as --defaults): dense, no mask or causal, no
+    # mods or determinism; the others keep 64 rows (the compiler refuses 128 there).
     wide = lambda *a, **k: jit.config_text(1, "bf16", 64, 0, *a, wide_rows=True, **k)
     assert wide("none", (-1, -1), 90) == "bwd:bf16:d64:none:wgmma:bq128:sm_90a"
+    assert wide("causal", (-1, -1), 90) == "bwd:bf16:d64:causal:wgmma:bq128:sm_90a"
     assert wide("none", (-1, -1), 90, "wgmma", True) == "bwd:bf16:d64:none:wgmma:det:sm_90a"
-    assert "bq128" not in wide("causal", (-1, -1), 90) + wide("window", (8, 8), 90)
+    assert "bq128" not in wide("window", (8, 8), 90) + wide("causal_bottom_right", (-1, -1), 90)
     assert "bq128" not in wide("none", (-1, -1), 80) + wide("none", (-1, -1), 90, "wgmma",
                                                              False, "softcap30")
     assert "bq128" not in jit.config_text(1, "bf16", 64, 0, "none", (-1, -1), 90)

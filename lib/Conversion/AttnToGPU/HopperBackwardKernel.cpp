@@ -196,6 +196,22 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
   SmallVector<Value> extra(carried.begin() + gradValues, carried.end());
   KernelBuilder::ThreadIds outerIds = kb.threadIds();
   kb.setupOpaqueThreadIds();
+  // The 128-row tile takes its query-tile range again in each tile, from a
+  // fresh read of its key block (%ctaid.x) and opaque copies of Nq and Nk:
+  // carried across the loop, the range's width spilled under a causal mask
+  // at the consumers' 240 registers.
+  Value outerBegin = tileBegin, outerPerHead = tilesPerHead;
+  if (dqByRows()) {
+    TileLoopInputs in{batch, kvHead,
+                      kb.toIndex(inlinePtx(b, loc, b.getI32Type(),
+                                           "mov.u32 $0, %ctaid.x;", {}, "=r")),
+                      heads, kvHeads, kb.opaqueIndex(nq), kb.opaqueIndex(nk)};
+    in.windowLeft = plan.spec.windowLeftValue;
+    in.windowRight = plan.spec.windowRightValue;
+    Value end;
+    std::tie(tileBegin, end) = loops.cloneTileRange(b, in);
+    tilesPerHead = kb.sub(end, tileBegin);
+  }
   ConsumerTile tile;
   tile.index = dqByRows() ? kb.toIndex(loop.getInductionVar())
                           : loop.getInductionVar();
@@ -208,6 +224,8 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
   yield.append(extra);
   scf::YieldOp::create(b, loc, yield);
   kb.setThreadIds(outerIds);
+  tileBegin = outerBegin;
+  tilesPerHead = outerPerHead;
   return SmallVector<Value>(loop.getResults());
 }
 

@@ -268,10 +268,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     const int64_t blockKV = plan.splitRoles ? 64 : 128;
     // 128-row query tiles (FA3's at D = 64), where asked: each consumer
     // warpgroup takes dQ's 64 rows of its half with all D columns; dense
-    // bf16/f16 rows under no mask or a causal one. Without a mask it
-    // assembles without spills and is --defaults' d64 backward; under a
-    // causal mask ptxas spills 12 B at the consumers' 240 registers
-    // (PERF.md, 2026-12-07).
+    // bf16/f16 rows under no mask or a causal one: --defaults' d64
+    // backward, 1.05-1.14x the 64-row kernel (PERF.md, 2026-12-07).
     const bool wideQ = plan.warpSpecialized && !plan.splitRoles &&
                        !plan.isFp8() && plan.headDim == 64 &&
                        plan.headDimV == 64 && !plan.deterministic &&
