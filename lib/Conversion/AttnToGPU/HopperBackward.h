@@ -240,6 +240,10 @@ private:
   /// The query tiles that meet the band of the key block, or, block-sparse,
   /// those its block mask lists.
   void setupQueryTiles();
+  /// The query tiles [begin, end) of the tiled loop nest that meet key block
+  /// `block`, for sizes nqRows, nkRows (varlen: the token totals).
+  std::pair<Value, Value> queryTileRange(Value block, Value nqRows,
+                                         Value nkRows);
   /// Block-sparse: [tileBegin, tileEnd) = [0, full + partial) of the key
   /// block's lists, counts clamped to the query blocks.
   void setupListedQueryTiles();

@@ -202,14 +202,12 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
   // at the consumers' 240 registers.
   Value outerBegin = tileBegin, outerPerHead = tilesPerHead;
   if (dqByRows()) {
-    TileLoopInputs in{batch, kvHead,
-                      kb.toIndex(inlinePtx(b, loc, b.getI32Type(),
-                                           "mov.u32 $0, %ctaid.x;", {}, "=r")),
-                      heads, kvHeads, kb.opaqueIndex(nq), kb.opaqueIndex(nk)};
-    in.windowLeft = plan.spec.windowLeftValue;
-    in.windowRight = plan.spec.windowRightValue;
+    Value block = kb.toIndex(inlinePtx(
+        b, loc, b.getI32Type(), "mov.u32 $0, %ctaid.x;", {}, "=r"));
+    Value nqRows = kb.opaqueIndex(plan.varlen ? nqTotal : nq);
+    Value nkRows = kb.opaqueIndex(plan.varlen ? nkTotal : nk);
     Value end;
-    std::tie(tileBegin, end) = loops.cloneTileRange(b, in);
+    std::tie(tileBegin, end) = queryTileRange(block, nqRows, nkRows);
     tilesPerHead = kb.sub(end, tileBegin);
   }
   ConsumerTile tile;

@@ -72,23 +72,29 @@ void HopperBackward::setupQueryTiles() {
   // the consumer loop and every producer loop (forEachTile32): one value.
   if (plan.blockSparse)
     setupListedQueryTiles();
-  else {
-    // (A varlen tiled loop reads its sequence's rows from the offsets and
-    // the totals.)
-    TileLoopInputs in{batch, kvHead, keyBlock, heads, kvHeads,
-                      plan.varlen ? nqTotal : nq, plan.varlen ? nkTotal : nk};
-    in.cuSeqlensQ = cuSeqlensQ;
-    in.cuSeqlensK = cuSeqlensK;
-    in.windowLeft = plan.spec.windowLeftValue;
-    in.windowRight = plan.spec.windowRightValue;
-    std::tie(tileBegin, tileEnd) = loops.cloneTileRange(b, in);
-  }
+  else
+    std::tie(tileBegin, tileEnd) =
+        queryTileRange(keyBlock, plan.varlen ? nqTotal : nq,
+                       plan.varlen ? nkTotal : nk);
   tilesPerHead = kb.sub(tileEnd, tileBegin);
   tileCount = kb.mul(tilesPerHead, headsPerKvHead);
   // The grid runs over the key blocks of the longest sequence: a key block
   // past its own sequence's end has no tile (and stores nothing).
   if (plan.varlen)
     tileCount = kb.select(kb.lt(keyBegin, nk), tileCount, kb.idx(0));
+}
+
+std::pair<Value, Value> HopperBackward::queryTileRange(Value block,
+                                                      Value nqRows,
+                                                      Value nkRows) {
+  // (A varlen tiled loop reads its sequence's rows from the offsets and
+  // the totals.)
+  TileLoopInputs in{batch, kvHead, block, heads, kvHeads, nqRows, nkRows};
+  in.cuSeqlensQ = cuSeqlensQ;
+  in.cuSeqlensK = cuSeqlensK;
+  in.windowLeft = plan.spec.windowLeftValue;
+  in.windowRight = plan.spec.windowRightValue;
+  return loops.cloneTileRange(b, in);
 }
 
 void HopperBackward::setupListedQueryTiles() {
