@@ -244,6 +244,22 @@ private:
   /// `block`, for sizes nqRows, nkRows (varlen: the token totals).
   std::pair<Value, Value> queryTileRange(Value block, Value nqRows,
                                          Value nkRows);
+  /// The sizes a tile or the epilogue reads that are fixed for the CTA. The
+  /// 128-row tile takes them again where it reads them (rederiveSizes), from
+  /// fresh reads of %ctaid and opaque copies of the parameters: carried
+  /// across its tile loop they spilled at its consumers' 240 registers.
+  struct CtaSizes {
+    Value batch, tileBegin, tilesPerHead, nq, nk, seqStartQ, seqStartK;
+  };
+  CtaSizes ctaSizes() const {
+    return {batch, tileBegin, tilesPerHead, nq, nk, seqStartQ, seqStartK};
+  }
+  void setCtaSizes(const CtaSizes &s) {
+    std::tie(batch, tileBegin, tilesPerHead, nq, nk, seqStartQ, seqStartK) =
+        std::tie(s.batch, s.tileBegin, s.tilesPerHead, s.nq, s.nk, s.seqStartQ,
+                 s.seqStartK);
+  }
+  void rederiveSizes();
   /// Block-sparse: [tileBegin, tileEnd) = [0, full + partial) of the key
   /// block's lists, counts clamped to the query blocks.
   void setupListedQueryTiles();

@@ -227,19 +227,25 @@ Value HopperBackward::waitForLaterKeyBlocks(Value head, Value qTile,
 
 void HopperBackward::storeDKAndDV(ArrayRef<Value> results) {
   // dK (scale already in dSᵀ) and dV for keys < Nk.
-  // The 128-row tile reads its thread id again: the ids of before the tile
-  // loop would live across it, and at its 240 registers they spilled.
+  // The 128-row tile reads its thread id (varlen: and its sequence's rows)
+  // again: the values of before the tile loop would live across it, and at
+  // its 240 registers they spilled.
   const int64_t d = plan.headDim, dv = plan.headDimV;
   KernelBuilder::ThreadIds outerIds = kb.threadIds();
-  if (dqByRows())
+  const CtaSizes outerSizes = ctaSizes();
+  if (dqByRows()) {
     kb.deriveThreadIds(kb.toIndex(inlinePtx(
         b, loc, b.getI32Type(), "mov.u32 $0, %tid.x;", {}, "=r")));
+    if (plan.varlen)
+      rederiveSizes();
+  }
   Value keyRow = kb.add(keyBegin, keyRow0Of(consumerWarpgroup()));
   storeGradient(results.take_front(d / 2), d, dkMem,
                 headBase(dkT, kvHead, seqStartK), keyRow, dkT.rowStride);
   storeGradient(results.slice(d / 2, dv / 2), dv, dvMem,
                 headBase(dvT, kvHead, seqStartK), keyRow, dvT.rowStride);
   kb.setThreadIds(outerIds);
+  setCtaSizes(outerSizes);
 }
 
 void HopperBackward::storeGradient(ArrayRef<Value> acc, int64_t cols,

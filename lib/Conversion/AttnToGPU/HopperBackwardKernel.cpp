@@ -196,20 +196,11 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
   SmallVector<Value> extra(carried.begin() + gradValues, carried.end());
   KernelBuilder::ThreadIds outerIds = kb.threadIds();
   kb.setupOpaqueThreadIds();
-  // The 128-row tile takes its query-tile range again in each tile, from a
-  // fresh read of its key block (%ctaid.x) and opaque copies of Nq and Nk:
-  // carried across the loop, the range's width spilled under a causal mask
-  // at the consumers' 240 registers.
-  Value outerBegin = tileBegin, outerPerHead = tilesPerHead;
-  if (dqByRows()) {
-    Value block = kb.toIndex(inlinePtx(
-        b, loc, b.getI32Type(), "mov.u32 $0, %ctaid.x;", {}, "=r"));
-    Value nqRows = kb.opaqueIndex(plan.varlen ? nqTotal : nq);
-    Value nkRows = kb.opaqueIndex(plan.varlen ? nkTotal : nk);
-    Value end;
-    std::tie(tileBegin, end) = queryTileRange(block, nqRows, nkRows);
-    tilesPerHead = kb.sub(end, tileBegin);
-  }
+  // The 128-row tile takes its query-tile range (varlen: and its sequence's
+  // rows) again in each tile.
+  const CtaSizes outerSizes = ctaSizes();
+  if (dqByRows())
+    rederiveSizes();
   ConsumerTile tile;
   tile.index = dqByRows() ? kb.toIndex(loop.getInductionVar())
                           : loop.getInductionVar();
@@ -222,8 +213,7 @@ SmallVector<Value> HopperBackward::forEachConsumerTile(
   yield.append(extra);
   scf::YieldOp::create(b, loc, yield);
   kb.setThreadIds(outerIds);
-  tileBegin = outerBegin;
-  tilesPerHead = outerPerHead;
+  setCtaSizes(outerSizes);
   return SmallVector<Value>(loop.getResults());
 }
 

@@ -97,6 +97,29 @@ std::pair<Value, Value> HopperBackward::queryTileRange(Value block,
   return loops.cloneTileRange(b, in);
 }
 
+void HopperBackward::rederiveSizes() {
+  auto gridIndex = [&](StringRef dim) {
+    return kb.toIndex(inlinePtx(b, loc, b.getI32Type(),
+                                ("mov.u32 $0, %ctaid." + dim + ";").str(), {},
+                                "=r"));
+  };
+  if (plan.varlen) {
+    batch = gridIndex("z");
+    SequenceRows q = loadSequenceRows(b, loc, cuSeqlensQ, batch,
+                                      kb.opaqueIndex(nqTotal));
+    SequenceRows k = loadSequenceRows(b, loc, cuSeqlensK, batch,
+                                      kb.opaqueIndex(nkTotal));
+    seqStartQ = q.start, nq = q.length;
+    seqStartK = k.start, nk = k.length;
+  }
+  Value block = gridIndex("x");
+  Value nqRows = kb.opaqueIndex(plan.varlen ? nqTotal : nq);
+  Value nkRows = kb.opaqueIndex(plan.varlen ? nkTotal : nk);
+  Value end;
+  std::tie(tileBegin, end) = queryTileRange(block, nqRows, nkRows);
+  tilesPerHead = kb.sub(end, tileBegin);
+}
+
 void HopperBackward::setupListedQueryTiles() {
   // Row batch · mask_heads + (head mod mask_heads) of the mask, as the
   // forward reads it. Every query head of the group walks the row of the

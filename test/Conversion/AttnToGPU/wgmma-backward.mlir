@@ -131,11 +131,11 @@ func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor
 
 // -----
 
-// block-q = 128 at D = 64 (FA3's tile there; opt-in: 1.04-1.14x the 64-row
-// kernel on an H100, but ptxas spills 12 B / 36 B at the consumers' 240
-// registers, PERF.md): Sᵀ and dPᵀ are m64n128; queries 64-127 of dSᵀ are a
-// second slab of 128
-// keys (+16384 B); warpgroup w's dQ is the tile's rows 64w..64w+63 with all
+// block-q = 128 at D = 64 (FA3's tile there; --defaults' d64 backward,
+// 1.06-1.16x the 64-row kernel on an H100, PERF.md): each tile takes its
+// query-tile range again from a fresh %ctaid.x (carried across the loop it
+// spilled at the consumers' 240 registers); Sᵀ and dPᵀ are m64n128; queries
+// 64-127 of dSᵀ are a second slab of 128 keys (+16384 B); warpgroup w's dQ is the tile's rows 64w..64w+63 with all
 // 64 columns: A its slab of dSᵀ, m64n64. Shared memory: K, V 16 KB each, two
 // 16 KB stages each of Q and dO, two 32 KB dSᵀ buffers, 2 KB of row
 // statistics, two 32 KB dQ tiles.
@@ -143,7 +143,8 @@ func.func @window(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor
 // BQ128: gpu.func @fa_bwd_bwd_bf16_d64_bq128_bkv128_w12_s2_causal_wgmma_sm90a(
 // BQ128-SAME: fa.shared_bytes = 231424
 // BQ128: nvvm.setmaxregister  increase 240
-// BQ128: %{{.*}}:64 = scf.for
+// BQ128: %{{.*}}:64 = scf.for {{.*}} : i32 {
+// BQ128: llvm.inline_asm has_side_effects "mov.u32 $0, %ctaid.x;"
 // BQ128-COUNT-4: <m = 64, n = 128, k = 16>, D[<f32>, {{<zero>|<one>}}], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // BQ128: nvvm.wgmma.wait.group.sync.aligned 1
 // BQ128: nvvm.wgmma.wait.group.sync.aligned 0
