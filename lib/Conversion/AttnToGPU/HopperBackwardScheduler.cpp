@@ -98,6 +98,8 @@ std::pair<Value, Value> HopperBackward::queryTileRange(Value block,
 }
 
 void HopperBackward::rederiveSizes() {
+  assert(!plan.deterministic && !plan.blockSparse &&
+         "the key block is %ctaid.x (setupKeyBlock)");
   auto gridIndex = [&](StringRef dim) {
     return kb.toIndex(inlinePtx(b, loc, b.getI32Type(),
                                 ("mov.u32 $0, %ctaid." + dim + ";").str(), {},
