@@ -118,8 +118,8 @@ def config_text(direction, dtype_name, head_dim, head_dim_v, mask, window, capab
     TF32 MMA per product instead of the f32-accurate three. descale_block 64
     (f8e4m3 only) adds the field 'blockscale': Q and K descales per 64-row
     block instead of per head. wide_rows (a dense batch without sinks or a
-    block mask) gives the d64 wgmma backward under no mask or a causal one
-    its 128-row query tiles, as --defaults has them ('bq128')."""
+    block mask; varlen too) gives the d64 wgmma backward under no mask or a
+    causal one its 128-row query tiles, as --defaults has them ('bq128')."""
     fields = ["bwd" if direction else "fwd", dtype_name, "d%d" % head_dim]
     if head_dim_v and head_dim_v != head_dim:
         fields.append("v%d" % head_dim_v)

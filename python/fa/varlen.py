@@ -119,7 +119,8 @@ def _mma(direction, d, dv):
 def _compile(b, query, mask, window, capability, max_seqlen_k):
     mma = _mma(query.direction, query.head_dim, query.head_dim_v)
     config = jit.config_text(query.direction, DTYPE_NAMES[query.dtype], query.head_dim,
-                             query.head_dim_v, mask, window, capability, mma) + ":varlen" + \
+                             query.head_dim_v, mask, window, capability, mma,
+                             wide_rows=not query.sinks) + ":varlen" + \
         (":sinks" if query.sinks else "")
     handle = b._load(jit.compile_bundle(config))
     out = ctypes.c_void_p()

