@@ -158,13 +158,6 @@ struct KernelPlan {
   /// reduction a panel adds them into dq_accum, laid out as two column
   /// panels [B·H][2][Nq][D/2] (HopperBackwardRoles.cpp, docs/ABI.md).
   bool splitRoles = false;
-  /// Warp-specialised wgmma backward with 64-row query tiles, both
-  /// warpgroups on 64 keys each (not split roles, fp8 or deterministic):
-  /// warpgroup 0 (the lead) computes all of a tile's dQ = dS·K, and
-  /// warpgroup 1 only hands it its half of dSᵀ, so the two no longer meet
-  /// every tile and one's softmax can run under the other's products
-  /// (-fa-wgmma-bwd-lead-dq; HopperBackwardKernel.cpp).
-  bool leadDQ = false;
   int64_t dqAccumPanels() const { return splitRoles ? 2 : 1; }
   /// fa_bwd_post reads dq_accum with the dQ tiles' chunk swizzle: the
   /// warp-specialised wgmma backward's bulk reductions copied it there.
@@ -417,14 +410,6 @@ std::string wgmmaBackwardVariantKey();
 
 /// Whether -fa-wgmma-bwd-ws asks for the warp-specialised wgmma backward.
 bool wgmmaBackwardWarpSpecialized();
-
-/// Whether the wgmma backward of `plan` computes dQ in its lead warpgroup
-/// alone: the measured choice, or -fa-wgmma-bwd-lead-dq where given and the
-/// plan allows it.
-bool wgmmaBackwardLeadDQ(const KernelPlan &plan);
-
-/// The measured choice of leadDQ for `plan` (a tag names the other).
-bool measuredLeadDQ(const KernelPlan &plan);
 
 /// Dynamic shared memory of the wgmma main backward: K, V, two stages of
 /// Q, dO, LSE and Delta, and dSᵀ, unpadded (128 B swizzle).

@@ -131,9 +131,6 @@ struct BackwardBarriers {
 /// fp8: named barrier of the tile's |dS| maximum (1 is the dSᵀ barrier, 2
 /// the split roles' exchange).
 constexpr int64_t kAmaxBarrier = 3;
-/// plan.leadDQ: named barriers 1-2 hand warpgroup 1's dSᵀ half of an even /
-/// odd tile to the lead, 3-4 give its dSᵀ buffer back (emitLeadDQConsumers).
-constexpr int64_t kDSReadyBarrier = 1, kDSFreeBarrier = 3;
 
 /// One trip of a consumer loop, as this thread sees it. Everything
 /// lane-dependent is rebuilt from opaque copies each trip
@@ -298,9 +295,6 @@ private:
   void initBarriers();
   void emitProducerWarpgroup();
   void emitConsumerWarpgroups();
-  /// plan.leadDQ's consumers: both warpgroups' products up to dV and dK,
-  /// then dQ of the whole tile in warpgroup 0.
-  void emitLeadDQConsumers();
   /// The consumer loop over the CTA's tiles, dK and dV carried in
   /// registers; returns them (dK first).
   /// `init` is dK, dV, then `extraCount` values the body also carries (the
@@ -385,8 +379,7 @@ private:
   /// 128-row query tiles: each warpgroup's dQ is 64 of the tile's rows with
   /// all D columns (A its slab of dSᵀ), not D/2 columns of all 64 rows.
   bool dqByRows() const { return plan.blockQ == 128; }
-  /// The pieces of a warpgroup's dQ: dqPieces, all D columns at once
-  /// (dqByRows), or with plan.leadDQ all D columns in slab-wide pieces.
+  /// The pieces of a warpgroup's dQ: dqPieces, or all D columns at once.
   SmallVector<DQPiece, 2> warpgroupDQPieces() const;
   /// The float index in `stats` of `stage`'s statistics: LSE, then Delta
   /// at + bq (attn_gpu.recompute_probs and score_gradient read them).

@@ -74,33 +74,6 @@ std::string mlir::fa::wgmmaBackwardVariantKey() {
 
 bool mlir::fa::wgmmaBackwardWarpSpecialized() { return clWarpSpecialized; }
 
-static llvm::cl::opt<bool> clLeadDQ(
-    "fa-wgmma-bwd-lead-dq", llvm::cl::cat(mlir::fa::codegenOptionCategory()),
-    llvm::cl::desc("warp-specialised wgmma backward, 64-row query tiles: "
-                   "consumer warpgroup 0 computes all of dQ = dS*K, "
-                   "warpgroup 1 hands it its dS half and runs ahead "
-                   "(KernelPlan::leadDQ; the tag names it where it differs "
-                   "from the measured choice)"),
-    llvm::cl::init(false));
-
-/// The plans the lead warpgroup's dQ applies to: two consumer warpgroups on
-/// 64 keys each, 64-row tiles, bf16/f16, dQ in the bulk-reduced tiles.
-static bool leadDQApplies(const KernelPlan &plan) {
-  return plan.warpSpecialized && !plan.splitRoles && !plan.isFp8() &&
-         !plan.deterministic && plan.blockQ == 64 && plan.headDim <= 128;
-}
-
-bool mlir::fa::measuredLeadDQ(const KernelPlan &plan) {
-  (void)plan;
-  return false;
-}
-
-bool mlir::fa::wgmmaBackwardLeadDQ(const KernelPlan &plan) {
-  if (!leadDQApplies(plan))
-    return false;
-  return clLeadDQ.getNumOccurrences() ? bool(clLeadDQ) : measuredLeadDQ(plan);
-}
-
 HopperBackwardSmem mlir::fa::gpu_lowering::hopperBackwardSmem(
     const KernelPlan &plan) {
   return HopperBackwardSmem{plan.headDim, plan.headDimV,        plan.blockQ,
@@ -338,7 +311,7 @@ void HopperBackward::initBarriers() {
     }
     // Released by the consumers, or, dQ staged in the slot, its reducer.
     init(BackwardBarriers::queryEmpty, 2, plan.splitRoles ? 1 : 256);
-    init(BackwardBarriers::dqFull, 2, plan.leadDQ ? 128 : 256);
+    init(BackwardBarriers::dqFull, 2, 256);
     init(BackwardBarriers::dqEmpty, 2, 1);
   });
   gpu::BarrierOp::create(b, loc);
@@ -365,8 +338,6 @@ void HopperBackward::emitConsumerWarpgroups() {
     return emitSplitRoleConsumers();
   if (plan.isFp8())
     return emitFp8Consumers();
-  if (plan.leadDQ)
-    return emitLeadDQConsumers();
   const BarrierRing ring{layout.stages()};
   ifThen(hasTiles, [&] {
     waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
@@ -402,74 +373,6 @@ void HopperBackward::emitConsumerWarpgroups() {
         storeDQTile(dq, tile.warpgroup, slot);
         fenceProxyAsyncShared();
         arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
-      });
-  storeDKAndDV(results);
-}
-
-// plan.leadDQ: warpgroup 0 (the lead) computes all of dQ; warpgroup 1
-// hands it its half of dSᵀ through named barrier kDSReady + t mod 2 and
-// waits, before writing dSᵀ buffer t mod 2 again, for kDSFree + t mod 2,
-// which the lead passes once its dQ of tile t − 2 is done. Two barriers of
-// each kind, by tile parity: an arrival never meets a wait of another tile.
-// Nothing else joins the warpgroups, so warpgroup 1 may run up to two tiles
-// ahead and one's softmax runs under the other's products. dV and dK are
-// waited for before the role branch (no wgmma in flight into it).
-void HopperBackward::emitLeadDQConsumers() {
-  const BarrierRing ring{layout.stages()};
-  ifThen(hasTiles, [&] {
-    waitBarrier(kb, barriers, BackwardBarriers::keyValueFull, kb.idx(0),
-                phaseParity(kb, kb.idx(0)));
-  });
-  auto byParity = [&](Value t, StringRef op, int64_t first) {
-    auto odd = scf::IfOp::create(b, loc, kb.eq(kb.remui(t, 2), kb.idx(1)),
-                                 /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&odd.getThenRegion().front());
-    namedBarrier(b, loc, op, first + 1, 256);
-    b.setInsertionPointToStart(&odd.getElseRegion().front());
-    namedBarrier(b, loc, op, first, 256);
-  };
-  SmallVector<Value> init(plan.headDim / 2 + plan.headDimV / 2, kb.f32(0));
-  SmallVector<Value> results = forEachConsumerTile(
-      init, [&](const ConsumerTile &tile, SmallVector<Value> &dK,
-                SmallVector<Value> &dV, SmallVector<Value> &) {
-        Value t = tile.index;
-        Value slot = ring.slot(kb, t);
-        Value dsBuffer = dsBufferOf(t);
-        Value isLead = kb.eq(tile.warpgroup, kb.idx(0));
-        Value notLead = kb.lt(kb.idx(0), tile.warpgroup);
-        waitBarrier(kb, barriers, BackwardBarriers::queryFull, slot,
-                    ring.fullParity(kb, t));
-        SmallVector<Value> s, dp;
-        Value derivative = issuePAndDP(tile, slot, s, dp);
-        ifThen(arith::AndIOp::create(b, loc, notLead,
-                                     kb.lt(kb.idx(layout.dsBuffers() - 1), t)),
-               [&] { byParity(t, "bar.sync", kDSFreeBarrier); });
-        computeDS(s, dp, derivative, slot, dsBuffer, tile.keyRow0);
-        fenceProxyAsyncShared();
-        ifThen(notLead, [&] { byParity(t, "bar.arrive", kDSReadyBarrier); });
-        SmallVector<Value> pA = accumulatorToWgmmaA(kb, s);
-        SmallVector<Value> dsA = accumulatorToWgmmaA(kb, dp);
-        issueDVAndDK(tile.descriptorBase, pA, dsA, slot, dV, dK);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-        dV = fenceOperands(b, loc, dV);
-        dK = fenceOperands(b, loc, dK);
-        // Q, dO, LSE and Delta of the slot are read.
-        arriveBarrier(kb, barriers, BackwardBarriers::queryEmpty, slot);
-        ifThen(isLead, [&] {
-          byParity(t, "bar.sync", kDSReadyBarrier);
-          SmallVector<Value> dqAcc =
-              issueDQ(tile.descriptorBase, tile.warpgroup, dsBuffer);
-          NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-          ifThen(kb.lt(kb.add(t, kb.idx(layout.dsBuffers())), tileCount),
-                 [&] { byParity(t, "bar.arrive", kDSFreeBarrier); });
-          SmallVector<Value> dq = unpackDQ(dqAcc);
-          waitBarrier(kb, barriers, BackwardBarriers::dqEmpty, slot,
-                      ring.emptyParity(kb, t));
-          storeDQTile(dq, tile.warpgroup, slot);
-          fenceProxyAsyncShared();
-          arriveBarrier(kb, barriers, BackwardBarriers::dqFull, slot);
-        });
       });
   storeDKAndDV(results);
 }

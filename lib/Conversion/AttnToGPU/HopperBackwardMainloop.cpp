@@ -103,12 +103,6 @@ SmallVector<DQPiece, 2> mlir::fa::gpu_lowering::dqPieces(int64_t headDim) {
 SmallVector<DQPiece, 2> HopperBackward::warpgroupDQPieces() const {
   if (dqByRows())
     return {DQPiece{plan.headDim, 0, 0}};
-  if (plan.leadDQ) {
-    SmallVector<DQPiece, 2> pieces;
-    for (int64_t c = 0; c < plan.headDim; c += kSlabCols)
-      pieces.push_back(DQPiece{std::min(kSlabCols, plan.headDim - c), c, 0});
-    return pieces;
-  }
   return dqPieces(plan.headDim);
 }
 

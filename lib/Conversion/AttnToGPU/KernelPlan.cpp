@@ -86,9 +86,6 @@ std::string KernelPlan::tag() const {
          (strategy == MmaStrategy::Wgmma && !backward
               ? schedule.tagSuffix(measuredWgmmaForwardSchedule(*this))
               : "") +
-         (backward && leadDQ != measuredLeadDQ(*this)
-              ? (leadDQ ? "_lead1" : "_lead0")
-              : "") +
          (scoreModName.empty() ? "" : "_mod_" + scoreModName) +
          (maskModName.empty() ? "" : "_maskmod_" + maskModName) +
          (sinks ? "_sink" : "");
@@ -304,7 +301,6 @@ static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
     if (plan.isFp8() && !plan.warpSpecialized)
       return fail("the f8E4M3FN backward needs the warp-specialised mma = "
                   "wgmma backward (-fa-wgmma-bwd-ws)");
-    plan.leadDQ = wgmmaBackwardLeadDQ(plan);
     if (plan.backwardSharedBytes() > kMaxSharedBytes)
       return fail("the mma = wgmma backward needs " +
                   llvm::Twine(plan.backwardSharedBytes()) +

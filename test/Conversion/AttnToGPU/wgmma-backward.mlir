@@ -3,7 +3,6 @@
 // RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" | FileCheck %s --check-prefix=WS
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=128" 2>/dev/null | FileCheck %s --check-prefix=BQ128
 // RUN: not fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma block-q=128" 2>&1 >/dev/null | FileCheck %s --check-prefix=BQ128-ERR
-// RUN: fa-opt %s -split-input-file -fa-attn-to-gpu="mma=wgmma" -fa-wgmma-bwd-lead-dq | FileCheck %s --check-prefix=LEAD
 // RUN: fa-opt %s -split-input-file -attn-gpu-plan="mma=wgmma" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE
 
 // At the tile level the warp-specialised backward's GEMMs are the forward's
@@ -68,34 +67,6 @@
 // fa_bwd_post reads chunk c of row r from chunk c ^ (r mod 8).
 // WS: arith.xori
 // WS: gpu.return
-
-// -fa-wgmma-bwd-lead-dq (KernelPlan::leadDQ): both warpgroups run Sᵀ, dPᵀ,
-// Pᵀ, dSᵀ, dV and dK; warpgroup 1 waits for dSᵀ buffer t mod 2 (named
-// barrier 3 + t mod 2, from tile 2 on), hands its dSᵀ half over (bar.arrive
-// 1 + t mod 2); the lead alone waits for it and computes all of dQ (two
-// m64n64 pieces), gives the buffer back and stores the whole dQ tile
-// (dqFull counts its 128 threads).
-// LEAD-LABEL: gpu.module @fa_bwd_bf16_d128_bq64_bkv128_w12_s2_causal_wgmma_sm90a_lead1
-// LEAD: nvgpu.mbarrier.init %{{.*}}[%c5], %c128
-// LEAD: nvvm.setmaxregister  increase 240
-// LEAD: %{{.*}}:128 = scf.for
-// LEAD: nvvm.wgmma.wait.group.sync.aligned 1
-// LEAD: nvvm.wgmma.wait.group.sync.aligned 0
-// LEAD: "bar.sync 4, 256;"
-// LEAD: "bar.sync 3, 256;"
-// LEAD: "bar.arrive 2, 256;"
-// LEAD: "bar.arrive 1, 256;"
-// LEAD: nvvm.wgmma.wait.group.sync.aligned 0
-// LEAD: nvgpu.mbarrier.arrive
-// LEAD: "bar.sync 2, 256;"
-// LEAD: "bar.sync 1, 256;"
-// LEAD: <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// LEAD: <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// LEAD: nvvm.wgmma.wait.group.sync.aligned 0
-// LEAD: "bar.arrive 4, 256;"
-// LEAD: "bar.arrive 3, 256;"
-// LEAD-COUNT-32: vector.store {{.*}} : memref<{{[0-9]+}}xf32, 3>, vector<2xf32>
-// LEAD: nvgpu.mbarrier.arrive
 
 // With -fa-wgmma-bwd-ws=false: the three kernels and the parameters of the
 // mma.sync backward (no tensor maps); 256 threads, two warpgroups of 64 keys.
