@@ -142,27 +142,35 @@ def run(bundle, lens, h, d, causal, reps, compare=None, with_sinks=False):
     if with_sinks:
         print("  fa varlen +sinks / fa varlen = %.3f"
               % (rates["fa varlen +sinks"] / rates["fa varlen"]))
-    if compare is None and any(k["varlen"] and k["direction"] == "bwd"
-                               for k in bundle.kernels()):
+    if any(k["varlen"] and k["direction"] == "bwd" for k in bundle.kernels()):
         time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
-                      causal, reps, (sinks, o_sinks, lse_sinks) if with_sinks else None)
+                      causal, reps, (sinks, o_sinks, lse_sinks) if with_sinks else None,
+                      compare)
     return err
 
 
 def time_backward(bundle, q, k, v, o, lse, cu, longest, kw, flops, dense, dense_flops,
-                  causal, reps, with_sinks=None):
+                  causal, reps, with_sinks=None, compare=None):
     """The varlen backward against the dense one on the same token count
     (and, `with_sinks` = (sinks, O, LSE) of their forward, the backward with
-    sinks against the plain one)."""
+    sinks against the plain one; `compare`, another bundle's varlen backward,
+    timed first and against it)."""
     do = torch.randn_like(o)
     dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
 
-    def fa_varlen_bwd(sinks=None, o=o, lse=lse):
-        varlen.backward_into(q, k, v, o, do, lse, dq, dk, dv, cu, cu, longest, bundle=bundle,
-                             equal_lengths=True, sinks=sinks, **kw)
+    def fa_varlen_bwd(sinks=None, o=o, lse=lse, other=None):
+        varlen.backward_into(q, k, v, o, do, lse, dq, dk, dv, cu, cu, longest,
+                             bundle=other or bundle, equal_lengths=True, sinks=sinks, **kw)
+    compare_rate = None
+    if compare is not None:
+        us = median_us(lambda: fa_varlen_bwd(other=compare), reps=reps)
+        compare_rate = 2.5 * flops / us / 1e6
+        print("  %-18s %9.1f us  %6.1f TFLOP/s" % ("compare varlen bwd", us, compare_rate))
     us = median_us(fa_varlen_bwd, reps=reps)
     varlen_rate = 2.5 * flops / us / 1e6
     print("  %-18s %9.1f us  %6.1f TFLOP/s" % ("fa varlen bwd", us, varlen_rate), flush=True)
+    if compare_rate is not None:
+        print("  fa varlen bwd / compare varlen bwd = %.3f" % (varlen_rate / compare_rate))
     if with_sinks is not None:
         sinks, o_sinks, lse_sinks = with_sinks
         us = median_us(lambda: fa_varlen_bwd(sinks, o_sinks, lse_sinks), reps=reps)
@@ -197,8 +205,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compare", default=None,
-                    help="another varlen bundle (an A/B of its forwards against --bundle's, "
-                         "in this process; the backward is then skipped)")
+                    help="another varlen bundle (an A/B of its kernels against --bundle's, "
+                         "in this process: forward and backward)")
     ap.add_argument("--sinks", action="store_true",
                     help="also time the varlen kernels with attention sinks (the bundle list "
                          "must hold them: --bundle out/bundle-varlen,out/bundle-varlen-sinks)")
