@@ -482,9 +482,14 @@ Value mlir::fa::gpu_lowering::transposedTileInside(KernelBuilder &kb,
   auto sle = [&](Value x, Value y) {
     return arith::CmpIOp::create(b, kb.loc, arith::CmpIPredicate::sle, x, y);
   };
+  // Block-sparse: the block lists classify the mask_mod's blocks (a full
+  // one needs no mask_mod; the caller tests which), so the band is the enum
+  // mask's alone. With the mask_mod in it no tile would lie inside.
+  const attn::ScoreSpec spec =
+      kb.plan.blockSparse ? kb.plan.spec.bandOnly() : kb.plan.spec;
   auto band = [&] {
-    return attn::buildBlockInsideMask(b, kb.loc, kb.plan.spec, qBegin, qEnd,
-                                      kBegin, kEnd, nq, nk);
+    return attn::buildBlockInsideMask(b, kb.loc, spec, qBegin, qEnd, kBegin,
+                                      kEnd, nq, nk);
   };
   Value bandInside = lengthsFirst ? Value() : band();
   Value keysIn = sle(kEnd, nk);

@@ -3,6 +3,7 @@
 // RUN: rm -rf %t && mkdir -p %t && %python %S/Inputs/extract-ptx.py %t.mlir %t
 // RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document.ptx -o %t/a.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: fa-opt %s -attn-gpu-plan="mma=wgmma block-sparse=1" -attn-recompute-backward -attn-online-softmax -attn-tile -convert-attn-to-gpu | FileCheck %s --check-prefix=TILE --enable-var-scope
+// RUN: fa-opt %s -fa-attn-to-gpu="mma=wgmma block-sparse=1" -convert-attn-gpu-to-nvvm -canonicalize | FileCheck %s --check-prefix=LOWERED
 // REQUIRES: ptxas
 
 // The block-sparse wgmma backward: fa_bwd takes the block mask and its head
@@ -26,6 +27,16 @@
 // TILE: %[[M:.+]] = attn_gpu.transposed_mask_mod %{{.+}} at [%{{.+}}, %{{.+}}, %[[Q]]] of [{{.+}}] row %{{.+}} key %[[KB]]
 // TILE: tensor.extract
 // TILE: attn_gpu.transposed_mask %[[M]] at [%{{.+}}, %{{.+}}, %[[Q]], %[[KB]]] of [{{.+}}] row %{{.+}} {opaque_lengths}
+
+// Lowered, the test stays a branch: a full block inside both lengths skips
+// the mask_mod (its tile-inside test is the enum mask's band; with the
+// mask_mod's "no tile is inside" it folded to false, and every tile loaded
+// the document ids and selected each score).
+// LOWERED-LABEL: gpu.func @fa_bwd_bwd_bf16_d128_bq64_bkv128_w12_s2_none_wgmma_sm90a_blocksparse_maskmod_document(
+// LOWERED: %{{.+}}:32 = scf.if %{{.+}} -> (f32,
+// LOWERED-NEXT: scf.yield
+// LOWERED-NEXT: } else {
+// LOWERED: llvm.load %{{.+}} invariant : !llvm.ptr<1> -> i32
 
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
