@@ -460,10 +460,10 @@ void maskScoresTransposed(KernelBuilder &kb, MutableArrayRef<Value> s,
 
 /// Whether the Sᵀ tile of keys [kBegin, kEnd) × queries [qBegin, qEnd) lies
 /// wholly inside the plan's band and below both lengths: its elements need
-/// no mask (block-sparse: no enum mask; which blocks need the mask_mod the
-/// block lists say). `lengthsFirst` builds the length tests before the band's: the
-/// order reaches the PTX, and the wgmma backward's measured code has them
-/// first, the mma.sync backward's after.
+/// no mask (block-sparse: the enum mask's band alone; the block lists say
+/// which blocks need the mask_mod). `lengthsFirst` builds the length tests
+/// before the band's: the order reaches the PTX, and the wgmma backward's
+/// measured code has them first, the mma.sync backward's after.
 Value transposedTileInside(KernelBuilder &kb, Value qBegin, Value qEnd,
                            Value kBegin, Value kEnd, Value nq, Value nk,
                            bool lengthsFirst);
