@@ -573,6 +573,129 @@ void mlir::fa::gpu_lowering::onlineSoftmaxUpdate(
   }
 }
 
+static std::optional<double> constantOf(Value v) {
+  FloatAttr c;
+  if (matchPattern(v, m_Constant(&c)))
+    return c.getValueAsDouble();
+  return std::nullopt;
+}
+
+namespace {
+/// v = factor·x + offset.
+struct AffineTail {
+  Value x;
+  double factor = 1.0, offset = 0.0;
+};
+} // namespace
+
+/// `v` as factor·x + offset through its last steps that multiply by or add
+/// a constant (mulf, addf, subf, negf, an fma of constants), each but `v`'s
+/// own used once: the softcap's 30·(1 − 2r) is −60·r + 30. (`v`, a lane
+/// value the conversion has not wired to its users yet, may show none.)
+static AffineTail peelAffineTail(Value v) {
+  AffineTail t{v};
+  for (Operation *op;
+       (op = t.x.getDefiningOp()) && (t.x == v || op->hasOneUse());) {
+    Value y;
+    double m = 1.0, n = 0.0;
+    auto side = [&](Value lhs, Value rhs, bool sum, bool difference) {
+      if (std::optional<double> k = constantOf(rhs)) {
+        y = lhs;
+        (sum ? n : m) = difference ? -*k : *k;
+      } else if (std::optional<double> k = constantOf(lhs)) {
+        y = rhs;
+        (sum ? n : m) = *k;
+        if (difference)
+          m = -1.0;
+      }
+    };
+    if (auto mul = dyn_cast<arith::MulFOp>(op))
+      side(mul.getLhs(), mul.getRhs(), false, false);
+    else if (auto add = dyn_cast<arith::AddFOp>(op))
+      side(add.getLhs(), add.getRhs(), true, false);
+    else if (auto sub = dyn_cast<arith::SubFOp>(op))
+      side(sub.getLhs(), sub.getRhs(), true, true);
+    else if (auto neg = dyn_cast<arith::NegFOp>(op))
+      y = neg.getOperand(), m = -1.0;
+    else if (auto fma = dyn_cast<LLVM::FMAOp>(op)) {
+      std::optional<double> k = constantOf(fma.getB()),
+                            c = constantOf(fma.getC());
+      if (k && c)
+        y = fma.getA(), m = *k, n = *c;
+    }
+    if (!y)
+      break;
+    t.offset += t.factor * n;
+    t.factor *= m;
+    t.x = y;
+  }
+  return t;
+}
+
+/// k·v + c (constants) as cheaply as v's definition allows: folded into
+/// its last affine steps (peelAffineTail), or pushed into the select and,
+/// with `intoBranches`, the scf.if (whose result v then holds) that mask it
+/// — a masked −inf stays −inf for k > 0.
+static Value exponentOf(KernelBuilder &kb, RewriterBase &rewriter, Value v,
+                        double k, double c, bool intoBranches) {
+  OpBuilder &b = kb.b;
+  if (std::optional<double> x = constantOf(v))
+    return kb.f32(k * *x + c);
+  if (auto select = v.getDefiningOp<arith::SelectOp>())
+    return arith::SelectOp::create(
+        b, kb.loc, select.getCondition(),
+        exponentOf(kb, rewriter, select.getTrueValue(), k, c, intoBranches),
+        exponentOf(kb, rewriter, select.getFalseValue(), k, c, intoBranches));
+  auto branches = v.getDefiningOp<scf::IfOp>();
+  if (intoBranches && branches && !branches.getElseRegion().empty()) {
+    const unsigned i = cast<OpResult>(v).getResultNumber();
+    for (scf::YieldOp yield : {branches.thenYield(), branches.elseYield()}) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(yield);
+      Value x =
+          exponentOf(kb, rewriter, yield.getOperand(i), k, c, intoBranches);
+      rewriter.modifyOpInPlace(yield, [&] { yield->setOperand(i, x); });
+    }
+    return v;
+  }
+  AffineTail t = peelAffineTail(v);
+  Value factor = kb.f32(t.factor * k);
+  const double offset = t.offset * k + c;
+  if (offset == 0.0)
+    return arith::MulFOp::create(b, kb.loc, t.x, factor);
+  return LLVM::FMAOp::create(b, kb.loc, t.x, factor, kb.f32(offset));
+}
+
+void mlir::fa::gpu_lowering::boundedSoftmaxUpdate(
+    KernelBuilder &kb, RewriterBase &rewriter, MutableArrayRef<Value> s,
+    SoftmaxState &state, Value scaleLog2, double maxBound, bool ownScores) {
+  OpBuilder &b = kb.b;
+  Location loc = kb.loc;
+  std::optional<double> scale = constantOf(scaleLog2);
+  Value rowMax = scale ? kb.f32(maxBound * *scale)
+                       : arith::MulFOp::create(b, loc, kb.f32(maxBound),
+                                               scaleLog2)
+                             .getResult();
+  Value negMax = arith::NegFOp::create(b, loc, rowMax);
+  for (int64_t r = 0; r < 2; ++r) {
+    Value sum = state.rowSum[r];
+    for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
+      for (int64_t c = 0; c < 2; ++c) {
+        Value &e = s[n * 4 + 2 * r + c];
+        // (s − bound)·scale: c·tanh's 30·(1 − 2r) with the bound 30 is
+        // one multiply of r.
+        Value x = scale ? exponentOf(kb, rewriter, e, *scale,
+                                     -maxBound * *scale, ownScores)
+                        : LLVM::FMAOp::create(b, loc, e, scaleLog2, negMax)
+                              .getResult();
+        e = kb.exp2(x);
+        sum = arith::AddFOp::create(b, loc, sum, e);
+      }
+    state.rowMax[r] = rowMax;
+    state.rowSum[r] = sum;
+  }
+}
+
 void mlir::fa::gpu_lowering::finalizeSoftmax(KernelBuilder &kb,
                                              SoftmaxState &state,
                                              Value invSum[2], Value lse[2],

@@ -601,3 +601,95 @@ bool mlir::fa::attn::scoreModQueryAdditive(Region &region) {
   QueryTerm score = termOf(block.getTerminator()->getOperand(0));
   return score.query && score.separable();
 }
+
+//===----------------------------------------------------------------------===//
+// score_mod: the range of its value
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A closed interval of reals; the default is the whole line.
+struct Interval {
+  double lo = -INFINITY, hi = INFINITY;
+};
+} // namespace
+
+/// f applied to both ends of `a` (f monotone non-decreasing).
+template <typename F>
+static Interval monotone(Interval a, F f) {
+  return {f(a.lo), f(a.hi)};
+}
+
+/// a·b from its four corners; a 0·∞ corner leaves it unbounded.
+static Interval product(Interval a, Interval b) {
+  double corners[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+  if (llvm::any_of(corners, [](double c) { return std::isnan(c); }))
+    return {};
+  return {*llvm::min_element(corners), *llvm::max_element(corners)};
+}
+
+static Interval rangeOfOp(Operation &op,
+                          function_ref<Interval(Value)> of) {
+  auto operand = [&](unsigned i) { return of(op.getOperand(i)); };
+  return llvm::TypeSwitch<Operation *, Interval>(&op)
+      .Case<arith::AddFOp>([&](auto) {
+        Interval a = operand(0), b = operand(1);
+        return Interval{a.lo + b.lo, a.hi + b.hi};
+      })
+      .Case<arith::SubFOp>([&](auto) {
+        Interval a = operand(0), b = operand(1);
+        return Interval{a.lo - b.hi, a.hi - b.lo};
+      })
+      .Case<arith::NegFOp>([&](auto) {
+        Interval a = operand(0);
+        return Interval{-a.hi, -a.lo};
+      })
+      .Case<arith::MulFOp>(
+          [&](auto) { return product(operand(0), operand(1)); })
+      .Case<arith::DivFOp>([&](auto) {
+        Interval d = operand(1);
+        if (d.lo != d.hi || d.lo == 0.0)
+          return Interval{};
+        return product(operand(0), Interval{1.0 / d.lo, 1.0 / d.lo});
+      })
+      .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](auto) {
+        Interval a = operand(0), b = operand(1);
+        return Interval{std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+      })
+      .Case<arith::MinimumFOp, arith::MinNumFOp>([&](auto) {
+        Interval a = operand(0), b = operand(1);
+        return Interval{std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+      })
+      .Case<arith::SelectOp>([&](auto) {
+        Interval a = operand(1), b = operand(2);
+        return Interval{std::min(a.lo, b.lo), std::max(a.hi, b.hi)};
+      })
+      .Case<math::TanhOp>([&](auto) {
+        return monotone(operand(0), [](double x) { return std::tanh(x); });
+      })
+      .Case<math::ExpOp>([&](auto) {
+        return monotone(operand(0), [](double x) { return std::exp(x); });
+      })
+      .Case<math::Exp2Op>([&](auto) {
+        return monotone(operand(0), [](double x) { return std::exp2(x); });
+      })
+      .Default([](Operation *) { return Interval{}; });
+}
+
+std::optional<std::pair<double, double>>
+mlir::fa::attn::scoreModRange(Region &region) {
+  Block &block = region.front();
+  DenseMap<Value, Interval> ranges;
+  auto of = [&](Value v) -> Interval {
+    FloatAttr c;
+    if (matchPattern(v, m_Constant(&c)))
+      return {c.getValueAsDouble(), c.getValueAsDouble()};
+    return ranges.lookup(v); // arguments, outer values: unbounded
+  };
+  for (Operation &op : block.without_terminator())
+    if (op.getNumResults() == 1 && op.getResult(0).getType().isF32())
+      ranges[op.getResult(0)] = rangeOfOp(op, of);
+  Interval y = of(block.getTerminator()->getOperand(0));
+  if (!std::isfinite(y.lo) || !std::isfinite(y.hi))
+    return std::nullopt;
+  return std::make_pair(y.lo, y.hi);
+}
