@@ -676,7 +676,9 @@ void mlir::fa::gpu_lowering::boundedSoftmaxUpdate(
                        : arith::MulFOp::create(b, loc, kb.f32(maxBound),
                                                scaleLog2)
                              .getResult();
-  Value negMax = arith::NegFOp::create(b, loc, rowMax);
+  // A run-time scale (attn-gpu-bound-max sets max_bound for constant ones
+  // only) keeps the plain fma with −max.
+  Value negMax = scale ? Value() : arith::NegFOp::create(b, loc, rowMax);
   for (int64_t r = 0; r < 2; ++r) {
     Value sum = state.rowSum[r];
     for (int64_t n = 0; n < static_cast<int64_t>(s.size()) / 4; ++n)
