@@ -421,21 +421,13 @@ def AttnGPU_OnlineSoftmaxOp : AttnGPU_Op<"online_softmax", [Pure,
     j added to the exponent bits, 0 below 2^-125 — instead of ex2.approx on
     the special-function unit, whose rate is the fp8 forward's second limit
     beside the tensor cores.
-
-    With `max_bound` = B no score exceeds B (attn-gpu-bound-max proves it
-    from the score_mod): every row's max is B·scale_log2 from the first
-    update on, whatever `max` holds (−inf before it), so the update takes
-    no row maximum, α = 1 and acc is not rescaled; P = 2^(t − B·scale_log2)
-    with the constant offsets of the mod's last affine steps folded into
-    the exponent's one multiply-add.
   }];
   let arguments = (ins AttnGPU_Fragment:$scores, AttnGPU_Fragment:$max,
                        AttnGPU_Fragment:$sum, AttnGPU_Fragment:$acc,
                        Variadic<F32>:$scale_log2,
                        OptionalAttr<I64Attr>:$scale_block,
                        OptionalAttr<F64Attr>:$lazy_rescale_log2,
-                       OptionalAttr<I64Attr>:$poly_exp2,
-                       OptionalAttr<F64Attr>:$max_bound);
+                       OptionalAttr<I64Attr>:$poly_exp2);
   let results = (outs AttnGPU_Fragment:$probs, AttnGPU_Fragment:$new_max,
                       AttnGPU_Fragment:$new_sum, AttnGPU_Fragment:$new_acc);
   let assemblyFormat = [{

@@ -89,8 +89,6 @@ void fa::buildAttnToGPUPipeline(OpPassManager &pm,
   // A query-additive score_mod (ALiBi) evaluated once per key for a lane's
   // two rows, the difference moved into the LSE.
   pm.addPass(attn_gpu::createAttnGPUAnchorScoreModPass());
-  // A bounded score_mod (softcapping) fixes each row's max at its bound.
-  pm.addPass(attn_gpu::createAttnGPUBoundMaxPass());
   // The tile level's schedule: a producer warp filling the K/V ring
   // (plan.producer_warp), else the key loop's K/V ring of plan.stages.
   pm.addPass(attn_gpu::createAttnGPUWarpSpecializePass());

@@ -803,14 +803,6 @@ struct MaskLowering : TileOpLowering<ag::MaskOp> {
 
 struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
   using TileOpLowering::TileOpLowering;
-  /// Whether `op` lies in a wgmma kernel: there P's exponent may move into
-  /// the mask's branches (boundedSoftmaxUpdate); the mma.sync decode tile,
-  /// capped at 128 registers, spilled 8 B with it.
-  bool inWgmmaKernel(Operation *op) const {
-    auto it = kernels.find(op->getParentOfType<gpu::GPUFuncOp>());
-    return it != kernels.end() &&
-           it->second->plan.strategy == MmaStrategy::Wgmma;
-  }
   LogicalResult
   matchAndRewrite(ag::OnlineSoftmaxOp op, OneToNOpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -824,15 +816,9 @@ struct OnlineSoftmaxLowering : TileOpLowering<ag::OnlineSoftmaxOp> {
       scales.push_back(scale.front());
     IntegerAttr block = op.getScaleBlockAttr();
     IntegerAttr poly = op.getPolyExp2Attr();
-    if (FloatAttr bound = op.getMaxBoundAttr())
-      boundedSoftmaxUpdate(kb, rewriter, s, state, scales.front(),
-                           bound.getValueAsDouble(),
-                           op.getScores().hasOneUse() && inWgmmaKernel(op));
-    else
-      onlineSoftmaxUpdate(kb, s, acc, state, scales,
-                          block ? block.getInt() : 0,
-                          lazy ? lazy.getValueAsDouble() : 0.0,
-                          poly ? poly.getInt() : 0);
+    onlineSoftmaxUpdate(kb, s, acc, state, scales, block ? block.getInt() : 0,
+                        lazy ? lazy.getValueAsDouble() : 0.0,
+                        poly ? poly.getInt() : 0);
     SmallVector<Value> newMax{state.rowMax[0], state.rowMax[1]};
     SmallVector<Value> newSum{state.rowSum[0], state.rowSum[1]};
     rewriter.replaceOpWithMultiple(op, {s, newMax, newSum, acc});

@@ -291,8 +291,7 @@ scf::ForOp ForwardTileBuilder::buildKeyLoop(Value bounds) {
                                             it[2], ValueRange{scaleLog2},
                                             /*scale_block=*/IntegerAttr(),
                                             /*lazy_rescale_log2=*/FloatAttr(),
-                                            /*poly_exp2=*/IntegerAttr(),
-                                            /*max_bound=*/FloatAttr());
+                                            /*poly_exp2=*/IntegerAttr());
 
   // O += P·V(j); P goes from accumulator layout to A fragments in registers.
   ag::AsyncWaitOp::create(b, loc, 0);

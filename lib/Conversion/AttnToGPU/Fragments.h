@@ -26,7 +26,6 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/IR/PatternMatch.h"
 
 #include <numeric>
 
@@ -479,16 +478,6 @@ void onlineSoftmaxUpdate(KernelBuilder &kb, MutableArrayRef<Value> s,
                          MutableArrayRef<Value> acc, SoftmaxState &state,
                          ArrayRef<Value> scaleLog2, int64_t scaleBlock,
                          double lazyRescaleLog2 = 0, int64_t polyExp2 = 0);
-
-/// The update of a row whose scores never exceed `maxBound` (online_softmax's
-/// max_bound): the max is maxBound·scaleLog2 from the start, α = 1 (acc
-/// unchanged), P = 2^(s·scaleLog2 − max) with the constant factors and
-/// offsets of s's last affine steps folded into its one multiply-add, also
-/// inside the selects that mask s and, when `ownScores` (s is used by this
-/// update alone), the branches of the scf.if that yields it.
-void boundedSoftmaxUpdate(KernelBuilder &kb, RewriterBase &rewriter,
-                          MutableArrayRef<Value> s, SoftmaxState &state,
-                          Value scaleLog2, double maxBound, bool ownScores);
 
 /// Reduces the row sums over the 4 lanes of a row; returns 1/l (0 where l = 0)
 /// per row and LSE = ln2·(m + log2 l) (−inf where l = 0). With `sink` (f32,

@@ -196,8 +196,7 @@ SmallVector<Value> HopperForward::scoreStep(const ConsumerState &t,
       plan.schedule.lazyRescale ? b.getF64FloatAttr(kLazyRescaleLog2)
                                 : FloatAttr(),
       plan.schedule.polyExp2 ? b.getI64IntegerAttr(plan.schedule.polyExp2)
-                             : IntegerAttr(),
-      /*max_bound=*/FloatAttr());
+                             : IntegerAttr());
   SmallVector<Value> m = laneValues(b, loc, update.getNewMax());
   SmallVector<Value> l = laneValues(b, loc, update.getNewSum());
   SmallVector<Value> factors = laneValues(b, loc, update.getNewAcc());

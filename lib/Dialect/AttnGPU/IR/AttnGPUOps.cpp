@@ -7,8 +7,6 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <cmath>
-
 using namespace mlir;
 using namespace mlir::fa::attn_gpu;
 
@@ -521,12 +519,6 @@ LogicalResult OnlineSoftmaxOp::verify() {
     return emitOpError("expected one scale without a scale block, got ")
            << scales;
   }
-  FloatAttr bound = getMaxBoundAttr();
-  if (bound && (getScaleBlockAttr() || getPolyExp2Attr() ||
-                !std::isfinite(bound.getValueAsDouble())))
-    return emitOpError("expected a finite max bound, with one scale and no "
-                       "polynomial exponentials, got ")
-           << bound;
   FloatAttr lazy = getLazyRescaleLog2Attr();
   if (lazy && !(lazy.getValueAsDouble() > 0))
     return emitOpError("expected a positive lazy rescale threshold, got ")

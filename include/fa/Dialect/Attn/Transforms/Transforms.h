@@ -243,15 +243,6 @@ Value buildMaskModStage(OpBuilder &b, Location loc, const ScoreSpec &spec,
 /// into the row's LSE (the GPU forward's query-anchored score_mod).
 bool scoreModQueryAdditive(Region &region);
 
-/// The closed interval [lo, hi] that holds every value the score_mod
-/// `region` yields, whatever its arguments (the score unbounded), or none
-/// when an end is infinite. Interval arithmetic over its f32 ops: constants,
-/// sums, differences, negations, products, quotients by constants, maxima,
-/// minima, selects, and the monotone tanh, exp and exp2; anything else
-/// (a table read, a region op) is unbounded. Softcapping's c·tanh(s/c) lies
-/// in [−c, c].
-std::optional<std::pair<double, double>> scoreModRange(Region &region);
-
 /// Maps the mask_mod's position arguments that `pos` sets (null ones are
 /// left out) and, without `modArgs`, its mod_args to spec.modArgs.
 void mapMaskModPositions(const ScoreSpec &spec, const ScorePosition &pos,

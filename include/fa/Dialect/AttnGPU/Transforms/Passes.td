@@ -151,30 +151,4 @@ def AttnGPUAnchorScoreModPass : Pass<"attn-gpu-anchor-score-mod", "ModuleOp"> {
   }];
 }
 
-def AttnGPUBoundMaxPass : Pass<"attn-gpu-bound-max", "ModuleOp"> {
-  let summary = "Fix each row's softmax max at a bounded score_mod's bound";
-  let description = [{
-    A score_mod whose value is bounded (attn::scoreModRange: softcapping's
-    c·tanh(s/c) lies in [−c, c]) bounds every score a row's softmax sees,
-    masked ones being −inf. The online softmax may then take the bound B
-    as every row's max from the start: P = 2^((s − B)·scale_log2) never
-    exceeds 1, α is 1, and the update needs no row maximum and O no
-    rescale. This pass sets `max_bound` = B on each `attn_gpu.online_softmax`
-    whose scores come from such a score_mod (through `mask`, `mask_mod` and
-    `scf.if`), whose scale is a constant, and whose P keeps every value of
-    the range in the kernel's P type: a range of (B − lo)·scale_log2 ≤ 100
-    (bf16, f32 inputs: P ≥ 2^-100, far from underflow), ≤ 12 for f16 (its
-    normal range starts at 2^-14), never for fp8. Query-anchored mods
-    (shifted by a row term) and the rest are left alone.
-
-    ```mlir
-    %s = attn_gpu.score_mod %raw scale %c ... { 30·tanh(s/30) }
-    %p, %m, %l, %a = attn_gpu.online_softmax %s, ... scale %log2e : ...
-    // becomes
-    %p, %m, %l, %a = attn_gpu.online_softmax %s, ... scale %log2e
-        {max_bound = 3.000000e+01 : f64} : ...
-    ```
-  }];
-}
-
 #endif // FA_DIALECT_ATTNGPU_TRANSFORMS_PASSES
