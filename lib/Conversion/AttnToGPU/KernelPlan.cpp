@@ -370,11 +370,14 @@ static std::string typeText(Type type) {
   return text;
 }
 
-FailureOr<KernelPlan>
-mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
-                            int64_t headDimV, const attn::ScoreSpec &spec,
-                            const GpuTileOptions &options, std::string &error) {
-  auto fail = [&](const llvm::Twine &msg) -> FailureOr<KernelPlan> {
+/// The element type, head dims and target the tensor-core kernels take,
+/// and the options each element type allows.
+static LogicalResult checkElementType(bool backward, Type elemType,
+                                      int64_t headDim, int64_t headDimV,
+                                      const attn::ScoreSpec &spec,
+                                      const GpuTileOptions &options,
+                                      std::string &error) {
+  auto fail = [&](const llvm::Twine &msg) {
     error = msg.str();
     return failure();
   };
@@ -445,17 +448,22 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
       options.target != "sm_90a")
     return fail("expected target sm_80, sm_90 or sm_90a, got " + options.target);
 
-  KernelPlan plan;
-  plan.backward = backward;
-  plan.elemType = elemType;
-  plan.headDim = headDim;
-  plan.headDimV = headDimV;
-  plan.target = options.target;
-  plan.spec = spec;
-  plan.stages = options.stages;
-  plan.tf32 = options.tf32;
-  plan.descaleBlock = options.descaleBlock;
-  plan.quantize = options.quantize;
+  return success();
+}
+
+/// The options that add a feature to the kernel (deterministic dQ, split-KV,
+/// packed GQA, paged KV, the producer warp, TMA, the cache append, varlen,
+/// block sparsity, sinks), each checked against the kernels that have it.
+static LogicalResult resolveFeatures(KernelPlan &plan,
+                                     const GpuTileOptions &options,
+                                     std::string &error) {
+  auto fail = [&](const llvm::Twine &msg) {
+    error = msg.str();
+    return failure();
+  };
+  const bool backward = plan.backward;
+  const attn::ScoreSpec &spec = plan.spec;
+  const int64_t headDim = plan.headDim, headDimV = plan.headDimV;
   // Only the warp-specialised wgmma backward has a dQ writer that can order
   // its reductions; the others add dQ with red.global from every thread.
   if (options.deterministic) {
@@ -594,8 +602,21 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                   "kernel joins a sink there yet)");
     plan.sinks = true;
   }
-  if (options.mma == "wgmma")
-    return resolveWgmmaPlan(plan, options, error);
+  return success();
+}
+
+/// The mma.sync kernels' tiles: warps, block sizes, the backward's column
+/// split and the ring's stages, within a CTA's threads and shared memory.
+static FailureOr<KernelPlan> resolveMmaSyncPlan(KernelPlan plan,
+                                                const GpuTileOptions &options,
+                                                std::string &error) {
+  auto fail = [&](const llvm::Twine &msg) -> FailureOr<KernelPlan> {
+    error = msg.str();
+    return failure();
+  };
+  const bool backward = plan.backward;
+  const attn::ScoreSpec &spec = plan.spec;
+  const int64_t headDim = plan.headDim, headDimV = plan.headDimV;
   if (!options.grid.empty())
     return fail("grid = " + options.grid +
                 " applies to the mma = wgmma forward only, got mma = " +
@@ -700,6 +721,32 @@ mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
                 " bytes of shared memory, more than " +
                 llvm::Twine(kMaxSharedBytes));
   return plan;
+}
+
+
+FailureOr<KernelPlan>
+mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
+                            int64_t headDimV, const attn::ScoreSpec &spec,
+                            const GpuTileOptions &options, std::string &error) {
+  if (failed(checkElementType(backward, elemType, headDim, headDimV, spec,
+                              options, error)))
+    return failure();
+  KernelPlan plan;
+  plan.backward = backward;
+  plan.elemType = elemType;
+  plan.headDim = headDim;
+  plan.headDimV = headDimV;
+  plan.target = options.target;
+  plan.spec = spec;
+  plan.stages = options.stages;
+  plan.tf32 = options.tf32;
+  plan.descaleBlock = options.descaleBlock;
+  plan.quantize = options.quantize;
+  if (failed(resolveFeatures(plan, options, error)))
+    return failure();
+  if (options.mma == "wgmma")
+    return resolveWgmmaPlan(plan, options, error);
+  return resolveMmaSyncPlan(plan, options, error);
 }
 
 /// The name a score_mod or mask_mod (`region`, or null) goes by in tags:
