@@ -222,16 +222,25 @@ static LogicalResult checkSplitRolesPlan(const KernelPlan &plan,
 
 /// The wgmma forward: 128 query rows in two consumer warpgroups of 64 and a
 /// producer warpgroup (12 warps), 128-key tiles, a 2- or 3-stage K/V ring.
+/// The plan resolvers' diagnostic: `fail(msg)` stores msg in `error` and
+/// returns failure (a LogicalResult, which a FailureOr<KernelPlan> takes).
+namespace {
+struct PlanFailure {
+  std::string &error;
+  LogicalResult operator()(const llvm::Twine &msg) const {
+    error = msg.str();
+    return failure();
+  }
+};
+} // namespace
+
 /// The wgmma backward: 128 keys in two warpgroups of 64 (8 warps; 12 with
 /// the producer warpgroup of -fa-wgmma-bwd-ws), 64-row query tiles
 /// double-buffered (2 stages).
 static FailureOr<KernelPlan> resolveWgmmaPlan(KernelPlan plan,
                                               const GpuTileOptions &options,
                                               std::string &error) {
-  auto fail = [&](const llvm::Twine &msg) -> FailureOr<KernelPlan> {
-    error = msg.str();
-    return failure();
-  };
+  PlanFailure fail{error};
   if (plan.target != "sm_90a")
     return fail("expected target sm_90a for mma = wgmma, got " + plan.target);
   if (!wgmmaHeadDimsSupported(plan.backward, plan.headDim, plan.headDimV))
@@ -377,10 +386,7 @@ static LogicalResult checkElementType(bool backward, Type elemType,
                                       const attn::ScoreSpec &spec,
                                       const GpuTileOptions &options,
                                       std::string &error) {
-  auto fail = [&](const llvm::Twine &msg) {
-    error = msg.str();
-    return failure();
-  };
+  PlanFailure fail{error};
   if (isa<Float8E4M3FNType>(elemType)) {
     // FA3's fp8 forward and fa's fp8 backward: no mods, dense batches,
     // wgmma only.
@@ -457,10 +463,7 @@ static LogicalResult checkElementType(bool backward, Type elemType,
 static LogicalResult resolveFeatures(KernelPlan &plan,
                                      const GpuTileOptions &options,
                                      std::string &error) {
-  auto fail = [&](const llvm::Twine &msg) {
-    error = msg.str();
-    return failure();
-  };
+  PlanFailure fail{error};
   const bool backward = plan.backward;
   const attn::ScoreSpec &spec = plan.spec;
   const int64_t headDim = plan.headDim, headDimV = plan.headDimV;
@@ -610,10 +613,7 @@ static LogicalResult resolveFeatures(KernelPlan &plan,
 static FailureOr<KernelPlan> resolveMmaSyncPlan(KernelPlan plan,
                                                 const GpuTileOptions &options,
                                                 std::string &error) {
-  auto fail = [&](const llvm::Twine &msg) -> FailureOr<KernelPlan> {
-    error = msg.str();
-    return failure();
-  };
+  PlanFailure fail{error};
   const bool backward = plan.backward;
   const attn::ScoreSpec &spec = plan.spec;
   const int64_t headDim = plan.headDim, headDimV = plan.headDimV;
@@ -722,7 +722,6 @@ static FailureOr<KernelPlan> resolveMmaSyncPlan(KernelPlan plan,
                 llvm::Twine(kMaxSharedBytes));
   return plan;
 }
-
 
 FailureOr<KernelPlan>
 mlir::fa::resolveKernelPlan(bool backward, Type elemType, int64_t headDim,
